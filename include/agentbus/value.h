@@ -1,0 +1,144 @@
+/*
+ * agentbus/value.h - JSON-safe values and the strict msgpack reader.
+ *
+ * Every msgpack payload the bus receives is parsed by one strict reader into a
+ * read-only tree of ab_val_t nodes. The reader enforces what docs/PROTOCOL.md
+ * calls "JSON-safe": maps with unique UTF-8 string keys, arrays, valid UTF-8
+ * strings, 64-bit signed integers, finite floats, booleans and nil. It rejects
+ * bin and ext types, non-string keys, duplicate keys, invalid UTF-8, NaN and
+ * infinities, unsigned integers above INT64_MAX, nesting deeper than the
+ * limit, inputs over the size limit and trailing bytes - each with a typed
+ * error naming the JSON path of the offending value.
+ *
+ * Why our own reader rather than msgpack_unpack(): msgpack-c's unpacker has a
+ * compile-time nesting limit of 32, accepts trailing data and does none of
+ * the checks above; we still use msgpack-c to *encode* (ab_val_pack()).
+ *
+ * Ownership: strings in the tree point into the caller's input buffer (no
+ * copy); nodes live in the ab_doc_t arena. Both must outlive the tree. A tree
+ * is valid until the next ab_doc_parse()/ab_doc_reset() on the same doc.
+ *
+ * Thread-safety: an ab_doc_t is used by one thread at a time; trees are
+ * read-only and may be read from several threads.
+ */
+#ifndef AGENTBUS_VALUE_H
+#define AGENTBUS_VALUE_H
+
+#include "agentbus/status.h"
+
+#include <msgpack.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Bus limits (DESIGN.md section 9). Defaults from ab_limits_default(). */
+typedef struct ab_limits {
+    uint32_t max_event_bytes;   /**< encoded event envelope, default 1 MiB */
+    uint32_t max_depth;         /**< nesting depth of any value, default 64 */
+    uint32_t max_id_bytes;      /**< thread/run id length, default 256 */
+    uint32_t max_batch;         /**< events per PUBLISH, default 1024 */
+    uint32_t max_header_bytes;  /**< command header frame, default 64 KiB */
+    uint32_t max_inflight;      /**< unacknowledged events per producer, default 8192 */
+    uint32_t max_replay_window; /**< replay chunks granted at once, default 64 */
+} ab_limits_t;
+
+/** The documented defaults. */
+ab_limits_t ab_limits_default(void);
+
+/** Type of a value node. */
+typedef enum ab_val_type {
+    AB_VAL_NULL = 0,
+    AB_VAL_BOOL,
+    AB_VAL_INT,   /**< signed 64-bit */
+    AB_VAL_FLOAT, /**< finite double (msgpack float32 widened) */
+    AB_VAL_STR,   /**< valid UTF-8, not NUL-terminated */
+    AB_VAL_ARRAY,
+    AB_VAL_MAP,
+} ab_val_type_t;
+
+typedef struct ab_val ab_val_t;
+typedef struct ab_kv ab_kv_t;
+
+/** A read-only value node. `len` is the string length, item or pair count. */
+struct ab_val {
+    ab_val_type_t type;
+    uint32_t len;
+    union {
+        bool b;
+        int64_t i;
+        double f;
+        const char *s;
+        const ab_val_t *items;
+        const ab_kv_t *pairs;
+    } u;
+};
+
+/** A map entry; keys are unique within a map. */
+struct ab_kv {
+    const char *key;
+    uint32_t klen;
+    ab_val_t val;
+};
+
+/** Arena that holds parsed trees; reused across parses. */
+typedef struct ab_doc ab_doc_t;
+
+/** Create an empty doc. @return AB_OK or AB_NOMEM. */
+AB_NODISCARD ab_status_t ab_doc_new(ab_doc_t **out);
+
+/** Free a doc and every tree parsed into it. NULL-safe; sets *doc = NULL. */
+void ab_doc_destroy(ab_doc_t **doc);
+
+/** Forget all trees (keeps memory for reuse). */
+void ab_doc_reset(ab_doc_t *doc);
+
+/**
+ * Parse exactly one msgpack value from @p buf into @p doc (which is reset).
+ *
+ * @param max_bytes  inputs longer than this fail with AB_TOO_LARGE.
+ * @param max_depth  a value nested deeper fails (top level is depth 1).
+ * @param bad_code   status used for malformed input (AB_INVALID_ENVELOPE or
+ *                   AB_INVALID_EVENT); size/depth limits use AB_TOO_LARGE.
+ * @param root       out: the root node, valid until the next parse/reset.
+ * @return AB_OK, bad_code, AB_TOO_LARGE or AB_NOMEM; err->field holds the
+ *         JSON pointer of the bad value ("" = root).
+ */
+AB_NODISCARD ab_status_t ab_doc_parse(ab_doc_t *doc, const uint8_t *buf, size_t len,
+                                      uint32_t max_bytes, uint32_t max_depth, ab_status_t bad_code,
+                                      const ab_val_t **root, ab_error_t *err);
+
+/** Map lookup by key; NULL when absent or @p map is not a map. O(pairs). */
+const ab_val_t *ab_val_get(const ab_val_t *map, const char *key);
+
+/** True when @p v is a string equal to the NUL-terminated @p lit. */
+bool ab_val_str_eq(const ab_val_t *v, const char *lit);
+
+/** True when two trees are equal (maps compared as ordered pair lists). */
+bool ab_val_equal(const ab_val_t *a, const ab_val_t *b);
+
+/** Short lower-case name of a type ("string", "map" ...) for messages. */
+const char *ab_val_type_name(ab_val_type_t t);
+
+/**
+ * Encode @p v with msgpack-c. Integers use the smallest encoding, floats are
+ * written as float64. @return AB_OK or AB_NOMEM.
+ */
+AB_NODISCARD ab_status_t ab_val_pack(msgpack_packer *pk, const ab_val_t *v);
+
+/** True when [s, s+len) is valid UTF-8 (no overlongs, no surrogates). */
+bool ab_utf8_valid(const char *s, size_t len);
+
+/**
+ * Append the JSON-pointer escape of a key ("~" -> "~0", "/" -> "~1") to the
+ * path in @p buf (NUL-terminated, @p size bytes); truncates safely.
+ */
+void ab_path_push_key(char *buf, size_t size, const char *key, size_t klen);
+
+/** Append "/<index>" to the path in @p buf. */
+void ab_path_push_index(char *buf, size_t size, size_t index);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* AGENTBUS_VALUE_H */
