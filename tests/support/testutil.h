@@ -13,11 +13,13 @@
 #include "agentbus/status.h"
 #include "agentbus/value.h"
 
-#include <cmocka.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+
+/* cmocka needs the headers above first */
+#include <cmocka.h>
 
 typedef struct tu_ctx {
     ab_doc_t *doc;

@@ -1,0 +1,215 @@
+/*
+ * test_value.c - the strict msgpack reader: JSON-safe acceptance, every
+ * rejection path with its code and JSON pointer, limits and helpers.
+ */
+#include "testutil.h"
+
+#include <math.h>
+#include <string.h>
+
+static ab_status_t parse_bytes(const void *p, size_t n, ab_error_t *err, const ab_val_t **root)
+{
+    static ab_doc_t *doc;
+    if (!doc)
+        assert_int_equal(ab_doc_new(&doc), AB_OK);
+    const ab_val_t *r = NULL;
+    ab_status_t rc =
+        ab_doc_parse(doc, p, n, 1u << 20, 64, AB_INVALID_ENVELOPE, root ? root : &r, err);
+    return rc;
+}
+
+#define EXPECT_FAIL(bytes, code, field)                                                       \
+    do {                                                                                      \
+        ab_error_t e_ = AB_ERROR_INIT;                                                        \
+        assert_int_equal(parse_bytes(bytes, sizeof(bytes) - 1, &e_, NULL), code);             \
+        tu_assert_error(&e_, code, field);                                                    \
+    } while (0)
+
+static void test_scalars(void **state)
+{
+    (void)state;
+    const ab_val_t *v;
+    ab_error_t err = AB_ERROR_INIT;
+    assert_int_equal(parse_bytes("\xd3\x80\x00\x00\x00\x00\x00\x00\x00", 9, &err, &v), AB_OK);
+    assert_int_equal(v->type, AB_VAL_INT);
+    assert_true(v->u.i == INT64_MIN);
+    assert_int_equal(parse_bytes("\xcf\x7f\xff\xff\xff\xff\xff\xff\xff", 9, &err, &v), AB_OK);
+    assert_true(v->u.i == INT64_MAX);
+    assert_int_equal(parse_bytes("\xd0\xfe", 2, &err, &v), AB_OK);
+    assert_int_equal(v->u.i, -2);
+    assert_int_equal(parse_bytes("\xd1\xff\x00", 3, &err, &v), AB_OK);
+    assert_int_equal(v->u.i, -256);
+    assert_int_equal(parse_bytes("\xe0", 1, &err, &v), AB_OK);
+    assert_int_equal(v->u.i, -32);
+    assert_int_equal(parse_bytes("\xca\x3f\xc0\x00\x00", 5, &err, &v), AB_OK);
+    assert_int_equal(v->type, AB_VAL_FLOAT);
+    assert_true(v->u.f == 1.5);
+    assert_int_equal(parse_bytes("\xc3", 1, &err, &v), AB_OK);
+    assert_true(v->type == AB_VAL_BOOL && v->u.b);
+    assert_int_equal(parse_bytes("\xc0", 1, &err, &v), AB_OK);
+    assert_int_equal(v->type, AB_VAL_NULL);
+}
+
+static void test_containers_and_views(void **state)
+{
+    (void)state;
+    /* {"a":[1,"x"],"b":{}} */
+    static const char in[] = "\x82\xa1\x61\x92\x01\xa1\x78\xa1\x62\x80";
+    const ab_val_t *v;
+    ab_error_t err = AB_ERROR_INIT;
+    assert_int_equal(parse_bytes(in, sizeof(in) - 1, &err, &v), AB_OK);
+    assert_int_equal(v->type, AB_VAL_MAP);
+    const ab_val_t *a = ab_val_get(v, "a");
+    assert_non_null(a);
+    assert_int_equal(a->type, AB_VAL_ARRAY);
+    assert_int_equal(a->len, 2);
+    assert_true(ab_val_str_eq(&a->u.items[1], "x"));
+    /* strings are views into the input, not copies */
+    assert_ptr_equal(a->u.items[1].u.s, in + 6);
+    assert_int_equal(ab_val_get(v, "b")->type, AB_VAL_MAP);
+    assert_null(ab_val_get(v, "c"));
+}
+
+static void test_rejections(void **state)
+{
+    (void)state;
+    EXPECT_FAIL("\x81\xa1k\xc4\x01\x00", AB_INVALID_ENVELOPE, "/k");         /* bin */
+    EXPECT_FAIL("\x91\xd4\x01\x00", AB_INVALID_ENVELOPE, "/0");              /* fixext */
+    EXPECT_FAIL("\x81\xa1k\xc7\x01\x05\x00", AB_INVALID_ENVELOPE, "/k");     /* ext8 */
+    EXPECT_FAIL("\x81\x01\x02", AB_INVALID_ENVELOPE, "");                    /* int key */
+    EXPECT_FAIL("\x82\xa1k\x01\xa1k\x02", AB_INVALID_ENVELOPE, "/k");        /* duplicate */
+    EXPECT_FAIL("\xa2\xc3\x28", AB_INVALID_ENVELOPE, "");                    /* bad UTF-8 */
+    EXPECT_FAIL("\xa3\xed\xa0\x80", AB_INVALID_ENVELOPE, "");                /* surrogate */
+    EXPECT_FAIL("\xa2\xc0\x80", AB_INVALID_ENVELOPE, "");                    /* overlong */
+    EXPECT_FAIL("\xcb\x7f\xf8\x00\x00\x00\x00\x00\x00", AB_INVALID_ENVELOPE, ""); /* NaN */
+    EXPECT_FAIL("\xcb\x7f\xf0\x00\x00\x00\x00\x00\x00", AB_INVALID_ENVELOPE, ""); /* inf */
+    EXPECT_FAIL("\xcf\x80\x00\x00\x00\x00\x00\x00\x00", AB_INVALID_ENVELOPE, ""); /* > int64 */
+    EXPECT_FAIL("\xc1", AB_INVALID_ENVELOPE, "");                            /* never used */
+    EXPECT_FAIL("\x01\x02", AB_INVALID_ENVELOPE, "");                        /* trailing */
+    EXPECT_FAIL("\x92\xa3" "ab", AB_INVALID_ENVELOPE, "/0");                   /* truncated */
+    EXPECT_FAIL("\xdd\xff\xff\xff\xff\x01", AB_INVALID_ENVELOPE, "");        /* huge count */
+    EXPECT_FAIL("\xdb\x00\x00\x00\x09\x61", AB_INVALID_ENVELOPE, "");        /* short str */
+    EXPECT_FAIL("\x81\xa3\x61\x2f\x7e\xc4\x00", AB_INVALID_ENVELOPE, "/a~1~0"); /* escaping */
+    ab_error_t e = AB_ERROR_INIT;
+    assert_int_equal(parse_bytes("", 0, &e, NULL), AB_INVALID_ENVELOPE);
+}
+
+static void test_depth_and_size_limits(void **state)
+{
+    (void)state;
+    uint8_t deep[70];
+    memset(deep, 0x91, sizeof(deep)); /* [[[[...1]]]] */
+    ab_doc_t *doc;
+    assert_int_equal(ab_doc_new(&doc), AB_OK);
+    const ab_val_t *v;
+    ab_error_t err = AB_ERROR_INIT;
+    deep[63] = 0x01; /* 63 arrays + the integer = depth 64: allowed */
+    assert_int_equal(ab_doc_parse(doc, deep, 64, 1024, 64, AB_INVALID_EVENT, &v, &err), AB_OK);
+    deep[63] = 0x91;
+    deep[64] = 0x01; /* depth 65 */
+    assert_int_equal(ab_doc_parse(doc, deep, 65, 1024, 64, AB_INVALID_EVENT, &v, &err),
+                     AB_TOO_LARGE);
+    ab_error_clear(&err);
+    assert_int_equal(ab_doc_parse(doc, deep, 65, 64, 100, AB_INVALID_EVENT, &v, &err),
+                     AB_TOO_LARGE);
+    assert_non_null(ab_error_detail(&err, "limit"));
+    assert_int_equal(ab_error_detail(&err, "limit")->i, 64);
+    ab_doc_destroy(&doc);
+    assert_null(doc);
+}
+
+static void test_big_document_uses_extra_blocks(void **state)
+{
+    (void)state;
+    /* an array of 100000 small maps: forces arena growth beyond the first block */
+    ab_buf_t b = AB_BUF_INIT;
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, &b, ab_buf_msgpack_write);
+    msgpack_pack_array(&pk, 100000);
+    for (int i = 0; i < 100000; i++) {
+        msgpack_pack_map(&pk, 1);
+        msgpack_pack_str_with_body(&pk, "k", 1);
+        msgpack_pack_int(&pk, i);
+    }
+    ab_doc_t *doc;
+    assert_int_equal(ab_doc_new(&doc), AB_OK);
+    const ab_val_t *v;
+    ab_error_t err = AB_ERROR_INIT;
+    assert_int_equal(ab_doc_parse(doc, b.data, b.len, 1u << 24, 64, AB_INVALID_EVENT, &v, &err),
+                     AB_OK);
+    assert_int_equal(v->len, 100000);
+    assert_int_equal(ab_val_get(&v->u.items[99999], "k")->u.i, 99999);
+    /* reuse after reset */
+    assert_int_equal(ab_doc_parse(doc, (const uint8_t *)"\x90", 1, 16, 4, AB_INVALID_EVENT, &v,
+                                  &err),
+                     AB_OK);
+    assert_int_equal(v->len, 0);
+    ab_doc_destroy(&doc);
+    ab_buf_free(&b);
+}
+
+static void test_large_map_duplicate_detection(void **state)
+{
+    (void)state;
+    ab_buf_t b = AB_BUF_INIT;
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, &b, ab_buf_msgpack_write);
+    msgpack_pack_map(&pk, 40);
+    char key[16];
+    for (int i = 0; i < 40; i++) {
+        int n = snprintf(key, sizeof(key), "key%d", i == 39 ? 7 : i);
+        msgpack_pack_str_with_body(&pk, key, (size_t)n);
+        msgpack_pack_nil(&pk);
+    }
+    ab_error_t err = AB_ERROR_INIT;
+    assert_int_equal(parse_bytes(b.data, b.len, &err, NULL), AB_INVALID_ENVELOPE);
+    tu_assert_error(&err, AB_INVALID_ENVELOPE, "/key7");
+    ab_buf_free(&b);
+}
+
+static void test_utf8(void **state)
+{
+    (void)state;
+    assert_true(ab_utf8_valid("h\xc3\xa9llo \xf0\x9f\x98\x80 plain ascii text", 27));
+    assert_false(ab_utf8_valid("\xf4\x90\x80\x80", 4)); /* > U+10FFFF */
+    assert_false(ab_utf8_valid("\xe2\x82", 2));         /* truncated */
+    assert_false(ab_utf8_valid("abcdefgh\xff", 9));     /* after the fast path */
+    assert_false(ab_utf8_valid("\xe0\x80\xaf", 3));     /* overlong */
+}
+
+static void test_pack_roundtrip(void **state)
+{
+    (void)state;
+    tu_ctx_t c;
+    tu_ctx_init(&c);
+    const ab_val_t *v = tu_json(&c, "{\"a\":[1,-2,3.25,\"s\",null,true,{}],\"b\":[]}");
+    ab_buf_t b = AB_BUF_INIT;
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, &b, ab_buf_msgpack_write);
+    assert_int_equal(ab_val_pack(&pk, v), AB_OK);
+    ab_doc_t *doc;
+    assert_int_equal(ab_doc_new(&doc), AB_OK);
+    const ab_val_t *w;
+    ab_error_t err = AB_ERROR_INIT;
+    assert_int_equal(ab_doc_parse(doc, b.data, b.len, 1024, 64, AB_INVALID_EVENT, &w, &err),
+                     AB_OK);
+    assert_true(ab_val_equal(v, w));
+    ab_doc_destroy(&doc);
+    ab_buf_free(&b);
+    tu_ctx_free(&c);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_scalars),
+        cmocka_unit_test(test_containers_and_views),
+        cmocka_unit_test(test_rejections),
+        cmocka_unit_test(test_depth_and_size_limits),
+        cmocka_unit_test(test_big_document_uses_extra_blocks),
+        cmocka_unit_test(test_large_map_duplicate_detection),
+        cmocka_unit_test(test_utf8),
+        cmocka_unit_test(test_pack_roundtrip),
+    };
+    return cmocka_run_group_tests_name("value", tests, NULL, NULL);
+}
