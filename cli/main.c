@@ -1,2 +1,64 @@
-/* placeholder, replaced by the CLI */
-int main(void) { return 0; }
+/*
+ * main.c - the `agentbus` command: dispatch to a subcommand.
+ */
+#include "cli.h"
+
+#include <stdarg.h>
+#include <string.h>
+
+struct subcommand {
+    const char *name;
+    int (*fn)(int argc, char **argv);
+    const char *summary;
+};
+
+static const struct subcommand subcommands[] = {
+    {"validate", cmd_validate, "check AG-UI 1.0 events (JSON Lines) and their run lifecycle"},
+    {"bench", cmd_bench, "measure the protocol library's decode + validate throughput"},
+};
+
+#define NSUB (sizeof(subcommands) / sizeof(subcommands[0]))
+
+static void usage(FILE *out)
+{
+    fprintf(out, "usage: agentbus <command> [options]\n\n"
+                 "agentbus is a message bus for multi-process AI-agent fabrics.\n\n"
+                 "commands:\n");
+    for (size_t i = 0; i < NSUB; i++)
+        fprintf(out, "  %-10s %s\n", subcommands[i].name, subcommands[i].summary);
+    fprintf(out, "\nRun 'agentbus <command> --help' for the options of a command.\n");
+}
+
+int cli_usage_error(const char *cmd, const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, "agentbus %s: ", cmd);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\nRun 'agentbus %s --help' for usage.\n", cmd);
+    return AB_EXIT_USAGE;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return AB_EXIT_USAGE;
+    }
+    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
+        strcmp(argv[1], "help") == 0) {
+        usage(stdout);
+        return AB_EXIT_OK;
+    }
+    if (strcmp(argv[1], "--version") == 0) {
+        printf("agentbus %s\n", AB_VERSION_STRING);
+        return AB_EXIT_OK;
+    }
+    for (size_t i = 0; i < NSUB; i++)
+        if (strcmp(argv[1], subcommands[i].name) == 0)
+            return subcommands[i].fn(argc - 1, argv + 1);
+    fprintf(stderr, "agentbus: unknown command '%s'\n\n", argv[1]);
+    usage(stderr);
+    return AB_EXIT_USAGE;
+}

@@ -114,6 +114,11 @@ static void *doc_alloc(ab_doc_t *doc, size_t bytes)
     return p;
 }
 
+void *ab_doc_alloc(ab_doc_t *doc, size_t bytes)
+{
+    return doc_alloc(doc, bytes);
+}
+
 /* ---- paths ------------------------------------------------------------ */
 
 void ab_path_push_key(char *buf, size_t size, const char *key, size_t klen)

@@ -111,7 +111,7 @@ typedef enum ab_agui_outcome {
  */
 typedef struct ab_agui_info {
     ab_agui_type_t type;
-    const ab_val_t *event;           /**< the whole event map (for anything else) */
+    const ab_val_t *event;                 /**< the whole event map (for anything else) */
     ab_str_t thread_id;                    /**< RUN_STARTED, RUN_FINISHED */
     ab_str_t run_id;                       /**< RUN_STARTED, RUN_FINISHED */
     ab_str_t parent_run_id;                /**< RUN_STARTED */

@@ -94,6 +94,14 @@ void ab_doc_destroy(ab_doc_t **doc);
 void ab_doc_reset(ab_doc_t *doc);
 
 /**
+ * Allocate @p bytes in the doc arena (aligned for any type), for decoders
+ * that build arrays beside a parsed tree. The memory is uninitialised and
+ * lives until the next ab_doc_parse()/ab_doc_reset()/ab_doc_destroy().
+ * @return the memory, or NULL when out of memory.
+ */
+void *ab_doc_alloc(ab_doc_t *doc, size_t bytes);
+
+/**
  * Parse exactly one msgpack value from @p buf into @p doc (which is reset).
  *
  * @param max_bytes  inputs longer than this fail with AB_TOO_LARGE.

@@ -63,8 +63,8 @@ static void test_escapes_become_utf8(void **state)
 static void test_doubles_roundtrip_exactly(void **state)
 {
     (void)state;
-    const double samples[] = {0.1, 1.0 / 3.0, DBL_MAX, DBL_MIN, 5e-324, -2.5, 1e21, 1e-7,
-                              9007199254740993.0};
+    const double samples[] = {0.1,  1.0 / 3.0, DBL_MAX, DBL_MIN,           5e-324,
+                              -2.5, 1e21,      1e-7,    9007199254740993.0};
     for (size_t i = 0; i < sizeof(samples) / sizeof(samples[0]); i++) {
         char text[64];
         int n = snprintf(text, sizeof(text), "[%.17g", samples[i]);

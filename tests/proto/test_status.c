@@ -85,8 +85,7 @@ static void test_version_negotiation(void **state)
     assert_int_equal(chosen, 3);
     const uint32_t other[] = {7, 9};
     chosen = 42;
-    assert_int_equal(ab_version_negotiate(ours, 3, other, 2, &chosen, &e),
-                     AB_INCOMPATIBLE_VERSION);
+    assert_int_equal(ab_version_negotiate(ours, 3, other, 2, &chosen, &e), AB_INCOMPATIBLE_VERSION);
     assert_int_equal(chosen, 42); /* untouched */
     assert_false(e.retryable);
     assert_string_equal(ab_error_detail(&e, "ours")->s, "1,2,3");
@@ -130,8 +129,10 @@ static void test_capabilities(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_names_roundtrip),   cmocka_unit_test(test_first_error_wins),
-        cmocka_unit_test(test_ids),               cmocka_unit_test(test_version_negotiation),
+        cmocka_unit_test(test_names_roundtrip),
+        cmocka_unit_test(test_first_error_wins),
+        cmocka_unit_test(test_ids),
+        cmocka_unit_test(test_version_negotiation),
         cmocka_unit_test(test_capabilities),
     };
     return cmocka_run_group_tests_name("status", tests, NULL, NULL);

@@ -18,11 +18,11 @@ static ab_status_t parse_bytes(const void *p, size_t n, ab_error_t *err, const a
     return rc;
 }
 
-#define EXPECT_FAIL(bytes, code, field)                                                       \
-    do {                                                                                      \
-        ab_error_t e_ = AB_ERROR_INIT;                                                        \
-        assert_int_equal(parse_bytes(bytes, sizeof(bytes) - 1, &e_, NULL), code);             \
-        tu_assert_error(&e_, code, field);                                                    \
+#define EXPECT_FAIL(bytes, code, field)                                                            \
+    do {                                                                                           \
+        ab_error_t e_ = AB_ERROR_INIT;                                                             \
+        assert_int_equal(parse_bytes(bytes, sizeof(bytes) - 1, &e_, NULL), code);                  \
+        tu_assert_error(&e_, code, field);                                                         \
     } while (0)
 
 static void test_scalars(void **state)
@@ -73,22 +73,24 @@ static void test_containers_and_views(void **state)
 static void test_rejections(void **state)
 {
     (void)state;
-    EXPECT_FAIL("\x81\xa1k\xc4\x01\x00", AB_INVALID_ENVELOPE, "/k");         /* bin */
-    EXPECT_FAIL("\x91\xd4\x01\x00", AB_INVALID_ENVELOPE, "/0");              /* fixext */
-    EXPECT_FAIL("\x81\xa1k\xc7\x01\x05\x00", AB_INVALID_ENVELOPE, "/k");     /* ext8 */
-    EXPECT_FAIL("\x81\x01\x02", AB_INVALID_ENVELOPE, "");                    /* int key */
-    EXPECT_FAIL("\x82\xa1k\x01\xa1k\x02", AB_INVALID_ENVELOPE, "/k");        /* duplicate */
-    EXPECT_FAIL("\xa2\xc3\x28", AB_INVALID_ENVELOPE, "");                    /* bad UTF-8 */
-    EXPECT_FAIL("\xa3\xed\xa0\x80", AB_INVALID_ENVELOPE, "");                /* surrogate */
-    EXPECT_FAIL("\xa2\xc0\x80", AB_INVALID_ENVELOPE, "");                    /* overlong */
+    EXPECT_FAIL("\x81\xa1k\xc4\x01\x00", AB_INVALID_ENVELOPE, "/k");              /* bin */
+    EXPECT_FAIL("\x91\xd4\x01\x00", AB_INVALID_ENVELOPE, "/0");                   /* fixext */
+    EXPECT_FAIL("\x81\xa1k\xc7\x01\x05\x00", AB_INVALID_ENVELOPE, "/k");          /* ext8 */
+    EXPECT_FAIL("\x81\x01\x02", AB_INVALID_ENVELOPE, "");                         /* int key */
+    EXPECT_FAIL("\x82\xa1k\x01\xa1k\x02", AB_INVALID_ENVELOPE, "/k");             /* duplicate */
+    EXPECT_FAIL("\xa2\xc3\x28", AB_INVALID_ENVELOPE, "");                         /* bad UTF-8 */
+    EXPECT_FAIL("\xa3\xed\xa0\x80", AB_INVALID_ENVELOPE, "");                     /* surrogate */
+    EXPECT_FAIL("\xa2\xc0\x80", AB_INVALID_ENVELOPE, "");                         /* overlong */
     EXPECT_FAIL("\xcb\x7f\xf8\x00\x00\x00\x00\x00\x00", AB_INVALID_ENVELOPE, ""); /* NaN */
     EXPECT_FAIL("\xcb\x7f\xf0\x00\x00\x00\x00\x00\x00", AB_INVALID_ENVELOPE, ""); /* inf */
     EXPECT_FAIL("\xcf\x80\x00\x00\x00\x00\x00\x00\x00", AB_INVALID_ENVELOPE, ""); /* > int64 */
-    EXPECT_FAIL("\xc1", AB_INVALID_ENVELOPE, "");                            /* never used */
-    EXPECT_FAIL("\x01\x02", AB_INVALID_ENVELOPE, "");                        /* trailing */
-    EXPECT_FAIL("\x92\xa3" "ab", AB_INVALID_ENVELOPE, "/0");                   /* truncated */
-    EXPECT_FAIL("\xdd\xff\xff\xff\xff\x01", AB_INVALID_ENVELOPE, "");        /* huge count */
-    EXPECT_FAIL("\xdb\x00\x00\x00\x09\x61", AB_INVALID_ENVELOPE, "");        /* short str */
+    EXPECT_FAIL("\xc1", AB_INVALID_ENVELOPE, "");                                 /* never used */
+    EXPECT_FAIL("\x01\x02", AB_INVALID_ENVELOPE, "");                             /* trailing */
+    EXPECT_FAIL("\x92\xa3"
+                "ab",
+                AB_INVALID_ENVELOPE, "/0");                                     /* truncated */
+    EXPECT_FAIL("\xdd\xff\xff\xff\xff\x01", AB_INVALID_ENVELOPE, "");           /* huge count */
+    EXPECT_FAIL("\xdb\x00\x00\x00\x09\x61", AB_INVALID_ENVELOPE, "");           /* short str */
     EXPECT_FAIL("\x81\xa3\x61\x2f\x7e\xc4\x00", AB_INVALID_ENVELOPE, "/a~1~0"); /* escaping */
     ab_error_t e = AB_ERROR_INIT;
     assert_int_equal(parse_bytes("", 0, &e, NULL), AB_INVALID_ENVELOPE);
@@ -140,9 +142,8 @@ static void test_big_document_uses_extra_blocks(void **state)
     assert_int_equal(v->len, 100000);
     assert_int_equal(ab_val_get(&v->u.items[99999], "k")->u.i, 99999);
     /* reuse after reset */
-    assert_int_equal(ab_doc_parse(doc, (const uint8_t *)"\x90", 1, 16, 4, AB_INVALID_EVENT, &v,
-                                  &err),
-                     AB_OK);
+    assert_int_equal(
+        ab_doc_parse(doc, (const uint8_t *)"\x90", 1, 16, 4, AB_INVALID_EVENT, &v, &err), AB_OK);
     assert_int_equal(v->len, 0);
     ab_doc_destroy(&doc);
     ab_buf_free(&b);
@@ -191,8 +192,7 @@ static void test_pack_roundtrip(void **state)
     assert_int_equal(ab_doc_new(&doc), AB_OK);
     const ab_val_t *w;
     ab_error_t err = AB_ERROR_INIT;
-    assert_int_equal(ab_doc_parse(doc, b.data, b.len, 1024, 64, AB_INVALID_EVENT, &w, &err),
-                     AB_OK);
+    assert_int_equal(ab_doc_parse(doc, b.data, b.len, 1024, 64, AB_INVALID_EVENT, &w, &err), AB_OK);
     assert_true(ab_val_equal(v, w));
     ab_doc_destroy(&doc);
     ab_buf_free(&b);
