@@ -331,7 +331,7 @@ static ab_status_t rd_key(struct rd *r, ab_kv_t *kv, const struct pathf *pf)
     if (!rd_need(r, 1))
         return rd_fail(r, pf, r->bad, "truncated %s", "map");
     uint8_t t = *r->p++;
-    uint64_t n;
+    uint64_t n = 0;
     ab_status_t rc = AB_OK;
     if (t >= 0xa0 && t <= 0xbf)
         n = t & 0x1f;
@@ -390,7 +390,7 @@ static ab_status_t rd_map(struct rd *r, uint64_t n, ab_val_t *out, uint32_t dept
 
 static ab_status_t rd_float(struct rd *r, const struct pathf *pf, int bytes, ab_val_t *out)
 {
-    uint64_t bits;
+    uint64_t bits = 0;
     ab_status_t rc = rd_uint(r, pf, bytes, &bits);
     if (rc != AB_OK)
         return rc;
@@ -414,7 +414,7 @@ static ab_status_t rd_int(struct rd *r, const struct pathf *pf, uint8_t t, ab_va
 {
     static const int widths[8] = {1, 2, 4, 8, 1, 2, 4, 8}; /* 0xcc..0xd3 */
     int w = widths[t - 0xcc];
-    uint64_t u;
+    uint64_t u = 0;
     ab_status_t rc = rd_uint(r, pf, w, &u);
     if (rc != AB_OK)
         return rc;
@@ -437,7 +437,7 @@ static ab_status_t rd_int(struct rd *r, const struct pathf *pf, uint8_t t, ab_va
 static ab_status_t rd_sized(struct rd *r, uint8_t t, ab_val_t *out, uint32_t depth,
                             const struct pathf *pf)
 {
-    uint64_t n;
+    uint64_t n = 0;
     int w = (t == 0xd9) ? 1 : (t == 0xda || t == 0xdc || t == 0xde) ? 2 : 4;
     ab_status_t rc = rd_uint(r, pf, w, &n);
     if (rc != AB_OK)

@@ -18,7 +18,7 @@
  *
  * The lifecycle checker (ab_lifecycle_t) is a small state machine per run fed
  * with the ab_agui_info_t of each validated event, in order. See
- * docs/PROTOCOL.md section "Run lifecycle" for the rules and the memory bound.
+ * docs/LIFECYCLE.md for the rules and the memory bound.
  *
  * Ownership: ab_agui_info_t holds views (ab_str_t / const ab_val_t *) into the
  * event tree; valid as long as that tree is.

@@ -1,0 +1,263 @@
+/*
+ * agentbus/store.h - the event store on SQLite (see docs/STORE.md).
+ *
+ * One database, <dir>/agentbus.db, in WAL mode. Events are stored as the
+ * producer's exact bytes, each with a global commit position `pos` (1, 2, 3
+ * ... in commit order), its run's `seq` and the broker's commit time. The
+ * store does not parse events and does not enforce sequencing (the broker's
+ * sequencer does); it only guarantees that a (run, seq) pair is stored once.
+ *
+ * Thread-safety: one thread per handle. For a concurrent reader open a second
+ * handle (readonly is fine): WAL lets it read committed data while the writer
+ * writes. Only one writer transaction exists per database at a time; a second
+ * writer gets AB_UNAVAILABLE (retryable) rather than waiting.
+ *
+ * Errors: SQLite failures map to typed statuses. SQLITE_FULL, SQLITE_IOERR*,
+ * SQLITE_BUSY/LOCKED, SQLITE_CANTOPEN -> AB_UNAVAILABLE (retryable);
+ * SQLITE_CORRUPT/NOTADB -> AB_CORRUPT; constraint -> AB_CONFLICT;
+ * SQLITE_NOMEM -> AB_NOMEM; anything else -> AB_INTERNAL. The message carries
+ * SQLite's own text. Out-params are written only on AB_OK.
+ */
+#ifndef AGENTBUS_STORE_H
+#define AGENTBUS_STORE_H
+
+#include "agentbus/ids.h"
+#include "agentbus/status.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Schema version this build creates and understands (PRAGMA user_version). */
+#define AB_STORE_SCHEMA_VERSION 1
+/** File name of the database inside the data directory. */
+#define AB_STORE_DB_NAME "agentbus.db"
+/** File name of the lock file inside the data directory. */
+#define AB_STORE_LOCK_NAME "LOCK"
+
+/** Opaque store handle. */
+typedef struct ab_store ab_store_t;
+
+/** What a commit survives. */
+typedef enum ab_store_durability {
+    AB_STORE_FSYNC = 0,   /**< power loss: synchronous=FULL (default) */
+    AB_STORE_PROCESS = 1, /**< a crash of the process: synchronous=NORMAL */
+} ab_store_durability_t;
+
+/** Options of ab_store_open(). Zero-initialised = defaults. */
+typedef struct ab_store_opts {
+    ab_store_durability_t durability; /**< default AB_STORE_FSYNC */
+    bool readonly;                    /**< SQLITE_OPEN_READONLY, no migrations, no dir creation */
+    int busy_timeout_ms;   /**< SQLite busy timeout; default 0 (fail fast, AB_UNAVAILABLE) */
+    bool skip_quick_check; /**< skip PRAGMA quick_check at open (not recommended) */
+} ab_store_opts_t;
+
+/** Lifecycle state of a run. 0 is "no change" where a change is optional. */
+typedef enum ab_run_status {
+    AB_RUN_STATUS_NONE = 0,
+    AB_RUN_ACTIVE = 1,
+    AB_RUN_FINISHED = 2,
+    AB_RUN_ERRORED = 3,
+} ab_run_status_t;
+
+/** Outcome of a finished run. 0 is "none / no change". */
+typedef enum ab_run_outcome {
+    AB_RUN_OUTCOME_NONE = 0,
+    AB_RUN_SUCCESS = 1,
+    AB_RUN_INTERRUPT = 2,
+    AB_RUN_CANCELLED = 3,
+} ab_run_outcome_t;
+
+/**
+ * One event to append. All pointers are borrowed for the call.
+ * thread/run: ids (1..AB_ID_MAX_BYTES bytes, not NUL-terminated).
+ * bytes: the producer's exact event bytes (may be empty).
+ * status/outcome/parent_run: optional run-state changes the caller derived
+ * from the event (RUN_STARTED, RUN_FINISHED, RUN_ERROR); NONE/NULL = unchanged.
+ * A run that becomes finished or errored gets ended_us = commit_us.
+ */
+typedef struct ab_store_event {
+    const char *thread;
+    size_t thread_len;
+    const char *run;
+    size_t run_len;
+    uint64_t seq;
+    uint64_t epoch; /**< the writer's epoch; the run's epoch becomes max(epoch, stored) */
+    int64_t commit_us;
+    const void *bytes;
+    size_t len;
+    ab_run_status_t status;
+    ab_run_outcome_t outcome;
+    const char *parent_run; /**< NULL = unchanged */
+    size_t parent_run_len;
+} ab_store_event_t;
+
+/** One stored event, as delivered to a read callback. Borrowed for the call. */
+typedef struct ab_store_row {
+    uint64_t pos;
+    uint64_t seq;
+    int64_t commit_us;
+    const char *thread; /**< NUL-terminated */
+    const char *run;    /**< NUL-terminated */
+    const void *bytes;
+    size_t len;
+} ab_store_row_t;
+
+/** The head of a run: a copy, owned by the caller. */
+typedef struct ab_store_run {
+    char thread[AB_ID_MAX_BYTES + 1];
+    char run[AB_ID_MAX_BYTES + 1];
+    char parent_run[AB_ID_MAX_BYTES + 1]; /**< "" = none */
+    uint64_t epoch;
+    uint64_t last_seq; /**< 0 = no event yet */
+    uint64_t last_pos; /**< 0 = no event yet */
+    ab_run_status_t status;
+    ab_run_outcome_t outcome;
+    int64_t started_us;
+    int64_t ended_us; /**< 0 = not ended */
+} ab_store_run_t;
+
+/**
+ * Read callback: return 0 to continue, non-zero to stop after this row
+ * (the row still counts as delivered).
+ */
+typedef int (*ab_store_row_cb)(void *ud, const ab_store_row_t *row);
+/** Run listing callback; same return convention. @p run is borrowed. */
+typedef int (*ab_store_run_cb)(void *ud, const ab_store_run_t *run);
+
+/**
+ * Open (and for a writer create and migrate) the store in @p dir.
+ * Writer: creates @p dir (mode 0700) if missing, opens <dir>/agentbus.db,
+ * checks it (quick_check), refuses a newer schema, then switches to WAL,
+ * sets synchronous per opts->durability and migrates forward in one
+ * transaction. Readonly: opens with SQLITE_OPEN_READONLY and requires the
+ * current schema. Nothing in the file changes when open fails.
+ * @param out  receives the handle (owned; release with ab_store_close()).
+ * @param opts NULL = defaults.
+ * @return AB_OK; AB_INVALID_ARGUMENT (NULL out/dir); AB_CORRUPT (damaged or
+ *         not a database, message names the file); AB_UNSUPPORTED (schema
+ *         newer than this build, or older for a readonly handle);
+ *         AB_NOT_FOUND (readonly and no database / no schema);
+ *         AB_UNAVAILABLE (cannot create dir / open file, busy, I/O, full);
+ *         AB_NOMEM; AB_INTERNAL.
+ */
+ab_status_t ab_store_open(ab_store_t **out, const char *dir, const ab_store_opts_t *opts,
+                          ab_error_t *err) AB_NODISCARD;
+
+/**
+ * Close the handle; an open transaction is rolled back. NULL-safe; sets
+ * *st to NULL.
+ */
+void ab_store_close(ab_store_t **st);
+
+/**
+ * Take the data directory lock: flock(LOCK_EX|LOCK_NB) on <dir>/LOCK, which
+ * then holds the holder's pid. The broker calls this; store handles do not.
+ * @param fd_out receives the lock fd (owned; release with ab_store_unlock_dir()).
+ * @return AB_OK; AB_UNAVAILABLE "data directory D is in use by another broker
+ *         (pid N)" when held elsewhere, or when the file cannot be opened;
+ *         AB_INVALID_ARGUMENT (NULL args).
+ */
+ab_status_t ab_store_lock_dir(const char *dir, int *fd_out, ab_error_t *err) AB_NODISCARD;
+
+/** Release a lock taken by ab_store_lock_dir(). A negative fd is ignored. */
+void ab_store_unlock_dir(int fd);
+
+/**
+ * Start a write transaction (BEGIN IMMEDIATE: takes the write lock now).
+ * @return AB_OK; AB_UNAVAILABLE (another writer holds the lock, I/O);
+ *         AB_INVALID_ARGUMENT (readonly handle or a transaction is open).
+ */
+ab_status_t ab_store_begin(ab_store_t *st, ab_error_t *err) AB_NODISCARD;
+
+/**
+ * Append one event inside the open transaction; creates the run's row on its
+ * first event and updates last_seq/last_pos and the optional state changes.
+ * Atomic per call: on failure nothing of this event is applied and the
+ * transaction stays open (earlier appends intact) for more appends, commit or
+ * rollback.
+ * @param pos_out optional; receives the assigned commit position.
+ * @return AB_OK; AB_CONFLICT (the run already has this seq);
+ *         AB_INVALID_ARGUMENT (no transaction, bad id length, NULL bytes with
+ *         len > 0); AB_UNAVAILABLE; AB_CORRUPT; AB_NOMEM; AB_INTERNAL.
+ */
+ab_status_t ab_store_append(ab_store_t *st, const ab_store_event_t *ev, uint64_t *pos_out,
+                            ab_error_t *err) AB_NODISCARD;
+
+/**
+ * Commit the open transaction (durable per the handle's durability). On
+ * failure the transaction is rolled back whole: nothing is half-applied.
+ * @return AB_OK; AB_INVALID_ARGUMENT (no transaction); AB_UNAVAILABLE
+ *         (full, I/O, busy: retry the batch); AB_CORRUPT; AB_NOMEM.
+ */
+ab_status_t ab_store_commit(ab_store_t *st, ab_error_t *err) AB_NODISCARD;
+
+/** Roll back the open transaction, if any. NULL-safe. */
+void ab_store_rollback(ab_store_t *st);
+
+/**
+ * Claim a run for a writer: bump its epoch (create the run with epoch 1 if
+ * absent) in its own transaction.
+ * @param epoch_out    receives the new epoch.
+ * @param last_seq_out receives the run's last committed seq (0 = none).
+ * @return AB_OK; AB_INVALID_ARGUMENT (transaction open, readonly, bad ids);
+ *         AB_UNAVAILABLE; AB_CORRUPT; AB_NOMEM; AB_INTERNAL.
+ */
+ab_status_t ab_store_claim(ab_store_t *st, const char *thread, size_t thread_len, const char *run,
+                           size_t run_len, uint64_t *epoch_out, uint64_t *last_seq_out,
+                           ab_error_t *err) AB_NODISCARD;
+
+/**
+ * Read a run's events with seq > @p after_seq in seq order, at most @p limit
+ * (0 = no limit). An unknown run delivers nothing (AB_OK, 0).
+ * Works on any handle; inside an open transaction it sees its own appends.
+ * @param delivered optional; receives the number of rows delivered.
+ * @return AB_OK; AB_INVALID_ARGUMENT; AB_UNAVAILABLE; AB_CORRUPT; AB_NOMEM.
+ */
+ab_status_t ab_store_read_run(ab_store_t *st, const char *thread, size_t thread_len,
+                              const char *run, size_t run_len, uint64_t after_seq, uint32_t limit,
+                              ab_store_row_cb cb, void *ud, size_t *delivered,
+                              ab_error_t *err) AB_NODISCARD;
+
+/** A thread's events with pos > @p after_pos in commit order. As read_run. */
+ab_status_t ab_store_read_thread(ab_store_t *st, const char *thread, size_t thread_len,
+                                 uint64_t after_pos, uint32_t limit, ab_store_row_cb cb, void *ud,
+                                 size_t *delivered, ab_error_t *err) AB_NODISCARD;
+
+/** All events with pos > @p after_pos in commit order. As read_run. */
+ab_status_t ab_store_read_all(ab_store_t *st, uint64_t after_pos, uint32_t limit,
+                              ab_store_row_cb cb, void *ud, size_t *delivered,
+                              ab_error_t *err) AB_NODISCARD;
+
+/**
+ * Copy the head of a run into @p out.
+ * @return AB_OK; AB_NOT_FOUND (unknown run); AB_INVALID_ARGUMENT;
+ *         AB_UNAVAILABLE; AB_CORRUPT; AB_NOMEM.
+ */
+ab_status_t ab_store_head(ab_store_t *st, const char *thread, size_t thread_len, const char *run,
+                          size_t run_len, ab_store_run_t *out, ab_error_t *err) AB_NODISCARD;
+
+/**
+ * Call @p cb for each run of a thread, in creation order.
+ * @param delivered optional; receives the number of runs delivered.
+ * @return as ab_store_head() except that an unknown thread is AB_OK, 0.
+ */
+ab_status_t ab_store_runs_of_thread(ab_store_t *st, const char *thread, size_t thread_len,
+                                    ab_store_run_cb cb, void *ud, size_t *delivered,
+                                    ab_error_t *err) AB_NODISCARD;
+
+/**
+ * The highest committed (or, inside the handle's own transaction, appended)
+ * commit position; 0 for an empty store.
+ * @return AB_OK; AB_INVALID_ARGUMENT; AB_UNAVAILABLE; AB_CORRUPT; AB_NOMEM.
+ */
+ab_status_t ab_store_head_pos(ab_store_t *st, uint64_t *pos_out, ab_error_t *err) AB_NODISCARD;
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* AGENTBUS_STORE_H */

@@ -1,0 +1,317 @@
+/*
+ * store.c - opening, checking and migrating the SQLite event store, the
+ * error mapping and the data directory lock (see agentbus/store.h and
+ * docs/STORE.md).
+ *
+ * Invariants:
+ *  1. Nothing in the database file changes before it has passed the checks:
+ *     user_version and quick_check are read before journal_mode=WAL (which
+ *     rewrites the header) and before any migration.
+ *  2. Migrations run forward only, all steps in one IMMEDIATE transaction,
+ *     ending with PRAGMA user_version = AB_STORE_SCHEMA_VERSION; a crash in
+ *     the middle leaves the old version intact.
+ *  3. A readonly handle never writes: SQLITE_OPEN_READONLY, no migrations.
+ *  4. Every statement the handle runs after open is prepared once at open
+ *     and finalised in ab_store_close().
+ */
+#include "store_int.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* Migration steps: steps[i] takes the schema from version i to i + 1. */
+static const char *const MIGRATIONS[AB_STORE_SCHEMA_VERSION] = {
+    /* 0 -> 1: the initial schema */
+    "CREATE TABLE threads(rowid INTEGER PRIMARY KEY, thread TEXT NOT NULL UNIQUE);"
+    "CREATE TABLE runs("
+    " rowid INTEGER PRIMARY KEY,"
+    " thread_rowid INTEGER NOT NULL REFERENCES threads(rowid),"
+    " thread TEXT NOT NULL, run TEXT NOT NULL,"
+    " epoch INTEGER NOT NULL DEFAULT 0,"
+    " last_seq INTEGER NOT NULL DEFAULT 0, last_pos INTEGER NOT NULL DEFAULT 0,"
+    " status TEXT NOT NULL DEFAULT 'active'"
+    "  CHECK(status IN ('active','finished','errored')),"
+    " outcome TEXT CHECK(outcome IN ('success','interrupt','cancelled')),"
+    " parent_run TEXT, started_us INTEGER NOT NULL, ended_us INTEGER,"
+    " UNIQUE(thread, run));"
+    "CREATE TABLE events("
+    " pos INTEGER PRIMARY KEY,"
+    " run_rowid INTEGER NOT NULL,"
+    " thread_rowid INTEGER NOT NULL,"
+    " seq INTEGER NOT NULL, commit_us INTEGER NOT NULL, bytes BLOB NOT NULL);"
+    "CREATE UNIQUE INDEX events_by_run ON events(run_rowid, seq);"
+    "CREATE INDEX events_by_thread ON events(thread_rowid);"
+    "CREATE TABLE snapshots(thread TEXT PRIMARY KEY, pos INTEGER NOT NULL, doc BLOB NOT NULL);",
+};
+
+ab_status_t ab_store_rc_status_(int rc)
+{
+    switch (rc & 0xff) {
+    case SQLITE_OK:
+    case SQLITE_ROW:
+    case SQLITE_DONE: return AB_OK;
+    case SQLITE_FULL:
+    case SQLITE_IOERR:
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+    case SQLITE_CANTOPEN:
+    case SQLITE_PROTOCOL:
+    case SQLITE_READONLY: return AB_UNAVAILABLE;
+    case SQLITE_CORRUPT:
+    case SQLITE_NOTADB: return AB_CORRUPT;
+    case SQLITE_CONSTRAINT: return AB_CONFLICT;
+    case SQLITE_NOMEM: return AB_NOMEM;
+    default: return AB_INTERNAL;
+    }
+}
+
+ab_status_t ab_store_sqlerr_(ab_store_t *st, int rc, const char *what, ab_error_t *err)
+{
+    ab_status_t s = ab_store_rc_status_(rc);
+    if (s == AB_OK)
+        s = AB_INTERNAL;
+    const char *msg = st->db ? sqlite3_errmsg(st->db) : sqlite3_errstr(rc);
+    if (s == AB_CORRUPT)
+        ab_error_set(err, s, "store", "database %s is damaged: %s (%s)", st->path, msg, what);
+    else
+        ab_error_set(err, s, "store", "%s: %s (%s)", what, msg, st->path);
+    ab_error_detail_int(err, "sqlite_rc", rc);
+    return s;
+}
+
+static ab_status_t exec_sql(ab_store_t *st, const char *sql, const char *what, ab_error_t *err)
+{
+    int rc = sqlite3_exec(st->db, sql, NULL, NULL, NULL);
+    return rc == SQLITE_OK ? AB_OK : ab_store_sqlerr_(st, rc, what, err);
+}
+
+/* Run a one-row, one-column pragma; copies the text (may be truncated). */
+static ab_status_t pragma_text(ab_store_t *st, const char *sql, char *out, size_t size,
+                               ab_error_t *err)
+{
+    sqlite3_stmt *q = NULL;
+    int rc = sqlite3_prepare_v2(st->db, sql, -1, &q, NULL);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_step(q);
+    if (rc != SQLITE_ROW) {
+        ab_status_t s = ab_store_sqlerr_(st, rc, sql, err);
+        sqlite3_finalize(q);
+        return s;
+    }
+    const unsigned char *t = sqlite3_column_text(q, 0);
+    snprintf(out, size, "%s", t ? (const char *)t : "");
+    sqlite3_finalize(q);
+    return AB_OK;
+}
+
+static ab_status_t check_file(ab_store_t *st, bool quick_check, int *version, ab_error_t *err)
+{
+    char buf[AB_ERROR_MESSAGE_MAX];
+    ab_status_t s = pragma_text(st, "PRAGMA user_version", buf, sizeof buf, err);
+    if (s != AB_OK)
+        return s;
+    *version = atoi(buf);
+    if (!quick_check)
+        return AB_OK;
+    s = pragma_text(st, "PRAGMA quick_check", buf, sizeof buf, err);
+    if (s != AB_OK)
+        return s;
+    if (strcmp(buf, "ok") != 0)
+        return ab_error_set(err, AB_CORRUPT, "store", "database %s is damaged: quick_check: %s",
+                            st->path, buf);
+    return AB_OK;
+}
+
+static ab_status_t migrate(ab_store_t *st, ab_error_t *err)
+{
+    char buf[32];
+    ab_status_t s = exec_sql(st, "BEGIN IMMEDIATE", "migrate", err);
+    if (s != AB_OK)
+        return s;
+    /* Re-read inside the transaction: another opener may have migrated. */
+    s = pragma_text(st, "PRAGMA user_version", buf, sizeof buf, err);
+    if (s != AB_OK)
+        goto rollback;
+    for (int v = atoi(buf); v < AB_STORE_SCHEMA_VERSION; v++) {
+        s = exec_sql(st, MIGRATIONS[v], "migrate", err);
+        if (s != AB_OK)
+            goto rollback;
+    }
+    snprintf(buf, sizeof buf, "PRAGMA user_version = %d", AB_STORE_SCHEMA_VERSION);
+    s = exec_sql(st, buf, "migrate", err);
+    if (s != AB_OK)
+        goto rollback;
+    s = exec_sql(st, "COMMIT", "migrate", err);
+    if (s != AB_OK)
+        goto rollback;
+    return AB_OK;
+rollback:
+    sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
+    return s;
+}
+
+static ab_status_t check_version(ab_store_t *st, int version, ab_error_t *err)
+{
+    if (version > AB_STORE_SCHEMA_VERSION) {
+        ab_error_set(err, AB_UNSUPPORTED, "store",
+                     "database schema version %d is newer than this build (%d): %s", version,
+                     AB_STORE_SCHEMA_VERSION, st->path);
+        ab_error_detail_int(err, "theirs", version);
+        ab_error_detail_int(err, "ours", AB_STORE_SCHEMA_VERSION);
+        return AB_UNSUPPORTED;
+    }
+    if (st->readonly && version == 0)
+        return ab_error_set(err, AB_NOT_FOUND, "store", "database %s has no agentbus schema",
+                            st->path);
+    if (st->readonly && version < AB_STORE_SCHEMA_VERSION)
+        return ab_error_set(err, AB_UNSUPPORTED, "store",
+                            "database schema version %d is older than this build (%d): %s; "
+                            "open it read-write once to migrate",
+                            version, AB_STORE_SCHEMA_VERSION, st->path);
+    return AB_OK;
+}
+
+static ab_status_t configure_writer(ab_store_t *st, ab_store_durability_t d, int version,
+                                    ab_error_t *err)
+{
+    char mode[16];
+    ab_status_t s = pragma_text(st, "PRAGMA journal_mode=WAL", mode, sizeof mode, err);
+    if (s != AB_OK)
+        return s;
+    if (strcmp(mode, "wal") != 0)
+        return ab_error_set(err, AB_UNAVAILABLE, "store", "cannot switch %s to WAL (mode %s)",
+                            st->path, mode);
+    const char *sync =
+        d == AB_STORE_PROCESS ? "PRAGMA synchronous=NORMAL" : "PRAGMA synchronous=FULL";
+    s = exec_sql(st, sync, "synchronous", err);
+    if (s != AB_OK)
+        return s;
+    /* An up-to-date database needs no write lock: a second handle can open
+     * while the first is inside a transaction. */
+    return version < AB_STORE_SCHEMA_VERSION ? migrate(st, err) : AB_OK;
+}
+
+static ab_status_t open_db(ab_store_t *st, const char *dir, const ab_store_opts_t *o,
+                           ab_error_t *err)
+{
+    size_t n = strlen(dir) + sizeof "/" AB_STORE_DB_NAME;
+    st->path = malloc(n);
+    if (!st->path)
+        return ab_error_set(err, AB_NOMEM, "store", "out of memory");
+    snprintf(st->path, n, "%s/%s", dir, AB_STORE_DB_NAME);
+    if (o->readonly && access(st->path, F_OK) != 0)
+        return ab_error_set(err, AB_NOT_FOUND, "store", "no database at %s", st->path);
+    if (!o->readonly && mkdir(dir, 0700) != 0 && errno != EEXIST)
+        return ab_error_set(err, AB_UNAVAILABLE, "store", "cannot create data directory %s: %s",
+                            dir, strerror(errno));
+    int flags = SQLITE_OPEN_NOMUTEX |
+                (o->readonly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+    int rc = sqlite3_open_v2(st->path, &st->db, flags, NULL);
+    if (rc != SQLITE_OK)
+        return ab_store_sqlerr_(st, rc, "open", err);
+    sqlite3_extended_result_codes(st->db, 1);
+    sqlite3_busy_timeout(st->db, o->busy_timeout_ms);
+    return AB_OK;
+}
+
+ab_status_t ab_store_open(ab_store_t **out, const char *dir, const ab_store_opts_t *opts,
+                          ab_error_t *err)
+{
+    static const ab_store_opts_t defaults = {0};
+    const ab_store_opts_t *o = opts ? opts : &defaults;
+    if (!out || !dir || !*dir)
+        return ab_error_set(err, AB_INVALID_ARGUMENT, "dir", "store: NULL handle or directory");
+    ab_store_t *st = calloc(1, sizeof *st);
+    if (!st)
+        return ab_error_set(err, AB_NOMEM, "store", "out of memory");
+    st->readonly = o->readonly;
+    int version = 0;
+    ab_status_t s = open_db(st, dir, o, err);
+    if (s == AB_OK)
+        s = check_file(st, !o->skip_quick_check, &version, err);
+    if (s == AB_OK)
+        s = check_version(st, version, err);
+    if (s == AB_OK && !o->readonly)
+        s = configure_writer(st, o->durability, version, err);
+    if (s == AB_OK)
+        s = ab_store_prepare_(st, err);
+    if (s != AB_OK) {
+        ab_store_close(&st);
+        return s;
+    }
+    *out = st;
+    return AB_OK;
+}
+
+void ab_store_close(ab_store_t **pst)
+{
+    if (!pst || !*pst)
+        return;
+    ab_store_t *st = *pst;
+    if (st->in_txn)
+        ab_store_rollback(st);
+    for (int i = 0; i < Q_COUNT_; i++)
+        sqlite3_finalize(st->q[i]);
+    sqlite3_close(st->db);
+    free(st->path);
+    free(st);
+    *pst = NULL;
+}
+
+static long read_pid(int fd)
+{
+    char buf[32] = {0};
+    ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+    return n > 0 ? strtol(buf, NULL, 10) : 0;
+}
+
+ab_status_t ab_store_lock_dir(const char *dir, int *fd_out, ab_error_t *err)
+{
+    if (!dir || !fd_out)
+        return ab_error_set(err, AB_INVALID_ARGUMENT, "dir", "lock: NULL directory or fd");
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, AB_STORE_LOCK_NAME);
+    if (mkdir(dir, 0700) != 0 && errno != EEXIST)
+        return ab_error_set(err, AB_UNAVAILABLE, "dir", "cannot create data directory %s: %s", dir,
+                            strerror(errno));
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return ab_error_set(err, AB_UNAVAILABLE, "dir", "cannot open lock file %s: %s", path,
+                            strerror(errno));
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        int e = errno;
+        long pid = read_pid(fd);
+        close(fd);
+        if (e != EWOULDBLOCK)
+            return ab_error_set(err, AB_UNAVAILABLE, "dir", "cannot lock %s: %s", path,
+                                strerror(e));
+        ab_error_set(err, AB_UNAVAILABLE, "dir",
+                     "data directory %s is in use by another broker (pid %ld)", dir, pid);
+        ab_error_detail_int(err, "pid", pid);
+        return AB_UNAVAILABLE;
+    }
+    char pid[32];
+    int n = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
+    if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)n, 0) != n) {
+        int e = errno;
+        close(fd);
+        return ab_error_set(err, AB_UNAVAILABLE, "dir", "cannot write lock file %s: %s", path,
+                            strerror(e));
+    }
+    *fd_out = fd;
+    return AB_OK;
+}
+
+void ab_store_unlock_dir(int fd)
+{
+    if (fd < 0)
+        return;
+    flock(fd, LOCK_UN);
+    close(fd);
+}

@@ -1,0 +1,605 @@
+/*
+ * test_store.c - the SQLite event store: open/migrate/check, append, reads,
+ * heads, claims, the directory lock and a WAL reader beside a writer.
+ *
+ * Each test gets a fresh directory from mkdtemp() and removes it afterwards.
+ * The tests never include sqlite3.h: the schema version is read and forged
+ * through the documented file header (offset 60, big-endian user_version).
+ */
+#include "agentbus/store.h"
+#include "testutil.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+typedef struct fx {
+    char dir[64];
+    char db[96];
+    ab_store_t *st;
+} fx_t;
+
+static int setup(void **state)
+{
+    fx_t *f = calloc(1, sizeof *f);
+    if (!f)
+        return -1;
+    snprintf(f->dir, sizeof f->dir, "/tmp/ab_store_XXXXXX");
+    if (!mkdtemp(f->dir))
+        return -1;
+    snprintf(f->db, sizeof f->db, "%s/%s", f->dir, AB_STORE_DB_NAME);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fx_t *f = *state;
+    ab_store_close(&f->st);
+    DIR *d = opendir(f->dir);
+    struct dirent *e;
+    char p[512];
+    while (d && (e = readdir(d)) != NULL) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+            continue;
+        snprintf(p, sizeof p, "%s/%s", f->dir, e->d_name);
+        unlink(p);
+    }
+    if (d)
+        closedir(d);
+    rmdir(f->dir);
+    free(f);
+    return 0;
+}
+
+static ab_store_t *open_ok(const char *dir, bool readonly)
+{
+    ab_store_opts_t o = {.readonly = readonly};
+    ab_error_t err = AB_ERROR_INIT;
+    ab_store_t *st = NULL;
+    ab_status_t s = ab_store_open(&st, dir, &o, &err);
+    if (s != AB_OK)
+        fail_msg("open %s: %s: %s", dir, ab_status_name(s), err.message);
+    return st;
+}
+
+static ab_store_event_t ev_of(const char *thread, const char *run, uint64_t seq, const char *body)
+{
+    ab_store_event_t ev = {
+        .thread = thread,
+        .thread_len = strlen(thread),
+        .run = run,
+        .run_len = strlen(run),
+        .seq = seq,
+        .epoch = 1,
+        .commit_us = (int64_t)(1000 + seq),
+        .bytes = body,
+        .len = strlen(body),
+    };
+    return ev;
+}
+
+static uint64_t append_ok(ab_store_t *st, const char *thread, const char *run, uint64_t seq,
+                          const char *body)
+{
+    ab_store_event_t ev = ev_of(thread, run, seq, body);
+    ab_error_t err = AB_ERROR_INIT;
+    uint64_t pos = 0;
+    ab_status_t s = ab_store_append(st, &ev, &pos, &err);
+    if (s != AB_OK)
+        fail_msg("append %s/%s#%llu: %s", thread, run, (unsigned long long)seq, err.message);
+    return pos;
+}
+
+static void begin_ok(ab_store_t *st)
+{
+    ab_error_t err = AB_ERROR_INIT;
+    assert_int_equal(ab_store_begin(st, &err), AB_OK);
+}
+
+static void commit_ok(ab_store_t *st)
+{
+    ab_error_t err = AB_ERROR_INIT;
+    ab_status_t s = ab_store_commit(st, &err);
+    if (s != AB_OK)
+        fail_msg("commit: %s", err.message);
+}
+
+/* Collects rows as "thread/run#seq@pos=body;" */
+typedef struct acc {
+    char text[4096];
+    int stop_after;
+    int n;
+} acc_t;
+
+static int collect(void *ud, const ab_store_row_t *r)
+{
+    acc_t *a = ud;
+    size_t used = strlen(a->text);
+    snprintf(a->text + used, sizeof a->text - used, "%s/%s#%llu@%llu=%.*s;", r->thread, r->run,
+             (unsigned long long)r->seq, (unsigned long long)r->pos, (int)r->len,
+             (const char *)r->bytes);
+    a->n++;
+    return a->stop_after && a->n >= a->stop_after;
+}
+
+static uint32_t file_user_version(const char *path)
+{
+    unsigned char h[64];
+    FILE *fp = fopen(path, "rb");
+    assert_non_null(fp);
+    assert_int_equal(fread(h, 1, sizeof h, fp), sizeof h);
+    fclose(fp);
+    return (uint32_t)h[60] << 24 | (uint32_t)h[61] << 16 | (uint32_t)h[62] << 8 | h[63];
+}
+
+static void file_patch(const char *path, long off, const void *bytes, size_t n)
+{
+    int fd = open(path, O_WRONLY);
+    assert_true(fd >= 0);
+    assert_int_equal(pwrite(fd, bytes, n, off), (ssize_t)n);
+    close(fd);
+}
+
+static void test_open_reopen_keeps_data(void **state)
+{
+    fx_t *f = *state;
+    char sub[128];
+    snprintf(sub, sizeof sub, "%s/data", f->dir); /* created by open */
+    ab_store_t *st = open_ok(sub, false);
+    begin_ok(st);
+    assert_int_equal(append_ok(st, "t1", "r1", 1, "{\"a\":1}"), 1);
+    commit_ok(st);
+    ab_store_close(&st);
+    assert_null(st);
+    ab_store_close(&st); /* NULL-safe */
+    st = open_ok(sub, false);
+    acc_t a = {.n = 0};
+    size_t n = 0;
+    ab_error_t err = AB_ERROR_INIT;
+    assert_int_equal(ab_store_read_all(st, 0, 0, collect, &a, &n, &err), AB_OK);
+    assert_int_equal(n, 1);
+    assert_string_equal(a.text, "t1/r1#1@1={\"a\":1};");
+    ab_store_close(&st);
+    char p[256];
+    snprintf(p, sizeof p, "%s/%s", sub, AB_STORE_DB_NAME);
+    unlink(p);
+    rmdir(sub);
+}
+
+static void test_migrates_from_zero(void **state)
+{
+    fx_t *f = *state;
+    FILE *fp = fopen(f->db, "wb"); /* an empty file is a version-0 database */
+    assert_non_null(fp);
+    fclose(fp);
+    f->st = open_ok(f->dir, false);
+    ab_store_close(&f->st);
+    assert_int_equal(file_user_version(f->db), AB_STORE_SCHEMA_VERSION);
+    f->st = open_ok(f->dir, false); /* reopen at the current version: no-op */
+    ab_store_close(&f->st);
+    assert_int_equal(file_user_version(f->db), AB_STORE_SCHEMA_VERSION);
+}
+
+static void test_newer_schema_refused_unchanged(void **state)
+{
+    fx_t *f = *state;
+    f->st = open_ok(f->dir, false);
+    ab_store_close(&f->st);
+    unsigned char v[4] = {0, 0, 0, AB_STORE_SCHEMA_VERSION + 1};
+    file_patch(f->db, 60, v, sizeof v);
+    size_t len0 = 0, len1 = 0;
+    char *before = tu_read_file(f->db, &len0);
+    ab_error_t err = AB_ERROR_INIT;
+    ab_store_t *st = NULL;
+    assert_int_equal(ab_store_open(&st, f->dir, NULL, &err), AB_UNSUPPORTED);
+    assert_null(st);
+    assert_non_null(strstr(err.message, "is newer than this build"));
+    char *after = tu_read_file(f->db, &len1);
+    assert_int_equal(len0, len1);
+    assert_memory_equal(before, after, len0);
+    free(before);
+    free(after);
+}
+
+static void test_damaged_file_refused(void **state)
+{
+    fx_t *f = *state;
+    f->st = open_ok(f->dir, false);
+    begin_ok(f->st);
+    char body[300];
+    memset(body, 'x', sizeof body - 1);
+    body[sizeof body - 1] = '\0';
+    for (uint64_t i = 1; i <= 200; i++)
+        append_ok(f->st, "t", "r", i, body);
+    commit_ok(f->st);
+    ab_store_close(&f->st);
+    struct stat sb;
+    assert_int_equal(stat(f->db, &sb), 0);
+    assert_true(sb.st_size > 8 * 4096);
+    char junk[4096];
+    memset(junk, 0xA5, sizeof junk);
+    for (long off = 4096; off < sb.st_size; off += 4096) /* keep page 1 (header, schema) */
+        file_patch(f->db, off, junk, sizeof junk);
+    ab_error_t err = AB_ERROR_INIT;
+    ab_store_t *st = NULL;
+    assert_int_equal(ab_store_open(&st, f->dir, NULL, &err), AB_CORRUPT);
+    assert_null(st);
+    assert_non_null(strstr(err.message, f->db));
+    /* garbage over the header: not a database at all */
+    ab_error_clear(&err);
+    file_patch(f->db, 0, junk, 100);
+    assert_int_equal(ab_store_open(&st, f->dir, NULL, &err), AB_CORRUPT);
+    assert_non_null(strstr(err.message, f->db));
+}
+
+static void test_append_commit_read_back(void **state)
+{
+    fx_t *f = *state;
+    f->st = open_ok(f->dir, false);
+    begin_ok(f->st);
+    const unsigned char raw[] = {0x82, 0xa1, 't', 0x00, 0xff, 0x01}; /* opaque bytes incl. NUL */
+    ab_store_event_t ev = ev_of("t", "r", 1, "");
+    ev.bytes = raw;
+    ev.len = sizeof raw;
+    ab_error_t err = AB_ERROR_INIT;
+    uint64_t pos = 0;
+    assert_int_equal(ab_store_append(f->st, &ev, &pos, &err), AB_OK);
+    assert_int_equal(pos, 1);
+    assert_int_equal(append_ok(f->st, "t", "r", 2, "two"), 2);
+    commit_ok(f->st);
+    begin_ok(f->st);
+    assert_int_equal(append_ok(f->st, "t", "r", 3, "three"), 3);
+    commit_ok(f->st);
+    uint64_t head = 0;
+    assert_int_equal(ab_store_head_pos(f->st, &head, &err), AB_OK);
+    assert_int_equal(head, 3);
+    acc_t a = {.n = 0};
+    size_t n = 0;
+    assert_int_equal(ab_store_read_run(f->st, "t", 1, "r", 1, 1, 0, collect, &a, &n, &err), AB_OK);
+    assert_int_equal(n, 2);
+    assert_string_equal(a.text, "t/r#2@2=two;t/r#3@3=three;");
+    assert_int_equal(ab_store_read_all(f->st, 0, 1, NULL, NULL, &n, &err), AB_OK);
+    assert_int_equal(n, 1);
+    assert_int_equal(ab_store_read_run(f->st, "t", 1, "r", 1, 0, 1, collect, &a, &n, &err), AB_OK);
+    assert_non_null(strstr(a.text, "t/r#1@1="));
+}
+
+static int copy_first(void *ud, const ab_store_row_t *r)
+{
+    memcpy(ud, r->bytes, r->len);
+    return 1;
+}
+
+static void test_exact_bytes(void **state)
+{
+    fx_t *f = *state;
+    f->st = open_ok(f->dir, false);
+    unsigned char raw[256];
+    for (int i = 0; i < 256; i++)
+        raw[i] = (unsigned char)i;
+    ab_store_event_t ev = ev_of("t", "r", 1, "");
+    ev.bytes = raw;
+    ev.len = sizeof raw;
+    ab_error_t err = AB_ERROR_INIT;
+    begin_ok(f->st);
+    assert_int_equal(ab_store_append(f->st, &ev, NULL, &err), AB_OK);
+    commit_ok(f->st);
+    unsigned char back[256] = {0};
+    size_t n = 0;
+    assert_int_equal(ab_store_read_all(f->st, 0, 0, copy_first, back, &n, &err), AB_OK);
+    assert_int_equal(n, 1);
+    assert_memory_equal(raw, back, sizeof raw);
+}
+
+static void test_rollback_leaves_nothing(void **state)
+{
+    fx_t *f = *state;
+    f->st = open_ok(f->dir, false);
+    begin_ok(f->st);
+    append_ok(f->st, "t", "r", 1, "a");
+    append_ok(f->st, "t", "r", 2, "b");
+    ab_store_rollback(f->st);
+    ab_error_t err = AB_ERROR_INIT;
+    size_t n = 99;
+    assert_int_equal(ab_store_read_all(f->st, 0, 0, NULL, NULL, &n, &err), AB_OK);
+    assert_int_equal(n, 0);
+    ab_store_run_t run;
+    assert_int_equal(ab_store_head(f->st, "t", 1, "r", 1, &run, &err), AB_NOT_FOUND);
+    /* the positions are reused after a rollback: pos stays dense */
+    begin_ok(f->st);
+    assert_int_equal(append_ok(f->st, "t", "r", 1, "a"), 1);
+    commit_ok(f->st);
+    /* commit without a transaction is refused */
+    ab_error_clear(&err);
+    assert_int_equal(ab_store_commit(f->st, &err), AB_INVALID_ARGUMENT);
+}
+
+static void test_duplicate_seq_conflict(void **state)
+{
+    fx_t *f = *state;
+    f->st = open_ok(f->dir, false);
+    begin_ok(f->st);
+    append_ok(f->st, "t", "r", 1, "a");
+    append_ok(f->st, "t", "r", 2, "b");
+    ab_store_event_t ev = ev_of("t", "r", 2, "other");
+    ev.status = AB_RUN_FINISHED;
+    ab_error_t err = AB_ERROR_INIT;
+    uint64_t pos = 77;
+    assert_int_equal(ab_store_append(f->st, &ev, &pos, &err), AB_CONFLICT);
+    assert_int_equal(pos, 77); /* out-param untouched */
+    tu_assert_error(&err, AB_CONFLICT, "seq");
+    /* the transaction continues: earlier appends intact, the failed one absent */
+    assert_int_equal(append_ok(f->st, "t", "r", 3, "c"), 3);
+    commit_ok(f->st);
+    acc_t a = {.n = 0};
+    size_t n = 0;
+    assert_int_equal(ab_store_read_all(f->st, 0, 0, collect, &a, &n, &err), AB_OK);
+    assert_string_equal(a.text, "t/r#1@1=a;t/r#2@2=b;t/r#3@3=c;");
+    ab_store_run_t run;
+    assert_int_equal(ab_store_head(f->st, "t", 1, "r", 1, &run, &err), AB_OK);
+    assert_int_equal(run.status, AB_RUN_ACTIVE); /* the refused event changed nothing */
+    assert_int_equal(run.last_seq, 3);
+    /* ... or it can be rolled back whole */
+    begin_ok(f->st);
+    append_ok(f->st, "t", "r", 4, "d");
+    ab_error_clear(&err);
+    ev = ev_of("t", "r", 1, "dup");
+    assert_int_equal(ab_store_append(f->st, &ev, NULL, &err), AB_CONFLICT);
+    ab_store_rollback(f->st);
+    assert_int_equal(ab_store_read_all(f->st, 0, 0, NULL, NULL, &n, &err), AB_OK);
+    assert_int_equal(n, 3);
+}
+
+static void interleave(ab_store_t *st)
+{
+    begin_ok(st);
+    append_ok(st, "T", "a", 1, "a1"); /* pos 1 */
+    append_ok(st, "U", "x", 1, "x1"); /* pos 2 */
+    append_ok(st, "T", "b", 1, "b1"); /* pos 3 */
+    commit_ok(st);
+    begin_ok(st);
+    append_ok(st, "T", "a", 2, "a2"); /* pos 4 */
+    append_ok(st, "T", "b", 2, "b2"); /* pos 5 */
+    append_ok(st, "U", "x", 2, "x2"); /* pos 6 */
+    append_ok(st, "T", "a", 3, "a3"); /* pos 7 */
+    commit_ok(st);
+}
+
+static void test_reads_and_limits(void **state)
+{
+    fx_t *f = *state;
+    f->st = open_ok(f->dir, false);
+    interleave(f->st);
+    ab_error_t err = AB_ERROR_INIT;
+    size_t n = 0;
+    acc_t a = {.n = 0};
+    assert_int_equal(ab_store_read_run(f->st, "T", 1, "a", 1, 1, 0, collect, &a, &n, &err), AB_OK);
+    assert_string_equal(a.text, "T/a#2@4=a2;T/a#3@7=a3;");
+    memset(&a, 0, sizeof a);
+    assert_int_equal(ab_store_read_thread(f->st, "T", 1, 0, 0, collect, &a, &n, &err), AB_OK);
+    assert_int_equal(n, 5);
+    assert_string_equal(a.text, "T/a#1@1=a1;T/b#1@3=b1;T/a#2@4=a2;T/b#2@5=b2;T/a#3@7=a3;");
+    memset(&a, 0, sizeof a);
+    assert_int_equal(ab_store_read_thread(f->st, "T", 1, 3, 2, collect, &a, &n, &err), AB_OK);
+    assert_int_equal(n, 2);
+    assert_string_equal(a.text, "T/a#2@4=a2;T/b#2@5=b2;");
+    memset(&a, 0, sizeof a);
+    assert_int_equal(ab_store_read_all(f->st, 4, 0, collect, &a, &n, &err), AB_OK);
+    assert_string_equal(a.text, "T/b#2@5=b2;U/x#2@6=x2;T/a#3@7=a3;");
+    memset(&a, 0, sizeof a);
+    assert_int_equal(ab_store_read_all(f->st, 0, 3, collect, &a, &n, &err), AB_OK);
+    assert_int_equal(n, 3);
+    assert_string_equal(a.text, "T/a#1@1=a1;U/x#1@2=x1;T/b#1@3=b1;");
+    memset(&a, 0, sizeof a);
+    a.stop_after = 2; /* callback stops early */
+    assert_int_equal(ab_store_read_all(f->st, 0, 0, collect, &a, &n, &err), AB_OK);
+    assert_int_equal(n, 2);
+    /* unknown run / thread: nothing, not an error */
+    assert_int_equal(ab_store_read_run(f->st, "T", 1, "zz", 2, 0, 0, NULL, NULL, &n, &err), AB_OK);
+    assert_int_equal(n, 0);
+    assert_int_equal(ab_store_read_thread(f->st, "V", 1, 0, 0, NULL, NULL, &n, &err), AB_OK);
+    assert_int_equal(n, 0);
+}
+
+static int count_runs(void *ud, const ab_store_run_t *r)
+{
+    acc_t *a = ud;
+    size_t used = strlen(a->text);
+    snprintf(a->text + used, sizeof a->text - used, "%s;", r->run);
+    return 0;
+}
+
+static void test_heads_and_state(void **state)
+{
+    fx_t *f = *state;
+    f->st = open_ok(f->dir, false);
+    interleave(f->st);
+    ab_error_t err = AB_ERROR_INIT;
+    ab_store_run_t run;
+    assert_int_equal(ab_store_head(f->st, "T", 1, "a", 1, &run, &err), AB_OK);
+    assert_string_equal(run.thread, "T");
+    assert_string_equal(run.run, "a");
+    assert_int_equal(run.last_seq, 3);
+    assert_int_equal(run.last_pos, 7);
+    assert_int_equal(run.status, AB_RUN_ACTIVE);
+    assert_int_equal(run.outcome, AB_RUN_OUTCOME_NONE);
+    assert_int_equal(run.started_us, 1001);
+    assert_int_equal(run.ended_us, 0);
+    assert_string_equal(run.parent_run, "");
+    begin_ok(f->st);
+    ab_store_event_t ev = ev_of("T", "c", 1, "started");
+    ev.status = AB_RUN_ACTIVE;
+    ev.parent_run = "a";
+    ev.parent_run_len = 1;
+    ev.epoch = 4;
+    assert_int_equal(ab_store_append(f->st, &ev, NULL, &err), AB_OK);
+    ev = ev_of("T", "c", 2, "finished");
+    ev.status = AB_RUN_FINISHED;
+    ev.outcome = AB_RUN_INTERRUPT;
+    assert_int_equal(ab_store_append(f->st, &ev, NULL, &err), AB_OK);
+    ev = ev_of("T", "b", 3, "error");
+    ev.status = AB_RUN_ERRORED;
+    assert_int_equal(ab_store_append(f->st, &ev, NULL, &err), AB_OK);
+    commit_ok(f->st);
+    assert_int_equal(ab_store_head(f->st, "T", 1, "c", 1, &run, &err), AB_OK);
+    assert_int_equal(run.status, AB_RUN_FINISHED);
+    assert_int_equal(run.outcome, AB_RUN_INTERRUPT);
+    assert_string_equal(run.parent_run, "a");
+    assert_int_equal(run.epoch, 4);
+    assert_int_equal(run.last_seq, 2);
+    assert_int_equal(run.last_pos, 9);
+    assert_int_equal(run.ended_us, 1002);
+    assert_int_equal(ab_store_head(f->st, "T", 1, "b", 1, &run, &err), AB_OK);
+    assert_int_equal(run.status, AB_RUN_ERRORED);
+    assert_int_equal(run.ended_us, 1003);
+    acc_t a = {.n = 0};
+    size_t n = 0;
+    assert_int_equal(ab_store_runs_of_thread(f->st, "T", 1, count_runs, &a, &n, &err), AB_OK);
+    assert_int_equal(n, 3);
+    assert_string_equal(a.text, "a;b;c;");
+    assert_int_equal(ab_store_head(f->st, "T", 1, "nope", 4, &run, &err), AB_NOT_FOUND);
+}
+
+static void test_claim_bumps_epoch(void **state)
+{
+    fx_t *f = *state;
+    f->st = open_ok(f->dir, false);
+    ab_error_t err = AB_ERROR_INIT;
+    uint64_t epoch = 0, last = 99;
+    assert_int_equal(ab_store_claim(f->st, "t", 1, "r", 1, &epoch, &last, &err), AB_OK);
+    assert_int_equal(epoch, 1);
+    assert_int_equal(last, 0);
+    begin_ok(f->st);
+    append_ok(f->st, "t", "r", 1, "a");
+    append_ok(f->st, "t", "r", 2, "b");
+    /* no claim while a transaction is open */
+    assert_int_equal(ab_store_claim(f->st, "t", 1, "r", 1, &epoch, &last, &err),
+                     AB_INVALID_ARGUMENT);
+    commit_ok(f->st);
+    assert_int_equal(ab_store_claim(f->st, "t", 1, "r", 1, &epoch, &last, &err), AB_OK);
+    assert_int_equal(epoch, 2);
+    assert_int_equal(last, 2);
+    assert_int_equal(ab_store_claim(f->st, "t", 1, "r", 1, &epoch, &last, &err), AB_OK);
+    assert_int_equal(epoch, 3);
+    ab_store_run_t run;
+    assert_int_equal(ab_store_head(f->st, "t", 1, "r", 1, &run, &err), AB_OK);
+    assert_int_equal(run.epoch, 3);
+    /* an append with an older epoch does not lower it */
+    begin_ok(f->st);
+    append_ok(f->st, "t", "r", 3, "c");
+    commit_ok(f->st);
+    assert_int_equal(ab_store_head(f->st, "t", 1, "r", 1, &run, &err), AB_OK);
+    assert_int_equal(run.epoch, 3);
+}
+
+static void test_dir_lock(void **state)
+{
+    fx_t *f = *state;
+    ab_error_t err = AB_ERROR_INIT;
+    int fd1 = -1, fd2 = -1;
+    assert_int_equal(ab_store_lock_dir(f->dir, &fd1, &err), AB_OK);
+    assert_true(fd1 >= 0);
+    assert_int_equal(ab_store_lock_dir(f->dir, &fd2, &err), AB_UNAVAILABLE);
+    assert_int_equal(fd2, -1);
+    char want[128];
+    snprintf(want, sizeof want, "data directory %s is in use by another broker (pid %ld)", f->dir,
+             (long)getpid());
+    assert_string_equal(err.message, want);
+    assert_true(err.retryable);
+    ab_store_unlock_dir(fd1);
+    ab_error_clear(&err);
+    assert_int_equal(ab_store_lock_dir(f->dir, &fd2, &err), AB_OK);
+    ab_store_unlock_dir(fd2);
+    ab_store_unlock_dir(-1);
+}
+
+static void test_reader_beside_writer(void **state)
+{
+    fx_t *f = *state;
+    f->st = open_ok(f->dir, false);
+    begin_ok(f->st);
+    append_ok(f->st, "t", "r", 1, "committed");
+    commit_ok(f->st);
+    ab_store_t *rd = open_ok(f->dir, true);
+    begin_ok(f->st);
+    append_ok(f->st, "t", "r", 2, "pending");
+    ab_error_t err = AB_ERROR_INIT;
+    acc_t a = {.n = 0};
+    size_t n = 0;
+    /* the reader sees only committed data while the writer's transaction is open */
+    assert_int_equal(ab_store_read_all(rd, 0, 0, collect, &a, &n, &err), AB_OK);
+    assert_string_equal(a.text, "t/r#1@1=committed;");
+    /* the writer sees its own append */
+    assert_int_equal(ab_store_read_run(f->st, "t", 1, "r", 1, 0, 0, NULL, NULL, &n, &err), AB_OK);
+    assert_int_equal(n, 2);
+    /* the reader cannot write, and a second writer cannot begin */
+    assert_int_equal(ab_store_begin(rd, &err), AB_INVALID_ARGUMENT);
+    ab_store_t *w2 = open_ok(f->dir, false);
+    ab_error_clear(&err);
+    assert_int_equal(ab_store_begin(w2, &err), AB_UNAVAILABLE);
+    assert_true(err.retryable);
+    ab_store_close(&w2);
+    commit_ok(f->st);
+    memset(&a, 0, sizeof a);
+    assert_int_equal(ab_store_read_all(rd, 1, 0, collect, &a, &n, &err), AB_OK);
+    assert_string_equal(a.text, "t/r#2@2=pending;");
+    ab_store_close(&rd);
+}
+
+static void test_readonly_needs_schema(void **state)
+{
+    fx_t *f = *state;
+    ab_store_opts_t o = {.readonly = true};
+    ab_error_t err = AB_ERROR_INIT;
+    ab_store_t *st = NULL;
+    assert_int_equal(ab_store_open(&st, f->dir, &o, &err), AB_NOT_FOUND);
+    assert_null(st);
+    ab_error_clear(&err);
+    assert_int_equal(ab_store_open(NULL, f->dir, NULL, &err), AB_INVALID_ARGUMENT);
+}
+
+static void test_bad_arguments(void **state)
+{
+    fx_t *f = *state;
+    f->st = open_ok(f->dir, false);
+    ab_error_t err = AB_ERROR_INIT;
+    ab_store_event_t ev = ev_of("t", "r", 1, "a");
+    assert_int_equal(ab_store_append(f->st, &ev, NULL, &err), AB_INVALID_ARGUMENT); /* no txn */
+    begin_ok(f->st);
+    ev.thread_len = 0;
+    ab_error_clear(&err);
+    assert_int_equal(ab_store_append(f->st, &ev, NULL, &err), AB_INVALID_ARGUMENT);
+    tu_assert_error(&err, AB_INVALID_ARGUMENT, "thread");
+    ab_error_clear(&err);
+    assert_int_equal(ab_store_begin(f->st, &err), AB_INVALID_ARGUMENT); /* nested */
+    ab_store_rollback(f->st);
+    ab_store_rollback(f->st); /* idempotent */
+    ab_store_rollback(NULL);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_open_reopen_keeps_data, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_migrates_from_zero, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_newer_schema_refused_unchanged, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_damaged_file_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_append_commit_read_back, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_exact_bytes, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_rollback_leaves_nothing, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_duplicate_seq_conflict, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_reads_and_limits, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_heads_and_state, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_claim_bumps_epoch, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_dir_lock, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_reader_beside_writer, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_readonly_needs_schema, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_bad_arguments, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
