@@ -1,0 +1,451 @@
+/*
+ * agentbus/codec.h - the wire codec: event envelopes, broker stamps, topics
+ * and command messages. docs/PROTOCOL.md is the normative description; this
+ * header is its C face.
+ *
+ * Every payload is one msgpack map with string keys, parsed by the strict
+ * reader (ab_doc_parse), so everything value.h calls "JSON-safe" holds. On
+ * top of that, decoding is strict per message: a missing required field, a
+ * wrong type, an unknown field, a value out of range or an unsupported
+ * protocol version is a typed error whose err->field names the value as a
+ * path from the message root without a leading slash ("seq",
+ * "results/3/status", "event/content/0"). Codes:
+ *   AB_INVALID_ENVELOPE     - malformed frame, envelope or command;
+ *   AB_TOO_LARGE            - a byte, depth, count or length limit exceeded;
+ *   AB_INCOMPATIBLE_VERSION - `v` is not a version this build speaks
+ *                             (non-retryable; details "ours" and "theirs");
+ *   AB_UNSUPPORTED          - unknown `op` (field "op");
+ *   AB_NOMEM                - out of memory.
+ * When a command fails to decode but carried a valid `cid`, err->cid is set
+ * to it so the error reply can echo it.
+ *
+ * Encoding checks the same static rules (ids, ranges, enum values, list
+ * lengths) and fails with AB_INVALID_ARGUMENT naming the field, so this
+ * library never writes a message its own decoder would refuse. Limits that
+ * depend on the peer (max_batch, max_replay_window, ...) are checked by the
+ * decoder only. Encoders append to @p out; on failure out->len is restored.
+ *
+ * Ownership: decoded strings (ab_str_t) point into the caller's input
+ * buffer; decoded trees, arrays and errors live in the ab_doc_t arena. Both
+ * must outlive the decoded struct, which is valid until the next parse or
+ * reset of that doc. Out-params are written only on AB_OK.
+ *
+ * Thread-safety: all functions are reentrant; an ab_doc_t is used by one
+ * thread at a time.
+ */
+#ifndef AGENTBUS_CODEC_H
+#define AGENTBUS_CODEC_H
+
+#include "agentbus/agui.h"
+#include "agentbus/buf.h"
+#include "agentbus/nego.h"
+#include "agentbus/status.h"
+#include "agentbus/value.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- event envelope ---------------------------------------------------- */
+
+/**
+ * One event envelope (one ZeroMQ frame). The encoded bytes are what the
+ * broker stores and fans out unchanged.
+ *
+ *  v       protocol version the producer negotiated (1).
+ *  thread  thread id, run: run id (ids.h rules).
+ *  seq     position of the event in its run, >= 1.
+ *  epoch   the writer's claim epoch, >= 1.
+ *  ts      producer timestamp, ms since the Unix epoch (any int64).
+ *  body    the AG-UI event map; not validated here (see agui.h).
+ */
+typedef struct ab_event {
+    uint32_t v;
+    ab_str_t thread;
+    ab_str_t run;
+    uint64_t seq;
+    uint64_t epoch;
+    int64_t ts;
+    const ab_val_t *body;
+} ab_event_t;
+
+/**
+ * Append the envelope of @p ev to @p out, keys in the order v, thread, run,
+ * seq, epoch, ts, event. The body is written with ab_val_pack() and must be
+ * a JSON-safe map (it is not re-validated).
+ * @return AB_OK, AB_INVALID_ARGUMENT (err->field names the bad field) or
+ *         AB_NOMEM. On failure out->len is unchanged.
+ */
+AB_NODISCARD ab_status_t ab_event_encode(const ab_event_t *ev, ab_buf_t *out, ab_error_t *err);
+
+/**
+ * Decode one envelope frame. The whole frame must be at most
+ * limits->max_event_bytes and at most limits->max_depth deep (the envelope
+ * map is depth 1, so the body map is depth 2), else AB_TOO_LARGE.
+ * @param limits  NULL for ab_limits_default().
+ * @param out     written only on AB_OK; views into @p buf and @p doc.
+ * @return AB_OK, AB_INVALID_ENVELOPE, AB_TOO_LARGE, AB_INCOMPATIBLE_VERSION
+ *         or AB_NOMEM.
+ */
+AB_NODISCARD ab_status_t ab_event_decode(ab_doc_t *doc, const uint8_t *buf, size_t len,
+                                         const ab_limits_t *limits, ab_event_t *out,
+                                         ab_error_t *err);
+
+/** True when every field of @p a and @p b is equal (bodies by ab_val_equal). */
+bool ab_event_equal(const ab_event_t *a, const ab_event_t *b);
+
+/* ---- broker stamp ------------------------------------------------------ */
+
+/** Broker facts sent beside an event: {pos, time}. */
+typedef struct ab_stamp {
+    uint64_t pos;    /**< global commit position, >= 1 */
+    int64_t time_us; /**< commit time, microseconds since the Unix epoch */
+} ab_stamp_t;
+
+/** Largest valid stamp frame; longer frames are AB_TOO_LARGE. */
+#define AB_STAMP_MAX_BYTES 64
+
+/** Append the stamp map {pos, time}. @return AB_OK, AB_INVALID_ARGUMENT, AB_NOMEM. */
+AB_NODISCARD ab_status_t ab_stamp_encode(const ab_stamp_t *st, ab_buf_t *out, ab_error_t *err);
+
+/**
+ * Decode a stamp frame. @p out is written only on AB_OK.
+ * @return AB_OK, AB_INVALID_ENVELOPE, AB_TOO_LARGE or AB_NOMEM.
+ */
+AB_NODISCARD ab_status_t ab_stamp_decode(ab_doc_t *doc, const uint8_t *buf, size_t len,
+                                         ab_stamp_t *out, ab_error_t *err);
+
+/* ---- topics ------------------------------------------------------------ */
+
+/*
+ * Topic frames of the XPUB event endpoint. An event goes out under
+ * "ev" NUL <thread> NUL <run> NUL; ids never contain NUL, so the prefix of
+ * thread "a" never matches thread "ab". Subscribe with
+ * ab_topic_thread_prefix() for one thread, or AB_TOPIC_EVENTS /
+ * AB_TOPIC_EVENTS_LEN (the 3 bytes "ev" NUL, the literal's own terminator
+ * included) for every event. Heartbeats go out under the 2 bytes "hb".
+ */
+#define AB_TOPIC_EVENTS        "ev"
+#define AB_TOPIC_EVENTS_LEN    3
+#define AB_TOPIC_HEARTBEAT     "hb"
+#define AB_TOPIC_HEARTBEAT_LEN 2
+
+/**
+ * Append the topic of an event of run @p run in thread @p thread.
+ * @return AB_OK, AB_INVALID_ARGUMENT (an id breaks ids.h; field "thread" or
+ *         "run") or AB_NOMEM. On failure out->len is unchanged.
+ */
+AB_NODISCARD ab_status_t ab_topic_event(ab_buf_t *out, ab_str_t thread, ab_str_t run,
+                                        ab_error_t *err);
+
+/** Append the subscription prefix "ev" NUL <thread> NUL. Errors as ab_topic_event(). */
+AB_NODISCARD ab_status_t ab_topic_thread_prefix(ab_buf_t *out, ab_str_t thread, ab_error_t *err);
+
+/* ---- commands ---------------------------------------------------------- */
+
+/* X(ENUM, "wire name", sent by clients) - append only. */
+#define AB_OP_MAP(X)                                                                               \
+    X(HELLO, "hello", true)                                                                        \
+    X(WELCOME, "welcome", false)                                                                   \
+    X(CLAIM, "claim", true)                                                                        \
+    X(CLAIMED, "claimed", false)                                                                   \
+    X(PUBLISH, "publish", true)                                                                    \
+    X(PUBLISHED, "published", false)                                                               \
+    X(HEADS, "heads", true)                                                                        \
+    X(HEADS_REPLY, "heads_reply", false)                                                           \
+    X(REPLAY, "replay", true)                                                                      \
+    X(CREDIT, "credit", true)                                                                      \
+    X(REPLAY_CHUNK, "replay_chunk", false)                                                         \
+    X(REPLAY_END, "replay_end", false)                                                             \
+    X(CANCEL, "cancel", true)                                                                      \
+    X(SNAPSHOT, "snapshot", true)                                                                  \
+    X(SNAPSHOT_REPLY, "snapshot_reply", false)                                                     \
+    X(PING, "ping", true)                                                                          \
+    X(PONG, "pong", false)                                                                         \
+    X(ERROR, "error", false)                                                                       \
+    X(HEARTBEAT, "heartbeat", false)
+
+/** Message kinds. AB_OP_NONE_ is never on the wire. */
+typedef enum ab_op {
+    AB_OP_NONE_ = 0,
+#define AB_OP_ENUM_(e, s, req) AB_OP_##e,
+    AB_OP_MAP(AB_OP_ENUM_)
+#undef AB_OP_ENUM_
+        AB_OP_COUNT_
+} ab_op_t;
+
+/** Wire name of @p op ("claim"); "unknown" when out of range. */
+const char *ab_op_name(ab_op_t op);
+
+/** Op from its wire name. @return AB_OK and *out set, or AB_NOT_FOUND. */
+AB_NODISCARD ab_status_t ab_op_from_name(const char *s, size_t len, ab_op_t *out);
+
+/**
+ * True for requests (sent by clients to the command endpoint); their header
+ * frame is limited to max_header_bytes. Broker messages (replies, errors,
+ * heartbeats) are limited to AB_MAX_REPLY_BYTES instead, since a reply to a
+ * full batch can be larger than the request.
+ */
+bool ab_op_is_request(ab_op_t op);
+
+/** Byte limit of a header frame sent by the broker (16 MiB). */
+#define AB_MAX_REPLY_BYTES (16u << 20)
+/** Replay chunk size: default and maximum events per chunk. */
+#define AB_CHUNK_EVENTS_DEFAULT 256
+#define AB_CHUNK_EVENTS_MAX     1024
+/** Longest `client` text in HELLO, in bytes. */
+#define AB_CLIENT_NAME_MAX 256
+/** Longest capability name, in bytes. */
+#define AB_CAP_NAME_MAX 64
+
+/** A run's status as the broker reports it. */
+typedef enum ab_run_status {
+    AB_RUN_STATUS_UNKNOWN = 0, /**< "unknown": never seen */
+    AB_RUN_STATUS_ACTIVE,      /**< "active" */
+    AB_RUN_STATUS_FINISHED,    /**< "finished" (terminal) */
+    AB_RUN_STATUS_ERRORED,     /**< "errored" (terminal) */
+} ab_run_status_t;
+
+/** Wire name of a run status; "?" when out of range. */
+const char *ab_run_status_name(ab_run_status_t s);
+
+/** What the broker did with one published event. */
+typedef enum ab_result_status {
+    AB_RESULT_ACCEPTED = 1, /**< "accepted": committed now */
+    AB_RESULT_DUPLICATE,    /**< "duplicate": committed earlier, same bytes */
+    AB_RESULT_REJECTED,     /**< "rejected": see the result's error */
+} ab_result_status_t;
+
+/** Scope of a REPLAY request. */
+typedef enum ab_replay_scope {
+    AB_REPLAY_RUN = 1, /**< "run": one run after a seq */
+    AB_REPLAY_THREAD,  /**< "thread": every run of a thread, per-run cursors */
+    AB_REPLAY_ALL,     /**< "all": everything after a commit position */
+} ab_replay_scope_t;
+
+/** A (thread, run) pair. */
+typedef struct ab_run_ref {
+    ab_str_t thread;
+    ab_str_t run;
+} ab_run_ref_t;
+
+/** A per-run replay cursor: replay the run from after_seq + 1. */
+typedef struct ab_cursor {
+    ab_str_t run;
+    uint64_t after_seq;
+} ab_cursor_t;
+
+/**
+ * The head of one run. outcome is AB_OUTCOME_NONE when absent; on the wire
+ * only success, interrupt and cancelled exist.
+ */
+typedef struct ab_head {
+    ab_str_t thread;
+    ab_str_t run;
+    uint64_t last_seq; /**< 0 = nothing committed */
+    uint64_t epoch;
+    ab_run_status_t status;
+    ab_agui_outcome_t outcome;
+    uint64_t last_pos; /**< commit position of the run's last event, 0 = none */
+} ab_head_t;
+
+/**
+ * The answer for one published event. pos (>= 1) is set iff the status is
+ * accepted or duplicate; error is set iff it is rejected.
+ */
+typedef struct ab_result {
+    uint64_t seq;
+    ab_result_status_t status;
+    uint64_t pos;
+    const ab_error_t *error;
+} ab_result_t;
+
+typedef struct ab_hello {
+    const uint32_t *versions; /**< 1..AB_MAX_VERSIONS entries, each >= 1 */
+    size_t nversions;
+    ab_str_t client;      /**< optional free text, <= AB_CLIENT_NAME_MAX bytes */
+    const ab_cap_t *caps; /**< optional; ncaps == 0 means omitted */
+    size_t ncaps;
+} ab_hello_t;
+
+typedef struct ab_welcome {
+    ab_str_t instance;       /**< broker instance id, new at every start */
+    ab_str_t event_endpoint; /**< ZeroMQ address of the XPUB endpoint */
+    ab_limits_t limits;      /**< every field >= 1 */
+    const ab_cap_t *caps;
+    size_t ncaps;
+} ab_welcome_t;
+
+typedef struct ab_claim {
+    ab_str_t thread;
+    ab_str_t run;
+} ab_claim_t;
+
+typedef struct ab_claimed {
+    ab_str_t thread;
+    ab_str_t run;
+    uint64_t epoch;    /**< >= 1 */
+    uint64_t last_seq; /**< 0 = nothing committed */
+    ab_run_status_t status;
+} ab_claimed_t;
+
+typedef struct ab_publish {
+    uint32_t count; /**< envelope frames that follow, 1..max_batch */
+} ab_publish_t;
+
+typedef struct ab_published {
+    const ab_result_t *results; /**< one per event, in order; 1..max_batch */
+    size_t nresults;
+} ab_published_t;
+
+/** HEADS: exactly one of runs (nruns >= 1) or thread (ptr != NULL). */
+typedef struct ab_heads {
+    const ab_run_ref_t *runs;
+    size_t nruns;
+    ab_str_t thread;
+} ab_heads_t;
+
+typedef struct ab_heads_reply {
+    uint64_t head_pos; /**< the broker's latest commit position */
+    const ab_head_t *heads;
+    size_t nheads;
+} ab_heads_reply_t;
+
+/**
+ * REPLAY. Which fields apply depends on scope; the encoder ignores (and
+ * the decoder leaves zero) the fields of the other scopes.
+ *  run:    thread, run, after_seq
+ *  thread: thread, cursors (may be empty)
+ *  all:    after_pos
+ * chunk_events: 0 when encoding means "omit" (the peer uses the default);
+ * a decoded request always holds the effective value (default 256).
+ */
+typedef struct ab_replay {
+    ab_replay_scope_t scope;
+    uint32_t window;       /**< chunks granted now, 1..max_replay_window */
+    uint32_t chunk_events; /**< 1..AB_CHUNK_EVENTS_MAX */
+    ab_str_t thread;
+    ab_str_t run;
+    uint64_t after_seq;
+    const ab_cursor_t *cursors;
+    size_t ncursors;
+    uint64_t after_pos;
+} ab_replay_t;
+
+typedef struct ab_credit {
+    uint32_t chunks; /**< more chunks granted, >= 1 */
+} ab_credit_t;
+
+typedef struct ab_replay_chunk {
+    uint32_t count; /**< (stamp, envelope) frame pairs that follow, 1..1024 */
+} ab_replay_chunk_t;
+
+typedef struct ab_replay_end {
+    uint64_t head_pos;
+    uint64_t events; /**< total events sent by this replay */
+    const ab_head_t *heads;
+    size_t nheads;
+} ab_replay_end_t;
+
+typedef struct ab_snapshot_req {
+    ab_str_t thread;
+} ab_snapshot_req_t;
+
+/** RESERVED: the snapshot document is defined by a later issue. */
+typedef struct ab_snapshot_reply {
+    ab_str_t thread;
+    const ab_val_t *snapshot; /**< any map */
+} ab_snapshot_reply_t;
+
+typedef struct ab_pong {
+    ab_str_t instance;
+    uint64_t head_pos;
+} ab_pong_t;
+
+/** ERROR; the decoded error's cid equals the header's. */
+typedef struct ab_error_msg {
+    const ab_error_t *error;
+} ab_error_msg_t;
+
+typedef struct ab_heartbeat {
+    ab_str_t instance;
+    uint64_t head_pos;
+    int64_t time_us;
+} ab_heartbeat_t;
+
+/**
+ * One command, reply or heartbeat header. `v` is required except in hello
+ * and error, where 0 means absent. `cid` is the correlation id (0 = none);
+ * heartbeats carry none. `u` holds the member named after the op; cancel
+ * and ping have no payload.
+ */
+typedef struct ab_msg {
+    ab_op_t op;
+    uint32_t v;
+    uint64_t cid;
+    union {
+        ab_hello_t hello;
+        ab_welcome_t welcome;
+        ab_claim_t claim;
+        ab_claimed_t claimed;
+        ab_publish_t publish;
+        ab_published_t published;
+        ab_heads_t heads;
+        ab_heads_reply_t heads_reply;
+        ab_replay_t replay;
+        ab_credit_t credit;
+        ab_replay_chunk_t replay_chunk;
+        ab_replay_end_t replay_end;
+        ab_snapshot_req_t snapshot;
+        ab_snapshot_reply_t snapshot_reply;
+        ab_pong_t pong;
+        ab_error_msg_t error;
+        ab_heartbeat_t heartbeat;
+    } u;
+} ab_msg_t;
+
+/**
+ * Append the header map of @p m to @p out: op first, then v, cid and the
+ * op's fields in the order of docs/PROTOCOL.md; optional fields are
+ * written only when set.
+ *
+ * Error maps are written best-effort so that every error can be reported:
+ * strings are cut back to their last complete UTF-8 character, and details
+ * with an empty or repeated key are left out. Only a code of AB_OK or out of
+ * range makes an error unencodable.
+ * @return AB_OK, AB_INVALID_ARGUMENT (err->field names the field) or
+ *         AB_NOMEM. On failure out->len is unchanged.
+ */
+AB_NODISCARD ab_status_t ab_msg_encode(const ab_msg_t *m, ab_buf_t *out, ab_error_t *err);
+
+/**
+ * Decode one header frame. The frame may be at most max_header_bytes for a
+ * request op and AB_MAX_REPLY_BYTES for any other op, and at most
+ * max_depth deep; else AB_TOO_LARGE.
+ * @param limits  NULL for ab_limits_default(); bounds counts and ids.
+ * @param out     written only on AB_OK.
+ * @return AB_OK, AB_INVALID_ENVELOPE, AB_TOO_LARGE, AB_INCOMPATIBLE_VERSION,
+ *         AB_UNSUPPORTED (unknown op) or AB_NOMEM.
+ */
+AB_NODISCARD ab_status_t ab_msg_decode(ab_doc_t *doc, const uint8_t *buf, size_t len,
+                                       const ab_limits_t *limits, ab_msg_t *out, ab_error_t *err);
+
+/**
+ * True when two messages are equal field by field (what a decode of an
+ * encode gives back). Meaningful for valid messages; strings, trees, lists
+ * and errors are compared by content.
+ */
+bool ab_msg_equal(const ab_msg_t *a, const ab_msg_t *b);
+
+/**
+ * Append an ERROR reply carrying @p e, with cid = e->cid and version @p v
+ * (0 = omit `v`, for answering an undecodable hello).
+ * @return AB_OK, AB_INVALID_ARGUMENT (e->code is AB_OK or out of range or
+ *         v is not supported) or AB_NOMEM.
+ */
+AB_NODISCARD ab_status_t ab_error_encode_reply(const ab_error_t *e, uint32_t v, ab_buf_t *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* AGENTBUS_CODEC_H */

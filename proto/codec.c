@@ -1,0 +1,167 @@
+/*
+ * codec.c - event envelopes, broker stamps and topics (agentbus/codec.h,
+ * docs/PROTOCOL.md "Event envelope", "Broker stamp", "Topics").
+ *
+ * Invariants:
+ *  1. The envelope decoder never copies or rewrites the event bytes: the
+ *     broker stores and fans out the producer's frame as received, and the
+ *     decoded ab_event_t only points into it.
+ *  2. The whole envelope frame, body included, is held to max_event_bytes
+ *     and max_depth by the strict reader before any field is looked at; the
+ *     body is otherwise opaque here (AG-UI validation is agui.c's job).
+ *  3. Topics are built only from ids that pass ab_id_check(), so the NUL
+ *     separator can never appear inside an id.
+ */
+#include "codec_internal.h"
+
+#include "agentbus/ids.h"
+
+#include <string.h>
+
+/* ---- event envelope ----------------------------------------------------- */
+
+#define EV(m) offsetof(ab_event_t, m)
+
+static const ab_fspec_t event_fields[] = {
+    {.key = "v", .type = &ab_ft_ver, .off = EV(v), .flags = AB_F_REQ},
+    {.key = "thread", .type = &ab_ft_id, .off = EV(thread), .flags = AB_F_REQ},
+    {.key = "run", .type = &ab_ft_id, .off = EV(run), .flags = AB_F_REQ},
+    {.key = "seq", .type = &ab_ft_u64, .off = EV(seq), .flags = AB_F_REQ | AB_F_MIN1},
+    {.key = "epoch", .type = &ab_ft_u64, .off = EV(epoch), .flags = AB_F_REQ | AB_F_MIN1},
+    {.key = "ts", .type = &ab_ft_i64, .off = EV(ts), .flags = AB_F_REQ},
+    {.key = "event", .type = &ab_ft_anymap, .off = EV(body), .flags = AB_F_REQ},
+};
+
+static const ab_ospec_t event_spec = {
+    .fields = event_fields,
+    .n = sizeof(event_fields) / sizeof(event_fields[0]),
+    .size = sizeof(ab_event_t),
+};
+
+ab_status_t ab_event_encode(const ab_event_t *ev, ab_buf_t *out, ab_error_t *err)
+{
+    return ab_cc_encode(&event_spec, ev, out, err);
+}
+
+ab_status_t ab_event_decode(ab_doc_t *doc, const uint8_t *buf, size_t len,
+                            const ab_limits_t *limits, ab_event_t *out, ab_error_t *err)
+{
+    ab_limits_t lim = limits ? *limits : ab_limits_default();
+    const ab_val_t *root = NULL;
+    ab_status_t rc = ab_doc_parse(doc, buf, len, lim.max_event_bytes, lim.max_depth,
+                                  AB_INVALID_ENVELOPE, &root, err);
+    if (rc != AB_OK) {
+        ab_cc_fix_field(err);
+        return rc;
+    }
+    ab_cctx_t c;
+    ab_cc_init_decode(&c, doc, &lim, err);
+    ab_event_t ev;
+    memset(&ev, 0, sizeof(ev));
+    rc = ab_cc_check_root(&c, root);
+    if (rc == AB_OK)
+        rc = ab_cc_dec_object(&c, &event_spec, root, (char *)&ev);
+    if (rc == AB_OK)
+        *out = ev;
+    return rc;
+}
+
+bool ab_event_equal(const ab_event_t *a, const ab_event_t *b)
+{
+    return ab_cc_eq_object(&event_spec, (const char *)a, (const char *)b);
+}
+
+/* ---- broker stamp ------------------------------------------------------- */
+
+static const ab_fspec_t stamp_fields[] = {
+    {.key = "pos",
+     .type = &ab_ft_u64,
+     .off = offsetof(ab_stamp_t, pos),
+     .flags = AB_F_REQ | AB_F_MIN1},
+    {.key = "time", .type = &ab_ft_i64, .off = offsetof(ab_stamp_t, time_us), .flags = AB_F_REQ},
+};
+
+static const ab_ospec_t stamp_spec = {
+    .fields = stamp_fields,
+    .n = sizeof(stamp_fields) / sizeof(stamp_fields[0]),
+    .size = sizeof(ab_stamp_t),
+};
+
+ab_status_t ab_stamp_encode(const ab_stamp_t *st, ab_buf_t *out, ab_error_t *err)
+{
+    return ab_cc_encode(&stamp_spec, st, out, err);
+}
+
+ab_status_t ab_stamp_decode(ab_doc_t *doc, const uint8_t *buf, size_t len, ab_stamp_t *out,
+                            ab_error_t *err)
+{
+    const ab_val_t *root = NULL;
+    ab_status_t rc =
+        ab_doc_parse(doc, buf, len, AB_STAMP_MAX_BYTES, 2, AB_INVALID_ENVELOPE, &root, err);
+    if (rc != AB_OK) {
+        ab_cc_fix_field(err);
+        return rc;
+    }
+    ab_cctx_t c;
+    ab_cc_init_decode(&c, doc, NULL, err);
+    ab_stamp_t st = {0, 0};
+    rc = ab_cc_dec_object(&c, &stamp_spec, root, (char *)&st);
+    if (rc == AB_OK)
+        *out = st;
+    return rc;
+}
+
+/* ---- topics ------------------------------------------------------------- */
+
+static ab_status_t topic_id(ab_str_t id, const char *field, ab_error_t *err)
+{
+    ab_error_t tmp = AB_ERROR_INIT;
+    if (id.ptr && ab_id_check(id.ptr, id.len, 0, field, &tmp) == AB_OK)
+        return AB_OK;
+    return ab_error_set(err, AB_INVALID_ARGUMENT, field, "%s",
+                        id.ptr ? tmp.message : "topic id is missing");
+}
+
+/* "ev" NUL thread NUL [run NUL] */
+static ab_status_t topic(ab_buf_t *out, ab_str_t thread, const ab_str_t *run, ab_error_t *err)
+{
+    static const char nul = '\0';
+    ab_status_t rc = topic_id(thread, "thread", err);
+    if (rc == AB_OK && run)
+        rc = topic_id(*run, "run", err);
+    if (rc != AB_OK)
+        return rc;
+    size_t len0 = out->len;
+    rc = ab_buf_append(out, AB_TOPIC_EVENTS, AB_TOPIC_EVENTS_LEN);
+    if (rc == AB_OK)
+        rc = ab_buf_append(out, thread.ptr, thread.len);
+    if (rc == AB_OK)
+        rc = ab_buf_append(out, &nul, 1);
+    if (rc == AB_OK && run)
+        rc = ab_buf_append(out, run->ptr, run->len);
+    if (rc == AB_OK && run)
+        rc = ab_buf_append(out, &nul, 1);
+    if (rc != AB_OK) {
+        out->len = len0;
+        return ab_error_set(err, AB_NOMEM, "", "out of memory building a topic");
+    }
+    return AB_OK;
+}
+
+ab_status_t ab_topic_event(ab_buf_t *out, ab_str_t thread, ab_str_t run, ab_error_t *err)
+{
+    return topic(out, thread, &run, err);
+}
+
+ab_status_t ab_topic_thread_prefix(ab_buf_t *out, ab_str_t thread, ab_error_t *err)
+{
+    return topic(out, thread, NULL, err);
+}
+
+/* ---- names -------------------------------------------------------------- */
+
+const char *ab_run_status_name(ab_run_status_t s)
+{
+    static const char *const names[] = {"unknown", "active", "finished", "errored"};
+    return (unsigned)s < sizeof(names) / sizeof(names[0]) ? names[s] : "?";
+}
