@@ -218,9 +218,9 @@ static ab_status_t update_run(ab_store_t *st, const ab_store_event_t *ev, sqlite
     sqlite3_bind_int64(q, 2, clamp64(ev->seq));
     sqlite3_bind_int64(q, 3, (sqlite3_int64)st->next_pos);
     sqlite3_bind_int64(q, 4, clamp64(ev->epoch));
-    if (ev->status > AB_RUN_STATUS_NONE && ev->status <= AB_RUN_ERRORED)
+    if (ev->status > AB_RUN_STATUS_UNKNOWN && ev->status <= AB_RUN_STATUS_ERRORED)
         sqlite3_bind_text(q, 5, STATUS_TEXT[ev->status], -1, SQLITE_STATIC);
-    if (ev->outcome > AB_RUN_OUTCOME_NONE && ev->outcome <= AB_RUN_CANCELLED)
+    if (ev->outcome > AB_OUTCOME_NONE && ev->outcome <= AB_OUTCOME_CANCELLED)
         sqlite3_bind_text(q, 6, OUTCOME_TEXT[ev->outcome], -1, SQLITE_STATIC);
     if (ev->parent_run)
         sqlite3_bind_text(q, 7, ev->parent_run, (int)ev->parent_run_len, SQLITE_STATIC);
@@ -452,7 +452,7 @@ static void fill_run(sqlite3_stmt *q, ab_store_run_t *out)
     out->last_seq = (uint64_t)sqlite3_column_int64(q, 4);
     out->last_pos = (uint64_t)sqlite3_column_int64(q, 5);
     out->status = (ab_run_status_t)text_index(STATUS_TEXT, 4, sqlite3_column_text(q, 6));
-    out->outcome = (ab_run_outcome_t)text_index(OUTCOME_TEXT, 4, sqlite3_column_text(q, 7));
+    out->outcome = (ab_agui_outcome_t)text_index(OUTCOME_TEXT, 4, sqlite3_column_text(q, 7));
     out->started_us = sqlite3_column_int64(q, 8);
     out->ended_us = sqlite3_column_int64(q, 9);
 }

@@ -21,6 +21,7 @@
 #ifndef AGENTBUS_STORE_H
 #define AGENTBUS_STORE_H
 
+#include "agentbus/codec.h"
 #include "agentbus/ids.h"
 #include "agentbus/status.h"
 
@@ -56,22 +57,6 @@ typedef struct ab_store_opts {
     bool skip_quick_check; /**< skip PRAGMA quick_check at open (not recommended) */
 } ab_store_opts_t;
 
-/** Lifecycle state of a run. 0 is "no change" where a change is optional. */
-typedef enum ab_run_status {
-    AB_RUN_STATUS_NONE = 0,
-    AB_RUN_ACTIVE = 1,
-    AB_RUN_FINISHED = 2,
-    AB_RUN_ERRORED = 3,
-} ab_run_status_t;
-
-/** Outcome of a finished run. 0 is "none / no change". */
-typedef enum ab_run_outcome {
-    AB_RUN_OUTCOME_NONE = 0,
-    AB_RUN_SUCCESS = 1,
-    AB_RUN_INTERRUPT = 2,
-    AB_RUN_CANCELLED = 3,
-} ab_run_outcome_t;
-
 /**
  * One event to append. All pointers are borrowed for the call.
  * thread/run: ids (1..AB_ID_MAX_BYTES bytes, not NUL-terminated).
@@ -91,7 +76,7 @@ typedef struct ab_store_event {
     const void *bytes;
     size_t len;
     ab_run_status_t status;
-    ab_run_outcome_t outcome;
+    ab_agui_outcome_t outcome;
     const char *parent_run; /**< NULL = unchanged */
     size_t parent_run_len;
 } ab_store_event_t;
@@ -116,7 +101,7 @@ typedef struct ab_store_run {
     uint64_t last_seq; /**< 0 = no event yet */
     uint64_t last_pos; /**< 0 = no event yet */
     ab_run_status_t status;
-    ab_run_outcome_t outcome;
+    ab_agui_outcome_t outcome;
     int64_t started_us;
     int64_t ended_us; /**< 0 = not ended */
 } ab_store_run_t;

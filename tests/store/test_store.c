@@ -327,7 +327,7 @@ static void test_duplicate_seq_conflict(void **state)
     append_ok(f->st, "t", "r", 1, "a");
     append_ok(f->st, "t", "r", 2, "b");
     ab_store_event_t ev = ev_of("t", "r", 2, "other");
-    ev.status = AB_RUN_FINISHED;
+    ev.status = AB_RUN_STATUS_FINISHED;
     ab_error_t err = AB_ERROR_INIT;
     uint64_t pos = 77;
     assert_int_equal(ab_store_append(f->st, &ev, &pos, &err), AB_CONFLICT);
@@ -342,7 +342,7 @@ static void test_duplicate_seq_conflict(void **state)
     assert_string_equal(a.text, "t/r#1@1=a;t/r#2@2=b;t/r#3@3=c;");
     ab_store_run_t run;
     assert_int_equal(ab_store_head(f->st, "t", 1, "r", 1, &run, &err), AB_OK);
-    assert_int_equal(run.status, AB_RUN_ACTIVE); /* the refused event changed nothing */
+    assert_int_equal(run.status, AB_RUN_STATUS_ACTIVE); /* the refused event changed nothing */
     assert_int_equal(run.last_seq, 3);
     /* ... or it can be rolled back whole */
     begin_ok(f->st);
@@ -426,36 +426,36 @@ static void test_heads_and_state(void **state)
     assert_string_equal(run.run, "a");
     assert_int_equal(run.last_seq, 3);
     assert_int_equal(run.last_pos, 7);
-    assert_int_equal(run.status, AB_RUN_ACTIVE);
-    assert_int_equal(run.outcome, AB_RUN_OUTCOME_NONE);
+    assert_int_equal(run.status, AB_RUN_STATUS_ACTIVE);
+    assert_int_equal(run.outcome, AB_OUTCOME_NONE);
     assert_int_equal(run.started_us, 1001);
     assert_int_equal(run.ended_us, 0);
     assert_string_equal(run.parent_run, "");
     begin_ok(f->st);
     ab_store_event_t ev = ev_of("T", "c", 1, "started");
-    ev.status = AB_RUN_ACTIVE;
+    ev.status = AB_RUN_STATUS_ACTIVE;
     ev.parent_run = "a";
     ev.parent_run_len = 1;
     ev.epoch = 4;
     assert_int_equal(ab_store_append(f->st, &ev, NULL, &err), AB_OK);
     ev = ev_of("T", "c", 2, "finished");
-    ev.status = AB_RUN_FINISHED;
-    ev.outcome = AB_RUN_INTERRUPT;
+    ev.status = AB_RUN_STATUS_FINISHED;
+    ev.outcome = AB_OUTCOME_INTERRUPT;
     assert_int_equal(ab_store_append(f->st, &ev, NULL, &err), AB_OK);
     ev = ev_of("T", "b", 3, "error");
-    ev.status = AB_RUN_ERRORED;
+    ev.status = AB_RUN_STATUS_ERRORED;
     assert_int_equal(ab_store_append(f->st, &ev, NULL, &err), AB_OK);
     commit_ok(f->st);
     assert_int_equal(ab_store_head(f->st, "T", 1, "c", 1, &run, &err), AB_OK);
-    assert_int_equal(run.status, AB_RUN_FINISHED);
-    assert_int_equal(run.outcome, AB_RUN_INTERRUPT);
+    assert_int_equal(run.status, AB_RUN_STATUS_FINISHED);
+    assert_int_equal(run.outcome, AB_OUTCOME_INTERRUPT);
     assert_string_equal(run.parent_run, "a");
     assert_int_equal(run.epoch, 4);
     assert_int_equal(run.last_seq, 2);
     assert_int_equal(run.last_pos, 9);
     assert_int_equal(run.ended_us, 1002);
     assert_int_equal(ab_store_head(f->st, "T", 1, "b", 1, &run, &err), AB_OK);
-    assert_int_equal(run.status, AB_RUN_ERRORED);
+    assert_int_equal(run.status, AB_RUN_STATUS_ERRORED);
     assert_int_equal(run.ended_us, 1003);
     acc_t a = {.n = 0};
     size_t n = 0;
