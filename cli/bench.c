@@ -220,5 +220,10 @@ int cmd_bench(int argc, char **argv)
         return cli_usage_error("bench", "name a benchmark: proto");
     if (strcmp(argv[optind], "proto") == 0)
         return bench_proto(seconds);
+#ifdef AB_HAVE_CLIENT
+    int rc = bench_bus(argc - optind, argv + optind);
+    if (rc >= 0)
+        return rc;
+#endif
     return cli_usage_error("bench", "unknown benchmark '%s'", argv[optind]);
 }

@@ -17,6 +17,20 @@
 int cmd_validate(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 
+#ifdef AB_HAVE_BROKER
+/** `agentbus broker` (cli/broker_cmd.c). */
+int cmd_broker(int argc, char **argv);
+#endif
+
+#ifdef AB_HAVE_CLIENT
+/**
+ * Benchmarks that need a running bus (cli/bench_bus.c): `agentbus bench
+ * ingest|latency|replay ...`. argv[0] is the benchmark name.
+ * @return an exit status, or -1 when @p argv[0] is not one of them.
+ */
+int bench_bus(int argc, char **argv);
+#endif
+
 /** Print "agentbus <cmd>: <msg>" to stderr and return AB_EXIT_USAGE. */
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

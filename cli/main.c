@@ -13,6 +13,9 @@ struct subcommand {
 };
 
 static const struct subcommand subcommands[] = {
+#ifdef AB_HAVE_BROKER
+    {"broker", cmd_broker, "run the broker (SQLite in ./agentbus-data, loopback endpoints)"},
+#endif
     {"validate", cmd_validate, "check AG-UI 1.0 events (JSON Lines) and their run lifecycle"},
     {"bench", cmd_bench, "measure the protocol library's decode + validate throughput"},
 };

@@ -1,0 +1,181 @@
+/*
+ * agentbus/plugin.h - the persistence plugin ABI (DESIGN.md section 5).
+ *
+ * A persistence plugin is the only place that knows how events are stored.
+ * It exports one symbol, AB_PLUGIN_ENTRY_SYMBOL ("ab_plugin_entry"), a
+ * function returning a pointer to a constant ab_plugin_t. The broker loads the
+ * built-in SQLite plugin by default, or any other shared object by path with
+ * dlopen(), and refuses a table whose abi_version differs from
+ * AB_PLUGIN_ABI_VERSION (or whose struct_size is smaller than it knows) with
+ * a clear error naming both versions.
+ *
+ * Threading contract: a plugin handle (ab_plugin_db_t) is used by one thread
+ * at a time. The broker opens one writer handle (append, claim, heads) for
+ * its writer thread and one read-only handle per replay reader thread; the
+ * plugin must let readers read while the writer writes (SQLite: WAL).
+ *
+ * Durability contract: append_batch() returns AB_OK only after every event of
+ * the batch is durable at the configured durability; on any failure nothing
+ * of the batch is stored (all or nothing) and the status says whether a retry
+ * may help (AB_UNAVAILABLE: disk full, I/O error, locked; AB_CONFLICT: a
+ * (run, seq) already stored). Positions are assigned contiguously: the i-th
+ * event of a committed batch has position first_pos + i, and positions grow
+ * strictly in commit order across batches.
+ *
+ * Every function returns an ab_status_t and fills the optional ab_error_t.
+ * Strings passed in are borrowed for the call and not NUL-terminated.
+ */
+#ifndef AGENTBUS_PLUGIN_H
+#define AGENTBUS_PLUGIN_H
+
+#include "agentbus/buf.h"
+#include "agentbus/codec.h"
+#include "agentbus/ids.h"
+#include "agentbus/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Bumped on any incompatible change of ab_plugin_t or the structs below. */
+#define AB_PLUGIN_ABI_VERSION 1
+/** The one exported entry point of a plugin shared object. */
+#define AB_PLUGIN_ENTRY_SYMBOL "ab_plugin_entry"
+
+typedef struct ab_plugin_db ab_plugin_db_t; /**< a plugin's handle, opaque */
+
+/** How durable an acknowledged event is. */
+typedef enum ab_durability {
+    AB_DURABILITY_FSYNC = 0, /**< survives power loss (SQLite synchronous=FULL) */
+    AB_DURABILITY_PROCESS,   /**< survives a crash of the broker (synchronous=NORMAL) */
+} ab_durability_t;
+
+/** Options to open a handle. */
+typedef struct ab_plugin_open_opts {
+    const char *data_dir;       /**< NUL-terminated; created if missing (writer) */
+    ab_durability_t durability; /**< writer only */
+    bool readonly;              /**< a replay reader's handle */
+} ab_plugin_open_opts_t;
+
+/** One event to append, with the run-state change it causes (if any). */
+typedef struct ab_plugin_event {
+    ab_str_t thread;
+    ab_str_t run;
+    uint64_t seq;
+    uint64_t epoch;
+    const uint8_t *bytes; /**< the producer's exact envelope bytes */
+    size_t len;
+    ab_run_status_t new_status; /**< UNKNOWN = unchanged; ACTIVE for RUN_STARTED ... */
+    ab_agui_outcome_t outcome;  /**< for RUN_FINISHED, else NONE */
+    ab_str_t parent_run;        /**< RUN_STARTED parentRunId, ptr NULL = none */
+} ab_plugin_event_t;
+
+/** One stored event handed to a read callback; borrowed for the call. */
+typedef struct ab_plugin_row {
+    uint64_t pos;
+    int64_t commit_us;
+    uint64_t seq;
+    ab_str_t thread;
+    ab_str_t run;
+    const uint8_t *bytes;
+    size_t len;
+} ab_plugin_row_t;
+
+/** Read callback: return 0 to continue, non-zero to stop after this row. */
+typedef int (*ab_plugin_row_cb)(void *ud, const ab_plugin_row_t *row);
+
+/** The head of one run, a copy owned by the caller (see ab_head_t). */
+typedef struct ab_plugin_head {
+    char thread[AB_ID_MAX_BYTES + 1];
+    char run[AB_ID_MAX_BYTES + 1];
+    uint64_t epoch;
+    uint64_t last_seq;
+    uint64_t last_pos;
+    ab_run_status_t status; /**< UNKNOWN = never seen */
+    ab_agui_outcome_t outcome;
+} ab_plugin_head_t;
+
+/** Callback for a list of heads; return non-zero to stop. */
+typedef int (*ab_plugin_head_cb)(void *ud, const ab_plugin_head_t *head);
+
+/** What to read. Exactly one scope; rows come in ascending position order. */
+typedef struct ab_plugin_read {
+    ab_replay_scope_t scope;
+    ab_str_t thread;    /**< RUN, THREAD */
+    ab_str_t run;       /**< RUN */
+    uint64_t after_seq; /**< RUN: rows with seq > after_seq */
+    uint64_t after_pos; /**< THREAD, ALL: rows with pos > after_pos */
+    uint32_t limit;     /**< at most this many rows (>= 1) */
+} ab_plugin_read_t;
+
+/**
+ * The versioned function table. Fields are appended only; a plugin fills
+ * struct_size with sizeof(ab_plugin_t) as it was built.
+ */
+typedef struct ab_plugin {
+    uint32_t abi_version; /**< AB_PLUGIN_ABI_VERSION the plugin was built for */
+    uint32_t struct_size; /**< sizeof(ab_plugin_t) at build time */
+    const char *name;     /**< e.g. "sqlite" */
+
+    /** Open a handle. Writer handles take the data directory lock. */
+    ab_status_t (*open)(const ab_plugin_open_opts_t *opts, ab_plugin_db_t **out, ab_error_t *err);
+    /** Close a handle (NULL-safe); a writer releases the lock. */
+    void (*close)(ab_plugin_db_t *db);
+
+    /** Durably append a batch as one transaction (see the durability contract). */
+    ab_status_t (*append_batch)(ab_plugin_db_t *db, const ab_plugin_event_t *evs, size_t n,
+                                int64_t commit_us, uint64_t *first_pos, ab_error_t *err);
+    /** Bump the run's epoch (creating the run at epoch 1); report its last seq. */
+    ab_status_t (*claim)(ab_plugin_db_t *db, ab_str_t thread, ab_str_t run, uint64_t *epoch,
+                         uint64_t *last_seq, ab_error_t *err);
+    /** Head of one run; status UNKNOWN (and AB_OK) when never seen. */
+    ab_status_t (*head)(ab_plugin_db_t *db, ab_str_t thread, ab_str_t run, ab_plugin_head_t *out,
+                        ab_error_t *err);
+    /** Heads of every run of a thread, in start order. */
+    ab_status_t (*thread_heads)(ab_plugin_db_t *db, ab_str_t thread, ab_plugin_head_cb cb, void *ud,
+                                ab_error_t *err);
+    /** Highest committed position (0 = empty store). */
+    ab_status_t (*head_pos)(ab_plugin_db_t *db, uint64_t *pos, ab_error_t *err);
+    /** Read rows of one scope in position order; *count = rows delivered. */
+    ab_status_t (*read)(ab_plugin_db_t *db, const ab_plugin_read_t *req, ab_plugin_row_cb cb,
+                        void *ud, uint32_t *count, ab_error_t *err);
+    /** Exact bytes of (run, seq) into out (reset first) and its position;
+     *  AB_NOT_FOUND if absent. Used to tell a duplicate from a conflict. */
+    ab_status_t (*event_bytes)(ab_plugin_db_t *db, ab_str_t thread, ab_str_t run, uint64_t seq,
+                               ab_buf_t *out, uint64_t *pos, ab_error_t *err);
+
+    /** Reserved for durable snapshots (a later issue); NULL = unsupported. */
+    void *reserved_snapshot_put;
+    void *reserved_snapshot_get;
+} ab_plugin_t;
+
+/** Signature of the exported entry point. */
+typedef const ab_plugin_t *(*ab_plugin_entry_fn)(void);
+
+/** The built-in SQLite persistence plugin (linked into the broker). */
+const ab_plugin_t *ab_plugin_sqlite(void);
+
+/** A loaded plugin: the table and the dlopen handle (NULL for built-ins). */
+typedef struct ab_plugin_lib {
+    const ab_plugin_t *plugin;
+    void *dl;
+} ab_plugin_lib_t;
+
+/**
+ * Load a plugin: "sqlite" (or NULL) is the built-in one; anything containing
+ * a '/' is a path given to dlopen(). Checks the entry symbol, abi_version and
+ * struct_size.
+ * @return AB_OK; AB_NOT_FOUND (no such file / no entry symbol, message has
+ *         dlerror()); AB_UNSUPPORTED (ABI mismatch, details "expected" and
+ *         "actual"); AB_INVALID_CONFIG (missing function pointers).
+ */
+AB_NODISCARD ab_status_t ab_plugin_load(const char *name_or_path, ab_plugin_lib_t *out,
+                                        ab_error_t *err);
+
+/** Unload (dlclose) a plugin loaded by path; no-op for built-ins. */
+void ab_plugin_unload(ab_plugin_lib_t *lib);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* AGENTBUS_PLUGIN_H */
