@@ -15,6 +15,7 @@
 #include "codec_internal.h"
 
 #include "agentbus/ids.h"
+#include "agentbus/nego.h"
 
 #include <string.h>
 
@@ -43,6 +44,51 @@ ab_status_t ab_event_encode(const ab_event_t *ev, ab_buf_t *out, ab_error_t *err
     return ab_cc_encode(&event_spec, ev, out, err);
 }
 
+/*
+ * The ingest hot path: an envelope in the canonical shape (the 7 keys in the
+ * documented order, every value valid) is read directly. Anything else -
+ * another key order, a bad value - returns false and takes the generic
+ * table-driven decoder, which accepts the same set and names the errors.
+ */
+static bool canonical_key(const ab_kv_t *kv, const char *key, size_t klen, ab_val_type_t t)
+{
+    return kv->klen == klen && memcmp(kv->key, key, klen) == 0 && kv->val.type == t;
+}
+
+static bool fast_id(const ab_val_t *v, uint32_t max, ab_str_t *out)
+{
+    if (ab_id_check(v->u.s, v->len, max, "id", NULL) != AB_OK)
+        return false;
+    *out = (ab_str_t){v->u.s, v->len};
+    return true;
+}
+
+static bool event_fast(const ab_val_t *root, const ab_limits_t *lim, ab_event_t *ev)
+{
+    if (root->type != AB_VAL_MAP || root->len != 7)
+        return false;
+    const ab_kv_t *p = root->u.pairs;
+    if (!canonical_key(&p[0], "v", 1, AB_VAL_INT) ||
+        !canonical_key(&p[1], "thread", 6, AB_VAL_STR) ||
+        !canonical_key(&p[2], "run", 3, AB_VAL_STR) ||
+        !canonical_key(&p[3], "seq", 3, AB_VAL_INT) ||
+        !canonical_key(&p[4], "epoch", 5, AB_VAL_INT) ||
+        !canonical_key(&p[5], "ts", 2, AB_VAL_INT) || !canonical_key(&p[6], "event", 5, AB_VAL_MAP))
+        return false;
+    if (p[0].val.u.i < 1 || p[0].val.u.i > UINT32_MAX ||
+        !ab_version_supported((uint32_t)p[0].val.u.i) || p[3].val.u.i < 1 || p[4].val.u.i < 1)
+        return false;
+    if (!fast_id(&p[1].val, lim->max_id_bytes, &ev->thread) ||
+        !fast_id(&p[2].val, lim->max_id_bytes, &ev->run))
+        return false;
+    ev->v = (uint32_t)p[0].val.u.i;
+    ev->seq = (uint64_t)p[3].val.u.i;
+    ev->epoch = (uint64_t)p[4].val.u.i;
+    ev->ts = p[5].val.u.i;
+    ev->body = &p[6].val;
+    return true;
+}
+
 ab_status_t ab_event_decode(ab_doc_t *doc, const uint8_t *buf, size_t len,
                             const ab_limits_t *limits, ab_event_t *out, ab_error_t *err)
 {
@@ -54,10 +100,14 @@ ab_status_t ab_event_decode(ab_doc_t *doc, const uint8_t *buf, size_t len,
         ab_cc_fix_field(err);
         return rc;
     }
-    ab_cctx_t c;
-    ab_cc_init_decode(&c, doc, &lim, err);
     ab_event_t ev;
     memset(&ev, 0, sizeof(ev));
+    if (event_fast(root, &lim, &ev)) {
+        *out = ev;
+        return AB_OK;
+    }
+    ab_cctx_t c;
+    ab_cc_init_decode(&c, doc, &lim, err);
     rc = ab_cc_check_root(&c, root);
     if (rc == AB_OK)
         rc = ab_cc_dec_object(&c, &event_spec, root, (char *)&ev);

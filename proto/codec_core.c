@@ -65,21 +65,38 @@ ab_status_t ab_cc_fail(ab_cctx_t *c, ab_status_t code, const char *fmt, ...)
 
 size_t ab_cc_push_key(ab_cctx_t *c, const char *key, size_t len)
 {
-    size_t mark = strlen(c->path);
-    ab_path_push_key(c->path, sizeof(c->path), key, len);
+    size_t mark = c->plen, n = mark;
+    if (n + 1 + 2 * len >= sizeof(c->path)) { /* rare: may truncate */
+        ab_path_push_key(c->path, sizeof(c->path), key, len);
+        c->plen = strlen(c->path);
+        return mark;
+    }
+    c->path[n++] = '/';
+    for (size_t i = 0; i < len; i++) { /* JSON-pointer escaping in one pass */
+        char ch = key[i];
+        if (ch == '~' || ch == '/') {
+            c->path[n++] = '~';
+            ch = ch == '~' ? '0' : '1';
+        }
+        c->path[n++] = ch;
+    }
+    c->path[n] = '\0';
+    c->plen = n;
     return mark;
 }
 
 size_t ab_cc_push_index(ab_cctx_t *c, size_t i)
 {
-    size_t mark = strlen(c->path);
+    size_t mark = c->plen;
     ab_path_push_index(c->path, sizeof(c->path), i);
+    c->plen = strlen(c->path);
     return mark;
 }
 
 void ab_cc_pop(ab_cctx_t *c, size_t mark)
 {
     c->path[mark] = '\0';
+    c->plen = mark;
 }
 
 void ab_cc_fix_field(ab_error_t *err)
@@ -203,10 +220,19 @@ static ab_status_t want(ab_cctx_t *c, const ab_val_t *v, ab_val_type_t t, const 
 
 /* ---- object walker ------------------------------------------------------ */
 
+/* spec (NUL-terminated) equals key[0..len)? Never reads past spec's NUL. */
+static bool key_is(const char *spec, const char *key, size_t len)
+{
+    for (size_t j = 0; j < len; j++)
+        if (spec[j] == '\0' || spec[j] != key[j])
+            return false;
+    return spec[len] == '\0';
+}
+
 static int spec_find(const ab_ospec_t *s, const char *key, size_t len)
 {
     for (int i = 0; i < s->n; i++)
-        if (strlen(s->fields[i].key) == len && memcmp(s->fields[i].key, key, len) == 0)
+        if (key_is(s->fields[i].key, key, len))
             return i;
     return -1;
 }

@@ -39,6 +39,7 @@ typedef struct ab_cctx {
     uint64_t cid;                  /* decoding: the header's cid, copied into errors */
     msgpack_packer pk;             /* encoding */
     char path[AB_ERROR_FIELD_MAX]; /* JSON pointer of the current value */
+    size_t plen;                   /* strlen(path), kept so pushes cost no strlen */
 } ab_cctx_t;
 
 typedef struct ab_fspec ab_fspec_t;
