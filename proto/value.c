@@ -34,7 +34,12 @@ ab_limits_t ab_limits_default(void)
 
 /* ---- arena ------------------------------------------------------------ */
 
-#define FIRST_BLOCK_BYTES (16u << 10)
+/* The first block is kept across resets; 2 KiB holds the tree of a typical
+ * event (a 256-byte event needs ~25 nodes of 16-24 bytes), so a broker that
+ * keeps one doc per in-flight event pays little per event. Larger trees take
+ * extra blocks of at least GROW_BLOCK_BYTES, freed at the next reset. */
+#define FIRST_BLOCK_BYTES (2u << 10)
+#define GROW_BLOCK_BYTES  (64u << 10)
 
 struct block {
     struct block *next;
@@ -102,7 +107,7 @@ static void *doc_alloc(ab_doc_t *doc, size_t bytes)
     bytes = (bytes + sizeof(max_align_t) - 1) & ~(sizeof(max_align_t) - 1);
     struct block *b = doc->cur;
     if (b->cap - b->used < bytes) {
-        size_t cap = bytes > FIRST_BLOCK_BYTES * 4 ? bytes : FIRST_BLOCK_BYTES * 4;
+        size_t cap = bytes > GROW_BLOCK_BYTES ? bytes : GROW_BLOCK_BYTES;
         struct block *nb = block_new(cap);
         if (!nb)
             return NULL;
