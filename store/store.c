@@ -13,6 +13,8 @@
  *  3. A readonly handle never writes: SQLITE_OPEN_READONLY, no migrations.
  *  4. Every statement the handle runs after open is prepared once at open
  *     and finalised in ab_store_close().
+ *  5. page_size is set only on a file without a schema (version 0), before
+ *     WAL: it cannot change later in WAL mode.
  */
 #include "store_int.h"
 
@@ -25,6 +27,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* Tuning (measured with bench/store_bench.c, see docs/STORE.md). */
+#define STORE_PAGE_SIZE "8192"
+#define WRITER_PRAGMAS                                                                             \
+    "PRAGMA cache_size=-8192; PRAGMA wal_autocheckpoint=8192;"                                     \
+    "PRAGMA journal_size_limit=134217728;"
+#define READER_PRAGMAS "PRAGMA cache_size=-16384;"
+
 /* Migration steps: steps[i] takes the schema from version i to i + 1. */
 static const char *const MIGRATIONS[AB_STORE_SCHEMA_VERSION] = {
     /* 0 -> 1: the initial schema */
@@ -34,19 +43,18 @@ static const char *const MIGRATIONS[AB_STORE_SCHEMA_VERSION] = {
     " thread_rowid INTEGER NOT NULL REFERENCES threads(rowid),"
     " thread TEXT NOT NULL, run TEXT NOT NULL,"
     " epoch INTEGER NOT NULL DEFAULT 0,"
-    " last_seq INTEGER NOT NULL DEFAULT 0, last_pos INTEGER NOT NULL DEFAULT 0,"
-    " status TEXT NOT NULL DEFAULT 'active'"
-    "  CHECK(status IN ('active','finished','errored')),"
+    " status TEXT CHECK(status IN ('active','finished','errored')),"
     " outcome TEXT CHECK(outcome IN ('success','interrupt','cancelled')),"
     " parent_run TEXT, started_us INTEGER NOT NULL, ended_us INTEGER,"
     " UNIQUE(thread, run));"
-    "CREATE TABLE events("
-    " pos INTEGER PRIMARY KEY,"
-    " run_rowid INTEGER NOT NULL,"
-    " thread_rowid INTEGER NOT NULL,"
-    " seq INTEGER NOT NULL, commit_us INTEGER NOT NULL, bytes BLOB NOT NULL);"
-    "CREATE UNIQUE INDEX events_by_run ON events(run_rowid, seq);"
-    "CREATE INDEX events_by_thread ON events(thread_rowid);"
+    "CREATE TABLE chunks("
+    " rowid INTEGER PRIMARY KEY," /* = the position of the chunk's first event */
+    " run_rowid INTEGER NOT NULL, thread_rowid INTEGER NOT NULL,"
+    " first_seq INTEGER NOT NULL, last_seq INTEGER NOT NULL, last_pos INTEGER NOT NULL,"
+    " batch_first INTEGER NOT NULL, batch_last INTEGER NOT NULL,"
+    " n INTEGER NOT NULL, data BLOB NOT NULL);"
+    "CREATE UNIQUE INDEX chunks_by_run ON chunks(run_rowid, last_seq, last_pos);"
+    "CREATE INDEX chunks_by_thread ON chunks(thread_rowid);"
     "CREATE TABLE snapshots(thread TEXT PRIMARY KEY, pos INTEGER NOT NULL, doc BLOB NOT NULL);",
 };
 
@@ -181,7 +189,13 @@ static ab_status_t configure_writer(ab_store_t *st, ab_store_durability_t d, int
                                     ab_error_t *err)
 {
     char mode[16];
-    ab_status_t s = pragma_text(st, "PRAGMA journal_mode=WAL", mode, sizeof mode, err);
+    ab_status_t s = AB_OK;
+    if (version == 0)
+        s = exec_sql(st, "PRAGMA page_size=" STORE_PAGE_SIZE, "page_size", err);
+    if (s == AB_OK)
+        s = exec_sql(st, WRITER_PRAGMAS, "pragmas", err);
+    if (s == AB_OK)
+        s = pragma_text(st, "PRAGMA journal_mode=WAL", mode, sizeof mode, err);
     if (s != AB_OK)
         return s;
     if (strcmp(mode, "wal") != 0)
@@ -239,6 +253,8 @@ ab_status_t ab_store_open(ab_store_t **out, const char *dir, const ab_store_opts
         s = check_version(st, version, err);
     if (s == AB_OK && !o->readonly)
         s = configure_writer(st, o->durability, version, err);
+    if (s == AB_OK && o->readonly)
+        s = exec_sql(st, READER_PRAGMAS, "pragmas", err);
     if (s == AB_OK)
         s = ab_store_prepare_(st, err);
     if (s != AB_OK) {
@@ -258,6 +274,7 @@ void ab_store_close(ab_store_t **pst)
         ab_store_rollback(st);
     for (int i = 0; i < Q_COUNT_; i++)
         sqlite3_finalize(st->q[i]);
+    ab_store_cache_free_(st);
     sqlite3_close(st->db);
     free(st->path);
     free(st);

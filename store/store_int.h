@@ -2,44 +2,98 @@
  * store_int.h - internals shared by the store/ sources (not installed).
  *
  * Only store/ includes sqlite3.h; this header is where it enters.
+ *
+ * Layout (see docs/STORE.md): events are stored in "chunks", one row per
+ * (run, commit) holding that run's consecutive events of the commit as
+ * length-prefixed records. A record is CHUNK_HDR bytes of header, little
+ * endian: u32 pos offset from the commit's first position, u32 length, u64
+ * seq, i64 commit_us; then the event bytes.
  */
 #ifndef AB_STORE_INT_H
 #define AB_STORE_INT_H
 
+#include "agentbus/buf.h"
 #include "agentbus/store.h"
 
 #include <sqlite3.h>
+
+/** Bytes of a record header inside a chunk. */
+#define CHUNK_HDR 24
+/** The writer's run cache is dropped at begin when it holds more runs. */
+#define RUN_CACHE_MAX 65536
 
 /* Prepared statements, kept for the life of the handle. */
 enum {
     Q_BEGIN,
     Q_COMMIT,
     Q_ROLLBACK,
-    Q_SAVEPOINT,
-    Q_RELEASE,
-    Q_ROLLBACK_TO,
     Q_MAX_POS,
+    Q_DATA_VERSION,
     Q_THREAD_PUT,
     Q_RUN_GET,
+    Q_RUN_LAST,
     Q_RUN_NEW,
-    Q_EV_INSERT,
+    Q_CHUNK_INSERT,
     Q_RUN_UPDATE,
     Q_CLAIM,
     Q_READ_RUN,
     Q_READ_THREAD,
     Q_READ_ALL,
+    Q_EVENT_CHUNK,
     Q_HEAD,
     Q_RUNS_OF_THREAD,
     Q_COUNT_
 };
+
+/* A run known to the writer, with what the open batch staged for it. */
+typedef struct run_ent {
+    char *thread; /* NUL-terminated copy; run follows it in the same block */
+    char *run;
+    size_t thread_len, run_len;
+    uint64_t hash;
+    sqlite3_int64 rowid; /* 0 = no row yet (created at commit) */
+    sqlite3_int64 thread_rowid;
+    uint64_t last_seq; /* committed */
+    uint64_t epoch;    /* committed, as far as this handle knows (a claim may raise it) */
+    /* staging, valid while batch == the handle's batch number */
+    uint64_t batch;
+    uint64_t p_last_seq, p_first_seq, p_first_pos, p_last_pos, p_epoch;
+    uint32_t p_n;
+    int32_t p_head, p_tail; /* staged record list (indexes into stage_recs) */
+    int p_status, p_outcome;
+    int64_t p_started_us, p_ended_us;
+    bool p_has_parent;
+    size_t p_parent_len;
+    char p_parent[AB_ID_MAX_BYTES + 1];
+} run_ent_t;
+
+/* One staged event: a record in the stage buffer and the next of its run. */
+typedef struct stage_rec {
+    size_t off;
+    size_t size;
+    int32_t next;
+} stage_rec_t;
 
 struct ab_store {
     sqlite3 *db;
     char *path; /* <dir>/agentbus.db, for messages */
     bool readonly;
     bool in_txn;
-    uint64_t next_pos; /* valid while in_txn */
+    uint64_t next_pos;    /* valid while in_txn */
+    uint64_t batch_first; /* first position of the open batch */
+    uint64_t batch;       /* batch number, bumped by begin and rollback */
+    int64_t data_version; /* PRAGMA data_version after our last write */
     sqlite3_stmt *q[Q_COUNT_];
+    /* writer run cache: open addressing, no deletion (cleared whole) */
+    run_ent_t **slots;
+    size_t nslots, nruns;
+    /* the open batch */
+    run_ent_t **touched;
+    size_t ntouched, touched_cap;
+    stage_rec_t *recs;
+    size_t nrecs, recs_cap;
+    ab_buf_t stage;   /* staged records, chunk format */
+    ab_buf_t scratch; /* one run's chunk at commit; group buffer for reads */
 };
 
 /* Map an SQLite result code to a status and record it with the db message. */
@@ -50,5 +104,31 @@ ab_status_t ab_store_rc_status_(int rc);
 
 /* Prepare every statement of Q_*; called by ab_store_open(). */
 ab_status_t ab_store_prepare_(ab_store_t *st, ab_error_t *err);
+
+/* Reset a statement and clear its bindings. */
+void ab_store_done_(sqlite3_stmt *q);
+
+/* Validate an id (1..AB_ID_MAX_BYTES bytes). */
+ab_status_t ab_store_check_id_(const char *id, size_t len, const char *field, ab_error_t *err);
+
+/* Clamp a u64 to SQLite's signed range. */
+sqlite3_int64 ab_store_i64_(uint64_t v);
+
+/* Find (or load from the runs table, or create unsaved) the cache entry of a
+ * run. *out is owned by the cache. */
+ab_status_t ab_store_cache_get_(ab_store_t *st, const char *thread, size_t tl, const char *run,
+                                size_t rl, run_ent_t **out, ab_error_t *err);
+
+/* Drop every cache entry (after a failed commit or another writer's commit). */
+void ab_store_cache_clear_(ab_store_t *st);
+
+/* Free the cache and the batch buffers (ab_store_close()). */
+void ab_store_cache_free_(ab_store_t *st);
+
+/* Little-endian helpers for chunk records. */
+void ab_store_put_u32_(uint8_t *p, uint32_t v);
+void ab_store_put_u64_(uint8_t *p, uint64_t v);
+uint32_t ab_store_get_u32_(const uint8_t *p);
+uint64_t ab_store_get_u64_(const uint8_t *p);
 
 #endif

@@ -4,8 +4,13 @@
  * One database, <dir>/agentbus.db, in WAL mode. Events are stored as the
  * producer's exact bytes, each with a global commit position `pos` (1, 2, 3
  * ... in commit order), its run's `seq` and the broker's commit time. The
- * store does not parse events and does not enforce sequencing (the broker's
- * sequencer does); it only guarantees that a (run, seq) pair is stored once.
+ * store does not parse events and does not check for gaps (the broker's
+ * sequencer does); it guarantees that a run's seqs are stored strictly
+ * increasing, so a (run, seq) pair is stored at most once.
+ *
+ * Writes are group commits: ab_store_begin(), ab_store_append() per event
+ * (which only checks and stages it), ab_store_commit() (which writes the
+ * whole batch, one row per run touched, and commits; all or nothing).
  *
  * Thread-safety: one thread per handle. For a concurrent reader open a second
  * handle (readonly is fine): WAL lets it read committed data while the writer
@@ -21,6 +26,7 @@
 #ifndef AGENTBUS_STORE_H
 #define AGENTBUS_STORE_H
 
+#include "agentbus/buf.h"
 #include "agentbus/codec.h"
 #include "agentbus/ids.h"
 #include "agentbus/status.h"
@@ -98,9 +104,9 @@ typedef struct ab_store_run {
     char run[AB_ID_MAX_BYTES + 1];
     char parent_run[AB_ID_MAX_BYTES + 1]; /**< "" = none */
     uint64_t epoch;
-    uint64_t last_seq; /**< 0 = no event yet */
-    uint64_t last_pos; /**< 0 = no event yet */
-    ab_run_status_t status;
+    uint64_t last_seq;      /**< 0 = no event yet */
+    uint64_t last_pos;      /**< 0 = no event yet */
+    ab_run_status_t status; /**< UNKNOWN: claimed, no event and no status yet */
     ab_agui_outcome_t outcome;
     int64_t started_us;
     int64_t ended_us; /**< 0 = not ended */
@@ -160,22 +166,26 @@ void ab_store_unlock_dir(int fd);
 ab_status_t ab_store_begin(ab_store_t *st, ab_error_t *err) AB_NODISCARD;
 
 /**
- * Append one event inside the open transaction; creates the run's row on its
- * first event and updates last_seq/last_pos and the optional state changes.
- * Atomic per call: on failure nothing of this event is applied and the
- * transaction stays open (earlier appends intact) for more appends, commit or
- * rollback.
+ * Stage one event in the open transaction: checks it, assigns its position
+ * and copies it; nothing is written before ab_store_commit(), which creates
+ * the run's row if needed and updates last_seq/last_pos and the optional
+ * state changes. Atomic per call: on failure nothing of this event is staged
+ * and the transaction stays open (earlier appends intact) for more appends,
+ * commit or rollback. Reads see staged events only after the commit.
  * @param pos_out optional; receives the assigned commit position.
- * @return AB_OK; AB_CONFLICT (the run already has this seq);
- *         AB_INVALID_ARGUMENT (no transaction, bad id length, NULL bytes with
- *         len > 0); AB_UNAVAILABLE; AB_CORRUPT; AB_NOMEM; AB_INTERNAL.
+ * @return AB_OK; AB_CONFLICT (seq not above the run's last committed or
+ *         staged seq: the run already has it, field "seq", details "seq" and
+ *         "last_seq"); AB_INVALID_ARGUMENT (no transaction, bad id length,
+ *         NULL bytes with len > 0); AB_TOO_LARGE (over 2^32 events in one
+ *         batch); AB_UNAVAILABLE; AB_CORRUPT; AB_NOMEM.
  */
 ab_status_t ab_store_append(ab_store_t *st, const ab_store_event_t *ev, uint64_t *pos_out,
                             ab_error_t *err) AB_NODISCARD;
 
 /**
- * Commit the open transaction (durable per the handle's durability). On
- * failure the transaction is rolled back whole: nothing is half-applied.
+ * Write the staged batch and commit it (durable per the handle's
+ * durability). On failure the transaction is rolled back whole: nothing is
+ * half-applied and the transaction is closed.
  * @return AB_OK; AB_INVALID_ARGUMENT (no transaction); AB_UNAVAILABLE
  *         (full, I/O, busy: retry the batch); AB_CORRUPT; AB_NOMEM.
  */
@@ -199,7 +209,7 @@ ab_status_t ab_store_claim(ab_store_t *st, const char *thread, size_t thread_len
 /**
  * Read a run's events with seq > @p after_seq in seq order, at most @p limit
  * (0 = no limit). An unknown run delivers nothing (AB_OK, 0).
- * Works on any handle; inside an open transaction it sees its own appends.
+ * Works on any handle; sees committed events only.
  * @param delivered optional; receives the number of rows delivered.
  * @return AB_OK; AB_INVALID_ARGUMENT; AB_UNAVAILABLE; AB_CORRUPT; AB_NOMEM.
  */
@@ -219,6 +229,16 @@ ab_status_t ab_store_read_all(ab_store_t *st, uint64_t after_pos, uint32_t limit
                               ab_error_t *err) AB_NODISCARD;
 
 /**
+ * The exact bytes of (run, seq) into @p out (reset first) and its position.
+ * @param pos_out optional.
+ * @return AB_OK; AB_NOT_FOUND (no such run or seq, field "seq");
+ *         AB_INVALID_ARGUMENT; AB_UNAVAILABLE; AB_CORRUPT; AB_NOMEM.
+ */
+ab_status_t ab_store_event_bytes(ab_store_t *st, const char *thread, size_t thread_len,
+                                 const char *run, size_t run_len, uint64_t seq, ab_buf_t *out,
+                                 uint64_t *pos_out, ab_error_t *err) AB_NODISCARD;
+
+/**
  * Copy the head of a run into @p out.
  * @return AB_OK; AB_NOT_FOUND (unknown run); AB_INVALID_ARGUMENT;
  *         AB_UNAVAILABLE; AB_CORRUPT; AB_NOMEM.
@@ -236,7 +256,7 @@ ab_status_t ab_store_runs_of_thread(ab_store_t *st, const char *thread, size_t t
                                     ab_error_t *err) AB_NODISCARD;
 
 /**
- * The highest committed (or, inside the handle's own transaction, appended)
+ * The highest committed (or, inside the handle's own transaction, staged)
  * commit position; 0 for an empty store.
  * @return AB_OK; AB_INVALID_ARGUMENT; AB_UNAVAILABLE; AB_CORRUPT; AB_NOMEM.
  */

@@ -1,0 +1,146 @@
+/*
+ * loader.c - loading a persistence plugin: the built-in SQLite one by name,
+ * any other shared object by path (dlopen), with the ABI checks of
+ * agentbus/plugin.h.
+ *
+ * Invariants:
+ *  1. A table is handed out only after every check passed: abi_version equal
+ *     to AB_PLUGIN_ABI_VERSION, struct_size at least sizeof(ab_plugin_t), a
+ *     name and every function pointer of this ABI non-NULL.
+ *  2. A shared object whose table is refused is dlclose()d before returning:
+ *     a failed load leaks nothing.
+ *  3. dlopen() uses RTLD_NOW (missing symbols fail at load, not at the first
+ *     call) and RTLD_LOCAL (a plugin's symbols never satisfy another's).
+ */
+#include "agentbus/plugin.h"
+
+#include <dlfcn.h>
+#include <stddef.h>
+#include <string.h>
+
+static ab_status_t check_version(const ab_plugin_t *p, const char *what, ab_error_t *err)
+{
+    if (p->abi_version != AB_PLUGIN_ABI_VERSION) {
+        ab_error_set(err, AB_UNSUPPORTED, "abi_version",
+                     "plugin %s was built for ABI %u, this broker speaks ABI %d", what,
+                     (unsigned)p->abi_version, AB_PLUGIN_ABI_VERSION);
+        ab_error_detail_int(err, "expected", AB_PLUGIN_ABI_VERSION);
+        ab_error_detail_int(err, "actual", p->abi_version);
+        return AB_UNSUPPORTED;
+    }
+    if (p->struct_size < sizeof(ab_plugin_t)) {
+        ab_error_set(err, AB_UNSUPPORTED, "struct_size",
+                     "plugin %s has a function table of %u bytes, this broker needs %zu (ABI %d)",
+                     what, (unsigned)p->struct_size, sizeof(ab_plugin_t), AB_PLUGIN_ABI_VERSION);
+        ab_error_detail_int(err, "expected", (int64_t)sizeof(ab_plugin_t));
+        ab_error_detail_int(err, "actual", p->struct_size);
+        return AB_UNSUPPORTED;
+    }
+    return AB_OK;
+}
+
+/* Name of the first NULL function pointer of the table, or NULL if none. */
+static const char *missing_function(const ab_plugin_t *p)
+{
+    if (!p->open)
+        return "open";
+    if (!p->close)
+        return "close";
+    if (!p->append_batch)
+        return "append_batch";
+    if (!p->claim)
+        return "claim";
+    if (!p->head)
+        return "head";
+    if (!p->thread_heads)
+        return "thread_heads";
+    if (!p->head_pos)
+        return "head_pos";
+    if (!p->read)
+        return "read";
+    if (!p->event_bytes)
+        return "event_bytes";
+    return NULL;
+}
+
+static ab_status_t check_table(const ab_plugin_t *p, const char *what, ab_error_t *err)
+{
+    if (!p)
+        return ab_error_set(err, AB_INVALID_CONFIG, "plugin",
+                            "plugin %s: " AB_PLUGIN_ENTRY_SYMBOL "() returned NULL", what);
+    ab_status_t s = check_version(p, what, err);
+    if (s != AB_OK)
+        return s;
+    if (!p->name || !*p->name)
+        return ab_error_set(err, AB_INVALID_CONFIG, "name", "plugin %s has no name", what);
+    const char *fn = missing_function(p);
+    if (fn)
+        return ab_error_set(err, AB_INVALID_CONFIG, fn,
+                            "plugin %s (%s) does not implement the required function %s", what,
+                            p->name, fn);
+    return AB_OK;
+}
+
+static ab_status_t load_path(const char *path, ab_plugin_lib_t *out, ab_error_t *err)
+{
+    dlerror(); /* clear a stale error */
+    void *dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!dl) {
+        const char *why = dlerror();
+        return ab_error_set(err, AB_NOT_FOUND, "plugin", "cannot load plugin %s: %s", path,
+                            why ? why : "unknown dlopen error");
+    }
+    dlerror();
+    void *sym = dlsym(dl, AB_PLUGIN_ENTRY_SYMBOL);
+    const char *why = dlerror();
+    ab_status_t s = AB_OK;
+    if (!sym || why) {
+        s = ab_error_set(err, AB_NOT_FOUND, "plugin",
+                         "plugin %s has no entry symbol " AB_PLUGIN_ENTRY_SYMBOL ": %s", path,
+                         why ? why : "symbol is NULL");
+        goto cleanup;
+    }
+    ab_plugin_entry_fn entry;
+    memcpy(&entry, &sym, sizeof entry); /* object -> function pointer, as POSIX allows */
+    const ab_plugin_t *p = entry();
+    s = check_table(p, path, err);
+    if (s != AB_OK)
+        goto cleanup;
+    out->plugin = p;
+    out->dl = dl;
+    return AB_OK;
+cleanup:
+    dlclose(dl);
+    return s;
+}
+
+ab_status_t ab_plugin_load(const char *name_or_path, ab_plugin_lib_t *out, ab_error_t *err)
+{
+    if (!out)
+        return ab_error_set(err, AB_INVALID_ARGUMENT, "plugin", "plugin load: NULL out");
+    if (!name_or_path || strcmp(name_or_path, "sqlite") == 0) {
+        const ab_plugin_t *p = ab_plugin_sqlite();
+        ab_status_t s = check_table(p, "sqlite", err);
+        if (s != AB_OK)
+            return s;
+        out->plugin = p;
+        out->dl = NULL;
+        return AB_OK;
+    }
+    if (strchr(name_or_path, '/'))
+        return load_path(name_or_path, out, err);
+    return ab_error_set(err, AB_NOT_FOUND, "plugin",
+                        "unknown plugin %s: the built-in one is \"sqlite\"; give any other as a "
+                        "path containing '/'",
+                        name_or_path);
+}
+
+void ab_plugin_unload(ab_plugin_lib_t *lib)
+{
+    if (!lib)
+        return;
+    if (lib->dl)
+        dlclose(lib->dl);
+    lib->dl = NULL;
+    lib->plugin = NULL;
+}

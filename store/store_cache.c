@@ -1,0 +1,180 @@
+/*
+ * store_cache.c - the writer's in-memory run cache: (thread, run) -> the
+ * run's rowid and last committed seq, so an append needs no SQL at all.
+ *
+ * Invariants:
+ *  1. An entry's rowid and last_seq are the committed state: they change
+ *     only after a successful COMMIT (store_rw.c). A failed commit clears
+ *     the whole cache, so no entry ever names a rolled-back row.
+ *  2. The cache is cleared whenever another connection committed to the
+ *     database (PRAGMA data_version changed at begin): it is never stale.
+ *  3. Entries are only added or cleared whole (no deletion), so linear
+ *     probing needs no tombstones; the table stays at most half full.
+ */
+#include "store_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void ab_store_put_u32_(uint8_t *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+void ab_store_put_u64_(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+uint32_t ab_store_get_u32_(const uint8_t *p)
+{
+    uint32_t v = 0;
+    for (int i = 3; i >= 0; i--)
+        v = v << 8 | p[i];
+    return v;
+}
+
+uint64_t ab_store_get_u64_(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--)
+        v = v << 8 | p[i];
+    return v;
+}
+
+static uint64_t hash_ids(const char *t, size_t tl, const char *r, size_t rl)
+{
+    uint64_t h = 1469598103934665603ULL; /* FNV-1a */
+    for (size_t i = 0; i < tl; i++)
+        h = (h ^ (uint8_t)t[i]) * 1099511628211ULL;
+    h = (h ^ 0xffu) * 1099511628211ULL; /* separator: ("ab","c") != ("a","bc") */
+    for (size_t i = 0; i < rl; i++)
+        h = (h ^ (uint8_t)r[i]) * 1099511628211ULL;
+    return h;
+}
+
+void ab_store_cache_clear_(ab_store_t *st)
+{
+    for (size_t i = 0; i < st->nslots; i++) {
+        free(st->slots[i]);
+        st->slots[i] = NULL;
+    }
+    st->nruns = 0;
+    st->ntouched = 0;
+    st->nrecs = 0;
+    ab_buf_reset(&st->stage);
+}
+
+void ab_store_cache_free_(ab_store_t *st)
+{
+    ab_store_cache_clear_(st);
+    free(st->slots);
+    free(st->touched);
+    free(st->recs);
+    ab_buf_free(&st->stage);
+    ab_buf_free(&st->scratch);
+    st->slots = NULL;
+    st->touched = NULL;
+    st->recs = NULL;
+    st->nslots = st->touched_cap = st->recs_cap = 0;
+}
+
+static size_t slot_of(const ab_store_t *st, uint64_t h, const char *t, size_t tl, const char *r,
+                      size_t rl)
+{
+    size_t mask = st->nslots - 1;
+    size_t i = (size_t)h & mask;
+    for (;;) {
+        const run_ent_t *e = st->slots[i];
+        if (!e || (e->hash == h && e->thread_len == tl && e->run_len == rl &&
+                   memcmp(e->thread, t, tl) == 0 && memcmp(e->run, r, rl) == 0))
+            return i;
+        i = (i + 1) & mask;
+    }
+}
+
+static ab_status_t grow(ab_store_t *st, ab_error_t *err)
+{
+    size_t n = st->nslots ? st->nslots * 2 : 256;
+    run_ent_t **old = st->slots;
+    size_t oldn = st->nslots;
+    run_ent_t **slots = calloc(n, sizeof *slots);
+    if (!slots)
+        return ab_error_set(err, AB_NOMEM, "store", "out of memory (run cache)");
+    st->slots = slots;
+    st->nslots = n;
+    for (size_t i = 0; i < oldn; i++) {
+        run_ent_t *e = old[i];
+        if (e)
+            st->slots[slot_of(st, e->hash, e->thread, e->thread_len, e->run, e->run_len)] = e;
+    }
+    free(old);
+    return AB_OK;
+}
+
+/* Load the committed state of a run from the runs table (rowid 0 = none). */
+static ab_status_t load_run(ab_store_t *st, run_ent_t *e, ab_error_t *err)
+{
+    sqlite3_stmt *q = st->q[Q_RUN_GET];
+    sqlite3_bind_text(q, 1, e->thread, (int)e->thread_len, SQLITE_STATIC);
+    sqlite3_bind_text(q, 2, e->run, (int)e->run_len, SQLITE_STATIC);
+    int rc = sqlite3_step(q);
+    if (rc == SQLITE_ROW) {
+        e->rowid = sqlite3_column_int64(q, 0);
+        e->thread_rowid = sqlite3_column_int64(q, 1);
+        e->epoch = (uint64_t)sqlite3_column_int64(q, 2);
+        e->last_seq = (uint64_t)sqlite3_column_int64(q, 3);
+    }
+    ab_store_done_(q);
+    if (rc == SQLITE_ROW || rc == SQLITE_DONE)
+        return AB_OK;
+    return ab_store_sqlerr_(st, rc, "run lookup", err);
+}
+
+static run_ent_t *new_ent(const char *t, size_t tl, const char *r, size_t rl, uint64_t h)
+{
+    run_ent_t *e = calloc(1, sizeof *e + tl + rl + 2);
+    if (!e)
+        return NULL;
+    e->thread = (char *)(e + 1);
+    e->run = e->thread + tl + 1;
+    memcpy(e->thread, t, tl);
+    memcpy(e->run, r, rl);
+    e->thread_len = tl;
+    e->run_len = rl;
+    e->hash = h;
+    e->p_head = e->p_tail = -1;
+    return e;
+}
+
+ab_status_t ab_store_cache_get_(ab_store_t *st, const char *thread, size_t tl, const char *run,
+                                size_t rl, run_ent_t **out, ab_error_t *err)
+{
+    uint64_t h = hash_ids(thread, tl, run, rl);
+    if (st->nslots) {
+        run_ent_t *e = st->slots[slot_of(st, h, thread, tl, run, rl)];
+        if (e) {
+            *out = e;
+            return AB_OK;
+        }
+    }
+    if ((st->nruns + 1) * 2 > st->nslots) {
+        ab_status_t s = grow(st, err);
+        if (s != AB_OK)
+            return s;
+    }
+    run_ent_t *e = new_ent(thread, tl, run, rl, h);
+    if (!e)
+        return ab_error_set(err, AB_NOMEM, "store", "out of memory (run cache)");
+    ab_status_t s = load_run(st, e, err);
+    if (s != AB_OK) {
+        free(e);
+        return s;
+    }
+    st->slots[slot_of(st, h, thread, tl, run, rl)] = e;
+    st->nruns++;
+    *out = e;
+    return AB_OK;
+}

@@ -1,0 +1,289 @@
+/*
+ * store_read.c - reads of the event store: a run after a seq, a thread or
+ * everything after a position, and one event's exact bytes.
+ *
+ * Invariants:
+ *  1. Rows are delivered in ascending position order. A run's chunks are
+ *     read in seq order (chunks_by_run) and their records are already in
+ *     position order. Thread and all reads fetch chunks in rowid order (a
+ *     chunk's rowid is its first position, so the chunks of one commit are
+ *     adjacent), starting at the first chunk of the commit holding
+ *     after_pos + 1: the chunks of one commit are gathered into a group,
+ *     sorted by position and delivered before the next commit's.
+ *  2. A record that runs past the end of its chunk is AB_CORRUPT, never an
+ *     out-of-bounds read.
+ *  3. The statement is always reset before returning, so no read
+ *     transaction stays open and borrowed row pointers never outlive the
+ *     callback.
+ */
+#include "store_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* One decoded record of a chunk. */
+typedef struct rec {
+    uint64_t pos;
+    uint64_t seq;
+    int64_t commit_us;
+    const uint8_t *bytes;
+    size_t len;
+} rec_t;
+
+/* Decode the record at *off of a chunk; false at the end or when damaged. */
+static bool next_rec(const uint8_t *data, size_t size, uint64_t batch_first, size_t *off, rec_t *r,
+                     bool *damaged)
+{
+    *damaged = false;
+    if (*off >= size)
+        return false;
+    if (size - *off < CHUNK_HDR) {
+        *damaged = true;
+        return false;
+    }
+    const uint8_t *p = data + *off;
+    r->pos = batch_first + ab_store_get_u32_(p);
+    r->len = ab_store_get_u32_(p + 4);
+    r->seq = ab_store_get_u64_(p + 8);
+    r->commit_us = (int64_t)ab_store_get_u64_(p + 16);
+    if (size - *off - CHUNK_HDR < r->len) {
+        *damaged = true;
+        return false;
+    }
+    r->bytes = p + CHUNK_HDR;
+    *off += CHUNK_HDR + r->len;
+    return true;
+}
+
+static ab_status_t damaged(ab_store_t *st, ab_error_t *err)
+{
+    return ab_error_set(err, AB_CORRUPT, "store", "database %s is damaged: truncated event chunk",
+                        st->path);
+}
+
+/* Read state shared by the scopes. */
+typedef struct reader {
+    ab_store_t *st;
+    ab_store_row_cb cb;
+    void *ud;
+    uint32_t limit; /* 0 = none */
+    size_t n;
+    bool stop;
+} reader_t;
+
+static void emit(reader_t *rd, const rec_t *r, const char *thread, const char *run)
+{
+    ab_store_row_t row = {.pos = r->pos,
+                          .seq = r->seq,
+                          .commit_us = r->commit_us,
+                          .thread = thread,
+                          .run = run,
+                          .bytes = r->len ? r->bytes : (const uint8_t *)"",
+                          .len = r->len};
+    rd->n++;
+    if ((rd->cb && rd->cb(rd->ud, &row) != 0) || (rd->limit && rd->n >= rd->limit))
+        rd->stop = true;
+}
+
+static ab_status_t finish(reader_t *rd, sqlite3_stmt *q, int rc, bool bad, size_t *delivered,
+                          ab_error_t *err)
+{
+    ab_store_done_(q);
+    if (bad)
+        return damaged(rd->st, err);
+    if (rc != SQLITE_DONE && rc != SQLITE_ROW)
+        return ab_store_sqlerr_(rd->st, rc, "read", err);
+    if (delivered)
+        *delivered = rd->n;
+    return AB_OK;
+}
+
+ab_status_t ab_store_read_run(ab_store_t *st, const char *thread, size_t thread_len,
+                              const char *run, size_t run_len, uint64_t after_seq, uint32_t limit,
+                              ab_store_row_cb cb, void *ud, size_t *delivered, ab_error_t *err)
+{
+    if (!st)
+        return ab_error_set(err, AB_INVALID_ARGUMENT, "store", "store: NULL handle");
+    ab_status_t s = ab_store_check_id_(thread, thread_len, "thread", err);
+    if (s == AB_OK)
+        s = ab_store_check_id_(run, run_len, "run", err);
+    if (s != AB_OK)
+        return s;
+    sqlite3_stmt *q = st->q[Q_READ_RUN];
+    sqlite3_bind_text(q, 1, thread, (int)thread_len, SQLITE_STATIC);
+    sqlite3_bind_text(q, 2, run, (int)run_len, SQLITE_STATIC);
+    sqlite3_bind_int64(q, 3, ab_store_i64_(after_seq));
+    reader_t rd = {.st = st, .cb = cb, .ud = ud, .limit = limit};
+    bool bad = false;
+    int rc = SQLITE_DONE;
+    while (!rd.stop && !bad && (rc = sqlite3_step(q)) == SQLITE_ROW) {
+        uint64_t bf = (uint64_t)sqlite3_column_int64(q, 0);
+        const uint8_t *data = sqlite3_column_blob(q, 1);
+        size_t size = (size_t)sqlite3_column_bytes(q, 1);
+        const char *t = (const char *)sqlite3_column_text(q, 2);
+        const char *r = (const char *)sqlite3_column_text(q, 3);
+        size_t off = 0;
+        rec_t rec;
+        while (!rd.stop && next_rec(data, size, bf, &off, &rec, &bad))
+            if (rec.seq > after_seq)
+                emit(&rd, &rec, t, r);
+    }
+    return finish(&rd, q, rd.stop ? SQLITE_DONE : rc, bad, delivered, err);
+}
+
+/* A commit's records gathered from its chunks (thread and all scopes). */
+typedef struct group {
+    ab_buf_t *buf; /* copies of chunk data and "thread\0run\0" */
+    struct grec {
+        rec_t r;
+        size_t boff, soff; /* offsets of bytes and names in buf */
+    } * recs;
+    size_t n, cap;
+} group_t;
+
+static ab_status_t group_add(group_t *g, sqlite3_stmt *q, uint64_t after_pos, bool *bad)
+{
+    uint64_t bf = (uint64_t)sqlite3_column_int64(q, 0);
+    const uint8_t *data = sqlite3_column_blob(q, 1);
+    size_t size = (size_t)sqlite3_column_bytes(q, 1);
+    const char *t = (const char *)sqlite3_column_text(q, 2);
+    const char *r = (const char *)sqlite3_column_text(q, 3);
+    size_t tl = strlen(t ? t : ""), rl = strlen(r ? r : "");
+    size_t soff = g->buf->len, doff = soff + tl + rl + 2;
+    if (ab_buf_append(g->buf, t ? t : "", tl + 1) != AB_OK ||
+        ab_buf_append(g->buf, r ? r : "", rl + 1) != AB_OK ||
+        (size && ab_buf_append(g->buf, data, size) != AB_OK))
+        return AB_NOMEM;
+    size_t off = 0;
+    rec_t rec;
+    while (next_rec(data, size, bf, &off, &rec, bad)) {
+        if (rec.pos <= after_pos)
+            continue;
+        if (g->n == g->cap) {
+            size_t cap = g->cap ? g->cap * 2 : 256;
+            struct grec *nr = realloc(g->recs, cap * sizeof *nr);
+            if (!nr)
+                return AB_NOMEM;
+            g->recs = nr;
+            g->cap = cap;
+        }
+        g->recs[g->n++] =
+            (struct grec){.r = rec, .boff = doff + (size_t)(rec.bytes - data), .soff = soff};
+    }
+    return AB_OK;
+}
+
+static int cmp_grec(const void *a, const void *b)
+{
+    uint64_t x = ((const struct grec *)a)->r.pos, y = ((const struct grec *)b)->r.pos;
+    return x < y ? -1 : x > y;
+}
+
+static void group_flush(group_t *g, reader_t *rd)
+{
+    if (g->n > 1)
+        qsort(g->recs, g->n, sizeof *g->recs, cmp_grec);
+    for (size_t i = 0; i < g->n && !rd->stop; i++) {
+        rec_t r = g->recs[i].r;
+        r.bytes = g->buf->data + g->recs[i].boff;
+        const char *t = (const char *)g->buf->data + g->recs[i].soff;
+        emit(rd, &r, t, t + strlen(t) + 1);
+    }
+    g->n = 0;
+    ab_buf_reset(g->buf);
+}
+
+/* Deliver the rows of a statement over chunks ordered by commit. */
+static ab_status_t read_grouped(ab_store_t *st, sqlite3_stmt *q, uint64_t after_pos, uint32_t limit,
+                                ab_store_row_cb cb, void *ud, size_t *delivered, ab_error_t *err)
+{
+    reader_t rd = {.st = st, .cb = cb, .ud = ud, .limit = limit};
+    group_t g = {.buf = &st->scratch};
+    ab_buf_reset(g.buf);
+    bool bad = false;
+    int64_t cur = -1;
+    int rc = SQLITE_DONE;
+    while (!rd.stop && !bad && (rc = sqlite3_step(q)) == SQLITE_ROW) {
+        int64_t bf = sqlite3_column_int64(q, 0);
+        if (bf != cur)
+            group_flush(&g, &rd);
+        cur = bf;
+        if (!rd.stop && group_add(&g, q, after_pos, &bad) != AB_OK) {
+            ab_store_done_(q);
+            free(g.recs);
+            return ab_error_set(err, AB_NOMEM, "store", "out of memory (read)");
+        }
+    }
+    if (!bad && (rc == SQLITE_DONE || rd.stop))
+        group_flush(&g, &rd);
+    free(g.recs);
+    return finish(&rd, q, rd.stop ? SQLITE_DONE : rc, bad, delivered, err);
+}
+
+ab_status_t ab_store_read_thread(ab_store_t *st, const char *thread, size_t thread_len,
+                                 uint64_t after_pos, uint32_t limit, ab_store_row_cb cb, void *ud,
+                                 size_t *delivered, ab_error_t *err)
+{
+    if (!st)
+        return ab_error_set(err, AB_INVALID_ARGUMENT, "store", "store: NULL handle");
+    ab_status_t s = ab_store_check_id_(thread, thread_len, "thread", err);
+    if (s != AB_OK)
+        return s;
+    sqlite3_stmt *q = st->q[Q_READ_THREAD];
+    sqlite3_bind_text(q, 1, thread, (int)thread_len, SQLITE_STATIC);
+    sqlite3_bind_int64(q, 2, ab_store_i64_(after_pos));
+    return read_grouped(st, q, after_pos, limit, cb, ud, delivered, err);
+}
+
+ab_status_t ab_store_read_all(ab_store_t *st, uint64_t after_pos, uint32_t limit,
+                              ab_store_row_cb cb, void *ud, size_t *delivered, ab_error_t *err)
+{
+    if (!st)
+        return ab_error_set(err, AB_INVALID_ARGUMENT, "store", "store: NULL handle");
+    sqlite3_stmt *q = st->q[Q_READ_ALL];
+    sqlite3_bind_int64(q, 1, ab_store_i64_(after_pos));
+    return read_grouped(st, q, after_pos, limit, cb, ud, delivered, err);
+}
+
+ab_status_t ab_store_event_bytes(ab_store_t *st, const char *thread, size_t thread_len,
+                                 const char *run, size_t run_len, uint64_t seq, ab_buf_t *out,
+                                 uint64_t *pos_out, ab_error_t *err)
+{
+    if (!st || !out)
+        return ab_error_set(err, AB_INVALID_ARGUMENT, "store", "store: NULL handle or out");
+    ab_status_t s = ab_store_check_id_(thread, thread_len, "thread", err);
+    if (s == AB_OK)
+        s = ab_store_check_id_(run, run_len, "run", err);
+    if (s != AB_OK)
+        return s;
+    sqlite3_stmt *q = st->q[Q_EVENT_CHUNK];
+    sqlite3_bind_text(q, 1, thread, (int)thread_len, SQLITE_STATIC);
+    sqlite3_bind_text(q, 2, run, (int)run_len, SQLITE_STATIC);
+    sqlite3_bind_int64(q, 3, ab_store_i64_(seq));
+    int rc = sqlite3_step(q);
+    bool bad = false, found = false;
+    rec_t rec;
+    if (rc == SQLITE_ROW) {
+        const uint8_t *data = sqlite3_column_blob(q, 1);
+        size_t size = (size_t)sqlite3_column_bytes(q, 1), off = 0;
+        uint64_t bf = (uint64_t)sqlite3_column_int64(q, 0);
+        while (!found && next_rec(data, size, bf, &off, &rec, &bad))
+            found = rec.seq == seq;
+        ab_buf_reset(out);
+        if (found && rec.len && ab_buf_append(out, rec.bytes, rec.len) != AB_OK)
+            s = ab_error_set(err, AB_NOMEM, "store", "out of memory");
+    }
+    ab_store_done_(q);
+    if (s != AB_OK)
+        return s;
+    if (bad)
+        return damaged(st, err);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+        return ab_store_sqlerr_(st, rc, "event", err);
+    if (!found)
+        return ab_error_set(err, AB_NOT_FOUND, "seq", "run %.*s has no seq %llu", (int)run_len, run,
+                            (unsigned long long)seq);
+    if (pos_out)
+        *pos_out = rec.pos;
+    return AB_OK;
+}

@@ -1,0 +1,204 @@
+/*
+ * store_runs.c - claims, run heads and the head position of the event store.
+ *
+ * Invariants:
+ *  1. A claim runs in its own IMMEDIATE transaction and never while a batch
+ *     is open; it creates the run row (epoch 1) or bumps its epoch. The
+ *     writer's run cache stays valid: a claim changes neither rowids nor
+ *     last seqs of existing runs, a commit creates rows with an upsert and
+ *     raises epochs with max().
+ *  2. Heads are the runs row (epoch, state, times) plus the run's newest
+ *     chunk (last seq and position), both written by the same commit.
+ *  3. Every statement is reset (and its bindings cleared) before returning.
+ */
+#include "store_int.h"
+
+#include <string.h>
+#include <time.h>
+
+static const char *const STATUS_TEXT[] = {NULL, "active", "finished", "errored"};
+static const char *const OUTCOME_TEXT[] = {NULL, "success", "interrupt", "cancelled"};
+
+static int64_t now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static ab_status_t exec_q(ab_store_t *st, int which, const char *what, ab_error_t *err)
+{
+    int rc = sqlite3_step(st->q[which]);
+    ab_store_done_(st->q[which]);
+    if (rc == SQLITE_DONE || rc == SQLITE_ROW)
+        return AB_OK;
+    return ab_store_sqlerr_(st, rc, what, err);
+}
+
+static ab_status_t claim_txn(ab_store_t *st, const char *t, size_t tl, const char *r, size_t rl,
+                             uint64_t *epoch, uint64_t *last_seq, ab_error_t *err)
+{
+    sqlite3_stmt *q = st->q[Q_THREAD_PUT];
+    sqlite3_bind_text(q, 1, t, (int)tl, SQLITE_STATIC);
+    int rc = sqlite3_step(q);
+    sqlite3_int64 thread = rc == SQLITE_ROW ? sqlite3_column_int64(q, 0) : 0;
+    ab_store_done_(q);
+    if (rc != SQLITE_ROW)
+        return ab_store_sqlerr_(st, rc, "thread", err);
+    q = st->q[Q_CLAIM];
+    sqlite3_bind_int64(q, 1, thread);
+    sqlite3_bind_text(q, 2, t, (int)tl, SQLITE_STATIC);
+    sqlite3_bind_text(q, 3, r, (int)rl, SQLITE_STATIC);
+    sqlite3_bind_int64(q, 4, now_us());
+    rc = sqlite3_step(q);
+    sqlite3_int64 run_rowid = 0;
+    if (rc == SQLITE_ROW) {
+        *epoch = (uint64_t)sqlite3_column_int64(q, 0);
+        run_rowid = sqlite3_column_int64(q, 1);
+    }
+    ab_store_done_(q);
+    if (rc != SQLITE_ROW)
+        return ab_store_sqlerr_(st, rc, "claim", err);
+    q = st->q[Q_RUN_LAST];
+    sqlite3_bind_int64(q, 1, run_rowid);
+    rc = sqlite3_step(q);
+    if (rc == SQLITE_ROW)
+        *last_seq = (uint64_t)sqlite3_column_int64(q, 0);
+    ab_store_done_(q);
+    return rc == SQLITE_ROW ? AB_OK : ab_store_sqlerr_(st, rc, "claim", err);
+}
+
+ab_status_t ab_store_claim(ab_store_t *st, const char *thread, size_t thread_len, const char *run,
+                           size_t run_len, uint64_t *epoch_out, uint64_t *last_seq_out,
+                           ab_error_t *err)
+{
+    if (!st || st->readonly || st->in_txn)
+        return ab_error_set(err, AB_INVALID_ARGUMENT, "store",
+                            "store: claim needs a writer handle without an open transaction");
+    ab_status_t s = ab_store_check_id_(thread, thread_len, "thread", err);
+    if (s == AB_OK)
+        s = ab_store_check_id_(run, run_len, "run", err);
+    if (s == AB_OK)
+        s = exec_q(st, Q_BEGIN, "claim", err);
+    if (s != AB_OK)
+        return s;
+    uint64_t epoch = 0, last_seq = 0;
+    s = claim_txn(st, thread, thread_len, run, run_len, &epoch, &last_seq, err);
+    if (s == AB_OK)
+        s = exec_q(st, Q_COMMIT, "claim commit", err);
+    if (s != AB_OK) {
+        if (!sqlite3_get_autocommit(st->db))
+            exec_q(st, Q_ROLLBACK, "rollback", NULL);
+        return s;
+    }
+    if (epoch_out)
+        *epoch_out = epoch;
+    if (last_seq_out)
+        *last_seq_out = last_seq;
+    return AB_OK;
+}
+
+static int text_index(const char *const *table, int n, const unsigned char *t)
+{
+    for (int i = 1; t && i < n; i++)
+        if (strcmp(table[i], (const char *)t) == 0)
+            return i;
+    return 0;
+}
+
+static void copy_text(char *dst, sqlite3_stmt *q, int col)
+{
+    const unsigned char *t = sqlite3_column_text(q, col);
+    size_t n = t ? strlen((const char *)t) : 0;
+    if (n > AB_ID_MAX_BYTES)
+        n = AB_ID_MAX_BYTES;
+    memcpy(dst, t ? (const char *)t : "", n);
+    dst[n] = '\0';
+}
+
+static void fill_run(sqlite3_stmt *q, ab_store_run_t *out)
+{
+    copy_text(out->thread, q, 0);
+    copy_text(out->run, q, 1);
+    copy_text(out->parent_run, q, 2);
+    out->epoch = (uint64_t)sqlite3_column_int64(q, 3);
+    out->last_seq = (uint64_t)sqlite3_column_int64(q, 4);
+    out->last_pos = (uint64_t)sqlite3_column_int64(q, 5);
+    out->status = (ab_run_status_t)text_index(STATUS_TEXT, 4, sqlite3_column_text(q, 6));
+    out->outcome = (ab_agui_outcome_t)text_index(OUTCOME_TEXT, 4, sqlite3_column_text(q, 7));
+    out->started_us = sqlite3_column_int64(q, 8);
+    out->ended_us = sqlite3_column_int64(q, 9);
+}
+
+ab_status_t ab_store_head(ab_store_t *st, const char *thread, size_t thread_len, const char *run,
+                          size_t run_len, ab_store_run_t *out, ab_error_t *err)
+{
+    if (!st || !out)
+        return ab_error_set(err, AB_INVALID_ARGUMENT, "store", "store: NULL handle or out");
+    ab_status_t s = ab_store_check_id_(thread, thread_len, "thread", err);
+    if (s == AB_OK)
+        s = ab_store_check_id_(run, run_len, "run", err);
+    if (s != AB_OK)
+        return s;
+    sqlite3_stmt *q = st->q[Q_HEAD];
+    sqlite3_bind_text(q, 1, thread, (int)thread_len, SQLITE_STATIC);
+    sqlite3_bind_text(q, 2, run, (int)run_len, SQLITE_STATIC);
+    int rc = sqlite3_step(q);
+    if (rc == SQLITE_ROW)
+        fill_run(q, out);
+    ab_store_done_(q);
+    if (rc == SQLITE_ROW)
+        return AB_OK;
+    if (rc == SQLITE_DONE)
+        return ab_error_set(err, AB_NOT_FOUND, "run", "no run %.*s in thread %.*s", (int)run_len,
+                            run, (int)thread_len, thread);
+    return ab_store_sqlerr_(st, rc, "head", err);
+}
+
+ab_status_t ab_store_runs_of_thread(ab_store_t *st, const char *thread, size_t thread_len,
+                                    ab_store_run_cb cb, void *ud, size_t *delivered,
+                                    ab_error_t *err)
+{
+    if (!st)
+        return ab_error_set(err, AB_INVALID_ARGUMENT, "store", "store: NULL handle");
+    ab_status_t s = ab_store_check_id_(thread, thread_len, "thread", err);
+    if (s != AB_OK)
+        return s;
+    sqlite3_stmt *q = st->q[Q_RUNS_OF_THREAD];
+    sqlite3_bind_text(q, 1, thread, (int)thread_len, SQLITE_STATIC);
+    ab_store_run_t r;
+    size_t n = 0;
+    int rc;
+    while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
+        fill_run(q, &r);
+        n++;
+        if (cb && cb(ud, &r) != 0) {
+            rc = SQLITE_DONE;
+            break;
+        }
+    }
+    ab_store_done_(q);
+    if (rc != SQLITE_DONE)
+        return ab_store_sqlerr_(st, rc, "runs", err);
+    if (delivered)
+        *delivered = n;
+    return AB_OK;
+}
+
+ab_status_t ab_store_head_pos(ab_store_t *st, uint64_t *pos_out, ab_error_t *err)
+{
+    if (!st || !pos_out)
+        return ab_error_set(err, AB_INVALID_ARGUMENT, "store", "store: NULL handle or out");
+    if (st->in_txn) {
+        *pos_out = st->next_pos - 1; /* includes this handle's staged appends */
+        return AB_OK;
+    }
+    sqlite3_stmt *q = st->q[Q_MAX_POS];
+    int rc = sqlite3_step(q);
+    uint64_t pos = rc == SQLITE_ROW ? (uint64_t)sqlite3_column_int64(q, 0) : 0;
+    ab_store_done_(q);
+    if (rc != SQLITE_ROW)
+        return ab_store_sqlerr_(st, rc, "head_pos", err);
+    *pos_out = pos;
+    return AB_OK;
+}

@@ -1,0 +1,101 @@
+/*
+ * bad_abi_module.c - a loadable plugin with a broken function table, for the
+ * loader tests. Built twice (tests/CMakeLists.txt): with AB_BAD_ABI=1 its
+ * table claims ABI AB_PLUGIN_ABI_VERSION + 1; with AB_BAD_NULLFN=1 it has
+ * the right ABI but no read function.
+ *
+ * Invariants:
+ *  1. No function of the table does anything: the loader must refuse the
+ *     table before any is called.
+ */
+#include "agentbus/plugin.h"
+
+static ab_status_t bad_open(const ab_plugin_open_opts_t *o, ab_plugin_db_t **out, ab_error_t *e)
+{
+    (void)o, (void)out, (void)e;
+    return AB_INTERNAL;
+}
+
+static void bad_close(ab_plugin_db_t *db)
+{
+    (void)db;
+}
+
+static ab_status_t bad_append(ab_plugin_db_t *db, const ab_plugin_event_t *evs, size_t n,
+                              int64_t commit_us, uint64_t *first, ab_error_t *e)
+{
+    (void)db, (void)evs, (void)n, (void)commit_us, (void)first, (void)e;
+    return AB_INTERNAL;
+}
+
+static ab_status_t bad_claim(ab_plugin_db_t *db, ab_str_t t, ab_str_t r, uint64_t *ep, uint64_t *ls,
+                             ab_error_t *e)
+{
+    (void)db, (void)t, (void)r, (void)ep, (void)ls, (void)e;
+    return AB_INTERNAL;
+}
+
+static ab_status_t bad_head(ab_plugin_db_t *db, ab_str_t t, ab_str_t r, ab_plugin_head_t *h,
+                            ab_error_t *e)
+{
+    (void)db, (void)t, (void)r, (void)h, (void)e;
+    return AB_INTERNAL;
+}
+
+static ab_status_t bad_heads(ab_plugin_db_t *db, ab_str_t t, ab_plugin_head_cb cb, void *ud,
+                             ab_error_t *e)
+{
+    (void)db, (void)t, (void)cb, (void)ud, (void)e;
+    return AB_INTERNAL;
+}
+
+static ab_status_t bad_head_pos(ab_plugin_db_t *db, uint64_t *pos, ab_error_t *e)
+{
+    (void)db, (void)pos, (void)e;
+    return AB_INTERNAL;
+}
+
+#ifndef AB_BAD_NULLFN
+static ab_status_t bad_read(ab_plugin_db_t *db, const ab_plugin_read_t *req, ab_plugin_row_cb cb,
+                            void *ud, uint32_t *count, ab_error_t *e)
+{
+    (void)db, (void)req, (void)cb, (void)ud, (void)count, (void)e;
+    return AB_INTERNAL;
+}
+#endif
+
+static ab_status_t bad_bytes(ab_plugin_db_t *db, ab_str_t t, ab_str_t r, uint64_t seq,
+                             ab_buf_t *out, uint64_t *pos, ab_error_t *e)
+{
+    (void)db, (void)t, (void)r, (void)seq, (void)out, (void)pos, (void)e;
+    return AB_INTERNAL;
+}
+
+static const ab_plugin_t BAD = {
+#ifdef AB_BAD_ABI
+    .abi_version = AB_PLUGIN_ABI_VERSION + 1,
+#else
+    .abi_version = AB_PLUGIN_ABI_VERSION,
+#endif
+    .struct_size = sizeof(ab_plugin_t),
+    .name = "bad",
+    .open = bad_open,
+    .close = bad_close,
+    .append_batch = bad_append,
+    .claim = bad_claim,
+    .head = bad_head,
+    .thread_heads = bad_heads,
+    .head_pos = bad_head_pos,
+#ifndef AB_BAD_NULLFN
+    .read = bad_read,
+#endif
+    .event_bytes = bad_bytes,
+};
+
+/** The plugin entry point (AB_PLUGIN_ENTRY_SYMBOL). */
+__attribute__((visibility("default"))) const ab_plugin_t *ab_plugin_entry(void);
+
+const ab_plugin_t *ab_plugin_entry(void)
+{
+    return &BAD;
+}
