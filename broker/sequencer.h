@@ -103,7 +103,11 @@ const ab_plugin_event_t *ab_seq_pending(const ab_seq_t *s, size_t *n);
  */
 void ab_seq_commit(ab_seq_t *s, uint64_t first_pos);
 
-/** The group's commit failed: forget it; touched runs reload from the store. */
+/**
+ * The group's commit failed: forget it; touched runs reload from the store.
+ * A DUPLICATE item left with pos 0 repeated an event staged in this group;
+ * answer it like the staged (ACCEPTED) items, with the plugin's error.
+ */
 void ab_seq_abort(ab_seq_t *s);
 
 /**

@@ -1,0 +1,300 @@
+/*
+ * seq_cache.c - the sequencer's run state cache: a hash table keyed by the
+ * (thread, run) bytes, an LRU list, and loading a run from the store on a
+ * miss (head + rebuilding the lifecycle checker from the stored events).
+ *
+ * Invariants:
+ *  1. Every cached run is in exactly one bucket chain and in the LRU list;
+ *     count is the number of cached runs.
+ *  2. A run in the current group (group_gen == s->gen) is never evicted by
+ *     ab__seq_trim(): its state holds staged, uncommitted events.
+ *  3. A run is inserted only when fully loaded: a store error or a stored
+ *     event that fails the re-check leaves nothing cached.
+ *  4. An active run's checker has seen exactly the run's committed events
+ *     1..last_seq plus the staged ones; a terminal run loaded from the
+ *     store has no checker (status and last_seq suffice).
+ */
+#include "seq_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+ab_status_t ab__seq_reserve(void **arr, size_t *cap, size_t need, size_t size)
+{
+    if (need <= *cap)
+        return AB_OK;
+    size_t n = *cap ? *cap : 8;
+    while (n < need)
+        n *= 2;
+    void *p = realloc(*arr, n * size);
+    if (!p)
+        return AB_NOMEM;
+    *arr = p;
+    *cap = n;
+    return AB_OK;
+}
+
+static uint64_t key_hash(ab_str_t thread, ab_str_t run)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < thread.len; i++)
+        h = (h ^ (unsigned char)thread.ptr[i]) * 1099511628211ull;
+    h = (h ^ 0u) * 1099511628211ull; /* separator: ids never hold NUL */
+    for (size_t i = 0; i < run.len; i++)
+        h = (h ^ (unsigned char)run.ptr[i]) * 1099511628211ull;
+    return h;
+}
+
+static bool key_eq(const ab__seq_run_t *r, uint64_t h, ab_str_t thread, ab_str_t run)
+{
+    return r->hash == h && r->thread_len == thread.len && r->run_len == run.len &&
+           memcmp(r->thread, thread.ptr, thread.len) == 0 && memcmp(r->run, run.ptr, run.len) == 0;
+}
+
+static void lru_unlink(ab__seq_run_t *r)
+{
+    r->lru_prev->lru_next = r->lru_next;
+    r->lru_next->lru_prev = r->lru_prev;
+}
+
+static void lru_push_front(ab_seq_t *s, ab__seq_run_t *r)
+{
+    r->lru_next = s->lru.lru_next;
+    r->lru_prev = &s->lru;
+    s->lru.lru_next->lru_prev = r;
+    s->lru.lru_next = r;
+}
+
+ab_status_t ab__seq_cache_init(ab_seq_t *s)
+{
+    s->nbuckets = 64;
+    s->buckets = calloc(s->nbuckets, sizeof(*s->buckets));
+    if (!s->buckets)
+        return AB_NOMEM;
+    s->lru.lru_next = s->lru.lru_prev = &s->lru;
+    return AB_OK;
+}
+
+static void run_free(ab__seq_run_t *r)
+{
+    if (!r)
+        return;
+    ab_lifecycle_destroy(&r->lc);
+    free(r->staged);
+    free(r->thread);
+    free(r);
+}
+
+void ab__seq_cache_free(ab_seq_t *s)
+{
+    while (s->buckets && s->lru.lru_next != &s->lru)
+        ab__seq_evict(s, s->lru.lru_next);
+    free(s->buckets);
+    s->buckets = NULL;
+}
+
+ab__seq_run_t *ab__seq_find(ab_seq_t *s, ab_str_t thread, ab_str_t run)
+{
+    uint64_t h = key_hash(thread, run);
+    for (ab__seq_run_t *r = s->buckets[h & (s->nbuckets - 1)]; r; r = r->hnext) {
+        if (key_eq(r, h, thread, run)) {
+            lru_unlink(r);
+            lru_push_front(s, r);
+            return r;
+        }
+    }
+    return NULL;
+}
+
+static void grow_buckets(ab_seq_t *s)
+{
+    size_t nb = s->nbuckets * 2;
+    ab__seq_run_t **b = calloc(nb, sizeof(*b));
+    if (!b)
+        return; /* longer chains, still correct */
+    for (size_t i = 0; i < s->nbuckets; i++) {
+        ab__seq_run_t *r = s->buckets[i];
+        while (r) {
+            ab__seq_run_t *next = r->hnext;
+            r->hnext = b[r->hash & (nb - 1)];
+            b[r->hash & (nb - 1)] = r;
+            r = next;
+        }
+    }
+    free(s->buckets);
+    s->buckets = b;
+    s->nbuckets = nb;
+}
+
+static void insert(ab_seq_t *s, ab__seq_run_t *r)
+{
+    if (s->count >= s->nbuckets)
+        grow_buckets(s);
+    ab__seq_run_t **b = &s->buckets[r->hash & (s->nbuckets - 1)];
+    r->hnext = *b;
+    *b = r;
+    lru_push_front(s, r);
+    s->count++;
+}
+
+void ab__seq_evict(ab_seq_t *s, ab__seq_run_t *r)
+{
+    ab__seq_run_t **p = &s->buckets[r->hash & (s->nbuckets - 1)];
+    while (*p && *p != r)
+        p = &(*p)->hnext;
+    if (*p)
+        *p = r->hnext;
+    lru_unlink(r);
+    s->count--;
+    run_free(r);
+}
+
+void ab__seq_trim(ab_seq_t *s, const ab__seq_run_t *keep)
+{
+    ab__seq_run_t *r = s->lru.lru_prev;
+    while (s->count > s->max_runs && r != &s->lru) {
+        ab__seq_run_t *prev = r->lru_prev;
+        if (r != keep && r->group_gen != s->gen)
+            ab__seq_evict(s, r);
+        r = prev;
+    }
+}
+
+size_t ab__seq_run_memory(const ab__seq_run_t *r)
+{
+    return sizeof(*r) + r->thread_len + r->run_len + 2 + r->staged_cap * sizeof(uint32_t) +
+           (r->lc ? ab_lifecycle_memory(r->lc) : 0);
+}
+
+static ab__seq_run_t *run_new(ab_str_t thread, ab_str_t run)
+{
+    ab__seq_run_t *r = calloc(1, sizeof(*r));
+    char *key = malloc(thread.len + run.len + 2);
+    if (!r || !key) {
+        free(r);
+        free(key);
+        return NULL;
+    }
+    memcpy(key, thread.ptr, thread.len);
+    key[thread.len] = '\0';
+    memcpy(key + thread.len + 1, run.ptr, run.len);
+    key[thread.len + 1 + run.len] = '\0';
+    r->thread = key;
+    r->thread_len = thread.len;
+    r->run = key + thread.len + 1;
+    r->run_len = run.len;
+    r->hash = key_hash(thread, run);
+    return r;
+}
+
+/* ---- rebuild an active run's checker from the store ---------------------- */
+
+typedef struct rebuild_ctx {
+    ab_seq_t *s;
+    ab__seq_run_t *r;
+    uint64_t next; /**< seq the next row must carry */
+    ab_status_t rc;
+    ab_error_t *err;
+} rebuild_ctx_t;
+
+static int rebuild_row(void *ud, const ab_plugin_row_t *row)
+{
+    rebuild_ctx_t *c = ud;
+    ab_limits_t lim = ab_limits_default();
+    lim.max_event_bytes = UINT32_MAX; /* stored events passed the broker's own limits */
+    ab_event_t ev;
+    ab_agui_info_t info;
+    ab_error_t e = AB_ERROR_INIT;
+    if (row->seq != c->next) {
+        ab_error_set(&e, AB_CORRUPT, "seq", "stored seq %llu where %llu was expected",
+                     (unsigned long long)row->seq, (unsigned long long)c->next);
+        goto fail;
+    }
+    if (ab_event_decode(c->s->doc, row->bytes, row->len, &lim, &ev, &e) != AB_OK ||
+        ab_agui_validate(ev.body, AB_AGUI_STRICT, NULL, NULL, &info, &e) != AB_OK ||
+        ab_lifecycle_check(c->r->lc, &info, &e) != AB_OK)
+        goto fail;
+    c->next++;
+    return 0;
+fail:
+    c->rc = ab_error_set(c->err, e.code == AB_NOMEM ? AB_NOMEM : AB_CORRUPT, "seq",
+                         "stored event seq %llu of run '%s' fails the re-check: %s",
+                         (unsigned long long)row->seq, c->r->run, e.message);
+    return 1;
+}
+
+static ab_status_t rebuild(ab_seq_t *s, ab__seq_run_t *r, ab_error_t *err)
+{
+    rebuild_ctx_t c = {s, r, 1, AB_OK, err};
+    ab_plugin_read_t req = {0};
+    req.scope = AB_REPLAY_RUN;
+    req.thread = (ab_str_t){r->thread, r->thread_len};
+    req.run = (ab_str_t){r->run, r->run_len};
+    req.limit = AB__SEQ_PAGE;
+    for (;;) {
+        uint32_t count = 0;
+        req.after_seq = c.next - 1;
+        ab_status_t rc = s->plugin->read(s->db, &req, rebuild_row, &c, &count, err);
+        if (rc != AB_OK)
+            return rc;
+        if (c.rc != AB_OK)
+            return c.rc;
+        if (count < req.limit || c.next > r->last_seq)
+            break;
+    }
+    ab_doc_reset(s->doc);
+    if (c.next != r->last_seq + 1)
+        return ab_error_set(err, AB_CORRUPT, "seq",
+                            "run '%s' has %llu stored events, head says %llu", r->run,
+                            (unsigned long long)(c.next - 1), (unsigned long long)r->last_seq);
+    return AB_OK;
+}
+
+static ab_status_t load(ab_seq_t *s, ab_str_t thread, ab_str_t run, ab__seq_run_t **out,
+                        ab_error_t *err)
+{
+    ab_plugin_head_t head;
+    ab_status_t rc = s->plugin->head(s->db, thread, run, &head, err);
+    if (rc != AB_OK)
+        return rc;
+    ab__seq_run_t *r = run_new(thread, run);
+    if (!r)
+        return ab_error_set(err, AB_NOMEM, NULL, "out of memory caching a run");
+    r->epoch = head.epoch;
+    r->last_seq = r->staged_seq = head.last_seq;
+    r->status = head.status;
+    if (r->epoch == 0 && r->last_seq > 0)
+        r->epoch = 1; /* started without a claim: the implicit epoch 1 */
+    if (r->status == AB_RUN_STATUS_FINISHED || r->status == AB_RUN_STATUS_ERRORED)
+        goto done;
+    rc = ab_lifecycle_new(&r->lc, thread.ptr, thread.len, run.ptr, run.len, &s->limits);
+    if (rc != AB_OK) {
+        ab_error_set(err, rc, NULL, "cannot create the lifecycle checker of run '%s'", r->run);
+        goto free_run;
+    }
+    if (r->last_seq > 0 && (rc = rebuild(s, r, err)) != AB_OK)
+        goto free_run;
+done:
+    *out = r;
+    return AB_OK;
+free_run:
+    run_free(r);
+    return rc;
+}
+
+ab_status_t ab__seq_get(ab_seq_t *s, ab_str_t thread, ab_str_t run, ab__seq_run_t **out,
+                        ab_error_t *err)
+{
+    ab__seq_run_t *r = ab__seq_find(s, thread, run);
+    if (r) {
+        *out = r;
+        return AB_OK;
+    }
+    ab_status_t rc = load(s, thread, run, &r, err);
+    if (rc != AB_OK)
+        return rc;
+    insert(s, r);
+    ab__seq_trim(s, r);
+    *out = r;
+    return AB_OK;
+}

@@ -1,0 +1,716 @@
+/*
+ * test_sequencer.c - the broker sequencer (broker/sequencer.h) against an
+ * in-memory fake plugin: every rule one by one, batches with several runs,
+ * pre-rejected items, abort and reload, eviction and checker rebuild, claim,
+ * and the cache bound.
+ */
+#include "testutil.h"
+
+#include "agentbus/codec.h"
+#include "fake_plugin.h"
+#include "sequencer.h"
+
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define POOL 512
+
+/* One test event: its tree, envelope, validation info and encoded bytes. */
+typedef struct tev {
+    tu_ctx_t c;
+    ab_event_t ev;
+    ab_agui_info_t info;
+    ab_buf_t bytes;
+} tev_t;
+
+typedef struct fx {
+    ab_plugin_db_t db;         /**< the fake store */
+    const ab_plugin_t *plugin; /**< fake, or the real SQLite plugin */
+    ab_plugin_db_t *dbp;       /**< &db, or the SQLite handle */
+    ab_seq_t *s;
+    tev_t *pool[POOL];
+    size_t npool;
+} fx_t;
+
+static fx_t *fx_new_on(uint32_t max_runs, const ab_plugin_t *plugin, ab_plugin_db_t *db)
+{
+    fx_t *f = calloc(1, sizeof(*f));
+    assert_non_null(f);
+    f->plugin = plugin ? plugin : fp_plugin();
+    f->dbp = db ? db : &f->db;
+    ab_seq_opts_t o = {0};
+    o.max_runs = max_runs;
+    ab_error_t err = AB_ERROR_INIT;
+    assert_int_equal(ab_seq_new(&f->s, f->plugin, f->dbp, &o, &err), AB_OK);
+    return f;
+}
+
+static fx_t *fx_new(uint32_t max_runs)
+{
+    return fx_new_on(max_runs, NULL, NULL);
+}
+
+static void fx_free(fx_t *f)
+{
+    ab_seq_destroy(&f->s);
+    assert_null(f->s);
+    for (size_t i = 0; i < f->npool; i++) {
+        tu_ctx_free(&f->pool[i]->c);
+        ab_buf_free(&f->pool[i]->bytes);
+        free(f->pool[i]);
+    }
+    fp_free(&f->db);
+    free(f);
+}
+
+/* An item for an event of (thread, run) at seq/epoch with the AG-UI body @p json. */
+static ab_seq_item_t mk(fx_t *f, const char *thread, const char *run, uint64_t seq, uint64_t epoch,
+                        const char *json)
+{
+    assert_true(f->npool < POOL);
+    tev_t *e = calloc(1, sizeof(*e));
+    assert_non_null(e);
+    f->pool[f->npool++] = e;
+    tu_ctx_init(&e->c);
+    e->ev.v = 1;
+    e->ev.thread = (ab_str_t){thread, strlen(thread)};
+    e->ev.run = (ab_str_t){run, strlen(run)};
+    e->ev.seq = seq;
+    e->ev.epoch = epoch;
+    e->ev.ts = 1000;
+    e->ev.body = tu_json(&e->c, json);
+    ab_error_t err = AB_ERROR_INIT;
+    assert_int_equal(ab_event_encode(&e->ev, &e->bytes, &err), AB_OK);
+    if (ab_agui_validate(e->ev.body, AB_AGUI_STRICT, NULL, NULL, &e->info, &err) != AB_OK)
+        fail_msg("invalid test event %s: %s at %s", json, err.message, err.field);
+    ab_seq_item_t it;
+    memset(&it, 0, sizeof(it));
+    it.ev = &e->ev;
+    it.info = &e->info;
+    it.bytes = e->bytes.data;
+    it.len = e->bytes.len;
+    return it;
+}
+
+/* RUN_STARTED whose boundary ids are the envelope's. */
+static ab_seq_item_t started(fx_t *f, const char *thread, const char *run, uint64_t seq,
+                             uint64_t epoch)
+{
+    char json[256];
+    snprintf(json, sizeof(json),
+             "{\"type\":\"RUN_STARTED\",\"protocolVersion\":\"1.0\",\"threadId\":\"%s\",\"runId\":"
+             "\"%s\"}",
+             thread, run);
+    return mk(f, thread, run, seq, epoch, json);
+}
+
+static ab_seq_item_t finished(fx_t *f, const char *thread, const char *run, uint64_t seq,
+                              uint64_t epoch)
+{
+    char json[256];
+    snprintf(json, sizeof(json), "{\"type\":\"RUN_FINISHED\",\"threadId\":\"%s\",\"runId\":\"%s\"}",
+             thread, run);
+    return mk(f, thread, run, seq, epoch, json);
+}
+
+#define MSG_START   "{\"type\":\"TEXT_MESSAGE_START\",\"messageId\":\"m1\"}"
+#define MSG_CONTENT "{\"type\":\"TEXT_MESSAGE_CONTENT\",\"messageId\":\"m1\",\"delta\":\"hi\"}"
+#define MSG_END     "{\"type\":\"TEXT_MESSAGE_END\",\"messageId\":\"m1\"}"
+#define RUN_ERR     "{\"type\":\"RUN_ERROR\",\"message\":\"boom\"}"
+
+/* Stage a group, append it to the fake store, commit (or abort on failure). */
+static ab_status_t group(fx_t *f, ab_seq_item_t *items, size_t n)
+{
+    ab_seq_stage(f->s, items, n);
+    size_t np = 0;
+    const ab_plugin_event_t *p = ab_seq_pending(f->s, &np);
+    uint64_t first = 0;
+    ab_error_t err = AB_ERROR_INIT;
+    ab_status_t rc = np ? f->plugin->append_batch(f->dbp, p, np, 0, &first, &err) : AB_OK;
+    if (rc == AB_OK)
+        ab_seq_commit(f->s, first);
+    else
+        ab_seq_abort(f->s);
+    return rc;
+}
+
+static ab_seq_item_t pub(fx_t *f, ab_seq_item_t it)
+{
+    assert_int_equal(group(f, &it, 1), AB_OK);
+    return it;
+}
+
+static void expect_accepted(const ab_seq_item_t *it, uint64_t pos)
+{
+    if (it->status != AB_RESULT_ACCEPTED)
+        fail_msg("expected accepted, got %d: %s: %s (at %s)", (int)it->status,
+                 ab_status_name(it->err.code), it->err.message, it->err.field);
+    assert_int_equal(it->pos, pos);
+}
+
+static void expect_dup(const ab_seq_item_t *it, uint64_t pos)
+{
+    if (it->status != AB_RESULT_DUPLICATE)
+        fail_msg("expected duplicate, got %d: %s: %s", (int)it->status,
+                 ab_status_name(it->err.code), it->err.message);
+    assert_int_equal(it->pos, pos);
+}
+
+static void expect_rejected(const ab_seq_item_t *it, ab_status_t code, const char *field)
+{
+    assert_int_equal(it->status, AB_RESULT_REJECTED);
+    tu_assert_error(&it->err, code, field);
+    assert_int_equal(it->pos, 0);
+}
+
+static int64_t detail(const ab_seq_item_t *it, const char *key)
+{
+    const ab_error_detail_t *d = ab_error_detail(&it->err, key);
+    if (!d)
+        fail_msg("no detail '%s' in %s", key, it->err.message);
+    return d->i;
+}
+
+/* ---- the rules ------------------------------------------------------------ */
+
+static void test_next_seq_accepted(void **state)
+{
+    (void)state;
+    fx_t *f = fx_new(0);
+    ab_seq_item_t a = pub(f, started(f, "t1", "r1", 1, 1));
+    expect_accepted(&a, 1);
+    ab_seq_item_t b = pub(f, mk(f, "t1", "r1", 2, 1, MSG_START));
+    expect_accepted(&b, 2);
+    ab_seq_item_t c = pub(f, mk(f, "t1", "r1", 3, 1, MSG_CONTENT));
+    expect_accepted(&c, 3);
+    assert_int_equal(f->db.nev, 3);
+    assert_int_equal(ab_seq_cached_runs(f->s), 1);
+    fx_free(f);
+}
+
+static void test_pending_fields(void **state)
+{
+    (void)state;
+    fx_t *f = fx_new(0);
+    ab_seq_item_t it[2] = {mk(f, "t1", "r1", 1, 1,
+                              "{\"type\":\"RUN_STARTED\",\"protocolVersion\":\"1.0\",\"threadId\":"
+                              "\"t1\",\"runId\":\"r1\","
+                              "\"parentRunId\":\"p0\"}"),
+                           mk(f, "t1", "r1", 2, 1,
+                              "{\"type\":\"RUN_FINISHED\",\"threadId\":\"t1\",\"runId\":\"r1\","
+                              "\"outcome\":{\"type\":\"cancelled\"}}")};
+    ab_seq_stage(f->s, it, 2);
+    size_t np = 0;
+    const ab_plugin_event_t *p = ab_seq_pending(f->s, &np);
+    assert_int_equal(np, 2);
+    assert_int_equal(p[0].new_status, AB_RUN_STATUS_ACTIVE);
+    assert_int_equal(p[0].parent_run.len, 2);
+    assert_memory_equal(p[0].parent_run.ptr, "p0", 2);
+    assert_int_equal(p[0].epoch, 1);
+    assert_int_equal(p[0].seq, 1);
+    assert_ptr_equal(p[0].bytes, it[0].bytes);
+    assert_int_equal(p[1].new_status, AB_RUN_STATUS_FINISHED);
+    assert_int_equal(p[1].outcome, AB_OUTCOME_CANCELLED);
+    assert_null(p[1].parent_run.ptr);
+    ab_seq_commit(f->s, 41);
+    expect_accepted(&it[0], 41);
+    expect_accepted(&it[1], 42);
+    assert_int_equal(ab_seq_cached_runs(f->s), 0); /* finished: dropped */
+    ab_seq_pending(f->s, &np);
+    assert_int_equal(np, 0);
+    fx_free(f);
+}
+
+static void test_duplicate_committed(void **state)
+{
+    (void)state;
+    fx_t *f = fx_new(0);
+    pub(f, started(f, "t1", "r1", 1, 1));
+    pub(f, mk(f, "t1", "r1", 2, 1, MSG_START));
+    ab_seq_item_t d = pub(f, started(f, "t1", "r1", 1, 1));
+    expect_dup(&d, 1);
+    ab_seq_item_t d2 = pub(f, mk(f, "t1", "r1", 2, 1, MSG_START));
+    expect_dup(&d2, 2);
+    assert_int_equal(f->db.nev, 2);
+    /* the run goes on at 3 */
+    ab_seq_item_t c = pub(f, mk(f, "t1", "r1", 3, 1, MSG_CONTENT));
+    expect_accepted(&c, 3);
+    fx_free(f);
+}
+
+static void test_duplicate_same_group(void **state)
+{
+    (void)state;
+    fx_t *f = fx_new(0);
+    ab_seq_item_t it[4] = {started(f, "t1", "r1", 1, 1), mk(f, "t1", "r1", 2, 1, MSG_START),
+                           mk(f, "t1", "r1", 2, 1, MSG_START), started(f, "t1", "r1", 1, 1)};
+    assert_int_equal(group(f, it, 4), AB_OK);
+    expect_accepted(&it[0], 1);
+    expect_accepted(&it[1], 2);
+    expect_dup(&it[2], 2);
+    expect_dup(&it[3], 1);
+    assert_int_equal(f->db.nev, 2);
+    fx_free(f);
+}
+
+static void test_conflict(void **state)
+{
+    (void)state;
+    fx_t *f = fx_new(0);
+    pub(f, started(f, "t1", "r1", 1, 1));
+    /* committed copy differs */
+    ab_seq_item_t c = pub(f, mk(f, "t1", "r1", 1, 1,
+                                "{\"type\":\"RUN_STARTED\",\"protocolVersion\":\"1.0\","
+                                "\"threadId\":\"t1\",\"runId\":\"r1\","
+                                "\"parentRunId\":\"x\"}"));
+    expect_rejected(&c, AB_CONFLICT, "seq");
+    assert_non_null(strstr(c.err.message, "seq 1"));
+    /* staged copy differs */
+    ab_seq_item_t it[2] = {
+        mk(f, "t1", "r1", 2, 1, MSG_START),
+        mk(f, "t1", "r1", 2, 1, "{\"type\":\"TEXT_MESSAGE_START\",\"messageId\":\"m2\"}")};
+    assert_int_equal(group(f, it, 2), AB_OK);
+    expect_accepted(&it[0], 2);
+    expect_rejected(&it[1], AB_CONFLICT, "seq");
+    assert_non_null(strstr(it[1].err.message, "seq 2"));
+    assert_int_equal(f->db.nev, 2);
+    fx_free(f);
+}
+
+static void test_gap(void **state)
+{
+    (void)state;
+    fx_t *f = fx_new(0);
+    pub(f, started(f, "t1", "r1", 1, 1));
+    ab_seq_item_t g = pub(f, mk(f, "t1", "r1", 3, 1, MSG_START));
+    expect_rejected(&g, AB_GAP, "seq");
+    assert_int_equal(detail(&g, "expected_seq"), 2);
+    /* a new run: the first seq is 1 */
+    ab_seq_item_t n = pub(f, started(f, "t1", "r2", 2, 1));
+    expect_rejected(&n, AB_GAP, "seq");
+    assert_int_equal(detail(&n, "expected_seq"), 1);
+    fx_free(f);
+}
+
+static void test_fenced_after_claim(void **state)
+{
+    (void)state;
+    fx_t *f = fx_new(0);
+    pub(f, started(f, "t1", "r1", 1, 1));
+    uint64_t epoch = 0, last = 0;
+    ab_run_status_t st = AB_RUN_STATUS_UNKNOWN;
+    ab_error_t err = AB_ERROR_INIT;
+    ab_str_t t1 = {"t1", 2}, r1 = {"r1", 2};
+    assert_int_equal(ab_seq_claim(f->s, t1, r1, &epoch, &last, &st, &err), AB_OK);
+    assert_int_equal(epoch, 2);
+    assert_int_equal(last, 1);
+    assert_int_equal(st, AB_RUN_STATUS_ACTIVE);
+    ab_seq_item_t old = pub(f, mk(f, "t1", "r1", 2, 1, MSG_START));
+    expect_rejected(&old, AB_FENCED, "epoch");
+    assert_int_equal(detail(&old, "epoch"), 2);
+    assert_int_equal(detail(&old, "got"), 1);
+    /* a stale writer re-sending old bytes is fenced too, not a duplicate */
+    ab_seq_item_t resend = pub(f, started(f, "t1", "r1", 1, 1));
+    expect_rejected(&resend, AB_FENCED, "epoch");
+    ab_seq_item_t now = pub(f, mk(f, "t1", "r1", 2, 2, MSG_START));
+    expect_accepted(&now, 2);
+    fx_free(f);
+}
+
+static void test_fenced_never_granted(void **state)
+{
+    (void)state;
+    fx_t *f = fx_new(0);
+    ab_seq_item_t a = pub(f, started(f, "t1", "r1", 1, 2));
+    expect_rejected(&a, AB_FENCED, "epoch");
+    assert_int_equal(detail(&a, "epoch"), 0);
+    assert_int_equal(detail(&a, "got"), 2);
+    pub(f, started(f, "t1", "r1", 1, 1));
+    ab_seq_item_t b = pub(f, mk(f, "t1", "r1", 2, 5, MSG_START));
+    expect_rejected(&b, AB_FENCED, "epoch");
+    assert_int_equal(detail(&b, "epoch"), 1);
+    assert_int_equal(detail(&b, "got"), 5);
+    fx_free(f);
+}
+
+static void test_run_terminal(void **state)
+{
+    (void)state;
+    fx_t *f = fx_new(0);
+    pub(f, started(f, "t1", "r1", 1, 1));
+    pub(f, finished(f, "t1", "r1", 2, 1));
+    assert_int_equal(ab_seq_cached_runs(f->s), 0);
+    ab_seq_item_t a = pub(f, mk(f, "t1", "r1", 3, 1, MSG_START));
+    expect_rejected(&a, AB_RUN_TERMINAL, NULL);
+    /* the same inside one group, decided by the checker */
+    ab_seq_item_t it[3] = {started(f, "t1", "r2", 1, 1), finished(f, "t1", "r2", 2, 1),
+                           mk(f, "t1", "r2", 3, 1, MSG_START)};
+    assert_int_equal(group(f, it, 3), AB_OK);
+    expect_accepted(&it[1], 4);
+    expect_rejected(&it[2], AB_RUN_TERMINAL, NULL);
+    assert_int_equal(strncmp(it[2].err.field, "/event", 6), 0);
+    fx_free(f);
+}
+
+static void test_late_run_error(void **state)
+{
+    (void)state;
+    fx_t *f = fx_new(0);
+    pub(f, started(f, "t1", "r1", 1, 1));
+    pub(f, finished(f, "t1", "r1", 2, 1));
+    ab_seq_item_t e1 = pub(f, mk(f, "t1", "r1", 3, 1, RUN_ERR));
+    expect_accepted(&e1, 3);
+    assert_int_equal(f->db.runs[0].head.status, AB_RUN_STATUS_ERRORED);
+    ab_seq_item_t e2 = pub(f, mk(f, "t1", "r1", 4, 1, RUN_ERR));
+    expect_rejected(&e2, AB_RUN_TERMINAL, NULL);
+    /* in one group */
+    ab_seq_item_t it[4] = {started(f, "t1", "r2", 1, 1), finished(f, "t1", "r2", 2, 1),
+                           mk(f, "t1", "r2", 3, 1, RUN_ERR), mk(f, "t1", "r2", 4, 1, RUN_ERR)};
+    assert_int_equal(group(f, it, 4), AB_OK);
+    expect_accepted(&it[2], 6);
+    expect_rejected(&it[3], AB_RUN_TERMINAL, NULL);
+    fx_free(f);
+}
+
+static void test_first_event_must_be_run_started(void **state)
+{
+    (void)state;
+    fx_t *f = fx_new(0);
+    ab_seq_item_t a = pub(f, mk(f, "t1", "r1", 1, 1, MSG_START));
+    expect_rejected(&a, AB_INVALID_EVENT, NULL);
+    assert_int_equal(strncmp(a.err.field, "/event", 6), 0);
+    assert_int_equal(f->db.nev, 0);
+    ab_seq_item_t b = pub(f, started(f, "t1", "r1", 1, 1));
+    expect_accepted(&b, 1);
+    fx_free(f);
+}
+
+static void test_lifecycle_violation(void **state)
+{
+    (void)state;
+    fx_t *f = fx_new(0);
+    pub(f, started(f, "t1", "r1", 1, 1));
+    ab_seq_item_t a = pub(f, mk(f, "t1", "r1", 2, 1, MSG_CONTENT));
+    expect_rejected(&a, AB_INVALID_EVENT, "/event/messageId");
+    /* the checker did not move: the same seq is free for a good event */
+    ab_seq_item_t b = pub(f, mk(f, "t1", "r1", 2, 1, MSG_START));
+    expect_accepted(&b, 2);
+    fx_free(f);
+}
+
+static void test_boundary_id_mismatch(void **state)
+{
+    (void)state;
+    fx_t *f = fx_new(0);
+    ab_seq_item_t a = pub(f, mk(f, "t1", "r1", 1, 1,
+                                "{\"type\":\"RUN_STARTED\",\"protocolVersion\":\"1.0\","
+                                "\"threadId\":\"other\",\"runId\":\"r1\"}"));
+    expect_rejected(&a, AB_INVALID_EVENT, "/event/threadId");
+    ab_seq_item_t b = pub(f, mk(f, "t1", "r1", 1, 1,
+                                "{\"type\":\"RUN_STARTED\",\"protocolVersion\":\"1.0\","
+                                "\"threadId\":\"t1\",\"runId\":\"x\"}"));
+    expect_rejected(&b, AB_INVALID_EVENT, "/event/runId");
+    fx_free(f);
+}
+
+/* ---- batches -------------------------------------------------------------- */
+
+static void test_batch_two_runs(void **state)
+{
+    (void)state;
+    fx_t *f = fx_new(0);
+    ab_seq_item_t it[6] = {
+        started(f, "t1", "a", 1, 1),         started(f, "t1", "b", 1, 1),
+        mk(f, "t1", "a", 2, 1, MSG_CONTENT), mk(f, "t1", "b", 2, 1, MSG_START),
+        mk(f, "t1", "a", 2, 1, MSG_START),   mk(f, "t1", "b", 3, 1, MSG_CONTENT)};
+    assert_int_equal(group(f, it, 6), AB_OK);
+    expect_accepted(&it[0], 1);
+    expect_accepted(&it[1], 2);
+    expect_rejected(&it[2], AB_INVALID_EVENT, "/event/messageId");
+    expect_accepted(&it[3], 3);
+    expect_rejected(&it[4], AB_INVALID_EVENT, "");
+    assert_non_null(strstr(it[4].err.message, "earlier event of this run"));
+    expect_accepted(&it[5], 4);
+    /* the rejection lasts one call only */
+    ab_seq_item_t next = pub(f, mk(f, "t1", "a", 2, 1, MSG_START));
+    expect_accepted(&next, 5);
+    fx_free(f);
+}
+
+static void test_prerejected_items(void **state)
+{
+    (void)state;
+    fx_t *f = fx_new(0);
+    ab_seq_item_t it[4] = {started(f, "t1", "a", 1, 1), started(f, "t1", "a", 1, 1),
+                           started(f, "t1", "b", 1, 1), started(f, "t1", "c", 1, 1)};
+    it[0].status = AB_RESULT_REJECTED;
+    ab_error_set(&it[0].err, AB_INVALID_EVENT, "/event/foo", "unknown field");
+    it[3].status = AB_RESULT_REJECTED;
+    it[3].ev = NULL; /* undecodable */
+    ab_error_set(&it[3].err, AB_INVALID_ENVELOPE, "seq", "bad envelope");
+    assert_int_equal(group(f, it, 4), AB_OK);
+    expect_rejected(&it[0], AB_INVALID_EVENT, "/event/foo");
+    assert_string_equal(it[0].err.message, "unknown field");
+    expect_rejected(&it[1], AB_INVALID_EVENT, "");
+    assert_non_null(strstr(it[1].err.message, "earlier event"));
+    expect_accepted(&it[2], 1);
+    expect_rejected(&it[3], AB_INVALID_ENVELOPE, "seq");
+    assert_int_equal(f->db.nev, 1);
+    fx_free(f);
+}
+
+/* ---- abort, eviction and rebuild ------------------------------------------ */
+
+static void test_abort_reloads(void **state)
+{
+    (void)state;
+    fx_t *f = fx_new(0);
+    pub(f, started(f, "t1", "r1", 1, 1));
+    f->db.fail_append = 1;
+    ab_seq_item_t it[3] = {mk(f, "t1", "r1", 2, 1, MSG_START), mk(f, "t1", "r1", 2, 1, MSG_START),
+                           started(f, "t1", "r2", 1, 1)};
+    assert_int_equal(group(f, it, 3), AB_UNAVAILABLE);
+    assert_int_equal(it[0].status, AB_RESULT_ACCEPTED);
+    assert_int_equal(it[1].status, AB_RESULT_DUPLICATE); /* of a staged event: no position */
+    assert_int_equal(it[1].pos, 0);
+    assert_int_equal(ab_seq_cached_runs(f->s), 0);
+    unsigned reads = f->db.reads;
+    /* same seqs again: the speculative state is gone */
+    ab_seq_item_t again[2] = {mk(f, "t1", "r1", 2, 1, MSG_START), started(f, "t1", "r2", 1, 1)};
+    assert_int_equal(group(f, again, 2), AB_OK);
+    expect_accepted(&again[0], 2);
+    expect_accepted(&again[1], 3);
+    assert_true(f->db.reads > reads); /* r1 was rebuilt from the store */
+    /* r1's message is open: content is fine */
+    ab_seq_item_t c = pub(f, mk(f, "t1", "r1", 3, 1, MSG_CONTENT));
+    expect_accepted(&c, 4);
+    fx_free(f);
+}
+
+static void test_rebuild_after_eviction(void **state)
+{
+    (void)state;
+    fx_t *f = fx_new(1);
+    pub(f, started(f, "t1", "a", 1, 1));
+    pub(f, mk(f, "t1", "a", 2, 1, MSG_START));
+    pub(f, started(f, "t1", "b", 1, 1)); /* evicts a */
+    assert_int_equal(ab_seq_cached_runs(f->s), 1);
+    unsigned reads = f->db.reads;
+    ab_seq_item_t again = pub(f, mk(f, "t1", "a", 3, 1, MSG_START));
+    expect_rejected(&again, AB_INVALID_EVENT, NULL); /* m1 is still open */
+    assert_int_equal(strncmp(again.err.field, "/event", 6), 0);
+    assert_true(f->db.reads > reads);
+    ab_seq_item_t end = pub(f, mk(f, "t1", "a", 3, 1, MSG_END));
+    expect_accepted(&end, 4);
+    assert_int_equal(ab_seq_cached_runs(f->s), 1);
+    fx_free(f);
+}
+
+static void test_rebuild_many_pages(void **state)
+{
+    (void)state;
+    fx_t *f = fx_new(1);
+    pub(f, started(f, "t1", "a", 1, 1));
+    pub(f, mk(f, "t1", "a", 2, 1, MSG_START));
+    /* 300 content events: more than one read page (256 rows) */
+    ab_seq_item_t it[100];
+    for (uint64_t g = 0; g < 3; g++) {
+        for (uint64_t k = 0; k < 100; k++)
+            it[k] = mk(f, "t1", "a", 3 + g * 100 + k, 1, MSG_CONTENT);
+        assert_int_equal(group(f, it, 100), AB_OK);
+        expect_accepted(&it[99], 102 + g * 100);
+    }
+    pub(f, started(f, "t1", "b", 1, 1)); /* evicts a (302 events) */
+    unsigned reads = f->db.reads;
+    ab_seq_item_t dup = pub(f, mk(f, "t1", "a", 2, 1, MSG_START));
+    expect_dup(&dup, 2);
+    assert_true(f->db.reads >= reads + 2); /* two pages */
+    ab_seq_item_t again = pub(f, mk(f, "t1", "a", 303, 1, MSG_START));
+    expect_rejected(&again, AB_INVALID_EVENT, NULL);
+    ab_seq_item_t end = pub(f, mk(f, "t1", "a", 303, 1, MSG_END));
+    expect_accepted(&end, 304);
+    fx_free(f);
+}
+
+/* ---- claim, cache bound, memory ------------------------------------------- */
+
+static void test_claim(void **state)
+{
+    (void)state;
+    fx_t *f = fx_new(0);
+    uint64_t epoch = 0, last = 9;
+    ab_run_status_t st = AB_RUN_STATUS_ACTIVE;
+    ab_error_t err = AB_ERROR_INIT;
+    ab_str_t t1 = {"t1", 2}, r1 = {"r1", 2};
+    assert_int_equal(ab_seq_claim(f->s, t1, r1, &epoch, &last, &st, &err), AB_OK);
+    assert_int_equal(epoch, 1);
+    assert_int_equal(last, 0);
+    assert_int_equal(st, AB_RUN_STATUS_UNKNOWN);
+    ab_seq_item_t a = pub(f, started(f, "t1", "r1", 1, 1));
+    expect_accepted(&a, 1);
+    assert_int_equal(ab_seq_claim(f->s, t1, r1, &epoch, &last, &st, &err), AB_OK);
+    assert_int_equal(epoch, 2);
+    assert_int_equal(last, 1);
+    assert_int_equal(st, AB_RUN_STATUS_ACTIVE);
+    /* finished runs are not cached: status from the store */
+    ab_seq_item_t b = pub(f, mk(f, "t1", "r1", 2, 2, MSG_START));
+    expect_accepted(&b, 2);
+    pub(f, mk(f, "t1", "r1", 3, 2, MSG_END));
+    expect_accepted(&b, 2);
+    ab_seq_item_t fin = pub(f, finished(f, "t1", "r1", 4, 2));
+    expect_accepted(&fin, 4);
+    assert_int_equal(ab_seq_cached_runs(f->s), 0);
+    assert_int_equal(ab_seq_claim(f->s, t1, r1, &epoch, &last, &st, &err), AB_OK);
+    assert_int_equal(epoch, 3);
+    assert_int_equal(last, 4);
+    assert_int_equal(st, AB_RUN_STATUS_FINISHED);
+    /* claiming while a group is staged is refused */
+    ab_seq_item_t c = started(f, "t1", "r9", 1, 1);
+    ab_seq_stage(f->s, &c, 1);
+    ab_error_clear(&err);
+    assert_int_not_equal(ab_seq_claim(f->s, t1, r1, &epoch, &last, &st, &err), AB_OK);
+    ab_seq_abort(f->s);
+    fx_free(f);
+}
+
+static void test_cache_bound_and_memory(void **state)
+{
+    (void)state;
+    fx_t *f = fx_new(4);
+    size_t m0 = ab_seq_memory(f->s);
+    assert_true(m0 > 0);
+    char run[16];
+    for (int i = 0; i < 20; i++) {
+        snprintf(run, sizeof(run), "r%d", i);
+        char *id = strdup(run); /* ids must outlive the item; freed below */
+        ab_seq_item_t a = pub(f, started(f, "t1", id, 1, 1));
+        expect_accepted(&a, (uint64_t)i + 1);
+        assert_true(ab_seq_cached_runs(f->s) <= 4);
+        free(id);
+    }
+    assert_int_equal(ab_seq_cached_runs(f->s), 4);
+    size_t m4 = ab_seq_memory(f->s);
+    assert_true(m4 > m0);
+    /* a batch touching more runs than max_runs keeps them all until commit */
+    ab_seq_item_t it[6] = {started(f, "t2", "a", 1, 1), started(f, "t2", "b", 1, 1),
+                           started(f, "t2", "c", 1, 1), started(f, "t2", "d", 1, 1),
+                           started(f, "t2", "e", 1, 1), started(f, "t2", "f", 1, 1)};
+    ab_seq_stage(f->s, it, 6);
+    assert_int_equal(ab_seq_cached_runs(f->s), 6);
+    size_t np = 0;
+    ab_seq_pending(f->s, &np);
+    assert_int_equal(np, 6);
+    ab_seq_commit(f->s, 100);
+    expect_accepted(&it[5], 105);
+    assert_int_equal(ab_seq_cached_runs(f->s), 4);
+    fx_free(f);
+}
+
+static void test_memory_grows_with_open_items(void **state)
+{
+    (void)state;
+    fx_t *f = fx_new(0);
+    pub(f, started(f, "t1", "r1", 1, 1));
+    size_t m1 = ab_seq_memory(f->s);
+    pub(f, mk(f, "t1", "r1", 2, 1, MSG_START));
+    size_t m2 = ab_seq_memory(f->s);
+    assert_true(m2 > m1);
+    pub(f, mk(f, "t1", "r1", 3, 1, MSG_END));
+    ab_seq_item_t fin = pub(f, finished(f, "t1", "r1", 4, 1));
+    expect_accepted(&fin, 4);
+    assert_int_equal(ab_seq_cached_runs(f->s), 0);
+    assert_true(ab_seq_memory(f->s) < m1);
+    fx_free(f);
+}
+
+/* ---- the same rules on the real SQLite plugin ----------------------------- */
+
+static void rm_dir(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    char path[512];
+    for (struct dirent *e = readdir(d); e; e = readdir(d)) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+            continue;
+        snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+        unlink(path);
+    }
+    closedir(d);
+    rmdir(dir);
+}
+
+static void test_sqlite_plugin(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/ab-seq-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    const ab_plugin_t *pl = ab_plugin_sqlite();
+    assert_non_null(pl);
+    ab_plugin_open_opts_t oo = {.data_dir = dir, .durability = AB_DURABILITY_PROCESS};
+    ab_plugin_db_t *db = NULL;
+    ab_error_t err = AB_ERROR_INIT;
+    if (pl->open(&oo, &db, &err) != AB_OK)
+        fail_msg("sqlite open: %s", err.message);
+    fx_t *f = fx_new_on(1, pl, db);
+    ab_seq_item_t it[3] = {started(f, "t1", "a", 1, 1), mk(f, "t1", "a", 2, 1, MSG_START),
+                           mk(f, "t1", "a", 2, 1, MSG_START)};
+    assert_int_equal(group(f, it, 3), AB_OK);
+    expect_accepted(&it[1], 2);
+    expect_dup(&it[2], 2);
+    ab_seq_item_t d = pub(f, started(f, "t1", "a", 1, 1));
+    expect_dup(&d, 1);
+    ab_seq_item_t g = pub(f, mk(f, "t1", "a", 4, 1, MSG_END));
+    expect_rejected(&g, AB_GAP, "seq");
+    assert_int_equal(detail(&g, "expected_seq"), 3);
+    pub(f, started(f, "t1", "b", 1, 1)); /* evicts a */
+    ab_seq_item_t again = pub(f, mk(f, "t1", "a", 3, 1, MSG_START));
+    expect_rejected(&again, AB_INVALID_EVENT, NULL); /* rebuilt: m1 still open */
+    uint64_t epoch = 0, last = 0;
+    ab_run_status_t st = AB_RUN_STATUS_UNKNOWN;
+    ab_str_t t1 = {"t1", 2}, a = {"a", 1};
+    assert_int_equal(ab_seq_claim(f->s, t1, a, &epoch, &last, &st, &err), AB_OK);
+    assert_int_equal(epoch, 2);
+    assert_int_equal(last, 2);
+    assert_int_equal(st, AB_RUN_STATUS_ACTIVE);
+    ab_seq_item_t old = pub(f, mk(f, "t1", "a", 3, 1, MSG_END));
+    expect_rejected(&old, AB_FENCED, "epoch");
+    ab_seq_item_t end = pub(f, mk(f, "t1", "a", 3, 2, MSG_END));
+    expect_accepted(&end, 4);
+    fx_free(f);
+    pl->close(db);
+    rm_dir(dir);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_next_seq_accepted),
+        cmocka_unit_test(test_pending_fields),
+        cmocka_unit_test(test_duplicate_committed),
+        cmocka_unit_test(test_duplicate_same_group),
+        cmocka_unit_test(test_conflict),
+        cmocka_unit_test(test_gap),
+        cmocka_unit_test(test_fenced_after_claim),
+        cmocka_unit_test(test_fenced_never_granted),
+        cmocka_unit_test(test_run_terminal),
+        cmocka_unit_test(test_late_run_error),
+        cmocka_unit_test(test_first_event_must_be_run_started),
+        cmocka_unit_test(test_lifecycle_violation),
+        cmocka_unit_test(test_boundary_id_mismatch),
+        cmocka_unit_test(test_batch_two_runs),
+        cmocka_unit_test(test_prerejected_items),
+        cmocka_unit_test(test_abort_reloads),
+        cmocka_unit_test(test_rebuild_after_eviction),
+        cmocka_unit_test(test_rebuild_many_pages),
+        cmocka_unit_test(test_claim),
+        cmocka_unit_test(test_cache_bound_and_memory),
+        cmocka_unit_test(test_memory_grows_with_open_items),
+        cmocka_unit_test(test_sqlite_plugin),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
