@@ -209,7 +209,7 @@ int cmd_bench(int argc, char **argv)
     };
     int c;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "hs:", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "+hs:", longopts, NULL)) != -1) {
         if (c == 'z') {
             char *end;
             unsigned long v = strtoul(optarg, &end, 10);

@@ -1,0 +1,115 @@
+/*
+ * broker.h - the agentbus broker daemon's internal API (broker/ only, plus
+ * cli/broker_cmd.c and tests/broker).
+ *
+ * ab_broker_config_t holds every setting of `agentbus broker`; config.c fills
+ * it from the defaults, an optional `--config FILE` (key = value lines) and
+ * the command-line flags (flags override the file). ab_broker_run() starts
+ * the daemon and returns when it has stopped.
+ *
+ * Thread-safety: configuration functions are reentrant; ab_broker_run() is
+ * called once per process (it installs SIGINT/SIGTERM handlers).
+ */
+#ifndef AB_BROKER_BROKER_H
+#define AB_BROKER_BROKER_H
+
+#include "agentbus/plugin.h"
+#include "agentbus/status.h"
+#include "agentbus/value.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/** Log levels, most severe first. */
+typedef enum ab_log_level {
+    AB_LOG_ERROR = 0,
+    AB_LOG_WARN,
+    AB_LOG_INFO,
+    AB_LOG_DEBUG,
+} ab_log_level_t;
+
+#define AB_BROKER_PATH_MAX     4096
+#define AB_BROKER_ENDPOINT_MAX 256
+
+/* Defaults (documented in docs/OPERATIONS.md and `agentbus broker --help`). */
+#define AB_BROKER_DEFAULT_DATA        "./agentbus-data"
+#define AB_BROKER_DEFAULT_CMD         "tcp://127.0.0.1:7710"
+#define AB_BROKER_DEFAULT_EVENTS      "tcp://127.0.0.1:7711"
+#define AB_BROKER_DEFAULT_PLUGIN      "sqlite"
+#define AB_BROKER_DEFAULT_READERS     2
+#define AB_BROKER_DEFAULT_QUEUE       16384
+#define AB_BROKER_DEFAULT_GROUP_MAX   4096
+#define AB_BROKER_DEFAULT_HWM         100000
+#define AB_BROKER_MAX_READERS         64
+#define AB_BROKER_SESSIONS_PER_READER 256
+#define AB_BROKER_IDLE_REPLAY_MS      60000
+
+/** Every setting of the broker. */
+typedef struct ab_broker_config {
+    char data_dir[AB_BROKER_PATH_MAX];
+    char cmd_endpoint[AB_BROKER_ENDPOINT_MAX];
+    char events_endpoint[AB_BROKER_ENDPOINT_MAX];
+    ab_durability_t durability;
+    char plugin[AB_BROKER_PATH_MAX];
+    uint32_t readers;   /**< replay reader threads, 1..AB_BROKER_MAX_READERS */
+    uint32_t queue;     /**< events (and jobs) in flight in the ingest queue */
+    uint32_t group_max; /**< most events per group commit */
+    uint32_t hwm;       /**< XPUB send high-water mark (messages) */
+    ab_limits_t limits; /**< max_batch and max_event_bytes are configurable */
+    ab_log_level_t log_level;
+    bool help; /**< --help was given: print usage, do nothing else */
+} ab_broker_config_t;
+
+/** Fill @p cfg with the defaults. */
+void ab_broker_config_defaults(ab_broker_config_t *cfg);
+
+/**
+ * Parse the arguments of `agentbus broker` (argv[0] is the subcommand name):
+ * defaults, then `--config FILE` if given, then every other flag, so a flag
+ * overrides the file. Flags take `--name VALUE` or `--name=VALUE`.
+ * @param cfg  out; written only on AB_OK.
+ * @return AB_OK, or AB_INVALID_CONFIG with err->field = the flag or key and
+ *         a message naming it (and "FILE:LINE" for config file errors).
+ */
+AB_NODISCARD ab_status_t ab_broker_config_parse(ab_broker_config_t *cfg, int argc, char **argv,
+                                                ab_error_t *err);
+
+/**
+ * Apply one `key = value` setting (key without the leading dashes).
+ * @return AB_OK or AB_INVALID_CONFIG naming the key.
+ */
+AB_NODISCARD ab_status_t ab_broker_config_set(ab_broker_config_t *cfg, const char *key,
+                                              const char *value, ab_error_t *err);
+
+/**
+ * Read a config file: one `key = value` per line, `#` starts a comment,
+ * blank lines are ignored.
+ * @return AB_OK, or AB_INVALID_CONFIG ("FILE:LINE: ..." / "cannot open FILE").
+ */
+AB_NODISCARD ab_status_t ab_broker_config_load(ab_broker_config_t *cfg, const char *path,
+                                               ab_error_t *err);
+
+/** Print the `agentbus broker --help` text to @p out. */
+void ab_broker_usage(FILE *out);
+
+/** Parse a level name ("error", "warn", "info", "debug"). */
+AB_NODISCARD ab_status_t ab_log_level_from(const char *s, ab_log_level_t *out);
+
+/** Set the process-wide log level (default info). */
+void ab_log_set_level(ab_log_level_t level);
+
+/** True when messages of @p level are written. */
+bool ab_log_enabled(ab_log_level_t level);
+
+/** Write "<ISO time> <level> message" to stderr (one write per line). */
+void ab_log(ab_log_level_t level, const char *fmt, ...) AB_PRINTF(2, 3);
+
+/**
+ * Run the broker until SIGINT/SIGTERM. Prints the ready line to stdout.
+ * @return the process exit status: 0 after a clean shutdown, 1 when it could
+ *         not start (plugin, store, lock, bind) or failed.
+ */
+int ab_broker_run(const ab_broker_config_t *cfg);
+
+#endif /* AB_BROKER_BROKER_H */

@@ -1,0 +1,547 @@
+/*
+ * cmd.c - the command thread: owns the ROUTER command endpoint, decodes every
+ * request, answers the ones it can (hello, ping, errors), hands the rest to
+ * the writer (publish, claim, heads) or to a replay reader (replay, credit,
+ * cancel) and forwards their answers to the clients.
+ *
+ * Invariants:
+ *  1. Every request gets an answer or a typed `error` echoing its cid (when
+ *     it could be read): undecodable headers, wrong frame counts, a full
+ *     queue, unsupported ops and requests during shutdown alike.
+ *  2. Sends on the ROUTER never block (ZMQ_SNDTIMEO 0, ROUTER_MANDATORY): a
+ *     reply to a slow or vanished client is dropped and logged at debug.
+ *  3. Events in flight (publish events plus writer jobs) never exceed
+ *     cfg->queue: only this thread adds to ab_broker_t.in_flight, and it
+ *     checks the bound before adding; the writer subtracts when it answers.
+ *  4. A replay's credit and cancel reach the reader that owns it: the reader
+ *     is chosen by a hash of (identity, cid), the session's key.
+ *  5. Envelope frames are moved into the publish job, never copied.
+ */
+#include "internal.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define FORWARD_BURST 256
+
+typedef struct cmd {
+    ab_broker_t *b;
+    void *router;
+    void *wsock;
+    void **rsocks;
+    uint32_t nreaders;
+    ab_doc_t *doc;
+    bool stopping;
+    bool writer_done;
+    uint32_t readers_done;
+} cmd_t;
+
+static void reply_error(cmd_t *c, zmq_msg_t *id, uint32_t v, uint64_t cid, const ab_error_t *e)
+{
+    if (ab_reply_error(c->router, id, v, cid, e) != 0)
+        ab_log(AB_LOG_DEBUG, "dropped an error reply (cid %llu): %s", (unsigned long long)cid,
+               zmq_strerror(zmq_errno()));
+}
+
+static void reply_code(cmd_t *c, zmq_msg_t *id, uint32_t v, uint64_t cid, ab_status_t code,
+                       const char *field, const char *msg)
+{
+    ab_error_t e = AB_ERROR_INIT;
+    ab_error_set(&e, code, field, "%s", msg);
+    reply_error(c, id, v, cid, &e);
+}
+
+static void reply(cmd_t *c, zmq_msg_t *id, const ab_msg_t *m)
+{
+    if (ab_reply_msg(c->router, id, m) != 0)
+        ab_log(AB_LOG_DEBUG, "dropped a %s reply (cid %llu): %s", ab_op_name(m->op),
+               (unsigned long long)m->cid, zmq_strerror(zmq_errno()));
+}
+
+/* Receive and drop the remaining parts of a message; @return how many. */
+static size_t discard_rest(void *sock, bool more)
+{
+    size_t n = 0;
+    while (more) {
+        zmq_msg_t f;
+        zmq_msg_init(&f);
+        if (zmq_msg_recv(&f, sock, 0) < 0) {
+            zmq_msg_close(&f);
+            break;
+        }
+        more = zmq_msg_more(&f);
+        zmq_msg_close(&f);
+        n++;
+    }
+    return n;
+}
+
+static ab_job_t *job_new(ab_job_kind_t kind, zmq_msg_t *id, const ab_msg_t *m)
+{
+    ab_job_t *job = calloc(1, sizeof(*job));
+    if (job == NULL)
+        return NULL;
+    job->kind = kind;
+    zmq_msg_init(&job->identity);
+    if (id != NULL)
+        zmq_msg_copy(&job->identity, id);
+    job->v = m != NULL ? m->v : 0;
+    job->cid = m != NULL ? m->cid : 0;
+    return job;
+}
+
+static void welcome(cmd_t *c, zmq_msg_t *id, const ab_msg_t *m)
+{
+    size_t nours = 0;
+    const uint32_t *ours = ab_versions_supported(&nours);
+    uint32_t chosen = 0;
+    ab_error_t e = AB_ERROR_INIT;
+    if (ab_version_negotiate(ours, nours, m->u.hello.versions, m->u.hello.nversions, &chosen, &e) !=
+        AB_OK) {
+        if (e.code != AB_INCOMPATIBLE_VERSION)
+            e.code = AB_INVALID_ENVELOPE;
+        if (e.field[0] == '\0')
+            snprintf(e.field, sizeof(e.field), "versions");
+        reply_error(c, id, 0, m->cid, &e);
+        return;
+    }
+    static const ab_cap_t caps[] = {
+        {AB_CAP_PUBLISH, sizeof(AB_CAP_PUBLISH) - 1, AB_CAP_AVAILABLE},
+        {AB_CAP_REPLAY, sizeof(AB_CAP_REPLAY) - 1, AB_CAP_AVAILABLE},
+        {AB_CAP_HEADS, sizeof(AB_CAP_HEADS) - 1, AB_CAP_AVAILABLE},
+        {AB_CAP_HEARTBEAT, sizeof(AB_CAP_HEARTBEAT) - 1, AB_CAP_AVAILABLE},
+        {AB_CAP_DURABLE_SNAPSHOTS, sizeof(AB_CAP_DURABLE_SNAPSHOTS) - 1, AB_CAP_UNSUPPORTED},
+    };
+    ab_msg_t w = {.op = AB_OP_WELCOME, .v = chosen, .cid = m->cid};
+    w.u.welcome.instance = (ab_str_t){c->b->instance, strlen(c->b->instance)};
+    w.u.welcome.event_endpoint = (ab_str_t){c->b->events_ep, strlen(c->b->events_ep)};
+    w.u.welcome.limits = c->b->cfg->limits;
+    w.u.welcome.caps = caps;
+    w.u.welcome.ncaps = sizeof(caps) / sizeof(caps[0]);
+    reply(c, id, &w);
+}
+
+static void pong(cmd_t *c, zmq_msg_t *id, const ab_msg_t *m)
+{
+    ab_msg_t p = {.op = AB_OP_PONG, .v = m->v, .cid = m->cid};
+    p.u.pong.instance = (ab_str_t){c->b->instance, strlen(c->b->instance)};
+    p.u.pong.head_pos = atomic_load(&c->b->head_pos);
+    reply(c, id, &p);
+}
+
+/* Reserve @p weight in the ingest queue; false (and `overloaded` sent) when full. */
+static bool queue_reserve(cmd_t *c, zmq_msg_t *id, const ab_msg_t *m, int64_t weight)
+{
+    int64_t now = atomic_load(&c->b->in_flight);
+    if (now + weight > (int64_t)c->b->cfg->queue) {
+        ab_error_t e = AB_ERROR_INIT;
+        ab_error_set(&e, AB_OVERLOADED, "",
+                     "ingest queue is full (%lld of %u events in flight); retry later",
+                     (long long)now, c->b->cfg->queue);
+        ab_error_detail_int(&e, "limit", c->b->cfg->queue);
+        reply_error(c, id, m->v, m->cid, &e);
+        return false;
+    }
+    atomic_fetch_add(&c->b->in_flight, weight);
+    return true;
+}
+
+/* Hand @p job to the writer (queue already reserved); frees it on failure. */
+static void to_writer(cmd_t *c, zmq_msg_t *id, ab_job_t *job)
+{
+    if (ab_job_send(c->wsock, job) == 0)
+        return;
+    atomic_fetch_sub(&c->b->in_flight, job->weight);
+    reply_code(c, id, job->v, job->cid, AB_INTERNAL, "", "cannot reach the writer thread");
+    ab_job_free(job);
+}
+
+/* Copy @p n strings into one block owned by @p job; dst[i] point into it. */
+static bool copy_strings(ab_job_t *job, const ab_str_t *src, ab_str_t **dst, size_t n)
+{
+    size_t total = 1;
+    for (size_t i = 0; i < n; i++)
+        total += src[i].len + 1;
+    job->strings = malloc(total);
+    if (job->strings == NULL)
+        return false;
+    size_t off = 0;
+    for (size_t i = 0; i < n; i++) {
+        memcpy(job->strings + off, src[i].ptr, src[i].len);
+        job->strings[off + src[i].len] = '\0';
+        *dst[i] = (ab_str_t){job->strings + off, src[i].len};
+        off += src[i].len + 1;
+    }
+    return true;
+}
+
+static void claim_or_heads(cmd_t *c, zmq_msg_t *id, const ab_msg_t *m)
+{
+    ab_job_t *job = job_new(m->op == AB_OP_CLAIM ? AB_JOB_CLAIM : AB_JOB_HEADS, id, m);
+    bool ok = job != NULL;
+    if (ok && m->op == AB_OP_CLAIM) {
+        ab_str_t src[2] = {m->u.claim.thread, m->u.claim.run};
+        ab_str_t *dst[2] = {&job->thread, &job->run};
+        ok = copy_strings(job, src, dst, 2);
+    } else if (ok && m->u.heads.thread.ptr != NULL) {
+        ab_str_t *dst[1] = {&job->thread};
+        ok = copy_strings(job, &m->u.heads.thread, dst, 1);
+    } else if (ok) {
+        size_t n = m->u.heads.nruns;
+        job->refs = calloc(n, sizeof(*job->refs));
+        ab_str_t *src = calloc(2 * n, sizeof(*src));
+        ab_str_t **dst = calloc(2 * n, sizeof(*dst));
+        ok = job->refs != NULL && src != NULL && dst != NULL;
+        for (size_t i = 0; ok && i < n; i++) {
+            src[2 * i] = m->u.heads.runs[i].thread;
+            src[2 * i + 1] = m->u.heads.runs[i].run;
+            dst[2 * i] = &job->refs[i].thread;
+            dst[2 * i + 1] = &job->refs[i].run;
+        }
+        ok = ok && copy_strings(job, src, dst, 2 * n);
+        job->nrefs = n;
+        free(src);
+        free(dst);
+    }
+    if (!ok) {
+        ab_job_free(job);
+        reply_code(c, id, m->v, m->cid, AB_NOMEM, "", "out of memory");
+        return;
+    }
+    job->weight = 1;
+    if (!queue_reserve(c, id, m, job->weight)) {
+        ab_job_free(job);
+        return;
+    }
+    to_writer(c, id, job);
+}
+
+static uint32_t reader_for(cmd_t *c, zmq_msg_t *id, uint64_t cid)
+{
+    uint64_t h = 1469598103934665603ull;
+    const unsigned char *p = zmq_msg_data(id);
+    for (size_t i = 0; i < zmq_msg_size(id); i++)
+        h = (h ^ p[i]) * 1099511628211ull;
+    for (int i = 0; i < 8; i++)
+        h = (h ^ ((cid >> (8 * i)) & 0xff)) * 1099511628211ull;
+    return (uint32_t)(h % c->nreaders);
+}
+
+static bool copy_replay(ab_job_t *job, const ab_replay_t *r)
+{
+    job->replay = *r;
+    job->replay.cursors = NULL;
+    size_t n = r->ncursors;
+    ab_str_t *src = calloc(n + 2, sizeof(*src));
+    ab_str_t **dst = calloc(n + 2, sizeof(*dst));
+    job->cursors = calloc(n + 1, sizeof(*job->cursors));
+    bool ok = src != NULL && dst != NULL && job->cursors != NULL;
+    if (ok) {
+        src[0] = r->thread.ptr != NULL ? r->thread : (ab_str_t){"", 0};
+        src[1] = r->run.ptr != NULL ? r->run : (ab_str_t){"", 0};
+        dst[0] = &job->replay.thread;
+        dst[1] = &job->replay.run;
+        for (size_t i = 0; i < n; i++) {
+            job->cursors[i] = r->cursors[i];
+            src[i + 2] = r->cursors[i].run;
+            dst[i + 2] = &job->cursors[i].run;
+        }
+        ok = copy_strings(job, src, dst, n + 2);
+        job->replay.cursors = job->cursors;
+    }
+    free(src);
+    free(dst);
+    return ok;
+}
+
+static void to_reader(cmd_t *c, zmq_msg_t *id, const ab_msg_t *m)
+{
+    ab_job_kind_t kind = m->op == AB_OP_REPLAY   ? AB_JOB_REPLAY
+                         : m->op == AB_OP_CREDIT ? AB_JOB_CREDIT
+                                                 : AB_JOB_CANCEL;
+    ab_job_t *job = job_new(kind, id, m);
+    bool ok = job != NULL;
+    if (ok && kind == AB_JOB_REPLAY)
+        ok = copy_replay(job, &m->u.replay);
+    if (ok && kind == AB_JOB_CREDIT)
+        job->chunks = m->u.credit.chunks;
+    if (!ok) {
+        ab_job_free(job);
+        reply_code(c, id, m->v, m->cid, AB_NOMEM, "", "out of memory");
+        return;
+    }
+    if (ab_job_send(c->rsocks[reader_for(c, id, m->cid)], job) != 0) {
+        reply_code(c, id, m->v, m->cid, AB_INTERNAL, "", "cannot reach the replay reader");
+        ab_job_free(job);
+    }
+}
+
+/* Decode and validate envelope @p i of a publish job into its item. */
+static void decode_item(cmd_t *c, ab_job_t *job, uint32_t i)
+{
+    ab_seq_item_t *it = &job->items[i];
+    ab_error_t e = AB_ERROR_INIT;
+    const uint8_t *data = zmq_msg_data(&job->frames[i]);
+    size_t len = zmq_msg_size(&job->frames[i]);
+    it->bytes = data;
+    it->len = len;
+    if (ab_doc_new(&job->docs[i]) != AB_OK) {
+        ab_error_set(&e, AB_NOMEM, "", "out of memory");
+    } else if (ab_event_decode(job->docs[i], data, len, &c->b->cfg->limits, &job->evs[i], &e) ==
+               AB_OK) {
+        it->ev = &job->evs[i];
+        if (job->evs[i].v != job->v) {
+            ab_error_set(&e, AB_INCOMPATIBLE_VERSION, "v",
+                         "envelope v %u differs from the publish header's v %u", job->evs[i].v,
+                         job->v);
+            ab_error_detail_int(&e, "expected", job->v);
+        } else if (ab_agui_validate(job->evs[i].body, AB_AGUI_STRICT, NULL, NULL, &job->infos[i],
+                                    &e) == AB_OK) {
+            it->info = &job->infos[i];
+            return;
+        }
+        if (e.code == AB_INVALID_EVENT)
+            ab_error_prefix_field(&e, "event");
+    }
+    it->status = AB_RESULT_REJECTED;
+    it->err = e;
+    it->err.cid = job->cid;
+}
+
+/* Receive the envelope frames of a publish into @p job; false on a count mismatch. */
+static bool recv_frames(cmd_t *c, ab_job_t *job, bool more, uint32_t *got)
+{
+    uint32_t want = job->count;
+    size_t extra = 0;
+    job->count = 0;
+    while (more) {
+        zmq_msg_t *f = &job->frames[job->count];
+        zmq_msg_t spare;
+        if (job->count == want)
+            f = &spare;
+        zmq_msg_init(f);
+        if (zmq_msg_recv(f, c->router, 0) < 0) {
+            zmq_msg_close(f);
+            break;
+        }
+        more = zmq_msg_more(f);
+        if (f == &spare) {
+            zmq_msg_close(f);
+            extra++;
+        } else {
+            job->count++;
+        }
+    }
+    *got = job->count + (uint32_t)extra;
+    return job->count == want && extra == 0;
+}
+
+static void publish(cmd_t *c, zmq_msg_t *id, const ab_msg_t *m, bool more)
+{
+    uint32_t count = m->u.publish.count, got = 0;
+    ab_job_t *job = job_new(AB_JOB_PUBLISH, id, m);
+    if (job != NULL) {
+        job->frames = calloc(count, sizeof(*job->frames));
+        job->docs = calloc(count, sizeof(*job->docs));
+        job->evs = calloc(count, sizeof(*job->evs));
+        job->infos = calloc(count, sizeof(*job->infos));
+        job->items = calloc(count, sizeof(*job->items));
+    }
+    if (job == NULL || !job->frames || !job->docs || !job->evs || !job->infos || !job->items) {
+        discard_rest(c->router, more);
+        reply_code(c, id, m->v, m->cid, AB_NOMEM, "", "out of memory");
+        goto free_job;
+    }
+    job->count = count;
+    if (!recv_frames(c, job, more, &got)) {
+        ab_error_t e = AB_ERROR_INIT;
+        ab_error_set(&e, AB_INVALID_ENVELOPE, "count",
+                     "publish count is %u but %u envelope frames follow", count, got);
+        ab_error_detail_int(&e, "frames", got);
+        reply_error(c, id, m->v, m->cid, &e);
+        goto free_job;
+    }
+    job->weight = count;
+    if (!queue_reserve(c, id, m, job->weight))
+        goto free_job;
+    for (uint32_t i = 0; i < count; i++)
+        decode_item(c, job, i);
+    to_writer(c, id, job);
+    return;
+free_job:
+    ab_job_free(job);
+}
+
+static void dispatch(cmd_t *c, zmq_msg_t *id, const ab_msg_t *m)
+{
+    switch (m->op) {
+    case AB_OP_HELLO: welcome(c, id, m); return;
+    case AB_OP_PING: pong(c, id, m); return;
+    case AB_OP_CLAIM:
+    case AB_OP_HEADS: claim_or_heads(c, id, m); return;
+    case AB_OP_REPLAY:
+    case AB_OP_CREDIT:
+    case AB_OP_CANCEL: to_reader(c, id, m); return;
+    case AB_OP_SNAPSHOT:
+        reply_code(c, id, m->v, m->cid, AB_UNSUPPORTED, "op",
+                   "durableThreadSnapshots is unsupported by this broker");
+        return;
+    default: break;
+    }
+    ab_error_t e = AB_ERROR_INIT;
+    ab_error_set(&e, AB_UNSUPPORTED, "op", "'%s' is not a request the broker serves",
+                 ab_op_name(m->op));
+    reply_error(c, id, m->v, m->cid, &e);
+}
+
+/* One request from the ROUTER; @return false when none was waiting. */
+static bool on_request(cmd_t *c)
+{
+    zmq_msg_t id, hdr;
+    zmq_msg_init(&id);
+    zmq_msg_init(&hdr);
+    bool got = zmq_msg_recv(&id, c->router, ZMQ_DONTWAIT) >= 0;
+    if (!got)
+        goto close_msgs;
+    if (!zmq_msg_more(&id) || zmq_msg_recv(&hdr, c->router, 0) < 0) {
+        reply_code(c, &id, 0, 0, AB_INVALID_ENVELOPE, "", "message has no header frame");
+        goto close_msgs;
+    }
+    bool more = zmq_msg_more(&hdr);
+    ab_msg_t m;
+    ab_error_t e = AB_ERROR_INIT;
+    if (ab_msg_decode(c->doc, zmq_msg_data(&hdr), zmq_msg_size(&hdr), &c->b->cfg->limits, &m, &e) !=
+        AB_OK) {
+        discard_rest(c->router, more);
+        reply_error(c, &id, 0, e.cid, &e);
+    } else if (c->stopping) {
+        discard_rest(c->router, more);
+        reply_code(c, &id, m.v, m.cid, AB_UNAVAILABLE, "", "broker is shutting down");
+    } else if (m.op == AB_OP_PUBLISH) {
+        publish(c, &id, &m, more);
+    } else if (discard_rest(c->router, more) > 0) {
+        reply_code(c, &id, m.v, m.cid, AB_INVALID_ENVELOPE, "count",
+                   "this request takes no frames after the header");
+    } else {
+        dispatch(c, &id, &m);
+    }
+close_msgs:
+    zmq_msg_close(&id);
+    zmq_msg_close(&hdr);
+    return got;
+}
+
+/* Forward one worker message to the ROUTER. @return 0 none, 1 forwarded, 2 "stopped". */
+static int forward(cmd_t *c, void *from)
+{
+    bool more = true, ok = true;
+    for (int n = 0; more; n++) {
+        zmq_msg_t part;
+        zmq_msg_init(&part);
+        if (zmq_msg_recv(&part, from, n == 0 ? ZMQ_DONTWAIT : 0) < 0) {
+            zmq_msg_close(&part);
+            return 0;
+        }
+        more = zmq_msg_more(&part);
+        if (n == 0 && !more) {
+            zmq_msg_close(&part);
+            return 2;
+        }
+        if (ok && zmq_msg_send(&part, c->router, more ? ZMQ_SNDMORE : 0) < 0) {
+            ok = false;
+            ab_log(AB_LOG_DEBUG, "dropped a reply: %s", zmq_strerror(zmq_errno()));
+        }
+        zmq_msg_close(&part);
+    }
+    return 1;
+}
+
+static void drain_worker(cmd_t *c, void *sock, bool is_writer)
+{
+    for (int i = 0; i < FORWARD_BURST; i++) {
+        int r = forward(c, sock);
+        if (r == 0)
+            return;
+        if (r == 2 && is_writer)
+            c->writer_done = true;
+        else if (r == 2)
+            c->readers_done++;
+    }
+}
+
+static void begin_stop(cmd_t *c)
+{
+    c->stopping = true;
+    ab_log(AB_LOG_INFO, "shutting down: finishing queued requests");
+    ab_job_t *stop = job_new(AB_JOB_STOP, NULL, NULL);
+    if (stop == NULL || ab_job_send(c->wsock, stop) != 0) {
+        ab_job_free(stop);
+        c->writer_done = true;
+    }
+    for (uint32_t i = 0; i < c->nreaders; i++) {
+        stop = job_new(AB_JOB_STOP, NULL, NULL);
+        if (stop == NULL || ab_job_send(c->rsocks[i], stop) != 0) {
+            ab_job_free(stop);
+            c->readers_done++;
+        }
+    }
+}
+
+static bool on_signal(cmd_t *c, int sigfd)
+{
+    char buf[16];
+    ssize_t n = read(sigfd, buf, sizeof(buf));
+    (void)n;
+    if (c->stopping) {
+        ab_log(AB_LOG_WARN, "second signal: stopping without waiting");
+        return false;
+    }
+    begin_stop(c);
+    return true;
+}
+
+int ab_cmd_loop(ab_broker_t *b, void *router, void *wsock, void **rsocks, int sigfd)
+{
+    cmd_t c = {.b = b, .router = router, .wsock = wsock, .rsocks = rsocks};
+    c.nreaders = b->cfg->readers;
+    size_t n = 3 + c.nreaders;
+    zmq_pollitem_t *items = calloc(n, sizeof(*items));
+    if (items == NULL || ab_doc_new(&c.doc) != AB_OK) {
+        free(items);
+        begin_stop(&c);
+        return 1;
+    }
+    items[0] = (zmq_pollitem_t){.fd = sigfd, .events = ZMQ_POLLIN};
+    items[1] = (zmq_pollitem_t){.socket = router, .events = ZMQ_POLLIN};
+    items[2] = (zmq_pollitem_t){.socket = wsock, .events = ZMQ_POLLIN};
+    for (uint32_t i = 0; i < c.nreaders; i++)
+        items[3 + i] = (zmq_pollitem_t){.socket = rsocks[i], .events = ZMQ_POLLIN};
+    int rc = 0;
+    while (!(c.stopping && c.writer_done && c.readers_done >= c.nreaders)) {
+        if (zmq_poll(items, (int)n, -1) < 0) {
+            if (zmq_errno() == EINTR)
+                continue;
+            ab_log(AB_LOG_ERROR, "poll failed: %s", zmq_strerror(zmq_errno()));
+            rc = 1;
+            break;
+        }
+        if ((items[0].revents & ZMQ_POLLIN) && !on_signal(&c, sigfd))
+            break;
+        for (int i = 0; (items[1].revents & ZMQ_POLLIN) && i < FORWARD_BURST; i++)
+            if (!on_request(&c))
+                break;
+        if (items[2].revents & ZMQ_POLLIN)
+            drain_worker(&c, wsock, true);
+        for (uint32_t i = 0; i < c.nreaders; i++)
+            if (items[3 + i].revents & ZMQ_POLLIN)
+                drain_worker(&c, rsocks[i], false);
+    }
+    if (!c.stopping)
+        begin_stop(&c);
+    free(items);
+    ab_doc_destroy(&c.doc);
+    return rc;
+}

@@ -1,0 +1,313 @@
+/*
+ * config.c - the settings of `agentbus broker`: defaults, the config file
+ * (`key = value` lines) and the command-line flags.
+ *
+ * Invariants:
+ *  1. Precedence is defaults < config file < flags, whatever the position of
+ *     --config among the flags.
+ *  2. Every key of the file is a flag name without its dashes, and both go
+ *     through ab_broker_config_set(), so they accept exactly the same values.
+ *  3. Any unknown key, bad value or unreadable file is AB_INVALID_CONFIG whose
+ *     field names the key and whose message names it (with FILE:LINE for the
+ *     file); the caller's config is written only on success.
+ */
+#include "broker.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define LINE_BYTES 8192
+
+void ab_broker_config_defaults(ab_broker_config_t *cfg)
+{
+    memset(cfg, 0, sizeof(*cfg));
+    snprintf(cfg->data_dir, sizeof(cfg->data_dir), "%s", AB_BROKER_DEFAULT_DATA);
+    snprintf(cfg->cmd_endpoint, sizeof(cfg->cmd_endpoint), "%s", AB_BROKER_DEFAULT_CMD);
+    snprintf(cfg->events_endpoint, sizeof(cfg->events_endpoint), "%s", AB_BROKER_DEFAULT_EVENTS);
+    snprintf(cfg->plugin, sizeof(cfg->plugin), "%s", AB_BROKER_DEFAULT_PLUGIN);
+    cfg->durability = AB_DURABILITY_FSYNC;
+    cfg->readers = AB_BROKER_DEFAULT_READERS;
+    cfg->queue = AB_BROKER_DEFAULT_QUEUE;
+    cfg->group_max = AB_BROKER_DEFAULT_GROUP_MAX;
+    cfg->hwm = AB_BROKER_DEFAULT_HWM;
+    cfg->limits = ab_limits_default();
+    cfg->log_level = AB_LOG_INFO;
+}
+
+void ab_broker_usage(FILE *out)
+{
+    ab_limits_t d = ab_limits_default();
+    fprintf(out,
+            "usage: agentbus broker [options]\n\n"
+            "Run the agentbus broker: a ROUTER command endpoint, an XPUB event endpoint and\n"
+            "a persistence plugin (SQLite by default) in a data directory.\n\n"
+            "options (each is also a `key = value` line of --config, key without dashes):\n"
+            "  --config FILE           read settings from FILE first (flags override it)\n"
+            "  --data DIR              data directory (default %s)\n"
+            "  --cmd ENDPOINT          command endpoint, ROUTER (default %s)\n"
+            "  --events ENDPOINT       event endpoint, XPUB (default %s)\n"
+            "                          a port of * binds any free port; the ready line\n"
+            "                          and `welcome` name the real one\n"
+            "  --durability MODE       fsync (survives power loss) or process (survives a\n"
+            "                          broker crash) (default fsync)\n"
+            "  --plugin NAME|PATH      persistence plugin: sqlite or a shared object path\n"
+            "                          (default %s)\n"
+            "  --readers N             replay reader threads, 1..%d (default %d)\n"
+            "  --queue N               events in flight in the ingest queue (default %d)\n"
+            "  --group-max N           most events per group commit (default %d)\n"
+            "  --max-batch N           most events per publish (default %u)\n"
+            "  --max-event-bytes N     largest event envelope in bytes (default %u)\n"
+            "  --hwm N                 event endpoint send high-water mark, messages per\n"
+            "                          subscriber (default %d)\n"
+            "  --log-level LEVEL       error, warn, info or debug (default info)\n"
+            "  --help                  show this help\n\n"
+            "At start the broker prints one line to stdout:\n"
+            "  agentbus broker ready cmd=<endpoint> events=<endpoint> data=<dir> instance=<id>\n"
+            "SIGINT/SIGTERM stop it after acknowledging every queued request (exit 0).\n"
+            "Exit status: 0 clean stop, 1 failed to start or failed, 2 usage error.\n",
+            AB_BROKER_DEFAULT_DATA, AB_BROKER_DEFAULT_CMD, AB_BROKER_DEFAULT_EVENTS,
+            AB_BROKER_DEFAULT_PLUGIN, AB_BROKER_MAX_READERS, AB_BROKER_DEFAULT_READERS,
+            AB_BROKER_DEFAULT_QUEUE, AB_BROKER_DEFAULT_GROUP_MAX, d.max_batch, d.max_event_bytes,
+            AB_BROKER_DEFAULT_HWM);
+}
+
+static ab_status_t parse_u32(const char *key, const char *value, uint64_t lo, uint64_t hi,
+                             uint32_t *out, ab_error_t *err)
+{
+    char *end = NULL;
+    errno = 0;
+    if (!isdigit((unsigned char)value[0]))
+        goto bad;
+    unsigned long long v = strtoull(value, &end, 10);
+    if (errno != 0 || *end != '\0' || v < lo || v > hi)
+        goto bad;
+    *out = (uint32_t)v;
+    return AB_OK;
+bad:
+    return ab_error_set(err, AB_INVALID_CONFIG, key, "%s: '%s' is not an integer in %llu..%llu",
+                        key, value, (unsigned long long)lo, (unsigned long long)hi);
+}
+
+static ab_status_t set_str(char *dst, size_t size, const char *key, const char *value,
+                           ab_error_t *err)
+{
+    size_t n = strlen(value);
+    if (n == 0 || n >= size)
+        return ab_error_set(err, AB_INVALID_CONFIG, key, "%s: value must be 1..%zu bytes", key,
+                            size - 1);
+    memcpy(dst, value, n + 1);
+    return AB_OK;
+}
+
+static ab_status_t set_endpoint(char *dst, const char *key, const char *value, ab_error_t *err)
+{
+    if (strstr(value, "://") == NULL)
+        return ab_error_set(err, AB_INVALID_CONFIG, key,
+                            "%s: '%s' is not a ZeroMQ endpoint (e.g. tcp://127.0.0.1:7710)", key,
+                            value);
+    return set_str(dst, AB_BROKER_ENDPOINT_MAX, key, value, err);
+}
+
+static ab_status_t set_enum(ab_broker_config_t *cfg, const char *key, const char *value,
+                            ab_error_t *err)
+{
+    if (strcmp(key, "durability") == 0) {
+        if (strcmp(value, "fsync") == 0)
+            cfg->durability = AB_DURABILITY_FSYNC;
+        else if (strcmp(value, "process") == 0)
+            cfg->durability = AB_DURABILITY_PROCESS;
+        else
+            return ab_error_set(err, AB_INVALID_CONFIG, key,
+                                "durability: '%s' is not fsync or process", value);
+        return AB_OK;
+    }
+    if (ab_log_level_from(value, &cfg->log_level) != AB_OK)
+        return ab_error_set(err, AB_INVALID_CONFIG, key,
+                            "log-level: '%s' is not error, warn, info or debug", value);
+    return AB_OK;
+}
+
+ab_status_t ab_broker_config_set(ab_broker_config_t *cfg, const char *key, const char *value,
+                                 ab_error_t *err)
+{
+    const uint64_t u32max = UINT32_MAX, i31max = INT32_MAX;
+    if (strcmp(key, "data") == 0)
+        return set_str(cfg->data_dir, sizeof(cfg->data_dir), key, value, err);
+    if (strcmp(key, "cmd") == 0)
+        return set_endpoint(cfg->cmd_endpoint, key, value, err);
+    if (strcmp(key, "events") == 0)
+        return set_endpoint(cfg->events_endpoint, key, value, err);
+    if (strcmp(key, "plugin") == 0)
+        return set_str(cfg->plugin, sizeof(cfg->plugin), key, value, err);
+    if (strcmp(key, "durability") == 0 || strcmp(key, "log-level") == 0)
+        return set_enum(cfg, key, value, err);
+    if (strcmp(key, "readers") == 0)
+        return parse_u32(key, value, 1, AB_BROKER_MAX_READERS, &cfg->readers, err);
+    if (strcmp(key, "queue") == 0)
+        return parse_u32(key, value, 1, i31max, &cfg->queue, err);
+    if (strcmp(key, "group-max") == 0)
+        return parse_u32(key, value, 1, 1u << 20, &cfg->group_max, err);
+    if (strcmp(key, "max-batch") == 0)
+        return parse_u32(key, value, 1, 65536, &cfg->limits.max_batch, err);
+    if (strcmp(key, "max-event-bytes") == 0)
+        return parse_u32(key, value, 64, 1u << 30, &cfg->limits.max_event_bytes, err);
+    if (strcmp(key, "hwm") == 0)
+        return parse_u32(key, value, 1, i31max, &cfg->hwm, err);
+    (void)u32max;
+    return ab_error_set(err, AB_INVALID_CONFIG, key, "unknown setting '%s'", key);
+}
+
+static char *trim(char *s)
+{
+    while (isspace((unsigned char)*s))
+        s++;
+    size_t n = strlen(s);
+    while (n > 0 && isspace((unsigned char)s[n - 1]))
+        s[--n] = '\0';
+    return s;
+}
+
+/* One line of a config file; @p line is modified. */
+static ab_status_t load_line(ab_broker_config_t *cfg, const char *path, unsigned lineno, char *line,
+                             ab_error_t *err)
+{
+    char *hash = strchr(line, '#');
+    if (hash != NULL)
+        *hash = '\0';
+    char *s = trim(line);
+    if (*s == '\0')
+        return AB_OK;
+    char *eq = strchr(s, '=');
+    if (eq == NULL)
+        return ab_error_set(err, AB_INVALID_CONFIG, "", "%s:%u: expected 'key = value', got '%s'",
+                            path, lineno, s);
+    *eq = '\0';
+    char *key = trim(s), *value = trim(eq + 1);
+    ab_error_t e = AB_ERROR_INIT;
+    if (*key == '\0')
+        return ab_error_set(err, AB_INVALID_CONFIG, "", "%s:%u: missing key before '='", path,
+                            lineno);
+    if (strcmp(key, "config") == 0)
+        ab_error_set(&e, AB_INVALID_CONFIG, key, "'config' cannot be set in a config file");
+    else if (ab_broker_config_set(cfg, key, value, &e) == AB_OK)
+        return AB_OK;
+    return ab_error_set(err, AB_INVALID_CONFIG, e.field, "%s:%u: %s", path, lineno, e.message);
+}
+
+ab_status_t ab_broker_config_load(ab_broker_config_t *cfg, const char *path, ab_error_t *err)
+{
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return ab_error_set(err, AB_INVALID_CONFIG, "config", "cannot open config file %s: %s",
+                            path, strerror(errno));
+    ab_broker_config_t tmp = *cfg;
+    char line[LINE_BYTES];
+    unsigned lineno = 0;
+    ab_status_t st = AB_OK;
+    while (st == AB_OK && fgets(line, sizeof(line), f) != NULL) {
+        lineno++;
+        size_t n = strlen(line);
+        if (n == sizeof(line) - 1 && line[n - 1] != '\n') {
+            st = ab_error_set(err, AB_INVALID_CONFIG, "", "%s:%u: line longer than %d bytes", path,
+                              lineno, LINE_BYTES - 2);
+            break;
+        }
+        st = load_line(&tmp, path, lineno, line, err);
+    }
+    if (st == AB_OK && ferror(f))
+        st = ab_error_set(err, AB_INVALID_CONFIG, "config", "cannot read config file %s", path);
+    fclose(f);
+    if (st == AB_OK)
+        *cfg = tmp;
+    return st;
+}
+
+/* Split argv[*i] into flag name and value ("--x=v" or "--x v"); advances *i. */
+static ab_status_t next_flag(int argc, char **argv, int *i, const char **name, const char **value,
+                             char *namebuf, size_t size, ab_error_t *err)
+{
+    const char *a = argv[*i];
+    if (strncmp(a, "--", 2) != 0 || a[2] == '\0')
+        return ab_error_set(err, AB_INVALID_CONFIG, "", "unexpected argument '%s'", a);
+    a += 2;
+    const char *eq = strchr(a, '=');
+    size_t n = eq != NULL ? (size_t)(eq - a) : strlen(a);
+    if (n >= size)
+        return ab_error_set(err, AB_INVALID_CONFIG, "", "unknown option '%s'", argv[*i]);
+    memcpy(namebuf, a, n);
+    namebuf[n] = '\0';
+    *name = namebuf;
+    if (strcmp(namebuf, "help") == 0) {
+        *value = NULL;
+        return AB_OK;
+    }
+    if (eq != NULL) {
+        *value = eq + 1;
+    } else if (*i + 1 < argc) {
+        *value = argv[++*i];
+    } else {
+        return ab_error_set(err, AB_INVALID_CONFIG, namebuf, "option --%s needs a value", namebuf);
+    }
+    return AB_OK;
+}
+
+static ab_status_t check_config(const ab_broker_config_t *cfg, ab_error_t *err)
+{
+    if (cfg->queue < cfg->limits.max_batch)
+        return ab_error_set(err, AB_INVALID_CONFIG, "queue",
+                            "queue (%u) must be at least max-batch (%u)", cfg->queue,
+                            cfg->limits.max_batch);
+    return AB_OK;
+}
+
+/* Pass over the flags: with @p config_only only --config is applied, else all but it. */
+static ab_status_t apply_flags(ab_broker_config_t *cfg, int argc, char **argv, bool config_only,
+                               ab_error_t *err)
+{
+    char namebuf[64];
+    for (int i = 1; i < argc; i++) {
+        const char *name = NULL, *value = NULL;
+        ab_status_t st = next_flag(argc, argv, &i, &name, &value, namebuf, sizeof(namebuf), err);
+        if (st != AB_OK)
+            return st;
+        bool is_config = strcmp(name, "config") == 0;
+        if (strcmp(name, "help") == 0) {
+            cfg->help = true;
+            continue;
+        }
+        if (config_only != is_config)
+            continue;
+        ab_error_t e = AB_ERROR_INIT;
+        st = is_config ? ab_broker_config_load(cfg, value, &e)
+                       : ab_broker_config_set(cfg, name, value, &e);
+        if (st != AB_OK) {
+            if (!is_config && strncmp(e.message, "unknown setting", 15) == 0)
+                return ab_error_set(err, AB_INVALID_CONFIG, name, "unknown option '--%s'", name);
+            *err = e;
+            return st;
+        }
+    }
+    return AB_OK;
+}
+
+ab_status_t ab_broker_config_parse(ab_broker_config_t *cfg, int argc, char **argv, ab_error_t *err)
+{
+    ab_broker_config_t tmp;
+    ab_error_t e = AB_ERROR_INIT;
+    ab_broker_config_defaults(&tmp);
+    ab_status_t st = apply_flags(&tmp, argc, argv, true, &e);
+    if (st == AB_OK)
+        st = apply_flags(&tmp, argc, argv, false, &e);
+    if (st == AB_OK && !tmp.help)
+        st = check_config(&tmp, &e);
+    if (st != AB_OK) {
+        if (err != NULL)
+            *err = e;
+        return st;
+    }
+    *cfg = tmp;
+    return AB_OK;
+}

@@ -1,0 +1,150 @@
+/*
+ * internal.h - what the broker's threads share (broker/ only).
+ *
+ * The command thread (cmd.c, the process's main thread after start-up) owns
+ * the ROUTER. It hands work to the writer thread (writer.c) and to the replay
+ * reader threads (replay.c) as pointers to heap jobs sent over inproc PAIR
+ * sockets; ownership of a job moves with the message. Workers answer with
+ * multipart messages [identity][header][frames...] on the same PAIR, which
+ * the command thread forwards to the ROUTER as they are. A one-frame message
+ * from a worker means "stopped" (after a stop job).
+ */
+#ifndef AB_BROKER_INTERNAL_H
+#define AB_BROKER_INTERNAL_H
+
+#include "agentbus/codec.h"
+#include "agentbus/plugin.h"
+#include "broker.h"
+#include "sequencer.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <zmq.h>
+
+/** State shared by every thread; set up before the threads start. */
+typedef struct ab_broker {
+    const ab_broker_config_t *cfg;
+    void *zctx;
+    const ab_plugin_t *plugin;
+    ab_plugin_db_t *wdb;                    /**< writer handle (writer thread) */
+    ab_plugin_db_t **rdbs;                  /**< one read-only handle per reader */
+    char instance[17];                      /**< 16 hex chars */
+    char cmd_ep[AB_BROKER_ENDPOINT_MAX];    /**< as bound */
+    char events_ep[AB_BROKER_ENDPOINT_MAX]; /**< as bound */
+    void *xpub;                             /**< bound by start-up, used by the writer only */
+    _Atomic uint64_t head_pos;              /**< latest commit position */
+    _Atomic int64_t in_flight; /**< events + writer jobs queued, bounded by cfg->queue */
+} ab_broker_t;
+
+typedef enum ab_job_kind {
+    AB_JOB_PUBLISH = 1,
+    AB_JOB_CLAIM,
+    AB_JOB_HEADS,
+    AB_JOB_REPLAY,
+    AB_JOB_CREDIT,
+    AB_JOB_CANCEL,
+    AB_JOB_STOP,
+} ab_job_kind_t;
+
+/** One request handed from the command thread to a worker. */
+typedef struct ab_job {
+    ab_job_kind_t kind;
+    zmq_msg_t identity; /**< the client's ROUTER identity (moved in) */
+    uint32_t v;
+    uint64_t cid;
+    int64_t weight; /**< what it adds to ab_broker_t.in_flight */
+    /* PUBLISH */
+    uint32_t count;
+    zmq_msg_t *frames; /**< count envelope frames, kept alive until answered */
+    ab_doc_t **docs;   /**< one arena per decoded envelope */
+    ab_event_t *evs;
+    ab_agui_info_t *infos;
+    ab_seq_item_t *items;
+    /* CLAIM, HEADS (RUN refs), REPLAY: copied strings */
+    ab_str_t thread;    /**< CLAIM, HEADS by thread: copy (ptr NULL = absent) */
+    ab_str_t run;       /**< CLAIM */
+    ab_run_ref_t *refs; /**< HEADS runs (strings point into strings) */
+    size_t nrefs;
+    ab_replay_t replay; /**< REPLAY; strings point into this job's copies */
+    ab_cursor_t *cursors;
+    char *strings;   /**< backing store of the copied strings */
+    uint32_t chunks; /**< CREDIT */
+} ab_job_t;
+
+/** Free a job and everything it owns (NULL-safe). */
+void ab_job_free(ab_job_t *job);
+
+/** Send a job pointer on @p sock (never blocks: inproc PAIRs have no HWM; fails when the peer is
+ * gone). @return 0 or -1 (job not sent, still owned). */
+int ab_job_send(void *sock, ab_job_t *job);
+
+/** Receive a job pointer sent with ab_job_send(). @return the job or NULL. */
+ab_job_t *ab_job_recv(void *sock, int flags);
+
+/**
+ * Send [identity copy][header][extra frames] to the command thread on
+ * @p sock. Extra frames are moved (closed on return either way).
+ * @return 0 or -1.
+ */
+int ab_reply_send(void *sock, zmq_msg_t *identity, const ab_buf_t *header, zmq_msg_t *extra,
+                  size_t nextra);
+
+/** Encode @p m and send it as a reply (see ab_reply_send). @return 0 or -1. */
+int ab_reply_msg(void *sock, zmq_msg_t *identity, const ab_msg_t *m);
+
+/** Send an `error` reply carrying @p e with cid @p cid and version @p v. */
+int ab_reply_error(void *sock, zmq_msg_t *identity, uint32_t v, uint64_t cid, const ab_error_t *e);
+
+/** Microseconds / milliseconds since the Unix epoch / a monotonic clock. */
+int64_t ab_now_us(void);
+int64_t ab_mono_ms(void);
+
+/** Create an inproc PAIR socket with unlimited HWM, bound or connected to @p ep. */
+void *ab_pair_socket(void *zctx, const char *ep, bool bind);
+
+/** A list of run heads copied out of the plugin. */
+typedef struct ab_headlist {
+    ab_plugin_head_t *v;
+    size_t n, cap;
+} ab_headlist_t;
+
+/** Append the head of one run (status UNKNOWN when never seen). */
+AB_NODISCARD ab_status_t ab_heads_add_run(const ab_plugin_t *p, ab_plugin_db_t *db,
+                                          ab_headlist_t *hl, ab_str_t thread, ab_str_t run,
+                                          ab_error_t *err);
+
+/** Append the heads of every run of @p thread. */
+AB_NODISCARD ab_status_t ab_heads_add_thread(const ab_plugin_t *p, ab_plugin_db_t *db,
+                                             ab_headlist_t *hl, ab_str_t thread, ab_error_t *err);
+
+/** Wire views of the heads (strings point into @p hl); NULL when empty or out of memory. */
+ab_head_t *ab_heads_view(const ab_headlist_t *hl);
+
+/** Free the list's memory. */
+void ab_headlist_free(ab_headlist_t *hl);
+
+/* Thread bodies. */
+typedef struct ab_writer_args {
+    ab_broker_t *b;
+    ab_seq_t *seq; /**< created at start-up, owned by the writer from then on */
+    void *sock;    /**< its end of the inproc PAIR, connected at start-up; the writer closes it */
+} ab_writer_args_t;
+
+typedef struct ab_reader_args {
+    ab_broker_t *b;
+    ab_plugin_db_t *db;
+    void *sock; /**< its end of the inproc PAIR, connected at start-up; the reader closes it */
+    uint32_t index;
+} ab_reader_args_t;
+
+void *ab_writer_main(void *arg);
+void *ab_reader_main(void *arg);
+
+/**
+ * Run the command loop on the main thread until a signal arrives on
+ * @p sigfd and every worker has stopped. However it returns, it has sent
+ * every worker its stop job (join them next). @return 0 or 1.
+ */
+int ab_cmd_loop(ab_broker_t *b, void *router, void *wsock, void **rsocks, int sigfd);
+
+#endif /* AB_BROKER_INTERNAL_H */

@@ -1,0 +1,67 @@
+/*
+ * log.c - the broker's log: one line per message on stderr,
+ * "<ISO 8601 UTC time> <level> <message>".
+ *
+ * Invariants:
+ *  1. Each message is formatted into one buffer and written with one
+ *     fputs(), so lines from different threads never interleave.
+ *  2. The level is an atomic read; changing it is safe at any time.
+ */
+#include "broker.h"
+
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+static _Atomic int log_level = AB_LOG_INFO;
+
+static const char *const level_names[] = {"error", "warn", "info", "debug"};
+
+ab_status_t ab_log_level_from(const char *s, ab_log_level_t *out)
+{
+    for (int i = 0; i <= AB_LOG_DEBUG; i++) {
+        if (strcmp(s, level_names[i]) == 0) {
+            *out = (ab_log_level_t)i;
+            return AB_OK;
+        }
+    }
+    return AB_INVALID_CONFIG;
+}
+
+void ab_log_set_level(ab_log_level_t level)
+{
+    atomic_store(&log_level, (int)level);
+}
+
+bool ab_log_enabled(ab_log_level_t level)
+{
+    return (int)level <= atomic_load(&log_level);
+}
+
+void ab_log(ab_log_level_t level, const char *fmt, ...)
+{
+    if (!ab_log_enabled(level))
+        return;
+    char line[1024];
+    struct timespec ts;
+    struct tm tm;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    gmtime_r(&ts.tv_sec, &tm);
+    size_t n = strftime(line, sizeof(line), "%Y-%m-%dT%H:%M:%S", &tm);
+    n += (size_t)snprintf(line + n, sizeof(line) - n, ".%03ldZ %s ", ts.tv_nsec / 1000000L,
+                          level_names[level]);
+    va_list ap;
+    va_start(ap, fmt);
+    int m = vsnprintf(line + n, sizeof(line) - n - 1, fmt, ap);
+    va_end(ap);
+    if (m < 0)
+        m = 0;
+    n += (size_t)m;
+    if (n > sizeof(line) - 2)
+        n = sizeof(line) - 2;
+    line[n] = '\n';
+    line[n + 1] = '\0';
+    fputs(line, stderr);
+}

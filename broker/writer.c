@@ -1,0 +1,323 @@
+/*
+ * writer.c - the writer thread: owns the sequencer, the plugin's writer
+ * handle and the XPUB event endpoint. Group commit, live fan-out, heartbeats
+ * and the answers to publish, claim and heads.
+ *
+ * Invariants:
+ *  1. Acked means durable, published means durable: a `published` reply and
+ *     a live event are sent only after append_batch() returned AB_OK for the
+ *     group holding the event; a failed group is aborted and every event it
+ *     staged is answered `rejected` with the store's (retryable) error.
+ *  2. Live events go out in commit-position order, as [topic][stamp][the
+ *     producer's frame]; the frame is shared with zmq_msg_copy (no byte copy).
+ *  3. A group holds whole publish jobs, in arrival order, up to group_max
+ *     events (at least one job); claim and heads run between groups, so their
+ *     order relative to publishes on the same connection is kept.
+ *  4. Every job is answered exactly once and its weight returned to the
+ *     ingest queue after its answer is handed to the command thread.
+ *  5. A heartbeat goes out about once a second, timed by zmq_poll timeouts.
+ *  6. After the stop job (sent last by the command thread) the writer has
+ *     answered everything queued before it; it then reports "stopped".
+ */
+#include "internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define HEARTBEAT_MS 1000
+
+typedef struct writer {
+    ab_broker_t *b;
+    void *sock;
+    void *xpub;
+    ab_seq_t *seq;
+    ab_job_t **group;
+    size_t ngroup, cap;
+    ab_job_t *held; /**< a non-publish job received while filling a group */
+    ab_buf_t buf;
+    int64_t next_hb;
+    bool stop;
+} writer_t;
+
+static void heartbeat(writer_t *w)
+{
+    ab_msg_t m = {.op = AB_OP_HEARTBEAT, .v = AB_PROTOCOL_VERSION};
+    ab_error_t e = AB_ERROR_INIT;
+    m.u.heartbeat.instance = (ab_str_t){w->b->instance, strlen(w->b->instance)};
+    m.u.heartbeat.head_pos = atomic_load(&w->b->head_pos);
+    m.u.heartbeat.time_us = ab_now_us();
+    ab_buf_reset(&w->buf);
+    if (ab_msg_encode(&m, &w->buf, &e) == AB_OK) {
+        zmq_send(w->xpub, AB_TOPIC_HEARTBEAT, AB_TOPIC_HEARTBEAT_LEN, ZMQ_SNDMORE | ZMQ_DONTWAIT);
+        zmq_send(w->xpub, w->buf.data, w->buf.len, ZMQ_DONTWAIT);
+    }
+    w->next_hb = ab_mono_ms() + HEARTBEAT_MS;
+}
+
+/* Send one answer to the command thread and release the job. */
+static void finish(writer_t *w, ab_job_t *job, const ab_msg_t *m, const ab_error_t *e)
+{
+    int rc = m != NULL ? ab_reply_msg(w->sock, &job->identity, m)
+                       : ab_reply_error(w->sock, &job->identity, job->v, job->cid, e);
+    if (rc != 0)
+        ab_log(AB_LOG_WARN, "writer: cannot hand a reply to the command thread");
+    atomic_fetch_sub(&w->b->in_flight, job->weight);
+    ab_job_free(job);
+}
+
+static void do_claim(writer_t *w, ab_job_t *job)
+{
+    ab_msg_t m = {.op = AB_OP_CLAIMED, .v = job->v, .cid = job->cid};
+    ab_error_t e = AB_ERROR_INIT;
+    ab_claimed_t *c = &m.u.claimed;
+    if (ab_seq_claim(w->seq, job->thread, job->run, &c->epoch, &c->last_seq, &c->status, &e) !=
+        AB_OK) {
+        finish(w, job, NULL, &e);
+        return;
+    }
+    c->thread = job->thread;
+    c->run = job->run;
+    finish(w, job, &m, NULL);
+}
+
+static void do_heads(writer_t *w, ab_job_t *job)
+{
+    ab_headlist_t hl = {0};
+    ab_error_t e = AB_ERROR_INIT;
+    ab_status_t st = AB_OK;
+    const ab_plugin_t *p = w->b->plugin;
+    if (job->thread.ptr != NULL)
+        st = ab_heads_add_thread(p, w->b->wdb, &hl, job->thread, &e);
+    for (size_t i = 0; st == AB_OK && i < job->nrefs; i++)
+        st = ab_heads_add_run(p, w->b->wdb, &hl, job->refs[i].thread, job->refs[i].run, &e);
+    ab_head_t *view = st == AB_OK ? ab_heads_view(&hl) : NULL;
+    if (st == AB_OK && hl.n > 0 && view == NULL)
+        st = ab_error_set(&e, AB_NOMEM, "", "out of memory");
+    if (st != AB_OK) {
+        finish(w, job, NULL, &e);
+    } else {
+        ab_msg_t m = {.op = AB_OP_HEADS_REPLY, .v = job->v, .cid = job->cid};
+        m.u.heads_reply.head_pos = atomic_load(&w->b->head_pos);
+        m.u.heads_reply.heads = view;
+        m.u.heads_reply.nheads = hl.n;
+        finish(w, job, &m, NULL);
+    }
+    free(view);
+    ab_headlist_free(&hl);
+}
+
+/* A job that is not a publish: claim, heads or stop. */
+static void do_single(writer_t *w, ab_job_t *job)
+{
+    switch (job->kind) {
+    case AB_JOB_CLAIM: do_claim(w, job); return;
+    case AB_JOB_HEADS: do_heads(w, job); return;
+    case AB_JOB_STOP:
+        w->stop = true;
+        ab_job_free(job);
+        return;
+    default: break;
+    }
+    ab_error_t e = AB_ERROR_INIT;
+    ab_error_set(&e, AB_INTERNAL, "", "writer got an unexpected job");
+    finish(w, job, NULL, &e);
+}
+
+/* Publish one committed event on the XPUB. */
+static void fan_out(writer_t *w, ab_job_t *job, uint32_t i, int64_t time_us)
+{
+    const ab_seq_item_t *it = &job->items[i];
+    ab_stamp_t stamp = {.pos = it->pos, .time_us = time_us};
+    ab_error_t e = AB_ERROR_INIT;
+    ab_buf_reset(&w->buf);
+    if (ab_topic_event(&w->buf, it->ev->thread, it->ev->run, &e) != AB_OK)
+        return;
+    size_t topic_len = w->buf.len;
+    if (ab_stamp_encode(&stamp, &w->buf, &e) != AB_OK)
+        return;
+    zmq_msg_t ev;
+    zmq_msg_init(&ev);
+    if (zmq_msg_copy(&ev, &job->frames[i]) != 0)
+        return;
+    zmq_send(w->xpub, w->buf.data, topic_len, ZMQ_SNDMORE | ZMQ_DONTWAIT);
+    zmq_send(w->xpub, w->buf.data + topic_len, w->buf.len - topic_len, ZMQ_SNDMORE | ZMQ_DONTWAIT);
+    if (zmq_msg_send(&ev, w->xpub, ZMQ_DONTWAIT) < 0)
+        zmq_msg_close(&ev);
+}
+
+/* Turn whatever was staged in a failed group into rejections. */
+static void fail_staged(writer_t *w, const ab_error_t *store_err)
+{
+    ab_error_t e = *store_err;
+    if (e.code == AB_OK)
+        ab_error_set(&e, AB_UNAVAILABLE, "", "the store failed to commit the group");
+    e.retryable = e.retryable || e.code == AB_UNAVAILABLE || e.code == AB_IO;
+    for (size_t j = 0; j < w->ngroup; j++) {
+        ab_job_t *job = w->group[j];
+        for (uint32_t i = 0; i < job->count; i++) {
+            ab_seq_item_t *it = &job->items[i];
+            if (it->status == AB_RESULT_ACCEPTED ||
+                (it->status == AB_RESULT_DUPLICATE && it->pos == 0)) {
+                it->status = AB_RESULT_REJECTED;
+                it->pos = 0;
+                it->err = e;
+            }
+        }
+    }
+}
+
+/* Answer one publish job with its results, in request order. */
+static void answer_publish(writer_t *w, ab_job_t *job)
+{
+    ab_result_t *res = calloc(job->count, sizeof(*res));
+    if (res == NULL) {
+        ab_error_t e = AB_ERROR_INIT;
+        ab_error_set(&e, AB_NOMEM, "", "out of memory building the published reply");
+        finish(w, job, NULL, &e);
+        return;
+    }
+    for (uint32_t i = 0; i < job->count; i++) {
+        ab_seq_item_t *it = &job->items[i];
+        bool has_pos = it->status == AB_RESULT_ACCEPTED || it->status == AB_RESULT_DUPLICATE;
+        if ((has_pos && it->pos == 0) || (!has_pos && it->status != AB_RESULT_REJECTED)) {
+            it->status = AB_RESULT_REJECTED;
+            ab_error_clear(&it->err);
+            ab_error_set(&it->err, AB_INTERNAL, "", "the sequencer left this event undecided");
+        }
+        if (it->status == AB_RESULT_REJECTED && it->err.code == AB_OK)
+            ab_error_set(&it->err, AB_INTERNAL, "", "rejected without a reason");
+        it->err.cid = job->cid;
+        res[i].seq = it->ev != NULL ? it->ev->seq : 0;
+        res[i].status = it->status;
+        res[i].pos = it->status == AB_RESULT_REJECTED ? 0 : it->pos;
+        res[i].error = it->status == AB_RESULT_REJECTED ? &it->err : NULL;
+    }
+    ab_msg_t m = {.op = AB_OP_PUBLISHED, .v = job->v, .cid = job->cid};
+    m.u.published.results = res;
+    m.u.published.nresults = job->count;
+    finish(w, job, &m, NULL);
+    free(res);
+}
+
+/* Stage, commit, fan out and answer the jobs of the current group. */
+static void commit_group(writer_t *w)
+{
+    for (size_t j = 0; j < w->ngroup; j++)
+        ab_seq_stage(w->seq, w->group[j]->items, w->group[j]->count);
+    size_t n = 0;
+    const ab_plugin_event_t *evs = ab_seq_pending(w->seq, &n);
+    int64_t now = ab_now_us();
+    if (n == 0) {
+        ab_seq_commit(w->seq, atomic_load(&w->b->head_pos) + 1);
+    } else {
+        uint64_t first = 0;
+        ab_error_t e = AB_ERROR_INIT;
+        if (w->b->plugin->append_batch(w->b->wdb, evs, n, now, &first, &e) == AB_OK) {
+            ab_seq_commit(w->seq, first);
+            atomic_store(&w->b->head_pos, first + n - 1);
+            for (size_t j = 0; j < w->ngroup; j++)
+                for (uint32_t i = 0; i < w->group[j]->count; i++)
+                    if (w->group[j]->items[i].status == AB_RESULT_ACCEPTED)
+                        fan_out(w, w->group[j], i, now);
+        } else {
+            char line[512];
+            ab_log(AB_LOG_WARN, "group commit of %zu events failed: %s", n,
+                   ab_error_format(&e, line, sizeof(line)));
+            ab_seq_abort(w->seq);
+            fail_staged(w, &e);
+        }
+    }
+    for (size_t j = 0; j < w->ngroup; j++)
+        answer_publish(w, w->group[j]);
+    w->ngroup = 0;
+}
+
+static bool group_add(writer_t *w, ab_job_t *job)
+{
+    if (w->ngroup == w->cap) {
+        size_t cap = w->cap ? w->cap * 2 : 64;
+        ab_job_t **g = realloc(w->group, cap * sizeof(*g));
+        if (g == NULL)
+            return false;
+        w->group = g;
+        w->cap = cap;
+    }
+    w->group[w->ngroup++] = job;
+    return true;
+}
+
+/* Fill a group starting with @p first: every publish job already queued, up to group_max. */
+static void fill_group(writer_t *w, ab_job_t *first)
+{
+    uint64_t events = first->count;
+    if (!group_add(w, first)) {
+        ab_error_t e = AB_ERROR_INIT;
+        ab_error_set(&e, AB_NOMEM, "", "out of memory");
+        finish(w, first, NULL, &e);
+        return;
+    }
+    while (events < w->b->cfg->group_max) {
+        ab_job_t *job = ab_job_recv(w->sock, ZMQ_DONTWAIT);
+        if (job == NULL)
+            break;
+        if (job->kind != AB_JOB_PUBLISH || !group_add(w, job)) {
+            w->held = job;
+            break;
+        }
+        events += job->count;
+    }
+    commit_group(w);
+}
+
+static void drain_xpub(writer_t *w)
+{
+    char sub[512];
+    while (zmq_recv(w->xpub, sub, sizeof(sub), ZMQ_DONTWAIT) >= 0)
+        ;
+}
+
+/* Wait for the next job (heartbeats while waiting). @return NULL on timeout. */
+static ab_job_t *wait_job(writer_t *w)
+{
+    if (w->held != NULL) {
+        ab_job_t *job = w->held;
+        w->held = NULL;
+        return job;
+    }
+    zmq_pollitem_t items[2] = {{.socket = w->sock, .events = ZMQ_POLLIN},
+                               {.socket = w->xpub, .events = ZMQ_POLLIN}};
+    int64_t wait = w->next_hb - ab_mono_ms();
+    if (wait < 0)
+        wait = 0;
+    if (zmq_poll(items, 2, (long)wait) < 0)
+        return NULL;
+    if (items[1].revents & ZMQ_POLLIN)
+        drain_xpub(w);
+    if (ab_mono_ms() >= w->next_hb)
+        heartbeat(w);
+    return (items[0].revents & ZMQ_POLLIN) ? ab_job_recv(w->sock, ZMQ_DONTWAIT) : NULL;
+}
+
+void *ab_writer_main(void *arg)
+{
+    ab_writer_args_t *a = arg;
+    writer_t w = {.b = a->b, .xpub = a->b->xpub, .seq = a->seq, .sock = a->sock};
+    w.next_hb = ab_mono_ms();
+    while (!w.stop) {
+        ab_job_t *job = wait_job(&w);
+        if (job == NULL)
+            continue;
+        if (job->kind == AB_JOB_PUBLISH)
+            fill_group(&w, job);
+        else
+            do_single(&w, job);
+        if (ab_mono_ms() >= w.next_hb)
+            heartbeat(&w);
+    }
+    zmq_send(w.sock, "", 0, 0); /* "stopped" */
+    zmq_close(w.sock);
+    free(w.group);
+    ab_buf_free(&w.buf);
+    ab_seq_destroy(&w.seq);
+    return NULL;
+}

@@ -1,0 +1,368 @@
+/*
+ * conn.c - one DEALER connection to the broker's command endpoint: hello /
+ * welcome, cid-matched requests and replies (see agentbus/client.h).
+ *
+ * Invariants:
+ *  1. After ab_conn_new() returns AB_OK the welcome facts (version,
+ *     instance, event endpoint, limits, caps) are heap copies owned by the
+ *     connection; nothing points into a ZeroMQ message.
+ *  2. c->msgs[0..c->nmsgs) hold the frames of the last received message
+ *     (header first) and stay open until the next receive or destroy, so
+ *     decoded views into them stay valid that long.
+ *  3. c->next_cid only grows and is never 0 (0 means "none" on the wire).
+ *  4. Every wait is bounded by a deadline on the monotonic clock; ZeroMQ is
+ *     polled, never blocked on.
+ */
+#include "agentbus/client.h"
+
+#include "conn_int.h"
+
+#include "agentbus/nego.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <zmq.h>
+
+struct ab_conn {
+    void *ctx;
+    bool own_ctx;
+    void *sock;
+    ab_conn_opts_t opts;
+    uint64_t next_cid;
+    uint32_t v;
+    char *instance;
+    char *event_endpoint;
+    ab_limits_t limits;
+    ab_cap_t *caps;
+    size_t ncaps;
+    zmq_msg_t *msgs; /* frames of the last received message (invariant 2) */
+    size_t nmsgs;
+    size_t msgs_cap;
+    ab_buf_t hdr; /* encode buffer for headers */
+};
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int timeout_of(const ab_conn_t *c, int timeout_ms)
+{
+    return timeout_ms > 0 ? timeout_ms : c->opts.timeout_ms;
+}
+
+static ab_status_t zmq_fail(ab_error_t *err, const char *what)
+{
+    return ab_error_set(err, AB_IO, NULL, "%s: %s", what, zmq_strerror(zmq_errno()));
+}
+
+static char *dup_str(ab_str_t s)
+{
+    char *p = malloc(s.len + 1);
+    if (p) {
+        memcpy(p, s.ptr, s.len);
+        p[s.len] = '\0';
+    }
+    return p;
+}
+
+static void close_msgs(ab_conn_t *c)
+{
+    for (size_t i = 0; i < c->nmsgs; i++)
+        zmq_msg_close(&c->msgs[i]);
+    c->nmsgs = 0;
+}
+
+/* Receive every frame of one message into c->msgs (the socket is readable). */
+static ab_status_t recv_frames(ab_conn_t *c, ab_error_t *err)
+{
+    close_msgs(c);
+    int more = 1;
+    while (more) {
+        if (c->nmsgs == c->msgs_cap) {
+            size_t cap = c->msgs_cap ? c->msgs_cap * 2 : 16;
+            zmq_msg_t *m = realloc(c->msgs, cap * sizeof(*m));
+            if (!m)
+                return ab_error_set(err, AB_NOMEM, NULL, "out of memory receiving frames");
+            c->msgs = m;
+            c->msgs_cap = cap;
+        }
+        zmq_msg_t *m = &c->msgs[c->nmsgs];
+        zmq_msg_init(m);
+        if (zmq_msg_recv(m, c->sock, 0) < 0) {
+            zmq_msg_close(m);
+            return zmq_fail(err, "receive");
+        }
+        c->nmsgs++;
+        more = zmq_msg_more(m);
+    }
+    return AB_OK;
+}
+
+/* Wait until the socket is readable or the deadline passes. */
+static ab_status_t wait_readable(ab_conn_t *c, int64_t deadline, ab_error_t *err)
+{
+    for (;;) {
+        int64_t left = deadline - now_ms();
+        if (left < 0)
+            left = 0;
+        zmq_pollitem_t it = {.socket = c->sock, .events = ZMQ_POLLIN};
+        int rc = zmq_poll(&it, 1, (long)left);
+        if (rc > 0)
+            return AB_OK;
+        if (rc < 0 && zmq_errno() != EINTR)
+            return zmq_fail(err, "poll");
+        if (rc == 0 && now_ms() >= deadline) {
+            ab_error_set(err, AB_TIMEOUT, NULL, "no reply from the broker in time");
+            if (err)
+                err->retryable = true;
+            return AB_TIMEOUT;
+        }
+    }
+}
+
+static void copy_error(ab_error_t *err, const ab_error_t *e)
+{
+    if (err && err->code == AB_OK)
+        *err = *e;
+}
+
+ab_status_t ab_conn_recv(ab_conn_t *c, uint64_t cid, ab_doc_t *doc, ab_msg_t *reply, int timeout_ms,
+                         ab_error_t *err)
+{
+    int64_t deadline = now_ms() + timeout_of(c, timeout_ms);
+    for (;;) {
+        ab_status_t st = wait_readable(c, deadline, err);
+        if (st == AB_OK)
+            st = recv_frames(c, err);
+        if (st != AB_OK)
+            return st;
+        ab_error_t derr = AB_ERROR_INIT;
+        ab_msg_t m;
+        const uint8_t *h = zmq_msg_data(&c->msgs[0]);
+        st = ab_msg_decode(doc, h, zmq_msg_size(&c->msgs[0]), &c->limits, &m, &derr);
+        if (st != AB_OK) {
+            if (cid != 0 && derr.cid != 0 && derr.cid != cid)
+                continue; /* undecodable stale reply */
+            ab_error_set(err, AB_INVALID_ENVELOPE, derr.field, "bad reply from the broker: %s",
+                         derr.message);
+            return AB_INVALID_ENVELOPE;
+        }
+        if (cid != 0 && m.cid != cid)
+            continue; /* a reply nobody waits for any more */
+        *reply = m;
+        if (m.op == AB_OP_ERROR) {
+            copy_error(err, m.u.error.error);
+            return m.u.error.error->code;
+        }
+        return AB_OK;
+    }
+}
+
+ab_status_t ab_conn_send(ab_conn_t *c, const ab_msg_t *req, const ab_buf_t *frames, size_t nframes,
+                         uint64_t *cid, ab_error_t *err)
+{
+    ab_msg_t m = *req;
+    if (m.op != AB_OP_HELLO)
+        m.v = c->v;
+    if (m.op != AB_OP_CREDIT && m.op != AB_OP_CANCEL)
+        m.cid = c->next_cid++;
+    ab_buf_reset(&c->hdr);
+    ab_status_t st = ab_msg_encode(&m, &c->hdr, err);
+    if (st != AB_OK)
+        return st;
+    if (zmq_send(c->sock, c->hdr.data, c->hdr.len, nframes ? ZMQ_SNDMORE : 0) < 0)
+        return zmq_fail(err, "send");
+    for (size_t i = 0; i < nframes; i++) {
+        int flags = i + 1 < nframes ? ZMQ_SNDMORE : 0;
+        if (zmq_send(c->sock, frames[i].data, frames[i].len, flags) < 0)
+            return zmq_fail(err, "send");
+    }
+    if (cid)
+        *cid = m.cid;
+    return AB_OK;
+}
+
+ab_status_t ab_conn_request(ab_conn_t *c, const ab_msg_t *req, const ab_buf_t *frames,
+                            size_t nframes, ab_doc_t *doc, ab_msg_t *reply, int timeout_ms,
+                            ab_error_t *err)
+{
+    uint64_t cid = 0;
+    ab_status_t st = ab_conn_send(c, req, frames, nframes, &cid, err);
+    if (st != AB_OK)
+        return st;
+    return ab_conn_recv(c, cid, doc, reply, timeout_ms, err);
+}
+
+const uint8_t *ab_conn_frame(const ab_conn_t *c, size_t i, size_t *len)
+{
+    if (i + 1 >= c->nmsgs) {
+        *len = 0;
+        return NULL;
+    }
+    zmq_msg_t *m = (zmq_msg_t *)&c->msgs[i + 1];
+    *len = zmq_msg_size(m);
+    return zmq_msg_data(m);
+}
+
+size_t ab_conn_nframes(const ab_conn_t *c)
+{
+    return c->nmsgs ? c->nmsgs - 1 : 0;
+}
+
+/* Copy the welcome facts (invariant 1). */
+static ab_status_t keep_welcome(ab_conn_t *c, const ab_msg_t *m, ab_error_t *err)
+{
+    const ab_welcome_t *w = &m->u.welcome;
+    c->v = m->v;
+    c->limits = w->limits;
+    c->instance = dup_str(w->instance);
+    c->event_endpoint = dup_str(w->event_endpoint);
+    c->caps = calloc(w->ncaps ? w->ncaps : 1, sizeof(*c->caps));
+    if (!c->instance || !c->event_endpoint || !c->caps)
+        return ab_error_set(err, AB_NOMEM, NULL, "out of memory");
+    for (size_t i = 0; i < w->ncaps; i++) {
+        ab_str_t s = {w->caps[i].name, w->caps[i].name_len};
+        char *name = dup_str(s);
+        if (!name)
+            return ab_error_set(err, AB_NOMEM, NULL, "out of memory");
+        c->caps[i] = (ab_cap_t){name, s.len, w->caps[i].state};
+        c->ncaps++;
+    }
+    return AB_OK;
+}
+
+static ab_status_t handshake(ab_conn_t *c, ab_error_t *err)
+{
+    size_t nv = c->opts.nversions;
+    const uint32_t *vers = c->opts.versions ? c->opts.versions : ab_versions_supported(&nv);
+    const char *name = c->opts.client_name ? c->opts.client_name : "agentbus-c";
+    ab_msg_t hello = {.op = AB_OP_HELLO};
+    hello.u.hello.versions = vers;
+    hello.u.hello.nversions = nv;
+    hello.u.hello.client = (ab_str_t){name, strlen(name)};
+    ab_doc_t *doc = NULL;
+    if (ab_doc_new(&doc) != AB_OK)
+        return ab_error_set(err, AB_NOMEM, NULL, "out of memory");
+    ab_msg_t m;
+    ab_status_t st = ab_conn_request(c, &hello, NULL, 0, doc, &m, 0, err);
+    if (st == AB_OK && m.op != AB_OP_WELCOME)
+        st = ab_error_set(err, AB_INVALID_ENVELOPE, "op", "expected welcome, got %s",
+                          ab_op_name(m.op));
+    if (st == AB_OK)
+        st = keep_welcome(c, &m, err);
+    ab_doc_destroy(&doc);
+    return st;
+}
+
+static ab_status_t open_socket(ab_conn_t *c, const char *endpoint, ab_error_t *err)
+{
+    if (!c->ctx) {
+        c->ctx = zmq_ctx_new();
+        if (!c->ctx)
+            return zmq_fail(err, "zmq_ctx_new");
+        c->own_ctx = true;
+    }
+    c->sock = zmq_socket(c->ctx, ZMQ_DEALER);
+    if (!c->sock)
+        return zmq_fail(err, "zmq_socket");
+    int zero = 0;
+    zmq_setsockopt(c->sock, ZMQ_LINGER, &zero, sizeof(zero));
+    if (zmq_connect(c->sock, endpoint) != 0)
+        return ab_error_set(err, AB_INVALID_ARGUMENT, "endpoint", "cannot connect to %s: %s",
+                            endpoint, zmq_strerror(zmq_errno()));
+    return AB_OK;
+}
+
+ab_status_t ab_conn_new(ab_conn_t **out, const char *endpoint, const ab_conn_opts_t *opts,
+                        ab_error_t *err)
+{
+    if (!out || !endpoint)
+        return ab_error_set(err, AB_INVALID_ARGUMENT, NULL, "out and endpoint are required");
+    ab_conn_t *c = calloc(1, sizeof(*c));
+    if (!c)
+        return ab_error_set(err, AB_NOMEM, NULL, "out of memory");
+    if (opts)
+        c->opts = *opts;
+    if (c->opts.timeout_ms <= 0)
+        c->opts.timeout_ms = AB_CONN_TIMEOUT_DEFAULT;
+    if (c->opts.replay_window == 0)
+        c->opts.replay_window = AB_CONN_WINDOW_DEFAULT;
+    c->ctx = c->opts.zmq_ctx;
+    c->next_cid = 1;
+    c->limits = ab_limits_default();
+    ab_status_t st = open_socket(c, endpoint, err);
+    if (st == AB_OK)
+        st = handshake(c, err);
+    if (st != AB_OK) {
+        ab_conn_destroy(&c);
+        return st;
+    }
+    *out = c;
+    return AB_OK;
+}
+
+void ab_conn_destroy(ab_conn_t **cp)
+{
+    if (!cp || !*cp)
+        return;
+    ab_conn_t *c = *cp;
+    close_msgs(c);
+    free(c->msgs);
+    if (c->sock)
+        zmq_close(c->sock);
+    if (c->own_ctx)
+        zmq_ctx_term(c->ctx);
+    for (size_t i = 0; i < c->ncaps; i++)
+        free((char *)(uintptr_t)c->caps[i].name);
+    free(c->caps);
+    free(c->instance);
+    free(c->event_endpoint);
+    ab_buf_free(&c->hdr);
+    free(c);
+    *cp = NULL;
+}
+
+uint32_t ab_conn_version(const ab_conn_t *c)
+{
+    return c->v;
+}
+
+const char *ab_conn_instance(const ab_conn_t *c)
+{
+    return c->instance;
+}
+
+const char *ab_conn_event_endpoint(const ab_conn_t *c)
+{
+    return c->event_endpoint;
+}
+
+const ab_limits_t *ab_conn_limits(const ab_conn_t *c)
+{
+    return &c->limits;
+}
+
+const ab_cap_t *ab_conn_caps(const ab_conn_t *c, size_t *n)
+{
+    *n = c->ncaps;
+    return c->caps;
+}
+
+void *ab_conn_zmq_ctx(const ab_conn_t *c)
+{
+    return c->ctx;
+}
+
+void *ab_conn_socket(const ab_conn_t *c)
+{
+    return c->sock;
+}
+
+const ab_conn_opts_t *ab_conn_opts_(const ab_conn_t *c)
+{
+    return &c->opts;
+}

@@ -1,0 +1,13 @@
+/*
+ * conn_int.h - what the files of client/ share about a connection
+ * (internal; not installed).
+ */
+#ifndef AB_CLIENT_CONN_INT_H
+#define AB_CLIENT_CONN_INT_H
+
+#include "agentbus/client.h"
+
+/** The connection's options, defaults filled in. Borrowed. */
+const ab_conn_opts_t *ab_conn_opts_(const ab_conn_t *c);
+
+#endif

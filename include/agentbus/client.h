@@ -1,0 +1,181 @@
+/*
+ * agentbus/client.h - the client side of the command endpoint
+ * (docs/PROTOCOL.md sections 1, 7 and 9).
+ *
+ * An ab_conn_t is one DEALER connection to a broker's command endpoint.
+ * ab_conn_new() connects, sends `hello` and waits for `welcome`; after that
+ * every request carries the negotiated version and a correlation id chosen
+ * by the connection (a counter starting at 1). Replies are matched by cid,
+ * so several requests may be outstanding (ab_conn_send() + ab_conn_recv());
+ * replies of cids nobody waits for any more are discarded.
+ *
+ * Errors: every blocking call takes a timeout in milliseconds (<= 0 means
+ * the connection's default, opts->timeout_ms) and fails with AB_TIMEOUT
+ * (retryable) when it passes. An `error` reply from the broker becomes the
+ * returned status, with the broker's error (code, message, field, details,
+ * retryable, cid) copied into @p err. A reply that does not decode, or that
+ * has the wrong op, is AB_INVALID_ENVELOPE. ZeroMQ failures are AB_IO.
+ *
+ * Ownership: decoded replies (ab_msg_t views, result arrays, heads) point
+ * into the caller's ab_doc_t and into the connection's receive buffer; both
+ * are valid until the next call on the same connection or doc.
+ *
+ * Thread-safety: a connection is used by one thread at a time (ZeroMQ
+ * sockets are not thread-safe). Distinct connections may share a ZeroMQ
+ * context (opts->zmq_ctx) and be used from different threads.
+ */
+#ifndef AGENTBUS_CLIENT_H
+#define AGENTBUS_CLIENT_H
+
+#include "agentbus/buf.h"
+#include "agentbus/codec.h"
+#include "agentbus/status.h"
+#include "agentbus/value.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Default timeout of blocking calls, ms. */
+#define AB_CONN_TIMEOUT_DEFAULT 5000
+/** Default replay window (chunks granted at once). */
+#define AB_CONN_WINDOW_DEFAULT 8
+
+/** Connection options; zero-initialise and set what you need. */
+typedef struct ab_conn_opts {
+    void *zmq_ctx;             /**< borrowed ZeroMQ context; NULL = the conn owns one */
+    const char *client_name;   /**< `hello.client`; NULL = "agentbus-c" */
+    const uint32_t *versions;  /**< versions offered; NULL = ab_versions_supported() */
+    size_t nversions;          /**< entries of versions (1..AB_MAX_VERSIONS) */
+    int timeout_ms;            /**< default timeout of every call; 0 = 5000 */
+    uint32_t replay_window;    /**< replay chunks granted at once; 0 = 8 */
+    uint32_t replay_chunk_max; /**< chunk_events asked for; 0 = broker default */
+} ab_conn_opts_t;
+
+typedef struct ab_conn ab_conn_t;
+
+/**
+ * Connect a DEALER to @p endpoint, send `hello` and wait for `welcome`.
+ * @param out   receives the connection on AB_OK.
+ * @param opts  NULL for defaults; copied.
+ * @return AB_OK; AB_TIMEOUT (retryable) when no welcome arrives in time;
+ *         the broker's error code (e.g. AB_INCOMPATIBLE_VERSION with details
+ *         "ours"/"theirs") with the error copied into @p err;
+ *         AB_INVALID_ARGUMENT, AB_INVALID_ENVELOPE, AB_IO or AB_NOMEM.
+ */
+AB_NODISCARD ab_status_t ab_conn_new(ab_conn_t **out, const char *endpoint,
+                                     const ab_conn_opts_t *opts, ab_error_t *err);
+
+/** Close the socket (linger 0), the owned context and free. NULL-safe; *c = NULL. */
+void ab_conn_destroy(ab_conn_t **c);
+
+/* Welcome facts, owned by the connection and valid until it is destroyed. */
+/** The negotiated protocol version. */
+uint32_t ab_conn_version(const ab_conn_t *c);
+/** The broker instance id (NUL-terminated). */
+const char *ab_conn_instance(const ab_conn_t *c);
+/** The event endpoint named by the broker (NUL-terminated). */
+const char *ab_conn_event_endpoint(const ab_conn_t *c);
+/** The broker's limits. */
+const ab_limits_t *ab_conn_limits(const ab_conn_t *c);
+/** The broker's capabilities; *n receives the count. Names are NUL-terminated copies. */
+const ab_cap_t *ab_conn_caps(const ab_conn_t *c, size_t *n);
+/** The ZeroMQ context (owned or borrowed), e.g. to open a SUB on the event endpoint. */
+void *ab_conn_zmq_ctx(const ab_conn_t *c);
+/** The DEALER socket, for tests that put raw frames on the wire. Borrowed. */
+void *ab_conn_socket(const ab_conn_t *c);
+
+/**
+ * Send one request without waiting. The header is @p req with `v` and `cid`
+ * filled by the connection (for `credit` and `cancel`, req->cid is kept: it
+ * names the stream); @p frames follow it (publish envelopes).
+ * @param cid  out: the cid used (may be NULL).
+ * @return AB_OK, AB_INVALID_ARGUMENT (encoding refused), AB_IO or AB_NOMEM.
+ */
+AB_NODISCARD ab_status_t ab_conn_send(ab_conn_t *c, const ab_msg_t *req, const ab_buf_t *frames,
+                                      size_t nframes, uint64_t *cid, ab_error_t *err);
+
+/**
+ * Wait for the next message for @p cid (0 = any cid) and decode its header
+ * into @p reply. Messages of other cids are discarded when @p cid != 0. An
+ * `error` message is returned as its code (copied into @p err), with
+ * reply->op = AB_OP_ERROR and reply->cid set. Extra frames of the message
+ * (replay_chunk pairs) are available with ab_conn_frame().
+ * @return AB_OK, the broker's error code, AB_TIMEOUT, AB_INVALID_ENVELOPE,
+ *         AB_IO or AB_NOMEM.
+ */
+AB_NODISCARD ab_status_t ab_conn_recv(ab_conn_t *c, uint64_t cid, ab_doc_t *doc, ab_msg_t *reply,
+                                      int timeout_ms, ab_error_t *err);
+
+/** Frames after the header of the last received message; *n receives the count. */
+const uint8_t *ab_conn_frame(const ab_conn_t *c, size_t i, size_t *len);
+/** Number of frames after the header of the last received message. */
+size_t ab_conn_nframes(const ab_conn_t *c);
+
+/**
+ * Send @p req and wait for its reply (same cid). Errors as ab_conn_send()
+ * and ab_conn_recv().
+ */
+AB_NODISCARD ab_status_t ab_conn_request(ab_conn_t *c, const ab_msg_t *req, const ab_buf_t *frames,
+                                         size_t nframes, ab_doc_t *doc, ab_msg_t *reply,
+                                         int timeout_ms, ab_error_t *err);
+
+/**
+ * Publish @p n envelope frames in one request. On AB_OK *results points to
+ * n results (views into @p doc). A reply with another number of results is
+ * AB_INVALID_ENVELOPE.
+ */
+AB_NODISCARD ab_status_t ab_conn_publish(ab_conn_t *c, const ab_buf_t *events, size_t n,
+                                         ab_doc_t *doc, const ab_result_t **results, int timeout_ms,
+                                         ab_error_t *err);
+
+/** Claim a run; *out receives the `claimed` reply (views into @p doc). */
+AB_NODISCARD ab_status_t ab_conn_claim(ab_conn_t *c, const char *thread, const char *run,
+                                       ab_doc_t *doc, ab_claimed_t *out, int timeout_ms,
+                                       ab_error_t *err);
+
+/** Ask for heads; *out receives the `heads_reply` (views into @p doc). */
+AB_NODISCARD ab_status_t ab_conn_heads(ab_conn_t *c, const ab_heads_t *q, ab_doc_t *doc,
+                                       ab_heads_reply_t *out, int timeout_ms, ab_error_t *err);
+
+/** Ping; *out receives the `pong` (views into @p doc). */
+AB_NODISCARD ab_status_t ab_conn_ping(ab_conn_t *c, ab_doc_t *doc, ab_pong_t *out, int timeout_ms,
+                                      ab_error_t *err);
+
+/**
+ * Called once per replayed event with its stamp and envelope bytes
+ * (borrowed, valid during the call). Return AB_OK to go on; anything else
+ * stops the replay (a `cancel` is sent) and is returned by ab_conn_replay().
+ */
+typedef ab_status_t (*ab_conn_row_cb)(void *ud, const ab_stamp_t *stamp, const uint8_t *event,
+                                      size_t len, ab_error_t *err);
+
+/**
+ * Stream a replay: sends @p replay_req (op AB_OP_REPLAY; a window of 0 means
+ * opts->replay_window, chunk_events 0 means opts->replay_chunk_max), calls
+ * @p cb for every event of every chunk in order and grants one more chunk
+ * (`credit` {chunks: 1}) per chunk consumed, until `replay_end`, which is
+ * written to @p end (views into @p doc; may be NULL).
+ * @p timeout_ms bounds the wait for each message, not the whole replay; on
+ * a timeout a `cancel` is sent and AB_TIMEOUT returned.
+ * @return AB_OK, the broker's error code, the callback's status, AB_TIMEOUT,
+ *         AB_INVALID_ENVELOPE (bad chunk/stamp), AB_IO or AB_NOMEM.
+ */
+AB_NODISCARD ab_status_t ab_conn_replay(ab_conn_t *c, const ab_msg_t *replay_req, ab_conn_row_cb cb,
+                                        void *ud, ab_doc_t *doc, ab_replay_end_t *end,
+                                        int timeout_ms, ab_error_t *err);
+
+/**
+ * Build an event envelope from a JSON body: append to @p out the envelope
+ * {v, thread, run, seq, epoch, ts (now), event: <json>}.
+ * @return AB_OK, AB_INVALID_ARGUMENT (bad id, bad JSON, not a map) or AB_NOMEM.
+ *         On failure out->len is unchanged. Reentrant.
+ */
+AB_NODISCARD ab_status_t ab_envelope_json(ab_buf_t *out, uint32_t v, const char *thread,
+                                          const char *run, uint64_t seq, uint64_t epoch,
+                                          const char *json, ab_error_t *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* AGENTBUS_CLIENT_H */

@@ -1,0 +1,368 @@
+/*
+ * test_conn.c - the client connection against a scripted in-process broker
+ * (a ROUTER in a thread speaking the real codec): handshake, version
+ * refusal, timeouts, cid matching, error replies, publish results and the
+ * credit accounting of a replay stream.
+ */
+#include "agentbus/client.h"
+#include "testutil.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zmq.h>
+
+#define EP           "inproc://fake-broker"
+#define REPLAY_TOTAL 7 /* events the fake replays, 2 per chunk */
+
+typedef struct fake {
+    void *ctx;
+    void *router;
+    pthread_t th;
+    atomic_bool stop;
+    atomic_int credits;  /* credit chunks received */
+    int grant;           /* chunks the client may still receive */
+    int sent;            /* events sent so far */
+    uint64_t replay_cid; /* cid of the running replay */
+    ab_buf_t id;         /* identity of the client */
+    ab_doc_t *doc;
+} fake_t;
+
+static void send_reply(fake_t *f, const ab_msg_t *m, const ab_buf_t *extra, size_t n)
+{
+    ab_buf_t b = AB_BUF_INIT;
+    ab_error_t err = AB_ERROR_INIT;
+    assert_int_equal(ab_msg_encode(m, &b, &err), AB_OK);
+    zmq_send(f->router, f->id.data, f->id.len, ZMQ_SNDMORE);
+    zmq_send(f->router, b.data, b.len, n ? ZMQ_SNDMORE : 0);
+    for (size_t i = 0; i < n; i++)
+        zmq_send(f->router, extra[i].data, extra[i].len, i + 1 < n ? ZMQ_SNDMORE : 0);
+    ab_buf_free(&b);
+}
+
+static void send_error(fake_t *f, uint64_t cid, ab_status_t code, const char *field)
+{
+    ab_error_t e = AB_ERROR_INIT;
+    ab_error_set(&e, code, field, "scripted %s", ab_status_name(code));
+    ab_error_detail_int(&e, "expected_seq", 3);
+    e.cid = cid;
+    ab_buf_t b = AB_BUF_INIT;
+    assert_int_equal(ab_error_encode_reply(&e, 1, &b), AB_OK);
+    zmq_send(f->router, f->id.data, f->id.len, ZMQ_SNDMORE);
+    zmq_send(f->router, b.data, b.len, 0);
+    ab_buf_free(&b);
+}
+
+/* Send chunks of 2 events while the client has grant left. */
+static void pump_replay(fake_t *f)
+{
+    while (f->replay_cid && f->grant > 0 && f->sent < REPLAY_TOTAL) {
+        ab_buf_t fr[4] = {AB_BUF_INIT, AB_BUF_INIT, AB_BUF_INIT, AB_BUF_INIT};
+        uint32_t n = REPLAY_TOTAL - f->sent >= 2 ? 2 : 1;
+        ab_error_t err = AB_ERROR_INIT;
+        for (uint32_t i = 0; i < n; i++) {
+            f->sent++;
+            ab_stamp_t st = {.pos = (uint64_t)f->sent * 10, .time_us = 1};
+            assert_int_equal(ab_stamp_encode(&st, &fr[2 * i], &err), AB_OK);
+            assert_int_equal(ab_envelope_json(&fr[2 * i + 1], 1, "t", "r", (uint64_t)f->sent, 1,
+                                              "{\"type\":\"RAW\",\"event\":1}", &err),
+                             AB_OK);
+        }
+        ab_msg_t m = {.op = AB_OP_REPLAY_CHUNK, .v = 1, .cid = f->replay_cid};
+        m.u.replay_chunk.count = n;
+        send_reply(f, &m, fr, 2 * n);
+        f->grant--;
+        for (int i = 0; i < 4; i++)
+            ab_buf_free(&fr[i]);
+    }
+    if (f->replay_cid && f->sent == REPLAY_TOTAL) {
+        ab_msg_t m = {.op = AB_OP_REPLAY_END, .v = 1, .cid = f->replay_cid};
+        m.u.replay_end.head_pos = 70;
+        m.u.replay_end.events = REPLAY_TOTAL;
+        send_reply(f, &m, NULL, 0);
+        f->replay_cid = 0;
+    }
+}
+
+static void answer_hello(fake_t *f, const ab_msg_t *q)
+{
+    if (q->u.hello.nversions != 1 || q->u.hello.versions[0] != 1) {
+        ab_error_t e = AB_ERROR_INIT;
+        ab_error_set(&e, AB_INCOMPATIBLE_VERSION, "versions", "no mutual version");
+        ab_error_detail_str(&e, "ours", "1");
+        ab_error_detail_str(&e, "theirs", "99");
+        e.cid = q->cid;
+        ab_buf_t b = AB_BUF_INIT;
+        assert_int_equal(ab_error_encode_reply(&e, 0, &b), AB_OK);
+        zmq_send(f->router, f->id.data, f->id.len, ZMQ_SNDMORE);
+        zmq_send(f->router, b.data, b.len, 0);
+        ab_buf_free(&b);
+        return;
+    }
+    static const ab_cap_t caps[] = {{"publish", 7, AB_CAP_AVAILABLE},
+                                    {"replay", 6, AB_CAP_DEGRADED}};
+    ab_msg_t m = {.op = AB_OP_WELCOME, .v = 1, .cid = q->cid};
+    m.u.welcome.instance = (ab_str_t){"inst-1", 6};
+    m.u.welcome.event_endpoint = (ab_str_t){"inproc://events", 15};
+    m.u.welcome.limits = ab_limits_default();
+    m.u.welcome.limits.max_batch = 77;
+    m.u.welcome.caps = caps;
+    m.u.welcome.ncaps = 2;
+    send_reply(f, &m, NULL, 0);
+}
+
+static void answer_publish(fake_t *f, const ab_msg_t *q)
+{
+    ab_result_t res[8];
+    uint32_t n = q->u.publish.count;
+    assert_true(n <= 8);
+    for (uint32_t i = 0; i < n; i++)
+        res[i] = (ab_result_t){.seq = i + 1, .status = AB_RESULT_ACCEPTED, .pos = 100 + i};
+    ab_msg_t m = {.op = AB_OP_PUBLISHED, .v = 1, .cid = q->cid};
+    m.u.published.results = res;
+    m.u.published.nresults = n;
+    send_reply(f, &m, NULL, 0);
+}
+
+static void handle(fake_t *f, const ab_msg_t *q)
+{
+    ab_msg_t m = {.v = 1, .cid = q->cid};
+    switch (q->op) {
+    case AB_OP_HELLO: answer_hello(f, q); break;
+    case AB_OP_PING:
+        /* a stale reply of another cid first: the client must skip it */
+        m.op = AB_OP_PONG;
+        m.cid = q->cid + 1000;
+        m.u.pong = (ab_pong_t){{"stale", 5}, 1};
+        send_reply(f, &m, NULL, 0);
+        m.cid = q->cid;
+        m.u.pong = (ab_pong_t){{"inst-1", 6}, 42};
+        send_reply(f, &m, NULL, 0);
+        break;
+    case AB_OP_PUBLISH: answer_publish(f, q); break;
+    case AB_OP_CLAIM: send_error(f, q->cid, AB_GAP, "seq"); break;
+    case AB_OP_REPLAY:
+        f->replay_cid = q->cid;
+        f->grant = (int)q->u.replay.window;
+        f->sent = 0;
+        break;
+    case AB_OP_CREDIT:
+        atomic_fetch_add(&f->credits, (int)q->u.credit.chunks);
+        f->grant += (int)q->u.credit.chunks;
+        break;
+    default: break; /* heads: never answered (timeout test) */
+    }
+    pump_replay(f);
+}
+
+static void *fake_main(void *arg)
+{
+    fake_t *f = arg;
+    while (!atomic_load(&f->stop)) {
+        zmq_pollitem_t it = {.socket = f->router, .events = ZMQ_POLLIN};
+        if (zmq_poll(&it, 1, 20) <= 0)
+            continue;
+        zmq_msg_t id, hdr;
+        zmq_msg_init(&id);
+        zmq_msg_init(&hdr);
+        zmq_msg_recv(&id, f->router, 0);
+        zmq_msg_recv(&hdr, f->router, 0);
+        while (zmq_msg_more(&hdr)) { /* drop publish frames */
+            zmq_msg_t x;
+            zmq_msg_init(&x);
+            zmq_msg_recv(&x, f->router, 0);
+            int more = zmq_msg_more(&x);
+            zmq_msg_close(&x);
+            if (!more)
+                break;
+        }
+        ab_buf_reset(&f->id);
+        assert_int_equal(ab_buf_append(&f->id, zmq_msg_data(&id), zmq_msg_size(&id)), AB_OK);
+        ab_msg_t q;
+        ab_error_t err = AB_ERROR_INIT;
+        if (ab_msg_decode(f->doc, zmq_msg_data(&hdr), zmq_msg_size(&hdr), NULL, &q, &err) == AB_OK)
+            handle(f, &q);
+        zmq_msg_close(&id);
+        zmq_msg_close(&hdr);
+    }
+    return NULL;
+}
+
+static int setup(void **state)
+{
+    fake_t *f = calloc(1, sizeof(*f));
+    f->ctx = zmq_ctx_new();
+    f->router = zmq_socket(f->ctx, ZMQ_ROUTER);
+    assert_int_equal(zmq_bind(f->router, EP), 0);
+    assert_int_equal(ab_doc_new(&f->doc), AB_OK);
+    assert_int_equal(pthread_create(&f->th, NULL, fake_main, f), 0);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fake_t *f = *state;
+    atomic_store(&f->stop, true);
+    pthread_join(f->th, NULL);
+    zmq_close(f->router);
+    zmq_ctx_term(f->ctx);
+    ab_doc_destroy(&f->doc);
+    ab_buf_free(&f->id);
+    free(f);
+    return 0;
+}
+
+static ab_conn_t *connect_ok(fake_t *f)
+{
+    ab_conn_opts_t o = {.zmq_ctx = f->ctx, .timeout_ms = 2000, .replay_window = 2};
+    ab_conn_t *c = NULL;
+    ab_error_t err = AB_ERROR_INIT;
+    if (ab_conn_new(&c, EP, &o, &err) != AB_OK)
+        fail_msg("connect: %s", err.message);
+    return c;
+}
+
+static void test_welcome(void **state)
+{
+    ab_conn_t *c = connect_ok(*state);
+    assert_int_equal(ab_conn_version(c), 1);
+    assert_string_equal(ab_conn_instance(c), "inst-1");
+    assert_string_equal(ab_conn_event_endpoint(c), "inproc://events");
+    assert_int_equal(ab_conn_limits(c)->max_batch, 77);
+    size_t n;
+    const ab_cap_t *caps = ab_conn_caps(c, &n);
+    assert_int_equal(n, 2);
+    assert_string_equal(caps[1].name, "replay");
+    assert_int_equal(caps[1].state, AB_CAP_DEGRADED);
+    ab_conn_destroy(&c);
+    assert_null(c);
+}
+
+static void test_incompatible(void **state)
+{
+    fake_t *f = *state;
+    static const uint32_t v99[] = {99};
+    ab_conn_opts_t o = {.zmq_ctx = f->ctx, .versions = v99, .nversions = 1};
+    ab_conn_t *c = NULL;
+    ab_error_t err = AB_ERROR_INIT;
+    assert_int_equal(ab_conn_new(&c, EP, &o, &err), AB_INCOMPATIBLE_VERSION);
+    assert_null(c);
+    assert_false(err.retryable);
+    assert_string_equal(err.field, "versions");
+    assert_string_equal(ab_error_detail(&err, "theirs")->s, "99");
+    assert_string_equal(ab_error_detail(&err, "ours")->s, "1");
+}
+
+static void test_ping_skips_stale(void **state)
+{
+    ab_conn_t *c = connect_ok(*state);
+    ab_doc_t *doc = NULL;
+    assert_int_equal(ab_doc_new(&doc), AB_OK);
+    ab_error_t err = AB_ERROR_INIT;
+    for (int i = 0; i < 3; i++) {
+        ab_pong_t p;
+        assert_int_equal(ab_conn_ping(c, doc, &p, 0, &err), AB_OK);
+        assert_int_equal(p.head_pos, 42);
+        assert_memory_equal(p.instance.ptr, "inst-1", 6);
+    }
+    ab_doc_destroy(&doc);
+    ab_conn_destroy(&c);
+}
+
+static void test_error_reply_and_timeout(void **state)
+{
+    ab_conn_t *c = connect_ok(*state);
+    ab_doc_t *doc = NULL;
+    assert_int_equal(ab_doc_new(&doc), AB_OK);
+    ab_error_t err = AB_ERROR_INIT;
+    ab_claimed_t cl;
+    assert_int_equal(ab_conn_claim(c, "t", "r", doc, &cl, 0, &err), AB_GAP);
+    assert_string_equal(err.field, "seq");
+    assert_int_equal(ab_error_detail(&err, "expected_seq")->i, 3);
+    assert_true(err.cid != 0);
+    ab_error_clear(&err);
+    ab_run_ref_t ref = {{"t", 1}, {"r", 1}};
+    ab_heads_t q = {.runs = &ref, .nruns = 1};
+    ab_heads_reply_t hr;
+    assert_int_equal(ab_conn_heads(c, &q, doc, &hr, 150, &err), AB_TIMEOUT);
+    assert_true(err.retryable);
+    ab_doc_destroy(&doc);
+    ab_conn_destroy(&c);
+}
+
+static void test_publish(void **state)
+{
+    ab_conn_t *c = connect_ok(*state);
+    ab_doc_t *doc = NULL;
+    assert_int_equal(ab_doc_new(&doc), AB_OK);
+    ab_error_t err = AB_ERROR_INIT;
+    ab_buf_t ev[3] = {AB_BUF_INIT, AB_BUF_INIT, AB_BUF_INIT};
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(ab_envelope_json(&ev[i], 1, "t", "r", (uint64_t)i + 1, 1,
+                                          "{\"type\":\"RAW\",\"event\":{}}", &err),
+                         AB_OK);
+    const ab_result_t *res = NULL;
+    assert_int_equal(ab_conn_publish(c, ev, 3, doc, &res, 0, &err), AB_OK);
+    assert_int_equal(res[2].pos, 102);
+    assert_int_equal(res[2].status, AB_RESULT_ACCEPTED);
+    for (int i = 0; i < 3; i++)
+        ab_buf_free(&ev[i]);
+    ab_doc_destroy(&doc);
+    ab_conn_destroy(&c);
+}
+
+typedef struct rows {
+    uint64_t last_pos;
+    int n;
+} rows_t;
+
+static ab_status_t on_row(void *ud, const ab_stamp_t *st, const uint8_t *ev, size_t len,
+                          ab_error_t *err)
+{
+    rows_t *r = ud;
+    (void)err;
+    assert_true(st->pos > r->last_pos);
+    assert_true(len > 0 && ev != NULL);
+    r->last_pos = st->pos;
+    r->n++;
+    return AB_OK;
+}
+
+static void test_replay_credit(void **state)
+{
+    fake_t *f = *state;
+    ab_conn_t *c = connect_ok(f);
+    ab_doc_t *doc = NULL;
+    assert_int_equal(ab_doc_new(&doc), AB_OK);
+    ab_error_t err = AB_ERROR_INIT;
+    ab_msg_t q = {.op = AB_OP_REPLAY};
+    q.u.replay.scope = AB_REPLAY_ALL;
+    rows_t r = {0};
+    ab_replay_end_t end;
+    assert_int_equal(ab_conn_replay(c, &q, on_row, &r, doc, &end, 0, &err), AB_OK);
+    assert_int_equal(r.n, REPLAY_TOTAL);
+    assert_int_equal(end.events, REPLAY_TOTAL);
+    assert_int_equal(end.head_pos, 70);
+    /* 4 chunks with a window of 2: one credit per chunk consumed (the ping
+     * after it is handled by the fake after every credit, same socket) */
+    ab_pong_t p;
+    assert_int_equal(ab_conn_ping(c, doc, &p, 0, &err), AB_OK);
+    assert_int_equal(atomic_load(&f->credits), 4);
+    ab_doc_destroy(&doc);
+    ab_conn_destroy(&c);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_welcome, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_incompatible, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_ping_skips_stale, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_error_reply_and_timeout, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_publish, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_replay_credit, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,154 @@
+/*
+ * test_session.c - a real broker process: hello/welcome, version refusal,
+ * ping, malformed frames answered with typed errors while another client is
+ * served, and a second broker on the same data directory.
+ */
+#include "testutil.h"
+
+#include "broker_proc.h"
+
+#include <zmq.h>
+
+static void test_welcome(void **state)
+{
+    it_t *t = *state;
+    IT_REQUIRE_BROKER(t);
+    ab_conn_t *c = it_connect(&t->bp);
+    assert_int_equal(ab_conn_version(c), 1);
+    assert_string_equal(ab_conn_event_endpoint(c), t->bp.events);
+    assert_true(strlen(ab_conn_instance(c)) > 0);
+    if (t->bp.instance[0])
+        assert_string_equal(ab_conn_instance(c), t->bp.instance);
+    const ab_limits_t *l = ab_conn_limits(c);
+    assert_true(l->max_event_bytes >= 1 && l->max_batch >= 1 && l->max_replay_window >= 1);
+    size_t n;
+    const ab_cap_t *caps = ab_conn_caps(c, &n);
+    assert_int_equal(ab_caps_lookup(caps, n, AB_CAP_PUBLISH), AB_CAP_AVAILABLE);
+    assert_int_equal(ab_caps_lookup(caps, n, AB_CAP_REPLAY), AB_CAP_AVAILABLE);
+    ab_conn_destroy(&c);
+}
+
+static void test_incompatible_version(void **state)
+{
+    it_t *t = *state;
+    IT_REQUIRE_BROKER(t);
+    static const uint32_t v99[] = {99};
+    ab_conn_opts_t o = {.versions = v99, .nversions = 1, .timeout_ms = IT_TIMEOUT};
+    ab_conn_t *c = NULL;
+    ab_error_t err = AB_ERROR_INIT;
+    assert_int_equal(ab_conn_new(&c, t->bp.cmd, &o, &err), AB_INCOMPATIBLE_VERSION);
+    assert_null(c);
+    assert_false(err.retryable);
+    assert_string_equal(err.field, "versions");
+    const ab_error_detail_t *ours = ab_error_detail(&err, "ours");
+    const ab_error_detail_t *theirs = ab_error_detail(&err, "theirs");
+    assert_non_null(ours);
+    assert_non_null(theirs);
+    assert_string_equal(ours->s, "1");
+    assert_string_equal(theirs->s, "99");
+}
+
+static void test_ping(void **state)
+{
+    it_t *t = *state;
+    IT_REQUIRE_BROKER(t);
+    ab_conn_t *c = it_connect(&t->bp);
+    ab_error_t err = AB_ERROR_INIT;
+    ab_pong_t p;
+    assert_int_equal(ab_conn_ping(c, t->doc, &p, IT_TIMEOUT, &err), AB_OK);
+    assert_int_equal(p.instance.len, strlen(ab_conn_instance(c)));
+    assert_memory_equal(p.instance.ptr, ab_conn_instance(c), p.instance.len);
+    assert_int_equal(p.head_pos, 0);
+    ab_conn_destroy(&c);
+}
+
+/* Send raw frames on the connection's socket and expect an `error` reply. */
+static void expect_error(ab_conn_t *c, ab_doc_t *doc, const void *const *frames, const size_t *lens,
+                         size_t n, ab_status_t code)
+{
+    void *s = ab_conn_socket(c);
+    for (size_t i = 0; i < n; i++)
+        assert_true(zmq_send(s, frames[i], lens[i], i + 1 < n ? ZMQ_SNDMORE : 0) >= 0);
+    ab_msg_t m;
+    ab_error_t err = AB_ERROR_INIT;
+    ab_status_t st = ab_conn_recv(c, 0, doc, &m, IT_TIMEOUT, &err);
+    if (st != code)
+        fail_msg("expected %s, got %s: %s", ab_status_name(code), ab_status_name(st), err.message);
+    assert_int_equal(m.op, AB_OP_ERROR);
+}
+
+static void test_malformed_frames(void **state)
+{
+    it_t *t = *state;
+    IT_REQUIRE_BROKER(t);
+    ab_conn_t *bad = it_connect(&t->bp);
+    ab_conn_t *good = it_connect(&t->bp);
+    ab_error_t err = AB_ERROR_INIT;
+    /* garbage header */
+    static const char junk[] = "\xc1\xff garbage";
+    const void *f1[] = {junk};
+    size_t l1[] = {sizeof(junk) - 1};
+    expect_error(bad, t->doc, f1, l1, 1, AB_INVALID_ENVELOPE);
+    /* oversized header frame: a valid ping with a long extra string */
+    static const uint8_t ping[] = {0x84, 0xa2, 'o', 'p', 0xa4, 'p',  'i',  'n', 'g', 0xa1, 'v',
+                                   0x01, 0xa3, 'c', 'i', 'd',  0x09, 0xa3, 'p', 'a', 'd',  0xdb};
+    uint32_t pad = ab_conn_limits(bad)->max_header_bytes + 16;
+    size_t big = sizeof(ping) + 4 + pad;
+    uint8_t *huge = malloc(big);
+    memcpy(huge, ping, sizeof(ping));
+    for (int i = 0; i < 4; i++)
+        huge[sizeof(ping) + (size_t)i] = (uint8_t)(pad >> (24 - 8 * i));
+    memset(huge + sizeof(ping) + 4, 'x', pad);
+    const void *f2[] = {huge};
+    size_t l2[] = {big};
+    expect_error(bad, t->doc, f2, l2, 1, AB_TOO_LARGE);
+    free(huge);
+    /* publish with count 2 and one frame */
+    ab_buf_t hdr = AB_BUF_INIT, ev = AB_BUF_INIT;
+    ab_msg_t pub = {.op = AB_OP_PUBLISH, .v = 1, .cid = 77};
+    pub.u.publish.count = 2;
+    assert_int_equal(ab_msg_encode(&pub, &hdr, &err), AB_OK);
+    it_event(&ev, "mf", "r1", 1, 0, 1);
+    const void *f3[] = {hdr.data, ev.data};
+    size_t l3[] = {hdr.len, ev.len};
+    expect_error(bad, t->doc, f3, l3, 2, AB_INVALID_ENVELOPE);
+    /* unknown op */
+    static const char unk[] = "\x83\xa2op\xa6nosuch\xa1v\x01\xa3\x63id\x05";
+    const void *f4[] = {unk};
+    size_t l4[] = {sizeof(unk) - 1};
+    expect_error(bad, t->doc, f4, l4, 1, AB_UNSUPPORTED);
+    /* the other client keeps being served, and so does the bad one */
+    ab_pong_t p;
+    assert_int_equal(ab_conn_ping(good, t->doc, &p, IT_TIMEOUT, &err), AB_OK);
+    assert_int_equal(ab_conn_ping(bad, t->doc, &p, IT_TIMEOUT, &err), AB_OK);
+    ab_buf_free(&hdr);
+    ab_buf_free(&ev);
+    ab_conn_destroy(&bad);
+    ab_conn_destroy(&good);
+}
+
+static void test_second_broker_refused(void **state)
+{
+    it_t *t = *state;
+    IT_REQUIRE_BROKER(t);
+    char out[2048];
+    int rc = bp_run_second(t->bp.dir, out, sizeof(out));
+    assert_int_equal(rc, 1);
+    if (!strstr(out, "in use by another broker"))
+        fail_msg("second broker said: %s", out);
+    /* the first one is unharmed */
+    ab_conn_t *c = it_connect(&t->bp);
+    ab_conn_destroy(&c);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_welcome, it_setup, it_teardown),
+        cmocka_unit_test_setup_teardown(test_incompatible_version, it_setup, it_teardown),
+        cmocka_unit_test_setup_teardown(test_ping, it_setup, it_teardown),
+        cmocka_unit_test_setup_teardown(test_malformed_frames, it_setup, it_teardown),
+        cmocka_unit_test_setup_teardown(test_second_broker_refused, it_setup, it_teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
