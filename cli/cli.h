@@ -23,6 +23,23 @@ int cmd_broker(int argc, char **argv);
 #endif
 
 #ifdef AB_HAVE_CLIENT
+/* Client subcommands, each in cli/<name>.c (compiled in when the file exists). */
+int cmd_publish(int argc, char **argv); /* cli/publish.c */
+int cmd_runs(int argc, char **argv);    /* cli/runs.c */
+int cmd_tail(int argc, char **argv);    /* cli/tail.c */
+int cmd_replay(int argc, char **argv);  /* cli/replay_cmd.c */
+int cmd_demo(int argc, char **argv);    /* cli/demo.c */
+
+/** Default command endpoint of the client subcommands. */
+#define AB_DEFAULT_BROKER "tcp://127.0.0.1:7710"
+
+/**
+ * The broker endpoint a client subcommand talks to: @p flag (from --broker)
+ * when given, else $AGENTBUS_BROKER when set and non-empty, else
+ * AB_DEFAULT_BROKER. Never NULL. (cli/common.c)
+ */
+const char *cli_broker_endpoint(const char *flag);
+
 /**
  * Benchmarks that need a running bus (cli/bench_bus.c): `agentbus bench
  * ingest|latency|replay ...`. argv[0] is the benchmark name.
