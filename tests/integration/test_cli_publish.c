@@ -1,0 +1,177 @@
+/*
+ * test_cli_publish.c - `agentbus publish` and `agentbus runs` as processes
+ * against a real broker: a fixture stream published with the ids of its
+ * RUN_STARTED line and listed as finished; a stream the broker rejects and
+ * one rejected locally, each with the line, seq and typed error and exit 1;
+ * usage errors (exit 2); an unreachable broker (typed timeout, exit 1).
+ */
+#include "testutil.h"
+
+#include "broker_proc.h"
+
+#define OUT_MAX 8192
+
+/* Run `agentbus ARGS 2>&1` and return its exit status; output into @p out. */
+static int run_cli(char *out, const char *fmt, ...) AB_PRINTF(2, 3);
+static int run_cli(char *out, const char *fmt, ...)
+{
+    char args[1024], cmd[1400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(args, sizeof(args), fmt, ap);
+    va_end(ap);
+    snprintf(cmd, sizeof(cmd), "env -u AGENTBUS_BROKER %s %s 2>&1", AB_AGENTBUS_BIN, args);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    size_t n = fread(out, 1, OUT_MAX - 1, p);
+    out[n] = '\0';
+    int st = pclose(p);
+    print_message("$ agentbus %s\n%s", args, out);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* Write @p text to a temp file; the path goes into @p path. */
+static void temp_stream(char *path, size_t size, const char *text)
+{
+    snprintf(path, size, "/tmp/agentbus-cli-XXXXXX");
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    size_t len = strlen(text);
+    assert_int_equal(write(fd, text, len), (ssize_t)len);
+    close(fd);
+}
+
+static uint64_t head_seq(it_t *t, const char *thread, const char *run)
+{
+    ab_conn_t *c = it_connect(&t->bp);
+    ab_run_ref_t ref = {{thread, strlen(thread)}, {run, strlen(run)}};
+    ab_heads_t q = {.runs = &ref, .nruns = 1};
+    ab_heads_reply_t hr;
+    ab_error_t err = AB_ERROR_INIT;
+    assert_int_equal(ab_conn_heads(c, &q, t->doc, &hr, IT_TIMEOUT, &err), AB_OK);
+    assert_int_equal(hr.nheads, 1);
+    uint64_t s = hr.heads[0].last_seq;
+    ab_conn_destroy(&c);
+    return s;
+}
+
+static void test_publish_fixture_and_list(void **state)
+{
+    it_t *t = *state;
+    IT_REQUIRE_BROKER(t);
+    char out[OUT_MAX];
+    int rc = run_cli(out, "publish --broker %s --batch 7 %s/streams/valid/full-run.jsonl",
+                     t->bp.cmd, AB_FIXTURES_DIR);
+    assert_int_equal(rc, 0);
+    assert_non_null(strstr(out, "published 31 events to thread thread-1 run run-1 "
+                                "(seq 1..31, 0 duplicates) in "));
+    assert_int_equal(head_seq(t, "thread-1", "run-1"), 31);
+    rc = run_cli(out, "runs --broker %s --thread thread-1", t->bp.cmd);
+    assert_int_equal(rc, 0);
+    assert_non_null(strstr(out, "THREAD"));
+    char *row = strstr(out, "thread-1 ");
+    assert_non_null(row);
+    assert_non_null(strstr(row, "run-1"));
+    assert_non_null(strstr(row, "finished"));
+    assert_non_null(strstr(row, " 31 "));
+    rc = run_cli(out, "runs --broker %s --json", t->bp.cmd); /* the whole bus */
+    assert_int_equal(rc, 0);
+    assert_non_null(strstr(out, "{\"thread\":\"thread-1\",\"run\":\"run-1\",\"status\":"
+                                "\"finished\",\"outcome\":\"success\",\"seq\":31,"));
+    assert_null(strstr(out, "\"ended\":null"));
+    /* the same stream again: the run has ended, typed rejection */
+    rc = run_cli(out, "publish --broker %s %s/streams/valid/full-run.jsonl", t->bp.cmd,
+                 AB_FIXTURES_DIR);
+    assert_int_equal(rc, 1);
+    assert_non_null(strstr(out, "rejected at line 1 (seq 32): run_terminal: "));
+}
+
+static void test_publish_broker_rejection(void **state)
+{
+    it_t *t = *state;
+    IT_REQUIRE_BROKER(t);
+    char out[OUT_MAX];
+    /* RUN_STARTED, TEXT_MESSAGE_START, a nested RUN_STARTED (lifecycle error) */
+    int rc = run_cli(out, "publish --broker %s %s/streams/invalid/nested-run-started.jsonl",
+                     t->bp.cmd, AB_FIXTURES_DIR);
+    assert_int_equal(rc, 1);
+    assert_non_null(strstr(out, "rejected at line 3 (seq 3): invalid_event: "));
+    assert_null(strstr(out, "published "));
+    assert_int_equal(head_seq(t, "thread-1", "run-1"), 2); /* the accepted prefix stays */
+}
+
+static void test_publish_local_rejection(void **state)
+{
+    it_t *t = *state;
+    IT_REQUIRE_BROKER(t);
+    char path[64], out[OUT_MAX];
+    temp_stream(path, sizeof(path),
+                "{\"type\":\"RUN_STARTED\",\"threadId\":\"tl\",\"runId\":\"rl\","
+                "\"protocolVersion\":\"1.0\"}\n\n"
+                "{\"type\":\"TEXT_MESSAGE_START\"}\n");
+    int rc = run_cli(out, "publish --broker %s %s", t->bp.cmd, path);
+    unlink(path);
+    assert_int_equal(rc, 1);
+    assert_non_null(strstr(out, "rejected at line 3 (seq 2): invalid_event: "));
+    assert_non_null(strstr(out, "/messageId"));
+    assert_int_equal(head_seq(t, "tl", "rl"), 1);
+}
+
+static void test_publish_ids_from_flags_and_usage(void **state)
+{
+    it_t *t = *state;
+    IT_REQUIRE_BROKER(t);
+    char path[64], out[OUT_MAX];
+    temp_stream(path, sizeof(path),
+                "{\"type\":\"RUN_STARTED\",\"threadId\":\"tg\",\"runId\":\"rg\","
+                "\"protocolVersion\":\"1.0\"}\n"
+                "{\"type\":\"RUN_FINISHED\",\"threadId\":\"tg\",\"runId\":\"rg\"}\n");
+    int rc =
+        run_cli(out, "publish --broker %s --thread tg --run rg --timeout 3000 %s", t->bp.cmd, path);
+    unlink(path);
+    assert_int_equal(rc, 0);
+    assert_non_null(strstr(out, "published 2 events to thread tg run rg (seq 1..2,"));
+    temp_stream(path, sizeof(path), "{\"type\":\"STEP_STARTED\",\"stepName\":\"s\"}\n");
+    rc = run_cli(out, "publish --broker %s %s", t->bp.cmd, path);
+    unlink(path);
+    assert_int_equal(rc, 2);
+    assert_non_null(strstr(out, "no thread id"));
+    assert_int_equal(run_cli(out, "publish --batch 0 %s", path), 2);
+    assert_int_equal(run_cli(out, "publish --help"), 0);
+    assert_non_null(strstr(out, "--broker ENDPOINT"));
+    assert_non_null(strstr(out, "--timeout MS"));
+    assert_int_equal(run_cli(out, "runs --help"), 0);
+    assert_non_null(strstr(out, "--json"));
+    assert_int_equal(run_cli(out, "runs --bogus"), 2);
+}
+
+static void test_publish_unreachable(void **state)
+{
+    it_t *t = *state;
+    IT_REQUIRE_BROKER(t);
+    char out[OUT_MAX];
+    char ep[160];
+    snprintf(ep, sizeof(ep), "%s", t->bp.cmd);
+    assert_int_equal(bp_stop(&t->bp), 0);
+    long t0 = bp_now_ms();
+    int rc = run_cli(out, "publish --broker %s --timeout 500 %s/streams/valid/full-run.jsonl", ep,
+                     AB_FIXTURES_DIR);
+    assert_int_equal(rc, 1);
+    assert_non_null(strstr(out, "agentbus publish: timeout: "));
+    assert_true(bp_now_ms() - t0 < 5000);
+    assert_int_equal(run_cli(out, "runs --broker %s --timeout 500", ep), 1);
+    assert_non_null(strstr(out, "agentbus runs: timeout: "));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_publish_fixture_and_list, it_setup, it_teardown),
+        cmocka_unit_test_setup_teardown(test_publish_broker_rejection, it_setup, it_teardown),
+        cmocka_unit_test_setup_teardown(test_publish_local_rejection, it_setup, it_teardown),
+        cmocka_unit_test_setup_teardown(test_publish_ids_from_flags_and_usage, it_setup,
+                                        it_teardown),
+        cmocka_unit_test_setup_teardown(test_publish_unreachable, it_setup, it_teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
