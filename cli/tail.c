@@ -1,0 +1,243 @@
+/*
+ * tail.c - `agentbus tail`: the observer console. Attaches an ab_sub_t to a
+ * run, a thread or everything (live by default, or from the start, or from
+ * a cursor) and prints each event: the human view (cli/tail_render.c) or
+ * JSON Lines with --json. --for and --count bound the session.
+ *
+ * Invariants:
+ *  1. The console never stops on one event: rendering failures are shown
+ *     inline; a broker that goes away is reported once and the subscriber
+ *     keeps reconnecting until --for ends (or forever).
+ *  2. Exit status: 0 when the session ended as asked (time, count, or
+ *     SIGINT/SIGTERM), 1 on a non-retryable subscriber error, 2 on usage.
+ */
+#ifdef AB_HAVE_CLIENT
+#include "agentbus/subscriber.h"
+#include "cli.h"
+#include "tail_render.h"
+
+#include <getopt.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+struct topts {
+    const char *broker, *thread, *run;
+    bool from_start, json, no_color;
+    bool have_pos, have_seq;
+    uint64_t after_pos, after_seq;
+    double for_s;
+    uint64_t count;
+};
+
+struct tstate {
+    struct topts o;
+    tail_view_t view;
+    ab_buf_t line;
+    uint64_t seen;
+    bool failed;
+};
+
+static volatile sig_atomic_t tail_stop;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    tail_stop = 1;
+}
+
+static void print_help(void)
+{
+    printf(
+        "usage: agentbus tail [--broker E] [--thread T [--run R]] [--from-start | --after-pos P |\n"
+        "                     --after-seq S] [--json] [--no-color] [--for SECONDS] [--count N]\n\n"
+        "Watch the events of a run (--thread and --run), a thread (--thread) or the whole bus,\n"
+        "live. One line per event: time, thread/run, seq and a summary; message text and tool\n"
+        "arguments stream inline; run outcomes are marked.\n\n"
+        "options:\n"
+        "  --broker E       command endpoint (default $AGENTBUS_BROKER or " AB_DEFAULT_BROKER ")\n"
+        "  --thread T       only thread T      --run R   only run R of thread T\n"
+        "  --from-start     replay the history first (default: from now on)\n"
+        "  --after-pos P    the whole bus after commit position P (no --thread)\n"
+        "  --after-seq S    run R after seq S (needs --run)\n"
+        "  --json           JSON Lines: {thread,run,seq,epoch,ts,pos,time_us,event}\n"
+        "  --no-color       no colour (colour is used only on a terminal)\n"
+        "  --for SECONDS    stop after SECONDS      --count N   stop after N events\n"
+        "  -h, --help       show this help\n");
+}
+
+static bool parse_u64(const char *s, uint64_t *out)
+{
+    char *end = NULL;
+    if (!s || !*s || *s == '-')
+        return false;
+    unsigned long long v = strtoull(s, &end, 10);
+    *out = v;
+    return end && *end == '\0';
+}
+
+static int parse_args(int argc, char **argv, struct topts *o)
+{
+    static const struct option lo[] = {
+        {"broker", required_argument, NULL, 'b'},
+        {"thread", required_argument, NULL, 't'},
+        {"run", required_argument, NULL, 'r'},
+        {"from-start", no_argument, NULL, 's'},
+        {"after-pos", required_argument, NULL, 'p'},
+        {"after-seq", required_argument, NULL, 'q'},
+        {"json", no_argument, NULL, 'j'},
+        {"no-color", no_argument, NULL, 'n'},
+        {"for", required_argument, NULL, 'f'},
+        {"count", required_argument, NULL, 'c'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+        switch (c) {
+        case 'b': o->broker = optarg; break;
+        case 't': o->thread = optarg; break;
+        case 'r': o->run = optarg; break;
+        case 's': o->from_start = true; break;
+        case 'j': o->json = true; break;
+        case 'n': o->no_color = true; break;
+        case 'p':
+            if (!parse_u64(optarg, &o->after_pos))
+                return cli_usage_error("tail", "--after-pos needs a number");
+            o->have_pos = true;
+            break;
+        case 'q':
+            if (!parse_u64(optarg, &o->after_seq))
+                return cli_usage_error("tail", "--after-seq needs a number");
+            o->have_seq = true;
+            break;
+        case 'f':
+            o->for_s = strtod(optarg, NULL);
+            if (o->for_s <= 0)
+                return cli_usage_error("tail", "--for needs a positive number of seconds");
+            break;
+        case 'c':
+            if (!parse_u64(optarg, &o->count) || o->count == 0)
+                return cli_usage_error("tail", "--count needs a positive number");
+            break;
+        case 'h': print_help(); exit(AB_EXIT_OK);
+        default: return AB_EXIT_USAGE;
+        }
+    }
+    return AB_EXIT_OK;
+}
+
+static int check_args(int argc, const struct topts *o)
+{
+    if (optind < argc)
+        return cli_usage_error("tail", "unexpected argument");
+    if (o->run && !o->thread)
+        return cli_usage_error("tail", "--run needs --thread");
+    if ((int)o->from_start + (int)o->have_pos + (int)o->have_seq > 1)
+        return cli_usage_error("tail",
+                               "--from-start, --after-pos and --after-seq exclude each other");
+    if (o->have_pos && o->thread)
+        return cli_usage_error("tail", "--after-pos is for the whole bus (no --thread)");
+    if (o->have_seq && !o->run)
+        return cli_usage_error("tail", "--after-seq needs --thread and --run");
+    return AB_EXIT_OK;
+}
+
+static int on_event(void *ud, const ab_sub_event_t *e)
+{
+    struct tstate *ts = ud;
+    if (ts->o.json) {
+        ts->line.len = 0;
+        if (tail_json_line(&ts->line, &e->ev, &e->stamp) == AB_OK) {
+            fwrite(ts->line.data, 1, ts->line.len, stdout);
+            fflush(stdout);
+        } else {
+            fprintf(stderr, "agentbus tail: out of memory at seq %llu\n",
+                    (unsigned long long)e->ev.seq);
+        }
+    } else {
+        tail_view_event(&ts->view, &e->ev, &e->stamp);
+    }
+    ts->seen++;
+    return ts->o.count && ts->seen >= ts->o.count;
+}
+
+static void fill_sub_opts(struct tstate *ts, ab_sub_opts_t *so)
+{
+    const struct topts *o = &ts->o;
+    so->scope = o->run ? AB_SUB_RUN : o->thread ? AB_SUB_THREAD : AB_SUB_ALL;
+    so->thread = o->thread;
+    so->run = o->run;
+    so->start = o->from_start || o->have_pos || o->have_seq ? AB_SUB_FROM_CURSOR : AB_SUB_FROM_NOW;
+    so->after_pos = o->after_pos;
+    so->after_seq = o->after_seq;
+    so->on_event = on_event;
+    so->ud = ts;
+}
+
+static long now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (long)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+/* Poll until time, count or a signal ends the session (invariant 1). */
+static int run_loop(struct tstate *ts, ab_sub_t *s)
+{
+    long end = ts->o.for_s > 0 ? now_ms() + (long)(ts->o.for_s * 1000) : 0;
+    bool away = false;
+    while (!tail_stop && !(ts->o.count && ts->seen >= ts->o.count)) {
+        long left = end ? end - now_ms() : 250;
+        if (left <= 0)
+            break;
+        ab_error_t err = AB_ERROR_INIT;
+        ab_status_t rc = ab_sub_poll(s, left < 250 ? (int)left : 250, &err);
+        if (rc == AB_OK || rc == AB_REQUEST_ABORTED) {
+            away = false;
+            continue;
+        }
+        if (!ab_status_retryable(rc) && rc != AB_IO) {
+            fprintf(stderr, "agentbus tail: %s: %s\n", ab_status_name(rc), err.message);
+            return AB_EXIT_FAIL;
+        }
+        if (!away)
+            fprintf(stderr, "agentbus tail: broker unreachable (%s); retrying\n", err.message);
+        away = true;
+    }
+    return AB_EXIT_OK;
+}
+
+int cmd_tail(int argc, char **argv)
+{
+    struct tstate ts = {.seen = 0};
+    int rc = parse_args(argc, argv, &ts.o);
+    if (rc == AB_EXIT_OK)
+        rc = check_args(argc, &ts.o);
+    if (rc != AB_EXIT_OK)
+        return rc;
+    tail_view_init(&ts.view, stdout, !ts.o.no_color && isatty(STDOUT_FILENO));
+    ab_sub_opts_t so = {.scope = AB_SUB_ALL};
+    fill_sub_opts(&ts, &so);
+    ab_sub_t *s = NULL;
+    ab_error_t err = AB_ERROR_INIT;
+    const char *ep = cli_broker_endpoint(ts.o.broker);
+    if (ab_sub_new(&s, ep, &so, &err) != AB_OK) {
+        fprintf(stderr, "agentbus tail: %s: %s: %s\n", ep, ab_status_name(err.code), err.message);
+        return AB_EXIT_FAIL;
+    }
+    tail_stop = 0;
+    signal(SIGINT, on_signal);
+    signal(SIGTERM, on_signal);
+    rc = run_loop(&ts, s);
+    tail_view_finish(&ts.view);
+    ab_sub_destroy(&s);
+    ab_buf_free(&ts.line);
+    return rc;
+}
+#else
+typedef int ab_cli_tail_unused_t; /* built without the client library */
+#endif

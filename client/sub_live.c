@@ -1,0 +1,129 @@
+/*
+ * sub_live.c - the subscriber's live side: the SUB socket on the event
+ * endpoint, receiving [topic][stamp][envelope] events into the bounded FIFO
+ * and heartbeats into the resync triggers (docs/PROTOCOL.md 6.2-6.3).
+ *
+ * Invariants:
+ *  1. Nothing is delivered here: live events only enter the FIFO, in
+ *     arrival order; sub_fifo_run() decides (dup / next / hole).
+ *  2. A FIFO overflow drops the whole buffer and asks for a replay, so
+ *     memory stays bounded by max_pending and nothing is skipped.
+ *  3. A heartbeat from another broker instance asks for a reconnect.
+ */
+#include "sub_int.h"
+
+#include <errno.h>
+#include <string.h>
+#include <time.h>
+#include <zmq.h>
+
+long sub_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+ab_status_t sub_live_open(ab_sub_t *s, ab_error_t *err)
+{
+    void *sock = zmq_socket(s->ctx, ZMQ_SUB);
+    if (!sock)
+        return ab_error_set(err, AB_IO, NULL, "zmq_socket: %s", zmq_strerror(zmq_errno()));
+    int zero = 0;
+    zmq_setsockopt(sock, ZMQ_LINGER, &zero, sizeof(zero));
+    if (s->o.rcvhwm > 0)
+        zmq_setsockopt(sock, ZMQ_RCVHWM, &s->o.rcvhwm, sizeof(s->o.rcvhwm));
+    if (zmq_setsockopt(sock, ZMQ_SUBSCRIBE, s->topic.data, s->topic.len) != 0 ||
+        zmq_setsockopt(sock, ZMQ_SUBSCRIBE, AB_TOPIC_HEARTBEAT, AB_TOPIC_HEARTBEAT_LEN) != 0 ||
+        zmq_connect(sock, ab_conn_event_endpoint(s->conn)) != 0) {
+        int e = zmq_errno();
+        zmq_close(sock);
+        return ab_error_set(err, AB_IO, NULL, "event endpoint %s: %s",
+                            ab_conn_event_endpoint(s->conn), zmq_strerror(e));
+    }
+    s->sock = sock;
+    return AB_OK;
+}
+
+void sub_live_close(ab_sub_t *s)
+{
+    if (s->sock)
+        zmq_close(s->sock);
+    s->sock = NULL;
+}
+
+static void on_heartbeat(ab_sub_t *s, zmq_msg_t *body)
+{
+    ab_msg_t m;
+    ab_error_t err = AB_ERROR_INIT;
+    if (ab_msg_decode(s->ldoc, zmq_msg_data(body), zmq_msg_size(body), NULL, &m, &err) != AB_OK ||
+        m.op != AB_OP_HEARTBEAT)
+        return; /* not ours to judge: ignore a malformed heartbeat */
+    s->last_hb_ms = sub_now_ms();
+    const char *inst = s->conn ? ab_conn_instance(s->conn) : "";
+    if (m.u.heartbeat.instance.len != strlen(inst) ||
+        memcmp(m.u.heartbeat.instance.ptr, inst, m.u.heartbeat.instance.len) != 0) {
+        s->reconnect = true; /* the broker restarted (invariant 3) */
+        return;
+    }
+    s->hb_head = m.u.heartbeat.head_pos;
+}
+
+static void on_event(ab_sub_t *s, zmq_msg_t *stamp, zmq_msg_t *env)
+{
+    ab_stamp_t st;
+    ab_error_t err = AB_ERROR_INIT;
+    if (ab_stamp_decode(s->ldoc, zmq_msg_data(stamp), zmq_msg_size(stamp), &st, &err) != AB_OK)
+        return; /* a bad stamp cannot be placed; the replay path will fill it */
+    ab_status_t rc = sub_fifo_push(&s->fifo, &st, zmq_msg_data(env), zmq_msg_size(env));
+    if (rc != AB_OK) { /* full (or no memory): drop all, catch up from the store */
+        sub_fifo_clear(&s->fifo);
+        s->stats.overflows++;
+        s->need_replay = true;
+    }
+}
+
+/* Receive one whole message (at most 3 frames kept). @return frames, or -1. */
+static int recv_one(void *sock, zmq_msg_t part[3])
+{
+    int n = 0, more = 1;
+    while (more) {
+        zmq_msg_t m;
+        zmq_msg_init(&m);
+        if (zmq_msg_recv(&m, sock, n == 0 ? ZMQ_DONTWAIT : 0) < 0) {
+            zmq_msg_close(&m);
+            return n == 0 && zmq_errno() == EAGAIN ? 0 : -1;
+        }
+        more = zmq_msg_more(&m);
+        if (n < 3)
+            part[n++] = m;
+        else
+            zmq_msg_close(&m);
+    }
+    return n;
+}
+
+int sub_live_drain(ab_sub_t *s, int wait_ms)
+{
+    if (!s->sock)
+        return 0;
+    zmq_pollitem_t it = {.socket = s->sock, .events = ZMQ_POLLIN};
+    int r = zmq_poll(&it, 1, wait_ms);
+    if (r < 0)
+        return zmq_errno() == EINTR ? 0 : -1;
+    int handled = 0;
+    for (; handled < 4096; handled++) {
+        zmq_msg_t part[3];
+        int n = recv_one(s->sock, part);
+        if (n <= 0)
+            return n < 0 ? -1 : handled;
+        if (n == 2 && zmq_msg_size(&part[0]) == AB_TOPIC_HEARTBEAT_LEN &&
+            memcmp(zmq_msg_data(&part[0]), AB_TOPIC_HEARTBEAT, AB_TOPIC_HEARTBEAT_LEN) == 0)
+            on_heartbeat(s, &part[1]);
+        else if (n == 3)
+            on_event(s, &part[1], &part[2]);
+        for (int i = 0; i < n; i++)
+            zmq_msg_close(&part[i]);
+    }
+    return handled;
+}

@@ -1,0 +1,165 @@
+/*
+ * sub_sync.c - the subscriber's exactness: classifying each event against
+ * the cursor (duplicate / next / hole), delivering, replaying from the
+ * cursor, and draining the live FIFO after a replay (the Clone pattern's
+ * seam).
+ *
+ * Invariants:
+ *  1. An event is delivered only when it is the next one: seq == cursor + 1
+ *     of its run (scopes run, thread), or, for scope all, pos == last pos + 1
+ *     live or any pos > last pos from a replay (positions are commit order
+ *     and the replay is authoritative). The cursor advances before the
+ *     callback runs, so a stop never re-delivers.
+ *  2. A live event past the cursor + 1 is a hole: the FIFO is dropped and a
+ *     replay from the cursor is asked for; nothing past a hole is delivered.
+ *  3. A replay that skips a seq is AB_CORRUPT, never delivered through.
+ *  4. While a replay streams, the SUB keeps being drained into the FIFO
+ *     (every 64 rows) so the live side does not overflow silently.
+ */
+#include "sub_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+enum { K_DUP, K_NEXT, K_HOLE };
+
+static int classify(const ab_sub_t *s, const ab_event_t *ev, const ab_stamp_t *st)
+{
+    if (s->o.scope == AB_SUB_ALL) {
+        if (st->pos <= s->last_pos)
+            return K_DUP;
+        return st->pos == s->last_pos + 1 ? K_NEXT : K_HOLE;
+    }
+    uint64_t cur = sub_map_get(&s->map, ev->run.ptr, ev->run.len);
+    if (ev->seq <= cur)
+        return K_DUP;
+    return ev->seq == cur + 1 ? K_NEXT : K_HOLE;
+}
+
+/* Advance the cursor, then call back (invariant 1). */
+static ab_status_t deliver(ab_sub_t *s, const ab_event_t *ev, const ab_stamp_t *st,
+                           const uint8_t *b, size_t len, bool replayed, ab_error_t *err)
+{
+    if (s->o.scope != AB_SUB_ALL &&
+        sub_map_set(&s->map, ev->run.ptr, ev->run.len, ev->seq) != AB_OK)
+        return ab_error_set(err, AB_NOMEM, NULL, "out of memory");
+    if (st->pos > s->last_pos)
+        s->last_pos = st->pos;
+    if (st->pos > s->synced_pos)
+        s->synced_pos = st->pos;
+    s->stats.delivered++;
+    ab_sub_event_t e = {.ev = *ev, .bytes = b, .len = len, .stamp = *st, .replayed = replayed};
+    if (s->o.on_event(s->o.ud, &e) != 0)
+        s->stop = true;
+    return AB_OK;
+}
+
+static ab_status_t on_row(void *ud, const ab_stamp_t *st, const uint8_t *b, size_t len,
+                          ab_error_t *err)
+{
+    ab_sub_t *s = ud;
+    if ((++s->rows & 63) == 0)
+        (void)sub_live_drain(s, 0); /* invariant 4 */
+    ab_event_t ev;
+    ab_status_t rc = ab_event_decode(s->edoc, b, len, &s->lim, &ev, err);
+    if (rc != AB_OK)
+        return rc;
+    int k = classify(s, &ev, st);
+    if (k == K_DUP)
+        return AB_OK;
+    if (k == K_HOLE && s->o.scope != AB_SUB_ALL)
+        return ab_error_set(err, AB_CORRUPT, "seq", "replay of run '%.*s' skipped to seq %llu",
+                            (int)ev.run.len, ev.run.ptr, (unsigned long long)ev.seq);
+    rc = deliver(s, &ev, st, b, len, true, err);
+    if (rc == AB_OK && s->stop)
+        return ab_error_set(err, AB_REQUEST_ABORTED, NULL, "stopped by the callback");
+    return rc;
+}
+
+/* Fill @p q with the replay request of the current cursor. */
+static ab_status_t build_request(ab_sub_t *s, ab_msg_t *q, ab_error_t *err)
+{
+    *q = (ab_msg_t){.op = AB_OP_REPLAY};
+    ab_replay_t *r = &q->u.replay;
+    if (s->o.scope == AB_SUB_ALL) {
+        r->scope = AB_REPLAY_ALL;
+        r->after_pos = s->last_pos;
+        return AB_OK;
+    }
+    r->thread = (ab_str_t){s->thread, strlen(s->thread)};
+    if (s->o.scope == AB_SUB_RUN) {
+        r->scope = AB_REPLAY_RUN;
+        r->run = (ab_str_t){s->run, strlen(s->run)};
+        r->after_seq = sub_map_get(&s->map, s->run, strlen(s->run));
+        return AB_OK;
+    }
+    r->scope = AB_REPLAY_THREAD;
+    if (s->map.n > s->lim.max_batch)
+        return ab_error_set(err, AB_TOO_LARGE, "cursors",
+                            "%zu run cursors exceed the broker's max_batch %u", s->map.n,
+                            s->lim.max_batch);
+    free(s->req_cursors);
+    s->req_cursors = calloc(s->map.n ? s->map.n : 1, sizeof(*s->req_cursors));
+    if (!s->req_cursors)
+        return ab_error_set(err, AB_NOMEM, NULL, "out of memory");
+    for (size_t i = 0; i < s->map.n; i++)
+        s->req_cursors[i] =
+            (ab_cursor_t){{s->map.ent[i].run, s->map.lens[i]}, s->map.ent[i].after_seq};
+    r->cursors = s->req_cursors;
+    r->ncursors = s->map.n;
+    return AB_OK;
+}
+
+ab_status_t sub_resync(ab_sub_t *s, ab_error_t *err)
+{
+    ab_msg_t q;
+    ab_status_t rc = build_request(s, &q, err);
+    if (rc != AB_OK)
+        return rc;
+    s->need_replay = false;
+    s->stats.replays++;
+    ab_replay_end_t end;
+    rc = ab_conn_replay(s->conn, &q, on_row, s, s->doc, &end, s->o.timeout_ms, err);
+    if (rc != AB_OK) {
+        s->need_replay = true; /* resume from the (advanced) cursor next time */
+        if (rc == AB_TIMEOUT || rc == AB_IO)
+            s->reconnect = true;
+        return rc;
+    }
+    if (s->o.scope == AB_SUB_ALL && end.head_pos > s->last_pos)
+        s->last_pos = end.head_pos; /* everything up to it was sent */
+    if (end.head_pos > s->synced_pos)
+        s->synced_pos = end.head_pos;
+    return AB_OK;
+}
+
+ab_status_t sub_fifo_run(ab_sub_t *s, ab_error_t *err)
+{
+    const sub_item_t *it;
+    while (!s->stop && !s->need_replay && (it = sub_fifo_front(&s->fifo)) != NULL) {
+        ab_event_t ev;
+        ab_error_t derr = AB_ERROR_INIT;
+        if (ab_event_decode(s->edoc, it->bytes, it->len, &s->lim, &ev, &derr) != AB_OK) {
+            sub_fifo_pop(&s->fifo); /* the broker only fans out valid envelopes */
+            continue;
+        }
+        int k = classify(s, &ev, &it->stamp);
+        if (k == K_HOLE) { /* invariant 2 */
+            s->stats.holes++;
+            sub_fifo_clear(&s->fifo);
+            s->need_replay = true;
+            break;
+        }
+        if (it->stamp.pos > s->synced_pos)
+            s->synced_pos = it->stamp.pos;
+        ab_status_t rc = AB_OK;
+        if (k == K_DUP)
+            s->stats.dups++;
+        else
+            rc = deliver(s, &ev, &it->stamp, it->bytes, it->len, false, err);
+        sub_fifo_pop(&s->fifo);
+        if (rc != AB_OK)
+            return rc;
+    }
+    return AB_OK;
+}

@@ -1,0 +1,157 @@
+/*
+ * agentbus/subscriber.h - an exact, resumable subscription to a run, a
+ * thread or every event of a broker (docs/CLIENT.md "Subscriber";
+ * docs/PROTOCOL.md sections 6 and 7.6-7.7).
+ *
+ * An ab_sub_t combines the live event endpoint (a SUB socket) with the
+ * durable history (`replay` on the command endpoint), the ZeroMQ guide's
+ * Clone pattern: subscribe live first, replay from the cursor, then deliver
+ * the buffered live events the replay did not already deliver. The callback
+ * sees every event of a run exactly once, in seq order, with its broker
+ * stamp. The subscriber replays from its cursor again when:
+ *   - a live event shows a hole (seq > cursor + 1 for its run; for scope
+ *     "all", pos > last pos + 1) - it never delivers past a hole;
+ *   - a heartbeat's head_pos shows it is behind (a dropped tail);
+ *   - the live buffer overflowed opts->max_pending during a replay;
+ *   - the broker restarted (a heartbeat with a new instance id) or fell
+ *     silent for opts->silence_ms (it then reconnects and sends `hello`).
+ *
+ * The cursor (ab_sub_cursors() / ab_sub_position()) is exact: a new
+ * subscriber created from it after a crash of the application receives
+ * precisely the events after the last one delivered.
+ *
+ * Driving: single-threaded and caller-driven. Nothing happens outside
+ * ab_sub_poll(), which runs the loop for up to its timeout and calls the
+ * callback from inside. Closing (ab_sub_destroy) sends nothing that changes
+ * a run.
+ *
+ * Memory: bounded by opts->max_pending buffered live events (plus the
+ * cursor map: one entry per run of a subscribed thread). A subscriber far
+ * behind drops its live buffer and catches up from the store.
+ *
+ * Thread-safety: one thread at a time per ab_sub_t.
+ */
+#ifndef AGENTBUS_SUBSCRIBER_H
+#define AGENTBUS_SUBSCRIBER_H
+
+#include "agentbus/codec.h"
+#include "agentbus/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Default bound of live events buffered while a replay runs. */
+#define AB_SUB_MAX_PENDING_DEFAULT 10000
+/** Default silence (no heartbeat) after which the subscriber reconnects, ms. */
+#define AB_SUB_SILENCE_DEFAULT_MS 3000
+
+/** What a subscription covers. */
+typedef enum ab_sub_scope {
+    AB_SUB_RUN = 1, /**< one run: opts->thread + opts->run, cursor after_seq */
+    AB_SUB_THREAD,  /**< every run of opts->thread, cursor a run -> seq map */
+    AB_SUB_ALL,     /**< every event of the broker, cursor a commit position */
+} ab_sub_scope_t;
+
+/** Where a subscription starts. */
+typedef enum ab_sub_start {
+    AB_SUB_FROM_CURSOR = 0, /**< after the given cursor (0 / empty = from the start) */
+    AB_SUB_FROM_NOW,        /**< after the broker's current heads (live only) */
+} ab_sub_start_t;
+
+/** One per-run cursor: the run's events after after_seq are wanted. */
+typedef struct ab_sub_cursor {
+    const char *run; /**< NUL-terminated run id */
+    uint64_t after_seq;
+} ab_sub_cursor_t;
+
+/** One delivered event; every pointer is valid during the callback only. */
+typedef struct ab_sub_event {
+    ab_event_t ev;        /**< decoded envelope: thread, run, seq, epoch, ts, body */
+    const uint8_t *bytes; /**< the envelope exactly as the producer sent it */
+    size_t len;
+    ab_stamp_t stamp; /**< broker stamp: commit position and time */
+    bool replayed;    /**< came from the store (replay), not the live stream */
+} ab_sub_event_t;
+
+/**
+ * The application callback. Return 0 to go on; any other value stops the
+ * current ab_sub_poll() (which returns AB_REQUEST_ABORTED). The event is
+ * delivered (the cursor has advanced) either way.
+ */
+typedef int (*ab_sub_cb)(void *ud, const ab_sub_event_t *e);
+
+/** Subscription options; zero-initialise and set what you need. */
+typedef struct ab_sub_opts {
+    ab_sub_scope_t scope;
+    const char *thread; /**< AB_SUB_RUN, AB_SUB_THREAD */
+    const char *run;    /**< AB_SUB_RUN */
+    ab_sub_start_t start;
+    uint64_t after_seq;             /**< AB_SUB_RUN cursor */
+    const ab_sub_cursor_t *cursors; /**< AB_SUB_THREAD cursors; runs absent start at seq 1 */
+    size_t ncursors;
+    uint64_t after_pos; /**< AB_SUB_ALL cursor: events with pos > after_pos */
+    ab_sub_cb on_event; /**< required */
+    void *ud;
+    size_t max_pending; /**< 0 = AB_SUB_MAX_PENDING_DEFAULT */
+    int silence_ms;     /**< 0 = AB_SUB_SILENCE_DEFAULT_MS */
+    int timeout_ms;     /**< per request to the broker; 0 = 5000 */
+    int rcvhwm;         /**< SUB receive high-water mark; 0 = ZeroMQ's default */
+    void *zmq_ctx;      /**< borrowed ZeroMQ context; NULL = own one */
+} ab_sub_opts_t;
+
+typedef struct ab_sub ab_sub_t;
+
+/**
+ * Connect to the broker at @p endpoint (command endpoint), open the SUB on
+ * the event endpoint named by `welcome` and subscribe. The first replay
+ * happens in the first ab_sub_poll(). With AB_SUB_FROM_NOW the cursor is
+ * read from the broker (ping / heads) here.
+ * @return AB_OK; AB_INVALID_ARGUMENT (bad options, field named); the
+ *         errors of ab_conn_new(); AB_IO or AB_NOMEM.
+ */
+AB_NODISCARD ab_status_t ab_sub_new(ab_sub_t **out, const char *endpoint, const ab_sub_opts_t *opts,
+                                    ab_error_t *err);
+
+/** Close the sockets (linger 0) and free. Sends nothing. NULL-safe; *s = NULL. */
+void ab_sub_destroy(ab_sub_t **s);
+
+/**
+ * Run the subscription for up to @p timeout_ms (0: handle what is ready,
+ * then return), calling the callback for each event. A replay that is
+ * running when the time is up is finished first.
+ * @return AB_OK; AB_REQUEST_ABORTED when the callback stopped it; a
+ *         retryable error (AB_TIMEOUT, AB_UNAVAILABLE, AB_IO ...) while the
+ *         broker is unreachable - keep polling, it reconnects; AB_CORRUPT
+ *         when a replay skipped a seq; AB_NOMEM.
+ */
+AB_NODISCARD ab_status_t ab_sub_poll(ab_sub_t *s, int timeout_ms, ab_error_t *err);
+
+/**
+ * The per-run cursors (AB_SUB_RUN: one entry; AB_SUB_THREAD: one per run
+ * seen or given; AB_SUB_ALL: none). *out points into the subscriber, valid
+ * until the next ab_sub_poll() or ab_sub_destroy().
+ * @return the number of entries.
+ */
+size_t ab_sub_cursors(const ab_sub_t *s, const ab_sub_cursor_t **out);
+
+/** The commit position of the last delivered event (AB_SUB_ALL: the cursor). */
+uint64_t ab_sub_position(const ab_sub_t *s);
+
+/** Counters for tests and monitoring. */
+typedef struct ab_sub_stats {
+    uint64_t delivered;  /**< events given to the callback */
+    uint64_t replays;    /**< replays run (the first included) */
+    uint64_t holes;      /**< holes seen in the live stream */
+    uint64_t dups;       /**< live events dropped as already delivered */
+    uint64_t overflows;  /**< live buffer overflows (max_pending) */
+    uint64_t reconnects; /**< reconnects (restart or silence) */
+} ab_sub_stats_t;
+
+/** Copy of the counters. */
+ab_sub_stats_t ab_sub_stats(const ab_sub_t *s);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* AGENTBUS_SUBSCRIBER_H */

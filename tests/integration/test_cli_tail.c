@@ -1,0 +1,237 @@
+/*
+ * test_cli_tail.c - `agentbus tail` and `agentbus replay` against a real
+ * broker: tail --json --from-start equals the published events; the human
+ * view of fixture runs marks every outcome and streams text and tool
+ * arguments inline; replay exports JSON Lines and --verify reports finished
+ * and still-active runs with a verdict. The human view's render-error path
+ * is checked directly on cli/tail_render.c (the broker never fans out an
+ * event that fails the check).
+ */
+#include "testutil.h"
+
+#include "broker_proc.h"
+
+#include "../../cli/tail_render.c"
+
+/* Run a shell command, capture stdout into @p out; returns the exit status. */
+static int run_cmd(const char *cmd, char *out, size_t size)
+{
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    size_t n = fread(out, 1, size - 1, p);
+    out[n] = '\0';
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static void publish_json(ab_conn_t *c, ab_doc_t *doc, const char *thread, const char *run,
+                         const char *const *bodies, ab_buf_t *keep)
+{
+    for (uint64_t i = 0; bodies[i]; i++) {
+        ab_buf_t ev = AB_BUF_INIT;
+        it_event_json(&ev, thread, run, i + 1, 1, bodies[i]);
+        ab_error_t rej = AB_ERROR_INIT;
+        ab_result_t r = it_publish1(c, doc, &ev, &rej);
+        if (r.status != AB_RESULT_ACCEPTED)
+            fail_msg("%s/%s #%llu: %s (%s)", thread, run, (unsigned long long)i + 1, rej.message,
+                     rej.field);
+        if (keep)
+            keep[i] = ev;
+        else
+            ab_buf_free(&ev);
+    }
+}
+
+static const char *const RUN_OK[] = {
+    "{\"type\":\"RUN_STARTED\",\"threadId\":\"th\",\"runId\":\"ok\",\"protocolVersion\":\"1.0\"}",
+    "{\"type\":\"TEXT_MESSAGE_START\",\"messageId\":\"m1\",\"role\":\"assistant\"}",
+    "{\"type\":\"TEXT_MESSAGE_CONTENT\",\"messageId\":\"m1\",\"delta\":\"Hello \"}",
+    "{\"type\":\"TEXT_MESSAGE_CONTENT\",\"messageId\":\"m1\",\"delta\":\"world\"}",
+    "{\"type\":\"TEXT_MESSAGE_END\",\"messageId\":\"m1\"}",
+    "{\"type\":\"TOOL_CALL_START\",\"toolCallId\":\"c1\",\"toolCallName\":\"search\"}",
+    "{\"type\":\"TOOL_CALL_ARGS\",\"toolCallId\":\"c1\",\"delta\":\"{\\\"q\\\":\"}",
+    "{\"type\":\"TOOL_CALL_ARGS\",\"toolCallId\":\"c1\",\"delta\":\"\\\"x\\\"}\"}",
+    "{\"type\":\"TOOL_CALL_END\",\"toolCallId\":\"c1\"}",
+    "{\"type\":\"TOOL_CALL_RESULT\",\"messageId\":\"m2\",\"toolCallId\":\"c1\",\"content\":\"3 "
+    "hits\"}",
+    "{\"type\":\"STATE_DELTA\",\"delta\":[{\"op\":\"replace\",\"path\":\"/count\",\"value\":3}]}",
+    "{\"type\":\"RUN_FINISHED\",\"threadId\":\"th\",\"runId\":\"ok\"}",
+    NULL,
+};
+
+static const char *const RUN_INT[] = {
+    "{\"type\":\"RUN_STARTED\",\"threadId\":\"th\",\"runId\":\"int\",\"protocolVersion\":\"1.0\"}",
+    "{\"type\":\"RUN_FINISHED\",\"threadId\":\"th\",\"runId\":\"int\",\"outcome\":{\"type\":"
+    "\"interrupt\",\"interrupts\":[{\"id\":\"i1\",\"reason\":\"approval\",\"message\":\"Deploy "
+    "now?\"}]}}",
+    NULL,
+};
+
+static const char *const RUN_ERR[] = {
+    "{\"type\":\"RUN_STARTED\",\"threadId\":\"th\",\"runId\":\"err\",\"protocolVersion\":\"1.0\"}",
+    "{\"type\":\"RUN_ERROR\",\"message\":\"boom\",\"code\":\"E42\"}",
+    NULL,
+};
+
+static const char *const RUN_CANCEL[] = {
+    "{\"type\":\"RUN_STARTED\",\"threadId\":\"th\",\"runId\":\"cx\",\"protocolVersion\":\"1.0\"}",
+    "{\"type\":\"RUN_FINISHED\",\"threadId\":\"th\",\"runId\":\"cx\",\"outcome\":{\"type\":"
+    "\"cancelled\"}}",
+    NULL,
+};
+
+static const char *const RUN_OPEN[] = {
+    "{\"type\":\"RUN_STARTED\",\"threadId\":\"th\",\"runId\":\"open\",\"protocolVersion\":\"1.0\"}",
+    "{\"type\":\"STATE_SNAPSHOT\",\"snapshot\":{\"a\":1}}",
+    NULL,
+};
+
+static void publish_fixture(it_t *t)
+{
+    ab_conn_t *c = it_connect(&t->bp);
+    publish_json(c, t->doc, "th", "ok", RUN_OK, NULL);
+    publish_json(c, t->doc, "th", "int", RUN_INT, NULL);
+    publish_json(c, t->doc, "th", "err", RUN_ERR, NULL);
+    publish_json(c, t->doc, "th", "cx", RUN_CANCEL, NULL);
+    publish_json(c, t->doc, "th", "open", RUN_OPEN, NULL);
+    ab_conn_destroy(&c);
+}
+
+#define FIXTURE_EVENTS (12 + 2 + 2 + 2 + 2)
+
+static void test_tail_json_equals_published(void **state)
+{
+    it_t *t = *state;
+    IT_REQUIRE_BROKER(t);
+    ab_conn_t *c = it_connect(&t->bp);
+    ab_buf_t sent[12];
+    publish_json(c, t->doc, "th", "ok", RUN_OK, sent);
+    char cmd[512], *out = malloc(1 << 16);
+    assert_non_null(out);
+    snprintf(cmd, sizeof(cmd),
+             "%s tail --broker %s --thread th --from-start --json --count 12 "
+             "--for 10",
+             AB_AGENTBUS_BIN, t->bp.cmd);
+    assert_int_equal(run_cmd(cmd, out, 1 << 16), 0);
+    char *line = out;
+    ab_error_t err = AB_ERROR_INIT;
+    for (int i = 0; i < 12; i++) {
+        char *nl = strchr(line, '\n');
+        assert_non_null(nl);
+        *nl = '\0';
+        ab_event_t ev;
+        assert_int_equal(ab_event_decode(t->doc, sent[i].data, sent[i].len, NULL, &ev, &err),
+                         AB_OK);
+        ab_buf_t want = AB_BUF_INIT;
+        assert_int_equal(tail_json_line(&want, &ev, &(ab_stamp_t){1, 1}), AB_OK);
+        /* the same record but for the broker stamp: compare around it */
+        assert_int_equal(ab_buf_append(&want, "", 1), AB_OK);
+        const char *w = (const char *)want.data;
+        const char *pos = strstr(line, ",\"pos\":");
+        assert_non_null(pos);
+        assert_memory_equal(line, w, (size_t)(pos - line));
+        const char *wev = strstr(w, ",\"event\":");
+        char *wnl = strchr(wev, '\n');
+        *wnl = '\0';
+        assert_string_equal(strstr(line, ",\"event\":"), wev);
+        ab_buf_free(&want);
+        ab_buf_free(&sent[i]);
+        line = nl + 1;
+    }
+    assert_string_equal(line, ""); /* exactly 12 lines */
+    free(out);
+    ab_conn_destroy(&c);
+}
+
+static void test_tail_human_view(void **state)
+{
+    it_t *t = *state;
+    IT_REQUIRE_BROKER(t);
+    publish_fixture(t);
+    char cmd[512], *out = malloc(1 << 16);
+    assert_non_null(out);
+    snprintf(cmd, sizeof(cmd), "%s tail --broker %s --thread th --from-start --count %d --for 10",
+             AB_AGENTBUS_BIN, t->bp.cmd, FIXTURE_EVENTS);
+    assert_int_equal(run_cmd(cmd, out, 1 << 16), 0);
+    print_message("%s", out);
+    assert_null(strchr(out, '\033')); /* a pipe: no colour */
+    assert_non_null(strstr(out, "th/ok #2  assistant: Hello world\n"));
+    assert_non_null(strstr(out, "tool search({\"q\":\"x\"})\n"));
+    assert_non_null(strstr(out, "tool result: 3 hits"));
+    assert_non_null(strstr(out, "state delta: replace /count"));
+    assert_non_null(strstr(out, "th/ok #12  \u2713 run finished (success)"));
+    assert_non_null(strstr(out, "\u23f8 run interrupted: approval - Deploy now?"));
+    assert_non_null(strstr(out, "\u2717 RUN_ERROR: boom (E42)"));
+    assert_non_null(strstr(out, "\u2717 run cancelled"));
+    assert_non_null(strstr(out, "state snapshot (1 keys)"));
+    free(out);
+}
+
+static void test_replay_export_and_verify(void **state)
+{
+    it_t *t = *state;
+    IT_REQUIRE_BROKER(t);
+    publish_fixture(t);
+    char cmd[512], *out = malloc(1 << 16);
+    assert_non_null(out);
+    snprintf(cmd, sizeof(cmd), "%s replay --broker %s --thread th", AB_AGENTBUS_BIN, t->bp.cmd);
+    assert_int_equal(run_cmd(cmd, out, 1 << 16), 0);
+    int lines = 0;
+    for (char *p = out; (p = strchr(p, '\n')) != NULL; p++)
+        lines++;
+    assert_int_equal(lines, FIXTURE_EVENTS);
+    assert_non_null(strstr(out, "\"thread\":\"th\",\"run\":\"ok\",\"seq\":1,"));
+    snprintf(cmd, sizeof(cmd), "%s replay --broker %s --all --verify", AB_AGENTBUS_BIN, t->bp.cmd);
+    assert_int_equal(run_cmd(cmd, out, 1 << 16), 0);
+    print_message("%s", out);
+    assert_non_null(strstr(out, "run th/ok: 12 events, seq 1..12, finished (success)\n"));
+    assert_non_null(strstr(out, "run th/int: 2 events, seq 1..2, finished (interrupt)\n"));
+    assert_non_null(strstr(out, "run th/err: 2 events, seq 1..2, errored (RUN_ERROR)\n"));
+    assert_non_null(strstr(out, "run th/open: 2 events, seq 1..2, still active\n"));
+    assert_non_null(strstr(out, "verified: 4 runs ok, 0 failed, 1 still active\n"));
+    /* usage errors exit 2 */
+    snprintf(cmd, sizeof(cmd), "%s replay --broker %s --all --after-pos 3 --verify 2>/dev/null",
+             AB_AGENTBUS_BIN, t->bp.cmd);
+    assert_int_equal(run_cmd(cmd, out, 1 << 16), 2);
+    free(out);
+}
+
+/* The render-error path, on the view itself: an event that fails the
+ * lenient check prints a notice and the next event still renders. */
+static void test_render_error_notice(void **state)
+{
+    (void)state;
+    tu_ctx_t tu;
+    tu_ctx_init(&tu);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    assert_non_null(f);
+    tail_view_t v;
+    tail_view_init(&v, f, false);
+    ab_event_t ev = {.v = 1, .thread = {"t", 1}, .run = {"r", 1}, .seq = 7, .epoch = 1};
+    ab_stamp_t st = {.pos = 9, .time_us = 1700000000000000};
+    ev.body = tu_json(&tu, "{\"type\":\"TEXT_MESSAGE_CONTENT\",\"delta\":5}");
+    tail_view_event(&v, &ev, &st);
+    ev.seq = 8;
+    ev.body = tu_json(&tu, "{\"type\":\"RUN_ERROR\",\"message\":\"bad\\u001b[31m\"}");
+    tail_view_event(&v, &ev, &st);
+    tail_view_finish(&v);
+    fclose(f);
+    assert_non_null(strstr(buf, "[render error at seq 7: "));
+    assert_non_null(strstr(buf, "t/r #8  \u2717 RUN_ERROR: bad?[31m\n"));
+    assert_int_equal(v.errors, 1);
+    free(buf);
+    tu_ctx_free(&tu);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_tail_json_equals_published, it_setup, it_teardown),
+        cmocka_unit_test_setup_teardown(test_tail_human_view, it_setup, it_teardown),
+        cmocka_unit_test_setup_teardown(test_replay_export_and_verify, it_setup, it_teardown),
+        cmocka_unit_test(test_render_error_notice),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
