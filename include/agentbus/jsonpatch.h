@@ -1,0 +1,82 @@
+/*
+ * agentbus/jsonpatch.h - RFC 6902 JSON Patch over jansson documents.
+ *
+ * All six operations (add, remove, replace, move, copy, test), RFC 6901 JSON
+ * Pointers with "~0"/"~1" escaping, array index "-" (append) for add and the
+ * destination of move/copy, and "" naming the whole document. Array indexes
+ * with leading zeros ("01") are rejected.
+ *
+ * Atomicity: the patch is applied to a deep copy of the document; the copy is
+ * swapped in only when every operation succeeded, so a failing patch leaves
+ * *doc exactly as it was (same pointer, same content).
+ *
+ * Errors (err->field is "/N/<member>" of the failing operation N, e.g.
+ * "/2/path" or "/0/from"):
+ *  - AB_INVALID_EVENT  malformed patch: not an array, an operation that is not
+ *                      an object, missing or non-string "op"/"path"/"from",
+ *                      missing "value", a pointer that breaks RFC 6901
+ *                      syntax, an array index with leading zeros or not a
+ *                      number, "remove" of the whole document.
+ *  - AB_NOT_FOUND      the pointer is well formed but names nothing in the
+ *                      document: missing member, index out of range, "-"
+ *                      where an existing element is needed, a path through a
+ *                      scalar.
+ *  - AB_CONFLICT       a "test" that failed, or a "move" whose "from" is a
+ *                      proper prefix of its "path" (into its own child).
+ *  - AB_NOMEM          out of memory.
+ *
+ * Unknown "op" values: AG-UI's lenient rule (agui-1.0 section 5) - the
+ * operation is skipped and the warning callback (if any) is called with its
+ * index and op name; the rest of the patch applies.
+ *
+ * "test" compares numbers by value (1 equals 1.0), objects regardless of key
+ * order, arrays element by element.
+ *
+ * Thread-safety: reentrant; a document must not be patched by two threads at
+ * once.
+ */
+#ifndef AGENTBUS_JSONPATCH_H
+#define AGENTBUS_JSONPATCH_H
+
+#include "agentbus/status.h"
+
+#include <jansson.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/**
+ * Called for each skipped operation with an unknown "op".
+ * @param index  position of the operation in the patch.
+ * @param op     its "op" value (borrowed, valid during the call).
+ */
+typedef void (*ab_jsonpatch_warn_fn)(void *ud, size_t index, const char *op);
+
+/**
+ * Apply @p patch (a JSON array of operations) to *@p doc.
+ *
+ * @param doc    in/out: the document (never NULL; json_null() for null). On
+ *               AB_OK *doc may be a new reference (the old one is released);
+ *               on any error *doc is untouched.
+ * @param patch  borrowed; values are deep-copied into the document.
+ * @return AB_OK, AB_INVALID_EVENT, AB_NOT_FOUND, AB_CONFLICT or AB_NOMEM
+ *         (see the file comment); AB_INVALID_ARGUMENT when doc is NULL.
+ */
+AB_NODISCARD ab_status_t ab_jsonpatch_apply(json_t **doc, const json_t *patch, ab_error_t *err);
+
+/** ab_jsonpatch_apply() with a callback for skipped unknown operations. */
+AB_NODISCARD ab_status_t ab_jsonpatch_apply_ex(json_t **doc, const json_t *patch,
+                                               ab_jsonpatch_warn_fn warn, void *ud,
+                                               ab_error_t *err);
+
+/**
+ * JSON equality as "test" uses it: numbers by value, objects as key sets.
+ * NULL equals only NULL.
+ */
+bool ab_json_equal_value(const json_t *a, const json_t *b);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* AGENTBUS_JSONPATCH_H */

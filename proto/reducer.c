@@ -1,0 +1,513 @@
+/*
+ * reducer.c - the thread reducer: lifecycle, dispatch, the shared helpers,
+ * runs, shared state and approvals. Messages, tool calls, reasoning and
+ * activities are in reducer_items.c; AgentKit CUSTOM events in
+ * reducer_custom.c. The projection is specified in docs/REDUCER.md.
+ *
+ * Invariants:
+ *  1. Every key of the projection exists from ab_reducer_new() on; arrays and
+ *     objects are replaced, never removed.
+ *  2. No event is kept: only the projection, one id index per indexed array
+ *     (coll[i].idx: id -> position, always in step with coll[i].arr) and the
+ *     current id of each chunk lane. Memory follows the state, not the
+ *     event count; warnings are capped at AB_REDUCER_MAX_WARNINGS.
+ *  3. Nothing in the projection points into an event: values are copied.
+ *  4. A change that cannot apply (patch failure, unknown target, malformed
+ *     AgentKit value) leaves the projection as it was and adds a warning.
+ *  5. "state" changes atomically: a STATE_DELTA is applied to a copy.
+ */
+#include "reducer_internal.h"
+
+#include "agentbus/jsonpatch.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const struct {
+    const char *name;
+    const char *key;
+} coll_defs[RD_NCOLL] = {
+    [RD_RUNS] = {"runs", "id"},
+    [RD_MESSAGES] = {"messages", "id"},
+    [RD_TOOLS] = {"toolCalls", "id"},
+    [RD_REASONING] = {"reasoning", "messageId"},
+    [RD_SPANS] = {"reasoningSpans", "id"},
+    [RD_ACTIVITIES] = {"activities", "messageId"},
+    [RD_TASKS] = {"tasks", "id"},
+    [RD_ROSTER] = {"roster", "agentId"},
+    [RD_ARTIFACTS] = {"artifacts", "id"},
+    [RD_SUGGESTIONS] = {"suggestions", "id"},
+    [RD_WIDGETS] = {"widgets", "id"},
+};
+
+/* ---- helpers shared with reducer_items.c / reducer_custom.c ---- */
+
+const char *rd_str(const ab_val_t *ev, const char *key, size_t *len)
+{
+    const ab_val_t *v = ab_val_get(ev, key);
+    if (!v || v->type != AB_VAL_STR)
+        return NULL;
+    *len = v->len;
+    return v->u.s;
+}
+
+void rd_set(ab_reducer_t *r, json_t *obj, const char *key, json_t *v)
+{
+    if (!v || json_object_set_new(obj, key, v) != 0)
+        r->oom = true;
+}
+
+void rd_copy_str(ab_reducer_t *r, json_t *obj, const ab_val_t *ev, const char *key)
+{
+    size_t n;
+    const char *s = rd_str(ev, key, &n);
+    if (s)
+        rd_set(r, obj, key, json_stringn(s, n));
+}
+
+void rd_append(ab_reducer_t *r, json_t *obj, const char *key, const char *d, size_t n)
+{
+    json_t *cur = json_object_get(obj, key);
+    if (!json_is_string(cur)) {
+        rd_set(r, obj, key, json_stringn(d, n));
+        return;
+    }
+    if (n == 0)
+        return;
+    size_t old = json_string_length(cur);
+    char *buf = malloc(old + n + 1);
+    if (!buf) {
+        r->oom = true;
+        return;
+    }
+    memcpy(buf, json_string_value(cur), old);
+    memcpy(buf + old, d, n);
+    if (json_string_setn_nocheck(cur, buf, old + n) != 0)
+        r->oom = true;
+    free(buf);
+}
+
+void rd_warn(ab_reducer_t *r, const char *fmt, ...)
+{
+    char msg[AB_ERROR_MESSAGE_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    size_t len = strlen(msg);
+    while (len > 0 && !ab_utf8_valid(msg, len)) /* truncation may split a character */
+        len--;
+    json_t *w = json_pack("{s:I,s:s,s:s#}", "seq", (json_int_t)r->seq, "run", r->run, "message",
+                          msg, (int)len);
+    json_t *list = json_object_get(r->root, "warnings");
+    if (!w || json_array_append_new(list, w) != 0) {
+        r->oom = true;
+        return;
+    }
+    while (json_array_size(list) > AB_REDUCER_MAX_WARNINGS)
+        json_array_remove(list, 0);
+}
+
+json_t *rd_find(const rd_coll_t *c, const char *id, size_t n)
+{
+    json_t *pos = json_object_getn(c->idx, id, n);
+    return pos ? json_array_get(c->arr, (size_t)json_integer_value(pos)) : NULL;
+}
+
+json_t *rd_add(ab_reducer_t *r, rd_coll_t *c, const char *id, size_t n, json_t *item)
+{
+    if (!item) {
+        r->oom = true;
+        return NULL;
+    }
+    json_t *pos = json_integer((json_int_t)json_array_size(c->arr));
+    if (!pos || json_object_setn_new(c->idx, id, n, pos) != 0 ||
+        json_array_append_new(c->arr, item) != 0) {
+        r->oom = true;
+        return NULL;
+    }
+    return item;
+}
+
+void rd_replace(ab_reducer_t *r, rd_coll_t *c, json_t *arr)
+{
+    if (!arr || json_object_set_new(r->root, c->name, arr) != 0) {
+        r->oom = true;
+        return;
+    }
+    c->arr = arr;
+    json_object_clear(c->idx);
+    for (size_t i = 0; i < json_array_size(arr); i++) {
+        json_t *id = json_object_get(json_array_get(arr, i), c->key);
+        json_t *pos = json_integer((json_int_t)i);
+        if (json_is_string(id) && (!pos || json_object_setn_new(c->idx, json_string_value(id),
+                                                                json_string_length(id), pos)))
+            r->oom = true;
+        else if (!json_is_string(id))
+            json_decref(pos);
+    }
+}
+
+const char *rd_lane(ab_reducer_t *r, const char *kind, const ab_val_t *ev, const char *id,
+                    size_t *len)
+{
+    char key[320];
+    size_t sn = 0;
+    const char *sub = rd_str(ev, "subagentRunId", &sn);
+    snprintf(key, sizeof key, "%s\x1f%.*s", kind, (int)(sub ? sn : 0), sub ? sub : "");
+    if (id)
+        rd_set(r, r->lanes, key, json_stringn(id, *len));
+    json_t *cur = json_object_get(r->lanes, key);
+    if (!json_is_string(cur))
+        return NULL;
+    *len = json_string_length(cur);
+    return json_string_value(cur);
+}
+
+json_t *ab_val_to_jansson(const ab_val_t *v)
+{
+    json_t *o = NULL;
+    switch (v->type) {
+    case AB_VAL_NULL: return json_null();
+    case AB_VAL_BOOL: return json_boolean(v->u.b);
+    case AB_VAL_INT: return json_integer((json_int_t)v->u.i);
+    case AB_VAL_FLOAT: return json_real(v->u.f);
+    case AB_VAL_STR: return json_stringn_nocheck(v->u.s, v->len);
+    case AB_VAL_ARRAY:
+        o = json_array();
+        for (uint32_t i = 0; o && i < v->len; i++) {
+            if (json_array_append_new(o, ab_val_to_jansson(&v->u.items[i])) != 0)
+                json_decref(o), o = NULL;
+        }
+        return o;
+    case AB_VAL_MAP:
+        o = json_object();
+        for (uint32_t i = 0; o && i < v->len; i++) {
+            const ab_kv_t *kv = &v->u.pairs[i];
+            if (json_object_setn_new_nocheck(o, kv->key, kv->klen, ab_val_to_jansson(&kv->val)))
+                json_decref(o), o = NULL;
+        }
+        return o;
+    }
+    return NULL;
+}
+
+/* ---- runs ---- */
+
+static json_t *run_get(ab_reducer_t *r)
+{
+    rd_coll_t *c = &r->coll[RD_RUNS];
+    json_t *run = rd_find(c, r->run, strlen(r->run));
+    if (!run)
+        run = rd_add(r, c, r->run, strlen(r->run),
+                     json_pack("{s:s,s:s}", "id", r->run, "status", "active"));
+    if (run)
+        rd_set(r, run, "lastSeq", json_integer((json_int_t)r->seq));
+    return run;
+}
+
+static void seq_set(ab_reducer_t *r, json_t *run, const char *key)
+{
+    rd_set(r, run, key, json_integer((json_int_t)r->seq));
+}
+
+/* Pending approval with this exact interrupt id (latest first), or NULL. */
+static json_t *approval_pending(ab_reducer_t *r, const char *id, size_t n)
+{
+    json_t *list = json_object_get(r->root, "approvals");
+    for (size_t i = json_array_size(list); i-- > 0;) {
+        json_t *a = json_array_get(list, i);
+        json_t *iid = json_object_get(a, "interruptId");
+        if (json_string_length(iid) == n && memcmp(json_string_value(iid), id, n) == 0 &&
+            strcmp(json_string_value(json_object_get(a, "status")), "pending") == 0)
+            return a;
+    }
+    return NULL;
+}
+
+/* One resume entry of RUN_STARTED.input.resume: decide its approval. */
+static void resume_entry(ab_reducer_t *r, const ab_val_t *e)
+{
+    size_t n = 0, sn = 0;
+    const char *id = rd_str(e, "interruptId", &n);
+    const char *st = rd_str(e, "status", &sn);
+    if (!id || !st) {
+        rd_warn(r, "resume entry without interruptId or status");
+        return;
+    }
+    bool resolved = sn == 8 && memcmp(st, "resolved", 8) == 0;
+    if (!resolved && !(sn == 9 && memcmp(st, "cancelled", 9) == 0)) {
+        rd_warn(r, "resume entry for '%.*s' has unknown status '%.*s'", (int)n, id, (int)sn, st);
+        return;
+    }
+    json_t *a = approval_pending(r, id, n);
+    if (!a) {
+        rd_warn(r, "resume entry for unknown or answered interrupt '%.*s'", (int)n, id);
+        return;
+    }
+    rd_set(r, a, "status", json_string(resolved ? "resolved" : "cancelled"));
+    rd_set(r, a, "resumedByRunId", json_string(r->run));
+    const ab_val_t *payload = ab_val_get(e, "payload");
+    if (payload)
+        rd_set(r, a, "payload", ab_val_to_jansson(payload));
+}
+
+static void run_started(ab_reducer_t *r, const ab_val_t *ev)
+{
+    json_t *run = run_get(r);
+    if (!run)
+        return;
+    json_object_del(run, "endedSeq");
+    rd_set(r, run, "status", json_string("active"));
+    seq_set(r, run, "startedSeq");
+    rd_copy_str(r, run, ev, "parentRunId");
+    json_object_clear(r->lanes);
+    const ab_val_t *input = ab_val_get(ev, "input");
+    const ab_val_t *state = ab_val_get(input, "state");
+    if (state && state->type != AB_VAL_NULL)
+        rd_set(r, r->root, "state", ab_val_to_jansson(state));
+    const ab_val_t *resume = ab_val_get(input, "resume");
+    if (resume && resume->type == AB_VAL_ARRAY)
+        for (uint32_t i = 0; i < resume->len; i++)
+            resume_entry(r, &resume->u.items[i]);
+}
+
+/* RUN_FINISHED with the interrupt outcome: one pending approval each. */
+static void add_approvals(ab_reducer_t *r, const ab_val_t *interrupts)
+{
+    json_t *list = json_object_get(r->root, "approvals");
+    static const char *const opt[] = {"message", "toolCallId", "expiresAt", "subagentRunId"};
+    for (uint32_t i = 0; interrupts && interrupts->type == AB_VAL_ARRAY && i < interrupts->len;
+         i++) {
+        const ab_val_t *in = &interrupts->u.items[i];
+        size_t n = 0;
+        const char *id = rd_str(in, "id", &n);
+        json_t *a = json_object();
+        if (!id || !a) {
+            json_decref(a);
+            continue;
+        }
+        rd_set(r, a, "interruptId", json_stringn(id, n));
+        rd_set(r, a, "runId", json_string(r->run));
+        rd_copy_str(r, a, in, "reason");
+        for (size_t k = 0; k < sizeof opt / sizeof opt[0]; k++)
+            rd_copy_str(r, a, in, opt[k]);
+        rd_set(r, a, "status", json_string("pending"));
+        if (json_array_append_new(list, a) != 0)
+            r->oom = true;
+    }
+}
+
+static void run_finished(ab_reducer_t *r, const ab_val_t *ev)
+{
+    json_t *run = run_get(r);
+    if (!run)
+        return;
+    const ab_val_t *outcome = ab_val_get(ev, "outcome");
+    size_t n = 7;
+    const char *type = rd_str(outcome, "type", &n);
+    if (!type)
+        type = "success";
+    const char *status = "finished";
+    if (n == 9 && memcmp(type, "interrupt", 9) == 0)
+        status = "interrupted";
+    else if (n == 9 && memcmp(type, "cancelled", 9) == 0)
+        status = "cancelled";
+    rd_set(r, run, "status", json_string(status));
+    rd_set(r, run, "outcome", json_stringn(type, n));
+    const ab_val_t *result = ab_val_get(ev, "result");
+    if (result)
+        rd_set(r, run, "result", ab_val_to_jansson(result));
+    const ab_val_t *pending = ab_val_get(outcome, "pendingToolCallIds");
+    if (pending)
+        rd_set(r, run, "pendingToolCallIds", ab_val_to_jansson(pending));
+    seq_set(r, run, "endedSeq");
+    json_object_clear(r->lanes);
+    if (strcmp(status, "interrupted") == 0)
+        add_approvals(r, ab_val_get(outcome, "interrupts"));
+}
+
+static void run_error(ab_reducer_t *r, const ab_val_t *ev)
+{
+    json_t *run = run_get(r);
+    if (!run)
+        return;
+    json_t *e = json_object();
+    if (!e) {
+        r->oom = true;
+        return;
+    }
+    rd_copy_str(r, e, ev, "message");
+    rd_copy_str(r, e, ev, "code");
+    rd_set(r, run, "status", json_string("error"));
+    rd_set(r, run, "error", e);
+    seq_set(r, run, "endedSeq");
+    json_object_clear(r->lanes);
+}
+
+/* ---- shared state ---- */
+
+static void state_snapshot(ab_reducer_t *r, const ab_val_t *ev)
+{
+    const ab_val_t *s = ab_val_get(ev, "snapshot");
+    if (s)
+        rd_set(r, r->root, "state", ab_val_to_jansson(s));
+}
+
+static void patch_warn(void *ud, size_t index, const char *op)
+{
+    rd_warn(ud, "patch operation %zu skipped: unknown op '%s'", index, op);
+}
+
+static void state_delta(ab_reducer_t *r, const ab_val_t *ev)
+{
+    const ab_val_t *d = ab_val_get(ev, "delta");
+    json_t *patch = d ? ab_val_to_jansson(d) : NULL;
+    if (!patch) {
+        if (d)
+            r->oom = true;
+        return;
+    }
+    json_t *state = json_incref(json_object_get(r->root, "state"));
+    ab_error_t err = AB_ERROR_INIT;
+    ab_status_t st = ab_jsonpatch_apply_ex(&state, patch, patch_warn, r, &err);
+    json_decref(patch);
+    if (st == AB_OK) {
+        rd_set(r, r->root, "state", state);
+        return;
+    }
+    json_decref(state);
+    if (st == AB_NOMEM)
+        r->oom = true;
+    else
+        rd_warn(r, "STATE_DELTA not applied, state unchanged: %s: %s (at %s)",
+                ab_status_name(err.code), err.message, err.field);
+}
+
+/* ---- lifecycle and dispatch ---- */
+
+static const struct {
+    const char *type;
+    rd_handler_fn fn;
+} handlers[] = {
+    {"RUN_STARTED", run_started},
+    {"RUN_FINISHED", run_finished},
+    {"RUN_ERROR", run_error},
+    {"TEXT_MESSAGE_START", rd_text_start},
+    {"TEXT_MESSAGE_CONTENT", rd_text_content},
+    {"TEXT_MESSAGE_CHUNK", rd_text_chunk},
+    {"TOOL_CALL_START", rd_tool_start},
+    {"TOOL_CALL_ARGS", rd_tool_args},
+    {"TOOL_CALL_CHUNK", rd_tool_chunk},
+    {"TOOL_CALL_RESULT", rd_tool_result},
+    {"STATE_SNAPSHOT", state_snapshot},
+    {"STATE_DELTA", state_delta},
+    {"MESSAGES_SNAPSHOT", rd_messages_snapshot},
+    {"ACTIVITY_SNAPSHOT", rd_activity_snapshot},
+    {"ACTIVITY_DELTA", rd_activity_delta},
+    {"CUSTOM", rd_custom},
+    {"REASONING_START", rd_reasoning_span},
+    {"REASONING_END", rd_reasoning_span_end},
+    {"REASONING_MESSAGE_START", rd_reasoning_start},
+    {"REASONING_MESSAGE_CONTENT", rd_reasoning_content},
+    {"REASONING_MESSAGE_CHUNK", rd_reasoning_chunk},
+    {"REASONING_ENCRYPTED_VALUE", rd_encrypted_value},
+};
+
+ab_status_t ab_reducer_new(ab_reducer_t **out, const char *thread_id, ab_error_t *err)
+{
+    if (!out || !thread_id)
+        return ab_error_set(err, AB_INVALID_ARGUMENT, NULL, "reducer needs a thread id");
+    ab_reducer_t *r = calloc(1, sizeof *r);
+    if (!r)
+        return ab_error_set(err, AB_NOMEM, NULL, "out of memory");
+    r->run = calloc(1, 1);
+    r->run_cap = 1;
+    r->lanes = json_object();
+    r->root = json_pack("{s:i,s:s,s:o}", "formatVersion", AB_REDUCER_FORMAT_VERSION, "threadId",
+                        thread_id, "state", json_object());
+    static const char *const plain[] = {"approvals", "interactions", "warnings"};
+    for (size_t i = 0; r->root && i < sizeof plain / sizeof plain[0]; i++)
+        rd_set(r, r->root, plain[i], json_array());
+    for (int i = 0; r->root && i < RD_NCOLL; i++) {
+        r->coll[i].name = coll_defs[i].name;
+        r->coll[i].key = coll_defs[i].key;
+        r->coll[i].idx = json_object();
+        if (!r->coll[i].idx)
+            r->oom = true;
+        rd_replace(r, &r->coll[i], json_array());
+    }
+    if (!r->run || !r->lanes || !r->root || r->oom) {
+        ab_reducer_destroy(&r);
+        return ab_error_set(err, AB_NOMEM, NULL, "out of memory");
+    }
+    *out = r;
+    return AB_OK;
+}
+
+void ab_reducer_destroy(ab_reducer_t **rp)
+{
+    if (!rp || !*rp)
+        return;
+    ab_reducer_t *r = *rp;
+    for (int i = 0; i < RD_NCOLL; i++)
+        json_decref(r->coll[i].idx);
+    json_decref(r->lanes);
+    json_decref(r->root);
+    free(r->run);
+    free(r);
+    *rp = NULL;
+}
+
+const json_t *ab_reducer_state(const ab_reducer_t *r)
+{
+    return r ? r->root : NULL;
+}
+
+/* Copy the run id of this event into r->run. */
+static ab_status_t set_run(ab_reducer_t *r, const ab_val_t *ev, const char *run_id)
+{
+    size_t n = 0;
+    const char *s = run_id;
+    if (s)
+        n = strlen(s);
+    else if (!(s = rd_str(ev, "runId", &n)))
+        s = "", n = 0;
+    if (n + 1 > r->run_cap) {
+        char *p = realloc(r->run, n + 1);
+        if (!p)
+            return AB_NOMEM;
+        r->run = p;
+        r->run_cap = n + 1;
+    }
+    memcpy(r->run, s, n);
+    r->run[n] = '\0';
+    return AB_OK;
+}
+
+ab_status_t ab_reducer_apply(ab_reducer_t *r, const ab_val_t *ev, const char *run_id, uint64_t seq,
+                             ab_error_t *err)
+{
+    size_t tn = 0;
+    const char *type = ev && ev->type == AB_VAL_MAP ? rd_str(ev, "type", &tn) : NULL;
+    if (!r || !type)
+        return ab_error_set(err, AB_INVALID_ARGUMENT, "/type", "event is not a map with a type");
+    if (set_run(r, ev, run_id) != AB_OK)
+        return ab_error_set(err, AB_NOMEM, NULL, "out of memory");
+    r->seq = seq;
+    r->oom = false;
+    if (!run_get(r))
+        return ab_error_set(err, AB_NOMEM, NULL, "out of memory");
+    for (size_t i = 0; i < sizeof handlers / sizeof handlers[0]; i++) {
+        if (strlen(handlers[i].type) == tn && memcmp(handlers[i].type, type, tn) == 0) {
+            handlers[i].fn(r, ev);
+            break;
+        }
+    }
+    if (r->oom)
+        return ab_error_set(err, AB_NOMEM, NULL, "out of memory while folding seq %llu",
+                            (unsigned long long)seq);
+    return AB_OK;
+}

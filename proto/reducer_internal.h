@@ -1,0 +1,98 @@
+/*
+ * reducer_internal.h - shared between reducer.c (lifecycle, runs, state,
+ * approvals), reducer_items.c (messages, tool calls, reasoning, activities)
+ * and reducer_custom.c (AgentKit CUSTOM projections). Not installed.
+ */
+#ifndef AB_REDUCER_INTERNAL_H
+#define AB_REDUCER_INTERNAL_H
+
+#include "agentbus/reducer.h"
+
+#include <jansson.h>
+
+/*
+ * A projection array with an id index. arr is owned by the root document
+ * under @p name; idx maps the id (member @p key of each item) to its
+ * position and is rebuilt whenever items move (only snapshots move them).
+ */
+typedef struct rd_coll {
+    const char *name;
+    const char *key;
+    json_t *arr;
+    json_t *idx;
+} rd_coll_t;
+
+enum {
+    RD_RUNS,
+    RD_MESSAGES,
+    RD_TOOLS,
+    RD_REASONING,
+    RD_SPANS,
+    RD_ACTIVITIES,
+    RD_TASKS,
+    RD_ROSTER,
+    RD_ARTIFACTS,
+    RD_SUGGESTIONS,
+    RD_WIDGETS,
+    RD_NCOLL
+};
+
+struct ab_reducer {
+    json_t *root;             /* the projection document */
+    rd_coll_t coll[RD_NCOLL]; /* indexed arrays of root */
+    json_t *lanes;            /* chunk lanes: "<kind>\x1f<subagent>" -> current id */
+    char *run;                /* run id of the event being folded */
+    size_t run_cap;
+    uint64_t seq; /* seq of the event being folded */
+    bool oom;     /* an allocation failed during this event */
+};
+
+/* A string member of @p ev as a view; NULL when absent or not a string. */
+const char *rd_str(const ab_val_t *ev, const char *key, size_t *len);
+
+/* Set obj[key] = v (a new reference, consumed); flags r->oom on failure. */
+void rd_set(ab_reducer_t *r, json_t *obj, const char *key, json_t *v);
+
+/* Set obj[key] to the string member @p key of @p ev when present. */
+void rd_copy_str(ab_reducer_t *r, json_t *obj, const ab_val_t *ev, const char *key);
+
+/* Append [d, d+n) to the string obj[key] (created when absent). */
+void rd_append(ab_reducer_t *r, json_t *obj, const char *key, const char *d, size_t n);
+
+/* Record a warning {seq, run, message} (bounded, oldest dropped). */
+void rd_warn(ab_reducer_t *r, const char *fmt, ...) AB_PRINTF(2, 3);
+
+/* Item with id [id, id+n) in @p c, or NULL. */
+json_t *rd_find(const rd_coll_t *c, const char *id, size_t n);
+
+/* Append @p item (consumed) with id [id, id+n); returns it or NULL (oom). */
+json_t *rd_add(ab_reducer_t *r, rd_coll_t *c, const char *id, size_t n, json_t *item);
+
+/* Replace the array of @p c by @p arr (consumed) and rebuild its index. */
+void rd_replace(ab_reducer_t *r, rd_coll_t *c, json_t *arr);
+
+/* Current id of chunk lane @p kind for event @p ev (NULL when none). */
+const char *rd_lane(ab_reducer_t *r, const char *kind, const ab_val_t *ev, const char *id,
+                    size_t *len);
+
+/* Event handlers of reducer_items.c and reducer_custom.c. */
+typedef void (*rd_handler_fn)(ab_reducer_t *r, const ab_val_t *ev);
+void rd_text_start(ab_reducer_t *r, const ab_val_t *ev);
+void rd_text_content(ab_reducer_t *r, const ab_val_t *ev);
+void rd_text_chunk(ab_reducer_t *r, const ab_val_t *ev);
+void rd_tool_start(ab_reducer_t *r, const ab_val_t *ev);
+void rd_tool_args(ab_reducer_t *r, const ab_val_t *ev);
+void rd_tool_chunk(ab_reducer_t *r, const ab_val_t *ev);
+void rd_tool_result(ab_reducer_t *r, const ab_val_t *ev);
+void rd_reasoning_span(ab_reducer_t *r, const ab_val_t *ev);
+void rd_reasoning_span_end(ab_reducer_t *r, const ab_val_t *ev);
+void rd_reasoning_start(ab_reducer_t *r, const ab_val_t *ev);
+void rd_reasoning_content(ab_reducer_t *r, const ab_val_t *ev);
+void rd_reasoning_chunk(ab_reducer_t *r, const ab_val_t *ev);
+void rd_encrypted_value(ab_reducer_t *r, const ab_val_t *ev);
+void rd_activity_snapshot(ab_reducer_t *r, const ab_val_t *ev);
+void rd_activity_delta(ab_reducer_t *r, const ab_val_t *ev);
+void rd_messages_snapshot(ab_reducer_t *r, const ab_val_t *ev);
+void rd_custom(ab_reducer_t *r, const ab_val_t *ev);
+
+#endif

@@ -1,0 +1,472 @@
+/*
+ * test_reducer.c - the thread reducer: golden projections of the fixture
+ * threads in tests/fixtures/threads (<name>.jsonl folded, compared with
+ * <name>.golden.json), and unit cases for message assembly, snapshots,
+ * patch failures and approvals.
+ *
+ * Fixture line format: {"run": RUN_ID, "seq": SEQ, "event": AG-UI event}.
+ */
+#include "testutil.h"
+
+#include "agentbus/reducer.h"
+
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static json_t *load(const char *text)
+{
+    json_error_t je;
+    json_t *v = json_loads(text, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &je);
+    if (!v)
+        fail_msg("bad JSON (%s): %s", je.text, text);
+    return v;
+}
+
+static ab_reducer_t *reducer(const char *thread)
+{
+    ab_reducer_t *r = NULL;
+    ab_error_t err = AB_ERROR_INIT;
+    assert_int_equal(ab_reducer_new(&r, thread, &err), AB_OK);
+    return r;
+}
+
+/* Fold one event given as JSON text. */
+static void fold(ab_reducer_t *r, const char *run, uint64_t seq, const char *event)
+{
+    tu_ctx_t c;
+    tu_ctx_init(&c);
+    ab_error_t err = AB_ERROR_INIT;
+    ab_status_t st = ab_reducer_apply(r, tu_json(&c, event), run, seq, &err);
+    if (st != AB_OK)
+        fail_msg("fold %s: %s (at %s)", event, err.message, err.field);
+    tu_ctx_free(&c);
+}
+
+/* Fold the first @p max lines (0 = all) of fixture thread @p name. */
+static void fold_file(ab_reducer_t *r, const char *name, size_t max)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/threads/%s.jsonl", AB_FIXTURES_DIR, name);
+    size_t len;
+    char *text = tu_read_file(path, &len);
+    size_t lines = 0;
+    for (char *line = strtok(text, "\n"); line && (max == 0 || lines < max);
+         line = strtok(NULL, "\n"), lines++) {
+        json_t *env = load(line);
+        char *ev = json_dumps(json_object_get(env, "event"), JSON_COMPACT);
+        fold(r, json_string_value(json_object_get(env, "run")),
+             (uint64_t)json_integer_value(json_object_get(env, "seq")), ev);
+        free(ev);
+        json_decref(env);
+    }
+    free(text);
+}
+
+/* Compare @p got with @p want; on a difference print both. */
+static void expect_json(const json_t *got, const json_t *want, const char *what)
+{
+    if (json_equal(got, want))
+        return;
+    char *g = json_dumps(got, JSON_INDENT(1) | JSON_SORT_KEYS | JSON_ENCODE_ANY);
+    char *w = json_dumps(want, JSON_INDENT(1) | JSON_SORT_KEYS | JSON_ENCODE_ANY);
+    fprintf(stderr, "%s: got\n%s\nwant\n%s\n", what, g, w);
+    free(g);
+    free(w);
+    fail_msg("%s differs", what);
+}
+
+static void expect_golden(const char *name, const char *thread)
+{
+    ab_reducer_t *r = reducer(thread);
+    fold_file(r, name, 0);
+    char path[512];
+    snprintf(path, sizeof path, "%s/threads/%s.golden.json", AB_FIXTURES_DIR, name);
+    size_t len;
+    char *text = tu_read_file(path, &len);
+    json_t *want = load(text);
+    expect_json(ab_reducer_state(r), want, name);
+    json_decref(want);
+    free(text);
+    ab_reducer_destroy(&r);
+    assert_null(r);
+}
+
+static void test_golden_full_run(void **state)
+{
+    (void)state;
+    expect_golden("full-run", "thread-1");
+}
+
+static void test_golden_interrupt_resume(void **state)
+{
+    (void)state;
+    expect_golden("interrupt-resume", "thread-2");
+}
+
+static void test_golden_parallel_tool_calls(void **state)
+{
+    (void)state;
+    expect_golden("parallel-tool-calls", "thread-3");
+}
+
+static void test_golden_state_patches(void **state)
+{
+    (void)state;
+    expect_golden("state-patches", "thread-4");
+    /* the state at the end of the first run, before run-2's snapshot */
+    ab_reducer_t *r = reducer("thread-4");
+    fold_file(r, "state-patches", 13);
+    json_t *want = load("{\"items\":[\"z\",\"b\"],\"count\":5,\"moved\":5,\"ok\":true,"
+                        "\"a/b\":{\"m~n\":2},\"after\":null}");
+    expect_json(json_object_get(ab_reducer_state(r), "state"), want, "state after run-1");
+    json_decref(want);
+    ab_reducer_destroy(&r);
+}
+
+static void test_golden_agentkit(void **state)
+{
+    (void)state;
+    expect_golden("agentkit", "thread-5");
+}
+
+static void test_empty_projection(void **state)
+{
+    (void)state;
+    ab_reducer_t *r = reducer("t");
+    json_t *want =
+        load("{\"formatVersion\":1,\"threadId\":\"t\",\"runs\":[],\"messages\":[],"
+             "\"toolCalls\":[],\"reasoning\":[],\"reasoningSpans\":[],\"activities\":[],"
+             "\"state\":{},\"approvals\":[],\"tasks\":[],\"roster\":[],\"interactions\":[],"
+             "\"artifacts\":[],\"suggestions\":[],\"widgets\":[],\"warnings\":[]}");
+    expect_json(ab_reducer_state(r), want, "empty projection");
+    json_decref(want);
+    ab_reducer_destroy(&r);
+    ab_reducer_destroy(&r); /* NULL-safe */
+}
+
+static void test_bad_arguments(void **state)
+{
+    (void)state;
+    ab_reducer_t *r = NULL;
+    ab_error_t err = AB_ERROR_INIT;
+    assert_int_equal(ab_reducer_new(&r, NULL, &err), AB_INVALID_ARGUMENT);
+    assert_null(r);
+    r = reducer("t");
+    tu_ctx_t c;
+    tu_ctx_init(&c);
+    ab_error_clear(&err);
+    assert_int_equal(ab_reducer_apply(r, tu_json(&c, "[1]"), "run", 1, &err), AB_INVALID_ARGUMENT);
+    ab_error_clear(&err);
+    assert_int_equal(ab_reducer_apply(r, tu_json(&c, "{\"type\":1}"), "run", 1, &err),
+                     AB_INVALID_ARGUMENT);
+    /* unknown types are ignored, but the run is recorded */
+    assert_int_equal(ab_reducer_apply(r, tu_json(&c, "{\"type\":\"FUTURE_THING\"}"), NULL, 4, &err),
+                     AB_OK);
+    json_t *runs = json_object_get(ab_reducer_state(r), "runs");
+    assert_int_equal(json_array_size(runs), 1);
+    tu_ctx_free(&c);
+    ab_reducer_destroy(&r);
+}
+
+static const char *msg_content(ab_reducer_t *r, size_t i)
+{
+    json_t *m = json_array_get(json_object_get(ab_reducer_state(r), "messages"), i);
+    return json_string_value(json_object_get(m, "content"));
+}
+
+static void test_message_assembly(void **state)
+{
+    (void)state;
+    ab_reducer_t *r = reducer("t");
+    fold(r, "r1", 1, "{\"type\":\"RUN_STARTED\",\"threadId\":\"t\",\"runId\":\"r1\"}");
+    fold(r, "r1", 2, "{\"type\":\"TEXT_MESSAGE_START\",\"messageId\":\"m1\",\"role\":\"user\"}");
+    fold(r, "r1", 3, "{\"type\":\"TEXT_MESSAGE_CONTENT\",\"messageId\":\"m1\",\"delta\":\"he\"}");
+    fold(r, "r1", 4, "{\"type\":\"TEXT_MESSAGE_CONTENT\",\"messageId\":\"m1\",\"delta\":\"\"}");
+    fold(r, "r1", 5, "{\"type\":\"TEXT_MESSAGE_CONTENT\",\"messageId\":\"m1\",\"delta\":\"llo\"}");
+    fold(r, "r1", 6, "{\"type\":\"TEXT_MESSAGE_END\",\"messageId\":\"m1\"}");
+    assert_string_equal(msg_content(r, 0), "hello");
+    /* reopening appends */
+    fold(r, "r1", 7, "{\"type\":\"TEXT_MESSAGE_START\",\"messageId\":\"m1\",\"role\":\"user\"}");
+    fold(r, "r1", 8, "{\"type\":\"TEXT_MESSAGE_CONTENT\",\"messageId\":\"m1\",\"delta\":\"!\"}");
+    assert_string_equal(msg_content(r, 0), "hello!");
+    /* chunks: first names the id, later ones continue it; a new id switches */
+    fold(r, "r1", 9, "{\"type\":\"TEXT_MESSAGE_CHUNK\",\"messageId\":\"m2\",\"delta\":\"a\"}");
+    fold(r, "r1", 10, "{\"type\":\"TEXT_MESSAGE_CHUNK\",\"delta\":\"b\"}");
+    fold(r, "r1", 11,
+         "{\"type\":\"TEXT_MESSAGE_CHUNK\",\"messageId\":\"m3\",\"delta\":\"x\","
+         "\"name\":\"bot\"}");
+    fold(r, "r1", 12, "{\"type\":\"TEXT_MESSAGE_CHUNK\",\"delta\":\"y\"}");
+    assert_string_equal(msg_content(r, 1), "ab");
+    assert_string_equal(msg_content(r, 2), "xy");
+    /* a run boundary ends every chunk lane: an id-less chunk is a warning */
+    fold(r, "r1", 13, "{\"type\":\"RUN_FINISHED\",\"threadId\":\"t\",\"runId\":\"r1\"}");
+    fold(r, "r2", 1, "{\"type\":\"RUN_STARTED\",\"threadId\":\"t\",\"runId\":\"r2\"}");
+    fold(r, "r2", 2, "{\"type\":\"TEXT_MESSAGE_CHUNK\",\"delta\":\"lost\"}");
+    json_t *want =
+        load("[{\"id\":\"m1\",\"role\":\"user\",\"content\":\"hello!\"},"
+             "{\"id\":\"m2\",\"role\":\"assistant\",\"content\":\"ab\"},"
+             "{\"id\":\"m3\",\"role\":\"assistant\",\"content\":\"xy\",\"name\":\"bot\"}]");
+    expect_json(json_object_get(ab_reducer_state(r), "messages"), want, "messages");
+    json_decref(want);
+    json_t *w = json_array_get(json_object_get(ab_reducer_state(r), "warnings"), 0);
+    assert_int_equal(json_integer_value(json_object_get(w, "seq")), 2);
+    assert_string_equal(json_string_value(json_object_get(w, "run")), "r2");
+    ab_reducer_destroy(&r);
+}
+
+static void test_messages_snapshot_keeps_positions(void **state)
+{
+    (void)state;
+    ab_reducer_t *r = reducer("t");
+    fold(r, "r1", 1, "{\"type\":\"RUN_STARTED\",\"threadId\":\"t\",\"runId\":\"r1\"}");
+    for (int i = 1; i <= 3; i++) {
+        char ev[128];
+        snprintf(ev, sizeof ev,
+                 "{\"type\":\"TEXT_MESSAGE_CHUNK\",\"messageId\":\"m%d\",\"delta\":\"v%d\"}", i, i);
+        fold(r, "r1", (uint64_t)i + 1, ev);
+    }
+    fold(r, "r1", 5,
+         "{\"type\":\"ACTIVITY_SNAPSHOT\",\"messageId\":\"act\",\"activityType\":\"P\","
+         "\"content\":{}}");
+    fold(r, "r1", 6,
+         "{\"type\":\"REASONING_MESSAGE_CHUNK\",\"messageId\":\"rz\",\"delta\":\"think\"}");
+    /* m3 and m1 replaced in place, m2 dropped, m4 appended; activities kept
+     * (none in the snapshot), reasoning replaced (the snapshot has some) */
+    fold(r, "r1", 7,
+         "{\"type\":\"MESSAGES_SNAPSHOT\",\"messages\":["
+         "{\"id\":\"m3\",\"role\":\"assistant\",\"content\":\"V3\"},"
+         "{\"id\":\"m1\",\"role\":\"user\",\"content\":\"V1\"},"
+         "{\"id\":\"m4\",\"role\":\"assistant\",\"toolCalls\":[{\"id\":\"c9\",\"type\":"
+         "\"function\",\"function\":{\"name\":\"f\",\"arguments\":\"{}\"}}]},"
+         "{\"id\":\"t9\",\"role\":\"tool\",\"toolCallId\":\"c9\",\"content\":\"ok\"},"
+         "{\"id\":\"rq\",\"role\":\"reasoning\",\"content\":\"new\"}]}");
+    json_t *st = (json_t *)(uintptr_t)ab_reducer_state(r);
+    json_t *want =
+        load("[{\"id\":\"m1\",\"role\":\"user\",\"content\":\"V1\"},"
+             "{\"id\":\"m3\",\"role\":\"assistant\",\"content\":\"V3\"},"
+             "{\"id\":\"m4\",\"role\":\"assistant\",\"toolCalls\":[{\"id\":\"c9\",\"type\":"
+             "\"function\",\"function\":{\"name\":\"f\",\"arguments\":\"{}\"}}]},"
+             "{\"id\":\"t9\",\"role\":\"tool\",\"toolCallId\":\"c9\",\"content\":\"ok\"}]");
+    expect_json(json_object_get(st, "messages"), want, "messages after snapshot");
+    json_decref(want);
+    want = load("[{\"id\":\"c9\",\"name\":\"f\",\"arguments\":\"{}\",\"parentMessageId\":\"m4\","
+                "\"result\":\"ok\"}]");
+    expect_json(json_object_get(st, "toolCalls"), want, "tool calls from snapshot");
+    json_decref(want);
+    assert_int_equal(json_array_size(json_object_get(st, "activities")), 1);
+    want = load("[{\"messageId\":\"rq\",\"content\":\"new\"}]");
+    expect_json(json_object_get(st, "reasoning"), want, "reasoning after snapshot");
+    json_decref(want);
+    /* the index follows the new positions: content goes to the right message */
+    fold(r, "r1", 8, "{\"type\":\"TEXT_MESSAGE_CONTENT\",\"messageId\":\"m3\",\"delta\":\"+\"}");
+    assert_string_equal(msg_content(r, 1), "V3+");
+    ab_reducer_destroy(&r);
+}
+
+static void test_patch_failure_warns_and_keeps_state(void **state)
+{
+    (void)state;
+    ab_reducer_t *r = reducer("t");
+    fold(r, "r1", 1, "{\"type\":\"RUN_STARTED\",\"threadId\":\"t\",\"runId\":\"r1\"}");
+    fold(r, "r1", 2, "{\"type\":\"STATE_SNAPSHOT\",\"snapshot\":{\"a\":[1]}}");
+    const json_t *before = json_object_get(ab_reducer_state(r), "state");
+    fold(r, "r1", 3,
+         "{\"type\":\"STATE_DELTA\",\"delta\":[{\"op\":\"add\",\"path\":\"/a/-\",\"value\":2},"
+         "{\"op\":\"remove\",\"path\":\"/a/5\"}]}");
+    const json_t *after = json_object_get(ab_reducer_state(r), "state");
+    assert_ptr_equal(before, after);
+    json_t *want = load("{\"a\":[1]}");
+    expect_json(after, want, "state unchanged");
+    json_decref(want);
+    json_t *w = json_array_get(json_object_get(ab_reducer_state(r), "warnings"), 0);
+    assert_int_equal(json_integer_value(json_object_get(w, "seq")), 3);
+    assert_string_equal(json_string_value(json_object_get(w, "run")), "r1");
+    assert_non_null(strstr(json_string_value(json_object_get(w, "message")), "/1/path"));
+    /* an activity delta for an unknown activity and one that breaks the object */
+    fold(r, "r1", 4,
+         "{\"type\":\"ACTIVITY_DELTA\",\"messageId\":\"nope\",\"activityType\":\"P\","
+         "\"patch\":[]}");
+    fold(r, "r1", 5,
+         "{\"type\":\"ACTIVITY_SNAPSHOT\",\"messageId\":\"a1\",\"activityType\":\"P\","
+         "\"content\":{\"x\":1}}");
+    fold(r, "r1", 6,
+         "{\"type\":\"ACTIVITY_DELTA\",\"messageId\":\"a1\",\"activityType\":\"Q\","
+         "\"patch\":[{\"op\":\"replace\",\"path\":\"\",\"value\":[1]}]}");
+    fold(r, "r1", 7,
+         "{\"type\":\"ACTIVITY_SNAPSHOT\",\"messageId\":\"a1\",\"activityType\":\"Z\","
+         "\"content\":{\"y\":1},\"replace\":false}");
+    want = load("[{\"messageId\":\"a1\",\"activityType\":\"P\",\"content\":{\"x\":1}}]");
+    expect_json(json_object_get(ab_reducer_state(r), "activities"), want, "activity unchanged");
+    json_decref(want);
+    assert_int_equal(json_array_size(json_object_get(ab_reducer_state(r), "warnings")), 3);
+    ab_reducer_destroy(&r);
+}
+
+static void test_warnings_are_bounded(void **state)
+{
+    (void)state;
+    ab_reducer_t *r = reducer("t");
+    for (uint64_t i = 1; i <= AB_REDUCER_MAX_WARNINGS + 10; i++)
+        fold(r, "r1", i,
+             "{\"type\":\"STATE_DELTA\",\"delta\":[{\"op\":\"remove\",\"path\":\"/x\"}]}");
+    json_t *ws = json_object_get(ab_reducer_state(r), "warnings");
+    assert_int_equal(json_array_size(ws), AB_REDUCER_MAX_WARNINGS);
+    assert_int_equal(json_integer_value(json_object_get(json_array_get(ws, 0), "seq")), 11);
+    ab_reducer_destroy(&r);
+}
+
+static const char *approval_status(ab_reducer_t *r, size_t i)
+{
+    json_t *a = json_array_get(json_object_get(ab_reducer_state(r), "approvals"), i);
+    return json_string_value(json_object_get(a, "status"));
+}
+
+static void test_approvals_bound_to_exact_interrupt_id(void **state)
+{
+    (void)state;
+    ab_reducer_t *r = reducer("t");
+    fold(r, "r1", 1, "{\"type\":\"RUN_STARTED\",\"threadId\":\"t\",\"runId\":\"r1\"}");
+    fold(r, "r1", 2,
+         "{\"type\":\"RUN_FINISHED\",\"threadId\":\"t\",\"runId\":\"r1\",\"outcome\":{\"type\":"
+         "\"interrupt\",\"interrupts\":[{\"id\":\"int-1\",\"reason\":\"confirmation\"},"
+         "{\"id\":\"int-10\",\"reason\":\"confirmation\"}]}}");
+    assert_string_equal(approval_status(r, 0), "pending");
+    assert_string_equal(approval_status(r, 1), "pending");
+    /* near misses do not bind; the label in the payload decides nothing */
+    fold(r, "r2", 1,
+         "{\"type\":\"RUN_STARTED\",\"threadId\":\"t\",\"runId\":\"r2\",\"input\":{\"threadId\":"
+         "\"t\",\"runId\":\"r2\",\"messages\":[],\"resume\":["
+         "{\"interruptId\":\"INT-1\",\"status\":\"resolved\"},"
+         "{\"interruptId\":\"int-1 \",\"status\":\"resolved\"},"
+         "{\"interruptId\":\"int-10\",\"status\":\"cancelled\",\"payload\":{\"decision\":"
+         "\"approved\"}}]}}");
+    assert_string_equal(approval_status(r, 0), "pending");
+    assert_string_equal(approval_status(r, 1), "cancelled");
+    assert_int_equal(json_array_size(json_object_get(ab_reducer_state(r), "warnings")), 2);
+    /* an answered interrupt cannot be answered again */
+    fold(r, "r2", 2,
+         "{\"type\":\"RUN_FINISHED\",\"threadId\":\"t\",\"runId\":\"r2\",\"outcome\":{\"type\":"
+         "\"interrupt\",\"interrupts\":[{\"id\":\"int-1\",\"reason\":\"again\"}]}}");
+    fold(r, "r3", 1,
+         "{\"type\":\"RUN_STARTED\",\"threadId\":\"t\",\"runId\":\"r3\",\"input\":{\"threadId\":"
+         "\"t\",\"runId\":\"r3\",\"messages\":[],\"resume\":["
+         "{\"interruptId\":\"int-1\",\"status\":\"resolved\",\"payload\":{\"ok\":1}},"
+         "{\"interruptId\":\"int-10\",\"status\":\"resolved\"}]}}");
+    /* the latest pending int-1 (of r2) is resolved; r1's stays pending */
+    assert_string_equal(approval_status(r, 0), "pending");
+    assert_string_equal(approval_status(r, 1), "cancelled");
+    assert_string_equal(approval_status(r, 2), "resolved");
+    json_t *a = json_array_get(json_object_get(ab_reducer_state(r), "approvals"), 2);
+    assert_string_equal(json_string_value(json_object_get(a, "runId")), "r2");
+    assert_string_equal(json_string_value(json_object_get(a, "resumedByRunId")), "r3");
+    ab_reducer_destroy(&r);
+}
+
+/* A warning message cut at its size limit stays valid UTF-8. */
+static void test_long_warning_is_valid_utf8(void **state)
+{
+    (void)state;
+    ab_reducer_t *r = reducer("t");
+    char ev[2048] = "{\"type\":\"ACTIVITY_DELTA\",\"activityType\":\"P\",\"patch\":[],"
+                    "\"messageId\":\"x";
+    for (int i = 0; i < 300; i++)
+        strcat(ev, "\xc3\xa9");
+    strcat(ev, "\"}");
+    fold(r, "r1", 1, ev);
+    json_t *w = json_array_get(json_object_get(ab_reducer_state(r), "warnings"), 0);
+    const char *msg = json_string_value(json_object_get(w, "message"));
+    assert_non_null(msg);
+    assert_true(strlen(msg) < AB_ERROR_MESSAGE_MAX);
+    assert_true(ab_utf8_valid(msg, strlen(msg)));
+    ab_reducer_destroy(&r);
+}
+
+static void test_run_error_and_late_error(void **state)
+{
+    (void)state;
+    ab_reducer_t *r = reducer("t");
+    fold(r, "r0", 1, "{\"type\":\"RUN_ERROR\",\"message\":\"no model\",\"code\":\"cfg\"}");
+    fold(r, "r1", 1, "{\"type\":\"RUN_STARTED\",\"threadId\":\"t\",\"runId\":\"r1\"}");
+    fold(r, "r1", 2, "{\"type\":\"RUN_FINISHED\",\"threadId\":\"t\",\"runId\":\"r1\"}");
+    fold(r, "r1", 3, "{\"type\":\"RUN_ERROR\",\"message\":\"late\"}");
+    json_t *want =
+        load("[{\"id\":\"r0\",\"status\":\"error\",\"lastSeq\":1,\"endedSeq\":1,"
+             "\"error\":{\"message\":\"no model\",\"code\":\"cfg\"}},"
+             "{\"id\":\"r1\",\"status\":\"error\",\"startedSeq\":1,\"lastSeq\":3,"
+             "\"endedSeq\":3,\"outcome\":\"success\",\"error\":{\"message\":\"late\"}}]");
+    expect_json(json_object_get(ab_reducer_state(r), "runs"), want, "runs");
+    json_decref(want);
+    ab_reducer_destroy(&r);
+}
+
+/* Fold every line of a stream fixture (bare events): must never fail. */
+static void fold_stream(const char *path)
+{
+    size_t len;
+    char *text = tu_read_file(path, &len);
+    ab_reducer_t *r = reducer("thread-1");
+    uint64_t seq = 0;
+    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+        tu_ctx_t c;
+        tu_ctx_init(&c);
+        ab_error_t err = AB_ERROR_INIT;
+        const ab_val_t *ev = tu_json(&c, line);
+        ab_status_t st = ab_reducer_apply(r, ev, NULL, ++seq, &err);
+        if (st != AB_OK && st != AB_INVALID_ARGUMENT)
+            fail_msg("%s line %llu: %s", path, (unsigned long long)seq, err.message);
+        tu_ctx_free(&c);
+    }
+    assert_int_equal(json_integer_value(json_object_get(ab_reducer_state(r), "formatVersion")), 1);
+    ab_reducer_destroy(&r);
+    free(text);
+}
+
+/* Valid and invalid stream fixtures: the reducer is lenient, never fails. */
+static void test_stream_fixtures_fold(void **state)
+{
+    (void)state;
+    static const char *const dirs[] = {"valid", "invalid"};
+    int n = 0;
+    for (size_t d = 0; d < 2; d++) {
+        char dir[512];
+        snprintf(dir, sizeof dir, "%s/streams/%s", AB_FIXTURES_DIR, dirs[d]);
+        DIR *dp = opendir(dir);
+        assert_non_null(dp);
+        struct dirent *de;
+        while ((de = readdir(dp)) != NULL) {
+            size_t l = strlen(de->d_name);
+            if (l < 6 || strcmp(de->d_name + l - 6, ".jsonl") != 0)
+                continue;
+            char path[1024];
+            snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+            fold_stream(path);
+            n++;
+        }
+        closedir(dp);
+    }
+    assert_true(n > 10);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_golden_full_run),
+        cmocka_unit_test(test_golden_interrupt_resume),
+        cmocka_unit_test(test_golden_parallel_tool_calls),
+        cmocka_unit_test(test_golden_state_patches),
+        cmocka_unit_test(test_golden_agentkit),
+        cmocka_unit_test(test_empty_projection),
+        cmocka_unit_test(test_bad_arguments),
+        cmocka_unit_test(test_message_assembly),
+        cmocka_unit_test(test_messages_snapshot_keeps_positions),
+        cmocka_unit_test(test_patch_failure_warns_and_keeps_state),
+        cmocka_unit_test(test_warnings_are_bounded),
+        cmocka_unit_test(test_approvals_bound_to_exact_interrupt_id),
+        cmocka_unit_test(test_long_warning_is_valid_utf8),
+        cmocka_unit_test(test_run_error_and_late_error),
+        cmocka_unit_test(test_stream_fixtures_fold),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
