@@ -289,8 +289,8 @@ static jp_kind_t op_kind(const char *s)
 static ab_status_t op_prepare(const json_t *o, jp_kind_t k, jp_ptr_t *pp, jp_ptr_t *fp,
                               const json_t **value, jp_op_t *op)
 {
-    const char *s;
-    size_t n;
+    const char *s = NULL;
+    size_t n = 0;
     ab_status_t st = op_str(o, "path", &s, &n, op);
     if (st == AB_OK)
         st = ptr_parse(s, n, pp, op);
@@ -348,7 +348,7 @@ static ab_status_t apply_all(json_t **work, const json_t *patch, ab_jsonpatch_wa
             snprintf(field, sizeof field, "/%zu", i);
             return ab_error_set(err, AB_INVALID_EVENT, field, "operation is not an object");
         }
-        const char *name;
+        const char *name = NULL;
         size_t nlen;
         ab_status_t st = op_str(o, "op", &name, &nlen, &op);
         if (st != AB_OK)
