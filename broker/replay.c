@@ -57,6 +57,7 @@ typedef struct reader {
     zmq_msg_t *frames;
     uint32_t nframes;
     ab_buf_t buf;
+    ab_error_t scratch; /**< row_cb's encode error: reset per row, never zeroed whole */
     ab_status_t cb_status;
 } reader_t;
 
@@ -211,10 +212,10 @@ static int row_cb(void *ud, const ab_plugin_row_t *row)
     if (rq->scope == AB_REPLAY_THREAD && row->seq <= run_cursor(rq, row->run))
         return 0;
     ab_stamp_t st = {.pos = row->pos, .time_us = row->commit_us};
-    ab_error_t e = AB_ERROR_INIT;
+    ab_seq_error_reset(&r->scratch);
     ab_buf_reset(&r->buf);
-    if (ab_stamp_encode(&st, &r->buf, &e) != AB_OK || add_frame(r, r->buf.data, r->buf.len) != 0 ||
-        add_frame(r, row->bytes, row->len) != 0) {
+    if (ab_stamp_encode(&st, &r->buf, &r->scratch) != AB_OK ||
+        add_frame(r, r->buf.data, r->buf.len) != 0 || add_frame(r, row->bytes, row->len) != 0) {
         r->cb_status = AB_NOMEM;
         return 1;
     }

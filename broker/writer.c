@@ -35,6 +35,8 @@ typedef struct writer {
     size_t ngroup, cap;
     ab_job_t *held; /**< a non-publish job received while filling a group */
     ab_buf_t buf;
+    ab_buf_t topic;     /**< topic of the last event fanned out (reused while it matches) */
+    ab_error_t scratch; /**< fan_out's encode error: reset per event, never zeroed whole */
     int64_t next_hb;
     bool stop;
 } writer_t;
@@ -123,24 +125,43 @@ static void do_single(writer_t *w, ab_job_t *job)
     finish(w, job, NULL, &e);
 }
 
+/*
+ * Whether @p t is already the topic of (thread, run): "ev" NUL thread NUL run
+ * NUL. Ids never hold NUL, so equal lengths and bytes mean the same ids; the
+ * events of a publish usually share one run, and building (and re-checking)
+ * the topic per event was a visible share of the writer's time.
+ */
+static bool topic_is(const ab_buf_t *t, ab_str_t thread, ab_str_t run)
+{
+    size_t p = AB_TOPIC_EVENTS_LEN;
+    return t->len == p + thread.len + 1 + run.len + 1 &&
+           memcmp(t->data + p, thread.ptr, thread.len) == 0 &&
+           memcmp(t->data + p + thread.len + 1, run.ptr, run.len) == 0;
+}
+
 /* Publish one committed event on the XPUB. */
 static void fan_out(writer_t *w, ab_job_t *job, uint32_t i, int64_t time_us)
 {
     const ab_seq_item_t *it = &job->items[i];
     ab_stamp_t stamp = {.pos = it->pos, .time_us = time_us};
-    ab_error_t e = AB_ERROR_INIT;
+    ab_error_t *e = &w->scratch;
+    ab_seq_error_reset(e);
+    if (!topic_is(&w->topic, it->ev->thread, it->ev->run)) {
+        ab_buf_reset(&w->topic);
+        if (ab_topic_event(&w->topic, it->ev->thread, it->ev->run, e) != AB_OK) {
+            ab_buf_reset(&w->topic);
+            return;
+        }
+    }
     ab_buf_reset(&w->buf);
-    if (ab_topic_event(&w->buf, it->ev->thread, it->ev->run, &e) != AB_OK)
-        return;
-    size_t topic_len = w->buf.len;
-    if (ab_stamp_encode(&stamp, &w->buf, &e) != AB_OK)
+    if (ab_stamp_encode(&stamp, &w->buf, e) != AB_OK)
         return;
     zmq_msg_t ev;
     zmq_msg_init(&ev);
     if (zmq_msg_copy(&ev, &job->frames[i]) != 0)
         return;
-    zmq_send(w->xpub, w->buf.data, topic_len, ZMQ_SNDMORE | ZMQ_DONTWAIT);
-    zmq_send(w->xpub, w->buf.data + topic_len, w->buf.len - topic_len, ZMQ_SNDMORE | ZMQ_DONTWAIT);
+    zmq_send(w->xpub, w->topic.data, w->topic.len, ZMQ_SNDMORE | ZMQ_DONTWAIT);
+    zmq_send(w->xpub, w->buf.data, w->buf.len, ZMQ_SNDMORE | ZMQ_DONTWAIT);
     if (zmq_msg_send(&ev, w->xpub, ZMQ_DONTWAIT) < 0)
         zmq_msg_close(&ev);
 }
@@ -318,6 +339,7 @@ void *ab_writer_main(void *arg)
     zmq_close(w.sock);
     free(w.group);
     ab_buf_free(&w.buf);
+    ab_buf_free(&w.topic);
     ab_seq_destroy(&w.seq);
     return NULL;
 }

@@ -137,14 +137,127 @@ static const ab_ospec_t stamp_spec = {
     .size = sizeof(ab_stamp_t),
 };
 
+/*
+ * Stamps are encoded and decoded once per event on every live and replayed
+ * event, so they have a hand-written fast path for the canonical form
+ * {"pos": uint, "time": int} with the smallest msgpack integer encodings,
+ * which is byte for byte what the spec-driven encoder (msgpack-c) writes.
+ * Anything else (pos out of range, other layouts) takes the generic path,
+ * so errors and accepted inputs are unchanged.
+ */
+static uint8_t *put_be(uint8_t *p, uint8_t tag, uint64_t v, int bytes)
+{
+    *p++ = tag;
+    for (int i = bytes - 1; i >= 0; i--)
+        *p++ = (uint8_t)(v >> (8 * i));
+    return p;
+}
+
+static uint8_t *put_uint(uint8_t *p, uint64_t v)
+{
+    if (v < 128)
+        return *p = (uint8_t)v, p + 1;
+    if (v <= UINT8_MAX)
+        return put_be(p, 0xcc, v, 1);
+    if (v <= UINT16_MAX)
+        return put_be(p, 0xcd, v, 2);
+    if (v <= UINT32_MAX)
+        return put_be(p, 0xce, v, 4);
+    return put_be(p, 0xcf, v, 8);
+}
+
+static uint8_t *put_int(uint8_t *p, int64_t v)
+{
+    if (v >= 0)
+        return put_uint(p, (uint64_t)v);
+    if (v >= -32)
+        return *p = (uint8_t)(int8_t)v, p + 1;
+    if (v >= INT8_MIN)
+        return put_be(p, 0xd0, (uint64_t)v, 1);
+    if (v >= INT16_MIN)
+        return put_be(p, 0xd1, (uint64_t)v, 2);
+    if (v >= INT32_MIN)
+        return put_be(p, 0xd2, (uint64_t)v, 4);
+    return put_be(p, 0xd3, (uint64_t)v, 8);
+}
+
 ab_status_t ab_stamp_encode(const ab_stamp_t *st, ab_buf_t *out, ab_error_t *err)
 {
-    return ab_cc_encode(&stamp_spec, st, out, err);
+    if (st == NULL || out == NULL || st->pos == 0 || st->pos > (uint64_t)INT64_MAX ||
+        ab_buf_reserve(out, 32) != AB_OK)
+        return ab_cc_encode(&stamp_spec, st, out, err);
+    uint8_t *p0 = out->data + out->len, *p = p0;
+    memcpy(p, "\x82\xa3pos", 5);
+    p = put_uint(p + 5, st->pos);
+    memcpy(p, "\xa4time", 5);
+    p = put_int(p + 5, st->time_us);
+    out->len += (size_t)(p - p0);
+    return AB_OK;
+}
+
+/* Read a msgpack integer at *p (any width); false when it is not one or runs past @p end. */
+static bool get_int(const uint8_t **p, const uint8_t *end, bool *neg, uint64_t *v)
+{
+    const uint8_t *q = *p;
+    if (q >= end)
+        return false;
+    uint8_t tag = *q++;
+    int bytes = 0;
+    *neg = false;
+    if (tag < 0x80 || tag >= 0xe0) {
+        *neg = tag >= 0xe0;
+        *v = *neg ? (uint64_t)(int64_t)(int8_t)tag : tag;
+        *p = q;
+        return true;
+    }
+    if (tag >= 0xcc && tag <= 0xcf)
+        bytes = 1 << (tag - 0xcc);
+    else if (tag >= 0xd0 && tag <= 0xd3)
+        bytes = 1 << (tag - 0xd0);
+    else
+        return false;
+    if (end - q < bytes)
+        return false;
+    uint64_t x = 0;
+    for (int i = 0; i < bytes; i++)
+        x = x << 8 | q[i];
+    if (tag >= 0xd0) { /* sign-extend */
+        int shift = 64 - 8 * bytes;
+        int64_t sx = shift ? (int64_t)(x << shift) >> shift : (int64_t)x;
+        *neg = sx < 0;
+        x = (uint64_t)sx;
+    }
+    *v = x;
+    *p = q + bytes;
+    return true;
+}
+
+/* The canonical stamp; false sends the frame down the generic path. */
+static bool stamp_fast(const uint8_t *buf, size_t len, ab_stamp_t *out)
+{
+    const uint8_t *p = buf, *end = buf + len;
+    bool neg = false;
+    uint64_t pos = 0, t = 0;
+    if (len < 12 || memcmp(p, "\x82\xa3pos", 5) != 0)
+        return false;
+    p += 5;
+    if (!get_int(&p, end, &neg, &pos) || neg || pos == 0 || pos > (uint64_t)INT64_MAX)
+        return false;
+    if (end - p < 5 || memcmp(p, "\xa4time", 5) != 0)
+        return false;
+    p += 5;
+    if (!get_int(&p, end, &neg, &t) || p != end || (!neg && t > (uint64_t)INT64_MAX))
+        return false;
+    out->pos = pos;
+    out->time_us = (int64_t)t;
+    return true;
 }
 
 ab_status_t ab_stamp_decode(ab_doc_t *doc, const uint8_t *buf, size_t len, ab_stamp_t *out,
                             ab_error_t *err)
 {
+    if (buf != NULL && out != NULL && stamp_fast(buf, len, out))
+        return AB_OK;
     const ab_val_t *root = NULL;
     ab_status_t rc =
         ab_doc_parse(doc, buf, len, AB_STAMP_MAX_BYTES, 2, AB_INVALID_ENVELOPE, &root, err);

@@ -210,9 +210,40 @@ static const ab_fspec_t result_fields[] = {
     U64("pos", RS(pos), MIN1),
     {.key = "error", .type = &ab_ft_error, .off = RS(error)},
 };
+/*
+ * A `published` reply carries one result per event, so the common result
+ * (accepted or duplicate, with a position, no error) skips the generic walk:
+ * the same map {seq, status, pos} from the same msgpack calls, so the same
+ * bytes, without the path bookkeeping kept for error messages. Anything the
+ * walk could reject or encode differently (seq 0, values above INT64_MAX,
+ * rejections) still takes the walk.
+ */
+static int result_fast(ab_cctx_t *c, const char *base)
+{
+    const ab_result_t *r = (const ab_result_t *)(const void *)base;
+    if ((r->status != AB_RESULT_ACCEPTED && r->status != AB_RESULT_DUPLICATE) || r->error ||
+        r->seq == 0 || r->seq > (uint64_t)INT64_MAX || r->pos == 0 || r->pos > (uint64_t)INT64_MAX)
+        return -1;
+    const char *name = result_names[r->status];
+    ab_status_t rc = ab_cc_pk(c, msgpack_pack_map(&c->pk, 3));
+    if (rc == AB_OK)
+        rc = ab_cc_pack_str(c, "seq", 3);
+    if (rc == AB_OK)
+        rc = ab_cc_pk(c, msgpack_pack_uint64(&c->pk, r->seq));
+    if (rc == AB_OK)
+        rc = ab_cc_pack_str(c, "status", 6);
+    if (rc == AB_OK)
+        rc = ab_cc_pack_str(c, name, strlen(name));
+    if (rc == AB_OK)
+        rc = ab_cc_pack_str(c, "pos", 3);
+    if (rc == AB_OK)
+        rc = ab_cc_pk(c, msgpack_pack_uint64(&c->pk, r->pos));
+    return (int)rc;
+}
+
 static const ab_ospec_t result_spec =
     SPECX(result_fields, sizeof(ab_result_t), .check = result_check, .store = result_store,
-          .load = result_load);
+          .load = result_load, .fast_enc = result_fast);
 
 #define LM(m)                                                                                      \
     {                                                                                              \

@@ -270,6 +270,9 @@ static bool present(const ab_fspec_t *f, const char *base)
 
 ab_status_t ab_cc_enc_object(ab_cctx_t *c, const ab_ospec_t *s, const char *base)
 {
+    int fast = s->fast_enc ? s->fast_enc(c, base) : -1;
+    if (fast >= 0)
+        return (ab_status_t)fast;
     ab_status_t rc = s->check ? s->check(c, base) : AB_OK;
     if (rc != AB_OK)
         return rc;

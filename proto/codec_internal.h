@@ -74,6 +74,10 @@ struct ab_ospec {
     /* lists: store/load the typed element pointer at base + off */
     void (*store)(char *slot, void *items);
     const void *(*load)(const char *slot);
+    /* optional encoder for the common case of a hot object, making the same
+     * msgpack calls as the generic walk minus its path bookkeeping: returns
+     * a status when it encoded the object, -1 to fall back to the walk */
+    int (*fast_enc)(ab_cctx_t *c, const char *base);
 };
 
 /* typed access to a field at base + off */

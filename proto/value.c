@@ -144,11 +144,25 @@ void ab_path_push_key(char *buf, size_t size, const char *key, size_t klen)
     buf[n] = '\0';
 }
 
+/* Same text and truncation as snprintf("/%zu"), without it: the codec pushes
+ * an index for every array element it encodes (one per published result). */
 void ab_path_push_index(char *buf, size_t size, size_t index)
 {
     size_t n = strlen(buf);
-    if (n < size)
-        snprintf(buf + n, size - n, "/%zu", index);
+    if (n >= size)
+        return;
+    char tmp[24];
+    size_t k = sizeof(tmp);
+    do {
+        tmp[--k] = (char)('0' + index % 10);
+        index /= 10;
+    } while (index > 0);
+    tmp[--k] = '/';
+    size_t len = sizeof(tmp) - k, room = size - n - 1;
+    if (len > room)
+        len = room;
+    memcpy(buf + n, tmp + k, len);
+    buf[n + len] = '\0';
 }
 
 /* A parse position: the chain of keys/indexes from the root, for errors. */

@@ -434,6 +434,23 @@ static void test_stamp(void **state)
     }
     st.pos = 0;
     assert_int_equal(ab_stamp_encode(&st, &f->out, &err), AB_INVALID_ARGUMENT);
+    /* the fast path round-trips every integer width at its boundaries */
+    const uint64_t ps[] = {1,     127,   128,           255,           256,
+                           65535, 65536, 4294967295ull, 4294967296ull, (uint64_t)INT64_MAX};
+    const int64_t ts[] = {0,     -1,           -32,       -33,
+                          -128,  -129,         -32769,    (int64_t)INT32_MIN - 1,
+                          65536, 4294967296ll, INT64_MAX, INT64_MIN};
+    for (size_t i = 0; i < sizeof(ps) / sizeof(ps[0]); i++) {
+        for (size_t j = 0; j < sizeof(ts) / sizeof(ts[0]); j++) {
+            ab_stamp_t in = {.pos = ps[i], .time_us = ts[j]}, out = {0, 0};
+            ab_buf_reset(&f->out);
+            assert_int_equal(ab_stamp_encode(&in, &f->out, &err), AB_OK);
+            assert_true(f->out.len <= AB_STAMP_MAX_BYTES);
+            assert_int_equal(ab_stamp_decode(f->doc, f->out.data, f->out.len, &out, &err), AB_OK);
+            assert_int_equal(out.pos, in.pos);
+            assert_true(out.time_us == in.time_us);
+        }
+    }
 }
 
 static void test_topics(void **state)
