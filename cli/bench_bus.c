@@ -25,6 +25,7 @@
 #include "agentbus/client.h"
 #include "agentbus/json.h"
 #include "cli.h"
+#include "spawn.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -51,12 +52,7 @@ typedef struct opts {
     double seconds;
 } opts_t;
 
-typedef struct child {
-    pid_t pid;
-    int fd;
-    char dir[128];
-    char cmd[128];
-} child_t;
+typedef spawn_broker_t child_t; /* a broker child (cli/spawn.c) */
 
 static double mono_s(void)
 {
@@ -65,107 +61,20 @@ static double mono_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-/* ---- broker child ------------------------------------------------------ */
-
-static void rm_tree(const char *path)
-{
-    DIR *d = opendir(path);
-    if (d) {
-        struct dirent *e;
-        while ((e = readdir(d)) != NULL) {
-            if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-                continue;
-            size_t lp = strlen(path), ln = strlen(e->d_name);
-            char *sub = malloc(lp + ln + 2);
-            if (!sub)
-                continue;
-            memcpy(sub, path, lp);
-            sub[lp] = '/';
-            memcpy(sub + lp + 1, e->d_name, ln + 1);
-            if (e->d_type == DT_DIR)
-                rm_tree(sub);
-            else
-                unlink(sub);
-            free(sub);
-        }
-        closedir(d);
-    }
-    rmdir(path);
-}
-
-/* Read the ready line within 10 s; 0 on success. */
-static int child_ready(child_t *ch)
-{
-    char line[1024];
-    size_t used = 0;
-    double deadline = mono_s() + 10;
-    while (used + 1 < sizeof(line)) {
-        struct pollfd p = {.fd = ch->fd, .events = POLLIN};
-        int left = (int)((deadline - mono_s()) * 1000);
-        if (left <= 0 || poll(&p, 1, left) <= 0)
-            return -1;
-        ssize_t n = read(ch->fd, line + used, sizeof(line) - 1 - used);
-        if (n <= 0)
-            return -1;
-        used += (size_t)n;
-        line[used] = '\0';
-        char *s = strstr(line, "agentbus broker ready cmd=");
-        if (s && strchr(s, '\n') && sscanf(s, "agentbus broker ready cmd=%127s", ch->cmd) == 1)
-            return 0;
-    }
-    return -1;
-}
+/* ---- broker child (cli/spawn.c) ------------------------------------------ */
 
 static void child_stop(child_t *ch)
 {
-    if (ch->pid <= 0)
-        return;
-    kill(ch->pid, SIGTERM);
-    double deadline = mono_s() + 10;
-    int st;
-    while (waitpid(ch->pid, &st, WNOHANG) == 0) {
-        if (mono_s() > deadline) {
-            kill(ch->pid, SIGKILL);
-            waitpid(ch->pid, &st, 0);
-            break;
-        }
-        struct pollfd p = {.fd = ch->fd, .events = POLLIN};
-        char sink[256];
-        if (poll(&p, 1, 20) > 0 && read(ch->fd, sink, sizeof(sink)) <= 0)
-            poll(NULL, 0, 5);
-    }
-    close(ch->fd);
-    ch->pid = 0;
-    rm_tree(ch->dir);
+    if (ch->pid > 0)
+        spawn_stop(ch, true);
 }
 
 static int child_start(child_t *ch, const char *durability)
 {
-    memset(ch, 0, sizeof(*ch));
-    snprintf(ch->dir, sizeof(ch->dir), "/tmp/agentbus-bench-XXXXXX");
-    if (!mkdtemp(ch->dir))
-        return -1;
-    int fds[2];
-    if (pipe(fds) != 0)
-        return -1;
-    ch->pid = fork();
-    if (ch->pid == 0) {
-        dup2(fds[1], STDOUT_FILENO);
-        close(fds[0]);
-        close(fds[1]);
-        int devnull = open("/dev/null", O_WRONLY);
-        if (devnull >= 0)
-            dup2(devnull, STDERR_FILENO); /* keep the broker's log out of the report */
-        execl("/proc/self/exe", "agentbus", "broker", "--data", ch->dir, "--cmd",
-              "tcp://127.0.0.1:*", "--events", "tcp://127.0.0.1:*", "--durability", durability,
-              (char *)NULL);
-        _exit(127);
-    }
-    close(fds[1]);
-    ch->fd = fds[0];
-    if (ch->pid < 0 || child_ready(ch) != 0) {
+    spawn_opts_t so = {
+        .tmp_prefix = "agentbus-bench", .quiet = true, .extra = {"--durability", durability}};
+    if (spawn_broker(ch, &so) != 0) {
         fprintf(stderr, "agentbus bench: the broker did not start\n");
-        child_stop(ch);
         return -1;
     }
     return 0;
@@ -260,7 +169,8 @@ typedef struct prod {
     /* results */
     uint64_t acked;
     uint64_t rejected;
-    double *lat; /* publish-to-ack seconds, LAT_MAX entries, may be NULL */
+    uint64_t duplicates; /* counted in acked too: the broker found them already stored */
+    double *lat;         /* publish-to-ack seconds, LAT_MAX entries, may be NULL */
     size_t nlat;
     int failed;
 } prod_t;
@@ -300,6 +210,7 @@ static int take_reply(prod_t *p, ab_conn_t *c, ab_doc_t *doc, flight_t *fl, int 
             p->rejected++;
         else
             p->acked++;
+        p->duplicates += m.u.published.results[i].status == AB_RESULT_DUPLICATE;
     }
     for (int i = 0; i < *nfl; i++)
         if (fl[i].cid == m.cid) {
@@ -446,14 +357,16 @@ static double ingest_row(const opts_t *o, void *ctx, const bodies_t *b, const ch
                    .thread_fmt = "ingest-%d"};
     prod_t ps[PRODUCERS];
     double rate = run_producers(&tmpl, PRODUCERS, ps);
-    uint64_t rej = 0;
-    for (int i = 0; i < PRODUCERS; i++)
+    uint64_t rej = 0, dup = 0;
+    for (int i = 0; i < PRODUCERS; i++) {
         rej += ps[i].rejected;
+        dup += ps[i].duplicates;
+    }
     long rss = ch.pid ? peak_rss_kib(ch.pid) : 0;
     printf("ingest  durability=%-7s %10.0f events/s acked  (%d producers, %d runs, %d B events, "
-           "batch %d, %d in flight; rejected %llu; broker peak RSS %s%ld MiB)\n",
+           "batch %d, %d in flight; rejected %llu, duplicate %llu; broker peak RSS %s%ld MiB)\n",
            durability, rate, PRODUCERS, RUNS, EVENT_SIZE, BATCH, PIPE, (unsigned long long)rej,
-           rss ? "" : "n/a ", rss / 1024);
+           (unsigned long long)dup, rss ? "" : "n/a ", rss / 1024);
     child_stop(&ch);
     return rate;
 }
@@ -529,7 +442,7 @@ static ab_status_t count_row(void *ud, const ab_stamp_t *st, const uint8_t *ev, 
 static int replay_one(const char *ep, void *ctx, const char *label, const ab_msg_t *q)
 {
     ab_conn_opts_t o = {
-        .zmq_ctx = ctx, .timeout_ms = 10000, .replay_window = 16, .replay_chunk_max = 1024};
+        .zmq_ctx = ctx, .timeout_ms = 10000, .replay_window = 64, .replay_chunk_max = 1024};
     ab_conn_t *c = NULL;
     ab_doc_t *doc = NULL;
     ab_error_t err = AB_ERROR_INIT;
@@ -541,7 +454,7 @@ static int replay_one(const char *ep, void *ctx, const char *label, const ab_msg
     if (ab_conn_replay(c, q, count_row, &k, doc, NULL, 10000, &err) != AB_OK)
         goto out;
     double dt = mono_s() - t0;
-    printf("replay  %-24s %9llu events in %6.3f s: %10.0f events/s  %7.1f MB/s  (window 16, "
+    printf("replay  %-24s %9llu events in %6.3f s: %10.0f events/s  %7.1f MB/s  (window 64, "
            "chunks of 1024)\n",
            label, (unsigned long long)k.events, dt, (double)k.events / dt,
            (double)k.bytes / dt / 1e6);
