@@ -154,13 +154,13 @@ static ab_status_t check_lifecycle(const ab__seq_run_t *r, const ab_seq_item_t *
     if (!r->lc) { /* loaded as terminal */
         if (r->status == AB_RUN_STATUS_FINISHED && it->info->type == AB_AGUI_RUN_ERROR)
             return AB_OK; /* the one late RUN_ERROR */
-        return ab_error_set(err, AB_RUN_TERMINAL, "/event/type",
+        return ab_error_set(err, AB_RUN_TERMINAL, "event/type",
                             "run '%s' already ended (%s); seq %llu refused", r->run,
                             ab_run_status_name(r->status), (unsigned long long)it->ev->seq);
     }
     ab_status_t rc = ab_lifecycle_check(r->lc, it->info, err);
     if (rc != AB_OK)
-        ab_error_prefix_field(err, "/event");
+        ab_error_prefix_field(err, "event");
     return rc;
 }
 

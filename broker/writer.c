@@ -59,11 +59,14 @@ static void heartbeat(writer_t *w)
 /* Send one answer to the command thread and release the job. */
 static void finish(writer_t *w, ab_job_t *job, const ab_msg_t *m, const ab_error_t *e)
 {
+    /* Give the job's share of the ingest queue back before the reply can
+     * reach the client, so a request sent right after the reply never meets
+     * a queue still counting the answered one (a spurious `overloaded`). */
+    atomic_fetch_sub(&w->b->in_flight, job->weight);
     int rc = m != NULL ? ab_reply_msg(w->sock, &job->identity, m)
                        : ab_reply_error(w->sock, &job->identity, job->v, job->cid, e);
     if (rc != 0)
         ab_log(AB_LOG_WARN, "writer: cannot hand a reply to the command thread");
-    atomic_fetch_sub(&w->b->in_flight, job->weight);
     ab_job_free(job);
 }
 
