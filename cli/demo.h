@@ -1,17 +1,18 @@
 /*
  * demo.h - the parts of `agentbus demo` (cli/demo.c: the command, broker,
- * observer and summary; cli/demo_agents.c: the agent workers and the AG-UI
- * runs they publish).
+ * agent worker processes, observer and summary; cli/demo_agents.c: the body
+ * of an agent worker process, the AG-UI runs it publishes and the one-line
+ * report per run it sends back to the demo).
  */
 #ifndef AB_CLI_DEMO_H
 #define AB_CLI_DEMO_H
 
 #include "agentbus/status.h"
 
-#include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 /** The kinds of run the agents play, in the order the plan cycles through. */
 typedef enum demo_kind {
@@ -25,9 +26,11 @@ typedef enum demo_kind {
 } demo_kind_t;
 
 /**
- * One run of the plan. Ids are set before any thread starts; then the agent
- * writes only the producer side (published .. why) and the observer (main
- * thread) only the observer side (observed .. outcome).
+ * One run of the plan. The plan is computed the same way (make_plan() in
+ * demo.c) by the demo and by every agent worker process. In a worker the
+ * agent writes the producer side (published .. why) and reports it with
+ * demo_report_run(); in the demo, demo_parse_report() copies the report in,
+ * and the observer writes the observer side (observed .. outcome).
  */
 typedef struct demo_run {
     char run[64];
@@ -36,6 +39,7 @@ typedef struct demo_run {
     /* producer side */
     uint64_t published, acked;
     bool done;
+    bool reported; /* demo: the worker's report line for this run arrived */
     char why[256]; /* the producer's failure, "" when none */
     /* observer side */
     uint64_t observed, last_seq;
@@ -43,7 +47,7 @@ typedef struct demo_run {
     const char *outcome; /* the terminal event seen: "success", "interrupt", ... or NULL */
 } demo_run_t;
 
-/** One agent worker: its own producer, its runs in order. */
+/** One agent worker (a process of its own): its producer, its runs in order. */
 typedef struct demo_agent {
     const char *endpoint, *thread;
     int pace_ms;
@@ -51,8 +55,8 @@ typedef struct demo_agent {
     int index;
     demo_run_t **runs;
     int nruns;
-    int failed; /* runs that did not complete */
-    pthread_t tid;
+    int failed;   /* runs that did not complete */
+    FILE *report; /* one demo_report_run() line per run as it ends; NULL = none */
 } demo_agent_t;
 
 /** The agent's role name for a kind ("planner", "researcher", ...). */
@@ -61,7 +65,21 @@ const char *demo_kind_name(demo_kind_t k);
 /** The outcome a kind's run ends with ("success", "interrupt", "error", "cancelled"). */
 const char *demo_kind_outcome(demo_kind_t k);
 
-/** Thread body of an agent (arg: demo_agent_t *): publishes its runs. */
-void *demo_agent_main(void *arg);
+/** Body of an agent worker process: publishes its runs, reporting each. */
+void demo_agent_main(demo_agent_t *ag);
+
+/**
+ * Write the report line of a finished run, then flush:
+ *   run <id> <published> <acked> <done 0|1> <why, to the end of the line>
+ * @return 0, or -1 when it could not be written.
+ */
+int demo_report_run(FILE *f, const demo_run_t *r);
+
+/**
+ * Parse one report line (no newline) into the run of @p runs with its id,
+ * which must belong to @p agent; sets r->reported.
+ * @return 0, or -1 when the line is malformed or names no run of the agent.
+ */
+int demo_parse_report(const char *line, demo_run_t *runs, int nruns, int agent);
 
 #endif

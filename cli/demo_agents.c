@@ -1,8 +1,11 @@
 /*
- * demo_agents.c - the agent workers of `agentbus demo`: each is a thread
- * with its own ab_producer_t that claims its runs one after the other on
- * the demo's thread and publishes realistic AG-UI 1.0 runs, paced so that
- * an observer reads them like live work.
+ * demo_agents.c - the agent workers of `agentbus demo`: each is a process
+ * of its own (the demo re-executes itself as `agentbus demo --agent-worker
+ * K ...`, cli/demo.c) with its own ab_producer_t that claims its runs one
+ * after the other on the demo's thread and publishes realistic AG-UI 1.0
+ * runs, paced so that an observer reads them like live work; after each run
+ * it writes one report line (demo_report_run()) on its stdout, a pipe the
+ * demo reads.
  *
  * Invariants:
  *  1. Every run is a legal AG-UI 1.0 run on its own (the strict check and
@@ -13,6 +16,8 @@
  *     sent); it is recorded in run->why and the agent goes on with its next
  *     run on a fresh producer.
  *  3. An agent touches only the producer side of its own runs (demo.h).
+ *  4. A report line is one line: the failure text has no newline, and the
+ *     line is flushed at once, so the demo sees each run as it ends.
  */
 #ifdef AB_HAVE_CLIENT
 #include "agentbus/producer.h"
@@ -276,10 +281,53 @@ static void one_run(demo_agent_t *ag, ab_producer_t *p, demo_run_t *r, const cha
     r->done = !a.failed;
 }
 
-/* One producer per agent for all its runs; a new one after a failed run. */
-void *demo_agent_main(void *arg)
+int demo_report_run(FILE *f, const demo_run_t *r)
 {
-    demo_agent_t *ag = arg;
+    char why[sizeof(r->why)];
+    snprintf(why, sizeof(why), "%s", r->why);
+    for (char *c = why; *c; c++)
+        if (*c == '\n' || *c == '\r')
+            *c = ' '; /* invariant 4 */
+    if (fprintf(f, "run %s %llu %llu %d %s\n", r->run, (unsigned long long)r->published,
+                (unsigned long long)r->acked, r->done ? 1 : 0, why) < 0)
+        return -1;
+    return fflush(f) == 0 ? 0 : -1;
+}
+
+int demo_parse_report(const char *line, demo_run_t *runs, int nruns, int agent)
+{
+    char id[64];
+    unsigned long long pub, ack;
+    int done, off = 0;
+    if (sscanf(line, "run %63s %llu %llu %d%n", id, &pub, &ack, &done, &off) != 4)
+        return -1;
+    for (int i = 0; i < nruns; i++) {
+        demo_run_t *r = &runs[i];
+        if (strcmp(r->run, id) != 0 || r->agent != agent)
+            continue;
+        r->published = pub;
+        r->acked = ack;
+        r->done = done == 1;
+        const char *why = line + off;
+        while (*why == ' ')
+            why++;
+        snprintf(r->why, sizeof(r->why), "%s", why);
+        r->reported = true;
+        return 0;
+    }
+    return -1;
+}
+
+/* Report a run (invariant 4); a demo that went away stops the agent. */
+static void report(demo_agent_t *ag, const demo_run_t *r)
+{
+    if (ag->report && demo_report_run(ag->report, r) != 0)
+        *ag->stop = 1;
+}
+
+/* One producer per agent for all its runs; a new one after a failed run. */
+void demo_agent_main(demo_agent_t *ag)
+{
     const char *ask = NULL;
     char name[48];
     snprintf(name, sizeof(name), "agentbus-demo-agent-%d", ag->index + 1);
@@ -291,12 +339,14 @@ void *demo_agent_main(void *arg)
         if (*ag->stop) {
             snprintf(r->why, sizeof(r->why), "interrupted");
             ag->failed++;
+            report(ag, r);
             continue;
         }
         if (!p && ab_producer_new(&p, ag->endpoint, &po, &err) != AB_OK) {
             snprintf(r->why, sizeof(r->why), "connect: %s: %.180s", ab_status_name(err.code),
                      err.message);
             ag->failed++;
+            report(ag, r);
             continue;
         }
         one_run(ag, p, r, ask);
@@ -305,9 +355,9 @@ void *demo_agent_main(void *arg)
             ag->failed++;
             ab_producer_destroy(&p);
         }
+        report(ag, r);
     }
     ab_producer_destroy(&p);
-    return NULL;
 }
 #else
 typedef int ab_cli_demo_agents_unused_t; /* built without the client library */

@@ -1,9 +1,12 @@
 /*
- * test_demo.c - `agentbus demo` as a process: it starts its own broker,
- * runs the fabric flat out (--pace 0), exits 0 with the summary, the audit
- * verdict and every outcome marker, and leaves no broker behind; SIGINT in
- * the middle stops it (exit 130) and its broker too; against an external
- * broker (--broker) with --json, stdout is JSON Lines only.
+ * test_demo.c - `agentbus demo` as a process: it starts its own broker and
+ * one worker process per agent, runs the fabric flat out (--pace 0), exits
+ * 0 with the summary (agent pids, throughput, where the data is), the audit
+ * verdict and every outcome marker, keeps the data directory and leaves no
+ * process behind (no broker, no agent worker); without --data it makes and
+ * keeps a temporary directory under $TMPDIR; SIGINT in the middle stops it
+ * (exit 130), its workers and its broker too; against an external broker
+ * (--broker) with --json, stdout is JSON Lines only.
  *
  * Every wait is bounded: the demo's output is read with poll() against a
  * deadline, and a demo that does not exit in time is killed (a failure).
@@ -11,6 +14,8 @@
 #include "testutil.h"
 
 #include "broker_proc.h"
+
+#include <sys/stat.h>
 
 #define DEMO_MS 60000
 
@@ -86,8 +91,10 @@ static void demo_wait(demo_proc_t *d, long deadline)
     d->status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
-/* True when some process runs `agentbus broker ... --data @p dir`. */
-static bool broker_running(const char *dir)
+/* True when some process has @p dir and @p what among its arguments: the
+ * broker (`broker ... --data DIR`) or an agent worker (`demo --agent-worker
+ * K ... --data DIR`). */
+static bool running_with(const char *dir, const char *what)
 {
     DIR *proc = opendir("/proc");
     assert_non_null(proc);
@@ -105,24 +112,86 @@ static bool broker_running(const char *dir)
         close(fd);
         if (n <= 0)
             continue;
-        bool broker = false, data = false;
+        cmd[n] = '\0';
+        bool it = false, data = false;
         for (ssize_t i = 0; i < n; i += (ssize_t)strlen(cmd + i) + 1) {
-            cmd[n] = '\0';
-            broker |= strcmp(cmd + i, "broker") == 0;
+            it |= strcmp(cmd + i, what) == 0;
             data |= strcmp(cmd + i, dir) == 0;
         }
-        found = broker && data;
+        found = it && data;
     }
     closedir(proc);
     return found;
 }
 
-static void check_gone(const char *dir)
+static bool broker_running(const char *dir)
+{
+    return running_with(dir, "broker");
+}
+
+/* True when process @p pid still runs an agent worker (not reused). */
+static bool worker_alive(long pid)
+{
+    char path[64], cmd[4096];
+    snprintf(path, sizeof(path), "/proc/%ld/cmdline", pid);
+    int fd = open(path, O_RDONLY);
+    if (fd < 0)
+        return false;
+    ssize_t n = read(fd, cmd, sizeof(cmd) - 1);
+    close(fd);
+    for (ssize_t i = 0; i < n; i += (ssize_t)strlen(cmd + i) + 1)
+        if (strcmp(cmd + i, "--agent-worker") == 0)
+            return true;
+    return false;
+}
+
+/* No broker and no agent worker of @p dir is left (nor a pid of @p pids). */
+static void check_gone(const char *dir, const long *pids, int npids)
 {
     long deadline = bp_now_ms() + 5000; /* a zombie is reaped by its parent, at once */
-    while (broker_running(dir) && bp_now_ms() < deadline)
+    while ((broker_running(dir) || running_with(dir, "--agent-worker")) && bp_now_ms() < deadline)
         poll(NULL, 0, 20);
     assert_false(broker_running(dir));
+    assert_false(running_with(dir, "--agent-worker"));
+    for (int i = 0; i < npids; i++)
+        if (worker_alive(pids[i]))
+            fail_msg("agent worker pid %ld is still running", pids[i]);
+}
+
+/* The pids of "agents: N processes (pids a b c)" in the summary; @return N. */
+static int agent_pids(const demo_proc_t *d, long *pids, int max)
+{
+    const char *s = strstr(d->out, "\nagents: ");
+    if (!s)
+        fail_msg("no agents line in the summary:\n%s", d->out);
+    int n = atoi(s + 9);
+    s = strstr(s, "(pids");
+    assert_non_null(s);
+    s += 5;
+    int got = 0;
+    while (got < max && *s == ' ') {
+        char *end;
+        pids[got++] = strtol(s, &end, 10);
+        s = end;
+    }
+    assert_int_equal(got, n);
+    for (int i = 0; i < got; i++) {
+        assert_true(pids[i] > 0 && pids[i] != (long)d->pid);
+        for (int j = 0; j < i; j++)
+            assert_true(pids[i] != pids[j]); /* one process per agent */
+    }
+    return n;
+}
+
+/* @p dir (and its broker log) exist after the demo. */
+static void check_kept(const char *dir)
+{
+    struct stat st;
+    char log[600];
+    assert_int_equal(stat(dir, &st), 0);
+    assert_true(S_ISDIR(st.st_mode));
+    snprintf(log, sizeof(log), "%s/broker.log", dir);
+    assert_int_equal(stat(log, &st), 0);
 }
 
 static void test_demo_own_broker(void **state)
@@ -148,8 +217,57 @@ static void test_demo_own_broker(void **state)
     assert_non_null(strstr(d.out, "tool web_search("));
     assert_null(strstr(d.out, "MISMATCH"));
     assert_null(strstr(d.out, "\033[")); /* --no-color */
-    check_gone(dir);
+    assert_non_null(strstr(d.out, "events/s)"));
+    assert_non_null(strstr(d.out, "exit status 0 0 0\n"));
+    char where[400];
+    snprintf(where, sizeof(where), "\ndata: %s\n", dir);
+    assert_non_null(strstr(d.out, where));
+    long pids[8];
+    assert_int_equal(agent_pids(&d, pids, 8), 3);
+    check_gone(dir, pids, 3);
+    check_kept(dir);
     bp_rm_tree(dir);
+}
+
+/* No --data: a new temporary directory under $TMPDIR, named and kept. */
+static void test_demo_temp_dir(void **state)
+{
+    (void)state;
+    if (!bp_available())
+        skip();
+    char tmp[] = "/tmp/agentbus-demotmp-XXXXXX";
+    assert_non_null(mkdtemp(tmp));
+    static demo_proc_t d;
+    const char *args[] = {"--pace", "0", "--agents", "2", "--no-color", NULL};
+    const char *old = getenv("TMPDIR");
+    char saved[512] = "";
+    if (old)
+        snprintf(saved, sizeof(saved), "%s", old);
+    setenv("TMPDIR", tmp, 1);
+    demo_spawn(&d, args, false);
+    if (old)
+        setenv("TMPDIR", saved, 1);
+    else
+        unsetenv("TMPDIR");
+    demo_wait(&d, bp_now_ms() + DEMO_MS);
+    if (d.status != 0)
+        fail_msg("demo exit %d:\n%s", d.status, d.out);
+    char want[400], dir[400];
+    snprintf(want, sizeof(want), "\ndata: %s/agentbus-demo-", tmp);
+    const char *s = strstr(d.out, want);
+    if (!s)
+        fail_msg("no temporary data directory under %s in the summary:\n%s", tmp, d.out);
+    s += 7;
+    size_t n = strcspn(s, " \n");
+    assert_true(n < sizeof(dir));
+    memcpy(dir, s, n);
+    dir[n] = '\0';
+    assert_non_null(strstr(s, "(a temporary directory, kept"));
+    long pids[8];
+    assert_int_equal(agent_pids(&d, pids, 8), 2);
+    check_gone(dir, pids, 2);
+    check_kept(dir);
+    bp_rm_tree(tmp);
 }
 
 static void test_demo_sigint(void **state)
@@ -166,12 +284,16 @@ static void test_demo_sigint(void **state)
     if (!demo_read(&d, "run started", deadline))
         fail_msg("no run started:\n%s", d.out);
     assert_true(broker_running(dir));
-    kill(d.pid, SIGINT);
+    assert_true(running_with(dir, "--agent-worker"));
+    kill(d.pid, SIGINT); /* the demo only: it stops its workers itself */
     demo_wait(&d, deadline);
     if (d.status != 130)
         fail_msg("demo exit %d after SIGINT:\n%s", d.status, d.out);
     assert_non_null(strstr(d.out, "agentbus demo: interrupted"));
-    check_gone(dir);
+    long pids[8];
+    assert_int_equal(agent_pids(&d, pids, 8), 3);
+    check_gone(dir, pids, 3);
+    check_kept(dir);
     bp_rm_tree(dir);
 }
 
@@ -207,6 +329,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_demo_own_broker),
+        cmocka_unit_test(test_demo_temp_dir),
         cmocka_unit_test(test_demo_sigint),
         cmocka_unit_test(test_demo_external_json),
     };
