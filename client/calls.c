@@ -98,27 +98,88 @@ static ab_status_t send_control(ab_conn_t *c, ab_op_t op, uint64_t cid, ab_error
     return ab_conn_send(c, &m, NULL, 0, NULL, err);
 }
 
-/* Deliver the (stamp, envelope) pairs of the chunk just received. */
+static uint32_t get_be32(const uint8_t *p)
+{
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | (uint32_t)p[3];
+}
+
+/*
+ * Cut the length-prefixed part at *p (a u32 big-endian length, then that many
+ * bytes) out of [*p, end). The checks compare remaining sizes, never form a
+ * pointer past end, so a hostile length cannot overflow. @return false when
+ * the part does not fit.
+ */
+static bool take_part(const uint8_t **p, const uint8_t *end, const uint8_t **part, size_t *len)
+{
+    if ((size_t)(end - *p) < 4)
+        return false;
+    uint32_t n = get_be32(*p);
+    if ((size_t)(end - *p) - 4 < n)
+        return false;
+    *part = *p + 4;
+    *len = n;
+    *p += 4 + (size_t)n;
+    return true;
+}
+
+static ab_status_t bad_chunk(ab_error_t *err, const char *field, uint32_t rec, const char *why)
+{
+    ab_status_t st = ab_error_set(err, AB_INVALID_ENVELOPE, field,
+                                  "malformed replay_chunk: record %u: %s", rec, why);
+    ab_error_detail_int(err, "record", rec);
+    return st;
+}
+
+/*
+ * Check the records frame of a chunk (docs/PROTOCOL.md 7.6) before anything
+ * is delivered, so a malformed chunk delivers nothing: exactly @p count
+ * records, every length within the frame.
+ */
+static ab_status_t check_records(const uint8_t *p, const uint8_t *end, uint32_t count,
+                                 ab_error_t *err)
+{
+    for (uint32_t i = 0; i < count; i++) {
+        const uint8_t *part;
+        size_t len;
+        if (!take_part(&p, end, &part, &len))
+            return bad_chunk(err, "bytes", i, "stamp length past the end of the frame");
+        if (!take_part(&p, end, &part, &len))
+            return bad_chunk(err, "bytes", i, "event length past the end of the frame");
+    }
+    if (p != end)
+        return bad_chunk(err, "count", count, "bytes left after the last record");
+    return AB_OK;
+}
+
+/* Deliver the (stamp, envelope) records of the chunk just received. */
 static ab_status_t deliver_chunk(ab_conn_t *c, const ab_msg_t *m, ab_doc_t *sdoc, ab_conn_row_cb cb,
                                  void *ud, ab_error_t *err)
 {
-    size_t nf = ab_conn_nframes(c);
-    if (nf != 2 * (size_t)m->u.replay_chunk.count)
+    const ab_replay_chunk_t *ch = &m->u.replay_chunk;
+    size_t nf = ab_conn_nframes(c), flen = 0;
+    if (nf != 1)
         return ab_error_set(err, AB_INVALID_ENVELOPE, "count",
-                            "replay_chunk count %u with %zu frames", m->u.replay_chunk.count, nf);
-    for (size_t i = 0; i < nf; i += 2) {
-        size_t slen, elen;
-        const uint8_t *s = ab_conn_frame(c, i, &slen);
-        const uint8_t *e = ab_conn_frame(c, i + 1, &elen);
+                            "malformed replay_chunk: %zu frames after the header, expected 1", nf);
+    const uint8_t *p = ab_conn_frame(c, 0, &flen);
+    if (flen != ch->bytes)
+        return ab_error_set(err, AB_INVALID_ENVELOPE, "bytes",
+                            "malformed replay_chunk: bytes %llu, frame of %zu bytes",
+                            (unsigned long long)ch->bytes, flen);
+    const uint8_t *end = p + flen;
+    ab_status_t st = check_records(p, end, ch->count, err);
+    for (uint32_t i = 0; st == AB_OK && i < ch->count; i++) {
+        const uint8_t *s = NULL, *e = NULL;
+        size_t slen = 0, elen = 0;
+        (void)take_part(&p, end, &s, &slen); /* checked above */
+        (void)take_part(&p, end, &e, &elen);
         ab_stamp_t stamp;
-        ab_status_t st = ab_stamp_decode(sdoc, s, slen, &stamp, err);
+        st = ab_stamp_decode(sdoc, s, slen, &stamp, err);
         if (st != AB_OK)
-            return st;
-        st = cb(ud, &stamp, e, elen, err);
-        if (st != AB_OK)
-            return st;
+            ab_error_detail_int(err, "record", i);
+        else
+            st = cb(ud, &stamp, e, elen, err);
     }
-    return AB_OK;
+    return st;
 }
 
 static ab_status_t replay_loop(ab_conn_t *c, uint64_t cid, ab_conn_row_cb cb, void *ud,

@@ -365,7 +365,13 @@ static const ab_fspec_t replay_chunk_f[] = {HDR,
                                              .type = &ab_ft_u32,
                                              .off = M(u.replay_chunk.count),
                                              .flags = REQ | MIN1,
-                                             .max = AB_CHUNK_EVENTS_MAX}};
+                                             .max = AB_CHUNK_EVENTS_MAX},
+                                            {.key = "bytes",
+                                             .type = &ab_ft_u64,
+                                             .off = M(u.replay_chunk.bytes),
+                                             .flags = REQ | MIN1,
+                                             .max = AB_CHUNK_BYTES_MAX,
+                                             .lim = AB_LIM_CHUNK_BYTES}};
 static const ab_fspec_t replay_end_f[] = {
     HDR, U64("head_pos", M(u.replay_end.head_pos), REQ), U64("events", M(u.replay_end.events), REQ),
     HEADS_LIST(M(u.replay_end.heads), M(u.replay_end.nheads))};

@@ -100,7 +100,7 @@ AB_NODISCARD ab_status_t ab_conn_send(ab_conn_t *c, const ab_msg_t *req, const a
  * into @p reply. Messages of other cids are discarded when @p cid != 0. An
  * `error` message is returned as its code (copied into @p err), with
  * reply->op = AB_OP_ERROR and reply->cid set. Extra frames of the message
- * (replay_chunk pairs) are available with ab_conn_frame().
+ * (a replay_chunk's records frame) are available with ab_conn_frame().
  * @return AB_OK, the broker's error code, AB_TIMEOUT, AB_INVALID_ENVELOPE,
  *         AB_IO or AB_NOMEM.
  */

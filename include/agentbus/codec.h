@@ -193,6 +193,17 @@ bool ab_op_is_request(ab_op_t op);
 /** Replay chunk size: default and maximum events per chunk. */
 #define AB_CHUNK_EVENTS_DEFAULT 256
 #define AB_CHUNK_EVENTS_MAX     1024
+/**
+ * A replay_chunk's records frame: each record is `u32 BE stamp length |
+ * stamp | u32 BE envelope length | envelope`, so a record adds at most
+ * 4 + AB_STAMP_MAX_BYTES + 4 bytes to its envelope. `bytes` (the frame's
+ * length) is at most AB_CHUNK_EVENTS_MAX records of max_event_bytes each:
+ * ab_chunk_bytes_max(); with no limits known, of the largest
+ * max_event_bytes a broker may set (2^30).
+ */
+#define AB_CHUNK_RECORD_OVERHEAD (8u + AB_STAMP_MAX_BYTES)
+#define AB_CHUNK_BYTES_MAX                                                                         \
+    ((uint64_t)AB_CHUNK_EVENTS_MAX * ((1ull << 30) + AB_CHUNK_RECORD_OVERHEAD))
 /** Longest `client` text in HELLO, in bytes. */
 #define AB_CLIENT_NAME_MAX 256
 /** Longest capability name, in bytes. */
@@ -337,7 +348,8 @@ typedef struct ab_credit {
 } ab_credit_t;
 
 typedef struct ab_replay_chunk {
-    uint32_t count; /**< (stamp, envelope) frame pairs that follow, 1..1024 */
+    uint32_t count; /**< (stamp, envelope) records in the frame that follows, 1..1024 */
+    uint64_t bytes; /**< length of that frame: 1..AB_CHUNK_BYTES_MAX, within the limits */
 } ab_replay_chunk_t;
 
 typedef struct ab_replay_end {

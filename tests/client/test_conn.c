@@ -1,8 +1,9 @@
 /*
  * test_conn.c - the client connection against a scripted in-process broker
  * (a ROUTER in a thread speaking the real codec): handshake, version
- * refusal, timeouts, cid matching, error replies, publish results and the
- * credit accounting of a replay stream.
+ * refusal, timeouts, cid matching, error replies, publish results, the
+ * credit accounting of a replay stream and malformed replay chunks (a typed
+ * error naming the record, no read past the frame: run under ASan).
  */
 #include "agentbus/client.h"
 #include "testutil.h"
@@ -25,6 +26,7 @@ typedef struct fake {
     int grant;           /* chunks the client may still receive */
     int sent;            /* events sent so far */
     uint64_t replay_cid; /* cid of the running replay */
+    int mangle;          /* how the next chunk is broken (mangle_t), 0 = not */
     ab_buf_t id;         /* identity of the client */
     ab_doc_t *doc;
 } fake_t;
@@ -54,27 +56,80 @@ static void send_error(fake_t *f, uint64_t cid, ab_status_t code, const char *fi
     ab_buf_free(&b);
 }
 
+/* Ways the fake breaks a chunk (test_replay_malformed). */
+typedef enum mangle {
+    M_NONE,
+    M_COUNT_HIGH,   /* count says 3, the frame holds 2 records */
+    M_COUNT_LOW,    /* count says 1: bytes left after the last record */
+    M_EVENT_PAST,   /* record 1's event length runs past the end */
+    M_STAMP_PAST,   /* record 1's stamp length is huge (0xffffffff) */
+    M_BYTES,        /* the header's bytes is one more than the frame */
+    M_TWO_FRAMES,   /* the records frame followed by a stray frame */
+    M_TRUNC_LENGTH, /* the frame ends inside record 1's event length */
+    M_BAD_STAMP,    /* record 1's stamp is not a stamp map */
+} mangle_t;
+
+static void put_u32(ab_buf_t *b, size_t len)
+{
+    uint8_t p[4] = {(uint8_t)(len >> 24), (uint8_t)(len >> 16), (uint8_t)(len >> 8), (uint8_t)len};
+    assert_int_equal(ab_buf_append(b, p, 4), AB_OK);
+}
+
+/* Append one record (stamp length, stamp, event length, event) for event f->sent. */
+static void add_record(fake_t *f, ab_buf_t *fr, bool bad_stamp)
+{
+    ab_buf_t st = AB_BUF_INIT, ev = AB_BUF_INIT;
+    ab_error_t err = AB_ERROR_INIT;
+    ab_stamp_t stamp = {.pos = (uint64_t)f->sent * 10, .time_us = 1};
+    assert_int_equal(ab_stamp_encode(&stamp, &st, &err), AB_OK);
+    if (bad_stamp)
+        st.data[0] = 0x91; /* an array, not a map */
+    assert_int_equal(ab_envelope_json(&ev, 1, "t", "r", (uint64_t)f->sent, 1,
+                                      "{\"type\":\"RAW\",\"event\":1}", &err),
+                     AB_OK);
+    put_u32(fr, st.len);
+    assert_int_equal(ab_buf_append(fr, st.data, st.len), AB_OK);
+    put_u32(fr, ev.len);
+    assert_int_equal(ab_buf_append(fr, ev.data, ev.len), AB_OK);
+    ab_buf_free(&st);
+    ab_buf_free(&ev);
+}
+
+/* Break the 2-record chunk @p fr as f->mangle says; @return the count to announce. */
+static uint32_t mangle_chunk(fake_t *f, ab_buf_t *fr, size_t rec1)
+{
+    uint8_t *r1 = fr->data + rec1;
+    size_t slen = (size_t)r1[3];
+    switch ((mangle_t)f->mangle) {
+    case M_COUNT_HIGH: return 3;
+    case M_COUNT_LOW: return 1;
+    case M_EVENT_PAST: r1[4 + slen + 3] += 1; return 2;
+    case M_STAMP_PAST: memset(r1, 0xff, 4); return 2;
+    case M_TRUNC_LENGTH: fr->len = rec1 + 4 + slen + 2; return 2;
+    default: return 2;
+    }
+}
+
 /* Send chunks of 2 events while the client has grant left. */
 static void pump_replay(fake_t *f)
 {
     while (f->replay_cid && f->grant > 0 && f->sent < REPLAY_TOTAL) {
-        ab_buf_t fr[4] = {AB_BUF_INIT, AB_BUF_INIT, AB_BUF_INIT, AB_BUF_INIT};
+        ab_buf_t fr[2] = {AB_BUF_INIT, AB_BUF_INIT};
         uint32_t n = REPLAY_TOTAL - f->sent >= 2 ? 2 : 1;
-        ab_error_t err = AB_ERROR_INIT;
+        size_t rec1 = 0;
         for (uint32_t i = 0; i < n; i++) {
             f->sent++;
-            ab_stamp_t st = {.pos = (uint64_t)f->sent * 10, .time_us = 1};
-            assert_int_equal(ab_stamp_encode(&st, &fr[2 * i], &err), AB_OK);
-            assert_int_equal(ab_envelope_json(&fr[2 * i + 1], 1, "t", "r", (uint64_t)f->sent, 1,
-                                              "{\"type\":\"RAW\",\"event\":1}", &err),
-                             AB_OK);
+            rec1 = i == 1 ? fr[0].len : rec1;
+            add_record(f, &fr[0], i == 1 && f->mangle == M_BAD_STAMP);
         }
         ab_msg_t m = {.op = AB_OP_REPLAY_CHUNK, .v = 1, .cid = f->replay_cid};
-        m.u.replay_chunk.count = n;
-        send_reply(f, &m, fr, 2 * n);
+        m.u.replay_chunk.count = f->mangle ? mangle_chunk(f, &fr[0], rec1) : n;
+        m.u.replay_chunk.bytes = fr[0].len + (f->mangle == M_BYTES);
+        assert_int_equal(ab_buf_append(&fr[1], "x", 1), AB_OK);
+        send_reply(f, &m, fr, f->mangle == M_TWO_FRAMES ? 2 : 1);
         f->grant--;
-        for (int i = 0; i < 4; i++)
-            ab_buf_free(&fr[i]);
+        ab_buf_free(&fr[0]);
+        ab_buf_free(&fr[1]);
     }
     if (f->replay_cid && f->sent == REPLAY_TOTAL) {
         ab_msg_t m = {.op = AB_OP_REPLAY_END, .v = 1, .cid = f->replay_cid};
@@ -354,6 +409,55 @@ static void test_replay_credit(void **state)
     ab_conn_destroy(&c);
 }
 
+/* Every malformed chunk ends the replay with a typed error naming the record. */
+static void test_replay_malformed(void **state)
+{
+    fake_t *f = *state;
+    static const struct {
+        mangle_t how;
+        ab_status_t code;
+        const char *field;
+        int record; /* -1: the error names no record */
+    } cases[] = {
+        {M_COUNT_HIGH, AB_INVALID_ENVELOPE, "bytes", 2},
+        {M_COUNT_LOW, AB_INVALID_ENVELOPE, "count", 1},
+        {M_EVENT_PAST, AB_INVALID_ENVELOPE, "bytes", 1},
+        {M_STAMP_PAST, AB_INVALID_ENVELOPE, "bytes", 1},
+        {M_BYTES, AB_INVALID_ENVELOPE, "bytes", -1},
+        {M_TWO_FRAMES, AB_INVALID_ENVELOPE, "count", -1},
+        {M_TRUNC_LENGTH, AB_INVALID_ENVELOPE, "bytes", 1},
+        {M_BAD_STAMP, AB_INVALID_ENVELOPE, NULL, 1},
+    };
+    ab_conn_t *c = connect_ok(f);
+    ab_doc_t *doc = NULL;
+    assert_int_equal(ab_doc_new(&doc), AB_OK);
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        f->mangle = (int)cases[i].how;
+        ab_error_t err = AB_ERROR_INIT;
+        ab_msg_t q = {.op = AB_OP_REPLAY};
+        q.u.replay.scope = AB_REPLAY_ALL;
+        rows_t r = {0};
+        assert_int_equal(ab_conn_replay(c, &q, on_row, &r, doc, NULL, 0, &err), cases[i].code);
+        if (cases[i].field)
+            assert_string_equal(err.field, cases[i].field);
+        const ab_error_detail_t *d = ab_error_detail(&err, "record");
+        if (cases[i].record < 0) {
+            assert_null(d);
+        } else {
+            assert_non_null(d);
+            assert_int_equal(d->i, cases[i].record);
+        }
+        /* a bad stamp is found while delivering; anything else before */
+        assert_int_equal(r.n, cases[i].how == M_BAD_STAMP ? 1 : 0);
+    }
+    /* the connection is still usable */
+    ab_pong_t p;
+    ab_error_t err = AB_ERROR_INIT;
+    assert_int_equal(ab_conn_ping(c, doc, &p, 0, &err), AB_OK);
+    ab_doc_destroy(&doc);
+    ab_conn_destroy(&c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -363,6 +467,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_error_reply_and_timeout, setup, teardown),
         cmocka_unit_test_setup_teardown(test_publish, setup, teardown),
         cmocka_unit_test_setup_teardown(test_replay_credit, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_replay_malformed, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

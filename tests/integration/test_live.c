@@ -331,7 +331,7 @@ static void test_replay_credit_window(void **state)
     assert_int_equal(ab_conn_recv(c, cid, t->doc, &m, IT_TIMEOUT, &err), AB_OK);
     assert_int_equal(m.op, AB_OP_REPLAY_CHUNK);
     assert_int_equal(m.u.replay_chunk.count, 2);
-    assert_int_equal(ab_conn_nframes(c), 4);
+    assert_int_equal(ab_conn_nframes(c), 1); /* one records frame */
     /* no credit: nothing more may arrive */
     assert_int_equal(ab_conn_recv(c, cid, t->doc, &m, 700, &err), AB_TIMEOUT);
     /* cancel ends the stream with request_aborted */

@@ -39,6 +39,11 @@ static const char GOLDEN_EVENT[] =
     "a56576656e7483a474797065ab52554e5f53544152544544a87468726561644964a27431a572756e4964a27231";
 static const char GOLDEN_HELLO[] =
     "84a26f70a568656c6c6fa363696401a876657273696f6e739101a6636c69656e74a464656d6f";
+/* replay_chunk of one record: the header, then the records frame (stamp
+ * {pos 42, time 1700000000000123} and GOLDEN_EVENT, each after its u32 BE length) */
+static const char GOLDEN_CHUNK_HDR[] =
+    "85a26f70ac7265706c61795f6368756e6ba17601a363696407a5636f756e7401a5627974657376";
+static const char GOLDEN_CHUNK_REC[] = "0000001482a3706f732aa474696d65cf00060a24181e407b0000005a";
 
 static void assert_hex(const ab_buf_t *b, const char *hex)
 {
@@ -95,7 +100,35 @@ static void test_golden_hello(void **state)
     assert_int_equal(back.u.hello.ncaps, 0);
 }
 
-/* docs/PROTOCOL.md prints both golden encodings; keep the page honest. */
+static void put_be32(ab_buf_t *b, size_t n)
+{
+    uint8_t p[4] = {(uint8_t)(n >> 24), (uint8_t)(n >> 16), (uint8_t)(n >> 8), (uint8_t)n};
+    assert_int_equal(ab_buf_append(b, p, 4), AB_OK);
+}
+
+/* The one-record replay_chunk of docs/PROTOCOL.md 13.3, as the broker lays it out. */
+static void test_golden_chunk(void **state)
+{
+    fx_t *f = *state;
+    ab_error_t err = AB_ERROR_INIT;
+    ab_buf_t st = AB_BUF_INIT, frame = AB_BUF_INIT;
+    ab_stamp_t stamp = {.pos = 42, .time_us = 1700000000000123};
+    assert_int_equal(ab_stamp_encode(&stamp, &st, &err), AB_OK);
+    put_be32(&frame, st.len);
+    assert_int_equal(ab_buf_append(&frame, st.data, st.len), AB_OK);
+    put_be32(&frame, (sizeof(GOLDEN_EVENT) - 1) / 2);
+    assert_hex(&frame, GOLDEN_CHUNK_REC); /* the envelope follows, byte for byte */
+    assert_int_equal(frame.len + 90, 118);
+    ab_msg_t m = mk(AB_OP_REPLAY_CHUNK, 7);
+    m.u.replay_chunk.count = 1;
+    m.u.replay_chunk.bytes = 118;
+    assert_int_equal(ab_msg_encode(&m, &f->out, &err), AB_OK);
+    assert_hex(&f->out, GOLDEN_CHUNK_HDR);
+    ab_buf_free(&st);
+    ab_buf_free(&frame);
+}
+
+/* docs/PROTOCOL.md prints the golden encodings; keep the page honest. */
 static void test_golden_in_doc(void **state)
 {
     (void)state;
@@ -104,6 +137,9 @@ static void test_golden_in_doc(void **state)
         fail_msg("docs/PROTOCOL.md lacks the event envelope bytes %s", GOLDEN_EVENT);
     if (!strstr(doc, GOLDEN_HELLO))
         fail_msg("docs/PROTOCOL.md lacks the hello bytes %s", GOLDEN_HELLO);
+    if (!strstr(doc, GOLDEN_CHUNK_HDR) || !strstr(doc, GOLDEN_CHUNK_REC))
+        fail_msg("docs/PROTOCOL.md lacks the replay_chunk bytes %s / %s", GOLDEN_CHUNK_HDR,
+                 GOLDEN_CHUNK_REC);
     free(doc);
 }
 
@@ -485,11 +521,11 @@ int main(void)
 {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, codec_setup, codec_teardown)
     const struct CMUnitTest tests[] = {
-        T(test_golden_event),    T(test_golden_hello),        T(test_golden_in_doc),
-        T(test_event_roundtrip), T(test_event_field_errors),  T(test_event_version),
-        T(test_event_ids),       T(test_event_not_json_safe), T(test_event_bytes),
-        T(test_event_limits),    T(test_event_encode_errors), T(test_stamp),
-        T(test_topics),
+        T(test_golden_event),  T(test_golden_hello),    T(test_golden_chunk),
+        T(test_golden_in_doc), T(test_event_roundtrip), T(test_event_field_errors),
+        T(test_event_version), T(test_event_ids),       T(test_event_not_json_safe),
+        T(test_event_bytes),   T(test_event_limits),    T(test_event_encode_errors),
+        T(test_stamp),         T(test_topics),
     };
 #undef T
     return cmocka_run_group_tests(tests, NULL, NULL);

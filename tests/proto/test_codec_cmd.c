@@ -249,8 +249,13 @@ static void test_rt_streaming(void **state)
 
     m = mk(AB_OP_REPLAY_CHUNK, 20);
     m.u.replay_chunk.count = 256;
+    m.u.replay_chunk.bytes = 256u * 120;
     msg_rt(f, &m, &b);
     assert_int_equal(b.u.replay_chunk.count, 256);
+    assert_int_equal(b.u.replay_chunk.bytes, 256u * 120);
+    m.u.replay_chunk.bytes = 1024u * (1048576u + 72); /* the limit with the default limits */
+    msg_rt(f, &m, &b);
+    assert_int_equal(b.u.replay_chunk.bytes, 1024u * (1048576u + 72));
 
     ab_head_t heads[] = {{S("t"), S("r"), 3, 1, AB_RUN_STATUS_ERRORED, AB_OUTCOME_NONE, 8}};
     m = mk(AB_OP_REPLAY_END, 20);
@@ -443,6 +448,16 @@ static void test_cmd_counts(void **state)
     lim.max_batch = 10;
     msg_err_lim(f, "{\"op\":\"publish\",\"v\":1,\"cid\":1,\"count\":11}", &lim, AB_TOO_LARGE,
                 "count");
+    /* replay_chunk.bytes: at most 1024 records of max_event_bytes + 72 */
+    lim.max_event_bytes = 1000;
+    e = msg_err_lim(f, "{\"op\":\"replay_chunk\",\"v\":1,\"cid\":1,\"count\":1,\"bytes\":1097729}",
+                    &lim, AB_TOO_LARGE, "bytes");
+    assert_int_equal(ab_error_detail(&e, "limit")->i, 1024 * (1000 + 72));
+    pack_json(f, "{\"op\":\"replay_chunk\",\"v\":1,\"cid\":1,\"count\":1,\"bytes\":1097728}");
+    ab_msg_t ok;
+    ab_error_clear(&e);
+    assert_int_equal(ab_msg_decode(f->doc, f->in.data, f->in.len, &lim, &ok, &e), AB_OK);
+    assert_int_equal(ok.u.replay_chunk.bytes, 1097728);
     msg_err(f, "{\"op\":\"publish\",\"v\":1,\"cid\":1,\"count\":-1}", AB_INVALID_ENVELOPE, "count");
     msg_err(f, "{\"op\":\"hello\",\"cid\":1,\"versions\":[]}", AB_INVALID_ENVELOPE, "versions");
     msg_err(f, "{\"op\":\"hello\",\"cid\":1,\"versions\":[1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1]}",
@@ -464,7 +479,14 @@ static void test_cmd_counts(void **state)
              name);
     msg_err(f, json, AB_TOO_LARGE, "client");
     msg_err(f, "{\"op\":\"credit\",\"v\":1,\"cid\":1,\"chunks\":0}", AB_INVALID_ENVELOPE, "chunks");
-    msg_err(f, "{\"op\":\"replay_chunk\",\"v\":1,\"cid\":1,\"count\":1025}", AB_TOO_LARGE, "count");
+    msg_err(f, "{\"op\":\"replay_chunk\",\"v\":1,\"cid\":1,\"count\":1025,\"bytes\":9}",
+            AB_TOO_LARGE, "count");
+    msg_err(f, "{\"op\":\"replay_chunk\",\"v\":1,\"cid\":1,\"count\":1}", AB_INVALID_ENVELOPE,
+            "bytes");
+    msg_err(f, "{\"op\":\"replay_chunk\",\"v\":1,\"cid\":1,\"count\":1,\"bytes\":0}",
+            AB_INVALID_ENVELOPE, "bytes");
+    msg_err(f, "{\"op\":\"replay_chunk\",\"v\":1,\"cid\":1,\"count\":1,\"bytes\":1073815553}",
+            AB_TOO_LARGE, "bytes"); /* the default limit + 1 */
     msg_err(f, "{\"op\":\"heads\",\"v\":1,\"cid\":1,\"runs\":[]}", AB_INVALID_ENVELOPE, "runs");
     msg_err(f, "{\"op\":\"heads\",\"v\":1,\"cid\":1,\"runs\":[{\"thread\":\"t\"}]}",
             AB_INVALID_ENVELOPE, "runs/0/run");

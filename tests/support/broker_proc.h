@@ -189,7 +189,9 @@ static inline int bp_start(bp_t *b, const char *dir, const char *const *extra)
     memset(b, 0, sizeof(*b));
     b->out_fd = -1;
     if (dir) {
-        snprintf(b->dir, sizeof(b->dir), "%s", dir);
+        if (strlen(dir) >= sizeof(b->dir))
+            return -1; /* a path we would have to cut */
+        memcpy(b->dir, dir, strlen(dir) + 1);
     } else {
         snprintf(b->dir, sizeof(b->dir), "/tmp/agentbus-it-XXXXXX");
         if (!mkdtemp(b->dir))
