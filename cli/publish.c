@@ -11,7 +11,7 @@
  * with its line number and seq, and the exit status is 1.
  *
  * Invariants:
- *  1. Memory is bounded: one line at a time (at most LINE_MAX_BYTES), the
+ *  1. Memory is bounded: one line at a time (at most CLI_LINE_MAX_BYTES), the
  *     producer's outbox, and a ring of line numbers of the unacknowledged
  *     seqs (the outbox never holds more than batch events).
  *  2. Exit 0 only when every line was acknowledged by the broker.
@@ -19,6 +19,7 @@
 #include "agentbus/json.h"
 #include "agentbus/producer.h"
 #include "cli.h"
+#include "lines.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -26,8 +27,7 @@
 #include <string.h>
 #include <time.h>
 
-#define LINE_MAX_BYTES (4u << 20)
-#define ID_MAX         512
+#define ID_MAX 512
 
 struct popts {
     const char *broker;
@@ -119,49 +119,18 @@ static int parse_args(int argc, char **argv, struct popts *o)
     return 0;
 }
 
-/* Read one line (no newline) into buf: its length, -1 at EOF, -2 when too long. */
-static long read_line(FILE *in, ab_buf_t *buf)
-{
-    ab_buf_reset(buf);
-    int c;
-    bool any = false, over = false;
-    while ((c = getc(in)) != EOF) {
-        any = true;
-        if (c == '\n')
-            break;
-        char ch = (char)c;
-        if (buf->len >= LINE_MAX_BYTES || ab_buf_append(buf, &ch, 1) != AB_OK)
-            over = true;
-    }
-    if (!any)
-        return -1;
-    if (over)
-        return -2;
-    if (buf->len && buf->data[buf->len - 1] == '\r')
-        buf->len--;
-    return (long)buf->len;
-}
-
-static bool blank(const ab_buf_t *b)
-{
-    for (size_t i = 0; i < b->len; i++)
-        if (b->data[i] != ' ' && b->data[i] != '\t')
-            return false;
-    return true;
-}
-
 /* Next non-blank line into st->line; false at EOF. A too-long line is kept
  * as an error in @p err. */
 static bool next_line(struct pstate *st, ab_error_t *err)
 {
     long n;
-    while ((n = read_line(st->in, &st->line)) != -1) {
+    while ((n = cli_read_line(st->in, &st->line)) != -1) {
         st->lineno++;
         if (n == -2) {
-            ab_error_set(err, AB_TOO_LARGE, "", "line longer than %u bytes", LINE_MAX_BYTES);
+            ab_error_set(err, AB_TOO_LARGE, "", "line longer than %u bytes", CLI_LINE_MAX_BYTES);
             return true;
         }
-        if (!blank(&st->line))
+        if (!cli_blank(&st->line))
             return true;
     }
     return false;
@@ -188,9 +157,9 @@ static int ids_from_first_line(struct pstate *st)
     ab_error_t err = AB_ERROR_INIT;
     const ab_val_t *root = NULL;
     if (st->line.len && ab_doc_new(&doc) == AB_OK &&
-        ab_json_to_msgpack((const char *)st->line.data, st->line.len, 64, LINE_MAX_BYTES,
+        ab_json_to_msgpack((const char *)st->line.data, st->line.len, 64, CLI_LINE_MAX_BYTES,
                            AB_INVALID_EVENT, &mp, &err) == AB_OK &&
-        ab_doc_parse(doc, mp.data, mp.len, LINE_MAX_BYTES, 64, AB_INVALID_EVENT, &root, &err) ==
+        ab_doc_parse(doc, mp.data, mp.len, CLI_LINE_MAX_BYTES, 64, AB_INVALID_EVENT, &root, &err) ==
             AB_OK &&
         ab_val_str_eq(ab_val_get(root, "type"), "RUN_STARTED")) {
         if (!st->thread[0])

@@ -19,15 +19,13 @@
 #include "agentbus/json.h"
 #include "agentbus/value.h"
 #include "cli.h"
+#include "lines.h"
 
 #include <errno.h>
 #include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-/* JSON text of one event may be larger than its msgpack form (escapes). */
-#define LINE_MAX_BYTES (4u << 20)
 
 struct vopts {
     bool lifecycle;
@@ -152,45 +150,6 @@ static void check_line(struct vstate *st, const char *text, size_t len)
         printf("%6ld  ok    %s\n", st->line, ab_agui_type_name(info.type));
 }
 
-/*
- * Read one line into buf (without the newline). Returns its length, -1 at
- * end of input, or -2 when the line was longer than LINE_MAX_BYTES (the rest
- * of it is consumed and dropped).
- */
-static long read_line(FILE *in, ab_buf_t *buf)
-{
-    ab_buf_reset(buf);
-    int c;
-    bool any = false, over = false;
-    while ((c = getc(in)) != EOF) {
-        any = true;
-        if (c == '\n')
-            break;
-        if (buf->len >= LINE_MAX_BYTES) {
-            over = true;
-            continue;
-        }
-        char ch = (char)c;
-        if (ab_buf_append(buf, &ch, 1) != AB_OK)
-            over = true;
-    }
-    if (!any)
-        return -1;
-    if (over)
-        return -2;
-    if (buf->len && buf->data[buf->len - 1] == '\r')
-        buf->len--;
-    return (long)buf->len;
-}
-
-static bool blank(const ab_buf_t *b)
-{
-    for (size_t i = 0; i < b->len; i++)
-        if (b->data[i] != ' ' && b->data[i] != '\t')
-            return false;
-    return true;
-}
-
 static void finish_stream(struct vstate *st)
 {
     if (!st->o.lifecycle || !st->run)
@@ -206,15 +165,15 @@ static int run_validate(struct vstate *st, FILE *in)
 {
     ab_buf_t line = AB_BUF_INIT;
     long n;
-    while ((n = read_line(in, &line)) != -1) {
+    while ((n = cli_read_line(in, &line)) != -1) {
         st->line++;
         if (n == -2) {
             ab_error_t err = AB_ERROR_INIT;
-            ab_error_set(&err, AB_TOO_LARGE, "", "line longer than %u bytes", LINE_MAX_BYTES);
+            ab_error_set(&err, AB_TOO_LARGE, "", "line longer than %u bytes", CLI_LINE_MAX_BYTES);
             report_fail(st, &err);
             continue;
         }
-        if (blank(&line))
+        if (cli_blank(&line))
             continue;
         check_line(st, (const char *)line.data, line.len);
     }
