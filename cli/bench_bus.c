@@ -1,5 +1,5 @@
 /*
- * bench_bus.c - `agentbus bench ingest|latency|replay|zmq`: benchmarks of the
+ * bench_bus.c - `agentbus bench ingest|latency|replay|zmq|fanout`: benchmarks of the
  * whole bus through the client library (docs/PERFORMANCE.md, "Bus
  * benchmarks").
  *
@@ -13,6 +13,10 @@
  *            replayed; events/s delivered to the callback.
  *   zmq      ceilings: raw DEALER/ROUTER round trips/s and one-way 256-byte
  *            message throughput on loopback TCP.
+ *   fanout   raw ZeroMQ PUB -> 1 / 4 SUB sockets (256 B), then the ingest
+ *            load with 1 / 4 ab_sub_t subscribers (scope all, from now):
+ *            events/s delivered per subscriber and events recovered by
+ *            catch-up (replayed after a hole).
  *
  * Without --broker each row starts its own broker child (the binary itself,
  * a temporary data directory, loopback ports) and stops it with SIGTERM.
@@ -24,6 +28,7 @@
  */
 #include "agentbus/client.h"
 #include "agentbus/json.h"
+#include "agentbus/subscriber.h"
 #include "cli.h"
 #include "spawn.h"
 
@@ -32,7 +37,9 @@
 #include <getopt.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -268,6 +275,8 @@ static void *produce(void *arg)
         }
     }
 out:
+    for (int i = 0; frames && i < p->batch; i++)
+        ab_buf_free(&frames[i]);
     free(frames);
     free(seqs);
     ab_conn_destroy(&c);
@@ -589,15 +598,294 @@ static int bench_zmq(const opts_t *o)
     return AB_EXIT_OK;
 }
 
+/* ---- fanout: live delivery to 1 and 4 subscribers while ingesting ---------- */
+
+#define FAN_MAX_SUBS 4
+
+/* Raw ZeroMQ PUB/SUB: one SUB socket per thread, counting 256-byte messages
+ * tagged 'm' (measured) after the 'w' warm-up ones that beat the slow joiner. */
+typedef struct rawsub {
+    void *sock;
+    atomic_int *stop;
+    atomic_int got_warm;
+    _Atomic uint64_t n; /* measured messages received; read by the publisher */
+} rawsub_t;
+
+static void *rawsub_main(void *arg)
+{
+    rawsub_t *r = arg;
+    char buf[EVENT_SIZE];
+    int tmo = 100;
+    zmq_setsockopt(r->sock, ZMQ_RCVTIMEO, &tmo, sizeof(tmo));
+    for (;;) {
+        int rc = zmq_recv(r->sock, buf, sizeof(buf), 0);
+        if (rc < 0) {
+            if (atomic_load(r->stop))
+                break;
+            continue;
+        }
+        if (rc > 0 && buf[0] == 'w')
+            atomic_store(&r->got_warm, 1);
+        else
+            atomic_fetch_add_explicit(&r->n, 1, memory_order_relaxed);
+    }
+    return NULL;
+}
+
+/* Messages/s received by each of @p nsub raw SUB sockets during the
+ * publishing window, lossless (ZMQ_XPUB_NODROP: the PUB waits for the slowest
+ * SUB instead of dropping, as the bus must deliver everything); min and mean. */
+static int fan_raw(const opts_t *o, int nsub, double *min, double *mean)
+{
+    void *ctx = zmq_ctx_new();
+    char ep[128];
+    void *pub = zsock(ctx, ZMQ_PUB, "tcp://127.0.0.1:*", ep, sizeof(ep));
+    int one = 1; /* lossless: at the HWM the send fails (EAGAIN) instead of dropping */
+    zmq_setsockopt(pub, ZMQ_XPUB_NODROP, &one, sizeof(one));
+    atomic_int stop;
+    atomic_init(&stop, 0);
+    rawsub_t r[FAN_MAX_SUBS];
+    pthread_t th[FAN_MAX_SUBS];
+    for (int i = 0; i < nsub; i++) {
+        r[i].sock = zsock(ctx, ZMQ_SUB, NULL, ep, sizeof(ep));
+        r[i].stop = &stop;
+        atomic_init(&r[i].got_warm, 0);
+        atomic_init(&r[i].n, 0);
+        zmq_setsockopt(r[i].sock, ZMQ_SUBSCRIBE, "", 0);
+        pthread_create(&th[i], NULL, rawsub_main, &r[i]);
+    }
+    char payload[EVENT_SIZE];
+    memset(payload, 'w', sizeof(payload));
+    int rc = 0;
+    double dl = mono_s() + 5;
+    for (int ready = 0; ready < nsub;) { /* bounded warm-up: every SUB connected */
+        zmq_send(pub, payload, sizeof(payload), ZMQ_DONTWAIT);
+        struct timespec ms = {0, 1000000};
+        nanosleep(&ms, NULL);
+        ready = 0;
+        for (int i = 0; i < nsub; i++)
+            ready += atomic_load(&r[i].got_warm);
+        if (mono_s() > dl) {
+            rc = -1;
+            break;
+        }
+    }
+    payload[0] = 'm';
+    double t0 = mono_s(), end = t0 + o->seconds;
+    for (uint64_t n = 0; rc == 0 && ((n & 1023) || mono_s() < end);) {
+        if (zmq_send(pub, payload, sizeof(payload), 0) >= 0)
+            n++;
+        else
+            sched_yield(); /* ZMQ_XPUB_NODROP: EAGAIN at the HWM of the slowest SUB */
+    }
+    double dt = mono_s() - t0;
+    uint64_t got[FAN_MAX_SUBS];
+    for (int i = 0; i < nsub; i++)
+        got[i] = atomic_load(&r[i].n);
+    atomic_store(&stop, 1);
+    *min = 0;
+    *mean = 0;
+    for (int i = 0; i < nsub; i++) {
+        pthread_join(th[i], NULL);
+        double rate = (double)got[i] / dt;
+        *min = i == 0 || rate < *min ? rate : *min;
+        *mean += rate / nsub;
+        zmq_close(r[i].sock);
+    }
+    zmq_close(pub);
+    zmq_ctx_term(ctx);
+    return rc;
+}
+
+/* A bus subscriber (ab_sub_t, scope "all", from now) in its own thread. */
+typedef struct fansub {
+    ab_sub_t *sub;
+    atomic_int *done;         /* producers finished; *target is set */
+    _Atomic uint64_t *target; /* events acknowledged in all */
+    uint64_t delivered, replayed;
+    uint64_t last_pos; /* commit position of the last event delivered */
+    double t_last;
+    double cpu_s; /* the subscriber thread's CPU time (decode, checks, callback) */
+    int failed;
+    ab_sub_stats_t st;
+} fansub_t;
+
+static int fansub_event(void *ud, const ab_sub_event_t *e)
+{
+    fansub_t *f = ud;
+    if (e->stamp.pos <= f->last_pos)
+        f->failed = 1; /* scope all delivers in commit order, each event once */
+    f->last_pos = e->stamp.pos;
+    f->delivered++;
+    f->replayed += e->replayed; /* came from the store after a hole: recovered loss */
+    return 0;
+}
+
+static void *fansub_main(void *arg)
+{
+    fansub_t *f = arg;
+    double dl = 0;
+    for (;;) {
+        ab_error_t err = AB_ERROR_INIT;
+        uint64_t before = f->delivered;
+        ab_status_t rc = ab_sub_poll(f->sub, 50, &err);
+        if (f->delivered != before)
+            f->t_last = mono_s();
+        if (rc != AB_OK && !ab_status_retryable(rc)) {
+            fprintf(stderr, "agentbus bench: subscriber: %s\n", err.message);
+            f->failed = 1;
+            break;
+        }
+        if (atomic_load(f->done)) {
+            if (f->delivered >= atomic_load(f->target))
+                break;
+            if (dl == 0)
+                dl = mono_s() + 30; /* bounded catch-up after the load */
+            if (mono_s() > dl) {
+                f->failed = 1;
+                break;
+            }
+        }
+    }
+    f->st = ab_sub_stats(f->sub);
+    struct timespec cpu;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu);
+    f->cpu_s = (double)cpu.tv_sec + (double)cpu.tv_nsec / 1e9;
+    return NULL;
+}
+
+static int fan_bus(const opts_t *o, void *ctx, const bodies_t *b, int nsub, int rcvhwm,
+                   double raw_min)
+{
+    child_t ch;
+    const char *ep;
+    if (rcvhwm > 0 && !o->broker) { /* the broker's PUB gets the same tiny high-water mark */
+        memset(&ch, 0, sizeof(ch));
+        spawn_opts_t so = {.tmp_prefix = "agentbus-bench",
+                           .quiet = true,
+                           .extra = {"--durability", "process", "--hwm", "16"}};
+        if (spawn_broker(&ch, &so) != 0) {
+            fprintf(stderr, "agentbus bench: the broker did not start\n");
+            return -1;
+        }
+        ep = ch.cmd;
+    } else if (row_begin(o, &ch, "process", &ep) != 0) {
+        return -1;
+    }
+    atomic_int done;
+    atomic_init(&done, 0);
+    _Atomic uint64_t target;
+    atomic_init(&target, 0);
+    fansub_t f[FAN_MAX_SUBS];
+    pthread_t th[FAN_MAX_SUBS];
+    int nok = 0, rc = -1;
+    for (; nok < nsub; nok++) {
+        f[nok] = (fansub_t){.done = &done, .target = &target};
+        ab_sub_opts_t so = {.scope = AB_SUB_ALL,
+                            .start = AB_SUB_FROM_NOW,
+                            .on_event = fansub_event,
+                            .ud = &f[nok],
+                            .rcvhwm = rcvhwm,
+                            .timeout_ms = 10000};
+        ab_error_t err = AB_ERROR_INIT;
+        if (ab_sub_new(&f[nok].sub, ep, &so, &err) != AB_OK ||
+            ab_sub_poll(f[nok].sub, 200, &err) != AB_OK) { /* connected, first replay done */
+            fprintf(stderr, "agentbus bench: subscriber: %s\n", err.message);
+            ab_sub_destroy(&f[nok].sub);
+            break;
+        }
+    }
+    if (nok < nsub)
+        goto out;
+    for (int i = 0; i < nsub; i++)
+        pthread_create(&th[i], NULL, fansub_main, &f[i]);
+    prod_t tmpl = {.endpoint = ep,
+                   .ctx = ctx,
+                   .bodies = b,
+                   .nruns = RUNS / PRODUCERS,
+                   .batch = BATCH,
+                   .pipe = PIPE,
+                   .seconds = o->seconds,
+                   .thread_fmt = "fanout-%d"};
+    prod_t ps[PRODUCERS];
+    double t0 = mono_s();
+    double ingest = run_producers(&tmpl, PRODUCERS, ps);
+    uint64_t acked = 0;
+    for (int i = 0; i < PRODUCERS; i++)
+        acked += ps[i].acked - ps[i].duplicates;
+    atomic_store(&target, acked);
+    atomic_store(&done, 1);
+    double min = 0, mean = 0;
+    uint64_t rec = 0, holes = 0, replays = 0, delivered = 0;
+    double cpu = 0;
+    int failed = ingest < 0;
+    for (int i = 0; i < nsub; i++) {
+        pthread_join(th[i], NULL);
+        double rate = f[i].t_last > t0 ? (double)f[i].delivered / (f[i].t_last - t0) : 0;
+        min = i == 0 || rate < min ? rate : min;
+        mean += rate / nsub;
+        rec += f[i].replayed;
+        delivered += f[i].delivered;
+        cpu += f[i].cpu_s;
+        holes += f[i].st.holes;
+        replays += f[i].st.replays > 0 ? f[i].st.replays - 1 : 0; /* minus the first one */
+        failed |= f[i].failed || f[i].delivered != acked;
+    }
+    char hwm[32] = "";
+    if (rcvhwm > 0)
+        snprintf(hwm, sizeof(hwm), ", hwm %d", rcvhwm);
+    printf("fanout  bus %d subscriber%s%s: ingest %8.0f ev/s acked; delivered per subscriber min "
+           "%8.0f mean %8.0f ev/s (%3.0f%% of raw, %3.0f%% of ingest); recovered by catch-up %llu "
+           "events (all subscribers; %llu holes, %llu replays); every event delivered to every "
+           "subscriber: %s; subscriber thread CPU %.2f us/event\n",
+           nsub, nsub > 1 ? "s" : " ", hwm, ingest, min, mean,
+           raw_min > 0 ? 100 * min / raw_min : 0, ingest > 0 ? 100 * min / ingest : 0,
+           (unsigned long long)rec, (unsigned long long)holes, (unsigned long long)replays,
+           failed ? "NO" : "yes", delivered ? cpu * 1e6 / (double)delivered : 0);
+    rc = failed ? -1 : 0;
+out:
+    for (int i = 0; i < nok; i++)
+        ab_sub_destroy(&f[i].sub);
+    child_stop(&ch);
+    return rc;
+}
+
+static int bench_fanout(const opts_t *o, void *ctx, const bodies_t *b)
+{
+    static const int counts[] = {1, FAN_MAX_SUBS};
+    double raw[2][2];
+    for (int k = 0; k < 2; k++) {
+        if (fan_raw(o, counts[k], &raw[k][0], &raw[k][1]) != 0) {
+            fprintf(stderr, "agentbus bench: raw PUB/SUB: a subscriber never connected\n");
+            return AB_EXIT_FAIL;
+        }
+        printf("fanout  raw zmq PUB/SUB %d B, %d subscriber%s: per subscriber min %9.0f mean "
+               "%9.0f msg/s\n",
+               EVENT_SIZE, counts[k], counts[k] > 1 ? "s" : " ", raw[k][0], raw[k][1]);
+    }
+    int rc = AB_EXIT_OK;
+    for (int k = 0; k < 2; k++)
+        if (fan_bus(o, ctx, b, counts[k], 0, raw[k][0]) != 0)
+            rc = AB_EXIT_FAIL;
+    /* tiny high-water marks (broker PUB and SUB): live events are lost, the
+     * subscribers fill the holes from the store */
+    if (fan_bus(o, ctx, b, FAN_MAX_SUBS, 16, raw[1][0]) != 0)
+        rc = AB_EXIT_FAIL;
+    return rc;
+}
+
 /* ---- entry ----------------------------------------------------------------- */
 
 static int usage_help(void)
 {
-    printf("usage: agentbus bench ingest|latency|replay|zmq [--broker ENDPOINT] [--seconds S]\n\n"
+    printf("usage: agentbus bench ingest|latency|replay|zmq|fanout [--broker ENDPOINT] "
+           "[--seconds S]\n\n"
            "  ingest   acknowledged events/s (fsync and process durability), broker peak RSS\n"
            "  latency  publish-to-ack p50/p99 at 1,000 events/s and at 80%% of the maximum\n"
            "  replay   events/s delivered replaying one 100k-event run and a whole thread\n"
-           "  zmq      raw ZeroMQ ceilings on loopback (round trips/s, messages/s)\n\n"
+           "  zmq      raw ZeroMQ ceilings on loopback (round trips/s, messages/s)\n"
+           "  fanout   live delivery to 1 and 4 subscribers while ingesting, beside raw\n"
+           "           ZeroMQ PUB/SUB fan-out measured in the same run\n\n"
            "  --broker ENDPOINT  use a running broker's command endpoint instead of\n"
            "                     starting one per row (durability is then the broker's)\n"
            "  --seconds S        measuring time per row (default 5)\n");
@@ -634,9 +922,9 @@ static int parse_opts(int argc, char **argv, opts_t *o)
 
 int bench_bus(int argc, char **argv)
 {
-    static const char *const names[] = {"ingest", "latency", "replay", "zmq"};
+    static const char *const names[] = {"ingest", "latency", "replay", "zmq", "fanout"};
     int which = -1;
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < 5; i++)
         if (argc > 0 && strcmp(argv[0], names[i]) == 0)
             which = i;
     if (which < 0)
@@ -657,6 +945,8 @@ int bench_bus(int argc, char **argv)
         rc = bench_ingest(&o, ctx, &b);
     else if (which == 1)
         rc = bench_latency(&o, ctx, &b);
+    else if (which == 4)
+        rc = bench_fanout(&o, ctx, &b);
     else
         rc = bench_replay(&o, ctx, &b);
     bodies_free(&b);
