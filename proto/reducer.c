@@ -21,6 +21,7 @@
 #include "agentbus/jsonpatch.h"
 
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -509,5 +510,83 @@ ab_status_t ab_reducer_apply(ab_reducer_t *r, const ab_val_t *ev, const char *ru
     if (r->oom)
         return ab_error_set(err, AB_NOMEM, NULL, "out of memory while folding seq %llu",
                             (unsigned long long)seq);
+    return AB_OK;
+}
+
+/* ---- continuing from a stored projection (snapshots) ---- */
+
+const json_t *ab_reducer_lanes(const ab_reducer_t *r)
+{
+    return r ? r->lanes : NULL;
+}
+
+/* Copy projection key @p key into r (type-checked against the empty value). */
+static ab_status_t load_key(ab_reducer_t *r, const json_t *p, const char *key, ab_error_t *err)
+{
+    json_t *want = json_object_get(r->root, key);
+    json_t *got = json_object_get(p, key);
+    char field[64];
+    snprintf(field, sizeof field, "/%s", key);
+    if (!got || (json_is_array(want) && !json_is_array(got)))
+        return ab_error_set(err, AB_INVALID_ARGUMENT, field,
+                            "projection key '%s' missing or not %s", key,
+                            json_is_array(want) ? "an array" : "a value");
+    json_t *copy = json_deep_copy(got);
+    for (int i = 0; i < RD_NCOLL; i++)
+        if (strcmp(r->coll[i].name, key) == 0) {
+            rd_replace(r, &r->coll[i], copy);
+            return AB_OK;
+        }
+    rd_set(r, r->root, key, copy);
+    return AB_OK;
+}
+
+/* Check that @p lanes (may be NULL) is an object of strings. */
+static ab_status_t check_lanes(const json_t *lanes, ab_error_t *err)
+{
+    if (!lanes)
+        return AB_OK;
+    if (!json_is_object(lanes))
+        return ab_error_set(err, AB_INVALID_ARGUMENT, "lanes", "lanes is not an object");
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)(uintptr_t)lanes, k, v)
+    {
+        if (!json_is_string(v))
+            return ab_error_set(err, AB_INVALID_ARGUMENT, "lanes", "lane '%s' is not a string", k);
+    }
+    return AB_OK;
+}
+
+ab_status_t ab_reducer_from_state(ab_reducer_t **out, const json_t *p, const json_t *lanes,
+                                  ab_error_t *err)
+{
+    const char *thread = json_string_value(json_object_get(p, "threadId"));
+    if (!out || !json_is_object(p) || !thread)
+        return ab_error_set(err, AB_INVALID_ARGUMENT, "/threadId",
+                            "projection is not an object with a threadId");
+    if (json_integer_value(json_object_get(p, "formatVersion")) != AB_REDUCER_FORMAT_VERSION)
+        return ab_error_set(err, AB_INVALID_ARGUMENT, "/formatVersion",
+                            "projection formatVersion is not %d", AB_REDUCER_FORMAT_VERSION);
+    ab_status_t st = check_lanes(lanes, err);
+    ab_reducer_t *r = NULL;
+    if (st != AB_OK || (st = ab_reducer_new(&r, thread, err)) != AB_OK)
+        return st;
+    static const char *const plain[] = {"state", "approvals", "interactions", "warnings"};
+    for (size_t i = 0; st == AB_OK && i < sizeof plain / sizeof plain[0]; i++)
+        st = load_key(r, p, plain[i], err);
+    for (int i = 0; st == AB_OK && i < RD_NCOLL; i++)
+        st = load_key(r, p, coll_defs[i].name, err);
+    json_t *lc = lanes ? json_deep_copy(lanes) : NULL;
+    if (st == AB_OK && lanes && (!lc || json_object_update(r->lanes, lc) != 0))
+        r->oom = true;
+    json_decref(lc);
+    if (st == AB_OK && r->oom)
+        st = ab_error_set(err, AB_NOMEM, NULL, "out of memory");
+    if (st != AB_OK) {
+        ab_reducer_destroy(&r);
+        return st;
+    }
+    *out = r;
     return AB_OK;
 }

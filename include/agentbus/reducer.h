@@ -78,6 +78,29 @@ AB_NODISCARD ab_status_t ab_reducer_apply(ab_reducer_t *r, const ab_val_t *event
 const json_t *ab_reducer_state(const ab_reducer_t *r);
 
 /**
+ * The reducer's continuation state that is not part of the projection: the
+ * current id of each chunk lane (a chunk without an id continues it). An
+ * object mapping "<kind>\x1f<subagentRunId>" (kind: text, tool, reasoning)
+ * to the current id. Borrowed like ab_reducer_state(). A snapshot stores it
+ * so that a restored reducer continues exactly (docs/REDUCER.md, section 6).
+ */
+const json_t *ab_reducer_lanes(const ab_reducer_t *r);
+
+/**
+ * Create a reducer that continues from a projection (as returned by
+ * ab_reducer_state()) and its lanes (ab_reducer_lanes(); NULL = none). Both
+ * are deep-copied; id indexes are rebuilt. Folding the events that followed
+ * then gives exactly what the original reducer would have.
+ * @param out  out: the reducer, written only on AB_OK.
+ * @return AB_OK; AB_INVALID_ARGUMENT when @p projection is not an object with
+ *         every projection key of the right type and the current
+ *         formatVersion (err->field names the key), or @p lanes is not an
+ *         object of strings; AB_NOMEM.
+ */
+AB_NODISCARD ab_status_t ab_reducer_from_state(ab_reducer_t **out, const json_t *projection,
+                                               const json_t *lanes, ab_error_t *err);
+
+/**
  * Convert a value tree to a new jansson value (strings and keys copied,
  * NUL-safe). @return the value, or NULL when out of memory.
  */

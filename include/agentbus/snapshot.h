@@ -1,0 +1,136 @@
+/*
+ * agentbus/snapshot.h - durable thread snapshots: build, parse/validate,
+ * restore and continue.
+ *
+ * A snapshot is one JSON document (docs/REDUCER.md, section 6):
+ *
+ *   { "formatVersion": 1, "threadId": "t",
+ *     "projection": { ...the reducer's projection, every key present... },
+ *     "lanes": { ...the reducer's chunk lanes (ab_reducer_lanes())... },
+ *     "checkpoint": { "runs": { "run-1": 26, "run-2": 3 }, "position": 29 },
+ *     "activeRuns": [ "run-2" ],
+ *     "activeEvents": [ { "run": "run-2", "seq": 1, "pos": 27, "event": {...} }, ... ] }
+ *
+ * The builder folds a thread's events in commit order into a reducer and
+ * keeps the events of runs that are still active (dropping a run's events as
+ * soon as it ends), so its memory is proportional to the state plus the
+ * active runs. The parser checks every rule of the document; a broken rule
+ * is AB_CORRUPT with the rule's name in the message ("snapshot rule
+ * 'active-run-terminal': ..."), in the error detail "rule" and the JSON
+ * pointer of the offending value in err->field.
+ *
+ * Pure: no I/O, no clock. Thread-safety: one thread at a time per handle;
+ * a parsed snapshot is read-only and may be shared once built.
+ */
+#ifndef AGENTBUS_SNAPSHOT_H
+#define AGENTBUS_SNAPSHOT_H
+
+#include "agentbus/reducer.h"
+#include "agentbus/status.h"
+#include "agentbus/value.h"
+
+#include <jansson.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Version of the snapshot document ("formatVersion"). */
+#define AB_SNAPSHOT_FORMAT_VERSION 1
+
+typedef struct ab_snapshot ab_snapshot_t;
+typedef struct ab_snapshot_builder ab_snapshot_builder_t;
+
+/**
+ * Create a builder for thread @p thread_id (copied; must pass ab_id_check).
+ * @param out  out: the builder, written only on AB_OK.
+ * @return AB_OK, AB_INVALID_ARGUMENT (NULL out, bad thread id), AB_NOMEM.
+ */
+AB_NODISCARD ab_status_t ab_snapshot_builder_new(ab_snapshot_builder_t **out, const char *thread_id,
+                                                 ab_error_t *err);
+
+/**
+ * Create a builder that continues from a parsed snapshot: its reducer,
+ * checkpoint and the events of its active runs. @p snap is borrowed.
+ * @return AB_OK, AB_INVALID_ARGUMENT (NULL argument), AB_NOMEM.
+ */
+AB_NODISCARD ab_status_t ab_snapshot_builder_from(ab_snapshot_builder_t **out,
+                                                  const ab_snapshot_t *snap, ab_error_t *err);
+
+/** Free a builder. NULL-safe; sets *b = NULL. */
+void ab_snapshot_builder_destroy(ab_snapshot_builder_t **b);
+
+/**
+ * Fold one committed event.
+ * @param run    the envelope's run id (NUL-terminated, borrowed, a valid id).
+ * @param seq    its seq within the run: 1 for a new run, else the run's last
+ *               seq + 1.
+ * @param pos    its commit position: greater than that of every earlier
+ *               event fed (or restored).
+ * @param event  the AG-UI event body (borrowed, copied when kept).
+ * @return AB_OK; AB_INVALID_ARGUMENT (bad run id, seq not next, pos not
+ *         increasing, body not a map with a type: nothing changes); AB_NOMEM
+ *         (the builder is then unusable: rebuild it).
+ */
+AB_NODISCARD ab_status_t ab_snapshot_builder_feed(ab_snapshot_builder_t *b, const char *run,
+                                                  uint64_t seq, uint64_t pos, const ab_val_t *event,
+                                                  ab_error_t *err);
+
+/** The builder's reducer (borrowed; do not apply events to it directly). */
+const ab_reducer_t *ab_snapshot_builder_reducer(const ab_snapshot_builder_t *b);
+
+/**
+ * The snapshot document of everything fed so far.
+ * @param out  out: a new reference (the caller json_decref()s it), AB_OK only.
+ * @return AB_OK, AB_INVALID_ARGUMENT (NULL argument), AB_NOMEM.
+ */
+AB_NODISCARD ab_status_t ab_snapshot_builder_document(const ab_snapshot_builder_t *b, json_t **out,
+                                                      ab_error_t *err);
+
+/**
+ * Check a snapshot document against every rule of docs/REDUCER.md section 6.
+ * @return AB_OK; AB_CORRUPT naming the broken rule (message, detail "rule",
+ *         err->field = JSON pointer); AB_INVALID_ARGUMENT for NULL.
+ */
+AB_NODISCARD ab_status_t ab_snapshot_validate(const json_t *doc, ab_error_t *err);
+
+/**
+ * Parse and validate snapshot text (@p len bytes, no NUL needed).
+ * @param out  out: the snapshot, written only on AB_OK.
+ * @return AB_OK; AB_CORRUPT (rule "json" for text that is not a JSON object,
+ *         or any rule of ab_snapshot_validate()); AB_INVALID_ARGUMENT (NULL);
+ *         AB_NOMEM.
+ */
+AB_NODISCARD ab_status_t ab_snapshot_parse(const char *json, size_t len, ab_snapshot_t **out,
+                                           ab_error_t *err);
+
+/**
+ * Validate @p doc and wrap it as a snapshot (takes a new reference to it;
+ * the caller keeps its own).
+ * @return as ab_snapshot_validate(), plus AB_NOMEM.
+ */
+AB_NODISCARD ab_status_t ab_snapshot_from_json(const json_t *doc, ab_snapshot_t **out,
+                                               ab_error_t *err);
+
+/** Free a parsed snapshot. NULL-safe; sets *s = NULL. */
+void ab_snapshot_destroy(ab_snapshot_t **s);
+
+/** The validated document (borrowed, valid until ab_snapshot_destroy()). */
+const json_t *ab_snapshot_document(const ab_snapshot_t *s);
+
+/** checkpoint.position: commit position of the last event covered. */
+uint64_t ab_snapshot_position(const ab_snapshot_t *s);
+
+/**
+ * A reducer that continues exactly where the snapshot's ended: folding the
+ * events after checkpoint.position gives the projection of all events.
+ * @param out  out: the reducer (caller destroys it), written only on AB_OK.
+ * @return AB_OK, AB_INVALID_ARGUMENT (NULL argument), AB_NOMEM.
+ */
+AB_NODISCARD ab_status_t ab_snapshot_restore(const ab_snapshot_t *s, ab_reducer_t **out,
+                                             ab_error_t *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* AGENTBUS_SNAPSHOT_H */

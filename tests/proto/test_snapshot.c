@@ -1,0 +1,507 @@
+/*
+ * test_snapshot.c - durable thread snapshots: the split property over every
+ * fixture thread (snapshot of the first k events, serialized, parsed,
+ * restored and continued with the rest == the projection of all events),
+ * the builder's active-run bookkeeping and argument checks, and one test per
+ * validator rule (a valid document broken on purpose fails with that rule).
+ */
+#include "testutil.h"
+
+#include "agentbus/jsonpatch.h"
+#include "agentbus/snapshot.h"
+
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- fixtures ---- */
+
+/* The envelopes of fixture thread file @p path: [{run, seq, event}]. */
+static json_t *load_thread(const char *path)
+{
+    size_t len;
+    char *text = tu_read_file(path, &len);
+    json_t *lines = json_array();
+    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+        json_error_t je;
+        json_t *env = json_loads(line, JSON_REJECT_DUPLICATES, &je);
+        if (!env)
+            fail_msg("%s: bad line (%s)", path, je.text);
+        json_array_append_new(lines, env);
+    }
+    free(text);
+    return lines;
+}
+
+static const char *thread_of(const json_t *lines)
+{
+    const json_t *ev = json_object_get(json_array_get(lines, 0), "event");
+    return json_string_value(json_object_get(ev, "threadId"));
+}
+
+/* Feed lines [from, to) to @p b; line i has commit position i + 1. */
+static void feed_lines(ab_snapshot_builder_t *b, const json_t *lines, size_t from, size_t to)
+{
+    for (size_t i = from; i < to; i++) {
+        const json_t *env = json_array_get(lines, i);
+        char *ev = json_dumps(json_object_get(env, "event"), JSON_COMPACT);
+        tu_ctx_t c;
+        tu_ctx_init(&c);
+        ab_error_t err = AB_ERROR_INIT;
+        ab_status_t st =
+            ab_snapshot_builder_feed(b, json_string_value(json_object_get(env, "run")),
+                                     (uint64_t)json_integer_value(json_object_get(env, "seq")),
+                                     i + 1, tu_json(&c, ev), &err);
+        if (st != AB_OK)
+            fail_msg("feed line %zu: %s (at %s)", i + 1, err.message, err.field);
+        tu_ctx_free(&c);
+        free(ev);
+    }
+}
+
+/* Fold lines [from, to) into a plain reducer. */
+static void fold_lines(ab_reducer_t *r, const json_t *lines, size_t from, size_t to)
+{
+    for (size_t i = from; i < to; i++) {
+        const json_t *env = json_array_get(lines, i);
+        char *ev = json_dumps(json_object_get(env, "event"), JSON_COMPACT);
+        tu_ctx_t c;
+        tu_ctx_init(&c);
+        ab_error_t err = AB_ERROR_INIT;
+        assert_int_equal(
+            ab_reducer_apply(r, tu_json(&c, ev), json_string_value(json_object_get(env, "run")),
+                             (uint64_t)json_integer_value(json_object_get(env, "seq")), &err),
+            AB_OK);
+        tu_ctx_free(&c);
+        free(ev);
+    }
+}
+
+static ab_snapshot_builder_t *builder_after(const json_t *lines, size_t k)
+{
+    ab_snapshot_builder_t *b = NULL;
+    ab_error_t err = AB_ERROR_INIT;
+    assert_int_equal(ab_snapshot_builder_new(&b, thread_of(lines), &err), AB_OK);
+    feed_lines(b, lines, 0, k);
+    return b;
+}
+
+static json_t *document(const ab_snapshot_builder_t *b)
+{
+    json_t *doc = NULL;
+    ab_error_t err = AB_ERROR_INIT;
+    assert_int_equal(ab_snapshot_builder_document(b, &doc, &err), AB_OK);
+    return doc;
+}
+
+/* Serialize @p doc and parse it back; fails the test on any error. */
+static ab_snapshot_t *reparse(const json_t *doc)
+{
+    char *text = json_dumps(doc, JSON_COMPACT);
+    ab_snapshot_t *s = NULL;
+    ab_error_t err = AB_ERROR_INIT;
+    ab_status_t st = ab_snapshot_parse(text, strlen(text), &s, &err);
+    if (st != AB_OK)
+        fail_msg("parse: %s (at %s)\n%s", err.message, err.field, text);
+    free(text);
+    return s;
+}
+
+static void expect_json(const json_t *got, const json_t *want, const char *what, size_t k)
+{
+    if (json_equal(got, want))
+        return;
+    char *g = json_dumps(got, JSON_INDENT(1) | JSON_SORT_KEYS | JSON_ENCODE_ANY);
+    char *w = json_dumps(want, JSON_INDENT(1) | JSON_SORT_KEYS | JSON_ENCODE_ANY);
+    fprintf(stderr, "%s (k=%zu): got\n%s\nwant\n%s\n", what, k, g, w);
+    free(g);
+    free(w);
+    fail_msg("%s differs at k=%zu", what, k);
+}
+
+/* Split at k: both continuation paths must equal the fold of all n events. */
+static void check_split(const json_t *lines, size_t k, const json_t *full_doc, const char *name)
+{
+    size_t n = json_array_size(lines);
+    ab_snapshot_builder_t *b = builder_after(lines, k);
+    json_t *doc = document(b);
+    ab_snapshot_builder_destroy(&b);
+    ab_snapshot_t *s = reparse(doc);
+    ab_error_t err = AB_ERROR_INIT;
+    ab_reducer_t *r = NULL;
+    assert_int_equal(ab_snapshot_restore(s, &r, &err), AB_OK);
+    fold_lines(r, lines, k, n);
+    expect_json(ab_reducer_state(r), json_object_get(full_doc, "projection"), name, k);
+    ab_reducer_destroy(&r);
+    assert_int_equal(ab_snapshot_builder_from(&b, s, &err), AB_OK);
+    feed_lines(b, lines, k, n);
+    json_t *cont = document(b);
+    expect_json(cont, full_doc, name, k);
+    json_decref(cont);
+    ab_snapshot_builder_destroy(&b);
+    ab_snapshot_destroy(&s);
+    assert_null(s);
+    json_decref(doc);
+}
+
+static size_t split_fixture(const char *path)
+{
+    json_t *lines = load_thread(path);
+    size_t n = json_array_size(lines);
+    assert_true(n > 0);
+    ab_snapshot_builder_t *b = builder_after(lines, n);
+    json_t *full = document(b);
+    ab_snapshot_builder_destroy(&b);
+    /* the builder's projection is the reducer's: fold all n plainly */
+    ab_reducer_t *r = NULL;
+    ab_error_t err = AB_ERROR_INIT;
+    assert_int_equal(ab_reducer_new(&r, thread_of(lines), &err), AB_OK);
+    fold_lines(r, lines, 0, n);
+    expect_json(json_object_get(full, "projection"), ab_reducer_state(r), path, n);
+    ab_reducer_destroy(&r);
+    for (size_t k = 0; k <= n; k++)
+        check_split(lines, k, full, path);
+    json_decref(full);
+    json_decref(lines);
+    return n;
+}
+
+static void test_split_every_fixture_every_k(void **state)
+{
+    (void)state;
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/threads", AB_FIXTURES_DIR);
+    DIR *dp = opendir(dir);
+    assert_non_null(dp);
+    struct dirent *de;
+    size_t files = 0, splits = 0;
+    while ((de = readdir(dp)) != NULL) {
+        size_t l = strlen(de->d_name);
+        if (l < 6 || strcmp(de->d_name + l - 6, ".jsonl") != 0)
+            continue;
+        char path[1024];
+        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+        splits += split_fixture(path) + 1;
+        files++;
+    }
+    closedir(dp);
+    assert_true(files >= 5);
+    assert_true(splits >= 85);
+}
+
+/* ---- the builder ---- */
+
+static json_t *thread_lines(const char *name)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/threads/%s.jsonl", AB_FIXTURES_DIR, name);
+    return load_thread(path);
+}
+
+/* Check activeRuns and the (run, seq) list of activeEvents of @p b. */
+static void expect_active(const ab_snapshot_builder_t *b, const char *runs, const char *events)
+{
+    json_t *doc = document(b);
+    char *got = json_dumps(json_object_get(doc, "activeRuns"), JSON_COMPACT);
+    assert_string_equal(got, runs);
+    free(got);
+    char list[512] = "";
+    size_t i;
+    json_t *e;
+    json_array_foreach(json_object_get(doc, "activeEvents"), i, e)
+    {
+        char one[64];
+        snprintf(one, sizeof one, "%s%s:%lld", i ? "," : "",
+                 json_string_value(json_object_get(e, "run")),
+                 (long long)json_integer_value(json_object_get(e, "seq")));
+        strcat(list, one);
+    }
+    assert_string_equal(list, events);
+    json_decref(doc);
+}
+
+static void test_builder_keeps_only_active_runs(void **state)
+{
+    (void)state;
+    json_t *lines = thread_lines("interrupt-resume");
+    ab_snapshot_builder_t *b = builder_after(lines, 0);
+    expect_active(b, "[]", "");
+    feed_lines(b, lines, 0, 4);
+    expect_active(b, "[\"run-1\"]", "run-1:1,run-1:2,run-1:3,run-1:4");
+    feed_lines(b, lines, 4, 5); /* run-1 ends interrupted: its events go */
+    expect_active(b, "[]", "");
+    feed_lines(b, lines, 5, 7);
+    expect_active(b, "[\"run-2\"]", "run-2:1,run-2:2");
+    feed_lines(b, lines, 7, 8);
+    expect_active(b, "[]", "");
+    json_t *doc = document(b);
+    json_t *want = json_loads("{\"runs\":{\"run-1\":5,\"run-2\":3},\"position\":8}", 0, NULL);
+    assert_true(json_equal(json_object_get(doc, "checkpoint"), want));
+    assert_int_equal(json_integer_value(json_object_get(doc, "formatVersion")),
+                     AB_SNAPSHOT_FORMAT_VERSION);
+    assert_string_equal(json_string_value(json_object_get(doc, "threadId")), "thread-2");
+    json_decref(want);
+    json_decref(doc);
+    ab_snapshot_builder_destroy(&b);
+    ab_snapshot_builder_destroy(&b); /* NULL-safe */
+    json_decref(lines);
+}
+
+static void expect_refused(ab_snapshot_builder_t *b, const char *run, uint64_t seq, uint64_t pos,
+                           const char *event, const char *field)
+{
+    json_t *before = document(b);
+    tu_ctx_t c;
+    tu_ctx_init(&c);
+    ab_error_t err = AB_ERROR_INIT;
+    assert_int_equal(ab_snapshot_builder_feed(b, run, seq, pos, tu_json(&c, event), &err),
+                     AB_INVALID_ARGUMENT);
+    tu_assert_error(&err, AB_INVALID_ARGUMENT, field);
+    tu_ctx_free(&c);
+    json_t *after = document(b);
+    assert_true(json_equal(before, after));
+    json_decref(before);
+    json_decref(after);
+}
+
+static void test_builder_refuses_bad_feed(void **state)
+{
+    (void)state;
+    json_t *lines = thread_lines("full-run");
+    ab_snapshot_builder_t *b = builder_after(lines, 3);
+    const char *ev = "{\"type\":\"STEP_STARTED\",\"stepName\":\"s\"}";
+    expect_refused(b, "run-1", 5, 4, ev, "seq");      /* gap */
+    expect_refused(b, "run-1", 3, 4, ev, "seq");      /* repeat */
+    expect_refused(b, "run-9", 2, 4, ev, "seq");      /* a new run starts at 1 */
+    expect_refused(b, "run-1", 4, 3, ev, "pos");      /* position does not grow */
+    expect_refused(b, "", 1, 4, ev, "run");           /* invalid run id */
+    expect_refused(b, "run-1", 4, 4, "[1]", "/type"); /* not an event */
+    ab_error_t err = AB_ERROR_INIT;
+    ab_snapshot_builder_t *x = NULL;
+    assert_int_equal(ab_snapshot_builder_new(&x, "bad\x01id", &err), AB_INVALID_ARGUMENT);
+    assert_int_equal(ab_snapshot_builder_new(&x, NULL, &err), AB_INVALID_ARGUMENT);
+    assert_int_equal(ab_snapshot_builder_from(&x, NULL, &err), AB_INVALID_ARGUMENT);
+    assert_int_equal(ab_snapshot_builder_document(NULL, NULL, &err), AB_INVALID_ARGUMENT);
+    assert_null(x);
+    ab_snapshot_builder_destroy(&b);
+    json_decref(lines);
+}
+
+/* ---- the validator: one rule each ---- */
+
+/* interrupt-resume after 7 events: run-1 interrupted, run-2 active (2 events). */
+static json_t *base_doc(void)
+{
+    json_t *lines = thread_lines("interrupt-resume");
+    ab_snapshot_builder_t *b = builder_after(lines, 7);
+    json_t *doc = document(b);
+    ab_snapshot_builder_destroy(&b);
+    json_decref(lines);
+    return doc;
+}
+
+/* Apply JSON Patch @p patch to the base document; expect rule @p rule. */
+static void expect_rule(const char *patch, const char *rule, const char *field)
+{
+    json_t *doc = base_doc();
+    json_t *p = json_loads(patch, 0, NULL);
+    assert_non_null(p);
+    ab_error_t err = AB_ERROR_INIT;
+    if (ab_jsonpatch_apply(&doc, p, &err) != AB_OK)
+        fail_msg("patch %s: %s", patch, err.message);
+    json_decref(p);
+    char *text = json_dumps(doc, JSON_COMPACT | JSON_ENCODE_ANY);
+    ab_snapshot_t *s = NULL;
+    ab_error_clear(&err);
+    assert_int_equal(ab_snapshot_parse(text, strlen(text), &s, &err), AB_CORRUPT);
+    assert_null(s);
+    tu_assert_error(&err, AB_CORRUPT, field);
+    const ab_error_detail_t *d = ab_error_detail(&err, "rule");
+    if (!d || strcmp(d->s, rule) != 0)
+        fail_msg("%s: expected rule %s, got %s (%s)", patch, rule, d ? d->s : "none", err.message);
+    char quoted[64];
+    snprintf(quoted, sizeof quoted, "'%s'", rule);
+    assert_non_null(strstr(err.message, quoted));
+    free(text);
+    json_decref(doc);
+}
+
+static void test_valid_documents_pass(void **state)
+{
+    (void)state;
+    json_t *doc = base_doc();
+    ab_snapshot_t *s = reparse(doc);
+    assert_int_equal(ab_snapshot_position(s), 7);
+    assert_true(json_equal(ab_snapshot_document(s), doc));
+    ab_error_t err = AB_ERROR_INIT;
+    assert_int_equal(ab_snapshot_validate(doc, &err), AB_OK);
+    assert_int_equal(ab_snapshot_validate(NULL, &err), AB_INVALID_ARGUMENT);
+    ab_reducer_t *r = NULL;
+    assert_int_equal(ab_snapshot_restore(NULL, &r, &err), AB_INVALID_ARGUMENT);
+    assert_int_equal(ab_snapshot_parse(NULL, 0, &s, &err), AB_INVALID_ARGUMENT);
+    ab_snapshot_destroy(&s);
+    ab_snapshot_destroy(&s);
+    json_decref(doc);
+}
+
+static void test_rule_json(void **state)
+{
+    (void)state;
+    static const char *const bad[] = {"{", "[]", "{\"a\":1,\"a\":2}", ""};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ab_snapshot_t *s = NULL;
+        ab_error_t err = AB_ERROR_INIT;
+        assert_int_equal(ab_snapshot_parse(bad[i], strlen(bad[i]), &s, &err), AB_CORRUPT);
+        assert_string_equal(ab_error_detail(&err, "rule")->s, "json");
+        assert_null(s);
+    }
+}
+
+#define RULE_TEST(fn, rule, ...)                                                                   \
+    static void fn(void **state)                                                                   \
+    {                                                                                              \
+        (void)state;                                                                               \
+        static const char *const cases[][2] = {__VA_ARGS__};                                       \
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)                                \
+            expect_rule(cases[i][0], rule, cases[i][1]);                                           \
+    }
+
+RULE_TEST(test_rule_format_version, "format-version",
+          {"[{\"op\":\"remove\",\"path\":\"/formatVersion\"}]", "/formatVersion"},
+          {"[{\"op\":\"replace\",\"path\":\"/formatVersion\",\"value\":2}]", "/formatVersion"},
+          {"[{\"op\":\"replace\",\"path\":\"/formatVersion\",\"value\":\"1\"}]", "/formatVersion"})
+RULE_TEST(test_rule_thread_id, "thread-id",
+          {"[{\"op\":\"remove\",\"path\":\"/threadId\"}]", "/threadId"},
+          {"[{\"op\":\"replace\",\"path\":\"/threadId\",\"value\":\"\"}]", "/threadId"},
+          {"[{\"op\":\"replace\",\"path\":\"/threadId\",\"value\":\"a\\u0001b\"}]", "/threadId"})
+RULE_TEST(test_rule_projection, "projection",
+          {"[{\"op\":\"remove\",\"path\":\"/projection\"}]", "/projection"},
+          {"[{\"op\":\"replace\",\"path\":\"/projection\",\"value\":[]}]", "/projection"})
+RULE_TEST(test_rule_projection_key, "projection-key",
+          {"[{\"op\":\"remove\",\"path\":\"/projection/widgets\"}]", "/projection/widgets"},
+          {"[{\"op\":\"remove\",\"path\":\"/projection/state\"}]", "/projection/state"},
+          {"[{\"op\":\"replace\",\"path\":\"/projection/messages\",\"value\":{}}]",
+           "/projection/messages"},
+          {"[{\"op\":\"remove\",\"path\":\"/projection/formatVersion\"}]",
+           "/projection/formatVersion"})
+RULE_TEST(test_rule_projection_thread, "projection-thread",
+          {"[{\"op\":\"replace\",\"path\":\"/projection/threadId\",\"value\":\"other\"}]",
+           "/projection/threadId"})
+RULE_TEST(test_rule_projection_run, "projection-run",
+          {"[{\"op\":\"replace\",\"path\":\"/projection/runs/0/status\",\"value\":\"weird\"}]",
+           "/projection/runs/0"},
+          {"[{\"op\":\"remove\",\"path\":\"/projection/runs/1/lastSeq\"}]", "/projection/runs/1"},
+          {"[{\"op\":\"copy\",\"from\":\"/projection/runs/0\",\"path\":\"/projection/runs/-\"}]",
+           "/projection/runs/2"})
+RULE_TEST(test_rule_lanes, "lanes", {"[{\"op\":\"remove\",\"path\":\"/lanes\"}]", "/lanes"},
+          {"[{\"op\":\"add\",\"path\":\"/lanes/bogus\",\"value\":\"x\"}]", "/lanes/bogus"},
+          {"[{\"op\":\"add\",\"path\":\"/lanes/text\\u001f\",\"value\":5}]", NULL})
+RULE_TEST(test_rule_checkpoint, "checkpoint",
+          {"[{\"op\":\"remove\",\"path\":\"/checkpoint\"}]", "/checkpoint"},
+          {"[{\"op\":\"remove\",\"path\":\"/checkpoint/position\"}]", "/checkpoint"},
+          {"[{\"op\":\"replace\",\"path\":\"/checkpoint/position\",\"value\":-1}]", "/checkpoint"},
+          {"[{\"op\":\"replace\",\"path\":\"/checkpoint/runs\",\"value\":[]}]", "/checkpoint"})
+RULE_TEST(test_rule_checkpoint_seq, "checkpoint-seq",
+          {"[{\"op\":\"replace\",\"path\":\"/checkpoint/runs/run-1\",\"value\":0}]",
+           "/checkpoint/runs/run-1"},
+          {"[{\"op\":\"replace\",\"path\":\"/checkpoint/runs/run-1\",\"value\":\"5\"}]",
+           "/checkpoint/runs/run-1"})
+RULE_TEST(test_rule_checkpoint_runs, "checkpoint-runs",
+          {"[{\"op\":\"replace\",\"path\":\"/checkpoint/runs/run-1\",\"value\":4}]",
+           "/checkpoint/runs/run-1"},
+          {"[{\"op\":\"add\",\"path\":\"/checkpoint/runs/run-9\",\"value\":1}]",
+           "/checkpoint/runs/run-9"},
+          {"[{\"op\":\"remove\",\"path\":\"/checkpoint/runs/run-1\"}]", "/checkpoint/runs"})
+RULE_TEST(test_rule_active_runs, "active-runs",
+          {"[{\"op\":\"remove\",\"path\":\"/activeRuns\"}]", "/activeRuns"},
+          {"[{\"op\":\"add\",\"path\":\"/activeRuns/-\",\"value\":\"run-2\"}]", "/activeRuns/1"},
+          {"[{\"op\":\"add\",\"path\":\"/activeRuns/-\",\"value\":7}]", "/activeRuns/1"})
+RULE_TEST(test_rule_active_run_unknown, "active-run-unknown",
+          {"[{\"op\":\"add\",\"path\":\"/activeRuns/-\",\"value\":\"run-9\"}]", "/activeRuns/1"})
+RULE_TEST(test_rule_active_run_terminal, "active-run-terminal",
+          {"[{\"op\":\"add\",\"path\":\"/activeRuns/0\",\"value\":\"run-1\"}]", "/activeRuns/0"})
+RULE_TEST(test_rule_active_run_missing, "active-run-missing",
+          {"[{\"op\":\"replace\",\"path\":\"/activeRuns\",\"value\":[]}]", "/projection/runs/1"})
+RULE_TEST(test_rule_active_events, "active-events",
+          {"[{\"op\":\"remove\",\"path\":\"/activeEvents\"}]", "/activeEvents"},
+          {"[{\"op\":\"remove\",\"path\":\"/activeEvents/0/event/type\"}]", "/activeEvents/0"},
+          {"[{\"op\":\"replace\",\"path\":\"/activeEvents/0/seq\",\"value\":0}]",
+           "/activeEvents/0"},
+          {"[{\"op\":\"remove\",\"path\":\"/activeEvents/1/pos\"}]", "/activeEvents/1"})
+RULE_TEST(test_rule_active_event_run, "active-event-run",
+          {"[{\"op\":\"replace\",\"path\":\"/activeEvents/0/run\",\"value\":\"run-1\"}]",
+           "/activeEvents/0"})
+RULE_TEST(test_rule_active_event_start, "active-event-start",
+          {"[{\"op\":\"remove\",\"path\":\"/activeEvents/0\"}]", "/activeEvents/0"})
+RULE_TEST(test_rule_active_event_order, "active-event-order",
+          {"[{\"op\":\"move\",\"from\":\"/activeEvents/1\",\"path\":\"/activeEvents/0\"},"
+           "{\"op\":\"replace\",\"path\":\"/activeEvents/0/seq\",\"value\":1},"
+           "{\"op\":\"replace\",\"path\":\"/activeEvents/1/seq\",\"value\":3}]",
+           "/activeEvents/1"},
+          {"[{\"op\":\"copy\",\"from\":\"/activeEvents/0\",\"path\":\"/activeEvents/1\"}]",
+           "/activeEvents/1"})
+RULE_TEST(test_rule_active_event_position, "active-event-position",
+          {"[{\"op\":\"replace\",\"path\":\"/activeEvents/1/pos\",\"value\":6}]",
+           "/activeEvents/1"},
+          {"[{\"op\":\"replace\",\"path\":\"/activeEvents/1/pos\",\"value\":99}]",
+           "/activeEvents/1"})
+RULE_TEST(test_rule_active_event_tail, "active-event-tail",
+          {"[{\"op\":\"remove\",\"path\":\"/activeEvents/1\"}]", "/activeEvents"},
+          {"[{\"op\":\"replace\",\"path\":\"/activeEvents\",\"value\":[]}]", "/activeEvents"})
+
+static void test_reducer_from_state_checks(void **state)
+{
+    (void)state;
+    json_t *doc = base_doc();
+    json_t *proj = json_object_get(doc, "projection");
+    ab_reducer_t *r = NULL;
+    ab_error_t err = AB_ERROR_INIT;
+    assert_int_equal(ab_reducer_from_state(&r, proj, json_object_get(doc, "lanes"), &err), AB_OK);
+    assert_true(json_equal(ab_reducer_state(r), proj));
+    ab_reducer_destroy(&r);
+    assert_int_equal(ab_reducer_from_state(&r, NULL, NULL, &err), AB_INVALID_ARGUMENT);
+    json_t *lanes = json_pack("{s:i}", "text\x1f", 1);
+    ab_error_clear(&err);
+    assert_int_equal(ab_reducer_from_state(&r, proj, lanes, &err), AB_INVALID_ARGUMENT);
+    json_decref(lanes);
+    json_object_del(proj, "widgets");
+    ab_error_clear(&err);
+    assert_int_equal(ab_reducer_from_state(&r, proj, NULL, &err), AB_INVALID_ARGUMENT);
+    tu_assert_error(&err, AB_INVALID_ARGUMENT, "/widgets");
+    assert_null(r);
+    json_decref(doc);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_split_every_fixture_every_k),
+        cmocka_unit_test(test_builder_keeps_only_active_runs),
+        cmocka_unit_test(test_builder_refuses_bad_feed),
+        cmocka_unit_test(test_valid_documents_pass),
+        cmocka_unit_test(test_reducer_from_state_checks),
+        cmocka_unit_test(test_rule_json),
+        cmocka_unit_test(test_rule_format_version),
+        cmocka_unit_test(test_rule_thread_id),
+        cmocka_unit_test(test_rule_projection),
+        cmocka_unit_test(test_rule_projection_key),
+        cmocka_unit_test(test_rule_projection_thread),
+        cmocka_unit_test(test_rule_projection_run),
+        cmocka_unit_test(test_rule_lanes),
+        cmocka_unit_test(test_rule_checkpoint),
+        cmocka_unit_test(test_rule_checkpoint_seq),
+        cmocka_unit_test(test_rule_checkpoint_runs),
+        cmocka_unit_test(test_rule_active_runs),
+        cmocka_unit_test(test_rule_active_run_unknown),
+        cmocka_unit_test(test_rule_active_run_terminal),
+        cmocka_unit_test(test_rule_active_run_missing),
+        cmocka_unit_test(test_rule_active_events),
+        cmocka_unit_test(test_rule_active_event_run),
+        cmocka_unit_test(test_rule_active_event_start),
+        cmocka_unit_test(test_rule_active_event_order),
+        cmocka_unit_test(test_rule_active_event_position),
+        cmocka_unit_test(test_rule_active_event_tail),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
