@@ -29,6 +29,9 @@ int cmd_runs(int argc, char **argv);    /* cli/runs.c */
 int cmd_tail(int argc, char **argv);    /* cli/tail.c */
 int cmd_replay(int argc, char **argv);  /* cli/replay_cmd.c */
 int cmd_demo(int argc, char **argv);    /* cli/demo.c */
+#ifdef AB_HAVE_CLI_CONFORMANCE
+int cmd_conformance(int argc, char **argv); /* cli/conformance.c */
+#endif
 
 /** Default command endpoint of the client subcommands. */
 #define AB_DEFAULT_BROKER "tcp://127.0.0.1:7710"

@@ -31,6 +31,9 @@ static const struct subcommand subcommands[] = {
 #if defined(AB_HAVE_CLIENT) && defined(AB_HAVE_CLI_DEMO)
     {"demo", cmd_demo, "run a broker with a demo fabric of agents and an observer"},
 #endif
+#if defined(AB_HAVE_CLIENT) && defined(AB_HAVE_CLI_CONFORMANCE)
+    {"conformance", cmd_conformance, "check a broker endpoint against docs/PROTOCOL.md"},
+#endif
     {"validate", cmd_validate, "check AG-UI 1.0 events (JSON Lines) and their run lifecycle"},
     {"bench", cmd_bench, "measure the protocol library's decode + validate throughput"},
 };
