@@ -18,14 +18,6 @@
 
 #define CID_BASE 7770000u
 
-static const ab_error_detail_t *detail(const ab_error_t *e, const char *key)
-{
-    for (int i = 0; i < e->ndetails; i++)
-        if (strcmp(e->details[i].key, key) == 0)
-            return &e->details[i];
-    return NULL;
-}
-
 static int fenced_ok(conf_t *cf, const ab_result_t *r, const ab_error_t *e, uint64_t cur,
                      uint64_t got)
 {
@@ -33,7 +25,7 @@ static int fenced_ok(conf_t *cf, const ab_result_t *r, const ab_error_t *e, uint
         return conf_fail(cf, "stale epoch %llu not fenced (status %d, %s)", (unsigned long long)got,
                          (int)r->status, ab_status_name(e->code)),
                -1;
-    const ab_error_detail_t *de = detail(e, "epoch"), *dg = detail(e, "got");
+    const ab_error_detail_t *de = ab_error_detail(e, "epoch"), *dg = ab_error_detail(e, "got");
     if (strcmp(e->field, "epoch") != 0 || e->retryable)
         return conf_fail(cf, "fenced: field '%s' (expected 'epoch'), retryable %d", e->field,
                          (int)e->retryable),

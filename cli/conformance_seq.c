@@ -13,14 +13,6 @@
 #include <stdio.h>
 #include <string.h>
 
-static const ab_error_detail_t *detail(const ab_error_t *e, const char *key)
-{
-    for (int i = 0; i < e->ndetails; i++)
-        if (strcmp(e->details[i].key, key) == 0)
-            return &e->details[i];
-    return NULL;
-}
-
 /* A rejected result must carry @p code, @p field and retryable false. */
 static conf_result_t expect_rejected(conf_t *cf, const ab_result_t *r, const ab_error_t *e,
                                      ab_status_t code, const char *field)
@@ -82,7 +74,8 @@ static conf_result_t refused_99(conf_t *cf)
         return conf_fail(cf, "incompatible_version marked retryable");
     if (strcmp(err.field, "versions") != 0)
         return conf_fail(cf, "incompatible_version: field '%s', expected 'versions'", err.field);
-    const ab_error_detail_t *ours = detail(&err, "ours"), *theirs = detail(&err, "theirs");
+    const ab_error_detail_t *ours = ab_error_detail(&err, "ours"),
+                            *theirs = ab_error_detail(&err, "theirs");
     if (!ours || ours->kind != AB_DETAIL_STR || !ours->s[0])
         return conf_fail(cf, "incompatible_version without detail 'ours'");
     if (!theirs || theirs->kind != AB_DETAIL_STR || strcmp(theirs->s, "99") != 0)
@@ -174,7 +167,7 @@ conf_result_t conf_check_gap(conf_t *cf)
         conf_publish1(cf, cf->c, &env, &r, &e) != 0)
         goto out;
     res = expect_rejected(cf, &r, &e, AB_GAP, "seq");
-    const ab_error_detail_t *d = detail(&e, "expected_seq");
+    const ab_error_detail_t *d = ab_error_detail(&e, "expected_seq");
     if (res == CONF_PASS && (!d || d->kind != AB_DETAIL_INT || d->i != 3))
         res = conf_fail(cf, "gap after seq 2 without details expected_seq = 3");
 out:
