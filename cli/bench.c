@@ -197,10 +197,30 @@ static int bench_proto(double seconds, size_t only_size)
     return rc;
 }
 
-int cmd_bench(int argc, char **argv)
+struct proto_opts {
+    double seconds;
+    size_t only_size;
+};
+
+static void bench_help(void)
 {
-    double seconds = 2.0;
-    size_t only_size = 0;
+    printf(
+        "usage: agentbus bench proto [--seconds S] [--size B]\n"
+        "       agentbus bench ingest|latency|replay|zmq|fanout [options]  (see their --help)\n\n"
+        "  proto        decode + validate throughput of the protocol library, one\n"
+        "               core, 256-byte and 2 KiB events (and the parse-only ceiling)\n"
+        "  --seconds S  measuring time per row (default 2)\n"
+        "  --size B     only events of about B bytes (default: 256 and 2048)\n");
+}
+
+/*
+ * Parse proto's options in argv[1..] up to the first non-option ('+'), so
+ * options may stand before or after the benchmark name and a bus
+ * benchmark's own options are left to it. @return -1 after --help,
+ * AB_EXIT_USAGE on an error, else 0 with optind at the first non-option.
+ */
+static int parse_proto_opts(int argc, char **argv, struct proto_opts *o)
+{
     static const struct option longopts[] = {
         {"seconds", required_argument, NULL, 's'},
         {"size", required_argument, NULL, 'z'},
@@ -210,36 +230,48 @@ int cmd_bench(int argc, char **argv)
     int c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "+hs:", longopts, NULL)) != -1) {
+        char *end;
         if (c == 'z') {
-            char *end;
             unsigned long v = strtoul(optarg, &end, 10);
             if (*end || v < 128 || v > 65536)
                 return cli_usage_error("bench", "--size takes bytes in [128, 65536]");
-            only_size = v;
+            o->only_size = v;
         } else if (c == 's') {
-            char *end;
-            seconds = strtod(optarg, &end);
-            if (*end || seconds <= 0 || seconds > 600)
+            o->seconds = strtod(optarg, &end);
+            if (*end || o->seconds <= 0 || o->seconds > 600)
                 return cli_usage_error("bench", "--seconds takes a number in (0, 600]");
         } else if (c == 'h') {
-            printf("usage: agentbus bench proto [--seconds S]\n\n"
-                   "  proto        decode + validate throughput of the protocol library, one\n"
-                   "               core, 256-byte and 2 KiB events (and the parse-only ceiling)\n"
-                   "  --seconds S  measuring time per row (default 2)\n"
-                   "  --size B     only events of about B bytes (default: 256 and 2048)\n");
-            return AB_EXIT_OK;
+            bench_help();
+            return -1;
         } else {
             return cli_usage_error("bench", "unknown option");
         }
     }
+    return 0;
+}
+
+int cmd_bench(int argc, char **argv)
+{
+    struct proto_opts o = {.seconds = 2.0};
+    int rc = parse_proto_opts(argc, argv, &o);
+    if (rc != 0)
+        return rc < 0 ? AB_EXIT_OK : rc;
     if (optind >= argc)
-        return cli_usage_error("bench", "name a benchmark: proto");
-    if (strcmp(argv[optind], "proto") == 0)
-        return bench_proto(seconds, only_size);
+        return cli_usage_error("bench",
+                               "name a benchmark: proto, ingest, latency, replay, zmq, fanout");
+    int at = optind;
+    if (strcmp(argv[at], "proto") == 0) {
+        rc = parse_proto_opts(argc - at, argv + at, &o); /* options after the name */
+        if (rc != 0)
+            return rc < 0 ? AB_EXIT_OK : rc;
+        if (optind < argc - at)
+            return cli_usage_error("bench", "unexpected argument '%s'", argv[at + optind]);
+        return bench_proto(o.seconds, o.only_size);
+    }
 #ifdef AB_HAVE_CLIENT
-    int rc = bench_bus(argc - optind, argv + optind);
+    rc = bench_bus(argc - at, argv + at);
     if (rc >= 0)
         return rc;
 #endif
-    return cli_usage_error("bench", "unknown benchmark '%s'", argv[optind]);
+    return cli_usage_error("bench", "unknown benchmark '%s'", argv[at]);
 }
