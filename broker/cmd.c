@@ -2,7 +2,7 @@
  * cmd.c - the command thread: owns the ROUTER command endpoint, decodes every
  * request, answers the ones it can (hello, ping, errors), hands the rest to
  * the writer (publish, claim, heads) or to a replay reader (replay, credit,
- * cancel) and forwards their answers to the clients.
+ * cancel, snapshot) and forwards their answers to the clients.
  *
  * Invariants:
  *  1. Every request gets an answer or a typed `error` echoing its cid (when
@@ -113,7 +113,8 @@ static void welcome(cmd_t *c, zmq_msg_t *id, const ab_msg_t *m)
         {AB_CAP_REPLAY, sizeof(AB_CAP_REPLAY) - 1, AB_CAP_AVAILABLE},
         {AB_CAP_HEADS, sizeof(AB_CAP_HEADS) - 1, AB_CAP_AVAILABLE},
         {AB_CAP_HEARTBEAT, sizeof(AB_CAP_HEARTBEAT) - 1, AB_CAP_AVAILABLE},
-        {AB_CAP_DURABLE_SNAPSHOTS, sizeof(AB_CAP_DURABLE_SNAPSHOTS) - 1, AB_CAP_UNSUPPORTED},
+        /* degraded: snapshot is computed from the store on demand, none is stored yet (7.8) */
+        {AB_CAP_DURABLE_SNAPSHOTS, sizeof(AB_CAP_DURABLE_SNAPSHOTS) - 1, AB_CAP_DEGRADED},
     };
     ab_msg_t w = {.op = AB_OP_WELCOME, .v = chosen, .cid = m->cid};
     w.u.welcome.instance = (ab_str_t){c->b->instance, strlen(c->b->instance)};
@@ -259,13 +260,19 @@ static bool copy_replay(ab_job_t *job, const ab_replay_t *r)
 
 static void to_reader(cmd_t *c, zmq_msg_t *id, const ab_msg_t *m)
 {
-    ab_job_kind_t kind = m->op == AB_OP_REPLAY   ? AB_JOB_REPLAY
-                         : m->op == AB_OP_CREDIT ? AB_JOB_CREDIT
-                                                 : AB_JOB_CANCEL;
+    ab_job_kind_t kind = m->op == AB_OP_REPLAY     ? AB_JOB_REPLAY
+                         : m->op == AB_OP_CREDIT   ? AB_JOB_CREDIT
+                         : m->op == AB_OP_SNAPSHOT ? AB_JOB_SNAPSHOT
+                                                   : AB_JOB_CANCEL;
     ab_job_t *job = job_new(kind, id, m);
     bool ok = job != NULL;
     if (ok && kind == AB_JOB_REPLAY)
         ok = copy_replay(job, &m->u.replay);
+    if (ok && kind == AB_JOB_SNAPSHOT) {
+        ab_str_t src = m->u.snapshot.thread;
+        ab_str_t *dst = &job->thread;
+        ok = copy_strings(job, &src, &dst, 1);
+    }
     if (ok && kind == AB_JOB_CREDIT)
         job->chunks = m->u.credit.chunks;
     if (!ok) {
@@ -390,11 +397,8 @@ static void dispatch(cmd_t *c, zmq_msg_t *id, const ab_msg_t *m)
     case AB_OP_HEADS: claim_or_heads(c, id, m); return;
     case AB_OP_REPLAY:
     case AB_OP_CREDIT:
-    case AB_OP_CANCEL: to_reader(c, id, m); return;
-    case AB_OP_SNAPSHOT:
-        reply_code(c, id, m->v, m->cid, AB_UNSUPPORTED, "op",
-                   "durableThreadSnapshots is unsupported by this broker");
-        return;
+    case AB_OP_CANCEL:
+    case AB_OP_SNAPSHOT: to_reader(c, id, m); return;
     default: break;
     }
     ab_error_t e = AB_ERROR_INIT;

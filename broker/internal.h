@@ -43,6 +43,7 @@ typedef enum ab_job_kind {
     AB_JOB_REPLAY,
     AB_JOB_CREDIT,
     AB_JOB_CANCEL,
+    AB_JOB_SNAPSHOT,
     AB_JOB_STOP,
 } ab_job_kind_t;
 
@@ -61,7 +62,7 @@ typedef struct ab_job {
     ab_agui_info_t *infos;
     ab_seq_item_t *items;
     /* CLAIM, HEADS (RUN refs), REPLAY: copied strings */
-    ab_str_t thread;    /**< CLAIM, HEADS by thread: copy (ptr NULL = absent) */
+    ab_str_t thread;    /**< CLAIM, HEADS by thread, SNAPSHOT: copy (ptr NULL = absent) */
     ab_str_t run;       /**< CLAIM */
     ab_run_ref_t *refs; /**< HEADS runs (strings point into strings) */
     size_t nrefs;
@@ -136,6 +137,14 @@ typedef struct ab_reader_args {
     void *sock; /**< its end of the inproc PAIR, connected at start-up; the reader closes it */
     uint32_t index;
 } ab_reader_args_t;
+
+/**
+ * Answer a `snapshot` job on a replay reader (broker/snapshot_cmd.c): fold
+ * the thread's stored events, in commit order, into a snapshot builder and
+ * send `snapshot_reply` (or a typed error) on @p sock. Runs to completion on
+ * the reader's thread; frees nothing (the caller frees @p job).
+ */
+void ab_reader_snapshot(ab_broker_t *b, ab_plugin_db_t *db, void *sock, ab_job_t *job);
 
 void *ab_writer_main(void *arg);
 void *ab_reader_main(void *arg);

@@ -179,6 +179,7 @@ static void on_job(reader_t *r, ab_job_t *job)
     case AB_JOB_REPLAY: start(r, job); return;
     case AB_JOB_CREDIT:
     case AB_JOB_CANCEL: steer(r, job); return;
+    case AB_JOB_SNAPSHOT: ab_reader_snapshot(r->b, r->db, r->sock, job); break;
     case AB_JOB_STOP: r->stop = true; break;
     default: break;
     }

@@ -29,6 +29,9 @@ int cmd_runs(int argc, char **argv);    /* cli/runs.c */
 int cmd_tail(int argc, char **argv);    /* cli/tail.c */
 int cmd_replay(int argc, char **argv);  /* cli/replay_cmd.c */
 int cmd_demo(int argc, char **argv);    /* cli/demo.c */
+#ifdef AB_HAVE_CLI_SNAPSHOT
+int cmd_snapshot(int argc, char **argv); /* cli/snapshot.c */
+#endif
 #ifdef AB_HAVE_CLI_CONFORMANCE
 int cmd_conformance(int argc, char **argv); /* cli/conformance.c */
 #endif

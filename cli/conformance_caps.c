@@ -12,6 +12,9 @@
 #ifdef AB_HAVE_CLIENT
 #include "conformance.h"
 
+#include "agentbus/json.h"
+#include "agentbus/snapshot.h"
+
 #include <stdio.h>
 #include <string.h>
 
@@ -106,13 +109,19 @@ conf_result_t conf_check_flow_control(conf_t *cf)
     return CONF_PASS;
 }
 
-/* Ask for a snapshot of a thread; the answer status (reply in *m). */
+/* Ask for a snapshot of thread @p th; the answer status (reply in *m). */
+static ab_status_t ask_snapshot_of(conf_t *cf, const char *th, ab_msg_t *m, ab_error_t *err)
+{
+    ab_msg_t q = {.op = AB_OP_SNAPSHOT, .u.snapshot = {.thread = {th, strlen(th)}}};
+    return ab_conn_request(cf->c, &q, NULL, 0, cf->doc, m, cf->timeout_ms, err);
+}
+
+/* Ask for a snapshot of a fresh thread; the answer status (reply in *m). */
 static ab_status_t ask_snapshot(conf_t *cf, ab_msg_t *m, ab_error_t *err)
 {
     char th[96];
     conf_id(cf, th, sizeof(th), "snap-t");
-    ab_msg_t q = {.op = AB_OP_SNAPSHOT, .u.snapshot = {.thread = {th, strlen(th)}}};
-    return ab_conn_request(cf->c, &q, NULL, 0, cf->doc, m, cf->timeout_ms, err);
+    return ask_snapshot_of(cf, th, m, err);
 }
 
 conf_result_t conf_check_unsupported(conf_t *cf)
@@ -143,14 +152,45 @@ conf_result_t conf_check_snapshots(conf_t *cf)
     conf_result_t r = conf_need(cf, AB_CAP_DURABLE_SNAPSHOTS);
     if (r != CONF_PASS)
         return r;
+    char th[96], run[96];
+    conf_id(cf, th, sizeof(th), "snap-t");
+    conf_id(cf, run, sizeof(run), "snap-r");
+    uint64_t epoch = 0;
+    if (conf_claim(cf, cf->c, th, run, &epoch) != 0 ||
+        conf_publish_range(cf, th, run, epoch, 1, 2, NULL) != 0)
+        return CONF_FAIL;
     ab_msg_t m;
     ab_error_t err = AB_ERROR_INIT;
-    ab_status_t st = ask_snapshot(cf, &m, &err);
+    ab_status_t st = ask_snapshot_of(cf, th, &m, &err);
     if (st != AB_OK || m.op != AB_OP_SNAPSHOT_REPLY)
         return conf_fail(cf, "%s announced but snapshot answered %s: %s", AB_CAP_DURABLE_SNAPSHOTS,
                          ab_status_name(st), err.message);
     if (!m.u.snapshot_reply.snapshot)
         return conf_fail(cf, "snapshot_reply without a snapshot map");
+    ab_buf_t text = {0};
+    ab_snapshot_t *snap = NULL;
+    if (ab_val_to_json(m.u.snapshot_reply.snapshot, &text) != AB_OK)
+        st = ab_error_set(&err, AB_NOMEM, "", "out of memory");
+    else
+        st = ab_snapshot_parse((const char *)text.data, text.len, &snap, &err);
+    bool active = false;
+    if (st == AB_OK) {
+        const json_t *ar = json_object_get(ab_snapshot_document(snap), "activeRuns");
+        active = json_array_size(ar) == 1 && json_is_string(json_array_get(ar, 0)) &&
+                 strcmp(json_string_value(json_array_get(ar, 0)), run) == 0;
+    }
+    ab_snapshot_destroy(&snap);
+    ab_buf_free(&text);
+    if (st != AB_OK)
+        return conf_fail(cf, "snapshot document rejected: %s", err.message);
+    if (!active)
+        return conf_fail(cf, "snapshot does not name run %s as its one active run", run);
+    /* a thread with no events */
+    ab_error_t e2 = AB_ERROR_INIT;
+    st = ask_snapshot(cf, &m, &e2);
+    if (st != AB_NOT_FOUND || m.op != AB_OP_ERROR || e2.retryable)
+        return conf_fail(cf, "snapshot of an unknown thread answered %s, expected not_found",
+                         ab_status_name(st));
     return CONF_PASS;
 }
 #endif

@@ -28,6 +28,9 @@ static const struct subcommand subcommands[] = {
 #if defined(AB_HAVE_CLIENT) && defined(AB_HAVE_CLI_RUNS)
     {"runs", cmd_runs, "list the runs of a thread or of the bus"},
 #endif
+#if defined(AB_HAVE_CLIENT) && defined(AB_HAVE_CLI_SNAPSHOT)
+    {"snapshot", cmd_snapshot, "print the current state of a thread (runs, messages, approvals)"},
+#endif
 #if defined(AB_HAVE_CLIENT) && defined(AB_HAVE_CLI_DEMO)
     {"demo", cmd_demo, "run a broker with a demo fabric of agents and an observer"},
 #endif

@@ -88,7 +88,7 @@ AB_NODISCARD ab_status_t ab_snapshot_builder_document(const ab_snapshot_builder_
                                                       ab_error_t *err);
 
 /**
- * Check a snapshot document against every rule of docs/REDUCER.md section 6.
+ * Check a snapshot document against every rule of docs/REDUCER.md section 7.
  * @return AB_OK; AB_CORRUPT naming the broken rule (message, detail "rule",
  *         err->field = JSON pointer); AB_INVALID_ARGUMENT for NULL.
  */

@@ -1,0 +1,172 @@
+/*
+ * test_snapshot_cmd.c - the `snapshot` request against a real broker
+ * (docs/PROTOCOL.md 7.8): a thread with an interrupted run, its resume and a
+ * run still active is published; the `snapshot_reply` document passes
+ * ab_snapshot_parse(), its projection equals a local ab_reducer fold of the
+ * same events and it names the active run; an unknown thread is not_found;
+ * `agentbus snapshot T --json` prints the document and the summary names the
+ * runs; the capability is announced `degraded`.
+ */
+#include "testutil.h"
+
+#include "agentbus/json.h"
+#include "agentbus/nego.h"
+#include "agentbus/snapshot.h"
+#include "broker_proc.h"
+
+#define OUT_MAX (64 * 1024)
+#define THREAD  "thread-2"
+
+static int run_cli(char *out, const char *fmt, ...) AB_PRINTF(2, 3);
+static int run_cli(char *out, const char *fmt, ...)
+{
+    char args[1024], cmd[1400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(args, sizeof(args), fmt, ap);
+    va_end(ap);
+    snprintf(cmd, sizeof(cmd), "env -u AGENTBUS_BROKER %s %s 2>&1", AB_AGENTBUS_BIN, args);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    size_t n = fread(out, 1, OUT_MAX - 1, p);
+    out[n] = '\0';
+    int st = pclose(p);
+    print_message("$ agentbus %s\n%.2000s\n", args, out);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* Publish one event (claiming the run at its first seq) and fold it locally. */
+static void publish_fold(ab_conn_t *c, it_t *t, ab_reducer_t *r, const char *run, uint64_t seq,
+                         const char *body, uint64_t *epoch)
+{
+    ab_error_t err = AB_ERROR_INIT;
+    if (seq == 1) {
+        ab_claimed_t cl;
+        assert_int_equal(ab_conn_claim(c, THREAD, run, t->doc, &cl, IT_TIMEOUT, &err), AB_OK);
+        *epoch = cl.epoch;
+    }
+    ab_buf_t b = AB_BUF_INIT;
+    assert_int_equal(ab_envelope_json(&b, 1, THREAD, run, seq, *epoch, body, &err), AB_OK);
+    const ab_result_t *res = NULL;
+    assert_int_equal(ab_conn_publish(c, &b, 1, t->doc, &res, IT_TIMEOUT, &err), AB_OK);
+    if (res[0].status != AB_RESULT_ACCEPTED)
+        fail_msg("%s seq %llu not accepted: %s", run, (unsigned long long)seq,
+                 res[0].error ? res[0].error->message : "?");
+    ab_buf_free(&b);
+    tu_ctx_t tc;
+    tu_ctx_init(&tc);
+    const ab_val_t *v = tu_json(&tc, body);
+    assert_non_null(v);
+    assert_int_equal(ab_reducer_apply(r, v, run, seq, &err), AB_OK);
+    tu_ctx_free(&tc);
+}
+
+/* The fixture thread (interrupt, then resume) plus a run left active. */
+static void publish_thread(ab_conn_t *c, it_t *t, ab_reducer_t *r)
+{
+    size_t len = 0;
+    char *text = tu_read_file(AB_FIXTURES_DIR "/threads/interrupt-resume.jsonl", &len);
+    assert_non_null(text);
+    uint64_t epoch = 0;
+    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+        json_t *j = json_loads(line, 0, NULL);
+        assert_non_null(j);
+        char *body = json_dumps(json_object_get(j, "event"), JSON_COMPACT);
+        publish_fold(c, t, r, json_string_value(json_object_get(j, "run")),
+                     (uint64_t)json_integer_value(json_object_get(j, "seq")), body, &epoch);
+        free(body);
+        json_decref(j);
+    }
+    free(text);
+    publish_fold(c, t, r, "run-9", 1,
+                 "{\"type\":\"RUN_STARTED\",\"threadId\":\"" THREAD
+                 "\",\"runId\":\"run-9\",\"protocolVersion\":\"1.0\"}",
+                 &epoch);
+    publish_fold(c, t, r, "run-9", 2,
+                 "{\"type\":\"TEXT_MESSAGE_START\",\"messageId\":\"m-9\",\"role\":\"assistant\"}",
+                 &epoch);
+    publish_fold(c, t, r, "run-9", 3,
+                 "{\"type\":\"TEXT_MESSAGE_CONTENT\",\"messageId\":\"m-9\",\"delta\":\"half\"}",
+                 &epoch);
+}
+
+static ab_status_t ask(ab_conn_t *c, it_t *t, const char *thread, ab_msg_t *m, ab_error_t *err)
+{
+    ab_msg_t q = {.op = AB_OP_SNAPSHOT, .u.snapshot = {.thread = {thread, strlen(thread)}}};
+    return ab_conn_request(c, &q, NULL, 0, t->doc, m, IT_TIMEOUT, err);
+}
+
+static void test_snapshot_matches_local_fold(void **state)
+{
+    it_t *t = *state;
+    IT_REQUIRE_BROKER(t);
+    ab_conn_t *c = it_connect(&t->bp);
+    size_t ncaps = 0;
+    const ab_cap_t *caps = ab_conn_caps(c, &ncaps);
+    assert_int_equal(ab_caps_lookup(caps, ncaps, AB_CAP_DURABLE_SNAPSHOTS), AB_CAP_DEGRADED);
+    ab_reducer_t *r = NULL;
+    ab_error_t err = AB_ERROR_INIT;
+    assert_int_equal(ab_reducer_new(&r, THREAD, &err), AB_OK);
+    publish_thread(c, t, r);
+
+    ab_msg_t m;
+    assert_int_equal(ask(c, t, THREAD, &m, &err), AB_OK);
+    assert_int_equal(m.op, AB_OP_SNAPSHOT_REPLY);
+    assert_non_null(m.u.snapshot_reply.snapshot);
+    ab_buf_t text = AB_BUF_INIT;
+    assert_int_equal(ab_val_to_json(m.u.snapshot_reply.snapshot, &text), AB_OK);
+    ab_snapshot_t *snap = NULL;
+    if (ab_snapshot_parse((const char *)text.data, text.len, &snap, &err) != AB_OK)
+        fail_msg("snapshot rejected: %s", err.message);
+    const json_t *doc = ab_snapshot_document(snap);
+    const json_t *proj = json_object_get(doc, "projection");
+    if (!json_equal((json_t *)(uintptr_t)proj, (json_t *)(uintptr_t)ab_reducer_state(r))) {
+        char *a = json_dumps(proj, JSON_COMPACT),
+             *b = json_dumps(ab_reducer_state(r), JSON_COMPACT);
+        fail_msg("projection differs:\n broker %s\n local  %s", a, b);
+    }
+    const json_t *active = json_object_get(doc, "activeRuns");
+    assert_int_equal(json_array_size(active), 1);
+    assert_string_equal(json_string_value(json_array_get(active, 0)), "run-9");
+    /* approvals: the interrupt of run-1 was answered by run-2 */
+    assert_true(json_array_size(json_object_get(proj, "approvals")) >= 1);
+    ab_snapshot_destroy(&snap);
+    ab_buf_free(&text);
+
+    /* unknown thread */
+    ab_error_t e2 = AB_ERROR_INIT;
+    assert_int_equal(ask(c, t, "no-such-thread", &m, &e2), AB_NOT_FOUND);
+    assert_int_equal(m.op, AB_OP_ERROR);
+    assert_false(e2.retryable);
+
+    /* the CLI */
+    char *out = malloc(OUT_MAX);
+    assert_non_null(out);
+    assert_int_equal(run_cli(out, "snapshot %s --broker %s --json", THREAD, t->bp.cmd), 0);
+    json_t *cli_doc = json_loads(out, 0, NULL);
+    assert_non_null(cli_doc);
+    assert_true(json_equal(json_object_get(cli_doc, "projection"),
+                           (json_t *)(uintptr_t)ab_reducer_state(r)));
+    json_decref(cli_doc);
+    assert_int_equal(run_cli(out, "snapshot %s --broker %s", THREAD, t->bp.cmd), 0);
+    assert_non_null(strstr(out, "thread " THREAD));
+    assert_non_null(strstr(out, "run-1"));
+    assert_non_null(strstr(out, "interrupted"));
+    assert_non_null(strstr(out, "run-9"));
+    assert_non_null(strstr(out, "pending approvals: "));
+    assert_int_equal(run_cli(out, "snapshot nope --broker %s", t->bp.cmd), 1);
+    assert_non_null(strstr(out, "not_found"));
+    assert_int_equal(run_cli(out, "snapshot"), 2);
+    assert_int_equal(run_cli(out, "snapshot --help"), 0);
+    free(out);
+    ab_reducer_destroy(&r);
+    ab_conn_destroy(&c);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_snapshot_matches_local_fold, it_setup, it_teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
