@@ -39,7 +39,53 @@ typedef struct writer {
     ab_error_t scratch; /**< fan_out's encode error: reset per event, never zeroed whole */
     int64_t next_hb;
     bool stop;
+    /* threads with a run that ended in the last committed group (snapshot step) */
+    char (*ended)[AB_ID_MAX_BYTES + 1];
+    size_t nended, ended_cap;
 } writer_t;
+
+/* Remember @p thread (deduplicated) for the snapshot step; drops it when out of memory. */
+static void note_ended(writer_t *w, ab_str_t thread)
+{
+    if (thread.len > AB_ID_MAX_BYTES)
+        return;
+    for (size_t i = 0; i < w->nended; i++)
+        if (strlen(w->ended[i]) == thread.len && memcmp(w->ended[i], thread.ptr, thread.len) == 0)
+            return;
+    if (w->nended == w->ended_cap) {
+        size_t cap = w->ended_cap ? w->ended_cap * 2 : 8;
+        char(*v)[AB_ID_MAX_BYTES + 1] = realloc(w->ended, cap * sizeof(*v));
+        if (v == NULL)
+            return;
+        w->ended = v;
+        w->ended_cap = cap;
+    }
+    memcpy(w->ended[w->nended], thread.ptr, thread.len);
+    w->ended[w->nended][thread.len] = '\0';
+    w->nended++;
+}
+
+/*
+ * The durable snapshot step (docs/REDUCER.md section 6): after a group that
+ * ended runs is committed and answered, store a snapshot of each of their
+ * threads, computed from committed events only (strictly after them).
+ * Runs on the writer thread with its own handle; cost: the events since the
+ * thread's last stored snapshot. A failure is logged, never fatal: the
+ * SNAPSHOT command then folds from the previous snapshot.
+ */
+static void store_snapshots(writer_t *w)
+{
+    for (size_t i = 0; i < w->nended; i++) {
+        ab_error_t e = AB_ERROR_INIT;
+        ab_str_t t = {w->ended[i], strlen(w->ended[i])};
+        if (ab_snapshot_store(w->b, w->b->wdb, t, &e) != AB_OK) {
+            char line[512];
+            ab_log(AB_LOG_WARN, "cannot store the snapshot of %s: %s", w->ended[i],
+                   ab_error_format(&e, line, sizeof(line)));
+        }
+    }
+    w->nended = 0;
+}
 
 static void heartbeat(writer_t *w)
 {
@@ -237,6 +283,12 @@ static void commit_group(writer_t *w)
         uint64_t first = 0;
         ab_error_t e = AB_ERROR_INIT;
         if (w->b->plugin->append_batch(w->b->wdb, evs, n, now, &first, &e) == AB_OK) {
+            /* before ab_seq_commit: the pending events are its */
+            if (w->b->plugin->snapshot_put != NULL && w->b->plugin->snapshot_get != NULL)
+                for (size_t i = 0; i < n; i++)
+                    if (evs[i].new_status == AB_RUN_STATUS_FINISHED ||
+                        evs[i].new_status == AB_RUN_STATUS_ERRORED)
+                        note_ended(w, evs[i].thread);
             ab_seq_commit(w->seq, first);
             atomic_store(&w->b->head_pos, first + n - 1);
             for (size_t j = 0; j < w->ngroup; j++)
@@ -254,6 +306,7 @@ static void commit_group(writer_t *w)
     for (size_t j = 0; j < w->ngroup; j++)
         answer_publish(w, w->group[j]);
     w->ngroup = 0;
+    store_snapshots(w);
 }
 
 static bool group_add(writer_t *w, ab_job_t *job)
@@ -341,6 +394,7 @@ void *ab_writer_main(void *arg)
     zmq_send(w.sock, "", 0, 0); /* "stopped" */
     zmq_close(w.sock);
     free(w.group);
+    free(w.ended);
     ab_buf_free(&w.buf);
     ab_buf_free(&w.topic);
     ab_seq_destroy(&w.seq);

@@ -258,6 +258,22 @@ static ab_status_t sq_event_bytes(ab_plugin_db_t *db, ab_str_t thread, ab_str_t 
                                 err);
 }
 
+static ab_status_t sq_snapshot_put(ab_plugin_db_t *db, ab_str_t thread, uint64_t pos,
+                                   const uint8_t *doc, size_t len, ab_error_t *err)
+{
+    if (!db)
+        return bad_handle(err);
+    return ab_store_snapshot_put(db->st, thread.ptr, thread.len, pos, doc, len, err);
+}
+
+static ab_status_t sq_snapshot_get(ab_plugin_db_t *db, ab_str_t thread, ab_buf_t *doc,
+                                   uint64_t *pos, ab_error_t *err)
+{
+    if (!db)
+        return bad_handle(err);
+    return ab_store_snapshot_get(db->st, thread.ptr, thread.len, doc, pos, err);
+}
+
 static const ab_plugin_t SQLITE_PLUGIN = {
     .abi_version = AB_PLUGIN_ABI_VERSION,
     .struct_size = sizeof(ab_plugin_t),
@@ -271,6 +287,8 @@ static const ab_plugin_t SQLITE_PLUGIN = {
     .head_pos = sq_head_pos,
     .read = sq_read,
     .event_bytes = sq_event_bytes,
+    .snapshot_put = sq_snapshot_put,
+    .snapshot_get = sq_snapshot_get,
 };
 
 const ab_plugin_t *ab_plugin_sqlite(void)

@@ -10,7 +10,7 @@
  * a clear error naming both versions.
  *
  * Threading contract: a plugin handle (ab_plugin_db_t) is used by one thread
- * at a time. The broker opens one writer handle (append, claim, heads) for
+ * at a time. The broker opens one writer handle (append, claim, heads, snapshot_put) for
  * its writer thread and one read-only handle per replay reader thread; the
  * plugin must let readers read while the writer writes (SQLite: WAL).
  *
@@ -144,9 +144,23 @@ typedef struct ab_plugin {
     ab_status_t (*event_bytes)(ab_plugin_db_t *db, ab_str_t thread, ab_str_t run, uint64_t seq,
                                ab_buf_t *out, uint64_t *pos, ab_error_t *err);
 
-    /** Reserved for durable snapshots (a later issue); NULL = unsupported. */
-    void *reserved_snapshot_put;
-    void *reserved_snapshot_get;
+    /*
+     * Durable snapshots (docs/REDUCER.md section 7). Both optional: NULL =
+     * unsupported (the broker then computes SNAPSHOT by folding the whole
+     * thread and announces durableThreadSnapshots `degraded`). These two
+     * slots were reserved since ABI version 1 as "NULL or a function", same
+     * size and place, so AB_PLUGIN_ABI_VERSION is unchanged.
+     */
+    /** Store @p doc (@p len bytes) as the snapshot of @p thread covering every
+     *  committed event up to position @p pos; writer handles only. A
+     *  snapshot at a position not above the stored one is ignored (AB_OK).
+     *  Its own transaction, or the caller's open one. */
+    ab_status_t (*snapshot_put)(ab_plugin_db_t *db, ab_str_t thread, uint64_t pos,
+                                const uint8_t *doc, size_t len, ab_error_t *err);
+    /** The latest stored snapshot of @p thread into @p doc (reset first) and
+     *  its position; AB_NOT_FOUND when none is stored. */
+    ab_status_t (*snapshot_get)(ab_plugin_db_t *db, ab_str_t thread, ab_buf_t *doc, uint64_t *pos,
+                                ab_error_t *err);
 } ab_plugin_t;
 
 /** Signature of the exported entry point. */

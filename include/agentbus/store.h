@@ -262,6 +262,28 @@ ab_status_t ab_store_runs_of_thread(ab_store_t *st, const char *thread, size_t t
  */
 ab_status_t ab_store_head_pos(ab_store_t *st, uint64_t *pos_out, ab_error_t *err) AB_NODISCARD;
 
+/**
+ * Store @p doc (@p len bytes, a snapshot document) as the snapshot of
+ * @p thread at commit position @p pos, replacing an older one (one row per
+ * thread in the `snapshots` table). A snapshot at a position not greater
+ * than the stored one is ignored (AB_OK): stored snapshots never go back.
+ * Its own statement (autocommit), or part of the handle's open transaction.
+ * @return AB_OK; AB_INVALID_ARGUMENT (NULL, bad id, empty doc, readonly
+ *         handle); AB_UNAVAILABLE; AB_IO.
+ */
+ab_status_t ab_store_snapshot_put(ab_store_t *st, const char *thread, size_t thread_len,
+                                  uint64_t pos, const uint8_t *doc, size_t len,
+                                  ab_error_t *err) AB_NODISCARD;
+
+/**
+ * The stored snapshot of @p thread: document into @p doc (reset first) and
+ * its position into *pos_out.
+ * @return AB_OK; AB_NOT_FOUND (none stored); AB_INVALID_ARGUMENT;
+ *         AB_UNAVAILABLE; AB_NOMEM.
+ */
+ab_status_t ab_store_snapshot_get(ab_store_t *st, const char *thread, size_t thread_len,
+                                  ab_buf_t *doc, uint64_t *pos_out, ab_error_t *err) AB_NODISCARD;
+
 #ifdef __cplusplus
 }
 #endif

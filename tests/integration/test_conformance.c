@@ -52,7 +52,7 @@ static void assert_all_pass(const char *out)
 {
     for (size_t i = 0; i < NCHECKS; i++) {
         bool pass = has_line(out, "PASS", check_names[i]);
-        /* our broker announces durableThreadSnapshots as degraded: unsupported is skipped */
+        /* our broker announces durableThreadSnapshots (available): unsupported is skipped */
         bool skip =
             strcmp(check_names[i], "unsupported") == 0 && has_line(out, "SKIP", "unsupported");
         if (!pass && !skip)

@@ -5,7 +5,7 @@
  * ab_snapshot_parse(), its projection equals a local ab_reducer fold of the
  * same events and it names the active run; an unknown thread is not_found;
  * `agentbus snapshot T --json` prints the document and the summary names the
- * runs; the capability is announced `degraded`.
+ * runs; the capability is announced `available` (durable snapshots).
  */
 #include "testutil.h"
 

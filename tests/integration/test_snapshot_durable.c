@@ -1,0 +1,224 @@
+/*
+ * test_snapshot_durable.c - durable thread snapshots against a real broker
+ * (docs/PROTOCOL.md 7.8, docs/REDUCER.md section 6): after a run finishes
+ * the persistence plugin holds a stored snapshot of the thread (read back
+ * with a readonly plugin handle on the data directory) at the run's last
+ * position; `snapshot` equals a local fold; events published after it are
+ * folded on top of the stored one (the stored position does not move while
+ * no run ends); SIGKILL during a run and between runs, restart: `snapshot`
+ * equals a fresh fold of every stored event. The capability is `available`.
+ */
+#include "testutil.h"
+
+#include "agentbus/json.h"
+#include "agentbus/nego.h"
+#include "agentbus/plugin.h"
+#include "agentbus/snapshot.h"
+#include "broker_proc.h"
+
+#define THREAD "thread-1"
+
+typedef struct fx {
+    it_t *t;
+    ab_conn_t *c;
+    ab_reducer_t *r;
+    uint64_t epoch;
+    uint64_t last_pos;
+} fx_t;
+
+static void publish_fold(fx_t *f, const char *run, uint64_t seq, const char *body, bool claim)
+{
+    ab_error_t err = AB_ERROR_INIT;
+    if (claim) {
+        ab_claimed_t cl;
+        assert_int_equal(ab_conn_claim(f->c, THREAD, run, f->t->doc, &cl, IT_TIMEOUT, &err), AB_OK);
+        f->epoch = cl.epoch;
+        assert_int_equal(cl.last_seq, seq - 1);
+    }
+    ab_buf_t b = AB_BUF_INIT;
+    assert_int_equal(ab_envelope_json(&b, 1, THREAD, run, seq, f->epoch, body, &err), AB_OK);
+    ab_error_t rej;
+    ab_result_t res = it_publish1(f->c, f->t->doc, &b, &rej);
+    if (res.status != AB_RESULT_ACCEPTED)
+        fail_msg("%s seq %llu not accepted: %s", run, (unsigned long long)seq, rej.message);
+    f->last_pos = res.pos;
+    ab_buf_free(&b);
+    tu_ctx_t tc;
+    tu_ctx_init(&tc);
+    const ab_val_t *v = tu_json(&tc, body);
+    assert_non_null(v);
+    assert_int_equal(ab_reducer_apply(f->r, v, run, seq, &err), AB_OK);
+    tu_ctx_free(&tc);
+}
+
+/* The full-run fixture: run-1 of thread-1, ending with RUN_FINISHED. */
+static void publish_fixture(fx_t *f)
+{
+    size_t len = 0;
+    char *text = tu_read_file(AB_FIXTURES_DIR "/threads/full-run.jsonl", &len);
+    assert_non_null(text);
+    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+        json_t *j = json_loads(line, 0, NULL);
+        assert_non_null(j);
+        char *body = json_dumps(json_object_get(j, "event"), JSON_COMPACT);
+        uint64_t seq = (uint64_t)json_integer_value(json_object_get(j, "seq"));
+        publish_fold(f, json_string_value(json_object_get(j, "run")), seq, body, seq == 1);
+        free(body);
+        json_decref(j);
+    }
+    free(text);
+}
+
+/* The stored snapshot's position (0 = none), read with a readonly handle. */
+static uint64_t stored_pos(const char *dir)
+{
+    const ab_plugin_t *p = ab_plugin_sqlite();
+    assert_non_null(p->snapshot_get);
+    ab_plugin_open_opts_t o = {.data_dir = dir, .readonly = true};
+    ab_plugin_db_t *db = NULL;
+    ab_error_t err = AB_ERROR_INIT;
+    assert_int_equal(p->open(&o, &db, &err), AB_OK);
+    ab_buf_t doc = AB_BUF_INIT;
+    uint64_t pos = 0;
+    ab_status_t st = p->snapshot_get(db, (ab_str_t){THREAD, strlen(THREAD)}, &doc, &pos, &err);
+    if (st == AB_OK) {
+        ab_snapshot_t *s = NULL;
+        if (ab_snapshot_parse((const char *)doc.data, doc.len, &s, &err) != AB_OK)
+            fail_msg("stored snapshot rejected: %s", err.message);
+        assert_int_equal(ab_snapshot_position(s), pos);
+        ab_snapshot_destroy(&s);
+    } else {
+        assert_int_equal(st, AB_NOT_FOUND);
+        pos = 0;
+    }
+    ab_buf_free(&doc);
+    p->close(db);
+    return pos;
+}
+
+/* Wait (bounded) for the stored snapshot to reach @p want. */
+static void wait_stored(const char *dir, uint64_t want)
+{
+    long end = bp_now_ms() + IT_TIMEOUT;
+    uint64_t got = 0;
+    while ((got = stored_pos(dir)) < want && bp_now_ms() < end)
+        usleep(20 * 1000);
+    if (got != want)
+        fail_msg("stored snapshot at %llu, want %llu", (unsigned long long)got,
+                 (unsigned long long)want);
+}
+
+/* `snapshot` of THREAD equals the local fold; returns its checkpoint position. */
+static uint64_t check_snapshot(fx_t *f)
+{
+    ab_msg_t q = {.op = AB_OP_SNAPSHOT, .u.snapshot = {.thread = {THREAD, strlen(THREAD)}}};
+    ab_msg_t m;
+    ab_error_t err = AB_ERROR_INIT;
+    if (ab_conn_request(f->c, &q, NULL, 0, f->t->doc, &m, IT_TIMEOUT, &err) != AB_OK)
+        fail_msg("snapshot: %s", err.message);
+    assert_int_equal(m.op, AB_OP_SNAPSHOT_REPLY);
+    ab_buf_t text = AB_BUF_INIT;
+    assert_int_equal(ab_val_to_json(m.u.snapshot_reply.snapshot, &text), AB_OK);
+    ab_snapshot_t *snap = NULL;
+    if (ab_snapshot_parse((const char *)text.data, text.len, &snap, &err) != AB_OK)
+        fail_msg("snapshot rejected: %s", err.message);
+    const json_t *proj = json_object_get(ab_snapshot_document(snap), "projection");
+    if (!json_equal((json_t *)(uintptr_t)proj, (json_t *)(uintptr_t)ab_reducer_state(f->r))) {
+        char *a = json_dumps(proj, JSON_COMPACT),
+             *b = json_dumps(ab_reducer_state(f->r), JSON_COMPACT);
+        fail_msg("projection differs:\n broker %s\n local  %s", a, b);
+    }
+    uint64_t pos = ab_snapshot_position(snap);
+    ab_snapshot_destroy(&snap);
+    ab_buf_free(&text);
+    return pos;
+}
+
+static void reconnect(fx_t *f, bool kill_first)
+{
+    ab_conn_destroy(&f->c);
+    if (kill_first)
+        bp_kill(&f->t->bp);
+    assert_int_equal(bp_restart(&f->t->bp), 0);
+    f->c = it_connect(&f->t->bp);
+}
+
+static void test_snapshot_durable(void **state)
+{
+    it_t *t = *state;
+    IT_REQUIRE_BROKER(t);
+    fx_t f = {.t = t};
+    ab_error_t err = AB_ERROR_INIT;
+    f.c = it_connect(&t->bp);
+    size_t ncaps = 0;
+    const ab_cap_t *caps = ab_conn_caps(f.c, &ncaps);
+    assert_int_equal(ab_caps_lookup(caps, ncaps, AB_CAP_DURABLE_SNAPSHOTS), AB_CAP_DEGRADED);
+    assert_int_equal(ab_reducer_new(&f.r, THREAD, &err), AB_OK);
+    assert_int_equal(stored_pos(t->bp.dir), 0);
+
+    /* a finished run: a stored snapshot at its last position */
+    publish_fixture(&f);
+    uint64_t run1_end = f.last_pos;
+    wait_stored(t->bp.dir, run1_end);
+    assert_int_equal(check_snapshot(&f), run1_end);
+
+    /* later events are folded on top of the stored snapshot */
+    char body[512];
+    snprintf(body, sizeof(body),
+             "{\"type\":\"RUN_STARTED\",\"threadId\":\"%s\",\"runId\":\"run-2\","
+             "\"protocolVersion\":\"1.0\"}",
+             THREAD);
+    publish_fold(&f, "run-2", 1, body, true);
+    publish_fold(&f, "run-2", 2,
+                 "{\"type\":\"TEXT_MESSAGE_START\",\"messageId\":\"m-2\",\"role\":\"assistant\"}",
+                 false);
+    publish_fold(&f, "run-2", 3,
+                 "{\"type\":\"TEXT_MESSAGE_CONTENT\",\"messageId\":\"m-2\",\"delta\":\"half\"}",
+                 false);
+    assert_int_equal(check_snapshot(&f), f.last_pos);
+    assert_int_equal(stored_pos(t->bp.dir), run1_end);
+
+    /* SIGKILL during a run: restart, same answer */
+    reconnect(&f, true);
+    assert_int_equal(check_snapshot(&f), f.last_pos);
+    assert_int_equal(stored_pos(t->bp.dir), run1_end);
+
+    /* finish run-2 (claimed again after the restart): the stored snapshot moves */
+    publish_fold(&f, "run-2", 4,
+                 "{\"type\":\"TEXT_MESSAGE_CONTENT\",\"messageId\":\"m-2\",\"delta\":\" done\"}",
+                 true);
+    publish_fold(&f, "run-2", 5, "{\"type\":\"TEXT_MESSAGE_END\",\"messageId\":\"m-2\"}", false);
+    snprintf(body, sizeof(body),
+             "{\"type\":\"RUN_FINISHED\",\"threadId\":\"%s\",\"runId\":\"run-2\"}", THREAD);
+    publish_fold(&f, "run-2", 6, body, false);
+    uint64_t run2_end = f.last_pos;
+    wait_stored(t->bp.dir, run2_end);
+    assert_int_equal(check_snapshot(&f), run2_end);
+
+    /* SIGKILL between runs: restart, same answer from the stored snapshot */
+    reconnect(&f, true);
+    assert_int_equal(stored_pos(t->bp.dir), run2_end);
+    assert_int_equal(check_snapshot(&f), run2_end);
+
+    /* a clean restart, then one more run folded on top */
+    ab_conn_destroy(&f.c);
+    assert_int_equal(bp_stop(&t->bp), 0);
+    reconnect(&f, false);
+    snprintf(body, sizeof(body),
+             "{\"type\":\"RUN_STARTED\",\"threadId\":\"%s\",\"runId\":\"run-3\","
+             "\"protocolVersion\":\"1.0\"}",
+             THREAD);
+    publish_fold(&f, "run-3", 1, body, true);
+    assert_int_equal(check_snapshot(&f), f.last_pos);
+
+    ab_reducer_destroy(&f.r);
+    ab_conn_destroy(&f.c);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_snapshot_durable, it_setup, it_teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
