@@ -299,7 +299,7 @@ int ab_broker_run(const ab_broker_config_t *cfg)
     if (open_store(&b, &lib) != 0)
         goto close_store;
     ab_error_t e = AB_ERROR_INIT;
-    ab_seq_opts_t so = {.max_runs = 4096};
+    ab_seq_opts_t so = {.max_runs = AB_BROKER_CACHED_RUNS};
     if (ab_seq_new(&seq, b.plugin, b.wdb, &so, &e) != AB_OK) {
         fail("cannot start the sequencer", &e);
         goto close_store;

@@ -108,17 +108,20 @@ static void welcome(cmd_t *c, zmq_msg_t *id, const ab_msg_t *m)
         reply_error(c, id, 0, m->cid, &e);
         return;
     }
-    /* durableThreadSnapshots stays "degraded" (PROTOCOL.md 7.8): snapshots
-     * are stored at run ends only (or not at all when the plugin lacks
-     * snapshot_put/get); the issue's "every N events" snapshots are not
-     * written yet, and the capability may say "available" only when all of
-     * it works. The SNAPSHOT answer itself is always current. */
+    /* durableThreadSnapshots (PROTOCOL.md 7.8): "available" only when the
+     * plugin stores snapshots (snapshot_put/get) at run ends AND every
+     * --snapshot-every N events (N > 0); otherwise an answer may fold many
+     * events: "degraded". The SNAPSHOT answer itself is always current. */
+    const ab_plugin_t *pl = c->b->plugin;
+    bool stored = pl->snapshot_put != NULL && pl->snapshot_get != NULL;
+    ab_cap_state_t snaps =
+        stored && c->b->cfg->snapshot_every > 0 ? AB_CAP_AVAILABLE : AB_CAP_DEGRADED;
     const ab_cap_t caps[] = {
         {AB_CAP_PUBLISH, sizeof(AB_CAP_PUBLISH) - 1, AB_CAP_AVAILABLE},
         {AB_CAP_REPLAY, sizeof(AB_CAP_REPLAY) - 1, AB_CAP_AVAILABLE},
         {AB_CAP_HEADS, sizeof(AB_CAP_HEADS) - 1, AB_CAP_AVAILABLE},
         {AB_CAP_HEARTBEAT, sizeof(AB_CAP_HEARTBEAT) - 1, AB_CAP_AVAILABLE},
-        {AB_CAP_DURABLE_SNAPSHOTS, sizeof(AB_CAP_DURABLE_SNAPSHOTS) - 1, AB_CAP_DEGRADED},
+        {AB_CAP_DURABLE_SNAPSHOTS, sizeof(AB_CAP_DURABLE_SNAPSHOTS) - 1, snaps},
     };
     ab_msg_t w = {.op = AB_OP_WELCOME, .v = chosen, .cid = m->cid};
     w.u.welcome.instance = (ab_str_t){c->b->instance, strlen(c->b->instance)};

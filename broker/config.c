@@ -33,6 +33,7 @@ void ab_broker_config_defaults(ab_broker_config_t *cfg)
     cfg->queue = AB_BROKER_DEFAULT_QUEUE;
     cfg->group_max = AB_BROKER_DEFAULT_GROUP_MAX;
     cfg->hwm = AB_BROKER_DEFAULT_HWM;
+    cfg->snapshot_every = AB_BROKER_DEFAULT_SNAP_EVERY;
     cfg->limits = ab_limits_default();
     cfg->log_level = AB_LOG_INFO;
 }
@@ -62,6 +63,8 @@ void ab_broker_usage(FILE *out)
             "  --max-event-bytes N     largest event envelope in bytes (default %u)\n"
             "  --hwm N                 event endpoint send high-water mark, messages per\n"
             "                          subscriber (default %d)\n"
+            "  --snapshot-every N      store a thread's snapshot after every N committed\n"
+            "                          events of it, 0 = only when a run ends (default %d)\n"
             "  --log-level LEVEL       error, warn, info or debug (default info)\n"
             "  --help                  show this help\n\n"
             "At start the broker prints one line to stdout:\n"
@@ -71,7 +74,7 @@ void ab_broker_usage(FILE *out)
             AB_BROKER_DEFAULT_DATA, AB_BROKER_DEFAULT_CMD, AB_BROKER_DEFAULT_EVENTS,
             AB_BROKER_DEFAULT_PLUGIN, AB_BROKER_MAX_READERS, AB_BROKER_DEFAULT_READERS,
             AB_BROKER_DEFAULT_QUEUE, AB_BROKER_DEFAULT_GROUP_MAX, d.max_batch, d.max_event_bytes,
-            AB_BROKER_DEFAULT_HWM);
+            AB_BROKER_DEFAULT_HWM, AB_BROKER_DEFAULT_SNAP_EVERY);
 }
 
 static ab_status_t parse_u32(const char *key, const char *value, uint64_t lo, uint64_t hi,
@@ -156,7 +159,8 @@ ab_status_t ab_broker_config_set(ab_broker_config_t *cfg, const char *key, const
         return parse_u32(key, value, 64, 1u << 30, &cfg->limits.max_event_bytes, err);
     if (strcmp(key, "hwm") == 0)
         return parse_u32(key, value, 1, i31max, &cfg->hwm, err);
-    (void)u32max;
+    if (strcmp(key, "snapshot-every") == 0)
+        return parse_u32(key, value, 0, u32max, &cfg->snapshot_every, err);
     return ab_error_set(err, AB_INVALID_CONFIG, key, "unknown setting '%s'", key);
 }
 

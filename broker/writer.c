@@ -18,6 +18,14 @@
  *  5. A heartbeat goes out about once a second, timed by zmq_poll timeouts.
  *  6. After the stop job (sent last by the command thread) the writer has
  *     answered everything queued before it; it then reports "stopped".
+ *  7. Snapshots every N events (--snapshot-every, 0 = off): the writer counts
+ *     the committed events of each thread since its last stored snapshot in
+ *     a bounded map of at most AB_BROKER_CACHED_RUNS threads (the
+ *     sequencer's cached runs). When the map is full a new thread evicts the
+ *     one in its home slot, whose count restarts at 0 (its next snapshot
+ *     comes up to N events later; the SNAPSHOT answer stays current). After
+ *     a group commit every thread whose count reached N is snapshotted like
+ *     one whose run ended, and its count restarts.
  */
 #include "internal.h"
 
@@ -25,6 +33,14 @@
 #include <string.h>
 
 #define HEARTBEAT_MS 1000
+
+#define COUNT_SLOTS (2u * AB_BROKER_CACHED_RUNS) /* power of two, load at most 1/2 */
+
+typedef struct count_slot {
+    uint32_t len; /**< 0 = free (thread ids are never empty) */
+    uint32_t count;
+    char id[AB_ID_MAX_BYTES];
+} count_slot_t;
 
 typedef struct writer {
     ab_broker_t *b;
@@ -42,6 +58,9 @@ typedef struct writer {
     /* threads with a run that ended in the last committed group (snapshot step) */
     char (*ended)[AB_ID_MAX_BYTES + 1];
     size_t nended, ended_cap;
+    /* committed events per thread since its last stored snapshot (invariant 7) */
+    count_slot_t *counts; /**< COUNT_SLOTS slots, open addressing, linear probing */
+    size_t ncounts;
 } writer_t;
 
 /* Remember @p thread (deduplicated) for the snapshot step; drops it when out of memory. */
@@ -65,6 +84,99 @@ static void note_ended(writer_t *w, ab_str_t thread)
     w->nended++;
 }
 
+static size_t count_home(ab_str_t thread)
+{
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    for (size_t i = 0; i < thread.len; i++)
+        h = (h ^ (unsigned char)thread.ptr[i]) * 1099511628211ull;
+    return (size_t)(h & (COUNT_SLOTS - 1));
+}
+
+/* Free slot @p i, shifting later entries of its cluster back (no tombstones). */
+static void count_remove(writer_t *w, size_t i)
+{
+    count_slot_t *c = w->counts;
+    size_t j = i;
+    for (;;) {
+        c[i].len = 0;
+        for (;;) {
+            j = (j + 1) & (COUNT_SLOTS - 1);
+            if (c[j].len == 0) {
+                w->ncounts--;
+                return;
+            }
+            size_t k = count_home((ab_str_t){c[j].id, c[j].len});
+            /* c[j] may move to i when its home k is not cyclically in (i, j] */
+            if (i <= j ? (i >= k || k > j) : (i >= k && k > j))
+                break;
+        }
+        c[i] = c[j];
+        i = j;
+    }
+}
+
+/* The slot of @p thread: found, or claimed (evicting one when full); NULL when unusable. */
+static count_slot_t *count_slot(writer_t *w, ab_str_t thread)
+{
+    if (thread.len == 0 || thread.len > AB_ID_MAX_BYTES)
+        return NULL;
+    if (w->counts == NULL && (w->counts = calloc(COUNT_SLOTS, sizeof(*w->counts))) == NULL)
+        return NULL;
+    size_t home = count_home(thread), i = home;
+    for (; w->counts[i].len != 0; i = (i + 1) & (COUNT_SLOTS - 1))
+        if (w->counts[i].len == thread.len && memcmp(w->counts[i].id, thread.ptr, thread.len) == 0)
+            return &w->counts[i];
+    if (w->ncounts >= AB_BROKER_CACHED_RUNS) {
+        /* evict the entry nearest the home slot; its count restarts */
+        size_t v = home;
+        while (w->counts[v].len == 0)
+            v = (v + 1) & (COUNT_SLOTS - 1);
+        count_remove(w, v);
+        for (i = home; w->counts[i].len != 0; i = (i + 1) & (COUNT_SLOTS - 1))
+            ;
+    }
+    count_slot_t *c = &w->counts[i];
+    c->len = (uint32_t)thread.len;
+    c->count = 0;
+    memcpy(c->id, thread.ptr, thread.len);
+    w->ncounts++;
+    return c;
+}
+
+/* Restart the count of @p thread (its snapshot was just stored). */
+static void count_reset(writer_t *w, ab_str_t thread)
+{
+    if (w->counts == NULL || thread.len == 0 || thread.len > AB_ID_MAX_BYTES)
+        return;
+    for (size_t i = count_home(thread); w->counts[i].len != 0; i = (i + 1) & (COUNT_SLOTS - 1))
+        if (w->counts[i].len == thread.len &&
+            memcmp(w->counts[i].id, thread.ptr, thread.len) == 0) {
+            count_remove(w, i);
+            return;
+        }
+}
+
+/* Count the committed events of a group; note the threads that reached snapshot_every. */
+static void count_committed(writer_t *w, const ab_plugin_event_t *evs, size_t n)
+{
+    uint32_t every = w->b->cfg->snapshot_every;
+    count_slot_t *last = NULL;
+    ab_str_t last_thread = {NULL, 0};
+    for (size_t i = 0; i < n; i++) {
+        ab_str_t t = evs[i].thread;
+        /* events of a group mostly share a thread: skip the lookup then */
+        if (last == NULL || t.len != last_thread.len ||
+            memcmp(t.ptr, last_thread.ptr, t.len) != 0) {
+            last = count_slot(w, t);
+            last_thread = t;
+            if (last == NULL)
+                continue;
+        }
+        if (++last->count >= every)
+            note_ended(w, t);
+    }
+}
+
 /*
  * The durable snapshot step (docs/REDUCER.md section 6): after a group that
  * ended runs is committed and answered, store a snapshot of each of their
@@ -78,6 +190,7 @@ static void store_snapshots(writer_t *w)
     for (size_t i = 0; i < w->nended; i++) {
         ab_error_t e = AB_ERROR_INIT;
         ab_str_t t = {w->ended[i], strlen(w->ended[i])};
+        count_reset(w, t); /* even on failure: retried after N more events or at a run end */
         if (ab_snapshot_store(w->b, w->b->wdb, t, &e) != AB_OK) {
             char line[512];
             ab_log(AB_LOG_WARN, "cannot store the snapshot of %s: %s", w->ended[i],
@@ -284,11 +397,14 @@ static void commit_group(writer_t *w)
         ab_error_t e = AB_ERROR_INIT;
         if (w->b->plugin->append_batch(w->b->wdb, evs, n, now, &first, &e) == AB_OK) {
             /* before ab_seq_commit: the pending events are its */
-            if (w->b->plugin->snapshot_put != NULL && w->b->plugin->snapshot_get != NULL)
+            if (w->b->plugin->snapshot_put != NULL && w->b->plugin->snapshot_get != NULL) {
                 for (size_t i = 0; i < n; i++)
                     if (evs[i].new_status == AB_RUN_STATUS_FINISHED ||
                         evs[i].new_status == AB_RUN_STATUS_ERRORED)
                         note_ended(w, evs[i].thread);
+                if (w->b->cfg->snapshot_every > 0)
+                    count_committed(w, evs, n);
+            }
             ab_seq_commit(w->seq, first);
             atomic_store(&w->b->head_pos, first + n - 1);
             for (size_t j = 0; j < w->ngroup; j++)
@@ -395,6 +511,7 @@ void *ab_writer_main(void *arg)
     zmq_close(w.sock);
     free(w.group);
     free(w.ended);
+    free(w.counts);
     ab_buf_free(&w.buf);
     ab_buf_free(&w.topic);
     ab_seq_destroy(&w.seq);

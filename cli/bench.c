@@ -206,6 +206,7 @@ static void bench_help(void)
 {
     printf(
         "usage: agentbus bench proto [--seconds S] [--size B]\n"
+        "       agentbus bench reducer|snapshot [options]  (see their --help)\n"
         "       agentbus bench ingest|latency|replay|zmq|fanout [options]  (see their --help)\n\n"
         "  proto        decode + validate throughput of the protocol library, one\n"
         "               core, 256-byte and 2 KiB events (and the parse-only ceiling)\n"
@@ -258,7 +259,8 @@ int cmd_bench(int argc, char **argv)
         return rc < 0 ? AB_EXIT_OK : rc;
     if (optind >= argc)
         return cli_usage_error("bench",
-                               "name a benchmark: proto, ingest, latency, replay, zmq, fanout");
+                               "name a benchmark: proto, reducer, snapshot, ingest, latency, "
+                               "replay, zmq, fanout");
     int at = optind;
     if (strcmp(argv[at], "proto") == 0) {
         rc = parse_proto_opts(argc - at, argv + at, &o); /* options after the name */
@@ -268,6 +270,9 @@ int cmd_bench(int argc, char **argv)
             return cli_usage_error("bench", "unexpected argument '%s'", argv[at + optind]);
         return bench_proto(o.seconds, o.only_size);
     }
+    rc = bench_fold(argc - at, argv + at);
+    if (rc >= 0)
+        return rc;
 #ifdef AB_HAVE_CLIENT
     rc = bench_bus(argc - at, argv + at);
     if (rc >= 0)

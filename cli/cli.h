@@ -54,6 +54,12 @@ const char *cli_broker_endpoint(const char *flag);
 int bench_bus(int argc, char **argv);
 #endif
 
+/**
+ * `agentbus bench reducer|snapshot ...` (cli/bench_reducer.c); argv[0] is
+ * the benchmark name. @return an exit status, or -1 when it is not one of them.
+ */
+int bench_fold(int argc, char **argv);
+
 /** Print "agentbus <cmd>: <msg>" to stderr and return AB_EXIT_USAGE. */
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

@@ -50,6 +50,7 @@ static void test_defaults(void **state)
     assert_int_equal(cfg.queue, 16384);
     assert_int_equal(cfg.group_max, 4096);
     assert_int_equal(cfg.hwm, 100000);
+    assert_int_equal(cfg.snapshot_every, 0);
     assert_int_equal(cfg.limits.max_batch, ab_limits_default().max_batch);
     assert_int_equal(cfg.limits.max_event_bytes, ab_limits_default().max_event_bytes);
     assert_int_equal(cfg.log_level, AB_LOG_INFO);
@@ -61,11 +62,13 @@ static void test_every_flag(void **state)
     (void)state;
     ab_broker_config_t cfg;
     ab_error_t err = AB_ERROR_INIT;
-    char **argv = ARGV("--data", "/tmp/d", "--cmd", "tcp://127.0.0.1:*", "--events=ipc:///tmp/e",
-                       "--durability", "process", "--plugin", "/x/libp.so", "--readers", "5",
-                       "--queue", "5000", "--group-max", "100", "--max-batch", "10",
-                       "--max-event-bytes", "4096", "--hwm", "7", "--log-level", "debug");
-    assert_int_equal(parse(&cfg, 24, argv, &err), AB_OK);
+    char **argv =
+        ARGV("--data", "/tmp/d", "--cmd", "tcp://127.0.0.1:*", "--events=ipc:///tmp/e",
+             "--durability", "process", "--plugin", "/x/libp.so", "--readers", "5", "--queue",
+             "5000", "--group-max", "100", "--max-batch", "10", "--max-event-bytes", "4096",
+             "--hwm", "7", "--log-level", "debug", "--snapshot-every", "0");
+    assert_int_equal(parse(&cfg, 26, argv, &err), AB_OK);
+    assert_int_equal(cfg.snapshot_every, 0);
     assert_string_equal(cfg.data_dir, "/tmp/d");
     assert_string_equal(cfg.cmd_endpoint, "tcp://127.0.0.1:*");
     assert_string_equal(cfg.events_endpoint, "ipc:///tmp/e");
@@ -127,7 +130,8 @@ static void test_config_file(void **state)
               "\n"
               "  readers=3\n"
               "durability = process\n"
-              "hwm = 1234\n");
+              "hwm = 1234\n"
+              "snapshot-every = 50\n");
     ab_broker_config_t cfg;
     ab_error_t err = AB_ERROR_INIT;
     char **argv = ARGV("--config", path);
@@ -136,6 +140,7 @@ static void test_config_file(void **state)
     assert_int_equal(cfg.readers, 3);
     assert_int_equal(cfg.durability, AB_DURABILITY_PROCESS);
     assert_int_equal(cfg.hwm, 1234);
+    assert_int_equal(cfg.snapshot_every, 50);
     /* a flag overrides the file, before or after --config */
     char **argv2 = ARGV("--readers", "7", "--config", path, "--data=/other");
     assert_int_equal(parse(&cfg, 6, argv2, &err), AB_OK);
@@ -186,15 +191,26 @@ static void test_usage_lists_defaults(void **state)
     assert_non_null(f);
     ab_broker_usage(f);
     fclose(f);
-    const char *want[] = {"--data",      "--cmd",
-                          "--events",    "--durability",
-                          "--plugin",    "--readers",
-                          "--queue",     "--group-max",
-                          "--max-batch", "--max-event-bytes",
-                          "--hwm",       "--log-level",
-                          "--config",    "--help",
-                          "16384",       "4096",
-                          "100000",      "tcp://127.0.0.1:7710"};
+    const char *want[] = {"--data",
+                          "--cmd",
+                          "--events",
+                          "--durability",
+                          "--plugin",
+                          "--readers",
+                          "--queue",
+                          "--group-max",
+                          "--max-batch",
+                          "--max-event-bytes",
+                          "--hwm",
+                          "--log-level",
+                          "--snapshot-every",
+                          "10000",
+                          "--config",
+                          "--help",
+                          "16384",
+                          "4096",
+                          "100000",
+                          "tcp://127.0.0.1:7710"};
     for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
         assert_non_null(strstr(buf, want[i]));
 }

@@ -7,6 +7,9 @@
  * folded on top of the stored one (the stored position does not move while
  * no run ends); SIGKILL during a run and between runs, restart: `snapshot`
  * equals a fresh fold of every stored event. The capability is `available`.
+ * With --snapshot-every 50, 120 events of one still-active run store a
+ * snapshot (the stored position advances with no run end) and `snapshot`
+ * still equals a local fold.
  */
 #include "testutil.h"
 
@@ -152,6 +155,7 @@ static void test_snapshot_durable(void **state)
     f.c = it_connect(&t->bp);
     size_t ncaps = 0;
     const ab_cap_t *caps = ab_conn_caps(f.c, &ncaps);
+    /* default --snapshot-every 0: stored at run ends only -> degraded */
     assert_int_equal(ab_caps_lookup(caps, ncaps, AB_CAP_DURABLE_SNAPSHOTS), AB_CAP_DEGRADED);
     assert_int_equal(ab_reducer_new(&f.r, THREAD, &err), AB_OK);
     assert_int_equal(stored_pos(t->bp.dir), 0);
@@ -215,10 +219,65 @@ static void test_snapshot_durable(void **state)
     ab_conn_destroy(&f.c);
 }
 
+static int setup_every50(void **state)
+{
+    static const char *const extra[] = {"--snapshot-every", "50", NULL};
+    return it_setup_with(state, extra);
+}
+
+/* Snapshots every 50 events: an active run of 120 events gets stored snapshots. */
+static void test_snapshot_every(void **state)
+{
+    it_t *t = *state;
+    IT_REQUIRE_BROKER(t);
+    fx_t f = {.t = t};
+    ab_error_t err = AB_ERROR_INIT;
+    f.c = it_connect(&t->bp);
+    size_t ncaps = 0;
+    const ab_cap_t *caps = ab_conn_caps(f.c, &ncaps);
+    /* run ends and every N events stored: the capability is complete */
+    assert_int_equal(ab_caps_lookup(caps, ncaps, AB_CAP_DURABLE_SNAPSHOTS), AB_CAP_AVAILABLE);
+    assert_int_equal(ab_reducer_new(&f.r, THREAD, &err), AB_OK);
+    char body[512];
+    snprintf(body, sizeof(body),
+             "{\"type\":\"RUN_STARTED\",\"threadId\":\"%s\",\"runId\":\"run-1\","
+             "\"protocolVersion\":\"1.0\"}",
+             THREAD);
+    publish_fold(&f, "run-1", 1, body, true);
+    publish_fold(&f, "run-1", 2,
+                 "{\"type\":\"TEXT_MESSAGE_START\",\"messageId\":\"m-1\",\"role\":\"assistant\"}",
+                 false);
+    uint64_t pos50 = 0, pos100 = 0;
+    for (uint64_t seq = 3; seq <= 120; seq++) {
+        snprintf(body, sizeof(body),
+                 "{\"type\":\"TEXT_MESSAGE_CONTENT\",\"messageId\":\"m-1\",\"delta\":\"d%llu \"}",
+                 (unsigned long long)seq);
+        publish_fold(&f, "run-1", seq, body, false);
+        if (seq == 50)
+            pos50 = f.last_pos;
+        if (seq == 100)
+            pos100 = f.last_pos;
+    }
+    /* one event per publish: each group holds one event, so snapshots land at 50 and 100 */
+    assert_true(pos50 > 0 && pos100 > pos50);
+    wait_stored(t->bp.dir, pos100);
+    assert_true(stored_pos(t->bp.dir) < f.last_pos); /* the run is still active */
+    assert_int_equal(check_snapshot(&f), f.last_pos);
+
+    /* a restart folds on top of the stored snapshot: same answer */
+    reconnect(&f, true);
+    assert_int_equal(stored_pos(t->bp.dir), pos100);
+    assert_int_equal(check_snapshot(&f), f.last_pos);
+
+    ab_reducer_destroy(&f.r);
+    ab_conn_destroy(&f.c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_snapshot_durable, it_setup, it_teardown),
+        cmocka_unit_test_setup_teardown(test_snapshot_every, setup_every50, it_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
