@@ -13,6 +13,7 @@
  *     a real code can be reported. Everything it writes decodes back to the
  *     same ab_error_t.
  */
+#include "alloc_internal.h"
 #include "codec_internal.h"
 
 #include <stdlib.h>
@@ -32,7 +33,7 @@ int ab_cc_find_dup(const ab_str_t *keys, size_t n, ab_str_t *dup)
 {
     if (n < 2)
         return 0;
-    ab_str_t *s = malloc(n * sizeof(*s));
+    ab_str_t *s = ab_malloc(n * sizeof(*s));
     if (!s)
         return -1;
     memcpy(s, keys, n * sizeof(*s));
@@ -44,7 +45,7 @@ int ab_cc_find_dup(const ab_str_t *keys, size_t n, ab_str_t *dup)
             found = 1;
         }
     }
-    free(s);
+    ab_free(s);
     return found;
 }
 
@@ -262,7 +263,7 @@ static ab_status_t caps_dec(ab_cctx_t *c, const ab_fspec_t *f, const ab_val_t *v
 
 static ab_status_t caps_check(ab_cctx_t *c, const ab_cap_t *caps, size_t n)
 {
-    ab_str_t *names = n ? malloc(n * sizeof(*names)) : NULL;
+    ab_str_t *names = n ? ab_malloc(n * sizeof(*names)) : NULL;
     if (n && !names)
         return ab_cc_fail(c, AB_NOMEM, "out of memory checking caps");
     ab_status_t rc = AB_OK;
@@ -277,7 +278,7 @@ static ab_status_t caps_check(ab_cctx_t *c, const ab_cap_t *caps, size_t n)
     }
     if (rc == AB_OK)
         rc = no_dups(c, names, n);
-    free(names);
+    ab_free(names);
     return rc;
 }
 
@@ -349,7 +350,7 @@ static ab_status_t cursors_check(ab_cctx_t *c, const ab_fspec_t *f, const ab_cur
     ab_status_t rc = ab_cc_check_uint(c, f, n, UINT32_MAX, AB_UNIT_ENTRIES);
     if (rc == AB_OK && n && !cur)
         rc = ab_cc_fail(c, c->bad, "%s has entries but no array", ab_cc_field(c));
-    ab_str_t *runs = rc == AB_OK && n ? malloc(n * sizeof(*runs)) : NULL;
+    ab_str_t *runs = rc == AB_OK && n ? ab_malloc(n * sizeof(*runs)) : NULL;
     if (rc == AB_OK && n && !runs)
         rc = ab_cc_fail(c, AB_NOMEM, "out of memory checking cursors");
     for (size_t i = 0; rc == AB_OK && i < n; i++) {
@@ -362,7 +363,7 @@ static ab_status_t cursors_check(ab_cctx_t *c, const ab_fspec_t *f, const ab_cur
     }
     if (rc == AB_OK)
         rc = no_dups(c, runs, n);
-    free(runs);
+    ab_free(runs);
     return rc;
 }
 

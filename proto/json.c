@@ -9,6 +9,7 @@
  *     (15, 16 or 17) that read back to the identical double.
  */
 #include "agentbus/json.h"
+#include "alloc_internal.h"
 
 #include <jansson.h>
 #include <stdio.h>
@@ -91,8 +92,13 @@ ab_status_t ab_json_to_msgpack(const char *text, size_t len, uint32_t max_depth,
                                ab_status_t bad_code, ab_buf_t *out, ab_error_t *err)
 {
     json_error_t jerr;
+    unsigned long failures = ab_alloc_failures();
     json_t *root =
         json_loadb(text, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY | JSON_ALLOW_NUL, &jerr);
+    if (ab_alloc_failures() != failures) {
+        json_decref(root);
+        return ab_error_set(err, AB_NOMEM, "", "out of memory parsing JSON");
+    }
     if (!root)
         return ab_error_set(err, bad_code, "", "invalid JSON at line %d column %d: %s", jerr.line,
                             jerr.column, jerr.text);

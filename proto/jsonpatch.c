@@ -14,6 +14,7 @@
  *  5. Every error names the failing operation: err->field = "/N/<member>".
  */
 #include "agentbus/jsonpatch.h"
+#include "alloc_internal.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -44,9 +45,9 @@ static ab_status_t op_fail(const jp_op_t *op, ab_status_t code, const char *memb
 
 static void ptr_free(jp_ptr_t *p)
 {
-    free(p->text);
-    free(p->start);
-    free(p->len);
+    ab_free(p->text);
+    ab_free(p->start);
+    ab_free(p->len);
     memset(p, 0, sizeof *p);
 }
 
@@ -59,9 +60,9 @@ static ab_status_t ptr_parse(const char *s, size_t n, jp_ptr_t *p, const jp_op_t
     size_t ntok = 0;
     for (size_t i = 0; i < n; i++)
         ntok += s[i] == '/';
-    p->text = malloc(n + 1);
-    p->start = malloc((ntok ? ntok : 1) * sizeof(size_t));
-    p->len = malloc((ntok ? ntok : 1) * sizeof(size_t));
+    p->text = ab_malloc(n + 1);
+    p->start = ab_malloc((ntok ? ntok : 1) * sizeof(size_t));
+    p->len = ab_malloc((ntok ? ntok : 1) * sizeof(size_t));
     if (!p->text || !p->start || !p->len) {
         ptr_free(p);
         return ab_error_set(op->err, AB_NOMEM, NULL, "out of memory");

@@ -36,6 +36,7 @@
  *   FINISHED -> error     anything but RUN_ERROR: AB_RUN_TERMINAL
  *   ERRORED  -> error     anything: AB_RUN_TERMINAL (a new run needs a new checker)
  */
+#include "alloc_internal.h"
 #include "lifecycle_internal.h"
 
 #include <stdio.h>
@@ -67,7 +68,7 @@ static bool id_ok(const char *id, size_t len)
 
 static char *dup_bytes(const char *p, size_t n)
 {
-    char *d = malloc(n ? n : 1);
+    char *d = ab_malloc(n ? n : 1);
     if (d && n)
         memcpy(d, p, n);
     return d;
@@ -84,7 +85,7 @@ ab_status_t ab_lifecycle_new(ab_lifecycle_t **out, const char *thread_id, size_t
         return AB_INVALID_ARGUMENT;
     if (lim.max_open == 0 || lim.max_tool_calls == 0 || lim.max_ids == 0)
         return AB_INVALID_ARGUMENT;
-    ab_lifecycle_t *lc = calloc(1, sizeof(*lc));
+    ab_lifecycle_t *lc = ab_calloc(1, sizeof(*lc));
     if (!lc)
         return AB_NOMEM;
     lc->lim = lim;
@@ -110,9 +111,9 @@ void ab_lifecycle_destroy(ab_lifecycle_t **lcp)
         return;
     ab_lifecycle_t *lc = *lcp;
     ab__lc_clear(lc);
-    free(lc->thread_id);
-    free(lc->run_id);
-    free(lc);
+    ab_free(lc->thread_id);
+    ab_free(lc->run_id);
+    ab_free(lc);
     *lcp = NULL;
 }
 
@@ -216,8 +217,8 @@ static ab_status_t learn_ids(ab_lifecycle_t *lc, const ab_agui_info_t *e, ab_err
     char *th = dup_bytes(e->thread_id.ptr, e->thread_id.len);
     char *rn = dup_bytes(e->run_id.ptr, e->run_id.len);
     if (!th || !rn) {
-        free(th);
-        free(rn);
+        ab_free(th);
+        ab_free(rn);
         return ab_error_set(err, AB_NOMEM, NULL, "out of memory copying the run's ids");
     }
     lc->thread_id = th;
@@ -295,7 +296,7 @@ static bool same_id(const idref_t *a, const idref_t *b)
  */
 static ab_status_t unique_interrupts(const ab_val_t *arr, ab_error_t *err)
 {
-    idref_t *refs = malloc(arr->len * sizeof(*refs));
+    idref_t *refs = ab_malloc(arr->len * sizeof(*refs));
     if (!refs)
         return ab_error_set(err, AB_NOMEM, NULL, "out of memory checking interrupt ids");
     size_t m = 0;
@@ -325,7 +326,7 @@ static ab_status_t unique_interrupts(const ab_val_t *arr, ab_error_t *err)
                           "/outcome/interrupts/%zu)",
                           n, dup->p, first->idx);
     }
-    free(refs);
+    ab_free(refs);
     return st;
 }
 

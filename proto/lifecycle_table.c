@@ -32,6 +32,7 @@
  *   OPEN    -> DONE     act      SUBAGENT_FINISHED, SUBAGENT_ERROR
  *   any     -> (none)   ab__lc_clear   RUN_FINISHED, RUN_ERROR
  */
+#include "alloc_internal.h"
 #include "lifecycle_internal.h"
 
 #include <stdio.h>
@@ -193,7 +194,7 @@ static ab_str_t put(char **p, ab_str_t s)
 static ab__lc_item_t *item_new(const ab__lc_spec_t *s)
 {
     size_t n = s->key.len + s->owner.len + s->a1.len + s->a2.len;
-    ab__lc_item_t *it = calloc(1, sizeof(*it) + n);
+    ab__lc_item_t *it = ab_calloc(1, sizeof(*it) + n);
     if (!it)
         return NULL;
     char *p = it->data;
@@ -217,7 +218,7 @@ static ab_status_t reserve(ab_lifecycle_t *lc, size_t need, ab_error_t *err)
     size_t cap = lc->nbuckets ? lc->nbuckets : AB__LC_MIN_BUCKETS;
     while (cap < need)
         cap *= 2;
-    ab__lc_item_t **b = calloc(cap, sizeof(*b));
+    ab__lc_item_t **b = ab_calloc(cap, sizeof(*b));
     if (!b)
         return ab_error_set(err, AB_NOMEM, NULL, "out of memory growing the lifecycle table");
     for (size_t i = 0; i < lc->nbuckets; i++) {
@@ -229,7 +230,7 @@ static ab_status_t reserve(ab_lifecycle_t *lc, size_t need, ab_error_t *err)
             it = next;
         }
     }
-    free(lc->buckets);
+    ab_free(lc->buckets);
     lc->mem += (cap - lc->nbuckets) * sizeof(*b);
     lc->buckets = b;
     lc->nbuckets = cap;
@@ -250,7 +251,7 @@ static ab_status_t alloc_op(ab_lifecycle_t *lc, ab__lc_op_t *op, ab_error_t *err
         return AB_OK;
 out_free_items:
     for (int i = 0; i < op->nspec; i++) {
-        free(op->made[i]);
+        ab_free(op->made[i]);
         op->made[i] = NULL;
     }
     return ab_error_set(err, AB_NOMEM, NULL, "out of memory in the lifecycle checker");
@@ -329,7 +330,7 @@ static void remove_item(ab_lifecycle_t *lc, ab__lc_item_t *it)
         lc->n_open--;
     if (counts_as_id(it->kind))
         lc->n_ids--;
-    free(it);
+    ab_free(it);
 }
 
 static void act(ab_lifecycle_t *lc, ab__lc_item_t *it, int action)
@@ -381,11 +382,11 @@ void ab__lc_clear(ab_lifecycle_t *lc)
         ab__lc_item_t *it = lc->buckets[i];
         while (it) {
             ab__lc_item_t *next = it->hnext;
-            free(it);
+            ab_free(it);
             it = next;
         }
     }
-    free(lc->buckets);
+    ab_free(lc->buckets);
     lc->buckets = NULL;
     lc->nbuckets = lc->nitems = 0;
     lc->n_open = lc->n_calls = lc->n_ids = 0;

@@ -16,6 +16,7 @@
  *     AgentKit value) leaves the projection as it was and adds a warning.
  *  5. "state" changes atomically: a STATE_DELTA is applied to a copy.
  */
+#include "alloc_internal.h"
 #include "reducer_internal.h"
 
 #include "agentbus/jsonpatch.h"
@@ -78,7 +79,7 @@ void rd_append(ab_reducer_t *r, json_t *obj, const char *key, const char *d, siz
     if (n == 0)
         return;
     size_t old = json_string_length(cur);
-    char *buf = malloc(old + n + 1);
+    char *buf = ab_malloc(old + n + 1);
     if (!buf) {
         r->oom = true;
         return;
@@ -87,7 +88,7 @@ void rd_append(ab_reducer_t *r, json_t *obj, const char *key, const char *d, siz
     memcpy(buf + old, d, n);
     if (json_string_setn_nocheck(cur, buf, old + n) != 0)
         r->oom = true;
-    free(buf);
+    ab_free(buf);
 }
 
 void rd_warn(ab_reducer_t *r, const char *fmt, ...)
@@ -124,8 +125,13 @@ json_t *rd_add(ab_reducer_t *r, rd_coll_t *c, const char *id, size_t n, json_t *
         return NULL;
     }
     json_t *pos = json_integer((json_int_t)json_array_size(c->arr));
-    if (!pos || json_object_setn_new(c->idx, id, n, pos) != 0 ||
-        json_array_append_new(c->arr, item) != 0) {
+    if (!pos || json_object_setn_new(c->idx, id, n, pos) != 0) {
+        json_decref(item); /* the _new calls own their value only once reached */
+        r->oom = true;
+        return NULL;
+    }
+    if (json_array_append_new(c->arr, item) != 0) {
+        json_object_deln(c->idx, id, n);
         r->oom = true;
         return NULL;
     }
@@ -421,10 +427,11 @@ ab_status_t ab_reducer_new(ab_reducer_t **out, const char *thread_id, ab_error_t
 {
     if (!out || !thread_id)
         return ab_error_set(err, AB_INVALID_ARGUMENT, NULL, "reducer needs a thread id");
-    ab_reducer_t *r = calloc(1, sizeof *r);
+    unsigned long failures = ab_alloc_failures();
+    ab_reducer_t *r = ab_calloc(1, sizeof *r);
     if (!r)
         return ab_error_set(err, AB_NOMEM, NULL, "out of memory");
-    r->run = calloc(1, 1);
+    r->run = ab_calloc(1, 1);
     r->run_cap = 1;
     r->lanes = json_object();
     r->root = json_pack("{s:i,s:s,s:o}", "formatVersion", AB_REDUCER_FORMAT_VERSION, "threadId",
@@ -440,7 +447,7 @@ ab_status_t ab_reducer_new(ab_reducer_t **out, const char *thread_id, ab_error_t
             r->oom = true;
         rd_replace(r, &r->coll[i], json_array());
     }
-    if (!r->run || !r->lanes || !r->root || r->oom) {
+    if (!r->run || !r->lanes || !r->root || r->oom || ab_alloc_failures() != failures) {
         ab_reducer_destroy(&r);
         return ab_error_set(err, AB_NOMEM, NULL, "out of memory");
     }
@@ -457,8 +464,8 @@ void ab_reducer_destroy(ab_reducer_t **rp)
         json_decref(r->coll[i].idx);
     json_decref(r->lanes);
     json_decref(r->root);
-    free(r->run);
-    free(r);
+    ab_free(r->run);
+    ab_free(r);
     *rp = NULL;
 }
 
@@ -477,7 +484,7 @@ static ab_status_t set_run(ab_reducer_t *r, const ab_val_t *ev, const char *run_
     else if (!(s = rd_str(ev, "runId", &n)))
         s = "", n = 0;
     if (n + 1 > r->run_cap) {
-        char *p = realloc(r->run, n + 1);
+        char *p = ab_realloc(r->run, n + 1);
         if (!p)
             return AB_NOMEM;
         r->run = p;
@@ -499,6 +506,7 @@ ab_status_t ab_reducer_apply(ab_reducer_t *r, const ab_val_t *ev, const char *ru
         return ab_error_set(err, AB_NOMEM, NULL, "out of memory");
     r->seq = seq;
     r->oom = false;
+    unsigned long failures = ab_alloc_failures();
     if (!run_get(r))
         return ab_error_set(err, AB_NOMEM, NULL, "out of memory");
     for (size_t i = 0; i < sizeof handlers / sizeof handlers[0]; i++) {
@@ -507,7 +515,7 @@ ab_status_t ab_reducer_apply(ab_reducer_t *r, const ab_val_t *ev, const char *ru
             break;
         }
     }
-    if (r->oom)
+    if (r->oom || ab_alloc_failures() != failures)
         return ab_error_set(err, AB_NOMEM, NULL, "out of memory while folding seq %llu",
                             (unsigned long long)seq);
     return AB_OK;

@@ -32,8 +32,10 @@ static json_t *msg_open(ab_reducer_t *r, const char *id, size_t n, const ab_val_
     size_t rn = 9;
     const char *role = rd_str(ev, "role", &rn);
     m = json_object();
-    if (!m)
+    if (!m) {
+        r->oom = true;
         return NULL;
+    }
     rd_set(r, m, "id", json_stringn(id, n));
     rd_set(r, m, "role", role ? json_stringn(role, rn) : json_string("assistant"));
     rd_set(r, m, "content", json_string(""));

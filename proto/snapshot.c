@@ -14,6 +14,7 @@
  *     nothing. pos only grows.
  *  4. A document is built from deep copies: it never aliases the builder.
  */
+#include "alloc_internal.h"
 #include "reducer_internal.h"
 
 #include "agentbus/ids.h"
@@ -42,7 +43,7 @@ static ab_status_t nomem(ab_error_t *err)
 
 static ab_status_t builder_alloc(ab_snapshot_builder_t **out, ab_error_t *err)
 {
-    ab_snapshot_builder_t *b = calloc(1, sizeof *b);
+    ab_snapshot_builder_t *b = ab_calloc(1, sizeof *b);
     if (!b)
         return nomem(err);
     b->kept = json_object();
@@ -121,7 +122,7 @@ void ab_snapshot_builder_destroy(ab_snapshot_builder_t **bp)
     json_decref(b->runs);
     json_decref(b->kept);
     json_decref(b->events);
-    free(b);
+    ab_free(b);
     *bp = NULL;
 }
 
@@ -230,7 +231,7 @@ ab_status_t ab_snapshot_from_json(const json_t *doc, ab_snapshot_t **out, ab_err
     ab_status_t st = ab_snapshot_validate(doc, err);
     if (st != AB_OK)
         return st;
-    ab_snapshot_t *s = malloc(sizeof *s);
+    ab_snapshot_t *s = ab_malloc(sizeof *s);
     if (!s)
         return nomem(err);
     s->doc = json_incref((json_t *)(uintptr_t)doc);
@@ -261,7 +262,7 @@ void ab_snapshot_destroy(ab_snapshot_t **sp)
     if (!sp || !*sp)
         return;
     json_decref((*sp)->doc);
-    free(*sp);
+    ab_free(*sp);
     *sp = NULL;
 }
 

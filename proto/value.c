@@ -12,6 +12,7 @@
  *     the hot path (small events) allocates nothing.
  */
 #include "agentbus/value.h"
+#include "alloc_internal.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -55,7 +56,7 @@ struct ab_doc {
 
 static struct block *block_new(size_t cap)
 {
-    struct block *b = malloc(sizeof(*b) + cap);
+    struct block *b = ab_malloc(sizeof(*b) + cap);
     if (!b)
         return NULL;
     b->next = NULL;
@@ -66,12 +67,12 @@ static struct block *block_new(size_t cap)
 
 ab_status_t ab_doc_new(ab_doc_t **out)
 {
-    ab_doc_t *d = calloc(1, sizeof(*d));
+    ab_doc_t *d = ab_calloc(1, sizeof(*d));
     if (!d)
         return AB_NOMEM;
     d->first = block_new(FIRST_BLOCK_BYTES);
     if (!d->first) {
-        free(d);
+        ab_free(d);
         return AB_NOMEM;
     }
     d->cur = d->first;
@@ -84,7 +85,7 @@ void ab_doc_reset(ab_doc_t *doc)
     struct block *b = doc->first->next;
     while (b) {
         struct block *n = b->next;
-        free(b);
+        ab_free(b);
         b = n;
     }
     doc->first->next = NULL;
@@ -97,8 +98,8 @@ void ab_doc_destroy(ab_doc_t **doc)
     if (!doc || !*doc)
         return;
     ab_doc_reset(*doc);
-    free((*doc)->first);
-    free(*doc);
+    ab_free((*doc)->first);
+    ab_free(*doc);
     *doc = NULL;
 }
 
