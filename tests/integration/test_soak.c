@@ -34,32 +34,12 @@
 #define PHASE_MS  15000
 #define FINISH_MS 30000
 
-static int free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof(a);
-    int port = -1;
-    if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
-        getsockname(fd, (struct sockaddr *)&a, &len) == 0)
-        port = ntohs(a.sin_port);
-    if (fd >= 0)
-        close(fd);
-    return port;
-}
-
 static char fixed_cmd[64], fixed_ev[64];
 
 static int setup_fixed_ports(void **state)
 {
-    snprintf(fixed_cmd, sizeof(fixed_cmd), "tcp://127.0.0.1:%d", free_port());
-    snprintf(fixed_ev, sizeof(fixed_ev), "tcp://127.0.0.1:%d", free_port());
     static const char *extra[5];
-    extra[0] = "--cmd";
-    extra[1] = fixed_cmd;
-    extra[2] = "--events";
-    extra[3] = fixed_ev;
-    extra[4] = NULL;
+    bp_fixed_ports(fixed_cmd, fixed_ev, extra);
     return it_setup_with(state, extra);
 }
 

@@ -202,30 +202,12 @@ static void test_holes_from_tiny_hwm(void **state)
     ab_conn_destroy(&c);
 }
 
-static int free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof(a);
-    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) != 0 ||
-        getsockname(fd, (struct sockaddr *)&a, &len) != 0)
-        return -1;
-    close(fd);
-    return ntohs(a.sin_port);
-}
-
 static char restart_cmd[64], restart_ev[64];
 
 static int setup_fixed_ports(void **state)
 {
-    snprintf(restart_cmd, sizeof(restart_cmd), "tcp://127.0.0.1:%d", free_port());
-    snprintf(restart_ev, sizeof(restart_ev), "tcp://127.0.0.1:%d", free_port());
     static const char *extra[5];
-    extra[0] = "--cmd";
-    extra[1] = restart_cmd;
-    extra[2] = "--events";
-    extra[3] = restart_ev;
-    extra[4] = NULL;
+    bp_fixed_ports(restart_cmd, restart_ev, extra);
     return it_setup_with(state, extra);
 }
 

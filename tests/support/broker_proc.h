@@ -19,9 +19,11 @@
 #ifndef AB_TESTS_BROKER_PROC_H
 #define AB_TESTS_BROKER_PROC_H
 
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -29,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -289,6 +292,38 @@ static inline int bp_run_second(const char *dir, char *err, size_t size)
 }
 
 /* ---- client-side helpers shared by tests/integration ------------------ */
+
+/* A free TCP port on 127.0.0.1 (bound and released; -1 on failure). */
+static inline int bp_free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof(a);
+    int port = -1;
+    if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
+        getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+        port = ntohs(a.sin_port);
+    if (fd >= 0)
+        close(fd);
+    return port;
+}
+
+/*
+ * Broker arguments for fixed loopback ports, so a restarted broker is where
+ * clients reconnect (these --cmd/--events come after broker_proc's ephemeral
+ * ones and win). Fills @p cmd and @p ev (64 bytes each, kept by the caller
+ * for the test's life) and the NULL-terminated @p extra[5].
+ */
+static inline void bp_fixed_ports(char *cmd, char *ev, const char *extra[5])
+{
+    snprintf(cmd, 64, "tcp://127.0.0.1:%d", bp_free_port());
+    snprintf(ev, 64, "tcp://127.0.0.1:%d", bp_free_port());
+    extra[0] = "--cmd";
+    extra[1] = cmd;
+    extra[2] = "--events";
+    extra[3] = ev;
+    extra[4] = NULL;
+}
 
 #include "agentbus/client.h"
 
