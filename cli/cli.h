@@ -8,6 +8,8 @@
 #ifndef AB_CLI_H
 #define AB_CLI_H
 
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #define AB_EXIT_OK    0
@@ -16,6 +18,12 @@
 
 int cmd_validate(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
+
+/** Parse a decimal in [lo, hi] (whole string). @return false when it is not one. */
+bool cli_parse_long(const char *s, long lo, long hi, long *out);
+
+/** Parse a non-negative decimal uint64 (whole string, no sign). */
+bool cli_parse_u64(const char *s, uint64_t *out);
 
 #ifdef AB_HAVE_BROKER
 /** `agentbus broker` (cli/broker_cmd.c). */

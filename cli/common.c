@@ -3,6 +3,7 @@
  */
 #include "cli.h"
 
+#include <errno.h>
 #include <stdlib.h>
 
 #ifdef AB_HAVE_CLIENT
@@ -16,3 +17,27 @@ const char *cli_broker_endpoint(const char *flag)
     return AB_DEFAULT_BROKER;
 }
 #endif
+
+bool cli_parse_long(const char *s, long lo, long hi, long *out)
+{
+    char *end = NULL;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || !*s || !end || *end || v < lo || v > hi)
+        return false;
+    *out = v;
+    return true;
+}
+
+bool cli_parse_u64(const char *s, uint64_t *out)
+{
+    char *end = NULL;
+    if (!s || !*s || *s == '-')
+        return false;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || !end || *end)
+        return false;
+    *out = v;
+    return true;
+}

@@ -129,9 +129,8 @@ int cmd_conformance(int argc, char **argv)
             if (nonly < (int)NCHECKS)
                 only[nonly++] = optarg;
         } else if (ch == 't') {
-            char *end = NULL;
-            long v = strtol(optarg, &end, 10);
-            if (!end || *end || v < 100 || v > 600000)
+            long v;
+            if (!cli_parse_long(optarg, 100, 600000, &v))
                 return cli_usage_error("conformance", "--timeout: 100..600000 ms");
             cf.timeout_ms = (int)v;
         } else

@@ -134,11 +134,11 @@ static void print_help(void)
            MAX_AGENTS);
 }
 
+/* cli_parse_long into an int. */
 static bool parse_int(const char *s, int lo, int hi, int *out)
 {
-    char *end = NULL;
-    long v = strtol(s, &end, 10);
-    if (!*s || !end || *end || v < lo || v > hi)
+    long v;
+    if (!cli_parse_long(s, lo, hi, &v))
         return false;
     *out = (int)v;
     return true;

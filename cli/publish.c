@@ -72,17 +72,6 @@ static void print_help(void)
            "  -h, --help         show this help\n");
 }
 
-static int parse_long(const char *s, long lo, long hi, long *out)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi)
-        return -1;
-    *out = v;
-    return 0;
-}
-
 static int parse_args(int argc, char **argv, struct popts *o)
 {
     static const struct option longopts[] = {
@@ -102,11 +91,11 @@ static int parse_args(int argc, char **argv, struct popts *o)
         case 't': o->thread = optarg; break;
         case 'r': o->run = optarg; break;
         case 'n':
-            if (parse_long(optarg, 1, 1024, &o->batch) != 0)
+            if (!cli_parse_long(optarg, 1, 1024, &o->batch))
                 return cli_usage_error("publish", "--batch wants 1..1024, got '%s'", optarg);
             break;
         case 'T':
-            if (parse_long(optarg, 1, 3600000, &o->timeout_ms) != 0)
+            if (!cli_parse_long(optarg, 1, 3600000, &o->timeout_ms))
                 return cli_usage_error("publish", "--timeout wants milliseconds, got '%s'", optarg);
             break;
         case 'h': print_help(); return -1;

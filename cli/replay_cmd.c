@@ -89,14 +89,11 @@ static int parse_args(int argc, char **argv, struct ropts *o)
         case 'r': o->run = optarg; break;
         case 'a': o->all = true; break;
         case 'v': o->verify = true; break;
-        case 'p': {
-            char *end = NULL;
-            o->after_pos = strtoull(optarg, &end, 10);
-            if (!*optarg || *optarg == '-' || !end || *end)
+        case 'p':
+            if (!cli_parse_u64(optarg, &o->after_pos))
                 return cli_usage_error("replay", "--after-pos needs a number");
             o->have_pos = true;
             break;
-        }
         case 'h': print_help(); exit(AB_EXIT_OK);
         default: return AB_EXIT_USAGE;
         }

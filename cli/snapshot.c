@@ -14,7 +14,6 @@
 #include "agentbus/json.h"
 #include "cli.h"
 
-#include <errno.h>
 #include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,15 +54,11 @@ static int parse_args(int argc, char **argv, struct sopts *o)
         switch (c) {
         case 'b': o->broker = optarg; break;
         case 'j': o->json = true; break;
-        case 'T': {
-            char *end;
-            errno = 0;
-            o->timeout_ms = strtol(optarg, &end, 10);
-            if (errno || end == optarg || *end || o->timeout_ms < 1 || o->timeout_ms > 3600000)
+        case 'T':
+            if (!cli_parse_long(optarg, 1, 3600000, &o->timeout_ms))
                 return cli_usage_error("snapshot", "--timeout wants milliseconds, got '%s'",
                                        optarg);
             break;
-        }
         case 'h': print_help(); return -1;
         default: return cli_usage_error("snapshot", "unknown option");
         }

@@ -68,16 +68,6 @@ static void print_help(void)
         "  -h, --help       show this help\n");
 }
 
-static bool parse_u64(const char *s, uint64_t *out)
-{
-    char *end = NULL;
-    if (!s || !*s || *s == '-')
-        return false;
-    unsigned long long v = strtoull(s, &end, 10);
-    *out = v;
-    return end && *end == '\0';
-}
-
 static int parse_args(int argc, char **argv, struct topts *o)
 {
     static const struct option lo[] = {
@@ -105,12 +95,12 @@ static int parse_args(int argc, char **argv, struct topts *o)
         case 'j': o->json = true; break;
         case 'n': o->no_color = true; break;
         case 'p':
-            if (!parse_u64(optarg, &o->after_pos))
+            if (!cli_parse_u64(optarg, &o->after_pos))
                 return cli_usage_error("tail", "--after-pos needs a number");
             o->have_pos = true;
             break;
         case 'q':
-            if (!parse_u64(optarg, &o->after_seq))
+            if (!cli_parse_u64(optarg, &o->after_seq))
                 return cli_usage_error("tail", "--after-seq needs a number");
             o->have_seq = true;
             break;
@@ -120,7 +110,7 @@ static int parse_args(int argc, char **argv, struct topts *o)
                 return cli_usage_error("tail", "--for needs a positive number of seconds");
             break;
         case 'c':
-            if (!parse_u64(optarg, &o->count) || o->count == 0)
+            if (!cli_parse_u64(optarg, &o->count) || o->count == 0)
                 return cli_usage_error("tail", "--count needs a positive number");
             break;
         case 'h': print_help(); exit(AB_EXIT_OK);
