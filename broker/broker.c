@@ -1,27 +1,30 @@
 /*
- * broker.c - start-up and shutdown of the broker daemon: load the plugin,
- * open the store handles (the writer's takes the data-directory lock), bind
- * the endpoints, start the writer and replay reader threads, print the ready
- * line, run the command loop on this thread, and on SIGINT/SIGTERM stop in
- * order.
+ * broker.c - start-up and shutdown of the broker: load the plugin, open the
+ * store handles (the writer's takes the data-directory lock), bind the
+ * endpoints, start the writer and replay reader threads and the command loop
+ * (ab_broker_start), and stop in order (ab_broker_stop). ab_broker_run() is
+ * the daemon on top: signal handlers, the ready line, wait for SIGINT/SIGTERM.
  *
  * Invariants:
  *  1. Nothing is bound and no ready line is printed unless the plugin loaded
  *     and every store handle opened; a start-up failure exits 1 with the
  *     plugin's or store's message (a locked data directory, a damaged or
  *     newer database) and changes nothing.
- *  2. Signals only write a byte to a self-pipe that the command loop polls;
- *     worker threads block SIGINT/SIGTERM.
+ *  2. A stop request is one byte on the broker's self-pipe, which the
+ *     command loop polls: signal handlers (daemon only) and ab_broker_stop()
+ *     write it alike. Every thread the broker starts blocks SIGINT/SIGTERM.
  *  3. Shutdown order: the command loop returns only after the writer and the
  *     readers reported "stopped" (every queued job answered); threads are
  *     joined, the ROUTER gets a short bounded linger for the final replies,
  *     then the store handles close (releasing the lock).
+ *  4. The in-process API installs no signal handler and prints nothing.
  */
 #include "internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,25 +32,58 @@
 
 #define FINAL_LINGER_MS 1000
 
-static int sig_pipe[2] = {-1, -1};
+typedef struct threads {
+    pthread_t writer;
+    bool writer_started;
+    pthread_t *readers;
+    uint32_t nstarted;
+    ab_writer_args_t wargs;
+    ab_reader_args_t *rargs;
+    void *wsock;
+    void **rsocks;
+} threads_t;
+
+struct ab_broker_handle {
+    ab_broker_config_t cfg; /* a copy; b.cfg points here */
+    ab_broker_t b;
+    ab_plugin_lib_t lib;
+    threads_t t;
+    ab_seq_t *seq; /* until the writer owns it */
+    void *router;
+    int pipe[2];     /* the self-pipe: stop requests */
+    bool daemon;     /* ab_broker_run: signal handlers, messages on stderr */
+    bool signals_on; /* handlers installed */
+    pthread_t cmd;
+    bool cmd_started, cmd_joined;
+    int rc; /* the command loop's */
+    ab_error_t *err;
+};
+
+static int sig_wfd = -1; /* the daemon's self-pipe, written by the handlers */
 
 static void on_signal(int sig)
 {
     int saved = errno;
     char c = (char)sig;
-    ssize_t n = write(sig_pipe[1], &c, 1);
+    ssize_t n = write(sig_wfd, &c, 1);
     (void)n;
     errno = saved;
 }
 
-static int setup_signals(void)
+static int open_pipe(int fds[2])
 {
-    if (pipe(sig_pipe) != 0)
+    if (pipe(fds) != 0)
         return -1;
     for (int i = 0; i < 2; i++) {
-        fcntl(sig_pipe[i], F_SETFL, fcntl(sig_pipe[i], F_GETFL) | O_NONBLOCK);
-        fcntl(sig_pipe[i], F_SETFD, FD_CLOEXEC);
+        fcntl(fds[i], F_SETFL, fcntl(fds[i], F_GETFL) | O_NONBLOCK);
+        fcntl(fds[i], F_SETFD, FD_CLOEXEC);
     }
+    return 0;
+}
+
+static void setup_signals(int wfd)
+{
+    sig_wfd = wfd;
     struct sigaction sa;
     memset(&sa, 0, sizeof(sa));
     sa.sa_handler = on_signal;
@@ -55,18 +91,33 @@ static int setup_signals(void)
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
-    return 0;
 }
 
 static void teardown_signals(void)
 {
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
-    for (int i = 0; i < 2; i++) {
-        if (sig_pipe[i] >= 0)
-            close(sig_pipe[i]);
-        sig_pipe[i] = -1;
-    }
+    sig_wfd = -1;
+}
+
+/* Record a start-up failure in h->err (first wins); the daemon also prints it. */
+static void fail_msg(ab_broker_handle_t *h, ab_status_t code, const char *fmt, ...) AB_PRINTF(3, 4);
+static void fail_msg(ab_broker_handle_t *h, ab_status_t code, const char *fmt, ...)
+{
+    char line[2 * AB_ERROR_MESSAGE_MAX + 64];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof(line), fmt, ap);
+    va_end(ap);
+    if (h->daemon)
+        fprintf(stderr, "agentbus broker: %s\n", line);
+    ab_error_set(h->err, code, "", "%s", line);
+}
+
+static void fail(ab_broker_handle_t *h, const char *what, const ab_error_t *e)
+{
+    fail_msg(h, e->code != AB_OK ? e->code : AB_INTERNAL, "%s: %s", what,
+             e->message[0] ? e->message : ab_status_str(e->code));
 }
 
 static int make_instance(char out[17])
@@ -84,40 +135,37 @@ static int make_instance(char out[17])
     return 0;
 }
 
-static void fail(const char *what, const ab_error_t *e)
-{
-    fprintf(stderr, "agentbus broker: %s: %s\n", what,
-            e->message[0] ? e->message : ab_status_str(e->code));
-}
-
 /* Load the plugin and open every handle. @return 0 or -1 (reported). */
-static int open_store(ab_broker_t *b, ab_plugin_lib_t *lib)
+static int open_store(ab_broker_handle_t *h)
 {
+    ab_broker_t *b = &h->b;
     const ab_broker_config_t *cfg = b->cfg;
     ab_error_t e = AB_ERROR_INIT;
-    if (ab_plugin_load(cfg->plugin, lib, &e) != AB_OK) {
-        fail("cannot load the persistence plugin", &e);
+    if (ab_plugin_load(cfg->plugin, &h->lib, &e) != AB_OK) {
+        fail(h, "cannot load the persistence plugin", &e);
         return -1;
     }
-    b->plugin = lib->plugin;
+    b->plugin = h->lib.plugin;
     ab_plugin_open_opts_t o = {.data_dir = cfg->data_dir, .durability = cfg->durability};
     if (b->plugin->open(&o, &b->wdb, &e) != AB_OK) {
-        fail("cannot open the store", &e);
+        fail(h, "cannot open the store", &e);
         return -1;
     }
     b->rdbs = calloc(cfg->readers, sizeof(*b->rdbs));
-    if (b->rdbs == NULL)
+    if (b->rdbs == NULL) {
+        fail_msg(h, AB_NOMEM, "out of memory");
         return -1;
+    }
     o.readonly = true;
     for (uint32_t i = 0; i < cfg->readers; i++) {
         if (b->plugin->open(&o, &b->rdbs[i], &e) != AB_OK) {
-            fail("cannot open a replay reader's store handle", &e);
+            fail(h, "cannot open a replay reader's store handle", &e);
             return -1;
         }
     }
     uint64_t pos = 0;
     if (b->plugin->head_pos(b->wdb, &pos, &e) != AB_OK) {
-        fail("cannot read the store's head position", &e);
+        fail(h, "cannot read the store's head position", &e);
         return -1;
     }
     atomic_store(&b->head_pos, pos);
@@ -128,8 +176,10 @@ static void close_store(ab_broker_t *b, ab_plugin_lib_t *lib)
 {
     if (b->plugin != NULL) {
         for (uint32_t i = 0; b->rdbs != NULL && i < b->cfg->readers; i++)
-            b->plugin->close(b->rdbs[i]);
-        b->plugin->close(b->wdb);
+            if (b->rdbs[i] != NULL)
+                b->plugin->close(b->rdbs[i]);
+        if (b->wdb != NULL)
+            b->plugin->close(b->wdb);
     }
     free(b->rdbs);
     b->rdbs = NULL;
@@ -138,12 +188,15 @@ static void close_store(ab_broker_t *b, ab_plugin_lib_t *lib)
         ab_plugin_unload(lib);
 }
 
-/* Bind @p ep and copy the real endpoint into @p out. @return the socket or NULL. */
-static void *bind_endpoint(ab_broker_t *b, int type, const char *ep, char *out)
+/* Bind @p ep and copy the real endpoint into @p out. @return the socket or NULL (reported). */
+static void *bind_endpoint(ab_broker_handle_t *h, int type, const char *ep, char *out)
 {
+    ab_broker_t *b = &h->b;
     void *s = zmq_socket(b->zctx, type);
-    if (s == NULL)
+    if (s == NULL) {
+        fail_msg(h, AB_INTERNAL, "cannot create a socket: %s", zmq_strerror(zmq_errno()));
         return NULL;
+    }
     int zero = 0, one = 1;
     zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof(zero));
     if (type == ZMQ_ROUTER) {
@@ -161,23 +214,27 @@ static void *bind_endpoint(ab_broker_t *b, int type, const char *ep, char *out)
     }
     size_t len = AB_BROKER_ENDPOINT_MAX;
     if (zmq_bind(s, ep) != 0 || zmq_getsockopt(s, ZMQ_LAST_ENDPOINT, out, &len) != 0) {
-        fprintf(stderr, "agentbus broker: cannot bind %s: %s\n", ep, zmq_strerror(zmq_errno()));
+        fail_msg(h, AB_IO, "cannot bind %s: %s", ep, zmq_strerror(zmq_errno()));
         zmq_close(s);
         return NULL;
     }
     return s;
 }
 
-typedef struct threads {
-    pthread_t writer;
-    bool writer_started;
-    pthread_t *readers;
-    uint32_t nstarted;
-    ab_writer_args_t wargs;
-    ab_reader_args_t *rargs;
-    void *wsock;
-    void **rsocks;
-} threads_t;
+/* Block SIGINT/SIGTERM in the threads created until restore_mask(). */
+static void block_signals(sigset_t *old)
+{
+    sigset_t block;
+    sigemptyset(&block);
+    sigaddset(&block, SIGINT);
+    sigaddset(&block, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &block, old);
+}
+
+static void restore_mask(const sigset_t *old)
+{
+    pthread_sigmask(SIG_SETMASK, old, NULL);
+}
 
 /* Create the inproc sockets and start the worker threads (signals blocked in them). */
 static int start_threads(ab_broker_t *b, threads_t *t, ab_seq_t **seq)
@@ -200,11 +257,8 @@ static int start_threads(ab_broker_t *b, threads_t *t, ab_seq_t **seq)
             (t->rargs[i].sock = ab_pair_socket(b->zctx, ep, false)) == NULL)
             return -1;
     }
-    sigset_t block, old;
-    sigemptyset(&block);
-    sigaddset(&block, SIGINT);
-    sigaddset(&block, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &block, &old);
+    sigset_t old;
+    block_signals(&old);
     int rc = 0;
     if (pthread_create(&t->writer, NULL, ab_writer_main, &t->wargs) == 0) {
         t->writer_started = true;
@@ -218,37 +272,33 @@ static int start_threads(ab_broker_t *b, threads_t *t, ab_seq_t **seq)
         else
             t->nstarted++;
     }
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    restore_mask(&old);
     return rc;
+}
+
+/* Send a stop job to a worker that the command loop did not stop. */
+static void send_stop(void *sock)
+{
+    ab_job_t *stop = calloc(1, sizeof(*stop));
+    if (stop == NULL)
+        return;
+    stop->kind = AB_JOB_STOP;
+    zmq_msg_init(&stop->identity);
+    if (ab_job_send(sock, stop) != 0)
+        ab_job_free(stop);
 }
 
 /* Stop (unless the command loop did) and join the workers, close the inproc sockets. */
 static void stop_threads(ab_broker_t *b, threads_t *t, bool stopped)
 {
-    if (t->writer_started && stopped) {
-        pthread_join(t->writer, NULL);
-    } else if (t->writer_started) {
-        ab_job_t *stop = calloc(1, sizeof(*stop));
-        if (stop != NULL) {
-            stop->kind = AB_JOB_STOP;
-            zmq_msg_init(&stop->identity);
-        }
-        if (stop != NULL && ab_job_send(t->wsock, stop) != 0)
-            ab_job_free(stop);
+    if (t->writer_started) {
+        if (!stopped)
+            send_stop(t->wsock);
         pthread_join(t->writer, NULL);
     }
     for (uint32_t i = 0; i < t->nstarted; i++) {
-        if (stopped) {
-            pthread_join(t->readers[i], NULL);
-            continue;
-        }
-        ab_job_t *stop = calloc(1, sizeof(*stop));
-        if (stop != NULL) {
-            stop->kind = AB_JOB_STOP;
-            zmq_msg_init(&stop->identity);
-        }
-        if (stop != NULL && ab_job_send(t->rsocks[i], stop) != 0)
-            ab_job_free(stop);
+        if (!stopped)
+            send_stop(t->rsocks[i]);
         pthread_join(t->readers[i], NULL);
     }
     int zero = 0;
@@ -270,10 +320,171 @@ static void stop_threads(ab_broker_t *b, threads_t *t, bool stopped)
     free(t->readers);
     free(t->rargs);
     free(t->rsocks);
+    *t = (threads_t){0};
 }
 
-static void print_ready(const ab_broker_t *b)
+static void *cmd_main(void *arg)
 {
+    ab_broker_handle_t *h = arg;
+    h->rc = ab_cmd_loop(&h->b, h->router, h->t.wsock, h->t.rsocks, h->pipe[0]);
+    return NULL;
+}
+
+/* Start the command loop on its own thread (signals blocked in it). */
+static int start_cmd(ab_broker_handle_t *h)
+{
+    sigset_t old;
+    block_signals(&old);
+    int rc = pthread_create(&h->cmd, NULL, cmd_main, h);
+    restore_mask(&old);
+    if (rc != 0)
+        return -1;
+    h->cmd_started = true;
+    return 0;
+}
+
+/* Undo whatever start-up did, in reverse order, and free the handle. @return the exit status. */
+static int teardown(ab_broker_handle_t *h)
+{
+    int rc = h->cmd_started ? ab_broker_wait(h) : 1;
+    stop_threads(&h->b, &h->t, h->cmd_started);
+    if (h->router != NULL) {
+        int linger = FINAL_LINGER_MS;
+        zmq_setsockopt(h->router, ZMQ_LINGER, &linger, sizeof(linger));
+        zmq_close(h->router);
+    }
+    if (h->b.xpub != NULL)
+        zmq_close(h->b.xpub);
+    if (h->signals_on)
+        teardown_signals();
+    for (int i = 0; i < 2; i++)
+        if (h->pipe[i] >= 0)
+            close(h->pipe[i]);
+    if (h->b.zctx != NULL)
+        zmq_ctx_term(h->b.zctx);
+    ab_seq_destroy(&h->seq);
+    close_store(&h->b, &h->lib);
+    if (rc == 0)
+        ab_log(AB_LOG_INFO, "stopped");
+    free(h);
+    return rc;
+}
+
+/* Everything after the store: sequencer, context, self-pipe, sockets, threads. */
+static int start_running(ab_broker_handle_t *h)
+{
+    ab_broker_t *b = &h->b;
+    ab_error_t e = AB_ERROR_INIT;
+    ab_seq_opts_t so = {.max_runs = AB_BROKER_CACHED_RUNS};
+    if (ab_seq_new(&h->seq, b->plugin, b->wdb, &so, &e) != AB_OK) {
+        fail(h, "cannot start the sequencer", &e);
+        return -1;
+    }
+    if ((b->zctx = zmq_ctx_new()) == NULL || open_pipe(h->pipe) != 0) {
+        fail_msg(h, AB_INTERNAL, "cannot create a ZeroMQ context or a pipe");
+        return -1;
+    }
+    if (h->daemon) {
+        setup_signals(h->pipe[1]);
+        h->signals_on = true;
+    }
+    h->router = bind_endpoint(h, ZMQ_ROUTER, h->cfg.cmd_endpoint, b->cmd_ep);
+    if (h->router == NULL)
+        return -1;
+    b->xpub = bind_endpoint(h, ZMQ_XPUB, h->cfg.events_endpoint, b->events_ep);
+    if (b->xpub == NULL)
+        return -1;
+    if (start_threads(b, &h->t, &h->seq) != 0 || start_cmd(h) != 0) {
+        fail_msg(h, AB_INTERNAL, "cannot start the broker's threads");
+        return -1;
+    }
+    return 0;
+}
+
+static ab_status_t broker_start(const ab_broker_config_t *cfg, bool daemon,
+                                ab_broker_handle_t **out, ab_error_t *err)
+{
+    ab_error_t spare = AB_ERROR_INIT;
+    ab_broker_handle_t *h = calloc(1, sizeof(*h));
+    if (h == NULL)
+        return ab_error_set(err ? err : &spare, AB_NOMEM, "", "out of memory");
+    h->cfg = *cfg;
+    h->b.cfg = &h->cfg;
+    h->pipe[0] = h->pipe[1] = -1;
+    h->daemon = daemon;
+    h->err = err ? err : &spare;
+    ab_log_set_level(cfg->log_level);
+    if (cfg->readers < 1 || cfg->readers > AB_BROKER_MAX_READERS) {
+        fail_msg(h, AB_INVALID_CONFIG, "readers must be 1..%d", AB_BROKER_MAX_READERS);
+        goto undo;
+    }
+    if (make_instance(h->b.instance) != 0) {
+        fail_msg(h, AB_IO, "cannot read /dev/urandom");
+        goto undo;
+    }
+    if (open_store(h) != 0 || start_running(h) != 0)
+        goto undo;
+    h->err = NULL;
+    *out = h;
+    return AB_OK;
+undo:;
+    ab_status_t code = h->err->code != AB_OK ? h->err->code : AB_INTERNAL;
+    teardown(h);
+    return code;
+}
+
+ab_status_t ab_broker_start(const ab_broker_config_t *cfg, ab_broker_handle_t **out,
+                            ab_error_t *err)
+{
+    return broker_start(cfg, false, out, err);
+}
+
+const char *ab_broker_cmd_endpoint(const ab_broker_handle_t *h)
+{
+    return h->b.cmd_ep;
+}
+
+const char *ab_broker_events_endpoint(const ab_broker_handle_t *h)
+{
+    return h->b.events_ep;
+}
+
+const char *ab_broker_instance(const ab_broker_handle_t *h)
+{
+    return h->b.instance;
+}
+
+void *ab_broker_zmq_context(const ab_broker_handle_t *h)
+{
+    return h->b.zctx;
+}
+
+int ab_broker_wait(ab_broker_handle_t *h)
+{
+    if (h->cmd_started && !h->cmd_joined) {
+        pthread_join(h->cmd, NULL);
+        h->cmd_joined = true;
+    }
+    return h->rc;
+}
+
+int ab_broker_stop(ab_broker_handle_t **hp)
+{
+    if (hp == NULL || *hp == NULL)
+        return 0;
+    ab_broker_handle_t *h = *hp;
+    *hp = NULL;
+    if (h->cmd_started && !h->cmd_joined) {
+        char c = 's';
+        ssize_t n = write(h->pipe[1], &c, 1);
+        (void)n;
+    }
+    return teardown(h);
+}
+
+static void print_ready(const ab_broker_handle_t *h)
+{
+    const ab_broker_t *b = &h->b;
     printf("agentbus broker ready cmd=%s events=%s data=%s instance=%s\n", b->cmd_ep, b->events_ep,
            b->cfg->data_dir, b->instance);
     fflush(stdout);
@@ -284,52 +495,11 @@ static void print_ready(const ab_broker_t *b)
 
 int ab_broker_run(const ab_broker_config_t *cfg)
 {
-    ab_broker_t b = {.cfg = cfg};
-    ab_plugin_lib_t lib = {0};
-    threads_t t = {0};
-    ab_seq_t *seq = NULL;
-    void *router = NULL;
-    int rc = 1;
-    bool stopped = false; /* the command loop sent the stop jobs */
-    ab_log_set_level(cfg->log_level);
-    if (make_instance(b.instance) != 0) {
-        fprintf(stderr, "agentbus broker: cannot read /dev/urandom\n");
-        return 1;
-    }
-    if (open_store(&b, &lib) != 0)
-        goto close_store;
+    ab_broker_handle_t *h = NULL;
     ab_error_t e = AB_ERROR_INIT;
-    ab_seq_opts_t so = {.max_runs = AB_BROKER_CACHED_RUNS};
-    if (ab_seq_new(&seq, b.plugin, b.wdb, &so, &e) != AB_OK) {
-        fail("cannot start the sequencer", &e);
-        goto close_store;
-    }
-    if ((b.zctx = zmq_ctx_new()) == NULL || setup_signals() != 0)
-        goto close_ctx;
-    router = bind_endpoint(&b, ZMQ_ROUTER, cfg->cmd_endpoint, b.cmd_ep);
-    b.xpub = router ? bind_endpoint(&b, ZMQ_XPUB, cfg->events_endpoint, b.events_ep) : NULL;
-    if (b.xpub == NULL || start_threads(&b, &t, &seq) != 0)
-        goto stop;
-    print_ready(&b);
-    rc = ab_cmd_loop(&b, router, t.wsock, t.rsocks, sig_pipe[0]);
-    stopped = true;
-stop:
-    stop_threads(&b, &t, stopped);
-    if (router != NULL) {
-        int linger = FINAL_LINGER_MS;
-        zmq_setsockopt(router, ZMQ_LINGER, &linger, sizeof(linger));
-        zmq_close(router);
-    }
-    if (b.xpub != NULL)
-        zmq_close(b.xpub);
-close_ctx:
-    teardown_signals();
-    if (b.zctx != NULL)
-        zmq_ctx_term(b.zctx);
-close_store:
-    ab_seq_destroy(&seq);
-    close_store(&b, &lib);
-    if (rc == 0)
-        ab_log(AB_LOG_INFO, "stopped");
-    return rc;
+    if (broker_start(cfg, true, &h, &e) != AB_OK)
+        return 1;
+    print_ready(h);
+    ab_broker_wait(h); /* until SIGINT/SIGTERM */
+    return ab_broker_stop(&h);
 }

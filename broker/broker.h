@@ -5,10 +5,12 @@
  * ab_broker_config_t holds every setting of `agentbus broker`; config.c fills
  * it from the defaults, an optional `--config FILE` (key = value lines) and
  * the command-line flags (flags override the file). ab_broker_run() starts
- * the daemon and returns when it has stopped.
+ * the daemon and returns when it has stopped; ab_broker_start() and
+ * ab_broker_stop() run one in-process (tests, tests/fuzz/fuzz_broker.c).
  *
  * Thread-safety: configuration functions are reentrant; ab_broker_run() is
- * called once per process (it installs SIGINT/SIGTERM handlers).
+ * called once per process (it installs SIGINT/SIGTERM handlers);
+ * ab_broker_start()/ab_broker_stop() run a broker in-process without them.
  */
 #ifndef AB_BROKER_BROKER_H
 #define AB_BROKER_BROKER_H
@@ -40,7 +42,7 @@ typedef enum ab_log_level {
 #define AB_BROKER_DEFAULT_READERS     2
 #define AB_BROKER_DEFAULT_QUEUE       16384
 #define AB_BROKER_DEFAULT_GROUP_MAX   4096
-#define AB_BROKER_DEFAULT_HWM         100000
+#define AB_BROKER_DEFAULT_HWM         1000 /* live messages of up to 256 events, ~32 KiB */
 #define AB_BROKER_DEFAULT_SNAP_EVERY  0    /* every-N snapshots off: see OPERATIONS.md */
 #define AB_BROKER_CACHED_RUNS         4096 /* the sequencer's cached run states */
 #define AB_BROKER_MAX_READERS         64
@@ -110,9 +112,65 @@ void ab_log(ab_log_level_t level, const char *fmt, ...) AB_PRINTF(2, 3);
 
 /**
  * Run the broker until SIGINT/SIGTERM. Prints the ready line to stdout.
+ * Built on ab_broker_start() + ab_broker_wait() + ab_broker_stop(), with
+ * SIGINT/SIGTERM handlers that write to the broker's self-pipe.
  * @return the process exit status: 0 after a clean shutdown, 1 when it could
  *         not start (plugin, store, lock, bind) or failed.
  */
 int ab_broker_run(const ab_broker_config_t *cfg);
+
+/* ---- in-process broker (tests, fuzzing) ---------------------------------- */
+
+/** A broker running inside the calling process (opaque). */
+typedef struct ab_broker_handle ab_broker_handle_t;
+
+/**
+ * Start a broker in this process: load the plugin, open the store (taking
+ * the data-directory lock), bind both endpoints, start the writer, the
+ * replay readers and the command loop, each on its own thread. Installs no
+ * signal handler and prints nothing (no ready line); sets the process-wide
+ * log level to cfg->log_level. @p cfg is copied.
+ * @param out  written only on AB_OK; release with ab_broker_stop().
+ * @return AB_OK; AB_INVALID_CONFIG (bad readers count); the plugin's or the
+ *         store's code (err->message says what failed: "cannot open the
+ *         store: ..."); AB_IO (a bind failed or /dev/urandom unreadable);
+ *         AB_INTERNAL (a thread or a socket could not be created); AB_NOMEM.
+ *         On failure nothing is left running and the lock is released.
+ * Thread-safety: any number of brokers may run, on different data dirs and
+ * endpoints (each has its own ZeroMQ context).
+ */
+AB_NODISCARD ab_status_t ab_broker_start(const ab_broker_config_t *cfg, ab_broker_handle_t **out,
+                                         ab_error_t *err);
+
+/** The command endpoint as bound ("tcp://127.0.0.1:41234" for port 0). Borrowed. */
+const char *ab_broker_cmd_endpoint(const ab_broker_handle_t *h);
+
+/** The event endpoint as bound. Borrowed. */
+const char *ab_broker_events_endpoint(const ab_broker_handle_t *h);
+
+/** The broker's instance id (16 hex chars), as sent in `welcome` and `pong`. Borrowed. */
+const char *ab_broker_instance(const ab_broker_handle_t *h);
+
+/**
+ * The broker's ZeroMQ context, for in-process clients of `inproc://`
+ * endpoints. Every socket made on it must be closed before ab_broker_stop()
+ * (which terminates the context).
+ */
+void *ab_broker_zmq_context(const ab_broker_handle_t *h);
+
+/**
+ * Block until the command loop has ended (after a SIGINT/SIGTERM under
+ * ab_broker_run(), after ab_broker_stop(), or a fatal poll error).
+ * Call from one thread at a time. @return 0 after a clean stop, else 1.
+ */
+int ab_broker_wait(ab_broker_handle_t *h);
+
+/**
+ * Stop the broker the way SIGINT does (a byte on its self-pipe: queued
+ * requests are answered, new ones get `unavailable`), join every thread,
+ * close the sockets and the store (releasing the lock) and free the handle.
+ * NULL-safe; sets *h to NULL. @return 0 after a clean shutdown, else 1.
+ */
+int ab_broker_stop(ab_broker_handle_t **h);
 
 #endif /* AB_BROKER_BROKER_H */
