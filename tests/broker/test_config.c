@@ -49,7 +49,7 @@ static void test_defaults(void **state)
     assert_int_equal(cfg.readers, 2);
     assert_int_equal(cfg.queue, 16384);
     assert_int_equal(cfg.group_max, 4096);
-    assert_int_equal(cfg.hwm, 100000);
+    assert_int_equal(cfg.hwm, 1000);
     assert_int_equal(cfg.snapshot_every, 0);
     assert_int_equal(cfg.limits.max_batch, ab_limits_default().max_batch);
     assert_int_equal(cfg.limits.max_event_bytes, ab_limits_default().max_event_bytes);
@@ -204,12 +204,11 @@ static void test_usage_lists_defaults(void **state)
                           "--hwm",
                           "--log-level",
                           "--snapshot-every",
-                          "10000",
                           "--config",
                           "--help",
                           "16384",
                           "4096",
-                          "100000",
+                          "per subscriber (default 1000)",
                           "tcp://127.0.0.1:7710"};
     for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
         assert_non_null(strstr(buf, want[i]));

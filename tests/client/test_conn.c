@@ -26,8 +26,9 @@ typedef struct fake {
     int grant;           /* chunks the client may still receive */
     int sent;            /* events sent so far */
     uint64_t replay_cid; /* cid of the running replay */
-    int mangle;          /* how the next chunk is broken (mangle_t), 0 = not */
-    ab_buf_t id;         /* identity of the client */
+    atomic_int
+        mangle;  /* how the next chunk is broken (mangle_t), 0 = not; set by the test thread */
+    ab_buf_t id; /* identity of the client */
     ab_doc_t *doc;
 } fake_t;
 
@@ -95,12 +96,12 @@ static void add_record(fake_t *f, ab_buf_t *fr, bool bad_stamp)
     ab_buf_free(&ev);
 }
 
-/* Break the 2-record chunk @p fr as f->mangle says; @return the count to announce. */
-static uint32_t mangle_chunk(fake_t *f, ab_buf_t *fr, size_t rec1)
+/* Break the 2-record chunk @p fr as @p how (mangle_t) says; @return the count to announce. */
+static uint32_t mangle_chunk(int how, ab_buf_t *fr, size_t rec1)
 {
     uint8_t *r1 = fr->data + rec1;
     size_t slen = (size_t)r1[3];
-    switch ((mangle_t)f->mangle) {
+    switch ((mangle_t)how) {
     case M_COUNT_HIGH: return 3;
     case M_COUNT_LOW: return 1;
     case M_EVENT_PAST: r1[4 + slen + 3] += 1; return 2;
@@ -117,16 +118,17 @@ static void pump_replay(fake_t *f)
         ab_buf_t fr[2] = {AB_BUF_INIT, AB_BUF_INIT};
         uint32_t n = REPLAY_TOTAL - f->sent >= 2 ? 2 : 1;
         size_t rec1 = 0;
+        int how = atomic_load(&f->mangle); /* one case per chunk */
         for (uint32_t i = 0; i < n; i++) {
             f->sent++;
             rec1 = i == 1 ? fr[0].len : rec1;
-            add_record(f, &fr[0], i == 1 && f->mangle == M_BAD_STAMP);
+            add_record(f, &fr[0], i == 1 && how == M_BAD_STAMP);
         }
         ab_msg_t m = {.op = AB_OP_REPLAY_CHUNK, .v = 1, .cid = f->replay_cid};
-        m.u.replay_chunk.count = f->mangle ? mangle_chunk(f, &fr[0], rec1) : n;
-        m.u.replay_chunk.bytes = fr[0].len + (f->mangle == M_BYTES);
+        m.u.replay_chunk.count = how ? mangle_chunk(how, &fr[0], rec1) : n;
+        m.u.replay_chunk.bytes = fr[0].len + (how == M_BYTES);
         assert_int_equal(ab_buf_append(&fr[1], "x", 1), AB_OK);
-        send_reply(f, &m, fr, f->mangle == M_TWO_FRAMES ? 2 : 1);
+        send_reply(f, &m, fr, how == M_TWO_FRAMES ? 2 : 1);
         f->grant--;
         ab_buf_free(&fr[0]);
         ab_buf_free(&fr[1]);
@@ -432,7 +434,7 @@ static void test_replay_malformed(void **state)
     ab_doc_t *doc = NULL;
     assert_int_equal(ab_doc_new(&doc), AB_OK);
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        f->mangle = (int)cases[i].how;
+        atomic_store(&f->mangle, (int)cases[i].how);
         ab_error_t err = AB_ERROR_INIT;
         ab_msg_t q = {.op = AB_OP_REPLAY};
         q.u.replay.scope = AB_REPLAY_ALL;

@@ -83,7 +83,7 @@ typedef struct kworker {
     int claims;       /* claims made (first included) */
     uint64_t resumed; /* a last_seq learned by a later claim */
     char last_error[400];
-    bool done;
+    atomic_bool done; /* read by the main thread before the join */
 } kworker_t;
 
 static void kworker_note(kworker_t *w, const char *what, const ab_error_t *err)
@@ -105,7 +105,7 @@ static void *kworker_main(void *arg)
     uint64_t next = 1;
     bool told = false;
     long deadline = bp_now_ms() + KRUN_MS;
-    while (!w->done && !atomic_load(&w->sh->stop) && bp_now_ms() < deadline) {
+    while (!atomic_load(&w->done) && !atomic_load(&w->sh->stop) && bp_now_ms() < deadline) {
         ab_error_t err = AB_ERROR_INIT;
         if (!p) {
             /* (re)create, claim, continue from the last committed seq */
@@ -143,7 +143,7 @@ static void *kworker_main(void *arg)
         }
         if (rc == AB_OK) {
             w->acked = ab_producer_acked_seq(p);
-            w->done = true;
+            atomic_store(&w->done, true);
         } else {
             /* retries ran out (the broker is gone) or the session was lost:
              * the restart path of a worker */
@@ -259,7 +259,7 @@ static void test_broker_kill9_producers_and_subscribers(void **state)
     pthread_mutex_unlock(&sh.mu);
     int done_before = 0;
     for (int i = 0; i < KP; i++)
-        done_before += w[i].done;
+        done_before += atomic_load(&w[i].done);
     bp_kill(&t->bp);
     int restarted = bp_restart(&t->bp);
     if (restarted != 0)
@@ -278,7 +278,7 @@ static void test_broker_kill9_producers_and_subscribers(void **state)
         print_message("worker %d: acked %llu, claims %d, re-created %d, resumed at %llu (%s)\n", i,
                       (unsigned long long)w[i].acked, w[i].claims, w[i].recreated,
                       (unsigned long long)w[i].resumed, w[i].last_error);
-        if (!w[i].done)
+        if (!atomic_load(&w[i].done))
             fail_msg("worker %d did not finish its run: %s", i, w[i].last_error);
         assert_int_equal(w[i].acked, KEVENTS);
     }
