@@ -43,7 +43,7 @@ typedef enum ab_log_level {
 #define AB_BROKER_DEFAULT_QUEUE       16384
 #define AB_BROKER_DEFAULT_GROUP_MAX   4096
 #define AB_BROKER_DEFAULT_HWM         1000 /* live messages of up to 256 events, ~32 KiB */
-#define AB_BROKER_DEFAULT_SNAP_EVERY  0    /* every-N snapshots off: see OPERATIONS.md */
+#define AB_BROKER_DEFAULT_SNAP_EVERY  1000 /* and the byte rule: see OPERATIONS.md */
 #define AB_BROKER_CACHED_RUNS         4096 /* the sequencer's cached run states */
 #define AB_BROKER_MAX_READERS         64
 #define AB_BROKER_SESSIONS_PER_READER 256

@@ -140,33 +140,13 @@ typedef struct ab_reader_args {
 
 /**
  * Answer a `snapshot` job on a replay reader (broker/snapshot_cmd.c): the
- * latest stored snapshot (if any) with the thread's later stored events
- * folded in, in commit order (ab_snapshot_compute()); send `snapshot_reply`
- * (or a typed error) on @p sock. Runs to completion on
- * the reader's thread; frees nothing (the caller frees @p job).
+ * thread's cached builder, or its latest stored snapshot (if any), with the
+ * thread's later stored events folded in, in commit order
+ * (ab_snapshot_current(), broker/snap_internal.h); send `snapshot_reply`
+ * (or a typed error) on @p sock. Runs to completion on the reader's thread;
+ * frees nothing (the caller frees @p job).
  */
 void ab_reader_snapshot(ab_broker_t *b, ab_plugin_db_t *db, void *sock, ab_job_t *job);
-
-struct json_t; /* jansson's, see agentbus/snapshot.h */
-
-/**
- * The current snapshot document of @p thread on handle @p db: the stored
- * snapshot (if the plugin has one) with every later stored event folded in,
- * else a fold of every stored event. *folded = events folded on top.
- * @return AB_OK; AB_NOT_FOUND (no stored event nor snapshot); the store's
- *         error; AB_CORRUPT; AB_NOMEM.
- */
-AB_NODISCARD ab_status_t ab_snapshot_compute(ab_broker_t *b, ab_plugin_db_t *db, ab_str_t thread,
-                                             struct json_t **out, uint64_t *folded,
-                                             ab_error_t *err);
-
-/**
- * The writer's durable snapshot step: compute the thread's snapshot from
- * committed events (on the writer handle) and store it with snapshot_put
- * when it covers new events. No-op for plugins without snapshot functions.
- */
-AB_NODISCARD ab_status_t ab_snapshot_store(ab_broker_t *b, ab_plugin_db_t *db, ab_str_t thread,
-                                           ab_error_t *err);
 
 void *ab_writer_main(void *arg);
 void *ab_reader_main(void *arg);

@@ -1,36 +1,40 @@
 /*
  * snapshot_cmd.c - the `snapshot` request on a replay reader: the current
  * snapshot document of a thread (docs/REDUCER.md section 7, docs/PROTOCOL.md
- * 7.8), and the writer's durable snapshot step (ab_snapshot_store()).
+ * 7.8), and ab_snapshot_current(), shared with the snapshot worker.
  *
- * ab_snapshot_compute() starts from the latest stored snapshot when the
- * plugin has snapshot_get (ab_snapshot_parse, then
- * ab_snapshot_builder_from), and folds only the thread's events after its
- * checkpoint.position (plugin read, scope thread, after_pos, pages of
- * PAGE_ROWS); without a stored snapshot (or a plugin without the function)
- * it folds every stored event of the thread. A stored snapshot that does
- * not parse, or names another thread, is logged and ignored (full fold).
+ * ab_snapshot_current() takes the thread's builder from the broker-wide
+ * cache (snapcache.c) when there is one; otherwise it starts from the latest
+ * stored snapshot when the plugin has snapshot_get (ab_snapshot_parse, then
+ * ab_snapshot_builder_from), or from nothing. It then folds the thread's
+ * events after the builder's position (plugin read, scope thread,
+ * after_pos, pages of PAGE_ROWS). A stored snapshot that does not parse, or
+ * names another thread, or whose checkpoint is not its row's position or lies
+ * beyond the head, is logged and ignored (full fold).
  *
  * Invariants:
  *  1. The document covers a prefix of the commit order: every event up to
- *     its checkpoint.position that belongs to the thread, and no other.
- *     Stored snapshots are computed only from committed events, so a stored
- *     one never claims more than is committed.
+ *     its checkpoint.position that belongs to the thread, and no other. A
+ *     builder is fed only events read back from the store (committed), so
+ *     neither a cached builder nor a stored snapshot claims more than is
+ *     committed.
  *  2. Memory: the builder's state (projection plus the events of active
- *     runs), one page of decoded rows at a time (one arena, reset per row)
- *     and the encoded reply; never the whole thread's events.
+ *     runs, msgpack), one page of decoded rows at a time (one arena, reset
+ *     per row) and the encoded document; never the whole thread's events.
+ *     Cached builders are bounded by snapcache.c.
  *  3. Every request gets exactly one answer: snapshot_reply, or error
  *     not_found (no stored event of the thread), too_large (the document
  *     does not fit a reply frame of AB_MAX_REPLY_BYTES or max_depth), the
  *     store's error, corrupt (a stored event that does not decode or fold),
- *     or no_memory.
+ *     or no_memory. A builder that failed is freed, never cached.
  *  4. The request runs to completion on the reader's thread: replays
- *     served by the same reader wait meanwhile (cost: one pass over the
- *     events after the stored snapshot).
+ *     served by the same reader wait meanwhile (cost: the events after the
+ *     cached or stored position, plus encoding the document unless the
+ *     cached encoding is at the same position).
  */
 #include "agentbus/json.h"
 #include "agentbus/snapshot.h"
-#include "internal.h"
+#include "snap_internal.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -43,6 +47,8 @@ typedef struct fold {
     const ab_limits_t *lim;
     uint64_t last_pos;
     uint64_t events;
+    uint64_t max_events; /**< 0 = no limit */
+    size_t bytes;
     ab_status_t st;
     ab_error_t *err;
 } fold_t;
@@ -74,6 +80,7 @@ static int fold_row(void *ud, const ab_plugin_row_t *row)
         return 1;
     }
     f->events++;
+    f->bytes += row->len;
     return 0;
 }
 
@@ -81,10 +88,12 @@ static int fold_row(void *ud, const ab_plugin_row_t *row)
 static ab_status_t fold_thread(ab_broker_t *b, ab_plugin_db_t *db, ab_str_t thread, fold_t *f)
 {
     const ab_plugin_t *p = b->plugin;
-    for (;;) {
+    while (f->max_events == 0 || f->events < f->max_events) {
         ab_plugin_read_t req = {.scope = AB_REPLAY_THREAD, .thread = thread};
         req.after_pos = f->last_pos;
         req.limit = PAGE_ROWS;
+        if (f->max_events > 0 && f->max_events - f->events < PAGE_ROWS)
+            req.limit = (uint32_t)(f->max_events - f->events);
         uint32_t got = 0;
         ab_status_t st = p->read(db, &req, fold_row, f, &got, f->err);
         if (f->st != AB_OK)
@@ -94,24 +103,7 @@ static ab_status_t fold_thread(ab_broker_t *b, ab_plugin_db_t *db, ab_str_t thre
         if (got < req.limit)
             return AB_OK;
     }
-}
-
-/* The document as a value tree in @p doc (root in *out), pointing into @p buf. */
-static ab_status_t to_tree(const json_t *js, const ab_limits_t *lim, ab_doc_t *doc, ab_buf_t *buf,
-                           const ab_val_t **out, ab_error_t *err)
-{
-    /* the snapshot map sits at depth 2 of the reply header */
-    uint32_t depth = lim->max_depth > 1 ? lim->max_depth - 1 : 1;
-    uint32_t max_bytes = AB_MAX_REPLY_BYTES - 4096; /* room for the header's other fields */
-    char *text = json_dumps(js, JSON_COMPACT);
-    if (text == NULL)
-        return ab_error_set(err, AB_NOMEM, "", "out of memory encoding the snapshot");
-    ab_status_t st =
-        ab_json_to_msgpack(text, strlen(text), depth, max_bytes, AB_INTERNAL, buf, err);
-    free(text);
-    if (st == AB_OK)
-        st = ab_doc_parse(doc, buf->data, buf->len, max_bytes, depth, AB_INTERNAL, out, err);
-    return st;
+    return AB_OK;
 }
 
 /* Start @p f->sb from the stored snapshot of @p thread, if any (else a fresh builder). */
@@ -132,8 +124,14 @@ static ab_status_t start_builder(ab_broker_t *b, ab_plugin_db_t *db, ab_str_t th
         if (st == AB_OK) {
             const char *tid =
                 json_string_value(json_object_get(ab_snapshot_document(snap), "threadId"));
+            uint64_t at = ab_snapshot_position(snap), head = atomic_load(&b->head_pos);
             if (tid == NULL || strlen(tid) != thread.len || memcmp(tid, thread.ptr, thread.len))
                 st = ab_error_set(&e, AB_CORRUPT, "threadId", "stored snapshot of another thread");
+            else if (at != pos || at > head)
+                st = ab_error_set(&e, AB_CORRUPT, "checkpoint",
+                                  "stored snapshot at position %llu (row %llu, head %llu)",
+                                  (unsigned long long)at, (unsigned long long)pos,
+                                  (unsigned long long)head);
         }
         if (st == AB_OK)
             st = ab_snapshot_builder_from(&f->sb, snap, &e);
@@ -155,73 +153,96 @@ static ab_status_t start_builder(ab_broker_t *b, ab_plugin_db_t *db, ab_str_t th
     return ab_snapshot_builder_new(&f->sb, thread.ptr, f->err);
 }
 
-ab_status_t ab_snapshot_compute(ab_broker_t *b, ab_plugin_db_t *db, ab_str_t thread, json_t **out,
-                                uint64_t *folded, ab_error_t *err)
+/* A fresh entry for @p thread, its builder started from the stored snapshot or empty. */
+static ab_status_t entry_new(ab_broker_t *b, ab_plugin_db_t *db, ab_str_t thread, fold_t *f,
+                             ab_snapent_t **out, bool *from_stored)
 {
-    fold_t f = {.lim = &b->cfg->limits, .err = err};
-    bool from_stored = false;
+    if (thread.len > AB_ID_MAX_BYTES)
+        return ab_error_set(f->err, AB_INVALID_ARGUMENT, "thread", "thread id too long");
+    ab_snapent_t *e = calloc(1, sizeof(*e));
+    if (e == NULL)
+        return ab_error_set(f->err, AB_NOMEM, "", "out of memory");
+    memcpy(e->instance, b->instance, sizeof(e->instance));
+    memcpy(e->thread, thread.ptr, thread.len);
+    e->tlen = thread.len;
+    ab_status_t st = start_builder(b, db, (ab_str_t){e->thread, e->tlen}, f, from_stored);
+    if (st != AB_OK) {
+        ab_snapcache_discard(e);
+        return st;
+    }
+    e->sb = f->sb;
+    *out = e;
+    return AB_OK;
+}
+
+ab_status_t ab_snapshot_current(ab_broker_t *b, ab_plugin_db_t *db, ab_str_t thread,
+                                uint64_t max_events, ab_snapent_t **out, uint64_t *folded,
+                                ab_error_t *err)
+{
+    fold_t f = {.lim = &b->cfg->limits, .err = err, .max_events = max_events};
+    bool known = false;
+    ab_snapent_t *e = *out != NULL ? *out : ab_snapcache_take(b->instance, thread);
+    ab_status_t st = AB_OK;
     *out = NULL;
-    ab_status_t st = start_builder(b, db, thread, &f, &from_stored);
+    if (e != NULL) {
+        f.sb = e->sb;
+        f.last_pos = ab_snapshot_builder_position(e->sb);
+        known = true;
+    } else {
+        st = entry_new(b, db, thread, &f, &e, &known);
+    }
     if (st == AB_OK)
         st = ab_doc_new(&f.doc);
     if (st == AB_OK)
         st = fold_thread(b, db, thread, &f);
     ab_doc_destroy(&f.doc);
-    if (st == AB_OK && f.events == 0 && !from_stored)
+    if (st == AB_OK && f.events == 0 && !known)
         st = ab_error_set(err, AB_NOT_FOUND, "thread", "thread '%.*s' has no stored events",
                           (int)thread.len, thread.ptr);
-    if (st == AB_OK)
-        st = ab_snapshot_builder_document(f.sb, out, err);
-    ab_snapshot_builder_destroy(&f.sb);
     if (folded != NULL)
         *folded = f.events;
-    return st;
+    if (st != AB_OK) {
+        ab_snapcache_discard(e); /* a builder that failed half-way is never reused */
+        return st;
+    }
+    e->unmeasured += f.bytes;
+    *out = e;
+    return AB_OK;
 }
 
-ab_status_t ab_snapshot_store(ab_broker_t *b, ab_plugin_db_t *db, ab_str_t thread, ab_error_t *err)
+/* The entry's document as msgpack at its builder's position (re-encoded only when it moved). */
+static ab_status_t entry_encode(ab_snapent_t *e, const ab_limits_t *lim, ab_error_t *err)
 {
-    const ab_plugin_t *p = b->plugin;
-    if (p->snapshot_put == NULL || p->snapshot_get == NULL)
+    uint64_t pos = ab_snapshot_builder_position(e->sb);
+    if (e->reply.len > 0 && e->reply_pos == pos)
         return AB_OK;
-    json_t *js = NULL;
-    uint64_t folded = 0;
-    ab_status_t st = ab_snapshot_compute(b, db, thread, &js, &folded, err);
-    if (st != AB_OK)
+    /* the snapshot map sits at depth 2 of the reply header */
+    uint32_t depth = lim->max_depth > 1 ? lim->max_depth - 1 : 1;
+    ab_buf_reset(&e->reply);
+    ab_status_t st =
+        ab_snapshot_builder_msgpack(e->sb, depth, AB_MAX_REPLY_BYTES - 4096, &e->reply, err);
+    if (st != AB_OK) {
+        ab_buf_free(&e->reply);
         return st;
-    if (folded > 0) { /* nothing new since the stored one: keep it */
-        json_int_t pos =
-            json_integer_value(json_object_get(json_object_get(js, "checkpoint"), "position"));
-        char *text = json_dumps(js, JSON_COMPACT);
-        if (text == NULL)
-            st = ab_error_set(err, AB_NOMEM, "", "out of memory encoding the snapshot");
-        else
-            st = p->snapshot_put(db, thread, (uint64_t)pos, (const uint8_t *)text, strlen(text),
-                                 err);
-        free(text);
     }
-    json_decref(js);
-    return st;
+    e->reply_pos = pos;
+    e->unmeasured = 0;
+    return AB_OK;
 }
 
 void ab_reader_snapshot(ab_broker_t *b, ab_plugin_db_t *db, void *sock, ab_job_t *job)
 {
     ab_error_t e = AB_ERROR_INIT;
-    const ab_limits_t *lim = &b->cfg->limits;
-    json_t *js = NULL;
-    ab_doc_t *out_doc = NULL;
+    ab_snapent_t *ent = NULL;
     uint64_t folded = 0;
-    ab_status_t st = ab_snapshot_compute(b, db, job->thread, &js, &folded, &e);
-    const ab_val_t *root = NULL;
-    ab_buf_t buf = {0};
+    ab_status_t st = ab_snapshot_current(b, db, job->thread, 0, &ent, &folded, &e);
     if (st == AB_OK)
-        st = ab_doc_new(&out_doc);
-    if (st == AB_OK)
-        st = to_tree(js, lim, out_doc, &buf, &root, &e);
-    json_decref(js);
+        st = entry_encode(ent, &b->cfg->limits, &e);
     if (st == AB_OK) {
         ab_msg_t m = {.op = AB_OP_SNAPSHOT_REPLY, .v = job->v, .cid = job->cid};
         m.u.snapshot_reply.thread = job->thread;
-        m.u.snapshot_reply.snapshot = root;
+        m.u.snapshot_reply.snapshot_mp = ent->reply.data;
+        m.u.snapshot_reply.snapshot_mp_len = ent->reply.len;
         if (ab_reply_msg(sock, &job->identity, &m) != 0)
             st = ab_error_set(&e, AB_TOO_LARGE, "thread",
                               "the thread's snapshot does not fit a reply");
@@ -229,8 +250,10 @@ void ab_reader_snapshot(ab_broker_t *b, ab_plugin_db_t *db, void *sock, ab_job_t
             ab_log(AB_LOG_DEBUG, "snapshot of %s: %llu events folded", job->thread.ptr,
                    (unsigned long long)folded);
     }
-    ab_doc_destroy(&out_doc);
-    ab_buf_free(&buf);
+    if (st == AB_OK || st == AB_TOO_LARGE)
+        ab_snapcache_put(ent); /* the builder is sound even when its document is too large */
+    else
+        ab_snapcache_discard(ent);
     if (st != AB_OK) {
         ab_error_set(&e, st, "", "cannot compute the snapshot"); /* no-op when e is set */
         ab_reply_error(sock, &job->identity, job->v, job->cid, &e);

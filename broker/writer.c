@@ -18,27 +18,35 @@
  *  5. A heartbeat goes out about once a second, timed by zmq_poll timeouts.
  *  6. After the stop job (sent last by the command thread) the writer has
  *     answered everything queued before it; it then reports "stopped".
- *  7. Snapshots every N events (--snapshot-every, 0 = off): the writer counts
- *     the committed events of each thread since its last stored snapshot in
- *     a bounded map of at most AB_BROKER_CACHED_RUNS threads (the
- *     sequencer's cached runs). When the map is full a new thread evicts the
- *     one in its home slot, whose count restarts at 0 (its next snapshot
- *     comes up to N events later; the SNAPSHOT answer stays current). After
- *     a group commit every thread whose count reached N is snapshotted like
- *     one whose run ended, and its count restarts.
+ *  7. Durable snapshots (docs/REDUCER.md section 6): after a group commit,
+ *     every thread with a run that ended in it, and every thread whose
+ *     committed events since its last snapshot request reached
+ *     --snapshot-every N (0 = off) AND whose committed bytes since then
+ *     reached the size of its last document, is handed to the
+ *     snapshot worker (snapshot_worker.c), which computes the document off
+ *     this thread from committed events only; the writer stores the
+ *     documents it hands back (snapshot_put) between groups. The counts live
+ *     in a bounded map of at most AB_BROKER_CACHED_RUNS threads (the
+ *     sequencer's cached runs): when it is full a new thread evicts the one
+ *     in its home slot, whose count and document size restart at 0 (its next
+ *     snapshot comes up to N events later; the SNAPSHOT answer stays
+ *     current). A failed group is counted nowhere.
  */
-#include "internal.h"
+#include "snap_internal.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #define HEARTBEAT_MS 1000
 
-#define COUNT_SLOTS (2u * AB_BROKER_CACHED_RUNS) /* power of two, load at most 1/2 */
+#define COUNT_SLOTS  (2u * AB_BROKER_CACHED_RUNS) /* power of two, load at most 1/2 */
+#define SNAP_POLL_MS 20 /* longest wait for a job while the snapshot worker is busy */
 
 typedef struct count_slot {
-    uint32_t len; /**< 0 = free (thread ids are never empty) */
-    uint32_t count;
+    uint32_t len;      /**< 0 = free (thread ids are never empty) */
+    uint32_t count;    /**< committed events since the last snapshot request */
+    uint64_t bytes;    /**< their envelope bytes */
+    uint64_t last_doc; /**< size of the last stored document (0 = unknown) */
     char id[AB_ID_MAX_BYTES];
 } count_slot_t;
 
@@ -55,32 +63,40 @@ typedef struct writer {
     ab_error_t scratch; /**< fan_out's encode error: reset per event, never zeroed whole */
     int64_t next_hb;
     bool stop;
-    /* threads with a run that ended in the last committed group (snapshot step) */
+    /* threads due a snapshot after the last committed group (snapshot step) */
     char (*ended)[AB_ID_MAX_BYTES + 1];
+    bool *run_end; /**< per entry of ended: a run ended (else every-N) */
     size_t nended, ended_cap;
     /* committed events per thread since its last stored snapshot (invariant 7) */
     count_slot_t *counts; /**< COUNT_SLOTS slots, open addressing, linear probing */
     size_t ncounts;
+    ab_snapworker_t *worker; /**< NULL: the plugin stores no snapshots */
 } writer_t;
 
 /* Remember @p thread (deduplicated) for the snapshot step; drops it when out of memory. */
-static void note_ended(writer_t *w, ab_str_t thread)
+static void note_ended(writer_t *w, ab_str_t thread, bool run_end)
 {
     if (thread.len > AB_ID_MAX_BYTES)
         return;
     for (size_t i = 0; i < w->nended; i++)
-        if (strlen(w->ended[i]) == thread.len && memcmp(w->ended[i], thread.ptr, thread.len) == 0)
+        if (strlen(w->ended[i]) == thread.len && memcmp(w->ended[i], thread.ptr, thread.len) == 0) {
+            w->run_end[i] = w->run_end[i] || run_end;
             return;
+        }
     if (w->nended == w->ended_cap) {
         size_t cap = w->ended_cap ? w->ended_cap * 2 : 8;
         char(*v)[AB_ID_MAX_BYTES + 1] = realloc(w->ended, cap * sizeof(*v));
-        if (v == NULL)
+        if (v != NULL)
+            w->ended = v;
+        bool *r = v != NULL ? realloc(w->run_end, cap * sizeof(*r)) : NULL;
+        if (r == NULL)
             return;
-        w->ended = v;
+        w->run_end = r;
         w->ended_cap = cap;
     }
     memcpy(w->ended[w->nended], thread.ptr, thread.len);
     w->ended[w->nended][thread.len] = '\0';
+    w->run_end[w->nended] = run_end;
     w->nended++;
 }
 
@@ -138,25 +154,32 @@ static count_slot_t *count_slot(writer_t *w, ab_str_t thread)
     count_slot_t *c = &w->counts[i];
     c->len = (uint32_t)thread.len;
     c->count = 0;
+    c->bytes = 0;
+    c->last_doc = 0;
     memcpy(c->id, thread.ptr, thread.len);
     w->ncounts++;
     return c;
 }
 
-/* Restart the count of @p thread (its snapshot was just stored). */
-static void count_reset(writer_t *w, ab_str_t thread)
+/* The slot of @p thread if it has one. */
+static count_slot_t *count_find(writer_t *w, ab_str_t thread)
 {
     if (w->counts == NULL || thread.len == 0 || thread.len > AB_ID_MAX_BYTES)
-        return;
+        return NULL;
     for (size_t i = count_home(thread); w->counts[i].len != 0; i = (i + 1) & (COUNT_SLOTS - 1))
-        if (w->counts[i].len == thread.len &&
-            memcmp(w->counts[i].id, thread.ptr, thread.len) == 0) {
-            count_remove(w, i);
-            return;
-        }
+        if (w->counts[i].len == thread.len && memcmp(w->counts[i].id, thread.ptr, thread.len) == 0)
+            return &w->counts[i];
+    return NULL;
 }
 
-/* Count the committed events of a group; note the threads that reached snapshot_every. */
+/*
+ * Count the committed events of a group; note the threads due an every-N
+ * snapshot: since their last request, at least snapshot_every events AND at
+ * least as many envelope bytes as their last document had. A document is
+ * then at most about twice the bytes committed since the previous one, so
+ * the documents written cost O(bytes committed), not O(events^2) on a long
+ * active run whose document carries all its events.
+ */
 static void count_committed(writer_t *w, const ab_plugin_event_t *evs, size_t n)
 {
     uint32_t every = w->b->cfg->snapshot_every;
@@ -172,32 +195,44 @@ static void count_committed(writer_t *w, const ab_plugin_event_t *evs, size_t n)
             if (last == NULL)
                 continue;
         }
-        if (++last->count >= every)
-            note_ended(w, t);
+        last->count++;
+        last->bytes += evs[i].len;
+        if (last->count >= every && last->bytes >= last->last_doc)
+            note_ended(w, t, false);
     }
 }
 
 /*
- * The durable snapshot step (docs/REDUCER.md section 6): after a group that
- * ended runs is committed and answered, store a snapshot of each of their
- * threads, computed from committed events only (strictly after them).
- * Runs on the writer thread with its own handle; cost: the events since the
- * thread's last stored snapshot. A failure is logged, never fatal: the
- * SNAPSHOT command then folds from the previous snapshot.
+ * The durable snapshot step: hand the threads noted for the last committed
+ * group to the worker (after the group is answered); their counts restart.
  */
-static void store_snapshots(writer_t *w)
+static void request_snapshots(writer_t *w)
 {
     for (size_t i = 0; i < w->nended; i++) {
-        ab_error_t e = AB_ERROR_INIT;
         ab_str_t t = {w->ended[i], strlen(w->ended[i])};
-        count_reset(w, t); /* even on failure: retried after N more events or at a run end */
-        if (ab_snapshot_store(w->b, w->b->wdb, t, &e) != AB_OK) {
-            char line[512];
-            ab_log(AB_LOG_WARN, "cannot store the snapshot of %s: %s", w->ended[i],
-                   ab_error_format(&e, line, sizeof(line)));
-        }
+        count_slot_t *c = count_find(w, t);
+        if (c != NULL)
+            c->count = 0, c->bytes = 0;
+        ab_snapworker_request(w->worker, t, w->run_end[i]);
     }
     w->nended = 0;
+}
+
+/* Store one document computed by the worker (ab_snapworker_cb); learn its size. */
+static void store_doc(void *ud, ab_str_t thread, uint64_t pos, const ab_buf_t *text, size_t size)
+{
+    writer_t *w = ud;
+    ab_error_t e = AB_ERROR_INIT;
+    count_slot_t *c = w->b->cfg->snapshot_every > 0 ? count_slot(w, thread) : NULL;
+    if (c != NULL)
+        c->last_doc = size;
+    if (text->len == 0)
+        return; /* an every-N document too large to answer: not stored (snapshot_worker.c) */
+    if (w->b->plugin->snapshot_put(w->b->wdb, thread, pos, text->data, text->len, &e) != AB_OK) {
+        char line[512];
+        ab_log(AB_LOG_WARN, "cannot store the snapshot of %.*s: %s", (int)thread.len, thread.ptr,
+               ab_error_format(&e, line, sizeof(line)));
+    }
 }
 
 static void heartbeat(writer_t *w)
@@ -397,11 +432,11 @@ static void commit_group(writer_t *w)
         ab_error_t e = AB_ERROR_INIT;
         if (w->b->plugin->append_batch(w->b->wdb, evs, n, now, &first, &e) == AB_OK) {
             /* before ab_seq_commit: the pending events are its */
-            if (w->b->plugin->snapshot_put != NULL && w->b->plugin->snapshot_get != NULL) {
+            if (w->worker != NULL) {
                 for (size_t i = 0; i < n; i++)
                     if (evs[i].new_status == AB_RUN_STATUS_FINISHED ||
                         evs[i].new_status == AB_RUN_STATUS_ERRORED)
-                        note_ended(w, evs[i].thread);
+                        note_ended(w, evs[i].thread, true);
                 if (w->b->cfg->snapshot_every > 0)
                     count_committed(w, evs, n);
             }
@@ -422,7 +457,7 @@ static void commit_group(writer_t *w)
     for (size_t j = 0; j < w->ngroup; j++)
         answer_publish(w, w->group[j]);
     w->ngroup = 0;
-    store_snapshots(w);
+    request_snapshots(w);
 }
 
 static bool group_add(writer_t *w, ab_job_t *job)
@@ -482,6 +517,8 @@ static ab_job_t *wait_job(writer_t *w)
     int64_t wait = w->next_hb - ab_mono_ms();
     if (wait < 0)
         wait = 0;
+    if (wait > SNAP_POLL_MS && ab_snapworker_busy(w->worker))
+        wait = SNAP_POLL_MS;
     if (zmq_poll(items, 2, (long)wait) < 0)
         return NULL;
     if (items[1].revents & ZMQ_POLLIN)
@@ -496,7 +533,10 @@ void *ab_writer_main(void *arg)
     ab_writer_args_t *a = arg;
     writer_t w = {.b = a->b, .xpub = a->b->xpub, .seq = a->seq, .sock = a->sock};
     w.next_hb = ab_mono_ms();
+    if (w.b->plugin->snapshot_put != NULL && w.b->plugin->snapshot_get != NULL)
+        w.worker = ab_snapworker_start(w.b);
     while (!w.stop) {
+        ab_snapworker_collect(w.worker, store_doc, &w);
         ab_job_t *job = wait_job(&w);
         if (job == NULL)
             continue;
@@ -507,10 +547,13 @@ void *ab_writer_main(void *arg)
         if (ab_mono_ms() >= w.next_hb)
             heartbeat(&w);
     }
+    ab_snapworker_stop(&w.worker, store_doc, &w);
+    ab_snapcache_drop_instance(w.b->instance);
     zmq_send(w.sock, "", 0, 0); /* "stopped" */
     zmq_close(w.sock);
     free(w.group);
     free(w.ended);
+    free(w.run_end);
     free(w.counts);
     ab_buf_free(&w.buf);
     ab_buf_free(&w.topic);

@@ -18,6 +18,7 @@
 #include "codec_internal.h"
 
 #include <inttypes.h>
+#include <stddef.h>
 #include <string.h>
 
 /* Enum fields are stored and compared as int. */
@@ -377,10 +378,47 @@ static const ab_fspec_t replay_end_f[] = {
     HEADS_LIST(M(u.replay_end.heads), M(u.replay_end.nheads))};
 static const ab_fspec_t bare_f[] = {HDR}; /* cancel, ping */
 static const ab_fspec_t snapshot_f[] = {HDR, ID("thread", M(u.snapshot.thread))};
+
+/* snapshot_reply.snapshot: any map; encoded from snapshot_mp (pre-encoded) when that is set. */
+static const ab_snapshot_reply_t *snap_reply(const ab_fspec_t *f, const char *base)
+{
+    return (const void *)(base + f->off - offsetof(ab_snapshot_reply_t, snapshot));
+}
+
+static ab_status_t snapmap_enc(ab_cctx_t *c, const ab_fspec_t *f, const char *base)
+{
+    const ab_snapshot_reply_t *r = snap_reply(f, base);
+    if (r->snapshot_mp == NULL)
+        return ab_ft_anymap.enc(c, f, base);
+    uint8_t t = r->snapshot_mp_len > 0 ? r->snapshot_mp[0] : 0;
+    if ((t & 0xf0) != 0x80 && t != 0xde && t != 0xdf)
+        return ab_cc_fail(c, c->bad, "snapshot_mp is not a msgpack map");
+    if (c->pk.callback(c->pk.data, (const char *)r->snapshot_mp, r->snapshot_mp_len) != 0)
+        return ab_cc_fail(c, AB_NOMEM, "out of memory encoding the snapshot");
+    return AB_OK;
+}
+
+static bool snapmap_has(const ab_fspec_t *f, const char *base)
+{
+    return snap_reply(f, base)->snapshot_mp != NULL || ab_ft_anymap.has(f, base);
+}
+
+static ab_status_t snapmap_dec(ab_cctx_t *c, const ab_fspec_t *f, const ab_val_t *v, char *base)
+{
+    return ab_ft_anymap.dec(c, f, v, base);
+}
+
+static bool snapmap_eq(const ab_fspec_t *f, const char *a, const char *b)
+{
+    return ab_ft_anymap.eq(f, a, b);
+}
+
+static const ab_ftype_t ab_ft_snapmap = {snapmap_dec, snapmap_enc, snapmap_has, snapmap_eq};
+
 static const ab_fspec_t snapshot_reply_f[] = {
     HDR,
     ID("thread", M(u.snapshot_reply.thread)),
-    {.key = "snapshot", .type = &ab_ft_anymap, .off = M(u.snapshot_reply.snapshot), .flags = REQ}};
+    {.key = "snapshot", .type = &ab_ft_snapmap, .off = M(u.snapshot_reply.snapshot), .flags = REQ}};
 static const ab_fspec_t pong_f[] = {HDR, STR("instance", M(u.pong.instance), REQ | MIN1, 0),
                                     U64("head_pos", M(u.pong.head_pos), REQ)};
 static const ab_fspec_t error_f[] = {

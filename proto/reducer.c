@@ -69,26 +69,60 @@ void rd_copy_str(ab_reducer_t *r, json_t *obj, const ab_val_t *ev, const char *k
         rd_set(r, obj, key, json_stringn(s, n));
 }
 
+void rd_flush(ab_reducer_t *r)
+{
+    if (!r->pend)
+        return;
+    if (json_string_setn_nocheck(r->pend, r->pbuf, r->plen) != 0)
+        r->oom = true;
+    json_decref(r->pend);
+    r->pend = NULL;
+    r->plen = 0;
+}
+
+/* Room for @p more bytes after the pending value (amortised doubling). */
+static bool pend_room(ab_reducer_t *r, size_t more)
+{
+    if (r->plen + more <= r->pcap)
+        return true;
+    size_t cap = r->pcap ? r->pcap : 64;
+    while (cap < r->plen + more)
+        cap *= 2;
+    char *p = ab_realloc(r->pbuf, cap);
+    if (!p)
+        return false;
+    r->pbuf = p;
+    r->pcap = cap;
+    return true;
+}
+
 void rd_append(ab_reducer_t *r, json_t *obj, const char *key, const char *d, size_t n)
 {
     json_t *cur = json_object_get(obj, key);
+    if (cur != r->pend)
+        rd_flush(r);
     if (!json_is_string(cur)) {
         rd_set(r, obj, key, json_stringn(d, n));
         return;
     }
     if (n == 0)
         return;
-    size_t old = json_string_length(cur);
-    char *buf = ab_malloc(old + n + 1);
-    if (!buf) {
+    if (!r->pend) { /* start a pending value from the node's */
+        size_t old = json_string_length(cur);
+        if (!pend_room(r, old + n)) {
+            r->oom = true;
+            return;
+        }
+        memcpy(r->pbuf, json_string_value(cur), old);
+        r->plen = old;
+        r->pend = json_incref(cur);
+    }
+    if (!pend_room(r, n)) {
         r->oom = true;
         return;
     }
-    memcpy(buf, json_string_value(cur), old);
-    memcpy(buf + old, d, n);
-    if (json_string_setn_nocheck(cur, buf, old + n) != 0)
-        r->oom = true;
-    ab_free(buf);
+    memcpy(r->pbuf + r->plen, d, n);
+    r->plen += n;
 }
 
 void rd_warn(ab_reducer_t *r, const char *fmt, ...)
@@ -462,6 +496,8 @@ void ab_reducer_destroy(ab_reducer_t **rp)
     ab_reducer_t *r = *rp;
     for (int i = 0; i < RD_NCOLL; i++)
         json_decref(r->coll[i].idx);
+    json_decref(r->pend);
+    ab_free(r->pbuf);
     json_decref(r->lanes);
     json_decref(r->root);
     ab_free(r->run);
@@ -471,7 +507,21 @@ void ab_reducer_destroy(ab_reducer_t **rp)
 
 const json_t *ab_reducer_state(const ab_reducer_t *r)
 {
-    return r ? r->root : NULL;
+    if (!r)
+        return NULL;
+    rd_flush((ab_reducer_t *)(uintptr_t)r); /* logically const: the value it shows is current */
+    return r->root;
+}
+
+/* Event types whose handlers touch strings only through rd_append. */
+static bool appends_only(const char *type, size_t n)
+{
+    static const char *const t[] = {"TEXT_MESSAGE_CONTENT", "TOOL_CALL_ARGS",
+                                    "REASONING_MESSAGE_CONTENT"};
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
+        if (strlen(t[i]) == n && memcmp(t[i], type, n) == 0)
+            return true;
+    return false;
 }
 
 /* Copy the run id of this event into r->run. */
@@ -506,6 +556,8 @@ ab_status_t ab_reducer_apply(ab_reducer_t *r, const ab_val_t *ev, const char *ru
         return ab_error_set(err, AB_NOMEM, NULL, "out of memory");
     r->seq = seq;
     r->oom = false;
+    if (!appends_only(type, tn))
+        rd_flush(r);
     unsigned long failures = ab_alloc_failures();
     if (!run_get(r))
         return ab_error_set(err, AB_NOMEM, NULL, "out of memory");

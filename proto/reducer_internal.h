@@ -45,7 +45,16 @@ struct ab_reducer {
     size_t run_cap;
     uint64_t seq; /* seq of the event being folded */
     bool oom;     /* an allocation failed during this event */
+    /* Streaming appends (rd_append): the string node being appended to (a
+     * reference) and its whole pending value, flushed into the node before
+     * anything may read it (rd_flush), so k deltas cost O(total), not O(k^2). */
+    json_t *pend;
+    char *pbuf;
+    size_t plen, pcap;
 };
+
+/* Write the pending appended value into its node and forget it. */
+void rd_flush(ab_reducer_t *r);
 
 /* A string member of @p ev as a view; NULL when absent or not a string. */
 const char *rd_str(const ab_val_t *ev, const char *key, size_t *len);

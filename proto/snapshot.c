@@ -7,15 +7,17 @@
  * Invariants:
  *  1. runs (checkpoint) holds, for every run fed, its last seq; every run of
  *     the reducer's projection is in it with that seq as lastSeq.
- *  2. events holds, in commit order, exactly the events of the runs whose
- *     projection status is "active"; a run's events are dropped when it ends,
- *     so memory follows the state plus the active runs, not the event count.
+ *  2. ev/bytes hold, in commit order, exactly the events of the runs whose
+ *     projection status is "active" (msgpack bodies); a run's events are
+ *     dropped when it ends, so memory follows the state plus the active
+ *     runs, not the event count.
  *  3. feed() checks its arguments before folding: a refused event changes
  *     nothing. pos only grows.
  *  4. A document is built from deep copies: it never aliases the builder.
  */
 #include "alloc_internal.h"
 #include "reducer_internal.h"
+#include "snapshot_internal.h"
 
 #include "agentbus/ids.h"
 #include "agentbus/snapshot.h"
@@ -23,14 +25,6 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-
-struct ab_snapshot_builder {
-    ab_reducer_t *r;
-    json_t *runs;   /* run id -> last seq */
-    json_t *kept;   /* run id -> true, for runs with events in @events */
-    json_t *events; /* [{run, seq, pos, event}] of the active runs */
-    uint64_t pos;   /* commit position of the last event */
-};
 
 struct ab_snapshot {
     json_t *doc;
@@ -68,8 +62,7 @@ ab_status_t ab_snapshot_builder_new(ab_snapshot_builder_t **out, const char *thr
     if (st != AB_OK)
         return st;
     b->runs = json_object();
-    b->events = json_array();
-    if (!b->runs || !b->events) {
+    if (!b->runs) {
         ab_snapshot_builder_destroy(&b);
         return nomem(err);
     }
@@ -79,6 +72,72 @@ ab_status_t ab_snapshot_builder_new(ab_snapshot_builder_t **out, const char *thr
     }
     *out = b;
     return AB_OK;
+}
+
+/* Append one kept event (run id and body bytes); nothing changes on failure. */
+static ab_status_t keep_event(ab_snapshot_builder_t *b, const char *run, uint64_t seq, uint64_t pos,
+                              const void *body, size_t len, uint32_t depth)
+{
+    if (b->nev == b->evcap) {
+        size_t cap = b->evcap ? b->evcap * 2 : 64;
+        sn_event_t *v = ab_realloc(b->ev, cap * sizeof(*v));
+        if (!v)
+            return AB_NOMEM;
+        b->ev = v;
+        b->evcap = cap;
+    }
+    size_t off = b->bytes.len, rl = strlen(run);
+    if (ab_buf_append(&b->bytes, run, rl) != AB_OK ||
+        (body && ab_buf_append(&b->bytes, body, len) != AB_OK)) {
+        b->bytes.len = off;
+        return AB_NOMEM;
+    }
+    b->ev[b->nev++] = (sn_event_t){.seq = seq,
+                                   .pos = pos,
+                                   .off = off,
+                                   .run_len = (uint32_t)rl,
+                                   .ev_len = (uint32_t)(b->bytes.len - off - rl),
+                                   .depth = depth};
+    return AB_OK;
+}
+
+static uint32_t json_depth(const json_t *v)
+{
+    uint32_t d = 0;
+    size_t i;
+    const char *k;
+    json_t *c;
+    if (json_is_array(v))
+        json_array_foreach(v, i, c) d = SN_MAX(d, json_depth(c));
+    else if (json_is_object(v))
+        json_object_foreach((json_t *)(uintptr_t)v, k, c) d = SN_MAX(d, json_depth(c));
+    return d + 1;
+}
+
+/* The activeEvents of a validated document, packed into the builder. */
+static ab_status_t restore_events(ab_snapshot_builder_t *b, const json_t *events)
+{
+    ab_buf_t tmp = AB_BUF_INIT;
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, &tmp, ab_buf_msgpack_write);
+    ab_status_t st = AB_OK;
+    size_t i;
+    json_t *e;
+    json_array_foreach(events, i, e)
+    {
+        const json_t *body = json_object_get(e, "event");
+        ab_buf_reset(&tmp);
+        st = sn_pack_json(&pk, body, 1, UINT32_MAX);
+        if (st == AB_OK)
+            st = keep_event(b, json_string_value(json_object_get(e, "run")),
+                            (uint64_t)json_integer_value(json_object_get(e, "seq")),
+                            (uint64_t)json_integer_value(json_object_get(e, "pos")), tmp.data,
+                            tmp.len, json_depth(body));
+        if (st != AB_OK)
+            break;
+    }
+    ab_buf_free(&tmp);
+    return st;
 }
 
 ab_status_t ab_snapshot_builder_from(ab_snapshot_builder_t **out, const ab_snapshot_t *s,
@@ -92,7 +151,6 @@ ab_status_t ab_snapshot_builder_from(ab_snapshot_builder_t **out, const ab_snaps
         return st;
     const json_t *cp = json_object_get(s->doc, "checkpoint");
     b->runs = json_deep_copy(json_object_get(cp, "runs"));
-    b->events = json_deep_copy(json_object_get(s->doc, "activeEvents"));
     b->pos = (uint64_t)json_integer_value(json_object_get(cp, "position"));
     size_t i;
     json_t *id;
@@ -101,7 +159,9 @@ ab_status_t ab_snapshot_builder_from(ab_snapshot_builder_t **out, const ab_snaps
         if (json_object_set_new(b->kept, json_string_value(id), json_true()) != 0)
             st = nomem(err);
     }
-    if (st == AB_OK && (!b->runs || !b->events))
+    if (st == AB_OK && !b->runs)
+        st = nomem(err);
+    if (st == AB_OK && restore_events(b, json_object_get(s->doc, "activeEvents")) != AB_OK)
         st = nomem(err);
     if (st == AB_OK)
         st = ab_snapshot_restore(s, &b->r, err);
@@ -121,7 +181,8 @@ void ab_snapshot_builder_destroy(ab_snapshot_builder_t **bp)
     ab_reducer_destroy(&b->r);
     json_decref(b->runs);
     json_decref(b->kept);
-    json_decref(b->events);
+    ab_free(b->ev);
+    ab_buf_free(&b->bytes);
     ab_free(b);
     *bp = NULL;
 }
@@ -150,18 +211,54 @@ static ab_status_t feed_check(const ab_snapshot_builder_t *b, const char *run, u
     return AB_OK;
 }
 
-/* Remove the kept events of @p run (it ended). */
+/* Remove the kept events of @p run (it ended), compacting ev and bytes. */
 static void drop_run(ab_snapshot_builder_t *b, const char *run)
 {
-    size_t w = 0, n = json_array_size(b->events);
-    for (size_t i = 0; i < n; i++) {
-        json_t *e = json_array_get(b->events, i);
-        if (strcmp(json_string_value(json_object_get(e, "run")), run) != 0)
-            json_array_set(b->events, w++, e);
+    size_t w = 0, wb = 0, rl = strlen(run);
+    for (size_t i = 0; i < b->nev; i++) {
+        sn_event_t e = b->ev[i];
+        if (e.run_len == rl && memcmp(b->bytes.data + e.off, run, rl) == 0)
+            continue;
+        size_t n = e.run_len + (size_t)e.ev_len;
+        memmove(b->bytes.data + wb, b->bytes.data + e.off, n);
+        e.off = wb;
+        wb += n;
+        b->ev[w++] = e;
     }
-    while (json_array_size(b->events) > w)
-        json_array_remove(b->events, json_array_size(b->events) - 1);
+    b->nev = w;
+    b->bytes.len = wb;
     json_object_del(b->kept, run);
+}
+
+static uint32_t val_depth(const ab_val_t *v)
+{
+    uint32_t d = 0;
+    if (v->type == AB_VAL_ARRAY)
+        for (uint32_t i = 0; i < v->len; i++)
+            d = SN_MAX(d, val_depth(&v->u.items[i]));
+    else if (v->type == AB_VAL_MAP)
+        for (uint32_t i = 0; i < v->len; i++)
+            d = SN_MAX(d, val_depth(&v->u.pairs[i].val));
+    return d + 1;
+}
+
+/* Keep @p event (packed) as an event of the active run @p run. */
+static ab_status_t keep_val(ab_snapshot_builder_t *b, const char *run, uint64_t seq, uint64_t pos,
+                            const ab_val_t *event)
+{
+    size_t mark = b->bytes.len;
+    if (keep_event(b, run, seq, pos, NULL, 0, val_depth(event)) != AB_OK)
+        return AB_NOMEM;
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, &b->bytes, ab_buf_msgpack_write);
+    if (ab_val_pack(&pk, event) != AB_OK) {
+        b->nev--;
+        b->bytes.len = mark;
+        return AB_NOMEM;
+    }
+    sn_event_t *e = &b->ev[b->nev - 1];
+    e->ev_len = (uint32_t)(b->bytes.len - e->off - e->run_len);
+    return AB_OK;
 }
 
 ab_status_t ab_snapshot_builder_feed(ab_snapshot_builder_t *b, const char *run, uint64_t seq,
@@ -180,28 +277,10 @@ ab_status_t ab_snapshot_builder_feed(ab_snapshot_builder_t *b, const char *run, 
             drop_run(b, run);
         return AB_OK;
     }
-    json_t *e = json_pack("{s:s,s:I,s:I,s:o}", "run", run, "seq", (json_int_t)seq, "pos",
-                          (json_int_t)pos, "event", ab_val_to_jansson(event));
-    if (!e || json_array_append_new(b->events, e) != 0 ||
+    if (keep_val(b, run, seq, pos, event) != AB_OK ||
         json_object_set_new(b->kept, run, json_true()) != 0)
         return nomem(err);
     return AB_OK;
-}
-
-/* Ids of the projection's runs whose status is "active", in run order. */
-static json_t *active_runs(const json_t *projection)
-{
-    json_t *ids = json_array();
-    size_t i;
-    json_t *run;
-    json_array_foreach(json_object_get(projection, "runs"), i, run)
-    {
-        const char *st = json_string_value(json_object_get(run, "status"));
-        if (ids && st && strcmp(st, "active") == 0 &&
-            json_array_append(ids, json_object_get(run, "id")) != 0)
-            json_decref(ids), ids = NULL;
-    }
-    return ids;
 }
 
 ab_status_t ab_snapshot_builder_document(const ab_snapshot_builder_t *b, json_t **out,
@@ -215,7 +294,7 @@ ab_status_t ab_snapshot_builder_document(const ab_snapshot_builder_t *b, json_t 
                   AB_SNAPSHOT_FORMAT_VERSION, "threadId", json_object_get(p, "threadId"),
                   "projection", json_deep_copy(p), "lanes", json_deep_copy(ab_reducer_lanes(b->r)),
                   "checkpoint", "runs", json_deep_copy(b->runs), "position", (json_int_t)b->pos,
-                  "activeRuns", active_runs(p), "activeEvents", json_deep_copy(b->events));
+                  "activeRuns", sn_active_runs(p), "activeEvents", sn_events_json(b));
     if (!doc)
         return nomem(err);
     *out = doc;

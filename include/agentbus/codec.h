@@ -363,10 +363,15 @@ typedef struct ab_snapshot_req {
     ab_str_t thread;
 } ab_snapshot_req_t;
 
-/** RESERVED: the snapshot document is defined by a later issue. */
+/** The snapshot document: docs/REDUCER.md section 7, docs/PROTOCOL.md 7.8. */
 typedef struct ab_snapshot_reply {
     ab_str_t thread;
-    const ab_val_t *snapshot; /**< any map */
+    const ab_val_t *snapshot; /**< any map (decoded; encoded when snapshot_mp is NULL) */
+    /** Encode only: the document already encoded as one msgpack map, written
+     *  verbatim instead of @p snapshot (the broker encodes it straight from
+     *  its builder). Not checked beyond its first byte being a map header. */
+    const uint8_t *snapshot_mp;
+    size_t snapshot_mp_len;
 } ab_snapshot_reply_t;
 
 typedef struct ab_pong {

@@ -25,6 +25,7 @@
 #ifndef AGENTBUS_SNAPSHOT_H
 #define AGENTBUS_SNAPSHOT_H
 
+#include "agentbus/buf.h"
 #include "agentbus/reducer.h"
 #include "agentbus/status.h"
 #include "agentbus/value.h"
@@ -86,6 +87,40 @@ const ab_reducer_t *ab_snapshot_builder_reducer(const ab_snapshot_builder_t *b);
  */
 AB_NODISCARD ab_status_t ab_snapshot_builder_document(const ab_snapshot_builder_t *b, json_t **out,
                                                       ab_error_t *err);
+
+/** Commit position of the last event fed or restored (0 = none). */
+uint64_t ab_snapshot_builder_position(const ab_snapshot_builder_t *b);
+
+/**
+ * An estimate of the builder's memory in bytes: its kept events exactly, the
+ * projection as 4x its msgpack size when last encoded (0 before the first
+ * ab_snapshot_builder_msgpack()). For cache bounds, not for accounting.
+ */
+size_t ab_snapshot_builder_memory(const ab_snapshot_builder_t *b);
+
+/**
+ * Append the snapshot document of everything fed so far to @p out as one
+ * msgpack map: the same keys, order and values as the JSON document of
+ * ab_snapshot_builder_document() encoded by ab_json_to_msgpack(), without
+ * building that document (the kept events' bodies are copied as packed).
+ * Records the projection's encoded size for ab_snapshot_builder_memory().
+ * @param max_depth  nesting limit of the document (its root is depth 1).
+ * @param max_bytes  limit on the encoded size.
+ * @return AB_OK; AB_TOO_LARGE (deeper or larger than the limits);
+ *         AB_INVALID_ARGUMENT; AB_NOMEM. On failure @p out keeps its length.
+ */
+AB_NODISCARD ab_status_t ab_snapshot_builder_msgpack(ab_snapshot_builder_t *b, uint32_t max_depth,
+                                                     size_t max_bytes, ab_buf_t *out,
+                                                     ab_error_t *err);
+
+/**
+ * Append the snapshot document as compact JSON text (what
+ * ab_snapshot_parse() reads back) to @p out, without building it as a
+ * jansson tree.
+ * @return AB_OK, AB_INVALID_ARGUMENT, AB_NOMEM (@p out keeps its length).
+ */
+AB_NODISCARD ab_status_t ab_snapshot_builder_json(ab_snapshot_builder_t *b, ab_buf_t *out,
+                                                  ab_error_t *err);
 
 /**
  * Check a snapshot document against every rule of docs/REDUCER.md section 7.

@@ -50,7 +50,7 @@ static void test_defaults(void **state)
     assert_int_equal(cfg.queue, 16384);
     assert_int_equal(cfg.group_max, 4096);
     assert_int_equal(cfg.hwm, 1000);
-    assert_int_equal(cfg.snapshot_every, 0);
+    assert_int_equal(cfg.snapshot_every, AB_BROKER_DEFAULT_SNAP_EVERY);
     assert_int_equal(cfg.limits.max_batch, ab_limits_default().max_batch);
     assert_int_equal(cfg.limits.max_event_bytes, ab_limits_default().max_event_bytes);
     assert_int_equal(cfg.log_level, AB_LOG_INFO);

@@ -103,7 +103,7 @@ static void test_snapshot_matches_local_fold(void **state)
     ab_conn_t *c = it_connect(&t->bp);
     size_t ncaps = 0;
     const ab_cap_t *caps = ab_conn_caps(c, &ncaps);
-    assert_int_equal(ab_caps_lookup(caps, ncaps, AB_CAP_DURABLE_SNAPSHOTS), AB_CAP_DEGRADED);
+    assert_int_equal(ab_caps_lookup(caps, ncaps, AB_CAP_DURABLE_SNAPSHOTS), AB_CAP_AVAILABLE);
     ab_reducer_t *r = NULL;
     ab_error_t err = AB_ERROR_INIT;
     assert_int_equal(ab_reducer_new(&r, THREAD, &err), AB_OK);

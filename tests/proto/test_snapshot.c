@@ -7,10 +7,12 @@
  */
 #include "testutil.h"
 
+#include "agentbus/json.h"
 #include "agentbus/jsonpatch.h"
 #include "agentbus/snapshot.h"
 
 #include <dirent.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -121,11 +123,48 @@ static void expect_json(const json_t *got, const json_t *want, const char *what,
 }
 
 /* Split at k: both continuation paths must equal the fold of all n events. */
+/*
+ * The builder's direct encoders write its document: msgpack (read back as
+ * JSON) and JSON text both equal ab_snapshot_builder_document(); a limit too
+ * small is AB_TOO_LARGE with the output untouched.
+ */
+static void check_encoders(ab_snapshot_builder_t *b, const json_t *doc, const char *name, size_t k)
+{
+    ab_error_t err = AB_ERROR_INIT;
+    ab_buf_t mp = AB_BUF_INIT, text = AB_BUF_INIT, back = AB_BUF_INIT;
+    assert_int_equal(ab_buf_append(&mp, "x", 1), AB_OK);
+    assert_int_equal(ab_snapshot_builder_msgpack(b, 64, SIZE_MAX, &mp, &err), AB_OK);
+    ab_doc_t *d = NULL;
+    const ab_val_t *root = NULL;
+    assert_int_equal(ab_doc_new(&d), AB_OK);
+    assert_int_equal(
+        ab_doc_parse(d, mp.data + 1, mp.len - 1, UINT32_MAX, 64, AB_CORRUPT, &root, &err), AB_OK);
+    assert_int_equal(ab_val_to_json(root, &back), AB_OK);
+    json_t *got = json_loadb((const char *)back.data, back.len, 0, NULL);
+    expect_json(got, doc, name, k);
+    json_decref(got);
+    assert_int_equal(ab_snapshot_builder_json(b, &text, &err), AB_OK);
+    got = json_loadb((const char *)text.data, text.len, JSON_REJECT_DUPLICATES, NULL);
+    expect_json(got, doc, name, k);
+    json_decref(got);
+    size_t len = mp.len;
+    assert_int_equal(ab_snapshot_builder_msgpack(b, 64, 16, &mp, &err), AB_TOO_LARGE);
+    assert_int_equal(ab_snapshot_builder_msgpack(b, 2, SIZE_MAX, &mp, &err), AB_TOO_LARGE);
+    assert_int_equal(mp.len, len);
+    assert_true(ab_snapshot_builder_memory(b) > 0);
+    ab_doc_destroy(&d);
+    ab_buf_free(&mp);
+    ab_buf_free(&text);
+    ab_buf_free(&back);
+}
+
 static void check_split(const json_t *lines, size_t k, const json_t *full_doc, const char *name)
 {
     size_t n = json_array_size(lines);
     ab_snapshot_builder_t *b = builder_after(lines, k);
     json_t *doc = document(b);
+    check_encoders(b, doc, name, k);
+    assert_int_equal(ab_snapshot_builder_position(b), k);
     ab_snapshot_builder_destroy(&b);
     ab_snapshot_t *s = reparse(doc);
     ab_error_t err = AB_ERROR_INIT;

@@ -1,0 +1,92 @@
+/*
+ * snap_internal.h - the broker's snapshot machinery (docs/REDUCER.md section
+ * 6, docs/OPERATIONS.md "Snapshots"): the broker-wide cache of thread
+ * builders (snapcache.c), the current document of a thread
+ * (snapshot_cmd.c) and the low-priority snapshot worker (snapshot_worker.c).
+ */
+#ifndef AB_BROKER_SNAP_INTERNAL_H
+#define AB_BROKER_SNAP_INTERNAL_H
+
+#include "agentbus/snapshot.h"
+#include "internal.h"
+
+/** Bound of the builder cache, all brokers of the process together (estimated bytes). */
+#define AB_SNAPCACHE_BYTES (64u << 20)
+/** The worker folds at most this many events per hold of a thread's builder. */
+#define AB_SNAPWORKER_CHUNK 1024u
+/** Bound of its number of threads. */
+#define AB_SNAPCACHE_ENTRIES 1024u
+/** Bound of the worker's queue of threads to snapshot (requests beyond it are dropped). */
+#define AB_SNAPWORKER_QUEUE 4096u
+/** On shutdown the worker computes queued requests for at most this long. */
+#define AB_SNAPWORKER_DRAIN_MS 2000
+/** The worker thread's nice value (Linux; lower priority than the bus threads). */
+#define AB_SNAPWORKER_NICE 19
+
+/** A thread's builder with the msgpack document last encoded from it. */
+typedef struct ab_snapent {
+    char instance[17];
+    char thread[AB_ID_MAX_BYTES + 1];
+    size_t tlen;
+    ab_snapshot_builder_t *sb;
+    ab_buf_t reply; /**< msgpack document at reply_pos (len 0 = none) */
+    uint64_t reply_pos;
+    size_t unmeasured; /**< bytes of rows folded since the last encode */
+    size_t bytes;      /**< estimate, fixed while cached */
+    bool listed;       /**< in the cache's list (snapcache.c) */
+    bool busy;         /**< taken: owned by one user until put or discarded */
+    struct ab_snapent *prev, *next;
+} ab_snapent_t;
+
+/** Take @p thread's entry of broker @p instance (NULL = none); waits while another user has it. */
+ab_snapent_t *ab_snapcache_take(const char *instance, ab_str_t thread);
+/** Put an entry back (most recently used); evicts least recently used entries over the bounds. */
+void ab_snapcache_put(ab_snapent_t *e);
+/** Whether @p e would be kept by ab_snapcache_put() (its estimate is within the bound). */
+bool ab_snapcache_fits(const ab_snapent_t *e);
+/** Free every cached entry of broker @p instance that nobody has taken. */
+void ab_snapcache_drop_instance(const char *instance);
+/** Free a taken or new entry instead of putting it back (NULL-safe). */
+void ab_snapcache_discard(ab_snapent_t *e);
+
+/**
+ * The entry of @p thread brought up to every committed event (on handle
+ * @p db): *out when not NULL (an entry the caller holds; freed on failure),
+ * else from the cache, else from the stored snapshot (or nothing), then
+ * the later stored events folded in (at most @p max_events of them, 0 = all:
+ * then the entry may not be current yet). The caller owns the entry (put it
+ * back with ab_snapcache_put() or ab_snapcache_discard()). @p folded: events
+ * folded now.
+ * @return AB_OK; AB_NOT_FOUND (no stored event); the store's error; AB_CORRUPT
+ *         (a stored event that does not fold); AB_NOMEM.
+ */
+AB_NODISCARD ab_status_t ab_snapshot_current(ab_broker_t *b, ab_plugin_db_t *db, ab_str_t thread,
+                                             uint64_t max_events, ab_snapent_t **out,
+                                             uint64_t *folded, ab_error_t *err);
+
+typedef struct ab_snapworker ab_snapworker_t;
+
+/** Start the worker of broker @p b (its own read-only handle). NULL when it cannot start. */
+ab_snapworker_t *ab_snapworker_start(ab_broker_t *b);
+/**
+ * Ask for a stored snapshot of @p thread covering at least every event
+ * committed now; @p run_end: a run of it ended (else an every-N request,
+ * skipped when its document exceeds AB_MAX_REPLY_BYTES).
+ */
+void ab_snapworker_request(ab_snapworker_t *w, ab_str_t thread, bool run_end);
+/** Whether requests are queued or being computed, or documents wait to be collected. */
+bool ab_snapworker_busy(ab_snapworker_t *w);
+/**
+ * Called by ab_snapworker_collect() per computed snapshot: @p text is the
+ * JSON document to store, or empty when it is not to be stored; @p size is
+ * the document's size (JSON, or msgpack when not converted).
+ */
+typedef void (*ab_snapworker_cb)(void *ud, ab_str_t thread, uint64_t pos, const ab_buf_t *text,
+                                 size_t size);
+/** Hand every computed snapshot to @p cb (on the caller's thread). @return how many. */
+size_t ab_snapworker_collect(ab_snapworker_t *w, ab_snapworker_cb cb, void *ud);
+/** Compute the queued requests (bounded time), stop and free the worker; then collect what is left.
+ */
+void ab_snapworker_stop(ab_snapworker_t **w, ab_snapworker_cb cb, void *ud);
+
+#endif

@@ -1,0 +1,316 @@
+/*
+ * snapshot_worker.c - the snapshot worker: a thread, started and stopped by
+ * the writer, that computes the durable snapshots the writer asks for (run
+ * ends, every-N events; writer.c invariant 7) off the writer thread, and
+ * hands each document back to the writer, which stores it (snapshot_put
+ * needs the writer handle).
+ *
+ * Invariants:
+ *  1. A document is computed with ab_snapshot_current() on the worker's own
+ *     read-only handle, so it covers committed events only (at least every
+ *     event committed when it was requested) and never claims more.
+ *  2. Requests are deduplicated per thread and bounded (AB_SNAPWORKER_QUEUE;
+ *     beyond it a request is dropped with a warning: the next run end or N
+ *     events ask again, and the SNAPSHOT answer stays current). Results are
+ *     coalesced per thread (only the highest position is kept).
+ *  3. The thread runs at nice AB_SNAPWORKER_NICE (Linux), so under a
+ *     saturated CPU it yields to the bus threads; its requests then coalesce.
+ *  4. ab_snapworker_stop() computes the queued requests for at most
+ *     AB_SNAPWORKER_DRAIN_MS (checked between chunks of AB_SNAPWORKER_CHUNK
+ *     events), so a clean shutdown usually stores the snapshots of the runs
+ *     that ended, and never waits long; what is dropped only makes the next
+ *     SNAPSHOT answer fold more.
+ */
+#include "agentbus/json.h"
+#include "snap_internal.h"
+
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#ifdef __linux__
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+
+typedef char tid_t[AB_ID_MAX_BYTES + 1];
+
+typedef struct todo {
+    tid_t thread;
+    bool run_end;
+} todo_t;
+
+typedef struct done {
+    tid_t thread;
+    uint64_t pos;
+    ab_buf_t text;
+    size_t size;
+} done_t;
+
+struct ab_snapworker {
+    ab_broker_t *b;
+    ab_plugin_db_t *db;
+    pthread_t th;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    todo_t *todo; /**< ring of AB_SNAPWORKER_QUEUE */
+    size_t first, ntodo;
+    done_t *done;
+    size_t ndone, done_cap;
+    bool computing;
+    bool stop;
+    int64_t deadline; /**< when stopping: give up after this (ab_mono_ms) */
+};
+
+static bool given_up(ab_snapworker_t *w)
+{
+    pthread_mutex_lock(&w->mu);
+    bool late = w->stop && ab_mono_ms() > w->deadline;
+    pthread_mutex_unlock(&w->mu);
+    return late;
+}
+
+static todo_t *queued(ab_snapworker_t *w, ab_str_t t)
+{
+    for (size_t i = 0; i < w->ntodo; i++) {
+        todo_t *q = &w->todo[(w->first + i) % AB_SNAPWORKER_QUEUE];
+        if (strlen(q->thread) == t.len && memcmp(q->thread, t.ptr, t.len) == 0)
+            return q;
+    }
+    return NULL;
+}
+
+void ab_snapworker_request(ab_snapworker_t *w, ab_str_t t, bool run_end)
+{
+    if (w == NULL || t.len == 0 || t.len > AB_ID_MAX_BYTES)
+        return;
+    pthread_mutex_lock(&w->mu);
+    bool dropped = false;
+    todo_t *q = queued(w, t);
+    if (q != NULL) {
+        q->run_end = q->run_end || run_end;
+    } else if (w->ntodo < AB_SNAPWORKER_QUEUE) {
+        q = &w->todo[(w->first + w->ntodo++) % AB_SNAPWORKER_QUEUE];
+        memcpy(q->thread, t.ptr, t.len);
+        q->thread[t.len] = '\0';
+        q->run_end = run_end;
+        pthread_cond_signal(&w->cv);
+    } else {
+        dropped = true;
+    }
+    pthread_mutex_unlock(&w->mu);
+    if (dropped)
+        ab_log(AB_LOG_WARN, "snapshot queue full: snapshot of %.*s skipped", (int)t.len, t.ptr);
+}
+
+/* Record a computed document (replacing an older one of the thread); takes @p text. */
+static void add_done(ab_snapworker_t *w, const char *thread, uint64_t pos, ab_buf_t *text,
+                     size_t size)
+{
+    pthread_mutex_lock(&w->mu);
+    done_t *d = NULL;
+    for (size_t i = 0; i < w->ndone && d == NULL; i++)
+        if (strcmp(w->done[i].thread, thread) == 0)
+            d = &w->done[i];
+    if (d == NULL && w->ndone == w->done_cap) {
+        size_t cap = w->done_cap ? w->done_cap * 2 : 16;
+        done_t *v = realloc(w->done, cap * sizeof(*v));
+        if (v != NULL) {
+            w->done = v;
+            w->done_cap = cap;
+        }
+    }
+    if (d == NULL && w->ndone < w->done_cap) {
+        d = &w->done[w->ndone++];
+        memset(d, 0, sizeof(*d));
+        strcpy(d->thread, thread);
+    }
+    if (d != NULL && pos >= d->pos) {
+        ab_buf_free(&d->text);
+        d->text = *text;
+        d->pos = pos;
+        d->size = size;
+        *text = (ab_buf_t)AB_BUF_INIT;
+    }
+    pthread_mutex_unlock(&w->mu);
+    ab_buf_free(text);
+}
+
+/* msgpack document -> JSON text (what the plugin stores). */
+static ab_status_t to_json(const ab_buf_t *mp, ab_buf_t *text, ab_error_t *err)
+{
+    ab_doc_t *doc = NULL;
+    const ab_val_t *root = NULL;
+    if (mp->len > UINT32_MAX)
+        return ab_error_set(err, AB_TOO_LARGE, "", "snapshot larger than 4 GiB");
+    ab_status_t st = ab_doc_new(&doc);
+    if (st == AB_OK)
+        st = ab_doc_parse(doc, mp->data, mp->len, UINT32_MAX, UINT32_MAX, AB_INTERNAL, &root, err);
+    if (st == AB_OK && ab_val_to_json(root, text) != AB_OK)
+        st = ab_error_set(err, AB_NOMEM, "", "out of memory encoding the snapshot");
+    ab_doc_destroy(&doc);
+    return st;
+}
+
+/*
+ * The thread's entry, current: folded in chunks of AB_SNAPWORKER_CHUNK
+ * events, putting the entry back between chunks when the cache keeps it,
+ * so that a SNAPSHOT waiting for it folds the rest at its own priority.
+ */
+static ab_status_t current(ab_snapworker_t *w, ab_str_t t, ab_snapent_t **ent, ab_error_t *e)
+{
+    for (;;) {
+        uint64_t folded = 0;
+        ab_status_t st = ab_snapshot_current(w->b, w->db, t, AB_SNAPWORKER_CHUNK, ent, &folded, e);
+        if (st != AB_OK || folded < AB_SNAPWORKER_CHUNK)
+            return st;
+        if (given_up(w)) {
+            ab_snapcache_put(*ent);
+            *ent = NULL;
+            return ab_error_set(e, AB_REQUEST_ABORTED, "", "broker stopping");
+        }
+        if (ab_snapcache_fits(*ent)) {
+            ab_snapcache_put(*ent);
+            *ent = NULL;
+        }
+    }
+}
+
+/*
+ * Compute the document of @p q's thread now and hand it to the writer. An
+ * every-N document larger than a SNAPSHOT reply can carry is not converted
+ * nor stored (the answer would be too_large anyway); its size is reported
+ * so that the writer's rule spaces the next request.
+ */
+static void compute(ab_snapworker_t *w, const todo_t *q)
+{
+    const char *thread = q->thread;
+    ab_error_t e = AB_ERROR_INIT;
+    ab_snapent_t *ent = NULL;
+    ab_buf_t mp = AB_BUF_INIT, text = AB_BUF_INIT;
+    ab_str_t t = {thread, strlen(thread)};
+    ab_status_t st = current(w, t, &ent, &e);
+    if (st == AB_OK)
+        st = ab_snapshot_builder_msgpack(ent->sb, UINT32_MAX, SIZE_MAX, &mp, &e);
+    uint64_t pos = st == AB_OK ? ab_snapshot_builder_position(ent->sb) : 0;
+    if (st == AB_OK)
+        ent->unmeasured = 0; /* the encoding measured the projection */
+    if (st == AB_OK)
+        ab_snapcache_put(ent); /* before the text: the builder is free again */
+    else
+        ab_snapcache_discard(ent);
+    size_t size = mp.len;
+    if (st == AB_OK && (q->run_end || mp.len <= AB_MAX_REPLY_BYTES))
+        st = to_json(&mp, &text, &e);
+    ab_buf_free(&mp);
+    if (st == AB_OK) {
+        add_done(w, thread, pos, &text, text.len > 0 ? text.len : size);
+    } else if (st != AB_NOT_FOUND && st != AB_REQUEST_ABORTED) {
+        char line[512];
+        ab_log(AB_LOG_WARN, "cannot compute the snapshot of %s: %s", thread,
+               ab_error_format(&e, line, sizeof(line)));
+    }
+    ab_buf_free(&text);
+}
+
+static void *worker_main(void *arg)
+{
+    ab_snapworker_t *w = arg;
+#ifdef __linux__
+    (void)setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), AB_SNAPWORKER_NICE);
+#endif
+    todo_t cur;
+    pthread_mutex_lock(&w->mu);
+    for (;;) {
+        while (w->ntodo == 0 && !w->stop)
+            pthread_cond_wait(&w->cv, &w->mu);
+        if (w->ntodo == 0 || (w->stop && ab_mono_ms() > w->deadline))
+            break;
+        cur = w->todo[w->first];
+        w->first = (w->first + 1) % AB_SNAPWORKER_QUEUE;
+        w->ntodo--;
+        w->computing = true;
+        pthread_mutex_unlock(&w->mu);
+        compute(w, &cur);
+        pthread_mutex_lock(&w->mu);
+        w->computing = false;
+    }
+    pthread_mutex_unlock(&w->mu);
+    return NULL;
+}
+
+ab_snapworker_t *ab_snapworker_start(ab_broker_t *b)
+{
+    ab_snapworker_t *w = calloc(1, sizeof(*w));
+    ab_error_t e = AB_ERROR_INIT;
+    ab_plugin_open_opts_t o = {
+        .data_dir = b->cfg->data_dir, .durability = b->cfg->durability, .readonly = true};
+    if (w == NULL || (w->todo = calloc(AB_SNAPWORKER_QUEUE, sizeof(*w->todo))) == NULL)
+        goto fail;
+    w->b = b;
+    if (b->plugin->open(&o, &w->db, &e) != AB_OK)
+        goto fail;
+    pthread_mutex_init(&w->mu, NULL);
+    pthread_cond_init(&w->cv, NULL);
+    if (pthread_create(&w->th, NULL, worker_main, w) == 0)
+        return w;
+    pthread_mutex_destroy(&w->mu);
+    pthread_cond_destroy(&w->cv);
+    b->plugin->close(w->db);
+fail:
+    ab_log(AB_LOG_WARN, "cannot start the snapshot worker: snapshots are not stored (%s)",
+           e.message);
+    if (w != NULL)
+        free(w->todo);
+    free(w);
+    return NULL;
+}
+
+bool ab_snapworker_busy(ab_snapworker_t *w)
+{
+    if (w == NULL)
+        return false;
+    pthread_mutex_lock(&w->mu);
+    bool busy = w->ntodo > 0 || w->computing || w->ndone > 0;
+    pthread_mutex_unlock(&w->mu);
+    return busy;
+}
+
+size_t ab_snapworker_collect(ab_snapworker_t *w, ab_snapworker_cb cb, void *ud)
+{
+    if (w == NULL)
+        return 0;
+    pthread_mutex_lock(&w->mu);
+    done_t *d = w->done;
+    size_t n = w->ndone;
+    w->done = NULL;
+    w->ndone = w->done_cap = 0;
+    pthread_mutex_unlock(&w->mu);
+    for (size_t i = 0; i < n; i++) {
+        cb(ud, (ab_str_t){d[i].thread, strlen(d[i].thread)}, d[i].pos, &d[i].text, d[i].size);
+        ab_buf_free(&d[i].text);
+    }
+    free(d);
+    return n;
+}
+
+void ab_snapworker_stop(ab_snapworker_t **wp, ab_snapworker_cb cb, void *ud)
+{
+    ab_snapworker_t *w = *wp;
+    if (w == NULL)
+        return;
+    pthread_mutex_lock(&w->mu);
+    w->stop = true;
+    w->deadline = ab_mono_ms() + AB_SNAPWORKER_DRAIN_MS;
+    pthread_cond_signal(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+    pthread_join(w->th, NULL);
+    ab_snapworker_collect(w, cb, ud);
+    w->b->plugin->close(w->db);
+    pthread_mutex_destroy(&w->mu);
+    pthread_cond_destroy(&w->cv);
+    free(w->todo);
+    free(w);
+    *wp = NULL;
+}

@@ -1,0 +1,315 @@
+/*
+ * test_snapshot_store.c - stored snapshots against a real broker (docs/
+ * REDUCER.md section 6, docs/OPERATIONS.md "Snapshots"):
+ *  - a stored snapshot that is garbage, the document of another thread, or
+ *    a valid document of the thread claiming a position beyond the head,
+ *    written into the store while the broker is stopped: after the restart
+ *    `snapshot` still equals a fresh local fold of every stored event, and
+ *    the broker logs a warning naming the ignored snapshot;
+ *  - with the default configuration a long active run gets stored
+ *    snapshots while it runs (every N = 1000 events);
+ *  - with --snapshot-every 50 a 1,500-event active run is not snapshotted
+ *    every 50 events: each stored snapshot follows at least N events and at
+ *    least its predecessor's size in bytes (a bounded number of documents).
+ */
+#include "testutil.h"
+
+#include "agentbus/json.h"
+#include "agentbus/nego.h"
+#include "agentbus/plugin.h"
+#include "agentbus/snapshot.h"
+#include "broker_proc.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#define THREAD "thread-1"
+#define BATCH  100
+
+typedef struct fx {
+    it_t *t;
+    ab_conn_t *c;
+    ab_reducer_t *r;
+    uint64_t epoch, next_seq, last_pos;
+} fx_t;
+
+/* Publish @p n events of run-1 (RUN_STARTED first, then text deltas), folding them locally. */
+static void publish_run(fx_t *f, uint64_t n, uint64_t *pos_of, uint64_t pos_seq)
+{
+    ab_error_t err = AB_ERROR_INIT;
+    if (f->next_seq == 0) {
+        ab_claimed_t cl;
+        assert_int_equal(ab_conn_claim(f->c, THREAD, "run-1", f->t->doc, &cl, IT_TIMEOUT, &err),
+                         AB_OK);
+        f->epoch = cl.epoch;
+        f->next_seq = 1;
+    }
+    ab_buf_t evs[BATCH];
+    char body[256];
+    tu_ctx_t tc;
+    tu_ctx_init(&tc);
+    memset(evs, 0, sizeof(evs));
+    for (uint64_t done = 0; done < n;) {
+        size_t k = 0;
+        uint64_t first = f->next_seq;
+        for (; k < BATCH && done < n; k++, done++, f->next_seq++) {
+            if (f->next_seq == 1)
+                snprintf(body, sizeof(body),
+                         "{\"type\":\"RUN_STARTED\",\"threadId\":\"%s\",\"runId\":\"run-1\","
+                         "\"protocolVersion\":\"1.0\"}",
+                         THREAD);
+            else if (f->next_seq == 2)
+                snprintf(
+                    body, sizeof(body),
+                    "{\"type\":\"TEXT_MESSAGE_START\",\"messageId\":\"m\",\"role\":\"assistant\"}");
+            else
+                snprintf(
+                    body, sizeof(body),
+                    "{\"type\":\"TEXT_MESSAGE_CONTENT\",\"messageId\":\"m\",\"delta\":\"d%llu \"}",
+                    (unsigned long long)f->next_seq);
+            evs[k].len = 0;
+            assert_int_equal(
+                ab_envelope_json(&evs[k], 1, THREAD, "run-1", f->next_seq, f->epoch, body, &err),
+                AB_OK);
+            assert_int_equal(ab_reducer_apply(f->r, tu_json(&tc, body), "run-1", f->next_seq, &err),
+                             AB_OK);
+        }
+        const ab_result_t *res = NULL;
+        if (ab_conn_publish(f->c, evs, k, f->t->doc, &res, IT_TIMEOUT, &err) != AB_OK)
+            fail_msg("publish: %s", err.message);
+        for (size_t i = 0; i < k; i++) {
+            if (res[i].status != AB_RESULT_ACCEPTED)
+                fail_msg("seq %llu rejected: %s", (unsigned long long)(first + i),
+                         res[i].error ? res[i].error->message : "?");
+            if (pos_of != NULL && first + i == pos_seq)
+                *pos_of = res[i].pos;
+        }
+        f->last_pos = res[k - 1].pos;
+    }
+    for (size_t i = 0; i < BATCH; i++)
+        ab_buf_free(&evs[i]);
+    tu_ctx_free(&tc);
+}
+
+/* The stored snapshot of @p thread: its position (0 = none) and document size. */
+static uint64_t stored(const char *dir, const char *thread, size_t *size)
+{
+    const ab_plugin_t *p = ab_plugin_sqlite();
+    ab_plugin_open_opts_t o = {.data_dir = dir, .readonly = true};
+    ab_plugin_db_t *db = NULL;
+    ab_error_t err = AB_ERROR_INIT;
+    assert_int_equal(p->open(&o, &db, &err), AB_OK);
+    ab_buf_t doc = AB_BUF_INIT;
+    uint64_t pos = 0;
+    ab_status_t st = p->snapshot_get(db, (ab_str_t){thread, strlen(thread)}, &doc, &pos, &err);
+    if (st != AB_OK) {
+        assert_int_equal(st, AB_NOT_FOUND);
+        pos = 0;
+    }
+    if (size != NULL)
+        *size = doc.len;
+    ab_buf_free(&doc);
+    p->close(db);
+    return pos;
+}
+
+/* Overwrite the stored snapshot of THREAD (broker stopped) with @p doc. */
+static void put_stored(const char *dir, uint64_t pos, const char *doc)
+{
+    const ab_plugin_t *p = ab_plugin_sqlite();
+    ab_plugin_open_opts_t o = {.data_dir = dir};
+    ab_plugin_db_t *db = NULL;
+    ab_error_t err = AB_ERROR_INIT;
+    assert_int_equal(p->open(&o, &db, &err), AB_OK);
+    assert_int_equal(p->snapshot_put(db, (ab_str_t){THREAD, strlen(THREAD)}, pos,
+                                     (const uint8_t *)doc, strlen(doc), &err),
+                     AB_OK);
+    p->close(db);
+}
+
+/* `snapshot` of THREAD equals the local fold; returns its checkpoint position. */
+static uint64_t check_snapshot(fx_t *f)
+{
+    ab_msg_t q = {.op = AB_OP_SNAPSHOT, .u.snapshot = {.thread = {THREAD, strlen(THREAD)}}};
+    ab_msg_t m;
+    ab_error_t err = AB_ERROR_INIT;
+    if (ab_conn_request(f->c, &q, NULL, 0, f->t->doc, &m, IT_TIMEOUT, &err) != AB_OK)
+        fail_msg("snapshot: %s", err.message);
+    assert_int_equal(m.op, AB_OP_SNAPSHOT_REPLY);
+    ab_buf_t text = AB_BUF_INIT;
+    assert_int_equal(ab_val_to_json(m.u.snapshot_reply.snapshot, &text), AB_OK);
+    ab_snapshot_t *snap = NULL;
+    if (ab_snapshot_parse((const char *)text.data, text.len, &snap, &err) != AB_OK)
+        fail_msg("snapshot rejected: %s", err.message);
+    const json_t *proj = json_object_get(ab_snapshot_document(snap), "projection");
+    assert_true(json_equal((json_t *)(uintptr_t)proj, (json_t *)(uintptr_t)ab_reducer_state(f->r)));
+    uint64_t pos = ab_snapshot_position(snap);
+    ab_snapshot_destroy(&snap);
+    ab_buf_free(&text);
+    return pos;
+}
+
+/* Start the stopped broker with its stderr in @p log; true when the log names the ignored
+ * snapshot. */
+static bool restart_logged(fx_t *f, const char *log)
+{
+    fflush(stderr);
+    int saved = dup(STDERR_FILENO);
+    int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    assert_true(saved >= 0 && fd >= 0);
+    dup2(fd, STDERR_FILENO); /* the broker child inherits it */
+    int rc = bp_restart(&f->t->bp);
+    dup2(saved, STDERR_FILENO);
+    close(saved);
+    close(fd);
+    assert_int_equal(rc, 0);
+    f->c = it_connect(&f->t->bp);
+    assert_int_equal(check_snapshot(f), f->last_pos);
+    size_t len = 0;
+    char *text = tu_read_file(log, &len);
+    bool found = text != NULL && strstr(text, "stored snapshot of " THREAD " ignored") != NULL;
+    free(text);
+    return found;
+}
+
+static void test_corrupt_stored(void **state)
+{
+    it_t *t = *state;
+    IT_REQUIRE_BROKER(t);
+    fx_t f = {.t = t};
+    ab_error_t err = AB_ERROR_INIT;
+    char log[512];
+    snprintf(log, sizeof(log), "%s/broker-stderr.log", t->bp.dir);
+    f.c = it_connect(&t->bp);
+    assert_int_equal(ab_reducer_new(&f.r, THREAD, &err), AB_OK);
+    publish_run(&f, 1200, NULL, 0); /* an every-N snapshot is stored at about 1000 */
+    long end = bp_now_ms() + IT_TIMEOUT;
+    while (stored(t->bp.dir, THREAD, NULL) == 0 && bp_now_ms() < end)
+        usleep(20 * 1000);
+    uint64_t at = stored(t->bp.dir, THREAD, NULL);
+    assert_true(at > 0 && at <= f.last_pos);
+
+    /* garbage at a higher position: ignored with a warning, full fold */
+    ab_conn_destroy(&f.c);
+    assert_int_equal(bp_stop(&t->bp), 0);
+    put_stored(t->bp.dir, at + 1, "{\"formatVersion\":1, this is not JSON");
+    assert_true(restart_logged(&f, log));
+
+    /* the document of another thread, stored under this one */
+    ab_conn_destroy(&f.c);
+    assert_int_equal(bp_stop(&t->bp), 0);
+    ab_snapshot_builder_t *sb = NULL;
+    json_t *doc = NULL;
+    assert_int_equal(ab_snapshot_builder_new(&sb, "thread-other", &err), AB_OK);
+    assert_int_equal(ab_snapshot_builder_document(sb, &doc, &err), AB_OK);
+    char *text = json_dumps(doc, JSON_COMPACT);
+    put_stored(t->bp.dir, at + 2, text);
+    free(text);
+    json_decref(doc);
+    ab_snapshot_builder_destroy(&sb);
+    assert_true(restart_logged(&f, log));
+
+    /* a valid document of this thread claiming events beyond the head */
+    ab_conn_destroy(&f.c);
+    assert_int_equal(bp_stop(&t->bp), 0);
+    assert_int_equal(ab_snapshot_builder_new(&sb, THREAD, &err), AB_OK);
+    assert_int_equal(ab_snapshot_builder_document(sb, &doc, &err), AB_OK);
+    json_object_set_new(json_object_get(doc, "checkpoint"), "position",
+                        json_integer((json_int_t)(f.last_pos + 1000)));
+    text = json_dumps(doc, JSON_COMPACT);
+    put_stored(t->bp.dir, f.last_pos + 1000, text);
+    free(text);
+    json_decref(doc);
+    ab_snapshot_builder_destroy(&sb);
+    assert_true(restart_logged(&f, log));
+
+    /* more events fold on top; a sound snapshot replaces the bad one at the next run end */
+    publish_run(&f, 10, NULL, 0);
+    assert_int_equal(check_snapshot(&f), f.last_pos);
+    ab_reducer_destroy(&f.r);
+    ab_conn_destroy(&f.c);
+}
+
+/* Default configuration: a long active run gets stored snapshots while it runs. */
+static void test_default_every_n(void **state)
+{
+    it_t *t = *state;
+    IT_REQUIRE_BROKER(t);
+    fx_t f = {.t = t};
+    ab_error_t err = AB_ERROR_INIT;
+    f.c = it_connect(&t->bp);
+    size_t ncaps = 0;
+    const ab_cap_t *caps = ab_conn_caps(f.c, &ncaps);
+    assert_int_equal(ab_caps_lookup(caps, ncaps, AB_CAP_DURABLE_SNAPSHOTS), AB_CAP_AVAILABLE);
+    assert_int_equal(ab_reducer_new(&f.r, THREAD, &err), AB_OK);
+    uint64_t pos999 = 0;
+    publish_run(&f, 998, &pos999, 998);
+    assert_int_equal(stored(t->bp.dir, THREAD, NULL), 0); /* fewer than N events, no run end */
+    publish_run(&f, 302, NULL, 0);
+    long end = bp_now_ms() + IT_TIMEOUT;
+    uint64_t at = 0;
+    while ((at = stored(t->bp.dir, THREAD, NULL)) == 0 && bp_now_ms() < end)
+        usleep(20 * 1000);
+    assert_true(at > pos999);      /* at least N events covered */
+    assert_true(at <= f.last_pos); /* never more than committed; the run is still active */
+    assert_int_equal(check_snapshot(&f), f.last_pos);
+    ab_reducer_destroy(&f.r);
+    ab_conn_destroy(&f.c);
+}
+
+static int setup_every50(void **state)
+{
+    static const char *const extra[] = {"--snapshot-every", "50", NULL};
+    return it_setup_with(state, extra);
+}
+
+/* --snapshot-every 50 on a 1,500-event active run: stored snapshots spaced by the byte rule. */
+static void test_every_n_not_quadratic(void **state)
+{
+    it_t *t = *state;
+    IT_REQUIRE_BROKER(t);
+    fx_t f = {.t = t};
+    ab_error_t err = AB_ERROR_INIT;
+    f.c = it_connect(&t->bp);
+    assert_int_equal(ab_reducer_new(&f.r, THREAD, &err), AB_OK);
+    uint64_t seen_pos[64], prev_pos = 0;
+    size_t seen_size[64], n = 0;
+    for (int batch = 0; batch < 15; batch++) {
+        publish_run(&f, BATCH, NULL, 0);
+        long end = bp_now_ms() + 300; /* let the worker catch up a little */
+        size_t size = 0;
+        uint64_t at = 0;
+        while ((at = stored(t->bp.dir, THREAD, &size)) == prev_pos && bp_now_ms() < end)
+            usleep(10 * 1000);
+        if (at != prev_pos && n < 64) {
+            seen_pos[n] = at;
+            seen_size[n++] = size;
+            prev_pos = at;
+        }
+    }
+    /* stored while the run is active, more than once, never claiming more than committed */
+    assert_true(n >= 2);
+    assert_true(seen_pos[n - 1] <= f.last_pos);
+    /* every 50 events would be 30 documents; the rule (N events and the last
+     * document's size in bytes) grows the spacing with the document */
+    assert_true(n <= 10);
+    for (size_t i = 1; i < n; i++)
+        assert_true(seen_pos[i] - seen_pos[i - 1] >= 50);
+    size_t total = 0;
+    for (size_t i = 0; i < n; i++)
+        total += seen_size[i];
+    assert_true(total <= 4 * seen_size[n - 1]); /* geometric, not quadratic */
+    assert_int_equal(check_snapshot(&f), f.last_pos);
+    ab_reducer_destroy(&f.r);
+    ab_conn_destroy(&f.c);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_corrupt_stored, it_setup, it_teardown),
+        cmocka_unit_test_setup_teardown(test_default_every_n, it_setup, it_teardown),
+        cmocka_unit_test_setup_teardown(test_every_n_not_quadratic, setup_every50, it_teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
