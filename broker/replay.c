@@ -196,32 +196,12 @@ static uint64_t run_cursor(const ab_replay_t *rq, ab_str_t run)
     return 0;
 }
 
-static void put_be32(uint8_t *p, uint32_t x)
-{
-    p[0] = (uint8_t)(x >> 24);
-    p[1] = (uint8_t)(x >> 16);
-    p[2] = (uint8_t)(x >> 8);
-    p[3] = (uint8_t)x;
-}
-
 /* Append one record (invariant 6) to the chunk; on failure the chunk is unchanged. */
 static int add_record(reader_t *r, const ab_stamp_t *st, const void *ev, size_t len)
 {
-    ab_buf_t *b = &r->chunk;
-    size_t mark = b->len;
-    if (len > UINT32_MAX || ab_buf_reserve(b, AB_CHUNK_RECORD_OVERHEAD + len) != AB_OK)
-        return -1;
-    b->len += 4; /* the stamp's length, known once it is encoded */
     ab_seq_error_reset(&r->scratch);
-    if (ab_stamp_encode(st, b, &r->scratch) != AB_OK || ab_buf_reserve(b, 4 + len) != AB_OK) {
-        b->len = mark;
+    if (ab_record_append(&r->chunk, st, ev, len, &r->scratch) != AB_OK)
         return -1;
-    }
-    put_be32(b->data + mark, (uint32_t)(b->len - mark - 4));
-    put_be32(b->data + b->len, (uint32_t)len);
-    if (len > 0)
-        memcpy(b->data + b->len + 4, ev, len);
-    b->len += 4 + len;
     r->nrec++;
     return 0;
 }

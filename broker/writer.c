@@ -8,8 +8,12 @@
  *     a live event are sent only after append_batch() returned AB_OK for the
  *     group holding the event; a failed group is aborted and every event it
  *     staged is answered `rejected` with the store's (retryable) error.
- *  2. Live events go out in commit-position order, as [topic][stamp][the
- *     producer's frame]; the frame is shared with zmq_msg_copy (no byte copy).
+ *  2. Live events go out in commit-position order, as [topic][records]
+ *     messages: consecutive committed events of one run in a group share a
+ *     message of at most AB_LIVE_EVENTS_MAX records and about AB_LIVE_BYTES_MAX
+ *     bytes (a larger event goes alone); each record is the stamp and the
+ *     producer's envelope copied once (PROTOCOL.md 6.2). Every message of
+ *     a group is sent before any `published` answer of that group.
  *  3. A group holds whole publish jobs, in arrival order, up to group_max
  *     events (at least one job); claim and heads run between groups, so their
  *     order relative to publishes on the same connection is kept.
@@ -59,7 +63,9 @@ typedef struct writer {
     size_t ngroup, cap;
     ab_job_t *held; /**< a non-publish job received while filling a group */
     ab_buf_t buf;
-    ab_buf_t topic;     /**< topic of the last event fanned out (reused while it matches) */
+    ab_buf_t topic;     /**< topic of the live message being built (reused while it matches) */
+    ab_buf_t live;      /**< its records frame (invariant 2) */
+    uint32_t live_n;    /**< records in it */
     ab_error_t scratch; /**< fan_out's encode error: reset per event, never zeroed whole */
     int64_t next_hb;
     bool stop;
@@ -336,7 +342,18 @@ static bool topic_is(const ab_buf_t *t, ab_str_t thread, ab_str_t run)
            memcmp(t->data + p + thread.len + 1, run.ptr, run.len) == 0;
 }
 
-/* Publish one committed event on the XPUB. */
+/* Send the live message being built, if any: [topic][records]. */
+static void live_flush(writer_t *w)
+{
+    if (w->live_n == 0)
+        return;
+    zmq_send(w->xpub, w->topic.data, w->topic.len, ZMQ_SNDMORE | ZMQ_DONTWAIT);
+    zmq_send(w->xpub, w->live.data, w->live.len, ZMQ_DONTWAIT);
+    ab_buf_reset(&w->live);
+    w->live_n = 0;
+}
+
+/* Add one committed event to the live message of its run (sent when full or at a new run). */
 static void fan_out(writer_t *w, ab_job_t *job, uint32_t i, int64_t time_us)
 {
     const ab_seq_item_t *it = &job->items[i];
@@ -344,23 +361,20 @@ static void fan_out(writer_t *w, ab_job_t *job, uint32_t i, int64_t time_us)
     ab_error_t *e = &w->scratch;
     ab_seq_error_reset(e);
     if (!topic_is(&w->topic, it->ev->thread, it->ev->run)) {
+        live_flush(w);
         ab_buf_reset(&w->topic);
         if (ab_topic_event(&w->topic, it->ev->thread, it->ev->run, e) != AB_OK) {
             ab_buf_reset(&w->topic);
             return;
         }
     }
-    ab_buf_reset(&w->buf);
-    if (ab_stamp_encode(&stamp, &w->buf, e) != AB_OK)
-        return;
-    zmq_msg_t ev;
-    zmq_msg_init(&ev);
-    if (zmq_msg_copy(&ev, &job->frames[i]) != 0)
-        return;
-    zmq_send(w->xpub, w->topic.data, w->topic.len, ZMQ_SNDMORE | ZMQ_DONTWAIT);
-    zmq_send(w->xpub, w->buf.data, w->buf.len, ZMQ_SNDMORE | ZMQ_DONTWAIT);
-    if (zmq_msg_send(&ev, w->xpub, ZMQ_DONTWAIT) < 0)
-        zmq_msg_close(&ev);
+    size_t len = zmq_msg_size(&job->frames[i]);
+    if (w->live_n > 0 && w->live.len + len + AB_CHUNK_RECORD_OVERHEAD > AB_LIVE_BYTES_MAX)
+        live_flush(w);
+    if (ab_record_append(&w->live, &stamp, zmq_msg_data(&job->frames[i]), len, e) != AB_OK)
+        return; /* out of memory: a live loss, which subscribers fill from the store */
+    if (++w->live_n >= AB_LIVE_EVENTS_MAX || w->live.len >= AB_LIVE_BYTES_MAX)
+        live_flush(w);
 }
 
 /* Turn whatever was staged in a failed group into rejections. */
@@ -446,6 +460,7 @@ static void commit_group(writer_t *w)
                 for (uint32_t i = 0; i < w->group[j]->count; i++)
                     if (w->group[j]->items[i].status == AB_RESULT_ACCEPTED)
                         fan_out(w, w->group[j], i, now);
+            live_flush(w); /* before any answer (invariant 2) */
         } else {
             char line[512];
             ab_log(AB_LOG_WARN, "group commit of %zu events failed: %s", n,
@@ -557,6 +572,7 @@ void *ab_writer_main(void *arg)
     free(w.counts);
     ab_buf_free(&w.buf);
     ab_buf_free(&w.topic);
+    ab_buf_free(&w.live);
     ab_seq_destroy(&w.seq);
     return NULL;
 }

@@ -92,12 +92,16 @@ int conf_send_raw(conf_t *cf, const ab_buf_t *header);
 int conf_sub_open(conf_t *cf, const void *topic, size_t len);
 
 /**
- * Receive one message from cf->sub within @p ms. Returns 1 with the frames
- * copied into the buffers (@p stamp may receive the heartbeat map), 0 on
- * timeout, -1 on error. *nframes receives the frame count (2 or 3).
+ * Receive one message from cf->sub within @p ms. Returns 1 with its first
+ * three frames copied into the buffers (@p body gets a live message's
+ * records frame or the heartbeat map; @p extra a third frame, which neither
+ * has), 0 on timeout, -1 on error. *nframes receives the frame count (2).
  */
-int conf_sub_recv(conf_t *cf, int ms, ab_buf_t *topic, ab_buf_t *stamp, ab_buf_t *env,
+int conf_sub_recv(conf_t *cf, int ms, ab_buf_t *topic, ab_buf_t *body, ab_buf_t *extra,
                   int *nframes);
+
+/** Whether @p topic is the heartbeat topic "hb". */
+bool conf_is_heartbeat(const ab_buf_t *topic);
 
 /** A list of events (commit position + envelope bytes), sent or received. */
 #define CONF_MAX_RECS 256

@@ -29,7 +29,8 @@ conf_result_t conf_check_heartbeat(conf_t *cf)
     long end = conf_now_ms() + CONF_HEARTBEAT_MS;
     int got = 0, nf = 0;
     while (got == 0 && conf_now_ms() < end)
-        if ((got = conf_sub_recv(cf, (int)(end - conf_now_ms()), &t, &hb, &e, &nf)) == 1 && nf != 2)
+        if ((got = conf_sub_recv(cf, (int)(end - conf_now_ms()), &t, &hb, &e, &nf)) == 1 &&
+            !conf_is_heartbeat(&t))
             got = 0;
     ab_msg_t m;
     ab_error_t err = AB_ERROR_INIT;

@@ -44,10 +44,14 @@ static int deliver(conf_t *cf, seam_t *s, long i, uint64_t pos, bool replayed)
         return conf_fail(cf, "event %ld delivered with pos %llu, publish said %llu", i,
                          (unsigned long long)pos, (unsigned long long)s->sent.pos[i]),
                -1;
-    if (replayed && s->below[i])
-        return conf_fail(cf, "replay sent event %ld at or below its cursor", i), -1;
-    if (replayed && pos <= s->last_pos)
-        return conf_fail(cf, "replay repeated or reordered pos %llu", (unsigned long long)pos), -1;
+    if (replayed && s->below[i]) {
+        conf_fail(cf, "replay sent event %ld at or below its cursor", i);
+        return -1;
+    }
+    if (replayed && pos <= s->last_pos) {
+        conf_fail(cf, "replay repeated or reordered pos %llu", (unsigned long long)pos);
+        return -1;
+    }
     if (pos <= s->last_pos)
         return 0; /* already delivered by replay: the seam's dedupe */
     s->count[i]++;
@@ -63,27 +67,54 @@ static bool complete(const seam_t *s)
     return true;
 }
 
+/* Deliver the records of one live message (PROTOCOL.md 6.2); a malformed one fails the check. */
+static int live_records(conf_t *cf, seam_t *s, const ab_buf_t *records, int nframes)
+{
+    if (nframes != 2) {
+        conf_fail(cf, "a live message has %d frames, expected 2", nframes);
+        return -1;
+    }
+    if (records->len == 0) {
+        conf_fail(cf, "a live message without records");
+        return -1;
+    }
+    const uint8_t *p = records->data, *end = p + records->len;
+    while (p < end) {
+        const uint8_t *sb, *eb;
+        size_t slen, elen;
+        ab_stamp_t stamp;
+        ab_error_t err = AB_ERROR_INIT;
+        if (!ab_record_next(&p, end, &sb, &slen, &eb, &elen)) {
+            conf_fail(cf, "a live records frame has a record past its end");
+            return -1;
+        }
+        if (ab_stamp_decode(cf->tmp, sb, slen, &stamp, &err) != AB_OK) {
+            conf_fail(cf, "live stamp does not decode: %s", err.message);
+            return -1;
+        }
+        if (!conf_contains(eb, elen, s->sent.only))
+            continue;
+        if (deliver(cf, s, conf_recs_find(&s->sent, eb, elen), stamp.pos, false) != 0)
+            return -1;
+    }
+    return 0;
+}
+
 static int read_live(conf_t *cf, seam_t *s)
 {
-    ab_buf_t t = {0}, st = {0}, e = {0};
+    ab_buf_t t = {0}, body = {0}, x = {0};
     long end = conf_now_ms() + cf->timeout_ms;
     int rc = 0, nf = 0;
     while (rc == 0 && !complete(s) && conf_now_ms() < end) {
-        int got = conf_sub_recv(cf, (int)(end - conf_now_ms()), &t, &st, &e, &nf);
+        int got = conf_sub_recv(cf, (int)(end - conf_now_ms()), &t, &body, &x, &nf);
         if (got < 0)
             rc = -1;
-        if (got != 1 || nf != 3 || !conf_contains(e.data, e.len, s->sent.only))
-            continue;
-        ab_stamp_t stamp;
-        ab_error_t err = AB_ERROR_INIT;
-        if (ab_stamp_decode(cf->tmp, st.data, st.len, &stamp, &err) != AB_OK)
-            rc = -1, conf_fail(cf, "live stamp does not decode: %s", err.message);
-        else
-            rc = deliver(cf, s, conf_recs_find(&s->sent, e.data, e.len), stamp.pos, false);
+        if (got == 1 && !conf_is_heartbeat(&t))
+            rc = live_records(cf, s, &body, nf);
     }
     ab_buf_free(&t);
-    ab_buf_free(&st);
-    ab_buf_free(&e);
+    ab_buf_free(&body);
+    ab_buf_free(&x);
     return rc;
 }
 

@@ -168,7 +168,7 @@ int conf_sub_open(conf_t *cf, const void *topic, size_t len)
     int rc = 0, nf = 0;
     while (rc == 0 && conf_now_ms() < end) {
         rc = conf_sub_recv(cf, (int)(end - conf_now_ms()), &t, &s, &e, &nf);
-        if (rc == 1 && nf != 2)
+        if (rc == 1 && !conf_is_heartbeat(&t))
             rc = 0; /* an event before the first heartbeat: ignore */
     }
     ab_buf_free(&t);
@@ -182,13 +182,20 @@ int conf_sub_open(conf_t *cf, const void *topic, size_t len)
     return 0;
 }
 
+bool conf_is_heartbeat(const ab_buf_t *topic)
+{
+    return topic->len == AB_TOPIC_HEARTBEAT_LEN &&
+           memcmp(topic->data, AB_TOPIC_HEARTBEAT, AB_TOPIC_HEARTBEAT_LEN) == 0;
+}
+
 static int copy_part(zmq_msg_t *m, ab_buf_t *out)
 {
     ab_buf_reset(out);
     return ab_buf_append(out, zmq_msg_data(m), zmq_msg_size(m)) == AB_OK ? 0 : -1;
 }
 
-int conf_sub_recv(conf_t *cf, int ms, ab_buf_t *topic, ab_buf_t *stamp, ab_buf_t *env, int *nframes)
+int conf_sub_recv(conf_t *cf, int ms, ab_buf_t *topic, ab_buf_t *body, ab_buf_t *extra,
+                  int *nframes)
 {
     zmq_pollitem_t it = {.socket = cf->sub, .events = ZMQ_POLLIN};
     int rc = zmq_poll(&it, 1, ms < 0 ? 0 : ms);
@@ -198,7 +205,7 @@ int conf_sub_recv(conf_t *cf, int ms, ab_buf_t *topic, ab_buf_t *stamp, ab_buf_t
         conf_fail(cf, "zmq_poll: %s", zmq_strerror(zmq_errno()));
         return -1;
     }
-    ab_buf_t *outs[3] = {topic, stamp, env};
+    ab_buf_t *outs[3] = {topic, body, extra};
     int n = 0, more = 1;
     while (more) {
         zmq_msg_t m;

@@ -98,30 +98,6 @@ static ab_status_t send_control(ab_conn_t *c, ab_op_t op, uint64_t cid, ab_error
     return ab_conn_send(c, &m, NULL, 0, NULL, err);
 }
 
-static uint32_t get_be32(const uint8_t *p)
-{
-    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | (uint32_t)p[3];
-}
-
-/*
- * Cut the length-prefixed part at *p (a u32 big-endian length, then that many
- * bytes) out of [*p, end). The checks compare remaining sizes, never form a
- * pointer past end, so a hostile length cannot overflow. @return false when
- * the part does not fit.
- */
-static bool take_part(const uint8_t **p, const uint8_t *end, const uint8_t **part, size_t *len)
-{
-    if ((size_t)(end - *p) < 4)
-        return false;
-    uint32_t n = get_be32(*p);
-    if ((size_t)(end - *p) - 4 < n)
-        return false;
-    *part = *p + 4;
-    *len = n;
-    *p += 4 + (size_t)n;
-    return true;
-}
-
 static ab_status_t bad_chunk(ab_error_t *err, const char *field, uint32_t rec, const char *why)
 {
     ab_status_t st = ab_error_set(err, AB_INVALID_ENVELOPE, field,
@@ -139,12 +115,10 @@ static ab_status_t check_records(const uint8_t *p, const uint8_t *end, uint32_t 
                                  ab_error_t *err)
 {
     for (uint32_t i = 0; i < count; i++) {
-        const uint8_t *part;
-        size_t len;
-        if (!take_part(&p, end, &part, &len))
-            return bad_chunk(err, "bytes", i, "stamp length past the end of the frame");
-        if (!take_part(&p, end, &part, &len))
-            return bad_chunk(err, "bytes", i, "event length past the end of the frame");
+        const uint8_t *s, *e;
+        size_t slen, elen;
+        if (!ab_record_next(&p, end, &s, &slen, &e, &elen))
+            return bad_chunk(err, "bytes", i, "record length past the end of the frame");
     }
     if (p != end)
         return bad_chunk(err, "count", count, "bytes left after the last record");
@@ -170,8 +144,7 @@ static ab_status_t deliver_chunk(ab_conn_t *c, const ab_msg_t *m, ab_doc_t *sdoc
     for (uint32_t i = 0; st == AB_OK && i < ch->count; i++) {
         const uint8_t *s = NULL, *e = NULL;
         size_t slen = 0, elen = 0;
-        (void)take_part(&p, end, &s, &slen); /* checked above */
-        (void)take_part(&p, end, &e, &elen);
+        (void)ab_record_next(&p, end, &s, &slen, &e, &elen); /* checked above */
         ab_stamp_t stamp;
         st = ab_stamp_decode(sdoc, s, slen, &stamp, err);
         if (st != AB_OK)

@@ -1,7 +1,8 @@
 /*
  * sub_live.c - the subscriber's live side: the SUB socket on the event
- * endpoint, receiving [topic][stamp][envelope] events into the bounded FIFO
- * and heartbeats into the resync triggers (docs/PROTOCOL.md 6.2-6.3).
+ * endpoint, receiving [topic][records] live messages (each record a stamp
+ * and an envelope) into the bounded FIFO and heartbeats into the resync
+ * triggers (docs/PROTOCOL.md 6.2-6.3).
  *
  * Invariants:
  *  1. Nothing is delivered here: live events only enter the FIFO, in
@@ -69,17 +70,26 @@ static void on_heartbeat(ab_sub_t *s, zmq_msg_t *body)
     s->hb_head = m.u.heartbeat.head_pos;
 }
 
-static void on_event(ab_sub_t *s, zmq_msg_t *stamp, zmq_msg_t *env)
+/* Queue the records of one live message; a malformed record ends it (the hole check refills). */
+static void on_events(ab_sub_t *s, zmq_msg_t *records)
 {
-    ab_stamp_t st;
-    ab_error_t err = AB_ERROR_INIT;
-    if (ab_stamp_decode(s->ldoc, zmq_msg_data(stamp), zmq_msg_size(stamp), &st, &err) != AB_OK)
-        return; /* a bad stamp cannot be placed; the replay path will fill it */
-    ab_status_t rc = sub_fifo_push(&s->fifo, &st, zmq_msg_data(env), zmq_msg_size(env));
-    if (rc != AB_OK) { /* full (or no memory): drop all, catch up from the store */
-        sub_fifo_clear(&s->fifo);
-        s->stats.overflows++;
-        s->need_replay = true;
+    if (zmq_msg_size(records) == 0)
+        return;
+    const uint8_t *p = zmq_msg_data(records), *end = p + zmq_msg_size(records);
+    const uint8_t *sb, *eb;
+    size_t slen, elen;
+    while (p < end && ab_record_next(&p, end, &sb, &slen, &eb, &elen)) {
+        ab_stamp_t st;
+        ab_error_t err = AB_ERROR_INIT;
+        if (ab_stamp_decode(s->ldoc, sb, slen, &st, &err) != AB_OK)
+            return; /* a bad stamp cannot be placed; the replay path will fill it */
+        if (sub_fifo_push(&s->fifo, &st, eb, elen) != AB_OK) {
+            /* full (or no memory): drop all, catch up from the store */
+            sub_fifo_clear(&s->fifo);
+            s->stats.overflows++;
+            s->need_replay = true;
+            return;
+        }
     }
 }
 
@@ -113,15 +123,20 @@ int sub_live_drain(ab_sub_t *s, int wait_ms)
         return zmq_errno() == EINTR ? 0 : -1;
     int handled = 0;
     for (; handled < 4096; handled++) {
+        /* after the first message, stop unless a whole one still fits the FIFO:
+         * the rest waits in the socket (bounded by its rcvhwm) */
+        if (handled > 0 && s->fifo.n + AB_LIVE_EVENTS_MAX > s->fifo.max)
+            break;
         zmq_msg_t part[3];
         int n = recv_one(s->sock, part);
         if (n <= 0)
             return n < 0 ? -1 : handled;
-        if (n == 2 && zmq_msg_size(&part[0]) == AB_TOPIC_HEARTBEAT_LEN &&
-            memcmp(zmq_msg_data(&part[0]), AB_TOPIC_HEARTBEAT, AB_TOPIC_HEARTBEAT_LEN) == 0)
+        bool hb = zmq_msg_size(&part[0]) == AB_TOPIC_HEARTBEAT_LEN &&
+                  memcmp(zmq_msg_data(&part[0]), AB_TOPIC_HEARTBEAT, AB_TOPIC_HEARTBEAT_LEN) == 0;
+        if (n == 2 && hb)
             on_heartbeat(s, &part[1]);
-        else if (n == 3)
-            on_event(s, &part[1], &part[2]);
+        else if (n == 2)
+            on_events(s, &part[1]);
         for (int i = 0; i < n; i++)
             zmq_msg_close(&part[i]);
     }

@@ -195,6 +195,65 @@ ab_status_t ab_stamp_encode(const ab_stamp_t *st, ab_buf_t *out, ab_error_t *err
     return AB_OK;
 }
 
+static void put_be32(uint8_t *p, uint32_t x)
+{
+    p[0] = (uint8_t)(x >> 24);
+    p[1] = (uint8_t)(x >> 16);
+    p[2] = (uint8_t)(x >> 8);
+    p[3] = (uint8_t)x;
+}
+
+static uint32_t get_be32(const uint8_t *p)
+{
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | (uint32_t)p[3];
+}
+
+ab_status_t ab_record_append(ab_buf_t *out, const ab_stamp_t *st, const void *ev, size_t len,
+                             ab_error_t *err)
+{
+    size_t mark = out->len;
+    if (len > UINT32_MAX)
+        return ab_error_set(err, AB_TOO_LARGE, "event", "a record's envelope is over 4 GiB");
+    if (ab_buf_reserve(out, AB_CHUNK_RECORD_OVERHEAD + len) != AB_OK)
+        return ab_error_set(err, AB_NOMEM, "", "out of memory building a record");
+    out->len += 4; /* the stamp's length, known once it is encoded */
+    ab_status_t st_rc = ab_stamp_encode(st, out, err);
+    if (st_rc != AB_OK) {
+        out->len = mark;
+        return st_rc;
+    }
+    put_be32(out->data + mark, (uint32_t)(out->len - mark - 4));
+    put_be32(out->data + out->len, (uint32_t)len);
+    if (len > 0)
+        memcpy(out->data + out->len + 4, ev, len);
+    out->len += 4 + len;
+    return AB_OK;
+}
+
+/* Cut one u32 BE length-prefixed part out of [*p, end). */
+static bool take_part(const uint8_t **p, const uint8_t *end, const uint8_t **part, size_t *len)
+{
+    if ((size_t)(end - *p) < 4)
+        return false;
+    uint32_t n = get_be32(*p);
+    if ((size_t)(end - *p) - 4 < n)
+        return false;
+    *part = *p + 4;
+    *len = n;
+    *p += 4 + (size_t)n;
+    return true;
+}
+
+bool ab_record_next(const uint8_t **p, const uint8_t *end, const uint8_t **stamp, size_t *slen,
+                    const uint8_t **ev, size_t *elen)
+{
+    const uint8_t *q = *p;
+    if (!take_part(&q, end, stamp, slen) || !take_part(&q, end, ev, elen))
+        return false;
+    *p = q;
+    return true;
+}
+
 /* Read a msgpack integer at *p (any width); false when it is not one or runs past @p end. */
 static bool get_int(const uint8_t **p, const uint8_t *end, bool *neg, uint64_t *v)
 {

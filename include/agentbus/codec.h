@@ -115,6 +115,37 @@ AB_NODISCARD ab_status_t ab_stamp_encode(const ab_stamp_t *st, ab_buf_t *out, ab
 AB_NODISCARD ab_status_t ab_stamp_decode(ab_doc_t *doc, const uint8_t *buf, size_t len,
                                          ab_stamp_t *out, ab_error_t *err);
 
+/* ---- records: (stamp, envelope) pairs in one frame ---------------------- */
+
+/*
+ * A records frame carries one or more events with their stamps, back to
+ * back: `u32 BE stamp length | stamp | u32 BE envelope length | envelope`.
+ * It is frame 2 of a live event message and the frame after a
+ * replay_chunk header (docs/PROTOCOL.md 6.2 and 7.6).
+ */
+
+/** Most records in one live message (a replay chunk has its own bound). */
+#define AB_LIVE_EVENTS_MAX 256u
+/** A live message holds records up to about this many bytes; a larger event goes alone. */
+#define AB_LIVE_BYTES_MAX (32u * 1024u)
+
+/**
+ * Append one record (the stamp encoded here, the envelope copied).
+ * @return AB_OK, AB_TOO_LARGE (envelope over 4 GiB) or AB_NOMEM; on failure
+ *         out->len is unchanged.
+ */
+AB_NODISCARD ab_status_t ab_record_append(ab_buf_t *out, const ab_stamp_t *st, const void *ev,
+                                          size_t len, ab_error_t *err);
+
+/**
+ * Cut the next record out of [*p, end): on success point @p stamp / @p ev
+ * at its parts (inside the frame), advance *p past it and return true.
+ * Hostile lengths cannot overflow: only remaining sizes are compared.
+ * @return false (nothing changed) when the record does not fit the frame.
+ */
+bool ab_record_next(const uint8_t **p, const uint8_t *end, const uint8_t **stamp, size_t *slen,
+                    const uint8_t **ev, size_t *elen);
+
 /* ---- topics ------------------------------------------------------------ */
 
 /*
