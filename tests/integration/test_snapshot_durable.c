@@ -19,18 +19,11 @@
 #include "agentbus/plugin.h"
 #include "agentbus/snapshot.h"
 #include "broker_proc.h"
+#include "snap_fixture.h"
 
 #define THREAD "thread-1"
 
-typedef struct fx {
-    it_t *t;
-    ab_conn_t *c;
-    ab_reducer_t *r;
-    uint64_t epoch;
-    uint64_t last_pos;
-} fx_t;
-
-static void publish_fold(fx_t *f, const char *run, uint64_t seq, const char *body, bool claim)
+static void publish_fold(snapfx_t *f, const char *run, uint64_t seq, const char *body, bool claim)
 {
     ab_error_t err = AB_ERROR_INIT;
     if (claim) {
@@ -56,7 +49,7 @@ static void publish_fold(fx_t *f, const char *run, uint64_t seq, const char *bod
 }
 
 /* The full-run fixture: run-1 of thread-1, ending with RUN_FINISHED. */
-static void publish_fixture(fx_t *f)
+static void publish_fixture(snapfx_t *f)
 {
     size_t len = 0;
     char *text = tu_read_file(AB_FIXTURES_DIR "/threads/full-run.jsonl", &len);
@@ -73,85 +66,7 @@ static void publish_fixture(fx_t *f)
     free(text);
 }
 
-/* The stored snapshot's position (0 = none), read with a readonly handle. */
-static uint64_t stored_pos(const char *dir)
-{
-    const ab_plugin_t *p = ab_plugin_sqlite();
-    assert_non_null(p->snapshot_get);
-    ab_plugin_open_opts_t o = {.data_dir = dir, .readonly = true};
-    ab_plugin_db_t *db = NULL;
-    ab_error_t err = AB_ERROR_INIT;
-    assert_int_equal(p->open(&o, &db, &err), AB_OK);
-    ab_buf_t doc = AB_BUF_INIT;
-    uint64_t pos = 0;
-    ab_status_t st = p->snapshot_get(db, (ab_str_t){THREAD, strlen(THREAD)}, &doc, &pos, &err);
-    if (st == AB_OK) {
-        ab_snapshot_t *s = NULL;
-        if (ab_snapshot_parse((const char *)doc.data, doc.len, &s, &err) != AB_OK)
-            fail_msg("stored snapshot rejected: %s", err.message);
-        assert_int_equal(ab_snapshot_position(s), pos);
-        ab_snapshot_destroy(&s);
-    } else {
-        assert_int_equal(st, AB_NOT_FOUND);
-        pos = 0;
-    }
-    ab_buf_free(&doc);
-    p->close(db);
-    return pos;
-}
-
-/* Wait (bounded) for the stored snapshot to reach @p want. */
-static void wait_stored(const char *dir, uint64_t want)
-{
-    long end = bp_now_ms() + IT_TIMEOUT;
-    uint64_t got = 0;
-    while ((got = stored_pos(dir)) < want && bp_now_ms() < end)
-        usleep(20 * 1000);
-    if (got != want)
-        fail_msg("stored snapshot at %llu, want %llu", (unsigned long long)got,
-                 (unsigned long long)want);
-}
-
-/* Wait (bounded) for the stored snapshot to reach at least @p want; returns its position. */
-static uint64_t wait_stored_min(const char *dir, uint64_t want)
-{
-    long end = bp_now_ms() + IT_TIMEOUT;
-    uint64_t got = 0;
-    while ((got = stored_pos(dir)) < want && bp_now_ms() < end)
-        usleep(20 * 1000);
-    if (got < want)
-        fail_msg("stored snapshot at %llu, want at least %llu", (unsigned long long)got,
-                 (unsigned long long)want);
-    return got;
-}
-
-/* `snapshot` of THREAD equals the local fold; returns its checkpoint position. */
-static uint64_t check_snapshot(fx_t *f)
-{
-    ab_msg_t q = {.op = AB_OP_SNAPSHOT, .u.snapshot = {.thread = {THREAD, strlen(THREAD)}}};
-    ab_msg_t m;
-    ab_error_t err = AB_ERROR_INIT;
-    if (ab_conn_request(f->c, &q, NULL, 0, f->t->doc, &m, IT_TIMEOUT, &err) != AB_OK)
-        fail_msg("snapshot: %s", err.message);
-    assert_int_equal(m.op, AB_OP_SNAPSHOT_REPLY);
-    ab_buf_t text = AB_BUF_INIT;
-    assert_int_equal(ab_val_to_json(m.u.snapshot_reply.snapshot, &text), AB_OK);
-    ab_snapshot_t *snap = NULL;
-    if (ab_snapshot_parse((const char *)text.data, text.len, &snap, &err) != AB_OK)
-        fail_msg("snapshot rejected: %s", err.message);
-    const json_t *proj = json_object_get(ab_snapshot_document(snap), "projection");
-    if (!json_equal((json_t *)(uintptr_t)proj, (json_t *)(uintptr_t)ab_reducer_state(f->r))) {
-        char *a = json_dumps(proj, JSON_COMPACT),
-             *b = json_dumps(ab_reducer_state(f->r), JSON_COMPACT);
-        fail_msg("projection differs:\n broker %s\n local  %s", a, b);
-    }
-    uint64_t pos = ab_snapshot_position(snap);
-    ab_snapshot_destroy(&snap);
-    ab_buf_free(&text);
-    return pos;
-}
-
-static void reconnect(fx_t *f, bool kill_first)
+static void reconnect(snapfx_t *f, bool kill_first)
 {
     ab_conn_destroy(&f->c);
     if (kill_first)
@@ -164,7 +79,7 @@ static void test_snapshot_durable(void **state)
 {
     it_t *t = *state;
     IT_REQUIRE_BROKER(t);
-    fx_t f = {.t = t};
+    snapfx_t f = {.t = t, .thread = THREAD};
     ab_error_t err = AB_ERROR_INIT;
     f.c = it_connect(&t->bp);
     size_t ncaps = 0;
@@ -172,13 +87,13 @@ static void test_snapshot_durable(void **state)
     /* default --snapshot-every 1000: run ends and every N events -> available */
     assert_int_equal(ab_caps_lookup(caps, ncaps, AB_CAP_DURABLE_SNAPSHOTS), AB_CAP_AVAILABLE);
     assert_int_equal(ab_reducer_new(&f.r, THREAD, &err), AB_OK);
-    assert_int_equal(stored_pos(t->bp.dir), 0);
+    assert_int_equal(snapfx_stored(t->bp.dir, THREAD, NULL, true), 0);
 
     /* a finished run: a stored snapshot at its last position */
     publish_fixture(&f);
     uint64_t run1_end = f.last_pos;
-    wait_stored(t->bp.dir, run1_end);
-    assert_int_equal(check_snapshot(&f), run1_end);
+    assert_int_equal(snapfx_wait_stored(t->bp.dir, THREAD, run1_end, true), run1_end);
+    assert_int_equal(snapfx_check(&f), run1_end);
 
     /* later events are folded on top of the stored snapshot */
     char body[512];
@@ -193,13 +108,13 @@ static void test_snapshot_durable(void **state)
     publish_fold(&f, "run-2", 3,
                  "{\"type\":\"TEXT_MESSAGE_CONTENT\",\"messageId\":\"m-2\",\"delta\":\"half\"}",
                  false);
-    assert_int_equal(check_snapshot(&f), f.last_pos);
-    assert_int_equal(stored_pos(t->bp.dir), run1_end);
+    assert_int_equal(snapfx_check(&f), f.last_pos);
+    assert_int_equal(snapfx_stored(t->bp.dir, THREAD, NULL, true), run1_end);
 
     /* SIGKILL during a run: restart, same answer */
     reconnect(&f, true);
-    assert_int_equal(check_snapshot(&f), f.last_pos);
-    assert_int_equal(stored_pos(t->bp.dir), run1_end);
+    assert_int_equal(snapfx_check(&f), f.last_pos);
+    assert_int_equal(snapfx_stored(t->bp.dir, THREAD, NULL, true), run1_end);
 
     /* finish run-2 (claimed again after the restart): the stored snapshot moves */
     publish_fold(&f, "run-2", 4,
@@ -210,13 +125,13 @@ static void test_snapshot_durable(void **state)
              "{\"type\":\"RUN_FINISHED\",\"threadId\":\"%s\",\"runId\":\"run-2\"}", THREAD);
     publish_fold(&f, "run-2", 6, body, false);
     uint64_t run2_end = f.last_pos;
-    wait_stored(t->bp.dir, run2_end);
-    assert_int_equal(check_snapshot(&f), run2_end);
+    assert_int_equal(snapfx_wait_stored(t->bp.dir, THREAD, run2_end, true), run2_end);
+    assert_int_equal(snapfx_check(&f), run2_end);
 
     /* SIGKILL between runs: restart, same answer from the stored snapshot */
     reconnect(&f, true);
-    assert_int_equal(stored_pos(t->bp.dir), run2_end);
-    assert_int_equal(check_snapshot(&f), run2_end);
+    assert_int_equal(snapfx_stored(t->bp.dir, THREAD, NULL, true), run2_end);
+    assert_int_equal(snapfx_check(&f), run2_end);
 
     /* a clean restart, then one more run folded on top */
     ab_conn_destroy(&f.c);
@@ -227,7 +142,7 @@ static void test_snapshot_durable(void **state)
              "\"protocolVersion\":\"1.0\"}",
              THREAD);
     publish_fold(&f, "run-3", 1, body, true);
-    assert_int_equal(check_snapshot(&f), f.last_pos);
+    assert_int_equal(snapfx_check(&f), f.last_pos);
 
     ab_reducer_destroy(&f.r);
     ab_conn_destroy(&f.c);
@@ -244,7 +159,7 @@ static void test_snapshot_every(void **state)
 {
     it_t *t = *state;
     IT_REQUIRE_BROKER(t);
-    fx_t f = {.t = t};
+    snapfx_t f = {.t = t, .thread = THREAD};
     ab_error_t err = AB_ERROR_INIT;
     f.c = it_connect(&t->bp);
     size_t ncaps = 0;
@@ -273,14 +188,14 @@ static void test_snapshot_every(void **state)
     /* one event per publish: each group holds one event; the first every-N
      * request comes at the 50th, the worker may cover a few more */
     assert_true(pos50 > 0);
-    wait_stored_min(t->bp.dir, pos50);
-    assert_int_equal(check_snapshot(&f), f.last_pos);
+    (void)snapfx_wait_stored(t->bp.dir, THREAD, pos50, true);
+    assert_int_equal(snapfx_check(&f), f.last_pos);
 
     /* a restart folds on top of the stored snapshot: same answer */
     reconnect(&f, true);
-    uint64_t at = stored_pos(t->bp.dir);
+    uint64_t at = snapfx_stored(t->bp.dir, THREAD, NULL, true);
     assert_true(at >= pos50 && at <= f.last_pos);
-    assert_int_equal(check_snapshot(&f), f.last_pos);
+    assert_int_equal(snapfx_check(&f), f.last_pos);
 
     ab_reducer_destroy(&f.r);
     ab_conn_destroy(&f.c);

@@ -19,6 +19,7 @@
 #include "agentbus/plugin.h"
 #include "agentbus/snapshot.h"
 #include "broker_proc.h"
+#include "snap_fixture.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -26,15 +27,8 @@
 #define THREAD "thread-1"
 #define BATCH  100
 
-typedef struct fx {
-    it_t *t;
-    ab_conn_t *c;
-    ab_reducer_t *r;
-    uint64_t epoch, next_seq, last_pos;
-} fx_t;
-
 /* Publish @p n events of run-1 (RUN_STARTED first, then text deltas), folding them locally. */
-static void publish_run(fx_t *f, uint64_t n, uint64_t *pos_of, uint64_t pos_seq)
+static void publish_run(snapfx_t *f, uint64_t n, uint64_t *pos_of, uint64_t pos_seq)
 {
     ab_error_t err = AB_ERROR_INIT;
     if (f->next_seq == 0) {
@@ -91,28 +85,6 @@ static void publish_run(fx_t *f, uint64_t n, uint64_t *pos_of, uint64_t pos_seq)
     tu_ctx_free(&tc);
 }
 
-/* The stored snapshot of @p thread: its position (0 = none) and document size. */
-static uint64_t stored(const char *dir, const char *thread, size_t *size)
-{
-    const ab_plugin_t *p = ab_plugin_sqlite();
-    ab_plugin_open_opts_t o = {.data_dir = dir, .readonly = true};
-    ab_plugin_db_t *db = NULL;
-    ab_error_t err = AB_ERROR_INIT;
-    assert_int_equal(p->open(&o, &db, &err), AB_OK);
-    ab_buf_t doc = AB_BUF_INIT;
-    uint64_t pos = 0;
-    ab_status_t st = p->snapshot_get(db, (ab_str_t){thread, strlen(thread)}, &doc, &pos, &err);
-    if (st != AB_OK) {
-        assert_int_equal(st, AB_NOT_FOUND);
-        pos = 0;
-    }
-    if (size != NULL)
-        *size = doc.len;
-    ab_buf_free(&doc);
-    p->close(db);
-    return pos;
-}
-
 /* Overwrite the stored snapshot of THREAD (broker stopped) with @p doc. */
 static void put_stored(const char *dir, uint64_t pos, const char *doc)
 {
@@ -127,31 +99,9 @@ static void put_stored(const char *dir, uint64_t pos, const char *doc)
     p->close(db);
 }
 
-/* `snapshot` of THREAD equals the local fold; returns its checkpoint position. */
-static uint64_t check_snapshot(fx_t *f)
-{
-    ab_msg_t q = {.op = AB_OP_SNAPSHOT, .u.snapshot = {.thread = {THREAD, strlen(THREAD)}}};
-    ab_msg_t m;
-    ab_error_t err = AB_ERROR_INIT;
-    if (ab_conn_request(f->c, &q, NULL, 0, f->t->doc, &m, IT_TIMEOUT, &err) != AB_OK)
-        fail_msg("snapshot: %s", err.message);
-    assert_int_equal(m.op, AB_OP_SNAPSHOT_REPLY);
-    ab_buf_t text = AB_BUF_INIT;
-    assert_int_equal(ab_val_to_json(m.u.snapshot_reply.snapshot, &text), AB_OK);
-    ab_snapshot_t *snap = NULL;
-    if (ab_snapshot_parse((const char *)text.data, text.len, &snap, &err) != AB_OK)
-        fail_msg("snapshot rejected: %s", err.message);
-    const json_t *proj = json_object_get(ab_snapshot_document(snap), "projection");
-    assert_true(json_equal((json_t *)(uintptr_t)proj, (json_t *)(uintptr_t)ab_reducer_state(f->r)));
-    uint64_t pos = ab_snapshot_position(snap);
-    ab_snapshot_destroy(&snap);
-    ab_buf_free(&text);
-    return pos;
-}
-
 /* Start the stopped broker with its stderr in @p log; true when the log names the ignored
  * snapshot. */
-static bool restart_logged(fx_t *f, const char *log)
+static bool restart_logged(snapfx_t *f, const char *log)
 {
     fflush(stderr);
     int saved = dup(STDERR_FILENO);
@@ -164,7 +114,7 @@ static bool restart_logged(fx_t *f, const char *log)
     close(fd);
     assert_int_equal(rc, 0);
     f->c = it_connect(&f->t->bp);
-    assert_int_equal(check_snapshot(f), f->last_pos);
+    assert_int_equal(snapfx_check(f), f->last_pos);
     size_t len = 0;
     char *text = tu_read_file(log, &len);
     bool found = text != NULL && strstr(text, "stored snapshot of " THREAD " ignored") != NULL;
@@ -176,18 +126,15 @@ static void test_corrupt_stored(void **state)
 {
     it_t *t = *state;
     IT_REQUIRE_BROKER(t);
-    fx_t f = {.t = t};
+    snapfx_t f = {.t = t, .thread = THREAD};
     ab_error_t err = AB_ERROR_INIT;
     char log[512];
     snprintf(log, sizeof(log), "%s/broker-stderr.log", t->bp.dir);
     f.c = it_connect(&t->bp);
     assert_int_equal(ab_reducer_new(&f.r, THREAD, &err), AB_OK);
     publish_run(&f, 1200, NULL, 0); /* an every-N snapshot is stored at about 1000 */
-    long end = bp_now_ms() + IT_TIMEOUT;
-    while (stored(t->bp.dir, THREAD, NULL) == 0 && bp_now_ms() < end)
-        usleep(20 * 1000);
-    uint64_t at = stored(t->bp.dir, THREAD, NULL);
-    assert_true(at > 0 && at <= f.last_pos);
+    uint64_t at = snapfx_wait_stored(t->bp.dir, THREAD, 1, false);
+    assert_true(at <= f.last_pos);
 
     /* garbage at a higher position: ignored with a warning, full fold */
     ab_conn_destroy(&f.c);
@@ -225,7 +172,7 @@ static void test_corrupt_stored(void **state)
 
     /* more events fold on top; a sound snapshot replaces the bad one at the next run end */
     publish_run(&f, 10, NULL, 0);
-    assert_int_equal(check_snapshot(&f), f.last_pos);
+    assert_int_equal(snapfx_check(&f), f.last_pos);
     ab_reducer_destroy(&f.r);
     ab_conn_destroy(&f.c);
 }
@@ -235,7 +182,7 @@ static void test_default_every_n(void **state)
 {
     it_t *t = *state;
     IT_REQUIRE_BROKER(t);
-    fx_t f = {.t = t};
+    snapfx_t f = {.t = t, .thread = THREAD};
     ab_error_t err = AB_ERROR_INIT;
     f.c = it_connect(&t->bp);
     size_t ncaps = 0;
@@ -244,15 +191,13 @@ static void test_default_every_n(void **state)
     assert_int_equal(ab_reducer_new(&f.r, THREAD, &err), AB_OK);
     uint64_t pos999 = 0;
     publish_run(&f, 998, &pos999, 998);
-    assert_int_equal(stored(t->bp.dir, THREAD, NULL), 0); /* fewer than N events, no run end */
+    assert_int_equal(snapfx_stored(t->bp.dir, THREAD, NULL, false),
+                     0); /* fewer than N events, no run end */
     publish_run(&f, 302, NULL, 0);
-    long end = bp_now_ms() + IT_TIMEOUT;
-    uint64_t at = 0;
-    while ((at = stored(t->bp.dir, THREAD, NULL)) == 0 && bp_now_ms() < end)
-        usleep(20 * 1000);
+    uint64_t at = snapfx_wait_stored(t->bp.dir, THREAD, 1, false);
     assert_true(at > pos999);      /* at least N events covered */
     assert_true(at <= f.last_pos); /* never more than committed; the run is still active */
-    assert_int_equal(check_snapshot(&f), f.last_pos);
+    assert_int_equal(snapfx_check(&f), f.last_pos);
     ab_reducer_destroy(&f.r);
     ab_conn_destroy(&f.c);
 }
@@ -268,7 +213,7 @@ static void test_every_n_not_quadratic(void **state)
 {
     it_t *t = *state;
     IT_REQUIRE_BROKER(t);
-    fx_t f = {.t = t};
+    snapfx_t f = {.t = t, .thread = THREAD};
     ab_error_t err = AB_ERROR_INIT;
     f.c = it_connect(&t->bp);
     assert_int_equal(ab_reducer_new(&f.r, THREAD, &err), AB_OK);
@@ -279,7 +224,8 @@ static void test_every_n_not_quadratic(void **state)
         long end = bp_now_ms() + 300; /* let the worker catch up a little */
         size_t size = 0;
         uint64_t at = 0;
-        while ((at = stored(t->bp.dir, THREAD, &size)) == prev_pos && bp_now_ms() < end)
+        while ((at = snapfx_stored(t->bp.dir, THREAD, &size, false)) == prev_pos &&
+               bp_now_ms() < end)
             usleep(10 * 1000);
         if (at != prev_pos && n < 64) {
             seen_pos[n] = at;
@@ -299,7 +245,7 @@ static void test_every_n_not_quadratic(void **state)
     for (size_t i = 0; i < n; i++)
         total += seen_size[i];
     assert_true(total <= 4 * seen_size[n - 1]); /* geometric, not quadratic */
-    assert_int_equal(check_snapshot(&f), f.last_pos);
+    assert_int_equal(snapfx_check(&f), f.last_pos);
     ab_reducer_destroy(&f.r);
     ab_conn_destroy(&f.c);
 }

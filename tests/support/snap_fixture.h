@@ -1,0 +1,107 @@
+/*
+ * snap_fixture.h - what the snapshot integration tests share (header-only,
+ * every function static inline): a fixture that publishes to a real broker
+ * while folding the same events into a local reducer, the check that the
+ * broker's `snapshot` answer equals that local fold, and a readonly look at
+ * the stored snapshot of a thread in a broker's data directory.
+ *
+ * Include after testutil.h and broker_proc.h.
+ */
+#ifndef AB_TESTS_SNAP_FIXTURE_H
+#define AB_TESTS_SNAP_FIXTURE_H
+
+#include "agentbus/json.h"
+#include "agentbus/plugin.h"
+#include "agentbus/snapshot.h"
+
+#include <unistd.h>
+
+/** A client publishing to the broker of @p t and folding what it publishes into @p r. */
+typedef struct snapfx {
+    it_t *t;
+    ab_conn_t *c;
+    ab_reducer_t *r;
+    const char *thread;
+    uint64_t epoch, next_seq, last_pos;
+} snapfx_t;
+
+/**
+ * Send `snapshot` for fx->thread; fail unless the reply passes the snapshot
+ * parser and its projection equals the local fold. @return its checkpoint
+ * position.
+ */
+static inline uint64_t snapfx_check(snapfx_t *f)
+{
+    ab_msg_t q = {.op = AB_OP_SNAPSHOT, .u.snapshot = {.thread = {f->thread, strlen(f->thread)}}};
+    ab_msg_t m;
+    ab_error_t err = AB_ERROR_INIT;
+    if (ab_conn_request(f->c, &q, NULL, 0, f->t->doc, &m, IT_TIMEOUT, &err) != AB_OK)
+        fail_msg("snapshot: %s", err.message);
+    assert_int_equal(m.op, AB_OP_SNAPSHOT_REPLY);
+    ab_buf_t text = AB_BUF_INIT;
+    assert_int_equal(ab_val_to_json(m.u.snapshot_reply.snapshot, &text), AB_OK);
+    ab_snapshot_t *snap = NULL;
+    if (ab_snapshot_parse((const char *)text.data, text.len, &snap, &err) != AB_OK)
+        fail_msg("snapshot rejected: %s", err.message);
+    const json_t *proj = json_object_get(ab_snapshot_document(snap), "projection");
+    if (!json_equal((json_t *)(uintptr_t)proj, (json_t *)(uintptr_t)ab_reducer_state(f->r))) {
+        char *a = json_dumps(proj, JSON_COMPACT),
+             *b = json_dumps(ab_reducer_state(f->r), JSON_COMPACT);
+        fail_msg("projection differs:\n broker %s\n local  %s", a, b);
+    }
+    uint64_t pos = ab_snapshot_position(snap);
+    ab_snapshot_destroy(&snap);
+    ab_buf_free(&text);
+    return pos;
+}
+
+/**
+ * The stored snapshot of @p thread in data directory @p dir, read with a
+ * readonly plugin handle: its position (0 = none) and, when @p size is not
+ * NULL, its size in bytes. With @p validate the stored document must pass
+ * the snapshot parser and name the row's position.
+ */
+static inline uint64_t snapfx_stored(const char *dir, const char *thread, size_t *size,
+                                     bool validate)
+{
+    const ab_plugin_t *p = ab_plugin_sqlite();
+    assert_non_null(p->snapshot_get);
+    ab_plugin_open_opts_t o = {.data_dir = dir, .readonly = true};
+    ab_plugin_db_t *db = NULL;
+    ab_error_t err = AB_ERROR_INIT;
+    assert_int_equal(p->open(&o, &db, &err), AB_OK);
+    ab_buf_t doc = AB_BUF_INIT;
+    uint64_t pos = 0;
+    ab_status_t st = p->snapshot_get(db, (ab_str_t){thread, strlen(thread)}, &doc, &pos, &err);
+    if (st == AB_OK && validate) {
+        ab_snapshot_t *s = NULL;
+        if (ab_snapshot_parse((const char *)doc.data, doc.len, &s, &err) != AB_OK)
+            fail_msg("stored snapshot rejected: %s", err.message);
+        assert_int_equal(ab_snapshot_position(s), pos);
+        ab_snapshot_destroy(&s);
+    } else if (st != AB_OK) {
+        assert_int_equal(st, AB_NOT_FOUND);
+        pos = 0;
+    }
+    if (size != NULL)
+        *size = doc.len;
+    ab_buf_free(&doc);
+    p->close(db);
+    return pos;
+}
+
+/** Wait (bounded by IT_TIMEOUT) until the stored snapshot's position is at least @p want. */
+static inline uint64_t snapfx_wait_stored(const char *dir, const char *thread, uint64_t want,
+                                          bool validate)
+{
+    long end = bp_now_ms() + IT_TIMEOUT;
+    uint64_t got = 0;
+    while ((got = snapfx_stored(dir, thread, NULL, validate)) < want && bp_now_ms() < end)
+        usleep(20 * 1000);
+    if (got < want)
+        fail_msg("stored snapshot at %llu, want at least %llu", (unsigned long long)got,
+                 (unsigned long long)want);
+    return got;
+}
+
+#endif /* AB_TESTS_SNAP_FIXTURE_H */
