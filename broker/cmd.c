@@ -109,11 +109,13 @@ static void welcome(cmd_t *c, zmq_msg_t *id, const ab_msg_t *m)
         return;
     }
     /* durableThreadSnapshots (PROTOCOL.md 7.8): "available" only when the
-     * plugin stores snapshots (snapshot_put/get) at run ends AND every
+     * plugin stores snapshots (snapshot_put/get), the snapshot worker runs,
+     * and they are stored at run ends AND every
      * --snapshot-every N events (N > 0); otherwise an answer may fold many
      * events: "degraded". The SNAPSHOT answer itself is always current. */
     const ab_plugin_t *pl = c->b->plugin;
-    bool stored = pl->snapshot_put != NULL && pl->snapshot_get != NULL;
+    bool stored =
+        pl->snapshot_put != NULL && pl->snapshot_get != NULL && !atomic_load(&c->b->snap_failed);
     ab_cap_state_t snaps =
         stored && c->b->cfg->snapshot_every > 0 ? AB_CAP_AVAILABLE : AB_CAP_DEGRADED;
     const ab_cap_t caps[] = {

@@ -34,6 +34,7 @@ typedef struct ab_broker {
     void *xpub;                             /**< bound by start-up, used by the writer only */
     _Atomic uint64_t head_pos;              /**< latest commit position */
     _Atomic int64_t in_flight; /**< events + writer jobs queued, bounded by cfg->queue */
+    _Atomic bool snap_failed;  /**< the snapshot worker could not start: nothing is stored */
 } ab_broker_t;
 
 typedef enum ab_job_kind {

@@ -548,8 +548,10 @@ void *ab_writer_main(void *arg)
     ab_writer_args_t *a = arg;
     writer_t w = {.b = a->b, .xpub = a->b->xpub, .seq = a->seq, .sock = a->sock};
     w.next_hb = ab_mono_ms();
-    if (w.b->plugin->snapshot_put != NULL && w.b->plugin->snapshot_get != NULL)
+    if (w.b->plugin->snapshot_put != NULL && w.b->plugin->snapshot_get != NULL) {
         w.worker = ab_snapworker_start(w.b);
+        atomic_store(&w.b->snap_failed, w.worker == NULL); /* HELLO then says degraded */
+    }
     while (!w.stop) {
         ab_snapworker_collect(w.worker, store_doc, &w);
         ab_job_t *job = wait_job(&w);
