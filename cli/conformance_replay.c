@@ -167,6 +167,32 @@ static conf_result_t need_replay(conf_t *cf)
 static char g_th[96], g_r1[96], g_r2[96];
 static uint64_t g_e1, g_e2;
 
+/* A seam check's state with fresh ids "seam-<name>-t" / "-r" in g_th / g_r1; NULL (and
+ * *r set) when replay or heartbeats are not announced or memory runs out. */
+static seam_t *seam_new(conf_t *cf, const char *name, conf_result_t *r)
+{
+    char prefix[32];
+    if ((*r = need_replay(cf)) != CONF_PASS)
+        return NULL;
+    seam_t *s = calloc(1, sizeof(*s));
+    if (!s) {
+        *r = conf_fail(cf, "out of memory");
+        return NULL;
+    }
+    snprintf(prefix, sizeof(prefix), "seam-%s-t", name);
+    conf_id(cf, g_th, sizeof(g_th), prefix);
+    snprintf(prefix, sizeof(prefix), "seam-%s-r", name);
+    conf_id(cf, g_r1, sizeof(g_r1), prefix);
+    s->sent.only = g_th;
+    return s;
+}
+
+static void seam_free(seam_t *s)
+{
+    conf_recs_free(&s->sent);
+    free(s);
+}
+
 static int run_phases(conf_t *cf, seam_t *s, int phase)
 {
     static const uint64_t lo[] = {1, 5, 7}, hi[] = {4, 6, 9};
@@ -175,15 +201,10 @@ static int run_phases(conf_t *cf, seam_t *s, int phase)
 
 conf_result_t conf_check_replay_run(conf_t *cf)
 {
-    conf_result_t r = need_replay(cf);
-    if (r != CONF_PASS)
-        return r;
-    seam_t *s = calloc(1, sizeof(*s));
+    conf_result_t r;
+    seam_t *s = seam_new(cf, "run", &r);
     if (!s)
-        return conf_fail(cf, "out of memory");
-    conf_id(cf, g_th, sizeof(g_th), "seam-run-t");
-    conf_id(cf, g_r1, sizeof(g_r1), "seam-run-r");
-    s->sent.only = g_th;
+        return r;
     ab_buf_t topic = {0};
     ab_error_t err = AB_ERROR_INIT;
     ab_msg_t q = {.op = AB_OP_REPLAY,
@@ -198,8 +219,7 @@ conf_result_t conf_check_replay_run(conf_t *cf)
         r = seam_run(cf, s, topic.data, topic.len, &q, run_phases);
     }
     ab_buf_free(&topic);
-    conf_recs_free(&s->sent);
-    free(s);
+    seam_free(s);
     return r;
 }
 
@@ -215,16 +235,11 @@ static int thread_phases(conf_t *cf, seam_t *s, int phase)
 
 conf_result_t conf_check_replay_thread(conf_t *cf)
 {
-    conf_result_t r = need_replay(cf);
-    if (r != CONF_PASS)
-        return r;
-    seam_t *s = calloc(1, sizeof(*s));
+    conf_result_t r;
+    seam_t *s = seam_new(cf, "thread", &r);
     if (!s)
-        return conf_fail(cf, "out of memory");
-    conf_id(cf, g_th, sizeof(g_th), "seam-thread-t");
-    conf_id(cf, g_r1, sizeof(g_r1), "seam-thread-r");
+        return r;
     conf_id(cf, g_r2, sizeof(g_r2), "seam-thread-r");
-    s->sent.only = g_th;
     ab_buf_t topic = {0};
     ab_error_t err = AB_ERROR_INIT;
     ab_cursor_t cur = {{g_r1, strlen(g_r1)}, 1};
@@ -241,8 +256,7 @@ conf_result_t conf_check_replay_thread(conf_t *cf)
         r = seam_run(cf, s, topic.data, topic.len, &q, thread_phases);
     }
     ab_buf_free(&topic);
-    conf_recs_free(&s->sent);
-    free(s);
+    seam_free(s);
     return r;
 }
 
@@ -255,15 +269,10 @@ static int all_phases(conf_t *cf, seam_t *s, int phase)
 
 conf_result_t conf_check_replay_all(conf_t *cf)
 {
-    conf_result_t r = need_replay(cf);
-    if (r != CONF_PASS)
-        return r;
-    seam_t *s = calloc(1, sizeof(*s));
+    conf_result_t r;
+    seam_t *s = seam_new(cf, "all", &r);
     if (!s)
-        return conf_fail(cf, "out of memory");
-    conf_id(cf, g_th, sizeof(g_th), "seam-all-t");
-    conf_id(cf, g_r1, sizeof(g_r1), "seam-all-r");
-    s->sent.only = g_th;
+        return r;
     ab_msg_t q = {.op = AB_OP_REPLAY, .u.replay = {.scope = AB_REPLAY_ALL}};
     r = CONF_FAIL;
     if (conf_claim(cf, cf->c, g_th, g_r1, &g_e1) == 0 && all_phases(cf, s, 0) == 0) {
@@ -271,8 +280,7 @@ conf_result_t conf_check_replay_all(conf_t *cf)
         s->below[0] = s->below[1] = true;
         r = seam_run(cf, s, AB_TOPIC_EVENTS, AB_TOPIC_EVENTS_LEN, &q, all_phases);
     }
-    conf_recs_free(&s->sent);
-    free(s);
+    seam_free(s);
     return r;
 }
 #endif
