@@ -148,12 +148,6 @@ static void test_snapshot_durable(void **state)
     ab_conn_destroy(&f.c);
 }
 
-static int setup_every50(void **state)
-{
-    static const char *const extra[] = {"--snapshot-every", "50", NULL};
-    return it_setup_with(state, extra);
-}
-
 /* Snapshots every 50 events: an active run of 120 events gets stored snapshots. */
 static void test_snapshot_every(void **state)
 {
@@ -205,7 +199,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_snapshot_durable, it_setup, it_teardown),
-        cmocka_unit_test_setup_teardown(test_snapshot_every, setup_every50, it_teardown),
+        cmocka_unit_test_setup_teardown(test_snapshot_every, snapfx_setup_every50, it_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

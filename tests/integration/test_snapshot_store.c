@@ -202,12 +202,6 @@ static void test_default_every_n(void **state)
     ab_conn_destroy(&f.c);
 }
 
-static int setup_every50(void **state)
-{
-    static const char *const extra[] = {"--snapshot-every", "50", NULL};
-    return it_setup_with(state, extra);
-}
-
 /* --snapshot-every 50 on a 1,500-event active run: stored snapshots spaced by the byte rule. */
 static void test_every_n_not_quadratic(void **state)
 {
@@ -255,7 +249,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_corrupt_stored, it_setup, it_teardown),
         cmocka_unit_test_setup_teardown(test_default_every_n, it_setup, it_teardown),
-        cmocka_unit_test_setup_teardown(test_every_n_not_quadratic, setup_every50, it_teardown),
+        cmocka_unit_test_setup_teardown(test_every_n_not_quadratic, snapfx_setup_every50,
+                                        it_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

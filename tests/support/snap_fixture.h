@@ -104,4 +104,11 @@ static inline uint64_t snapfx_wait_stored(const char *dir, const char *thread, u
     return got;
 }
 
+/** cmocka setup: a broker storing a snapshot every 50 events (the every-N tests). */
+static inline int snapfx_setup_every50(void **state)
+{
+    static const char *const extra[] = {"--snapshot-every", "50", NULL};
+    return it_setup_with(state, extra);
+}
+
 #endif /* AB_TESTS_SNAP_FIXTURE_H */
