@@ -104,6 +104,9 @@ AB_NODISCARD ab_status_t ab_log_level_from(const char *s, ab_log_level_t *out);
 /** Set the process-wide log level (default info). */
 void ab_log_set_level(ab_log_level_t level);
 
+/** Name the calling thread (seen in `top -H`, `ps -L`, perf); Linux only, else a no-op. */
+void ab_thread_name(const char *name);
+
 /** True when messages of @p level are written. */
 bool ab_log_enabled(ab_log_level_t level);
 

@@ -525,6 +525,7 @@ static bool on_signal(cmd_t *c, int sigfd)
 int ab_cmd_loop(ab_broker_t *b, void *router, void *wsock, void **rsocks, int sigfd)
 {
     cmd_t c = {.b = b, .router = router, .wsock = wsock, .rsocks = rsocks};
+    ab_thread_name("ab-command");
     c.nreaders = b->cfg->readers;
     size_t n = 3 + c.nreaders;
     zmq_pollitem_t *items = calloc(n, sizeof(*items));

@@ -14,6 +14,9 @@
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
 
 static _Atomic int log_level = AB_LOG_INFO;
 
@@ -28,6 +31,15 @@ ab_status_t ab_log_level_from(const char *s, ab_log_level_t *out)
         }
     }
     return AB_INVALID_CONFIG;
+}
+
+void ab_thread_name(const char *name)
+{
+#ifdef __linux__
+    (void)prctl(PR_SET_NAME, name, 0, 0, 0); /* at most 15 characters are kept */
+#else
+    (void)name;
+#endif
 }
 
 void ab_log_set_level(ab_log_level_t level)

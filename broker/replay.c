@@ -358,6 +358,9 @@ void *ab_reader_main(void *arg)
 {
     ab_reader_args_t *a = arg;
     reader_t r = {.b = a->b, .db = a->db, .sock = a->sock};
+    char name[16];
+    snprintf(name, sizeof(name), "ab-reader-%u", a->index);
+    ab_thread_name(name);
     size_t ready = 0;
     while (!r.stop) {
         zmq_pollitem_t it = {.socket = r.sock, .events = ZMQ_POLLIN};

@@ -217,6 +217,7 @@ static void compute(ab_snapworker_t *w, const todo_t *q)
 static void *worker_main(void *arg)
 {
     ab_snapworker_t *w = arg;
+    ab_thread_name("ab-snapshot");
 #ifdef __linux__
     (void)setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), AB_SNAPWORKER_NICE);
 #endif

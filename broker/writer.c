@@ -547,6 +547,7 @@ void *ab_writer_main(void *arg)
 {
     ab_writer_args_t *a = arg;
     writer_t w = {.b = a->b, .xpub = a->b->xpub, .seq = a->seq, .sock = a->sock};
+    ab_thread_name("ab-writer");
     w.next_hb = ab_mono_ms();
     if (w.b->plugin->snapshot_put != NULL && w.b->plugin->snapshot_get != NULL) {
         w.worker = ab_snapworker_start(w.b);
