@@ -66,6 +66,12 @@ struct ab_sub {
     uint64_t hb_head;    /* head_pos of the last heartbeat */
     long last_hb_ms;     /* monotonic time of the last heartbeat (or connect) */
     bool need_replay, reconnect, stop;
+    /* Set by the poll loop around its own drain of the SUB: live events that
+     * are next may be delivered straight from the ZeroMQ message (no FIFO
+     * copy); a delivery failure is written to *live_err and kept in live_rc. */
+    ab_error_t *live_err;
+    ab_status_t live_rc;
+    size_t drained; /* live events taken by the current sub_live_drain() */
     uint64_t rows;
     sub_fifo_t fifo;
     ab_cursor_t *req_cursors; /* scratch for thread replays */
@@ -83,5 +89,9 @@ int sub_live_drain(ab_sub_t *s, int wait_ms);
 ab_status_t sub_resync(ab_sub_t *s, ab_error_t *err);
 /* Deliver the buffered live events that are next; a hole asks for a replay. */
 ab_status_t sub_fifo_run(ab_sub_t *s, ab_error_t *err);
+/* One live event: deliver it if it is next, count a duplicate, or on a hole
+ * clear the FIFO and ask for a replay. @return AB_OK or the delivery error. */
+ab_status_t sub_live_event(ab_sub_t *s, const ab_stamp_t *st, const uint8_t *b, size_t len,
+                           ab_error_t *err);
 
 #endif

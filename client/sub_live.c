@@ -5,8 +5,14 @@
  * triggers (docs/PROTOCOL.md 6.2-6.3).
  *
  * Invariants:
- *  1. Nothing is delivered here: live events only enter the FIFO, in
- *     arrival order; sub_fifo_run() decides (dup / next / hole).
+ *  1. Live events enter the FIFO in arrival order and sub_fifo_run()
+ *     decides (dup / next / hole), except in the steady state: when the poll
+ *     loop drains (s->live_err set, never during a replay), the FIFO is
+ *     empty and no replay is pending, each event goes straight through
+ *     sub_live_event() from the ZeroMQ message, with the same decisions and
+ *     no copy. Once the callback stops, a hole asks for a replay or a
+ *     delivery fails, the rest of the message takes the FIFO path (or is
+ *     dropped when a replay will cover it).
  *  2. A FIFO overflow drops the whole buffer and asks for a replay, so
  *     memory stays bounded by max_pending and nothing is skipped.
  *  3. A heartbeat from another broker instance asks for a reconnect.
@@ -70,6 +76,16 @@ static void on_heartbeat(ab_sub_t *s, zmq_msg_t *body)
     s->hb_head = m.u.heartbeat.head_pos;
 }
 
+/* Deliver one live event straight away when the steady state allows it (invariant 1).
+ * @return true when it was handled (delivered, counted or a hole). */
+static bool direct(ab_sub_t *s, const ab_stamp_t *st, const uint8_t *b, size_t len)
+{
+    if (s->live_err == NULL || s->live_rc != AB_OK || s->stop || s->fifo.n > 0)
+        return false;
+    s->live_rc = sub_live_event(s, st, b, len, s->live_err);
+    return true;
+}
+
 /* Queue the records of one live message; a malformed record ends it (the hole check refills). */
 static void on_events(ab_sub_t *s, zmq_msg_t *records)
 {
@@ -78,11 +94,14 @@ static void on_events(ab_sub_t *s, zmq_msg_t *records)
     const uint8_t *p = zmq_msg_data(records), *end = p + zmq_msg_size(records);
     const uint8_t *sb, *eb;
     size_t slen, elen;
-    while (p < end && ab_record_next(&p, end, &sb, &slen, &eb, &elen)) {
+    while (!s->need_replay && p < end && ab_record_next(&p, end, &sb, &slen, &eb, &elen)) {
         ab_stamp_t st;
         ab_error_t err = AB_ERROR_INIT;
         if (ab_stamp_decode(s->ldoc, sb, slen, &st, &err) != AB_OK)
             return; /* a bad stamp cannot be placed; the replay path will fill it */
+        s->drained++;
+        if (direct(s, &st, eb, elen))
+            continue;
         if (sub_fifo_push(&s->fifo, &st, eb, elen) != AB_OK) {
             /* full (or no memory): drop all, catch up from the store */
             sub_fifo_clear(&s->fifo);
@@ -122,11 +141,17 @@ int sub_live_drain(ab_sub_t *s, int wait_ms)
     if (r < 0)
         return zmq_errno() == EINTR ? 0 : -1;
     int handled = 0;
+    s->drained = 0;
     for (; handled < 4096; handled++) {
-        /* after the first message, stop unless a whole one still fits the FIFO:
-         * the rest waits in the socket (bounded by its rcvhwm) */
-        if (handled > 0 && s->fifo.n + AB_LIVE_EVENTS_MAX > s->fifo.max)
+        /* after the first message, stop unless a whole one still fits the FIFO
+         * (and, delivering directly, the events taken stay within max_pending,
+         * so one poll's work stays bounded): the rest waits in the socket
+         * (bounded by its rcvhwm) */
+        if (handled > 0 && (s->fifo.n + AB_LIVE_EVENTS_MAX > s->fifo.max ||
+                            s->drained + AB_LIVE_EVENTS_MAX > s->fifo.max))
             break;
+        if (s->stop || s->need_replay || s->live_rc != AB_OK)
+            break; /* let the poll loop act first */
         zmq_msg_t part[3];
         int n = recv_one(s->sock, part);
         if (n <= 0)

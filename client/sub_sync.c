@@ -23,6 +23,15 @@
 
 enum { K_DUP, K_NEXT, K_HOLE };
 
+/* The envelope, with or without its body (opts.skip_body). */
+static ab_status_t sub_decode(ab_sub_t *s, const uint8_t *b, size_t len, ab_event_t *ev,
+                              ab_error_t *err)
+{
+    if (s->o.skip_body)
+        return ab_event_decode_head(s->edoc, b, len, &s->lim, ev, err);
+    return ab_event_decode(s->edoc, b, len, &s->lim, ev, err);
+}
+
 static int classify(const ab_sub_t *s, const ab_event_t *ev, const ab_stamp_t *st)
 {
     if (s->o.scope == AB_SUB_ALL) {
@@ -61,7 +70,7 @@ static ab_status_t on_row(void *ud, const ab_stamp_t *st, const uint8_t *b, size
     if ((++s->rows & 63) == 0)
         (void)sub_live_drain(s, 0); /* invariant 4 */
     ab_event_t ev;
-    ab_status_t rc = ab_event_decode(s->edoc, b, len, &s->lim, &ev, err);
+    ab_status_t rc = sub_decode(s, b, len, &ev, err);
     if (rc != AB_OK)
         return rc;
     int k = classify(s, &ev, st);
@@ -133,31 +142,35 @@ ab_status_t sub_resync(ab_sub_t *s, ab_error_t *err)
     return AB_OK;
 }
 
+ab_status_t sub_live_event(ab_sub_t *s, const ab_stamp_t *st, const uint8_t *b, size_t len,
+                           ab_error_t *err)
+{
+    ab_event_t ev;
+    ab_error_t derr = AB_ERROR_INIT;
+    if (sub_decode(s, b, len, &ev, &derr) != AB_OK)
+        return AB_OK; /* the broker only fans out valid envelopes; a hole check refills */
+    int k = classify(s, &ev, st);
+    if (k == K_HOLE) { /* invariant 2 */
+        s->stats.holes++;
+        sub_fifo_clear(&s->fifo);
+        s->need_replay = true;
+        return AB_OK;
+    }
+    if (st->pos > s->synced_pos)
+        s->synced_pos = st->pos;
+    if (k == K_DUP) {
+        s->stats.dups++;
+        return AB_OK;
+    }
+    return deliver(s, &ev, st, b, len, false, err);
+}
+
 ab_status_t sub_fifo_run(ab_sub_t *s, ab_error_t *err)
 {
     const sub_item_t *it;
     while (!s->stop && !s->need_replay && (it = sub_fifo_front(&s->fifo)) != NULL) {
-        ab_event_t ev;
-        ab_error_t derr = AB_ERROR_INIT;
-        if (ab_event_decode(s->edoc, it->bytes, it->len, &s->lim, &ev, &derr) != AB_OK) {
-            sub_fifo_pop(&s->fifo); /* the broker only fans out valid envelopes */
-            continue;
-        }
-        int k = classify(s, &ev, &it->stamp);
-        if (k == K_HOLE) { /* invariant 2 */
-            s->stats.holes++;
-            sub_fifo_clear(&s->fifo);
-            s->need_replay = true;
-            break;
-        }
-        if (it->stamp.pos > s->synced_pos)
-            s->synced_pos = it->stamp.pos;
-        ab_status_t rc = AB_OK;
-        if (k == K_DUP)
-            s->stats.dups++;
-        else
-            rc = deliver(s, &ev, &it->stamp, it->bytes, it->len, false, err);
-        sub_fifo_pop(&s->fifo);
+        ab_status_t rc = sub_live_event(s, &it->stamp, it->bytes, it->len, err);
+        sub_fifo_pop(&s->fifo); /* no-op after a hole: the FIFO was cleared */
         if (rc != AB_OK)
             return rc;
     }

@@ -217,9 +217,13 @@ static ab_status_t step(ab_sub_t *s, long deadline, bool *waited, ab_error_t *er
         return AB_OK;
     wait = wait < 0 ? 0 : wait < silent_left ? wait : silent_left;
     *waited = true;
-    if (sub_live_drain(s, (int)wait) < 0)
+    s->live_err = err; /* steady state: deliver straight from the messages */
+    s->live_rc = AB_OK;
+    int n = sub_live_drain(s, (int)wait);
+    s->live_err = NULL;
+    if (n < 0)
         s->reconnect = true;
-    return AB_OK;
+    return s->live_rc;
 }
 
 ab_status_t ab_sub_poll(ab_sub_t *s, int timeout_ms, ab_error_t *err)

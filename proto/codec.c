@@ -333,6 +333,102 @@ ab_status_t ab_stamp_decode(ab_doc_t *doc, const uint8_t *buf, size_t len, ab_st
     return rc;
 }
 
+/* ---- envelope header only ------------------------------------------------ */
+
+/* A msgpack string at *p (fixstr, str 8/16/32); false when it is not one or runs past @p end. */
+static bool get_str(const uint8_t **p, const uint8_t *end, ab_str_t *out)
+{
+    const uint8_t *q = *p;
+    if (q >= end)
+        return false;
+    uint8_t tag = *q++;
+    uint64_t n = 0;
+    int bytes = tag == 0xd9 ? 1 : tag == 0xda ? 2 : tag == 0xdb ? 4 : 0;
+    if (tag >= 0xa0 && tag <= 0xbf)
+        n = tag & 0x1f;
+    else if (bytes == 0 || end - q < bytes)
+        return false;
+    for (int i = 0; i < bytes; i++)
+        n = n << 8 | *q++;
+    if ((uint64_t)(end - q) < n)
+        return false;
+    *out = (ab_str_t){(const char *)q, (size_t)n};
+    *p = q + n;
+    return true;
+}
+
+/* The fixstr key @p k (with its tag byte) at *p. */
+static bool get_key(const uint8_t **p, const uint8_t *end, const char *k, size_t klen)
+{
+    if ((size_t)(end - *p) < klen || memcmp(*p, k, klen) != 0)
+        return false;
+    *p += klen;
+    return true;
+}
+
+/* A non-negative integer in [min, INT64_MAX] at *p. */
+static bool get_count(const uint8_t **p, const uint8_t *end, uint64_t min, uint64_t *v)
+{
+    bool neg = false;
+    return get_int(p, end, &neg, v) && !neg && *v >= min && *v <= (uint64_t)INT64_MAX;
+}
+
+static bool head_fast(const uint8_t *buf, size_t len, const ab_limits_t *lim, ab_event_t *ev)
+{
+    const uint8_t *p = buf, *end = buf + len;
+    uint64_t v = 0, ts = 0;
+    bool neg = false;
+    if (len > lim->max_event_bytes ||
+        !get_key(&p, end,
+                 "\x87\xa1"
+                 "v",
+                 3) ||
+        !get_count(&p, end, 1, &v) || v > UINT32_MAX || !ab_version_supported((uint32_t)v) ||
+        !get_key(&p, end,
+                 "\xa6"
+                 "thread",
+                 7) ||
+        !get_str(&p, end, &ev->thread) ||
+        ab_id_check(ev->thread.ptr, ev->thread.len, lim->max_id_bytes, "thread", NULL) != AB_OK ||
+        !get_key(&p, end, "\xa3run", 4) || !get_str(&p, end, &ev->run) ||
+        ab_id_check(ev->run.ptr, ev->run.len, lim->max_id_bytes, "run", NULL) != AB_OK ||
+        !get_key(&p, end, "\xa3seq", 4) || !get_count(&p, end, 1, &ev->seq) ||
+        !get_key(&p, end,
+                 "\xa5"
+                 "epoch",
+                 6) ||
+        !get_count(&p, end, 1, &ev->epoch) || !get_key(&p, end, "\xa2ts", 3) ||
+        !get_int(&p, end, &neg, &ts) || (!neg && ts > (uint64_t)INT64_MAX) ||
+        !get_key(&p, end,
+                 "\xa5"
+                 "event",
+                 6) ||
+        p >= end || !((*p >= 0x80 && *p <= 0x8f) || *p == 0xde || *p == 0xdf))
+        return false;
+    ev->v = (uint32_t)v;
+    ev->ts = (int64_t)ts;
+    ev->body = NULL;
+    return true;
+}
+
+ab_status_t ab_event_decode_head(ab_doc_t *doc, const uint8_t *buf, size_t len,
+                                 const ab_limits_t *limits, ab_event_t *out, ab_error_t *err)
+{
+    ab_limits_t lim = limits ? *limits : ab_limits_default();
+    ab_event_t ev;
+    memset(&ev, 0, sizeof(ev));
+    if (buf != NULL && out != NULL && head_fast(buf, len, &lim, &ev)) {
+        *out = ev;
+        return AB_OK;
+    }
+    ab_status_t rc = ab_event_decode(doc, buf, len, &lim, &ev, err);
+    if (rc == AB_OK) {
+        ev.body = NULL;
+        *out = ev;
+    }
+    return rc;
+}
+
 /* ---- topics ------------------------------------------------------------- */
 
 static ab_status_t topic_id(ab_str_t id, const char *field, ab_error_t *err)

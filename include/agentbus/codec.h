@@ -91,6 +91,21 @@ AB_NODISCARD ab_status_t ab_event_decode(ab_doc_t *doc, const uint8_t *buf, size
                                          const ab_limits_t *limits, ab_event_t *out,
                                          ab_error_t *err);
 
+/**
+ * Decode the header of one envelope frame and leave the body unread: the
+ * result is what ab_event_decode() gives, except out->body is NULL. For
+ * readers of envelopes the broker has already checked (a subscriber that
+ * forwards or counts them): the canonical shape (the 7 keys in the
+ * documented order) is read straight from the bytes, checking every header
+ * value and that the body starts a map, but neither the body's contents nor
+ * trailing bytes; any other shape takes ab_event_decode() (then the body is
+ * checked too, and still not returned).
+ * @return as ab_event_decode().
+ */
+AB_NODISCARD ab_status_t ab_event_decode_head(ab_doc_t *doc, const uint8_t *buf, size_t len,
+                                              const ab_limits_t *limits, ab_event_t *out,
+                                              ab_error_t *err);
+
 /** True when every field of @p a and @p b is equal (bodies by ab_val_equal). */
 bool ab_event_equal(const ab_event_t *a, const ab_event_t *b);
 

@@ -98,6 +98,13 @@ typedef struct ab_sub_opts {
     int timeout_ms;     /**< per request to the broker; 0 = 5000 */
     int rcvhwm;         /**< SUB receive high-water mark; 0 = ZeroMQ's default */
     void *zmq_ctx;      /**< borrowed ZeroMQ context; NULL = own one */
+    /**
+     * Do not decode event bodies: the callback's ev.body is NULL (the
+     * envelope is in bytes/len; its header is still decoded and checked).
+     * For subscribers that forward, store or count envelopes; it saves most
+     * of the subscriber's CPU per event (docs/PERFORMANCE.md, fan-out).
+     */
+    bool skip_body;
 } ab_sub_opts_t;
 
 typedef struct ab_sub ab_sub_t;

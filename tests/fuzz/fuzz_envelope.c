@@ -7,7 +7,11 @@
  *  2. whatever decodes also encodes, and decoding that encoding gives back an
  *     equal value (ab_event_equal / ab_msg_equal / the stamp's fields);
  *  3. encoding is a function of the decoded value: encoding the second
- *     decode gives the same bytes as encoding the first.
+ *     decode gives the same bytes as encoding the first;
+ *  4. ab_event_decode_head() accepts every envelope ab_event_decode() does,
+ *     with the same header and no body; when it accepts one the full decoder
+ *     refuses, that header re-encoded with an empty body decodes fully (the
+ *     refusal was the body's or trailing bytes', never the header's).
  * Any violation calls abort().
  */
 #include "agentbus/codec.h"
@@ -67,6 +71,38 @@ out:
     ab_buf_free(&e2);
 }
 
+static bool same_head(const ab_event_t *a, const ab_event_t *b)
+{
+    return a->v == b->v && a->seq == b->seq && a->epoch == b->epoch && a->ts == b->ts &&
+           a->thread.len == b->thread.len && a->run.len == b->run.len &&
+           memcmp(a->thread.ptr, b->thread.ptr, a->thread.len) == 0 &&
+           memcmp(a->run.ptr, b->run.ptr, a->run.len) == 0;
+}
+
+static void check_head(const uint8_t *data, size_t size, ab_doc_t *d1, ab_doc_t *d2)
+{
+    ab_limits_t lim = ab_limits_default();
+    ab_error_t ef = AB_ERROR_INIT, eh = AB_ERROR_INIT;
+    ab_event_t full, head;
+    ab_status_t rf = ab_event_decode(d1, data, size, &lim, &full, &ef);
+    ab_status_t rh = ab_event_decode_head(d2, data, size, &lim, &head, &eh);
+    must(rh == AB_OK || eh.code == rh);
+    if (rf == AB_OK) {
+        must(rh == AB_OK && head.body == NULL && same_head(&full, &head));
+        return;
+    }
+    if (rh != AB_OK || rf == AB_NOMEM)
+        return;
+    ab_val_t empty = {.type = AB_VAL_MAP};
+    ab_event_t bare = head, back;
+    bare.body = &empty;
+    ab_buf_t e = AB_BUF_INIT;
+    if (ab_event_encode(&bare, &e, &ef) == AB_OK)
+        must(ab_event_decode(d1, e.data, e.len, &lim, &back, &ef) == AB_OK &&
+             same_head(&bare, &back));
+    ab_buf_free(&e);
+}
+
 static void check_msg(const uint8_t *data, size_t size, ab_doc_t *d1, ab_doc_t *d2)
 {
     ab_limits_t lim = ab_limits_default(), big = relaxed();
@@ -110,6 +146,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     ab_doc_t *d1 = NULL, *d2 = NULL;
     if (ab_doc_new(&d1) == AB_OK && ab_doc_new(&d2) == AB_OK) {
         check_event(data, size, d1, d2);
+        check_head(data, size, d1, d2);
         check_msg(data, size, d1, d2);
         check_stamp(data, size, d1);
     }

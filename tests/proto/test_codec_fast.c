@@ -2,7 +2,9 @@
  * test_codec_fast.c - the envelope decoder's canonical fast path accepts
  * exactly what the generic decoder accepts: the same event in canonical and
  * in shuffled key order decodes to equal results, and invalid values in the
- * canonical order still get the generic decoder's typed errors.
+ * canonical order still get the generic decoder's typed errors. The same for
+ * the header-only decoder (ab_event_decode_head), which also leaves a body
+ * it does not read unchecked.
  */
 #include "agentbus/codec.h"
 #include "testutil.h"
@@ -67,6 +69,14 @@ static void test_shuffled_order_decodes_the_same(void **state)
     assert_int_equal(e1.seq, 7);
     assert_int_equal(e1.epoch, 2);
     assert_true(e1.ts == -5);
+    ab_event_t h1, h2; /* header only: the same header, no body, in both orders */
+    assert_int_equal(ab_event_decode_head(d1, b1.data, b1.len, NULL, &h1, &err), AB_OK);
+    assert_int_equal(ab_event_decode_head(d2, b2.data, b2.len, NULL, &h2, &err), AB_OK);
+    assert_null(h1.body);
+    assert_null(h2.body);
+    e1.body = NULL;
+    assert_true(ab_event_equal(&h1, &e1));
+    assert_true(ab_event_equal(&h2, &e1));
     ab_doc_destroy(&d1);
     ab_doc_destroy(&d2);
     ab_buf_free(&b1);
@@ -90,6 +100,9 @@ static void expect_canonical_error(int idx, struct kvspec repl, ab_status_t code
     ab_error_t err = AB_ERROR_INIT;
     assert_int_equal(ab_event_decode(d, b.data, b.len, NULL, &e, &err), code);
     tu_assert_error(&err, code, field);
+    ab_error_t herr = AB_ERROR_INIT; /* the header-only decoder refuses it the same way */
+    assert_int_equal(ab_event_decode_head(d, b.data, b.len, NULL, &e, &herr), code);
+    tu_assert_error(&herr, code, field);
     ab_doc_destroy(&d);
     ab_buf_free(&b);
     tu_ctx_free(&t);
@@ -109,11 +122,46 @@ static void test_canonical_order_with_bad_values_fails_typed(void **state)
     expect_canonical_error(6, (struct kvspec){"extra", 0, 1, NULL}, AB_INVALID_ENVELOPE, NULL);
 }
 
+/* A canonical header followed by a body that is not valid msgpack: the header-only
+ * decoder reads the header and does not look further (documented), the full one refuses. */
+static void test_head_leaves_the_body_unread(void **state)
+{
+    (void)state;
+    tu_ctx_t t;
+    tu_ctx_init(&t);
+    const ab_val_t *body = tu_json(&t, "{}");
+    struct kvspec kv[7];
+    canonical(kv);
+    ab_buf_t b = AB_BUF_INIT;
+    pack_env(&b, kv, 7, body);
+    b.data[b.len - 1] = 0x81; /* {} becomes a map of one pair that is missing */
+    ab_doc_t *d;
+    assert_int_equal(ab_doc_new(&d), AB_OK);
+    ab_event_t e;
+    ab_error_t err = AB_ERROR_INIT;
+    assert_int_equal(ab_event_decode(d, b.data, b.len, NULL, &e, &err), AB_INVALID_ENVELOPE);
+    assert_int_equal(ab_event_decode_head(d, b.data, b.len, NULL, &e, &err), AB_OK);
+    assert_int_equal(e.seq, 7);
+    assert_int_equal(e.run.len, 3);
+    assert_memory_equal(e.run.ptr, "r-1", 3);
+    assert_null(e.body);
+    b.data[b.len - 1] = 0xa1; /* the body is a string, not a map: refused */
+    assert_int_equal(ab_event_decode_head(d, b.data, b.len, NULL, &e, &err), AB_INVALID_ENVELOPE);
+    ab_limits_t lim = ab_limits_default(); /* the byte limit holds without reading the body */
+    lim.max_event_bytes = (uint32_t)b.len - 1;
+    b.data[b.len - 1] = 0x80;
+    assert_int_equal(ab_event_decode_head(d, b.data, b.len, &lim, &e, &err), AB_TOO_LARGE);
+    ab_doc_destroy(&d);
+    ab_buf_free(&b);
+    tu_ctx_free(&t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_shuffled_order_decodes_the_same),
         cmocka_unit_test(test_canonical_order_with_bad_values_fails_typed),
+        cmocka_unit_test(test_head_leaves_the_body_unread),
     };
     return cmocka_run_group_tests_name("codec_fast", tests, NULL, NULL);
 }
