@@ -58,6 +58,7 @@
 typedef struct opts {
     const char *broker; /* NULL: start one per row */
     double seconds;
+    int rounds; /* fanout: rounds of the 4-subscriber rows */
 } opts_t;
 
 typedef spawn_broker_t child_t; /* a broker child (cli/spawn.c) */
@@ -756,9 +757,10 @@ static void *fansub_main(void *arg)
 }
 
 /* One bus row; nsub 0 = ingest alone (the row's figure goes to *solo); skip_body: the
- * subscribers do not decode event bodies (ab_sub_opts_t.skip_body). */
+ * subscribers do not decode event bodies (ab_sub_opts_t.skip_body). raw_min is the
+ * raw figure measured just before the row; *pct gets the row's share of it. */
 static int fan_bus(const opts_t *o, void *ctx, const bodies_t *b, int nsub, int rcvhwm,
-                   bool skip_body, double raw_min, double *solo)
+                   bool skip_body, double raw_min, double *solo, double *pct)
 {
     child_t ch;
     const char *ep;
@@ -848,20 +850,64 @@ static int fan_bus(const opts_t *o, void *ctx, const bodies_t *b, int nsub, int 
         snprintf(hwm, sizeof(hwm), ", hwm %d", rcvhwm);
     else if (skip_body)
         snprintf(hwm, sizeof(hwm), ", bodies not decoded");
+    *pct = raw_min > 0 ? 100 * min / raw_min : 0;
     printf("fanout  bus %d subscriber%s%s: ingest %8.0f ev/s acked; delivered per subscriber min "
-           "%8.0f mean %8.0f ev/s (%3.0f%% of raw, %3.0f%% of ingest); recovered by catch-up %llu "
+           "%8.0f mean %8.0f ev/s (%3.0f%% of raw %.0f msg/s measured just before, %3.0f%% of "
+           "ingest); recovered by catch-up %llu "
            "events (all subscribers; %llu holes, %llu replays); every event delivered to every "
            "subscriber: %s; subscriber thread CPU %.2f us/event; %3.0f%% of ingest alone\n",
-           nsub, nsub > 1 ? "s" : " ", hwm, ingest, min, mean,
-           raw_min > 0 ? 100 * min / raw_min : 0, ingest > 0 ? 100 * min / ingest : 0,
-           (unsigned long long)rec, (unsigned long long)holes, (unsigned long long)replays,
-           failed ? "NO" : "yes", delivered ? cpu * 1e6 / (double)delivered : 0,
-           *solo > 0 ? 100 * min / *solo : 0);
+           nsub, nsub > 1 ? "s" : " ", hwm, ingest, min, mean, *pct, raw_min,
+           ingest > 0 ? 100 * min / ingest : 0, (unsigned long long)rec, (unsigned long long)holes,
+           (unsigned long long)replays, failed ? "NO" : "yes",
+           delivered ? cpu * 1e6 / (double)delivered : 0, *solo > 0 ? 100 * min / *solo : 0);
     rc = failed ? -1 : 0;
 out:
     for (int i = 0; i < nok; i++)
         ab_sub_destroy(&f[i].sub);
     child_stop(&ch);
+    return rc;
+}
+
+/*
+ * A bus row beside the raw figure measured just before it (same subscriber
+ * count, half the row's time, at least 1 s): the machine's speed drifts over
+ * a whole run (raw rows of one run differ by up to 1.6x here), so each row is
+ * compared with the raw fan-out of the same moment.
+ */
+static int fan_row(const opts_t *o, void *ctx, const bodies_t *b, int nsub, int rcvhwm,
+                   bool skip_body, double *solo, double *pct)
+{
+    double rmin = 0, rmean = 0;
+    opts_t ro = *o;
+    ro.seconds = o->seconds / 2 < 1 ? (o->seconds < 1 ? o->seconds : 1) : o->seconds / 2;
+    if (nsub > 0 && fan_raw(&ro, nsub, &rmin, &rmean) != 0) {
+        fprintf(stderr, "agentbus bench: raw PUB/SUB: a subscriber never connected\n");
+        return -1;
+    }
+    return fan_bus(o, ctx, b, nsub, rcvhwm, skip_body, rmin, solo, pct);
+}
+
+static int cmp_pct(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The 4-subscriber row (full decode, or bodies not decoded) over o->rounds rounds. */
+static int fan_rounds(const opts_t *o, void *ctx, const bodies_t *b, bool skip_body, double *solo)
+{
+    double pct[64];
+    int n = 0, rc = 0;
+    for (; n < o->rounds; n++)
+        if (fan_row(o, ctx, b, FAN_MAX_SUBS, 0, skip_body, solo, &pct[n]) != 0)
+            rc = -1;
+    if (o->rounds > 1) {
+        qsort(pct, (size_t)n, sizeof(pct[0]), cmp_pct);
+        printf("fanout  bus %d subscribers%s over %d rounds: of raw measured just before, median "
+               "%.0f%% (min %.0f%%, max %.0f%%)\n",
+               FAN_MAX_SUBS, skip_body ? ", bodies not decoded" : "", n, pct[n / 2], pct[0],
+               pct[n - 1]);
+    }
     return rc;
 }
 
@@ -879,18 +925,15 @@ static int bench_fanout(const opts_t *o, void *ctx, const bodies_t *b)
                EVENT_SIZE, counts[k], counts[k] > 1 ? "s" : " ", raw[k][0], raw[k][1]);
     }
     int rc = AB_EXIT_OK;
-    double solo = 0; /* ingest with no subscriber: what a subscriber can get at most */
-    if (fan_bus(o, ctx, b, 0, 0, false, 0, &solo) != 0)
-        rc = AB_EXIT_FAIL;
-    for (int k = 0; k < 2; k++)
-        if (fan_bus(o, ctx, b, counts[k], 0, false, raw[k][0], &solo) != 0)
-            rc = AB_EXIT_FAIL;
-    /* subscribers that forward or count envelopes: header decoded, body not */
-    if (fan_bus(o, ctx, b, FAN_MAX_SUBS, 0, true, raw[1][0], &solo) != 0)
+    double solo = 0, pct = 0; /* solo: ingest with no subscriber, the most a subscriber gets */
+    if (fan_row(o, ctx, b, 0, 0, false, &solo, &pct) != 0 ||
+        fan_row(o, ctx, b, 1, 0, false, &solo, &pct) != 0 ||
+        fan_rounds(o, ctx, b, false, &solo) != 0 ||
+        fan_rounds(o, ctx, b, true, &solo) != 0) /* true: forwarders, bodies not decoded */
         rc = AB_EXIT_FAIL;
     /* tiny high-water marks (broker PUB and SUB): live events are lost, the
      * subscribers fill the holes from the store */
-    if (fan_bus(o, ctx, b, FAN_MAX_SUBS, 16, false, raw[1][0], &solo) != 0)
+    if (fan_row(o, ctx, b, FAN_MAX_SUBS, 16, false, &solo, &pct) != 0)
         rc = AB_EXIT_FAIL;
     return rc;
 }
@@ -909,7 +952,9 @@ static int usage_help(void)
            "           ZeroMQ PUB/SUB fan-out measured in the same run\n\n"
            "  --broker ENDPOINT  use a running broker's command endpoint instead of\n"
            "                     starting one per row (durability is then the broker's)\n"
-           "  --seconds S        measuring time per row (default 5)\n");
+           "  --seconds S        measuring time per row (default 5)\n"
+           "  --rounds N         fanout: repeat the 4-subscriber rows N times (1 ... 64,\n"
+           "                     default 1) and print the median share of raw\n");
     return AB_EXIT_OK;
 }
 
@@ -918,12 +963,13 @@ static int parse_opts(int argc, char **argv, opts_t *o)
     static const struct option longopts[] = {
         {"broker", required_argument, NULL, 'b'},
         {"seconds", required_argument, NULL, 's'},
+        {"rounds", required_argument, NULL, 'r'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     int c;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "+hb:s:", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "+hb:s:r:", longopts, NULL)) != -1) {
         if (c == 'b') {
             o->broker = optarg;
         } else if (c == 's') {
@@ -931,6 +977,12 @@ static int parse_opts(int argc, char **argv, opts_t *o)
             o->seconds = strtod(optarg, &end);
             if (*end || o->seconds <= 0 || o->seconds > 600)
                 return cli_usage_error("bench", "--seconds takes a number in (0, 600]");
+        } else if (c == 'r') {
+            char *end;
+            long r = strtol(optarg, &end, 10);
+            if (*end || r < 1 || r > 64)
+                return cli_usage_error("bench", "--rounds takes a whole number from 1 to 64");
+            o->rounds = (int)r;
         } else if (c == 'h') {
             usage_help();
             return -1;
@@ -950,7 +1002,7 @@ int bench_bus(int argc, char **argv)
             which = i;
     if (which < 0)
         return -1;
-    opts_t o = {.broker = NULL, .seconds = 5};
+    opts_t o = {.broker = NULL, .seconds = 5, .rounds = 1};
     int rc = parse_opts(argc, argv, &o);
     if (rc != AB_EXIT_OK)
         return rc < 0 ? AB_EXIT_OK : rc;
