@@ -124,6 +124,7 @@ static void welcome(cmd_t *c, zmq_msg_t *id, const ab_msg_t *m)
         {AB_CAP_HEADS, sizeof(AB_CAP_HEADS) - 1, AB_CAP_AVAILABLE},
         {AB_CAP_HEARTBEAT, sizeof(AB_CAP_HEARTBEAT) - 1, AB_CAP_AVAILABLE},
         {AB_CAP_DURABLE_SNAPSHOTS, sizeof(AB_CAP_DURABLE_SNAPSHOTS) - 1, snaps},
+        {AB_CAP_PACKED_PUBLISH, sizeof(AB_CAP_PACKED_PUBLISH) - 1, AB_CAP_AVAILABLE},
     };
     ab_msg_t w = {.op = AB_OP_WELCOME, .v = chosen, .cid = m->cid};
     w.u.welcome.instance = (ab_str_t){c->b->instance, strlen(c->b->instance)};
@@ -299,14 +300,12 @@ static void to_reader(cmd_t *c, zmq_msg_t *id, const ab_msg_t *m)
 static void decode_item(cmd_t *c, ab_job_t *job, uint32_t i)
 {
     ab_seq_item_t *it = &job->items[i];
-    ab_error_t *e = &it->err; /* written in place: no 1.6 KB copy per event */
-    const uint8_t *data = zmq_msg_data(&job->frames[i]);
-    size_t len = zmq_msg_size(&job->frames[i]);
+    ab_error_t *e = &it->err;        /* written in place: no 1.6 KB copy per event */
+    const uint8_t *data = it->bytes; /* set by recv_frames / recv_packed */
+    size_t len = it->len;
     /* field by field, not a compound literal: that would zero the 1.6 KB error too */
     it->ev = NULL;
     it->info = NULL;
-    it->bytes = data;
-    it->len = len;
     it->status = (ab_result_status_t)0;
     it->pos = 0;
     ab_seq_error_reset(e);
@@ -332,16 +331,15 @@ static void decode_item(cmd_t *c, ab_job_t *job, uint32_t i)
     e->cid = job->cid;
 }
 
-/* Receive the envelope frames of a publish into @p job; false on a count mismatch. */
-static bool recv_frames(cmd_t *c, ab_job_t *job, bool more, uint32_t *got)
+/* Receive the envelope frames of a publish into @p job; false (*e set) on a count mismatch. */
+static bool recv_frames(cmd_t *c, ab_job_t *job, bool more, ab_error_t *e)
 {
     uint32_t want = job->count;
     size_t extra = 0;
-    job->count = 0;
     while (more) {
-        zmq_msg_t *f = &job->frames[job->count];
+        zmq_msg_t *f = &job->frames[job->nframes];
         zmq_msg_t spare;
-        if (job->count == want)
+        if (job->nframes == want)
             f = &spare;
         zmq_msg_init(f);
         if (zmq_msg_recv(f, c->router, 0) < 0) {
@@ -353,19 +351,64 @@ static bool recv_frames(cmd_t *c, ab_job_t *job, bool more, uint32_t *got)
             zmq_msg_close(f);
             extra++;
         } else {
-            job->count++;
+            job->items[job->nframes].bytes = zmq_msg_data(f);
+            job->items[job->nframes].len = zmq_msg_size(f);
+            job->nframes++;
         }
     }
-    *got = job->count + (uint32_t)extra;
-    return job->count == want && extra == 0;
+    if (job->nframes == want && extra == 0)
+        return true;
+    size_t got = job->nframes + extra;
+    ab_error_set(e, AB_INVALID_ENVELOPE, "count",
+                 "publish count is %u but %zu envelope frames follow", want, got);
+    ab_error_detail_int(e, "frames", (int64_t)got);
+    return false;
+}
+
+/* Receive the one frame of a packed publish and cut it into job->count envelopes
+ * (PROTOCOL.md 7.4); false (*e set) when it is not exactly that. */
+static bool recv_packed(cmd_t *c, ab_job_t *job, bool more, ab_error_t *e)
+{
+    zmq_msg_t *f = &job->frames[0];
+    zmq_msg_init(f);
+    if (!more || zmq_msg_recv(f, c->router, 0) < 0) {
+        zmq_msg_close(f);
+        ab_error_set(e, AB_INVALID_ENVELOPE, "packed", "a packed publish needs its one frame");
+        ab_error_detail_int(e, "frames", 0);
+        return false;
+    }
+    job->nframes = 1;
+    if (zmq_msg_more(f)) {
+        size_t n = 1 + discard_rest(c->router, true);
+        ab_error_set(e, AB_INVALID_ENVELOPE, "packed",
+                     "a packed publish carries one frame, not %zu", n);
+        ab_error_detail_int(e, "frames", (int64_t)n);
+        return false;
+    }
+    const uint8_t *p = zmq_msg_data(f), *end = p + zmq_msg_size(f);
+    uint32_t n = 0;
+    while (n < job->count && ab_packed_next(&p, end, &job->items[n].bytes, &job->items[n].len))
+        n++;
+    if (n == job->count && p == end)
+        return true;
+    if (n == job->count)
+        ab_error_set(e, AB_INVALID_ENVELOPE, "packed",
+                     "the packed frame has %zu bytes after its %u envelopes", (size_t)(end - p), n);
+    else
+        ab_error_set(e, AB_INVALID_ENVELOPE, "count",
+                     "publish count is %u but the packed frame holds %u whole envelopes",
+                     job->count, n);
+    ab_error_detail_int(e, "envelopes", n);
+    return false;
 }
 
 static void publish(cmd_t *c, zmq_msg_t *id, const ab_msg_t *m, bool more)
 {
-    uint32_t count = m->u.publish.count, got = 0;
+    uint32_t count = m->u.publish.count;
+    bool packed = m->u.publish.packed;
     ab_job_t *job = job_new(AB_JOB_PUBLISH, id, m);
     if (job != NULL) {
-        job->frames = calloc(count, sizeof(*job->frames));
+        job->frames = calloc(packed ? 1 : count, sizeof(*job->frames));
         job->docs = calloc(count, sizeof(*job->docs));
         job->evs = calloc(count, sizeof(*job->evs));
         job->infos = calloc(count, sizeof(*job->infos));
@@ -378,11 +421,8 @@ static void publish(cmd_t *c, zmq_msg_t *id, const ab_msg_t *m, bool more)
         goto free_job;
     }
     job->count = count;
-    if (!recv_frames(c, job, more, &got)) {
-        ab_error_t e = AB_ERROR_INIT;
-        ab_error_set(&e, AB_INVALID_ENVELOPE, "count",
-                     "publish count is %u but %u envelope frames follow", count, got);
-        ab_error_detail_int(&e, "frames", got);
+    ab_error_t e = AB_ERROR_INIT;
+    if (!(packed ? recv_packed(c, job, more, &e) : recv_frames(c, job, more, &e))) {
         reply_error(c, id, m->v, m->cid, &e);
         goto free_job;
     }

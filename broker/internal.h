@@ -57,7 +57,8 @@ typedef struct ab_job {
     int64_t weight; /**< what it adds to ab_broker_t.in_flight */
     /* PUBLISH */
     uint32_t count;
-    zmq_msg_t *frames; /**< count envelope frames, kept alive until answered */
+    zmq_msg_t *frames; /**< the envelope frames (count, or 1 when packed), kept until answered */
+    uint32_t nframes;  /**< frames received into frames[] */
     ab_doc_t **docs;   /**< one arena per decoded envelope */
     ab_event_t *evs;
     ab_agui_info_t *infos;

@@ -47,12 +47,10 @@ void ab_job_free(ab_job_t *job)
     if (job == NULL)
         return;
     zmq_msg_close(&job->identity);
-    for (uint32_t i = 0; i < job->count; i++) {
-        if (job->frames != NULL)
-            zmq_msg_close(&job->frames[i]);
-        if (job->docs != NULL)
-            ab_doc_destroy(&job->docs[i]);
-    }
+    for (uint32_t i = 0; job->frames != NULL && i < job->nframes; i++)
+        zmq_msg_close(&job->frames[i]);
+    for (uint32_t i = 0; job->docs != NULL && i < job->count; i++)
+        ab_doc_destroy(&job->docs[i]);
     free(job->frames);
     free(job->docs);
     free(job->evs);

@@ -368,10 +368,10 @@ static void fan_out(writer_t *w, ab_job_t *job, uint32_t i, int64_t time_us)
             return;
         }
     }
-    size_t len = zmq_msg_size(&job->frames[i]);
+    size_t len = it->len;
     if (w->live_n > 0 && w->live.len + len + AB_CHUNK_RECORD_OVERHEAD > AB_LIVE_BYTES_MAX)
         live_flush(w);
-    if (ab_record_append(&w->live, &stamp, zmq_msg_data(&job->frames[i]), len, e) != AB_OK)
+    if (ab_record_append(&w->live, &stamp, it->bytes, len, e) != AB_OK)
         return; /* out of memory: a live loss, which subscribers fill from the store */
     if (++w->live_n >= AB_LIVE_EVENTS_MAX || w->live.len >= AB_LIVE_BYTES_MAX)
         live_flush(w);

@@ -58,8 +58,12 @@
 typedef struct opts {
     const char *broker; /* NULL: start one per row */
     double seconds;
-    int rounds; /* fanout: rounds of the 4-subscriber rows */
+    int rounds;           /* fanout: rounds of the 4-subscriber rows */
+    bool frame_per_event; /* producers do not pack publishes (ab_conn_opts_t) */
 } opts_t;
+
+/* Producers' connections: --frame-per-event (a process-wide knob of the rows). */
+static bool g_frame_per_event;
 
 typedef spawn_broker_t child_t; /* a broker child (cli/spawn.c) */
 
@@ -87,6 +91,33 @@ static int child_start(child_t *ch, const char *durability)
         return -1;
     }
     return 0;
+}
+
+/* CPU seconds (user + system) a process has used, from /proc/PID/stat; 0 if unknown. */
+static double proc_cpu_s(pid_t pid)
+{
+    char path[64], line[1024];
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    double s = 0;
+    if (f != NULL && fgets(line, sizeof(line), f) != NULL) {
+        const char *p = strrchr(line, ')'); /* the name may hold spaces */
+        unsigned long ut = 0, st = 0;
+        if (p &&
+            sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) == 2)
+            s = (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+    }
+    if (f)
+        fclose(f);
+    return s;
+}
+
+/* This process's CPU seconds (all threads). */
+static double self_cpu_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
 /* Peak RSS of a process in KiB (VmHWM), or 0. */
@@ -234,7 +265,10 @@ static int take_reply(prod_t *p, ab_conn_t *c, ab_doc_t *doc, flight_t *fl, int 
 static void *produce(void *arg)
 {
     prod_t *p = arg;
-    ab_conn_opts_t o = {.zmq_ctx = p->ctx, .client_name = "agentbus-bench", .timeout_ms = 10000};
+    ab_conn_opts_t o = {.zmq_ctx = p->ctx,
+                        .client_name = "agentbus-bench",
+                        .timeout_ms = 10000,
+                        .frame_per_event = g_frame_per_event};
     ab_conn_t *c = NULL;
     ab_doc_t *doc = NULL;
     ab_error_t err = AB_ERROR_INIT;
@@ -367,17 +401,23 @@ static double ingest_row(const opts_t *o, void *ctx, const bodies_t *b, const ch
                    .seconds = o->seconds,
                    .thread_fmt = "ingest-%d"};
     prod_t ps[PRODUCERS];
+    double c0 = self_cpu_s(), b0 = ch.pid ? proc_cpu_s(ch.pid) : 0;
     double rate = run_producers(&tmpl, PRODUCERS, ps);
-    uint64_t rej = 0, dup = 0;
+    double pcpu = self_cpu_s() - c0, bcpu = ch.pid ? proc_cpu_s(ch.pid) - b0 : 0;
+    uint64_t rej = 0, dup = 0, acked = 0;
     for (int i = 0; i < PRODUCERS; i++) {
         rej += ps[i].rejected;
         dup += ps[i].duplicates;
+        acked += ps[i].acked;
     }
     long rss = ch.pid ? peak_rss_kib(ch.pid) : 0;
+    double per = acked ? 1e6 / (double)acked : 0;
     printf("ingest  durability=%-7s %10.0f events/s acked  (%d producers, %d runs, %d B events, "
-           "batch %d, %d in flight; rejected %llu, duplicate %llu; broker peak RSS %s%ld MiB)\n",
-           durability, rate, PRODUCERS, RUNS, EVENT_SIZE, BATCH, PIPE, (unsigned long long)rej,
-           (unsigned long long)dup, rss ? "" : "n/a ", rss / 1024);
+           "batch %d, %d in flight%s; rejected %llu, duplicate %llu; broker peak RSS %s%ld MiB; "
+           "CPU per event: producers %.2f us, broker %.2f us)\n",
+           durability, rate, PRODUCERS, RUNS, EVENT_SIZE, BATCH, PIPE,
+           g_frame_per_event ? ", a frame per event" : ", packed", (unsigned long long)rej,
+           (unsigned long long)dup, rss ? "" : "n/a ", rss / 1024, pcpu * per, bcpu * per);
     child_stop(&ch);
     return rate;
 }
@@ -954,22 +994,22 @@ static int usage_help(void)
            "                     starting one per row (durability is then the broker's)\n"
            "  --seconds S        measuring time per row (default 5)\n"
            "  --rounds N         fanout: repeat the 4-subscriber rows N times (1 ... 64,\n"
-           "                     default 1) and print the median share of raw\n");
+           "                     default 1) and print the median share of raw\n"
+           "  --frame-per-event  producers send a publish as one frame per envelope\n"
+           "                     instead of packed (to compare the two)\n");
     return AB_EXIT_OK;
 }
 
 static int parse_opts(int argc, char **argv, opts_t *o)
 {
     static const struct option longopts[] = {
-        {"broker", required_argument, NULL, 'b'},
-        {"seconds", required_argument, NULL, 's'},
-        {"rounds", required_argument, NULL, 'r'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
+        {"broker", required_argument, NULL, 'b'}, {"seconds", required_argument, NULL, 's'},
+        {"rounds", required_argument, NULL, 'r'}, {"frame-per-event", no_argument, NULL, 'f'},
+        {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0},
     };
     int c;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "+hb:s:r:", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "+hb:s:r:f", longopts, NULL)) != -1) {
         if (c == 'b') {
             o->broker = optarg;
         } else if (c == 's') {
@@ -983,6 +1023,8 @@ static int parse_opts(int argc, char **argv, opts_t *o)
             if (*end || r < 1 || r > 64)
                 return cli_usage_error("bench", "--rounds takes a whole number from 1 to 64");
             o->rounds = (int)r;
+        } else if (c == 'f') {
+            o->frame_per_event = true;
         } else if (c == 'h') {
             usage_help();
             return -1;
@@ -1008,6 +1050,7 @@ int bench_bus(int argc, char **argv)
         return rc < 0 ? AB_EXIT_OK : rc;
     if (which == 3)
         return bench_zmq(&o);
+    g_frame_per_event = o.frame_per_event;
     bodies_t b;
     void *ctx = zmq_ctx_new();
     if (!ctx || bodies_init(&b) != 0) {

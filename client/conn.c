@@ -24,6 +24,9 @@
 #include <time.h>
 #include <zmq.h>
 
+/* A packed-publish buffer grown beyond this is freed after its send. */
+#define AB_CONN_PACK_KEEP (4u << 20)
+
 struct ab_conn {
     void *ctx;
     bool own_ctx;
@@ -39,7 +42,9 @@ struct ab_conn {
     zmq_msg_t *msgs; /* frames of the last received message (invariant 2) */
     size_t nmsgs;
     size_t msgs_cap;
-    ab_buf_t hdr; /* encode buffer for headers */
+    ab_buf_t hdr;  /* encode buffer for headers */
+    bool packed;   /* publish envelopes go packed in one frame (PROTOCOL.md 7.4) */
+    ab_buf_t pack; /* the packed frame being built */
 };
 
 static int64_t now_ms(void)
@@ -170,12 +175,28 @@ ab_status_t ab_conn_send(ab_conn_t *c, const ab_msg_t *req, const ab_buf_t *fram
         m.v = c->v;
     if (m.op != AB_OP_CREDIT && m.op != AB_OP_CANCEL)
         m.cid = c->next_cid++;
+    bool pack = m.op == AB_OP_PUBLISH && c->packed && nframes > 0;
+    if (pack) {
+        m.u.publish.packed = true;
+        ab_buf_reset(&c->pack);
+        for (size_t i = 0; i < nframes; i++)
+            if (ab_packed_append(&c->pack, frames[i].data, frames[i].len, err) != AB_OK)
+                return err->code;
+    }
     ab_buf_reset(&c->hdr);
     ab_status_t st = ab_msg_encode(&m, &c->hdr, err);
     if (st != AB_OK)
         return st;
     if (zmq_send(c->sock, c->hdr.data, c->hdr.len, nframes ? ZMQ_SNDMORE : 0) < 0)
         return zmq_fail(err, "send");
+    if (pack) {
+        int rc = zmq_send(c->sock, c->pack.data, c->pack.len, 0);
+        if (c->pack.cap > AB_CONN_PACK_KEEP)
+            ab_buf_free(&c->pack); /* zmq_send copied it; keep only a usual-size buffer */
+        if (rc < 0)
+            return zmq_fail(err, "send");
+        nframes = 0;
+    }
     for (size_t i = 0; i < nframes; i++) {
         int flags = i + 1 < nframes ? ZMQ_SNDMORE : 0;
         if (zmq_send(c->sock, frames[i].data, frames[i].len, flags) < 0)
@@ -232,6 +253,9 @@ static ab_status_t keep_welcome(ab_conn_t *c, const ab_msg_t *m, ab_error_t *err
         c->caps[i] = (ab_cap_t){name, s.len, w->caps[i].state};
         c->ncaps++;
     }
+    c->packed =
+        !c->opts.frame_per_event &&
+        ab_caps_require(c->caps, c->ncaps, AB_CAP_PACKED_PUBLISH, &(ab_error_t){0}) == AB_OK;
     return AB_OK;
 }
 
@@ -322,6 +346,7 @@ void ab_conn_destroy(ab_conn_t **cp)
     free(c->instance);
     free(c->event_endpoint);
     ab_buf_free(&c->hdr);
+    ab_buf_free(&c->pack);
     free(c);
     *cp = NULL;
 }

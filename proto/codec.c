@@ -244,6 +244,24 @@ static bool take_part(const uint8_t **p, const uint8_t *end, const uint8_t **par
     return true;
 }
 
+ab_status_t ab_packed_append(ab_buf_t *out, const void *ev, size_t len, ab_error_t *err)
+{
+    if (len > UINT32_MAX)
+        return ab_error_set(err, AB_TOO_LARGE, "event", "an envelope is over 4 GiB");
+    if (ab_buf_reserve(out, 4 + len) != AB_OK)
+        return ab_error_set(err, AB_NOMEM, "", "out of memory packing a publish");
+    put_be32(out->data + out->len, (uint32_t)len);
+    if (len > 0)
+        memcpy(out->data + out->len + 4, ev, len);
+    out->len += 4 + len;
+    return AB_OK;
+}
+
+bool ab_packed_next(const uint8_t **p, const uint8_t *end, const uint8_t **ev, size_t *len)
+{
+    return take_part(p, end, ev, len);
+}
+
 bool ab_record_next(const uint8_t **p, const uint8_t *end, const uint8_t **stamp, size_t *slen,
                     const uint8_t **ev, size_t *elen)
 {

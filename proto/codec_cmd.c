@@ -300,12 +300,14 @@ static const ab_fspec_t claimed_f[] = {
      .flags = REQ,
      NAMES(run_status_names)},
 };
-static const ab_fspec_t publish_f[] = {HDR,
-                                       {.key = "count",
-                                        .type = &ab_ft_u32,
-                                        .off = M(u.publish.count),
-                                        .flags = REQ | MIN1,
-                                        .lim = AB_LIM_BATCH}};
+static const ab_fspec_t publish_f[] = {
+    HDR,
+    {.key = "count",
+     .type = &ab_ft_u32,
+     .off = M(u.publish.count),
+     .flags = REQ | MIN1,
+     .lim = AB_LIM_BATCH},
+    {.key = "packed", .type = &ab_ft_bool, .off = M(u.publish.packed)}};
 static const ab_fspec_t published_f[] = {HDR,
                                          {.key = "results",
                                           .type = &ab_ft_list,

@@ -50,6 +50,12 @@ typedef struct ab_conn_opts {
     int timeout_ms;            /**< default timeout of every call; 0 = 5000 */
     uint32_t replay_window;    /**< replay chunks granted at once; 0 = 8 */
     uint32_t replay_chunk_max; /**< chunk_events asked for; 0 = broker default */
+    /**
+     * Send a publish's envelopes as one frame each even when the broker
+     * announces `packedPublish` (by default they then go packed in one
+     * frame, PROTOCOL.md 7.4; that saves ZeroMQ's per-frame cost).
+     */
+    bool frame_per_event;
 } ab_conn_opts_t;
 
 typedef struct ab_conn ab_conn_t;
@@ -88,7 +94,9 @@ void *ab_conn_socket(const ab_conn_t *c);
 /**
  * Send one request without waiting. The header is @p req with `v` and `cid`
  * filled by the connection (for `credit` and `cancel`, req->cid is kept: it
- * names the stream); @p frames follow it (publish envelopes).
+ * names the stream); @p frames follow it (publish envelopes). A publish to a
+ * broker that announced `packedPublish` goes packed (the envelopes copied
+ * into one frame, `packed: true`) unless opts.frame_per_event.
  * @param cid  out: the cid used (may be NULL).
  * @return AB_OK, AB_INVALID_ARGUMENT (encoding refused), AB_IO or AB_NOMEM.
  */

@@ -130,6 +130,22 @@ AB_NODISCARD ab_status_t ab_stamp_encode(const ab_stamp_t *st, ab_buf_t *out, ab
 AB_NODISCARD ab_status_t ab_stamp_decode(ab_doc_t *doc, const uint8_t *buf, size_t len,
                                          ab_stamp_t *out, ab_error_t *err);
 
+/* ---- packed envelopes: a packed publish's one frame ----------------------- */
+
+/**
+ * Append one envelope to a packed publish frame: `u32 BE length | envelope`.
+ * @return AB_OK, AB_TOO_LARGE (over 4 GiB) or AB_NOMEM; on failure out->len
+ *         is unchanged.
+ */
+AB_NODISCARD ab_status_t ab_packed_append(ab_buf_t *out, const void *ev, size_t len,
+                                          ab_error_t *err);
+
+/**
+ * Cut the next envelope out of [*p, end): point @p ev at it, advance *p and
+ * return true; false (nothing changed) when it does not fit.
+ */
+bool ab_packed_next(const uint8_t **p, const uint8_t *end, const uint8_t **ev, size_t *len);
+
 /* ---- records: (stamp, envelope) pairs in one frame ---------------------- */
 
 /*
@@ -347,7 +363,13 @@ typedef struct ab_claimed {
 } ab_claimed_t;
 
 typedef struct ab_publish {
-    uint32_t count; /**< envelope frames that follow, 1..max_batch */
+    uint32_t count; /**< envelopes that follow, 1..max_batch */
+    /**
+     * false: `count` envelope frames follow; true: one frame follows, the
+     * `count` envelopes packed in it (ab_packed_append; PROTOCOL.md 7.4).
+     * Only to a broker that announces AB_CAP_PACKED_PUBLISH.
+     */
+    bool packed;
 } ab_publish_t;
 
 typedef struct ab_published {

@@ -85,6 +85,7 @@ AB_NODISCARD ab_status_t ab_caps_require(const ab_cap_t *caps, size_t n, const c
 #define AB_CAP_HEADS             "heads"
 #define AB_CAP_DURABLE_SNAPSHOTS "durableThreadSnapshots"
 #define AB_CAP_HEARTBEAT         "heartbeat"
+#define AB_CAP_PACKED_PUBLISH    "packedPublish"
 
 #ifdef __cplusplus
 }

@@ -15,6 +15,7 @@
  *  1. Output is a pure function of this file: same bytes on every run.
  *  2. Every seed starts with a control byte and is a valid framing.
  */
+#include "agentbus/codec.h"
 #include "agentbus/json.h"
 
 #include <stdio.h>
@@ -23,6 +24,8 @@
 
 #define MSG     "\x01" /* starts a new message; the strings up to the next one are its frames */
 #define BARRIER "\x02" /* the harness waits for its probes here (nframes 0) */
+#define PACK    "\x03" /* a frame starting so packs the JSON envelopes after it, split by SEP */
+#define SEP     "\x1e"
 
 #define T  "t-$$$$$$$$"
 #define R  "r-$$$$$$$$"
@@ -53,6 +56,7 @@
 
 #define CLAIM(cid)      MSG, H("claim", cid, ",\"thread\":\"" T "\",\"run\":\"" R "\"")
 #define PUBLISH(cid, n) MSG, H("publish", cid, ",\"count\":" #n)
+#define PACKED(cid, n)  MSG, H("publish", cid, ",\"count\":" #n ",\"packed\":true")
 #define FULL_RUN                                                                                   \
     PUBLISH(2, 5), ENV(1, 1, RUN_STARTED), ENV(2, 1, MSG_START), ENV(3, 1, MSG_CONTENT),           \
         ENV(4, 1, MSG_END), ENV(5, 1, RUN_FINISHED)
@@ -123,6 +127,18 @@ static const char *const s_heads[] = {
     NULL};
 static const char *const s_snapshot[] = {FULL_RUN, BARRIER, MSG,
                                          H("snapshot", 9, ",\"thread\":\"" T "\""), NULL};
+static const char *const s_packed[] = {CLAIM(1),
+                                       PACKED(2, 3),
+                                       PACK ENV(1, 1, RUN_STARTED) SEP ENV(2, 1, MSG_START)
+                                           SEP ENV(3, 1, MSG_CONTENT),
+                                       PACKED(3, 2),
+                                       PACK ENV(4, 1, MSG_END) SEP ENV(5, 1, RUN_FINISHED),
+                                       PACKED(4, 2),
+                                       PACK ENV(6, 1, MSG_END), /* one envelope short */
+                                       PACKED(5, 1),
+                                       PACK ENV(6, 1, MSG_END),
+                                       "extra", /* a frame too many */
+                                       NULL};
 static const char *const s_bad[] = {
     PUBLISH(1, 2), ENV(1, 1, RUN_STARTED), /* one frame short */
     MSG,           H("ping", 2, ""),
@@ -151,14 +167,38 @@ static const seed_t SEEDS[] = {
     {"heads", 0x00, s_heads},
     {"snapshot", 0x00, s_snapshot},
     {"bad-frames", 0x01, s_bad},
+    {"packed", 0x00, s_packed},
 };
+
+/* The packed publish frame of the SEP-separated JSON envelopes in @p list. */
+static int pack_frame(ab_buf_t *f, const char *list)
+{
+    ab_error_t err = AB_ERROR_INIT;
+    for (const char *p = list; *p;) {
+        const char *e = strstr(p, SEP);
+        size_t n = e ? (size_t)(e - p) : strlen(p);
+        ab_buf_t one = AB_BUF_INIT;
+        int ok = ab_json_to_msgpack(p, n, 64, 1u << 20, AB_INVALID_EVENT, &one, &err) == AB_OK &&
+                 ab_packed_append(f, one.data, one.len, &err) == AB_OK;
+        ab_buf_free(&one);
+        if (!ok) {
+            fprintf(stderr, "gen_broker_seeds: %.*s: %s\n", (int)n, p, err.message);
+            return -1;
+        }
+        p += n + (e ? 1 : 0);
+    }
+    return 0;
+}
 
 static int put_frame(ab_buf_t *out, const char *part)
 {
     ab_buf_t f = AB_BUF_INIT;
     ab_error_t err = AB_ERROR_INIT;
     int rc = -1;
-    if (part[0] == '{') {
+    if (part[0] == PACK[0]) {
+        if (pack_frame(&f, part + 1) != 0)
+            goto out;
+    } else if (part[0] == '{') {
         if (ab_json_to_msgpack(part, strlen(part), 64, 1u << 20, AB_INVALID_EVENT, &f, &err) !=
             AB_OK) {
             fprintf(stderr, "gen_broker_seeds: %s: %s\n", part, err.message);

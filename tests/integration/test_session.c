@@ -1,7 +1,8 @@
 /*
  * test_session.c - a real broker process: hello/welcome, version refusal,
  * ping, malformed frames answered with typed errors while another client is
- * served, and a second broker on the same data directory.
+ * served, packed and frame-per-event publishes (and malformed packed ones),
+ * and a second broker on the same data directory.
  */
 #include "testutil.h"
 
@@ -25,6 +26,7 @@ static void test_welcome(void **state)
     const ab_cap_t *caps = ab_conn_caps(c, &n);
     assert_int_equal(ab_caps_lookup(caps, n, AB_CAP_PUBLISH), AB_CAP_AVAILABLE);
     assert_int_equal(ab_caps_lookup(caps, n, AB_CAP_REPLAY), AB_CAP_AVAILABLE);
+    assert_int_equal(ab_caps_lookup(caps, n, AB_CAP_PACKED_PUBLISH), AB_CAP_AVAILABLE);
     ab_conn_destroy(&c);
 }
 
@@ -127,6 +129,94 @@ static void test_malformed_frames(void **state)
     ab_conn_destroy(&good);
 }
 
+/* Publish seq from..to of run r of thread "pk" on @p c; every one accepted at a rising pos. */
+static void publish_ok(ab_conn_t *c, ab_doc_t *doc, const char *run, uint64_t from, uint64_t to)
+{
+    ab_buf_t evs[8];
+    size_t n = (size_t)(to - from + 1);
+    assert_true(n <= 8);
+    for (size_t i = 0; i < n; i++) {
+        evs[i] = (ab_buf_t)AB_BUF_INIT;
+        it_event(&evs[i], "pk", run, from + i, 0, 1);
+    }
+    const ab_result_t *res = NULL;
+    ab_error_t err = AB_ERROR_INIT;
+    if (ab_conn_publish(c, evs, n, doc, &res, IT_TIMEOUT, &err) != AB_OK)
+        fail_msg("publish: %s", err.message);
+    for (size_t i = 0; i < n; i++) {
+        assert_int_equal(res[i].status, AB_RESULT_ACCEPTED);
+        assert_int_equal(res[i].seq, from + i);
+        assert_true(i == 0 || res[i].pos == res[i - 1].pos + 1);
+        ab_buf_free(&evs[i]);
+    }
+}
+
+/* Both forms of publish work, and a packed one that does not match its header is
+ * refused whole with a typed error naming what is wrong (PROTOCOL.md 7.4). */
+static void test_packed_publish(void **state)
+{
+    it_t *t = *state;
+    IT_REQUIRE_BROKER(t);
+    ab_conn_t *packed = it_connect(&t->bp); /* packs: the broker announces packedPublish */
+    ab_conn_opts_t o = {.timeout_ms = IT_TIMEOUT, .frame_per_event = true};
+    ab_conn_t *framed = NULL;
+    ab_error_t err = AB_ERROR_INIT;
+    assert_int_equal(ab_conn_new(&framed, t->bp.cmd, &o, &err), AB_OK);
+    publish_ok(packed, t->doc, "r1", 1, 5);
+    publish_ok(framed, t->doc, "r1", 6, 8);
+    publish_ok(packed, t->doc, "r1", 9, 9);
+    /* malformed packed publishes: header says count 2, packed */
+    ab_buf_t hdr = AB_BUF_INIT, e1 = AB_BUF_INIT, e2 = AB_BUF_INIT, one = AB_BUF_INIT,
+             two = AB_BUF_INIT, tail = AB_BUF_INIT;
+    ab_msg_t pub = {.op = AB_OP_PUBLISH, .v = 1, .cid = 78};
+    pub.u.publish.count = 2;
+    pub.u.publish.packed = true;
+    assert_int_equal(ab_msg_encode(&pub, &hdr, &err), AB_OK);
+    it_event(&e1, "pk", "r2", 1, 0, 1);
+    it_event(&e2, "pk", "r2", 2, 0, 1);
+    assert_int_equal(ab_packed_append(&one, e1.data, e1.len, &err), AB_OK);
+    assert_int_equal(ab_packed_append(&two, e1.data, e1.len, &err), AB_OK);
+    assert_int_equal(ab_packed_append(&two, e2.data, e2.len, &err), AB_OK);
+    assert_int_equal(ab_buf_append(&tail, two.data, two.len), AB_OK);
+    assert_int_equal(ab_buf_append(&tail, "xyz", 3), AB_OK);
+    struct {
+        const void *f[3];
+        size_t l[3];
+        size_t n;
+        const char *field;
+    } bad[] = {
+        {{hdr.data}, {hdr.len}, 1, "packed"},                                     /* no frame */
+        {{hdr.data, one.data}, {hdr.len, one.len}, 2, "count"},                   /* one of two */
+        {{hdr.data, tail.data}, {hdr.len, tail.len}, 2, "packed"},                /* trailing */
+        {{hdr.data, two.data, e1.data}, {hdr.len, two.len, e1.len}, 3, "packed"}, /* 2 frames */
+        {{hdr.data, two.data}, {hdr.len, two.len - 1}, 2, "count"},               /* truncated */
+    };
+    void *s = ab_conn_socket(packed);
+    for (size_t k = 0; k < sizeof(bad) / sizeof(bad[0]); k++) {
+        for (size_t i = 0; i < bad[k].n; i++)
+            assert_true(zmq_send(s, bad[k].f[i], bad[k].l[i], i + 1 < bad[k].n ? ZMQ_SNDMORE : 0) >=
+                        0);
+        ab_msg_t m;
+        err = (ab_error_t)AB_ERROR_INIT;
+        assert_int_equal(ab_conn_recv(packed, 78, t->doc, &m, IT_TIMEOUT, &err),
+                         AB_INVALID_ENVELOPE);
+        if (strcmp(err.field, bad[k].field) != 0)
+            fail_msg("case %zu: field '%s' (%s), expected '%s'", k, err.field, err.message,
+                     bad[k].field);
+    }
+    /* nothing of them was stored: r2 still starts at seq 1, and both forms go on working */
+    publish_ok(framed, t->doc, "r2", 1, 2);
+    publish_ok(packed, t->doc, "r2", 3, 4);
+    ab_buf_free(&hdr);
+    ab_buf_free(&e1);
+    ab_buf_free(&e2);
+    ab_buf_free(&one);
+    ab_buf_free(&two);
+    ab_buf_free(&tail);
+    ab_conn_destroy(&packed);
+    ab_conn_destroy(&framed);
+}
+
 static void test_second_broker_refused(void **state)
 {
     it_t *t = *state;
@@ -148,6 +238,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_incompatible_version, it_setup, it_teardown),
         cmocka_unit_test_setup_teardown(test_ping, it_setup, it_teardown),
         cmocka_unit_test_setup_teardown(test_malformed_frames, it_setup, it_teardown),
+        cmocka_unit_test_setup_teardown(test_packed_publish, it_setup, it_teardown),
         cmocka_unit_test_setup_teardown(test_second_broker_refused, it_setup, it_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -44,6 +44,9 @@ static const char GOLDEN_HELLO[] =
 static const char GOLDEN_CHUNK_HDR[] =
     "85a26f70ac7265706c61795f6368756e6ba17601a363696407a5636f756e7401a5627974657376";
 static const char GOLDEN_CHUNK_REC[] = "0000001482a3706f732aa474696d65cf00060a24181e407b0000005a";
+/* packed publish of GOLDEN_EVENT: the header; the frame is its u32 BE length, then it */
+static const char GOLDEN_PACKED_HDR[] =
+    "85a26f70a77075626c697368a17601a363696408a5636f756e7401a67061636b6564c3";
 
 static void assert_hex(const ab_buf_t *b, const char *hex)
 {
@@ -128,6 +131,25 @@ static void test_golden_chunk(void **state)
     ab_buf_free(&frame);
 }
 
+/* The packed publish of docs/PROTOCOL.md 13.4. */
+static void test_golden_packed(void **state)
+{
+    fx_t *f = *state;
+    ab_error_t err = AB_ERROR_INIT;
+    ab_msg_t m = mk(AB_OP_PUBLISH, 8);
+    m.u.publish.count = 1;
+    m.u.publish.packed = true;
+    assert_int_equal(ab_msg_encode(&m, &f->out, &err), AB_OK);
+    assert_hex(&f->out, GOLDEN_PACKED_HDR);
+    ab_buf_t frame = AB_BUF_INIT;
+    uint8_t ev[90];
+    memset(ev, 0x87, sizeof(ev));
+    assert_int_equal(ab_packed_append(&frame, ev, sizeof(ev), &err), AB_OK);
+    assert_int_equal(frame.len, 94);
+    assert_memory_equal(frame.data, "\0\0\0\x5a", 4);
+    ab_buf_free(&frame);
+}
+
 /* docs/PROTOCOL.md prints the golden encodings; keep the page honest. */
 static void test_golden_in_doc(void **state)
 {
@@ -140,6 +162,8 @@ static void test_golden_in_doc(void **state)
     if (!strstr(doc, GOLDEN_CHUNK_HDR) || !strstr(doc, GOLDEN_CHUNK_REC))
         fail_msg("docs/PROTOCOL.md lacks the replay_chunk bytes %s / %s", GOLDEN_CHUNK_HDR,
                  GOLDEN_CHUNK_REC);
+    if (!strstr(doc, GOLDEN_PACKED_HDR))
+        fail_msg("docs/PROTOCOL.md lacks the packed publish bytes %s", GOLDEN_PACKED_HDR);
     free(doc);
 }
 
@@ -521,11 +545,11 @@ int main(void)
 {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, codec_setup, codec_teardown)
     const struct CMUnitTest tests[] = {
-        T(test_golden_event),  T(test_golden_hello),    T(test_golden_chunk),
-        T(test_golden_in_doc), T(test_event_roundtrip), T(test_event_field_errors),
-        T(test_event_version), T(test_event_ids),       T(test_event_not_json_safe),
-        T(test_event_bytes),   T(test_event_limits),    T(test_event_encode_errors),
-        T(test_stamp),         T(test_topics),
+        T(test_golden_event),        T(test_golden_hello),  T(test_golden_chunk),
+        T(test_golden_packed),       T(test_golden_in_doc), T(test_event_roundtrip),
+        T(test_event_field_errors),  T(test_event_version), T(test_event_ids),
+        T(test_event_not_json_safe), T(test_event_bytes),   T(test_event_limits),
+        T(test_event_encode_errors), T(test_stamp),         T(test_topics),
     };
 #undef T
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -117,6 +117,34 @@ static void test_rt_claim_publish(void **state)
     m.u.publish.count = 1024;
     msg_rt(f, &m, &b);
     assert_int_equal(b.u.publish.count, 1024);
+    assert_false(b.u.publish.packed);
+    m.u.publish.packed = true;
+    msg_rt(f, &m, &b);
+    assert_true(b.u.publish.packed);
+}
+
+/* The packed publish frame: u32 BE length | envelope, cut back exactly; a torn one stops. */
+static void test_packed_frame(void **state)
+{
+    (void)state;
+    ab_buf_t b = AB_BUF_INIT;
+    ab_error_t err = AB_ERROR_INIT;
+    assert_int_equal(ab_packed_append(&b, "abc", 3, &err), AB_OK);
+    assert_int_equal(ab_packed_append(&b, "", 0, &err), AB_OK);
+    assert_int_equal(ab_packed_append(&b, "hello", 5, &err), AB_OK);
+    assert_int_equal(b.len, 4 + 3 + 4 + 4 + 5);
+    assert_memory_equal(b.data, "\0\0\0\3abc\0\0\0\0\0\0\0\5hello", b.len);
+    const uint8_t *p = b.data, *end = b.data + b.len, *ev;
+    size_t len;
+    assert_true(ab_packed_next(&p, end, &ev, &len) && len == 3 && memcmp(ev, "abc", 3) == 0);
+    assert_true(ab_packed_next(&p, end, &ev, &len) && len == 0);
+    const uint8_t *before = p;
+    assert_false(ab_packed_next(&p, end - 1, &ev, &len)); /* torn: nothing changes */
+    assert_ptr_equal(p, before);
+    assert_true(ab_packed_next(&p, end, &ev, &len) && len == 5 && memcmp(ev, "hello", 5) == 0);
+    assert_ptr_equal(p, end);
+    assert_false(ab_packed_next(&p, end, &ev, &len));
+    ab_buf_free(&b);
 }
 
 static void test_rt_published(void **state)
@@ -678,14 +706,23 @@ int main(void)
 {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, codec_setup, codec_teardown)
     const struct CMUnitTest tests[] = {
-        T(test_op_names),          T(test_rt_hello_welcome),
-        T(test_rt_claim_publish),  T(test_rt_published),
-        T(test_rt_heads),          T(test_rt_replay),
-        T(test_rt_streaming),      T(test_rt_misc),
-        T(test_rt_error),          T(test_error_encode_best_effort),
-        T(test_cmd_header_errors), T(test_cmd_bytes),
-        T(test_cmd_counts),        T(test_cmd_replay_errors),
-        T(test_cmd_result_errors), T(test_cmd_error_map_errors),
+        T(test_packed_frame),
+        T(test_op_names),
+        T(test_rt_hello_welcome),
+        T(test_rt_claim_publish),
+        T(test_rt_published),
+        T(test_rt_heads),
+        T(test_rt_replay),
+        T(test_rt_streaming),
+        T(test_rt_misc),
+        T(test_rt_error),
+        T(test_error_encode_best_effort),
+        T(test_cmd_header_errors),
+        T(test_cmd_bytes),
+        T(test_cmd_counts),
+        T(test_cmd_replay_errors),
+        T(test_cmd_result_errors),
+        T(test_cmd_error_map_errors),
         T(test_cmd_encode_errors),
     };
 #undef T
