@@ -44,6 +44,7 @@ typedef enum ab_log_level {
 #define AB_BROKER_DEFAULT_GROUP_MAX   4096
 #define AB_BROKER_DEFAULT_HWM         1000 /* live messages of up to 256 events, ~32 KiB */
 #define AB_BROKER_DEFAULT_SNAP_EVERY  1000 /* and the byte rule: see OPERATIONS.md */
+#define AB_BROKER_DEFAULT_SNAP_MEMORY 64   /* MiB: largest snapshot builder of one thread */
 #define AB_BROKER_CACHED_RUNS         4096 /* the sequencer's cached run states */
 #define AB_BROKER_MAX_READERS         64
 #define AB_BROKER_SESSIONS_PER_READER 256
@@ -56,12 +57,13 @@ typedef struct ab_broker_config {
     char events_endpoint[AB_BROKER_ENDPOINT_MAX];
     ab_durability_t durability;
     char plugin[AB_BROKER_PATH_MAX];
-    uint32_t readers;        /**< replay reader threads, 1..AB_BROKER_MAX_READERS */
-    uint32_t queue;          /**< events (and jobs) in flight in the ingest queue */
-    uint32_t group_max;      /**< most events per group commit */
-    uint32_t hwm;            /**< XPUB send high-water mark (messages) */
-    uint32_t snapshot_every; /**< snapshot a thread every N committed events; 0 = at run ends */
-    ab_limits_t limits;      /**< max_batch and max_event_bytes are configurable */
+    uint32_t readers;         /**< replay reader threads, 1..AB_BROKER_MAX_READERS */
+    uint32_t queue;           /**< events (and jobs) in flight in the ingest queue */
+    uint32_t group_max;       /**< most events per group commit */
+    uint32_t hwm;             /**< XPUB send high-water mark (messages) */
+    uint32_t snapshot_every;  /**< snapshot a thread every N committed events; 0 = at run ends */
+    uint32_t snapshot_memory; /**< MiB one thread's snapshot builder may take; beyond: too_large */
+    ab_limits_t limits;       /**< max_batch and max_event_bytes are configurable */
     ab_log_level_t log_level;
     bool help; /**< --help was given: print usage, do nothing else */
 } ab_broker_config_t;

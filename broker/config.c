@@ -34,6 +34,7 @@ void ab_broker_config_defaults(ab_broker_config_t *cfg)
     cfg->group_max = AB_BROKER_DEFAULT_GROUP_MAX;
     cfg->hwm = AB_BROKER_DEFAULT_HWM;
     cfg->snapshot_every = AB_BROKER_DEFAULT_SNAP_EVERY;
+    cfg->snapshot_memory = AB_BROKER_DEFAULT_SNAP_MEMORY;
     cfg->limits = ab_limits_default();
     cfg->log_level = AB_LOG_INFO;
 }
@@ -66,6 +67,9 @@ void ab_broker_usage(FILE *out)
             "  --snapshot-every N      store a thread's snapshot after every N committed\n"
             "                          events of it (and at least twice its last snapshot's\n"
             "                          size in bytes), 0 = only when a run ends (default %d)\n"
+            "  --snapshot-memory MIB   most memory one thread's snapshot may take to build,\n"
+            "                          1..4096; a larger one is answered too_large and not\n"
+            "                          stored until a run of the thread ends (default %d)\n"
             "  --log-level LEVEL       error, warn, info or debug (default info)\n"
             "  --help                  show this help\n\n"
             "At start the broker prints one line to stdout:\n"
@@ -75,7 +79,7 @@ void ab_broker_usage(FILE *out)
             AB_BROKER_DEFAULT_DATA, AB_BROKER_DEFAULT_CMD, AB_BROKER_DEFAULT_EVENTS,
             AB_BROKER_DEFAULT_PLUGIN, AB_BROKER_MAX_READERS, AB_BROKER_DEFAULT_READERS,
             AB_BROKER_DEFAULT_QUEUE, AB_BROKER_DEFAULT_GROUP_MAX, d.max_batch, d.max_event_bytes,
-            AB_BROKER_DEFAULT_HWM, AB_BROKER_DEFAULT_SNAP_EVERY);
+            AB_BROKER_DEFAULT_HWM, AB_BROKER_DEFAULT_SNAP_EVERY, AB_BROKER_DEFAULT_SNAP_MEMORY);
 }
 
 static ab_status_t parse_u32(const char *key, const char *value, uint64_t lo, uint64_t hi,
@@ -162,6 +166,8 @@ ab_status_t ab_broker_config_set(ab_broker_config_t *cfg, const char *key, const
         return parse_u32(key, value, 1, i31max, &cfg->hwm, err);
     if (strcmp(key, "snapshot-every") == 0)
         return parse_u32(key, value, 0, u32max, &cfg->snapshot_every, err);
+    if (strcmp(key, "snapshot-memory") == 0)
+        return parse_u32(key, value, 1, 4096, &cfg->snapshot_memory, err);
     return ab_error_set(err, AB_INVALID_CONFIG, key, "unknown setting '%s'", key);
 }
 

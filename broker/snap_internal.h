@@ -56,13 +56,15 @@ void ab_snapcache_discard(ab_snapent_t *e);
  * the later stored events folded in (at most @p max_events of them, 0 = all:
  * then the entry may not be current yet). The caller owns the entry (put it
  * back with ab_snapcache_put() or ab_snapcache_discard()). @p folded: events
- * folded now.
+ * folded now. @p memory_max: 0, or the most bytes the builder may hold
+ * (ab_snapshot_builder_memory); beyond it the entry is dropped and the
+ * answer is AB_TOO_LARGE.
  * @return AB_OK; AB_NOT_FOUND (no stored event); the store's error; AB_CORRUPT
- *         (a stored event that does not fold); AB_NOMEM.
+ *         (a stored event that does not fold); AB_TOO_LARGE; AB_NOMEM.
  */
 AB_NODISCARD ab_status_t ab_snapshot_current(ab_broker_t *b, ab_plugin_db_t *db, ab_str_t thread,
-                                             uint64_t max_events, ab_snapent_t **out,
-                                             uint64_t *folded, ab_error_t *err);
+                                             uint64_t max_events, size_t memory_max,
+                                             ab_snapent_t **out, uint64_t *folded, ab_error_t *err);
 
 typedef struct ab_snapworker ab_snapworker_t;
 

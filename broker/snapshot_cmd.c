@@ -21,7 +21,13 @@
  *  2. Memory: the builder's state (projection plus the events of active
  *     runs, msgpack), one page of decoded rows at a time (one arena, reset
  *     per row) and the encoded document; never the whole thread's events.
- *     Cached builders are bounded by snapcache.c.
+ *     Cached builders are bounded by snapcache.c. With a memory_max (the
+ *     snapshot worker's every-N requests: --snapshot-memory), a builder
+ *     that grows past it (ab_snapshot_builder_memory: mostly the events of
+ *     active runs) is dropped at once with too_large, so a thread whose
+ *     runs never end cannot keep the worker folding it, nor hold its memory.
+ *     SNAPSHOT requests and run-end snapshots have no such cap (a long run
+ *     passes through that size on its way to its end).
  *  3. Every request gets exactly one answer: snapshot_reply, or error
  *     not_found (no stored event of the thread), too_large (the document
  *     does not fit a reply frame of AB_MAX_REPLY_BYTES or max_depth), the
@@ -49,6 +55,7 @@ typedef struct fold {
     uint64_t events;
     uint64_t max_events; /**< 0 = no limit */
     size_t bytes;
+    size_t memory_max; /**< 0, or the builder's cap in bytes */
     ab_status_t st;
     ab_error_t *err;
 } fold_t;
@@ -81,6 +88,14 @@ static int fold_row(void *ud, const ab_plugin_row_t *row)
     }
     f->events++;
     f->bytes += row->len;
+    if (f->memory_max > 0 && ab_snapshot_builder_memory(f->sb) > f->memory_max) {
+        f->st = ab_error_set(f->err, AB_TOO_LARGE, "thread",
+                             "the thread's snapshot builder passed %zu MiB at position %llu "
+                             "(events of runs still active); every-N snapshots of it stop "
+                             "until one of its runs ends",
+                             f->memory_max >> 20, (unsigned long long)row->pos);
+        return 1;
+    }
     return 0;
 }
 
@@ -176,10 +191,11 @@ static ab_status_t entry_new(ab_broker_t *b, ab_plugin_db_t *db, ab_str_t thread
 }
 
 ab_status_t ab_snapshot_current(ab_broker_t *b, ab_plugin_db_t *db, ab_str_t thread,
-                                uint64_t max_events, ab_snapent_t **out, uint64_t *folded,
-                                ab_error_t *err)
+                                uint64_t max_events, size_t memory_max, ab_snapent_t **out,
+                                uint64_t *folded, ab_error_t *err)
 {
-    fold_t f = {.lim = &b->cfg->limits, .err = err, .max_events = max_events};
+    fold_t f = {
+        .lim = &b->cfg->limits, .err = err, .max_events = max_events, .memory_max = memory_max};
     bool known = false;
     ab_snapent_t *e = *out != NULL ? *out : ab_snapcache_take(b->instance, thread);
     ab_status_t st = AB_OK;
@@ -235,7 +251,7 @@ void ab_reader_snapshot(ab_broker_t *b, ab_plugin_db_t *db, void *sock, ab_job_t
     ab_error_t e = AB_ERROR_INIT;
     ab_snapent_t *ent = NULL;
     uint64_t folded = 0;
-    ab_status_t st = ab_snapshot_current(b, db, job->thread, 0, &ent, &folded, &e);
+    ab_status_t st = ab_snapshot_current(b, db, job->thread, 0, 0, &ent, &folded, &e);
     if (st == AB_OK)
         st = entry_encode(ent, &b->cfg->limits, &e);
     if (st == AB_OK) {

@@ -158,11 +158,13 @@ static ab_status_t to_json(const ab_buf_t *mp, ab_buf_t *text, ab_error_t *err)
  * events, putting the entry back between chunks when the cache keeps it,
  * so that a SNAPSHOT waiting for it folds the rest at its own priority.
  */
-static ab_status_t current(ab_snapworker_t *w, ab_str_t t, ab_snapent_t **ent, ab_error_t *e)
+static ab_status_t current(ab_snapworker_t *w, ab_str_t t, size_t memory_max, ab_snapent_t **ent,
+                           ab_error_t *e)
 {
     for (;;) {
         uint64_t folded = 0;
-        ab_status_t st = ab_snapshot_current(w->b, w->db, t, AB_SNAPWORKER_CHUNK, ent, &folded, e);
+        ab_status_t st =
+            ab_snapshot_current(w->b, w->db, t, AB_SNAPWORKER_CHUNK, memory_max, ent, &folded, e);
         if (st != AB_OK || folded < AB_SNAPWORKER_CHUNK)
             return st;
         if (given_up(w)) {
@@ -190,7 +192,9 @@ static void compute(ab_snapworker_t *w, const todo_t *q)
     ab_snapent_t *ent = NULL;
     ab_buf_t mp = AB_BUF_INIT, text = AB_BUF_INIT;
     ab_str_t t = {thread, strlen(thread)};
-    ab_status_t st = current(w, t, &ent, &e);
+    /* every-N only: capped by --snapshot-memory (a run end is always computed) */
+    size_t cap = q->run_end ? 0 : (size_t)w->b->cfg->snapshot_memory << 20;
+    ab_status_t st = current(w, t, cap, &ent, &e);
     if (st == AB_OK)
         st = ab_snapshot_builder_msgpack(ent->sb, UINT32_MAX, SIZE_MAX, &mp, &e);
     uint64_t pos = st == AB_OK ? ab_snapshot_builder_position(ent->sb) : 0;
@@ -206,6 +210,9 @@ static void compute(ab_snapworker_t *w, const todo_t *q)
     ab_buf_free(&mp);
     if (st == AB_OK) {
         add_done(w, thread, pos, &text, text.len > 0 ? text.len : size);
+    } else if (st == AB_TOO_LARGE) { /* over --snapshot-memory: the writer stops asking */
+        add_done(w, thread, 0, &text, (size_t)w->b->cfg->snapshot_memory << 20);
+        ab_log(AB_LOG_INFO, "snapshot of %s not stored: %s", thread, e.message);
     } else if (st != AB_NOT_FOUND && st != AB_REQUEST_ABORTED) {
         char line[512];
         ab_log(AB_LOG_WARN, "cannot compute the snapshot of %s: %s", thread,

@@ -34,7 +34,10 @@
  *     sequencer's cached runs): when it is full a new thread evicts the one
  *     in its home slot, whose count and document size restart at 0 (its next
  *     snapshot comes up to N events later; the SNAPSHOT answer stays
- *     current). A failed group is counted nowhere.
+ *     current). A failed group is counted nowhere. A thread whose last
+ *     document could not be stored (too large for a reply, or over
+ *     --snapshot-memory to build) gets no every-N request until one of its
+ *     runs ends: each attempt would fold it all again for nothing.
  */
 #include "snap_internal.h"
 
@@ -51,6 +54,7 @@ typedef struct count_slot {
     uint32_t count;    /**< committed events since the last snapshot request */
     uint64_t bytes;    /**< their envelope bytes */
     uint64_t last_doc; /**< size of the last stored document (0 = unknown) */
+    bool too_large;    /**< its last document could not be stored: no every-N until a run ends */
     char id[AB_ID_MAX_BYTES];
 } count_slot_t;
 
@@ -203,7 +207,7 @@ static void count_committed(writer_t *w, const ab_plugin_event_t *evs, size_t n)
         }
         last->count++;
         last->bytes += evs[i].len;
-        if (last->count >= every && last->bytes >= last->last_doc)
+        if (last->count >= every && last->bytes >= last->last_doc && !last->too_large)
             note_ended(w, t, false);
     }
 }
@@ -232,8 +236,10 @@ static void store_doc(void *ud, ab_str_t thread, uint64_t pos, const ab_buf_t *t
     count_slot_t *c = w->b->cfg->snapshot_every > 0 ? count_slot(w, thread) : NULL;
     if (c != NULL)
         c->last_doc = size;
+    if (c != NULL)
+        c->too_large = text->len == 0;
     if (text->len == 0)
-        return; /* an every-N document too large to answer: not stored (snapshot_worker.c) */
+        return; /* too large to answer or to build: not stored (snapshot_worker.c) */
     if (w->b->plugin->snapshot_put(w->b->wdb, thread, pos, text->data, text->len, &e) != AB_OK) {
         char line[512];
         ab_log(AB_LOG_WARN, "cannot store the snapshot of %.*s: %s", (int)thread.len, thread.ptr,
@@ -449,8 +455,12 @@ static void commit_group(writer_t *w)
             if (w->worker != NULL) {
                 for (size_t i = 0; i < n; i++)
                     if (evs[i].new_status == AB_RUN_STATUS_FINISHED ||
-                        evs[i].new_status == AB_RUN_STATUS_ERRORED)
+                        evs[i].new_status == AB_RUN_STATUS_ERRORED) {
                         note_ended(w, evs[i].thread, true);
+                        count_slot_t *c = count_find(w, evs[i].thread);
+                        if (c != NULL)
+                            c->too_large = false; /* its document may fit again */
+                    }
                 if (w->b->cfg->snapshot_every > 0)
                     count_committed(w, evs, n);
             }

@@ -51,6 +51,7 @@ static void test_defaults(void **state)
     assert_int_equal(cfg.group_max, 4096);
     assert_int_equal(cfg.hwm, 1000);
     assert_int_equal(cfg.snapshot_every, AB_BROKER_DEFAULT_SNAP_EVERY);
+    assert_int_equal(cfg.snapshot_memory, 64);
     assert_int_equal(cfg.limits.max_batch, ab_limits_default().max_batch);
     assert_int_equal(cfg.limits.max_event_bytes, ab_limits_default().max_event_bytes);
     assert_int_equal(cfg.log_level, AB_LOG_INFO);
@@ -103,6 +104,12 @@ static void test_bad_flags(void **state)
     assert_non_null(strstr(err.message, "readers"));
     assert_int_equal(parse(&cfg, 3, ARGV("--queue", "12x"), &err), AB_INVALID_CONFIG);
     assert_string_equal(err.field, "queue");
+    assert_int_equal(parse(&cfg, 3, ARGV("--snapshot-memory", "0"), &err), AB_INVALID_CONFIG);
+    assert_string_equal(err.field, "snapshot-memory");
+    assert_int_equal(parse(&cfg, 3, ARGV("--snapshot-memory", "4097"), &err), AB_INVALID_CONFIG);
+    assert_string_equal(err.field, "snapshot-memory");
+    assert_int_equal(parse(&cfg, 3, ARGV("--snapshot-memory", "4096"), &err), AB_OK);
+    assert_int_equal(cfg.snapshot_memory, 4096);
     assert_int_equal(parse(&cfg, 3, ARGV("--durability", "maybe"), &err), AB_INVALID_CONFIG);
     assert_string_equal(err.field, "durability");
     assert_int_equal(parse(&cfg, 3, ARGV("--log-level", "loud"), &err), AB_INVALID_CONFIG);
@@ -204,6 +211,7 @@ static void test_usage_lists_defaults(void **state)
                           "--hwm",
                           "--log-level",
                           "--snapshot-every",
+                          "--snapshot-memory",
                           "--config",
                           "--help",
                           "16384",

@@ -10,7 +10,10 @@
  * With --snapshot-every 50, 120 events of one still-active run store a
  * snapshot (the stored position advances with no run end, to at least the
  * 50th event; the snapshot worker may cover more) and `snapshot` still
- * equals a local fold.
+ * equals a local fold. With --snapshot-memory 1 (MiB), every-N snapshots of
+ * an active run stop once its events take more than that (no stored
+ * snapshot past the 128th 8 KiB event), while `snapshot` and the run-end
+ * snapshot still cover everything.
  */
 #include "testutil.h"
 
@@ -195,11 +198,63 @@ static void test_snapshot_every(void **state)
     ab_conn_destroy(&f.c);
 }
 
+static int setup_memory_cap(void **state)
+{
+    static const char *const extra[] = {"--snapshot-every", "20", "--snapshot-memory", "1", NULL};
+    return it_setup_with(state, extra);
+}
+
+static void test_snapshot_memory_cap(void **state)
+{
+    it_t *t = *state;
+    IT_REQUIRE_BROKER(t);
+    snapfx_t f = {.t = t, .thread = THREAD};
+    ab_error_t err = AB_ERROR_INIT;
+    f.c = it_connect(&t->bp);
+    assert_int_equal(ab_reducer_new(&f.r, THREAD, &err), AB_OK);
+    static char body[9000];
+    snprintf(body, sizeof(body),
+             "{\"type\":\"RUN_STARTED\",\"threadId\":\"%s\",\"runId\":\"run-1\","
+             "\"protocolVersion\":\"1.0\"}",
+             THREAD);
+    publish_fold(&f, "run-1", 1, body, true);
+    publish_fold(&f, "run-1", 2,
+                 "{\"type\":\"TEXT_MESSAGE_START\",\"messageId\":\"m-1\",\"role\":\"assistant\"}",
+                 false);
+    uint64_t pos128 = 0;
+    for (uint64_t seq = 3; seq <= 260; seq++) { /* 8 KiB deltas: 1 MiB of them by the 128th */
+        int k = snprintf(body, sizeof(body),
+                         "{\"type\":\"TEXT_MESSAGE_CONTENT\",\"messageId\":\"m-1\",\"delta\":\"");
+        memset(body + k, 'a' + (int)(seq % 26), 8192);
+        snprintf(body + k + 8192, sizeof(body) - (size_t)k - 8192, "\"}");
+        publish_fold(&f, "run-1", seq, body, false);
+        if (seq == 128)
+            pos128 = f.last_pos;
+    }
+    /* whatever the worker managed to store, it held at most 1 MiB of events: never
+     * past the 128th (the worker only lags, so this cannot fail by timing) */
+    uint64_t before_end = snapfx_stored(t->bp.dir, THREAD, NULL, true);
+    if (before_end > pos128)
+        fail_msg("stored snapshot at %llu, past the cap (128th event at %llu)",
+                 (unsigned long long)before_end, (unsigned long long)pos128);
+    assert_int_equal(snapfx_check(&f), f.last_pos); /* SNAPSHOT has no cap */
+    publish_fold(&f, "run-1", 261, "{\"type\":\"TEXT_MESSAGE_END\",\"messageId\":\"m-1\"}", false);
+    snprintf(body, sizeof(body),
+             "{\"type\":\"RUN_FINISHED\",\"threadId\":\"%s\",\"runId\":\"run-1\"}", THREAD);
+    publish_fold(&f, "run-1", 262, body, false);
+    /* the run end is stored whatever its size */
+    assert_int_equal(snapfx_wait_stored(t->bp.dir, THREAD, f.last_pos, true), f.last_pos);
+    assert_int_equal(snapfx_check(&f), f.last_pos);
+    ab_reducer_destroy(&f.r);
+    ab_conn_destroy(&f.c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_snapshot_durable, it_setup, it_teardown),
         cmocka_unit_test_setup_teardown(test_snapshot_every, snapfx_setup_every50, it_teardown),
+        cmocka_unit_test_setup_teardown(test_snapshot_memory_cap, setup_memory_cap, it_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
