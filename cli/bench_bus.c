@@ -33,6 +33,7 @@
 #include "cli.h"
 #include "spawn.h"
 
+#include <ctype.h>
 #include <dirent.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -64,6 +65,8 @@ typedef struct opts {
 
 /* Producers' connections: --frame-per-event (a process-wide knob of the rows). */
 static bool g_frame_per_event;
+/* Broker children: --snapshot-every N when given (NULL: the broker's default). */
+static const char *g_snapshot_every;
 
 typedef spawn_broker_t child_t; /* a broker child (cli/spawn.c) */
 
@@ -84,8 +87,10 @@ static void child_stop(child_t *ch)
 
 static int child_start(child_t *ch, const char *durability)
 {
-    spawn_opts_t so = {
-        .tmp_prefix = "agentbus-bench", .quiet = true, .extra = {"--durability", durability}};
+    spawn_opts_t so = {.tmp_prefix = "agentbus-bench",
+                       .quiet = true,
+                       .extra = {"--durability", durability,
+                                 g_snapshot_every ? "--snapshot-every" : NULL, g_snapshot_every}};
     if (spawn_broker(ch, &so) != 0) {
         fprintf(stderr, "agentbus bench: the broker did not start\n");
         return -1;
@@ -808,7 +813,9 @@ static int fan_bus(const opts_t *o, void *ctx, const bodies_t *b, int nsub, int 
         memset(&ch, 0, sizeof(ch));
         spawn_opts_t so = {.tmp_prefix = "agentbus-bench",
                            .quiet = true,
-                           .extra = {"--durability", "process", "--hwm", "16"}};
+                           .extra = {"--durability", "process", "--hwm", "16",
+                                     g_snapshot_every ? "--snapshot-every" : NULL,
+                                     g_snapshot_every}};
         if (spawn_broker(&ch, &so) != 0) {
             fprintf(stderr, "agentbus bench: the broker did not start\n");
             return -1;
@@ -996,20 +1003,25 @@ static int usage_help(void)
            "  --rounds N         fanout: repeat the 4-subscriber rows N times (1 ... 64,\n"
            "                     default 1) and print the median share of raw\n"
            "  --frame-per-event  producers send a publish as one frame per envelope\n"
-           "                     instead of packed (to compare the two)\n");
+           "                     instead of packed (to compare the two)\n"
+           "  --snapshot-every N the broker children's --snapshot-every (default: theirs)\n");
     return AB_EXIT_OK;
 }
 
 static int parse_opts(int argc, char **argv, opts_t *o)
 {
     static const struct option longopts[] = {
-        {"broker", required_argument, NULL, 'b'}, {"seconds", required_argument, NULL, 's'},
-        {"rounds", required_argument, NULL, 'r'}, {"frame-per-event", no_argument, NULL, 'f'},
-        {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0},
+        {"broker", required_argument, NULL, 'b'},
+        {"seconds", required_argument, NULL, 's'},
+        {"rounds", required_argument, NULL, 'r'},
+        {"frame-per-event", no_argument, NULL, 'f'},
+        {"snapshot-every", required_argument, NULL, 'n'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
     };
     int c;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "+hb:s:r:f", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "+hb:s:r:fn:", longopts, NULL)) != -1) {
         if (c == 'b') {
             o->broker = optarg;
         } else if (c == 's') {
@@ -1025,6 +1037,12 @@ static int parse_opts(int argc, char **argv, opts_t *o)
             o->rounds = (int)r;
         } else if (c == 'f') {
             o->frame_per_event = true;
+        } else if (c == 'n') {
+            char *end;
+            unsigned long n = strtoul(optarg, &end, 10);
+            if (*end || !isdigit((unsigned char)optarg[0]) || n > UINT32_MAX)
+                return cli_usage_error("bench", "--snapshot-every takes a whole number");
+            g_snapshot_every = optarg;
         } else if (c == 'h') {
             usage_help();
             return -1;
