@@ -129,36 +129,56 @@ size_t ab_lifecycle_memory(const ab_lifecycle_t *lc)
 
 /* ---- helpers ------------------------------------------------------------ */
 
-static ab_str_t pick(const ab_val_t *event, ab_str_t have, const char *key)
-{
-    if (have.ptr)
-        return have;
-    const ab_val_t *v = ab_val_get(event, key);
-    if (v && v->type == AB_VAL_STR) {
-        ab_str_t s = {v->u.s ? v->u.s : "", v->len};
-        return s;
+/* The string fields normalize() may fill, by key. */
+#define NF(key, member)                                                                            \
+    {                                                                                              \
+        key, sizeof(key) - 1, offsetof(ab_agui_info_t, member)                                     \
     }
-    return have;
-}
+static const struct {
+    const char *key;
+    size_t klen;
+    size_t off;
+} norm_fields[] = {
+    NF("threadId", thread_id),
+    NF("runId", run_id),
+    NF("messageId", message_id),
+    NF("toolCallId", tool_call_id),
+    NF("toolCallName", tool_call_name),
+    NF("parentMessageId", parent_message_id),
+    NF("role", role),
+    NF("name", name),
+    NF("stepName", step_name),
+    NF("subagentRunId", subagent_run_id),
+    NF("parentSubagentRunId", parent_subagent_run_id),
+};
+#undef NF
 
-/* Invariant 4: fill what the validator left out from the event map. */
+/*
+ * Invariant 4: fill what the validator left out from the event map: each
+ * member still unset takes the value of the first pair with its key, when
+ * that is a string (as ab_val_get() would find it). One pass over the map
+ * (it ran 11 lookups per event, 12% of the broker's writer thread).
+ */
 static void normalize(const ab_agui_info_t *in, ab_agui_info_t *e)
 {
     *e = *in;
     const ab_val_t *m = in->event;
     if (!m || m->type != AB_VAL_MAP)
         return;
-    e->thread_id = pick(m, e->thread_id, "threadId");
-    e->run_id = pick(m, e->run_id, "runId");
-    e->message_id = pick(m, e->message_id, "messageId");
-    e->tool_call_id = pick(m, e->tool_call_id, "toolCallId");
-    e->tool_call_name = pick(m, e->tool_call_name, "toolCallName");
-    e->parent_message_id = pick(m, e->parent_message_id, "parentMessageId");
-    e->role = pick(m, e->role, "role");
-    e->name = pick(m, e->name, "name");
-    e->step_name = pick(m, e->step_name, "stepName");
-    e->subagent_run_id = pick(m, e->subagent_run_id, "subagentRunId");
-    e->parent_subagent_run_id = pick(m, e->parent_subagent_run_id, "parentSubagentRunId");
+    unsigned seen = 0; /* bit k: the first pair with norm_fields[k].key was met */
+    for (uint32_t i = 0; i < m->len; i++) {
+        const ab_kv_t *kv = &m->u.pairs[i];
+        for (size_t k = 0; k < sizeof(norm_fields) / sizeof(norm_fields[0]); k++) {
+            if (kv->klen != norm_fields[k].klen ||
+                memcmp(kv->key, norm_fields[k].key, kv->klen) != 0)
+                continue;
+            ab_str_t *dst = (ab_str_t *)(void *)((char *)e + norm_fields[k].off);
+            if (!(seen & (1u << k)) && dst->ptr == NULL && kv->val.type == AB_VAL_STR)
+                *dst = (ab_str_t){kv->val.u.s ? kv->val.u.s : "", kv->val.len};
+            seen |= 1u << k;
+            break;
+        }
+    }
 }
 
 static const char *run_name(const ab_lifecycle_t *lc, char *buf, size_t size)
