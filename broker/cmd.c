@@ -309,10 +309,7 @@ static void decode_item(cmd_t *c, ab_job_t *job, uint32_t i)
     it->status = (ab_result_status_t)0;
     it->pos = 0;
     ab_seq_error_reset(e);
-    if (ab_doc_new(&job->docs[i]) != AB_OK) {
-        ab_error_set(e, AB_NOMEM, "", "out of memory");
-    } else if (ab_event_decode(job->docs[i], data, len, &c->b->cfg->limits, &job->evs[i], e) ==
-               AB_OK) {
+    if (ab_event_decode(job->doc, data, len, &c->b->cfg->limits, &job->evs[i], e) == AB_OK) {
         it->ev = &job->evs[i];
         if (job->evs[i].v != job->v) {
             ab_error_set(e, AB_INCOMPATIBLE_VERSION, "v",
@@ -409,13 +406,14 @@ static void publish(cmd_t *c, zmq_msg_t *id, const ab_msg_t *m, bool more)
     ab_job_t *job = job_new(AB_JOB_PUBLISH, id, m);
     if (job != NULL) {
         job->frames = calloc(packed ? 1 : count, sizeof(*job->frames));
-        job->docs = calloc(count, sizeof(*job->docs));
+        if (ab_doc_new(&job->doc) == AB_OK)
+            ab_doc_keep(job->doc, true); /* every envelope's tree lives until the answer */
         job->evs = calloc(count, sizeof(*job->evs));
         job->infos = calloc(count, sizeof(*job->infos));
         /* not calloc: an item is ~1.6 KB (its error); decode_item() sets each one up */
         job->items = malloc((count ? count : 1) * sizeof(*job->items));
     }
-    if (job == NULL || !job->frames || !job->docs || !job->evs || !job->infos || !job->items) {
+    if (job == NULL || !job->frames || !job->doc || !job->evs || !job->infos || !job->items) {
         discard_rest(c->router, more);
         reply_code(c, id, m->v, m->cid, AB_NOMEM, "", "out of memory");
         goto free_job;

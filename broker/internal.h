@@ -59,7 +59,7 @@ typedef struct ab_job {
     uint32_t count;
     zmq_msg_t *frames; /**< the envelope frames (count, or 1 when packed), kept until answered */
     uint32_t nframes;  /**< frames received into frames[] */
-    ab_doc_t **docs;   /**< one arena per decoded envelope */
+    ab_doc_t *doc;     /**< one arena (ab_doc_keep) for every decoded envelope */
     ab_event_t *evs;
     ab_agui_info_t *infos;
     ab_seq_item_t *items;

@@ -49,10 +49,8 @@ void ab_job_free(ab_job_t *job)
     zmq_msg_close(&job->identity);
     for (uint32_t i = 0; job->frames != NULL && i < job->nframes; i++)
         zmq_msg_close(&job->frames[i]);
-    for (uint32_t i = 0; job->docs != NULL && i < job->count; i++)
-        ab_doc_destroy(&job->docs[i]);
+    ab_doc_destroy(&job->doc);
     free(job->frames);
-    free(job->docs);
     free(job->evs);
     free(job->infos);
     free(job->items);

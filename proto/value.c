@@ -52,6 +52,7 @@ struct block {
 struct ab_doc {
     struct block *first;
     struct block *cur;
+    bool keep; /* ab_doc_parse() does not reset (ab_doc_keep) */
 };
 
 static struct block *block_new(size_t cap)
@@ -91,6 +92,11 @@ void ab_doc_reset(ab_doc_t *doc)
     doc->first->next = NULL;
     doc->first->used = 0;
     doc->cur = doc->first;
+}
+
+void ab_doc_keep(ab_doc_t *doc, bool keep)
+{
+    doc->keep = keep;
 }
 
 void ab_doc_destroy(ab_doc_t **doc)
@@ -547,7 +553,8 @@ ab_status_t ab_doc_parse(ab_doc_t *doc, const uint8_t *buf, size_t len, uint32_t
                          uint32_t max_depth, ab_status_t bad_code, const ab_val_t **root,
                          ab_error_t *err)
 {
-    ab_doc_reset(doc);
+    if (!doc->keep)
+        ab_doc_reset(doc);
     if (len > max_bytes) {
         ab_error_set(err, AB_TOO_LARGE, "", "message of %zu bytes exceeds the limit of %u", len,
                      max_bytes);

@@ -94,6 +94,15 @@ void ab_doc_destroy(ab_doc_t **doc);
 void ab_doc_reset(ab_doc_t *doc);
 
 /**
+ * With @p keep, ab_doc_parse() adds each tree to the arena instead of
+ * resetting it first: every tree parsed since the last ab_doc_reset() stays
+ * valid (one arena, grown in 64 KiB blocks, for messages that live and die
+ * together, e.g. the events of one publish; a failed parse leaves its
+ * partial nodes until the reset). Off by default.
+ */
+void ab_doc_keep(ab_doc_t *doc, bool keep);
+
+/**
  * Allocate @p bytes in the doc arena (aligned for any type), for decoders
  * that build arrays beside a parsed tree. The memory is uninitialised and
  * lives until the next ab_doc_parse()/ab_doc_reset()/ab_doc_destroy().

@@ -149,6 +149,35 @@ static void test_big_document_uses_extra_blocks(void **state)
     ab_buf_free(&b);
 }
 
+/* ab_doc_keep: many parses into one arena, every tree valid until the reset. */
+static void test_doc_keep(void **state)
+{
+    (void)state;
+    ab_doc_t *doc;
+    assert_int_equal(ab_doc_new(&doc), AB_OK);
+    ab_doc_keep(doc, true);
+    const ab_val_t *roots[3000];
+    ab_error_t err = AB_ERROR_INIT;
+    static uint8_t m[3000][6];       /* trees point into their input: keep every message */
+    for (int i = 0; i < 3000; i++) { /* {"k": i}: well past the first 2 KiB block */
+        const uint8_t one[6] = {0x81, 0xa1, 'k', 0xcd, (uint8_t)(i >> 8), (uint8_t)i};
+        memcpy(m[i], one, sizeof(one));
+        assert_int_equal(ab_doc_parse(doc, m[i], 6, 64, 4, AB_INVALID_EVENT, &roots[i], &err),
+                         AB_OK);
+    }
+    assert_int_equal(
+        ab_doc_parse(doc, (const uint8_t *)"\xc1", 1, 64, 4, AB_INVALID_EVENT, &roots[0], &err),
+        AB_INVALID_EVENT); /* a failure leaves the earlier trees alone */
+    for (int i = 0; i < 3000; i++)
+        assert_int_equal(ab_val_get(roots[i], "k")->u.i, i);
+    ab_doc_keep(doc, false); /* back to one tree per parse */
+    const ab_val_t *v;
+    assert_int_equal(
+        ab_doc_parse(doc, (const uint8_t *)"\x90", 1, 16, 4, AB_INVALID_EVENT, &v, &err), AB_OK);
+    assert_int_equal(v->type, AB_VAL_ARRAY);
+    ab_doc_destroy(&doc);
+}
+
 static void test_large_map_duplicate_detection(void **state)
 {
     (void)state;
@@ -207,6 +236,7 @@ int main(void)
         cmocka_unit_test(test_rejections),
         cmocka_unit_test(test_depth_and_size_limits),
         cmocka_unit_test(test_big_document_uses_extra_blocks),
+        cmocka_unit_test(test_doc_keep),
         cmocka_unit_test(test_large_map_duplicate_detection),
         cmocka_unit_test(test_utf8),
         cmocka_unit_test(test_pack_roundtrip),
