@@ -29,10 +29,8 @@
 
 /* Tuning (measured with bench/store_bench.c, see docs/STORE.md). */
 #define STORE_PAGE_SIZE "8192"
-#define WRITER_PRAGMAS                                                                             \
-    "PRAGMA cache_size=-8192; PRAGMA wal_autocheckpoint=8192;"                                     \
-    "PRAGMA journal_size_limit=134217728;"
-#define READER_PRAGMAS "PRAGMA cache_size=-16384;"
+#define WRITER_PRAGMAS  "PRAGMA cache_size=-8192; PRAGMA journal_size_limit=134217728;"
+#define READER_PRAGMAS  "PRAGMA cache_size=-16384;"
 
 /* Migration steps: steps[i] takes the schema from version i to i + 1. */
 static const char *const MIGRATIONS[AB_STORE_SCHEMA_VERSION] = {
@@ -257,6 +255,10 @@ ab_status_t ab_store_open(ab_store_t **out, const char *dir, const ab_store_opts
         s = exec_sql(st, READER_PRAGMAS, "pragmas", err);
     if (s == AB_OK)
         s = ab_store_prepare_(st, err);
+    if (s == AB_OK && !o->readonly) {
+        st->wal_pages = o->wal_pages;
+        ab_store_ckpt_start_(st); /* checkpoints off this thread (store_ckpt.c) */
+    }
     if (s != AB_OK) {
         ab_store_close(&st);
         return s;
@@ -275,6 +277,7 @@ void ab_store_close(ab_store_t **pst)
     for (int i = 0; i < Q_COUNT_; i++)
         sqlite3_finalize(st->q[i]);
     ab_store_cache_free_(st);
+    ab_store_ckpt_stop_(st);
     sqlite3_close(st->db);
     free(st->path);
     free(st);

@@ -17,6 +17,11 @@
 
 #include <sqlite3.h>
 
+/** WAL pages (of page_size, 8 KiB) after which the checkpointer runs (store_ckpt.c). */
+#define AB_STORE_WAL_PAGES 8192
+
+typedef struct ab_store_ckpt ab_store_ckpt_t;
+
 /** Bytes of a record header inside a chunk. */
 #define CHUNK_HDR 24
 /** The writer's run cache is dropped at begin when it holds more runs. */
@@ -94,7 +99,15 @@ struct ab_store {
     size_t nrecs, recs_cap;
     ab_buf_t stage;   /* staged records, chunk format */
     ab_buf_t scratch; /* one run's chunk at commit; group buffer for reads */
+    /* writer handles: WAL checkpoints on their own thread (store_ckpt.c) */
+    ab_store_ckpt_t *ckpt;
+    int wal_pages;
 };
+
+/* Start the checkpointer of a writer handle (falls back to inline checkpoints). */
+void ab_store_ckpt_start_(ab_store_t *st);
+/* Stop it and close its connection (before st->db closes). */
+void ab_store_ckpt_stop_(ab_store_t *st);
 
 /* Map an SQLite result code to a status and record it with the db message. */
 ab_status_t ab_store_sqlerr_(ab_store_t *st, int rc, const char *what, ab_error_t *err);

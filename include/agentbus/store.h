@@ -61,6 +61,12 @@ typedef struct ab_store_opts {
     bool readonly;                    /**< SQLITE_OPEN_READONLY, no migrations, no dir creation */
     int busy_timeout_ms;   /**< SQLite busy timeout; default 0 (fail fast, AB_UNAVAILABLE) */
     bool skip_quick_check; /**< skip PRAGMA quick_check at open (not recommended) */
+    /**
+     * Writer handles: WAL size in pages (8 KiB) at which a background thread
+     * (own connection) checkpoints it; at 4x the writer does it inline.
+     * 0 = 8192 (64 MiB).
+     */
+    int wal_pages;
 } ab_store_opts_t;
 
 /**

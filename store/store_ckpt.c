@@ -1,0 +1,139 @@
+/*
+ * store_ckpt.c - WAL checkpoints off the writer's thread.
+ *
+ * SQLite's automatic checkpoint runs inside the COMMIT that crosses the
+ * threshold, on the writer's thread: every committed page is read back from
+ * the WAL and written to the database file there (and fsynced in fsync
+ * durability). Measured in the broker, that made the checkpoints a large
+ * share of the one serial thread of ingest (docs/PERFORMANCE.md). A writer
+ * handle here gets a checkpointer: a thread with its own connection that
+ * runs PASSIVE checkpoints, woken by the writer connection's WAL hook.
+ *
+ * Invariants:
+ *  1. The WAL stays bounded: at st->wal_pages pages after a commit the
+ *     checkpointer is woken; at 4x that (it fell behind, or it could not
+ *     start) the writer waits for the thread's checkpoint in progress, if
+ *     any, and checkpoints itself, as SQLite's own rule did: the WAL file
+ *     stays within about 4x plus the commits made during one checkpoint.
+ *  2. A checkpoint never changes what is committed or durable; a failed or
+ *     busy one only leaves more pages for the next.
+ *  3. The checkpointer is stopped and its connection closed before the
+ *     writer connection closes, so the last close still checkpoints and
+ *     removes the WAL as before.
+ */
+#include "store_int.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+
+struct ab_store_ckpt {
+    pthread_t th;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    sqlite3 *db; /* the checkpointer's own connection */
+    bool due, stop;
+    bool busy; /* a checkpoint is running on the thread */
+    bool hold; /* the writer checkpoints itself: the thread waits */
+    pthread_cond_t idle;
+};
+
+static void *ckpt_main(void *arg)
+{
+    ab_store_ckpt_t *c = arg;
+    pthread_mutex_lock(&c->mu);
+    for (;;) {
+        while ((!c->due || c->hold) && !c->stop)
+            pthread_cond_wait(&c->cv, &c->mu);
+        if (c->stop)
+            break;
+        c->due = false;
+        c->busy = true;
+        pthread_mutex_unlock(&c->mu);
+        /* PASSIVE: never waits for the writer or readers (invariant 2) */
+        (void)sqlite3_wal_checkpoint_v2(c->db, NULL, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
+        pthread_mutex_lock(&c->mu);
+        c->busy = false;
+        pthread_cond_broadcast(&c->idle);
+    }
+    pthread_mutex_unlock(&c->mu);
+    return NULL;
+}
+
+/* The writer connection's WAL hook: after each commit, with the WAL's size in pages. */
+static int on_wal(void *arg, sqlite3 *db, const char *name, int pages)
+{
+    ab_store_t *st = arg;
+    ab_store_ckpt_t *c = st->ckpt;
+    if (pages < st->wal_pages)
+        return SQLITE_OK;
+    if (c != NULL && pages < 4 * st->wal_pages) {
+        pthread_mutex_lock(&c->mu);
+        c->due = true;
+        pthread_cond_signal(&c->cv);
+        pthread_mutex_unlock(&c->mu);
+        return SQLITE_OK;
+    }
+    /* no checkpointer, or it is far behind: the writer does it (invariant 1),
+     * after the thread's checkpoint in progress (only one runs at a time, and
+     * the WAL restarts only when no checkpoint reads it) */
+    if (c != NULL) {
+        pthread_mutex_lock(&c->mu);
+        c->hold = true;
+        while (c->busy)
+            pthread_cond_wait(&c->idle, &c->mu);
+        pthread_mutex_unlock(&c->mu);
+    }
+    (void)sqlite3_wal_checkpoint_v2(db, name, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
+    if (c != NULL) {
+        pthread_mutex_lock(&c->mu);
+        c->hold = false;
+        pthread_mutex_unlock(&c->mu);
+    }
+    return SQLITE_OK;
+}
+
+void ab_store_ckpt_start_(ab_store_t *st)
+{
+    st->wal_pages = st->wal_pages > 0 ? st->wal_pages : AB_STORE_WAL_PAGES;
+    sqlite3_wal_hook(st->db, on_wal, st); /* replaces SQLite's automatic checkpoint */
+    ab_store_ckpt_t *c = calloc(1, sizeof(*c));
+    if (c == NULL)
+        return; /* the writer checkpoints at 4x (invariant 1) */
+    int rc = sqlite3_open_v2(st->path, &c->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL);
+    /* a connection checkpoints only once it has read the file and so opened the WAL */
+    if (rc == SQLITE_OK)
+        rc = sqlite3_exec(c->db, "PRAGMA schema_version", NULL, NULL, NULL);
+    if (rc == SQLITE_OK && pthread_mutex_init(&c->mu, NULL) == 0) {
+        if (pthread_cond_init(&c->cv, NULL) == 0) {
+            if (pthread_cond_init(&c->idle, NULL) == 0) {
+                if (pthread_create(&c->th, NULL, ckpt_main, c) == 0) {
+                    st->ckpt = c;
+                    return;
+                }
+                pthread_cond_destroy(&c->idle);
+            }
+            pthread_cond_destroy(&c->cv);
+        }
+        pthread_mutex_destroy(&c->mu);
+    }
+    sqlite3_close(c->db);
+    free(c);
+}
+
+void ab_store_ckpt_stop_(ab_store_t *st)
+{
+    ab_store_ckpt_t *c = st->ckpt;
+    if (c == NULL)
+        return;
+    pthread_mutex_lock(&c->mu);
+    c->stop = true;
+    pthread_cond_signal(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+    pthread_join(c->th, NULL);
+    pthread_cond_destroy(&c->idle);
+    pthread_cond_destroy(&c->cv);
+    pthread_mutex_destroy(&c->mu);
+    sqlite3_close(c->db); /* before the writer's (invariant 3) */
+    free(c);
+    st->ckpt = NULL;
+}

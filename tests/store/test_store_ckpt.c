@@ -1,0 +1,161 @@
+/*
+ * test_store_ckpt.c - WAL checkpoints off the writer's thread
+ * (store/store_ckpt.c): a WAL past wal_pages (but short of 4x, where the
+ * writer would checkpoint inline) is checkpointed into the database file by
+ * the background thread while the writer stays open; a long stream of
+ * commits keeps the WAL file bounded (a few times wal_pages); everything
+ * committed reads back after a reopen.
+ */
+#include "agentbus/store.h"
+#include "testutil.h"
+
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define WAL_PAGES 16 /* pages of 8 KiB: the checkpointer wakes at 128 KiB of WAL */
+
+typedef struct fx {
+    char dir[64];
+    char db[96];
+    char wal[100];
+} fx_t;
+
+static int setup(void **state)
+{
+    fx_t *f = calloc(1, sizeof *f);
+    if (!f)
+        return -1;
+    snprintf(f->dir, sizeof f->dir, "/tmp/ab_ckpt_XXXXXX");
+    if (!mkdtemp(f->dir))
+        return -1;
+    snprintf(f->db, sizeof f->db, "%s/%s", f->dir, AB_STORE_DB_NAME);
+    snprintf(f->wal, sizeof f->wal, "%s-wal", f->db);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fx_t *f = *state;
+    DIR *d = opendir(f->dir);
+    struct dirent *e;
+    char p[512];
+    while (d && (e = readdir(d)) != NULL) {
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
+            snprintf(p, sizeof p, "%s/%s", f->dir, e->d_name);
+            unlink(p);
+        }
+    }
+    if (d)
+        closedir(d);
+    rmdir(f->dir);
+    free(f);
+    return 0;
+}
+
+static long file_size(const char *path)
+{
+    struct stat s;
+    return stat(path, &s) == 0 ? (long)s.st_size : 0;
+}
+
+static ab_store_t *open_writer(const fx_t *f)
+{
+    ab_store_opts_t o = {.durability = AB_STORE_PROCESS, .wal_pages = WAL_PAGES};
+    ab_error_t err = AB_ERROR_INIT;
+    ab_store_t *st = NULL;
+    if (ab_store_open(&st, f->dir, &o, &err) != AB_OK)
+        fail_msg("open: %s", err.message);
+    return st;
+}
+
+/* One commit of @p n events of run r, seq from @p seq, @p size bytes each. */
+static void commit_events(ab_store_t *st, uint64_t seq, int n, size_t size)
+{
+    static char body[4096];
+    memset(body, 'e', sizeof body);
+    ab_error_t err = AB_ERROR_INIT;
+    assert_int_equal(ab_store_begin(st, &err), AB_OK);
+    for (int i = 0; i < n; i++) {
+        ab_store_event_t ev = {.thread = "t",
+                               .thread_len = 1,
+                               .run = "r",
+                               .run_len = 1,
+                               .seq = seq + (uint64_t)i,
+                               .epoch = 1,
+                               .commit_us = 1,
+                               .bytes = body,
+                               .len = size};
+        if (ab_store_append(st, &ev, NULL, &err) != AB_OK)
+            fail_msg("append: %s", err.message);
+    }
+    if (ab_store_commit(st, &err) != AB_OK)
+        fail_msg("commit: %s", err.message);
+}
+
+static int count_rows(void *ud, const ab_store_row_t *r)
+{
+    uint64_t *n = ud;
+    (*n)++;
+    return r->seq != *n; /* stop (and fail) on the first seq out of order */
+}
+
+/* 40 pages of WAL (16 < 40 < 64): only the checkpointer moves them into the file. */
+static void test_background_checkpoint(void **state)
+{
+    fx_t *f = *state;
+    ab_store_t *st = open_writer(f);
+    long before = file_size(f->db);
+    commit_events(st, 1, 80, 4000); /* ~320 KB in one commit */
+    struct timespec ms = {0, 10 * 1000 * 1000};
+    for (int i = 0; i < 1000 && file_size(f->db) <= before; i++)
+        nanosleep(&ms, NULL); /* bounded: 10 s */
+    if (file_size(f->db) <= before)
+        fail_msg("no checkpoint within 10 s: db %ld bytes, wal %ld", file_size(f->db),
+                 file_size(f->wal));
+    ab_store_close(&st);
+}
+
+/* Many commits: the WAL file never grows past the inline bound, and all reads back. */
+static void test_wal_bounded_and_complete(void **state)
+{
+    fx_t *f = *state;
+    ab_store_t *st = open_writer(f);
+    long most = 0;
+    for (int c = 0; c < 200; c++) {
+        commit_events(st, (uint64_t)c * 10 + 1, 10, 2000); /* 20 KB per commit */
+        long w = file_size(f->wal);
+        most = w > most ? w : most;
+    }
+    /* 4 x 16 pages before the writer checkpoints itself, plus the commits made while a
+     * checkpoint still read the WAL (a restart waits for it): well under the ~4 MB that
+     * 200 commits write, which is where the WAL would end without checkpoints */
+    long bound = (6 * WAL_PAGES + 16) * 8192L;
+    if (most > bound)
+        fail_msg("WAL reached %ld bytes (bound %ld)", most, bound);
+    ab_store_close(&st);
+    ab_store_opts_t ro = {.readonly = true};
+    ab_error_t err = AB_ERROR_INIT;
+    assert_int_equal(ab_store_open(&st, f->dir, &ro, &err), AB_OK);
+    uint64_t n = 0;
+    size_t got = 0;
+    assert_int_equal(ab_store_read_run(st, "t", 1, "r", 1, 0, 5000, count_rows, &n, &got, &err),
+                     AB_OK);
+    assert_int_equal(n, 2000);
+    assert_int_equal(got, 2000);
+    ab_store_close(&st);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_background_checkpoint, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_wal_bounded_and_complete, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
