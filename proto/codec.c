@@ -89,10 +89,42 @@ static bool event_fast(const ab_val_t *root, const ab_limits_t *lim, ab_event_t 
     return true;
 }
 
+static bool head_fast(const uint8_t *buf, size_t len, const ab_limits_t *lim, ab_event_t *ev,
+                      size_t *body_off);
+
+/*
+ * The canonical envelope read straight from its bytes (head_fast) and only
+ * the body parsed into a tree, at one depth less (the envelope map is depth
+ * 1). Anything that does not pass - including every error - takes the
+ * generic path below, so results and errors are the same either way.
+ */
+static bool event_direct(ab_doc_t *doc, const uint8_t *buf, size_t len, const ab_limits_t *lim,
+                         ab_event_t *ev)
+{
+    size_t off = 0;
+    const ab_val_t *body = NULL;
+    ab_error_t scratch = AB_ERROR_INIT;
+    if (lim->max_depth < 2 || !head_fast(buf, len, lim, ev, &off) ||
+        ab_doc_parse(doc, buf + off, len - off, lim->max_event_bytes, lim->max_depth - 1,
+                     AB_INVALID_ENVELOPE, &body, &scratch) != AB_OK ||
+        body->type != AB_VAL_MAP)
+        return false;
+    ev->body = body;
+    return true;
+}
+
 ab_status_t ab_event_decode(ab_doc_t *doc, const uint8_t *buf, size_t len,
                             const ab_limits_t *limits, ab_event_t *out, ab_error_t *err)
 {
     ab_limits_t lim = limits ? *limits : ab_limits_default();
+    if (buf != NULL && out != NULL) {
+        ab_event_t ev;
+        memset(&ev, 0, sizeof(ev));
+        if (event_direct(doc, buf, len, &lim, &ev)) {
+            *out = ev;
+            return AB_OK;
+        }
+    }
     const ab_val_t *root = NULL;
     ab_status_t rc = ab_doc_parse(doc, buf, len, lim.max_event_bytes, lim.max_depth,
                                   AB_INVALID_ENVELOPE, &root, err);
@@ -391,7 +423,8 @@ static bool get_count(const uint8_t **p, const uint8_t *end, uint64_t min, uint6
     return get_int(p, end, &neg, v) && !neg && *v >= min && *v <= (uint64_t)INT64_MAX;
 }
 
-static bool head_fast(const uint8_t *buf, size_t len, const ab_limits_t *lim, ab_event_t *ev)
+static bool head_fast(const uint8_t *buf, size_t len, const ab_limits_t *lim, ab_event_t *ev,
+                      size_t *body_off)
 {
     const uint8_t *p = buf, *end = buf + len;
     uint64_t v = 0, ts = 0;
@@ -426,6 +459,7 @@ static bool head_fast(const uint8_t *buf, size_t len, const ab_limits_t *lim, ab
     ev->v = (uint32_t)v;
     ev->ts = (int64_t)ts;
     ev->body = NULL;
+    *body_off = (size_t)(p - buf);
     return true;
 }
 
@@ -435,7 +469,8 @@ ab_status_t ab_event_decode_head(ab_doc_t *doc, const uint8_t *buf, size_t len,
     ab_limits_t lim = limits ? *limits : ab_limits_default();
     ab_event_t ev;
     memset(&ev, 0, sizeof(ev));
-    if (buf != NULL && out != NULL && head_fast(buf, len, &lim, &ev)) {
+    size_t off = 0;
+    if (buf != NULL && out != NULL && head_fast(buf, len, &lim, &ev, &off)) {
         *out = ev;
         return AB_OK;
     }
