@@ -51,6 +51,22 @@ static void publish_fold(snapfx_t *f, const char *run, uint64_t seq, const char 
     tu_ctx_free(&tc);
 }
 
+/* RUN_STARTED of @p run (claiming it); with @p message, then TEXT_MESSAGE_START of m-1. */
+static void start_run(snapfx_t *f, const char *run, bool message)
+{
+    char body[512];
+    snprintf(body, sizeof(body),
+             "{\"type\":\"RUN_STARTED\",\"threadId\":\"%s\",\"runId\":\"%s\","
+             "\"protocolVersion\":\"1.0\"}",
+             THREAD, run);
+    publish_fold(f, run, 1, body, true);
+    if (message)
+        publish_fold(
+            f, run, 2,
+            "{\"type\":\"TEXT_MESSAGE_START\",\"messageId\":\"m-1\",\"role\":\"assistant\"}",
+            false);
+}
+
 /* The full-run fixture: run-1 of thread-1, ending with RUN_FINISHED. */
 static void publish_fixture(snapfx_t *f)
 {
@@ -140,11 +156,7 @@ static void test_snapshot_durable(void **state)
     ab_conn_destroy(&f.c);
     assert_int_equal(bp_stop(&t->bp), 0);
     reconnect(&f, false);
-    snprintf(body, sizeof(body),
-             "{\"type\":\"RUN_STARTED\",\"threadId\":\"%s\",\"runId\":\"run-3\","
-             "\"protocolVersion\":\"1.0\"}",
-             THREAD);
-    publish_fold(&f, "run-3", 1, body, true);
+    start_run(&f, "run-3", false);
     assert_int_equal(snapfx_check(&f), f.last_pos);
 
     ab_reducer_destroy(&f.r);
@@ -165,14 +177,7 @@ static void test_snapshot_every(void **state)
     assert_int_equal(ab_caps_lookup(caps, ncaps, AB_CAP_DURABLE_SNAPSHOTS), AB_CAP_AVAILABLE);
     assert_int_equal(ab_reducer_new(&f.r, THREAD, &err), AB_OK);
     char body[512];
-    snprintf(body, sizeof(body),
-             "{\"type\":\"RUN_STARTED\",\"threadId\":\"%s\",\"runId\":\"run-1\","
-             "\"protocolVersion\":\"1.0\"}",
-             THREAD);
-    publish_fold(&f, "run-1", 1, body, true);
-    publish_fold(&f, "run-1", 2,
-                 "{\"type\":\"TEXT_MESSAGE_START\",\"messageId\":\"m-1\",\"role\":\"assistant\"}",
-                 false);
+    start_run(&f, "run-1", true);
     uint64_t pos50 = 0;
     for (uint64_t seq = 3; seq <= 120; seq++) {
         snprintf(body, sizeof(body),
@@ -213,14 +218,7 @@ static void test_snapshot_memory_cap(void **state)
     f.c = it_connect(&t->bp);
     assert_int_equal(ab_reducer_new(&f.r, THREAD, &err), AB_OK);
     static char body[9000];
-    snprintf(body, sizeof(body),
-             "{\"type\":\"RUN_STARTED\",\"threadId\":\"%s\",\"runId\":\"run-1\","
-             "\"protocolVersion\":\"1.0\"}",
-             THREAD);
-    publish_fold(&f, "run-1", 1, body, true);
-    publish_fold(&f, "run-1", 2,
-                 "{\"type\":\"TEXT_MESSAGE_START\",\"messageId\":\"m-1\",\"role\":\"assistant\"}",
-                 false);
+    start_run(&f, "run-1", true);
     uint64_t pos128 = 0;
     for (uint64_t seq = 3; seq <= 260; seq++) { /* 8 KiB deltas: 1 MiB of them by the 128th */
         int k = snprintf(body, sizeof(body),

@@ -9,7 +9,8 @@
 #include "agentbus/store.h"
 #include "testutil.h"
 
-#include <dirent.h>
+#include "broker_proc.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,18 +43,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     fx_t *f = *state;
-    DIR *d = opendir(f->dir);
-    struct dirent *e;
-    char p[512];
-    while (d && (e = readdir(d)) != NULL) {
-        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
-            snprintf(p, sizeof p, "%s/%s", f->dir, e->d_name);
-            unlink(p);
-        }
-    }
-    if (d)
-        closedir(d);
-    rmdir(f->dir);
+    bp_rm_tree(f->dir);
     free(f);
     return 0;
 }
