@@ -276,6 +276,19 @@ out:
     return NULL;
 }
 
+prod_t load_producer(const char *ep, void *ctx, const bodies_t *b, double seconds,
+                     const char *thread_fmt)
+{
+    return (prod_t){.endpoint = ep,
+                    .ctx = ctx,
+                    .bodies = b,
+                    .nruns = RUNS / PRODUCERS,
+                    .batch = BATCH,
+                    .pipe = PIPE,
+                    .seconds = seconds,
+                    .thread_fmt = thread_fmt};
+}
+
 /* Run @p n producers like @p tmpl; returns acked events/s (or -1). */
 double run_producers(const prod_t *tmpl, int n, prod_t *out)
 {
@@ -348,14 +361,7 @@ static double ingest_row(const opts_t *o, void *ctx, const bodies_t *b, const ch
     const char *ep;
     if (row_begin(o, &ch, durability, &ep) != 0)
         return -1;
-    prod_t tmpl = {.endpoint = ep,
-                   .ctx = ctx,
-                   .bodies = b,
-                   .nruns = RUNS / PRODUCERS,
-                   .batch = BATCH,
-                   .pipe = PIPE,
-                   .seconds = o->seconds,
-                   .thread_fmt = "ingest-%d"};
+    prod_t tmpl = load_producer(ep, ctx, b, o->seconds, "ingest-%d");
     prod_t ps[PRODUCERS];
     double c0 = self_cpu_s(), b0 = ch.pid ? proc_cpu_s(ch.pid) : 0;
     double rate = run_producers(&tmpl, PRODUCERS, ps);

@@ -234,14 +234,7 @@ static int fan_bus(const opts_t *o, void *ctx, const bodies_t *b, int nsub, int 
         goto out;
     for (int i = 0; i < nsub; i++)
         pthread_create(&th[i], NULL, fansub_main, &f[i]);
-    prod_t tmpl = {.endpoint = ep,
-                   .ctx = ctx,
-                   .bodies = b,
-                   .nruns = RUNS / PRODUCERS,
-                   .batch = BATCH,
-                   .pipe = PIPE,
-                   .seconds = o->seconds,
-                   .thread_fmt = "fanout-%d"};
+    prod_t tmpl = load_producer(ep, ctx, b, o->seconds, "fanout-%d");
     prod_t ps[PRODUCERS];
     double t0 = mono_s();
     double ingest = run_producers(&tmpl, PRODUCERS, ps);

@@ -70,6 +70,9 @@ double mono_s(void);
 void child_stop(child_t *ch);
 /** The row's endpoint: --broker, or a broker child started with @p durability. 0 or -1. */
 int row_begin(const opts_t *o, child_t *ch, const char *durability, const char **ep);
+/** The ingest load's producer: RUNS / PRODUCERS runs, BATCH events per publish, PIPE in flight. */
+prod_t load_producer(const char *ep, void *ctx, const bodies_t *b, double seconds,
+                     const char *thread_fmt);
 /** Run @p n producers like @p tmpl into @p out; acknowledged events/s, or -1. */
 double run_producers(const prod_t *tmpl, int n, prod_t *out);
 /** A ZeroMQ socket, linger 0, bound (@p bind_ep, its endpoint into @p ep) or connected to @p ep. */
