@@ -98,14 +98,9 @@ static void test_snapshot_durable(void **state)
 {
     it_t *t = *state;
     IT_REQUIRE_BROKER(t);
-    snapfx_t f = {.t = t, .thread = THREAD};
-    ab_error_t err = AB_ERROR_INIT;
-    f.c = it_connect(&t->bp);
-    size_t ncaps = 0;
-    const ab_cap_t *caps = ab_conn_caps(f.c, &ncaps);
+    snapfx_t f = snapfx_open(t, THREAD);
     /* default --snapshot-every 1000: run ends and every N events -> available */
-    assert_int_equal(ab_caps_lookup(caps, ncaps, AB_CAP_DURABLE_SNAPSHOTS), AB_CAP_AVAILABLE);
-    assert_int_equal(ab_reducer_new(&f.r, THREAD, &err), AB_OK);
+    snapfx_require_available(&f);
     assert_int_equal(snapfx_stored(t->bp.dir, THREAD, NULL, true), 0);
 
     /* a finished run: a stored snapshot at its last position */
@@ -159,8 +154,7 @@ static void test_snapshot_durable(void **state)
     start_run(&f, "run-3", false);
     assert_int_equal(snapfx_check(&f), f.last_pos);
 
-    ab_reducer_destroy(&f.r);
-    ab_conn_destroy(&f.c);
+    snapfx_close(&f);
 }
 
 /* Snapshots every 50 events: an active run of 120 events gets stored snapshots. */
@@ -168,14 +162,9 @@ static void test_snapshot_every(void **state)
 {
     it_t *t = *state;
     IT_REQUIRE_BROKER(t);
-    snapfx_t f = {.t = t, .thread = THREAD};
-    ab_error_t err = AB_ERROR_INIT;
-    f.c = it_connect(&t->bp);
-    size_t ncaps = 0;
-    const ab_cap_t *caps = ab_conn_caps(f.c, &ncaps);
+    snapfx_t f = snapfx_open(t, THREAD);
     /* run ends and every N events stored: the capability is complete */
-    assert_int_equal(ab_caps_lookup(caps, ncaps, AB_CAP_DURABLE_SNAPSHOTS), AB_CAP_AVAILABLE);
-    assert_int_equal(ab_reducer_new(&f.r, THREAD, &err), AB_OK);
+    snapfx_require_available(&f);
     char body[512];
     start_run(&f, "run-1", true);
     uint64_t pos50 = 0;
@@ -199,8 +188,7 @@ static void test_snapshot_every(void **state)
     assert_true(at >= pos50 && at <= f.last_pos);
     assert_int_equal(snapfx_check(&f), f.last_pos);
 
-    ab_reducer_destroy(&f.r);
-    ab_conn_destroy(&f.c);
+    snapfx_close(&f);
 }
 
 static int setup_memory_cap(void **state)
@@ -213,10 +201,7 @@ static void test_snapshot_memory_cap(void **state)
 {
     it_t *t = *state;
     IT_REQUIRE_BROKER(t);
-    snapfx_t f = {.t = t, .thread = THREAD};
-    ab_error_t err = AB_ERROR_INIT;
-    f.c = it_connect(&t->bp);
-    assert_int_equal(ab_reducer_new(&f.r, THREAD, &err), AB_OK);
+    snapfx_t f = snapfx_open(t, THREAD);
     static char body[9000];
     start_run(&f, "run-1", true);
     uint64_t pos128 = 0;
@@ -243,8 +228,7 @@ static void test_snapshot_memory_cap(void **state)
     /* the run end is stored whatever its size */
     assert_int_equal(snapfx_wait_stored(t->bp.dir, THREAD, f.last_pos, true), f.last_pos);
     assert_int_equal(snapfx_check(&f), f.last_pos);
-    ab_reducer_destroy(&f.r);
-    ab_conn_destroy(&f.c);
+    snapfx_close(&f);
 }
 
 int main(void)

@@ -126,12 +126,9 @@ static void test_corrupt_stored(void **state)
 {
     it_t *t = *state;
     IT_REQUIRE_BROKER(t);
-    snapfx_t f = {.t = t, .thread = THREAD};
-    ab_error_t err = AB_ERROR_INIT;
     char log[512];
     snprintf(log, sizeof(log), "%s/broker-stderr.log", t->bp.dir);
-    f.c = it_connect(&t->bp);
-    assert_int_equal(ab_reducer_new(&f.r, THREAD, &err), AB_OK);
+    snapfx_t f = snapfx_open(t, THREAD);
     publish_run(&f, 1200, NULL, 0); /* an every-N snapshot is stored at about 1000 */
     uint64_t at = snapfx_wait_stored(t->bp.dir, THREAD, 1, false);
     assert_true(at <= f.last_pos);
@@ -147,6 +144,7 @@ static void test_corrupt_stored(void **state)
     assert_int_equal(bp_stop(&t->bp), 0);
     ab_snapshot_builder_t *sb = NULL;
     json_t *doc = NULL;
+    ab_error_t err = AB_ERROR_INIT;
     assert_int_equal(ab_snapshot_builder_new(&sb, "thread-other", &err), AB_OK);
     assert_int_equal(ab_snapshot_builder_document(sb, &doc, &err), AB_OK);
     char *text = json_dumps(doc, JSON_COMPACT);
@@ -173,8 +171,7 @@ static void test_corrupt_stored(void **state)
     /* more events fold on top; a sound snapshot replaces the bad one at the next run end */
     publish_run(&f, 10, NULL, 0);
     assert_int_equal(snapfx_check(&f), f.last_pos);
-    ab_reducer_destroy(&f.r);
-    ab_conn_destroy(&f.c);
+    snapfx_close(&f);
 }
 
 /* Default configuration: a long active run gets stored snapshots while it runs. */
@@ -182,13 +179,8 @@ static void test_default_every_n(void **state)
 {
     it_t *t = *state;
     IT_REQUIRE_BROKER(t);
-    snapfx_t f = {.t = t, .thread = THREAD};
-    ab_error_t err = AB_ERROR_INIT;
-    f.c = it_connect(&t->bp);
-    size_t ncaps = 0;
-    const ab_cap_t *caps = ab_conn_caps(f.c, &ncaps);
-    assert_int_equal(ab_caps_lookup(caps, ncaps, AB_CAP_DURABLE_SNAPSHOTS), AB_CAP_AVAILABLE);
-    assert_int_equal(ab_reducer_new(&f.r, THREAD, &err), AB_OK);
+    snapfx_t f = snapfx_open(t, THREAD);
+    snapfx_require_available(&f);
     uint64_t pos999 = 0;
     publish_run(&f, 998, &pos999, 998);
     assert_int_equal(snapfx_stored(t->bp.dir, THREAD, NULL, false),
@@ -198,8 +190,7 @@ static void test_default_every_n(void **state)
     assert_true(at > pos999);      /* at least N events covered */
     assert_true(at <= f.last_pos); /* never more than committed; the run is still active */
     assert_int_equal(snapfx_check(&f), f.last_pos);
-    ab_reducer_destroy(&f.r);
-    ab_conn_destroy(&f.c);
+    snapfx_close(&f);
 }
 
 /* --snapshot-every 50 on a 1,500-event active run: stored snapshots spaced by the byte rule. */
@@ -207,10 +198,7 @@ static void test_every_n_not_quadratic(void **state)
 {
     it_t *t = *state;
     IT_REQUIRE_BROKER(t);
-    snapfx_t f = {.t = t, .thread = THREAD};
-    ab_error_t err = AB_ERROR_INIT;
-    f.c = it_connect(&t->bp);
-    assert_int_equal(ab_reducer_new(&f.r, THREAD, &err), AB_OK);
+    snapfx_t f = snapfx_open(t, THREAD);
     uint64_t seen_pos[64], prev_pos = 0;
     size_t seen_size[64], n = 0;
     for (int batch = 0; batch < 15; batch++) {
@@ -240,8 +228,7 @@ static void test_every_n_not_quadratic(void **state)
         total += seen_size[i];
     assert_true(total <= 4 * seen_size[n - 1]); /* geometric, not quadratic */
     assert_int_equal(snapfx_check(&f), f.last_pos);
-    ab_reducer_destroy(&f.r);
-    ab_conn_destroy(&f.c);
+    snapfx_close(&f);
 }
 
 int main(void)

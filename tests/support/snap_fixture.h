@@ -11,6 +11,7 @@
 #define AB_TESTS_SNAP_FIXTURE_H
 
 #include "agentbus/json.h"
+#include "agentbus/nego.h"
 #include "agentbus/plugin.h"
 #include "agentbus/snapshot.h"
 
@@ -24,6 +25,31 @@ typedef struct snapfx {
     const char *thread;
     uint64_t epoch, next_seq, last_pos;
 } snapfx_t;
+
+/** Connect to the broker of @p t and start an empty local fold of @p thread. */
+static inline snapfx_t snapfx_open(it_t *t, const char *thread)
+{
+    snapfx_t f = {.t = t, .thread = thread};
+    ab_error_t err = AB_ERROR_INIT;
+    f.c = it_connect(&t->bp);
+    assert_int_equal(ab_reducer_new(&f.r, thread, &err), AB_OK);
+    return f;
+}
+
+/** Fail unless the broker announced durableThreadSnapshots `available`. */
+static inline void snapfx_require_available(const snapfx_t *f)
+{
+    size_t ncaps = 0;
+    const ab_cap_t *caps = ab_conn_caps(f->c, &ncaps);
+    assert_int_equal(ab_caps_lookup(caps, ncaps, AB_CAP_DURABLE_SNAPSHOTS), AB_CAP_AVAILABLE);
+}
+
+/** Free the local fold and close the connection. */
+static inline void snapfx_close(snapfx_t *f)
+{
+    ab_reducer_destroy(&f->r);
+    ab_conn_destroy(&f->c);
+}
 
 /**
  * Send `snapshot` for fx->thread; fail unless the reply passes the snapshot
