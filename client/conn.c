@@ -253,9 +253,9 @@ static ab_status_t keep_welcome(ab_conn_t *c, const ab_msg_t *m, ab_error_t *err
         c->caps[i] = (ab_cap_t){name, s.len, w->caps[i].state};
         c->ncaps++;
     }
+    ab_cap_state_t packed = ab_caps_lookup(c->caps, c->ncaps, AB_CAP_PACKED_PUBLISH);
     c->packed =
-        !c->opts.frame_per_event &&
-        ab_caps_require(c->caps, c->ncaps, AB_CAP_PACKED_PUBLISH, &(ab_error_t){0}) == AB_OK;
+        !c->opts.frame_per_event && (packed == AB_CAP_AVAILABLE || packed == AB_CAP_DEGRADED);
     return AB_OK;
 }
 
