@@ -200,11 +200,13 @@ static void *bind_endpoint(ab_broker_handle_t *h, int type, const char *ep, char
     int zero = 0, one = 1;
     zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof(zero));
     if (type == ZMQ_ROUTER) {
-        int64_t maxmsg =
-            2 * (int64_t)(b->cfg->limits.max_event_bytes > b->cfg->limits.max_header_bytes
-                              ? b->cfg->limits.max_event_bytes
-                              : b->cfg->limits.max_header_bytes) +
-            65536;
+        /* Twice the largest frame a client may send (docs/PROTOCOL.md 11): a
+         * publish up to that is read and answered too_large; a larger frame
+         * makes ZeroMQ close the connection, which it cannot answer. */
+        const ab_limits_t *l = &b->cfg->limits;
+        uint32_t biggest =
+            l->max_publish_bytes > l->max_header_bytes ? l->max_publish_bytes : l->max_header_bytes;
+        int64_t maxmsg = 2 * (int64_t)biggest + 65536;
         zmq_setsockopt(s, ZMQ_ROUTER_MANDATORY, &one, sizeof(one));
         zmq_setsockopt(s, ZMQ_SNDTIMEO, &zero, sizeof(zero));
         zmq_setsockopt(s, ZMQ_MAXMSGSIZE, &maxmsg, sizeof(maxmsg));

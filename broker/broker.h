@@ -35,20 +35,23 @@ typedef enum ab_log_level {
 #define AB_BROKER_ENDPOINT_MAX 256
 
 /* Defaults (documented in docs/OPERATIONS.md and `agentbus broker --help`). */
-#define AB_BROKER_DEFAULT_DATA        "./agentbus-data"
-#define AB_BROKER_DEFAULT_CMD         "tcp://127.0.0.1:7710"
-#define AB_BROKER_DEFAULT_EVENTS      "tcp://127.0.0.1:7711"
-#define AB_BROKER_DEFAULT_PLUGIN      "sqlite"
-#define AB_BROKER_DEFAULT_READERS     2
-#define AB_BROKER_DEFAULT_QUEUE       16384
-#define AB_BROKER_DEFAULT_GROUP_MAX   4096
-#define AB_BROKER_DEFAULT_HWM         1000 /* live messages of up to 256 events, ~32 KiB */
-#define AB_BROKER_DEFAULT_SNAP_EVERY  1000 /* and the byte rule: see OPERATIONS.md */
-#define AB_BROKER_DEFAULT_SNAP_MEMORY 64   /* MiB: largest snapshot builder of one thread */
-#define AB_BROKER_CACHED_RUNS         4096 /* the sequencer's cached run states */
-#define AB_BROKER_MAX_READERS         64
-#define AB_BROKER_SESSIONS_PER_READER 256
-#define AB_BROKER_IDLE_REPLAY_MS      60000
+#define AB_BROKER_DEFAULT_DATA         "./agentbus-data"
+#define AB_BROKER_DEFAULT_CMD          "tcp://127.0.0.1:7710"
+#define AB_BROKER_DEFAULT_EVENTS       "tcp://127.0.0.1:7711"
+#define AB_BROKER_DEFAULT_PLUGIN       "sqlite"
+#define AB_BROKER_DEFAULT_READERS      2
+#define AB_BROKER_DEFAULT_QUEUE        16384
+#define AB_BROKER_DEFAULT_GROUP_MAX    4096
+#define AB_BROKER_DEFAULT_HWM          1000 /* live messages of up to 256 events, ~32 KiB */
+#define AB_BROKER_DEFAULT_SNAP_EVERY   1000 /* and the byte rule: see OPERATIONS.md */
+#define AB_BROKER_DEFAULT_SNAP_MEMORY  64   /* MiB: largest snapshot builder of one thread */
+#define AB_BROKER_DEFAULT_QUEUE_MIB    256  /* bytes of queued publishes */
+#define AB_BROKER_DEFAULT_REPLAYS      256  /* replays open (or unread) at once, all connections */
+#define AB_BROKER_DEFAULT_REPLAYS_CONN 8    /* ... on one connection */
+#define AB_BROKER_DEFAULT_REPLAY_MIB   128  /* unread replay bytes, all connections */
+#define AB_BROKER_DEFAULT_REPLAY_IDLE  60   /* s a connection may leave replay chunks unread */
+#define AB_BROKER_CACHED_RUNS          4096 /* the sequencer's cached run states */
+#define AB_BROKER_MAX_READERS          64
 
 /** Every setting of the broker. */
 typedef struct ab_broker_config {
@@ -57,13 +60,18 @@ typedef struct ab_broker_config {
     char events_endpoint[AB_BROKER_ENDPOINT_MAX];
     ab_durability_t durability;
     char plugin[AB_BROKER_PATH_MAX];
-    uint32_t readers;         /**< replay reader threads, 1..AB_BROKER_MAX_READERS */
-    uint32_t queue;           /**< events (and jobs) in flight in the ingest queue */
-    uint32_t group_max;       /**< most events per group commit */
-    uint32_t hwm;             /**< XPUB send high-water mark (messages) */
-    uint32_t snapshot_every;  /**< snapshot a thread every N committed events; 0 = at run ends */
-    uint32_t snapshot_memory; /**< MiB one thread's snapshot builder may take; beyond: too_large */
-    ab_limits_t limits;       /**< max_batch and max_event_bytes are configurable */
+    uint32_t readers;          /**< replay reader threads, 1..AB_BROKER_MAX_READERS */
+    uint32_t queue;            /**< events (and jobs) in flight in the ingest queue */
+    uint32_t queue_mib;        /**< MiB of publish frames in flight in the ingest queue */
+    uint32_t replays;          /**< replay sessions open or unread at once, all connections */
+    uint32_t replays_per_conn; /**< ... of one connection */
+    uint32_t replay_mib;       /**< MiB of replay chunks sent and not yet credited, in total */
+    uint32_t replay_idle_s;    /**< s a connection may hold unread chunks without any credit */
+    uint32_t group_max;        /**< most events per group commit */
+    uint32_t hwm;              /**< XPUB send high-water mark (messages) */
+    uint32_t snapshot_every;   /**< snapshot a thread every N committed events; 0 = at run ends */
+    uint32_t snapshot_memory;  /**< MiB one thread's snapshot builder may take; beyond: too_large */
+    ab_limits_t limits; /**< max_batch, max_event_bytes, max_publish_bytes, max_replay_bytes */
     ab_log_level_t log_level;
     bool help; /**< --help was given: print usage, do nothing else */
 } ab_broker_config_t;

@@ -14,7 +14,12 @@
  *     cfg->queue: only this thread adds to ab_broker_t.in_flight, and it
  *     checks the bound before adding; the writer subtracts when it answers.
  *  4. A replay's credit and cancel reach the reader that owns it: the reader
- *     is chosen by a hash of (identity, cid), the session's key.
+ *     is chosen by a hash of the connection's identity, so every replay of
+ *     one connection lives on one reader (which enforces the per-connection
+ *     replay bounds). A reader's message that the ROUTER refuses is reported
+ *     back to that reader: the connection is gone (EHOSTUNREACH), or its
+ *     queue is full and a replay_chunk was dropped (EAGAIN), so the reader's
+ *     count of unread replay bytes stays exact.
  *  5. Envelope frames are moved into the publish job, never copied.
  */
 #include "internal.h"
@@ -143,21 +148,31 @@ static void pong(cmd_t *c, zmq_msg_t *id, const ab_msg_t *m)
     reply(c, id, &p);
 }
 
-/* Reserve @p weight in the ingest queue; false (and `overloaded` sent) when full. */
-static bool queue_reserve(cmd_t *c, zmq_msg_t *id, const ab_msg_t *m, int64_t weight)
+/* Reserve @p weight events and @p bytes in the ingest queue; false (and
+ * `overloaded` sent) when either bound would be passed. */
+static bool queue_reserve(cmd_t *c, zmq_msg_t *id, const ab_msg_t *m, int64_t weight, int64_t bytes)
 {
     int64_t now = atomic_load(&c->b->in_flight);
+    int64_t now_bytes = atomic_load(&c->b->in_flight_bytes);
+    int64_t max_bytes = (int64_t)c->b->cfg->queue_mib << 20;
+    ab_error_t e = AB_ERROR_INIT;
     if (now + weight > (int64_t)c->b->cfg->queue) {
-        ab_error_t e = AB_ERROR_INIT;
         ab_error_set(&e, AB_OVERLOADED, "",
                      "ingest queue is full (%lld of %u events in flight); retry later",
                      (long long)now, c->b->cfg->queue);
         ab_error_detail_int(&e, "limit", c->b->cfg->queue);
-        reply_error(c, id, m->v, m->cid, &e);
-        return false;
+    } else if (bytes > 0 && now_bytes + bytes > max_bytes) {
+        ab_error_set(&e, AB_OVERLOADED, "",
+                     "ingest queue is full (%lld of %lld bytes in flight); retry later",
+                     (long long)now_bytes, (long long)max_bytes);
+        ab_error_detail_int(&e, "limit_bytes", max_bytes);
+    } else {
+        atomic_fetch_add(&c->b->in_flight, weight);
+        atomic_fetch_add(&c->b->in_flight_bytes, bytes);
+        return true;
     }
-    atomic_fetch_add(&c->b->in_flight, weight);
-    return true;
+    reply_error(c, id, m->v, m->cid, &e);
+    return false;
 }
 
 /* Hand @p job to the writer (queue already reserved); frees it on failure. */
@@ -166,6 +181,7 @@ static void to_writer(cmd_t *c, zmq_msg_t *id, ab_job_t *job)
     if (ab_job_send(c->wsock, job) == 0)
         return;
     atomic_fetch_sub(&c->b->in_flight, job->weight);
+    atomic_fetch_sub(&c->b->in_flight_bytes, job->bytes);
     reply_code(c, id, job->v, job->cid, AB_INTERNAL, "", "cannot reach the writer thread");
     ab_job_free(job);
 }
@@ -223,21 +239,24 @@ static void claim_or_heads(cmd_t *c, zmq_msg_t *id, const ab_msg_t *m)
         return;
     }
     job->weight = 1;
-    if (!queue_reserve(c, id, m, job->weight)) {
+    if (!queue_reserve(c, id, m, job->weight, 0)) {
         ab_job_free(job);
         return;
     }
     to_writer(c, id, job);
 }
 
-static uint32_t reader_for(cmd_t *c, zmq_msg_t *id, uint64_t cid)
+/* The reader of a request: by connection alone for replay, credit and cancel
+ * (invariant 4: a connection's replays live on one reader, which keeps its
+ * per-connection bounds), by connection and cid for snapshot (spread). */
+static uint32_t reader_for(cmd_t *c, zmq_msg_t *id, const ab_msg_t *m)
 {
     uint64_t h = 1469598103934665603ull;
     const unsigned char *p = zmq_msg_data(id);
     for (size_t i = 0; i < zmq_msg_size(id); i++)
         h = (h ^ p[i]) * 1099511628211ull;
-    for (int i = 0; i < 8; i++)
-        h = (h ^ ((cid >> (8 * i)) & 0xff)) * 1099511628211ull;
+    for (int i = 0; m->op == AB_OP_SNAPSHOT && i < 8; i++)
+        h = (h ^ ((m->cid >> (8 * i)) & 0xff)) * 1099511628211ull;
     return (uint32_t)(h % c->nreaders);
 }
 
@@ -290,7 +309,7 @@ static void to_reader(cmd_t *c, zmq_msg_t *id, const ab_msg_t *m)
         reply_code(c, id, m->v, m->cid, AB_NOMEM, "", "out of memory");
         return;
     }
-    if (ab_job_send(c->rsocks[reader_for(c, id, m->cid)], job) != 0) {
+    if (ab_job_send(c->rsocks[reader_for(c, id, m)], job) != 0) {
         reply_code(c, id, m->v, m->cid, AB_INTERNAL, "", "cannot reach the replay reader");
         ab_job_free(job);
     }
@@ -399,6 +418,15 @@ static bool recv_packed(cmd_t *c, ab_job_t *job, bool more, ab_error_t *e)
     return false;
 }
 
+/* Bytes of the frames after a publish header (the packed frame, or every envelope frame). */
+static int64_t publish_bytes(const ab_job_t *job)
+{
+    int64_t n = 0;
+    for (uint32_t i = 0; i < job->nframes; i++)
+        n += (int64_t)zmq_msg_size(&job->frames[i]);
+    return n;
+}
+
 static void publish(cmd_t *c, zmq_msg_t *id, const ab_msg_t *m, bool more)
 {
     uint32_t count = m->u.publish.count;
@@ -425,7 +453,18 @@ static void publish(cmd_t *c, zmq_msg_t *id, const ab_msg_t *m, bool more)
         goto free_job;
     }
     job->weight = count;
-    if (!queue_reserve(c, id, m, job->weight))
+    job->bytes = publish_bytes(job);
+    if (job->bytes > (int64_t)c->b->cfg->limits.max_publish_bytes) {
+        ab_error_set(&e, AB_TOO_LARGE, "",
+                     "publish of %lld bytes of envelopes exceeds max_publish_bytes %u: send"
+                     " fewer events per publish",
+                     (long long)job->bytes, c->b->cfg->limits.max_publish_bytes);
+        ab_error_detail_int(&e, "limit", c->b->cfg->limits.max_publish_bytes);
+        ab_error_detail_int(&e, "actual", job->bytes);
+        reply_error(c, id, m->v, m->cid, &e);
+        goto free_job;
+    }
+    if (!queue_reserve(c, id, m, job->weight, job->bytes))
         goto free_job;
     for (uint32_t i = 0; i < count; i++)
         decode_item(c, job, i);
@@ -491,35 +530,69 @@ close_msgs:
     return got;
 }
 
-/* Forward one worker message to the ROUTER. @return 0 none, 1 forwarded, 2 "stopped". */
-static int forward(cmd_t *c, void *from)
+/*
+ * A reader's message to @p id was refused by the ROUTER with @p why
+ * (invariant 4): the connection is gone, or a replay_chunk (header @p hdr)
+ * was dropped at a full queue. Tell the reader, so it can stop counting
+ * those bytes as unread.
+ */
+static void report_refused(cmd_t *c, void *reader, zmq_msg_t *id, zmq_msg_t *hdr, int why)
 {
-    bool more = true, ok = true;
-    for (int n = 0; more; n++) {
+    ab_job_t *job = NULL;
+    ab_msg_t m;
+    if (why == EHOSTUNREACH) {
+        job = job_new(AB_JOB_GONE, id, NULL);
+    } else if (why == EAGAIN &&
+               ab_msg_decode(c->doc, zmq_msg_data(hdr), zmq_msg_size(hdr), NULL, &m, NULL) ==
+                   AB_OK &&
+               m.op == AB_OP_REPLAY_CHUNK) {
+        job = job_new(AB_JOB_UNDELIVERED, id, &m);
+        if (job != NULL)
+            job->bytes = (int64_t)m.u.replay_chunk.bytes;
+    }
+    if (job != NULL && ab_job_send(reader, job) != 0)
+        ab_job_free(job);
+}
+
+/* Forward one worker message to the ROUTER. @return 0 none, 1 forwarded, 2 "stopped". */
+static int forward(cmd_t *c, void *from, bool is_reader)
+{
+    bool more = true;
+    int refused = 0; /* errno of the refused identity frame: the ROUTER drops the rest */
+    int n = 0;
+    zmq_msg_t id;
+    zmq_msg_init(&id);
+    for (; more; n++) {
         zmq_msg_t part;
         zmq_msg_init(&part);
         if (zmq_msg_recv(&part, from, n == 0 ? ZMQ_DONTWAIT : 0) < 0) {
             zmq_msg_close(&part);
-            return 0;
+            break;
         }
         more = zmq_msg_more(&part);
         if (n == 0 && !more) {
             zmq_msg_close(&part);
+            zmq_msg_close(&id);
             return 2;
         }
-        if (ok && zmq_msg_send(&part, c->router, more ? ZMQ_SNDMORE : 0) < 0) {
-            ok = false;
-            ab_log(AB_LOG_DEBUG, "dropped a reply: %s", zmq_strerror(zmq_errno()));
+        if (n == 0 && is_reader)
+            zmq_msg_copy(&id, &part);
+        if (n == 1 && refused != 0 && is_reader && !c->stopping) /* none after its stop job */
+            report_refused(c, from, &id, &part, refused);
+        if (refused == 0 && zmq_msg_send(&part, c->router, more ? ZMQ_SNDMORE : 0) < 0) {
+            refused = zmq_errno();
+            ab_log(AB_LOG_DEBUG, "dropped a reply: %s", zmq_strerror(refused));
         }
         zmq_msg_close(&part);
     }
-    return 1;
+    zmq_msg_close(&id);
+    return n > 0 ? 1 : 0;
 }
 
 static void drain_worker(cmd_t *c, void *sock, bool is_writer)
 {
     for (int i = 0; i < FORWARD_BURST; i++) {
-        int r = forward(c, sock);
+        int r = forward(c, sock, !is_writer);
         if (r == 0)
             return;
         if (r == 2 && is_writer)

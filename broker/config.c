@@ -31,6 +31,11 @@ void ab_broker_config_defaults(ab_broker_config_t *cfg)
     cfg->durability = AB_DURABILITY_FSYNC;
     cfg->readers = AB_BROKER_DEFAULT_READERS;
     cfg->queue = AB_BROKER_DEFAULT_QUEUE;
+    cfg->queue_mib = AB_BROKER_DEFAULT_QUEUE_MIB;
+    cfg->replays = AB_BROKER_DEFAULT_REPLAYS;
+    cfg->replays_per_conn = AB_BROKER_DEFAULT_REPLAYS_CONN;
+    cfg->replay_mib = AB_BROKER_DEFAULT_REPLAY_MIB;
+    cfg->replay_idle_s = AB_BROKER_DEFAULT_REPLAY_IDLE;
     cfg->group_max = AB_BROKER_DEFAULT_GROUP_MAX;
     cfg->hwm = AB_BROKER_DEFAULT_HWM;
     cfg->snapshot_every = AB_BROKER_DEFAULT_SNAP_EVERY;
@@ -59,9 +64,20 @@ void ab_broker_usage(FILE *out)
             "                          (default %s)\n"
             "  --readers N             replay reader threads, 1..%d (default %d)\n"
             "  --queue N               events in flight in the ingest queue (default %d)\n"
+            "  --queue-mib MIB         bytes of publishes in flight in the ingest queue, at\n"
+            "                          least max-publish-bytes (default %d MiB)\n"
             "  --group-max N           most events per group commit (default %d)\n"
             "  --max-batch N           most events per publish (default %u)\n"
             "  --max-event-bytes N     largest event envelope in bytes (default %u)\n"
+            "  --max-publish-bytes N   most bytes of envelopes in one publish, at least\n"
+            "                          max-event-bytes + 4 (default %u)\n"
+            "  --replays N             replays open at once, all connections; a replay\n"
+            "                          counts until its chunks are read (default %d)\n"
+            "  --replays-per-connection N  ... on one connection (default %d)\n"
+            "  --max-replay-bytes N    unread bytes of one replay, at least 4096 (default %u)\n"
+            "  --replay-mib MIB        unread replay bytes of all replays (default %d MiB)\n"
+            "  --replay-idle S         seconds a connection may leave replay chunks unread\n"
+            "                          before its replays are cancelled (default %d)\n"
             "  --hwm N                 event endpoint send high-water mark, live messages\n"
             "                          (of up to 256 events) per subscriber (default %d)\n"
             "  --snapshot-every N      store a thread's snapshot after every N committed\n"
@@ -78,8 +94,11 @@ void ab_broker_usage(FILE *out)
             "Exit status: 0 clean stop, 1 failed to start or failed, 2 usage error.\n",
             AB_BROKER_DEFAULT_DATA, AB_BROKER_DEFAULT_CMD, AB_BROKER_DEFAULT_EVENTS,
             AB_BROKER_DEFAULT_PLUGIN, AB_BROKER_MAX_READERS, AB_BROKER_DEFAULT_READERS,
-            AB_BROKER_DEFAULT_QUEUE, AB_BROKER_DEFAULT_GROUP_MAX, d.max_batch, d.max_event_bytes,
-            AB_BROKER_DEFAULT_HWM, AB_BROKER_DEFAULT_SNAP_EVERY, AB_BROKER_DEFAULT_SNAP_MEMORY);
+            AB_BROKER_DEFAULT_QUEUE, AB_BROKER_DEFAULT_QUEUE_MIB, AB_BROKER_DEFAULT_GROUP_MAX,
+            d.max_batch, d.max_event_bytes, d.max_publish_bytes, AB_BROKER_DEFAULT_REPLAYS,
+            AB_BROKER_DEFAULT_REPLAYS_CONN, d.max_replay_bytes, AB_BROKER_DEFAULT_REPLAY_MIB,
+            AB_BROKER_DEFAULT_REPLAY_IDLE, AB_BROKER_DEFAULT_HWM, AB_BROKER_DEFAULT_SNAP_EVERY,
+            AB_BROKER_DEFAULT_SNAP_MEMORY);
 }
 
 static ab_status_t parse_u32(const char *key, const char *value, uint64_t lo, uint64_t hi,
@@ -162,6 +181,20 @@ ab_status_t ab_broker_config_set(ab_broker_config_t *cfg, const char *key, const
         return parse_u32(key, value, 1, 65536, &cfg->limits.max_batch, err);
     if (strcmp(key, "max-event-bytes") == 0)
         return parse_u32(key, value, 64, 1u << 30, &cfg->limits.max_event_bytes, err);
+    if (strcmp(key, "queue-mib") == 0)
+        return parse_u32(key, value, 1, 1u << 20, &cfg->queue_mib, err);
+    if (strcmp(key, "max-publish-bytes") == 0)
+        return parse_u32(key, value, 68, 1u << 30, &cfg->limits.max_publish_bytes, err);
+    if (strcmp(key, "replays") == 0)
+        return parse_u32(key, value, 1, 1u << 20, &cfg->replays, err);
+    if (strcmp(key, "replays-per-connection") == 0)
+        return parse_u32(key, value, 1, 1u << 20, &cfg->replays_per_conn, err);
+    if (strcmp(key, "max-replay-bytes") == 0)
+        return parse_u32(key, value, 4096, 1u << 30, &cfg->limits.max_replay_bytes, err);
+    if (strcmp(key, "replay-mib") == 0)
+        return parse_u32(key, value, 1, 1u << 20, &cfg->replay_mib, err);
+    if (strcmp(key, "replay-idle") == 0)
+        return parse_u32(key, value, 1, 86400, &cfg->replay_idle_s, err);
     if (strcmp(key, "hwm") == 0)
         return parse_u32(key, value, 1, i31max, &cfg->hwm, err);
     if (strcmp(key, "snapshot-every") == 0)
@@ -271,6 +304,19 @@ static ab_status_t check_config(const ab_broker_config_t *cfg, ab_error_t *err)
         return ab_error_set(err, AB_INVALID_CONFIG, "queue",
                             "queue (%u) must be at least max-batch (%u)", cfg->queue,
                             cfg->limits.max_batch);
+    if ((uint64_t)cfg->limits.max_publish_bytes < (uint64_t)cfg->limits.max_event_bytes + 4)
+        return ab_error_set(err, AB_INVALID_CONFIG, "max-publish-bytes",
+                            "max-publish-bytes (%u) must hold one event of max-event-bytes (%u)"
+                            " plus its 4-byte length",
+                            cfg->limits.max_publish_bytes, cfg->limits.max_event_bytes);
+    if (((uint64_t)cfg->queue_mib << 20) < cfg->limits.max_publish_bytes)
+        return ab_error_set(err, AB_INVALID_CONFIG, "queue-mib",
+                            "queue-mib (%u MiB) must be at least max-publish-bytes (%u bytes)",
+                            cfg->queue_mib, cfg->limits.max_publish_bytes);
+    if (cfg->replays_per_conn > cfg->replays)
+        return ab_error_set(err, AB_INVALID_CONFIG, "replays-per-connection",
+                            "replays-per-connection (%u) must be at most replays (%u)",
+                            cfg->replays_per_conn, cfg->replays);
     return AB_OK;
 }
 

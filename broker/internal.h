@@ -33,8 +33,11 @@ typedef struct ab_broker {
     char events_ep[AB_BROKER_ENDPOINT_MAX]; /**< as bound */
     void *xpub;                             /**< bound by start-up, used by the writer only */
     _Atomic uint64_t head_pos;              /**< latest commit position */
-    _Atomic int64_t in_flight; /**< events + writer jobs queued, bounded by cfg->queue */
-    _Atomic bool snap_failed;  /**< the snapshot worker could not start: nothing is stored */
+    _Atomic int64_t in_flight;       /**< events + writer jobs queued, bounded by cfg->queue */
+    _Atomic int64_t in_flight_bytes; /**< publish frame bytes queued, bounded by cfg->queue_mib */
+    _Atomic int64_t replay_unread;   /**< replay chunk bytes sent, not credited (all readers) */
+    _Atomic int64_t replay_slots;    /**< replays open or unread (all readers), <= cfg->replays */
+    _Atomic bool snap_failed;        /**< the snapshot worker could not start: nothing is stored */
 } ab_broker_t;
 
 typedef enum ab_job_kind {
@@ -46,6 +49,8 @@ typedef enum ab_job_kind {
     AB_JOB_CANCEL,
     AB_JOB_SNAPSHOT,
     AB_JOB_STOP,
+    AB_JOB_GONE,        /**< command -> reader: the connection `identity` is gone */
+    AB_JOB_UNDELIVERED, /**< command -> reader: a replay_chunk (cid, bytes) was dropped */
 } ab_job_kind_t;
 
 /** One request handed from the command thread to a worker. */
@@ -55,6 +60,7 @@ typedef struct ab_job {
     uint32_t v;
     uint64_t cid;
     int64_t weight; /**< what it adds to ab_broker_t.in_flight */
+    int64_t bytes;  /**< PUBLISH: adds to in_flight_bytes; UNDELIVERED: the records frame's size */
     /* PUBLISH */
     uint32_t count;
     zmq_msg_t *frames; /**< the envelope frames (count, or 1 when packed), kept until answered */

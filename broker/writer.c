@@ -269,6 +269,7 @@ static void finish(writer_t *w, ab_job_t *job, const ab_msg_t *m, const ab_error
      * reach the client, so a request sent right after the reply never meets
      * a queue still counting the answered one (a spurious `overloaded`). */
     atomic_fetch_sub(&w->b->in_flight, job->weight);
+    atomic_fetch_sub(&w->b->in_flight_bytes, job->bytes);
     int rc = m != NULL ? ab_reply_msg(w->sock, &job->identity, m)
                        : ab_reply_error(w->sock, &job->identity, job->v, job->cid, e);
     if (rc != 0)

@@ -7,7 +7,10 @@
  *  1. A call returns AB_OK only when the reply has the op it expects; any
  *     other op is AB_INVALID_ENVELOPE naming "op".
  *  2. ab_conn_replay() keeps the broker's grant at the window: exactly one
- *     `credit` {chunks: 1} per chunk consumed, none after the stream ended.
+ *     `credit` {chunks: 1} per chunk received, delivered or not, none after
+ *     the stream ended. Chunks that arrive after the call gave up on the
+ *     stream are credited by ab_conn_recv() as it discards them, so the
+ *     broker's count of unread replay bytes (PROTOCOL.md 7.6.1) returns to 0.
  *  3. A replay that stops early (timeout, callback refusal, bad chunk)
  *     sends `cancel` for its cid; later messages of that cid are discarded
  *     by ab_conn_recv() cid matching.
@@ -170,10 +173,14 @@ static ab_status_t replay_loop(ab_conn_t *c, uint64_t cid, ab_conn_row_cb cb, vo
             return AB_OK;
         }
         st = expect_op(&m, AB_OP_REPLAY_CHUNK, err);
+        if (st != AB_OK)
+            return st;
+        st = deliver_chunk(c, &m, sdoc, cb, ud, err);
+        /* Every chunk received is credited, delivered or not (invariant 2). */
+        ab_error_t cerr = AB_ERROR_INIT;
+        ab_status_t cst = send_control(c, AB_OP_CREDIT, cid, st == AB_OK ? err : &cerr);
         if (st == AB_OK)
-            st = deliver_chunk(c, &m, sdoc, cb, ud, err);
-        if (st == AB_OK)
-            st = send_control(c, AB_OP_CREDIT, cid, err);
+            st = cst;
         if (st != AB_OK)
             return st;
     }

@@ -135,6 +135,15 @@ static void copy_error(ab_error_t *err, const ab_error_t *e)
         *err = *e;
 }
 
+/* Credit one chunk of replay @p cid that is dropped unread (best effort). */
+static void credit_dropped(ab_conn_t *c, uint64_t cid)
+{
+    ab_msg_t m = {.op = AB_OP_CREDIT, .cid = cid};
+    m.u.credit.chunks = 1;
+    ab_status_t st = ab_conn_send(c, &m, NULL, 0, NULL, NULL);
+    (void)st; /* a lost credit only delays the broker's release of the bytes */
+}
+
 ab_status_t ab_conn_recv(ab_conn_t *c, uint64_t cid, ab_doc_t *doc, ab_msg_t *reply, int timeout_ms,
                          ab_error_t *err)
 {
@@ -156,8 +165,14 @@ ab_status_t ab_conn_recv(ab_conn_t *c, uint64_t cid, ab_doc_t *doc, ab_msg_t *re
                          derr.message);
             return AB_INVALID_ENVELOPE;
         }
-        if (cid != 0 && m.cid != cid)
-            continue; /* a reply nobody waits for any more */
+        if (cid != 0 && m.cid != cid) {
+            /* A reply nobody waits for any more. A chunk of a replay we gave up
+             * is still credited: the broker counts its bytes as unread until
+             * then (docs/PROTOCOL.md 7.6.1). */
+            if (m.op == AB_OP_REPLAY_CHUNK)
+                credit_dropped(c, m.cid);
+            continue;
+        }
         *reply = m;
         if (m.op == AB_OP_ERROR) {
             copy_error(err, m.u.error.error);
@@ -182,6 +197,19 @@ ab_status_t ab_conn_send(ab_conn_t *c, const ab_msg_t *req, const ab_buf_t *fram
         for (size_t i = 0; i < nframes; i++)
             if (ab_packed_append(&c->pack, frames[i].data, frames[i].len, err) != AB_OK)
                 return err->code;
+    }
+    if (m.op == AB_OP_PUBLISH && c->limits.max_publish_bytes > 0) {
+        uint64_t bytes = 0;
+        for (size_t i = 0; i < nframes; i++)
+            bytes += frames[i].len + (pack ? 4 : 0);
+        if (bytes > c->limits.max_publish_bytes) {
+            ab_status_t st = ab_error_set(err, AB_TOO_LARGE, "",
+                                          "publish of %llu bytes of envelopes exceeds the"
+                                          " broker's max_publish_bytes %u: send fewer events",
+                                          (unsigned long long)bytes, c->limits.max_publish_bytes);
+            ab_error_detail_int(err, "limit", c->limits.max_publish_bytes);
+            return st;
+        }
     }
     ab_buf_reset(&c->hdr);
     ab_status_t st = ab_msg_encode(&m, &c->hdr, err);

@@ -9,7 +9,10 @@
  *     ob_n whenever the producer is claimed.
  *  2. ob_n <= batch (<= outbox_max): a publish that finds batch events
  *     pending sends them (one request in flight, waited for) before it
- *     appends, so memory is bounded by outbox_max envelopes.
+ *     appends, so memory is bounded by outbox_max envelopes. One request
+ *     carries at most max_batch envelopes and, past its first, at most
+ *     max_publish_bytes of them (with their packed lengths), the limits of
+ *     the broker's welcome: a batch of large events goes in several.
  *  3. An event leaves the outbox only when the broker answered accepted or
  *     duplicate for it, or a gap answer proved it committed.
  *  4. Once failed, the producer keeps its first fatal error and every
@@ -231,9 +234,17 @@ static ab_status_t apply_results(ab_producer_t *p, const ab_result_t *res, size_
 static ab_status_t send_once(ab_producer_t *p, int timeout_ms, ab_error_t *retry_err,
                              ab_error_t *err)
 {
-    uint32_t n = min_u32(p->ob_n, p->batch);
-    for (uint32_t i = 0; i < n; i++)
-        p->view[i] = p->ob[(p->ob_head + i) % p->ob_cap];
+    /* As many as fit the broker's limits: max_batch events and
+     * max_publish_bytes of envelopes with their 4-byte packed lengths. */
+    uint32_t n = 0;
+    uint64_t bytes = 0;
+    for (uint32_t max = min_u32(p->ob_n, p->batch); n < max; n++) {
+        const ab_buf_t *b = &p->ob[(p->ob_head + n) % p->ob_cap];
+        if (n > 0 && bytes + b->len + 4 > p->lim.max_publish_bytes)
+            break;
+        bytes += b->len + 4;
+        p->view[n] = *b;
+    }
     const ab_result_t *res = NULL;
     ab_error_t e = AB_ERROR_INIT;
     p->stats.batches++;

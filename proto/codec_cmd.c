@@ -251,8 +251,9 @@ static const ab_ospec_t result_spec =
         .key = #m, .type = &ab_ft_u32, .off = offsetof(ab_limits_t, m), .flags = REQ | MIN1        \
     }
 static const ab_fspec_t limits_fields[] = {
-    LM(max_event_bytes),  LM(max_depth),    LM(max_id_bytes),      LM(max_batch),
-    LM(max_header_bytes), LM(max_inflight), LM(max_replay_window),
+    LM(max_event_bytes),   LM(max_depth),         LM(max_id_bytes),
+    LM(max_batch),         LM(max_header_bytes),  LM(max_inflight),
+    LM(max_replay_window), LM(max_publish_bytes), LM(max_replay_bytes),
 };
 static const ab_ospec_t limits_spec = SPEC(limits_fields, sizeof(ab_limits_t));
 
@@ -345,9 +346,14 @@ static const ab_fspec_t heads_reply_f[] = {
          .off = M(u.replay.window),                                                                \
          .flags = REQ | MIN1,                                                                      \
          .lim = AB_LIM_REPLAY_WINDOW},                                                             \
+        {.key = "chunk_events",                                                                    \
+         .type = &ab_ft_u32,                                                                       \
+         .off = M(u.replay.chunk_events),                                                          \
+         .flags = MIN1,                                                                            \
+         .max = AB_CHUNK_EVENTS_MAX},                                                              \
     {                                                                                              \
-        .key = "chunk_events", .type = &ab_ft_u32, .off = M(u.replay.chunk_events), .flags = MIN1, \
-        .max = AB_CHUNK_EVENTS_MAX                                                                 \
+        .key = "window_bytes", .type = &ab_ft_u32, .off = M(u.replay.window_bytes), .flags = MIN1, \
+        .lim = AB_LIM_REPLAY_BYTES                                                                 \
     }
 static const ab_fspec_t replay_run_f[] = {REPLAY_HDR, ID("thread", M(u.replay.thread)),
                                           ID("run", M(u.replay.run)),

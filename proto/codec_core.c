@@ -145,6 +145,8 @@ uint64_t ab_cc_max(const ab_cctx_t *c, const ab_fspec_t *f, uint64_t implicit)
             l = c->lim->max_batch;
         else if (f->lim == AB_LIM_REPLAY_WINDOW)
             l = c->lim->max_replay_window;
+        else if (f->lim == AB_LIM_REPLAY_BYTES)
+            l = c->lim->max_replay_bytes;
         else if (f->lim == AB_LIM_CHUNK_BYTES)
             l = (uint64_t)AB_CHUNK_EVENTS_MAX *
                 ((uint64_t)c->lim->max_event_bytes + AB_CHUNK_RECORD_OVERHEAD);

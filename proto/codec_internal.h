@@ -28,6 +28,7 @@ enum ab_lim {
     AB_LIM_NONE = 0,
     AB_LIM_BATCH,         /* ab_limits_t.max_batch */
     AB_LIM_REPLAY_WINDOW, /* ab_limits_t.max_replay_window */
+    AB_LIM_REPLAY_BYTES,  /* ab_limits_t.max_replay_bytes */
     AB_LIM_CHUNK_BYTES,   /* AB_CHUNK_EVENTS_MAX records of ab_limits_t.max_event_bytes */
 };
 

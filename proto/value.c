@@ -29,6 +29,8 @@ ab_limits_t ab_limits_default(void)
         .max_header_bytes = 64u << 10,
         .max_inflight = 8192,
         .max_replay_window = 64,
+        .max_publish_bytes = 16u << 20,
+        .max_replay_bytes = 2u << 20,
     };
     return l;
 }

@@ -403,6 +403,7 @@ typedef struct ab_replay {
     ab_replay_scope_t scope;
     uint32_t window;       /**< chunks granted now, 1..max_replay_window */
     uint32_t chunk_events; /**< 1..AB_CHUNK_EVENTS_MAX */
+    uint32_t window_bytes; /**< unread bytes granted, 1..max_replay_bytes; 0 = omit (the most) */
     ab_str_t thread;
     ab_str_t run;
     uint64_t after_seq;

@@ -41,6 +41,8 @@ typedef struct ab_limits {
     uint32_t max_header_bytes;  /**< command header frame, default 64 KiB */
     uint32_t max_inflight;      /**< unacknowledged events per producer, default 8192 */
     uint32_t max_replay_window; /**< replay chunks granted at once, default 64 */
+    uint32_t max_publish_bytes; /**< frames after a PUBLISH header, in bytes, default 16 MiB */
+    uint32_t max_replay_bytes;  /**< unread replay bytes per replay session, default 2 MiB */
 } ab_limits_t;
 
 /** The documented defaults. */

@@ -56,6 +56,49 @@ static void test_defaults(void **state)
     assert_int_equal(cfg.limits.max_event_bytes, ab_limits_default().max_event_bytes);
     assert_int_equal(cfg.log_level, AB_LOG_INFO);
     assert_false(cfg.help);
+    assert_int_equal(cfg.queue_mib, 256);
+    assert_int_equal(cfg.replays, 256);
+    assert_int_equal(cfg.replays_per_conn, 8);
+    assert_int_equal(cfg.replay_mib, 128);
+    assert_int_equal(cfg.replay_idle_s, 60);
+    assert_int_equal(cfg.limits.max_publish_bytes, 16u << 20);
+    assert_int_equal(cfg.limits.max_replay_bytes, 2u << 20);
+}
+
+/* The byte bounds of the ingest queue and of replays (issue 11): values and cross-checks. */
+static void test_byte_bounds(void **state)
+{
+    (void)state;
+    ab_broker_config_t cfg;
+    ab_error_t err = AB_ERROR_INIT;
+    char **argv = ARGV("--queue-mib", "64", "--max-publish-bytes", "4194304", "--replays", "40",
+                       "--replays-per-connection", "4", "--max-replay-bytes", "65536",
+                       "--replay-mib", "32", "--replay-idle", "5");
+    assert_int_equal(parse(&cfg, 15, argv, &err), AB_OK);
+    assert_int_equal(cfg.queue_mib, 64);
+    assert_int_equal(cfg.limits.max_publish_bytes, 4194304);
+    assert_int_equal(cfg.replays, 40);
+    assert_int_equal(cfg.replays_per_conn, 4);
+    assert_int_equal(cfg.limits.max_replay_bytes, 65536);
+    assert_int_equal(cfg.replay_mib, 32);
+    assert_int_equal(cfg.replay_idle_s, 5);
+    /* a publish must hold one largest event */
+    assert_int_equal(parse(&cfg, 5,
+                           ARGV("--max-event-bytes", "1048576", "--max-publish-bytes", "1048576"),
+                           &err),
+                     AB_INVALID_CONFIG);
+    assert_string_equal(err.field, "max-publish-bytes");
+    assert_non_null(strstr(err.message, "max-event-bytes"));
+    /* the queue must hold one largest publish */
+    assert_int_equal(parse(&cfg, 3, ARGV("--queue-mib", "8"), &err), AB_INVALID_CONFIG);
+    assert_string_equal(err.field, "queue-mib");
+    assert_int_equal(parse(&cfg, 5, ARGV("--replays", "4", "--replays-per-connection", "5"), &err),
+                     AB_INVALID_CONFIG);
+    assert_string_equal(err.field, "replays-per-connection");
+    assert_int_equal(parse(&cfg, 3, ARGV("--max-replay-bytes", "100"), &err), AB_INVALID_CONFIG);
+    assert_string_equal(err.field, "max-replay-bytes");
+    assert_int_equal(parse(&cfg, 3, ARGV("--replay-idle", "0"), &err), AB_INVALID_CONFIG);
+    assert_string_equal(err.field, "replay-idle");
 }
 
 static void test_every_flag(void **state)
@@ -225,13 +268,10 @@ static void test_usage_lists_defaults(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_defaults),
-        cmocka_unit_test(test_every_flag),
-        cmocka_unit_test(test_help),
-        cmocka_unit_test(test_bad_flags),
-        cmocka_unit_test(test_config_file),
-        cmocka_unit_test(test_config_file_errors),
-        cmocka_unit_test(test_usage_lists_defaults),
+        cmocka_unit_test(test_defaults),           cmocka_unit_test(test_every_flag),
+        cmocka_unit_test(test_byte_bounds),        cmocka_unit_test(test_help),
+        cmocka_unit_test(test_bad_flags),          cmocka_unit_test(test_config_file),
+        cmocka_unit_test(test_config_file_errors), cmocka_unit_test(test_usage_lists_defaults),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -26,8 +26,7 @@
  */
 #include "testutil.h"
 
-#include "agentbus/nego.h"
-#include "broker_proc.h"
+#include "raw_client.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -57,28 +56,10 @@ typedef struct hs {
 
 /* ---- memory of the broker ---------------------------------------------------- */
 
-static long proc_kb(pid_t pid, const char *key)
-{
-    char path[64], line[256];
-    snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return -1;
-    long v = -1;
-    size_t kl = strlen(key);
-    while (fgets(line, sizeof(line), f))
-        if (strncmp(line, key, kl) == 0 && line[kl] == ':') {
-            v = strtol(line + kl + 1, NULL, 10);
-            break;
-        }
-    fclose(f);
-    return v;
-}
-
 /* Print the figures of @p what and check the growth over the baseline. */
 static void check_memory(hs_t *h, const char *what, long rss_before, long hwm_before)
 {
-    long rss = proc_kb(h->bp.pid, "VmRSS"), hwm = proc_kb(h->bp.pid, "VmHWM");
+    long rss = rc_proc_kb(h->bp.pid, "VmRSS"), hwm = rc_proc_kb(h->bp.pid, "VmHWM");
     assert_true(rss > 0 && hwm > 0);
     print_message("[%s] broker VmRSS %ld -> %ld kB (%+ld), VmHWM %ld -> %ld kB (%+ld); "
                   "baseline RSS %ld kB, growth %+ld kB, bound %d MiB\n",
@@ -230,16 +211,7 @@ static int group_setup(void **state)
     h->available = bp_available();
     if (!h->available)
         return 0;
-    /* Under AddressSanitizer freed memory sits in a quarantine of 256 MiB
-     * (default) before it is reused, so RSS climbs by up to that much
-     * whatever the broker does; a small quarantine for the broker child
-     * makes RSS show what it really keeps. Appended, so earlier options
-     * stay; ignored by a build without ASan. */
-    static char asan[1024];
-    const char *prev = getenv("ASAN_OPTIONS");
-    snprintf(asan, sizeof(asan), "%s%squarantine_size_mb=8:thread_local_quarantine_size_kb=256",
-             prev ? prev : "", prev && *prev ? ":" : "");
-    setenv("ASAN_OPTIONS", asan, 1);
+    rc_small_asan_quarantine();
     long t0 = bp_now_ms();
     /* The fill is one active run of 50,000 events: every-N snapshots of an
      * active run carry all its events (activeEvents) and cost the writer
@@ -251,8 +223,8 @@ static int group_setup(void **state)
         *state = NULL;
         return -1;
     }
-    h->rss0 = proc_kb(h->bp.pid, "VmRSS");
-    h->hwm0 = proc_kb(h->bp.pid, "VmHWM");
+    h->rss0 = rc_proc_kb(h->bp.pid, "VmRSS");
+    h->hwm0 = rc_proc_kb(h->bp.pid, "VmHWM");
     fprintf(stderr,
             "[setup] %d events stored and replayed in %ld ms; baseline VmRSS %ld kB, "
             "VmHWM %ld kB\n",
@@ -268,60 +240,13 @@ static int group_setup(void **state)
         }                                                                                          \
     } while (0)
 
-/* ---- raw DEALER helpers ----------------------------------------------------- */
-
-static void *raw_dealer(void *ctx, const char *ep, int rcvhwm)
-{
-    void *s = zmq_socket(ctx, ZMQ_DEALER);
-    assert_non_null(s);
-    int zero = 0;
-    zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof(zero));
-    if (rcvhwm > 0)
-        zmq_setsockopt(s, ZMQ_RCVHWM, &rcvhwm, sizeof(rcvhwm));
-    assert_int_equal(zmq_connect(s, ep), 0);
-    return s;
-}
-
-/* Send one encoded header without blocking for more than @p ms; true when sent. */
-static bool raw_send(void *s, const ab_buf_t *hdr, int ms)
-{
-    long deadline = bp_now_ms() + ms;
-    for (;;) {
-        if (zmq_send(s, hdr->data, hdr->len, ZMQ_DONTWAIT) >= 0)
-            return true;
-        if (errno != EAGAIN || bp_now_ms() >= deadline)
-            return false;
-        zmq_pollitem_t it = {.socket = s, .events = ZMQ_POLLOUT};
-        zmq_poll(&it, 1, 10);
-    }
-}
-
-static void encode(const ab_msg_t *m, ab_buf_t *out)
-{
-    ab_error_t err = AB_ERROR_INIT;
-    out->len = 0;
-    if (ab_msg_encode(m, out, &err) != AB_OK)
-        fail_msg("encode %s: %s", ab_op_name(m->op), err.message);
-}
-
-static void encode_hello(ab_buf_t *out)
-{
-    size_t nv = 0;
-    const uint32_t *vers = ab_versions_supported(&nv);
-    ab_msg_t m = {.op = AB_OP_HELLO, .cid = 1};
-    m.u.hello.versions = vers;
-    m.u.hello.nversions = nv;
-    m.u.hello.client = (ab_str_t){"hostile", 7};
-    encode(&m, out);
-}
-
 /* ---- (a) vanishing in the middle of a large replay -------------------------------- */
 
 static void test_vanish_mid_replay(void **state)
 {
     hs_t *h = *state;
     HS_REQUIRE(h);
-    long rss = proc_kb(h->bp.pid, "VmRSS"), hwm = proc_kb(h->bp.pid, "VmHWM");
+    long rss = rc_proc_kb(h->bp.pid, "VmRSS"), hwm = rc_proc_kb(h->bp.pid, "VmHWM");
     long t0 = bp_now_ms();
     int got_chunk = 0;
     for (int i = 0; i < VANISHERS; i++) {
@@ -362,13 +287,13 @@ static void test_silent_clients(void **state)
 {
     hs_t *h = *state;
     HS_REQUIRE(h);
-    long rss = proc_kb(h->bp.pid, "VmRSS"), hwm = proc_kb(h->bp.pid, "VmHWM");
+    long rss = rc_proc_kb(h->bp.pid, "VmRSS"), hwm = rc_proc_kb(h->bp.pid, "VmHWM");
     void *ctx = zmq_ctx_new();
     assert_non_null(ctx);
     void *zs[SILENT_ZMQ];
     int fds[SILENT_TCP];
     for (int i = 0; i < SILENT_ZMQ; i++)
-        zs[i] = raw_dealer(ctx, h->bp.cmd, 0);
+        zs[i] = rc_dealer(ctx, h->bp.cmd, 0);
     int port = 0;
     const char *colon = strrchr(h->bp.cmd, ':');
     assert_non_null(colon);
@@ -404,27 +329,23 @@ static void test_flood_without_reading(void **state)
 {
     hs_t *h = *state;
     HS_REQUIRE(h);
-    long rss = proc_kb(h->bp.pid, "VmRSS"), hwm = proc_kb(h->bp.pid, "VmHWM");
+    long rss = rc_proc_kb(h->bp.pid, "VmRSS"), hwm = rc_proc_kb(h->bp.pid, "VmHWM");
     void *ctx = zmq_ctx_new();
     assert_non_null(ctx);
-    void *s = raw_dealer(ctx, h->bp.cmd, 4);
+    void *s = rc_dealer(ctx, h->bp.cmd, 4);
     ab_buf_t hello = AB_BUF_INIT, ping = AB_BUF_INIT, heads = AB_BUF_INIT;
-    encode_hello(&hello);
-    size_t nv = 0;
-    uint32_t v = ab_versions_supported(&nv)[0];
-    for (size_t i = 0; i < nv; i++)
-        if (ab_versions_supported(&nv)[i] > v)
-            v = ab_versions_supported(&nv)[i];
+    rc_encode_hello(&hello, 1);
+    uint32_t v = rc_version();
     ab_msg_t pm = {.op = AB_OP_PING, .v = v, .cid = 2};
-    encode(&pm, &ping);
+    rc_encode(&pm, &ping);
     ab_msg_t hm = {.op = AB_OP_HEADS, .v = v, .cid = 3};
     hm.u.heads.thread = (ab_str_t){"hostile", 7};
-    encode(&hm, &heads);
+    rc_encode(&hm, &heads);
     long t0 = bp_now_ms(), deadline = t0 + FLOOD_MS;
     int sent = 0;
-    bool ok = raw_send(s, &hello, 1000);
+    bool ok = rc_send(s, &hello, 1000);
     while (ok && sent < FLOOD_MSGS && bp_now_ms() < deadline) {
-        ok = raw_send(s, sent % 2 ? &heads : &ping, (int)(deadline - bp_now_ms()));
+        ok = rc_send(s, sent % 2 ? &heads : &ping, (int)(deadline - bp_now_ms()));
         if (ok)
             sent++;
         if (ok && sent % 5000 == 0)
@@ -449,7 +370,7 @@ static void test_connection_churn(void **state)
 {
     hs_t *h = *state;
     HS_REQUIRE(h);
-    long rss = proc_kb(h->bp.pid, "VmRSS"), hwm = proc_kb(h->bp.pid, "VmHWM");
+    long rss = rc_proc_kb(h->bp.pid, "VmRSS"), hwm = rc_proc_kb(h->bp.pid, "VmHWM");
     void *ctx = zmq_ctx_new();
     assert_non_null(ctx);
     int max_sockets = 4 * CONN_BATCH + 64;

@@ -53,6 +53,7 @@ typedef struct bp {
     char line[1024]; /* what the child printed before being ready (diagnostics) */
     const char *extra[BP_MAX_ARGS];
     int nextra;
+    char log[300]; /* when set before bp_start(): the child's stderr is appended there */
 } bp_t;
 
 static inline long bp_now_ms(void)
@@ -152,6 +153,11 @@ static inline int bp_spawn(bp_t *b)
         return -1;
     if (pid == 0) {
         dup2(fds[1], STDOUT_FILENO);
+        int lfd = b->log[0] ? open(b->log, O_WRONLY | O_CREAT | O_APPEND, 0644) : -1;
+        if (lfd >= 0) {
+            dup2(lfd, STDERR_FILENO);
+            close(lfd);
+        }
         close(fds[0]);
         close(fds[1]);
         const char *argv[8 + BP_MAX_ARGS + 1];
@@ -189,7 +195,10 @@ static inline int bp_spawn(bp_t *b)
  * array, may be NULL) are kept for restarts. Returns 0 when ready. */
 static inline int bp_start(bp_t *b, const char *dir, const char *const *extra)
 {
+    char log[sizeof(b->log)];
+    memcpy(log, b->log, sizeof(log));
     memset(b, 0, sizeof(*b));
+    memcpy(b->log, log, sizeof(log));
     b->out_fd = -1;
     if (dir) {
         if (strlen(dir) >= sizeof(b->dir))
@@ -204,6 +213,29 @@ static inline int bp_start(bp_t *b, const char *dir, const char *const *extra)
     for (int i = 0; extra && extra[i] && i < BP_MAX_ARGS; i++)
         b->extra[b->nextra++] = extra[i];
     return bp_spawn(b);
+}
+
+/*
+ * Wait until the broker's stderr log (b->log) holds @p count lines containing
+ * @p needle, polling the file for at most @p ms. @return the count found
+ * (>= count on success, less on timeout).
+ */
+static inline int bp_wait_log(const bp_t *b, const char *needle, int count, long ms)
+{
+    long deadline = bp_now_ms() + ms;
+    int found = 0;
+    for (;;) {
+        found = 0;
+        FILE *f = fopen(b->log, "r");
+        char line[2048];
+        while (f && fgets(line, sizeof(line), f))
+            found += strstr(line, needle) != NULL;
+        if (f)
+            fclose(f);
+        if (found >= count || bp_now_ms() >= deadline)
+            return found;
+        poll(NULL, 0, 20);
+    }
 }
 
 /* Wait for the child with a bound; returns 0 when reaped. */
