@@ -511,8 +511,12 @@ static bool on_request(cmd_t *c)
     ab_error_t e = AB_ERROR_INIT;
     if (ab_msg_decode(c->doc, zmq_msg_data(&hdr), zmq_msg_size(&hdr), &c->b->cfg->limits, &m, &e) !=
         AB_OK) {
+        /* answer with the header's own v when it is one we speak (PROTOCOL.md 8.1) */
+        uint64_t cid = 0;
+        uint32_t v = 0;
+        ab_msg_peek(zmq_msg_data(&hdr), zmq_msg_size(&hdr), &cid, &v);
         discard_rest(c->router, more);
-        reply_error(c, &id, 0, e.cid, &e);
+        reply_error(c, &id, e.code == AB_INCOMPATIBLE_VERSION ? 0 : v, e.cid, &e);
     } else if (c->stopping) {
         discard_rest(c->router, more);
         reply_code(c, &id, m.v, m.cid, AB_UNAVAILABLE, "", "broker is shutting down");

@@ -5,8 +5,10 @@
  * Invariants:
  *  1. Heads are copies (ab_plugin_head_t owns its ids), so a list outlives
  *     the plugin call that produced it; views point into the list.
- *  2. Only wire outcomes (success, interrupt, cancelled) are reported; any
- *     other outcome is left out of the view.
+ *  2. Every finished run has an outcome in the view, one of the wire's
+ *     (success, interrupt, cancelled): a RUN_FINISHED without `outcome` is a
+ *     success, as AG-UI says and as the thread snapshot reports it. Other
+ *     runs have none (an errored run's earlier outcome is the snapshot's).
  */
 #include "internal.h"
 
@@ -76,7 +78,11 @@ ab_head_t *ab_heads_view(const ab_headlist_t *hl)
         v[i].last_pos = h->last_pos;
         bool wire = h->outcome == AB_OUTCOME_SUCCESS || h->outcome == AB_OUTCOME_INTERRUPT ||
                     h->outcome == AB_OUTCOME_CANCELLED;
-        v[i].outcome = wire && h->status == AB_RUN_STATUS_FINISHED ? h->outcome : AB_OUTCOME_NONE;
+        /* invariant 2: a RUN_FINISHED without outcome is a success (AG-UI) */
+        if (h->status == AB_RUN_STATUS_FINISHED)
+            v[i].outcome = wire ? h->outcome : AB_OUTCOME_SUCCESS;
+        else
+            v[i].outcome = AB_OUTCOME_NONE;
     }
     return v;
 }

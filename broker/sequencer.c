@@ -97,13 +97,13 @@ static ab_status_t check_fence(const ab__seq_run_t *r, const ab_event_t *ev, ab_
     uint64_t cur = r->epoch ? r->epoch : 1; /* never claimed: implicit epoch 1 */
     if (ev->epoch == cur)
         return AB_OK;
-    if (ev->epoch > r->epoch)
+    if (ev->epoch > cur)
         ab_error_set(err, AB_FENCED, "epoch", "epoch %llu was never granted (current epoch %llu)",
-                     (unsigned long long)ev->epoch, (unsigned long long)r->epoch);
+                     (unsigned long long)ev->epoch, (unsigned long long)cur);
     else
         ab_error_set(err, AB_FENCED, "epoch", "epoch %llu is stale: a newer claim holds epoch %llu",
-                     (unsigned long long)ev->epoch, (unsigned long long)r->epoch);
-    ab_error_detail_int(err, "epoch", (int64_t)r->epoch);
+                     (unsigned long long)ev->epoch, (unsigned long long)cur);
+    ab_error_detail_int(err, "epoch", (int64_t)cur);
     ab_error_detail_int(err, "got", (int64_t)ev->epoch);
     return AB_FENCED;
 }

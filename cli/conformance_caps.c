@@ -148,6 +148,52 @@ conf_result_t conf_check_unsupported(conf_t *cf)
     return CONF_PASS;
 }
 
+/* The last seq of @p run in the snapshot's checkpoint.runs (0 when absent). */
+static uint64_t checkpoint_seq(const ab_snapshot_t *snap, const char *run)
+{
+    const json_t *cp = json_object_get(ab_snapshot_document(snap), "checkpoint");
+    const json_t *seq = json_object_get(json_object_get(cp, "runs"), run);
+    return json_is_integer(seq) ? (uint64_t)json_integer_value(seq) : 0;
+}
+
+/*
+ * Continue a snapshot as PROTOCOL.md 7.8 says: events 3..4 of @p run are
+ * published after it; a thread replay whose cursors are the checkpoint's
+ * runs returns exactly those.
+ */
+static conf_result_t continue_snapshot(conf_t *cf, const char *th, const char *run, uint64_t epoch,
+                                       uint64_t cp_seq)
+{
+    if (cp_seq != 2)
+        return conf_fail(cf, "snapshot checkpoint names seq %llu of run %s, expected 2",
+                         (unsigned long long)cp_seq, run);
+    conf_recs_t sent = {0}, got = {0};
+    ab_cursor_t cur = {.run = {run, strlen(run)}, .after_seq = cp_seq};
+    ab_msg_t q = {.op = AB_OP_REPLAY};
+    q.u.replay = (ab_replay_t){.scope = AB_REPLAY_THREAD, .window = 4, .thread = {th, strlen(th)}};
+    q.u.replay.cursors = &cur;
+    q.u.replay.ncursors = 1;
+    ab_replay_end_t end;
+    conf_result_t res = CONF_FAIL;
+    if (conf_publish_range(cf, th, run, epoch, 3, 4, &sent) != 0 ||
+        conf_replay(cf, &q, &got, &end) != 0)
+        goto out;
+    if (got.n != sent.n)
+        conf_fail(cf,
+                  "continuing the snapshot from its checkpoint replayed %zu events, expected %zu",
+                  got.n, sent.n);
+    else if (conf_recs_find(&got, sent.bytes.data + sent.off[0], sent.len[0]) != 0 ||
+             conf_recs_find(&got, sent.bytes.data + sent.off[1], sent.len[1]) != 1)
+        conf_fail(cf,
+                  "continuing the snapshot replayed other events than the two published after it");
+    else
+        res = CONF_PASS;
+out:
+    conf_recs_free(&sent);
+    conf_recs_free(&got);
+    return res;
+}
+
 conf_result_t conf_check_snapshots(conf_t *cf)
 {
     conf_result_t r = conf_need(cf, AB_CAP_DURABLE_SNAPSHOTS);
@@ -175,10 +221,12 @@ conf_result_t conf_check_snapshots(conf_t *cf)
     else
         st = ab_snapshot_parse((const char *)text.data, text.len, &snap, &err);
     bool active = false;
+    uint64_t cp_seq = 0;
     if (st == AB_OK) {
         const json_t *ar = json_object_get(ab_snapshot_document(snap), "activeRuns");
         active = json_array_size(ar) == 1 && json_is_string(json_array_get(ar, 0)) &&
                  strcmp(json_string_value(json_array_get(ar, 0)), run) == 0;
+        cp_seq = checkpoint_seq(snap, run);
     }
     ab_snapshot_destroy(&snap);
     ab_buf_free(&text);
@@ -186,6 +234,8 @@ conf_result_t conf_check_snapshots(conf_t *cf)
         return conf_fail(cf, "snapshot document rejected: %s", err.message);
     if (!active)
         return conf_fail(cf, "snapshot does not name run %s as its one active run", run);
+    if (continue_snapshot(cf, th, run, epoch, cp_seq) != CONF_PASS)
+        return CONF_FAIL;
     /* a thread with no events */
     ab_error_t e2 = AB_ERROR_INIT;
     st = ask_snapshot(cf, &m, &e2);

@@ -200,8 +200,58 @@ static int expect_error(conf_t *cf, const char *op, uint64_t cid, const char *ex
     return 0;
 }
 
+/*
+ * A `ping` header that is refused as a whole frame: @p deep nests an
+ * unknown key 64 arrays deep (depth 66, beyond max_depth), else the map is
+ * followed by a stray nil byte. Either way the broker could read cid and v
+ * at the top level: the error must echo both (PROTOCOL.md 7.1, 8.1).
+ */
+static int expect_frame_error(conf_t *cf, bool deep, uint64_t cid, ab_status_t code)
+{
+    ab_buf_t h = {0};
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, &h, ab_buf_msgpack_write);
+    msgpack_pack_map(&pk, deep ? 4 : 3);
+    pack_str(&pk, "op");
+    pack_str(&pk, "ping");
+    pack_str(&pk, "v");
+    msgpack_pack_uint32(&pk, ab_conn_version(cf->c));
+    pack_str(&pk, "cid");
+    msgpack_pack_uint64(&pk, cid);
+    if (deep) {
+        pack_str(&pk, "x");
+        for (int i = 0; i < 64; i++)
+            msgpack_pack_array(&pk, 1);
+    }
+    msgpack_pack_nil(&pk);
+    int rc = conf_send_raw(cf, &h);
+    ab_buf_free(&h);
+    if (rc != 0)
+        return -1;
+    ab_msg_t m;
+    ab_error_t err = AB_ERROR_INIT;
+    const char *what = deep ? "a header nested too deep" : "a header with trailing bytes";
+    ab_status_t st = ab_conn_recv(cf->c, cid, cf->doc, &m, cf->timeout_ms, &err);
+    if (st == AB_TIMEOUT)
+        return conf_fail(cf, "no reply with cid %llu to %s within %d ms", (unsigned long long)cid,
+                         what, cf->timeout_ms),
+               -1;
+    if (st != code || m.op != AB_OP_ERROR || m.cid != cid)
+        return conf_fail(cf, "%s: expected error %s with cid %llu, got %s", what,
+                         ab_status_name(code), (unsigned long long)cid, ab_status_name(st)),
+               -1;
+    if (m.v != ab_conn_version(cf->c))
+        return conf_fail(cf, "%s: the error carries v %u, the header's was %u", what, m.v,
+                         ab_conn_version(cf->c)),
+               -1;
+    return 0;
+}
+
 conf_result_t conf_check_errors(conf_t *cf)
 {
+    if (expect_frame_error(cf, true, CID_BASE + 4, AB_TOO_LARGE) != 0 ||
+        expect_frame_error(cf, false, CID_BASE + 5, AB_INVALID_ENVELOPE) != 0)
+        return CONF_FAIL;
     /* claim without its run; an unknown op; an unknown field; ping still works after. */
     if (expect_error(cf, "claim", CID_BASE + 1, "thread", AB_INVALID_ENVELOPE, "run") != 0 ||
         expect_error(cf, "frobnicate", CID_BASE + 2, NULL, AB_UNSUPPORTED, "op") != 0 ||

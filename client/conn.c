@@ -268,6 +268,8 @@ static ab_status_t keep_welcome(ab_conn_t *c, const ab_msg_t *m, ab_error_t *err
     const ab_welcome_t *w = &m->u.welcome;
     c->v = m->v;
     c->limits = w->limits;
+    if (c->limits.max_publish_bytes == 0) /* a broker older than the limit (PROTOCOL.md 7.2) */
+        c->limits.max_publish_bytes = 2 * c->limits.max_event_bytes;
     c->instance = dup_str(w->instance);
     c->event_endpoint = dup_str(w->event_endpoint);
     c->caps = calloc(w->ncaps ? w->ncaps : 1, sizeof(*c->caps));

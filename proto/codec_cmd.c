@@ -250,10 +250,16 @@ static const ab_ospec_t result_spec =
     {                                                                                              \
         .key = #m, .type = &ab_ft_u32, .off = offsetof(ab_limits_t, m), .flags = REQ | MIN1        \
     }
+/* Added after the first seven: optional when decoding, so a client still
+ * talks to a broker that predates them (PROTOCOL.md 7.2); always sent. */
+#define LMO(m)                                                                                     \
+    {                                                                                              \
+        .key = #m, .type = &ab_ft_u32, .off = offsetof(ab_limits_t, m), .flags = MIN1              \
+    }
 static const ab_fspec_t limits_fields[] = {
-    LM(max_event_bytes),   LM(max_depth),         LM(max_id_bytes),
-    LM(max_batch),         LM(max_header_bytes),  LM(max_inflight),
-    LM(max_replay_window), LM(max_publish_bytes), LM(max_replay_bytes),
+    LM(max_event_bytes),   LM(max_depth),          LM(max_id_bytes),
+    LM(max_batch),         LM(max_header_bytes),   LM(max_inflight),
+    LM(max_replay_window), LMO(max_publish_bytes), LMO(max_replay_bytes),
 };
 static const ab_ospec_t limits_spec = SPEC(limits_fields, sizeof(ab_limits_t));
 
@@ -580,13 +586,16 @@ ab_status_t ab_msg_decode(ab_doc_t *doc, const uint8_t *buf, size_t len, const a
     uint32_t max_bytes =
         lim.max_header_bytes > AB_MAX_REPLY_BYTES ? lim.max_header_bytes : AB_MAX_REPLY_BYTES;
     const ab_val_t *root = NULL;
+    bool fresh = err && err->code == AB_OK;
     ab_status_t rc =
         ab_doc_parse(doc, buf, len, max_bytes, lim.max_depth, AB_INVALID_ENVELOPE, &root, err);
     if (rc != AB_OK) {
         ab_cc_fix_field(err);
+        uint32_t v = 0;
+        if (fresh)
+            ab_msg_peek(buf, len, &err->cid, &v); /* a deep or trailing fault: still echo the cid */
         return rc;
     }
-    bool fresh = err && err->code == AB_OK;
     ab_cctx_t c;
     ab_cc_init_decode(&c, doc, &lim, err);
     ab_msg_t m;

@@ -505,6 +505,18 @@ typedef struct ab_msg {
 AB_NODISCARD ab_status_t ab_msg_encode(const ab_msg_t *m, ab_buf_t *out, ab_error_t *err);
 
 /**
+ * The `cid` and `v` of a header that may not decode (docs/PROTOCOL.md 7.1):
+ * a scan of the top-level map's keys that checks only bounds, so an answer
+ * to a header refused for a deep value or trailing bytes can still echo them.
+ * Nothing is allocated; any input is safe.
+ * @param cid, v  out: the values of top-level keys `cid` and `v` when they are
+ *                unsigned integers (v: up to 2^32 - 1), else 0. Always written.
+ * @return true when @p buf starts with a msgpack map.
+ * Thread-safety: reentrant.
+ */
+bool ab_msg_peek(const uint8_t *buf, size_t len, uint64_t *cid, uint32_t *v);
+
+/**
  * Decode one header frame. The frame may be at most max_header_bytes for a
  * request op and AB_MAX_REPLY_BYTES for any other op, and at most
  * max_depth deep; else AB_TOO_LARGE.

@@ -11,7 +11,9 @@
  *  4. ab_event_decode_head() accepts every envelope ab_event_decode() does,
  *     with the same header and no body; when it accepts one the full decoder
  *     refuses, that header re-encoded with an empty body decodes fully (the
- *     refusal was the body's or trailing bytes', never the header's).
+ *     refusal was the body's or trailing bytes', never the header's);
+ *  5. ab_msg_peek() reads the cid and v of every header that decodes, and an
+ *     error of one that does not names no other cid than the peek found.
  * Any violation calls abort().
  */
 #include "agentbus/codec.h"
@@ -109,8 +111,14 @@ static void check_msg(const uint8_t *data, size_t size, ab_doc_t *d1, ab_doc_t *
     ab_error_t err = AB_ERROR_INIT;
     ab_buf_t e1 = AB_BUF_INIT, e2 = AB_BUF_INIT;
     ab_msg_t a, b;
-    if (!decoded(ab_msg_decode(d1, data, size, &lim, &a, &err), &err))
+    uint64_t pcid = 0;
+    uint32_t pv = 0;
+    bool map = ab_msg_peek(data, size, &pcid, &pv);
+    if (!decoded(ab_msg_decode(d1, data, size, &lim, &a, &err), &err)) {
+        must(err.cid == 0 || err.cid == pcid); /* invariant 5 */
         return;
+    }
+    must(map && pcid == a.cid && pv == a.v);
     ab_status_t rc = ab_msg_encode(&a, &e1, &err);
     if (rc == AB_NOMEM)
         goto out;

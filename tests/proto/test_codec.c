@@ -6,6 +6,8 @@
  */
 #include "codec_fixture.h"
 
+#include "agentbus/agui.h"
+
 static ab_error_t ev_err_lim(fx_t *f, const char *json, const ab_limits_t *lim, ab_status_t code,
                              const char *field)
 {
@@ -30,20 +32,22 @@ static ab_error_t ev_err(fx_t *f, const char *json, ab_status_t code, const char
 
 static const char *const EV_OK = "{\"v\":1,\"thread\":\"t1\",\"run\":\"r1\",\"seq\":1,\"epoch\":1,"
                                  "\"ts\":1700000000000,\"event\":{\"type\":\"RUN_STARTED\","
-                                 "\"threadId\":\"t1\",\"runId\":\"r1\"}}";
+                                 "\"threadId\":\"t1\",\"runId\":\"r1\","
+                                 "\"protocolVersion\":\"1.0\"}}";
 
 /* ---- golden bytes (printed in docs/PROTOCOL.md) -------------------------- */
 
 static const char GOLDEN_EVENT[] =
     "87a17601a6746872656164a27431a372756ea27231a373657101a565706f636801a27473cf0000018bcfe56800"
-    "a56576656e7483a474797065ab52554e5f53544152544544a87468726561644964a27431a572756e4964a27231";
+    "a56576656e7484a474797065ab52554e5f53544152544544a87468726561644964a27431a572756e4964a27231"
+    "af70726f746f636f6c56657273696f6ea3312e30";
 static const char GOLDEN_HELLO[] =
     "84a26f70a568656c6c6fa363696401a876657273696f6e739101a6636c69656e74a464656d6f";
 /* replay_chunk of one record: the header, then the records frame (stamp
  * {pos 42, time 1700000000000123} and GOLDEN_EVENT, each after its u32 BE length) */
 static const char GOLDEN_CHUNK_HDR[] =
-    "85a26f70ac7265706c61795f6368756e6ba17601a363696407a5636f756e7401a5627974657376";
-static const char GOLDEN_CHUNK_REC[] = "0000001482a3706f732aa474696d65cf00060a24181e407b0000005a";
+    "85a26f70ac7265706c61795f6368756e6ba17601a363696407a5636f756e7401a56279746573cc8a";
+static const char GOLDEN_CHUNK_REC[] = "0000001482a3706f732aa474696d65cf00060a24181e407b0000006e";
 /* packed publish of GOLDEN_EVENT: the header; the frame is its u32 BE length, then it */
 static const char GOLDEN_PACKED_HDR[] =
     "85a26f70a77075626c697368a17601a363696408a5636f756e7401a67061636b6564c3";
@@ -70,10 +74,13 @@ static void test_golden_event(void **state)
                      .epoch = 1,
                      .ts = 1700000000000,
                      .body = tu_json(&f->tu, "{\"type\":\"RUN_STARTED\",\"threadId\":\"t1\","
-                                             "\"runId\":\"r1\"}")};
+                                             "\"runId\":\"r1\",\"protocolVersion\":\"1.0\"}")};
     ab_error_t err = AB_ERROR_INIT;
+    /* the example is an event the broker accepts: strict AG-UI (PROTOCOL.md 4) */
+    ab_agui_info_t info;
+    assert_int_equal(ab_agui_validate(ev.body, AB_AGUI_STRICT, NULL, NULL, &info, &err), AB_OK);
     assert_int_equal(ab_event_encode(&ev, &f->out, &err), AB_OK);
-    assert_int_equal(f->out.len, 90);
+    assert_int_equal(f->out.len, 110);
     assert_hex(&f->out, GOLDEN_EVENT);
     pack_json(f, EV_OK); /* the same message written as JSON */
     assert_int_equal(f->in.len, f->out.len);
@@ -121,10 +128,10 @@ static void test_golden_chunk(void **state)
     assert_int_equal(ab_buf_append(&frame, st.data, st.len), AB_OK);
     put_be32(&frame, (sizeof(GOLDEN_EVENT) - 1) / 2);
     assert_hex(&frame, GOLDEN_CHUNK_REC); /* the envelope follows, byte for byte */
-    assert_int_equal(frame.len + 90, 118);
+    assert_int_equal(frame.len + 110, 138);
     ab_msg_t m = mk(AB_OP_REPLAY_CHUNK, 7);
     m.u.replay_chunk.count = 1;
-    m.u.replay_chunk.bytes = 118;
+    m.u.replay_chunk.bytes = 138;
     assert_int_equal(ab_msg_encode(&m, &f->out, &err), AB_OK);
     assert_hex(&f->out, GOLDEN_CHUNK_HDR);
     ab_buf_free(&st);
@@ -142,11 +149,11 @@ static void test_golden_packed(void **state)
     assert_int_equal(ab_msg_encode(&m, &f->out, &err), AB_OK);
     assert_hex(&f->out, GOLDEN_PACKED_HDR);
     ab_buf_t frame = AB_BUF_INIT;
-    uint8_t ev[90];
+    uint8_t ev[110];
     memset(ev, 0x87, sizeof(ev));
     assert_int_equal(ab_packed_append(&frame, ev, sizeof(ev), &err), AB_OK);
-    assert_int_equal(frame.len, 94);
-    assert_memory_equal(frame.data, "\0\0\0\x5a", 4);
+    assert_int_equal(frame.len, 114);
+    assert_memory_equal(frame.data, "\0\0\0\x6e", 4);
     ab_buf_free(&frame);
 }
 
