@@ -162,8 +162,11 @@ typedef ab_status_t (*ab_conn_row_cb)(void *ud, const ab_stamp_t *stamp, const u
  * Stream a replay: sends @p replay_req (op AB_OP_REPLAY; a window of 0 means
  * opts->replay_window, chunk_events 0 means opts->replay_chunk_max), calls
  * @p cb for every event of every chunk in order and grants one more chunk
- * (`credit` {chunks: 1}) per chunk consumed, until `replay_end`, which is
- * written to @p end (views into @p doc; may be NULL).
+ * (`credit` {chunks: 1}) per chunk received, until `replay_end`, which is
+ * written to @p end (views into @p doc; may be NULL). Chunks of a replay
+ * this call gave up on (timeout, callback refusal) that arrive later are
+ * credited by ab_conn_recv() as it discards them: the broker counts a
+ * chunk's bytes as unread until its credit (docs/PROTOCOL.md 7.6.1).
  * @p timeout_ms bounds the wait for each message, not the whole replay; on
  * a timeout a `cancel` is sent and AB_TIMEOUT returned.
  * @return AB_OK, the broker's error code, the callback's status, AB_TIMEOUT,

@@ -14,6 +14,10 @@
  * bp_available() tells whether the binary has a `broker` command at all, so
  * tests can skip (not pass) while the broker is not built in.
  *
+ * AB_TEST_BROKER_BIN in the environment names another agentbus binary for
+ * the broker children (for instance a Release build, to read the memory
+ * figures of a test without the sanitizers' overhead).
+ *
  * Thread-safety: one bp_t per thread.
  */
 #ifndef AB_TESTS_BROKER_PROC_H
@@ -55,6 +59,13 @@ typedef struct bp {
     int nextra;
     char log[300]; /* when set before bp_start(): the child's stderr is appended there */
 } bp_t;
+
+/* The binary the broker children run: AB_TEST_BROKER_BIN, else the build's. */
+static inline const char *bp_bin(void)
+{
+    const char *b = getenv("AB_TEST_BROKER_BIN");
+    return b && *b ? b : AB_AGENTBUS_BIN;
+}
 
 static inline long bp_now_ms(void)
 {
@@ -162,7 +173,7 @@ static inline int bp_spawn(bp_t *b)
         close(fds[1]);
         const char *argv[8 + BP_MAX_ARGS + 1];
         int n = 0;
-        argv[n++] = AB_AGENTBUS_BIN;
+        argv[n++] = bp_bin();
         argv[n++] = "broker";
         argv[n++] = "--data";
         argv[n++] = b->dir;
@@ -173,7 +184,7 @@ static inline int bp_spawn(bp_t *b)
         for (int i = 0; i < b->nextra; i++)
             argv[n++] = b->extra[i];
         argv[n] = NULL;
-        execv(AB_AGENTBUS_BIN, (char *const *)(uintptr_t)argv);
+        execv(bp_bin(), (char *const *)(uintptr_t)argv);
         _exit(127);
     }
     close(fds[1]);
