@@ -1,59 +1,65 @@
 /*
  * replay_cmd.c - `agentbus replay`: audit export of a run, a thread or the
  * whole bus from the store, as JSON Lines (the shape of `tail --json`),
- * through the credit-driven replay stream. --verify audits every run: its
- * seqs are contiguous from 1, every event passes the strict AG-UI check and
- * the run lifecycle checker, and the run ends with a terminal event (or is
- * reported as still active). A verdict line ends the report.
+ * through the credit-driven replay stream. --verify audits every run with
+ * cli/replay_verify.c: its seqs are contiguous from 1, every event passes
+ * the strict AG-UI check and the run lifecycle checker, and the run ends
+ * with a terminal event (or is reported as still active). A verdict line
+ * ends the report.
  *
  * Invariants:
- *  1. The first failure of a run is kept and the run's later events are not
- *     judged (they would only repeat it); other runs go on being checked.
- *  2. A run's checker is freed when the run ends, so memory grows with the
- *     number of runs, not with their events.
+ *  1. The audit is linear in the events and holds only the runs in
+ *     progress (plus failed ones): see cli/replay_verify.c.
+ *  2. The verifier's lookups (an event of a run it no longer holds) go over
+ *     a second connection, opened on the first lookup, so the main stream's
+ *     messages are never consumed by them.
  *  3. Exit status: 0 when every run verified (or the export succeeded),
  *     1 on a failed run or a replay error, 2 on usage.
+ *  4. Progress goes to stderr only (never into the export or the report on
+ *     stdout), at most one line a second, when stderr is a terminal or with
+ *     --progress; with progress on, a last line gives the totals.
  */
 #ifdef AB_HAVE_CLIENT
 #include "agentbus/agui.h"
 #include "agentbus/client.h"
 #include "cli.h"
+#include "replay_verify.h"
 #include "tail_render.h"
 
 #include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 struct ropts {
     const char *broker, *thread, *run, *path;
     bool all, verify, have_pos;
+    int progress; /* -1 auto (stderr is a terminal), 0 off, 1 on */
     uint64_t after_pos;
-};
-
-struct vrun {
-    char *thread, *run;
-    uint64_t events, next;
-    ab_lifecycle_t *lc;
-    ab_run_state_t state;
-    ab_agui_outcome_t outcome;
-    bool failed;
-    char why[512];
 };
 
 struct rstate {
     struct ropts o;
+    const char *endpoint;
     FILE *out; /* export, or NULL */
     ab_doc_t *edoc;
     ab_buf_t line;
-    struct vrun *runs;
-    size_t nruns, cap, last;
+    verify_t *v;
     uint64_t rows;
+    /* the lookups of the verifier: a second connection, opened when first needed */
+    ab_conn_t *aux;
+    ab_doc_t *adoc, *pdoc;
+    /* progress (invariant 4) */
+    bool progress;
+    long t0_ms, last_ms;
+    uint64_t last_rows;
 };
 
 static void print_help(void)
 {
     printf("usage: agentbus replay [--broker E] (--thread T [--run R] | --all) [--after-pos P]\n"
-           "                       [--verify] [FILE|-]\n\n"
+           "                       [--verify] [--progress | --no-progress] [FILE|-]\n\n"
            "Export runs from the store as JSON Lines, one event per line:\n"
            "{thread,run,seq,epoch,ts,pos,time_us,event}, to FILE or standard output.\n\n"
            "options:\n"
@@ -65,6 +71,8 @@ static void print_help(void)
            "                 lifecycle, ended by a terminal event (or reported still active);\n"
            "                 prints one line per run and a verdict, exit 1 on any failure.\n"
            "                 Without FILE nothing is exported.\n"
+           "  --progress     a progress line on stderr every second, and a last one at the end\n"
+           "                 (default when stderr is a terminal); --no-progress: never\n"
            "  -h, --help     show this help\n");
 }
 
@@ -77,11 +85,14 @@ static int parse_args(int argc, char **argv, struct ropts *o)
         {"all", no_argument, NULL, 'a'},
         {"after-pos", required_argument, NULL, 'p'},
         {"verify", no_argument, NULL, 'v'},
+        {"progress", no_argument, NULL, 'P'},
+        {"no-progress", no_argument, NULL, 'N'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     int c;
     optind = 1;
+    o->progress = -1;
     while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
         switch (c) {
         case 'b': o->broker = optarg; break;
@@ -89,6 +100,8 @@ static int parse_args(int argc, char **argv, struct ropts *o)
         case 'r': o->run = optarg; break;
         case 'a': o->all = true; break;
         case 'v': o->verify = true; break;
+        case 'P': o->progress = 1; break;
+        case 'N': o->progress = 0; break;
         case 'p':
             if (!cli_parse_u64(optarg, &o->after_pos))
                 return cli_usage_error("replay", "--after-pos needs a number");
@@ -113,80 +126,97 @@ static int parse_args(int argc, char **argv, struct ropts *o)
     return AB_EXIT_OK;
 }
 
-static struct vrun *find_run(struct rstate *rs, const ab_event_t *ev)
+static long now_ms(void)
 {
-    for (size_t k = 0; k < rs->nruns; k++) {
-        size_t i = (rs->last + k) % rs->nruns; /* runs interleave: start at the last hit */
-        struct vrun *r = &rs->runs[i];
-        if (strlen(r->thread) == ev->thread.len && strlen(r->run) == ev->run.len &&
-            memcmp(r->thread, ev->thread.ptr, ev->thread.len) == 0 &&
-            memcmp(r->run, ev->run.ptr, ev->run.len) == 0) {
-            rs->last = i;
-            return r;
-        }
-    }
-    if (rs->nruns == rs->cap) {
-        size_t cap = rs->cap ? rs->cap * 2 : 16;
-        struct vrun *runs = realloc(rs->runs, cap * sizeof(*runs));
-        if (!runs)
-            return NULL;
-        rs->runs = runs;
-        rs->cap = cap;
-    }
-    struct vrun *r = &rs->runs[rs->nruns];
-    memset(r, 0, sizeof(*r));
-    r->thread = strndup(ev->thread.ptr, ev->thread.len);
-    r->run = strndup(ev->run.ptr, ev->run.len);
-    r->next = 1;
-    if (!r->thread || !r->run ||
-        ab_lifecycle_new(&r->lc, ev->thread.ptr, ev->thread.len, ev->run.ptr, ev->run.len, NULL) !=
-            AB_OK) {
-        free(r->thread);
-        free(r->run);
-        return NULL;
-    }
-    rs->last = rs->nruns++;
-    return r;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static void fail_run(struct vrun *r, const char *what, const ab_error_t *err, uint64_t seq)
+/* One progress line on stderr (invariant 4). */
+static void progress_line(struct rstate *rs, long now, bool last)
 {
-    r->failed = true;
-    snprintf(r->why, sizeof(r->why), "%s at seq %llu: %s%s%s", what, (unsigned long long)seq,
-             err->message, err->field[0] ? " at " : "", err->field);
-    ab_lifecycle_destroy(&r->lc);
+    long span = last ? now - rs->t0_ms : now - rs->last_ms;
+    uint64_t n = last ? rs->rows : rs->rows - rs->last_rows;
+    double rate = span > 0 ? (double)n * 1000.0 / (double)span : 0.0;
+    fprintf(stderr, "agentbus replay: %s%llu events", last ? "done: " : "",
+            (unsigned long long)rs->rows);
+    if (rs->v) {
+        verify_counts_t c = verify_counts(rs->v);
+        fprintf(stderr, " verified, %llu runs (%zu held, at most %zu)", (unsigned long long)c.runs,
+                c.held, c.held_max);
+    }
+    fprintf(stderr, ", %.0f events/s%s\n", rate, last ? " on average" : "");
+    rs->last_ms = now;
+    rs->last_rows = rs->rows;
 }
 
-/* Judge one event of its run (invariants 1 and 2). */
-static ab_status_t verify_event(struct rstate *rs, const ab_event_t *ev)
+static void progress_tick(struct rstate *rs)
 {
-    struct vrun *r = find_run(rs, ev);
-    if (!r)
-        return AB_NOMEM;
-    r->events++;
-    if (r->failed)
-        return AB_OK;
-    ab_error_t err = AB_ERROR_INIT;
-    if (ev->seq != r->next) {
-        ab_error_set(&err, AB_GAP, NULL, "expected seq %llu", (unsigned long long)r->next);
-        fail_run(r, "not contiguous", &err, ev->seq);
-        return AB_OK;
-    }
-    r->next++;
+    if (!rs->progress || (rs->rows & 1023) != 0)
+        return;
+    long now = now_ms();
+    if (now - rs->last_ms >= 1000)
+        progress_line(rs, now, false);
+}
+
+/* The lookup's row: the first event of the run from the wanted seq. */
+struct prev_q {
+    struct rstate *rs;
+    uint64_t seq;
+    verify_prev_t *out;
+};
+
+static ab_status_t prev_row(void *ud, const ab_stamp_t *st, const uint8_t *b, size_t len,
+                            ab_error_t *err)
+{
+    (void)st;
+    struct prev_q *q = ud;
+    ab_event_t ev;
+    ab_status_t rc = ab_event_decode(q->rs->pdoc, b, len, NULL, &ev, err);
+    if (rc != AB_OK)
+        return rc;
     ab_agui_info_t in;
-    if (ab_agui_validate(ev->body, AB_AGUI_STRICT, NULL, NULL, &in, &err) != AB_OK) {
-        fail_run(r, "invalid event", &err, ev->seq);
-        return AB_OK;
+    ab_error_t verr = AB_ERROR_INIT;
+    q->out->found = ev.seq == q->seq;
+    q->out->type = ab_agui_validate(ev.body, AB_AGUI_STRICT, NULL, NULL, &in, &verr) == AB_OK
+                       ? in.type
+                       : AB_AGUI_UNKNOWN;
+    return AB_REQUEST_ABORTED; /* one row is enough: the stream is cancelled */
+}
+
+/* verify_lookup_fn: event @p seq of a run, read on the second connection. */
+static ab_status_t lookup(void *ud, ab_str_t thread, ab_str_t run, uint64_t seq, verify_prev_t *out,
+                          ab_error_t *err)
+{
+    struct rstate *rs = ud;
+    ab_status_t rc = AB_OK;
+    if (!rs->aux) {
+        ab_conn_opts_t co = {.client_name = "agentbus-replay"};
+        rc = ab_conn_new(&rs->aux, rs->endpoint, &co, err);
+        if (rc == AB_OK && !rs->adoc)
+            rc = ab_doc_new(&rs->adoc);
+        if (rc == AB_OK && !rs->pdoc)
+            rc = ab_doc_new(&rs->pdoc);
+        if (rc != AB_OK)
+            return ab_error_set(err, rc, NULL, "out of memory");
     }
-    if (!r->lc || ab_lifecycle_check(r->lc, &in, &err) != AB_OK) {
-        if (!r->lc)
-            ab_error_set(&err, AB_RUN_TERMINAL, NULL, "event after the end of the run");
-        fail_run(r, "lifecycle", &err, ev->seq);
-        return AB_OK;
+    ab_msg_t q = {.op = AB_OP_REPLAY};
+    q.u.replay = (ab_replay_t){.scope = AB_REPLAY_RUN,
+                               .window = 1,
+                               .chunk_events = 1,
+                               .thread = thread,
+                               .run = run,
+                               .after_seq = seq - 1};
+    verify_prev_t got = {.found = false};
+    struct prev_q pq = {rs, seq, &got};
+    ab_error_t lerr = AB_ERROR_INIT;
+    rc = ab_conn_replay(rs->aux, &q, prev_row, &pq, rs->adoc, NULL, 0, &lerr);
+    if (rc != AB_OK && rc != AB_REQUEST_ABORTED) {
+        *err = lerr;
+        return rc;
     }
-    if (in.type == AB_AGUI_RUN_FINISHED)
-        r->outcome = in.outcome;
-    r->state = ab_lifecycle_state(r->lc);
+    *out = got;
     return AB_OK;
 }
 
@@ -206,44 +236,10 @@ static ab_status_t on_row(void *ud, const ab_stamp_t *st, const uint8_t *b, size
         if (fwrite(rs->line.data, 1, rs->line.len, rs->out) != rs->line.len)
             return ab_error_set(err, AB_IO, NULL, "write failed");
     }
-    if (rs->o.verify && verify_event(rs, &ev) != AB_OK)
-        return ab_error_set(err, AB_NOMEM, NULL, "out of memory");
+    if (rs->v && (rc = verify_event(rs->v, &ev, err)) != AB_OK)
+        return rc;
+    progress_tick(rs);
     return AB_OK;
-}
-
-static const char *outcome_name(ab_agui_outcome_t o)
-{
-    return o == AB_OUTCOME_INTERRUPT   ? "interrupt"
-           : o == AB_OUTCOME_CANCELLED ? "cancelled"
-                                       : "success";
-}
-
-/* One line per run and the verdict. @return the number of failed runs. */
-static size_t report(struct rstate *rs, FILE *to)
-{
-    size_t ok = 0, failed = 0, active = 0;
-    for (size_t i = 0; i < rs->nruns; i++) {
-        struct vrun *r = &rs->runs[i];
-        fprintf(to, "run %s/%s: %llu events, ", r->thread, r->run, (unsigned long long)r->events);
-        if (r->failed) {
-            fprintf(to, "FAILED: %s\n", r->why);
-            failed++;
-            continue;
-        }
-        fprintf(to, "seq 1..%llu, ", (unsigned long long)(r->next - 1));
-        if (r->state == AB_RUN_FINISHED)
-            fprintf(to, "finished (%s)\n", outcome_name(r->outcome));
-        else if (r->state == AB_RUN_ERRORED)
-            fprintf(to, "errored (RUN_ERROR)\n");
-        else {
-            fprintf(to, "still active\n");
-            active++;
-            continue;
-        }
-        ok++;
-    }
-    fprintf(to, "verified: %zu runs ok, %zu failed, %zu still active\n", ok, failed, active);
-    return failed;
 }
 
 static void build_request(const struct ropts *o, ab_msg_t *q)
@@ -267,34 +263,38 @@ static int run_replay(struct rstate *rs, ab_conn_t *c)
     build_request(&rs->o, &q);
     ab_doc_t *doc = NULL;
     ab_error_t err = AB_ERROR_INIT;
+    FILE *to = rs->out == stdout ? stderr : stdout; /* the audit's lines */
     ab_status_t st = ab_doc_new(&doc);
     if (st == AB_OK)
         st = ab_doc_new(&rs->edoc);
+    if (st == AB_OK && rs->o.verify)
+        st = verify_new(&rs->v, to, lookup, rs);
+    rs->t0_ms = rs->last_ms = now_ms();
     if (st == AB_OK)
         st = ab_conn_replay(c, &q, on_row, rs, doc, NULL, 0, &err);
     ab_doc_destroy(&doc);
     if (st != AB_OK) {
-        fprintf(stderr, "agentbus replay: %s: %s\n", ab_status_name(st), err.message);
+        fprintf(stderr, "agentbus replay: %s: %s\n", ab_status_name(st),
+                err.code ? err.message : "out of memory");
         return AB_EXIT_FAIL;
     }
     if (rs->out && fflush(rs->out) != 0) {
         fprintf(stderr, "agentbus replay: write failed\n");
         return AB_EXIT_FAIL;
     }
-    if (!rs->o.verify)
+    if (rs->progress)
+        progress_line(rs, now_ms(), true);
+    if (!rs->v)
         return AB_EXIT_OK;
-    FILE *to = rs->out == stdout ? stderr : stdout;
-    return report(rs, to) ? AB_EXIT_FAIL : AB_EXIT_OK;
+    return verify_finish(rs->v) ? AB_EXIT_FAIL : AB_EXIT_OK;
 }
 
 static void free_state(struct rstate *rs)
 {
-    for (size_t i = 0; i < rs->nruns; i++) {
-        free(rs->runs[i].thread);
-        free(rs->runs[i].run);
-        ab_lifecycle_destroy(&rs->runs[i].lc);
-    }
-    free(rs->runs);
+    verify_destroy(&rs->v);
+    ab_conn_destroy(&rs->aux);
+    ab_doc_destroy(&rs->adoc);
+    ab_doc_destroy(&rs->pdoc);
     ab_doc_destroy(&rs->edoc);
     ab_buf_free(&rs->line);
     if (rs->out && rs->out != stdout)
@@ -303,22 +303,24 @@ static void free_state(struct rstate *rs)
 
 int cmd_replay(int argc, char **argv)
 {
-    struct rstate rs = {.nruns = 0};
+    struct rstate rs = {.rows = 0};
     int rc = parse_args(argc, argv, &rs.o);
     if (rc != AB_EXIT_OK)
         return rc;
+    rs.progress = rs.o.progress < 0 ? isatty(STDERR_FILENO) : rs.o.progress;
     bool to_stdout = rs.o.path ? strcmp(rs.o.path, "-") == 0 : !rs.o.verify;
     rs.out = to_stdout ? stdout : rs.o.path ? fopen(rs.o.path, "w") : NULL;
     if (rs.o.path && !rs.out) {
         fprintf(stderr, "agentbus replay: cannot write %s\n", rs.o.path);
         return AB_EXIT_FAIL;
     }
-    const char *ep = cli_broker_endpoint(rs.o.broker);
+    rs.endpoint = cli_broker_endpoint(rs.o.broker);
     ab_conn_opts_t co = {.client_name = "agentbus-replay"};
     ab_conn_t *c = NULL;
     ab_error_t err = AB_ERROR_INIT;
-    if (ab_conn_new(&c, ep, &co, &err) != AB_OK) {
-        fprintf(stderr, "agentbus replay: %s: %s: %s\n", ep, ab_status_name(err.code), err.message);
+    if (ab_conn_new(&c, rs.endpoint, &co, &err) != AB_OK) {
+        fprintf(stderr, "agentbus replay: %s: %s: %s\n", rs.endpoint, ab_status_name(err.code),
+                err.message);
         free_state(&rs);
         return AB_EXIT_FAIL;
     }

@@ -1,0 +1,456 @@
+/*
+ * test_cli_replay.c - `agentbus replay --verify` on many interleaved runs.
+ *
+ * The verifier itself (cli/replay_verify.c, compiled in here) on event
+ * streams built in memory, with a store lookup the test controls: many
+ * interleaved runs verify while it holds only the runs in progress; a late
+ * RUN_ERROR after RUN_FINISHED is accepted after the run was forgotten;
+ * events after the end, and a run whose first events are missing, fail.
+ *
+ * Then the command against a real broker: a few hundred runs published
+ * interleaved, one with a late RUN_ERROR, three left open, and two broken
+ * in the store afterwards (a middle chunk and a first chunk deleted with our
+ * own SQLite connection while the broker is stopped). The verdict line, the
+ * failed runs' lines, and the progress (stderr only, bounded "held" count)
+ * are checked.
+ */
+#include "testutil.h"
+
+#include "agentbus/client.h"
+#include "broker_proc.h"
+
+#include "../../cli/replay_verify.c"
+
+#include <sqlite3.h>
+
+/* ---- the verifier on streams built here ------------------------------------ */
+
+/* The "store" the lookup reads: every event fed so far. */
+typedef struct fed {
+    char thread[16], run[16];
+    uint64_t seq;
+    ab_agui_type_t type;
+} fed_t;
+
+typedef struct vfx {
+    ab_doc_t *doc;
+    ab_buf_t env;
+    fed_t *fed;
+    size_t nfed, cap;
+    char *out;
+    size_t outlen;
+    FILE *report;
+    verify_t *v;
+} vfx_t;
+
+/* How an event is fed: into the store (what the lookup finds), to the verifier, or both. */
+enum { STORE = 1, JUDGE = 2, BOTH = 3 };
+
+static ab_status_t fx_lookup(void *ud, ab_str_t thread, ab_str_t run, uint64_t seq,
+                             verify_prev_t *out, ab_error_t *err)
+{
+    (void)err;
+    vfx_t *f = ud;
+    *out = (verify_prev_t){.found = false};
+    for (size_t i = 0; i < f->nfed; i++) {
+        const fed_t *e = &f->fed[i];
+        if (e->seq == seq && strlen(e->thread) == thread.len && strlen(e->run) == run.len &&
+            memcmp(e->thread, thread.ptr, thread.len) == 0 && memcmp(e->run, run.ptr, run.len) == 0)
+            *out = (verify_prev_t){.found = true, .type = e->type};
+    }
+    return AB_OK;
+}
+
+static void fx_open(vfx_t *f)
+{
+    memset(f, 0, sizeof(*f));
+    assert_int_equal(ab_doc_new(&f->doc), AB_OK);
+    f->report = open_memstream(&f->out, &f->outlen);
+    assert_non_null(f->report);
+    assert_int_equal(verify_new(&f->v, f->report, fx_lookup, f), AB_OK);
+}
+
+static void fx_store(vfx_t *f, const char *th, const char *run, uint64_t seq, const ab_val_t *body)
+{
+    if (f->nfed == f->cap) {
+        f->cap = f->cap ? f->cap * 2 : 256;
+        f->fed = realloc(f->fed, f->cap * sizeof(*f->fed));
+        assert_non_null(f->fed);
+    }
+    fed_t *e = &f->fed[f->nfed++];
+    snprintf(e->thread, sizeof(e->thread), "%s", th);
+    snprintf(e->run, sizeof(e->run), "%s", run);
+    e->seq = seq;
+    ab_agui_info_t in;
+    ab_error_t err = AB_ERROR_INIT;
+    e->type = ab_agui_validate(body, AB_AGUI_STRICT, NULL, NULL, &in, &err) == AB_OK
+                  ? in.type
+                  : AB_AGUI_UNKNOWN;
+}
+
+static void fx_feed(vfx_t *f, const char *th, const char *run, uint64_t seq, const char *json,
+                    int how)
+{
+    ab_error_t err = AB_ERROR_INIT;
+    f->env.len = 0;
+    assert_int_equal(ab_envelope_json(&f->env, 1, th, run, seq, 1, json, &err), AB_OK);
+    ab_event_t ev;
+    assert_int_equal(ab_event_decode(f->doc, f->env.data, f->env.len, NULL, &ev, &err), AB_OK);
+    if (how & STORE)
+        fx_store(f, th, run, seq, ev.body);
+    if (how & JUDGE)
+        assert_int_equal(verify_event(f->v, &ev, &err), AB_OK);
+}
+
+/* Event @p seq of a run of @p n events (it_body's shape: n == 0 never ends). */
+static void fx_event(vfx_t *f, const char *th, const char *run, uint64_t seq, uint64_t n, int how)
+{
+    char body[512];
+    it_body(body, sizeof(body), th, run, seq, n, 0);
+    fx_feed(f, th, run, seq, body, how);
+}
+
+/* Finish: the report text (owned by f until fx_close). */
+static const char *fx_finish(vfx_t *f, uint64_t *failed)
+{
+    *failed = verify_finish(f->v);
+    assert_int_equal(fflush(f->report), 0);
+    return f->out;
+}
+
+static void fx_close(vfx_t *f)
+{
+    verify_destroy(&f->v);
+    fclose(f->report);
+    free(f->out);
+    free(f->fed);
+    ab_buf_free(&f->env);
+    ab_doc_destroy(&f->doc);
+}
+
+static unsigned long long rng_state = 0x2545f4914f6cdd1dull;
+
+static unsigned long next_rand(void)
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (unsigned long)(rng_state >> 11);
+}
+
+/* NRUNS runs of PER events, OPEN in progress at once, random interleaving. */
+static void test_verifier_interleaved_bounded(void **state)
+{
+    enum { NRUNS = 3000, PER = 6, OPEN = 12 };
+    (void)state;
+    vfx_t f;
+    fx_open(&f);
+    struct {
+        unsigned long run;
+        uint64_t seq;
+    } slot[OPEN];
+    unsigned long started = 0, nopen = 0;
+    for (; nopen < OPEN; nopen++)
+        slot[nopen].run = started++, slot[nopen].seq = 0;
+    while (nopen > 0) {
+        unsigned long k = next_rand() % nopen;
+        char th[16], run[16];
+        snprintf(th, sizeof(th), "t%lu", slot[k].run % 7);
+        snprintf(run, sizeof(run), "r%lu", slot[k].run);
+        fx_event(&f, th, run, ++slot[k].seq, PER, BOTH);
+        if (slot[k].seq == PER) {
+            if (started < NRUNS)
+                slot[k].run = started++, slot[k].seq = 0;
+            else
+                slot[k] = slot[--nopen];
+        }
+    }
+    verify_counts_t c = verify_counts(f.v);
+    uint64_t failed = 1;
+    const char *out = fx_finish(&f, &failed);
+    assert_int_equal(failed, 0);
+    assert_non_null(strstr(out, "verified: 3000 runs ok, 0 failed, 0 still active\n"));
+    assert_non_null(strstr(out, "run t3/r10: 6 events, seq 1..6, finished (success)\n"));
+    assert_int_equal(c.events, NRUNS * PER);
+    assert_int_equal(c.runs, NRUNS);
+    assert_int_equal(c.lookups, 0);
+    assert_int_equal(c.held, 0);
+    assert_true(c.held_max <= OPEN); /* memory: the runs in progress, not the history */
+    assert_true(c.held_max >= 2);
+    fx_close(&f);
+}
+
+#define LATE_ERROR "{\"type\":\"RUN_ERROR\",\"message\":\"late\"}"
+
+/* Late RUN_ERROR after the run was forgotten; events after the end. */
+static void test_verifier_after_the_end(void **state)
+{
+    (void)state;
+    vfx_t f;
+    fx_open(&f);
+    for (uint64_t s = 1; s <= 4; s++)
+        fx_event(&f, "t", "late", s, 4, BOTH); /* RUN_FINISHED at 4: reported, forgotten */
+    fx_event(&f, "t", "err", 1, 0, BOTH);
+    fx_feed(&f, "t", "err", 2, "{\"type\":\"RUN_ERROR\",\"message\":\"boom\"}", BOTH);
+    fx_event(&f, "t", "open", 1, 0, BOTH);
+    assert_int_equal(verify_counts(f.v).held, 1); /* only "open" */
+    fx_feed(&f, "t", "late", 5, LATE_ERROR, BOTH);
+    assert_int_equal(verify_counts(f.v).late, 1);
+    assert_int_equal(verify_counts(f.v).held, 1); /* accepted: nothing to hold */
+    assert_int_equal(verify_counts(f.v).ok, 2);
+    /* after the late error nothing more; after RUN_ERROR nothing at all */
+    fx_feed(&f, "t", "late", 6, LATE_ERROR, BOTH);
+    fx_event(&f, "t", "err", 3, 0, BOTH);
+    fx_event(&f, "t", "err", 4, 0, BOTH); /* counted, not judged again */
+    fx_event(&f, "t", "open", 2, 0, BOTH);
+    verify_counts_t c = verify_counts(f.v);
+    uint64_t failed = 0;
+    const char *out = fx_finish(&f, &failed);
+    print_message("%s", out);
+    assert_int_equal(failed, 2);
+    assert_int_equal(c.lookups, 3);
+    assert_int_equal(c.runs, 3);
+    assert_non_null(strstr(out, "run t/late: 4 events, seq 1..4, finished (success)\n"));
+    assert_non_null(strstr(out, "run t/late: late RUN_ERROR at seq 5, errored (after "
+                                "RUN_FINISHED)\n"));
+    assert_non_null(strstr(out, "run t/err: 2 events, seq 1..2, errored (RUN_ERROR)\n"));
+    assert_non_null(strstr(out, "run t/late: 6 events, FAILED: lifecycle at seq 6: event after "
+                                "the end of the run at /type\n"));
+    assert_non_null(strstr(out, "run t/err: 4 events, FAILED: lifecycle at seq 3: event after "
+                                "the end of the run at /type\n"));
+    assert_non_null(strstr(out, "run t/open: 2 events, seq 1..2, still active\n"));
+    /* both were counted ok when they ended, and are failed now */
+    assert_non_null(strstr(out, "verified: 0 runs ok, 2 failed, 1 still active\n"));
+    fx_close(&f);
+}
+
+/* A run first seen at seq > 1: its start is not in the store, or the replay skipped it. */
+static void test_verifier_missing_start(void **state)
+{
+    (void)state;
+    vfx_t f;
+    fx_open(&f);
+    fx_event(&f, "t", "headless", 3, 0, BOTH); /* seq 1..2 stored nowhere */
+    fx_event(&f, "t", "headless", 4, 0, BOTH);
+    fx_event(&f, "t", "skipped", 1, 0, STORE); /* stored, never judged */
+    fx_event(&f, "t", "skipped", 2, 0, STORE);
+    fx_event(&f, "t", "skipped", 3, 0, BOTH);
+    fx_feed(&f, "t", "lateless", 2, LATE_ERROR, BOTH); /* a RUN_ERROR after nothing */
+    verify_counts_t c = verify_counts(f.v);
+    uint64_t failed = 0;
+    const char *out = fx_finish(&f, &failed);
+    print_message("%s", out);
+    assert_int_equal(failed, 3);
+    assert_int_equal(c.lookups, 3); /* later events of a failed run need none */
+    assert_non_null(strstr(out, "run t/headless: 2 events, FAILED: not contiguous at seq 3: "
+                                "expected seq 1\n"));
+    assert_non_null(strstr(out, "run t/skipped: 1 events, FAILED: not contiguous at seq 3: "
+                                "expected seq 1\n"));
+    assert_non_null(strstr(out, "run t/lateless: 1 events, FAILED: not contiguous at seq 2: "
+                                "expected seq 1\n"));
+    assert_non_null(strstr(out, "verified: 0 runs ok, 3 failed, 0 still active\n"));
+    fx_close(&f);
+}
+
+/* ---- the command against a broker ------------------------------------------ */
+
+#define RUNS 400 /* plain runs of PER events */
+#define PER  8
+#define OPEN 16
+#define NACT 3 /* runs left open */
+
+static void publish_batch(ab_conn_t *c, ab_doc_t *doc, ab_buf_t *b, size_t n)
+{
+    if (n == 0)
+        return;
+    const ab_result_t *res = NULL;
+    ab_error_t err = AB_ERROR_INIT;
+    if (ab_conn_publish(c, b, n, doc, &res, IT_TIMEOUT, &err) != AB_OK)
+        fail_msg("publish: %s", err.message);
+    for (size_t i = 0; i < n; i++) {
+        if (res[i].status != AB_RESULT_ACCEPTED)
+            fail_msg("event %zu: %s", i, res[i].error ? res[i].error->message : "?");
+        ab_buf_free(&b[i]);
+    }
+}
+
+/* Publish seqs from..to of a special run in a request of its own (one chunk). */
+static void publish_own(ab_conn_t *c, ab_doc_t *doc, const char *run, uint64_t from, uint64_t to,
+                        uint64_t n)
+{
+    ab_buf_t b[PER];
+    size_t k = 0;
+    for (uint64_t s = from; s <= to; s++) {
+        b[k] = (ab_buf_t)AB_BUF_INIT;
+        it_event(&b[k++], "sp", run, s, n, 1);
+    }
+    publish_batch(c, doc, b, k);
+}
+
+/* Special runs at given batches: headless and gap get three chunks each. */
+static void specials(ab_conn_t *c, ab_doc_t *doc, int batch)
+{
+    ab_buf_t e = AB_BUF_INIT;
+    switch (batch) {
+    case 1: publish_own(c, doc, "late", 1, 4, 4); break;
+    case 2: publish_own(c, doc, "headless", 1, 3, PER); break;
+    case 3: publish_own(c, doc, "gap", 1, 2, PER); break;
+    case 5:
+        for (int i = 0; i < NACT; i++) {
+            char run[16];
+            snprintf(run, sizeof(run), "open%d", i);
+            publish_own(c, doc, run, 1, 3, 0);
+        }
+        break;
+    case 6: publish_own(c, doc, "gap", 3, 4, PER); break; /* deleted later */
+    case 9: publish_own(c, doc, "headless", 4, 6, PER); break;
+    case 12: publish_own(c, doc, "gap", 5, PER, PER); break;
+    case 20: publish_own(c, doc, "headless", 7, PER, PER); break;
+    case 30:
+        it_event_json(&e, "sp", "late", 5, 1, LATE_ERROR);
+        publish_batch(c, doc, &e, 1);
+        break;
+    default: break;
+    }
+}
+
+/* RUNS runs interleaved OPEN at a time, in requests of 64 events. */
+static void publish_fleet(ab_conn_t *c, ab_doc_t *doc)
+{
+    enum { B = 64 };
+    struct {
+        unsigned long run;
+        uint64_t seq;
+    } slot[OPEN];
+    unsigned long started = 0, nopen = 0;
+    for (; nopen < OPEN; nopen++)
+        slot[nopen].run = started++, slot[nopen].seq = 0;
+    ab_buf_t b[B];
+    size_t n = 0;
+    int batch = 0;
+    while (nopen > 0) {
+        unsigned long k = next_rand() % nopen;
+        char th[16], run[16];
+        snprintf(th, sizeof(th), "t%lu", slot[k].run % 5);
+        snprintf(run, sizeof(run), "r%lu", slot[k].run);
+        b[n] = (ab_buf_t)AB_BUF_INIT;
+        it_event(&b[n++], th, run, ++slot[k].seq, PER, 1);
+        if (slot[k].seq == PER) {
+            if (started < RUNS)
+                slot[k].run = started++, slot[k].seq = 0;
+            else
+                slot[k] = slot[--nopen];
+        }
+        if (n == B || nopen == 0) {
+            publish_batch(c, doc, b, n);
+            n = 0;
+            specials(c, doc, ++batch);
+        }
+    }
+    assert_true(batch > 30); /* every special was published */
+}
+
+/* Delete the chunk of run @p run that starts at @p first_seq. */
+static void delete_chunk(const char *dir, const char *run, int first_seq)
+{
+    char db[320], sql[256];
+    snprintf(db, sizeof(db), "%s/agentbus.db", dir);
+    sqlite3 *h = NULL;
+    assert_int_equal(sqlite3_open_v2(db, &h, SQLITE_OPEN_READWRITE, NULL), SQLITE_OK);
+    snprintf(sql, sizeof(sql),
+             "DELETE FROM chunks WHERE run_rowid = (SELECT rowid FROM runs WHERE thread = 'sp' "
+             "AND run = '%s') AND first_seq = %d",
+             run, first_seq);
+    int rc = sqlite3_exec(h, sql, NULL, NULL, NULL);
+    int changes = sqlite3_changes(h);
+    sqlite3_close(h);
+    assert_int_equal(rc, SQLITE_OK);
+    assert_int_equal(changes, 1);
+}
+
+/* Run @p cmd with stdout and stderr in two strings (heap); @return the exit status. */
+static int run2(const char *cmd, char **out, char **err)
+{
+    char path[2][64] = {"/tmp/ab-replay-out-XXXXXX", "/tmp/ab-replay-err-XXXXXX"};
+    int fd[2] = {mkstemp(path[0]), mkstemp(path[1])};
+    assert_true(fd[0] >= 0 && fd[1] >= 0);
+    char full[2048];
+    snprintf(full, sizeof(full), "%s >%s 2>%s", cmd, path[0], path[1]);
+    int st = system(full);
+    char **dst[2] = {out, err};
+    for (int i = 0; i < 2; i++) {
+        *dst[i] = tu_read_file(path[i], NULL);
+        close(fd[i]);
+        unlink(path[i]);
+    }
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static void test_cli_verify_many_runs(void **state)
+{
+    it_t *t = *state;
+    IT_REQUIRE_BROKER(t);
+    ab_conn_t *c = it_connect(&t->bp);
+    publish_fleet(c, t->doc);
+    ab_conn_destroy(&c);
+    assert_int_equal(bp_stop(&t->bp), 0);
+    delete_chunk(t->bp.dir, "gap", 3);      /* seq 3..4: a hole in the middle */
+    delete_chunk(t->bp.dir, "headless", 1); /* seq 1..3: the start is missing */
+    assert_int_equal(bp_restart(&t->bp), 0);
+
+    char cmd[512], *out = NULL, *err = NULL;
+    snprintf(cmd, sizeof(cmd), "%s replay --broker '%s' --all --verify --no-progress",
+             AB_AGENTBUS_BIN, t->bp.cmd);
+    assert_int_equal(run2(cmd, &out, &err), 1);
+    const char *verdict = strstr(out, "verified: ");
+    assert_non_null(verdict);
+    print_message("%s", verdict);
+    assert_string_equal(verdict, "verified: 401 runs ok, 2 failed, 3 still active\n");
+    assert_non_null(strstr(out, "run sp/gap: 6 events, FAILED: not contiguous at seq 5: "
+                                "expected seq 3\n"));
+    assert_non_null(strstr(out, "run sp/headless: 5 events, FAILED: not contiguous at seq 4: "
+                                "expected seq 1\n"));
+    assert_non_null(strstr(out, "run sp/late: 4 events, seq 1..4, finished (success)\n"));
+    assert_non_null(strstr(out, "run sp/late: late RUN_ERROR at seq 5, errored (after "
+                                "RUN_FINISHED)\n"));
+    assert_non_null(strstr(out, "run sp/open2: 3 events, seq 1..3, still active\n"));
+    assert_non_null(strstr(out, "run t2/r7: 8 events, seq 1..8, finished (success)\n"));
+    assert_string_equal(err, ""); /* no progress without a terminal or --progress */
+    free(out);
+    free(err);
+
+    /* --progress: on stderr only, and the runs held stay those in progress */
+    snprintf(cmd, sizeof(cmd), "%s replay --broker '%s' --all --verify --progress", AB_AGENTBUS_BIN,
+             t->bp.cmd);
+    assert_int_equal(run2(cmd, &out, &err), 1);
+    print_message("%s", err);
+    assert_null(strstr(out, "agentbus replay:"));
+    const char *done = strstr(err, "agentbus replay: done: ");
+    assert_non_null(done);
+    unsigned long long events = 0, runs = 0;
+    size_t held = 0, most = 0;
+    assert_int_equal(sscanf(done,
+                            "agentbus replay: done: %llu events verified, %llu runs (%zu held, "
+                            "at most %zu)",
+                            &events, &runs, &held, &most),
+                     4);
+    assert_int_equal(events, (unsigned long long)(RUNS * PER + 5 + 6 + 5 + 3 * NACT));
+    assert_int_equal(runs, RUNS + 3 + NACT);
+    assert_int_equal(held, 2 + NACT); /* the failed and the open ones */
+    /* memory: at most the fleet's runs in progress and the special ones, never the
+     * history (RUNS + 6 runs) */
+    assert_true(most <= OPEN + 3 + NACT);
+    free(out);
+    free(err);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_verifier_interleaved_bounded),
+        cmocka_unit_test(test_verifier_after_the_end),
+        cmocka_unit_test(test_verifier_missing_start),
+        cmocka_unit_test_setup_teardown(test_cli_verify_many_runs, it_setup, it_teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
