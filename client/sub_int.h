@@ -64,7 +64,11 @@ struct ab_sub {
     uint64_t last_pos;   /* pos of the last delivered event (all: the cursor) */
     uint64_t synced_pos; /* every in-scope event up to it was seen */
     uint64_t hb_head;    /* head_pos of the last heartbeat */
-    long last_hb_ms;     /* monotonic time of the last heartbeat (or connect) */
+    long last_hb_ms;     /* monotonic time of the last heartbeat (or connect, or replay) */
+    /* reconnect backoff (subscriber.c invariant 4) */
+    uint32_t fails;   /* arms since the connection last proved to work */
+    long retry_at_ms; /* no reconnect attempt or replay before it (monotonic) */
+    uint64_t rng;     /* jitter state */
     bool need_replay, reconnect, stop;
     /* Set by the poll loop around its own drain of the SUB: live events that
      * are next may be delivered straight from the ZeroMQ message (no FIFO
@@ -79,6 +83,10 @@ struct ab_sub {
 };
 
 long sub_now_ms(void);
+/* A reconnect attempt or a replay failed: draw the delay before the next one. */
+void sub_backoff_arm(ab_sub_t *s);
+/* The connection works (a heartbeat of its broker, a completed replay): no delay. */
+void sub_backoff_reset(ab_sub_t *s);
 /* Open the SUB on the conn's event endpoint and subscribe. */
 ab_status_t sub_live_open(ab_sub_t *s, ab_error_t *err);
 void sub_live_close(ab_sub_t *s);

@@ -16,6 +16,8 @@
  *  2. A FIFO overflow drops the whole buffer and asks for a replay, so
  *     memory stays bounded by max_pending and nothing is skipped.
  *  3. A heartbeat from another broker instance asks for a reconnect.
+ *  4. A heartbeat of the connected instance proves the connection: it
+ *     resets the reconnect backoff (subscriber.c invariant 4).
  */
 #include "sub_int.h"
 
@@ -74,6 +76,7 @@ static void on_heartbeat(ab_sub_t *s, zmq_msg_t *body)
         return;
     }
     s->hb_head = m.u.heartbeat.head_pos;
+    sub_backoff_reset(s); /* invariant 4 */
 }
 
 /* Deliver one live event straight away when the steady state allows it (invariant 1).

@@ -15,6 +15,10 @@
  *  3. A replay that skips a seq is AB_CORRUPT, never delivered through.
  *  4. While a replay streams, the SUB keeps being drained into the FIFO
  *     (every 64 rows) so the live side does not overflow silently.
+ *  5. A failed replay (not one the callback stopped) arms the reconnect
+ *     backoff, so it is not retried at once; a completed one proves the
+ *     connection, resets the backoff and counts as a sign of life for the
+ *     silence check (subscriber.c invariant 4).
  */
 #include "sub_int.h"
 
@@ -133,8 +137,12 @@ ab_status_t sub_resync(ab_sub_t *s, ab_error_t *err)
         s->need_replay = true; /* resume from the (advanced) cursor next time */
         if (rc == AB_TIMEOUT || rc == AB_IO)
             s->reconnect = true;
+        if (!s->stop)
+            sub_backoff_arm(s); /* invariant 5 */
         return rc;
     }
+    sub_backoff_reset(s); /* the broker answered in full: the connection works */
+    s->last_hb_ms = sub_now_ms();
     if (s->o.scope == AB_SUB_ALL && end.head_pos > s->last_pos)
         s->last_pos = end.head_pos; /* everything up to it was sent */
     if (end.head_pos > s->synced_pos)

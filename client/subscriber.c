@@ -12,11 +12,22 @@
  *     event is never delivered while a replay is owed.
  *  3. Destroying sends nothing to the broker (a closed subscription never
  *     changes a run); sockets close with linger 0.
+ *  4. Backoff: every failed reconnect attempt and every failed replay arms
+ *     a delay before the next attempt or replay (sub_backoff_arm: drawn
+ *     from [c - c/2, c], c doubling per arm from reconnect_base_ms up to
+ *     reconnect_max_ms). Proof that the connection works (a heartbeat of its
+ *     broker instance, or a completed replay) disarms it and restarts the
+ *     doubling (sub_backoff_reset). So the first attempt after a working
+ *     connection is immediate, and a stalled broker gets at most one hello
+ *     per delay from each subscriber.
  */
 #include "sub_int.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 #include <zmq.h>
 
 static char *dup_str(const char *s)
@@ -40,7 +51,42 @@ static ab_status_t check_opts(const ab_sub_opts_t *o, ab_error_t *err)
         return ab_error_set(err, AB_INVALID_ARGUMENT, "thread", "a thread id is required");
     if (o->scope == AB_SUB_RUN && (!o->run || !*o->run))
         return ab_error_set(err, AB_INVALID_ARGUMENT, "run", "a run id is required");
+    if (o->reconnect_base_ms < 0)
+        return ab_error_set(err, AB_INVALID_ARGUMENT, "reconnect_base_ms",
+                            "reconnect_base_ms must be >= 0 (0 = the default)");
+    if (o->reconnect_max_ms < 0)
+        return ab_error_set(err, AB_INVALID_ARGUMENT, "reconnect_max_ms",
+                            "reconnect_max_ms must be >= 0 (0 = the default)");
     return AB_OK;
+}
+
+/* splitmix64: the jitter of the backoff (invariant 4). */
+static uint64_t next_rand(ab_sub_t *s)
+{
+    uint64_t z = (s->rng += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+void sub_backoff_arm(ab_sub_t *s)
+{
+    uint32_t n = s->fails < 30 ? s->fails : 30;
+    s->fails++;
+    uint64_t c = (uint64_t)s->o.reconnect_base_ms << n;
+    if (c > (uint64_t)s->o.reconnect_max_ms)
+        c = (uint64_t)s->o.reconnect_max_ms;
+    uint64_t half = c / 2;
+    uint64_t delay = c - half + next_rand(s) % (half + 1); /* [c - c/2, c] */
+    s->stats.backoff_ms = delay;
+    s->retry_at_ms = sub_now_ms() + (long)delay;
+}
+
+void sub_backoff_reset(ab_sub_t *s)
+{
+    s->fails = 0;
+    s->retry_at_ms = 0;
+    s->stats.backoff_ms = 0;
 }
 
 /* Subscription prefix and the given cursor. */
@@ -134,6 +180,16 @@ ab_status_t ab_sub_new(ab_sub_t **out, const char *endpoint, const ab_sub_opts_t
     s->o.ncursors = 0;
     s->o.timeout_ms = opts->timeout_ms > 0 ? opts->timeout_ms : 5000;
     s->o.silence_ms = opts->silence_ms > 0 ? opts->silence_ms : AB_SUB_SILENCE_DEFAULT_MS;
+    s->o.reconnect_max_ms =
+        opts->reconnect_max_ms > 0 ? opts->reconnect_max_ms : AB_SUB_RECONNECT_MAX_DEFAULT_MS;
+    s->o.reconnect_base_ms =
+        opts->reconnect_base_ms > 0 ? opts->reconnect_base_ms : AB_SUB_RECONNECT_BASE_DEFAULT_MS;
+    if (s->o.reconnect_base_ms > s->o.reconnect_max_ms)
+        s->o.reconnect_base_ms = s->o.reconnect_max_ms;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    s->rng = (uint64_t)ts.tv_nsec ^ (uint64_t)ts.tv_sec << 32 ^ (uint64_t)getpid() << 16 ^
+             (uint64_t)(uintptr_t)s;
     s->fifo.max = opts->max_pending ? opts->max_pending : AB_SUB_MAX_PENDING_DEFAULT;
     s->ctx = opts->zmq_ctx;
     if (!s->ctx) {
@@ -181,19 +237,59 @@ void ab_sub_destroy(ab_sub_t **sp)
     *sp = NULL;
 }
 
+static void sleep_ms(long ms)
+{
+    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+}
+
+/* A reconnect or replay is owed but its backoff delay runs (invariant 4):
+ * sleep until it ends or the poll's deadline, whichever is first. */
+static ab_status_t backoff_wait(ab_sub_t *s, long now, long deadline, bool *waited, ab_error_t *err)
+{
+    long until = s->retry_at_ms < deadline ? s->retry_at_ms : deadline;
+    if (until > now)
+        sleep_ms(until - now);
+    *waited = true; /* the poll's wait is spent here */
+    if (sub_now_ms() >= s->retry_at_ms)
+        return AB_OK; /* due: the next step tries */
+    if (!s->conn || s->reconnect)
+        return ab_error_set(err, AB_UNAVAILABLE, NULL,
+                            "broker %s unreachable; next reconnect attempt in %ld ms", s->endpoint,
+                            s->retry_at_ms - sub_now_ms());
+    return AB_OK; /* connected, a replay owed: the poll may end quietly */
+}
+
+/* One reconnect attempt of the loop; a failed one arms the backoff (invariant 4). */
+static ab_status_t attempt(ab_sub_t *s, long now, long deadline, ab_error_t *err)
+{
+    long left = deadline - now;
+    s->stats.reconnects++;
+    ab_status_t rc = reconnect(s,
+                               left < 200               ? 200
+                               : left > s->o.timeout_ms ? s->o.timeout_ms
+                                                        : (int)left,
+                               err);
+    if (rc != AB_OK)
+        sub_backoff_arm(s);
+    return rc;
+}
+
 /* One step of the loop (invariant 2). *waited is set when it waited on the SUB. */
 static ab_status_t step(ab_sub_t *s, long deadline, bool *waited, ab_error_t *err)
 {
     long now = sub_now_ms();
-    if (s->reconnect || !s->conn) {
-        long left = deadline - now;
-        s->stats.reconnects++;
-        return reconnect(s,
-                         left < 200               ? 200
-                         : left > s->o.timeout_ms ? s->o.timeout_ms
-                                                  : (int)left,
-                         err);
+    bool down = s->reconnect || !s->conn;
+    if ((down || s->need_replay) && now < s->retry_at_ms) {
+        if (down && s->conn) { /* abandoned: do not keep it while waiting */
+            sub_live_close(s);
+            ab_conn_destroy(&s->conn);
+        }
+        return backoff_wait(s, now, deadline, waited, err);
     }
+    if (down)
+        return attempt(s, now, deadline, err);
     if (s->need_replay) {
         sub_fifo_clear(&s->fifo); /* the replay covers them; live resumes after */
         ab_status_t rc = sub_resync(s, err);

@@ -16,6 +16,14 @@
  *   - the broker restarted (a heartbeat with a new instance id) or fell
  *     silent for opts->silence_ms (it then reconnects and sends `hello`).
  *
+ * Reconnecting backs off: the first attempt after a working connection is
+ * immediate; after each attempt that does not lead to a working connection
+ * (a `welcome`, then a heartbeat of that broker or a completed replay) the
+ * next waits a delay drawn from [c/2, c], c = min(opts->reconnect_max_ms,
+ * opts->reconnect_base_ms * 2^(n-1)) after n such attempts. A failed replay
+ * waits the same way. So a fleet does not hammer a stalled broker, and its
+ * attempts spread out (docs/CLIENT.md "Reconnecting").
+ *
  * The cursor (ab_sub_cursors() / ab_sub_position()) is exact: a new
  * subscriber created from it after a crash of the application receives
  * precisely the events after the last one delivered.
@@ -45,6 +53,10 @@ extern "C" {
 #define AB_SUB_MAX_PENDING_DEFAULT 10000
 /** Default silence (no heartbeat) after which the subscriber reconnects, ms. */
 #define AB_SUB_SILENCE_DEFAULT_MS 3000
+/** Default ceiling of the first reconnect backoff, ms (the delay is half to all of it). */
+#define AB_SUB_RECONNECT_BASE_DEFAULT_MS 200
+/** Default cap of the reconnect backoff ceiling, ms. */
+#define AB_SUB_RECONNECT_MAX_DEFAULT_MS 5000
 
 /** What a subscription covers. */
 typedef enum ab_sub_scope {
@@ -98,6 +110,11 @@ typedef struct ab_sub_opts {
     int timeout_ms;     /**< per request to the broker; 0 = 5000 */
     int rcvhwm;         /**< SUB receive high-water mark; 0 = ZeroMQ's default */
     void *zmq_ctx;      /**< borrowed ZeroMQ context; NULL = own one */
+    /** First reconnect backoff ceiling, ms; 0 = AB_SUB_RECONNECT_BASE_DEFAULT_MS;
+     *  at most reconnect_max_ms (a larger one is lowered to it). < 0 is refused. */
+    int reconnect_base_ms;
+    /** Cap of the backoff ceiling, ms; 0 = AB_SUB_RECONNECT_MAX_DEFAULT_MS; < 0 is refused. */
+    int reconnect_max_ms;
     /**
      * Do not decode event bodies: the callback's ev.body is NULL (the
      * envelope is in bytes/len; its header is still decoded and checked).
@@ -127,6 +144,9 @@ void ab_sub_destroy(ab_sub_t **s);
  * Run the subscription for up to @p timeout_ms (0: handle what is ready,
  * then return), calling the callback for each event. A replay that is
  * running when the time is up is finished first.
+ * While a reconnect (or a failed replay) waits for its backoff delay,
+ * the poll sleeps until the delay or its timeout ends, whichever is first,
+ * and returns AB_UNAVAILABLE when the timeout came first.
  * @return AB_OK; AB_REQUEST_ABORTED when the callback stopped it; a
  *         retryable error (AB_TIMEOUT, AB_UNAVAILABLE, AB_IO ...) while the
  *         broker is unreachable - keep polling, it reconnects; AB_CORRUPT
@@ -152,7 +172,10 @@ typedef struct ab_sub_stats {
     uint64_t holes;      /**< holes seen in the live stream */
     uint64_t dups;       /**< live events dropped as already delivered */
     uint64_t overflows;  /**< live buffer overflows (max_pending) */
-    uint64_t reconnects; /**< reconnects (restart or silence) */
+    uint64_t reconnects; /**< reconnect attempts (restart, silence or a lost connection) */
+    /** The backoff delay drawn after the latest attempt or failed replay, ms;
+     *  0 once the connection works (a heartbeat or a completed replay). */
+    uint64_t backoff_ms;
 } ab_sub_stats_t;
 
 /** Copy of the counters. */

@@ -3,7 +3,9 @@
  * and in seq order across the replay -> live seam, resume from a persisted
  * cursor, holes from a tiny high-water mark, a broker restart (new instance
  * id), scope "all" from a commit position, and "from now"; a callback that
- * stops in the middle of a live message, with bodies not decoded.
+ * stops in the middle of a live message, with bodies not decoded; a broker
+ * frozen with SIGSTOP: the reconnect attempts back off (the delays drawn
+ * grow to the cap), and once it runs again every event arrives exactly once.
  */
 #include "testutil.h"
 
@@ -12,6 +14,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <sys/socket.h>
 
 #define MAX_RUNS 8
@@ -308,6 +311,63 @@ static void test_stop_mid_message_skip_body(void **state)
     ab_conn_destroy(&c);
 }
 
+/* A frozen broker (SIGSTOP): its port still accepts connections, nothing answers. The
+ * subscriber notices the silence, then retries with growing, capped delays; after
+ * SIGCONT it reconnects, replays and delivers what was published meanwhile, once. */
+static void test_frozen_broker_backoff(void **state)
+{
+    enum { BASE = 100, CAP = 800, N = 5 };
+    it_t *t = *state;
+    IT_REQUIRE_BROKER(t);
+    ab_conn_t *c = it_connect(&t->bp);
+    publish_range(c, t->doc, "fz", "r1", 1, 40, 0, NULL);
+    rec_t r = {.nruns = 0};
+    ab_sub_opts_t o = {.scope = AB_SUB_THREAD,
+                       .thread = "fz",
+                       .silence_ms = 1500,
+                       .timeout_ms = 300,
+                       .reconnect_base_ms = BASE,
+                       .reconnect_max_ms = CAP};
+    ab_sub_t *s = sub_open(t->bp.cmd, &o, &r);
+    poll_until(s, &r, 40, 10000);
+    uint64_t r0 = ab_sub_stats(s).reconnects;
+    assert_int_equal(kill(t->bp.pid, SIGSTOP), 0);
+    uint64_t delay[N];
+    int seen = 0;
+    long deadline = bp_now_ms() + 60000;
+    while (seen < N && bp_now_ms() < deadline) {
+        ab_error_t err = AB_ERROR_INIT;
+        ab_status_t rc = ab_sub_poll(s, 100, &err);
+        if (rc != AB_OK && !ab_status_retryable(rc))
+            fail_msg("poll: %s: %s", ab_status_name(rc), err.message);
+        ab_sub_stats_t st = ab_sub_stats(s);
+        assert_true(st.reconnects - r0 <= (uint64_t)seen + 1); /* one attempt per poll */
+        if (st.reconnects - r0 == (uint64_t)seen + 1)
+            delay[seen++] = st.backoff_ms;
+    }
+    assert_int_equal(kill(t->bp.pid, SIGCONT), 0);
+    assert_int_equal(seen, N);
+    for (int k = 1; k <= N; k++) {
+        uint64_t cl = (uint64_t)BASE << (k - 1) < CAP ? (uint64_t)BASE << (k - 1) : CAP;
+        print_message("frozen: attempt %d, next in %llu ms (%llu..%llu)\n", k,
+                      (unsigned long long)delay[k - 1], (unsigned long long)(cl - cl / 2),
+                      (unsigned long long)cl);
+        assert_true(delay[k - 1] >= cl - cl / 2 && delay[k - 1] <= cl);
+    }
+    /* running again: what is published now reaches the subscriber through its replay */
+    publish_range(c, t->doc, "fz", "r1", 41, 60, 0, NULL);
+    publish_range(c, t->doc, "fz", "r2", 1, 10, 0, NULL);
+    poll_until(s, &r, 70, 30000);                    /* on_event fails on any duplicate or skip */
+    assert_int_equal(ab_sub_stats(s).backoff_ms, 0); /* the connection proved itself */
+    assert_true(ab_sub_stats(s).reconnects - r0 > N);
+    ab_error_t err = AB_ERROR_INIT;
+    assert_int_equal(ab_sub_poll(s, 500, &err), AB_OK); /* nothing more arrives */
+    assert_int_equal(r.total, 70);
+    assert_int_equal(ab_sub_stats(s).delivered, 70);
+    ab_sub_destroy(&s);
+    ab_conn_destroy(&c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -316,6 +376,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_broker_restart, setup_fixed_ports, it_teardown),
         cmocka_unit_test_setup_teardown(test_scope_all_and_from_now, it_setup, it_teardown),
         cmocka_unit_test_setup_teardown(test_stop_mid_message_skip_body, it_setup, it_teardown),
+        cmocka_unit_test_setup_teardown(test_frozen_broker_backoff, it_setup, it_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
