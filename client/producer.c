@@ -18,7 +18,8 @@
  *  4. Once failed, the producer keeps its first fatal error and every
  *     publish, claim and flush returns it; nothing more is sent.
  *  5. Every wait is bounded: requests by min(opts timeout, time left),
- *     backoff sleeps by the caller's deadline.
+ *     backoff sleeps by the caller's deadline. A backoff delay is drawn
+ *     from [d/2, d] of its exponential step d (jitter).
  */
 #include "agentbus/producer.h"
 
@@ -52,6 +53,7 @@ struct ab_producer {
     bool failed;
     ab_error_t fail;
     ab_producer_stats_t stats;
+    uint64_t rng; /* the retry jitter's state */
 };
 
 static int64_t now_ms(void)
@@ -119,6 +121,9 @@ ab_status_t ab_producer_new(ab_producer_t **out, const char *endpoint,
     if (opts)
         p->o = *opts;
     fill_defaults(&p->o);
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    p->rng = (uint64_t)ts.tv_nsec ^ (uint64_t)ts.tv_sec << 32 ^ (uint64_t)(uintptr_t)p;
     ab_conn_opts_t co = {
         .zmq_ctx = p->o.zmq_ctx, .client_name = p->o.client_name, .timeout_ms = p->o.timeout_ms};
     ab_status_t st = ab_conn_new(&p->conn, endpoint, &co, err);
@@ -260,6 +265,18 @@ static ab_status_t send_once(ab_producer_t *p, int timeout_ms, ab_error_t *retry
     return enter_failed(p, &e, p->acked_seq + 1, err);
 }
 
+/* A delay drawn from [d - d/2, d] (splitmix64), so producers that failed
+ * together do not retry in step (PROTOCOL.md 14.3). */
+static int64_t jitter(ab_producer_t *p, int64_t d)
+{
+    uint64_t z = (p->rng += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    int64_t half = d / 2;
+    return d - half + (int64_t)(z % (uint64_t)(half + 1));
+}
+
 /* Send batches until the outbox holds fewer than @p keep events, retrying
  * retryable failures with backoff, all before @p deadline (monotonic ms). */
 static ab_status_t drain(ab_producer_t *p, uint32_t keep, int64_t deadline, ab_error_t *err)
@@ -291,6 +308,7 @@ static ab_status_t drain(ab_producer_t *p, uint32_t keep, int64_t deadline, ab_e
             int64_t delay = (int64_t)p->o.backoff_base_ms << (tries < 20 ? tries - 1 : 20);
             if (delay > p->o.backoff_max_ms)
                 delay = p->o.backoff_max_ms;
+            delay = jitter(p, delay);
             int64_t rest = deadline - now_ms();
             sleep_ms(delay < rest ? delay : rest);
         }

@@ -17,7 +17,8 @@
  *    leave the outbox; sending resumes at expected_seq with the same bytes;
  *  - overloaded / unavailable / timeout / io (and a timed-out request): the
  *    batch is sent again after an exponential backoff (base, doubled per try,
- *    capped at max), at most max_retries times in a row;
+ *    capped at max, each delay drawn from its upper half), at most
+ *    max_retries times in a row;
  *  - anything else (fenced, conflict, run_terminal, invalid_event, ...):
  *    the producer enters the failed state, keeps that error (with an int
  *    detail "seq" naming the rejected event) and returns its code from this
