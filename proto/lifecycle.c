@@ -478,6 +478,8 @@ ab_status_t ab_lifecycle_check(ab_lifecycle_t *lc, const ab_agui_info_t *ev, ab_
         ab__lc_clear(lc);
         lc->state = AB_RUN_ERRORED;
         return AB_OK;
+    case AB_AGUI_MESSAGES_SNAPSHOT:
+        return ab__lc_messages_snapshot(lc, e.event ? ab_val_get(e.event, "messages") : NULL, err);
     default: break;
     }
     ab__lc_op_t op;

@@ -101,7 +101,6 @@ typedef struct ab__lc_op {
     ab__lc_item_t *target;     /* existing item acted on, or NULL */
     int action;                /* AB__LC_DO_* on target */
     ab__lc_item_t *lane_close; /* a chunk stream this event ends, or NULL */
-    bool close_all;            /* the event ends every chunk stream */
 } ab__lc_op_t;
 
 /* The checker. */
@@ -154,6 +153,15 @@ ab_status_t ab__lc_apply(ab_lifecycle_t *lc, ab__lc_op_t *op, ab_error_t *err);
 
 /** Drop every item (the run ended). */
 void ab__lc_clear(ab_lifecycle_t *lc);
+
+/**
+ * MESSAGES_SNAPSHOT with its "messages" array (NULL when unknown): ends every
+ * chunk stream and, when it holds activity messages, makes exactly those the
+ * run's known activity messages (AG-UI 1.0 section 5: such a snapshot is the
+ * complete activity set; one without activity messages keeps them). Limits
+ * and allocation first: on error nothing changed.
+ */
+ab_status_t ab__lc_messages_snapshot(ab_lifecycle_t *lc, const ab_val_t *messages, ab_error_t *err);
 
 /* ---- lifecycle_plan.c --------------------------------------------------- */
 

@@ -36,6 +36,7 @@
  *   SUBAGENT_STARTED            none               OPEN (active)
  *   SUBAGENT_FINISHED/ERROR     OPEN               DONE
  *   ACTIVITY_SNAPSHOT           none / CLOSED      CLOSED (re-minted owner)
+ *   (MESSAGES_SNAPSHOT is not planned here: ab__lc_messages_snapshot)
  *   TOOL_CALL_RESULT            CLOSED call        CLOSED, answered
  */
 #include "lifecycle_internal.h"
@@ -494,10 +495,10 @@ static ab_status_t plan_activity(const ab_lifecycle_t *lc, const ab_agui_info_t 
     if (!id.ptr)
         return missing(err, "/messageId", ev->type);
     ab__lc_item_t *it = ab__lc_find(lc, AB__LC_ACT, id, no_str);
-    if (delta && !it)
+    if (delta && !it) /* R20: no snapshot of this run holds it (or a later one dropped it) */
         return ab_error_set(err, AB_INVALID_EVENT, "/messageId",
-                            "ACTIVITY_DELTA for activity message %.*s without an "
-                            "ACTIVITY_SNAPSHOT in this run: a delta needs a baseline",
+                            "ACTIVITY_DELTA for activity message %.*s, which no ACTIVITY_SNAPSHOT "
+                            "or MESSAGES_SNAPSHOT of this run holds: a delta needs a baseline",
                             SHOW(id));
     if (it && (delta || keeps_existing(ev))) {
         if (tag.ptr && !ab__lc_str_eq(tag, it->owner))
@@ -552,7 +553,6 @@ ab_status_t ab__lc_plan(const ab_lifecycle_t *lc, const ab_agui_info_t *ev, ab__
     case AB_AGUI_CUSTOM: return plan_standalone(lc, ev, op, true);
     case AB_AGUI_RAW:
     case AB_AGUI_REASONING_ENCRYPTED_VALUE: return plan_standalone(lc, ev, op, false);
-    case AB_AGUI_MESSAGES_SNAPSHOT: op->close_all = true; return AB_OK;
     default:
         return ab_error_set(err, AB_INTERNAL, "/type", "%s is not an in-run event",
                             ab_agui_type_name(ev->type));

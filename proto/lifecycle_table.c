@@ -30,6 +30,8 @@
  *   OPEN    -> (none)   act      REASONING_END, STEP_FINISHED (REMOVE)
  *   CLOSED  -> (none)   act      replacing ACTIVITY_SNAPSHOT (re-mint, REMOVE)
  *   OPEN    -> DONE     act      SUBAGENT_FINISHED, SUBAGENT_ERROR
+ *   (none)  -> CLOSED   ab__lc_messages_snapshot   activity message of a MESSAGES_SNAPSHOT
+ *   CLOSED  -> (none)   ab__lc_messages_snapshot   activity message it leaves out
  *   any     -> (none)   ab__lc_clear   RUN_FINISHED, RUN_ERROR
  */
 #include "alloc_internal.h"
@@ -353,9 +355,6 @@ static void act(ab_lifecycle_t *lc, ab__lc_item_t *it, int action)
 
 static void commit(ab_lifecycle_t *lc, ab__lc_op_t *op)
 {
-    if (op->close_all)
-        while (lc->chunks)
-            chunk_end(lc, lc->chunks);
     if (op->lane_close)
         chunk_end(lc, op->lane_close);
     if (op->target)
@@ -373,6 +372,108 @@ ab_status_t ab__lc_apply(ab_lifecycle_t *lc, ab__lc_op_t *op, ab_error_t *err)
         st = alloc_op(lc, op, err);
     if (st == AB_OK)
         commit(lc, op);
+    return st;
+}
+
+/* ---- MESSAGES_SNAPSHOT (its own two phases) ----------------------------- */
+
+/* Message @p m of a snapshot is an activity message: its id and owner. */
+static bool activity_message(const ab_val_t *m, ab_str_t *id, ab_str_t *owner)
+{
+    const ab_val_t *v = ab_val_get(m, "id"), *sub = ab_val_get(m, "subagentRunId");
+    if (!ab_val_str_eq(ab_val_get(m, "role"), "activity") || !v || v->type != AB_VAL_STR)
+        return false;
+    *id = (ab_str_t){v->u.s ? v->u.s : "", v->len};
+    *owner = (ab_str_t){NULL, 0};
+    if (sub && sub->type == AB_VAL_STR)
+        *owner = (ab_str_t){sub->u.s ? sub->u.s : "", sub->len};
+    return true;
+}
+
+/* Phase 1: the activity messages of @p msgs as new items (@p made, *n of them); nothing changes. */
+static ab_status_t snapshot_items(const ab_val_t *msgs, ab__lc_item_t **made, uint32_t *n,
+                                  ab_error_t *err)
+{
+    char field[48];
+    ab_str_t id, owner;
+    for (uint32_t i = 0; i < msgs->len; i++) {
+        if (!activity_message(&msgs->u.items[i], &id, &owner))
+            continue;
+        if (id.len > AB__LC_STR_MAX || owner.len > AB__LC_STR_MAX) {
+            snprintf(field, sizeof(field), "/messages/%u/%s", i,
+                     id.len > AB__LC_STR_MAX ? "id" : "subagentRunId");
+            return ab_error_set(err, AB_TOO_LARGE, field,
+                                "%s is longer than the %u bytes the lifecycle checker keeps",
+                                field + 1, AB__LC_STR_MAX);
+        }
+        ab__lc_spec_t spec = {
+            .kind = AB__LC_ACT, .status = AB__LC_CLOSED, .key = id, .owner = owner};
+        if (!(made[*n] = item_new(&spec)))
+            return ab_error_set(err, AB_NOMEM, NULL, "out of memory in the lifecycle checker");
+        (*n)++;
+    }
+    return AB_OK;
+}
+
+/* Phase 2 (cannot fail): drop every activity item, insert @p made (duplicates freed). */
+static void snapshot_commit(ab_lifecycle_t *lc, ab__lc_item_t **made, uint32_t n)
+{
+    for (size_t b = 0; b < lc->nbuckets; b++) {
+        for (ab__lc_item_t **pp = &lc->buckets[b]; *pp;) {
+            ab__lc_item_t *it = *pp;
+            if (it->kind != AB__LC_ACT) {
+                pp = &it->hnext;
+                continue;
+            }
+            *pp = it->hnext; /* activity items are never open */
+            lc->nitems--;
+            lc->n_ids--;
+            lc->mem -= it->size;
+            ab_free(it);
+        }
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        if (ab__lc_find(lc, AB__LC_ACT, made[i]->key, (ab_str_t){NULL, 0}))
+            ab_free(made[i]); /* the same id twice in one snapshot */
+        else
+            insert(lc, made[i]);
+    }
+}
+
+ab_status_t ab__lc_messages_snapshot(ab_lifecycle_t *lc, const ab_val_t *msgs, ab_error_t *err)
+{
+    uint32_t want = 0, n = 0, old = 0;
+    ab_str_t id, owner;
+    for (uint32_t i = 0; msgs && msgs->type == AB_VAL_ARRAY && i < msgs->len; i++)
+        want += activity_message(&msgs->u.items[i], &id, &owner);
+    if (want == 0) { /* activities are kept: only the chunk streams end */
+        while (lc->chunks)
+            chunk_end(lc, lc->chunks);
+        return AB_OK;
+    }
+    for (size_t b = 0; b < lc->nbuckets; b++)
+        for (const ab__lc_item_t *it = lc->buckets[b]; it; it = it->hnext)
+            old += it->kind == AB__LC_ACT;
+    if ((uint64_t)lc->n_ids - old + want > lc->lim.max_ids)
+        return ab_error_set(err, AB_TOO_LARGE, "/messages",
+                            "too many remembered ids in one run: the lifecycle checker's max_ids "
+                            "is %u",
+                            lc->lim.max_ids);
+    ab__lc_item_t **made = ab_calloc(want, sizeof(*made));
+    if (!made)
+        return ab_error_set(err, AB_NOMEM, NULL, "out of memory in the lifecycle checker");
+    ab_status_t st = snapshot_items(msgs, made, &n, err);
+    if (st == AB_OK)
+        st = reserve(lc, lc->nitems - old + n, err);
+    if (st == AB_OK) {
+        while (lc->chunks)
+            chunk_end(lc, lc->chunks);
+        snapshot_commit(lc, made, n);
+    } else {
+        for (uint32_t i = 0; i < n; i++)
+            ab_free(made[i]);
+    }
+    ab_free(made);
     return st;
 }
 

@@ -521,6 +521,55 @@ static void test_activity(void **state)
     lt_free(t);
 }
 
+#define MSNAP(msgs) "{'type':'MESSAGES_SNAPSHOT','messages':[" msgs "]}"
+#define AMSG(id, x) "{'id':'" id "','role':'activity','activityType':'t','content':{}" x "}"
+#define UMSG(id)    "{'id':'" id "','role':'user','content':'hi'}"
+
+/* R20 with MESSAGES_SNAPSHOT: an activity message it carries is a baseline;
+ * one carrying activity messages is the complete set; one without keeps them. */
+static void test_activity_messages_snapshot(void **state)
+{
+    (void)state;
+    lt_t *t = started();
+    OK(t, ACTS("a1", ""));
+    OK(t, MSNAP(UMSG("u1"))); /* no activity messages: a1 stays known */
+    OK(t, ACTD("a1", ""));
+    OK(t, MSNAP(UMSG("u1") "," AMSG("a2", "") "," AMSG("a3", ",'subagentRunId':'s'")));
+    OK(t, ACTD("a2", ""));                     /* the snapshot's a2 is a baseline */
+    OK(t, ACTD("a3", ",'subagentRunId':'s'")); /* owned as the message says */
+    BAD(t, ACTD("a3", ",'subagentRunId':'z'"), AB_INVALID_EVENT, "/subagentRunId", "belongs to");
+    BAD(t, ACTD("a1", ""), AB_INVALID_EVENT, "/messageId", "needs a baseline"); /* dropped */
+    BAD(t, ACTD("u1", ""), AB_INVALID_EVENT, "/messageId", "needs a baseline"); /* not activity */
+    OK(t, MSNAP(AMSG("a2", "") "," AMSG("a2", ""))); /* the same id twice: one item */
+    OK(t, ACTD("a2", ""));
+    BAD(t, ACTD("a3", ""), AB_INVALID_EVENT, "/messageId", "needs a baseline");
+    OK(t, TXCH(",'messageId':'m1','delta':'x'"));
+    OK(t, MSNAP(AMSG("a4", ""))); /* ends the chunk stream of m1 */
+    BAD(t, TXCH(",'delta':'y'"), AB_INVALID_EVENT, "/messageId", NULL);
+    OK(t, RF);
+    lt_free(t);
+
+    /* limits: a rejected snapshot changes nothing (bad_ compares the checker) */
+    ab_lifecycle_limits_t l = {4, 4, 2};
+    t = lt_new(&l);
+    OK(t, RS);
+    OK(t, TS("m1"));
+    OK(t, ACTS("a1", ""));
+    BAD(t, MSNAP(AMSG("a2", "") "," AMSG("a3", "")), AB_TOO_LARGE, "/messages", "max_ids is 2");
+    OK(t, MSNAP(AMSG("a2", ""))); /* replaces a1: still two ids */
+    BAD(t, ACTD("a1", ""), AB_INVALID_EVENT, "/messageId", "needs a baseline");
+    char json[1024], id[300];
+    memset(id, 'k', sizeof(id) - 1);
+    id[sizeof(id) - 1] = '\0';
+    snprintf(json, sizeof(json),
+             MSNAP("{'id':'%s','role':'activity','activityType':'t','content':{}}"), id);
+    BAD(t, json, AB_TOO_LARGE, "/messages/0/id", NULL);
+    OK(t, ACTD("a2", ""));
+    OK(t, TE("m1"));
+    OK(t, RF);
+    lt_free(t);
+}
+
 #define RF_OUT(o) "{'type':'RUN_FINISHED','threadId':'th','runId':'r1','outcome':" o "}"
 #define INTR(id)  "{'id':'" id "','reason':'confirm'}"
 
@@ -869,6 +918,7 @@ int main(void)
         cmocka_unit_test(test_subagents),
         cmocka_unit_test(test_attribution),
         cmocka_unit_test(test_activity),
+        cmocka_unit_test(test_activity_messages_snapshot),
         cmocka_unit_test(test_interrupts),
         cmocka_unit_test(test_pending_tool_calls),
         cmocka_unit_test(test_rejected_event_changes_nothing),
