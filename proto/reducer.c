@@ -1,17 +1,21 @@
 /*
  * reducer.c - the thread reducer: lifecycle, dispatch, the shared helpers,
- * runs, shared state and approvals. Messages, tool calls, reasoning and
- * activities are in reducer_items.c; AgentKit CUSTOM events in
+ * runs, shared state and approvals. Streamed messages, tool calls, reasoning
+ * and activities are in reducer_items.c, whole messages (MESSAGES_SNAPSHOT,
+ * RUN_STARTED input) in reducer_msgs.c, AgentKit CUSTOM events in
  * reducer_custom.c. The projection is specified in docs/REDUCER.md.
  *
  * Invariants:
  *  1. Every key of the projection exists from ab_reducer_new() on; arrays and
  *     objects are replaced, never removed.
  *  2. No event is kept: only the projection, one id index per indexed array
- *     (coll[i].idx: id -> position, always in step with coll[i].arr) and the
+ *     (coll[i].idx: id -> position, always in step with coll[i].arr), the
+ *     holder of each tool call (holders: call id -> message id) and the
  *     current id of each chunk lane. Memory follows the state, not the
  *     event count; warnings are capped at AB_REDUCER_MAX_WARNINGS.
  *  3. Nothing in the projection points into an event: values are copied.
+ *     Inside the projection a tool call's name and arguments strings may be
+ *     one node in two places (its toolCalls item and its ToolCall).
  *  4. A change that cannot apply (patch failure, unknown target, malformed
  *     AgentKit value) leaves the projection as it was and adds a warning.
  *  5. "state" changes atomically: a STATE_DELTA is applied to a copy.
@@ -73,10 +77,12 @@ void rd_flush(ab_reducer_t *r)
 {
     if (!r->pend)
         return;
-    if (json_string_setn_nocheck(r->pend, r->pbuf, r->plen) != 0)
+    if (json_string_setn_nocheck(r->pend, r->pbuf, r->plen) != 0 ||
+        (r->pmirror && json_string_setn_nocheck(r->pmirror, r->pbuf, r->plen) != 0))
         r->oom = true;
     json_decref(r->pend);
-    r->pend = NULL;
+    json_decref(r->pmirror);
+    r->pend = r->pmirror = NULL;
     r->plen = 0;
 }
 
@@ -96,13 +102,17 @@ static bool pend_room(ab_reducer_t *r, size_t more)
     return true;
 }
 
-void rd_append(ab_reducer_t *r, json_t *obj, const char *key, const char *d, size_t n)
+void rd_append2(ab_reducer_t *r, json_t *obj, json_t *mirror, const char *key, const char *d,
+                size_t n)
 {
     json_t *cur = json_object_get(obj, key);
     if (cur != r->pend)
         rd_flush(r);
     if (!json_is_string(cur)) {
-        rd_set(r, obj, key, json_stringn(d, n));
+        json_t *v = json_stringn_nocheck(d, n);
+        if (mirror && v)
+            rd_set(r, mirror, key, json_incref(v)); /* one node, shared */
+        rd_set(r, obj, key, v);
         return;
     }
     if (n == 0)
@@ -116,6 +126,11 @@ void rd_append(ab_reducer_t *r, json_t *obj, const char *key, const char *d, siz
         memcpy(r->pbuf, json_string_value(cur), old);
         r->plen = old;
         r->pend = json_incref(cur);
+        json_t *m = mirror ? json_object_get(mirror, key) : NULL;
+        if (json_is_string(m) && m != cur)
+            r->pmirror = json_incref(m);
+        else if (mirror && !m)
+            rd_set(r, mirror, key, json_incref(cur));
     }
     if (!pend_room(r, n)) {
         r->oom = true;
@@ -123,6 +138,39 @@ void rd_append(ab_reducer_t *r, json_t *obj, const char *key, const char *d, siz
     }
     memcpy(r->pbuf + r->plen, d, n);
     r->plen += n;
+}
+
+void rd_append(ab_reducer_t *r, json_t *obj, const char *key, const char *d, size_t n)
+{
+    rd_append2(r, obj, NULL, key, d, n);
+}
+
+void rd_meta(ab_reducer_t *r, json_t *target, const ab_val_t *ev)
+{
+    const ab_val_t *md = ab_val_get(ev, "metadata");
+    if (!target || !md || md->type != AB_VAL_MAP)
+        return;
+    json_t *dst = json_object_get(target, "metadata");
+    if (!json_is_object(dst)) {
+        dst = json_object();
+        rd_set(r, target, "metadata", dst);
+        if (r->oom)
+            return;
+    }
+    for (uint32_t i = 0; i < md->len; i++) {
+        const ab_kv_t *kv = &md->u.pairs[i];
+        json_t *v = ab_val_to_jansson(&kv->val);
+        if (!v || json_object_setn_new_nocheck(dst, kv->key, kv->klen, v) != 0)
+            r->oom = true;
+    }
+}
+
+bool rd_is(const json_t *obj, const char *key, const char *s)
+{
+    const json_t *v = json_object_get(obj, key);
+    size_t n = strlen(s);
+    return json_is_string(v) && json_string_length(v) == n &&
+           memcmp(json_string_value(v), s, n) == 0;
 }
 
 void rd_warn(ab_reducer_t *r, const char *fmt, ...)
@@ -150,6 +198,37 @@ json_t *rd_find(const rd_coll_t *c, const char *id, size_t n)
 {
     json_t *pos = json_object_getn(c->idx, id, n);
     return pos ? json_array_get(c->arr, (size_t)json_integer_value(pos)) : NULL;
+}
+
+long rd_pos(const rd_coll_t *c, const char *id, size_t n)
+{
+    json_t *pos = json_object_getn(c->idx, id, n);
+    return pos ? (long)json_integer_value(pos) : -1;
+}
+
+json_t *rd_insert(ab_reducer_t *r, rd_coll_t *c, size_t at, const char *id, size_t n, json_t *item)
+{
+    if (at >= json_array_size(c->arr))
+        return rd_add(r, c, id, n, item);
+    if (!item || json_array_insert_new(c->arr, at, item) != 0) {
+        r->oom = true;
+        return NULL;
+    }
+    for (size_t i = at; i < json_array_size(c->arr); i++) {
+        const char *k = id;
+        size_t kn = n;
+        if (i != at) {
+            json_t *key = json_object_get(json_array_get(c->arr, i), c->key);
+            if (!json_is_string(key))
+                continue;
+            k = json_string_value(key);
+            kn = json_string_length(key);
+        }
+        json_t *pos = json_integer((json_int_t)i);
+        if (!pos || json_object_setn_new(c->idx, k, kn, pos) != 0)
+            r->oom = true;
+    }
+    return item;
 }
 
 json_t *rd_add(ab_reducer_t *r, rd_coll_t *c, const char *id, size_t n, json_t *item)
@@ -195,12 +274,21 @@ const char *rd_lane(ab_reducer_t *r, const char *kind, const ab_val_t *ev, const
                     size_t *len)
 {
     char key[320];
-    size_t sn = 0;
+    size_t sn = 0, kn = strlen(kind);
     const char *sub = rd_str(ev, "subagentRunId", &sn);
-    snprintf(key, sizeof key, "%s\x1f%.*s", kind, (int)(sub ? sn : 0), sub ? sub : "");
-    if (id)
-        rd_set(r, r->lanes, key, json_stringn(id, *len));
-    json_t *cur = json_object_get(r->lanes, key);
+    if (!sub || sn > sizeof key - kn - 1)
+        sn = 0; /* validated ids are far shorter; an absurd one shares the untagged lane */
+    memcpy(key, kind, kn);
+    key[kn] = '\x1f';
+    if (sn)
+        memcpy(key + kn + 1, sub, sn); /* byte-exact: an id may hold any character, NUL too */
+    kn += 1 + sn;
+    if (id) {
+        json_t *v = json_stringn_nocheck(id, *len);
+        if (!v || json_object_setn_new_nocheck(r->lanes, key, kn, v) != 0)
+            r->oom = true;
+    }
+    json_t *cur = json_object_getn(r->lanes, key, kn);
     if (!json_is_string(cur))
         return NULL;
     *len = json_string_length(cur);
@@ -306,6 +394,7 @@ static void run_started(ab_reducer_t *r, const ab_val_t *ev)
     rd_copy_str(r, run, ev, "parentRunId");
     json_object_clear(r->lanes);
     const ab_val_t *input = ab_val_get(ev, "input");
+    rd_input_messages(r, ab_val_get(input, "messages"));
     const ab_val_t *state = ab_val_get(input, "state");
     if (state && state->type != AB_VAL_NULL)
         rd_set(r, r->root, "state", ab_val_to_jansson(state));
@@ -438,9 +527,11 @@ static const struct {
     {"RUN_ERROR", run_error},
     {"TEXT_MESSAGE_START", rd_text_start},
     {"TEXT_MESSAGE_CONTENT", rd_text_content},
+    {"TEXT_MESSAGE_END", rd_text_end},
     {"TEXT_MESSAGE_CHUNK", rd_text_chunk},
     {"TOOL_CALL_START", rd_tool_start},
     {"TOOL_CALL_ARGS", rd_tool_args},
+    {"TOOL_CALL_END", rd_tool_end},
     {"TOOL_CALL_CHUNK", rd_tool_chunk},
     {"TOOL_CALL_RESULT", rd_tool_result},
     {"STATE_SNAPSHOT", state_snapshot},
@@ -453,6 +544,7 @@ static const struct {
     {"REASONING_END", rd_reasoning_span_end},
     {"REASONING_MESSAGE_START", rd_reasoning_start},
     {"REASONING_MESSAGE_CONTENT", rd_reasoning_content},
+    {"REASONING_MESSAGE_END", rd_reasoning_end},
     {"REASONING_MESSAGE_CHUNK", rd_reasoning_chunk},
     {"REASONING_ENCRYPTED_VALUE", rd_encrypted_value},
 };
@@ -468,6 +560,7 @@ ab_status_t ab_reducer_new(ab_reducer_t **out, const char *thread_id, ab_error_t
     r->run = ab_calloc(1, 1);
     r->run_cap = 1;
     r->lanes = json_object();
+    r->holders = json_object();
     r->root = json_pack("{s:i,s:s,s:o}", "formatVersion", AB_REDUCER_FORMAT_VERSION, "threadId",
                         thread_id, "state", json_object());
     static const char *const plain[] = {"approvals", "interactions", "warnings"};
@@ -481,7 +574,8 @@ ab_status_t ab_reducer_new(ab_reducer_t **out, const char *thread_id, ab_error_t
             r->oom = true;
         rd_replace(r, &r->coll[i], json_array());
     }
-    if (!r->run || !r->lanes || !r->root || r->oom || ab_alloc_failures() != failures) {
+    if (!r->run || !r->lanes || !r->holders || !r->root || r->oom ||
+        ab_alloc_failures() != failures) {
         ab_reducer_destroy(&r);
         return ab_error_set(err, AB_NOMEM, NULL, "out of memory");
     }
@@ -497,8 +591,10 @@ void ab_reducer_destroy(ab_reducer_t **rp)
     for (int i = 0; i < RD_NCOLL; i++)
         json_decref(r->coll[i].idx);
     json_decref(r->pend);
+    json_decref(r->pmirror);
     ab_free(r->pbuf);
     json_decref(r->lanes);
+    json_decref(r->holders);
     json_decref(r->root);
     ab_free(r->run);
     ab_free(r);
@@ -641,6 +737,10 @@ ab_status_t ab_reducer_from_state(ab_reducer_t **out, const json_t *p, const jso
     if (st == AB_OK && lanes && (!lc || json_object_update(r->lanes, lc) != 0))
         r->oom = true;
     json_decref(lc);
+    if (st == AB_OK) {
+        rd_holders_rebuild(r);
+        rd_calls_share(r);
+    }
     if (st == AB_OK && r->oom)
         st = ab_error_set(err, AB_NOMEM, NULL, "out of memory");
     if (st != AB_OK) {

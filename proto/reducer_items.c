@@ -1,6 +1,8 @@
 /*
- * reducer_items.c - messages, tool calls, reasoning and activities of the
- * thread projection (docs/REDUCER.md, "messages" to "activities").
+ * reducer_items.c - the streamed items of the thread projection: text
+ * messages, tool calls and their results, reasoning and activities
+ * (docs/REDUCER.md, "messages" to "activities"). Whole messages
+ * (MESSAGES_SNAPSHOT, RUN_STARTED input) are in reducer_msgs.c.
  *
  * Invariants:
  *  1. Streamed items are created by their first event (start, content or
@@ -8,12 +10,20 @@
  *     arrival order; a reopening start appends to the existing item.
  *  2. A chunk without an id continues the current item of its lane (kind x
  *     subagentRunId); run boundaries and MESSAGES_SNAPSHOT end every lane.
- *  3. MESSAGES_SNAPSHOT keeps positions: a message whose id is in the
- *     snapshot is replaced where it stands, new ids are appended in snapshot
- *     order, others are dropped. Activities and reasoning are only replaced
- *     when the snapshot holds at least one message of that role (AG-UI 1.0
- *     section 5).
- *  4. An ACTIVITY_DELTA applies atomically; its result must be an object.
+ *  3. Every tool call that can be attached is also an AG-UI ToolCall in the
+ *     toolCalls of one assistant message of "messages" (its holder, found as
+ *     the AG-UI client finds it: the parentMessageId's assistant message,
+ *     else a new assistant message), and r->holders maps the call to that
+ *     message's id. Its arguments there and in the toolCalls index hold the
+ *     same value (one shared string node, or rd_append2's mirror).
+ *  4. A TOOL_CALL_RESULT's tool message stands right after its call's holder
+ *     and the tool messages already following it; without a holder it is
+ *     appended.
+ *  5. "metadata" of the events that build an item is merged into that item
+ *     key by key (text and reasoning messages, the ToolCall, the tool message,
+ *     the activity); the creating event's subagentRunId is the item's.
+ *  6. An ACTIVITY_DELTA patch applies atomically; its result must be an
+ *     object.
  */
 #include "reducer_internal.h"
 
@@ -40,6 +50,7 @@ static json_t *msg_open(ab_reducer_t *r, const char *id, size_t n, const ab_val_
     rd_set(r, m, "role", role ? json_stringn(role, rn) : json_string("assistant"));
     rd_set(r, m, "content", json_string(""));
     rd_copy_str(r, m, ev, "name");
+    rd_copy_str(r, m, ev, "subagentRunId");
     return rd_add(r, c, id, n, m);
 }
 
@@ -48,7 +59,7 @@ void rd_text_start(ab_reducer_t *r, const ab_val_t *ev)
     size_t n;
     const char *id = rd_str(ev, "messageId", &n);
     if (id)
-        msg_open(r, id, n, ev);
+        rd_meta(r, msg_open(r, id, n, ev), ev);
 }
 
 void rd_text_content(ab_reducer_t *r, const ab_val_t *ev)
@@ -59,6 +70,15 @@ void rd_text_content(ab_reducer_t *r, const ab_val_t *ev)
     json_t *m = id ? msg_open(r, id, n, ev) : NULL;
     if (m && d)
         rd_append(r, m, "content", d, dn);
+    rd_meta(r, m, ev);
+}
+
+void rd_text_end(ab_reducer_t *r, const ab_val_t *ev)
+{
+    size_t n;
+    const char *id = rd_str(ev, "messageId", &n);
+    if (id)
+        rd_meta(r, rd_find(&r->coll[RD_MESSAGES], id, n), ev);
 }
 
 void rd_text_chunk(ab_reducer_t *r, const ab_val_t *ev)
@@ -73,14 +93,122 @@ void rd_text_chunk(ab_reducer_t *r, const ab_val_t *ev)
     const char *d = rd_str(ev, "delta", &dn);
     if (m && d)
         rd_append(r, m, "content", d, dn);
+    rd_meta(r, m, ev);
 }
 
 /* ---- tool calls ---- */
 
-static json_t *tool_open(ab_reducer_t *r, const char *id, size_t n, const ab_val_t *ev)
+/* The "function" object of an AG-UI ToolCall, or NULL. */
+static json_t *fn_of(json_t *entry)
+{
+    json_t *f = json_object_get(entry, "function");
+    return json_is_object(f) ? f : NULL;
+}
+
+/* The AG-UI ToolCall of call [id, id+n) in its holder's toolCalls, or NULL. */
+static json_t *call_entry(ab_reducer_t *r, const char *id, size_t n)
+{
+    json_t *h = json_object_getn(r->holders, id, n);
+    if (!json_is_string(h))
+        return NULL;
+    json_t *m = rd_find(&r->coll[RD_MESSAGES], json_string_value(h), json_string_length(h));
+    json_t *calls = json_object_get(m, "toolCalls");
+    for (size_t i = json_array_size(calls); i-- > 0;) { /* the newest call is the usual one */
+        json_t *e = json_array_get(calls, i), *eid = json_object_get(e, "id");
+        if (json_is_string(eid) && json_string_length(eid) == n &&
+            memcmp(json_string_value(eid), id, n) == 0)
+            return e;
+    }
+    return NULL;
+}
+
+/*
+ * The assistant message a new tool call goes into, picked as the AG-UI client
+ * picks it: the parentMessageId's message when that is an assistant message;
+ * else a new assistant message whose id is the parentMessageId (when no
+ * message has it) or the toolCallId. NULL (warned) when that id is taken by a
+ * message of another role.
+ */
+static json_t *holder_for(ab_reducer_t *r, const char *tid, size_t tn, const ab_val_t *ev)
+{
+    rd_coll_t *c = &r->coll[RD_MESSAGES];
+    size_t pn = 0, hn = tn;
+    const char *p = rd_str(ev, "parentMessageId", &pn), *hid = tid;
+    json_t *m = p ? rd_find(c, p, pn) : NULL;
+    if (m && rd_is(m, "role", "assistant"))
+        return m;
+    if (p && !m)
+        hid = p, hn = pn;
+    if ((m = rd_find(c, hid, hn)) != NULL) {
+        if (rd_is(m, "role", "assistant"))
+            return m;
+        rd_warn(r,
+                "tool call '%.*s': message '%.*s' is not an assistant message; the call is "
+                "only in toolCalls",
+                (int)tn, tid, (int)hn, hid);
+        return NULL;
+    }
+    m = json_object();
+    if (!m) {
+        r->oom = true;
+        return NULL;
+    }
+    rd_set(r, m, "id", json_stringn(hid, hn));
+    rd_set(r, m, "role", json_string("assistant"));
+    rd_set(r, m, "toolCalls", json_array());
+    rd_copy_str(r, m, ev, "subagentRunId");
+    return rd_add(r, c, hid, hn, m);
+}
+
+/* Put call @p t (its toolCalls item) into its holder's toolCalls as an AG-UI ToolCall. */
+static json_t *call_attach(ab_reducer_t *r, json_t *t, const char *id, size_t n, const ab_val_t *ev)
+{
+    json_t *m = holder_for(r, id, n, ev);
+    if (!m)
+        return NULL;
+    json_t *calls = json_object_get(m, "toolCalls");
+    if (!json_is_array(calls)) {
+        calls = json_array();
+        rd_set(r, m, "toolCalls", calls);
+        if (r->oom)
+            return NULL;
+    }
+    json_t *name = json_object_get(t, "name"), *fn = json_object(), *e = json_object();
+    if (fn) { /* name and arguments are the nodes of the toolCalls item: shared, not copied */
+        rd_set(r, fn, "name", name ? json_incref(name) : json_string(""));
+        rd_set(r, fn, "arguments", json_incref(json_object_get(t, "arguments")));
+    }
+    if (e) {
+        rd_set(r, e, "id", json_stringn(id, n));
+        rd_set(r, e, "type", json_string("function"));
+    }
+    rd_set(r, e, "function", fn);
+    if (!e || r->oom) {
+        json_decref(e);
+        r->oom = true;
+        return NULL;
+    }
+    json_t *hid = json_object_get(m, "id");
+    if (json_array_append_new(calls, e) != 0 ||
+        json_object_setn_new_nocheck(r->holders, id, n, json_incref(hid)) != 0) {
+        r->oom = true;
+        return NULL;
+    }
+    return e;
+}
+
+/*
+ * The toolCalls item of call [id, id+n), created when unknown, with the
+ * event's toolCallName and parentMessageId; *entry = its AG-UI ToolCall. A
+ * call is attached to a holder when it is created or restarted (the event
+ * names the tool), never by a continuation, so a failed attachment warns once.
+ */
+static json_t *tool_open(ab_reducer_t *r, const char *id, size_t n, const ab_val_t *ev,
+                         json_t **entry)
 {
     rd_coll_t *c = &r->coll[RD_TOOLS];
     json_t *t = rd_find(c, id, n);
+    bool created = !t;
     if (!t) {
         t = json_object();
         if (!t)
@@ -93,18 +221,44 @@ static json_t *tool_open(ab_reducer_t *r, const char *id, size_t n, const ab_val
     }
     size_t sn;
     const char *s = rd_str(ev, "toolCallName", &sn);
-    if (s)
-        rd_set(r, t, "name", json_stringn(s, sn));
+    json_t *name = s ? json_stringn(s, sn) : NULL;
+    if (name)
+        rd_set(r, t, "name", json_incref(name));
     rd_copy_str(r, t, ev, "parentMessageId");
+    json_t *e = call_entry(r, id, n);
+    if (!e && (created || name))
+        e = call_attach(r, t, id, n, ev);
+    else if (e && name && fn_of(e))
+        rd_set(r, fn_of(e), "name", json_incref(name));
+    json_decref(name);
+    *entry = e;
     return t;
+}
+
+void rd_calls_share(ab_reducer_t *r)
+{
+    static const char *const keys[] = {"name", "arguments"};
+    json_t *calls = r->coll[RD_TOOLS].arr;
+    for (size_t i = 0; i < json_array_size(calls); i++) {
+        json_t *t = json_array_get(calls, i), *id = json_object_get(t, "id");
+        json_t *fn = json_is_string(id)
+                         ? fn_of(call_entry(r, json_string_value(id), json_string_length(id)))
+                         : NULL;
+        for (size_t k = 0; fn && k < 2; k++) {
+            json_t *a = json_object_get(t, keys[k]), *b = json_object_get(fn, keys[k]);
+            if (a && b && a != b && json_equal(a, b))
+                rd_set(r, fn, keys[k], json_incref(a));
+        }
+    }
 }
 
 void rd_tool_start(ab_reducer_t *r, const ab_val_t *ev)
 {
     size_t n;
+    json_t *e = NULL;
     const char *id = rd_str(ev, "toolCallId", &n);
-    if (id)
-        tool_open(r, id, n, ev);
+    if (id && tool_open(r, id, n, ev, &e))
+        rd_meta(r, e, ev);
 }
 
 void rd_tool_args(ab_reducer_t *r, const ab_val_t *ev)
@@ -112,9 +266,23 @@ void rd_tool_args(ab_reducer_t *r, const ab_val_t *ev)
     size_t n, dn = 0;
     const char *id = rd_str(ev, "toolCallId", &n);
     const char *d = rd_str(ev, "delta", &dn);
-    json_t *t = id ? tool_open(r, id, n, ev) : NULL;
+    if (!id)
+        return;
+    json_t *e = NULL, *t = rd_find(&r->coll[RD_TOOLS], id, n);
+    /* the fast path: the call's arguments are pending (their mirror already known) */
+    if (!t || !r->pend || json_object_get(t, "arguments") != r->pend || ab_val_get(ev, "metadata"))
+        t = tool_open(r, id, n, ev, &e);
     if (t && d)
-        rd_append(r, t, "arguments", d, dn);
+        rd_append2(r, t, fn_of(e), "arguments", d, dn);
+    rd_meta(r, e, ev);
+}
+
+void rd_tool_end(ab_reducer_t *r, const ab_val_t *ev)
+{
+    size_t n;
+    const char *id = rd_str(ev, "toolCallId", &n);
+    if (id && ab_val_get(ev, "metadata"))
+        rd_meta(r, call_entry(r, id, n), ev);
 }
 
 void rd_tool_chunk(ab_reducer_t *r, const ab_val_t *ev)
@@ -125,10 +293,27 @@ void rd_tool_chunk(ab_reducer_t *r, const ab_val_t *ev)
         rd_warn(r, "TOOL_CALL_CHUNK without toolCallId and no open chunk stream: skipped");
         return;
     }
-    json_t *t = tool_open(r, id, n, ev);
+    json_t *e = NULL, *t = tool_open(r, id, n, ev, &e);
     const char *d = rd_str(ev, "delta", &dn);
     if (t && d)
-        rd_append(r, t, "arguments", d, dn);
+        rd_append2(r, t, fn_of(e), "arguments", d, dn);
+    rd_meta(r, e, ev);
+}
+
+/* Where a new tool message for call [tid, tid+tn) goes: after the call's
+ * holder and the tool messages that follow it, else at the end. */
+static size_t result_slot(ab_reducer_t *r, const char *tid, size_t tn)
+{
+    rd_coll_t *c = &r->coll[RD_MESSAGES];
+    size_t end = json_array_size(c->arr);
+    json_t *h = json_object_getn(r->holders, tid, tn);
+    long at = json_is_string(h) ? rd_pos(c, json_string_value(h), json_string_length(h)) : -1;
+    if (at < 0)
+        return end;
+    size_t i = (size_t)at + 1;
+    while (i < end && rd_is(json_array_get(c->arr, i), "role", "tool"))
+        i++;
+    return i;
 }
 
 void rd_tool_result(ab_reducer_t *r, const ab_val_t *ev)
@@ -143,13 +328,17 @@ void rd_tool_result(ab_reducer_t *r, const ab_val_t *ev)
     json_t *m = rd_find(c, id, n);
     if (!m) {
         m = json_object();
-        if (!m || !(m = rd_add(r, c, id, n, m)))
+        if (m) {
+            rd_set(r, m, "id", json_stringn(id, n));
+            rd_set(r, m, "role", json_string("tool"));
+            rd_set(r, m, "toolCallId", json_stringn(tid, tn));
+            rd_copy_str(r, m, ev, "subagentRunId");
+        }
+        if (!(m = rd_insert(r, c, result_slot(r, tid, tn), id, n, m)))
             return;
-        rd_set(r, m, "id", json_stringn(id, n));
-        rd_set(r, m, "role", json_string("tool"));
-        rd_set(r, m, "toolCallId", json_stringn(tid, tn));
     }
     rd_set(r, m, "content", ab_val_to_jansson(content));
+    rd_meta(r, m, ev);
     json_t *t = rd_find(&r->coll[RD_TOOLS], tid, tn);
     if (t)
         rd_set(r, t, "result", ab_val_to_jansson(content));
@@ -184,7 +373,7 @@ void rd_reasoning_span_end(ab_reducer_t *r, const ab_val_t *ev)
         rd_set(r, s, "status", json_string("closed"));
 }
 
-static json_t *reasoning_open(ab_reducer_t *r, const char *id, size_t n)
+static json_t *reasoning_open(ab_reducer_t *r, const char *id, size_t n, const ab_val_t *ev)
 {
     rd_coll_t *c = &r->coll[RD_REASONING];
     json_t *m = rd_find(c, id, n);
@@ -195,6 +384,7 @@ static json_t *reasoning_open(ab_reducer_t *r, const char *id, size_t n)
         return NULL;
     rd_set(r, m, "messageId", json_stringn(id, n));
     rd_set(r, m, "content", json_string(""));
+    rd_copy_str(r, m, ev, "subagentRunId");
     return m;
 }
 
@@ -203,7 +393,7 @@ void rd_reasoning_start(ab_reducer_t *r, const ab_val_t *ev)
     size_t n;
     const char *id = rd_str(ev, "messageId", &n);
     if (id)
-        reasoning_open(r, id, n);
+        rd_meta(r, reasoning_open(r, id, n, ev), ev);
 }
 
 void rd_reasoning_content(ab_reducer_t *r, const ab_val_t *ev)
@@ -211,9 +401,18 @@ void rd_reasoning_content(ab_reducer_t *r, const ab_val_t *ev)
     size_t n, dn = 0;
     const char *id = rd_str(ev, "messageId", &n);
     const char *d = rd_str(ev, "delta", &dn);
-    json_t *m = id ? reasoning_open(r, id, n) : NULL;
+    json_t *m = id ? reasoning_open(r, id, n, ev) : NULL;
     if (m && d)
         rd_append(r, m, "content", d, dn);
+    rd_meta(r, m, ev);
+}
+
+void rd_reasoning_end(ab_reducer_t *r, const ab_val_t *ev)
+{
+    size_t n;
+    const char *id = rd_str(ev, "messageId", &n);
+    if (id)
+        rd_meta(r, rd_find(&r->coll[RD_REASONING], id, n), ev);
 }
 
 void rd_reasoning_chunk(ab_reducer_t *r, const ab_val_t *ev)
@@ -224,10 +423,11 @@ void rd_reasoning_chunk(ab_reducer_t *r, const ab_val_t *ev)
         rd_warn(r, "REASONING_MESSAGE_CHUNK without messageId and no open chunk stream: skipped");
         return;
     }
-    json_t *m = reasoning_open(r, id, n);
+    json_t *m = reasoning_open(r, id, n, ev);
     const char *d = rd_str(ev, "delta", &dn);
     if (m && d)
         rd_append(r, m, "content", d, dn);
+    rd_meta(r, m, ev);
 }
 
 void rd_encrypted_value(ab_reducer_t *r, const ab_val_t *ev)
@@ -238,20 +438,24 @@ void rd_encrypted_value(ab_reducer_t *r, const ab_val_t *ev)
     const char *v = rd_str(ev, "encryptedValue", &vn);
     if (!sub || !id || !v)
         return;
-    json_t *target = NULL;
+    json_t *target = NULL, *entry = NULL;
     if (sn == 9 && memcmp(sub, "tool-call", 9) == 0) {
         target = rd_find(&r->coll[RD_TOOLS], id, n);
+        entry = call_entry(r, id, n); /* the AG-UI ToolCall in its message */
     } else {
         target = rd_find(&r->coll[RD_MESSAGES], id, n);
         if (!target)
             target = rd_find(&r->coll[RD_REASONING], id, n);
     }
-    if (!target) {
+    if (!target && !entry) {
         rd_warn(r, "REASONING_ENCRYPTED_VALUE for unknown %.*s '%.*s': skipped", (int)sn, sub,
                 (int)n, id);
         return;
     }
-    rd_set(r, target, "encryptedValue", json_stringn(v, vn));
+    if (target)
+        rd_set(r, target, "encryptedValue", json_stringn(v, vn));
+    if (entry)
+        rd_set(r, entry, "encryptedValue", json_stringn(v, vn));
 }
 
 /* ---- activities ---- */
@@ -266,16 +470,20 @@ void rd_activity_snapshot(ab_reducer_t *r, const ab_val_t *ev)
         return;
     rd_coll_t *c = &r->coll[RD_ACTIVITIES];
     json_t *a = rd_find(c, id, n);
-    if (a && replace && replace->type == AB_VAL_BOOL && !replace->u.b)
-        return; /* replace:false keeps an existing activity */
+    bool keep = a && replace && replace->type == AB_VAL_BOOL && !replace->u.b;
     if (!a) {
         a = json_object();
         if (!a || !(a = rd_add(r, c, id, n, a)))
             return;
         rd_set(r, a, "messageId", json_stringn(id, n));
     }
-    rd_copy_str(r, a, ev, "activityType");
-    rd_set(r, a, "content", ab_val_to_jansson(content));
+    if (!keep) { /* replace:false keeps an existing activity; a replacement re-mints its owner */
+        rd_copy_str(r, a, ev, "activityType");
+        rd_set(r, a, "content", ab_val_to_jansson(content));
+        json_object_del(a, "subagentRunId");
+        rd_copy_str(r, a, ev, "subagentRunId");
+    }
+    rd_meta(r, a, ev); /* metadata accumulates across replacements */
 }
 
 static void activity_patch_warn(void *ud, size_t index, const char *op)
@@ -295,6 +503,7 @@ void rd_activity_delta(ab_reducer_t *r, const ab_val_t *ev)
         rd_warn(r, "ACTIVITY_DELTA for unknown activity '%.*s': skipped", (int)n, id);
         return;
     }
+    rd_meta(r, a, ev); /* the event's metadata does not depend on its patch applying */
     json_t *patch = ab_val_to_jansson(p);
     json_t *content = json_incref(json_object_get(a, "content"));
     ab_error_t err = AB_ERROR_INIT;
@@ -312,119 +521,4 @@ void rd_activity_delta(ab_reducer_t *r, const ab_val_t *ev)
     else
         rd_warn(r, "ACTIVITY_DELTA for '%.*s' not applied: %s", (int)n, id,
                 st == AB_OK ? "result is not an object" : err.message);
-}
-
-/* ---- MESSAGES_SNAPSHOT ---- */
-
-/* Replace @p c by @p snap: matching ids in place, new ids appended. */
-static void merge_snapshot(ab_reducer_t *r, rd_coll_t *c, json_t *snap)
-{
-    json_t *sidx = json_object(), *out = json_array();
-    for (size_t i = 0; sidx && i < json_array_size(snap); i++) {
-        json_t *id = json_object_get(json_array_get(snap, i), c->key);
-        if (json_is_string(id) &&
-            json_object_setn(sidx, json_string_value(id), json_string_length(id),
-                             json_array_get(snap, i)) != 0)
-            r->oom = true;
-    }
-    for (size_t i = 0; sidx && out && i < json_array_size(c->arr); i++) {
-        json_t *id = json_object_get(json_array_get(c->arr, i), c->key);
-        json_t *m = json_object_getn(sidx, json_string_value(id), json_string_length(id));
-        if (m && json_array_append(out, m) != 0)
-            r->oom = true;
-    }
-    for (size_t i = 0; sidx && out && i < json_array_size(snap); i++) {
-        json_t *m = json_array_get(snap, i);
-        json_t *id = json_object_get(m, c->key);
-        if (json_is_string(id) && !rd_find(c, json_string_value(id), json_string_length(id)) &&
-            json_array_append(out, m) != 0)
-            r->oom = true;
-    }
-    if (!sidx)
-        r->oom = true;
-    json_decref(sidx);
-    rd_replace(r, c, out);
-}
-
-static void set_present(ab_reducer_t *r, json_t *obj, const char *key, json_t *v)
-{
-    if (v)
-        rd_set(r, obj, key, json_incref(v));
-}
-
-/* Tool calls of an assistant message and results of a tool message. */
-static void snapshot_tools(ab_reducer_t *r, json_t *m, const char *role)
-{
-    json_t *calls = json_object_get(m, "toolCalls");
-    for (size_t i = 0; strcmp(role, "assistant") == 0 && i < json_array_size(calls); i++) {
-        json_t *tc = json_array_get(calls, i), *fn = json_object_get(tc, "function");
-        const char *id = json_string_value(json_object_get(tc, "id"));
-        if (!id)
-            continue;
-        json_t *t = rd_find(&r->coll[RD_TOOLS], id, strlen(id));
-        if (!t && !(t = rd_add(r, &r->coll[RD_TOOLS], id, strlen(id), json_object())))
-            return;
-        rd_set(r, t, "id", json_string(id));
-        set_present(r, t, "name", json_object_get(fn, "name"));
-        set_present(r, t, "arguments", json_object_get(fn, "arguments"));
-        set_present(r, t, "parentMessageId", json_object_get(m, "id"));
-    }
-    const char *tid = json_string_value(json_object_get(m, "toolCallId"));
-    json_t *t =
-        tid && strcmp(role, "tool") == 0 ? rd_find(&r->coll[RD_TOOLS], tid, strlen(tid)) : NULL;
-    if (t && json_object_get(m, "content"))
-        rd_set(r, t, "result", json_deep_copy(json_object_get(m, "content")));
-}
-
-/* Sort one snapshot message into messages, activities or reasoning. */
-static void snapshot_one(ab_reducer_t *r, json_t *m, json_t *plain, json_t *acts, json_t *reas)
-{
-    const char *role = json_string_value(json_object_get(m, "role"));
-    json_t *id = json_object_get(m, "id");
-    if (!role || !json_is_string(id))
-        return;
-    json_t *dst = plain, *item = json_incref(m);
-    if (strcmp(role, "activity") == 0 || strcmp(role, "reasoning") == 0) {
-        bool act = role[0] == 'a';
-        dst = act ? acts : reas;
-        json_decref(item);
-        item = act ? json_pack("{s:O,s:O*,s:O*}", "messageId", id, "activityType",
-                               json_object_get(m, "activityType"), "content",
-                               json_object_get(m, "content"))
-                   : json_pack("{s:O,s:O*}", "messageId", id, "content",
-                               json_object_get(m, "content"));
-        json_t *ev = json_object_get(m, "encryptedValue");
-        if (item && !act && ev)
-            rd_set(r, item, "encryptedValue", json_incref(ev));
-    } else {
-        snapshot_tools(r, m, role);
-    }
-    if (!item || json_array_append_new(dst, item) != 0)
-        r->oom = true;
-}
-
-void rd_messages_snapshot(ab_reducer_t *r, const ab_val_t *ev)
-{
-    const ab_val_t *mv = ab_val_get(ev, "messages");
-    if (!mv || mv->type != AB_VAL_ARRAY)
-        return;
-    json_t *msgs = ab_val_to_jansson(mv);
-    json_t *plain = json_array(), *acts = json_array(), *reas = json_array();
-    if (!msgs || !plain || !acts || !reas) {
-        r->oom = true;
-        goto out;
-    }
-    for (size_t i = 0; i < json_array_size(msgs); i++)
-        snapshot_one(r, json_array_get(msgs, i), plain, acts, reas);
-    merge_snapshot(r, &r->coll[RD_MESSAGES], plain);
-    if (json_array_size(acts) > 0)
-        merge_snapshot(r, &r->coll[RD_ACTIVITIES], acts);
-    if (json_array_size(reas) > 0)
-        merge_snapshot(r, &r->coll[RD_REASONING], reas);
-    json_object_clear(r->lanes);
-out:
-    json_decref(msgs);
-    json_decref(plain);
-    json_decref(acts);
-    json_decref(reas);
 }

@@ -92,9 +92,14 @@ static ab_status_t check_projection(chk_t *c)
 {
     char f[AB_ERROR_FIELD_MAX];
     const json_t *v = json_object_get(c->proj, "formatVersion");
-    if (!json_is_integer(v) || json_integer_value(v) != AB_REDUCER_FORMAT_VERSION)
+    if (!json_is_integer(v))
         return rule(c, "projection-key", "/projection/formatVersion",
-                    "projection formatVersion is missing or not %d", AB_REDUCER_FORMAT_VERSION);
+                    "projection formatVersion is missing or not an integer");
+    if (json_integer_value(v) != AB_REDUCER_FORMAT_VERSION) /* e.g. stored by an older build */
+        return rule(c, "projection-key", "/projection/formatVersion",
+                    "projection formatVersion is %lld, this build reads only %d (a snapshot "
+                    "of another format is rebuilt from the events)",
+                    (long long)json_integer_value(v), AB_REDUCER_FORMAT_VERSION);
     if (!json_object_get(c->proj, "state"))
         return rule(c, "projection-key", "/projection/state", "projection key 'state' missing");
     for (size_t i = 0; i < sizeof array_keys / sizeof array_keys[0]; i++)

@@ -7,7 +7,7 @@
  * ...), not to the number of events folded. The projection document and the
  * meaning of every key are specified in docs/REDUCER.md; in short:
  *
- *   { "formatVersion": 1, "threadId": "...", "runs": [], "messages": [],
+ *   { "formatVersion": 2, "threadId": "...", "runs": [], "messages": [],
  *     "toolCalls": [], "reasoning": [], "reasoningSpans": [], "activities": [],
  *     "state": {}, "approvals": [], "tasks": [], "roster": [],
  *     "interactions": [], "artifacts": [], "suggestions": [], "widgets": [],
@@ -36,7 +36,7 @@ extern "C" {
 #endif
 
 /** Version of the projection document ("formatVersion"). */
-#define AB_REDUCER_FORMAT_VERSION 1
+#define AB_REDUCER_FORMAT_VERSION 2
 
 /** At most this many warnings are kept; older ones are dropped first. */
 #define AB_REDUCER_MAX_WARNINGS 64

@@ -131,12 +131,38 @@ static void test_golden_agentkit(void **state)
     expect_golden("agentkit", "thread-5");
 }
 
+static const char *msg_content(ab_reducer_t *r, size_t i)
+{
+    json_t *m = json_array_get(json_object_get(ab_reducer_state(r), "messages"), i);
+    return json_string_value(json_object_get(m, "content"));
+}
+
+/* User turns and a frontend tool's answer reach the thread only in RUN_STARTED.input.messages. */
+static void test_golden_conversation(void **state)
+{
+    (void)state;
+    expect_golden("conversation", "thread-6");
+}
+
+/* Tool calls without (or with an unusable) parentMessageId are held by assistant messages. */
+static void test_golden_tool_calls_without_parent(void **state)
+{
+    (void)state;
+    expect_golden("tool-calls-without-parent", "thread-7");
+}
+
+static void test_golden_metadata_attribution(void **state)
+{
+    (void)state;
+    expect_golden("metadata-attribution", "thread-8");
+}
+
 static void test_empty_projection(void **state)
 {
     (void)state;
     ab_reducer_t *r = reducer("t");
     json_t *want =
-        load("{\"formatVersion\":1,\"threadId\":\"t\",\"runs\":[],\"messages\":[],"
+        load("{\"formatVersion\":2,\"threadId\":\"t\",\"runs\":[],\"messages\":[],"
              "\"toolCalls\":[],\"reasoning\":[],\"reasoningSpans\":[],\"activities\":[],"
              "\"state\":{},\"approvals\":[],\"tasks\":[],\"roster\":[],\"interactions\":[],"
              "\"artifacts\":[],\"suggestions\":[],\"widgets\":[],\"warnings\":[]}");
@@ -168,12 +194,6 @@ static void test_bad_arguments(void **state)
     assert_int_equal(json_array_size(runs), 1);
     tu_ctx_free(&c);
     ab_reducer_destroy(&r);
-}
-
-static const char *msg_content(ab_reducer_t *r, size_t i)
-{
-    json_t *m = json_array_get(json_object_get(ab_reducer_state(r), "messages"), i);
-    return json_string_value(json_object_get(m, "content"));
 }
 
 static void test_message_assembly(void **state)
@@ -262,6 +282,119 @@ static void test_messages_snapshot_keeps_positions(void **state)
     /* the index follows the new positions: content goes to the right message */
     fold(r, "r1", 8, "{\"type\":\"TEXT_MESSAGE_CONTENT\",\"messageId\":\"m3\",\"delta\":\"+\"}");
     assert_string_equal(msg_content(r, 1), "V3+");
+    ab_reducer_destroy(&r);
+}
+
+/* RUN_STARTED.input.messages: folded when not held (the thread's copy wins), in input order. */
+static void test_input_messages(void **state)
+{
+    (void)state;
+    ab_reducer_t *r = reducer("t");
+    fold(r, "r1", 1,
+         "{\"type\":\"RUN_STARTED\",\"threadId\":\"t\",\"runId\":\"r1\",\"input\":{\"threadId\":"
+         "\"t\",\"runId\":\"r1\",\"messages\":[{\"id\":\"u1\",\"role\":\"user\",\"content\":"
+         "\"hi\"},{\"id\":\"m1\",\"role\":\"assistant\",\"content\":\"earlier\"}]}}");
+    fold(r, "r1", 2, "{\"type\":\"TEXT_MESSAGE_CHUNK\",\"messageId\":\"m2\",\"delta\":\"ours\"}");
+    fold(r, "r1", 3,
+         "{\"type\":\"TOOL_CALL_START\",\"toolCallId\":\"c1\",\"toolCallName\":\"f\","
+         "\"parentMessageId\":\"m2\"}");
+    fold(r, "r1", 4, "{\"type\":\"TOOL_CALL_END\",\"toolCallId\":\"c1\"}");
+    fold(r, "r1", 5,
+         "{\"type\":\"TOOL_CALL_RESULT\",\"messageId\":\"res-1\",\"toolCallId\":\"c1\","
+         "\"content\":\"agent\"}");
+    fold(r, "r1", 6, "{\"type\":\"RUN_FINISHED\",\"threadId\":\"t\",\"runId\":\"r1\"}");
+    /* held ids keep the thread's copy; a second answer to c1 does not replace its result; an
+     * activity and a reasoning message go to their lists; an id given twice counts once */
+    fold(r, "r2", 1,
+         "{\"type\":\"RUN_STARTED\",\"threadId\":\"t\",\"runId\":\"r2\",\"input\":{\"threadId\":"
+         "\"t\",\"runId\":\"r2\",\"messages\":["
+         "{\"id\":\"u1\",\"role\":\"user\",\"content\":\"edited\"},"
+         "{\"id\":\"m2\",\"role\":\"assistant\",\"content\":\"theirs\"},"
+         "{\"id\":\"t2\",\"role\":\"tool\",\"toolCallId\":\"c1\",\"content\":\"client\"},"
+         "{\"id\":\"act-9\",\"role\":\"activity\",\"activityType\":\"x\",\"content\":{}},"
+         "{\"id\":\"rz\",\"role\":\"reasoning\",\"content\":\"r\"},"
+         "{\"id\":\"u3\",\"role\":\"user\",\"content\":\"first\"},"
+         "{\"id\":\"u3\",\"role\":\"user\",\"content\":\"second\"},"
+         "{\"id\":\"c2h\",\"role\":\"assistant\",\"toolCalls\":[{\"id\":\"c2\",\"type\":"
+         "\"function\",\"function\":{\"name\":\"g\",\"arguments\":\"{}\"}}]}]}}");
+    const json_t *st = ab_reducer_state(r);
+    json_t *want = load(
+        "[{\"id\":\"u1\",\"role\":\"user\",\"content\":\"hi\"},"
+        "{\"id\":\"m1\",\"role\":\"assistant\",\"content\":\"earlier\"},"
+        "{\"id\":\"m2\",\"role\":\"assistant\",\"content\":\"ours\",\"toolCalls\":[{\"id\":\"c1\","
+        "\"type\":\"function\",\"function\":{\"name\":\"f\",\"arguments\":\"\"}}]},"
+        "{\"id\":\"res-1\",\"role\":\"tool\",\"toolCallId\":\"c1\",\"content\":\"agent\"},"
+        "{\"id\":\"t2\",\"role\":\"tool\",\"toolCallId\":\"c1\",\"content\":\"client\"},"
+        "{\"id\":\"u3\",\"role\":\"user\",\"content\":\"first\"},"
+        "{\"id\":\"c2h\",\"role\":\"assistant\",\"toolCalls\":[{\"id\":\"c2\",\"type\":"
+        "\"function\",\"function\":{\"name\":\"g\",\"arguments\":\"{}\"}}]}]");
+    expect_json(json_object_get(st, "messages"), want, "messages after input");
+    json_decref(want);
+    want = load("[{\"id\":\"c1\",\"name\":\"f\",\"arguments\":\"\",\"parentMessageId\":\"m2\","
+                "\"result\":\"agent\"},{\"id\":\"c2\",\"name\":\"g\",\"arguments\":\"{}\","
+                "\"parentMessageId\":\"c2h\"}]");
+    expect_json(json_object_get(st, "toolCalls"), want, "tool calls after input");
+    json_decref(want);
+    want = load("[{\"messageId\":\"act-9\",\"activityType\":\"x\",\"content\":{}}]");
+    expect_json(json_object_get(st, "activities"), want, "activities after input");
+    json_decref(want);
+    assert_int_equal(json_array_size(json_object_get(st, "reasoning")), 1);
+    /* a result for the input's call goes after the message holding it */
+    fold(r, "r2", 2,
+         "{\"type\":\"TOOL_CALL_RESULT\",\"messageId\":\"res-2\",\"toolCallId\":\"c2\","
+         "\"content\":\"ok\"}");
+    fold(r, "r2", 3, "{\"type\":\"TEXT_MESSAGE_CHUNK\",\"messageId\":\"m4\",\"delta\":\"x\"}");
+    fold(r, "r2", 4,
+         "{\"type\":\"TOOL_CALL_RESULT\",\"messageId\":\"res-3\",\"toolCallId\":\"c1\","
+         "\"content\":\"late\"}");
+    json_t *msgs = json_object_get(ab_reducer_state(r), "messages");
+    static const char *const order[] = {"u1",    "m1", "m2",  "res-1", "t2",
+                                        "res-3", "u3", "c2h", "res-2", "m4"};
+    assert_int_equal(json_array_size(msgs), 10);
+    for (size_t i = 0; i < 10; i++)
+        assert_string_equal(json_string_value(json_object_get(json_array_get(msgs, i), "id")),
+                            order[i]);
+    ab_reducer_destroy(&r);
+}
+
+/* Streamed calls live in an assistant message's toolCalls; snapshots move them. */
+static void test_tool_calls_in_messages(void **state)
+{
+    (void)state;
+    ab_reducer_t *r = reducer("t");
+    fold(r, "r1", 1, "{\"type\":\"RUN_STARTED\",\"threadId\":\"t\",\"runId\":\"r1\"}");
+    fold(r, "r1", 2, "{\"type\":\"TOOL_CALL_START\",\"toolCallId\":\"c1\",\"toolCallName\":\"f\"}");
+    fold(r, "r1", 3, "{\"type\":\"TOOL_CALL_ARGS\",\"toolCallId\":\"c1\",\"delta\":\"{\"}");
+    json_t *m = json_array_get(json_object_get(ab_reducer_state(r), "messages"), 0);
+    assert_string_equal(json_string_value(json_object_get(m, "id")), "c1");
+    assert_null(json_object_get(m, "content"));
+    /* the snapshot's a1 holds c1 now; c1's own holder is not in it: dropped */
+    fold(r, "r1", 4,
+         "{\"type\":\"MESSAGES_SNAPSHOT\",\"messages\":[{\"id\":\"a1\",\"role\":\"assistant\","
+         "\"toolCalls\":[{\"id\":\"c1\",\"type\":\"function\",\"function\":{\"name\":\"f\","
+         "\"arguments\":\"{\\\"x\\\"\"}}]}]}");
+    fold(r, "r1", 5, "{\"type\":\"TOOL_CALL_ARGS\",\"toolCallId\":\"c1\",\"delta\":\":1}\"}");
+    fold(r, "r1", 6,
+         "{\"type\":\"REASONING_ENCRYPTED_VALUE\",\"subtype\":\"tool-call\",\"entityId\":\"c1\","
+         "\"encryptedValue\":\"enc\"}");
+    fold(r, "r1", 7, "{\"type\":\"TOOL_CALL_START\",\"toolCallId\":\"c1\",\"toolCallName\":\"g\"}");
+    fold(r, "r1", 8, "{\"type\":\"TEXT_MESSAGE_START\",\"messageId\":\"m9\"}");
+    fold(r, "r1", 9,
+         "{\"type\":\"TOOL_CALL_RESULT\",\"messageId\":\"t1\",\"toolCallId\":\"c1\","
+         "\"content\":\"done\"}");
+    const json_t *st = ab_reducer_state(r);
+    json_t *want =
+        load("[{\"id\":\"a1\",\"role\":\"assistant\",\"toolCalls\":[{\"id\":\"c1\",\"type\":"
+             "\"function\",\"function\":{\"name\":\"g\",\"arguments\":\"{\\\"x\\\":1}\"},"
+             "\"encryptedValue\":\"enc\"}]},"
+             "{\"id\":\"t1\",\"role\":\"tool\",\"toolCallId\":\"c1\",\"content\":\"done\"},"
+             "{\"id\":\"m9\",\"role\":\"assistant\",\"content\":\"\"}]");
+    expect_json(json_object_get(st, "messages"), want, "messages");
+    json_decref(want);
+    want = load("[{\"id\":\"c1\",\"name\":\"g\",\"arguments\":\"{\\\"x\\\":1}\","
+                "\"parentMessageId\":\"a1\",\"encryptedValue\":\"enc\",\"result\":\"done\"}]");
+    expect_json(json_object_get(st, "toolCalls"), want, "toolCalls");
+    json_decref(want);
     ab_reducer_destroy(&r);
 }
 
@@ -418,7 +551,8 @@ static void fold_stream(const char *path)
             fail_msg("%s line %llu: %s", path, (unsigned long long)seq, err.message);
         tu_ctx_free(&c);
     }
-    assert_int_equal(json_integer_value(json_object_get(ab_reducer_state(r), "formatVersion")), 1);
+    assert_int_equal(json_integer_value(json_object_get(ab_reducer_state(r), "formatVersion")),
+                     AB_REDUCER_FORMAT_VERSION);
     ab_reducer_destroy(&r);
     free(text);
 }
@@ -457,10 +591,15 @@ int main(void)
         cmocka_unit_test(test_golden_parallel_tool_calls),
         cmocka_unit_test(test_golden_state_patches),
         cmocka_unit_test(test_golden_agentkit),
+        cmocka_unit_test(test_golden_conversation),
+        cmocka_unit_test(test_golden_tool_calls_without_parent),
+        cmocka_unit_test(test_golden_metadata_attribution),
         cmocka_unit_test(test_empty_projection),
         cmocka_unit_test(test_bad_arguments),
         cmocka_unit_test(test_message_assembly),
         cmocka_unit_test(test_messages_snapshot_keeps_positions),
+        cmocka_unit_test(test_input_messages),
+        cmocka_unit_test(test_tool_calls_in_messages),
         cmocka_unit_test(test_patch_failure_warns_and_keeps_state),
         cmocka_unit_test(test_warnings_are_bounded),
         cmocka_unit_test(test_approvals_bound_to_exact_interrupt_id),
