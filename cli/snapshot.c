@@ -8,6 +8,10 @@
  *  1. One request, bounded by --timeout.
  *  2. The document printed is checked with ab_snapshot_validate() first; a
  *     document breaking a rule is reported (exit 1), never printed as valid.
+ *  3. The reply's value tree is converted to the jansson document directly
+ *     (ab_val_to_jansson: strings and keys by length), never re-read from
+ *     JSON text, so anything the bus accepted - U+0000 in a string or a key
+ *     included - is checked and printed (escaped) as it is.
  */
 #include "agentbus/snapshot.h"
 #include "agentbus/client.h"
@@ -136,26 +140,28 @@ static void print_summary(json_t *doc)
         printf("warnings: %zu\n", nw);
 }
 
-static ab_status_t fetch(const struct sopts *o, ab_buf_t *text, ab_error_t *err)
+/* Send SNAPSHOT; on AB_OK *doc is the reply as a jansson tree and @p text its JSON text. */
+static ab_status_t fetch(const struct sopts *o, json_t **doc, ab_buf_t *text, ab_error_t *err)
 {
     ab_conn_opts_t co = {.client_name = "agentbus-snapshot", .timeout_ms = (int)o->timeout_ms};
     ab_conn_t *c = NULL;
-    ab_doc_t *doc = NULL;
+    ab_doc_t *vals = NULL;
     ab_status_t rc = ab_conn_new(&c, cli_broker_endpoint(o->broker), &co, err);
-    if (rc == AB_OK && ab_doc_new(&doc) != AB_OK)
+    if (rc == AB_OK && ab_doc_new(&vals) != AB_OK)
         rc = ab_error_set(err, AB_NOMEM, NULL, "out of memory");
     if (rc == AB_OK) {
         ab_msg_t q = {.op = AB_OP_SNAPSHOT,
                       .u.snapshot = {.thread = {o->thread, strlen(o->thread)}}};
         ab_msg_t m;
-        rc = ab_conn_request(c, &q, NULL, 0, doc, &m, (int)o->timeout_ms, err);
+        rc = ab_conn_request(c, &q, NULL, 0, vals, &m, (int)o->timeout_ms, err);
         if (rc == AB_OK && (m.op != AB_OP_SNAPSHOT_REPLY || m.u.snapshot_reply.snapshot == NULL))
             rc = ab_error_set(err, AB_INVALID_ENVELOPE, "op", "the broker answered %s",
                               ab_op_name(m.op));
-        if (rc == AB_OK && ab_val_to_json(m.u.snapshot_reply.snapshot, text) != AB_OK)
+        if (rc == AB_OK && (ab_val_to_json(m.u.snapshot_reply.snapshot, text) != AB_OK ||
+                            !(*doc = ab_val_to_jansson(m.u.snapshot_reply.snapshot))))
             rc = ab_error_set(err, AB_NOMEM, NULL, "out of memory");
     }
-    ab_doc_destroy(&doc);
+    ab_doc_destroy(&vals);
     ab_conn_destroy(&c);
     return rc;
 }
@@ -168,11 +174,11 @@ int cmd_snapshot(int argc, char **argv)
         return rc < 0 ? AB_EXIT_OK : rc;
     ab_error_t err = AB_ERROR_INIT;
     ab_buf_t text = {0};
-    ab_snapshot_t *snap = NULL;
-    if (fetch(&o, &text, &err) == AB_OK)
-        if (ab_snapshot_parse((const char *)text.data, text.len, &snap, &err) != AB_OK)
-            snap = NULL;
-    if (err.code != AB_OK) {
+    json_t *doc = NULL;
+    ab_status_t st = fetch(&o, &doc, &text, &err);
+    if (st == AB_OK)
+        st = ab_snapshot_validate(doc, &err);
+    if (st != AB_OK) {
         char buf[768];
         fprintf(stderr, "agentbus snapshot: %s\n", ab_error_format(&err, buf, sizeof(buf)));
         rc = AB_EXIT_FAIL;
@@ -180,12 +186,9 @@ int cmd_snapshot(int argc, char **argv)
         fwrite(text.data, 1, text.len, stdout);
         printf("\n");
     } else {
-        json_t *doc = json_loadb((const char *)text.data, text.len, 0, NULL);
-        if (doc != NULL)
-            print_summary(doc);
-        json_decref(doc);
+        print_summary(doc);
     }
-    ab_snapshot_destroy(&snap);
+    json_decref(doc);
     ab_buf_free(&text);
     return rc;
 }

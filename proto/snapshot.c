@@ -323,7 +323,8 @@ ab_status_t ab_snapshot_parse(const char *text, size_t len, ab_snapshot_t **out,
     if (!text || !out)
         return ab_error_set(err, AB_INVALID_ARGUMENT, NULL, "NULL text or out");
     json_error_t je;
-    json_t *doc = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
+    /* JSON_ALLOW_NUL: a string the bus accepted may hold U+0000 (escaped in the text) */
+    json_t *doc = json_loadb(text, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &je);
     if (!doc) {
         ab_status_t st =
             ab_error_set(err, AB_CORRUPT, "",

@@ -234,11 +234,10 @@ ab_status_t ab_snapshot_builder_json(ab_snapshot_builder_t *b, ab_buf_t *out, ab
     size_t mark = out->len;
     const json_t *p = ab_reducer_state(b->r);
     json_t *active = sn_active_runs(p);
-    char num[64];
+    char num[64], head[64];
     snprintf(num, sizeof num, ",\"position\":%llu},\"activeRuns\":", (unsigned long long)b->pos);
-    ab_status_t st =
-        active ? dump(out, "{\"formatVersion\":1,\"threadId\":", json_object_get(p, "threadId"))
-               : AB_NOMEM;
+    snprintf(head, sizeof head, "{\"formatVersion\":%d,\"threadId\":", AB_SNAPSHOT_FORMAT_VERSION);
+    ab_status_t st = active ? dump(out, head, json_object_get(p, "threadId")) : AB_NOMEM;
     if (st == AB_OK)
         st = dump(out, ",\"projection\":", p);
     if (st == AB_OK)

@@ -5,7 +5,9 @@
  * ab_snapshot_parse(), its projection equals a local ab_reducer fold of the
  * same events and it names the active run; an unknown thread is not_found;
  * `agentbus snapshot T --json` prints the document and the summary names the
- * runs; the capability is announced `available` (durable snapshots).
+ * runs; the capability is announced `available` (durable snapshots). A
+ * thread whose strings hold U+0000 gives the same answer, through the CLI too,
+ * and the snapshot the broker stores for it parses back.
  */
 #include "testutil.h"
 
@@ -13,6 +15,7 @@
 #include "agentbus/nego.h"
 #include "agentbus/snapshot.h"
 #include "broker_proc.h"
+#include "snap_fixture.h"
 
 #define OUT_MAX (64 * 1024)
 #define THREAD  "thread-2"
@@ -36,17 +39,17 @@ static int run_cli(char *out, const char *fmt, ...)
 }
 
 /* Publish one event (claiming the run at its first seq) and fold it locally. */
-static void publish_fold(ab_conn_t *c, it_t *t, ab_reducer_t *r, const char *run, uint64_t seq,
-                         const char *body, uint64_t *epoch)
+static void publish_fold_in(ab_conn_t *c, it_t *t, ab_reducer_t *r, const char *thread,
+                            const char *run, uint64_t seq, const char *body, uint64_t *epoch)
 {
     ab_error_t err = AB_ERROR_INIT;
     if (seq == 1) {
         ab_claimed_t cl;
-        assert_int_equal(ab_conn_claim(c, THREAD, run, t->doc, &cl, IT_TIMEOUT, &err), AB_OK);
+        assert_int_equal(ab_conn_claim(c, thread, run, t->doc, &cl, IT_TIMEOUT, &err), AB_OK);
         *epoch = cl.epoch;
     }
     ab_buf_t b = AB_BUF_INIT;
-    assert_int_equal(ab_envelope_json(&b, 1, THREAD, run, seq, *epoch, body, &err), AB_OK);
+    assert_int_equal(ab_envelope_json(&b, 1, thread, run, seq, *epoch, body, &err), AB_OK);
     const ab_result_t *res = NULL;
     assert_int_equal(ab_conn_publish(c, &b, 1, t->doc, &res, IT_TIMEOUT, &err), AB_OK);
     if (res[0].status != AB_RESULT_ACCEPTED)
@@ -61,23 +64,38 @@ static void publish_fold(ab_conn_t *c, it_t *t, ab_reducer_t *r, const char *run
     tu_ctx_free(&tc);
 }
 
-/* The fixture thread (interrupt, then resume) plus a run left active. */
-static void publish_thread(ab_conn_t *c, it_t *t, ab_reducer_t *r)
+static void publish_fold(ab_conn_t *c, it_t *t, ab_reducer_t *r, const char *run, uint64_t seq,
+                         const char *body, uint64_t *epoch)
 {
+    publish_fold_in(c, t, r, THREAD, run, seq, body, epoch);
+}
+
+/* Publish (and fold) every event of fixture thread file @p name as thread @p thread. */
+static void publish_fixture(ab_conn_t *c, it_t *t, ab_reducer_t *r, const char *thread,
+                            const char *name)
+{
+    char path[512];
+    snprintf(path, sizeof(path), "%s/threads/%s.jsonl", AB_FIXTURES_DIR, name);
     size_t len = 0;
-    char *text = tu_read_file(AB_FIXTURES_DIR "/threads/interrupt-resume.jsonl", &len);
-    assert_non_null(text);
+    char *text = tu_read_file(path, &len);
     uint64_t epoch = 0;
     for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
-        json_t *j = json_loads(line, 0, NULL);
+        json_t *j = json_loads(line, JSON_ALLOW_NUL, NULL);
         assert_non_null(j);
         char *body = json_dumps(json_object_get(j, "event"), JSON_COMPACT);
-        publish_fold(c, t, r, json_string_value(json_object_get(j, "run")),
-                     (uint64_t)json_integer_value(json_object_get(j, "seq")), body, &epoch);
+        publish_fold_in(c, t, r, thread, json_string_value(json_object_get(j, "run")),
+                        (uint64_t)json_integer_value(json_object_get(j, "seq")), body, &epoch);
         free(body);
         json_decref(j);
     }
     free(text);
+}
+
+/* The fixture thread (interrupt, then resume) plus a run left active. */
+static void publish_thread(ab_conn_t *c, it_t *t, ab_reducer_t *r)
+{
+    uint64_t epoch = 0;
+    publish_fixture(c, t, r, THREAD, "interrupt-resume");
     publish_fold(c, t, r, "run-9", 1,
                  "{\"type\":\"RUN_STARTED\",\"threadId\":\"" THREAD
                  "\",\"runId\":\"run-9\",\"protocolVersion\":\"1.0\"}",
@@ -163,10 +181,52 @@ static void test_snapshot_matches_local_fold(void **state)
     ab_conn_destroy(&c);
 }
 
+/* U+0000 in strings (text, arguments, state, metadata, an active run's events): the reply,
+ * and `agentbus snapshot` (which failed with "snapshot rule 'json'" before), keep them. */
+static void test_snapshot_with_nul(void **state)
+{
+    it_t *t = *state;
+    IT_REQUIRE_BROKER(t);
+    ab_conn_t *c = it_connect(&t->bp);
+    ab_reducer_t *r = NULL;
+    ab_error_t err = AB_ERROR_INIT;
+    assert_int_equal(ab_reducer_new(&r, "thread-9", &err), AB_OK);
+    publish_fixture(c, t, r, "thread-9", "nul-bytes");
+    ab_msg_t m;
+    assert_int_equal(ask(c, t, "thread-9", &m, &err), AB_OK);
+    ab_buf_t text = AB_BUF_INIT;
+    assert_int_equal(ab_val_to_json(m.u.snapshot_reply.snapshot, &text), AB_OK);
+    ab_snapshot_t *snap = NULL;
+    if (ab_snapshot_parse((const char *)text.data, text.len, &snap, &err) != AB_OK)
+        fail_msg("snapshot rejected: %s", err.message);
+    assert_true(json_equal(json_object_get(ab_snapshot_document(snap), "projection"),
+                           (json_t *)(uintptr_t)ab_reducer_state(r)));
+    ab_snapshot_destroy(&snap);
+    ab_buf_free(&text);
+    char *out = malloc(OUT_MAX);
+    assert_non_null(out);
+    assert_int_equal(run_cli(out, "snapshot thread-9 --broker %s --json", t->bp.cmd), 0);
+    json_t *cli_doc = json_loads(out, JSON_ALLOW_NUL, NULL);
+    assert_non_null(cli_doc);
+    const json_t *proj = json_object_get(cli_doc, "projection");
+    assert_true(json_equal(proj, (json_t *)(uintptr_t)ab_reducer_state(r)));
+    const json_t *msg = json_array_get(json_object_get(proj, "messages"), 1);
+    assert_int_equal(json_string_length(json_object_get(msg, "content")), 7); /* "a\0b\0end" */
+    json_decref(cli_doc);
+    assert_int_equal(run_cli(out, "snapshot thread-9 --broker %s", t->bp.cmd), 0);
+    assert_non_null(strstr(out, "thread thread-9"));
+    free(out);
+    /* the document the broker stored at run-1's end (JSON text) parses back */
+    snapfx_wait_stored(t->bp.dir, "thread-9", 1, true);
+    ab_reducer_destroy(&r);
+    ab_conn_destroy(&c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_snapshot_matches_local_fold, it_setup, it_teardown),
+        cmocka_unit_test_setup_teardown(test_snapshot_with_nul, it_setup, it_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -18,7 +18,7 @@
 static json_t *load(const char *text)
 {
     json_error_t je;
-    json_t *v = json_loads(text, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &je);
+    json_t *v = json_loads(text, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &je);
     if (!v)
         fail_msg("bad JSON (%s): %s", je.text, text);
     return v;
@@ -155,6 +155,20 @@ static void test_golden_metadata_attribution(void **state)
 {
     (void)state;
     expect_golden("metadata-attribution", "thread-8");
+}
+
+/* U+0000 in text, arguments, results, state, activity, metadata, CUSTOM values. */
+static void test_golden_nul_bytes(void **state)
+{
+    (void)state;
+    expect_golden("nul-bytes", "thread-9");
+    ab_reducer_t *r = reducer("thread-9");
+    fold_file(r, "nul-bytes", 0);
+    const char *c = msg_content(r, 1);
+    const json_t *m = json_array_get(json_object_get(ab_reducer_state(r), "messages"), 1);
+    assert_int_equal(json_string_length(json_object_get(m, "content")), 7);
+    assert_memory_equal(c, "a\0b\0end", 7);
+    ab_reducer_destroy(&r);
 }
 
 static void test_empty_projection(void **state)
@@ -594,6 +608,7 @@ int main(void)
         cmocka_unit_test(test_golden_conversation),
         cmocka_unit_test(test_golden_tool_calls_without_parent),
         cmocka_unit_test(test_golden_metadata_attribution),
+        cmocka_unit_test(test_golden_nul_bytes),
         cmocka_unit_test(test_empty_projection),
         cmocka_unit_test(test_bad_arguments),
         cmocka_unit_test(test_message_assembly),
