@@ -1,8 +1,10 @@
 /*
  * test_snapshot_store.c - stored snapshots against a real broker (docs/
  * REDUCER.md section 6, docs/OPERATIONS.md "Snapshots"):
- *  - a stored snapshot that is garbage, the document of another thread, or
- *    a valid document of the thread claiming a position beyond the head,
+ *  - a stored snapshot of an older projection format (what a build before
+ *    AB_REDUCER_FORMAT_VERSION 2 stored), one that is garbage, the document
+ *    of another thread, or a valid document of the thread claiming a
+ *    position beyond the head,
  *    written into the store while the broker is stopped: after the restart
  *    `snapshot` still equals a fresh local fold of every stored event, and
  *    the broker logs a warning naming the ignored snapshot;
@@ -99,6 +101,25 @@ static void put_stored(const char *dir, uint64_t pos, const char *doc)
     p->close(db);
 }
 
+/* The stored snapshot of THREAD (broker stopped) as a jansson document; its row position in @p pos.
+ */
+static json_t *get_stored(const char *dir, uint64_t *pos)
+{
+    const ab_plugin_t *p = ab_plugin_sqlite();
+    ab_plugin_open_opts_t o = {.data_dir = dir, .readonly = true};
+    ab_plugin_db_t *db = NULL;
+    ab_error_t err = AB_ERROR_INIT;
+    assert_int_equal(p->open(&o, &db, &err), AB_OK);
+    ab_buf_t text = AB_BUF_INIT;
+    assert_int_equal(p->snapshot_get(db, (ab_str_t){THREAD, strlen(THREAD)}, &text, pos, &err),
+                     AB_OK);
+    json_t *doc = json_loadb((const char *)text.data, text.len, JSON_ALLOW_NUL, NULL);
+    assert_non_null(doc);
+    ab_buf_free(&text);
+    p->close(db);
+    return doc;
+}
+
 /* Start the stopped broker with its stderr in @p log; true when the log names the ignored
  * snapshot. */
 static bool restart_logged(snapfx_t *f, const char *log)
@@ -133,10 +154,29 @@ static void test_corrupt_stored(void **state)
     uint64_t at = snapfx_wait_stored(t->bp.dir, THREAD, 1, false);
     assert_true(at <= f.last_pos);
 
+    /* the stored document as an older build wrote it (projection format 1): ignored with a
+     * warning, the answer folded from the events, never an error */
+    ab_conn_destroy(&f.c);
+    assert_int_equal(bp_stop(&t->bp), 0);
+    uint64_t row = 0;
+    json_t *old = get_stored(t->bp.dir, &row);
+    assert_int_equal(row, at);
+    json_object_set_new(json_object_get(old, "projection"), "formatVersion", json_integer(1));
+    json_object_set_new(json_object_get(old, "checkpoint"), "position",
+                        json_integer((json_int_t)(at + 1)));
+    char *text = json_dumps(old, JSON_COMPACT);
+    put_stored(t->bp.dir, at + 1, text);
+    free(text);
+    json_decref(old);
+    assert_true(restart_logged(&f, log));
+    char *logged = tu_read_file(log, NULL);
+    assert_non_null(strstr(logged, "projection formatVersion is 1"));
+    free(logged);
+
     /* garbage at a higher position: ignored with a warning, full fold */
     ab_conn_destroy(&f.c);
     assert_int_equal(bp_stop(&t->bp), 0);
-    put_stored(t->bp.dir, at + 1, "{\"formatVersion\":1, this is not JSON");
+    put_stored(t->bp.dir, at + 2, "{\"formatVersion\":1, this is not JSON");
     assert_true(restart_logged(&f, log));
 
     /* the document of another thread, stored under this one */
@@ -147,8 +187,8 @@ static void test_corrupt_stored(void **state)
     ab_error_t err = AB_ERROR_INIT;
     assert_int_equal(ab_snapshot_builder_new(&sb, "thread-other", &err), AB_OK);
     assert_int_equal(ab_snapshot_builder_document(sb, &doc, &err), AB_OK);
-    char *text = json_dumps(doc, JSON_COMPACT);
-    put_stored(t->bp.dir, at + 2, text);
+    text = json_dumps(doc, JSON_COMPACT);
+    put_stored(t->bp.dir, at + 3, text);
     free(text);
     json_decref(doc);
     ab_snapshot_builder_destroy(&sb);
