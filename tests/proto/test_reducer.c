@@ -157,6 +157,13 @@ static void test_golden_metadata_attribution(void **state)
     expect_golden("metadata-attribution", "thread-8");
 }
 
+/* Activity deltas on an activity message restated by MESSAGES_SNAPSHOT. */
+static void test_golden_activity_after_messages_snapshot(void **state)
+{
+    (void)state;
+    expect_golden("activity-after-messages-snapshot", "thread-10");
+}
+
 /* U+0000 in text, arguments, results, state, activity, metadata, CUSTOM values. */
 static void test_golden_nul_bytes(void **state)
 {
@@ -609,6 +616,7 @@ int main(void)
         cmocka_unit_test(test_golden_tool_calls_without_parent),
         cmocka_unit_test(test_golden_metadata_attribution),
         cmocka_unit_test(test_golden_nul_bytes),
+        cmocka_unit_test(test_golden_activity_after_messages_snapshot),
         cmocka_unit_test(test_empty_projection),
         cmocka_unit_test(test_bad_arguments),
         cmocka_unit_test(test_message_assembly),

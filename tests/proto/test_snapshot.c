@@ -226,8 +226,8 @@ static void test_split_every_fixture_every_k(void **state)
         files++;
     }
     closedir(dp);
-    assert_true(files >= 9);
-    assert_true(splits >= 180);
+    assert_true(files >= 10);
+    assert_true(splits >= 185);
 }
 
 /* ---- the builder ---- */
