@@ -518,36 +518,46 @@ static void state_delta(ab_reducer_t *r, const ab_val_t *ev)
 
 /* ---- lifecycle and dispatch ---- */
 
+/* The handler of each event type; `appends`: it touches strings only through
+ * rd_append (the pending value may stay pending). Lengths are computed at
+ * compile time: the lookup runs once per event. */
+#define H(t, f, a)                                                                                 \
+    {                                                                                              \
+        t, sizeof(t) - 1, f, a                                                                     \
+    }
 static const struct {
     const char *type;
+    size_t len;
     rd_handler_fn fn;
+    bool appends;
 } handlers[] = {
-    {"RUN_STARTED", run_started},
-    {"RUN_FINISHED", run_finished},
-    {"RUN_ERROR", run_error},
-    {"TEXT_MESSAGE_START", rd_text_start},
-    {"TEXT_MESSAGE_CONTENT", rd_text_content},
-    {"TEXT_MESSAGE_END", rd_text_end},
-    {"TEXT_MESSAGE_CHUNK", rd_text_chunk},
-    {"TOOL_CALL_START", rd_tool_start},
-    {"TOOL_CALL_ARGS", rd_tool_args},
-    {"TOOL_CALL_END", rd_tool_end},
-    {"TOOL_CALL_CHUNK", rd_tool_chunk},
-    {"TOOL_CALL_RESULT", rd_tool_result},
-    {"STATE_SNAPSHOT", state_snapshot},
-    {"STATE_DELTA", state_delta},
-    {"MESSAGES_SNAPSHOT", rd_messages_snapshot},
-    {"ACTIVITY_SNAPSHOT", rd_activity_snapshot},
-    {"ACTIVITY_DELTA", rd_activity_delta},
-    {"CUSTOM", rd_custom},
-    {"REASONING_START", rd_reasoning_span},
-    {"REASONING_END", rd_reasoning_span_end},
-    {"REASONING_MESSAGE_START", rd_reasoning_start},
-    {"REASONING_MESSAGE_CONTENT", rd_reasoning_content},
-    {"REASONING_MESSAGE_END", rd_reasoning_end},
-    {"REASONING_MESSAGE_CHUNK", rd_reasoning_chunk},
-    {"REASONING_ENCRYPTED_VALUE", rd_encrypted_value},
+    H("RUN_STARTED", run_started, false),
+    H("RUN_FINISHED", run_finished, false),
+    H("RUN_ERROR", run_error, false),
+    H("TEXT_MESSAGE_START", rd_text_start, false),
+    H("TEXT_MESSAGE_CONTENT", rd_text_content, true),
+    H("TEXT_MESSAGE_END", rd_text_end, false),
+    H("TEXT_MESSAGE_CHUNK", rd_text_chunk, false),
+    H("TOOL_CALL_START", rd_tool_start, false),
+    H("TOOL_CALL_ARGS", rd_tool_args, true),
+    H("TOOL_CALL_END", rd_tool_end, false),
+    H("TOOL_CALL_CHUNK", rd_tool_chunk, false),
+    H("TOOL_CALL_RESULT", rd_tool_result, false),
+    H("STATE_SNAPSHOT", state_snapshot, false),
+    H("STATE_DELTA", state_delta, false),
+    H("MESSAGES_SNAPSHOT", rd_messages_snapshot, false),
+    H("ACTIVITY_SNAPSHOT", rd_activity_snapshot, false),
+    H("ACTIVITY_DELTA", rd_activity_delta, false),
+    H("CUSTOM", rd_custom, false),
+    H("REASONING_START", rd_reasoning_span, false),
+    H("REASONING_END", rd_reasoning_span_end, false),
+    H("REASONING_MESSAGE_START", rd_reasoning_start, false),
+    H("REASONING_MESSAGE_CONTENT", rd_reasoning_content, true),
+    H("REASONING_MESSAGE_END", rd_reasoning_end, false),
+    H("REASONING_MESSAGE_CHUNK", rd_reasoning_chunk, false),
+    H("REASONING_ENCRYPTED_VALUE", rd_encrypted_value, false),
 };
+#undef H
 
 ab_status_t ab_reducer_new(ab_reducer_t **out, const char *thread_id, ab_error_t *err)
 {
@@ -609,17 +619,6 @@ const json_t *ab_reducer_state(const ab_reducer_t *r)
     return r->root;
 }
 
-/* Event types whose handlers touch strings only through rd_append. */
-static bool appends_only(const char *type, size_t n)
-{
-    static const char *const t[] = {"TEXT_MESSAGE_CONTENT", "TOOL_CALL_ARGS",
-                                    "REASONING_MESSAGE_CONTENT"};
-    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
-        if (strlen(t[i]) == n && memcmp(t[i], type, n) == 0)
-            return true;
-    return false;
-}
-
 /* Copy the run id of this event into r->run. */
 static ab_status_t set_run(ab_reducer_t *r, const ab_val_t *ev, const char *run_id)
 {
@@ -652,17 +651,16 @@ ab_status_t ab_reducer_apply(ab_reducer_t *r, const ab_val_t *ev, const char *ru
         return ab_error_set(err, AB_NOMEM, NULL, "out of memory");
     r->seq = seq;
     r->oom = false;
-    if (!appends_only(type, tn))
+    size_t h = 0, nh = sizeof handlers / sizeof handlers[0];
+    while (h < nh && (handlers[h].len != tn || memcmp(handlers[h].type, type, tn) != 0))
+        h++;
+    if (h == nh || !handlers[h].appends)
         rd_flush(r);
     unsigned long failures = ab_alloc_failures();
     if (!run_get(r))
         return ab_error_set(err, AB_NOMEM, NULL, "out of memory");
-    for (size_t i = 0; i < sizeof handlers / sizeof handlers[0]; i++) {
-        if (strlen(handlers[i].type) == tn && memcmp(handlers[i].type, type, tn) == 0) {
-            handlers[i].fn(r, ev);
-            break;
-        }
-    }
+    if (h < nh)
+        handlers[h].fn(r, ev);
     if (r->oom || ab_alloc_failures() != failures)
         return ab_error_set(err, AB_NOMEM, NULL, "out of memory while folding seq %llu",
                             (unsigned long long)seq);
