@@ -173,10 +173,17 @@ static json_t *call_attach(ab_reducer_t *r, json_t *t, const char *id, size_t n,
         if (r->oom)
             return NULL;
     }
+    json_t *args = json_object_get(t, "arguments");
+    if (!json_is_string(args)) { /* a call a snapshot gave without arguments */
+        args = json_string("");
+        rd_set(r, t, "arguments", args);
+        if (r->oom)
+            return NULL;
+    }
     json_t *name = json_object_get(t, "name"), *fn = json_object(), *e = json_object();
     if (fn) { /* name and arguments are the nodes of the toolCalls item: shared, not copied */
-        rd_set(r, fn, "name", name ? json_incref(name) : json_string(""));
-        rd_set(r, fn, "arguments", json_incref(json_object_get(t, "arguments")));
+        rd_set(r, fn, "name", json_is_string(name) ? json_incref(name) : json_string(""));
+        rd_set(r, fn, "arguments", json_incref(args));
     }
     if (e) {
         rd_set(r, e, "id", json_stringn(id, n));
@@ -222,6 +229,8 @@ static json_t *tool_open(ab_reducer_t *r, const char *id, size_t n, const ab_val
     size_t sn;
     const char *s = rd_str(ev, "toolCallName", &sn);
     json_t *name = s ? json_stringn(s, sn) : NULL;
+    if (s && !name)
+        r->oom = true;
     if (name)
         rd_set(r, t, "name", json_incref(name));
     rd_copy_str(r, t, ev, "parentMessageId");

@@ -416,6 +416,18 @@ static void test_tool_calls_in_messages(void **state)
                 "\"parentMessageId\":\"a1\",\"encryptedValue\":\"enc\",\"result\":\"done\"}]");
     expect_json(json_object_get(st, "toolCalls"), want, "toolCalls");
     json_decref(want);
+    /* a call a snapshot gave without arguments, its message dropped since: restarted, it gets
+     * a holder with empty arguments (not an error) */
+    fold(r, "r1", 10,
+         "{\"type\":\"MESSAGES_SNAPSHOT\",\"messages\":[{\"id\":\"a2\",\"role\":\"assistant\","
+         "\"toolCalls\":[{\"id\":\"c5\",\"type\":\"function\",\"function\":{\"name\":\"h\"}}]}]}");
+    fold(r, "r1", 11, "{\"type\":\"MESSAGES_SNAPSHOT\",\"messages\":[]}");
+    fold(r, "r1", 12,
+         "{\"type\":\"TOOL_CALL_START\",\"toolCallId\":\"c5\",\"toolCallName\":\"h\"}");
+    want = load("[{\"id\":\"c5\",\"role\":\"assistant\",\"toolCalls\":[{\"id\":\"c5\",\"type\":"
+                "\"function\",\"function\":{\"name\":\"h\",\"arguments\":\"\"}}]}]");
+    expect_json(json_object_get(ab_reducer_state(r), "messages"), want, "restarted call");
+    json_decref(want);
     ab_reducer_destroy(&r);
 }
 
