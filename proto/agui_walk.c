@@ -146,6 +146,9 @@ static ab_status_t check_enum(ab__ctx_t *c, const ab__field_t *f, const ab_val_t
 static ab_status_t check_int(ab__ctx_t *c, const ab__field_t *f, const ab_val_t *v,
                              const ab__path_t *at)
 {
+    if (v->type == AB_VAL_UINT) /* above INT64_MAX: out of every range here */
+        return ab__agui_fail(c, at, "%s must be an integer %s", f->name,
+                             f->kind == AB__K_COUNT ? "from 0 to 2^53-1" : "within +-(2^53-1)");
     if (v->type != AB_VAL_INT)
         return fail_type(c, at, "integer", v);
     if (f->kind == AB__K_COUNT) {

@@ -187,6 +187,8 @@ ab_status_t ab_cc_check_uint(ab_cctx_t *c, const ab_fspec_t *f, uint64_t x, uint
 
 ab_status_t ab_cc_get_uint(ab_cctx_t *c, const ab_val_t *v, uint64_t *out)
 {
+    if (v->type == AB_VAL_UINT) /* every uint field of the protocol stops at 2^63 - 1 */
+        return ab_cc_fail(c, c->bad, "%s must be at most 2^63-1, not %" PRIu64, what(c), v->u.u);
     if (v->type != AB_VAL_INT)
         return ab_cc_fail(c, c->bad, "%s must be a non-negative integer, not %s", what(c),
                           ab_val_type_name(v->type));
@@ -396,6 +398,9 @@ const ab_ftype_t ab_ft_u32 = {u32_dec, u32_enc, u32_has, u32_eq};
 
 static ab_status_t i64_dec(ab_cctx_t *c, const ab_fspec_t *f, const ab_val_t *v, char *base)
 {
+    if (v->type == AB_VAL_UINT)
+        return ab_cc_fail(c, c->bad, "%s must be an integer from -2^63 to 2^63-1, not %" PRIu64,
+                          what(c), v->u.u);
     ab_status_t rc = want(c, v, AB_VAL_INT, "an integer");
     if (rc == AB_OK)
         *AB_FLD(int64_t, base, f->off) = v->u.i;

@@ -89,6 +89,9 @@ static ab_status_t detail_dec(ab_cctx_t *c, const ab_kv_t *kv, ab_error_detail_t
         d->i = kv->val.u.i;
         return AB_OK;
     }
+    if (kv->val.type == AB_VAL_UINT)
+        return ab_cc_fail(c, c->bad, "%s must be an integer from -2^63 to 2^63-1 or a string",
+                          ab_cc_field(c));
     if (kv->val.type != AB_VAL_STR)
         return ab_cc_fail(c, c->bad, "%s must be an integer or a string, not %s", ab_cc_field(c),
                           ab_val_type_name(kv->val.type));

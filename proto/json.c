@@ -5,8 +5,9 @@
  *  1. JSON -> msgpack never produces a value the strict reader would refuse
  *     (except for the size limit, checked here too): keys are unique strings,
  *     integers fit int64, reals are finite.
- *  2. msgpack -> JSON is lossless: a float is printed with the fewest digits
- *     (15, 16 or 17) that read back to the identical double.
+ *  2. msgpack -> JSON is lossless: integers (AB_VAL_INT and AB_VAL_UINT) are
+ *     printed exactly, a float with the fewest digits (15, 16 or 17) that
+ *     read back to the identical double.
  */
 #include "agentbus/json.h"
 #include "alloc_internal.h"
@@ -186,6 +187,10 @@ ab_status_t ab_val_to_json(const ab_val_t *v, ab_buf_t *out)
         return v->u.b ? ab_buf_append(out, "true", 4) : ab_buf_append(out, "false", 5);
     case AB_VAL_INT: {
         int n = snprintf(tmp, sizeof(tmp), "%lld", (long long)v->u.i);
+        return ab_buf_append(out, tmp, (size_t)n);
+    }
+    case AB_VAL_UINT: {
+        int n = snprintf(tmp, sizeof(tmp), "%llu", (unsigned long long)v->u.u);
         return ab_buf_append(out, tmp, (size_t)n);
     }
     case AB_VAL_FLOAT: return emit_double(out, v->u.f);

@@ -302,6 +302,8 @@ json_t *ab_val_to_jansson(const ab_val_t *v)
     case AB_VAL_NULL: return json_null();
     case AB_VAL_BOOL: return json_boolean(v->u.b);
     case AB_VAL_INT: return json_integer((json_int_t)v->u.i);
+    /* beyond json_int_t (long long): the nearest double, as a JavaScript client holds it */
+    case AB_VAL_UINT: return json_real((double)v->u.u);
     case AB_VAL_FLOAT: return json_real(v->u.f);
     case AB_VAL_STR: return json_stringn_nocheck(v->u.s, v->len);
     case AB_VAL_ARRAY:

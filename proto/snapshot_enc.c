@@ -11,6 +11,9 @@
  *     that ab_snapshot_parse() accepts.
  *  2. The builder is only read. On failure @p out is left at its previous
  *     length.
+ *  3. A kept event body is written as it was committed, except one holding
+ *     an integer above INT64_MAX: that one as the projection holds it, the
+ *     integer as its nearest double (has_uint()).
  */
 #include "alloc_internal.h"
 #include "snapshot_internal.h"
@@ -81,6 +84,26 @@ static const ab_val_t *event_val(const ab_snapshot_builder_t *b, const sn_event_
     return root;
 }
 
+/*
+ * True when @p v holds an integer above INT64_MAX. The document holds such an
+ * event body as the projection does (docs/REDUCER.md, "Numbers"): with that
+ * integer as its nearest double, which jansson can hold (and so
+ * ab_snapshot_parse() can read the JSON text). Both encoders write those
+ * bodies through ab_val_to_jansson(); every other body as it is.
+ */
+static bool has_uint(const ab_val_t *v)
+{
+    if (v->type == AB_VAL_UINT)
+        return true;
+    for (uint32_t i = 0; v->type == AB_VAL_ARRAY && i < v->len; i++)
+        if (has_uint(&v->u.items[i]))
+            return true;
+    for (uint32_t i = 0; v->type == AB_VAL_MAP && i < v->len; i++)
+        if (has_uint(&v->u.pairs[i].val))
+            return true;
+    return false;
+}
+
 json_t *sn_events_json(const ab_snapshot_builder_t *b)
 {
     ab_doc_t *doc = NULL;
@@ -114,16 +137,40 @@ static ab_status_t pack_key(msgpack_packer *pk, const char *k)
     return PACK(msgpack_pack_str_with_body(pk, k, strlen(k)));
 }
 
-/* activeEvents (at depth 2 of the document): [{run, seq, pos, event}], bodies copied as packed. */
+/* The body of @p e (at depth 4 of the document): copied as packed unless has_uint(). */
+static ab_status_t pack_body(const ab_snapshot_builder_t *b, const sn_event_t *e,
+                             msgpack_packer *pk, ab_doc_t **doc)
+{
+    const uint8_t *body = b->bytes.data + e->off + e->run_len;
+    /* such an integer is always uint 64, tag 0xcf: without that byte, nothing to convert */
+    if (!memchr(body, 0xcf, e->ev_len))
+        return PACK(pk->callback(pk->data, (const char *)body, e->ev_len));
+    if (!*doc && ab_doc_new(doc) != AB_OK)
+        return AB_NOMEM;
+    const ab_val_t *v = event_val(b, e, *doc);
+    if (!v)
+        return AB_NOMEM;
+    if (!has_uint(v))
+        return PACK(pk->callback(pk->data, (const char *)body, e->ev_len));
+    json_t *j = ab_val_to_jansson(v);
+    ab_status_t st = j ? sn_pack_json(pk, j, 4, UINT32_MAX) : AB_NOMEM;
+    json_decref(j);
+    return st;
+}
+
+/* activeEvents (at depth 2 of the document): [{run, seq, pos, event}], bodies as pack_body(). */
 static ab_status_t pack_events(const ab_snapshot_builder_t *b, msgpack_packer *pk,
                                uint32_t max_depth)
 {
+    ab_doc_t *doc = NULL;
     ab_status_t st = PACK(msgpack_pack_array(pk, b->nev));
     for (size_t i = 0; st == AB_OK && i < b->nev; i++) {
         const sn_event_t *e = &b->ev[i];
         const char *at = (const char *)b->bytes.data + e->off;
-        if (3 + (uint64_t)e->depth > max_depth)
-            return AB_TOO_LARGE;
+        if (3 + (uint64_t)e->depth > max_depth) {
+            st = AB_TOO_LARGE;
+            break;
+        }
         st = PACK(msgpack_pack_map(pk, 4));
         if (st == AB_OK && (st = pack_key(pk, "run")) == AB_OK)
             st = PACK(msgpack_pack_str_with_body(pk, at, e->run_len));
@@ -132,8 +179,9 @@ static ab_status_t pack_events(const ab_snapshot_builder_t *b, msgpack_packer *p
         if (st == AB_OK && (st = pack_key(pk, "pos")) == AB_OK)
             st = PACK(msgpack_pack_int64(pk, (int64_t)e->pos));
         if (st == AB_OK && (st = pack_key(pk, "event")) == AB_OK)
-            st = PACK(pk->callback(pk->data, at + e->run_len, e->ev_len));
+            st = pack_body(b, e, pk, &doc);
     }
+    ab_doc_destroy(&doc);
     return st;
 }
 
@@ -218,8 +266,13 @@ static ab_status_t json_events(const ab_snapshot_builder_t *b, ab_buf_t *out)
                  (unsigned long long)e->pos);
         if (st == AB_OK)
             st = dump(out, num, NULL);
-        if (st == AB_OK)
+        if (st == AB_OK && v && has_uint(v)) {
+            json_t *j = ab_val_to_jansson(v);
+            st = j ? dump(out, "", j) : AB_NOMEM;
+            json_decref(j);
+        } else if (st == AB_OK) {
             st = v ? ab_val_to_json(v, out) : AB_NOMEM;
+        }
         if (st == AB_OK)
             st = dump(out, "}", NULL);
     }

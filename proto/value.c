@@ -7,7 +7,8 @@
  *     the bytes left (each item takes at least one byte, each pair two), so a
  *     hostile header cannot make us allocate more nodes than input bytes.
  *  2. A tree only holds JSON-safe values (see value.h); anything else is an
- *     error naming the JSON pointer of the value.
+ *     error naming the JSON pointer of the value. An integer is AB_VAL_INT
+ *     whenever it fits int64 (any format), AB_VAL_UINT only above INT64_MAX.
  *  3. Nodes come from the doc arena; the first block is kept across resets so
  *     the hot path (small events) allocates nothing.
  */
@@ -481,10 +482,13 @@ static ab_status_t rd_int(struct rd *r, const struct pathf *pf, uint8_t t, ab_va
     if (rc != AB_OK)
         return rc;
     out->type = AB_VAL_INT;
-    if (t <= 0xcf) { /* unsigned */
-        if (u > (uint64_t)INT64_MAX)
-            return rd_fail(r, pf, r->bad, "integer above INT64_MAX is not JSON-safe%s", "");
-        out->u.i = (int64_t)u;
+    if (t <= 0xcf) { /* unsigned: above INT64_MAX only from uint 64 */
+        if (u > (uint64_t)INT64_MAX) {
+            out->type = AB_VAL_UINT;
+            out->u.u = u;
+        } else {
+            out->u.i = (int64_t)u;
+        }
     } else if (w == 8) {
         out->u.i = (int64_t)u;
     } else {
@@ -611,6 +615,7 @@ bool ab_val_equal(const ab_val_t *a, const ab_val_t *b)
     case AB_VAL_NULL: return true;
     case AB_VAL_BOOL: return a->u.b == b->u.b;
     case AB_VAL_INT: return a->u.i == b->u.i;
+    case AB_VAL_UINT: return a->u.u == b->u.u;
     case AB_VAL_FLOAT: return memcmp(&a->u.f, &b->u.f, sizeof(double)) == 0;
     case AB_VAL_STR: return a->len == b->len && memcmp(a->u.s, b->u.s, a->len) == 0;
     case AB_VAL_ARRAY:
@@ -637,7 +642,7 @@ bool ab_val_equal(const ab_val_t *a, const ab_val_t *b)
 const char *ab_val_type_name(ab_val_type_t t)
 {
     static const char *const names[] = {"null",   "boolean", "integer", "number",
-                                        "string", "array",   "object"};
+                                        "string", "array",   "object",  "integer"};
     return (unsigned)t < sizeof(names) / sizeof(names[0]) ? names[t] : "unknown";
 }
 
@@ -648,6 +653,7 @@ ab_status_t ab_val_pack(msgpack_packer *pk, const ab_val_t *v)
     case AB_VAL_NULL: rc = msgpack_pack_nil(pk); break;
     case AB_VAL_BOOL: rc = v->u.b ? msgpack_pack_true(pk) : msgpack_pack_false(pk); break;
     case AB_VAL_INT: rc = msgpack_pack_int64(pk, v->u.i); break;
+    case AB_VAL_UINT: rc = msgpack_pack_uint64(pk, v->u.u); break;
     case AB_VAL_FLOAT: rc = msgpack_pack_double(pk, v->u.f); break;
     case AB_VAL_STR: rc = msgpack_pack_str_with_body(pk, v->u.s, v->len); break;
     case AB_VAL_ARRAY:

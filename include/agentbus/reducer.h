@@ -102,7 +102,10 @@ AB_NODISCARD ab_status_t ab_reducer_from_state(ab_reducer_t **out, const json_t 
 
 /**
  * Convert a value tree to a new jansson value (strings and keys copied,
- * NUL-safe). @return the value, or NULL when out of memory.
+ * NUL-safe). Numbers keep their type and value, except an integer above
+ * INT64_MAX (AB_VAL_UINT), which jansson's json_int_t cannot hold: it
+ * becomes the nearest double, as a JavaScript client holds it.
+ * @return the value, or NULL when out of memory.
  */
 json_t *ab_val_to_jansson(const ab_val_t *v);
 

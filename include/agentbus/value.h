@@ -4,11 +4,15 @@
  * Every msgpack payload the bus receives is parsed by one strict reader into a
  * read-only tree of ab_val_t nodes. The reader enforces what docs/PROTOCOL.md
  * calls "JSON-safe": maps with unique UTF-8 string keys, arrays, valid UTF-8
- * strings, 64-bit signed integers, finite floats, booleans and nil. It rejects
- * bin and ext types, non-string keys, duplicate keys, invalid UTF-8, NaN and
- * infinities, unsigned integers above INT64_MAX, nesting deeper than the
+ * strings, integers from -2^63 to 2^64-1 (every msgpack integer), finite
+ * floats, booleans and nil. It rejects bin and ext types, non-string keys,
+ * duplicate keys, invalid UTF-8, NaN and infinities, nesting deeper than the
  * limit, inputs over the size limit and trailing bytes - each with a typed
  * error naming the JSON path of the offending value.
+ *
+ * Integers: a value that fits int64 is always AB_VAL_INT (whatever msgpack
+ * format carried it); only 2^63 .. 2^64-1 is AB_VAL_UINT. So one number has
+ * one representation and ab_val_equal() can compare types first.
  *
  * Why our own reader rather than msgpack_unpack(): msgpack-c's unpacker has a
  * compile-time nesting limit of 32, accepts trailing data and does none of
@@ -52,11 +56,12 @@ ab_limits_t ab_limits_default(void);
 typedef enum ab_val_type {
     AB_VAL_NULL = 0,
     AB_VAL_BOOL,
-    AB_VAL_INT,   /**< signed 64-bit */
-    AB_VAL_FLOAT, /**< finite double (msgpack float32 widened) */
+    AB_VAL_INT,   /**< signed 64-bit, u.i */
+    AB_VAL_FLOAT, /**< finite double (msgpack float32 widened), u.f */
     AB_VAL_STR,   /**< valid UTF-8, not NUL-terminated */
     AB_VAL_ARRAY,
     AB_VAL_MAP,
+    AB_VAL_UINT, /**< an integer above INT64_MAX (2^63 .. 2^64-1), u.u */
 } ab_val_type_t;
 
 typedef struct ab_val ab_val_t;
@@ -69,6 +74,7 @@ struct ab_val {
     union {
         bool b;
         int64_t i;
+        uint64_t u;
         double f;
         const char *s;
         const ab_val_t *items;
@@ -136,12 +142,16 @@ bool ab_val_str_eq(const ab_val_t *v, const char *lit);
 /** True when two trees are equal (maps compared as ordered pair lists). */
 bool ab_val_equal(const ab_val_t *a, const ab_val_t *b);
 
-/** Short lower-case name of a type ("string", "map" ...) for messages. */
+/**
+ * Short name of a type for messages, in JSON Schema terms: "null",
+ * "boolean", "integer" (AB_VAL_INT and AB_VAL_UINT), "number" (a float),
+ * "string", "array", "object".
+ */
 const char *ab_val_type_name(ab_val_type_t t);
 
 /**
- * Encode @p v with msgpack-c. Integers use the smallest encoding, floats are
- * written as float64. @return AB_OK or AB_NOMEM.
+ * Encode @p v with msgpack-c. Integers use the smallest encoding (AB_VAL_UINT
+ * is uint 64), floats are written as float64. @return AB_OK or AB_NOMEM.
  */
 AB_NODISCARD ab_status_t ab_val_pack(msgpack_packer *pk, const ab_val_t *v);
 

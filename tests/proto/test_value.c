@@ -50,6 +50,48 @@ static void test_scalars(void **state)
     assert_int_equal(v->type, AB_VAL_NULL);
 }
 
+/* Every msgpack integer is JSON-safe: uint 64 above INT64_MAX is AB_VAL_UINT, all else INT. */
+static void test_uint64(void **state)
+{
+    (void)state;
+    const ab_val_t *v;
+    ab_error_t err = AB_ERROR_INIT;
+    assert_int_equal(parse_bytes("\xcf\xff\xff\xff\xff\xff\xff\xff\xff", 9, &err, &v), AB_OK);
+    assert_int_equal(v->type, AB_VAL_UINT);
+    assert_true(v->u.u == UINT64_MAX);
+    assert_string_equal(ab_val_type_name(v->type), "integer");
+    assert_int_equal(parse_bytes("\xcf\x80\x00\x00\x00\x00\x00\x00\x00", 9, &err, &v), AB_OK);
+    assert_int_equal(v->type, AB_VAL_UINT);
+    assert_true(v->u.u == (uint64_t)INT64_MAX + 1);
+    /* within int64, uint 64 and uint 8 give the same AB_VAL_INT: one number, one form */
+    assert_int_equal(parse_bytes("\xcf\x00\x00\x00\x00\x00\x00\x00\x05", 9, &err, &v), AB_OK);
+    assert_int_equal(v->type, AB_VAL_INT);
+    assert_int_equal(v->u.i, 5);
+    /* equality and packing keep the type; uint 64 is packed as uint 64 */
+    static const char in[] = "\x93\xcf\xff\xff\xff\xff\xff\xff\xff\xfe\xd3\x80\x00\x00\x00\x00\x00"
+                             "\x00\x00\xcf\x80\x00\x00\x00\x00\x00\x00\x00";
+    ab_doc_t *d1, *d2;
+    const ab_val_t *a, *b;
+    assert_int_equal(ab_doc_new(&d1), AB_OK);
+    assert_int_equal(ab_doc_new(&d2), AB_OK);
+    assert_int_equal(
+        ab_doc_parse(d1, (const uint8_t *)in, sizeof(in) - 1, 64, 4, AB_INVALID_EVENT, &a, &err),
+        AB_OK);
+    ab_buf_t out = AB_BUF_INIT;
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, &out, ab_buf_msgpack_write);
+    assert_int_equal(ab_val_pack(&pk, a), AB_OK);
+    assert_int_equal(out.len, sizeof(in) - 1);
+    assert_memory_equal(out.data, in, out.len);
+    assert_int_equal(ab_doc_parse(d2, out.data, out.len, 64, 4, AB_INVALID_EVENT, &b, &err), AB_OK);
+    assert_true(ab_val_equal(a, b));
+    assert_false(ab_val_equal(&a->u.items[0], &a->u.items[2]));
+    assert_false(ab_val_equal(&a->u.items[1], &a->u.items[2])); /* -2^63 is not 2^63 */
+    ab_buf_free(&out);
+    ab_doc_destroy(&d1);
+    ab_doc_destroy(&d2);
+}
+
 static void test_containers_and_views(void **state)
 {
     (void)state;
@@ -73,19 +115,20 @@ static void test_containers_and_views(void **state)
 static void test_rejections(void **state)
 {
     (void)state;
-    EXPECT_FAIL("\x81\xa1k\xc4\x01\x00", AB_INVALID_ENVELOPE, "/k");              /* bin */
-    EXPECT_FAIL("\x91\xd4\x01\x00", AB_INVALID_ENVELOPE, "/0");                   /* fixext */
-    EXPECT_FAIL("\x81\xa1k\xc7\x01\x05\x00", AB_INVALID_ENVELOPE, "/k");          /* ext8 */
-    EXPECT_FAIL("\x81\x01\x02", AB_INVALID_ENVELOPE, "");                         /* int key */
-    EXPECT_FAIL("\x82\xa1k\x01\xa1k\x02", AB_INVALID_ENVELOPE, "/k");             /* duplicate */
-    EXPECT_FAIL("\xa2\xc3\x28", AB_INVALID_ENVELOPE, "");                         /* bad UTF-8 */
-    EXPECT_FAIL("\xa3\xed\xa0\x80", AB_INVALID_ENVELOPE, "");                     /* surrogate */
-    EXPECT_FAIL("\xa2\xc0\x80", AB_INVALID_ENVELOPE, "");                         /* overlong */
-    EXPECT_FAIL("\xcb\x7f\xf8\x00\x00\x00\x00\x00\x00", AB_INVALID_ENVELOPE, ""); /* NaN */
-    EXPECT_FAIL("\xcb\x7f\xf0\x00\x00\x00\x00\x00\x00", AB_INVALID_ENVELOPE, ""); /* inf */
-    EXPECT_FAIL("\xcf\x80\x00\x00\x00\x00\x00\x00\x00", AB_INVALID_ENVELOPE, ""); /* > int64 */
-    EXPECT_FAIL("\xc1", AB_INVALID_ENVELOPE, "");                                 /* never used */
-    EXPECT_FAIL("\x01\x02", AB_INVALID_ENVELOPE, "");                             /* trailing */
+    EXPECT_FAIL("\x81\xa1k\xc4\x01\x00", AB_INVALID_ENVELOPE, "/k");                /* bin */
+    EXPECT_FAIL("\x91\xd4\x01\x00", AB_INVALID_ENVELOPE, "/0");                     /* fixext */
+    EXPECT_FAIL("\x81\xa1k\xc7\x01\x05\x00", AB_INVALID_ENVELOPE, "/k");            /* ext8 */
+    EXPECT_FAIL("\x81\x01\x02", AB_INVALID_ENVELOPE, "");                           /* int key */
+    EXPECT_FAIL("\x82\xa1k\x01\xa1k\x02", AB_INVALID_ENVELOPE, "/k");               /* duplicate */
+    EXPECT_FAIL("\xa2\xc3\x28", AB_INVALID_ENVELOPE, "");                           /* bad UTF-8 */
+    EXPECT_FAIL("\xa3\xed\xa0\x80", AB_INVALID_ENVELOPE, "");                       /* surrogate */
+    EXPECT_FAIL("\xa2\xc0\x80", AB_INVALID_ENVELOPE, "");                           /* overlong */
+    EXPECT_FAIL("\xcb\x7f\xf8\x00\x00\x00\x00\x00\x00", AB_INVALID_ENVELOPE, "");   /* NaN */
+    EXPECT_FAIL("\xcb\x7f\xf0\x00\x00\x00\x00\x00\x00", AB_INVALID_ENVELOPE, "");   /* inf */
+    EXPECT_FAIL("\x91\xcf\xff\xff\xff\xff\xff\xff\xff", AB_INVALID_ENVELOPE, "/0"); /* short */
+    EXPECT_FAIL("\xcf\xff\xff\xff\xff\xff\xff\xff\xff\x00", AB_INVALID_ENVELOPE, ""); /* trail */
+    EXPECT_FAIL("\xc1", AB_INVALID_ENVELOPE, "");     /* never used */
+    EXPECT_FAIL("\x01\x02", AB_INVALID_ENVELOPE, ""); /* trailing */
     EXPECT_FAIL("\x92\xa3"
                 "ab",
                 AB_INVALID_ENVELOPE, "/0");                                     /* truncated */
@@ -232,6 +275,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_scalars),
+        cmocka_unit_test(test_uint64),
         cmocka_unit_test(test_containers_and_views),
         cmocka_unit_test(test_rejections),
         cmocka_unit_test(test_depth_and_size_limits),
