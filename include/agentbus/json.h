@@ -2,14 +2,29 @@
  * agentbus/json.h - the JSON bridge: AG-UI events between JSON text and their
  * msgpack body, losslessly for every JSON-safe value.
  *
- * JSON -> msgpack (jansson parses): objects keep their key order, duplicate
- * keys are rejected, integers must fit a signed 64-bit integer, reals become
- * float64, "\u" escapes (surrogate pairs included, "\u0000" too) become
- * UTF-8, {} and [] stay distinct.
- * msgpack -> JSON (our emitter): compact, keys in stored order, integers
- * exact, floats in the shortest form that reads back to the same double and
- * always with a '.' or exponent so they stay floats, strings as UTF-8 with
- * only '"', '\' and control characters escaped.
+ * JSON -> msgpack (our parser, proto/json_parse.c): RFC 8259 exactly (one
+ * value, no comments, no trailing commas, valid UTF-8); objects keep their
+ * key order, duplicate keys are rejected, "\u" escapes (surrogate pairs
+ * included, "\u0000" too) become UTF-8, {} and [] stay distinct. Every
+ * valid JSON number is accepted (docs/PROTOCOL.md section 2):
+ *   - an integer (no fraction, no exponent) in -2^63 .. 2^63-1 becomes a
+ *     msgpack int, one in 2^63 .. 2^64-1 a msgpack uint 64, both exact;
+ *   - any other number - with a fraction or an exponent ("1.0", "1e3"), or
+ *     an integer beyond those ranges - becomes the float64 nearest to it
+ *     (what strtod() gives), so "1767225600000.0" is a float on the wire;
+ *   - a number beyond the double range ("1e400") is an error: the bus
+ *     carries no infinities. One below the smallest double becomes 0.0 or a
+ *     subnormal, its nearest double.
+ * Memory: besides the output (abandoned once it exceeds max_bytes), the
+ * parser holds the open containers (at most max_depth) and the keys of the
+ * open objects: at most 72 bytes a key (24, doubled by the array's growth,
+ * and 24 more while an object of more than 16 keys is checked for
+ * duplicates). A closed container costs nothing; an event of up to 16 open
+ * containers and 32 open keys allocates nothing but its output.
+ * msgpack -> JSON (our emitter, proto/json.c): compact, keys in stored order,
+ * integers exact, floats in the shortest form that reads back to the same
+ * double and always with a '.' or exponent so they stay floats, strings as
+ * UTF-8 with only '"', '\' and control characters escaped.
  *
  * Round trip: json_to_msgpack(val_to_json(v)) gives bytes that parse to a
  * tree equal to v (ab_val_equal).
@@ -27,12 +42,18 @@ extern "C" {
 #endif
 
 /**
- * Parse one JSON value from @p text and append its msgpack encoding to @p out.
+ * Parse one JSON value from @p text (@p len bytes, need not be
+ * NUL-terminated) and append its msgpack encoding to @p out.
  * @param max_depth  nesting limit (top level = 1), as for msgpack input.
  * @param max_bytes  limit on the encoded size.
  * @param bad_code   status for malformed JSON (e.g. AB_INVALID_EVENT).
- * @return AB_OK, bad_code (message says line/column), AB_TOO_LARGE, AB_NOMEM.
- *         On failure @p out is left at its previous length.
+ * @return AB_OK; bad_code for malformed JSON, its message
+ *         "invalid JSON at line L column C: ..." (1-based, the column counted
+ *         in characters, at the first offending character) and err->field
+ *         the JSON pointer of the value being read ("/a/0", "" at the top);
+ *         AB_TOO_LARGE for nesting (field: the value too deep) or size
+ *         (field ""); AB_NOMEM. On failure @p out is left at its previous
+ *         length.
  */
 AB_NODISCARD ab_status_t ab_json_to_msgpack(const char *text, size_t len, uint32_t max_depth,
                                             uint32_t max_bytes, ab_status_t bad_code, ab_buf_t *out,

@@ -44,8 +44,7 @@ static const char GOLDEN_EVENT[] =
 static const char GOLDEN_HELLO[] =
     "84a26f70a568656c6c6fa363696401a876657273696f6e739101a6636c69656e74a464656d6f";
 /* replay_chunk of one record: the header, then the records frame (stamp
- * {pos 42, time 1700000000000123} and GOLDEN_EVENT, each after its u32 BE
- * length) */
+ * {pos 42, time 1700000000000123} and GOLDEN_EVENT, each after its u32 BE length) */
 static const char GOLDEN_CHUNK_HDR[] =
     "85a26f70ac7265706c61795f6368756e6ba17601a363696407a5636f756e7401a56279746573cc8a";
 static const char GOLDEN_CHUNK_REC[] = "0000001482a3706f732aa474696d65cf00060a24181e407b0000006e";
@@ -117,8 +116,7 @@ static void put_be32(ab_buf_t *b, size_t n)
     assert_int_equal(ab_buf_append(b, p, 4), AB_OK);
 }
 
-/* The one-record replay_chunk of docs/PROTOCOL.md 13.3, as the broker lays it
- * out. */
+/* The one-record replay_chunk of docs/PROTOCOL.md 13.3, as the broker lays it out. */
 static void test_golden_chunk(void **state)
 {
     fx_t *f = *state;
@@ -204,8 +202,7 @@ static void test_event_roundtrip(void **state)
     back.seq = 43; /* the comparison can fail */
     assert_false(ab_event_equal(&ev, &back));
     /* keys in any order decode */
-    pack_json(f, "{\"event\":{},\"ts\":0,\"epoch\":9,\"seq\":8,\"run\":\"r\","
-                 "\"thread\":\"t\","
+    pack_json(f, "{\"event\":{},\"ts\":0,\"epoch\":9,\"seq\":8,\"run\":\"r\",\"thread\":\"t\","
                  "\"v\":1}");
     assert_int_equal(ab_event_decode(f->doc, f->in.data, f->in.len, NULL, &back, &err), AB_OK);
     assert_int_equal(back.seq, 8);
@@ -215,22 +212,17 @@ static void test_event_roundtrip(void **state)
 static void test_event_field_errors(void **state)
 {
     fx_t *f = *state;
+    ev_err(f, "{\"v\":1,\"thread\":\"t\",\"run\":\"r\",\"epoch\":1,\"ts\":0,\"event\":{}}",
+           AB_INVALID_ENVELOPE, "seq");
     ev_err(f,
-           "{\"v\":1,\"thread\":\"t\",\"run\":\"r\",\"epoch\":1,\"ts\":0,"
+           "{\"v\":1,\"thread\":\"t\",\"run\":\"r\",\"seq\":\"1\",\"epoch\":1,\"ts\":0,"
            "\"event\":{}}",
            AB_INVALID_ENVELOPE, "seq");
     ev_err(f,
-           "{\"v\":1,\"thread\":\"t\",\"run\":\"r\",\"seq\":\"1\",\"epoch\":1,"
-           "\"ts\":0,"
-           "\"event\":{}}",
+           "{\"v\":1,\"thread\":\"t\",\"run\":\"r\",\"seq\":-1,\"epoch\":1,\"ts\":0,\"event\":{}}",
            AB_INVALID_ENVELOPE, "seq");
     ev_err(f,
-           "{\"v\":1,\"thread\":\"t\",\"run\":\"r\",\"seq\":-1,\"epoch\":1,"
-           "\"ts\":0,\"event\":{}}",
-           AB_INVALID_ENVELOPE, "seq");
-    ev_err(f,
-           "{\"v\":1,\"thread\":\"t\",\"run\":\"r\",\"seq\":1,\"epoch\":1,\"ts\":"
-           "0.5,"
+           "{\"v\":1,\"thread\":\"t\",\"run\":\"r\",\"seq\":1,\"epoch\":1,\"ts\":0.5,"
            "\"event\":{}}",
            AB_INVALID_ENVELOPE, "ts");
     ev_err(f,
@@ -238,30 +230,24 @@ static void test_event_field_errors(void **state)
            "\"event\":[]}",
            AB_INVALID_ENVELOPE, "event");
     ev_err(f,
-           "{\"v\":1,\"thread\":\"t\",\"run\":\"r\",\"seq\":1,\"epoch\":1,\"ts\":"
-           "0,\"event\":{},"
+           "{\"v\":1,\"thread\":\"t\",\"run\":\"r\",\"seq\":1,\"epoch\":1,\"ts\":0,\"event\":{},"
            "\"extra\":1}",
            AB_INVALID_ENVELOPE, "extra");
     ev_err(f,
-           "{\"v\":1,\"thread\":\"t\",\"run\":\"r\",\"seq\":0,\"epoch\":1,\"ts\":"
-           "0,\"event\":{}}",
+           "{\"v\":1,\"thread\":\"t\",\"run\":\"r\",\"seq\":0,\"epoch\":1,\"ts\":0,\"event\":{}}",
            AB_INVALID_ENVELOPE, "seq");
     ev_err(f,
-           "{\"v\":1,\"thread\":\"t\",\"run\":\"r\",\"seq\":1,\"epoch\":0,\"ts\":"
-           "0,\"event\":{}}",
+           "{\"v\":1,\"thread\":\"t\",\"run\":\"r\",\"seq\":1,\"epoch\":0,\"ts\":0,\"event\":{}}",
            AB_INVALID_ENVELOPE, "epoch");
     ev_err(f, "[1]", AB_INVALID_ENVELOPE, "");
-    ev_err(f,
-           "{\"thread\":\"t\",\"run\":\"r\",\"seq\":1,\"epoch\":1,\"ts\":0,"
-           "\"event\":{}}",
+    ev_err(f, "{\"thread\":\"t\",\"run\":\"r\",\"seq\":1,\"epoch\":1,\"ts\":0,\"event\":{}}",
            AB_INVALID_ENVELOPE, "v");
 }
 
 static void test_event_version(void **state)
 {
     fx_t *f = *state;
-    /* v is checked first: the unknown field of a future version does not matter
-     */
+    /* v is checked first: the unknown field of a future version does not matter */
     ab_error_t e = ev_err(f,
                           "{\"v\":2,\"thread\":\"t\",\"run\":\"r\",\"seq\":1,\"epoch\":1,"
                           "\"ts\":0,\"event\":{},\"future\":true}",
@@ -270,12 +256,10 @@ static void test_event_version(void **state)
     assert_string_equal(ab_error_detail(&e, "ours")->s, "1");
     assert_string_equal(ab_error_detail(&e, "theirs")->s, "2");
     ev_err(f,
-           "{\"v\":0,\"thread\":\"t\",\"run\":\"r\",\"seq\":1,\"epoch\":1,\"ts\":"
-           "0,\"event\":{}}",
+           "{\"v\":0,\"thread\":\"t\",\"run\":\"r\",\"seq\":1,\"epoch\":1,\"ts\":0,\"event\":{}}",
            AB_INCOMPATIBLE_VERSION, "v");
     ev_err(f,
-           "{\"v\":\"1\",\"thread\":\"t\",\"run\":\"r\",\"seq\":1,\"epoch\":1,"
-           "\"ts\":0,"
+           "{\"v\":\"1\",\"thread\":\"t\",\"run\":\"r\",\"seq\":1,\"epoch\":1,\"ts\":0,"
            "\"event\":{}}",
            AB_INVALID_ENVELOPE, "v");
 }
@@ -284,8 +268,8 @@ static void test_event_ids(void **state)
 {
     fx_t *f = *state;
     char json[1024];
-    const char *fmt = "{\"v\":1,\"thread\":\"%s\",\"run\":\"r\",\"seq\":1,"
-                      "\"epoch\":1,\"ts\":0,\"event\":{}}";
+    const char *fmt =
+        "{\"v\":1,\"thread\":\"%s\",\"run\":\"r\",\"seq\":1,\"epoch\":1,\"ts\":0,\"event\":{}}";
     snprintf(json, sizeof(json), fmt, "");
     ev_err(f, json, AB_INVALID_ENVELOPE, "thread");
     snprintf(json, sizeof(json), fmt, "a\\u0001b");
@@ -328,9 +312,7 @@ static void test_event_ids(void **state)
     msgpack_pack_map(&pk, 0);
     ev_err(f, NULL, AB_INVALID_ENVELOPE, "thread");
     /* a number where a string id belongs */
-    ev_err(f,
-           "{\"v\":1,\"thread\":7,\"run\":\"r\",\"seq\":1,\"epoch\":1,\"ts\":0,"
-           "\"event\":{}}",
+    ev_err(f, "{\"v\":1,\"thread\":7,\"run\":\"r\",\"seq\":1,\"epoch\":1,\"ts\":0,\"event\":{}}",
            AB_INVALID_ENVELOPE, "thread");
 }
 
@@ -384,6 +366,42 @@ static void test_event_not_json_safe(void **state)
     pk_str(&pk, "seq");
     msgpack_pack_uint64(&pk, (uint64_t)INT64_MAX + 1);
     ev_err(f, NULL, AB_INVALID_ENVELOPE, "seq");
+}
+
+/* A body may hold any msgpack integer; the envelope's own fields keep their ranges. */
+static void test_event_uint64(void **state)
+{
+    fx_t *f = *state;
+    ab_event_t ev;
+    ab_error_t err = AB_ERROR_INIT;
+    pack_json(f, "{\"v\":1,\"thread\":\"t\",\"run\":\"r\",\"seq\":1,\"epoch\":1,\"ts\":0,"
+                 "\"event\":{\"x\":18446744073709551615,\"y\":-9223372036854775808}}");
+    assert_int_equal(ab_event_decode(f->doc, f->in.data, f->in.len, NULL, &ev, &err), AB_OK);
+    const ab_val_t *x = ab_val_get(ev.body, "x"), *y = ab_val_get(ev.body, "y");
+    assert_true(x && x->type == AB_VAL_UINT && x->u.u == UINT64_MAX);
+    assert_true(y && y->type == AB_VAL_INT && y->u.i == INT64_MIN);
+    ab_error_t e = ev_err(f,
+                          "{\"v\":1,\"thread\":\"t\",\"run\":\"r\",\"seq\":18446744073709551615,"
+                          "\"epoch\":1,\"ts\":0,\"event\":{}}",
+                          AB_INVALID_ENVELOPE, "seq");
+    assert_non_null(strstr(e.message, "at most 2^63-1"));
+    ev_err(f,
+           "{\"v\":1,\"thread\":\"t\",\"run\":\"r\",\"seq\":1,\"epoch\":9223372036854775808,"
+           "\"ts\":0,\"event\":{}}",
+           AB_INVALID_ENVELOPE, "epoch");
+    ev_err(f,
+           "{\"v\":1,\"thread\":\"t\",\"run\":\"r\",\"seq\":1,\"epoch\":1,"
+           "\"ts\":9223372036854775808,\"event\":{}}",
+           AB_INVALID_ENVELOPE, "ts");
+    ev_err(f,
+           "{\"v\":18446744073709551615,\"thread\":\"t\",\"run\":\"r\",\"seq\":1,\"epoch\":1,"
+           "\"ts\":0,\"event\":{}}",
+           AB_INVALID_ENVELOPE, "v");
+    /* an integral float is not an integer to the envelope: the wire keeps the type */
+    ev_err(f,
+           "{\"v\":1,\"thread\":\"t\",\"run\":\"r\",\"seq\":1.0,\"epoch\":1,\"ts\":0,"
+           "\"event\":{}}",
+           AB_INVALID_ENVELOPE, "seq");
 }
 
 static void test_event_bytes(void **state)
@@ -579,6 +597,7 @@ int main(void)
         T(test_event_field_errors),  T(test_event_version), T(test_event_ids),
         T(test_event_not_json_safe), T(test_event_bytes),   T(test_event_limits),
         T(test_event_encode_errors), T(test_stamp),         T(test_topics),
+        T(test_event_uint64),
     };
 #undef T
     return cmocka_run_group_tests(tests, NULL, NULL);
