@@ -24,6 +24,7 @@
  */
 #include "agui_internal.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -143,21 +144,32 @@ static ab_status_t check_enum(ab__ctx_t *c, const ab__field_t *f, const ab_val_t
     return ab__agui_fail(c, at, "%s must be one of %s", f->name, set->list);
 }
 
+/*
+ * An integer field: JSON Schema's "integer" is any number whose fraction is
+ * zero, so a float such as 1767225600000.0 counts (docs/VALIDATION.md D1);
+ * 1.5 does not. The range check is on the value, whatever its type.
+ */
 static ab_status_t check_int(ab__ctx_t *c, const ab__field_t *f, const ab_val_t *v,
                              const ab__path_t *at)
 {
-    if (v->type == AB_VAL_UINT) /* above INT64_MAX: out of every range here */
-        return ab__agui_fail(c, at, "%s must be an integer %s", f->name,
-                             f->kind == AB__K_COUNT ? "from 0 to 2^53-1" : "within +-(2^53-1)");
-    if (v->type != AB_VAL_INT)
+    bool low = false, high = false; /* below the minimum, above the maximum */
+    int64_t min = f->kind == AB__K_COUNT ? 0 : -SAFE_INT_MAX;
+    if (v->type == AB_VAL_INT) {
+        low = v->u.i < min;
+        high = v->u.i > SAFE_INT_MAX;
+    } else if (v->type == AB_VAL_UINT) {
+        high = true;
+    } else if (v->type == AB_VAL_FLOAT && v->u.f == trunc(v->u.f)) {
+        low = v->u.f < (double)min;
+        high = v->u.f > (double)SAFE_INT_MAX;
+    } else {
         return fail_type(c, at, "integer", v);
-    if (f->kind == AB__K_COUNT) {
-        if (v->u.i < 0 || v->u.i > SAFE_INT_MAX)
-            return ab__agui_fail(c, at, "%s must be an integer from 0 to 2^53-1", f->name);
-    } else if (v->u.i < -SAFE_INT_MAX || v->u.i > SAFE_INT_MAX) {
-        return ab__agui_fail(c, at, "%s must be an integer within +-(2^53-1)", f->name);
     }
-    return AB_OK;
+    if (!low && !high)
+        return AB_OK;
+    if (f->kind == AB__K_COUNT)
+        return ab__agui_fail(c, at, "%s must be an integer from 0 to 2^53-1", f->name);
+    return ab__agui_fail(c, at, "%s must be an integer within +-(2^53-1)", f->name);
 }
 
 static ab_status_t check_str_list(ab__ctx_t *c, const ab_val_t *v, const ab__path_t *at)
