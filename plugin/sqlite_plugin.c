@@ -3,8 +3,9 @@
  * of agentbus/plugin.h over the SQLite event store (store/, docs/STORE.md).
  *
  * Invariants:
- *  1. A writer handle holds the data directory lock (ab_store_lock_dir) from
- *     open to close; a readonly handle never takes it.
+ *  1. A writer handle is an exclusive store handle (ab_store_opts_t.exclusive:
+ *     flock on agentbus.db itself, pid in <dir>/LOCK) from open to close; a
+ *     readonly handle never takes the lock.
  *  2. append_batch is one store transaction: begin, one staged append per
  *     event, commit. On any failure the transaction is rolled back whole, so
  *     the batch is stored all or nothing and positions stay dense.
@@ -22,7 +23,6 @@
 
 struct ab_plugin_db {
     ab_store_t *st;
-    int lock_fd; /* -1 for readonly handles */
     bool readonly;
 };
 
@@ -39,35 +39,27 @@ static ab_status_t sq_open(const ab_plugin_open_opts_t *opts, ab_plugin_db_t **o
     ab_plugin_db_t *db = calloc(1, sizeof *db);
     if (!db)
         return ab_error_set(err, AB_NOMEM, "db", "out of memory");
-    db->lock_fd = -1;
     db->readonly = opts->readonly;
-    ab_status_t s = AB_OK;
-    if (!opts->readonly)
-        s = ab_store_lock_dir(opts->data_dir, &db->lock_fd, err);
-    if (s != AB_OK)
-        goto cleanup;
     ab_store_opts_t so = {
         .durability = opts->durability == AB_DURABILITY_PROCESS ? AB_STORE_PROCESS : AB_STORE_FSYNC,
         .readonly = opts->readonly,
         .busy_timeout_ms = PLUGIN_BUSY_TIMEOUT_MS,
+        .exclusive = !opts->readonly,
     };
-    s = ab_store_open(&db->st, opts->data_dir, &so, err);
-    if (s != AB_OK)
-        goto cleanup;
+    ab_status_t s = ab_store_open(&db->st, opts->data_dir, &so, err);
+    if (s != AB_OK) {
+        free(db);
+        return s;
+    }
     *out = db;
     return AB_OK;
-cleanup:
-    ab_store_unlock_dir(db->lock_fd);
-    free(db);
-    return s;
 }
 
 static void sq_close(ab_plugin_db_t *db)
 {
     if (!db)
         return;
-    ab_store_close(&db->st);
-    ab_store_unlock_dir(db->lock_fd);
+    ab_store_close(&db->st); /* releases the lock after the connections */
     free(db);
 }
 

@@ -1,7 +1,7 @@
 /*
- * store.c - opening, checking and migrating the SQLite event store, the
- * error mapping and the data directory lock (see agentbus/store.h and
- * docs/STORE.md).
+ * store.c - opening, checking and migrating the SQLite event store and the
+ * error mapping (see agentbus/store.h and docs/STORE.md). The file around
+ * SQLite (creation, lock, empty-file check) is store_file.c's.
  *
  * Invariants:
  *  1. Nothing in the database file changes before it has passed the checks:
@@ -15,6 +15,9 @@
  *     and finalised in ab_store_close().
  *  5. page_size is set only on a file without a schema (version 0), before
  *     WAL: it cannot change later in WAL mode.
+ *  6. SQLite never creates the database file (no SQLITE_OPEN_CREATE): a
+ *     writer opens only a file that store_file.c found or built, and a
+ *     writer that SQLite could open only for reading is refused.
  */
 #include "store_int.h"
 
@@ -23,8 +26,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 /* Tuning (measured with bench/store_bench.c, see docs/STORE.md). */
@@ -83,7 +84,10 @@ ab_status_t ab_store_sqlerr_(ab_store_t *st, int rc, const char *what, ab_error_
     if (s == AB_OK)
         s = AB_INTERNAL;
     const char *msg = st->db ? sqlite3_errmsg(st->db) : sqlite3_errstr(rc);
-    if (s == AB_CORRUPT)
+    if (s == AB_CORRUPT && st->opening)
+        ab_error_set(err, s, "store", "database %s is damaged: %s (%s); %s", st->path, msg, what,
+                     AB_STORE_AFRESH_HINT);
+    else if (s == AB_CORRUPT)
         ab_error_set(err, s, "store", "database %s is damaged: %s (%s)", st->path, msg, what);
     else
         ab_error_set(err, s, "store", "%s: %s (%s)", what, msg, st->path);
@@ -129,8 +133,9 @@ static ab_status_t check_file(ab_store_t *st, bool quick_check, int *version, ab
     if (s != AB_OK)
         return s;
     if (strcmp(buf, "ok") != 0)
-        return ab_error_set(err, AB_CORRUPT, "store", "database %s is damaged: quick_check: %s",
-                            st->path, buf);
+        return ab_error_set(err, AB_CORRUPT, "store",
+                            "database %s is damaged: quick_check: %.80s; %s", st->path, buf,
+                            AB_STORE_AFRESH_HINT);
     return AB_OK;
 }
 
@@ -209,6 +214,28 @@ static ab_status_t configure_writer(ab_store_t *st, ab_store_durability_t d, int
     return version < AB_STORE_SCHEMA_VERSION ? migrate(st, err) : AB_OK;
 }
 
+ab_status_t ab_store_not_writable_(ab_store_t *st, const char *why, ab_error_t *err)
+{
+    return ab_error_set(err, AB_UNAVAILABLE, "store",
+                        "database %s is not writable (%s): a writer needs it read-write; check "
+                        "its mode, owner and attributes (lsattr) and the mount",
+                        st->path, why);
+}
+
+ab_status_t ab_store_build_(ab_store_t *st, const char *path, ab_store_durability_t d,
+                            ab_error_t *err)
+{
+    int rc = sqlite3_open_v2(path, &st->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL);
+    ab_status_t s = rc == SQLITE_OK ? AB_OK : ab_store_sqlerr_(st, rc, "create", err);
+    if (s == AB_OK) {
+        sqlite3_extended_result_codes(st->db, 1);
+        s = configure_writer(st, d, 0, err);
+    }
+    sqlite3_close(st->db); /* the last connection: checkpoints and removes its WAL */
+    st->db = NULL;
+    return s;
+}
+
 static ab_status_t open_db(ab_store_t *st, const char *dir, const ab_store_opts_t *o,
                            ab_error_t *err)
 {
@@ -217,16 +244,16 @@ static ab_status_t open_db(ab_store_t *st, const char *dir, const ab_store_opts_
     if (!st->path)
         return ab_error_set(err, AB_NOMEM, "store", "out of memory");
     snprintf(st->path, n, "%s/%s", dir, AB_STORE_DB_NAME);
-    if (o->readonly && access(st->path, F_OK) != 0)
-        return ab_error_set(err, AB_NOT_FOUND, "store", "no database at %s", st->path);
-    if (!o->readonly && mkdir(dir, 0700) != 0 && errno != EEXIST)
-        return ab_error_set(err, AB_UNAVAILABLE, "store", "cannot create data directory %s: %s",
-                            dir, strerror(errno));
-    int flags = SQLITE_OPEN_NOMUTEX |
-                (o->readonly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+    ab_status_t s = ab_store_file_open_(st, dir, o, err);
+    if (s != AB_OK)
+        return s;
+    int flags = SQLITE_OPEN_NOMUTEX | (o->readonly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE);
     int rc = sqlite3_open_v2(st->path, &st->db, flags, NULL);
     if (rc != SQLITE_OK)
         return ab_store_sqlerr_(st, rc, "open", err);
+    /* SQLite opens a file it cannot write read-only without a word (invariant 6) */
+    if (!o->readonly && sqlite3_db_readonly(st->db, "main") == 1)
+        return ab_store_not_writable_(st, "SQLite opened it read-only", err);
     sqlite3_extended_result_codes(st->db, 1);
     sqlite3_busy_timeout(st->db, o->busy_timeout_ms);
     return AB_OK;
@@ -243,6 +270,9 @@ ab_status_t ab_store_open(ab_store_t **out, const char *dir, const ab_store_opts
     if (!st)
         return ab_error_set(err, AB_NOMEM, "store", "out of memory");
     st->readonly = o->readonly;
+    st->exclusive = o->exclusive && !o->readonly;
+    st->lock_fd = st->pid_fd = -1;
+    st->opening = true;
     int version = 0;
     ab_status_t s = open_db(st, dir, o, err);
     if (s == AB_OK)
@@ -263,6 +293,7 @@ ab_status_t ab_store_open(ab_store_t **out, const char *dir, const ab_store_opts
         ab_store_close(&st);
         return s;
     }
+    st->opening = false;
     *out = st;
     return AB_OK;
 }
@@ -279,59 +310,8 @@ void ab_store_close(ab_store_t **pst)
     ab_store_cache_free_(st);
     ab_store_ckpt_stop_(st);
     sqlite3_close(st->db);
+    ab_store_file_close_(st); /* after every connection of the handle (store_file.c) */
     free(st->path);
     free(st);
     *pst = NULL;
-}
-
-static long read_pid(int fd)
-{
-    char buf[32] = {0};
-    ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
-    return n > 0 ? strtol(buf, NULL, 10) : 0;
-}
-
-ab_status_t ab_store_lock_dir(const char *dir, int *fd_out, ab_error_t *err)
-{
-    if (!dir || !fd_out)
-        return ab_error_set(err, AB_INVALID_ARGUMENT, "dir", "lock: NULL directory or fd");
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s", dir, AB_STORE_LOCK_NAME);
-    if (mkdir(dir, 0700) != 0 && errno != EEXIST)
-        return ab_error_set(err, AB_UNAVAILABLE, "dir", "cannot create data directory %s: %s", dir,
-                            strerror(errno));
-    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-    if (fd < 0)
-        return ab_error_set(err, AB_UNAVAILABLE, "dir", "cannot open lock file %s: %s", path,
-                            strerror(errno));
-    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
-        int e = errno;
-        long pid = read_pid(fd);
-        close(fd);
-        if (e != EWOULDBLOCK)
-            return ab_error_set(err, AB_UNAVAILABLE, "dir", "cannot lock %s: %s", path,
-                                strerror(e));
-        ab_error_set(err, AB_UNAVAILABLE, "dir",
-                     "data directory %s is in use by another broker (pid %ld)", dir, pid);
-        ab_error_detail_int(err, "pid", pid);
-        return AB_UNAVAILABLE;
-    }
-    char pid[32];
-    int n = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
-    if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)n, 0) != n) {
-        int e = errno;
-        close(fd);
-        return ab_error_set(err, AB_UNAVAILABLE, "dir", "cannot write lock file %s: %s", path,
-                            strerror(e));
-    }
-    *fd_out = fd;
-    return AB_OK;
-}
-
-void ab_store_unlock_dir(int fd)
-{
-    if (fd < 0)
-        return;
-    flock(fd, LOCK_UN);
-    close(fd);
 }

@@ -21,6 +21,11 @@
 #define AB_STORE_WAL_PAGES 8192
 
 typedef struct ab_store_ckpt ab_store_ckpt_t;
+/* This process's entry for one open database file (store_file.c). */
+typedef struct ab_store_file ab_store_file_t;
+
+/** The end of every message refusing a database at open (the file was named before). */
+#define AB_STORE_AFRESH_HINT "to start afresh on purpose, move it and its -wal and -shm files away"
 
 /** Bytes of a record header inside a chunk. */
 #define CHUNK_HDR 24
@@ -102,12 +107,36 @@ struct ab_store {
     /* writer handles: WAL checkpoints on their own thread (store_ckpt.c) */
     ab_store_ckpt_t *ckpt;
     int wal_pages;
+    /* the database file (store_file.c) */
+    ab_store_file_t *file; /* this process's entry for it; NULL until registered */
+    int lock_fd;           /* exclusive handles: the descriptor holding flock; else -1 */
+    int pid_fd;            /* exclusive handles: <dir>/LOCK, locked, holding the pid; else -1 */
+    bool exclusive;
+    bool opening; /* inside ab_store_open(): refusals carry AB_STORE_AFRESH_HINT */
 };
 
 /* Start the checkpointer of a writer handle (falls back to inline checkpoints). */
 void ab_store_ckpt_start_(ab_store_t *st);
 /* Stop it and close its connection (before st->db closes). */
 void ab_store_ckpt_stop_(ab_store_t *st);
+
+/* Prepare the file for SQLite (store_file.c): a writer creates the directory,
+ * builds a new store where no database exists, takes the exclusive lock
+ * (opts->exclusive) and refuses an empty file; every handle registers the
+ * file. Undone by ab_store_file_close_(), also after a failure. */
+ab_status_t ab_store_file_open_(ab_store_t *st, const char *dir, const ab_store_opts_t *o,
+                                ab_error_t *err);
+/* Release the file (after the handle's SQLite connections closed): the lock,
+ * the pid file, the registration; parked descriptors close with the last
+ * handle of the file. */
+void ab_store_file_close_(ab_store_t *st);
+
+/* Build a new, empty store of the current schema in the existing empty file
+ * @p path (store.c): page size, WAL mode, migrations; closes it again. */
+ab_status_t ab_store_build_(ab_store_t *st, const char *path, ab_store_durability_t d,
+                            ab_error_t *err);
+/* The refusal of a database file a writer cannot write (@p why: the cause). */
+ab_status_t ab_store_not_writable_(ab_store_t *st, const char *why, ab_error_t *err);
 
 /* Map an SQLite result code to a status and record it with the db message. */
 ab_status_t ab_store_sqlerr_(ab_store_t *st, int rc, const char *what, ab_error_t *err);

@@ -43,7 +43,11 @@ extern "C" {
 #define AB_STORE_SCHEMA_VERSION 1
 /** File name of the database inside the data directory. */
 #define AB_STORE_DB_NAME "agentbus.db"
-/** File name of the lock file inside the data directory. */
+/**
+ * File name of the pid file inside the data directory: an exclusive handle
+ * locks it too and writes its pid there (the lock itself is on the database
+ * file, see ab_store_opts_t.exclusive).
+ */
 #define AB_STORE_LOCK_NAME "LOCK"
 
 /** Opaque store handle. */
@@ -61,6 +65,15 @@ typedef struct ab_store_opts {
     bool readonly;                    /**< SQLITE_OPEN_READONLY, no migrations, no dir creation */
     int busy_timeout_ms;   /**< SQLite busy timeout; default 0 (fail fast, AB_UNAVAILABLE) */
     bool skip_quick_check; /**< skip PRAGMA quick_check at open (not recommended) */
+    /**
+     * Writer handles: own the database. flock(LOCK_EX|LOCK_NB) on
+     * <dir>/agentbus.db itself, taken before SQLite opens it and held until
+     * ab_store_close() (after the handle's connections closed); also locks
+     * <dir>/LOCK and writes the pid there. A second exclusive opener, in
+     * this process or another, gets AB_UNAVAILABLE "data directory D is in
+     * use by another broker (pid N)", also when LOCK was deleted.
+     */
+    bool exclusive;
     /**
      * Writer handles: WAL size in pages (8 KiB) at which a background thread
      * (own connection) checkpoints it; at 4x the writer does it inline.
@@ -128,19 +141,24 @@ typedef int (*ab_store_run_cb)(void *ud, const ab_store_run_t *run);
 
 /**
  * Open (and for a writer create and migrate) the store in @p dir.
- * Writer: creates @p dir (mode 0700) if missing, opens <dir>/agentbus.db,
- * checks it (quick_check), refuses a newer schema, then switches to WAL,
- * sets synchronous per opts->durability and migrates forward in one
- * transaction. Readonly: opens with SQLITE_OPEN_READONLY and requires the
- * current schema. Nothing in the file changes when open fails.
+ * Writer: creates @p dir (mode 0700) if missing. Where no <dir>/agentbus.db
+ * exists it builds a new store under a temporary name and links it into
+ * place (a new store is made only where no database file exists). It then
+ * (opts->exclusive) locks the file, refuses an empty (0-byte) file or one
+ * it cannot write, checks it (quick_check), refuses a newer schema, then
+ * switches to WAL, sets synchronous per opts->durability and migrates
+ * forward in one transaction. Readonly: opens with SQLITE_OPEN_READONLY and
+ * requires the current schema. Nothing in an existing file changes when open fails.
  * @param out  receives the handle (owned; release with ab_store_close()).
  * @param opts NULL = defaults.
- * @return AB_OK; AB_INVALID_ARGUMENT (NULL out/dir); AB_CORRUPT (damaged or
- *         not a database, message names the file); AB_UNSUPPORTED (schema
- *         newer than this build, or older for a readonly handle);
- *         AB_NOT_FOUND (readonly and no database / no schema);
- *         AB_UNAVAILABLE (cannot create dir / open file, busy, I/O, full);
- *         AB_NOMEM; AB_INTERNAL.
+ * @return AB_OK; AB_INVALID_ARGUMENT (NULL out/dir); AB_CORRUPT (empty,
+ *         damaged or not a database: the message names the file and ends
+ *         "to start afresh on purpose, move it and its -wal and -shm files
+ *         away"); AB_UNSUPPORTED (schema newer than this build, or older
+ *         for a readonly handle); AB_NOT_FOUND (readonly and no database /
+ *         no schema); AB_UNAVAILABLE (locked by another owner, file not
+ *         writable for a writer, cannot create dir / open file, busy, I/O,
+ *         full); AB_NOMEM; AB_INTERNAL.
  */
 ab_status_t ab_store_open(ab_store_t **out, const char *dir, const ab_store_opts_t *opts,
                           ab_error_t *err) AB_NODISCARD;
@@ -150,19 +168,6 @@ ab_status_t ab_store_open(ab_store_t **out, const char *dir, const ab_store_opts
  * *st to NULL.
  */
 void ab_store_close(ab_store_t **st);
-
-/**
- * Take the data directory lock: flock(LOCK_EX|LOCK_NB) on <dir>/LOCK, which
- * then holds the holder's pid. The broker calls this; store handles do not.
- * @param fd_out receives the lock fd (owned; release with ab_store_unlock_dir()).
- * @return AB_OK; AB_UNAVAILABLE "data directory D is in use by another broker
- *         (pid N)" when held elsewhere, or when the file cannot be opened;
- *         AB_INVALID_ARGUMENT (NULL args).
- */
-ab_status_t ab_store_lock_dir(const char *dir, int *fd_out, ab_error_t *err) AB_NODISCARD;
-
-/** Release a lock taken by ab_store_lock_dir(). A negative fd is ignored. */
-void ab_store_unlock_dir(int fd);
 
 /**
  * Start a write transaction (BEGIN IMMEDIATE: takes the write lock now).

@@ -7,8 +7,10 @@
  *    lock is gone the same events are accepted, each stored exactly once;
  *  - an overloaded ingest queue (tiny --queue, writer held up by the lock):
  *    `overloaded` (retryable) and nothing answered overloaded is stored;
- *  - a damaged database or a newer schema at start: the broker exits
- *    non-zero naming the file, and the file is byte-for-byte unchanged.
+ *  - a damaged, foreign (not SQLite), empty (0-byte) database or a newer
+ *    schema at start: the broker exits non-zero naming the file (and, but
+ *    for the newer schema, how to start afresh on purpose), and the file is
+ *    byte-for-byte unchanged.
  *
  * The lock is taken with our own SQLite connection in the broker's WAL
  * database: BEGIN IMMEDIATE blocks writers, not readers. The broker's writer
@@ -435,8 +437,11 @@ static void write_all(const char *path, const void *data, size_t len)
     assert_int_equal(fclose(f), 0);
 }
 
+/* How every refusal of a damaged database ends (store.h). */
+#define AFRESH "to start afresh on purpose, move it and its -wal and -shm files away"
+
 /* Start a broker on @p dir; it must refuse, naming the database, and leave it unchanged. */
-static void expect_refused(const char *dir, const char *word)
+static void expect_refused(const char *dir, const char *word, const char *word2)
 {
     char path[512], out[4096];
     snprintf(path, sizeof(path), "%s/agentbus.db", dir);
@@ -454,6 +459,8 @@ static void expect_refused(const char *dir, const char *word)
         fail_msg("the message does not name %s: %s", path, out);
     if (word != NULL && strstr(out, word) == NULL)
         fail_msg("the message does not say '%s': %s", word, out);
+    if (word2 != NULL && strstr(out, word2) == NULL)
+        fail_msg("the message does not say '%s': %s", word2, out);
     if (!same)
         fail_msg("%s changed although the broker refused it", path);
     char wal[600];
@@ -499,7 +506,22 @@ static void test_garbage_database(void **state)
     for (size_t i = 0; i < sizeof(junk); i++)
         junk[i] = (char)('a' + i % 23);
     write_all(path, junk, sizeof(junk));
-    expect_refused(d->dir, NULL);
+    expect_refused(d->dir, "not a database", AFRESH);
+}
+
+/* A zero-length agentbus.db is not a new store: refused, left empty, no WAL. */
+static void test_empty_database(void **state)
+{
+    dir_state_t *d = *state;
+    if (!bp_available())
+        skip();
+    char path[512];
+    snprintf(path, sizeof(path), "%s/agentbus.db", d->dir);
+    write_all(path, "", 0);
+    expect_refused(d->dir, "is empty (0 bytes)", AFRESH);
+    struct stat sb;
+    assert_int_equal(stat(path, &sb), 0);
+    assert_int_equal(sb.st_size, 0);
 }
 
 static void test_damaged_database(void **state)
@@ -542,7 +564,7 @@ static void test_damaged_database(void **state)
     char wal[600];
     snprintf(wal, sizeof(wal), "%s-wal", path);
     unlink(wal);
-    expect_refused(d->dir, "damaged");
+    expect_refused(d->dir, "damaged", AFRESH);
 }
 
 static void test_newer_schema(void **state)
@@ -560,7 +582,7 @@ static void test_newer_schema(void **state)
                                   NULL, NULL, NULL),
                      SQLITE_OK);
     assert_int_equal(sqlite3_close(db), SQLITE_OK);
-    expect_refused(d->dir, "newer");
+    expect_refused(d->dir, "newer", NULL);
 }
 
 int main(void)
@@ -569,6 +591,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_locked_database, lock_setup, lock_teardown),
         cmocka_unit_test_setup_teardown(test_overloaded, over_setup, lock_teardown),
         cmocka_unit_test_setup_teardown(test_garbage_database, dir_setup, dir_teardown),
+        cmocka_unit_test_setup_teardown(test_empty_database, dir_setup, dir_teardown),
         cmocka_unit_test_setup_teardown(test_damaged_database, dir_setup, dir_teardown),
         cmocka_unit_test_setup_teardown(test_newer_schema, dir_setup, dir_teardown),
     };

@@ -1,6 +1,7 @@
 /*
  * test_store.c - the SQLite event store: open/migrate/check, append, reads,
- * heads, claims, the directory lock and a WAL reader beside a writer.
+ * heads, claims and a WAL reader beside a writer (the file checks and the
+ * lock at open: test_store_open.c).
  *
  * Each test gets a fresh directory from mkdtemp() and removes it afterwards.
  * The tests never include sqlite3.h: the schema version is read and forged
@@ -171,16 +172,35 @@ static void test_open_reopen_keeps_data(void **state)
     rmdir(sub);
 }
 
+/* What SQLite writes for `PRAGMA page_size=4096; PRAGMA user_version=0` on an
+ * empty database: a header and an empty schema page, no tables. */
+static void write_schemaless_db(const char *path)
+{
+    unsigned char page[4096] = "SQLite format 3";
+    static const unsigned char hdr[] = {0x10, 0x00, 0x01, 0x01, 0x00, 0x40, 0x20, 0x20,
+                                        0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x01};
+    memcpy(page + 16, hdr, sizeof hdr);                /* page size .. change counter, 1 page */
+    page[95] = 0x01;                                   /* version-valid-for = change counter */
+    memcpy(page + 96, "\x00\x2e\x63\x01", 4);          /* SQLite 3.40.1 wrote it */
+    memcpy(page + 100, "\x0d\x00\x00\x00\x00\x10", 6); /* empty table leaf, content at 4096 */
+    FILE *fp = fopen(path, "wb");
+    assert_non_null(fp);
+    assert_int_equal(fwrite(page, 1, sizeof page, fp), sizeof page);
+    assert_int_equal(fclose(fp), 0);
+}
+
 static void test_migrates_from_zero(void **state)
 {
     fx_t *f = *state;
-    FILE *fp = fopen(f->db, "wb"); /* an empty file is a version-0 database */
-    assert_non_null(fp);
-    fclose(fp);
+    write_schemaless_db(f->db); /* an SQLite file without our schema is version 0 */
+    assert_int_equal(file_user_version(f->db), 0);
     f->st = open_ok(f->dir, false);
     ab_store_close(&f->st);
     assert_int_equal(file_user_version(f->db), AB_STORE_SCHEMA_VERSION);
     f->st = open_ok(f->dir, false); /* reopen at the current version: no-op */
+    begin_ok(f->st);
+    assert_int_equal(append_ok(f->st, "t", "r", 1, "x"), 1);
+    commit_ok(f->st);
     ab_store_close(&f->st);
     assert_int_equal(file_user_version(f->db), AB_STORE_SCHEMA_VERSION);
 }
@@ -230,11 +250,13 @@ static void test_damaged_file_refused(void **state)
     assert_int_equal(ab_store_open(&st, f->dir, NULL, &err), AB_CORRUPT);
     assert_null(st);
     assert_non_null(strstr(err.message, f->db));
+    assert_non_null(strstr(err.message, "to start afresh on purpose, move it"));
     /* garbage over the header: not a database at all */
     ab_error_clear(&err);
     file_patch(f->db, 0, junk, 100);
     assert_int_equal(ab_store_open(&st, f->dir, NULL, &err), AB_CORRUPT);
     assert_non_null(strstr(err.message, f->db));
+    assert_non_null(strstr(err.message, "to start afresh on purpose, move it"));
 }
 
 static void test_append_commit_read_back(void **state)
@@ -497,27 +519,6 @@ static void test_claim_bumps_epoch(void **state)
     assert_int_equal(run.epoch, 3);
 }
 
-static void test_dir_lock(void **state)
-{
-    fx_t *f = *state;
-    ab_error_t err = AB_ERROR_INIT;
-    int fd1 = -1, fd2 = -1;
-    assert_int_equal(ab_store_lock_dir(f->dir, &fd1, &err), AB_OK);
-    assert_true(fd1 >= 0);
-    assert_int_equal(ab_store_lock_dir(f->dir, &fd2, &err), AB_UNAVAILABLE);
-    assert_int_equal(fd2, -1);
-    char want[128];
-    snprintf(want, sizeof want, "data directory %s is in use by another broker (pid %ld)", f->dir,
-             (long)getpid());
-    assert_string_equal(err.message, want);
-    assert_true(err.retryable);
-    ab_store_unlock_dir(fd1);
-    ab_error_clear(&err);
-    assert_int_equal(ab_store_lock_dir(f->dir, &fd2, &err), AB_OK);
-    ab_store_unlock_dir(fd2);
-    ab_store_unlock_dir(-1);
-}
-
 static void test_reader_beside_writer(void **state)
 {
     fx_t *f = *state;
@@ -600,7 +601,6 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_reads_and_limits, setup, teardown),
         cmocka_unit_test_setup_teardown(test_heads_and_state, setup, teardown),
         cmocka_unit_test_setup_teardown(test_claim_bumps_epoch, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_dir_lock, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reader_beside_writer, setup, teardown),
         cmocka_unit_test_setup_teardown(test_readonly_needs_schema, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_arguments, setup, teardown),
