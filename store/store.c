@@ -18,6 +18,10 @@
  *  6. SQLite never creates the database file (no SQLITE_OPEN_CREATE): a
  *     writer opens only a file that store_file.c found or built, and a
  *     writer that SQLite could open only for reading is refused.
+ *  7. One quick_check per owner: a readonly handle skips the check while an
+ *     exclusive writer of this process that checked the file at its own
+ *     open still has it open (that writer holds the lock, so nobody else
+ *     wrote the file since); every other open checks.
  */
 #include "store_int.h"
 
@@ -275,8 +279,9 @@ ab_status_t ab_store_open(ab_store_t **out, const char *dir, const ab_store_opts
     st->opening = true;
     int version = 0;
     ab_status_t s = open_db(st, dir, o, err);
+    bool check = !o->skip_quick_check && !(o->readonly && ab_store_file_checked_(st));
     if (s == AB_OK)
-        s = check_file(st, !o->skip_quick_check, &version, err);
+        s = check_file(st, check, &version, err);
     if (s == AB_OK)
         s = check_version(st, version, err);
     if (s == AB_OK && !o->readonly)
@@ -293,6 +298,8 @@ ab_status_t ab_store_open(ab_store_t **out, const char *dir, const ab_store_opts
         ab_store_close(&st);
         return s;
     }
+    if (check)
+        ab_store_file_mark_checked_(st); /* invariant 7 */
     st->opening = false;
     *out = st;
     return AB_OK;

@@ -37,8 +37,9 @@
 struct ab_store_file {
     dev_t dev;
     ino_t ino;
-    int handles; /* open store handles on this file */
-    int *parked; /* descriptors to close with the last handle (invariant 1) */
+    int handles;  /* open store handles on this file */
+    bool checked; /* an exclusive writer that ran quick_check at its open has it open */
+    int *parked;  /* descriptors to close with the last handle (invariant 1) */
     size_t nparked, cap;
     ab_store_file_t *next;
 };
@@ -114,6 +115,8 @@ void ab_store_file_close_(ab_store_t *st)
         release_fd(st->lock_fd); /* not registered: SQLite never opened it through us */
     } else {
         f->handles--;
+        if (st->marked_checked)
+            f->checked = false;
         release_locked(f, st->lock_fd);
         if (f->handles == 0) {
             for (size_t i = 0; i < f->nparked; i++)
@@ -131,6 +134,25 @@ void ab_store_file_close_(ab_store_t *st)
         close(st->pid_fd);
     st->file = NULL;
     st->lock_fd = st->pid_fd = -1;
+    st->marked_checked = false;
+}
+
+bool ab_store_file_checked_(const ab_store_t *st)
+{
+    pthread_mutex_lock(&files_mu);
+    bool c = st->file != NULL && st->file->checked;
+    pthread_mutex_unlock(&files_mu);
+    return c;
+}
+
+void ab_store_file_mark_checked_(ab_store_t *st)
+{
+    if (st->file == NULL || !st->exclusive)
+        return;
+    pthread_mutex_lock(&files_mu);
+    st->file->checked = true;
+    st->marked_checked = true;
+    pthread_mutex_unlock(&files_mu);
 }
 
 /* The pid holding flock on the file of @p fd, from /proc/locks (Linux); 0 if unknown. */

@@ -112,7 +112,8 @@ struct ab_store {
     int lock_fd;           /* exclusive handles: the descriptor holding flock; else -1 */
     int pid_fd;            /* exclusive handles: <dir>/LOCK, locked, holding the pid; else -1 */
     bool exclusive;
-    bool opening; /* inside ab_store_open(): refusals carry AB_STORE_AFRESH_HINT */
+    bool marked_checked; /* this handle told the file entry it ran quick_check */
+    bool opening;        /* inside ab_store_open(): refusals carry AB_STORE_AFRESH_HINT */
 };
 
 /* Start the checkpointer of a writer handle (falls back to inline checkpoints). */
@@ -130,6 +131,11 @@ ab_status_t ab_store_file_open_(ab_store_t *st, const char *dir, const ab_store_
  * the pid file, the registration; parked descriptors close with the last
  * handle of the file. */
 void ab_store_file_close_(ab_store_t *st);
+/* Whether an exclusive writer of this process that ran quick_check at its
+ * open has the handle's file open (a reader then need not check it again). */
+bool ab_store_file_checked_(const ab_store_t *st);
+/* Record that this exclusive writer ran quick_check at its open. */
+void ab_store_file_mark_checked_(ab_store_t *st);
 
 /* Build a new, empty store of the current schema in the existing empty file
  * @p path (store.c): page size, WAL mode, migrations; closes it again. */

@@ -148,7 +148,9 @@ typedef int (*ab_store_run_cb)(void *ud, const ab_store_run_t *run);
  * it cannot write, checks it (quick_check), refuses a newer schema, then
  * switches to WAL, sets synchronous per opts->durability and migrates
  * forward in one transaction. Readonly: opens with SQLITE_OPEN_READONLY and
- * requires the current schema. Nothing in an existing file changes when open fails.
+ * requires the current schema; it skips quick_check while an exclusive
+ * writer of this process that checked the file at its open has it open.
+ * Nothing in an existing file changes when open fails.
  * @param out  receives the handle (owned; release with ab_store_close()).
  * @param opts NULL = defaults.
  * @return AB_OK; AB_INVALID_ARGUMENT (NULL out/dir); AB_CORRUPT (empty,

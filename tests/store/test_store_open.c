@@ -3,7 +3,8 @@
  * store only where no database exists, an empty or foreign file refused and
  * left as it was, a file the writer cannot write refused, the exclusive lock
  * on agentbus.db itself (a second owner refused, also once LOCK is gone),
- * and a refused second owner leaving the first one's SQLite locks alone.
+ * a refused second owner leaving the first one's SQLite locks alone, and
+ * quick_check once per database per process.
  *
  * Each test gets a fresh directory from mkdtemp() and removes it afterwards.
  */
@@ -301,6 +302,50 @@ static void test_refusal_keeps_sqlite_locks(void **state)
     ab_store_close(&rd);
 }
 
+/* Overwrite every page after the first of @p path, from another process (a
+ * descriptor of the file closed here would drop this process's SQLite locks). */
+static void smash_pages(const char *path)
+{
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        char junk[8192];
+        memset(junk, 0xA5, sizeof junk);
+        int fd = open(path, O_WRONLY);
+        struct stat sb;
+        if (fd < 0 || fstat(fd, &sb) != 0 || sb.st_size <= 2 * (off_t)sizeof junk)
+            _exit(2);
+        for (off_t off = sizeof junk; off < sb.st_size; off += (off_t)sizeof junk)
+            if (pwrite(fd, junk, sizeof junk, off) != (ssize_t)sizeof junk)
+                _exit(3);
+        _exit(0);
+    }
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+/*
+ * quick_check runs once per database per process: readers opened while the
+ * exclusive owner that checked the file is open skip it; without that owner
+ * every opener checks. Shown with damage made after the owner's check.
+ */
+static void test_quick_check_once(void **state)
+{
+    fx_t *f = *state;
+    ab_store_t *st = open_as(f->dir, false, false);
+    for (uint64_t s = 1; s <= 300; s++)
+        commit_one(st, s);
+    ab_store_close(&st); /* checkpointed into the file */
+    ab_store_t *owner = open_as(f->dir, false, true);
+    smash_pages(f->db);
+    ab_store_t *r = open_as(f->dir, true, false); /* checked by the owner: no second check */
+    ab_store_close(&r);
+    open_refused(f->dir, false, false, AB_CORRUPT, f->db, "damaged"); /* a writer checks */
+    ab_store_close(&owner);
+    open_refused(f->dir, true, false, AB_CORRUPT, f->db, "damaged"); /* no owner: checked */
+}
+
 /* The child of test_refusal_keeps_sqlite_locks: open a writer (no lock) and close it. */
 static int open_close(const char *dir)
 {
@@ -326,6 +371,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_unwritable_file_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_exclusive_lock, setup, teardown),
         cmocka_unit_test_setup_teardown(test_refusal_keeps_sqlite_locks, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_quick_check_once, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
