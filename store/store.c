@@ -33,8 +33,8 @@
 #include <unistd.h>
 
 /* Tuning (measured with bench/store_bench.c, see docs/STORE.md). */
-#define STORE_PAGE_SIZE "8192"
-#define WRITER_PRAGMAS  "PRAGMA cache_size=-8192; PRAGMA journal_size_limit=134217728;"
+#define STORE_PAGE_SIZE "8192" /* = AB_STORE_PAGE_BYTES */
+#define WRITER_PRAGMAS  "PRAGMA cache_size=-8192;"
 #define READER_PRAGMAS  "PRAGMA cache_size=-16384;"
 
 /* Migration steps: steps[i] takes the schema from version i to i + 1. */
@@ -201,6 +201,11 @@ static ab_status_t configure_writer(ab_store_t *st, ab_store_durability_t d, int
         s = exec_sql(st, "PRAGMA page_size=" STORE_PAGE_SIZE, "page_size", err);
     if (s == AB_OK)
         s = exec_sql(st, WRITER_PRAGMAS, "pragmas", err);
+    char limit[64]; /* the WAL file is cut back to this when the WAL restarts (store_ckpt.c) */
+    snprintf(limit, sizeof limit, "PRAGMA journal_size_limit=%lld",
+             (long long)AB_STORE_WAL_LIMIT_FACTOR * st->wal_pages * AB_STORE_PAGE_BYTES);
+    if (s == AB_OK)
+        s = exec_sql(st, limit, "journal_size_limit", err);
     if (s == AB_OK)
         s = pragma_text(st, "PRAGMA journal_mode=WAL", mode, sizeof mode, err);
     if (s != AB_OK)
@@ -276,6 +281,7 @@ ab_status_t ab_store_open(ab_store_t **out, const char *dir, const ab_store_opts
     st->readonly = o->readonly;
     st->exclusive = o->exclusive && !o->readonly;
     st->lock_fd = st->pid_fd = -1;
+    st->wal_pages = o->wal_pages > 0 ? o->wal_pages : AB_STORE_WAL_PAGES;
     st->opening = true;
     int version = 0;
     ab_status_t s = open_db(st, dir, o, err);
@@ -290,10 +296,8 @@ ab_status_t ab_store_open(ab_store_t **out, const char *dir, const ab_store_opts
         s = exec_sql(st, READER_PRAGMAS, "pragmas", err);
     if (s == AB_OK)
         s = ab_store_prepare_(st, err);
-    if (s == AB_OK && !o->readonly) {
-        st->wal_pages = o->wal_pages;
+    if (s == AB_OK && !o->readonly)
         ab_store_ckpt_start_(st); /* checkpoints off this thread (store_ckpt.c) */
-    }
     if (s != AB_OK) {
         ab_store_close(&st);
         return s;

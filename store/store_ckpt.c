@@ -11,10 +11,15 @@
  *
  * Invariants:
  *  1. The WAL stays bounded: at st->wal_pages pages after a commit the
- *     checkpointer is woken; at 4x that (it fell behind, or it could not
- *     start) the writer waits for the thread's checkpoint in progress, if
- *     any, and checkpoints itself, as SQLite's own rule did: the WAL file
- *     stays within about 4x plus the commits made during one checkpoint.
+ *     checkpointer is woken; at AB_STORE_WAL_INLINE_FACTOR (4) times that
+ *     (it fell behind, or it could not start) the writer waits for the
+ *     thread's checkpoint in progress, if any, and checkpoints itself, as
+ *     SQLite's own rule did. The WAL restarts (is written from its start
+ *     again) at the first commit after a checkpoint copied all of it while
+ *     no reader used it; then SQLite cuts the file back to
+ *     journal_size_limit (AB_STORE_WAL_LIMIT_FACTOR x wal_pages pages, set
+ *     in store.c). So the WAL file stays within 4x wal_pages pages plus one
+ *     commit, and after each restart within 2x (or that commit).
  *  2. A checkpoint never changes what is committed or durable; a failed or
  *     busy one only leaves more pages for the next.
  *  3. The checkpointer is stopped and its connection closed before the
@@ -66,7 +71,7 @@ static int on_wal(void *arg, sqlite3 *db, const char *name, int pages)
     ab_store_ckpt_t *c = st->ckpt;
     if (pages < st->wal_pages)
         return SQLITE_OK;
-    if (c != NULL && pages < 4 * st->wal_pages) {
+    if (c != NULL && pages < AB_STORE_WAL_INLINE_FACTOR * st->wal_pages) {
         pthread_mutex_lock(&c->mu);
         c->due = true;
         pthread_cond_signal(&c->cv);

@@ -17,8 +17,15 @@
 
 #include <sqlite3.h>
 
+/** Page size of a new store, bytes (store.c sets it). */
+#define AB_STORE_PAGE_BYTES 8192
 /** WAL pages (of page_size, 8 KiB) after which the checkpointer runs (store_ckpt.c). */
 #define AB_STORE_WAL_PAGES 8192
+/** At this many times wal_pages the writer checkpoints itself (store_ckpt.c). */
+#define AB_STORE_WAL_INLINE_FACTOR 4
+/** journal_size_limit = this many times wal_pages pages: the WAL file is cut
+ * back to it whenever the WAL restarts (SQLite truncates it then). */
+#define AB_STORE_WAL_LIMIT_FACTOR 2
 
 typedef struct ab_store_ckpt ab_store_ckpt_t;
 /* This process's entry for one open database file (store_file.c). */

@@ -76,8 +76,10 @@ typedef struct ab_store_opts {
     bool exclusive;
     /**
      * Writer handles: WAL size in pages (8 KiB) at which a background thread
-     * (own connection) checkpoints it; at 4x the writer does it inline.
-     * 0 = 8192 (64 MiB).
+     * (own connection) checkpoints it; at 4x the writer does it inline, so
+     * the WAL file stays within 4x this plus one commit; whenever the WAL
+     * restarts its file is cut back to 2x this (journal_size_limit).
+     * 0 = 8192 (64 MiB: the file stays within 256 MiB, cut back to 128 MiB).
      */
     int wal_pages;
 } ab_store_opts_t;

@@ -3,8 +3,9 @@
  * (store/store_ckpt.c): a WAL past wal_pages (but short of 4x, where the
  * writer would checkpoint inline) is checkpointed into the database file by
  * the background thread while the writer stays open; a long stream of
- * commits keeps the WAL file bounded (a few times wal_pages); everything
- * committed reads back after a reopen.
+ * commits keeps the WAL file bounded (a few times wal_pages); a WAL file
+ * grown past journal_size_limit is cut back to it when the WAL restarts;
+ * everything committed reads back after a reopen.
  */
 #include "agentbus/store.h"
 #include "testutil.h"
@@ -141,11 +142,38 @@ static void test_wal_bounded_and_complete(void **state)
     ab_store_close(&st);
 }
 
+/*
+ * journal_size_limit: a WAL file grown past 2 x wal_pages pages is cut back
+ * to that once the WAL restarts, i.e. at the first commit after the
+ * checkpointer copied all of it (without the limit it would keep its size).
+ */
+static void test_wal_file_cut_back(void **state)
+{
+    fx_t *f = *state;
+    ab_store_t *st = open_writer(f);
+    commit_events(st, 1, 80, 4000); /* ~40 pages: over 2 x 16, under the inline 4 x 16 */
+    long limit = 2L * WAL_PAGES * 8192;
+    long big = file_size(f->wal);
+    if (big <= limit)
+        fail_msg("the WAL is only %ld bytes (want over %ld)", big, limit);
+    struct timespec ms = {0, 10 * 1000 * 1000};
+    uint64_t seq = 81;
+    for (int i = 0; i < 1000 && file_size(f->wal) > limit; i++) { /* bounded: 10 s */
+        nanosleep(&ms, NULL);
+        commit_events(st, seq++, 1, 100);
+    }
+    if (file_size(f->wal) > limit)
+        fail_msg("WAL file still %ld bytes after %llu commits (limit %ld)", file_size(f->wal),
+                 (unsigned long long)(seq - 81), limit);
+    ab_store_close(&st);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_background_checkpoint, setup, teardown),
         cmocka_unit_test_setup_teardown(test_wal_bounded_and_complete, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_wal_file_cut_back, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
