@@ -136,11 +136,16 @@ static ab_status_t check_file(ab_store_t *st, bool quick_check, int *version, ab
     s = pragma_text(st, "PRAGMA quick_check", buf, sizeof buf, err);
     if (s != AB_OK)
         return s;
-    if (strcmp(buf, "ok") != 0)
-        return ab_error_set(err, AB_CORRUPT, "store",
-                            "database %s is damaged: quick_check: %.80s; %s", st->path, buf,
-                            AB_STORE_AFRESH_HINT);
-    return AB_OK;
+    if (strcmp(buf, "ok") == 0)
+        return AB_OK;
+    /* one line for the log: SQLite's report starts with a banner and has a line per fault */
+    const char *banner = "*** in database main ***\n", *report = buf;
+    if (strncmp(report, banner, strlen(banner)) == 0)
+        report += strlen(banner);
+    for (char *c = buf; *c; c++)
+        *c = *c == '\n' ? ' ' : *c;
+    return ab_error_set(err, AB_CORRUPT, "store", "database %s is damaged: quick_check: %.80s; %s",
+                        st->path, report, AB_STORE_AFRESH_HINT);
 }
 
 static ab_status_t migrate(ab_store_t *st, ab_error_t *err)
