@@ -17,8 +17,9 @@
  *     lock only LOCK).
  *  3. A new store is built whole (schema, WAL mode) under a temporary name
  *     and linked into place: link() never replaces a file, so agentbus.db
- *     is created only where none exists and never appears empty or half
- *     made. An existing file is never re-created.
+ *     is created only where none exists (and no WAL of a vanished one
+ *     waits to be replayed into it) and never appears empty or half made.
+ *     An existing file is never re-created.
  *  4. Nothing here writes to an existing database file.
  */
 #include "store_int.h"
@@ -332,6 +333,22 @@ static ab_status_t check_size(ab_store_t *st, const struct stat *sb, ab_error_t 
                         st->path, AB_STORE_AFRESH_HINT);
 }
 
+/* No database but its WAL: those are committed events of a database that is gone. SQLite
+ * would replay them into a new store (invariant 3: never start afresh by ourselves). */
+static ab_status_t check_orphan_wal(ab_store_t *st, ab_error_t *err)
+{
+    char wal[4200];
+    struct stat sb;
+    snprintf(wal, sizeof wal, "%s-wal", st->path);
+    if (stat(wal, &sb) != 0 || sb.st_size == 0)
+        return AB_OK;
+    return ab_error_set(err, AB_CORRUPT, "store",
+                        "database %s is missing but its WAL %s-wal is there (%lld bytes); "
+                        "restore the database, or to start afresh on purpose move the -wal "
+                        "and -shm files away",
+                        st->path, AB_STORE_DB_NAME, (long long)sb.st_size);
+}
+
 static ab_status_t open_writer_file(ab_store_t *st, const char *dir, const ab_store_opts_t *o,
                                     ab_error_t *err)
 {
@@ -345,7 +362,9 @@ static ab_status_t open_writer_file(ab_store_t *st, const char *dir, const ab_st
         if (errno != ENOENT)
             return ab_error_set(err, AB_UNAVAILABLE, "store", "cannot stat %s: %s", st->path,
                                 strerror(errno));
-        s = create_store(st, dir, o, &fd, err);
+        s = check_orphan_wal(st, err);
+        if (s == AB_OK)
+            s = create_store(st, dir, o, &fd, err);
     }
     if (s == AB_OK && fd < 0 && o->exclusive)
         s = lock_existing(st, dir, &fd, err);

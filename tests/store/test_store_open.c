@@ -1,10 +1,10 @@
 /*
  * test_store_open.c - the database file at open (store/store_file.c): a new
- * store only where no database exists, an empty or foreign file refused and
- * left as it was, a file the writer cannot write refused, the exclusive lock
- * on agentbus.db itself (a second owner refused, also once LOCK is gone),
- * a refused second owner leaving the first one's SQLite locks alone, and
- * quick_check once per database per process.
+ * store only where no database (nor a WAL of one) exists, an empty or
+ * foreign file refused and left as it was, a file the writer cannot write
+ * refused, the exclusive lock on agentbus.db itself (a second owner refused,
+ * also once LOCK is gone), a refused second owner leaving the first one's
+ * SQLite locks alone, and quick_check once per owner.
  *
  * Each test gets a fresh directory from mkdtemp() and removes it afterwards.
  */
@@ -171,6 +171,27 @@ static void test_empty_file_refused(void **state)
     assert_int_equal(sb.st_size, 0);
     assert_false(exists(f->wal));
     assert_false(exists(f->shm));
+}
+
+/* A WAL without its database is not a new store: refused, nothing created. */
+static void test_orphan_wal_refused(void **state)
+{
+    fx_t *f = *state;
+    ab_store_t *st = open_as(f->dir, false, false);
+    commit_one(st, 1);
+    ab_store_close(&st);
+    FILE *fp = fopen(f->wal, "wb"); /* as if the database had been moved away alone */
+    assert_non_null(fp);
+    assert_int_equal(fwrite("not empty", 1, 9, fp), 9);
+    fclose(fp);
+    assert_int_equal(unlink(f->db), 0);
+    open_refused(f->dir, false, true, AB_CORRUPT, f->db, "is missing but its WAL");
+    open_refused(f->dir, false, false, AB_CORRUPT, "start afresh on purpose", NULL);
+    assert_false(exists(f->db));
+    assert_int_equal(unlink(f->wal), 0); /* moved away: now a new store is made */
+    st = open_as(f->dir, false, true);
+    ab_store_close(&st);
+    assert_true(exists(f->db));
 }
 
 /* A file that is not SQLite's is refused, byte for byte unchanged. */
@@ -368,6 +389,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_new_store_where_none, setup, teardown),
         cmocka_unit_test_setup_teardown(test_empty_file_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_foreign_file_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_orphan_wal_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_unwritable_file_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_exclusive_lock, setup, teardown),
         cmocka_unit_test_setup_teardown(test_refusal_keeps_sqlite_locks, setup, teardown),
