@@ -169,16 +169,25 @@ void ab__rb_ended(ab__rbook_t *bk, ab__rsession_t *s)
         free_session(bk, index_of(bk, s));
 }
 
-void ab__rb_fail(ab__rbook_t *bk, ab__rsession_t *s, ab_status_t code, const char *fmt, ...)
+/* Send `error` @p code (message @p fmt/@p ap, detail limit when > 0) for @p job. */
+static void send_error(ab__rbook_t *bk, ab_job_t *job, ab_status_t code, const char *field,
+                       int64_t limit, const char *fmt, va_list ap)
 {
     ab_error_t e = AB_ERROR_INIT;
     char msg[AB_ERROR_MESSAGE_MAX];
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    ab_error_set(&e, code, field, "%s", msg);
+    if (limit > 0)
+        ab_error_detail_int(&e, "limit", limit);
+    ab_reply_error(bk->sock, &job->identity, job->v, job->cid, &e);
+}
+
+void ab__rb_fail(ab__rbook_t *bk, ab__rsession_t *s, ab_status_t code, const char *fmt, ...)
+{
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
+    send_error(bk, s->job, code, "", 0, fmt, ap);
     va_end(ap);
-    ab_error_set(&e, code, "", "%s", msg);
-    ab_reply_error(bk->sock, &s->job->identity, s->job->v, s->job->cid, &e);
     ab__rb_ended(bk, s);
 }
 
@@ -189,16 +198,10 @@ static void refuse(ab__rbook_t *bk, ab_job_t *job, ab_status_t code, const char 
 static void refuse(ab__rbook_t *bk, ab_job_t *job, ab_status_t code, const char *field,
                    int64_t limit, const char *fmt, ...)
 {
-    ab_error_t e = AB_ERROR_INIT;
-    char msg[AB_ERROR_MESSAGE_MAX];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
+    send_error(bk, job, code, field, limit, fmt, ap);
     va_end(ap);
-    ab_error_set(&e, code, field, "%s", msg);
-    if (limit > 0)
-        ab_error_detail_int(&e, "limit", limit);
-    ab_reply_error(bk->sock, &job->identity, job->v, job->cid, &e);
     ab_job_free(job);
 }
 
@@ -228,16 +231,25 @@ static bool refused_start(ab__rbook_t *bk, ab_job_t *job, const ab__rpeer_t *p)
     return true;
 }
 
+/* Room for one more element (of @p size bytes) in the array @p v of @p n,
+ * capacity *@p cap: @return the array (maybe moved), NULL when out of memory. */
+static void *room_for_one(void *v, size_t n, size_t *cap, size_t size)
+{
+    if (n < *cap)
+        return v;
+    size_t c = *cap ? 2 * *cap : 16;
+    void *grown = realloc(v, c * size);
+    if (grown != NULL)
+        *cap = c;
+    return grown;
+}
+
 static ab__rpeer_t *new_peer(ab__rbook_t *bk, ab_job_t *job)
 {
-    if (bk->np == bk->cap_p) {
-        size_t cap = bk->cap_p ? 2 * bk->cap_p : 16;
-        ab__rpeer_t **p = realloc(bk->p, cap * sizeof(*p));
-        if (p == NULL)
-            return NULL;
-        bk->p = p;
-        bk->cap_p = cap;
-    }
+    ab__rpeer_t **grown = room_for_one(bk->p, bk->np, &bk->cap_p, sizeof(*bk->p));
+    if (grown == NULL)
+        return NULL;
+    bk->p = grown;
     ab__rpeer_t *p = calloc(1, sizeof(*p));
     if (p == NULL)
         return NULL;
@@ -249,14 +261,10 @@ static ab__rpeer_t *new_peer(ab__rbook_t *bk, ab_job_t *job)
 
 static ab__rsession_t *new_session(ab__rbook_t *bk, ab_job_t *job)
 {
-    if (bk->ns == bk->cap_s) {
-        size_t cap = bk->cap_s ? 2 * bk->cap_s : 16;
-        ab__rsession_t **s = realloc(bk->s, cap * sizeof(*s));
-        if (s == NULL)
-            return NULL;
-        bk->s = s;
-        bk->cap_s = cap;
-    }
+    ab__rsession_t **grown = room_for_one(bk->s, bk->ns, &bk->cap_s, sizeof(*bk->s));
+    if (grown == NULL)
+        return NULL;
+    bk->s = grown;
     ab__rsession_t *s = calloc(1, sizeof(*s));
     uint32_t window = bk->b->cfg->limits.max_replay_window;
     if (s != NULL && (s->ring = calloc(window, sizeof(*s->ring))) == NULL) {

@@ -20,43 +20,11 @@
 #include "testutil.h"
 
 #include "broker_proc.h"
+#include "db_lock.h"
 
-#include <sqlite3.h>
 #include <sys/stat.h>
 
 #define NLOCK 4 /* events of the run published while the database is locked */
-
-/* Open the broker's database and take the write lock (BEGIN IMMEDIATE). */
-static sqlite3 *lock_db(const bp_t *b)
-{
-    char path[512];
-    snprintf(path, sizeof(path), "%s/agentbus.db", b->dir);
-    sqlite3 *db = NULL;
-    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL) != SQLITE_OK) {
-        sqlite3_close(db);
-        fail_msg("open %s: failed", path);
-    }
-    sqlite3_busy_timeout(db, IT_TIMEOUT);
-    char *msg = NULL;
-    if (sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, &msg) != SQLITE_OK) {
-        char why[256];
-        snprintf(why, sizeof(why), "%s", msg ? msg : "?");
-        sqlite3_free(msg);
-        sqlite3_close(db);
-        fail_msg("BEGIN IMMEDIATE on %s: %s", path, why);
-    }
-    return db;
-}
-
-/* Release the lock and close (NULL-safe; *db = NULL). */
-static void unlock_db(sqlite3 **db)
-{
-    if (*db == NULL)
-        return;
-    sqlite3_exec(*db, "ROLLBACK", NULL, NULL, NULL);
-    sqlite3_close(*db);
-    *db = NULL;
-}
 
 /* Events seen by a replay, checked against what was sent. */
 typedef struct seen {
@@ -121,31 +89,6 @@ static void replay_all(ab_conn_t *c, ab_doc_t *doc, seen_t *s)
     assert_int_equal(end.events, s->total);
 }
 
-/* Send a publish of @p n events without waiting; @return its cid. */
-static uint64_t send_publish(ab_conn_t *c, const ab_buf_t *evs, size_t n)
-{
-    ab_msg_t m = {.op = AB_OP_PUBLISH};
-    m.u.publish.count = (uint32_t)n;
-    uint64_t cid = 0;
-    ab_error_t err = AB_ERROR_INIT;
-    if (ab_conn_send(c, &m, evs, n, &cid, &err) != AB_OK)
-        fail_msg("send publish: %s", err.message);
-    return cid;
-}
-
-/* Head of one run through `heads`. */
-static ab_head_t head_of(ab_conn_t *c, ab_doc_t *doc, const char *thread, const char *run)
-{
-    ab_run_ref_t ref = {{thread, strlen(thread)}, {run, strlen(run)}};
-    ab_heads_t q = {.runs = &ref, .nruns = 1};
-    ab_heads_reply_t hr;
-    ab_error_t err = AB_ERROR_INIT;
-    if (ab_conn_heads(c, &q, doc, &hr, IT_TIMEOUT, &err) != AB_OK)
-        fail_msg("heads: %s: %s", ab_status_name(err.code), err.message);
-    assert_int_equal(hr.nheads, 1);
-    return hr.heads[0];
-}
-
 static void expect_code(const ab_error_t *e, ab_status_t code)
 {
     if (e->code != code)
@@ -187,7 +130,7 @@ static int lock_teardown(void **state)
     lock_state_t *ls = *state;
     if (ls == NULL)
         return 0;
-    unlock_db(&ls->db);
+    dl_unlock(&ls->db);
     ab_conn_destroy(&ls->c);
     ab_conn_destroy(&ls->c2);
     ab_doc_destroy(&ls->doc2);
@@ -219,10 +162,10 @@ static void test_locked_database(void **state)
     for (uint64_t s = 1; s <= NLOCK; s++)
         it_event(&ls->evs[s - 1], "tl", "r1", s, 0, 1);
 
-    ls->db = lock_db(&t->bp);
+    ls->db = dl_lock(t->bp.dir);
 
     /* publish while locked, and replay committed data while it is pending */
-    uint64_t cid = send_publish(ls->c, ls->evs, NLOCK);
+    uint64_t cid = it_send_publish(ls->c, ls->evs, NLOCK);
     seen_t s = {.doc = ls->edoc, .want = ls->done, .nwant = 5};
     ab_head_t h = replay_run(ls->c2, ls->doc2, "tc", "done", &s);
     assert_int_equal(s.n, 5);
@@ -243,7 +186,7 @@ static void test_locked_database(void **state)
         assert_int_equal(r->pos, 0);
     }
     /* not acknowledged, not stored: the run is unknown; a claim cannot write either */
-    h = head_of(ls->c2, ls->doc2, "tl", "r1");
+    h = it_head(ls->c2, ls->doc2, "tl", "r1");
     assert_int_equal(h.last_seq, 0);
     assert_int_equal(h.status, AB_RUN_STATUS_UNKNOWN);
     seen_t all = {.doc = ls->edoc};
@@ -255,7 +198,7 @@ static void test_locked_database(void **state)
     assert_int_equal(st, AB_UNAVAILABLE);
     assert_true(err.retryable);
 
-    unlock_db(&ls->db);
+    dl_unlock(&ls->db);
 
     /* the broker recovered by itself: the same events are accepted now */
     assert_int_equal(ab_conn_publish(ls->c, ls->evs, NLOCK, t->doc, &res, IT_TIMEOUT, &err), AB_OK);
@@ -331,11 +274,11 @@ static void test_overloaded(void **state)
         snprintf(run, sizeof(run), "b%d", i);
         it_event(&b[i], "to", run, 1, 0, 1);
     }
-    ls->db = lock_db(&t->bp);
-    uint64_t cid_a = send_publish(ls->c, a, QUEUE);
+    ls->db = dl_lock(t->bp.dir);
+    uint64_t cid_a = it_send_publish(ls->c, a, QUEUE);
     uint64_t cid_b[NOVER];
     for (int i = 0; i < NOVER; i++)
-        cid_b[i] = send_publish(ls->c, &b[i], 1);
+        cid_b[i] = it_send_publish(ls->c, &b[i], 1);
     int overloaded = 0;
     for (int i = 0; i < NOVER; i++) {
         ab_msg_t reply;
@@ -348,7 +291,7 @@ static void test_overloaded(void **state)
             fail_msg("publish b%d: %s: %s", i, ab_status_name(err.code), err.message);
         }
     }
-    unlock_db(&ls->db);
+    dl_unlock(&ls->db);
     ab_msg_t reply;
     if (ab_conn_recv(ls->c, cid_a, t->doc, &reply, IT_TIMEOUT, &err) != AB_OK)
         fail_msg("publish a: %s: %s", ab_status_name(err.code), err.message);

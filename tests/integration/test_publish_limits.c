@@ -122,12 +122,7 @@ static void test_large_events_are_split(void **state)
     ab_producer_destroy(&p);
     /* every event is stored: the run's head */
     ab_conn_t *c = it_connect(&t->bp);
-    ab_run_ref_t ref = {{"lim", 3}, {"tenk", 4}};
-    ab_heads_t q = {.runs = &ref, .nruns = 1};
-    ab_heads_reply_t hr;
-    ab_error_t err = AB_ERROR_INIT;
-    assert_int_equal(ab_conn_heads(c, &q, t->doc, &hr, IT_TIMEOUT, &err), AB_OK);
-    assert_int_equal(hr.heads[0].last_seq, 302);
+    assert_int_equal(it_head(c, t->doc, "lim", "tenk").last_seq, 302);
     ab_conn_destroy(&c);
 }
 
@@ -223,18 +218,6 @@ static int queue_setup(void **state)
     return it_setup_with(state, extra);
 }
 
-/* Send a publish of @p n envelopes without waiting; @return its cid. */
-static uint64_t send_publish(ab_conn_t *c, const ab_buf_t *evs, size_t n)
-{
-    ab_msg_t m = {.op = AB_OP_PUBLISH};
-    m.u.publish.count = (uint32_t)n;
-    uint64_t cid = 0;
-    ab_error_t err = AB_ERROR_INIT;
-    if (ab_conn_send(c, &m, evs, n, &cid, &err) != AB_OK)
-        fail_msg("send publish: %s", err.message);
-    return cid;
-}
-
 /*
  * Publish A (~900 KB in three events) is held in the queue by a write-locked
  * database; B (~200 KB) arrives behind it and would pass the 1 MiB byte bound: it is
@@ -265,8 +248,8 @@ static void test_queue_bytes_bound(void **state)
     free(body);
     ab_buf_t *bs = b;
     sqlite3 *db = dl_lock(t->bp.dir);
-    uint64_t cid_a = send_publish(c, a, 3);
-    uint64_t cid_b = send_publish(c, bs, 2);
+    uint64_t cid_a = it_send_publish(c, a, 3);
+    uint64_t cid_b = it_send_publish(c, bs, 2);
     ab_msg_t reply;
     ab_error_t err = AB_ERROR_INIT;
     ab_status_t st = ab_conn_recv(c, cid_b, t->doc, &reply, IT_TIMEOUT, &err);

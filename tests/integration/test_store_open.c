@@ -34,18 +34,6 @@ static void publish_range(ab_conn_t *c, ab_doc_t *doc, uint64_t from, uint64_t t
     }
 }
 
-static uint64_t last_seq(ab_conn_t *c, ab_doc_t *doc)
-{
-    ab_run_ref_t ref = {{"tl", 2}, {"r1", 2}};
-    ab_heads_t q = {.runs = &ref, .nruns = 1};
-    ab_heads_reply_t hr;
-    ab_error_t err = AB_ERROR_INIT;
-    if (ab_conn_heads(c, &q, doc, &hr, IT_TIMEOUT, &err) != AB_OK)
-        fail_msg("heads: %s: %s", ab_status_name(err.code), err.message);
-    assert_int_equal(hr.nheads, 1);
-    return hr.heads[0].last_seq;
-}
-
 static void test_lock_file_deleted(void **state)
 {
     it_t *t = *state;
@@ -67,13 +55,13 @@ static void test_lock_file_deleted(void **state)
     assert_int_not_equal(stat(lock, &sb), 0); /* the refused broker made no new LOCK */
     /* A is unharmed: it accepts more and serves all of it */
     publish_range(c, t->doc, 3, NEV);
-    assert_int_equal(last_seq(c, t->doc), NEV);
+    assert_int_equal(it_head(c, t->doc, "tl", "r1").last_seq, NEV);
     ab_conn_destroy(&c);
     assert_int_equal(bp_stop(&t->bp), 0);
     /* with A gone, the directory is free again */
     assert_int_equal(bp_restart(&t->bp), 0);
     c = it_connect(&t->bp);
-    assert_int_equal(last_seq(c, t->doc), NEV);
+    assert_int_equal(it_head(c, t->doc, "tl", "r1").last_seq, NEV);
     ab_conn_destroy(&c);
 }
 

@@ -476,6 +476,31 @@ static inline void it_event_json(ab_buf_t *out, const char *thread, const char *
         fail_msg("envelope: %s", err.message);
 }
 
+/* Send a publish of @p n envelopes without waiting for it; @return its cid. */
+static inline uint64_t it_send_publish(ab_conn_t *c, const ab_buf_t *evs, size_t n)
+{
+    ab_msg_t m = {.op = AB_OP_PUBLISH};
+    m.u.publish.count = (uint32_t)n;
+    uint64_t cid = 0;
+    ab_error_t err = AB_ERROR_INIT;
+    if (ab_conn_send(c, &m, evs, n, &cid, &err) != AB_OK)
+        fail_msg("send publish: %s", err.message);
+    return cid;
+}
+
+/* The head of one run through `heads` (views into @p doc); fails the test on error. */
+static inline ab_head_t it_head(ab_conn_t *c, ab_doc_t *doc, const char *thread, const char *run)
+{
+    ab_run_ref_t ref = {{thread, strlen(thread)}, {run, strlen(run)}};
+    ab_heads_t q = {.runs = &ref, .nruns = 1};
+    ab_heads_reply_t hr;
+    ab_error_t err = AB_ERROR_INIT;
+    if (ab_conn_heads(c, &q, doc, &hr, IT_TIMEOUT, &err) != AB_OK)
+        fail_msg("heads: %s: %s", ab_status_name(err.code), err.message);
+    assert_int_equal(hr.nheads, 1);
+    return hr.heads[0];
+}
+
 /* Publish one envelope; returns its result (copied) and fails the test on a
  * request-level error. */
 static inline ab_result_t it_publish1(ab_conn_t *c, ab_doc_t *doc, const ab_buf_t *ev,
