@@ -234,14 +234,30 @@ static void hostile_read_all(void *s, ab_doc_t *doc, const hostile_t *h, tally_t
 
 /* ---- memory ------------------------------------------------------------------------ */
 
+#if defined(__SANITIZE_THREAD__)
+#define RB_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define RB_TSAN 1
+#endif
+#endif
+
+/* Under ThreadSanitizer the broker child's shadow memory is several times what it
+ * keeps, so there the bound is printed, not asserted; the behaviour still is. */
 static void check_peak(const rb_t *r, const char *what, long bound_mib)
 {
+#ifdef RB_TSAN
+    const bool asserted = false;
+#else
+    const bool asserted = true;
+#endif
     long rss = rc_proc_kb(r->bp.pid, "VmRSS"), hwm = rc_proc_kb(r->bp.pid, "VmHWM");
     assert_true(rss > 0 && hwm > 0);
     print_message("[%s] broker VmRSS %ld kB (%+ld), peak VmHWM %ld kB (%+ld over the baseline); "
-                  "bound %ld MiB\n",
-                  what, rss, rss - r->rss0, hwm, hwm - r->hwm0, bound_mib);
-    if (hwm - r->hwm0 >= bound_mib * 1024)
+                  "bound %ld MiB%s\n",
+                  what, rss, rss - r->rss0, hwm, hwm - r->hwm0, bound_mib,
+                  asserted ? "" : " (not asserted under ThreadSanitizer)");
+    if (asserted && hwm - r->hwm0 >= bound_mib * 1024)
         fail_msg("%s: broker peak RSS grew by %ld kB (bound %ld MiB)", what, hwm - r->hwm0,
                  bound_mib);
 }
