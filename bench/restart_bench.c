@@ -122,23 +122,23 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* Time one ab_store_open(); @p beside: with an exclusive writer open. */
+/* Time one ab__store_open(); @p beside: with an exclusive writer open. */
 static double time_open(const char *dir, ab_store_opts_t o, bool beside)
 {
     ab_error_t err = AB_ERROR_INIT;
     ab_store_t *owner = NULL, *st = NULL;
     ab_store_opts_t ow = {.exclusive = true, .durability = AB_STORE_PROCESS};
-    if (beside && ab_store_open(&owner, dir, &ow, &err) != AB_OK)
+    if (beside && ab__store_open(&owner, dir, &ow, &err) != AB_OK)
         die("open owner", &err);
     double t[3];
     for (int i = 0; i < 3; i++) {
         double t0 = now_ms();
-        if (ab_store_open(&st, dir, &o, &err) != AB_OK)
+        if (ab__store_open(&st, dir, &o, &err) != AB_OK)
             die("open", &err);
         t[i] = now_ms() - t0;
-        ab_store_close(&st);
+        ab__store_close(&st);
     }
-    ab_store_close(&owner);
+    ab__store_close(&owner);
     qsort(t, 3, sizeof t[0], cmp_double);
     return t[1];
 }
@@ -255,10 +255,10 @@ static void report_crash(const ab_plugin_t *p, const char *bin, const char *dir,
     ab_store_t *st = NULL;
     ab_error_t err = AB_ERROR_INIT;
     double t0 = now_ms();
-    if (ab_store_open(&st, dir, &o, &err) != AB_OK)
+    if (ab__store_open(&st, dir, &o, &err) != AB_OK)
         die("open after a crash", &err);
     double recover = now_ms() - t0;
-    ab_store_close(&st);
+    ab__store_close(&st);
     crash_child(p, dir, events);
     long long wal2 = file_bytes(dir, AB_STORE_DB_NAME "-wal");
     double ms = time_start(bin, dir);
@@ -291,7 +291,7 @@ int main(int argc, char **argv)
         starts = 1;
     for (int r = 0; r < RUNS; r++)
         snprintf(run_names[r], sizeof run_names[r], "run-%03d", r);
-    const ab_plugin_t *p = ab_plugin_sqlite();
+    const ab_plugin_t *p = ab__plugin_sqlite();
     empty_dir(dir);
     size_t have = 0;
     for (size_t i = 0; i < nsizes; i++) {

@@ -201,7 +201,7 @@ int main(int argc, char **argv)
     size_t total = argc > 2 ? (size_t)strtoull(argv[2], NULL, 10) : 400000;
     for (int r = 0; r < RUNS; r++)
         snprintf(run_names[r], sizeof run_names[r], "run-%03d", r);
-    const ab_plugin_t *p = ab_plugin_sqlite();
+    const ab_plugin_t *p = ab__plugin_sqlite();
     if (argc > 4) { /* one case only, for profiling: <dir> <events> fsync|process <batch> */
         ab_durability_t d =
             strcmp(argv[3], "process") == 0 ? AB_DURABILITY_PROCESS : AB_DURABILITY_FSYNC;

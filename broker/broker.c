@@ -141,7 +141,7 @@ static int open_store(ab_broker_handle_t *h)
     ab_broker_t *b = &h->b;
     const ab_broker_config_t *cfg = b->cfg;
     ab_error_t e = AB_ERROR_INIT;
-    if (ab_plugin_load(cfg->plugin, &h->lib, &e) != AB_OK) {
+    if (ab__plugin_load(cfg->plugin, &h->lib, &e) != AB_OK) {
         fail(h, "cannot load the persistence plugin", &e);
         return -1;
     }
@@ -185,7 +185,7 @@ static void close_store(ab_broker_t *b, ab_plugin_lib_t *lib)
     b->rdbs = NULL;
     b->wdb = NULL;
     if (lib->plugin != NULL)
-        ab_plugin_unload(lib);
+        ab__plugin_unload(lib);
 }
 
 /* Bind @p ep and copy the real endpoint into @p out. @return the socket or NULL (reported). */
@@ -248,28 +248,28 @@ static int start_threads(ab_broker_t *b, threads_t *t, ab_seq_t **seq)
     if (t->readers == NULL || t->rargs == NULL || t->rsocks == NULL)
         return -1;
     t->wargs = (ab_writer_args_t){.b = b, .seq = *seq};
-    if ((t->wsock = ab_pair_socket(b->zctx, "inproc://ab-writer", true)) == NULL ||
-        (t->wargs.sock = ab_pair_socket(b->zctx, "inproc://ab-writer", false)) == NULL)
+    if ((t->wsock = ab__pair_socket(b->zctx, "inproc://ab-writer", true)) == NULL ||
+        (t->wargs.sock = ab__pair_socket(b->zctx, "inproc://ab-writer", false)) == NULL)
         return -1;
     for (uint32_t i = 0; i < n; i++) {
         char ep[64];
         snprintf(ep, sizeof(ep), "inproc://ab-reader-%u", i);
         t->rargs[i] = (ab_reader_args_t){.b = b, .db = b->rdbs[i], .index = i};
-        if ((t->rsocks[i] = ab_pair_socket(b->zctx, ep, true)) == NULL ||
-            (t->rargs[i].sock = ab_pair_socket(b->zctx, ep, false)) == NULL)
+        if ((t->rsocks[i] = ab__pair_socket(b->zctx, ep, true)) == NULL ||
+            (t->rargs[i].sock = ab__pair_socket(b->zctx, ep, false)) == NULL)
             return -1;
     }
     sigset_t old;
     block_signals(&old);
     int rc = 0;
-    if (pthread_create(&t->writer, NULL, ab_writer_main, &t->wargs) == 0) {
+    if (pthread_create(&t->writer, NULL, ab__writer_main, &t->wargs) == 0) {
         t->writer_started = true;
         *seq = NULL; /* the writer owns it now */
     } else {
         rc = -1;
     }
     for (uint32_t i = 0; rc == 0 && i < n; i++) {
-        if (pthread_create(&t->readers[i], NULL, ab_reader_main, &t->rargs[i]) != 0)
+        if (pthread_create(&t->readers[i], NULL, ab__reader_main, &t->rargs[i]) != 0)
             rc = -1;
         else
             t->nstarted++;
@@ -286,8 +286,8 @@ static void send_stop(void *sock)
         return;
     stop->kind = AB_JOB_STOP;
     zmq_msg_init(&stop->identity);
-    if (ab_job_send(sock, stop) != 0)
-        ab_job_free(stop);
+    if (ab__job_send(sock, stop) != 0)
+        ab__job_free(stop);
 }
 
 /* Stop (unless the command loop did) and join the workers, close the inproc sockets. */
@@ -328,7 +328,7 @@ static void stop_threads(ab_broker_t *b, threads_t *t, bool stopped)
 static void *cmd_main(void *arg)
 {
     ab_broker_handle_t *h = arg;
-    h->rc = ab_cmd_loop(&h->b, h->router, h->t.wsock, h->t.rsocks, h->pipe[0]);
+    h->rc = ab__cmd_loop(&h->b, h->router, h->t.wsock, h->t.rsocks, h->pipe[0]);
     return NULL;
 }
 
@@ -364,10 +364,10 @@ static int teardown(ab_broker_handle_t *h)
             close(h->pipe[i]);
     if (h->b.zctx != NULL)
         zmq_ctx_term(h->b.zctx);
-    ab_seq_destroy(&h->seq);
+    ab__seq_destroy(&h->seq);
     close_store(&h->b, &h->lib);
     if (rc == 0)
-        ab_log(AB_LOG_INFO, "stopped");
+        ab__log(AB_LOG_INFO, "stopped");
     free(h);
     return rc;
 }
@@ -378,7 +378,7 @@ static int start_running(ab_broker_handle_t *h)
     ab_broker_t *b = &h->b;
     ab_error_t e = AB_ERROR_INIT;
     ab_seq_opts_t so = {.max_runs = AB_BROKER_CACHED_RUNS};
-    if (ab_seq_new(&h->seq, b->plugin, b->wdb, &so, &e) != AB_OK) {
+    if (ab__seq_new(&h->seq, b->plugin, b->wdb, &so, &e) != AB_OK) {
         fail(h, "cannot start the sequencer", &e);
         return -1;
     }
@@ -415,7 +415,7 @@ static ab_status_t broker_start(const ab_broker_config_t *cfg, bool daemon,
     h->pipe[0] = h->pipe[1] = -1;
     h->daemon = daemon;
     h->err = err ? err : &spare;
-    ab_log_set_level(cfg->log_level);
+    ab__log_set_level(cfg->log_level);
     if (cfg->readers < 1 || cfg->readers > AB_BROKER_MAX_READERS) {
         fail_msg(h, AB_INVALID_CONFIG, "readers must be 1..%d", AB_BROKER_MAX_READERS);
         goto undo;
@@ -490,9 +490,9 @@ static void print_ready(const ab_broker_handle_t *h)
     printf("agentbus broker ready cmd=%s events=%s data=%s instance=%s\n", b->cmd_ep, b->events_ep,
            b->cfg->data_dir, b->instance);
     fflush(stdout);
-    ab_log(AB_LOG_INFO, "ready: cmd=%s events=%s data=%s instance=%s plugin=%s readers=%u",
-           b->cmd_ep, b->events_ep, b->cfg->data_dir, b->instance, b->plugin->name,
-           b->cfg->readers);
+    ab__log(AB_LOG_INFO, "ready: cmd=%s events=%s data=%s instance=%s plugin=%s readers=%u",
+            b->cmd_ep, b->events_ep, b->cfg->data_dir, b->instance, b->plugin->name,
+            b->cfg->readers);
 }
 
 int ab_broker_run(const ab_broker_config_t *cfg)

@@ -109,19 +109,16 @@ AB_NODISCARD ab_status_t ab_broker_config_load(ab_broker_config_t *cfg, const ch
 void ab_broker_usage(FILE *out);
 
 /** Parse a level name ("error", "warn", "info", "debug"). */
-AB_NODISCARD ab_status_t ab_log_level_from(const char *s, ab_log_level_t *out);
+AB_NODISCARD ab_status_t ab__log_level_from(const char *s, ab_log_level_t *out);
 
 /** Set the process-wide log level (default info). */
-void ab_log_set_level(ab_log_level_t level);
+void ab__log_set_level(ab_log_level_t level);
 
 /** Name the calling thread (seen in `top -H`, `ps -L`, perf); Linux only, else a no-op. */
-void ab_thread_name(const char *name);
-
-/** True when messages of @p level are written. */
-bool ab_log_enabled(ab_log_level_t level);
+void ab__thread_name(const char *name);
 
 /** Write "<ISO time> <level> message" to stderr (one write per line). */
-void ab_log(ab_log_level_t level, const char *fmt, ...) AB_PRINTF(2, 3);
+void ab__log(ab_log_level_t level, const char *fmt, ...) AB_PRINTF(2, 3);
 
 /**
  * Run the broker until SIGINT/SIGTERM. Prints the ready line to stdout.

@@ -46,9 +46,9 @@ typedef struct cmd {
 
 static void reply_error(cmd_t *c, zmq_msg_t *id, uint32_t v, uint64_t cid, const ab_error_t *e)
 {
-    if (ab_reply_error(c->router, id, v, cid, e) != 0)
-        ab_log(AB_LOG_DEBUG, "dropped an error reply (cid %llu): %s", (unsigned long long)cid,
-               zmq_strerror(zmq_errno()));
+    if (ab__reply_error(c->router, id, v, cid, e) != 0)
+        ab__log(AB_LOG_DEBUG, "dropped an error reply (cid %llu): %s", (unsigned long long)cid,
+                zmq_strerror(zmq_errno()));
 }
 
 static void reply_code(cmd_t *c, zmq_msg_t *id, uint32_t v, uint64_t cid, ab_status_t code,
@@ -61,9 +61,9 @@ static void reply_code(cmd_t *c, zmq_msg_t *id, uint32_t v, uint64_t cid, ab_sta
 
 static void reply(cmd_t *c, zmq_msg_t *id, const ab_msg_t *m)
 {
-    if (ab_reply_msg(c->router, id, m) != 0)
-        ab_log(AB_LOG_DEBUG, "dropped a %s reply (cid %llu): %s", ab_op_name(m->op),
-               (unsigned long long)m->cid, zmq_strerror(zmq_errno()));
+    if (ab__reply_msg(c->router, id, m) != 0)
+        ab__log(AB_LOG_DEBUG, "dropped a %s reply (cid %llu): %s", ab_op_name(m->op),
+                (unsigned long long)m->cid, zmq_strerror(zmq_errno()));
 }
 
 /* Receive and drop the remaining parts of a message; @return how many. */
@@ -178,12 +178,12 @@ static bool queue_reserve(cmd_t *c, zmq_msg_t *id, const ab_msg_t *m, int64_t we
 /* Hand @p job to the writer (queue already reserved); frees it on failure. */
 static void to_writer(cmd_t *c, zmq_msg_t *id, ab_job_t *job)
 {
-    if (ab_job_send(c->wsock, job) == 0)
+    if (ab__job_send(c->wsock, job) == 0)
         return;
     atomic_fetch_sub(&c->b->in_flight, job->weight);
     atomic_fetch_sub(&c->b->in_flight_bytes, job->bytes);
     reply_code(c, id, job->v, job->cid, AB_INTERNAL, "", "cannot reach the writer thread");
-    ab_job_free(job);
+    ab__job_free(job);
 }
 
 /* Copy @p n strings into one block owned by @p job; dst[i] point into it. */
@@ -234,13 +234,13 @@ static void claim_or_heads(cmd_t *c, zmq_msg_t *id, const ab_msg_t *m)
         free(dst);
     }
     if (!ok) {
-        ab_job_free(job);
+        ab__job_free(job);
         reply_code(c, id, m->v, m->cid, AB_NOMEM, "", "out of memory");
         return;
     }
     job->weight = 1;
     if (!queue_reserve(c, id, m, job->weight, 0)) {
-        ab_job_free(job);
+        ab__job_free(job);
         return;
     }
     to_writer(c, id, job);
@@ -305,13 +305,13 @@ static void to_reader(cmd_t *c, zmq_msg_t *id, const ab_msg_t *m)
     if (ok && kind == AB_JOB_CREDIT)
         job->chunks = m->u.credit.chunks;
     if (!ok) {
-        ab_job_free(job);
+        ab__job_free(job);
         reply_code(c, id, m->v, m->cid, AB_NOMEM, "", "out of memory");
         return;
     }
-    if (ab_job_send(c->rsocks[reader_for(c, id, m)], job) != 0) {
+    if (ab__job_send(c->rsocks[reader_for(c, id, m)], job) != 0) {
         reply_code(c, id, m->v, m->cid, AB_INTERNAL, "", "cannot reach the replay reader");
-        ab_job_free(job);
+        ab__job_free(job);
     }
 }
 
@@ -471,7 +471,7 @@ static void publish(cmd_t *c, zmq_msg_t *id, const ab_msg_t *m, bool more)
     to_writer(c, id, job);
     return;
 free_job:
-    ab_job_free(job);
+    ab__job_free(job);
 }
 
 static void dispatch(cmd_t *c, zmq_msg_t *id, const ab_msg_t *m)
@@ -554,8 +554,8 @@ static void report_refused(cmd_t *c, void *reader, zmq_msg_t *id, zmq_msg_t *hdr
         if (job != NULL)
             job->bytes = (int64_t)m.u.replay_chunk.bytes;
     }
-    if (job != NULL && ab_job_send(reader, job) != 0)
-        ab_job_free(job);
+    if (job != NULL && ab__job_send(reader, job) != 0)
+        ab__job_free(job);
 }
 
 /* Forward one worker message to the ROUTER. @return 0 none, 1 forwarded, 2 "stopped". */
@@ -585,7 +585,7 @@ static int forward(cmd_t *c, void *from, bool is_reader)
             report_refused(c, from, &id, &part, refused);
         if (refused == 0 && zmq_msg_send(&part, c->router, more ? ZMQ_SNDMORE : 0) < 0) {
             refused = zmq_errno();
-            ab_log(AB_LOG_DEBUG, "dropped a reply: %s", zmq_strerror(refused));
+            ab__log(AB_LOG_DEBUG, "dropped a reply: %s", zmq_strerror(refused));
         }
         zmq_msg_close(&part);
     }
@@ -609,16 +609,16 @@ static void drain_worker(cmd_t *c, void *sock, bool is_writer)
 static void begin_stop(cmd_t *c)
 {
     c->stopping = true;
-    ab_log(AB_LOG_INFO, "shutting down: finishing queued requests");
+    ab__log(AB_LOG_INFO, "shutting down: finishing queued requests");
     ab_job_t *stop = job_new(AB_JOB_STOP, NULL, NULL);
-    if (stop == NULL || ab_job_send(c->wsock, stop) != 0) {
-        ab_job_free(stop);
+    if (stop == NULL || ab__job_send(c->wsock, stop) != 0) {
+        ab__job_free(stop);
         c->writer_done = true;
     }
     for (uint32_t i = 0; i < c->nreaders; i++) {
         stop = job_new(AB_JOB_STOP, NULL, NULL);
-        if (stop == NULL || ab_job_send(c->rsocks[i], stop) != 0) {
-            ab_job_free(stop);
+        if (stop == NULL || ab__job_send(c->rsocks[i], stop) != 0) {
+            ab__job_free(stop);
             c->readers_done++;
         }
     }
@@ -630,17 +630,17 @@ static bool on_signal(cmd_t *c, int sigfd)
     ssize_t n = read(sigfd, buf, sizeof(buf));
     (void)n;
     if (c->stopping) {
-        ab_log(AB_LOG_WARN, "second signal: stopping without waiting");
+        ab__log(AB_LOG_WARN, "second signal: stopping without waiting");
         return false;
     }
     begin_stop(c);
     return true;
 }
 
-int ab_cmd_loop(ab_broker_t *b, void *router, void *wsock, void **rsocks, int sigfd)
+int ab__cmd_loop(ab_broker_t *b, void *router, void *wsock, void **rsocks, int sigfd)
 {
     cmd_t c = {.b = b, .router = router, .wsock = wsock, .rsocks = rsocks};
-    ab_thread_name("ab-command");
+    ab__thread_name("ab-command");
     c.nreaders = b->cfg->readers;
     size_t n = 3 + c.nreaders;
     zmq_pollitem_t *items = calloc(n, sizeof(*items));
@@ -659,7 +659,7 @@ int ab_cmd_loop(ab_broker_t *b, void *router, void *wsock, void **rsocks, int si
         if (zmq_poll(items, (int)n, -1) < 0) {
             if (zmq_errno() == EINTR)
                 continue;
-            ab_log(AB_LOG_ERROR, "poll failed: %s", zmq_strerror(zmq_errno()));
+            ab__log(AB_LOG_ERROR, "poll failed: %s", zmq_strerror(zmq_errno()));
             rc = 1;
             break;
         }

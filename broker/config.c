@@ -151,7 +151,7 @@ static ab_status_t set_enum(ab_broker_config_t *cfg, const char *key, const char
                                 "durability: '%s' is not fsync or process", value);
         return AB_OK;
     }
-    if (ab_log_level_from(value, &cfg->log_level) != AB_OK)
+    if (ab__log_level_from(value, &cfg->log_level) != AB_OK)
         return ab_error_set(err, AB_INVALID_CONFIG, key,
                             "log-level: '%s' is not error, warn, info or debug", value);
     return AB_OK;

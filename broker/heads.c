@@ -29,8 +29,8 @@ static ab_status_t push(ab_headlist_t *hl, const ab_plugin_head_t *h)
     return AB_OK;
 }
 
-ab_status_t ab_heads_add_run(const ab_plugin_t *p, ab_plugin_db_t *db, ab_headlist_t *hl,
-                             ab_str_t thread, ab_str_t run, ab_error_t *err)
+ab_status_t ab__heads_add_run(const ab_plugin_t *p, ab_plugin_db_t *db, ab_headlist_t *hl,
+                              ab_str_t thread, ab_str_t run, ab_error_t *err)
 {
     ab_plugin_head_t h;
     memset(&h, 0, sizeof(h));
@@ -55,13 +55,13 @@ static int thread_cb(void *ud, const ab_plugin_head_t *h)
     return push(ud, h) == AB_OK ? 0 : 1;
 }
 
-ab_status_t ab_heads_add_thread(const ab_plugin_t *p, ab_plugin_db_t *db, ab_headlist_t *hl,
-                                ab_str_t thread, ab_error_t *err)
+ab_status_t ab__heads_add_thread(const ab_plugin_t *p, ab_plugin_db_t *db, ab_headlist_t *hl,
+                                 ab_str_t thread, ab_error_t *err)
 {
     return p->thread_heads(db, thread, thread_cb, hl, err);
 }
 
-ab_head_t *ab_heads_view(const ab_headlist_t *hl)
+ab_head_t *ab__heads_view(const ab_headlist_t *hl)
 {
     if (hl->n == 0)
         return NULL;
@@ -87,7 +87,7 @@ ab_head_t *ab_heads_view(const ab_headlist_t *hl)
     return v;
 }
 
-void ab_headlist_free(ab_headlist_t *hl)
+void ab__headlist_free(ab_headlist_t *hl)
 {
     free(hl->v);
     memset(hl, 0, sizeof(*hl));

@@ -81,35 +81,35 @@ typedef struct ab_job {
 } ab_job_t;
 
 /** Free a job and everything it owns (NULL-safe). */
-void ab_job_free(ab_job_t *job);
+void ab__job_free(ab_job_t *job);
 
 /** Send a job pointer on @p sock (never blocks: inproc PAIRs have no HWM; fails when the peer is
  * gone). @return 0 or -1 (job not sent, still owned). */
-int ab_job_send(void *sock, ab_job_t *job);
+int ab__job_send(void *sock, ab_job_t *job);
 
-/** Receive a job pointer sent with ab_job_send(). @return the job or NULL. */
-ab_job_t *ab_job_recv(void *sock, int flags);
+/** Receive a job pointer sent with ab__job_send(). @return the job or NULL. */
+ab_job_t *ab__job_recv(void *sock, int flags);
 
 /**
  * Send [identity copy][header][extra frames] to the command thread on
  * @p sock. Extra frames are moved (closed on return either way).
  * @return 0 or -1.
  */
-int ab_reply_send(void *sock, zmq_msg_t *identity, const ab_buf_t *header, zmq_msg_t *extra,
-                  size_t nextra);
+int ab__reply_send(void *sock, zmq_msg_t *identity, const ab_buf_t *header, zmq_msg_t *extra,
+                   size_t nextra);
 
-/** Encode @p m and send it as a reply (see ab_reply_send). @return 0 or -1. */
-int ab_reply_msg(void *sock, zmq_msg_t *identity, const ab_msg_t *m);
+/** Encode @p m and send it as a reply (see ab__reply_send). @return 0 or -1. */
+int ab__reply_msg(void *sock, zmq_msg_t *identity, const ab_msg_t *m);
 
 /** Send an `error` reply carrying @p e with cid @p cid and version @p v. */
-int ab_reply_error(void *sock, zmq_msg_t *identity, uint32_t v, uint64_t cid, const ab_error_t *e);
+int ab__reply_error(void *sock, zmq_msg_t *identity, uint32_t v, uint64_t cid, const ab_error_t *e);
 
 /** Microseconds / milliseconds since the Unix epoch / a monotonic clock. */
-int64_t ab_now_us(void);
-int64_t ab_mono_ms(void);
+int64_t ab__now_us(void);
+int64_t ab__mono_ms(void);
 
 /** Create an inproc PAIR socket with unlimited HWM, bound or connected to @p ep. */
-void *ab_pair_socket(void *zctx, const char *ep, bool bind);
+void *ab__pair_socket(void *zctx, const char *ep, bool bind);
 
 /** A list of run heads copied out of the plugin. */
 typedef struct ab_headlist {
@@ -118,19 +118,19 @@ typedef struct ab_headlist {
 } ab_headlist_t;
 
 /** Append the head of one run (status UNKNOWN when never seen). */
-AB_NODISCARD ab_status_t ab_heads_add_run(const ab_plugin_t *p, ab_plugin_db_t *db,
-                                          ab_headlist_t *hl, ab_str_t thread, ab_str_t run,
-                                          ab_error_t *err);
+AB_NODISCARD ab_status_t ab__heads_add_run(const ab_plugin_t *p, ab_plugin_db_t *db,
+                                           ab_headlist_t *hl, ab_str_t thread, ab_str_t run,
+                                           ab_error_t *err);
 
 /** Append the heads of every run of @p thread. */
-AB_NODISCARD ab_status_t ab_heads_add_thread(const ab_plugin_t *p, ab_plugin_db_t *db,
-                                             ab_headlist_t *hl, ab_str_t thread, ab_error_t *err);
+AB_NODISCARD ab_status_t ab__heads_add_thread(const ab_plugin_t *p, ab_plugin_db_t *db,
+                                              ab_headlist_t *hl, ab_str_t thread, ab_error_t *err);
 
 /** Wire views of the heads (strings point into @p hl); NULL when empty or out of memory. */
-ab_head_t *ab_heads_view(const ab_headlist_t *hl);
+ab_head_t *ab__heads_view(const ab_headlist_t *hl);
 
 /** Free the list's memory. */
-void ab_headlist_free(ab_headlist_t *hl);
+void ab__headlist_free(ab_headlist_t *hl);
 
 /* Thread bodies. */
 typedef struct ab_writer_args {
@@ -150,20 +150,20 @@ typedef struct ab_reader_args {
  * Answer a `snapshot` job on a replay reader (broker/snapshot_cmd.c): the
  * thread's cached builder, or its latest stored snapshot (if any), with the
  * thread's later stored events folded in, in commit order
- * (ab_snapshot_current(), broker/snap_internal.h); send `snapshot_reply`
+ * (ab__snapshot_current(), broker/snap_internal.h); send `snapshot_reply`
  * (or a typed error) on @p sock. Runs to completion on the reader's thread;
  * frees nothing (the caller frees @p job).
  */
-void ab_reader_snapshot(ab_broker_t *b, ab_plugin_db_t *db, void *sock, ab_job_t *job);
+void ab__reader_snapshot(ab_broker_t *b, ab_plugin_db_t *db, void *sock, ab_job_t *job);
 
-void *ab_writer_main(void *arg);
-void *ab_reader_main(void *arg);
+void *ab__writer_main(void *arg);
+void *ab__reader_main(void *arg);
 
 /**
  * Run the command loop on the main thread until a signal arrives on
  * @p sigfd and every worker has stopped. However it returns, it has sent
  * every worker its stop job (join them next). @return 0 or 1.
  */
-int ab_cmd_loop(ab_broker_t *b, void *router, void *wsock, void **rsocks, int sigfd);
+int ab__cmd_loop(ab_broker_t *b, void *router, void *wsock, void **rsocks, int sigfd);
 
 #endif /* AB_BROKER_INTERNAL_H */

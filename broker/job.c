@@ -3,15 +3,15 @@
  *
  * Invariants:
  *  1. A job is owned by exactly one thread: the sender gives it up when
- *     ab_job_send() succeeds, and whoever answers it frees it.
+ *     ab__job_send() succeeds, and whoever answers it frees it.
  *  2. Replies are [identity][header][frames...]; the identity is copied
  *     (zmq_msg_copy shares the buffer) so the job keeps its own, and extra
  *     frames are moved without copying their bytes.
  *  3. Inproc PAIR sockets have no high-water mark: every bound on what they
  *     carry is enforced by the sender (ingest queue, replay credits).
  *  4. Handing a job over is a release by the sender and an acquire by the
- *     receiver: everything the sender wrote before ab_job_send() is visible
- *     to the receiver after ab_job_recv(). libzmq's pipes already guarantee
+ *     receiver: everything the sender wrote before ab__job_send() is visible
+ *     to the receiver after ab__job_recv(). libzmq's pipes already guarantee
  *     this, but libzmq is not built with ThreadSanitizer, which therefore
  *     cannot see it; under TSan the two calls say so explicitly with
  *     __tsan_release()/__tsan_acquire() on the job's address (no cost in
@@ -42,7 +42,7 @@ void __tsan_release(void *addr);
 #define HANDOFF_ACQUIRE(job) ((void)(job))
 #endif
 
-void ab_job_free(ab_job_t *job)
+void ab__job_free(ab_job_t *job)
 {
     if (job == NULL)
         return;
@@ -60,13 +60,13 @@ void ab_job_free(ab_job_t *job)
     free(job);
 }
 
-int ab_job_send(void *sock, ab_job_t *job)
+int ab__job_send(void *sock, ab_job_t *job)
 {
     HANDOFF_RELEASE(job); /* before the pointer leaves: the receiver may run at once */
     return zmq_send(sock, &job, sizeof(job), ZMQ_DONTWAIT) == (int)sizeof(job) ? 0 : -1;
 }
 
-ab_job_t *ab_job_recv(void *sock, int flags)
+ab_job_t *ab__job_recv(void *sock, int flags)
 {
     ab_job_t *job = NULL;
     int n = zmq_recv(sock, &job, sizeof(job), flags);
@@ -76,8 +76,8 @@ ab_job_t *ab_job_recv(void *sock, int flags)
     return job;
 }
 
-int ab_reply_send(void *sock, zmq_msg_t *identity, const ab_buf_t *header, zmq_msg_t *extra,
-                  size_t nextra)
+int ab__reply_send(void *sock, zmq_msg_t *identity, const ab_buf_t *header, zmq_msg_t *extra,
+                   size_t nextra)
 {
     zmq_msg_t id, hdr;
     int rc = -1;
@@ -109,24 +109,24 @@ close_id:
     return rc;
 }
 
-int ab_reply_msg(void *sock, zmq_msg_t *identity, const ab_msg_t *m)
+int ab__reply_msg(void *sock, zmq_msg_t *identity, const ab_msg_t *m)
 {
     ab_buf_t buf = AB_BUF_INIT;
     ab_error_t err = AB_ERROR_INIT;
     int rc = -1;
     if (ab_msg_encode(m, &buf, &err) != AB_OK) {
         char line[512];
-        ab_log(AB_LOG_ERROR, "cannot encode %s reply: %s", ab_op_name(m->op),
-               ab_error_format(&err, line, sizeof(line)));
+        ab__log(AB_LOG_ERROR, "cannot encode %s reply: %s", ab_op_name(m->op),
+                ab_error_format(&err, line, sizeof(line)));
         goto done;
     }
-    rc = ab_reply_send(sock, identity, &buf, NULL, 0);
+    rc = ab__reply_send(sock, identity, &buf, NULL, 0);
 done:
     ab_buf_free(&buf);
     return rc;
 }
 
-int ab_reply_error(void *sock, zmq_msg_t *identity, uint32_t v, uint64_t cid, const ab_error_t *e)
+int ab__reply_error(void *sock, zmq_msg_t *identity, uint32_t v, uint64_t cid, const ab_error_t *e)
 {
     ab_error_t copy = *e;
     ab_buf_t buf = AB_BUF_INIT;
@@ -137,28 +137,28 @@ int ab_reply_error(void *sock, zmq_msg_t *identity, uint32_t v, uint64_t cid, co
         v = 0;
     int rc = -1;
     if (ab_error_encode_reply(&copy, v, &buf) == AB_OK)
-        rc = ab_reply_send(sock, identity, &buf, NULL, 0);
+        rc = ab__reply_send(sock, identity, &buf, NULL, 0);
     else
-        ab_log(AB_LOG_ERROR, "cannot encode an error reply (code %d)", (int)copy.code);
+        ab__log(AB_LOG_ERROR, "cannot encode an error reply (code %d)", (int)copy.code);
     ab_buf_free(&buf);
     return rc;
 }
 
-int64_t ab_now_us(void)
+int64_t ab__now_us(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
-int64_t ab_mono_ms(void)
+int64_t ab__mono_ms(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-void *ab_pair_socket(void *zctx, const char *ep, bool bind)
+void *ab__pair_socket(void *zctx, const char *ep, bool bind)
 {
     void *s = zmq_socket(zctx, ZMQ_PAIR);
     if (s == NULL)

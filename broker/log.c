@@ -22,7 +22,7 @@ static _Atomic int log_level = AB_LOG_INFO;
 
 static const char *const level_names[] = {"error", "warn", "info", "debug"};
 
-ab_status_t ab_log_level_from(const char *s, ab_log_level_t *out)
+ab_status_t ab__log_level_from(const char *s, ab_log_level_t *out)
 {
     for (int i = 0; i <= AB_LOG_DEBUG; i++) {
         if (strcmp(s, level_names[i]) == 0) {
@@ -33,7 +33,7 @@ ab_status_t ab_log_level_from(const char *s, ab_log_level_t *out)
     return AB_INVALID_CONFIG;
 }
 
-void ab_thread_name(const char *name)
+void ab__thread_name(const char *name)
 {
 #ifdef __linux__
     (void)prctl(PR_SET_NAME, name, 0, 0, 0); /* at most 15 characters are kept */
@@ -42,19 +42,19 @@ void ab_thread_name(const char *name)
 #endif
 }
 
-void ab_log_set_level(ab_log_level_t level)
+void ab__log_set_level(ab_log_level_t level)
 {
     atomic_store(&log_level, (int)level);
 }
 
-bool ab_log_enabled(ab_log_level_t level)
+static bool log_enabled(ab_log_level_t level)
 {
     return (int)level <= atomic_load(&log_level);
 }
 
-void ab_log(ab_log_level_t level, const char *fmt, ...)
+void ab__log(ab_log_level_t level, const char *fmt, ...)
 {
-    if (!ab_log_enabled(level))
+    if (!log_enabled(level))
         return;
     char line[1024];
     struct timespec ts;

@@ -60,11 +60,11 @@ static void on_job(reader_t *r, ab_job_t *job)
     case AB_JOB_CANCEL: ab__rb_steer(&r->book, job); return;
     case AB_JOB_GONE:
     case AB_JOB_UNDELIVERED: ab__rb_refused(&r->book, job); return;
-    case AB_JOB_SNAPSHOT: ab_reader_snapshot(r->b, r->db, r->book.sock, job); break;
+    case AB_JOB_SNAPSHOT: ab__reader_snapshot(r->b, r->db, r->book.sock, job); break;
     case AB_JOB_STOP: r->stop = true; break;
     default: break;
     }
-    ab_job_free(job);
+    ab__job_free(job);
 }
 
 /* Cursor of @p run in a thread-scope request (0 = from the start). */
@@ -133,7 +133,7 @@ static int send_chunk(reader_t *r, ab__rsession_t *s)
      * ZeroMQ a fresh buffer per chunk (docs/PERFORMANCE.md). */
     memcpy(zmq_msg_data(&frame), r->chunk.data, bytes);
     clear_chunk(r);
-    int rc = ab_reply_send(r->book.sock, &s->job->identity, &r->buf, &frame, 1);
+    int rc = ab__reply_send(r->book.sock, &s->job->identity, &r->buf, &frame, 1);
     ab__rb_sent(&r->book, s, bytes);
     s->events += count;
     return rc;
@@ -145,10 +145,10 @@ static ab_status_t send_end(reader_t *r, ab__rsession_t *s, uint64_t head_pos, a
     ab_headlist_t hl = {0};
     ab_status_t st = AB_OK;
     if (rq->scope == AB_REPLAY_RUN)
-        st = ab_heads_add_run(r->b->plugin, r->db, &hl, rq->thread, rq->run, err);
+        st = ab__heads_add_run(r->b->plugin, r->db, &hl, rq->thread, rq->run, err);
     else if (rq->scope == AB_REPLAY_THREAD)
-        st = ab_heads_add_thread(r->b->plugin, r->db, &hl, rq->thread, err);
-    ab_head_t *view = st == AB_OK ? ab_heads_view(&hl) : NULL;
+        st = ab__heads_add_thread(r->b->plugin, r->db, &hl, rq->thread, err);
+    ab_head_t *view = st == AB_OK ? ab__heads_view(&hl) : NULL;
     if (st == AB_OK && hl.n > 0 && view == NULL)
         st = ab_error_set(err, AB_NOMEM, "", "out of memory");
     if (st == AB_OK) {
@@ -157,11 +157,11 @@ static ab_status_t send_end(reader_t *r, ab__rsession_t *s, uint64_t head_pos, a
         m.u.replay_end.events = s->events;
         m.u.replay_end.heads = view;
         m.u.replay_end.nheads = hl.n;
-        if (ab_reply_msg(r->book.sock, &s->job->identity, &m) != 0)
+        if (ab__reply_msg(r->book.sock, &s->job->identity, &m) != 0)
             st = ab_error_set(err, AB_INTERNAL, "", "cannot encode replay_end");
     }
     free(view);
-    ab_headlist_free(&hl);
+    ab__headlist_free(&hl);
     return st;
 }
 
@@ -194,7 +194,7 @@ static void pump(reader_t *r, ab__rsession_t *s, uint64_t room)
         caught_up = !r->full && got < req.limit;
     }
     if (r->nrec > 0 && send_chunk(r, s) != 0)
-        ab_log(AB_LOG_DEBUG, "replay: cannot hand a chunk to the command thread");
+        ab__log(AB_LOG_DEBUG, "replay: cannot hand a chunk to the command thread");
     if (!caught_up)
         return;
     if (send_end(r, s, head_pos, &e) == AB_OK) {
@@ -203,7 +203,7 @@ static void pump(reader_t *r, ab__rsession_t *s, uint64_t room)
     }
 failed:
     clear_chunk(r);
-    ab_reply_error(r->book.sock, &s->job->identity, s->job->v, s->job->cid, &e);
+    ab__reply_error(r->book.sock, &s->job->identity, s->job->v, s->job->cid, &e);
     ab__rb_ended(&r->book, s);
 }
 
@@ -225,25 +225,25 @@ static size_t pump_all(reader_t *r)
     return ready;
 }
 
-void *ab_reader_main(void *arg)
+void *ab__reader_main(void *arg)
 {
     ab_reader_args_t *a = arg;
     reader_t r = {.b = a->b, .db = a->db, .book = {.b = a->b, .sock = a->sock}};
     char name[16];
     snprintf(name, sizeof(name), "ab-reader-%u", a->index);
-    ab_thread_name(name);
+    ab__thread_name(name);
     size_t ready = 0;
     while (!r.stop) {
         zmq_pollitem_t it = {.socket = r.book.sock, .events = ZMQ_POLLIN};
         if (zmq_poll(&it, 1, ready > 0 ? 0 : IDLE_CHECK_MS) < 0)
             continue;
         ab_job_t *job;
-        while (!r.stop && (job = ab_job_recv(r.book.sock, ZMQ_DONTWAIT)) != NULL)
+        while (!r.stop && (job = ab__job_recv(r.book.sock, ZMQ_DONTWAIT)) != NULL)
             on_job(&r, job);
         if (r.stop)
             break;
         ready = pump_all(&r);
-        int64_t now = ab_mono_ms();
+        int64_t now = ab__mono_ms();
         if (now >= r.next_tick) {
             ab__rb_tick(&r.book, now);
             r.next_tick = now + IDLE_CHECK_MS;

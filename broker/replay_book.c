@@ -90,7 +90,7 @@ static void rb_count(ab__rbook_t *bk, ab__rsession_t *s, int64_t delta)
 {
     ab__rpeer_t *p = s->peer;
     if (delta > 0 && p->unread == 0)
-        p->owing_since_ms = ab_mono_ms();
+        p->owing_since_ms = ab__mono_ms();
     s->unread = (uint64_t)((int64_t)s->unread + delta);
     p->unread = (uint64_t)((int64_t)p->unread + delta);
     atomic_fetch_add(&bk->b->replay_unread, delta);
@@ -149,7 +149,7 @@ static void free_session(ab__rbook_t *bk, size_t i)
     atomic_fetch_sub(&bk->b->replay_slots, 1);
     if (--p->slots == 0)
         free_peer(bk, p);
-    ab_job_free(s->job);
+    ab__job_free(s->job);
     free(s->ring);
     free(s);
 }
@@ -179,10 +179,10 @@ static void send_error(ab__rbook_t *bk, ab_job_t *job, ab_status_t code, const c
     ab_error_set(&e, code, field, "%s", msg);
     if (limit > 0)
         ab_error_detail_int(&e, "limit", limit);
-    ab_reply_error(bk->sock, &job->identity, job->v, job->cid, &e);
+    ab__reply_error(bk->sock, &job->identity, job->v, job->cid, &e);
 }
 
-void ab__rb_fail(ab__rbook_t *bk, ab__rsession_t *s, ab_status_t code, const char *fmt, ...)
+static void fail_session(ab__rbook_t *bk, ab__rsession_t *s, ab_status_t code, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -202,7 +202,7 @@ static void refuse(ab__rbook_t *bk, ab_job_t *job, ab_status_t code, const char 
     va_start(ap, fmt);
     send_error(bk, job, code, field, limit, fmt, ap);
     va_end(ap);
-    ab_job_free(job);
+    ab__job_free(job);
 }
 
 /* Why @p job may not start now (an answer was sent), or false. */
@@ -301,7 +301,7 @@ void ab__rb_start(ab__rbook_t *bk, ab_job_t *job)
                           ? rq->window_bytes
                           : lim->max_replay_bytes;
     s->peer->slots++;
-    s->peer->active_ms = s->sent_ms = ab_mono_ms();
+    s->peer->active_ms = s->sent_ms = ab__mono_ms();
     atomic_fetch_add(&bk->b->replay_slots, 1);
     bk->s[bk->ns++] = s;
 }
@@ -314,10 +314,10 @@ static void credit(ab__rbook_t *bk, ab__rsession_t *s, uint32_t chunks)
     uint32_t released = chunks < s->ring_n ? chunks : s->ring_n;
     release_oldest(bk, s, chunks);
     ab__rpeer_t *p = s->peer;
-    p->owing_since_ms = p->active_ms = ab_mono_ms();
+    p->owing_since_ms = p->active_ms = ab__mono_ms();
     if (p->stalled && released > 0) {
         p->stalled = false;
-        ab_log(AB_LOG_INFO, "replay: a stalled connection reads again");
+        ab__log(AB_LOG_INFO, "replay: a stalled connection reads again");
     }
     if (!s->ended) {
         uint64_t c = (uint64_t)s->credits + chunks;
@@ -333,17 +333,17 @@ void ab__rb_steer(ab__rbook_t *bk, ab_job_t *job)
     if (s != NULL && job->kind == AB_JOB_CREDIT) {
         credit(bk, s, job->chunks);
     } else if (s != NULL && !s->ended) {
-        ab__rb_fail(bk, s, AB_REQUEST_ABORTED, "replay cancelled by the client");
+        fail_session(bk, s, AB_REQUEST_ABORTED, "replay cancelled by the client");
     } else if (s != NULL || recently_ended(bk, session_key(job))) {
-        ab_log(AB_LOG_DEBUG, "replay: %s for an ended replay (cid %llu) ignored",
-               job->kind == AB_JOB_CREDIT ? "credit" : "cancel", (unsigned long long)job->cid);
+        ab__log(AB_LOG_DEBUG, "replay: %s for an ended replay (cid %llu) ignored",
+                job->kind == AB_JOB_CREDIT ? "credit" : "cancel", (unsigned long long)job->cid);
     } else {
         ab_error_t e = AB_ERROR_INIT;
         ab_error_set(&e, AB_NOT_FOUND, "cid", "no running replay with cid %llu",
                      (unsigned long long)job->cid);
-        ab_reply_error(bk->sock, &job->identity, job->v, job->cid, &e);
+        ab__reply_error(bk->sock, &job->identity, job->v, job->cid, &e);
     }
-    ab_job_free(job);
+    ab__job_free(job);
 }
 
 /* Free every session of @p p, answering none (its connection is gone). */
@@ -361,8 +361,8 @@ void ab__rb_refused(ab__rbook_t *bk, ab_job_t *job)
 {
     ab__rpeer_t *p = find_peer(bk, job);
     if (p != NULL && job->kind == AB_JOB_GONE) {
-        ab_log(AB_LOG_DEBUG, "replay: a connection with %u replays and %llu unread bytes is gone",
-               p->slots, (unsigned long long)p->unread);
+        ab__log(AB_LOG_DEBUG, "replay: a connection with %u replays and %llu unread bytes is gone",
+                p->slots, (unsigned long long)p->unread);
         drop_peer(bk, p);
     } else if (p != NULL) {
         ab__rsession_t *s = find_session(bk, job);
@@ -372,7 +372,7 @@ void ab__rb_refused(ab__rbook_t *bk, ab_job_t *job)
                 free_session(bk, index_of(bk, s));
         }
     }
-    ab_job_free(job);
+    ab__job_free(job);
 }
 
 /* ---- sending -------------------------------------------------------------------- */
@@ -393,7 +393,7 @@ void ab__rb_sent(ab__rbook_t *bk, ab__rsession_t *s, uint32_t bytes)
     s->ring_n++;
     s->credits--;
     rb_count(bk, s, bytes);
-    s->peer->active_ms = s->sent_ms = ab_mono_ms();
+    s->peer->active_ms = s->sent_ms = ab__mono_ms();
 }
 
 /* ---- once a second ------------------------------------------------------------------ */
@@ -402,17 +402,17 @@ static void stall(ab__rbook_t *bk, ab__rpeer_t *p)
 {
     uint32_t idle = bk->b->cfg->replay_idle_s;
     p->stalled = true;
-    ab_log(AB_LOG_INFO,
-           "replay: a connection left %llu bytes of replay chunks unread for %u s: its %u"
-           " replays are cancelled until it reads",
-           (unsigned long long)p->unread, idle, p->slots);
+    ab__log(AB_LOG_INFO,
+            "replay: a connection left %llu bytes of replay chunks unread for %u s: its %u"
+            " replays are cancelled until it reads",
+            (unsigned long long)p->unread, idle, p->slots);
     for (size_t i = bk->ns; i-- > 0;) {
         ab__rsession_t *s = bk->s[i];
         if (s->peer == p && !s->ended)
-            ab__rb_fail(bk, s, AB_TIMEOUT,
-                        "replay dropped: this connection left %llu bytes of chunks unread (no"
-                        " credit) for %u s",
-                        (unsigned long long)p->unread, idle);
+            fail_session(bk, s, AB_TIMEOUT,
+                         "replay dropped: this connection left %llu bytes of chunks unread (no"
+                         " credit) for %u s",
+                         (unsigned long long)p->unread, idle);
     }
 }
 
@@ -423,7 +423,7 @@ static void probe(ab__rbook_t *bk, ab__rpeer_t *p, int64_t now)
     ab_msg_t m = {.op = AB_OP_PONG, .v = AB_PROTOCOL_VERSION, .cid = 0};
     m.u.pong.instance = (ab_str_t){bk->b->instance, strlen(bk->b->instance)};
     m.u.pong.head_pos = atomic_load(&bk->b->head_pos);
-    ab_reply_msg(bk->sock, &p->id, &m);
+    ab__reply_msg(bk->sock, &p->id, &m);
     p->next_probe_ms = now + PROBE_MS;
 }
 
@@ -448,12 +448,12 @@ static void end_starved(ab__rbook_t *bk, int64_t now, int64_t idle_ms)
         if (s->ended || s->credits == 0 || s->unread >= s->window_bytes ||
             now - s->sent_ms < idle_ms)
             continue;
-        ab_log(AB_LOG_WARN, "replay: a replay waited %lld s for replay memory (%u MiB in use)",
-               (long long)(idle_ms / 1000), mib);
-        ab__rb_fail(bk, s, AB_OVERLOADED,
-                    "the broker's replay memory (%u MiB) is held by clients that do not read;"
-                    " retry later",
-                    mib);
+        ab__log(AB_LOG_WARN, "replay: a replay waited %lld s for replay memory (%u MiB in use)",
+                (long long)(idle_ms / 1000), mib);
+        fail_session(bk, s, AB_OVERLOADED,
+                     "the broker's replay memory (%u MiB) is held by clients that do not read;"
+                     " retry later",
+                     mib);
     }
 }
 
@@ -483,7 +483,7 @@ void ab__rb_close(ab__rbook_t *bk)
         if (!s->ended) {
             ab_error_t e = AB_ERROR_INIT;
             ab_error_set(&e, AB_UNAVAILABLE, "", "broker is shutting down");
-            ab_reply_error(bk->sock, &s->job->identity, s->job->v, s->job->cid, &e);
+            ab__reply_error(bk->sock, &s->job->identity, s->job->v, s->job->cid, &e);
         }
         free_session(bk, bk->ns - 1);
     }

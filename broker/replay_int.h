@@ -89,10 +89,6 @@ void ab__rb_sent(ab__rbook_t *bk, ab__rsession_t *s, uint32_t bytes);
 /** @p s ended (its replay_end or error was sent): free it, or keep it as a tail. */
 void ab__rb_ended(ab__rbook_t *bk, ab__rsession_t *s);
 
-/** Send `error` @p code to @p s's client and end it. */
-void ab__rb_fail(ab__rbook_t *bk, ab__rsession_t *s, ab_status_t code, const char *fmt, ...)
-    AB_PRINTF(4, 5);
-
 /** Once a second: stall idle connections, probe them, give freed memory back. */
 void ab__rb_tick(ab__rbook_t *bk, int64_t now_ms);
 

@@ -41,7 +41,7 @@ typedef struct ab__seq_dup {
     uint32_t idx;
 } ab__seq_dup_t;
 
-/** A run rejected earlier in the current ab_seq_stage() call. */
+/** A run rejected earlier in the current ab__seq_stage() call. */
 typedef struct ab__seq_rej {
     ab_str_t thread;
     ab_str_t run;

@@ -23,8 +23,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-ab_status_t ab_seq_new(ab_seq_t **out, const ab_plugin_t *plugin, ab_plugin_db_t *db,
-                       const ab_seq_opts_t *opts, ab_error_t *err)
+ab_status_t ab__seq_new(ab_seq_t **out, const ab_plugin_t *plugin, ab_plugin_db_t *db,
+                        const ab_seq_opts_t *opts, ab_error_t *err)
 {
     if (!out || !plugin || !db || !plugin->head || !plugin->read || !plugin->claim ||
         !plugin->event_bytes)
@@ -42,14 +42,14 @@ ab_status_t ab_seq_new(ab_seq_t **out, const ab_plugin_t *plugin, ab_plugin_db_t
         (opts->lifecycle.max_open || opts->lifecycle.max_tool_calls || opts->lifecycle.max_ids))
         s->limits = opts->lifecycle;
     if (ab__seq_cache_init(s) != AB_OK || ab_doc_new(&s->doc) != AB_OK) {
-        ab_seq_destroy(&s);
+        ab__seq_destroy(&s);
         return ab_error_set(err, AB_NOMEM, NULL, "out of memory creating the sequencer");
     }
     *out = s;
     return AB_OK;
 }
 
-void ab_seq_destroy(ab_seq_t **sp)
+void ab__seq_destroy(ab_seq_t **sp)
 {
     if (!sp || !*sp)
         return;
@@ -268,7 +268,7 @@ static void stage_one(ab_seq_t *s, ab_seq_item_t *it)
     }
 }
 
-void ab_seq_stage(ab_seq_t *s, ab_seq_item_t *items, size_t n)
+void ab__seq_stage(ab_seq_t *s, ab_seq_item_t *items, size_t n)
 {
     s->nrej = 0;
     for (size_t i = 0; i < n; i++)
@@ -276,7 +276,7 @@ void ab_seq_stage(ab_seq_t *s, ab_seq_item_t *items, size_t n)
     s->nrej = 0; /* the views belong to this call's items */
 }
 
-const ab_plugin_event_t *ab_seq_pending(const ab_seq_t *s, size_t *n)
+const ab_plugin_event_t *ab__seq_pending(const ab_seq_t *s, size_t *n)
 {
     *n = s->npend;
     return s->pend;
@@ -290,7 +290,7 @@ static void end_group(ab_seq_t *s)
     s->gen++;
 }
 
-void ab_seq_commit(ab_seq_t *s, uint64_t first_pos)
+void ab__seq_commit(ab_seq_t *s, uint64_t first_pos)
 {
     for (size_t i = 0; i < s->npend; i++)
         s->pend_items[i]->pos = first_pos + i;
@@ -306,7 +306,7 @@ void ab_seq_commit(ab_seq_t *s, uint64_t first_pos)
     ab__seq_trim(s, NULL);
 }
 
-void ab_seq_abort(ab_seq_t *s)
+void ab__seq_abort(ab_seq_t *s)
 {
     /* Duplicates of staged events keep DUPLICATE with pos 0: the caller
      * answers them like the staged events they repeat. */
@@ -325,8 +325,8 @@ static ab_status_t claim_status(ab_seq_t *s, ab_str_t thread, ab_str_t run, ab_r
     return rc;
 }
 
-ab_status_t ab_seq_claim(ab_seq_t *s, ab_str_t thread, ab_str_t run, uint64_t *epoch,
-                         uint64_t *last_seq, ab_run_status_t *status, ab_error_t *err)
+ab_status_t ab__seq_claim(ab_seq_t *s, ab_str_t thread, ab_str_t run, uint64_t *epoch,
+                          uint64_t *last_seq, ab_run_status_t *status, ab_error_t *err)
 {
     if (s->npend || s->ngrp)
         return ab_error_set(err, AB_INTERNAL, NULL, "claim while a group is staged");
@@ -351,12 +351,12 @@ ab_status_t ab_seq_claim(ab_seq_t *s, ab_str_t thread, ab_str_t run, uint64_t *e
     return AB_OK;
 }
 
-size_t ab_seq_cached_runs(const ab_seq_t *s)
+size_t ab__seq_cached_runs(const ab_seq_t *s)
 {
     return s->count;
 }
 
-size_t ab_seq_memory(const ab_seq_t *s)
+size_t ab__seq_memory(const ab_seq_t *s)
 {
     size_t m = sizeof(*s) + s->nbuckets * sizeof(*s->buckets) + s->cap_pend * sizeof(*s->pend) +
                s->cap_pend_items * sizeof(*s->pend_items) + s->cap_dups * sizeof(*s->dups) +

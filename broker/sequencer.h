@@ -4,14 +4,14 @@
  *
  * The writer thread owns one sequencer and the plugin's writer handle. For
  * each group commit it:
- *   1. calls ab_seq_stage() once per PUBLISH request (items in request order);
+ *   1. calls ab__seq_stage() once per PUBLISH request (items in request order);
  *      each item gets a decision: staged (to be committed), duplicate,
  *      or rejected (with a typed error);
- *   2. takes the staged events with ab_seq_pending() and hands them to the
+ *   2. takes the staged events with ab__seq_pending() and hands them to the
  *      plugin's append_batch() as one transaction;
- *   3. on success calls ab_seq_commit(first_pos): staged items get their
+ *   3. on success calls ab__seq_commit(first_pos): staged items get their
  *      positions and the run states advance for good; on failure calls
- *      ab_seq_abort(): every run touched since the last commit is evicted,
+ *      ab__seq_abort(): every run touched since the last commit is evicted,
  *      so its state is reloaded from the store on next use, and staged items
  *      are answered with the plugin's (retryable) error by the caller.
  *
@@ -28,7 +28,7 @@
  *   invalid_event the lifecycle checker refuses the event (first event must be
  *                 RUN_STARTED with seq 1; boundary ids must match the
  *                 envelope; pairing, steps, subagents, outcomes ...).
- * Within one ab_seq_stage() call, once an event of run R is rejected, later
+ * Within one ab__seq_stage() call, once an event of run R is rejected, later
  * events of R in that call are rejected too (code of the first rejection,
  * message "an earlier event of this run in the batch was rejected").
  * Other runs in the same call are unaffected.
@@ -62,7 +62,7 @@ typedef struct ab_seq_item {
     const ab_agui_info_t *info; /**< strict AG-UI validation result of ev->body */
     const uint8_t *bytes;       /**< the exact envelope bytes */
     size_t len;
-    /* out, set by ab_seq_stage() and completed by ab_seq_commit() */
+    /* out, set by ab__seq_stage() and completed by ab__seq_commit() */
     ab_result_status_t status; /**< ACCEPTED (staged), DUPLICATE or REJECTED */
     uint64_t pos;              /**< position (accepted: after commit; duplicate: original) */
     ab_error_t err;            /**< when REJECTED */
@@ -85,11 +85,11 @@ static inline void ab_seq_error_reset(ab_error_t *e)
 }
 
 /** Create a sequencer over the writer handle of a plugin (both borrowed). */
-AB_NODISCARD ab_status_t ab_seq_new(ab_seq_t **out, const ab_plugin_t *plugin, ab_plugin_db_t *db,
-                                    const ab_seq_opts_t *opts, ab_error_t *err);
+AB_NODISCARD ab_status_t ab__seq_new(ab_seq_t **out, const ab_plugin_t *plugin, ab_plugin_db_t *db,
+                                     const ab_seq_opts_t *opts, ab_error_t *err);
 
 /** Free a sequencer (NULL-safe; *s = NULL). */
-void ab_seq_destroy(ab_seq_t **s);
+void ab__seq_destroy(ab_seq_t **s);
 
 /**
  * Items that arrive with status AB_RESULT_REJECTED were refused before the
@@ -103,13 +103,13 @@ void ab_seq_destroy(ab_seq_t **s);
  * A store error while reloading a run rejects that run's items with the
  * store's (retryable) error.
  */
-void ab_seq_stage(ab_seq_t *s, ab_seq_item_t *items, size_t n);
+void ab__seq_stage(ab_seq_t *s, ab_seq_item_t *items, size_t n);
 
 /**
  * The staged events of the current group, in stage order, ready for
- * append_batch(). Valid until ab_seq_commit()/ab_seq_abort().
+ * append_batch(). Valid until ab__seq_commit()/ab__seq_abort().
  */
-const ab_plugin_event_t *ab_seq_pending(const ab_seq_t *s, size_t *n);
+const ab_plugin_event_t *ab__seq_pending(const ab_seq_t *s, size_t *n);
 
 /**
  * The group committed: the i-th pending event has position first_pos + i.
@@ -117,25 +117,26 @@ const ab_plugin_event_t *ab_seq_pending(const ab_seq_t *s, size_t *n);
  * an event staged in the same group), advances run states, drops finished
  * runs from the cache.
  */
-void ab_seq_commit(ab_seq_t *s, uint64_t first_pos);
+void ab__seq_commit(ab_seq_t *s, uint64_t first_pos);
 
 /**
  * The group's commit failed: forget it; touched runs reload from the store.
  * A DUPLICATE item left with pos 0 repeated an event staged in this group;
  * answer it like the staged (ACCEPTED) items, with the plugin's error.
  */
-void ab_seq_abort(ab_seq_t *s);
+void ab__seq_abort(ab_seq_t *s);
 
 /**
  * CLAIM: bump the run's epoch in the store (plugin claim) and in the cache.
  * Must not be called while a group is staged (commit or abort first).
  * @return AB_OK with epoch, last committed seq and status; or the plugin's error.
  */
-AB_NODISCARD ab_status_t ab_seq_claim(ab_seq_t *s, ab_str_t thread, ab_str_t run, uint64_t *epoch,
-                                      uint64_t *last_seq, ab_run_status_t *status, ab_error_t *err);
+AB_NODISCARD ab_status_t ab__seq_claim(ab_seq_t *s, ab_str_t thread, ab_str_t run, uint64_t *epoch,
+                                       uint64_t *last_seq, ab_run_status_t *status,
+                                       ab_error_t *err);
 
 /** Number of run states cached now, and bytes they hold (for logs and tests). */
-size_t ab_seq_cached_runs(const ab_seq_t *s);
-size_t ab_seq_memory(const ab_seq_t *s);
+size_t ab__seq_cached_runs(const ab_seq_t *s);
+size_t ab__seq_memory(const ab_seq_t *s);
 
 #endif /* AB_BROKER_SEQUENCER_H */

@@ -39,15 +39,15 @@ typedef struct ab_snapent {
 } ab_snapent_t;
 
 /** Take @p thread's entry of broker @p instance (NULL = none); waits while another user has it. */
-ab_snapent_t *ab_snapcache_take(const char *instance, ab_str_t thread);
+ab_snapent_t *ab__snapcache_take(const char *instance, ab_str_t thread);
 /** Put an entry back (most recently used); evicts least recently used entries over the bounds. */
-void ab_snapcache_put(ab_snapent_t *e);
-/** Whether @p e would be kept by ab_snapcache_put() (its estimate is within the bound). */
-bool ab_snapcache_fits(const ab_snapent_t *e);
+void ab__snapcache_put(ab_snapent_t *e);
+/** Whether @p e would be kept by ab__snapcache_put() (its estimate is within the bound). */
+bool ab__snapcache_fits(const ab_snapent_t *e);
 /** Free every cached entry of broker @p instance that nobody has taken. */
-void ab_snapcache_drop_instance(const char *instance);
+void ab__snapcache_drop_instance(const char *instance);
 /** Free a taken or new entry instead of putting it back (NULL-safe). */
-void ab_snapcache_discard(ab_snapent_t *e);
+void ab__snapcache_discard(ab_snapent_t *e);
 
 /**
  * The entry of @p thread brought up to every committed event (on handle
@@ -55,40 +55,41 @@ void ab_snapcache_discard(ab_snapent_t *e);
  * else from the cache, else from the stored snapshot (or nothing), then
  * the later stored events folded in (at most @p max_events of them, 0 = all:
  * then the entry may not be current yet). The caller owns the entry (put it
- * back with ab_snapcache_put() or ab_snapcache_discard()). @p folded: events
+ * back with ab__snapcache_put() or ab__snapcache_discard()). @p folded: events
  * folded now. @p memory_max: 0, or the most bytes the builder may hold
  * (ab_snapshot_builder_memory); beyond it the entry is dropped and the
  * answer is AB_TOO_LARGE.
  * @return AB_OK; AB_NOT_FOUND (no stored event); the store's error; AB_CORRUPT
  *         (a stored event that does not fold); AB_TOO_LARGE; AB_NOMEM.
  */
-AB_NODISCARD ab_status_t ab_snapshot_current(ab_broker_t *b, ab_plugin_db_t *db, ab_str_t thread,
-                                             uint64_t max_events, size_t memory_max,
-                                             ab_snapent_t **out, uint64_t *folded, ab_error_t *err);
+AB_NODISCARD ab_status_t ab__snapshot_current(ab_broker_t *b, ab_plugin_db_t *db, ab_str_t thread,
+                                              uint64_t max_events, size_t memory_max,
+                                              ab_snapent_t **out, uint64_t *folded,
+                                              ab_error_t *err);
 
 typedef struct ab_snapworker ab_snapworker_t;
 
 /** Start the worker of broker @p b (its own read-only handle). NULL when it cannot start. */
-ab_snapworker_t *ab_snapworker_start(ab_broker_t *b);
+ab_snapworker_t *ab__snapworker_start(ab_broker_t *b);
 /**
  * Ask for a stored snapshot of @p thread covering at least every event
  * committed now; @p run_end: a run of it ended (else an every-N request,
  * skipped when its document exceeds AB_MAX_REPLY_BYTES).
  */
-void ab_snapworker_request(ab_snapworker_t *w, ab_str_t thread, bool run_end);
+void ab__snapworker_request(ab_snapworker_t *w, ab_str_t thread, bool run_end);
 /** Whether requests are queued or being computed, or documents wait to be collected. */
-bool ab_snapworker_busy(ab_snapworker_t *w);
+bool ab__snapworker_busy(ab_snapworker_t *w);
 /**
- * Called by ab_snapworker_collect() per computed snapshot: @p text is the
+ * Called by ab__snapworker_collect() per computed snapshot: @p text is the
  * JSON document to store, or empty when it is not to be stored; @p size is
  * the document's size (JSON, or msgpack when not converted).
  */
 typedef void (*ab_snapworker_cb)(void *ud, ab_str_t thread, uint64_t pos, const ab_buf_t *text,
                                  size_t size);
 /** Hand every computed snapshot to @p cb (on the caller's thread). @return how many. */
-size_t ab_snapworker_collect(ab_snapworker_t *w, ab_snapworker_cb cb, void *ud);
+size_t ab__snapworker_collect(ab_snapworker_t *w, ab_snapworker_cb cb, void *ud);
 /** Compute the queued requests (bounded time), stop and free the worker; then collect what is left.
  */
-void ab_snapworker_stop(ab_snapworker_t **w, ab_snapworker_cb cb, void *ud);
+void ab__snapworker_stop(ab_snapworker_t **w, ab_snapworker_cb cb, void *ud);
 
 #endif

@@ -72,12 +72,12 @@ static size_t entry_bytes(const ab_snapent_t *e)
     return sizeof(*e) + ab_snapshot_builder_memory(e->sb) + e->reply.cap + 4 * e->unmeasured;
 }
 
-bool ab_snapcache_fits(const ab_snapent_t *e)
+bool ab__snapcache_fits(const ab_snapent_t *e)
 {
     return e != NULL && e->sb != NULL && entry_bytes(e) <= AB_SNAPCACHE_BYTES;
 }
 
-void ab_snapcache_discard(ab_snapent_t *e)
+void ab__snapcache_discard(ab_snapent_t *e)
 {
     if (e == NULL)
         return;
@@ -89,7 +89,7 @@ void ab_snapcache_discard(ab_snapent_t *e)
     snapent_free(e);
 }
 
-ab_snapent_t *ab_snapcache_take(const char *instance, ab_str_t thread)
+ab_snapent_t *ab__snapcache_take(const char *instance, ab_str_t thread)
 {
     pthread_mutex_lock(&mu);
     ab_snapent_t *e = find(instance, thread);
@@ -103,10 +103,10 @@ ab_snapent_t *ab_snapcache_take(const char *instance, ab_str_t thread)
     return e;
 }
 
-void ab_snapcache_put(ab_snapent_t *e)
+void ab__snapcache_put(ab_snapent_t *e)
 {
     if (e == NULL || e->sb == NULL) {
-        ab_snapcache_discard(e);
+        ab__snapcache_discard(e);
         return;
     }
     size_t bytes = entry_bytes(e);
@@ -159,7 +159,7 @@ void ab_snapcache_put(ab_snapent_t *e)
     }
 }
 
-void ab_snapcache_drop_instance(const char *instance)
+void ab__snapcache_drop_instance(const char *instance)
 {
     ab_snapent_t *dropped = NULL;
     pthread_mutex_lock(&mu);

@@ -1,9 +1,9 @@
 /*
  * snapshot_cmd.c - the `snapshot` request on a replay reader: the current
  * snapshot document of a thread (docs/REDUCER.md section 7, docs/PROTOCOL.md
- * 7.8), and ab_snapshot_current(), shared with the snapshot worker.
+ * 7.8), and ab__snapshot_current(), shared with the snapshot worker.
  *
- * ab_snapshot_current() takes the thread's builder from the broker-wide
+ * ab__snapshot_current() takes the thread's builder from the broker-wide
  * cache (snapcache.c) when there is one; otherwise it starts from the latest
  * stored snapshot when the plugin has snapshot_get (ab_snapshot_parse, then
  * ab_snapshot_builder_from), or from nothing. It then folds the thread's
@@ -161,8 +161,8 @@ static ab_status_t start_builder(ab_broker_t *b, ab_plugin_db_t *db, ab_str_t th
             return ab_error_set(f->err, AB_NOMEM, "", "out of memory restoring a snapshot");
         if (st != AB_NOT_FOUND) {
             char line[512];
-            ab_log(AB_LOG_WARN, "stored snapshot of %.*s ignored (full fold): %s", (int)thread.len,
-                   thread.ptr, ab_error_format(&e, line, sizeof(line)));
+            ab__log(AB_LOG_WARN, "stored snapshot of %.*s ignored (full fold): %s", (int)thread.len,
+                    thread.ptr, ab_error_format(&e, line, sizeof(line)));
         }
     }
     return ab_snapshot_builder_new(&f->sb, thread.ptr, f->err);
@@ -182,7 +182,7 @@ static ab_status_t entry_new(ab_broker_t *b, ab_plugin_db_t *db, ab_str_t thread
     e->tlen = thread.len;
     ab_status_t st = start_builder(b, db, (ab_str_t){e->thread, e->tlen}, f, from_stored);
     if (st != AB_OK) {
-        ab_snapcache_discard(e);
+        ab__snapcache_discard(e);
         return st;
     }
     e->sb = f->sb;
@@ -190,14 +190,14 @@ static ab_status_t entry_new(ab_broker_t *b, ab_plugin_db_t *db, ab_str_t thread
     return AB_OK;
 }
 
-ab_status_t ab_snapshot_current(ab_broker_t *b, ab_plugin_db_t *db, ab_str_t thread,
-                                uint64_t max_events, size_t memory_max, ab_snapent_t **out,
-                                uint64_t *folded, ab_error_t *err)
+ab_status_t ab__snapshot_current(ab_broker_t *b, ab_plugin_db_t *db, ab_str_t thread,
+                                 uint64_t max_events, size_t memory_max, ab_snapent_t **out,
+                                 uint64_t *folded, ab_error_t *err)
 {
     fold_t f = {
         .lim = &b->cfg->limits, .err = err, .max_events = max_events, .memory_max = memory_max};
     bool known = false;
-    ab_snapent_t *e = *out != NULL ? *out : ab_snapcache_take(b->instance, thread);
+    ab_snapent_t *e = *out != NULL ? *out : ab__snapcache_take(b->instance, thread);
     ab_status_t st = AB_OK;
     *out = NULL;
     if (e != NULL) {
@@ -218,7 +218,7 @@ ab_status_t ab_snapshot_current(ab_broker_t *b, ab_plugin_db_t *db, ab_str_t thr
     if (folded != NULL)
         *folded = f.events;
     if (st != AB_OK) {
-        ab_snapcache_discard(e); /* a builder that failed half-way is never reused */
+        ab__snapcache_discard(e); /* a builder that failed half-way is never reused */
         return st;
     }
     e->unmeasured += f.bytes;
@@ -246,12 +246,12 @@ static ab_status_t entry_encode(ab_snapent_t *e, const ab_limits_t *lim, ab_erro
     return AB_OK;
 }
 
-void ab_reader_snapshot(ab_broker_t *b, ab_plugin_db_t *db, void *sock, ab_job_t *job)
+void ab__reader_snapshot(ab_broker_t *b, ab_plugin_db_t *db, void *sock, ab_job_t *job)
 {
     ab_error_t e = AB_ERROR_INIT;
     ab_snapent_t *ent = NULL;
     uint64_t folded = 0;
-    ab_status_t st = ab_snapshot_current(b, db, job->thread, 0, 0, &ent, &folded, &e);
+    ab_status_t st = ab__snapshot_current(b, db, job->thread, 0, 0, &ent, &folded, &e);
     if (st == AB_OK)
         st = entry_encode(ent, &b->cfg->limits, &e);
     if (st == AB_OK) {
@@ -259,19 +259,19 @@ void ab_reader_snapshot(ab_broker_t *b, ab_plugin_db_t *db, void *sock, ab_job_t
         m.u.snapshot_reply.thread = job->thread;
         m.u.snapshot_reply.snapshot_mp = ent->reply.data;
         m.u.snapshot_reply.snapshot_mp_len = ent->reply.len;
-        if (ab_reply_msg(sock, &job->identity, &m) != 0)
+        if (ab__reply_msg(sock, &job->identity, &m) != 0)
             st = ab_error_set(&e, AB_TOO_LARGE, "thread",
                               "the thread's snapshot does not fit a reply");
         else
-            ab_log(AB_LOG_DEBUG, "snapshot of %s: %llu events folded", job->thread.ptr,
-                   (unsigned long long)folded);
+            ab__log(AB_LOG_DEBUG, "snapshot of %s: %llu events folded", job->thread.ptr,
+                    (unsigned long long)folded);
     }
     if (st == AB_OK || st == AB_TOO_LARGE)
-        ab_snapcache_put(ent); /* the builder is sound even when its document is too large */
+        ab__snapcache_put(ent); /* the builder is sound even when its document is too large */
     else
-        ab_snapcache_discard(ent);
+        ab__snapcache_discard(ent);
     if (st != AB_OK) {
         ab_error_set(&e, st, "", "cannot compute the snapshot"); /* no-op when e is set */
-        ab_reply_error(sock, &job->identity, job->v, job->cid, &e);
+        ab__reply_error(sock, &job->identity, job->v, job->cid, &e);
     }
 }

@@ -6,7 +6,7 @@
  * needs the writer handle).
  *
  * Invariants:
- *  1. A document is computed with ab_snapshot_current() on the worker's own
+ *  1. A document is computed with ab__snapshot_current() on the worker's own
  *     read-only handle, so it covers committed events only (at least every
  *     event committed when it was requested) and never claims more.
  *  2. Requests are deduplicated per thread and bounded (AB_SNAPWORKER_QUEUE;
@@ -15,7 +15,7 @@
  *     coalesced per thread (only the highest position is kept).
  *  3. The thread runs at nice AB_SNAPWORKER_NICE (Linux), so under a
  *     saturated CPU it yields to the bus threads; its requests then coalesce.
- *  4. ab_snapworker_stop() computes the queued requests for at most
+ *  4. ab__snapworker_stop() computes the queued requests for at most
  *     AB_SNAPWORKER_DRAIN_MS (checked between chunks of AB_SNAPWORKER_CHUNK
  *     events), so a clean shutdown usually stores the snapshots of the runs
  *     that ended, and never waits long; what is dropped only makes the next
@@ -60,13 +60,13 @@ struct ab_snapworker {
     size_t ndone, done_cap;
     bool computing;
     bool stop;
-    int64_t deadline; /**< when stopping: give up after this (ab_mono_ms) */
+    int64_t deadline; /**< when stopping: give up after this (ab__mono_ms) */
 };
 
 static bool given_up(ab_snapworker_t *w)
 {
     pthread_mutex_lock(&w->mu);
-    bool late = w->stop && ab_mono_ms() > w->deadline;
+    bool late = w->stop && ab__mono_ms() > w->deadline;
     pthread_mutex_unlock(&w->mu);
     return late;
 }
@@ -81,7 +81,7 @@ static todo_t *queued(ab_snapworker_t *w, ab_str_t t)
     return NULL;
 }
 
-void ab_snapworker_request(ab_snapworker_t *w, ab_str_t t, bool run_end)
+void ab__snapworker_request(ab_snapworker_t *w, ab_str_t t, bool run_end)
 {
     if (w == NULL || t.len == 0 || t.len > AB_ID_MAX_BYTES)
         return;
@@ -101,7 +101,7 @@ void ab_snapworker_request(ab_snapworker_t *w, ab_str_t t, bool run_end)
     }
     pthread_mutex_unlock(&w->mu);
     if (dropped)
-        ab_log(AB_LOG_WARN, "snapshot queue full: snapshot of %.*s skipped", (int)t.len, t.ptr);
+        ab__log(AB_LOG_WARN, "snapshot queue full: snapshot of %.*s skipped", (int)t.len, t.ptr);
 }
 
 /* Record a computed document (replacing an older one of the thread); takes @p text. */
@@ -164,16 +164,16 @@ static ab_status_t current(ab_snapworker_t *w, ab_str_t t, size_t memory_max, ab
     for (;;) {
         uint64_t folded = 0;
         ab_status_t st =
-            ab_snapshot_current(w->b, w->db, t, AB_SNAPWORKER_CHUNK, memory_max, ent, &folded, e);
+            ab__snapshot_current(w->b, w->db, t, AB_SNAPWORKER_CHUNK, memory_max, ent, &folded, e);
         if (st != AB_OK || folded < AB_SNAPWORKER_CHUNK)
             return st;
         if (given_up(w)) {
-            ab_snapcache_put(*ent);
+            ab__snapcache_put(*ent);
             *ent = NULL;
             return ab_error_set(e, AB_REQUEST_ABORTED, "", "broker stopping");
         }
-        if (ab_snapcache_fits(*ent)) {
-            ab_snapcache_put(*ent);
+        if (ab__snapcache_fits(*ent)) {
+            ab__snapcache_put(*ent);
             *ent = NULL;
         }
     }
@@ -201,9 +201,9 @@ static void compute(ab_snapworker_t *w, const todo_t *q)
     if (st == AB_OK)
         ent->unmeasured = 0; /* the encoding measured the projection */
     if (st == AB_OK)
-        ab_snapcache_put(ent); /* before the text: the builder is free again */
+        ab__snapcache_put(ent); /* before the text: the builder is free again */
     else
-        ab_snapcache_discard(ent);
+        ab__snapcache_discard(ent);
     size_t size = mp.len;
     if (st == AB_OK && (q->run_end || mp.len <= AB_MAX_REPLY_BYTES))
         st = to_json(&mp, &text, &e);
@@ -212,11 +212,11 @@ static void compute(ab_snapworker_t *w, const todo_t *q)
         add_done(w, thread, pos, &text, text.len > 0 ? text.len : size);
     } else if (st == AB_TOO_LARGE) { /* over --snapshot-memory: the writer stops asking */
         add_done(w, thread, 0, &text, (size_t)w->b->cfg->snapshot_memory << 20);
-        ab_log(AB_LOG_INFO, "snapshot of %s not stored: %s", thread, e.message);
+        ab__log(AB_LOG_INFO, "snapshot of %s not stored: %s", thread, e.message);
     } else if (st != AB_NOT_FOUND && st != AB_REQUEST_ABORTED) {
         char line[512];
-        ab_log(AB_LOG_WARN, "cannot compute the snapshot of %s: %s", thread,
-               ab_error_format(&e, line, sizeof(line)));
+        ab__log(AB_LOG_WARN, "cannot compute the snapshot of %s: %s", thread,
+                ab_error_format(&e, line, sizeof(line)));
     }
     ab_buf_free(&text);
 }
@@ -224,7 +224,7 @@ static void compute(ab_snapworker_t *w, const todo_t *q)
 static void *worker_main(void *arg)
 {
     ab_snapworker_t *w = arg;
-    ab_thread_name("ab-snapshot");
+    ab__thread_name("ab-snapshot");
 #ifdef __linux__
     (void)setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), AB_SNAPWORKER_NICE);
 #endif
@@ -233,7 +233,7 @@ static void *worker_main(void *arg)
     for (;;) {
         while (w->ntodo == 0 && !w->stop)
             pthread_cond_wait(&w->cv, &w->mu);
-        if (w->ntodo == 0 || (w->stop && ab_mono_ms() > w->deadline))
+        if (w->ntodo == 0 || (w->stop && ab__mono_ms() > w->deadline))
             break;
         cur = w->todo[w->first];
         w->first = (w->first + 1) % AB_SNAPWORKER_QUEUE;
@@ -248,7 +248,7 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
-ab_snapworker_t *ab_snapworker_start(ab_broker_t *b)
+ab_snapworker_t *ab__snapworker_start(ab_broker_t *b)
 {
     ab_snapworker_t *w = calloc(1, sizeof(*w));
     ab_error_t e = AB_ERROR_INIT;
@@ -267,15 +267,15 @@ ab_snapworker_t *ab_snapworker_start(ab_broker_t *b)
     pthread_cond_destroy(&w->cv);
     b->plugin->close(w->db);
 fail:
-    ab_log(AB_LOG_WARN, "cannot start the snapshot worker: snapshots are not stored (%s)",
-           e.message);
+    ab__log(AB_LOG_WARN, "cannot start the snapshot worker: snapshots are not stored (%s)",
+            e.message);
     if (w != NULL)
         free(w->todo);
     free(w);
     return NULL;
 }
 
-bool ab_snapworker_busy(ab_snapworker_t *w)
+bool ab__snapworker_busy(ab_snapworker_t *w)
 {
     if (w == NULL)
         return false;
@@ -285,7 +285,7 @@ bool ab_snapworker_busy(ab_snapworker_t *w)
     return busy;
 }
 
-size_t ab_snapworker_collect(ab_snapworker_t *w, ab_snapworker_cb cb, void *ud)
+size_t ab__snapworker_collect(ab_snapworker_t *w, ab_snapworker_cb cb, void *ud)
 {
     if (w == NULL)
         return 0;
@@ -303,18 +303,18 @@ size_t ab_snapworker_collect(ab_snapworker_t *w, ab_snapworker_cb cb, void *ud)
     return n;
 }
 
-void ab_snapworker_stop(ab_snapworker_t **wp, ab_snapworker_cb cb, void *ud)
+void ab__snapworker_stop(ab_snapworker_t **wp, ab_snapworker_cb cb, void *ud)
 {
     ab_snapworker_t *w = *wp;
     if (w == NULL)
         return;
     pthread_mutex_lock(&w->mu);
     w->stop = true;
-    w->deadline = ab_mono_ms() + AB_SNAPWORKER_DRAIN_MS;
+    w->deadline = ab__mono_ms() + AB_SNAPWORKER_DRAIN_MS;
     pthread_cond_signal(&w->cv);
     pthread_mutex_unlock(&w->mu);
     pthread_join(w->th, NULL);
-    ab_snapworker_collect(w, cb, ud);
+    ab__snapworker_collect(w, cb, ud);
     w->b->plugin->close(w->db);
     pthread_mutex_destroy(&w->mu);
     pthread_cond_destroy(&w->cv);

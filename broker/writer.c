@@ -223,7 +223,7 @@ static void request_snapshots(writer_t *w)
         count_slot_t *c = count_find(w, t);
         if (c != NULL)
             c->count = 0, c->bytes = 0;
-        ab_snapworker_request(w->worker, t, w->run_end[i]);
+        ab__snapworker_request(w->worker, t, w->run_end[i]);
     }
     w->nended = 0;
 }
@@ -242,8 +242,8 @@ static void store_doc(void *ud, ab_str_t thread, uint64_t pos, const ab_buf_t *t
         return; /* too large to answer or to build: not stored (snapshot_worker.c) */
     if (w->b->plugin->snapshot_put(w->b->wdb, thread, pos, text->data, text->len, &e) != AB_OK) {
         char line[512];
-        ab_log(AB_LOG_WARN, "cannot store the snapshot of %.*s: %s", (int)thread.len, thread.ptr,
-               ab_error_format(&e, line, sizeof(line)));
+        ab__log(AB_LOG_WARN, "cannot store the snapshot of %.*s: %s", (int)thread.len, thread.ptr,
+                ab_error_format(&e, line, sizeof(line)));
     }
 }
 
@@ -253,13 +253,13 @@ static void heartbeat(writer_t *w)
     ab_error_t e = AB_ERROR_INIT;
     m.u.heartbeat.instance = (ab_str_t){w->b->instance, strlen(w->b->instance)};
     m.u.heartbeat.head_pos = atomic_load(&w->b->head_pos);
-    m.u.heartbeat.time_us = ab_now_us();
+    m.u.heartbeat.time_us = ab__now_us();
     ab_buf_reset(&w->buf);
     if (ab_msg_encode(&m, &w->buf, &e) == AB_OK) {
         zmq_send(w->xpub, AB_TOPIC_HEARTBEAT, AB_TOPIC_HEARTBEAT_LEN, ZMQ_SNDMORE | ZMQ_DONTWAIT);
         zmq_send(w->xpub, w->buf.data, w->buf.len, ZMQ_DONTWAIT);
     }
-    w->next_hb = ab_mono_ms() + HEARTBEAT_MS;
+    w->next_hb = ab__mono_ms() + HEARTBEAT_MS;
 }
 
 /* Send one answer to the command thread and release the job. */
@@ -270,11 +270,11 @@ static void finish(writer_t *w, ab_job_t *job, const ab_msg_t *m, const ab_error
      * a queue still counting the answered one (a spurious `overloaded`). */
     atomic_fetch_sub(&w->b->in_flight, job->weight);
     atomic_fetch_sub(&w->b->in_flight_bytes, job->bytes);
-    int rc = m != NULL ? ab_reply_msg(w->sock, &job->identity, m)
-                       : ab_reply_error(w->sock, &job->identity, job->v, job->cid, e);
+    int rc = m != NULL ? ab__reply_msg(w->sock, &job->identity, m)
+                       : ab__reply_error(w->sock, &job->identity, job->v, job->cid, e);
     if (rc != 0)
-        ab_log(AB_LOG_WARN, "writer: cannot hand a reply to the command thread");
-    ab_job_free(job);
+        ab__log(AB_LOG_WARN, "writer: cannot hand a reply to the command thread");
+    ab__job_free(job);
 }
 
 static void do_claim(writer_t *w, ab_job_t *job)
@@ -282,7 +282,7 @@ static void do_claim(writer_t *w, ab_job_t *job)
     ab_msg_t m = {.op = AB_OP_CLAIMED, .v = job->v, .cid = job->cid};
     ab_error_t e = AB_ERROR_INIT;
     ab_claimed_t *c = &m.u.claimed;
-    if (ab_seq_claim(w->seq, job->thread, job->run, &c->epoch, &c->last_seq, &c->status, &e) !=
+    if (ab__seq_claim(w->seq, job->thread, job->run, &c->epoch, &c->last_seq, &c->status, &e) !=
         AB_OK) {
         finish(w, job, NULL, &e);
         return;
@@ -299,10 +299,10 @@ static void do_heads(writer_t *w, ab_job_t *job)
     ab_status_t st = AB_OK;
     const ab_plugin_t *p = w->b->plugin;
     if (job->thread.ptr != NULL)
-        st = ab_heads_add_thread(p, w->b->wdb, &hl, job->thread, &e);
+        st = ab__heads_add_thread(p, w->b->wdb, &hl, job->thread, &e);
     for (size_t i = 0; st == AB_OK && i < job->nrefs; i++)
-        st = ab_heads_add_run(p, w->b->wdb, &hl, job->refs[i].thread, job->refs[i].run, &e);
-    ab_head_t *view = st == AB_OK ? ab_heads_view(&hl) : NULL;
+        st = ab__heads_add_run(p, w->b->wdb, &hl, job->refs[i].thread, job->refs[i].run, &e);
+    ab_head_t *view = st == AB_OK ? ab__heads_view(&hl) : NULL;
     if (st == AB_OK && hl.n > 0 && view == NULL)
         st = ab_error_set(&e, AB_NOMEM, "", "out of memory");
     if (st != AB_OK) {
@@ -315,7 +315,7 @@ static void do_heads(writer_t *w, ab_job_t *job)
         finish(w, job, &m, NULL);
     }
     free(view);
-    ab_headlist_free(&hl);
+    ab__headlist_free(&hl);
 }
 
 /* A job that is not a publish: claim, heads or stop. */
@@ -326,7 +326,7 @@ static void do_single(writer_t *w, ab_job_t *job)
     case AB_JOB_HEADS: do_heads(w, job); return;
     case AB_JOB_STOP:
         w->stop = true;
-        ab_job_free(job);
+        ab__job_free(job);
         return;
     default: break;
     }
@@ -442,17 +442,17 @@ static void answer_publish(writer_t *w, ab_job_t *job)
 static void commit_group(writer_t *w)
 {
     for (size_t j = 0; j < w->ngroup; j++)
-        ab_seq_stage(w->seq, w->group[j]->items, w->group[j]->count);
+        ab__seq_stage(w->seq, w->group[j]->items, w->group[j]->count);
     size_t n = 0;
-    const ab_plugin_event_t *evs = ab_seq_pending(w->seq, &n);
-    int64_t now = ab_now_us();
+    const ab_plugin_event_t *evs = ab__seq_pending(w->seq, &n);
+    int64_t now = ab__now_us();
     if (n == 0) {
-        ab_seq_commit(w->seq, atomic_load(&w->b->head_pos) + 1);
+        ab__seq_commit(w->seq, atomic_load(&w->b->head_pos) + 1);
     } else {
         uint64_t first = 0;
         ab_error_t e = AB_ERROR_INIT;
         if (w->b->plugin->append_batch(w->b->wdb, evs, n, now, &first, &e) == AB_OK) {
-            /* before ab_seq_commit: the pending events are its */
+            /* before ab__seq_commit: the pending events are its */
             if (w->worker != NULL) {
                 for (size_t i = 0; i < n; i++)
                     if (evs[i].new_status == AB_RUN_STATUS_FINISHED ||
@@ -465,7 +465,7 @@ static void commit_group(writer_t *w)
                 if (w->b->cfg->snapshot_every > 0)
                     count_committed(w, evs, n);
             }
-            ab_seq_commit(w->seq, first);
+            ab__seq_commit(w->seq, first);
             atomic_store(&w->b->head_pos, first + n - 1);
             for (size_t j = 0; j < w->ngroup; j++)
                 for (uint32_t i = 0; i < w->group[j]->count; i++)
@@ -474,9 +474,9 @@ static void commit_group(writer_t *w)
             live_flush(w); /* before any answer (invariant 2) */
         } else {
             char line[512];
-            ab_log(AB_LOG_WARN, "group commit of %zu events failed: %s", n,
-                   ab_error_format(&e, line, sizeof(line)));
-            ab_seq_abort(w->seq);
+            ab__log(AB_LOG_WARN, "group commit of %zu events failed: %s", n,
+                    ab_error_format(&e, line, sizeof(line)));
+            ab__seq_abort(w->seq);
             fail_staged(w, &e);
         }
     }
@@ -511,7 +511,7 @@ static void fill_group(writer_t *w, ab_job_t *first)
         return;
     }
     while (events < w->b->cfg->group_max) {
-        ab_job_t *job = ab_job_recv(w->sock, ZMQ_DONTWAIT);
+        ab_job_t *job = ab__job_recv(w->sock, ZMQ_DONTWAIT);
         if (job == NULL)
             break;
         if (job->kind != AB_JOB_PUBLISH || !group_add(w, job)) {
@@ -540,32 +540,32 @@ static ab_job_t *wait_job(writer_t *w)
     }
     zmq_pollitem_t items[2] = {{.socket = w->sock, .events = ZMQ_POLLIN},
                                {.socket = w->xpub, .events = ZMQ_POLLIN}};
-    int64_t wait = w->next_hb - ab_mono_ms();
+    int64_t wait = w->next_hb - ab__mono_ms();
     if (wait < 0)
         wait = 0;
-    if (wait > SNAP_POLL_MS && ab_snapworker_busy(w->worker))
+    if (wait > SNAP_POLL_MS && ab__snapworker_busy(w->worker))
         wait = SNAP_POLL_MS;
     if (zmq_poll(items, 2, (long)wait) < 0)
         return NULL;
     if (items[1].revents & ZMQ_POLLIN)
         drain_xpub(w);
-    if (ab_mono_ms() >= w->next_hb)
+    if (ab__mono_ms() >= w->next_hb)
         heartbeat(w);
-    return (items[0].revents & ZMQ_POLLIN) ? ab_job_recv(w->sock, ZMQ_DONTWAIT) : NULL;
+    return (items[0].revents & ZMQ_POLLIN) ? ab__job_recv(w->sock, ZMQ_DONTWAIT) : NULL;
 }
 
-void *ab_writer_main(void *arg)
+void *ab__writer_main(void *arg)
 {
     ab_writer_args_t *a = arg;
     writer_t w = {.b = a->b, .xpub = a->b->xpub, .seq = a->seq, .sock = a->sock};
-    ab_thread_name("ab-writer");
-    w.next_hb = ab_mono_ms();
+    ab__thread_name("ab-writer");
+    w.next_hb = ab__mono_ms();
     if (w.b->plugin->snapshot_put != NULL && w.b->plugin->snapshot_get != NULL) {
-        w.worker = ab_snapworker_start(w.b);
+        w.worker = ab__snapworker_start(w.b);
         atomic_store(&w.b->snap_failed, w.worker == NULL); /* HELLO then says degraded */
     }
     while (!w.stop) {
-        ab_snapworker_collect(w.worker, store_doc, &w);
+        ab__snapworker_collect(w.worker, store_doc, &w);
         ab_job_t *job = wait_job(&w);
         if (job == NULL)
             continue;
@@ -573,11 +573,11 @@ void *ab_writer_main(void *arg)
             fill_group(&w, job);
         else
             do_single(&w, job);
-        if (ab_mono_ms() >= w.next_hb)
+        if (ab__mono_ms() >= w.next_hb)
             heartbeat(&w);
     }
-    ab_snapworker_stop(&w.worker, store_doc, &w);
-    ab_snapcache_drop_instance(w.b->instance);
+    ab__snapworker_stop(&w.worker, store_doc, &w);
+    ab__snapcache_drop_instance(w.b->instance);
     zmq_send(w.sock, "", 0, 0); /* "stopped" */
     zmq_close(w.sock);
     free(w.group);
@@ -587,6 +587,6 @@ void *ab_writer_main(void *arg)
     ab_buf_free(&w.buf);
     ab_buf_free(&w.topic);
     ab_buf_free(&w.live);
-    ab_seq_destroy(&w.seq);
+    ab__seq_destroy(&w.seq);
     return NULL;
 }

@@ -189,7 +189,7 @@ static ab_status_t replay_loop(ab_conn_t *c, uint64_t cid, ab_conn_row_cb cb, vo
 ab_status_t ab_conn_replay(ab_conn_t *c, const ab_msg_t *replay_req, ab_conn_row_cb cb, void *ud,
                            ab_doc_t *doc, ab_replay_end_t *end, int timeout_ms, ab_error_t *err)
 {
-    const ab_conn_opts_t *o = ab_conn_opts_(c);
+    const ab_conn_opts_t *o = ab__conn_opts(c);
     ab_msg_t req = *replay_req;
     req.op = AB_OP_REPLAY;
     if (req.u.replay.window == 0)

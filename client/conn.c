@@ -417,7 +417,7 @@ void *ab_conn_socket(const ab_conn_t *c)
     return c->sock;
 }
 
-const ab_conn_opts_t *ab_conn_opts_(const ab_conn_t *c)
+const ab_conn_opts_t *ab__conn_opts(const ab_conn_t *c)
 {
     return &c->opts;
 }

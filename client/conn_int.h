@@ -8,6 +8,6 @@
 #include "agentbus/client.h"
 
 /** The connection's options, defaults filled in. Borrowed. */
-const ab_conn_opts_t *ab_conn_opts_(const ab_conn_t *c);
+const ab_conn_opts_t *ab__conn_opts(const ab_conn_t *c);
 
 #endif

@@ -19,10 +19,10 @@ typedef struct sub_map {
 } sub_map_t;
 
 /* The cursor of @p run (0 when absent). */
-uint64_t sub_map_get(const sub_map_t *m, const char *run, size_t len);
+uint64_t ab__sub_map_get(const sub_map_t *m, const char *run, size_t len);
 /* Set the cursor of @p run, adding it. @return AB_OK or AB_NOMEM. */
-ab_status_t sub_map_set(sub_map_t *m, const char *run, size_t len, uint64_t seq);
-void sub_map_free(sub_map_t *m);
+ab_status_t ab__sub_map_set(sub_map_t *m, const char *run, size_t len, uint64_t seq);
+void ab__sub_map_free(sub_map_t *m);
 
 /* One buffered live event: stamp and envelope bytes, copied. */
 typedef struct sub_item {
@@ -38,14 +38,14 @@ typedef struct sub_fifo {
 } sub_fifo_t;
 
 /* Append a copy; @return AB_OK, AB_TOO_LARGE (full: nothing added) or AB_NOMEM. */
-ab_status_t sub_fifo_push(sub_fifo_t *f, const ab_stamp_t *st, const uint8_t *b, size_t len);
+ab_status_t ab__sub_fifo_push(sub_fifo_t *f, const ab_stamp_t *st, const uint8_t *b, size_t len);
 /* The oldest item, or NULL. */
-const sub_item_t *sub_fifo_front(const sub_fifo_t *f);
+const sub_item_t *ab__sub_fifo_front(const sub_fifo_t *f);
 /* Drop the oldest item. */
-void sub_fifo_pop(sub_fifo_t *f);
+void ab__sub_fifo_pop(sub_fifo_t *f);
 /* Drop every item. */
-void sub_fifo_clear(sub_fifo_t *f);
-void sub_fifo_free(sub_fifo_t *f);
+void ab__sub_fifo_clear(sub_fifo_t *f);
+void ab__sub_fifo_free(sub_fifo_t *f);
 
 /* The subscriber (client/subscriber.c, sub_sync.c, sub_live.c). */
 struct ab_sub {
@@ -75,31 +75,31 @@ struct ab_sub {
      * copy); a delivery failure is written to *live_err and kept in live_rc. */
     ab_error_t *live_err;
     ab_status_t live_rc;
-    size_t drained; /* live events taken by the current sub_live_drain() */
+    size_t drained; /* live events taken by the current ab__sub_live_drain() */
     uint64_t rows;
     sub_fifo_t fifo;
     ab_cursor_t *req_cursors; /* scratch for thread replays */
     ab_sub_stats_t stats;
 };
 
-long sub_now_ms(void);
+long ab__sub_now_ms(void);
 /* A reconnect attempt or a replay failed: draw the delay before the next one. */
-void sub_backoff_arm(ab_sub_t *s);
+void ab__sub_backoff_arm(ab_sub_t *s);
 /* The connection works (a heartbeat of its broker, a completed replay): no delay. */
-void sub_backoff_reset(ab_sub_t *s);
+void ab__sub_backoff_reset(ab_sub_t *s);
 /* Open the SUB on the conn's event endpoint and subscribe. */
-ab_status_t sub_live_open(ab_sub_t *s, ab_error_t *err);
-void sub_live_close(ab_sub_t *s);
+ab_status_t ab__sub_live_open(ab_sub_t *s, ab_error_t *err);
+void ab__sub_live_close(ab_sub_t *s);
 /* Move what arrives on the SUB within @p wait_ms (0: what is ready) into the
  * FIFO / heartbeat state. @return messages handled (>= 0) or -1 (AB_IO). */
-int sub_live_drain(ab_sub_t *s, int wait_ms);
-/* Replay from the cursor, delivering; then the FIFO is drained by sub_fifo_run. */
-ab_status_t sub_resync(ab_sub_t *s, ab_error_t *err);
+int ab__sub_live_drain(ab_sub_t *s, int wait_ms);
+/* Replay from the cursor, delivering; then the FIFO is drained by ab__sub_fifo_run. */
+ab_status_t ab__sub_resync(ab_sub_t *s, ab_error_t *err);
 /* Deliver the buffered live events that are next; a hole asks for a replay. */
-ab_status_t sub_fifo_run(ab_sub_t *s, ab_error_t *err);
+ab_status_t ab__sub_fifo_run(ab_sub_t *s, ab_error_t *err);
 /* One live event: deliver it if it is next, count a duplicate, or on a hole
  * clear the FIFO and ask for a replay. @return AB_OK or the delivery error. */
-ab_status_t sub_live_event(ab_sub_t *s, const ab_stamp_t *st, const uint8_t *b, size_t len,
-                           ab_error_t *err);
+ab_status_t ab__sub_live_event(ab_sub_t *s, const ab_stamp_t *st, const uint8_t *b, size_t len,
+                               ab_error_t *err);
 
 #endif

@@ -5,11 +5,11 @@
  * triggers (docs/PROTOCOL.md 6.2-6.3).
  *
  * Invariants:
- *  1. Live events enter the FIFO in arrival order and sub_fifo_run()
+ *  1. Live events enter the FIFO in arrival order and ab__sub_fifo_run()
  *     decides (dup / next / hole), except in the steady state: when the poll
  *     loop drains (s->live_err set, never during a replay), the FIFO is
  *     empty and no replay is pending, each event goes straight through
- *     sub_live_event() from the ZeroMQ message, with the same decisions and
+ *     ab__sub_live_event() from the ZeroMQ message, with the same decisions and
  *     no copy. Once the callback stops, a hole asks for a replay or a
  *     delivery fails, the rest of the message takes the FIFO path (or is
  *     dropped when a replay will cover it).
@@ -26,14 +26,14 @@
 #include <time.h>
 #include <zmq.h>
 
-long sub_now_ms(void)
+long ab__sub_now_ms(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-ab_status_t sub_live_open(ab_sub_t *s, ab_error_t *err)
+ab_status_t ab__sub_live_open(ab_sub_t *s, ab_error_t *err)
 {
     void *sock = zmq_socket(s->ctx, ZMQ_SUB);
     if (!sock)
@@ -54,7 +54,7 @@ ab_status_t sub_live_open(ab_sub_t *s, ab_error_t *err)
     return AB_OK;
 }
 
-void sub_live_close(ab_sub_t *s)
+void ab__sub_live_close(ab_sub_t *s)
 {
     if (s->sock)
         zmq_close(s->sock);
@@ -68,7 +68,7 @@ static void on_heartbeat(ab_sub_t *s, zmq_msg_t *body)
     if (ab_msg_decode(s->ldoc, zmq_msg_data(body), zmq_msg_size(body), NULL, &m, &err) != AB_OK ||
         m.op != AB_OP_HEARTBEAT)
         return; /* not ours to judge: ignore a malformed heartbeat */
-    s->last_hb_ms = sub_now_ms();
+    s->last_hb_ms = ab__sub_now_ms();
     const char *inst = s->conn ? ab_conn_instance(s->conn) : "";
     if (m.u.heartbeat.instance.len != strlen(inst) ||
         memcmp(m.u.heartbeat.instance.ptr, inst, m.u.heartbeat.instance.len) != 0) {
@@ -76,7 +76,7 @@ static void on_heartbeat(ab_sub_t *s, zmq_msg_t *body)
         return;
     }
     s->hb_head = m.u.heartbeat.head_pos;
-    sub_backoff_reset(s); /* invariant 4 */
+    ab__sub_backoff_reset(s); /* invariant 4 */
 }
 
 /* Deliver one live event straight away when the steady state allows it (invariant 1).
@@ -85,7 +85,7 @@ static bool direct(ab_sub_t *s, const ab_stamp_t *st, const uint8_t *b, size_t l
 {
     if (s->live_err == NULL || s->live_rc != AB_OK || s->stop || s->fifo.n > 0)
         return false;
-    s->live_rc = sub_live_event(s, st, b, len, s->live_err);
+    s->live_rc = ab__sub_live_event(s, st, b, len, s->live_err);
     return true;
 }
 
@@ -105,9 +105,9 @@ static void on_events(ab_sub_t *s, zmq_msg_t *records)
         s->drained++;
         if (direct(s, &st, eb, elen))
             continue;
-        if (sub_fifo_push(&s->fifo, &st, eb, elen) != AB_OK) {
+        if (ab__sub_fifo_push(&s->fifo, &st, eb, elen) != AB_OK) {
             /* full (or no memory): drop all, catch up from the store */
-            sub_fifo_clear(&s->fifo);
+            ab__sub_fifo_clear(&s->fifo);
             s->stats.overflows++;
             s->need_replay = true;
             return;
@@ -135,7 +135,7 @@ static int recv_one(void *sock, zmq_msg_t part[3])
     return n;
 }
 
-int sub_live_drain(ab_sub_t *s, int wait_ms)
+int ab__sub_live_drain(ab_sub_t *s, int wait_ms)
 {
     if (!s->sock)
         return 0;

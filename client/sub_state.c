@@ -33,7 +33,7 @@ static size_t find_slot(const sub_map_t *m, const char *run, size_t len)
     }
 }
 
-uint64_t sub_map_get(const sub_map_t *m, const char *run, size_t len)
+uint64_t ab__sub_map_get(const sub_map_t *m, const char *run, size_t len)
 {
     if (m->icap == 0)
         return 0;
@@ -80,7 +80,7 @@ static ab_status_t add_entry(sub_map_t *m, const char *run, size_t len, uint64_t
     return AB_OK;
 }
 
-ab_status_t sub_map_set(sub_map_t *m, const char *run, size_t len, uint64_t seq)
+ab_status_t ab__sub_map_set(sub_map_t *m, const char *run, size_t len, uint64_t seq)
 {
     if (m->icap <= 2 * (m->n + 1) && rehash(m) != AB_OK)
         return AB_NOMEM;
@@ -95,7 +95,7 @@ ab_status_t sub_map_set(sub_map_t *m, const char *run, size_t len, uint64_t seq)
     return AB_OK;
 }
 
-void sub_map_free(sub_map_t *m)
+void ab__sub_map_free(sub_map_t *m)
 {
     for (size_t i = 0; i < m->n; i++)
         free((void *)(uintptr_t)m->ent[i].run);
@@ -105,7 +105,7 @@ void sub_map_free(sub_map_t *m)
     memset(m, 0, sizeof(*m));
 }
 
-ab_status_t sub_fifo_push(sub_fifo_t *f, const ab_stamp_t *st, const uint8_t *b, size_t len)
+ab_status_t ab__sub_fifo_push(sub_fifo_t *f, const ab_stamp_t *st, const uint8_t *b, size_t len)
 {
     if (f->n >= f->max)
         return AB_TOO_LARGE;
@@ -132,12 +132,12 @@ ab_status_t sub_fifo_push(sub_fifo_t *f, const ab_stamp_t *st, const uint8_t *b,
     return AB_OK;
 }
 
-const sub_item_t *sub_fifo_front(const sub_fifo_t *f)
+const sub_item_t *ab__sub_fifo_front(const sub_fifo_t *f)
 {
     return f->n ? f->items[f->head] : NULL;
 }
 
-void sub_fifo_pop(sub_fifo_t *f)
+void ab__sub_fifo_pop(sub_fifo_t *f)
 {
     if (!f->n)
         return;
@@ -146,16 +146,16 @@ void sub_fifo_pop(sub_fifo_t *f)
     f->n--;
 }
 
-void sub_fifo_clear(sub_fifo_t *f)
+void ab__sub_fifo_clear(sub_fifo_t *f)
 {
     while (f->n)
-        sub_fifo_pop(f);
+        ab__sub_fifo_pop(f);
     f->head = 0;
 }
 
-void sub_fifo_free(sub_fifo_t *f)
+void ab__sub_fifo_free(sub_fifo_t *f)
 {
-    sub_fifo_clear(f);
+    ab__sub_fifo_clear(f);
     free(f->items);
     f->items = NULL;
     f->cap = 0;

@@ -43,7 +43,7 @@ static int classify(const ab_sub_t *s, const ab_event_t *ev, const ab_stamp_t *s
             return K_DUP;
         return st->pos == s->last_pos + 1 ? K_NEXT : K_HOLE;
     }
-    uint64_t cur = sub_map_get(&s->map, ev->run.ptr, ev->run.len);
+    uint64_t cur = ab__sub_map_get(&s->map, ev->run.ptr, ev->run.len);
     if (ev->seq <= cur)
         return K_DUP;
     return ev->seq == cur + 1 ? K_NEXT : K_HOLE;
@@ -54,7 +54,7 @@ static ab_status_t deliver(ab_sub_t *s, const ab_event_t *ev, const ab_stamp_t *
                            const uint8_t *b, size_t len, bool replayed, ab_error_t *err)
 {
     if (s->o.scope != AB_SUB_ALL &&
-        sub_map_set(&s->map, ev->run.ptr, ev->run.len, ev->seq) != AB_OK)
+        ab__sub_map_set(&s->map, ev->run.ptr, ev->run.len, ev->seq) != AB_OK)
         return ab_error_set(err, AB_NOMEM, NULL, "out of memory");
     if (st->pos > s->last_pos)
         s->last_pos = st->pos;
@@ -72,7 +72,7 @@ static ab_status_t on_row(void *ud, const ab_stamp_t *st, const uint8_t *b, size
 {
     ab_sub_t *s = ud;
     if ((++s->rows & 63) == 0)
-        (void)sub_live_drain(s, 0); /* invariant 4 */
+        (void)ab__sub_live_drain(s, 0); /* invariant 4 */
     ab_event_t ev;
     ab_status_t rc = sub_decode(s, b, len, &ev, err);
     if (rc != AB_OK)
@@ -103,7 +103,7 @@ static ab_status_t build_request(ab_sub_t *s, ab_msg_t *q, ab_error_t *err)
     if (s->o.scope == AB_SUB_RUN) {
         r->scope = AB_REPLAY_RUN;
         r->run = (ab_str_t){s->run, strlen(s->run)};
-        r->after_seq = sub_map_get(&s->map, s->run, strlen(s->run));
+        r->after_seq = ab__sub_map_get(&s->map, s->run, strlen(s->run));
         return AB_OK;
     }
     r->scope = AB_REPLAY_THREAD;
@@ -123,7 +123,7 @@ static ab_status_t build_request(ab_sub_t *s, ab_msg_t *q, ab_error_t *err)
     return AB_OK;
 }
 
-ab_status_t sub_resync(ab_sub_t *s, ab_error_t *err)
+ab_status_t ab__sub_resync(ab_sub_t *s, ab_error_t *err)
 {
     ab_msg_t q;
     ab_status_t rc = build_request(s, &q, err);
@@ -138,11 +138,11 @@ ab_status_t sub_resync(ab_sub_t *s, ab_error_t *err)
         if (rc == AB_TIMEOUT || rc == AB_IO)
             s->reconnect = true;
         if (!s->stop)
-            sub_backoff_arm(s); /* invariant 5 */
+            ab__sub_backoff_arm(s); /* invariant 5 */
         return rc;
     }
-    sub_backoff_reset(s); /* the broker answered in full: the connection works */
-    s->last_hb_ms = sub_now_ms();
+    ab__sub_backoff_reset(s); /* the broker answered in full: the connection works */
+    s->last_hb_ms = ab__sub_now_ms();
     if (s->o.scope == AB_SUB_ALL && end.head_pos > s->last_pos)
         s->last_pos = end.head_pos; /* everything up to it was sent */
     if (end.head_pos > s->synced_pos)
@@ -150,8 +150,8 @@ ab_status_t sub_resync(ab_sub_t *s, ab_error_t *err)
     return AB_OK;
 }
 
-ab_status_t sub_live_event(ab_sub_t *s, const ab_stamp_t *st, const uint8_t *b, size_t len,
-                           ab_error_t *err)
+ab_status_t ab__sub_live_event(ab_sub_t *s, const ab_stamp_t *st, const uint8_t *b, size_t len,
+                               ab_error_t *err)
 {
     ab_event_t ev;
     ab_error_t derr = AB_ERROR_INIT;
@@ -160,7 +160,7 @@ ab_status_t sub_live_event(ab_sub_t *s, const ab_stamp_t *st, const uint8_t *b, 
     int k = classify(s, &ev, st);
     if (k == K_HOLE) { /* invariant 2 */
         s->stats.holes++;
-        sub_fifo_clear(&s->fifo);
+        ab__sub_fifo_clear(&s->fifo);
         s->need_replay = true;
         return AB_OK;
     }
@@ -173,12 +173,12 @@ ab_status_t sub_live_event(ab_sub_t *s, const ab_stamp_t *st, const uint8_t *b, 
     return deliver(s, &ev, st, b, len, false, err);
 }
 
-ab_status_t sub_fifo_run(ab_sub_t *s, ab_error_t *err)
+ab_status_t ab__sub_fifo_run(ab_sub_t *s, ab_error_t *err)
 {
     const sub_item_t *it;
-    while (!s->stop && !s->need_replay && (it = sub_fifo_front(&s->fifo)) != NULL) {
-        ab_status_t rc = sub_live_event(s, &it->stamp, it->bytes, it->len, err);
-        sub_fifo_pop(&s->fifo); /* no-op after a hole: the FIFO was cleared */
+    while (!s->stop && !s->need_replay && (it = ab__sub_fifo_front(&s->fifo)) != NULL) {
+        ab_status_t rc = ab__sub_live_event(s, &it->stamp, it->bytes, it->len, err);
+        ab__sub_fifo_pop(&s->fifo); /* no-op after a hole: the FIFO was cleared */
         if (rc != AB_OK)
             return rc;
     }

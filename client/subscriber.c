@@ -13,11 +13,11 @@
  *  3. Destroying sends nothing to the broker (a closed subscription never
  *     changes a run); sockets close with linger 0.
  *  4. Backoff: every failed reconnect attempt and every failed replay arms
- *     a delay before the next attempt or replay (sub_backoff_arm: drawn
+ *     a delay before the next attempt or replay (ab__sub_backoff_arm: drawn
  *     from [c - c/2, c], c doubling per arm from reconnect_base_ms up to
  *     reconnect_max_ms). Proof that the connection works (a heartbeat of its
  *     broker instance, or a completed replay) disarms it and restarts the
- *     doubling (sub_backoff_reset). So the first attempt after a working
+ *     doubling (ab__sub_backoff_reset). So the first attempt after a working
  *     connection is immediate, and a stalled broker gets at most one hello
  *     per delay from each subscriber.
  */
@@ -69,7 +69,7 @@ static uint64_t next_rand(ab_sub_t *s)
     return z ^ (z >> 31);
 }
 
-void sub_backoff_arm(ab_sub_t *s)
+void ab__sub_backoff_arm(ab_sub_t *s)
 {
     uint32_t n = s->fails < 30 ? s->fails : 30;
     s->fails++;
@@ -79,10 +79,10 @@ void sub_backoff_arm(ab_sub_t *s)
     uint64_t half = c / 2;
     uint64_t delay = c - half + next_rand(s) % (half + 1); /* [c - c/2, c] */
     s->stats.backoff_ms = delay;
-    s->retry_at_ms = sub_now_ms() + (long)delay;
+    s->retry_at_ms = ab__sub_now_ms() + (long)delay;
 }
 
-void sub_backoff_reset(ab_sub_t *s)
+void ab__sub_backoff_reset(ab_sub_t *s)
 {
     s->fails = 0;
     s->retry_at_ms = 0;
@@ -99,13 +99,13 @@ static ab_status_t init_cursor(ab_sub_t *s, const ab_sub_opts_t *o, ab_error_t *
     } else if (o->scope == AB_SUB_THREAD) {
         rc = ab_topic_thread_prefix(&s->topic, (ab_str_t){s->thread, strlen(s->thread)}, err);
         for (size_t i = 0; rc == AB_OK && i < o->ncursors; i++)
-            rc = sub_map_set(&s->map, o->cursors[i].run, strlen(o->cursors[i].run),
-                             o->cursors[i].after_seq);
+            rc = ab__sub_map_set(&s->map, o->cursors[i].run, strlen(o->cursors[i].run),
+                                 o->cursors[i].after_seq);
     } else {
         rc = ab_topic_event(&s->topic, (ab_str_t){s->thread, strlen(s->thread)},
                             (ab_str_t){s->run, strlen(s->run)}, err);
         if (rc == AB_OK)
-            rc = sub_map_set(&s->map, s->run, strlen(s->run), o->after_seq);
+            rc = ab__sub_map_set(&s->map, s->run, strlen(s->run), o->after_seq);
     }
     if (rc == AB_NOMEM)
         return ab_error_set(err, AB_NOMEM, NULL, "out of memory");
@@ -130,7 +130,7 @@ static ab_status_t start_now(ab_sub_t *s, ab_error_t *err)
     ab_heads_reply_t h;
     rc = ab_conn_heads(s->conn, &q, s->doc, &h, s->o.timeout_ms, err);
     for (size_t i = 0; rc == AB_OK && i < h.nheads; i++)
-        if (sub_map_set(&s->map, h.heads[i].run.ptr, h.heads[i].run.len, h.heads[i].last_seq) !=
+        if (ab__sub_map_set(&s->map, h.heads[i].run.ptr, h.heads[i].run.len, h.heads[i].last_seq) !=
             AB_OK)
             rc = ab_error_set(err, AB_NOMEM, NULL, "out of memory");
     if (rc == AB_OK)
@@ -141,14 +141,14 @@ static ab_status_t start_now(ab_sub_t *s, ab_error_t *err)
 /* Drop the connection and make a new one (invariant 1). */
 static ab_status_t reconnect(ab_sub_t *s, int wait_ms, ab_error_t *err)
 {
-    sub_live_close(s);
+    ab__sub_live_close(s);
     ab_conn_destroy(&s->conn);
-    sub_fifo_clear(&s->fifo);
-    s->last_hb_ms = sub_now_ms(); /* next attempt after another silence */
+    ab__sub_fifo_clear(&s->fifo);
+    s->last_hb_ms = ab__sub_now_ms(); /* next attempt after another silence */
     ab_conn_opts_t co = {.zmq_ctx = s->ctx, .client_name = "agentbus-sub", .timeout_ms = wait_ms};
     ab_status_t rc = ab_conn_new(&s->conn, s->endpoint, &co, err);
     if (rc == AB_OK)
-        rc = sub_live_open(s, err);
+        rc = ab__sub_live_open(s, err);
     if (rc != AB_OK) {
         ab_conn_destroy(&s->conn);
         s->reconnect = true;
@@ -219,12 +219,12 @@ void ab_sub_destroy(ab_sub_t **sp)
     if (!sp || !*sp)
         return;
     ab_sub_t *s = *sp;
-    sub_live_close(s);
+    ab__sub_live_close(s);
     ab_conn_destroy(&s->conn);
     if (s->own_ctx && s->ctx)
         zmq_ctx_term(s->ctx);
-    sub_fifo_free(&s->fifo);
-    sub_map_free(&s->map);
+    ab__sub_fifo_free(&s->fifo);
+    ab__sub_map_free(&s->map);
     ab_buf_free(&s->topic);
     ab_doc_destroy(&s->doc);
     ab_doc_destroy(&s->edoc);
@@ -252,12 +252,12 @@ static ab_status_t backoff_wait(ab_sub_t *s, long now, long deadline, bool *wait
     if (until > now)
         sleep_ms(until - now);
     *waited = true; /* the poll's wait is spent here */
-    if (sub_now_ms() >= s->retry_at_ms)
+    if (ab__sub_now_ms() >= s->retry_at_ms)
         return AB_OK; /* due: the next step tries */
     if (!s->conn || s->reconnect)
         return ab_error_set(err, AB_UNAVAILABLE, NULL,
                             "broker %s unreachable; next reconnect attempt in %ld ms", s->endpoint,
-                            s->retry_at_ms - sub_now_ms());
+                            s->retry_at_ms - ab__sub_now_ms());
     return AB_OK; /* connected, a replay owed: the poll may end quietly */
 }
 
@@ -272,18 +272,18 @@ static ab_status_t attempt(ab_sub_t *s, long now, long deadline, ab_error_t *err
                                                         : (int)left,
                                err);
     if (rc != AB_OK)
-        sub_backoff_arm(s);
+        ab__sub_backoff_arm(s);
     return rc;
 }
 
 /* One step of the loop (invariant 2). *waited is set when it waited on the SUB. */
 static ab_status_t step(ab_sub_t *s, long deadline, bool *waited, ab_error_t *err)
 {
-    long now = sub_now_ms();
+    long now = ab__sub_now_ms();
     bool down = s->reconnect || !s->conn;
     if ((down || s->need_replay) && now < s->retry_at_ms) {
         if (down && s->conn) { /* abandoned: do not keep it while waiting */
-            sub_live_close(s);
+            ab__sub_live_close(s);
             ab_conn_destroy(&s->conn);
         }
         return backoff_wait(s, now, deadline, waited, err);
@@ -291,13 +291,13 @@ static ab_status_t step(ab_sub_t *s, long deadline, bool *waited, ab_error_t *er
     if (down)
         return attempt(s, now, deadline, err);
     if (s->need_replay) {
-        sub_fifo_clear(&s->fifo); /* the replay covers them; live resumes after */
-        ab_status_t rc = sub_resync(s, err);
-        *waited = *waited || sub_now_ms() >= deadline;
+        ab__sub_fifo_clear(&s->fifo); /* the replay covers them; live resumes after */
+        ab_status_t rc = ab__sub_resync(s, err);
+        *waited = *waited || ab__sub_now_ms() >= deadline;
         return rc;
     }
     if (s->fifo.n)
-        return sub_fifo_run(s, err);
+        return ab__sub_fifo_run(s, err);
     uint64_t known = s->o.scope == AB_SUB_ALL ? s->last_pos : s->synced_pos;
     if (s->hb_head > known) {
         s->need_replay = true; /* behind: a dropped tail */
@@ -315,7 +315,7 @@ static ab_status_t step(ab_sub_t *s, long deadline, bool *waited, ab_error_t *er
     *waited = true;
     s->live_err = err; /* steady state: deliver straight from the messages */
     s->live_rc = AB_OK;
-    int n = sub_live_drain(s, (int)wait);
+    int n = ab__sub_live_drain(s, (int)wait);
     s->live_err = NULL;
     if (n < 0)
         s->reconnect = true;
@@ -324,7 +324,7 @@ static ab_status_t step(ab_sub_t *s, long deadline, bool *waited, ab_error_t *er
 
 ab_status_t ab_sub_poll(ab_sub_t *s, int timeout_ms, ab_error_t *err)
 {
-    long deadline = sub_now_ms() + (timeout_ms > 0 ? timeout_ms : 0);
+    long deadline = ab__sub_now_ms() + (timeout_ms > 0 ? timeout_ms : 0);
     bool waited = false;
     s->stop = false;
     for (;;) {
@@ -333,7 +333,7 @@ ab_status_t ab_sub_poll(ab_sub_t *s, int timeout_ms, ab_error_t *err)
             return ab_error_set(err, AB_REQUEST_ABORTED, NULL, "stopped by the callback");
         if (rc != AB_OK)
             return rc;
-        if (waited && sub_now_ms() >= deadline && !s->reconnect && !s->fifo.n)
+        if (waited && ab__sub_now_ms() >= deadline && !s->reconnect && !s->fifo.n)
             return AB_OK;
     }
 }

@@ -114,12 +114,12 @@ cleanup:
     return s;
 }
 
-ab_status_t ab_plugin_load(const char *name_or_path, ab_plugin_lib_t *out, ab_error_t *err)
+ab_status_t ab__plugin_load(const char *name_or_path, ab_plugin_lib_t *out, ab_error_t *err)
 {
     if (!out)
         return ab_error_set(err, AB_INVALID_ARGUMENT, "plugin", "plugin load: NULL out");
     if (!name_or_path || strcmp(name_or_path, "sqlite") == 0) {
-        const ab_plugin_t *p = ab_plugin_sqlite();
+        const ab_plugin_t *p = ab__plugin_sqlite();
         ab_status_t s = check_table(p, "sqlite", err);
         if (s != AB_OK)
             return s;
@@ -135,7 +135,7 @@ ab_status_t ab_plugin_load(const char *name_or_path, ab_plugin_lib_t *out, ab_er
                         name_or_path);
 }
 
-void ab_plugin_unload(ab_plugin_lib_t *lib)
+void ab__plugin_unload(ab_plugin_lib_t *lib)
 {
     if (!lib)
         return;

@@ -4,7 +4,7 @@
  *
  * Invariants:
  *  1. ab_plugin_entry is the only symbol the loader looks up; it returns the
- *     same constant table as the built-in ab_plugin_sqlite().
+ *     same constant table as the built-in ab__plugin_sqlite().
  */
 #include "agentbus/plugin.h"
 
@@ -13,5 +13,5 @@ __attribute__((visibility("default"))) const ab_plugin_t *ab_plugin_entry(void);
 
 const ab_plugin_t *ab_plugin_entry(void)
 {
-    return ab_plugin_sqlite();
+    return ab__plugin_sqlite();
 }

@@ -46,7 +46,7 @@ static ab_status_t sq_open(const ab_plugin_open_opts_t *opts, ab_plugin_db_t **o
         .busy_timeout_ms = PLUGIN_BUSY_TIMEOUT_MS,
         .exclusive = !opts->readonly,
     };
-    ab_status_t s = ab_store_open(&db->st, opts->data_dir, &so, err);
+    ab_status_t s = ab__store_open(&db->st, opts->data_dir, &so, err);
     if (s != AB_OK) {
         free(db);
         return s;
@@ -59,7 +59,7 @@ static void sq_close(ab_plugin_db_t *db)
 {
     if (!db)
         return;
-    ab_store_close(&db->st); /* releases the lock after the connections */
+    ab__store_close(&db->st); /* releases the lock after the connections */
     free(db);
 }
 
@@ -89,20 +89,20 @@ static ab_status_t sq_append_batch(ab_plugin_db_t *db, const ab_plugin_event_t *
         return bad_handle(err);
     if (n == 0)
         return ab_error_set(err, AB_INVALID_ARGUMENT, "events", "sqlite plugin: empty batch");
-    ab_status_t s = ab_store_begin(db->st, err);
+    ab_status_t s = ab__store_begin(db->st, err);
     if (s != AB_OK)
         return s;
     uint64_t first = 0;
     for (size_t i = 0; i < n; i++) {
         ab_store_event_t ev = to_store_event(&evs[i], commit_us);
-        s = ab_store_append(db->st, &ev, i == 0 ? &first : NULL, err);
+        s = ab__store_append(db->st, &ev, i == 0 ? &first : NULL, err);
         if (s != AB_OK) {
             ab_error_detail_int(err, "index", (int64_t)i);
-            ab_store_rollback(db->st);
+            ab__store_rollback(db->st);
             return s;
         }
     }
-    s = ab_store_commit(db->st, err); /* rolls back whole on failure */
+    s = ab__store_commit(db->st, err); /* rolls back whole on failure */
     if (s != AB_OK)
         return s;
     *first_pos = first;
@@ -114,7 +114,7 @@ static ab_status_t sq_claim(ab_plugin_db_t *db, ab_str_t thread, ab_str_t run, u
 {
     if (!db)
         return bad_handle(err);
-    return ab_store_claim(db->st, thread.ptr, thread.len, run.ptr, run.len, epoch, last_seq, err);
+    return ab__store_claim(db->st, thread.ptr, thread.len, run.ptr, run.len, epoch, last_seq, err);
 }
 
 static void copy_id(char *dst, const char *src, size_t len)
@@ -144,7 +144,7 @@ static ab_status_t sq_head(ab_plugin_db_t *db, ab_str_t thread, ab_str_t run, ab
         return bad_handle(err);
     ab_error_t local = AB_ERROR_INIT;
     ab_store_run_t r;
-    ab_status_t s = ab_store_head(db->st, thread.ptr, thread.len, run.ptr, run.len, &r, &local);
+    ab_status_t s = ab__store_head(db->st, thread.ptr, thread.len, run.ptr, run.len, &r, &local);
     if (s == AB_NOT_FOUND) { /* never seen: an UNKNOWN head, not an error */
         memset(out, 0, sizeof *out);
         copy_id(out->thread, thread.ptr, thread.len);
@@ -180,14 +180,14 @@ static ab_status_t sq_thread_heads(ab_plugin_db_t *db, ab_str_t thread, ab_plugi
     if (!db)
         return bad_handle(err);
     head_adapter_t a = {.cb = cb, .ud = ud};
-    return ab_store_runs_of_thread(db->st, thread.ptr, thread.len, head_cb, &a, NULL, err);
+    return ab__store_runs_of_thread(db->st, thread.ptr, thread.len, head_cb, &a, NULL, err);
 }
 
 static ab_status_t sq_head_pos(ab_plugin_db_t *db, uint64_t *pos, ab_error_t *err)
 {
     if (!db)
         return bad_handle(err);
-    return ab_store_head_pos(db->st, pos, err);
+    return ab__store_head_pos(db->st, pos, err);
 }
 
 typedef struct row_adapter {
@@ -222,15 +222,15 @@ static ab_status_t sq_read(ab_plugin_db_t *db, const ab_plugin_read_t *req, ab_p
     ab_status_t s;
     switch (req->scope) {
     case AB_REPLAY_RUN:
-        s = ab_store_read_run(db->st, req->thread.ptr, req->thread.len, req->run.ptr, req->run.len,
-                              req->after_seq, req->limit, row_cb, &a, &n, err);
+        s = ab__store_read_run(db->st, req->thread.ptr, req->thread.len, req->run.ptr, req->run.len,
+                               req->after_seq, req->limit, row_cb, &a, &n, err);
         break;
     case AB_REPLAY_THREAD:
-        s = ab_store_read_thread(db->st, req->thread.ptr, req->thread.len, req->after_pos,
-                                 req->limit, row_cb, &a, &n, err);
+        s = ab__store_read_thread(db->st, req->thread.ptr, req->thread.len, req->after_pos,
+                                  req->limit, row_cb, &a, &n, err);
         break;
     case AB_REPLAY_ALL:
-        s = ab_store_read_all(db->st, req->after_pos, req->limit, row_cb, &a, &n, err);
+        s = ab__store_read_all(db->st, req->after_pos, req->limit, row_cb, &a, &n, err);
         break;
     default:
         return ab_error_set(err, AB_INVALID_ARGUMENT, "scope", "sqlite plugin: unknown scope %d",
@@ -246,8 +246,8 @@ static ab_status_t sq_event_bytes(ab_plugin_db_t *db, ab_str_t thread, ab_str_t 
 {
     if (!db)
         return bad_handle(err);
-    return ab_store_event_bytes(db->st, thread.ptr, thread.len, run.ptr, run.len, seq, out, pos,
-                                err);
+    return ab__store_event_bytes(db->st, thread.ptr, thread.len, run.ptr, run.len, seq, out, pos,
+                                 err);
 }
 
 static ab_status_t sq_snapshot_put(ab_plugin_db_t *db, ab_str_t thread, uint64_t pos,
@@ -255,7 +255,7 @@ static ab_status_t sq_snapshot_put(ab_plugin_db_t *db, ab_str_t thread, uint64_t
 {
     if (!db)
         return bad_handle(err);
-    return ab_store_snapshot_put(db->st, thread.ptr, thread.len, pos, doc, len, err);
+    return ab__store_snapshot_put(db->st, thread.ptr, thread.len, pos, doc, len, err);
 }
 
 static ab_status_t sq_snapshot_get(ab_plugin_db_t *db, ab_str_t thread, ab_buf_t *doc,
@@ -263,7 +263,7 @@ static ab_status_t sq_snapshot_get(ab_plugin_db_t *db, ab_str_t thread, ab_buf_t
 {
     if (!db)
         return bad_handle(err);
-    return ab_store_snapshot_get(db->st, thread.ptr, thread.len, doc, pos, err);
+    return ab__store_snapshot_get(db->st, thread.ptr, thread.len, doc, pos, err);
 }
 
 static const ab_plugin_t SQLITE_PLUGIN = {
@@ -283,7 +283,7 @@ static const ab_plugin_t SQLITE_PLUGIN = {
     .snapshot_get = sq_snapshot_get,
 };
 
-const ab_plugin_t *ab_plugin_sqlite(void)
+const ab_plugin_t *ab__plugin_sqlite(void)
 {
     return &SQLITE_PLUGIN;
 }

@@ -148,12 +148,6 @@ ab_status_t ab__agui_fail(ab__ctx_t *c, const ab__path_t *at, const char *fmt, .
 ab_status_t ab__agui_unknown(ab__ctx_t *c, const ab__path_t *at, const char *fmt, ...)
     AB_PRINTF(3, 4);
 
-/** Render @p at as a JSON pointer into @p buf. */
-void ab__agui_path_render(const ab__path_t *at, char *buf, size_t size);
-
-/** True when [s, s+len) matches the JSON Pointer pattern ^(/([^/~]|~[01])*)*$. */
-bool ab__agui_is_pointer(const char *s, size_t len);
-
 /* ---- agui_schema.c / agui_nested.c ------------------------------------- */
 
 /** Schema of a known event type (t in 1..AB_AGUI_TYPE_COUNT_-1). */

@@ -33,13 +33,13 @@
 
 /* ---- reporting ---------------------------------------------------------- */
 
-void ab__agui_path_render(const ab__path_t *at, char *buf, size_t size)
+static void path_render(const ab__path_t *at, char *buf, size_t size)
 {
     if (!at) {
         buf[0] = '\0';
         return;
     }
-    ab__agui_path_render(at->up, buf, size);
+    path_render(at->up, buf, size);
     if (at->key)
         ab_path_push_key(buf, size, at->key, at->klen);
     else
@@ -50,7 +50,7 @@ ab_status_t ab__agui_fail(ab__ctx_t *c, const ab__path_t *at, const char *fmt, .
 {
     if (c->err && c->err->code == AB_OK) {
         char path[AB_ERROR_FIELD_MAX];
-        ab__agui_path_render(at, path, sizeof(path));
+        path_render(at, path, sizeof(path));
         va_list ap;
         va_start(ap, fmt);
         ab_error_vset(c->err, AB_INVALID_EVENT, path, fmt, ap);
@@ -70,7 +70,7 @@ ab_status_t ab__agui_unknown(ab__ctx_t *c, const ab__path_t *at, const char *fmt
     va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
-    ab__agui_path_render(at, path, sizeof(path));
+    path_render(at, path, sizeof(path));
     if (c->strict)
         return ab_error_set(c->err, AB_INVALID_EVENT, path, "%s", msg);
     c->warn(c->ud, path, msg);
@@ -99,7 +99,7 @@ static void fill_slot(ab__ctx_t *c, const ab__field_t *f, const ab_val_t *v)
 
 /* ---- leaves ------------------------------------------------------------- */
 
-bool ab__agui_is_pointer(const char *s, size_t len)
+static bool is_pointer(const char *s, size_t len)
 {
     if (len == 0)
         return true;
@@ -249,7 +249,7 @@ static ab_status_t check_value(ab__ctx_t *c, const ab__field_t *f, const ab_val_
     case AB__K_PTR:
         if (v->type != AB_VAL_STR)
             return fail_type(c, at, "string", v);
-        if (!ab__agui_is_pointer(v->u.s, v->len))
+        if (!is_pointer(v->u.s, v->len))
             return ab__agui_fail(c, at,
                                  "%s is not a JSON pointer (empty, or '/'-prefixed tokens with "
                                  "'~' escaped as ~0 or ~1)",

@@ -9,11 +9,11 @@
 
 #include <stddef.h>
 
-void *ab_malloc(size_t size);
-void *ab_calloc(size_t n, size_t size);
+void *ab__malloc(size_t size);
+void *ab__calloc(size_t n, size_t size);
 /** Like realloc(): NULL @p ptr allocates; on failure @p ptr stays valid. */
-void *ab_realloc(void *ptr, size_t size);
-void ab_free(void *ptr);
+void *ab__realloc(void *ptr, size_t size);
+void ab__free(void *ptr);
 
 /**
  * Allocations (by agentbus or jansson) that failed on this thread so far.
@@ -21,6 +21,6 @@ void ab_free(void *ptr);
  * value), and the reducer's helpers degrade silently, so callers compare
  * this count before and after such a call.
  */
-unsigned long ab_alloc_failures(void);
+unsigned long ab__alloc_failures(void);
 
 #endif /* AB_ALLOC_INTERNAL_H */

@@ -17,7 +17,7 @@ ab_status_t ab_buf_reserve(ab_buf_t *b, size_t n)
     size_t cap = b->cap ? b->cap : 256;
     while (cap - b->len < n)
         cap *= 2;
-    uint8_t *p = ab_realloc(b->data, cap);
+    uint8_t *p = ab__realloc(b->data, cap);
     if (!p)
         return AB_NOMEM;
     b->data = p;
@@ -46,7 +46,7 @@ void ab_buf_free(ab_buf_t *b)
 {
     if (!b)
         return;
-    ab_free(b->data);
+    ab__free(b->data);
     memset(b, 0, sizeof(*b));
 }
 

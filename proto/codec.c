@@ -24,13 +24,13 @@
 #define EV(m) offsetof(ab_event_t, m)
 
 static const ab_fspec_t event_fields[] = {
-    {.key = "v", .type = &ab_ft_ver, .off = EV(v), .flags = AB_F_REQ},
-    {.key = "thread", .type = &ab_ft_id, .off = EV(thread), .flags = AB_F_REQ},
-    {.key = "run", .type = &ab_ft_id, .off = EV(run), .flags = AB_F_REQ},
-    {.key = "seq", .type = &ab_ft_u64, .off = EV(seq), .flags = AB_F_REQ | AB_F_MIN1},
-    {.key = "epoch", .type = &ab_ft_u64, .off = EV(epoch), .flags = AB_F_REQ | AB_F_MIN1},
-    {.key = "ts", .type = &ab_ft_i64, .off = EV(ts), .flags = AB_F_REQ},
-    {.key = "event", .type = &ab_ft_anymap, .off = EV(body), .flags = AB_F_REQ},
+    {.key = "v", .type = &ab__ft_ver, .off = EV(v), .flags = AB_F_REQ},
+    {.key = "thread", .type = &ab__ft_id, .off = EV(thread), .flags = AB_F_REQ},
+    {.key = "run", .type = &ab__ft_id, .off = EV(run), .flags = AB_F_REQ},
+    {.key = "seq", .type = &ab__ft_u64, .off = EV(seq), .flags = AB_F_REQ | AB_F_MIN1},
+    {.key = "epoch", .type = &ab__ft_u64, .off = EV(epoch), .flags = AB_F_REQ | AB_F_MIN1},
+    {.key = "ts", .type = &ab__ft_i64, .off = EV(ts), .flags = AB_F_REQ},
+    {.key = "event", .type = &ab__ft_anymap, .off = EV(body), .flags = AB_F_REQ},
 };
 
 static const ab_ospec_t event_spec = {
@@ -41,7 +41,7 @@ static const ab_ospec_t event_spec = {
 
 ab_status_t ab_event_encode(const ab_event_t *ev, ab_buf_t *out, ab_error_t *err)
 {
-    return ab_cc_encode(&event_spec, ev, out, err);
+    return ab__cc_encode(&event_spec, ev, out, err);
 }
 
 static bool head_fast(const uint8_t *buf, size_t len, const ab_limits_t *lim, ab_event_t *ev,
@@ -86,16 +86,16 @@ ab_status_t ab_event_decode(ab_doc_t *doc, const uint8_t *buf, size_t len,
     ab_status_t rc = ab_doc_parse(doc, buf, len, lim.max_event_bytes, lim.max_depth,
                                   AB_INVALID_ENVELOPE, &root, err);
     if (rc != AB_OK) {
-        ab_cc_fix_field(err);
+        ab__cc_fix_field(err);
         return rc;
     }
     ab_event_t ev;
     memset(&ev, 0, sizeof(ev));
     ab_cctx_t c;
-    ab_cc_init_decode(&c, doc, &lim, err);
-    rc = ab_cc_check_root(&c, root);
+    ab__cc_init_decode(&c, doc, &lim, err);
+    rc = ab__cc_check_root(&c, root);
     if (rc == AB_OK)
-        rc = ab_cc_dec_object(&c, &event_spec, root, (char *)&ev);
+        rc = ab__cc_dec_object(&c, &event_spec, root, (char *)&ev);
     if (rc == AB_OK)
         *out = ev;
     return rc;
@@ -103,17 +103,17 @@ ab_status_t ab_event_decode(ab_doc_t *doc, const uint8_t *buf, size_t len,
 
 bool ab_event_equal(const ab_event_t *a, const ab_event_t *b)
 {
-    return ab_cc_eq_object(&event_spec, (const char *)a, (const char *)b);
+    return ab__cc_eq_object(&event_spec, (const char *)a, (const char *)b);
 }
 
 /* ---- broker stamp ------------------------------------------------------- */
 
 static const ab_fspec_t stamp_fields[] = {
     {.key = "pos",
-     .type = &ab_ft_u64,
+     .type = &ab__ft_u64,
      .off = offsetof(ab_stamp_t, pos),
      .flags = AB_F_REQ | AB_F_MIN1},
-    {.key = "time", .type = &ab_ft_i64, .off = offsetof(ab_stamp_t, time_us), .flags = AB_F_REQ},
+    {.key = "time", .type = &ab__ft_i64, .off = offsetof(ab_stamp_t, time_us), .flags = AB_F_REQ},
 };
 
 static const ab_ospec_t stamp_spec = {
@@ -170,7 +170,7 @@ ab_status_t ab_stamp_encode(const ab_stamp_t *st, ab_buf_t *out, ab_error_t *err
 {
     if (st == NULL || out == NULL || st->pos == 0 || st->pos > (uint64_t)INT64_MAX ||
         ab_buf_reserve(out, 32) != AB_OK)
-        return ab_cc_encode(&stamp_spec, st, out, err);
+        return ab__cc_encode(&stamp_spec, st, out, err);
     uint8_t *p0 = out->data + out->len, *p = p0;
     memcpy(p, "\x82\xa3pos", 5);
     p = put_uint(p + 5, st->pos);
@@ -324,13 +324,13 @@ ab_status_t ab_stamp_decode(ab_doc_t *doc, const uint8_t *buf, size_t len, ab_st
     ab_status_t rc =
         ab_doc_parse(doc, buf, len, AB_STAMP_MAX_BYTES, 2, AB_INVALID_ENVELOPE, &root, err);
     if (rc != AB_OK) {
-        ab_cc_fix_field(err);
+        ab__cc_fix_field(err);
         return rc;
     }
     ab_cctx_t c;
-    ab_cc_init_decode(&c, doc, NULL, err);
+    ab__cc_init_decode(&c, doc, NULL, err);
     ab_stamp_t st = {0, 0};
-    rc = ab_cc_dec_object(&c, &stamp_spec, root, (char *)&st);
+    rc = ab__cc_dec_object(&c, &stamp_spec, root, (char *)&st);
     if (rc == AB_OK)
         *out = st;
     return rc;

@@ -72,7 +72,7 @@ static ab_status_t op_enc(ab_cctx_t *c, const ab_fspec_t *f, const char *base)
 {
     const char *name = ab_op_name(((const ab_msg_t *)(const void *)base)->op);
     (void)f;
-    return ab_cc_pack_str(c, name, strlen(name));
+    return ab__cc_pack_str(c, name, strlen(name));
 }
 
 static bool op_true(const ab_fspec_t *f, const char *base)
@@ -120,28 +120,28 @@ static const char *const outcome_names[] = {
     }
 #define F_V                                                                                        \
     {                                                                                              \
-        .key = "v", .type = &ab_ft_ver, .off = M(v), .flags = REQ                                  \
+        .key = "v", .type = &ab__ft_ver, .off = M(v), .flags = REQ                                 \
     }
 #define F_VOPT                                                                                     \
     {                                                                                              \
-        .key = "v", .type = &ab_ft_ver, .off = M(v)                                                \
+        .key = "v", .type = &ab__ft_ver, .off = M(v)                                               \
     }
 #define F_CID                                                                                      \
     {                                                                                              \
-        .key = "cid", .type = &ab_ft_u64, .off = M(cid), .flags = REQ                              \
+        .key = "cid", .type = &ab__ft_u64, .off = M(cid), .flags = REQ                             \
     }
 #define HDR F_OP, F_V, F_CID
 #define ID(k, o)                                                                                   \
     {                                                                                              \
-        .key = k, .type = &ab_ft_id, .off = (o), .flags = REQ                                      \
+        .key = k, .type = &ab__ft_id, .off = (o), .flags = REQ                                     \
     }
 #define U64(k, o, fl)                                                                              \
     {                                                                                              \
-        .key = k, .type = &ab_ft_u64, .off = (o), .flags = (fl)                                    \
+        .key = k, .type = &ab__ft_u64, .off = (o), .flags = (fl)                                   \
     }
 #define STR(k, o, fl, mx)                                                                          \
     {                                                                                              \
-        .key = k, .type = &ab_ft_str, .off = (o), .flags = (fl), .max = (mx)                       \
+        .key = k, .type = &ab__ft_str, .off = (o), .flags = (fl), .max = (mx)                      \
     }
 
 /* Typed pointer store/load for lists of structs. */
@@ -174,11 +174,11 @@ static const ab_fspec_t head_fields[] = {
     U64("last_seq", HD(last_seq), REQ),
     U64("epoch", HD(epoch), REQ),
     {.key = "status",
-     .type = &ab_ft_enum,
+     .type = &ab__ft_enum,
      .off = HD(status),
      .flags = REQ,
      NAMES(run_status_names)},
-    {.key = "outcome", .type = &ab_ft_enum, .off = HD(outcome), NAMES(outcome_names)},
+    {.key = "outcome", .type = &ab__ft_enum, .off = HD(outcome), NAMES(outcome_names)},
     U64("last_pos", HD(last_pos), REQ),
 };
 static const ab_ospec_t head_spec =
@@ -200,16 +200,16 @@ static ab_status_t result_check(ab_cctx_t *c, const char *base)
         key = "pos", msg = "is not allowed when the status is rejected";
     if (!key)
         return AB_OK;
-    ab_cc_push_key(c, key, strlen(key));
-    return ab_cc_fail(c, c->bad, "%s %s", ab_cc_field(c), msg);
+    ab__cc_push_key(c, key, strlen(key));
+    return ab__cc_fail(c, c->bad, "%s %s", ab__cc_field(c), msg);
 }
 
 #define RS(m) offsetof(ab_result_t, m)
 static const ab_fspec_t result_fields[] = {
     U64("seq", RS(seq), REQ),
-    {.key = "status", .type = &ab_ft_enum, .off = RS(status), .flags = REQ, NAMES(result_names)},
+    {.key = "status", .type = &ab__ft_enum, .off = RS(status), .flags = REQ, NAMES(result_names)},
     U64("pos", RS(pos), MIN1),
-    {.key = "error", .type = &ab_ft_error, .off = RS(error)},
+    {.key = "error", .type = &ab__ft_error, .off = RS(error)},
 };
 /*
  * A `published` reply carries one result per event, so the common result
@@ -226,19 +226,19 @@ static int result_fast(ab_cctx_t *c, const char *base)
         r->seq == 0 || r->seq > (uint64_t)INT64_MAX || r->pos == 0 || r->pos > (uint64_t)INT64_MAX)
         return -1;
     const char *name = result_names[r->status];
-    ab_status_t rc = ab_cc_pk(c, msgpack_pack_map(&c->pk, 3));
+    ab_status_t rc = ab__cc_pk(c, msgpack_pack_map(&c->pk, 3));
     if (rc == AB_OK)
-        rc = ab_cc_pack_str(c, "seq", 3);
+        rc = ab__cc_pack_str(c, "seq", 3);
     if (rc == AB_OK)
-        rc = ab_cc_pk(c, msgpack_pack_uint64(&c->pk, r->seq));
+        rc = ab__cc_pk(c, msgpack_pack_uint64(&c->pk, r->seq));
     if (rc == AB_OK)
-        rc = ab_cc_pack_str(c, "status", 6);
+        rc = ab__cc_pack_str(c, "status", 6);
     if (rc == AB_OK)
-        rc = ab_cc_pack_str(c, name, strlen(name));
+        rc = ab__cc_pack_str(c, name, strlen(name));
     if (rc == AB_OK)
-        rc = ab_cc_pack_str(c, "pos", 3);
+        rc = ab__cc_pack_str(c, "pos", 3);
     if (rc == AB_OK)
-        rc = ab_cc_pk(c, msgpack_pack_uint64(&c->pk, r->pos));
+        rc = ab__cc_pk(c, msgpack_pack_uint64(&c->pk, r->pos));
     return (int)rc;
 }
 
@@ -248,13 +248,13 @@ static const ab_ospec_t result_spec =
 
 #define LM(m)                                                                                      \
     {                                                                                              \
-        .key = #m, .type = &ab_ft_u32, .off = offsetof(ab_limits_t, m), .flags = REQ | MIN1        \
+        .key = #m, .type = &ab__ft_u32, .off = offsetof(ab_limits_t, m), .flags = REQ | MIN1       \
     }
 /* Added after the first seven: optional when decoding, so a client still
  * talks to a broker that predates them (PROTOCOL.md 7.2); always sent. */
 #define LMO(m)                                                                                     \
     {                                                                                              \
-        .key = #m, .type = &ab_ft_u32, .off = offsetof(ab_limits_t, m), .flags = MIN1              \
+        .key = #m, .type = &ab__ft_u32, .off = offsetof(ab_limits_t, m), .flags = MIN1             \
     }
 static const ab_fspec_t limits_fields[] = {
     LM(max_event_bytes),   LM(max_depth),          LM(max_id_bytes),
@@ -270,25 +270,25 @@ static const ab_fspec_t hello_f[] = {
     F_VOPT,
     F_CID,
     {.key = "versions",
-     .type = &ab_ft_versions,
+     .type = &ab__ft_versions,
      .off = M(u.hello.versions),
      .off_n = M(u.hello.nversions),
      .flags = REQ | MIN1,
      .max = AB_MAX_VERSIONS},
     STR("client", M(u.hello.client), 0, AB_CLIENT_NAME_MAX),
-    {.key = "caps", .type = &ab_ft_caps, .off = M(u.hello.caps), .off_n = M(u.hello.ncaps)},
+    {.key = "caps", .type = &ab__ft_caps, .off = M(u.hello.caps), .off_n = M(u.hello.ncaps)},
 };
 static const ab_fspec_t welcome_f[] = {
     HDR,
     STR("instance", M(u.welcome.instance), REQ | MIN1, 0),
     STR("event_endpoint", M(u.welcome.event_endpoint), REQ | MIN1, 0),
     {.key = "limits",
-     .type = &ab_ft_obj,
+     .type = &ab__ft_obj,
      .off = M(u.welcome.limits),
      .flags = REQ,
      .sub = &limits_spec},
     {.key = "caps",
-     .type = &ab_ft_caps,
+     .type = &ab__ft_caps,
      .off = M(u.welcome.caps),
      .off_n = M(u.welcome.ncaps),
      .flags = REQ},
@@ -302,7 +302,7 @@ static const ab_fspec_t claimed_f[] = {
     U64("epoch", M(u.claimed.epoch), REQ | MIN1),
     U64("last_seq", M(u.claimed.last_seq), REQ),
     {.key = "status",
-     .type = &ab_ft_enum,
+     .type = &ab__ft_enum,
      .off = M(u.claimed.status),
      .flags = REQ,
      NAMES(run_status_names)},
@@ -310,14 +310,14 @@ static const ab_fspec_t claimed_f[] = {
 static const ab_fspec_t publish_f[] = {
     HDR,
     {.key = "count",
-     .type = &ab_ft_u32,
+     .type = &ab__ft_u32,
      .off = M(u.publish.count),
      .flags = REQ | MIN1,
      .lim = AB_LIM_BATCH},
-    {.key = "packed", .type = &ab_ft_bool, .off = M(u.publish.packed)}};
+    {.key = "packed", .type = &ab__ft_bool, .off = M(u.publish.packed)}};
 static const ab_fspec_t published_f[] = {HDR,
                                          {.key = "results",
-                                          .type = &ab_ft_list,
+                                          .type = &ab__ft_list,
                                           .off = M(u.published.results),
                                           .off_n = M(u.published.nresults),
                                           .flags = REQ | MIN1,
@@ -325,7 +325,7 @@ static const ab_fspec_t published_f[] = {HDR,
                                           .sub = &result_spec}};
 static const ab_fspec_t heads_runs_f[] = {HDR,
                                           {.key = "runs",
-                                           .type = &ab_ft_list,
+                                           .type = &ab__ft_list,
                                            .off = M(u.heads.runs),
                                            .off_n = M(u.heads.nruns),
                                            .flags = REQ | MIN1,
@@ -334,7 +334,7 @@ static const ab_fspec_t heads_runs_f[] = {HDR,
 static const ab_fspec_t heads_thread_f[] = {HDR, ID("thread", M(u.heads.thread))};
 #define HEADS_LIST(o, n)                                                                           \
     {                                                                                              \
-        .key = "heads", .type = &ab_ft_list, .off = (o), .off_n = (n), .flags = REQ,               \
+        .key = "heads", .type = &ab__ft_list, .off = (o), .off_n = (n), .flags = REQ,              \
         .sub = &head_spec                                                                          \
     }
 static const ab_fspec_t heads_reply_f[] = {
@@ -343,23 +343,23 @@ static const ab_fspec_t heads_reply_f[] = {
 #define REPLAY_HDR                                                                                 \
     HDR,                                                                                           \
         {.key = "scope",                                                                           \
-         .type = &ab_ft_enum,                                                                      \
+         .type = &ab__ft_enum,                                                                     \
          .off = M(u.replay.scope),                                                                 \
          .flags = REQ,                                                                             \
          NAMES(scope_names)},                                                                      \
         {.key = "window",                                                                          \
-         .type = &ab_ft_u32,                                                                       \
+         .type = &ab__ft_u32,                                                                      \
          .off = M(u.replay.window),                                                                \
          .flags = REQ | MIN1,                                                                      \
          .lim = AB_LIM_REPLAY_WINDOW},                                                             \
         {.key = "chunk_events",                                                                    \
-         .type = &ab_ft_u32,                                                                       \
+         .type = &ab__ft_u32,                                                                      \
          .off = M(u.replay.chunk_events),                                                          \
          .flags = MIN1,                                                                            \
          .max = AB_CHUNK_EVENTS_MAX},                                                              \
     {                                                                                              \
-        .key = "window_bytes", .type = &ab_ft_u32, .off = M(u.replay.window_bytes), .flags = MIN1, \
-        .lim = AB_LIM_REPLAY_BYTES                                                                 \
+        .key = "window_bytes", .type = &ab__ft_u32, .off = M(u.replay.window_bytes),               \
+        .flags = MIN1, .lim = AB_LIM_REPLAY_BYTES                                                  \
     }
 static const ab_fspec_t replay_run_f[] = {REPLAY_HDR, ID("thread", M(u.replay.thread)),
                                           ID("run", M(u.replay.run)),
@@ -367,22 +367,22 @@ static const ab_fspec_t replay_run_f[] = {REPLAY_HDR, ID("thread", M(u.replay.th
 static const ab_fspec_t replay_thread_f[] = {REPLAY_HDR,
                                              ID("thread", M(u.replay.thread)),
                                              {.key = "cursors",
-                                              .type = &ab_ft_cursors,
+                                              .type = &ab__ft_cursors,
                                               .off = M(u.replay.cursors),
                                               .off_n = M(u.replay.ncursors),
                                               .flags = REQ,
                                               .lim = AB_LIM_BATCH}};
 static const ab_fspec_t replay_all_f[] = {REPLAY_HDR, U64("after_pos", M(u.replay.after_pos), REQ)};
 static const ab_fspec_t credit_f[] = {
-    HDR, {.key = "chunks", .type = &ab_ft_u32, .off = M(u.credit.chunks), .flags = REQ | MIN1}};
+    HDR, {.key = "chunks", .type = &ab__ft_u32, .off = M(u.credit.chunks), .flags = REQ | MIN1}};
 static const ab_fspec_t replay_chunk_f[] = {HDR,
                                             {.key = "count",
-                                             .type = &ab_ft_u32,
+                                             .type = &ab__ft_u32,
                                              .off = M(u.replay_chunk.count),
                                              .flags = REQ | MIN1,
                                              .max = AB_CHUNK_EVENTS_MAX},
                                             {.key = "bytes",
-                                             .type = &ab_ft_u64,
+                                             .type = &ab__ft_u64,
                                              .off = M(u.replay_chunk.bytes),
                                              .flags = REQ | MIN1,
                                              .max = AB_CHUNK_BYTES_MAX,
@@ -403,49 +403,51 @@ static ab_status_t snapmap_enc(ab_cctx_t *c, const ab_fspec_t *f, const char *ba
 {
     const ab_snapshot_reply_t *r = snap_reply(f, base);
     if (r->snapshot_mp == NULL)
-        return ab_ft_anymap.enc(c, f, base);
+        return ab__ft_anymap.enc(c, f, base);
     uint8_t t = r->snapshot_mp_len > 0 ? r->snapshot_mp[0] : 0;
     if ((t & 0xf0) != 0x80 && t != 0xde && t != 0xdf)
-        return ab_cc_fail(c, c->bad, "snapshot_mp is not a msgpack map");
+        return ab__cc_fail(c, c->bad, "snapshot_mp is not a msgpack map");
     if (c->pk.callback(c->pk.data, (const char *)r->snapshot_mp, r->snapshot_mp_len) != 0)
-        return ab_cc_fail(c, AB_NOMEM, "out of memory encoding the snapshot");
+        return ab__cc_fail(c, AB_NOMEM, "out of memory encoding the snapshot");
     return AB_OK;
 }
 
 static bool snapmap_has(const ab_fspec_t *f, const char *base)
 {
-    return snap_reply(f, base)->snapshot_mp != NULL || ab_ft_anymap.has(f, base);
+    return snap_reply(f, base)->snapshot_mp != NULL || ab__ft_anymap.has(f, base);
 }
 
 static ab_status_t snapmap_dec(ab_cctx_t *c, const ab_fspec_t *f, const ab_val_t *v, char *base)
 {
-    return ab_ft_anymap.dec(c, f, v, base);
+    return ab__ft_anymap.dec(c, f, v, base);
 }
 
 static bool snapmap_eq(const ab_fspec_t *f, const char *a, const char *b)
 {
-    return ab_ft_anymap.eq(f, a, b);
+    return ab__ft_anymap.eq(f, a, b);
 }
 
-static const ab_ftype_t ab_ft_snapmap = {snapmap_dec, snapmap_enc, snapmap_has, snapmap_eq};
+static const ab_ftype_t ab__ft_snapmap = {snapmap_dec, snapmap_enc, snapmap_has, snapmap_eq};
 
-static const ab_fspec_t snapshot_reply_f[] = {
-    HDR,
-    ID("thread", M(u.snapshot_reply.thread)),
-    {.key = "snapshot", .type = &ab_ft_snapmap, .off = M(u.snapshot_reply.snapshot), .flags = REQ}};
+static const ab_fspec_t snapshot_reply_f[] = {HDR,
+                                              ID("thread", M(u.snapshot_reply.thread)),
+                                              {.key = "snapshot",
+                                               .type = &ab__ft_snapmap,
+                                               .off = M(u.snapshot_reply.snapshot),
+                                               .flags = REQ}};
 static const ab_fspec_t pong_f[] = {HDR, STR("instance", M(u.pong.instance), REQ | MIN1, 0),
                                     U64("head_pos", M(u.pong.head_pos), REQ)};
 static const ab_fspec_t error_f[] = {
     F_OP,
     F_VOPT,
     F_CID,
-    {.key = "error", .type = &ab_ft_error, .off = M(u.error.error), .flags = REQ}};
+    {.key = "error", .type = &ab__ft_error, .off = M(u.error.error), .flags = REQ}};
 static const ab_fspec_t heartbeat_f[] = {
     F_OP,
     F_V,
     STR("instance", M(u.heartbeat.instance), REQ | MIN1, 0),
     U64("head_pos", M(u.heartbeat.head_pos), REQ),
-    {.key = "time", .type = &ab_ft_i64, .off = M(u.heartbeat.time_us), .flags = REQ}};
+    {.key = "time", .type = &ab__ft_i64, .off = M(u.heartbeat.time_us), .flags = REQ}};
 
 static const ab_ospec_t op_specs[AB_OP_COUNT_] = {
     [AB_OP_HELLO] = SPEC(hello_f, 0),
@@ -497,13 +499,13 @@ static const ab_ospec_t *spec_for_encode(ab_cctx_t *c, const ab_msg_t *m)
     if (s)
         return s;
     const char *key = m->op == AB_OP_REPLAY ? "scope" : m->op == AB_OP_HEADS ? "thread" : "op";
-    ab_cc_push_key(c, key, strlen(key));
+    ab__cc_push_key(c, key, strlen(key));
     if (m->op == AB_OP_HEADS)
-        ab_cc_fail(c, c->bad, "heads takes exactly one of runs and thread");
+        ab__cc_fail(c, c->bad, "heads takes exactly one of runs and thread");
     else if (m->op == AB_OP_REPLAY)
-        ab_cc_fail(c, c->bad, "scope must be run, thread or all");
+        ab__cc_fail(c, c->bad, "scope must be run, thread or all");
     else
-        ab_cc_fail(c, c->bad, "op %d is not a message kind", (int)m->op);
+        ab__cc_fail(c, c->bad, "op %d is not a message kind", (int)m->op);
     return NULL;
 }
 
@@ -513,8 +515,8 @@ static const ab_ospec_t *spec_for_decode(ab_cctx_t *c, ab_op_t op, const ab_val_
     if (op == AB_OP_HEADS) {
         const ab_val_t *runs = ab_val_get(root, "runs"), *thread = ab_val_get(root, "thread");
         if (runs && thread) {
-            ab_cc_push_key(c, "thread", 6);
-            ab_cc_fail(c, c->bad, "heads takes runs or thread, not both");
+            ab__cc_push_key(c, "thread", 6);
+            ab__cc_fail(c, c->bad, "heads takes runs or thread, not both");
             return NULL;
         }
         return thread ? &heads_thread_spec : &op_specs[op];
@@ -525,11 +527,11 @@ static const ab_ospec_t *spec_for_decode(ab_cctx_t *c, ab_op_t op, const ab_val_
     for (int s = AB_REPLAY_RUN; scope && s <= AB_REPLAY_ALL; s++)
         if (ab_val_str_eq(scope, scope_names[s]))
             return &replay_specs[s];
-    ab_cc_push_key(c, "scope", 5);
+    ab__cc_push_key(c, "scope", 5);
     if (!scope)
-        ab_cc_fail(c, c->bad, "missing required field scope");
+        ab__cc_fail(c, c->bad, "missing required field scope");
     else
-        ab_cc_fail(c, c->bad, "scope must be one of run, thread, all");
+        ab__cc_fail(c, c->bad, "scope must be one of run, thread, all");
     return NULL;
 }
 
@@ -538,16 +540,16 @@ static const ab_ospec_t *spec_for_decode(ab_cctx_t *c, ab_op_t op, const ab_val_
 static ab_status_t decode_op(ab_cctx_t *c, const ab_val_t *root, ab_op_t *op)
 {
     const ab_val_t *v = ab_val_get(root, "op");
-    size_t mark = ab_cc_push_key(c, "op", 2);
+    size_t mark = ab__cc_push_key(c, "op", 2);
     ab_status_t rc = AB_OK;
     if (!v)
-        rc = ab_cc_fail(c, c->bad, "missing required field op");
+        rc = ab__cc_fail(c, c->bad, "missing required field op");
     else if (v->type != AB_VAL_STR)
-        rc = ab_cc_fail(c, c->bad, "op must be a string, not %s", ab_val_type_name(v->type));
+        rc = ab__cc_fail(c, c->bad, "op must be a string, not %s", ab_val_type_name(v->type));
     else if (ab_op_from_name(v->u.s, v->len, op) != AB_OK)
-        rc = ab_cc_fail(c, AB_UNSUPPORTED, "unknown op \"%.*s\"", (int)(v->len > 64 ? 64 : v->len),
-                        v->u.s);
-    ab_cc_pop(c, mark);
+        rc = ab__cc_fail(c, AB_UNSUPPORTED, "unknown op \"%.*s\"", (int)(v->len > 64 ? 64 : v->len),
+                         v->u.s);
+    ab__cc_pop(c, mark);
     return rc;
 }
 
@@ -556,7 +558,7 @@ static ab_status_t decode_header(ab_cctx_t *c, const ab_val_t *root, size_t len,
     const ab_val_t *cid = ab_val_get(root, "cid");
     if (cid && cid->type == AB_VAL_INT && cid->u.i >= 0)
         c->cid = (uint64_t)cid->u.i;
-    ab_status_t rc = ab_cc_check_root(c, root);
+    ab_status_t rc = ab__cc_check_root(c, root);
     if (rc == AB_OK)
         rc = decode_op(c, root, &m->op);
     if (rc != AB_OK)
@@ -564,8 +566,8 @@ static ab_status_t decode_header(ab_cctx_t *c, const ab_val_t *root, size_t len,
     if (ab_op_is_request(m->op) && len > c->lim->max_header_bytes) {
         if (!c->err || c->err->code != AB_OK)
             return AB_TOO_LARGE;
-        ab_cc_fail(c, AB_TOO_LARGE, "%s header of %zu bytes exceeds the limit of %" PRIu32,
-                   ab_op_name(m->op), len, c->lim->max_header_bytes);
+        ab__cc_fail(c, AB_TOO_LARGE, "%s header of %zu bytes exceeds the limit of %" PRIu32,
+                    ab_op_name(m->op), len, c->lim->max_header_bytes);
         ab_error_detail_int(c->err, "limit", c->lim->max_header_bytes);
         ab_error_detail_int(c->err, "actual", (int64_t)len);
         return AB_TOO_LARGE;
@@ -573,7 +575,7 @@ static ab_status_t decode_header(ab_cctx_t *c, const ab_val_t *root, size_t len,
     const ab_ospec_t *s = spec_for_decode(c, m->op, root);
     if (!s)
         return c->bad;
-    rc = ab_cc_dec_object(c, s, root, (char *)m);
+    rc = ab__cc_dec_object(c, s, root, (char *)m);
     if (rc == AB_OK && m->op == AB_OP_REPLAY && m->u.replay.chunk_events == 0)
         m->u.replay.chunk_events = AB_CHUNK_EVENTS_DEFAULT;
     return rc;
@@ -590,14 +592,14 @@ ab_status_t ab_msg_decode(ab_doc_t *doc, const uint8_t *buf, size_t len, const a
     ab_status_t rc =
         ab_doc_parse(doc, buf, len, max_bytes, lim.max_depth, AB_INVALID_ENVELOPE, &root, err);
     if (rc != AB_OK) {
-        ab_cc_fix_field(err);
+        ab__cc_fix_field(err);
         uint32_t v = 0;
         if (fresh)
             ab_msg_peek(buf, len, &err->cid, &v); /* a deep or trailing fault: still echo the cid */
         return rc;
     }
     ab_cctx_t c;
-    ab_cc_init_decode(&c, doc, &lim, err);
+    ab__cc_init_decode(&c, doc, &lim, err);
     ab_msg_t m;
     memset(&m, 0, sizeof(m));
     rc = decode_header(&c, root, len, &m);
@@ -615,16 +617,16 @@ ab_status_t ab_msg_decode(ab_doc_t *doc, const uint8_t *buf, size_t len, const a
 ab_status_t ab_msg_encode(const ab_msg_t *m, ab_buf_t *out, ab_error_t *err)
 {
     ab_cctx_t c;
-    ab_cc_init_encode(&c, out, err);
+    ab__cc_init_encode(&c, out, err);
     const ab_ospec_t *s = spec_for_encode(&c, m);
-    return s ? ab_cc_encode(s, m, out, err) : AB_INVALID_ARGUMENT;
+    return s ? ab__cc_encode(s, m, out, err) : AB_INVALID_ARGUMENT;
 }
 
 bool ab_msg_equal(const ab_msg_t *a, const ab_msg_t *b)
 {
     const ab_ospec_t *s = spec_of(a);
     return a->op == b->op && s && s == spec_of(b) &&
-           ab_cc_eq_object(s, (const char *)a, (const char *)b);
+           ab__cc_eq_object(s, (const char *)a, (const char *)b);
 }
 
 ab_status_t ab_error_encode_reply(const ab_error_t *e, uint32_t v, ab_buf_t *out)

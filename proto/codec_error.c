@@ -26,11 +26,11 @@ static ab_status_t code_dec(ab_cctx_t *c, const ab_fspec_t *f, const ab_val_t *v
 {
     ab_status_t code = AB_OK;
     if (v->type != AB_VAL_STR)
-        return ab_cc_fail(c, c->bad, "%s must be a string, not %s", ab_cc_field(c),
-                          ab_val_type_name(v->type));
+        return ab__cc_fail(c, c->bad, "%s must be a string, not %s", ab__cc_field(c),
+                           ab_val_type_name(v->type));
     if (ab_status_from_name(v->u.s, v->len, &code) != AB_OK || code == AB_OK)
-        return ab_cc_fail(c, c->bad, "unknown error code \"%.*s\"",
-                          (int)(v->len > 64 ? 64 : v->len), v->u.s);
+        return ab__cc_fail(c, c->bad, "unknown error code \"%.*s\"",
+                           (int)(v->len > 64 ? 64 : v->len), v->u.s);
     *AB_FLD(ab_status_t, base, f->off) = code;
     return AB_OK;
 }
@@ -39,9 +39,9 @@ static ab_status_t code_enc(ab_cctx_t *c, const ab_fspec_t *f, const char *base)
 {
     ab_status_t code = *AB_CFLD(ab_status_t, base, f->off);
     if (code <= AB_OK || code >= AB_STATUS_COUNT_)
-        return ab_cc_fail(c, c->bad, "%s %d is not an error code", ab_cc_field(c), (int)code);
+        return ab__cc_fail(c, c->bad, "%s %d is not an error code", ab__cc_field(c), (int)code);
     const char *name = ab_status_name(code);
-    return ab_cc_pack_str(c, name, strlen(name));
+    return ab__cc_pack_str(c, name, strlen(name));
 }
 
 static bool code_has(const ab_fspec_t *f, const char *base)
@@ -64,13 +64,13 @@ static ab_status_t copy_str(ab_cctx_t *c, const ab_val_t *v, char *dst, size_t s
     if (v->len >= size) {
         if (!c->err || c->err->code != AB_OK)
             return AB_TOO_LARGE;
-        ab_cc_fail(c, AB_TOO_LARGE, "%s is %" PRIu32 " bytes, the limit is %zu", ab_cc_field(c),
-                   v->len, size - 1);
+        ab__cc_fail(c, AB_TOO_LARGE, "%s is %" PRIu32 " bytes, the limit is %zu", ab__cc_field(c),
+                    v->len, size - 1);
         ab_error_detail_int(c->err, "limit", (int64_t)size - 1);
         return AB_TOO_LARGE;
     }
     if (memchr(v->u.s, '\0', v->len))
-        return ab_cc_fail(c, c->bad, "%s must not contain NUL", ab_cc_field(c));
+        return ab__cc_fail(c, c->bad, "%s must not contain NUL", ab__cc_field(c));
     memcpy(dst, v->u.s, v->len);
     dst[v->len] = '\0';
     return AB_OK;
@@ -80,7 +80,7 @@ static ab_status_t detail_dec(ab_cctx_t *c, const ab_kv_t *kv, ab_error_detail_t
 {
     ab_val_t key = {.type = AB_VAL_STR, .len = kv->klen, .u.s = kv->key};
     if (kv->klen == 0)
-        return ab_cc_fail(c, c->bad, "a detail key must not be empty");
+        return ab__cc_fail(c, c->bad, "a detail key must not be empty");
     ab_status_t rc = copy_str(c, &key, d->key, sizeof(d->key));
     if (rc != AB_OK)
         return rc;
@@ -90,11 +90,11 @@ static ab_status_t detail_dec(ab_cctx_t *c, const ab_kv_t *kv, ab_error_detail_t
         return AB_OK;
     }
     if (kv->val.type == AB_VAL_UINT)
-        return ab_cc_fail(c, c->bad, "%s must be an integer from -2^63 to 2^63-1 or a string",
-                          ab_cc_field(c));
+        return ab__cc_fail(c, c->bad, "%s must be an integer from -2^63 to 2^63-1 or a string",
+                           ab__cc_field(c));
     if (kv->val.type != AB_VAL_STR)
-        return ab_cc_fail(c, c->bad, "%s must be an integer or a string, not %s", ab_cc_field(c),
-                          ab_val_type_name(kv->val.type));
+        return ab__cc_fail(c, c->bad, "%s must be an integer or a string, not %s", ab__cc_field(c),
+                           ab_val_type_name(kv->val.type));
     d->kind = AB_DETAIL_STR;
     return copy_str(c, &kv->val, d->s, sizeof(d->s));
 }
@@ -104,14 +104,14 @@ static ab_status_t details_dec(ab_cctx_t *c, const ab_fspec_t *f, const ab_val_t
     ab_error_t *e = (ab_error_t *)(void *)base;
     (void)f;
     if (v->type != AB_VAL_MAP)
-        return ab_cc_fail(c, c->bad, "%s must be a map, not %s", ab_cc_field(c),
-                          ab_val_type_name(v->type));
+        return ab__cc_fail(c, c->bad, "%s must be a map, not %s", ab__cc_field(c),
+                           ab_val_type_name(v->type));
     static const ab_fspec_t count = {.key = "", .max = AB_ERROR_DETAILS_MAX};
-    ab_status_t rc = ab_cc_check_uint(c, &count, v->len, UINT32_MAX, AB_UNIT_ENTRIES);
+    ab_status_t rc = ab__cc_check_uint(c, &count, v->len, UINT32_MAX, AB_UNIT_ENTRIES);
     for (uint32_t i = 0; rc == AB_OK && i < v->len; i++) {
-        size_t mark = ab_cc_push_key(c, v->u.pairs[i].key, v->u.pairs[i].klen);
+        size_t mark = ab__cc_push_key(c, v->u.pairs[i].key, v->u.pairs[i].klen);
         rc = detail_dec(c, &v->u.pairs[i], &e->details[i]);
-        ab_cc_pop(c, mark);
+        ab__cc_pop(c, mark);
     }
     if (rc == AB_OK)
         e->ndetails = (int)v->len;
@@ -162,16 +162,16 @@ static ab_status_t details_enc(ab_cctx_t *c, const ab_fspec_t *f, const char *ba
     uint32_t n = 0;
     for (int i = 0; i < ndetails(e); i++)
         n += detail_kept(e, i);
-    ab_status_t rc = ab_cc_pk(c, msgpack_pack_map(&c->pk, n));
+    ab_status_t rc = ab__cc_pk(c, msgpack_pack_map(&c->pk, n));
     for (int i = 0; rc == AB_OK && i < ndetails(e); i++) {
         const ab_error_detail_t *d = &e->details[i];
         if (!detail_kept(e, i))
             continue;
-        rc = ab_cc_pack_str(c, d->key, utf8_len(d->key, sizeof(d->key)));
+        rc = ab__cc_pack_str(c, d->key, utf8_len(d->key, sizeof(d->key)));
         if (rc == AB_OK && d->kind == AB_DETAIL_INT)
-            rc = ab_cc_pk(c, msgpack_pack_int64(&c->pk, d->i));
+            rc = ab__cc_pk(c, msgpack_pack_int64(&c->pk, d->i));
         else if (rc == AB_OK)
-            rc = ab_cc_pack_str(c, d->s, utf8_len(d->s, sizeof(d->s)));
+            rc = ab__cc_pack_str(c, d->s, utf8_len(d->s, sizeof(d->s)));
     }
     return rc;
 }
@@ -206,16 +206,16 @@ static const ab_ftype_t ft_details = {details_dec, details_enc, details_has, det
 static const ab_fspec_t error_fields[] = {
     {.key = "code", .type = &ft_code, .off = ERR(code), .flags = AB_F_REQ},
     {.key = "message",
-     .type = &ab_ft_cstr,
+     .type = &ab__ft_cstr,
      .off = ERR(message),
      .flags = AB_F_REQ,
      .max = AB_ERROR_MESSAGE_MAX},
-    {.key = "retryable", .type = &ab_ft_bool, .off = ERR(retryable), .flags = AB_F_REQ},
-    {.key = "field", .type = &ab_ft_cstr, .off = ERR(field), .max = AB_ERROR_FIELD_MAX},
+    {.key = "retryable", .type = &ab__ft_bool, .off = ERR(retryable), .flags = AB_F_REQ},
+    {.key = "field", .type = &ab__ft_cstr, .off = ERR(field), .max = AB_ERROR_FIELD_MAX},
     {.key = "details", .type = &ft_details},
 };
 
-const ab_ospec_t ab_spec_error = {
+static const ab_ospec_t error_spec = {
     .fields = error_fields,
     .n = sizeof(error_fields) / sizeof(error_fields[0]),
     .size = sizeof(ab_error_t),
@@ -225,10 +225,10 @@ const ab_ospec_t ab_spec_error = {
 
 static ab_status_t error_dec(ab_cctx_t *c, const ab_fspec_t *f, const ab_val_t *v, char *base)
 {
-    ab_error_t *e = ab_cc_alloc(c, 1, sizeof(ab_error_t));
+    ab_error_t *e = ab__cc_alloc(c, 1, sizeof(ab_error_t));
     if (!e)
         return AB_NOMEM;
-    ab_status_t rc = ab_cc_dec_object(c, &ab_spec_error, v, (char *)e);
+    ab_status_t rc = ab__cc_dec_object(c, &error_spec, v, (char *)e);
     if (rc != AB_OK)
         return rc;
     e->cid = c->cid;
@@ -240,8 +240,8 @@ static ab_status_t error_enc(ab_cctx_t *c, const ab_fspec_t *f, const char *base
 {
     const ab_error_t *e = *AB_CFLD(const ab_error_t *, base, f->off);
     if (!e)
-        return ab_cc_fail(c, c->bad, "%s is missing", ab_cc_field(c));
-    return ab_cc_enc_object(c, &ab_spec_error, (const char *)e);
+        return ab__cc_fail(c, c->bad, "%s is missing", ab__cc_field(c));
+    return ab__cc_enc_object(c, &error_spec, (const char *)e);
 }
 
 static bool error_has(const ab_fspec_t *f, const char *base)
@@ -255,7 +255,7 @@ static bool error_eq(const ab_fspec_t *f, const char *a, const char *b)
     const ab_error_t *y = *AB_CFLD(const ab_error_t *, b, f->off);
     if (!x || !y)
         return x == y;
-    return x->cid == y->cid && ab_cc_eq_object(&ab_spec_error, (const char *)x, (const char *)y);
+    return x->cid == y->cid && ab__cc_eq_object(&error_spec, (const char *)x, (const char *)y);
 }
 
-const ab_ftype_t ab_ft_error = {error_dec, error_enc, error_has, error_eq};
+const ab_ftype_t ab__ft_error = {error_dec, error_enc, error_has, error_eq};

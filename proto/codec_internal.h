@@ -88,25 +88,23 @@ struct ab_ospec {
 
 /* ---- context (codec_core.c) -------------------------------------------- */
 
-void ab_cc_init_decode(ab_cctx_t *c, ab_doc_t *doc, const ab_limits_t *lim, ab_error_t *err);
-void ab_cc_init_encode(ab_cctx_t *c, ab_buf_t *out, ab_error_t *err);
+void ab__cc_init_decode(ab_cctx_t *c, ab_doc_t *doc, const ab_limits_t *lim, ab_error_t *err);
+void ab__cc_init_encode(ab_cctx_t *c, ab_buf_t *out, ab_error_t *err);
 
 /* Record an error naming the current path. @return code. */
-ab_status_t ab_cc_fail(ab_cctx_t *c, ab_status_t code, const char *fmt, ...) AB_PRINTF(3, 4);
+ab_status_t ab__cc_fail(ab_cctx_t *c, ab_status_t code, const char *fmt, ...) AB_PRINTF(3, 4);
 /* The current path without its leading slash ("" at the root). */
-const char *ab_cc_field(const ab_cctx_t *c);
-/* Push a key / an index; return the mark to pass to ab_cc_pop(). */
-size_t ab_cc_push_key(ab_cctx_t *c, const char *key, size_t len);
-size_t ab_cc_push_index(ab_cctx_t *c, size_t i);
-void ab_cc_pop(ab_cctx_t *c, size_t mark);
+const char *ab__cc_field(const ab_cctx_t *c);
+/* Push a key / an index; return the mark to pass to ab__cc_pop(). */
+size_t ab__cc_push_key(ab_cctx_t *c, const char *key, size_t len);
+size_t ab__cc_push_index(ab_cctx_t *c, size_t i);
+void ab__cc_pop(ab_cctx_t *c, size_t mark);
 /* Drop the leading '/' of a JSON pointer in err->field (reader errors). */
-void ab_cc_fix_field(ab_error_t *err);
+void ab__cc_fix_field(ab_error_t *err);
 /* msgpack write result to status. */
-ab_status_t ab_cc_pk(ab_cctx_t *c, int rc);
+ab_status_t ab__cc_pk(ab_cctx_t *c, int rc);
 /* Arena array of n elements of size bytes, zeroed; NULL after an error. */
-void *ab_cc_alloc(ab_cctx_t *c, size_t n, size_t size);
-/* Effective maximum of a numeric field or list (static max and limit). */
-uint64_t ab_cc_max(const ab_cctx_t *c, const ab_fspec_t *f, uint64_t implicit);
+void *ab__cc_alloc(ab_cctx_t *c, size_t n, size_t size);
 /* What a checked number measures (for messages). */
 enum ab_unit {
     AB_UNIT_VALUE,   /* "must be at least 1", "is N, the limit is M" */
@@ -114,53 +112,47 @@ enum ab_unit {
     AB_UNIT_BYTES,   /* "must not be empty", "is N bytes, ..." */
 };
 /* Check a value, count or length against f's flags and bounds. */
-ab_status_t ab_cc_check_uint(ab_cctx_t *c, const ab_fspec_t *f, uint64_t x, uint64_t implicit,
-                             enum ab_unit unit);
+ab_status_t ab__cc_check_uint(ab_cctx_t *c, const ab_fspec_t *f, uint64_t x, uint64_t implicit,
+                              enum ab_unit unit);
 /* Decode a non-negative integer (any msgpack integer encoding). */
-ab_status_t ab_cc_get_uint(ab_cctx_t *c, const ab_val_t *v, uint64_t *out);
+ab_status_t ab__cc_get_uint(ab_cctx_t *c, const ab_val_t *v, uint64_t *out);
 /* Check a string for encoding: valid UTF-8. */
-ab_status_t ab_cc_check_utf8(ab_cctx_t *c, const char *s, size_t len);
+ab_status_t ab__cc_check_utf8(ab_cctx_t *c, const char *s, size_t len);
 /* Check an id (ids.h) with the current path as its name. */
-ab_status_t ab_cc_check_id(ab_cctx_t *c, const char *s, size_t len);
+ab_status_t ab__cc_check_id(ab_cctx_t *c, const char *s, size_t len);
 /* Write a string. */
-ab_status_t ab_cc_pack_str(ab_cctx_t *c, const char *s, size_t len);
+ab_status_t ab__cc_pack_str(ab_cctx_t *c, const char *s, size_t len);
 
 /* Generic object walker. */
-ab_status_t ab_cc_dec_object(ab_cctx_t *c, const ab_ospec_t *s, const ab_val_t *v, char *base);
-ab_status_t ab_cc_enc_object(ab_cctx_t *c, const ab_ospec_t *s, const char *base);
-bool ab_cc_eq_object(const ab_ospec_t *s, const char *a, const char *b);
+ab_status_t ab__cc_dec_object(ab_cctx_t *c, const ab_ospec_t *s, const ab_val_t *v, char *base);
+ab_status_t ab__cc_enc_object(ab_cctx_t *c, const ab_ospec_t *s, const char *base);
+bool ab__cc_eq_object(const ab_ospec_t *s, const char *a, const char *b);
 /* The root must be a map; a `v` in it is checked first, so a message of
  * another version fails as incompatible_version, not on its fields. */
-ab_status_t ab_cc_check_root(ab_cctx_t *c, const ab_val_t *root);
+ab_status_t ab__cc_check_root(ab_cctx_t *c, const ab_val_t *root);
 /* Encode obj with spec s, appending to out; out->len is restored on error. */
-ab_status_t ab_cc_encode(const ab_ospec_t *s, const void *obj, ab_buf_t *out, ab_error_t *err);
-/* Find a repeated key among n keys: 1 and *dup set, 0 when none, -1 when
- * out of memory. O(n log n). */
-int ab_cc_find_dup(const ab_str_t *keys, size_t n, ab_str_t *dup);
+ab_status_t ab__cc_encode(const ab_ospec_t *s, const void *obj, ab_buf_t *out, ab_error_t *err);
 
 /* ---- field types -------------------------------------------------------- */
 
 /* codec_core.c: scalars */
-extern const ab_ftype_t ab_ft_u64;    /* uint64_t, 0..INT64_MAX */
-extern const ab_ftype_t ab_ft_u32;    /* uint32_t */
-extern const ab_ftype_t ab_ft_i64;    /* int64_t */
-extern const ab_ftype_t ab_ft_bool;   /* bool */
-extern const ab_ftype_t ab_ft_ver;    /* uint32_t protocol version; 0 = absent */
-extern const ab_ftype_t ab_ft_str;    /* ab_str_t, max bytes */
-extern const ab_ftype_t ab_ft_id;     /* ab_str_t, ids.h rules */
-extern const ab_ftype_t ab_ft_cstr;   /* char[max], NUL-terminated, no NUL inside */
-extern const ab_ftype_t ab_ft_enum;   /* int-sized enum named by f->names */
-extern const ab_ftype_t ab_ft_anymap; /* const ab_val_t *, a map */
+extern const ab_ftype_t ab__ft_u64;    /* uint64_t, 0..INT64_MAX */
+extern const ab_ftype_t ab__ft_u32;    /* uint32_t */
+extern const ab_ftype_t ab__ft_i64;    /* int64_t */
+extern const ab_ftype_t ab__ft_bool;   /* bool */
+extern const ab_ftype_t ab__ft_ver;    /* uint32_t protocol version; 0 = absent */
+extern const ab_ftype_t ab__ft_str;    /* ab_str_t, max bytes */
+extern const ab_ftype_t ab__ft_id;     /* ab_str_t, ids.h rules */
+extern const ab_ftype_t ab__ft_cstr;   /* char[max], NUL-terminated, no NUL inside */
+extern const ab_ftype_t ab__ft_enum;   /* int-sized enum named by f->names */
+extern const ab_ftype_t ab__ft_anymap; /* const ab_val_t *, a map */
 
 /* codec_types.c: composites */
-extern const ab_ftype_t ab_ft_obj;      /* nested struct described by f->sub */
-extern const ab_ftype_t ab_ft_list;     /* array of f->sub structs: pointer + count */
-extern const ab_ftype_t ab_ft_versions; /* array of uint32_t >= 1: pointer + count */
-extern const ab_ftype_t ab_ft_caps;     /* map name -> state: ab_cap_t pointer + count */
-extern const ab_ftype_t ab_ft_cursors;  /* map run id -> seq: ab_cursor_t pointer + count */
-extern const ab_ftype_t ab_ft_error;    /* error map: const ab_error_t * */
-
-/* The error map (codec_types.c); also used by the error op. */
-extern const ab_ospec_t ab_spec_error;
+extern const ab_ftype_t ab__ft_obj;      /* nested struct described by f->sub */
+extern const ab_ftype_t ab__ft_list;     /* array of f->sub structs: pointer + count */
+extern const ab_ftype_t ab__ft_versions; /* array of uint32_t >= 1: pointer + count */
+extern const ab_ftype_t ab__ft_caps;     /* map name -> state: ab_cap_t pointer + count */
+extern const ab_ftype_t ab__ft_cursors;  /* map run id -> seq: ab_cursor_t pointer + count */
+extern const ab_ftype_t ab__ft_error;    /* error map: const ab_error_t * */
 
 #endif /* AB_CODEC_INTERNAL_H */

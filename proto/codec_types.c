@@ -29,11 +29,11 @@ static int str_cmp(const void *a, const void *b)
     return r ? r : (x->len > y->len) - (x->len < y->len);
 }
 
-int ab_cc_find_dup(const ab_str_t *keys, size_t n, ab_str_t *dup)
+static int find_dup(const ab_str_t *keys, size_t n, ab_str_t *dup)
 {
     if (n < 2)
         return 0;
-    ab_str_t *s = ab_malloc(n * sizeof(*s));
+    ab_str_t *s = ab__malloc(n * sizeof(*s));
     if (!s)
         return -1;
     memcpy(s, keys, n * sizeof(*s));
@@ -45,7 +45,7 @@ int ab_cc_find_dup(const ab_str_t *keys, size_t n, ab_str_t *dup)
             found = 1;
         }
     }
-    ab_free(s);
+    ab__free(s);
     return found;
 }
 
@@ -53,12 +53,12 @@ int ab_cc_find_dup(const ab_str_t *keys, size_t n, ab_str_t *dup)
 static ab_status_t no_dups(ab_cctx_t *c, const ab_str_t *keys, size_t n)
 {
     ab_str_t d = {0};
-    int r = ab_cc_find_dup(keys, n, &d);
+    int r = find_dup(keys, n, &d);
     if (r < 0)
-        return ab_cc_fail(c, AB_NOMEM, "out of memory checking keys");
+        return ab__cc_fail(c, AB_NOMEM, "out of memory checking keys");
     if (r > 0)
-        return ab_cc_fail(c, c->bad, "key \"%.*s\" appears twice", (int)(d.len > 64 ? 64 : d.len),
-                          d.ptr);
+        return ab__cc_fail(c, c->bad, "key \"%.*s\" appears twice", (int)(d.len > 64 ? 64 : d.len),
+                           d.ptr);
     return AB_OK;
 }
 
@@ -81,20 +81,20 @@ static ab_status_t want_type(ab_cctx_t *c, const ab_val_t *v, ab_val_type_t t)
 {
     if (v->type == t)
         return AB_OK;
-    return ab_cc_fail(c, c->bad, "%s must be %s, not %s", ab_cc_field(c),
-                      t == AB_VAL_MAP ? "a map" : "an array", ab_val_type_name(v->type));
+    return ab__cc_fail(c, c->bad, "%s must be %s, not %s", ab__cc_field(c),
+                       t == AB_VAL_MAP ? "a map" : "an array", ab_val_type_name(v->type));
 }
 
 /* ---- nested object ------------------------------------------------------ */
 
 static ab_status_t obj_dec(ab_cctx_t *c, const ab_fspec_t *f, const ab_val_t *v, char *base)
 {
-    return ab_cc_dec_object(c, f->sub, v, base + f->off);
+    return ab__cc_dec_object(c, f->sub, v, base + f->off);
 }
 
 static ab_status_t obj_enc(ab_cctx_t *c, const ab_fspec_t *f, const char *base)
 {
-    return ab_cc_enc_object(c, f->sub, base + f->off);
+    return ab__cc_enc_object(c, f->sub, base + f->off);
 }
 
 static bool obj_has(const ab_fspec_t *f, const char *base)
@@ -106,10 +106,10 @@ static bool obj_has(const ab_fspec_t *f, const char *base)
 
 static bool obj_eq(const ab_fspec_t *f, const char *a, const char *b)
 {
-    return ab_cc_eq_object(f->sub, a + f->off, b + f->off);
+    return ab__cc_eq_object(f->sub, a + f->off, b + f->off);
 }
 
-const ab_ftype_t ab_ft_obj = {obj_dec, obj_enc, obj_has, obj_eq};
+const ab_ftype_t ab__ft_obj = {obj_dec, obj_enc, obj_has, obj_eq};
 
 /* ---- list of objects ---------------------------------------------------- */
 
@@ -117,16 +117,16 @@ static ab_status_t list_dec(ab_cctx_t *c, const ab_fspec_t *f, const ab_val_t *v
 {
     ab_status_t rc = want_type(c, v, AB_VAL_ARRAY);
     if (rc == AB_OK)
-        rc = ab_cc_check_uint(c, f, v->len, UINT32_MAX, AB_UNIT_ENTRIES);
-    char *items = rc == AB_OK ? ab_cc_alloc(c, v->len, f->sub->size) : NULL;
+        rc = ab__cc_check_uint(c, f, v->len, UINT32_MAX, AB_UNIT_ENTRIES);
+    char *items = rc == AB_OK ? ab__cc_alloc(c, v->len, f->sub->size) : NULL;
     if (!items)
         return rc != AB_OK ? rc : AB_NOMEM;
     for (uint32_t i = 0; i < v->len; i++) {
-        size_t mark = ab_cc_push_index(c, i);
-        rc = ab_cc_dec_object(c, f->sub, &v->u.items[i], items + i * f->sub->size);
+        size_t mark = ab__cc_push_index(c, i);
+        rc = ab__cc_dec_object(c, f->sub, &v->u.items[i], items + i * f->sub->size);
         if (rc != AB_OK)
             return rc;
-        ab_cc_pop(c, mark);
+        ab__cc_pop(c, mark);
     }
     f->sub->store(base + f->off, v->len ? items : NULL);
     *count_at(base, f) = v->len;
@@ -137,16 +137,16 @@ static ab_status_t list_enc(ab_cctx_t *c, const ab_fspec_t *f, const char *base)
 {
     const char *items = f->sub->load(base + f->off);
     size_t n = count_of(base, f);
-    ab_status_t rc = ab_cc_check_uint(c, f, n, UINT32_MAX, AB_UNIT_ENTRIES);
+    ab_status_t rc = ab__cc_check_uint(c, f, n, UINT32_MAX, AB_UNIT_ENTRIES);
     if (rc == AB_OK && n && !items)
-        rc = ab_cc_fail(c, c->bad, "%s has entries but no array", ab_cc_field(c));
+        rc = ab__cc_fail(c, c->bad, "%s has entries but no array", ab__cc_field(c));
     if (rc == AB_OK)
-        rc = ab_cc_pk(c, msgpack_pack_array(&c->pk, n));
+        rc = ab__cc_pk(c, msgpack_pack_array(&c->pk, n));
     for (size_t i = 0; rc == AB_OK && i < n; i++) {
-        size_t mark = ab_cc_push_index(c, i);
-        rc = ab_cc_enc_object(c, f->sub, items + i * f->sub->size);
+        size_t mark = ab__cc_push_index(c, i);
+        rc = ab__cc_enc_object(c, f->sub, items + i * f->sub->size);
         if (rc == AB_OK)
-            ab_cc_pop(c, mark);
+            ab__cc_pop(c, mark);
     }
     return rc;
 }
@@ -158,12 +158,12 @@ static bool list_eq(const ab_fspec_t *f, const char *a, const char *b)
         return false;
     const char *x = f->sub->load(a + f->off), *y = f->sub->load(b + f->off);
     for (size_t i = 0; i < n; i++)
-        if (!ab_cc_eq_object(f->sub, x + i * f->sub->size, y + i * f->sub->size))
+        if (!ab__cc_eq_object(f->sub, x + i * f->sub->size, y + i * f->sub->size))
             return false;
     return true;
 }
 
-const ab_ftype_t ab_ft_list = {list_dec, list_enc, count_has, list_eq};
+const ab_ftype_t ab__ft_list = {list_dec, list_enc, count_has, list_eq};
 
 /* ---- versions ----------------------------------------------------------- */
 
@@ -173,19 +173,19 @@ static ab_status_t versions_dec(ab_cctx_t *c, const ab_fspec_t *f, const ab_val_
 {
     ab_status_t rc = want_type(c, v, AB_VAL_ARRAY);
     if (rc == AB_OK)
-        rc = ab_cc_check_uint(c, f, v->len, UINT32_MAX, AB_UNIT_ENTRIES);
-    uint32_t *vs = rc == AB_OK ? ab_cc_alloc(c, v->len, sizeof(uint32_t)) : NULL;
+        rc = ab__cc_check_uint(c, f, v->len, UINT32_MAX, AB_UNIT_ENTRIES);
+    uint32_t *vs = rc == AB_OK ? ab__cc_alloc(c, v->len, sizeof(uint32_t)) : NULL;
     if (!vs)
         return rc != AB_OK ? rc : AB_NOMEM;
     for (uint32_t i = 0; i < v->len; i++) {
         uint64_t x = 0;
-        size_t mark = ab_cc_push_index(c, i);
-        rc = ab_cc_get_uint(c, &v->u.items[i], &x);
+        size_t mark = ab__cc_push_index(c, i);
+        rc = ab__cc_get_uint(c, &v->u.items[i], &x);
         if (rc == AB_OK)
-            rc = ab_cc_check_uint(c, &version_item, x, UINT32_MAX, AB_UNIT_VALUE);
+            rc = ab__cc_check_uint(c, &version_item, x, UINT32_MAX, AB_UNIT_VALUE);
         if (rc != AB_OK)
             return rc;
-        ab_cc_pop(c, mark);
+        ab__cc_pop(c, mark);
         vs[i] = (uint32_t)x;
     }
     *AB_FLD(const uint32_t *, base, f->off) = v->len ? vs : NULL;
@@ -197,18 +197,18 @@ static ab_status_t versions_enc(ab_cctx_t *c, const ab_fspec_t *f, const char *b
 {
     const uint32_t *vs = *AB_CFLD(const uint32_t *, base, f->off);
     size_t n = count_of(base, f);
-    ab_status_t rc = ab_cc_check_uint(c, f, n, UINT32_MAX, AB_UNIT_ENTRIES);
+    ab_status_t rc = ab__cc_check_uint(c, f, n, UINT32_MAX, AB_UNIT_ENTRIES);
     if (rc == AB_OK && n && !vs)
-        rc = ab_cc_fail(c, c->bad, "%s has entries but no array", ab_cc_field(c));
+        rc = ab__cc_fail(c, c->bad, "%s has entries but no array", ab__cc_field(c));
     if (rc == AB_OK)
-        rc = ab_cc_pk(c, msgpack_pack_array(&c->pk, n));
+        rc = ab__cc_pk(c, msgpack_pack_array(&c->pk, n));
     for (size_t i = 0; rc == AB_OK && i < n; i++) {
-        size_t mark = ab_cc_push_index(c, i);
-        rc = ab_cc_check_uint(c, &version_item, vs[i], UINT32_MAX, AB_UNIT_VALUE);
+        size_t mark = ab__cc_push_index(c, i);
+        rc = ab__cc_check_uint(c, &version_item, vs[i], UINT32_MAX, AB_UNIT_VALUE);
         if (rc == AB_OK)
-            rc = ab_cc_pk(c, msgpack_pack_uint64(&c->pk, vs[i]));
+            rc = ab__cc_pk(c, msgpack_pack_uint64(&c->pk, vs[i]));
         if (rc == AB_OK)
-            ab_cc_pop(c, mark);
+            ab__cc_pop(c, mark);
     }
     return rc;
 }
@@ -221,38 +221,38 @@ static bool versions_eq(const ab_fspec_t *f, const char *a, const char *b)
     return n == count_of(b, f) && (n == 0 || memcmp(x, y, n * sizeof(*x)) == 0);
 }
 
-const ab_ftype_t ab_ft_versions = {versions_dec, versions_enc, count_has, versions_eq};
+const ab_ftype_t ab__ft_versions = {versions_dec, versions_enc, count_has, versions_eq};
 
 /* ---- capabilities ------------------------------------------------------- */
 
 static ab_status_t cap_name_check(ab_cctx_t *c, const char *s, size_t len)
 {
     static const ab_fspec_t name = {.key = "", .flags = AB_F_MIN1, .max = AB_CAP_NAME_MAX};
-    ab_status_t rc = ab_cc_check_uint(c, &name, len, UINT32_MAX, AB_UNIT_BYTES);
+    ab_status_t rc = ab__cc_check_uint(c, &name, len, UINT32_MAX, AB_UNIT_BYTES);
     if (rc == AB_OK && !c->decoding)
-        rc = ab_cc_check_utf8(c, s, len);
+        rc = ab__cc_check_utf8(c, s, len);
     return rc;
 }
 
 static ab_status_t caps_dec(ab_cctx_t *c, const ab_fspec_t *f, const ab_val_t *v, char *base)
 {
     ab_status_t rc = want_type(c, v, AB_VAL_MAP);
-    ab_cap_t *caps = rc == AB_OK ? ab_cc_alloc(c, v->len, sizeof(ab_cap_t)) : NULL;
+    ab_cap_t *caps = rc == AB_OK ? ab__cc_alloc(c, v->len, sizeof(ab_cap_t)) : NULL;
     if (!caps)
         return rc != AB_OK ? rc : AB_NOMEM;
     for (uint32_t i = 0; i < v->len; i++) {
         const ab_kv_t *kv = &v->u.pairs[i];
-        size_t mark = ab_cc_push_key(c, kv->key, kv->klen);
+        size_t mark = ab__cc_push_key(c, kv->key, kv->klen);
         rc = cap_name_check(c, kv->key, kv->klen);
         if (rc == AB_OK && (kv->val.type != AB_VAL_STR ||
                             ab_cap_state_from(kv->val.u.s, kv->val.len, &caps[i].state) != AB_OK))
-            rc = ab_cc_fail(c, c->bad,
-                            "%s must be one of available, degraded, unavailable, "
-                            "unsupported",
-                            ab_cc_field(c));
+            rc = ab__cc_fail(c, c->bad,
+                             "%s must be one of available, degraded, unavailable, "
+                             "unsupported",
+                             ab__cc_field(c));
         if (rc != AB_OK)
             return rc;
-        ab_cc_pop(c, mark);
+        ab__cc_pop(c, mark);
         caps[i].name = kv->key;
         caps[i].name_len = kv->klen;
     }
@@ -263,22 +263,22 @@ static ab_status_t caps_dec(ab_cctx_t *c, const ab_fspec_t *f, const ab_val_t *v
 
 static ab_status_t caps_check(ab_cctx_t *c, const ab_cap_t *caps, size_t n)
 {
-    ab_str_t *names = n ? ab_malloc(n * sizeof(*names)) : NULL;
+    ab_str_t *names = n ? ab__malloc(n * sizeof(*names)) : NULL;
     if (n && !names)
-        return ab_cc_fail(c, AB_NOMEM, "out of memory checking caps");
+        return ab__cc_fail(c, AB_NOMEM, "out of memory checking caps");
     ab_status_t rc = AB_OK;
     for (size_t i = 0; rc == AB_OK && i < n; i++) {
-        size_t mark = ab_cc_push_key(c, caps[i].name ? caps[i].name : "", caps[i].name_len);
+        size_t mark = ab__cc_push_key(c, caps[i].name ? caps[i].name : "", caps[i].name_len);
         rc = caps[i].name ? cap_name_check(c, caps[i].name, caps[i].name_len)
-                          : ab_cc_fail(c, c->bad, "capability %zu has no name", i);
+                          : ab__cc_fail(c, c->bad, "capability %zu has no name", i);
         if (rc == AB_OK && (caps[i].state < AB_CAP_AVAILABLE || caps[i].state > AB_CAP_UNSUPPORTED))
-            rc = ab_cc_fail(c, c->bad, "%s has no wire state", ab_cc_field(c));
-        ab_cc_pop(c, mark);
+            rc = ab__cc_fail(c, c->bad, "%s has no wire state", ab__cc_field(c));
+        ab__cc_pop(c, mark);
         names[i] = (ab_str_t){caps[i].name, caps[i].name_len};
     }
     if (rc == AB_OK)
         rc = no_dups(c, names, n);
-    ab_free(names);
+    ab__free(names);
     return rc;
 }
 
@@ -287,15 +287,15 @@ static ab_status_t caps_enc(ab_cctx_t *c, const ab_fspec_t *f, const char *base)
     const ab_cap_t *caps = *AB_CFLD(const ab_cap_t *, base, f->off);
     size_t n = count_of(base, f);
     if (n && !caps)
-        return ab_cc_fail(c, c->bad, "%s has entries but no array", ab_cc_field(c));
+        return ab__cc_fail(c, c->bad, "%s has entries but no array", ab__cc_field(c));
     ab_status_t rc = caps_check(c, caps, n);
     if (rc == AB_OK)
-        rc = ab_cc_pk(c, msgpack_pack_map(&c->pk, n));
+        rc = ab__cc_pk(c, msgpack_pack_map(&c->pk, n));
     for (size_t i = 0; rc == AB_OK && i < n; i++) {
         const char *state = ab_cap_state_name(caps[i].state);
-        rc = ab_cc_pack_str(c, caps[i].name, caps[i].name_len);
+        rc = ab__cc_pack_str(c, caps[i].name, caps[i].name_len);
         if (rc == AB_OK)
-            rc = ab_cc_pack_str(c, state, strlen(state));
+            rc = ab__cc_pack_str(c, state, strlen(state));
     }
     return rc;
 }
@@ -314,7 +314,7 @@ static bool caps_eq(const ab_fspec_t *f, const char *a, const char *b)
     return true;
 }
 
-const ab_ftype_t ab_ft_caps = {caps_dec, caps_enc, count_has, caps_eq};
+const ab_ftype_t ab__ft_caps = {caps_dec, caps_enc, count_has, caps_eq};
 
 /* ---- replay cursors ----------------------------------------------------- */
 
@@ -324,19 +324,19 @@ static ab_status_t cursors_dec(ab_cctx_t *c, const ab_fspec_t *f, const ab_val_t
 {
     ab_status_t rc = want_type(c, v, AB_VAL_MAP);
     if (rc == AB_OK)
-        rc = ab_cc_check_uint(c, f, v->len, UINT32_MAX, AB_UNIT_ENTRIES);
-    ab_cursor_t *cur = rc == AB_OK ? ab_cc_alloc(c, v->len, sizeof(ab_cursor_t)) : NULL;
+        rc = ab__cc_check_uint(c, f, v->len, UINT32_MAX, AB_UNIT_ENTRIES);
+    ab_cursor_t *cur = rc == AB_OK ? ab__cc_alloc(c, v->len, sizeof(ab_cursor_t)) : NULL;
     if (!cur)
         return rc != AB_OK ? rc : AB_NOMEM;
     for (uint32_t i = 0; i < v->len; i++) {
         const ab_kv_t *kv = &v->u.pairs[i];
-        size_t mark = ab_cc_push_key(c, kv->key, kv->klen);
-        rc = ab_cc_check_id(c, kv->key, kv->klen);
+        size_t mark = ab__cc_push_key(c, kv->key, kv->klen);
+        rc = ab__cc_check_id(c, kv->key, kv->klen);
         if (rc == AB_OK)
-            rc = ab_cc_get_uint(c, &kv->val, &cur[i].after_seq);
+            rc = ab__cc_get_uint(c, &kv->val, &cur[i].after_seq);
         if (rc != AB_OK)
             return rc;
-        ab_cc_pop(c, mark);
+        ab__cc_pop(c, mark);
         cur[i].run = (ab_str_t){kv->key, kv->klen};
     }
     *AB_FLD(const ab_cursor_t *, base, f->off) = v->len ? cur : NULL;
@@ -347,23 +347,23 @@ static ab_status_t cursors_dec(ab_cctx_t *c, const ab_fspec_t *f, const ab_val_t
 static ab_status_t cursors_check(ab_cctx_t *c, const ab_fspec_t *f, const ab_cursor_t *cur,
                                  size_t n)
 {
-    ab_status_t rc = ab_cc_check_uint(c, f, n, UINT32_MAX, AB_UNIT_ENTRIES);
+    ab_status_t rc = ab__cc_check_uint(c, f, n, UINT32_MAX, AB_UNIT_ENTRIES);
     if (rc == AB_OK && n && !cur)
-        rc = ab_cc_fail(c, c->bad, "%s has entries but no array", ab_cc_field(c));
-    ab_str_t *runs = rc == AB_OK && n ? ab_malloc(n * sizeof(*runs)) : NULL;
+        rc = ab__cc_fail(c, c->bad, "%s has entries but no array", ab__cc_field(c));
+    ab_str_t *runs = rc == AB_OK && n ? ab__malloc(n * sizeof(*runs)) : NULL;
     if (rc == AB_OK && n && !runs)
-        rc = ab_cc_fail(c, AB_NOMEM, "out of memory checking cursors");
+        rc = ab__cc_fail(c, AB_NOMEM, "out of memory checking cursors");
     for (size_t i = 0; rc == AB_OK && i < n; i++) {
-        size_t mark = ab_cc_push_key(c, cur[i].run.ptr ? cur[i].run.ptr : "", cur[i].run.len);
-        rc = ab_cc_check_id(c, cur[i].run.ptr, cur[i].run.len);
+        size_t mark = ab__cc_push_key(c, cur[i].run.ptr ? cur[i].run.ptr : "", cur[i].run.len);
+        rc = ab__cc_check_id(c, cur[i].run.ptr, cur[i].run.len);
         if (rc == AB_OK)
-            rc = ab_cc_check_uint(c, &cursor_seq, cur[i].after_seq, INT64_MAX, AB_UNIT_VALUE);
-        ab_cc_pop(c, mark);
+            rc = ab__cc_check_uint(c, &cursor_seq, cur[i].after_seq, INT64_MAX, AB_UNIT_VALUE);
+        ab__cc_pop(c, mark);
         runs[i] = cur[i].run;
     }
     if (rc == AB_OK)
         rc = no_dups(c, runs, n);
-    ab_free(runs);
+    ab__free(runs);
     return rc;
 }
 
@@ -373,11 +373,11 @@ static ab_status_t cursors_enc(ab_cctx_t *c, const ab_fspec_t *f, const char *ba
     size_t n = count_of(base, f);
     ab_status_t rc = cursors_check(c, f, cur, n);
     if (rc == AB_OK)
-        rc = ab_cc_pk(c, msgpack_pack_map(&c->pk, n));
+        rc = ab__cc_pk(c, msgpack_pack_map(&c->pk, n));
     for (size_t i = 0; rc == AB_OK && i < n; i++) {
-        rc = ab_cc_pack_str(c, cur[i].run.ptr, cur[i].run.len);
+        rc = ab__cc_pack_str(c, cur[i].run.ptr, cur[i].run.len);
         if (rc == AB_OK)
-            rc = ab_cc_pk(c, msgpack_pack_uint64(&c->pk, cur[i].after_seq));
+            rc = ab__cc_pk(c, msgpack_pack_uint64(&c->pk, cur[i].after_seq));
     }
     return rc;
 }
@@ -396,4 +396,4 @@ static bool cursors_eq(const ab_fspec_t *f, const char *a, const char *b)
     return true;
 }
 
-const ab_ftype_t ab_ft_cursors = {cursors_dec, cursors_enc, count_has, cursors_eq};
+const ab_ftype_t ab__ft_cursors = {cursors_dec, cursors_enc, count_has, cursors_eq};

@@ -95,7 +95,7 @@ static void *vec_push(struct vec *v)
 {
     if (v->n == v->cap) {
         size_t cap = v->cap * 2;
-        void *p = v->p == v->inl ? ab_malloc(cap * v->elem) : ab_realloc(v->p, cap * v->elem);
+        void *p = v->p == v->inl ? ab__malloc(cap * v->elem) : ab__realloc(v->p, cap * v->elem);
         if (!p)
             return NULL;
         if (v->p == v->inl)
@@ -114,7 +114,7 @@ static void vec_init(struct vec *v, void *inl, size_t cap, size_t elem)
 static void vec_free(struct vec *v)
 {
     if (v->p != v->inl)
-        ab_free(v->p);
+        ab__free(v->p);
 }
 
 static struct jframe *top(const struct jp *j)
@@ -416,7 +416,7 @@ static ab_status_t real(struct jp *j, const char *s, const char *e)
 {
     char small[64], *end = NULL;
     size_t n = (size_t)(e - s);
-    char *buf = n < sizeof(small) ? small : ab_malloc(n + 1);
+    char *buf = n < sizeof(small) ? small : ab__malloc(n + 1);
     if (!buf)
         return nomem(j);
     memcpy(buf, s, n);
@@ -432,7 +432,7 @@ static ab_status_t real(struct jp *j, const char *s, const char *e)
     }
     bool read = *end == '\0';
     if (buf != small)
-        ab_free(buf);
+        ab__free(buf);
     if (!read)
         return FAIL(j, s, "number not readable with the decimal point of the current locale");
     if (!isfinite(d))
@@ -535,7 +535,7 @@ static ab_status_t dup_sorted(struct jp *j)
 {
     const struct jkey *keys = (const struct jkey *)j->keys.p + top(j)->key0;
     size_t n = j->keys.n - top(j)->key0, best = SIZE_MAX;
-    struct skey *s = ab_malloc(n * sizeof(*s));
+    struct skey *s = ab__malloc(n * sizeof(*s));
     if (!s)
         return nomem(j);
     for (size_t i = 0; i < n; i++)
@@ -544,7 +544,7 @@ static ab_status_t dup_sorted(struct jp *j)
     for (size_t i = 1; i < n; i++)
         if (s[i].len == s[i - 1].len && memcmp(s[i].p, s[i - 1].p, s[i].len) == 0 && s[i].at < best)
             best = s[i].at; /* the earliest key that repeats an earlier one */
-    ab_free(s);
+    ab__free(s);
     if (best == SIZE_MAX)
         return AB_OK;
     return fail_key(j, j->bad, j->text + keys[best].at, &keys[best], "duplicate object key");

@@ -45,9 +45,9 @@ static ab_status_t op_fail(const jp_op_t *op, ab_status_t code, const char *memb
 
 static void ptr_free(jp_ptr_t *p)
 {
-    ab_free(p->text);
-    ab_free(p->start);
-    ab_free(p->len);
+    ab__free(p->text);
+    ab__free(p->start);
+    ab__free(p->len);
     memset(p, 0, sizeof *p);
 }
 
@@ -60,9 +60,9 @@ static ab_status_t ptr_parse(const char *s, size_t n, jp_ptr_t *p, const jp_op_t
     size_t ntok = 0;
     for (size_t i = 0; i < n; i++)
         ntok += s[i] == '/';
-    p->text = ab_malloc(n + 1);
-    p->start = ab_malloc((ntok ? ntok : 1) * sizeof(size_t));
-    p->len = ab_malloc((ntok ? ntok : 1) * sizeof(size_t));
+    p->text = ab__malloc(n + 1);
+    p->start = ab__malloc((ntok ? ntok : 1) * sizeof(size_t));
+    p->len = ab__malloc((ntok ? ntok : 1) * sizeof(size_t));
     if (!p->text || !p->start || !p->len) {
         ptr_free(p);
         return ab_error_set(op->err, AB_NOMEM, NULL, "out of memory");

@@ -68,7 +68,7 @@ static bool id_ok(const char *id, size_t len)
 
 static char *dup_bytes(const char *p, size_t n)
 {
-    char *d = ab_malloc(n ? n : 1);
+    char *d = ab__malloc(n ? n : 1);
     if (d && n)
         memcpy(d, p, n);
     return d;
@@ -85,7 +85,7 @@ ab_status_t ab_lifecycle_new(ab_lifecycle_t **out, const char *thread_id, size_t
         return AB_INVALID_ARGUMENT;
     if (lim.max_open == 0 || lim.max_tool_calls == 0 || lim.max_ids == 0)
         return AB_INVALID_ARGUMENT;
-    ab_lifecycle_t *lc = ab_calloc(1, sizeof(*lc));
+    ab_lifecycle_t *lc = ab__calloc(1, sizeof(*lc));
     if (!lc)
         return AB_NOMEM;
     lc->lim = lim;
@@ -111,9 +111,9 @@ void ab_lifecycle_destroy(ab_lifecycle_t **lcp)
         return;
     ab_lifecycle_t *lc = *lcp;
     ab__lc_clear(lc);
-    ab_free(lc->thread_id);
-    ab_free(lc->run_id);
-    ab_free(lc);
+    ab__free(lc->thread_id);
+    ab__free(lc->run_id);
+    ab__free(lc);
     *lcp = NULL;
 }
 
@@ -237,8 +237,8 @@ static ab_status_t learn_ids(ab_lifecycle_t *lc, const ab_agui_info_t *e, ab_err
     char *th = dup_bytes(e->thread_id.ptr, e->thread_id.len);
     char *rn = dup_bytes(e->run_id.ptr, e->run_id.len);
     if (!th || !rn) {
-        ab_free(th);
-        ab_free(rn);
+        ab__free(th);
+        ab__free(rn);
         return ab_error_set(err, AB_NOMEM, NULL, "out of memory copying the run's ids");
     }
     lc->thread_id = th;
@@ -316,7 +316,7 @@ static bool same_id(const idref_t *a, const idref_t *b)
  */
 static ab_status_t unique_interrupts(const ab_val_t *arr, ab_error_t *err)
 {
-    idref_t *refs = ab_malloc(arr->len * sizeof(*refs));
+    idref_t *refs = ab__malloc(arr->len * sizeof(*refs));
     if (!refs)
         return ab_error_set(err, AB_NOMEM, NULL, "out of memory checking interrupt ids");
     size_t m = 0;
@@ -346,7 +346,7 @@ static ab_status_t unique_interrupts(const ab_val_t *arr, ab_error_t *err)
                           "/outcome/interrupts/%zu)",
                           n, dup->p, first->idx);
     }
-    ab_free(refs);
+    ab__free(refs);
     return st;
 }
 

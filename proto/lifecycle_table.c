@@ -196,7 +196,7 @@ static ab_str_t put(char **p, ab_str_t s)
 static ab__lc_item_t *item_new(const ab__lc_spec_t *s)
 {
     size_t n = s->key.len + s->owner.len + s->a1.len + s->a2.len;
-    ab__lc_item_t *it = ab_calloc(1, sizeof(*it) + n);
+    ab__lc_item_t *it = ab__calloc(1, sizeof(*it) + n);
     if (!it)
         return NULL;
     char *p = it->data;
@@ -220,7 +220,7 @@ static ab_status_t reserve(ab_lifecycle_t *lc, size_t need, ab_error_t *err)
     size_t cap = lc->nbuckets ? lc->nbuckets : AB__LC_MIN_BUCKETS;
     while (cap < need)
         cap *= 2;
-    ab__lc_item_t **b = ab_calloc(cap, sizeof(*b));
+    ab__lc_item_t **b = ab__calloc(cap, sizeof(*b));
     if (!b)
         return ab_error_set(err, AB_NOMEM, NULL, "out of memory growing the lifecycle table");
     for (size_t i = 0; i < lc->nbuckets; i++) {
@@ -232,7 +232,7 @@ static ab_status_t reserve(ab_lifecycle_t *lc, size_t need, ab_error_t *err)
             it = next;
         }
     }
-    ab_free(lc->buckets);
+    ab__free(lc->buckets);
     lc->mem += (cap - lc->nbuckets) * sizeof(*b);
     lc->buckets = b;
     lc->nbuckets = cap;
@@ -253,7 +253,7 @@ static ab_status_t alloc_op(ab_lifecycle_t *lc, ab__lc_op_t *op, ab_error_t *err
         return AB_OK;
 out_free_items:
     for (int i = 0; i < op->nspec; i++) {
-        ab_free(op->made[i]);
+        ab__free(op->made[i]);
         op->made[i] = NULL;
     }
     return ab_error_set(err, AB_NOMEM, NULL, "out of memory in the lifecycle checker");
@@ -332,7 +332,7 @@ static void remove_item(ab_lifecycle_t *lc, ab__lc_item_t *it)
         lc->n_open--;
     if (counts_as_id(it->kind))
         lc->n_ids--;
-    ab_free(it);
+    ab__free(it);
 }
 
 static void act(ab_lifecycle_t *lc, ab__lc_item_t *it, int action)
@@ -429,12 +429,12 @@ static void snapshot_commit(ab_lifecycle_t *lc, ab__lc_item_t **made, uint32_t n
             lc->nitems--;
             lc->n_ids--;
             lc->mem -= it->size;
-            ab_free(it);
+            ab__free(it);
         }
     }
     for (uint32_t i = 0; i < n; i++) {
         if (ab__lc_find(lc, AB__LC_ACT, made[i]->key, (ab_str_t){NULL, 0}))
-            ab_free(made[i]); /* the same id twice in one snapshot */
+            ab__free(made[i]); /* the same id twice in one snapshot */
         else
             insert(lc, made[i]);
     }
@@ -459,7 +459,7 @@ ab_status_t ab__lc_messages_snapshot(ab_lifecycle_t *lc, const ab_val_t *msgs, a
                             "too many remembered ids in one run: the lifecycle checker's max_ids "
                             "is %u",
                             lc->lim.max_ids);
-    ab__lc_item_t **made = ab_calloc(want, sizeof(*made));
+    ab__lc_item_t **made = ab__calloc(want, sizeof(*made));
     if (!made)
         return ab_error_set(err, AB_NOMEM, NULL, "out of memory in the lifecycle checker");
     ab_status_t st = snapshot_items(msgs, made, &n, err);
@@ -471,9 +471,9 @@ ab_status_t ab__lc_messages_snapshot(ab_lifecycle_t *lc, const ab_val_t *msgs, a
         snapshot_commit(lc, made, n);
     } else {
         for (uint32_t i = 0; i < n; i++)
-            ab_free(made[i]);
+            ab__free(made[i]);
     }
-    ab_free(made);
+    ab__free(made);
     return st;
 }
 
@@ -483,11 +483,11 @@ void ab__lc_clear(ab_lifecycle_t *lc)
         ab__lc_item_t *it = lc->buckets[i];
         while (it) {
             ab__lc_item_t *next = it->hnext;
-            ab_free(it);
+            ab__free(it);
             it = next;
         }
     }
-    ab_free(lc->buckets);
+    ab__free(lc->buckets);
     lc->buckets = NULL;
     lc->nbuckets = lc->nitems = 0;
     lc->n_open = lc->n_calls = lc->n_ids = 0;

@@ -50,7 +50,7 @@ static const struct {
 
 /* ---- helpers shared with reducer_items.c / reducer_custom.c ---- */
 
-const char *rd_str(const ab_val_t *ev, const char *key, size_t *len)
+const char *ab__rd_str(const ab_val_t *ev, const char *key, size_t *len)
 {
     const ab_val_t *v = ab_val_get(ev, key);
     if (!v || v->type != AB_VAL_STR)
@@ -59,21 +59,21 @@ const char *rd_str(const ab_val_t *ev, const char *key, size_t *len)
     return v->u.s;
 }
 
-void rd_set(ab_reducer_t *r, json_t *obj, const char *key, json_t *v)
+void ab__rd_set(ab_reducer_t *r, json_t *obj, const char *key, json_t *v)
 {
     if (!v || json_object_set_new(obj, key, v) != 0)
         r->oom = true;
 }
 
-void rd_copy_str(ab_reducer_t *r, json_t *obj, const ab_val_t *ev, const char *key)
+void ab__rd_copy_str(ab_reducer_t *r, json_t *obj, const ab_val_t *ev, const char *key)
 {
     size_t n;
-    const char *s = rd_str(ev, key, &n);
+    const char *s = ab__rd_str(ev, key, &n);
     if (s)
-        rd_set(r, obj, key, json_stringn(s, n));
+        ab__rd_set(r, obj, key, json_stringn(s, n));
 }
 
-void rd_flush(ab_reducer_t *r)
+static void flush_pending(ab_reducer_t *r)
 {
     if (!r->pend)
         return;
@@ -94,7 +94,7 @@ static bool pend_room(ab_reducer_t *r, size_t more)
     size_t cap = r->pcap ? r->pcap : 64;
     while (cap < r->plen + more)
         cap *= 2;
-    char *p = ab_realloc(r->pbuf, cap);
+    char *p = ab__realloc(r->pbuf, cap);
     if (!p)
         return false;
     r->pbuf = p;
@@ -102,17 +102,17 @@ static bool pend_room(ab_reducer_t *r, size_t more)
     return true;
 }
 
-void rd_append2(ab_reducer_t *r, json_t *obj, json_t *mirror, const char *key, const char *d,
-                size_t n)
+void ab__rd_append2(ab_reducer_t *r, json_t *obj, json_t *mirror, const char *key, const char *d,
+                    size_t n)
 {
     json_t *cur = json_object_get(obj, key);
     if (cur != r->pend)
-        rd_flush(r);
+        flush_pending(r);
     if (!json_is_string(cur)) {
         json_t *v = json_stringn_nocheck(d, n);
         if (mirror && v)
-            rd_set(r, mirror, key, json_incref(v)); /* one node, shared */
-        rd_set(r, obj, key, v);
+            ab__rd_set(r, mirror, key, json_incref(v)); /* one node, shared */
+        ab__rd_set(r, obj, key, v);
         return;
     }
     if (n == 0)
@@ -130,7 +130,7 @@ void rd_append2(ab_reducer_t *r, json_t *obj, json_t *mirror, const char *key, c
         if (json_is_string(m) && m != cur)
             r->pmirror = json_incref(m);
         else if (mirror && !m)
-            rd_set(r, mirror, key, json_incref(cur));
+            ab__rd_set(r, mirror, key, json_incref(cur));
     }
     if (!pend_room(r, n)) {
         r->oom = true;
@@ -140,12 +140,12 @@ void rd_append2(ab_reducer_t *r, json_t *obj, json_t *mirror, const char *key, c
     r->plen += n;
 }
 
-void rd_append(ab_reducer_t *r, json_t *obj, const char *key, const char *d, size_t n)
+void ab__rd_append(ab_reducer_t *r, json_t *obj, const char *key, const char *d, size_t n)
 {
-    rd_append2(r, obj, NULL, key, d, n);
+    ab__rd_append2(r, obj, NULL, key, d, n);
 }
 
-void rd_meta(ab_reducer_t *r, json_t *target, const ab_val_t *ev)
+void ab__rd_meta(ab_reducer_t *r, json_t *target, const ab_val_t *ev)
 {
     const ab_val_t *md = ab_val_get(ev, "metadata");
     if (!target || !md || md->type != AB_VAL_MAP)
@@ -153,7 +153,7 @@ void rd_meta(ab_reducer_t *r, json_t *target, const ab_val_t *ev)
     json_t *dst = json_object_get(target, "metadata");
     if (!json_is_object(dst)) {
         dst = json_object();
-        rd_set(r, target, "metadata", dst);
+        ab__rd_set(r, target, "metadata", dst);
         if (r->oom)
             return;
     }
@@ -165,7 +165,7 @@ void rd_meta(ab_reducer_t *r, json_t *target, const ab_val_t *ev)
     }
 }
 
-bool rd_is(const json_t *obj, const char *key, const char *s)
+bool ab__rd_is(const json_t *obj, const char *key, const char *s)
 {
     const json_t *v = json_object_get(obj, key);
     size_t n = strlen(s);
@@ -173,7 +173,7 @@ bool rd_is(const json_t *obj, const char *key, const char *s)
            memcmp(json_string_value(v), s, n) == 0;
 }
 
-void rd_warn(ab_reducer_t *r, const char *fmt, ...)
+void ab__rd_warn(ab_reducer_t *r, const char *fmt, ...)
 {
     char msg[AB_ERROR_MESSAGE_MAX];
     va_list ap;
@@ -194,22 +194,23 @@ void rd_warn(ab_reducer_t *r, const char *fmt, ...)
         json_array_remove(list, 0);
 }
 
-json_t *rd_find(const rd_coll_t *c, const char *id, size_t n)
+json_t *ab__rd_find(const rd_coll_t *c, const char *id, size_t n)
 {
     json_t *pos = json_object_getn(c->idx, id, n);
     return pos ? json_array_get(c->arr, (size_t)json_integer_value(pos)) : NULL;
 }
 
-long rd_pos(const rd_coll_t *c, const char *id, size_t n)
+long ab__rd_pos(const rd_coll_t *c, const char *id, size_t n)
 {
     json_t *pos = json_object_getn(c->idx, id, n);
     return pos ? (long)json_integer_value(pos) : -1;
 }
 
-json_t *rd_insert(ab_reducer_t *r, rd_coll_t *c, size_t at, const char *id, size_t n, json_t *item)
+json_t *ab__rd_insert(ab_reducer_t *r, rd_coll_t *c, size_t at, const char *id, size_t n,
+                      json_t *item)
 {
     if (at >= json_array_size(c->arr))
-        return rd_add(r, c, id, n, item);
+        return ab__rd_add(r, c, id, n, item);
     if (!item || json_array_insert_new(c->arr, at, item) != 0) {
         r->oom = true;
         return NULL;
@@ -231,7 +232,7 @@ json_t *rd_insert(ab_reducer_t *r, rd_coll_t *c, size_t at, const char *id, size
     return item;
 }
 
-json_t *rd_add(ab_reducer_t *r, rd_coll_t *c, const char *id, size_t n, json_t *item)
+json_t *ab__rd_add(ab_reducer_t *r, rd_coll_t *c, const char *id, size_t n, json_t *item)
 {
     if (!item) {
         r->oom = true;
@@ -251,7 +252,7 @@ json_t *rd_add(ab_reducer_t *r, rd_coll_t *c, const char *id, size_t n, json_t *
     return item;
 }
 
-void rd_replace(ab_reducer_t *r, rd_coll_t *c, json_t *arr)
+void ab__rd_replace(ab_reducer_t *r, rd_coll_t *c, json_t *arr)
 {
     if (!arr || json_object_set_new(r->root, c->name, arr) != 0) {
         r->oom = true;
@@ -270,12 +271,12 @@ void rd_replace(ab_reducer_t *r, rd_coll_t *c, json_t *arr)
     }
 }
 
-const char *rd_lane(ab_reducer_t *r, const char *kind, const ab_val_t *ev, const char *id,
-                    size_t *len)
+const char *ab__rd_lane(ab_reducer_t *r, const char *kind, const ab_val_t *ev, const char *id,
+                        size_t *len)
 {
     char key[320];
     size_t sn = 0, kn = strlen(kind);
-    const char *sub = rd_str(ev, "subagentRunId", &sn);
+    const char *sub = ab__rd_str(ev, "subagentRunId", &sn);
     if (!sub || sn > sizeof key - kn - 1)
         sn = 0; /* validated ids are far shorter; an absurd one shares the untagged lane */
     memcpy(key, kind, kn);
@@ -330,18 +331,18 @@ json_t *ab_val_to_jansson(const ab_val_t *v)
 static json_t *run_get(ab_reducer_t *r)
 {
     rd_coll_t *c = &r->coll[RD_RUNS];
-    json_t *run = rd_find(c, r->run, strlen(r->run));
+    json_t *run = ab__rd_find(c, r->run, strlen(r->run));
     if (!run)
-        run = rd_add(r, c, r->run, strlen(r->run),
-                     json_pack("{s:s,s:s}", "id", r->run, "status", "active"));
+        run = ab__rd_add(r, c, r->run, strlen(r->run),
+                         json_pack("{s:s,s:s}", "id", r->run, "status", "active"));
     if (run)
-        rd_set(r, run, "lastSeq", json_integer((json_int_t)r->seq));
+        ab__rd_set(r, run, "lastSeq", json_integer((json_int_t)r->seq));
     return run;
 }
 
 static void seq_set(ab_reducer_t *r, json_t *run, const char *key)
 {
-    rd_set(r, run, key, json_integer((json_int_t)r->seq));
+    ab__rd_set(r, run, key, json_integer((json_int_t)r->seq));
 }
 
 /* Pending approval with this exact interrupt id (latest first), or NULL. */
@@ -362,27 +363,28 @@ static json_t *approval_pending(ab_reducer_t *r, const char *id, size_t n)
 static void resume_entry(ab_reducer_t *r, const ab_val_t *e)
 {
     size_t n = 0, sn = 0;
-    const char *id = rd_str(e, "interruptId", &n);
-    const char *st = rd_str(e, "status", &sn);
+    const char *id = ab__rd_str(e, "interruptId", &n);
+    const char *st = ab__rd_str(e, "status", &sn);
     if (!id || !st) {
-        rd_warn(r, "resume entry without interruptId or status");
+        ab__rd_warn(r, "resume entry without interruptId or status");
         return;
     }
     bool resolved = sn == 8 && memcmp(st, "resolved", 8) == 0;
     if (!resolved && !(sn == 9 && memcmp(st, "cancelled", 9) == 0)) {
-        rd_warn(r, "resume entry for '%.*s' has unknown status '%.*s'", (int)n, id, (int)sn, st);
+        ab__rd_warn(r, "resume entry for '%.*s' has unknown status '%.*s'", (int)n, id, (int)sn,
+                    st);
         return;
     }
     json_t *a = approval_pending(r, id, n);
     if (!a) {
-        rd_warn(r, "resume entry for unknown or answered interrupt '%.*s'", (int)n, id);
+        ab__rd_warn(r, "resume entry for unknown or answered interrupt '%.*s'", (int)n, id);
         return;
     }
-    rd_set(r, a, "status", json_string(resolved ? "resolved" : "cancelled"));
-    rd_set(r, a, "resumedByRunId", json_string(r->run));
+    ab__rd_set(r, a, "status", json_string(resolved ? "resolved" : "cancelled"));
+    ab__rd_set(r, a, "resumedByRunId", json_string(r->run));
     const ab_val_t *payload = ab_val_get(e, "payload");
     if (payload)
-        rd_set(r, a, "payload", ab_val_to_jansson(payload));
+        ab__rd_set(r, a, "payload", ab_val_to_jansson(payload));
 }
 
 static void run_started(ab_reducer_t *r, const ab_val_t *ev)
@@ -391,15 +393,15 @@ static void run_started(ab_reducer_t *r, const ab_val_t *ev)
     if (!run)
         return;
     json_object_del(run, "endedSeq");
-    rd_set(r, run, "status", json_string("active"));
+    ab__rd_set(r, run, "status", json_string("active"));
     seq_set(r, run, "startedSeq");
-    rd_copy_str(r, run, ev, "parentRunId");
+    ab__rd_copy_str(r, run, ev, "parentRunId");
     json_object_clear(r->lanes);
     const ab_val_t *input = ab_val_get(ev, "input");
-    rd_input_messages(r, ab_val_get(input, "messages"));
+    ab__rd_input_messages(r, ab_val_get(input, "messages"));
     const ab_val_t *state = ab_val_get(input, "state");
     if (state && state->type != AB_VAL_NULL)
-        rd_set(r, r->root, "state", ab_val_to_jansson(state));
+        ab__rd_set(r, r->root, "state", ab_val_to_jansson(state));
     const ab_val_t *resume = ab_val_get(input, "resume");
     if (resume && resume->type == AB_VAL_ARRAY)
         for (uint32_t i = 0; i < resume->len; i++)
@@ -415,18 +417,18 @@ static void add_approvals(ab_reducer_t *r, const ab_val_t *interrupts)
          i++) {
         const ab_val_t *in = &interrupts->u.items[i];
         size_t n = 0;
-        const char *id = rd_str(in, "id", &n);
+        const char *id = ab__rd_str(in, "id", &n);
         json_t *a = json_object();
         if (!id || !a) {
             json_decref(a);
             continue;
         }
-        rd_set(r, a, "interruptId", json_stringn(id, n));
-        rd_set(r, a, "runId", json_string(r->run));
-        rd_copy_str(r, a, in, "reason");
+        ab__rd_set(r, a, "interruptId", json_stringn(id, n));
+        ab__rd_set(r, a, "runId", json_string(r->run));
+        ab__rd_copy_str(r, a, in, "reason");
         for (size_t k = 0; k < sizeof opt / sizeof opt[0]; k++)
-            rd_copy_str(r, a, in, opt[k]);
-        rd_set(r, a, "status", json_string("pending"));
+            ab__rd_copy_str(r, a, in, opt[k]);
+        ab__rd_set(r, a, "status", json_string("pending"));
         if (json_array_append_new(list, a) != 0)
             r->oom = true;
     }
@@ -439,7 +441,7 @@ static void run_finished(ab_reducer_t *r, const ab_val_t *ev)
         return;
     const ab_val_t *outcome = ab_val_get(ev, "outcome");
     size_t n = 7;
-    const char *type = rd_str(outcome, "type", &n);
+    const char *type = ab__rd_str(outcome, "type", &n);
     if (!type)
         type = "success";
     const char *status = "finished";
@@ -447,14 +449,14 @@ static void run_finished(ab_reducer_t *r, const ab_val_t *ev)
         status = "interrupted";
     else if (n == 9 && memcmp(type, "cancelled", 9) == 0)
         status = "cancelled";
-    rd_set(r, run, "status", json_string(status));
-    rd_set(r, run, "outcome", json_stringn(type, n));
+    ab__rd_set(r, run, "status", json_string(status));
+    ab__rd_set(r, run, "outcome", json_stringn(type, n));
     const ab_val_t *result = ab_val_get(ev, "result");
     if (result)
-        rd_set(r, run, "result", ab_val_to_jansson(result));
+        ab__rd_set(r, run, "result", ab_val_to_jansson(result));
     const ab_val_t *pending = ab_val_get(outcome, "pendingToolCallIds");
     if (pending)
-        rd_set(r, run, "pendingToolCallIds", ab_val_to_jansson(pending));
+        ab__rd_set(r, run, "pendingToolCallIds", ab_val_to_jansson(pending));
     seq_set(r, run, "endedSeq");
     json_object_clear(r->lanes);
     if (strcmp(status, "interrupted") == 0)
@@ -471,10 +473,10 @@ static void run_error(ab_reducer_t *r, const ab_val_t *ev)
         r->oom = true;
         return;
     }
-    rd_copy_str(r, e, ev, "message");
-    rd_copy_str(r, e, ev, "code");
-    rd_set(r, run, "status", json_string("error"));
-    rd_set(r, run, "error", e);
+    ab__rd_copy_str(r, e, ev, "message");
+    ab__rd_copy_str(r, e, ev, "code");
+    ab__rd_set(r, run, "status", json_string("error"));
+    ab__rd_set(r, run, "error", e);
     seq_set(r, run, "endedSeq");
     json_object_clear(r->lanes);
 }
@@ -485,12 +487,12 @@ static void state_snapshot(ab_reducer_t *r, const ab_val_t *ev)
 {
     const ab_val_t *s = ab_val_get(ev, "snapshot");
     if (s)
-        rd_set(r, r->root, "state", ab_val_to_jansson(s));
+        ab__rd_set(r, r->root, "state", ab_val_to_jansson(s));
 }
 
 static void patch_warn(void *ud, size_t index, const char *op)
 {
-    rd_warn(ud, "patch operation %zu skipped: unknown op '%s'", index, op);
+    ab__rd_warn(ud, "patch operation %zu skipped: unknown op '%s'", index, op);
 }
 
 static void state_delta(ab_reducer_t *r, const ab_val_t *ev)
@@ -507,21 +509,21 @@ static void state_delta(ab_reducer_t *r, const ab_val_t *ev)
     ab_status_t st = ab_jsonpatch_apply_ex(&state, patch, patch_warn, r, &err);
     json_decref(patch);
     if (st == AB_OK) {
-        rd_set(r, r->root, "state", state);
+        ab__rd_set(r, r->root, "state", state);
         return;
     }
     json_decref(state);
     if (st == AB_NOMEM)
         r->oom = true;
     else
-        rd_warn(r, "STATE_DELTA not applied, state unchanged: %s: %s (at %s)",
-                ab_status_name(err.code), err.message, err.field);
+        ab__rd_warn(r, "STATE_DELTA not applied, state unchanged: %s: %s (at %s)",
+                    ab_status_name(err.code), err.message, err.field);
 }
 
 /* ---- lifecycle and dispatch ---- */
 
 /* The handler of each event type; `appends`: it touches strings only through
- * rd_append (the pending value may stay pending). Lengths are computed at
+ * ab__rd_append (the pending value may stay pending). Lengths are computed at
  * compile time: the lookup runs once per event. */
 #define H(t, f, a)                                                                                 \
     {                                                                                              \
@@ -536,28 +538,28 @@ static const struct {
     H("RUN_STARTED", run_started, false),
     H("RUN_FINISHED", run_finished, false),
     H("RUN_ERROR", run_error, false),
-    H("TEXT_MESSAGE_START", rd_text_start, false),
-    H("TEXT_MESSAGE_CONTENT", rd_text_content, true),
-    H("TEXT_MESSAGE_END", rd_text_end, false),
-    H("TEXT_MESSAGE_CHUNK", rd_text_chunk, false),
-    H("TOOL_CALL_START", rd_tool_start, false),
-    H("TOOL_CALL_ARGS", rd_tool_args, true),
-    H("TOOL_CALL_END", rd_tool_end, false),
-    H("TOOL_CALL_CHUNK", rd_tool_chunk, false),
-    H("TOOL_CALL_RESULT", rd_tool_result, false),
+    H("TEXT_MESSAGE_START", ab__rd_text_start, false),
+    H("TEXT_MESSAGE_CONTENT", ab__rd_text_content, true),
+    H("TEXT_MESSAGE_END", ab__rd_text_end, false),
+    H("TEXT_MESSAGE_CHUNK", ab__rd_text_chunk, false),
+    H("TOOL_CALL_START", ab__rd_tool_start, false),
+    H("TOOL_CALL_ARGS", ab__rd_tool_args, true),
+    H("TOOL_CALL_END", ab__rd_tool_end, false),
+    H("TOOL_CALL_CHUNK", ab__rd_tool_chunk, false),
+    H("TOOL_CALL_RESULT", ab__rd_tool_result, false),
     H("STATE_SNAPSHOT", state_snapshot, false),
     H("STATE_DELTA", state_delta, false),
-    H("MESSAGES_SNAPSHOT", rd_messages_snapshot, false),
-    H("ACTIVITY_SNAPSHOT", rd_activity_snapshot, false),
-    H("ACTIVITY_DELTA", rd_activity_delta, false),
-    H("CUSTOM", rd_custom, false),
-    H("REASONING_START", rd_reasoning_span, false),
-    H("REASONING_END", rd_reasoning_span_end, false),
-    H("REASONING_MESSAGE_START", rd_reasoning_start, false),
-    H("REASONING_MESSAGE_CONTENT", rd_reasoning_content, true),
-    H("REASONING_MESSAGE_END", rd_reasoning_end, false),
-    H("REASONING_MESSAGE_CHUNK", rd_reasoning_chunk, false),
-    H("REASONING_ENCRYPTED_VALUE", rd_encrypted_value, false),
+    H("MESSAGES_SNAPSHOT", ab__rd_messages_snapshot, false),
+    H("ACTIVITY_SNAPSHOT", ab__rd_activity_snapshot, false),
+    H("ACTIVITY_DELTA", ab__rd_activity_delta, false),
+    H("CUSTOM", ab__rd_custom, false),
+    H("REASONING_START", ab__rd_reasoning_span, false),
+    H("REASONING_END", ab__rd_reasoning_span_end, false),
+    H("REASONING_MESSAGE_START", ab__rd_reasoning_start, false),
+    H("REASONING_MESSAGE_CONTENT", ab__rd_reasoning_content, true),
+    H("REASONING_MESSAGE_END", ab__rd_reasoning_end, false),
+    H("REASONING_MESSAGE_CHUNK", ab__rd_reasoning_chunk, false),
+    H("REASONING_ENCRYPTED_VALUE", ab__rd_encrypted_value, false),
 };
 #undef H
 
@@ -565,11 +567,11 @@ ab_status_t ab_reducer_new(ab_reducer_t **out, const char *thread_id, ab_error_t
 {
     if (!out || !thread_id)
         return ab_error_set(err, AB_INVALID_ARGUMENT, NULL, "reducer needs a thread id");
-    unsigned long failures = ab_alloc_failures();
-    ab_reducer_t *r = ab_calloc(1, sizeof *r);
+    unsigned long failures = ab__alloc_failures();
+    ab_reducer_t *r = ab__calloc(1, sizeof *r);
     if (!r)
         return ab_error_set(err, AB_NOMEM, NULL, "out of memory");
-    r->run = ab_calloc(1, 1);
+    r->run = ab__calloc(1, 1);
     r->run_cap = 1;
     r->lanes = json_object();
     r->holders = json_object();
@@ -577,17 +579,17 @@ ab_status_t ab_reducer_new(ab_reducer_t **out, const char *thread_id, ab_error_t
                         thread_id, "state", json_object());
     static const char *const plain[] = {"approvals", "interactions", "warnings"};
     for (size_t i = 0; r->root && i < sizeof plain / sizeof plain[0]; i++)
-        rd_set(r, r->root, plain[i], json_array());
+        ab__rd_set(r, r->root, plain[i], json_array());
     for (int i = 0; r->root && i < RD_NCOLL; i++) {
         r->coll[i].name = coll_defs[i].name;
         r->coll[i].key = coll_defs[i].key;
         r->coll[i].idx = json_object();
         if (!r->coll[i].idx)
             r->oom = true;
-        rd_replace(r, &r->coll[i], json_array());
+        ab__rd_replace(r, &r->coll[i], json_array());
     }
     if (!r->run || !r->lanes || !r->holders || !r->root || r->oom ||
-        ab_alloc_failures() != failures) {
+        ab__alloc_failures() != failures) {
         ab_reducer_destroy(&r);
         return ab_error_set(err, AB_NOMEM, NULL, "out of memory");
     }
@@ -604,12 +606,12 @@ void ab_reducer_destroy(ab_reducer_t **rp)
         json_decref(r->coll[i].idx);
     json_decref(r->pend);
     json_decref(r->pmirror);
-    ab_free(r->pbuf);
+    ab__free(r->pbuf);
     json_decref(r->lanes);
     json_decref(r->holders);
     json_decref(r->root);
-    ab_free(r->run);
-    ab_free(r);
+    ab__free(r->run);
+    ab__free(r);
     *rp = NULL;
 }
 
@@ -617,7 +619,8 @@ const json_t *ab_reducer_state(const ab_reducer_t *r)
 {
     if (!r)
         return NULL;
-    rd_flush((ab_reducer_t *)(uintptr_t)r); /* logically const: the value it shows is current */
+    flush_pending(
+        (ab_reducer_t *)(uintptr_t)r); /* logically const: the value it shows is current */
     return r->root;
 }
 
@@ -628,10 +631,10 @@ static ab_status_t set_run(ab_reducer_t *r, const ab_val_t *ev, const char *run_
     const char *s = run_id;
     if (s)
         n = strlen(s);
-    else if (!(s = rd_str(ev, "runId", &n)))
+    else if (!(s = ab__rd_str(ev, "runId", &n)))
         s = "", n = 0;
     if (n + 1 > r->run_cap) {
-        char *p = ab_realloc(r->run, n + 1);
+        char *p = ab__realloc(r->run, n + 1);
         if (!p)
             return AB_NOMEM;
         r->run = p;
@@ -646,7 +649,7 @@ ab_status_t ab_reducer_apply(ab_reducer_t *r, const ab_val_t *ev, const char *ru
                              ab_error_t *err)
 {
     size_t tn = 0;
-    const char *type = ev && ev->type == AB_VAL_MAP ? rd_str(ev, "type", &tn) : NULL;
+    const char *type = ev && ev->type == AB_VAL_MAP ? ab__rd_str(ev, "type", &tn) : NULL;
     if (!r || !type)
         return ab_error_set(err, AB_INVALID_ARGUMENT, "/type", "event is not a map with a type");
     if (set_run(r, ev, run_id) != AB_OK)
@@ -657,13 +660,13 @@ ab_status_t ab_reducer_apply(ab_reducer_t *r, const ab_val_t *ev, const char *ru
     while (h < nh && (handlers[h].len != tn || memcmp(handlers[h].type, type, tn) != 0))
         h++;
     if (h == nh || !handlers[h].appends)
-        rd_flush(r);
-    unsigned long failures = ab_alloc_failures();
+        flush_pending(r);
+    unsigned long failures = ab__alloc_failures();
     if (!run_get(r))
         return ab_error_set(err, AB_NOMEM, NULL, "out of memory");
     if (h < nh)
         handlers[h].fn(r, ev);
-    if (r->oom || ab_alloc_failures() != failures)
+    if (r->oom || ab__alloc_failures() != failures)
         return ab_error_set(err, AB_NOMEM, NULL, "out of memory while folding seq %llu",
                             (unsigned long long)seq);
     return AB_OK;
@@ -690,10 +693,10 @@ static ab_status_t load_key(ab_reducer_t *r, const json_t *p, const char *key, a
     json_t *copy = json_deep_copy(got);
     for (int i = 0; i < RD_NCOLL; i++)
         if (strcmp(r->coll[i].name, key) == 0) {
-            rd_replace(r, &r->coll[i], copy);
+            ab__rd_replace(r, &r->coll[i], copy);
             return AB_OK;
         }
-    rd_set(r, r->root, key, copy);
+    ab__rd_set(r, r->root, key, copy);
     return AB_OK;
 }
 
@@ -738,8 +741,8 @@ ab_status_t ab_reducer_from_state(ab_reducer_t **out, const json_t *p, const jso
         r->oom = true;
     json_decref(lc);
     if (st == AB_OK) {
-        rd_holders_rebuild(r);
-        rd_calls_share(r);
+        ab__rd_holders_rebuild(r);
+        ab__rd_calls_share(r);
     }
     if (st == AB_OK && r->oom)
         st = ab_error_set(err, AB_NOMEM, NULL, "out of memory");

@@ -81,7 +81,7 @@ static const char *kit_check(const kit_def_t *d, const json_t *v, const rd_coll_
     const json_t *id = json_object_get(v, d->strs[0]);
     if (!json_is_string(id))
         return "the id member is missing or not a string";
-    if (c && rd_find(c, json_string_value(id), json_string_length(id)))
+    if (c && ab__rd_find(c, json_string_value(id), json_string_length(id)))
         return kit_check_refs(d, v); /* an update: only the id is required */
     for (size_t i = 0; i < 4 && d->strs[i]; i++)
         if (!is_str(v, d->strs[i]))
@@ -118,19 +118,19 @@ static void kit_fold(ab_reducer_t *r, const kit_def_t *d, json_t *v)
     }
     rd_coll_t *c = &r->coll[d->coll];
     json_t *id = json_object_get(v, d->strs[0]);
-    json_t *item = rd_find(c, json_string_value(id), json_string_length(id));
+    json_t *item = ab__rd_find(c, json_string_value(id), json_string_length(id));
     if (!item) {
-        rd_add(r, c, json_string_value(id), json_string_length(id), json_incref(v));
+        ab__rd_add(r, c, json_string_value(id), json_string_length(id), json_incref(v));
         return;
     }
     if (json_object_update(item, v) != 0)
         r->oom = true;
 }
 
-void rd_custom(ab_reducer_t *r, const ab_val_t *ev)
+void ab__rd_custom(ab_reducer_t *r, const ab_val_t *ev)
 {
     size_t n;
-    const char *name = rd_str(ev, "name", &n);
+    const char *name = ab__rd_str(ev, "name", &n);
     const ab_val_t *value = ab_val_get(ev, "value");
     if (!name || !value)
         return;
@@ -147,7 +147,7 @@ void rd_custom(ab_reducer_t *r, const ab_val_t *ev)
     }
     const char *why = kit_check(d, v, d->coll == KIT_APPEND ? NULL : &r->coll[d->coll]);
     if (why)
-        rd_warn(r, "CUSTOM %s skipped: %s", d->name, why);
+        ab__rd_warn(r, "CUSTOM %s skipped: %s", d->name, why);
     else
         kit_fold(r, d, v);
     json_decref(v);

@@ -48,9 +48,9 @@ struct ab_reducer {
     size_t run_cap;
     uint64_t seq; /* seq of the event being folded */
     bool oom;     /* an allocation failed during this event */
-    /* Streaming appends (rd_append): the string node being appended to (a
+    /* Streaming appends (ab__rd_append): the string node being appended to (a
      * reference) and its whole pending value, flushed into the node before
-     * anything may read it (rd_flush), so k deltas cost O(total), not O(k^2).
+     * anything may read it (flush_pending), so k deltas cost O(total), not O(k^2).
      * pmirror, when set, is a second string node that gets the same value (a
      * tool call's arguments in toolCalls and in its assistant message). */
     json_t *pend;
@@ -59,86 +59,84 @@ struct ab_reducer {
     size_t plen, pcap;
 };
 
-/* Write the pending appended value into its node and forget it. */
-void rd_flush(ab_reducer_t *r);
-
 /* A string member of @p ev as a view; NULL when absent or not a string. */
-const char *rd_str(const ab_val_t *ev, const char *key, size_t *len);
+const char *ab__rd_str(const ab_val_t *ev, const char *key, size_t *len);
 
 /* Set obj[key] = v (a new reference, consumed); flags r->oom on failure. */
-void rd_set(ab_reducer_t *r, json_t *obj, const char *key, json_t *v);
+void ab__rd_set(ab_reducer_t *r, json_t *obj, const char *key, json_t *v);
 
 /* Set obj[key] to the string member @p key of @p ev when present. */
-void rd_copy_str(ab_reducer_t *r, json_t *obj, const ab_val_t *ev, const char *key);
+void ab__rd_copy_str(ab_reducer_t *r, json_t *obj, const ab_val_t *ev, const char *key);
 
 /* Append [d, d+n) to the string obj[key] (created when absent). */
-void rd_append(ab_reducer_t *r, json_t *obj, const char *key, const char *d, size_t n);
+void ab__rd_append(ab_reducer_t *r, json_t *obj, const char *key, const char *d, size_t n);
 
-/* rd_append that also writes the result into mirror[key] when @p mirror is
+/* ab__rd_append that also writes the result into mirror[key] when @p mirror is
  * not NULL (the two strings then hold the same value). */
-void rd_append2(ab_reducer_t *r, json_t *obj, json_t *mirror, const char *key, const char *d,
-                size_t n);
+void ab__rd_append2(ab_reducer_t *r, json_t *obj, json_t *mirror, const char *key, const char *d,
+                    size_t n);
 
 /* Merge the event's "metadata" object into target["metadata"], key by key,
  * last write wins (AG-UI: no deep merge). Nothing when either is absent. */
-void rd_meta(ab_reducer_t *r, json_t *target, const ab_val_t *ev);
+void ab__rd_meta(ab_reducer_t *r, json_t *target, const ab_val_t *ev);
 
 /* True when the string member @p key of @p obj equals the C string @p s. */
-bool rd_is(const json_t *obj, const char *key, const char *s);
+bool ab__rd_is(const json_t *obj, const char *key, const char *s);
 
 /* Record a warning {seq, run, message} (bounded, oldest dropped). */
-void rd_warn(ab_reducer_t *r, const char *fmt, ...) AB_PRINTF(2, 3);
+void ab__rd_warn(ab_reducer_t *r, const char *fmt, ...) AB_PRINTF(2, 3);
 
 /* Item with id [id, id+n) in @p c, or NULL. */
-json_t *rd_find(const rd_coll_t *c, const char *id, size_t n);
+json_t *ab__rd_find(const rd_coll_t *c, const char *id, size_t n);
 
 /* Append @p item (consumed) with id [id, id+n); returns it or NULL (oom). */
-json_t *rd_add(ab_reducer_t *r, rd_coll_t *c, const char *id, size_t n, json_t *item);
+json_t *ab__rd_add(ab_reducer_t *r, rd_coll_t *c, const char *id, size_t n, json_t *item);
 
 /* Position of the item with id [id, id+n) in @p c, or -1. */
-long rd_pos(const rd_coll_t *c, const char *id, size_t n);
+long ab__rd_pos(const rd_coll_t *c, const char *id, size_t n);
 
 /* Insert @p item (consumed) at position @p at (<= size): later items move
  * down one and their index entries follow. Returns it or NULL (oom). */
-json_t *rd_insert(ab_reducer_t *r, rd_coll_t *c, size_t at, const char *id, size_t n, json_t *item);
+json_t *ab__rd_insert(ab_reducer_t *r, rd_coll_t *c, size_t at, const char *id, size_t n,
+                      json_t *item);
 
 /* Replace the array of @p c by @p arr (consumed) and rebuild its index. */
-void rd_replace(ab_reducer_t *r, rd_coll_t *c, json_t *arr);
+void ab__rd_replace(ab_reducer_t *r, rd_coll_t *c, json_t *arr);
 
 /* Current id of chunk lane @p kind for event @p ev (NULL when none). */
-const char *rd_lane(ab_reducer_t *r, const char *kind, const ab_val_t *ev, const char *id,
-                    size_t *len);
+const char *ab__rd_lane(ab_reducer_t *r, const char *kind, const ab_val_t *ev, const char *id,
+                        size_t *len);
 
 /* Event handlers of reducer_items.c and reducer_custom.c. */
 typedef void (*rd_handler_fn)(ab_reducer_t *r, const ab_val_t *ev);
-void rd_text_start(ab_reducer_t *r, const ab_val_t *ev);
-void rd_text_content(ab_reducer_t *r, const ab_val_t *ev);
-void rd_text_end(ab_reducer_t *r, const ab_val_t *ev);
-void rd_text_chunk(ab_reducer_t *r, const ab_val_t *ev);
-void rd_tool_start(ab_reducer_t *r, const ab_val_t *ev);
-void rd_tool_args(ab_reducer_t *r, const ab_val_t *ev);
-void rd_tool_end(ab_reducer_t *r, const ab_val_t *ev);
-void rd_tool_chunk(ab_reducer_t *r, const ab_val_t *ev);
-void rd_tool_result(ab_reducer_t *r, const ab_val_t *ev);
+void ab__rd_text_start(ab_reducer_t *r, const ab_val_t *ev);
+void ab__rd_text_content(ab_reducer_t *r, const ab_val_t *ev);
+void ab__rd_text_end(ab_reducer_t *r, const ab_val_t *ev);
+void ab__rd_text_chunk(ab_reducer_t *r, const ab_val_t *ev);
+void ab__rd_tool_start(ab_reducer_t *r, const ab_val_t *ev);
+void ab__rd_tool_args(ab_reducer_t *r, const ab_val_t *ev);
+void ab__rd_tool_end(ab_reducer_t *r, const ab_val_t *ev);
+void ab__rd_tool_chunk(ab_reducer_t *r, const ab_val_t *ev);
+void ab__rd_tool_result(ab_reducer_t *r, const ab_val_t *ev);
 /* Make each held ToolCall share its name and arguments nodes with its toolCalls
  * item again where they are equal (after a restore copied them apart). */
-void rd_calls_share(ab_reducer_t *r);
-void rd_reasoning_span(ab_reducer_t *r, const ab_val_t *ev);
-void rd_reasoning_span_end(ab_reducer_t *r, const ab_val_t *ev);
-void rd_reasoning_start(ab_reducer_t *r, const ab_val_t *ev);
-void rd_reasoning_content(ab_reducer_t *r, const ab_val_t *ev);
-void rd_reasoning_end(ab_reducer_t *r, const ab_val_t *ev);
-void rd_reasoning_chunk(ab_reducer_t *r, const ab_val_t *ev);
-void rd_encrypted_value(ab_reducer_t *r, const ab_val_t *ev);
-void rd_activity_snapshot(ab_reducer_t *r, const ab_val_t *ev);
-void rd_activity_delta(ab_reducer_t *r, const ab_val_t *ev);
-void rd_custom(ab_reducer_t *r, const ab_val_t *ev);
+void ab__rd_calls_share(ab_reducer_t *r);
+void ab__rd_reasoning_span(ab_reducer_t *r, const ab_val_t *ev);
+void ab__rd_reasoning_span_end(ab_reducer_t *r, const ab_val_t *ev);
+void ab__rd_reasoning_start(ab_reducer_t *r, const ab_val_t *ev);
+void ab__rd_reasoning_content(ab_reducer_t *r, const ab_val_t *ev);
+void ab__rd_reasoning_end(ab_reducer_t *r, const ab_val_t *ev);
+void ab__rd_reasoning_chunk(ab_reducer_t *r, const ab_val_t *ev);
+void ab__rd_encrypted_value(ab_reducer_t *r, const ab_val_t *ev);
+void ab__rd_activity_snapshot(ab_reducer_t *r, const ab_val_t *ev);
+void ab__rd_activity_delta(ab_reducer_t *r, const ab_val_t *ev);
+void ab__rd_custom(ab_reducer_t *r, const ab_val_t *ev);
 
 /* reducer_msgs.c: whole messages. */
-void rd_messages_snapshot(ab_reducer_t *r, const ab_val_t *ev);
+void ab__rd_messages_snapshot(ab_reducer_t *r, const ab_val_t *ev);
 /* RUN_STARTED.input.messages: the messages not yet held, in order. */
-void rd_input_messages(ab_reducer_t *r, const ab_val_t *messages);
+void ab__rd_input_messages(ab_reducer_t *r, const ab_val_t *messages);
 /* Rebuild r->holders from the assistant messages' toolCalls. */
-void rd_holders_rebuild(ab_reducer_t *r);
+void ab__rd_holders_rebuild(ab_reducer_t *r);
 
 #endif

@@ -15,7 +15,7 @@
  *     the AG-UI client finds it: the parentMessageId's assistant message,
  *     else a new assistant message), and r->holders maps the call to that
  *     message's id. Its arguments there and in the toolCalls index hold the
- *     same value (one shared string node, or rd_append2's mirror).
+ *     same value (one shared string node, or ab__rd_append2's mirror).
  *  4. A TOOL_CALL_RESULT's tool message stands right after its call's holder
  *     and the tool messages already following it; without a holder it is
  *     appended.
@@ -36,64 +36,64 @@
 static json_t *msg_open(ab_reducer_t *r, const char *id, size_t n, const ab_val_t *ev)
 {
     rd_coll_t *c = &r->coll[RD_MESSAGES];
-    json_t *m = rd_find(c, id, n);
+    json_t *m = ab__rd_find(c, id, n);
     if (m)
         return m;
     size_t rn = 9;
-    const char *role = rd_str(ev, "role", &rn);
+    const char *role = ab__rd_str(ev, "role", &rn);
     m = json_object();
     if (!m) {
         r->oom = true;
         return NULL;
     }
-    rd_set(r, m, "id", json_stringn(id, n));
-    rd_set(r, m, "role", role ? json_stringn(role, rn) : json_string("assistant"));
-    rd_set(r, m, "content", json_string(""));
-    rd_copy_str(r, m, ev, "name");
-    rd_copy_str(r, m, ev, "subagentRunId");
-    return rd_add(r, c, id, n, m);
+    ab__rd_set(r, m, "id", json_stringn(id, n));
+    ab__rd_set(r, m, "role", role ? json_stringn(role, rn) : json_string("assistant"));
+    ab__rd_set(r, m, "content", json_string(""));
+    ab__rd_copy_str(r, m, ev, "name");
+    ab__rd_copy_str(r, m, ev, "subagentRunId");
+    return ab__rd_add(r, c, id, n, m);
 }
 
-void rd_text_start(ab_reducer_t *r, const ab_val_t *ev)
+void ab__rd_text_start(ab_reducer_t *r, const ab_val_t *ev)
 {
     size_t n;
-    const char *id = rd_str(ev, "messageId", &n);
+    const char *id = ab__rd_str(ev, "messageId", &n);
     if (id)
-        rd_meta(r, msg_open(r, id, n, ev), ev);
+        ab__rd_meta(r, msg_open(r, id, n, ev), ev);
 }
 
-void rd_text_content(ab_reducer_t *r, const ab_val_t *ev)
+void ab__rd_text_content(ab_reducer_t *r, const ab_val_t *ev)
 {
     size_t n, dn = 0;
-    const char *id = rd_str(ev, "messageId", &n);
-    const char *d = rd_str(ev, "delta", &dn);
+    const char *id = ab__rd_str(ev, "messageId", &n);
+    const char *d = ab__rd_str(ev, "delta", &dn);
     json_t *m = id ? msg_open(r, id, n, ev) : NULL;
     if (m && d)
-        rd_append(r, m, "content", d, dn);
-    rd_meta(r, m, ev);
+        ab__rd_append(r, m, "content", d, dn);
+    ab__rd_meta(r, m, ev);
 }
 
-void rd_text_end(ab_reducer_t *r, const ab_val_t *ev)
+void ab__rd_text_end(ab_reducer_t *r, const ab_val_t *ev)
 {
     size_t n;
-    const char *id = rd_str(ev, "messageId", &n);
+    const char *id = ab__rd_str(ev, "messageId", &n);
     if (id)
-        rd_meta(r, rd_find(&r->coll[RD_MESSAGES], id, n), ev);
+        ab__rd_meta(r, ab__rd_find(&r->coll[RD_MESSAGES], id, n), ev);
 }
 
-void rd_text_chunk(ab_reducer_t *r, const ab_val_t *ev)
+void ab__rd_text_chunk(ab_reducer_t *r, const ab_val_t *ev)
 {
     size_t n = 0, dn = 0;
-    const char *id = rd_lane(r, "text", ev, rd_str(ev, "messageId", &n), &n);
+    const char *id = ab__rd_lane(r, "text", ev, ab__rd_str(ev, "messageId", &n), &n);
     if (!id) {
-        rd_warn(r, "TEXT_MESSAGE_CHUNK without messageId and no open chunk stream: skipped");
+        ab__rd_warn(r, "TEXT_MESSAGE_CHUNK without messageId and no open chunk stream: skipped");
         return;
     }
     json_t *m = msg_open(r, id, n, ev);
-    const char *d = rd_str(ev, "delta", &dn);
+    const char *d = ab__rd_str(ev, "delta", &dn);
     if (m && d)
-        rd_append(r, m, "content", d, dn);
-    rd_meta(r, m, ev);
+        ab__rd_append(r, m, "content", d, dn);
+    ab__rd_meta(r, m, ev);
 }
 
 /* ---- tool calls ---- */
@@ -111,7 +111,7 @@ static json_t *call_entry(ab_reducer_t *r, const char *id, size_t n)
     json_t *h = json_object_getn(r->holders, id, n);
     if (!json_is_string(h))
         return NULL;
-    json_t *m = rd_find(&r->coll[RD_MESSAGES], json_string_value(h), json_string_length(h));
+    json_t *m = ab__rd_find(&r->coll[RD_MESSAGES], json_string_value(h), json_string_length(h));
     json_t *calls = json_object_get(m, "toolCalls");
     for (size_t i = json_array_size(calls); i-- > 0;) { /* the newest call is the usual one */
         json_t *e = json_array_get(calls, i), *eid = json_object_get(e, "id");
@@ -133,19 +133,19 @@ static json_t *holder_for(ab_reducer_t *r, const char *tid, size_t tn, const ab_
 {
     rd_coll_t *c = &r->coll[RD_MESSAGES];
     size_t pn = 0, hn = tn;
-    const char *p = rd_str(ev, "parentMessageId", &pn), *hid = tid;
-    json_t *m = p ? rd_find(c, p, pn) : NULL;
-    if (m && rd_is(m, "role", "assistant"))
+    const char *p = ab__rd_str(ev, "parentMessageId", &pn), *hid = tid;
+    json_t *m = p ? ab__rd_find(c, p, pn) : NULL;
+    if (m && ab__rd_is(m, "role", "assistant"))
         return m;
     if (p && !m)
         hid = p, hn = pn;
-    if ((m = rd_find(c, hid, hn)) != NULL) {
-        if (rd_is(m, "role", "assistant"))
+    if ((m = ab__rd_find(c, hid, hn)) != NULL) {
+        if (ab__rd_is(m, "role", "assistant"))
             return m;
-        rd_warn(r,
-                "tool call '%.*s': message '%.*s' is not an assistant message; the call is "
-                "only in toolCalls",
-                (int)tn, tid, (int)hn, hid);
+        ab__rd_warn(r,
+                    "tool call '%.*s': message '%.*s' is not an assistant message; the call is "
+                    "only in toolCalls",
+                    (int)tn, tid, (int)hn, hid);
         return NULL;
     }
     m = json_object();
@@ -153,11 +153,11 @@ static json_t *holder_for(ab_reducer_t *r, const char *tid, size_t tn, const ab_
         r->oom = true;
         return NULL;
     }
-    rd_set(r, m, "id", json_stringn(hid, hn));
-    rd_set(r, m, "role", json_string("assistant"));
-    rd_set(r, m, "toolCalls", json_array());
-    rd_copy_str(r, m, ev, "subagentRunId");
-    return rd_add(r, c, hid, hn, m);
+    ab__rd_set(r, m, "id", json_stringn(hid, hn));
+    ab__rd_set(r, m, "role", json_string("assistant"));
+    ab__rd_set(r, m, "toolCalls", json_array());
+    ab__rd_copy_str(r, m, ev, "subagentRunId");
+    return ab__rd_add(r, c, hid, hn, m);
 }
 
 /* Put call @p t (its toolCalls item) into its holder's toolCalls as an AG-UI ToolCall. */
@@ -169,27 +169,27 @@ static json_t *call_attach(ab_reducer_t *r, json_t *t, const char *id, size_t n,
     json_t *calls = json_object_get(m, "toolCalls");
     if (!json_is_array(calls)) {
         calls = json_array();
-        rd_set(r, m, "toolCalls", calls);
+        ab__rd_set(r, m, "toolCalls", calls);
         if (r->oom)
             return NULL;
     }
     json_t *args = json_object_get(t, "arguments");
     if (!json_is_string(args)) { /* a call a snapshot gave without arguments */
         args = json_string("");
-        rd_set(r, t, "arguments", args);
+        ab__rd_set(r, t, "arguments", args);
         if (r->oom)
             return NULL;
     }
     json_t *name = json_object_get(t, "name"), *fn = json_object(), *e = json_object();
     if (fn) { /* name and arguments are the nodes of the toolCalls item: shared, not copied */
-        rd_set(r, fn, "name", json_is_string(name) ? json_incref(name) : json_string(""));
-        rd_set(r, fn, "arguments", json_incref(args));
+        ab__rd_set(r, fn, "name", json_is_string(name) ? json_incref(name) : json_string(""));
+        ab__rd_set(r, fn, "arguments", json_incref(args));
     }
     if (e) {
-        rd_set(r, e, "id", json_stringn(id, n));
-        rd_set(r, e, "type", json_string("function"));
+        ab__rd_set(r, e, "id", json_stringn(id, n));
+        ab__rd_set(r, e, "type", json_string("function"));
     }
-    rd_set(r, e, "function", fn);
+    ab__rd_set(r, e, "function", fn);
     if (!e || r->oom) {
         json_decref(e);
         r->oom = true;
@@ -214,37 +214,37 @@ static json_t *tool_open(ab_reducer_t *r, const char *id, size_t n, const ab_val
                          json_t **entry)
 {
     rd_coll_t *c = &r->coll[RD_TOOLS];
-    json_t *t = rd_find(c, id, n);
+    json_t *t = ab__rd_find(c, id, n);
     bool created = !t;
     if (!t) {
         t = json_object();
         if (!t)
             return NULL;
-        rd_set(r, t, "id", json_stringn(id, n));
-        rd_set(r, t, "arguments", json_string(""));
-        t = rd_add(r, c, id, n, t);
+        ab__rd_set(r, t, "id", json_stringn(id, n));
+        ab__rd_set(r, t, "arguments", json_string(""));
+        t = ab__rd_add(r, c, id, n, t);
         if (!t)
             return NULL;
     }
     size_t sn;
-    const char *s = rd_str(ev, "toolCallName", &sn);
+    const char *s = ab__rd_str(ev, "toolCallName", &sn);
     json_t *name = s ? json_stringn(s, sn) : NULL;
     if (s && !name)
         r->oom = true;
     if (name)
-        rd_set(r, t, "name", json_incref(name));
-    rd_copy_str(r, t, ev, "parentMessageId");
+        ab__rd_set(r, t, "name", json_incref(name));
+    ab__rd_copy_str(r, t, ev, "parentMessageId");
     json_t *e = call_entry(r, id, n);
     if (!e && (created || name))
         e = call_attach(r, t, id, n, ev);
     else if (e && name && fn_of(e))
-        rd_set(r, fn_of(e), "name", json_incref(name));
+        ab__rd_set(r, fn_of(e), "name", json_incref(name));
     json_decref(name);
     *entry = e;
     return t;
 }
 
-void rd_calls_share(ab_reducer_t *r)
+void ab__rd_calls_share(ab_reducer_t *r)
 {
     static const char *const keys[] = {"name", "arguments"};
     json_t *calls = r->coll[RD_TOOLS].arr;
@@ -256,57 +256,57 @@ void rd_calls_share(ab_reducer_t *r)
         for (size_t k = 0; fn && k < 2; k++) {
             json_t *a = json_object_get(t, keys[k]), *b = json_object_get(fn, keys[k]);
             if (a && b && a != b && json_equal(a, b))
-                rd_set(r, fn, keys[k], json_incref(a));
+                ab__rd_set(r, fn, keys[k], json_incref(a));
         }
     }
 }
 
-void rd_tool_start(ab_reducer_t *r, const ab_val_t *ev)
+void ab__rd_tool_start(ab_reducer_t *r, const ab_val_t *ev)
 {
     size_t n;
     json_t *e = NULL;
-    const char *id = rd_str(ev, "toolCallId", &n);
+    const char *id = ab__rd_str(ev, "toolCallId", &n);
     if (id && tool_open(r, id, n, ev, &e))
-        rd_meta(r, e, ev);
+        ab__rd_meta(r, e, ev);
 }
 
-void rd_tool_args(ab_reducer_t *r, const ab_val_t *ev)
+void ab__rd_tool_args(ab_reducer_t *r, const ab_val_t *ev)
 {
     size_t n, dn = 0;
-    const char *id = rd_str(ev, "toolCallId", &n);
-    const char *d = rd_str(ev, "delta", &dn);
+    const char *id = ab__rd_str(ev, "toolCallId", &n);
+    const char *d = ab__rd_str(ev, "delta", &dn);
     if (!id)
         return;
-    json_t *e = NULL, *t = rd_find(&r->coll[RD_TOOLS], id, n);
+    json_t *e = NULL, *t = ab__rd_find(&r->coll[RD_TOOLS], id, n);
     /* the fast path: the call's arguments are pending (their mirror already known) */
     if (!t || !r->pend || json_object_get(t, "arguments") != r->pend || ab_val_get(ev, "metadata"))
         t = tool_open(r, id, n, ev, &e);
     if (t && d)
-        rd_append2(r, t, fn_of(e), "arguments", d, dn);
-    rd_meta(r, e, ev);
+        ab__rd_append2(r, t, fn_of(e), "arguments", d, dn);
+    ab__rd_meta(r, e, ev);
 }
 
-void rd_tool_end(ab_reducer_t *r, const ab_val_t *ev)
+void ab__rd_tool_end(ab_reducer_t *r, const ab_val_t *ev)
 {
     size_t n;
-    const char *id = rd_str(ev, "toolCallId", &n);
+    const char *id = ab__rd_str(ev, "toolCallId", &n);
     if (id && ab_val_get(ev, "metadata"))
-        rd_meta(r, call_entry(r, id, n), ev);
+        ab__rd_meta(r, call_entry(r, id, n), ev);
 }
 
-void rd_tool_chunk(ab_reducer_t *r, const ab_val_t *ev)
+void ab__rd_tool_chunk(ab_reducer_t *r, const ab_val_t *ev)
 {
     size_t n = 0, dn = 0;
-    const char *id = rd_lane(r, "tool", ev, rd_str(ev, "toolCallId", &n), &n);
+    const char *id = ab__rd_lane(r, "tool", ev, ab__rd_str(ev, "toolCallId", &n), &n);
     if (!id) {
-        rd_warn(r, "TOOL_CALL_CHUNK without toolCallId and no open chunk stream: skipped");
+        ab__rd_warn(r, "TOOL_CALL_CHUNK without toolCallId and no open chunk stream: skipped");
         return;
     }
     json_t *e = NULL, *t = tool_open(r, id, n, ev, &e);
-    const char *d = rd_str(ev, "delta", &dn);
+    const char *d = ab__rd_str(ev, "delta", &dn);
     if (t && d)
-        rd_append2(r, t, fn_of(e), "arguments", d, dn);
-    rd_meta(r, e, ev);
+        ab__rd_append2(r, t, fn_of(e), "arguments", d, dn);
+    ab__rd_meta(r, e, ev);
 }
 
 /* Where a new tool message for call [tid, tid+tn) goes: after the call's
@@ -316,203 +316,204 @@ static size_t result_slot(ab_reducer_t *r, const char *tid, size_t tn)
     rd_coll_t *c = &r->coll[RD_MESSAGES];
     size_t end = json_array_size(c->arr);
     json_t *h = json_object_getn(r->holders, tid, tn);
-    long at = json_is_string(h) ? rd_pos(c, json_string_value(h), json_string_length(h)) : -1;
+    long at = json_is_string(h) ? ab__rd_pos(c, json_string_value(h), json_string_length(h)) : -1;
     if (at < 0)
         return end;
     size_t i = (size_t)at + 1;
-    while (i < end && rd_is(json_array_get(c->arr, i), "role", "tool"))
+    while (i < end && ab__rd_is(json_array_get(c->arr, i), "role", "tool"))
         i++;
     return i;
 }
 
-void rd_tool_result(ab_reducer_t *r, const ab_val_t *ev)
+void ab__rd_tool_result(ab_reducer_t *r, const ab_val_t *ev)
 {
     size_t n, tn;
-    const char *id = rd_str(ev, "messageId", &n);
-    const char *tid = rd_str(ev, "toolCallId", &tn);
+    const char *id = ab__rd_str(ev, "messageId", &n);
+    const char *tid = ab__rd_str(ev, "toolCallId", &tn);
     const ab_val_t *content = ab_val_get(ev, "content");
     if (!id || !tid || !content)
         return;
     rd_coll_t *c = &r->coll[RD_MESSAGES];
-    json_t *m = rd_find(c, id, n);
+    json_t *m = ab__rd_find(c, id, n);
     if (!m) {
         m = json_object();
         if (m) {
-            rd_set(r, m, "id", json_stringn(id, n));
-            rd_set(r, m, "role", json_string("tool"));
-            rd_set(r, m, "toolCallId", json_stringn(tid, tn));
-            rd_copy_str(r, m, ev, "subagentRunId");
+            ab__rd_set(r, m, "id", json_stringn(id, n));
+            ab__rd_set(r, m, "role", json_string("tool"));
+            ab__rd_set(r, m, "toolCallId", json_stringn(tid, tn));
+            ab__rd_copy_str(r, m, ev, "subagentRunId");
         }
-        if (!(m = rd_insert(r, c, result_slot(r, tid, tn), id, n, m)))
+        if (!(m = ab__rd_insert(r, c, result_slot(r, tid, tn), id, n, m)))
             return;
     }
-    rd_set(r, m, "content", ab_val_to_jansson(content));
-    rd_meta(r, m, ev);
-    json_t *t = rd_find(&r->coll[RD_TOOLS], tid, tn);
+    ab__rd_set(r, m, "content", ab_val_to_jansson(content));
+    ab__rd_meta(r, m, ev);
+    json_t *t = ab__rd_find(&r->coll[RD_TOOLS], tid, tn);
     if (t)
-        rd_set(r, t, "result", ab_val_to_jansson(content));
+        ab__rd_set(r, t, "result", ab_val_to_jansson(content));
 }
 
 /* ---- reasoning ---- */
 
-void rd_reasoning_span(ab_reducer_t *r, const ab_val_t *ev)
+void ab__rd_reasoning_span(ab_reducer_t *r, const ab_val_t *ev)
 {
     size_t n;
-    const char *id = rd_str(ev, "messageId", &n);
+    const char *id = ab__rd_str(ev, "messageId", &n);
     if (!id)
         return;
     rd_coll_t *c = &r->coll[RD_SPANS];
-    json_t *s = rd_find(c, id, n);
+    json_t *s = ab__rd_find(c, id, n);
     if (!s) {
         s = json_object();
-        if (!s || !(s = rd_add(r, c, id, n, s)))
+        if (!s || !(s = ab__rd_add(r, c, id, n, s)))
             return;
-        rd_set(r, s, "id", json_stringn(id, n));
-        rd_set(r, s, "runId", json_string(r->run));
+        ab__rd_set(r, s, "id", json_stringn(id, n));
+        ab__rd_set(r, s, "runId", json_string(r->run));
     }
-    rd_set(r, s, "status", json_string("open"));
+    ab__rd_set(r, s, "status", json_string("open"));
 }
 
-void rd_reasoning_span_end(ab_reducer_t *r, const ab_val_t *ev)
+void ab__rd_reasoning_span_end(ab_reducer_t *r, const ab_val_t *ev)
 {
     size_t n;
-    const char *id = rd_str(ev, "messageId", &n);
-    json_t *s = id ? rd_find(&r->coll[RD_SPANS], id, n) : NULL;
+    const char *id = ab__rd_str(ev, "messageId", &n);
+    json_t *s = id ? ab__rd_find(&r->coll[RD_SPANS], id, n) : NULL;
     if (s)
-        rd_set(r, s, "status", json_string("closed"));
+        ab__rd_set(r, s, "status", json_string("closed"));
 }
 
 static json_t *reasoning_open(ab_reducer_t *r, const char *id, size_t n, const ab_val_t *ev)
 {
     rd_coll_t *c = &r->coll[RD_REASONING];
-    json_t *m = rd_find(c, id, n);
+    json_t *m = ab__rd_find(c, id, n);
     if (m)
         return m;
     m = json_object();
-    if (!m || !(m = rd_add(r, c, id, n, m)))
+    if (!m || !(m = ab__rd_add(r, c, id, n, m)))
         return NULL;
-    rd_set(r, m, "messageId", json_stringn(id, n));
-    rd_set(r, m, "content", json_string(""));
-    rd_copy_str(r, m, ev, "subagentRunId");
+    ab__rd_set(r, m, "messageId", json_stringn(id, n));
+    ab__rd_set(r, m, "content", json_string(""));
+    ab__rd_copy_str(r, m, ev, "subagentRunId");
     return m;
 }
 
-void rd_reasoning_start(ab_reducer_t *r, const ab_val_t *ev)
+void ab__rd_reasoning_start(ab_reducer_t *r, const ab_val_t *ev)
 {
     size_t n;
-    const char *id = rd_str(ev, "messageId", &n);
+    const char *id = ab__rd_str(ev, "messageId", &n);
     if (id)
-        rd_meta(r, reasoning_open(r, id, n, ev), ev);
+        ab__rd_meta(r, reasoning_open(r, id, n, ev), ev);
 }
 
-void rd_reasoning_content(ab_reducer_t *r, const ab_val_t *ev)
+void ab__rd_reasoning_content(ab_reducer_t *r, const ab_val_t *ev)
 {
     size_t n, dn = 0;
-    const char *id = rd_str(ev, "messageId", &n);
-    const char *d = rd_str(ev, "delta", &dn);
+    const char *id = ab__rd_str(ev, "messageId", &n);
+    const char *d = ab__rd_str(ev, "delta", &dn);
     json_t *m = id ? reasoning_open(r, id, n, ev) : NULL;
     if (m && d)
-        rd_append(r, m, "content", d, dn);
-    rd_meta(r, m, ev);
+        ab__rd_append(r, m, "content", d, dn);
+    ab__rd_meta(r, m, ev);
 }
 
-void rd_reasoning_end(ab_reducer_t *r, const ab_val_t *ev)
+void ab__rd_reasoning_end(ab_reducer_t *r, const ab_val_t *ev)
 {
     size_t n;
-    const char *id = rd_str(ev, "messageId", &n);
+    const char *id = ab__rd_str(ev, "messageId", &n);
     if (id)
-        rd_meta(r, rd_find(&r->coll[RD_REASONING], id, n), ev);
+        ab__rd_meta(r, ab__rd_find(&r->coll[RD_REASONING], id, n), ev);
 }
 
-void rd_reasoning_chunk(ab_reducer_t *r, const ab_val_t *ev)
+void ab__rd_reasoning_chunk(ab_reducer_t *r, const ab_val_t *ev)
 {
     size_t n = 0, dn = 0;
-    const char *id = rd_lane(r, "reasoning", ev, rd_str(ev, "messageId", &n), &n);
+    const char *id = ab__rd_lane(r, "reasoning", ev, ab__rd_str(ev, "messageId", &n), &n);
     if (!id) {
-        rd_warn(r, "REASONING_MESSAGE_CHUNK without messageId and no open chunk stream: skipped");
+        ab__rd_warn(r,
+                    "REASONING_MESSAGE_CHUNK without messageId and no open chunk stream: skipped");
         return;
     }
     json_t *m = reasoning_open(r, id, n, ev);
-    const char *d = rd_str(ev, "delta", &dn);
+    const char *d = ab__rd_str(ev, "delta", &dn);
     if (m && d)
-        rd_append(r, m, "content", d, dn);
-    rd_meta(r, m, ev);
+        ab__rd_append(r, m, "content", d, dn);
+    ab__rd_meta(r, m, ev);
 }
 
-void rd_encrypted_value(ab_reducer_t *r, const ab_val_t *ev)
+void ab__rd_encrypted_value(ab_reducer_t *r, const ab_val_t *ev)
 {
     size_t sn = 0, n = 0, vn = 0;
-    const char *sub = rd_str(ev, "subtype", &sn);
-    const char *id = rd_str(ev, "entityId", &n);
-    const char *v = rd_str(ev, "encryptedValue", &vn);
+    const char *sub = ab__rd_str(ev, "subtype", &sn);
+    const char *id = ab__rd_str(ev, "entityId", &n);
+    const char *v = ab__rd_str(ev, "encryptedValue", &vn);
     if (!sub || !id || !v)
         return;
     json_t *target = NULL, *entry = NULL;
     if (sn == 9 && memcmp(sub, "tool-call", 9) == 0) {
-        target = rd_find(&r->coll[RD_TOOLS], id, n);
+        target = ab__rd_find(&r->coll[RD_TOOLS], id, n);
         entry = call_entry(r, id, n); /* the AG-UI ToolCall in its message */
     } else {
-        target = rd_find(&r->coll[RD_MESSAGES], id, n);
+        target = ab__rd_find(&r->coll[RD_MESSAGES], id, n);
         if (!target)
-            target = rd_find(&r->coll[RD_REASONING], id, n);
+            target = ab__rd_find(&r->coll[RD_REASONING], id, n);
     }
     if (!target && !entry) {
-        rd_warn(r, "REASONING_ENCRYPTED_VALUE for unknown %.*s '%.*s': skipped", (int)sn, sub,
-                (int)n, id);
+        ab__rd_warn(r, "REASONING_ENCRYPTED_VALUE for unknown %.*s '%.*s': skipped", (int)sn, sub,
+                    (int)n, id);
         return;
     }
     if (target)
-        rd_set(r, target, "encryptedValue", json_stringn(v, vn));
+        ab__rd_set(r, target, "encryptedValue", json_stringn(v, vn));
     if (entry)
-        rd_set(r, entry, "encryptedValue", json_stringn(v, vn));
+        ab__rd_set(r, entry, "encryptedValue", json_stringn(v, vn));
 }
 
 /* ---- activities ---- */
 
-void rd_activity_snapshot(ab_reducer_t *r, const ab_val_t *ev)
+void ab__rd_activity_snapshot(ab_reducer_t *r, const ab_val_t *ev)
 {
     size_t n;
-    const char *id = rd_str(ev, "messageId", &n);
+    const char *id = ab__rd_str(ev, "messageId", &n);
     const ab_val_t *content = ab_val_get(ev, "content");
     const ab_val_t *replace = ab_val_get(ev, "replace");
     if (!id || !content)
         return;
     rd_coll_t *c = &r->coll[RD_ACTIVITIES];
-    json_t *a = rd_find(c, id, n);
+    json_t *a = ab__rd_find(c, id, n);
     bool keep = a && replace && replace->type == AB_VAL_BOOL && !replace->u.b;
     if (!a) {
         a = json_object();
-        if (!a || !(a = rd_add(r, c, id, n, a)))
+        if (!a || !(a = ab__rd_add(r, c, id, n, a)))
             return;
-        rd_set(r, a, "messageId", json_stringn(id, n));
+        ab__rd_set(r, a, "messageId", json_stringn(id, n));
     }
     if (!keep) { /* replace:false keeps an existing activity; a replacement re-mints its owner */
-        rd_copy_str(r, a, ev, "activityType");
-        rd_set(r, a, "content", ab_val_to_jansson(content));
+        ab__rd_copy_str(r, a, ev, "activityType");
+        ab__rd_set(r, a, "content", ab_val_to_jansson(content));
         json_object_del(a, "subagentRunId");
-        rd_copy_str(r, a, ev, "subagentRunId");
+        ab__rd_copy_str(r, a, ev, "subagentRunId");
     }
-    rd_meta(r, a, ev); /* metadata accumulates across replacements */
+    ab__rd_meta(r, a, ev); /* metadata accumulates across replacements */
 }
 
 static void activity_patch_warn(void *ud, size_t index, const char *op)
 {
-    rd_warn(ud, "activity patch operation %zu skipped: unknown op '%s'", index, op);
+    ab__rd_warn(ud, "activity patch operation %zu skipped: unknown op '%s'", index, op);
 }
 
-void rd_activity_delta(ab_reducer_t *r, const ab_val_t *ev)
+void ab__rd_activity_delta(ab_reducer_t *r, const ab_val_t *ev)
 {
     size_t n;
-    const char *id = rd_str(ev, "messageId", &n);
+    const char *id = ab__rd_str(ev, "messageId", &n);
     const ab_val_t *p = ab_val_get(ev, "patch");
     if (!id || !p)
         return;
-    json_t *a = rd_find(&r->coll[RD_ACTIVITIES], id, n);
+    json_t *a = ab__rd_find(&r->coll[RD_ACTIVITIES], id, n);
     if (!a) {
-        rd_warn(r, "ACTIVITY_DELTA for unknown activity '%.*s': skipped", (int)n, id);
+        ab__rd_warn(r, "ACTIVITY_DELTA for unknown activity '%.*s': skipped", (int)n, id);
         return;
     }
-    rd_meta(r, a, ev); /* the event's metadata does not depend on its patch applying */
+    ab__rd_meta(r, a, ev); /* the event's metadata does not depend on its patch applying */
     json_t *patch = ab_val_to_jansson(p);
     json_t *content = json_incref(json_object_get(a, "content"));
     ab_error_t err = AB_ERROR_INIT;
@@ -520,14 +521,14 @@ void rd_activity_delta(ab_reducer_t *r, const ab_val_t *ev)
         patch ? ab_jsonpatch_apply_ex(&content, patch, activity_patch_warn, r, &err) : AB_NOMEM;
     json_decref(patch);
     if (st == AB_OK && json_is_object(content)) {
-        rd_set(r, a, "content", content);
-        rd_copy_str(r, a, ev, "activityType");
+        ab__rd_set(r, a, "content", content);
+        ab__rd_copy_str(r, a, ev, "activityType");
         return;
     }
     json_decref(content);
     if (st == AB_NOMEM)
         r->oom = true;
     else
-        rd_warn(r, "ACTIVITY_DELTA for '%.*s' not applied: %s", (int)n, id,
-                st == AB_OK ? "result is not an object" : err.message);
+        ab__rd_warn(r, "ACTIVITY_DELTA for '%.*s' not applied: %s", (int)n, id,
+                    st == AB_OK ? "result is not an object" : err.message);
 }

@@ -26,14 +26,14 @@
 static void set_present(ab_reducer_t *r, json_t *obj, const char *key, json_t *v)
 {
     if (v)
-        rd_set(r, obj, key, json_incref(v));
+        ab__rd_set(r, obj, key, json_incref(v));
 }
 
 /* Index the tool calls of assistant message @p m that no message holds yet. */
 static void holders_note(ab_reducer_t *r, json_t *m)
 {
     json_t *calls = json_object_get(m, "toolCalls"), *mid = json_object_get(m, "id");
-    if (!json_is_string(mid) || !rd_is(m, "role", "assistant"))
+    if (!json_is_string(mid) || !ab__rd_is(m, "role", "assistant"))
         return;
     for (size_t i = 0; i < json_array_size(calls); i++) {
         json_t *id = json_object_get(json_array_get(calls, i), "id");
@@ -46,7 +46,7 @@ static void holders_note(ab_reducer_t *r, json_t *m)
     }
 }
 
-void rd_holders_rebuild(ab_reducer_t *r)
+void ab__rd_holders_rebuild(ab_reducer_t *r)
 {
     json_t *msgs = r->coll[RD_MESSAGES].arr;
     json_object_clear(r->holders);
@@ -63,7 +63,7 @@ void rd_holders_rebuild(ab_reducer_t *r)
 static void message_tools(ab_reducer_t *r, json_t *m, bool authoritative)
 {
     rd_coll_t *c = &r->coll[RD_TOOLS];
-    json_t *calls = rd_is(m, "role", "assistant") ? json_object_get(m, "toolCalls") : NULL;
+    json_t *calls = ab__rd_is(m, "role", "assistant") ? json_object_get(m, "toolCalls") : NULL;
     for (size_t i = 0; i < json_array_size(calls); i++) {
         json_t *tc = json_array_get(calls, i), *fn = json_object_get(tc, "function");
         json_t *id = json_object_get(tc, "id");
@@ -71,10 +71,10 @@ static void message_tools(ab_reducer_t *r, json_t *m, bool authoritative)
             continue;
         const char *s = json_string_value(id);
         size_t n = json_string_length(id);
-        json_t *t = rd_find(c, s, n);
+        json_t *t = ab__rd_find(c, s, n);
         if (t && !authoritative)
             continue;
-        if (!t && !(t = rd_add(r, c, s, n, json_object())))
+        if (!t && !(t = ab__rd_add(r, c, s, n, json_object())))
             return;
         set_present(r, t, "id", id);
         set_present(r, t, "name", json_object_get(fn, "name"));
@@ -82,11 +82,11 @@ static void message_tools(ab_reducer_t *r, json_t *m, bool authoritative)
         set_present(r, t, "parentMessageId", json_object_get(m, "id"));
     }
     json_t *tid = json_object_get(m, "toolCallId"), *content = json_object_get(m, "content");
-    json_t *t = json_is_string(tid) && rd_is(m, "role", "tool")
-                    ? rd_find(c, json_string_value(tid), json_string_length(tid))
+    json_t *t = json_is_string(tid) && ab__rd_is(m, "role", "tool")
+                    ? ab__rd_find(c, json_string_value(tid), json_string_length(tid))
                     : NULL;
     if (t && content && (authoritative || !json_object_get(t, "result")))
-        rd_set(r, t, "result", json_deep_copy(content));
+        ab__rd_set(r, t, "result", json_deep_copy(content));
 }
 
 /* An activity or reasoning message as an item of "activities" / "reasoning". */
@@ -111,7 +111,7 @@ static json_t *side_item(ab_reducer_t *r, json_t *m, bool activity)
 /* 1 for an activity message, 2 for a reasoning message, 0 for the others. */
 static int side_kind(const json_t *m)
 {
-    return rd_is(m, "role", "activity") ? 1 : rd_is(m, "role", "reasoning") ? 2 : 0;
+    return ab__rd_is(m, "role", "activity") ? 1 : ab__rd_is(m, "role", "reasoning") ? 2 : 0;
 }
 
 /* ---- MESSAGES_SNAPSHOT ---- */
@@ -136,14 +136,14 @@ static void merge_snapshot(ab_reducer_t *r, rd_coll_t *c, json_t *snap)
     for (size_t i = 0; sidx && out && i < json_array_size(snap); i++) {
         json_t *m = json_array_get(snap, i);
         json_t *id = json_object_get(m, c->key);
-        if (json_is_string(id) && !rd_find(c, json_string_value(id), json_string_length(id)) &&
+        if (json_is_string(id) && !ab__rd_find(c, json_string_value(id), json_string_length(id)) &&
             json_array_append(out, m) != 0)
             r->oom = true;
     }
     if (!sidx)
         r->oom = true;
     json_decref(sidx);
-    rd_replace(r, c, out);
+    ab__rd_replace(r, c, out);
 }
 
 /* Sort one snapshot message into messages, activities or reasoning. */
@@ -160,7 +160,7 @@ static void snapshot_one(ab_reducer_t *r, json_t *m, json_t *plain, json_t *acts
         r->oom = true;
 }
 
-void rd_messages_snapshot(ab_reducer_t *r, const ab_val_t *ev)
+void ab__rd_messages_snapshot(ab_reducer_t *r, const ab_val_t *ev)
 {
     const ab_val_t *mv = ab_val_get(ev, "messages");
     if (!mv || mv->type != AB_VAL_ARRAY)
@@ -179,7 +179,7 @@ void rd_messages_snapshot(ab_reducer_t *r, const ab_val_t *ev)
     if (json_array_size(reas) > 0)
         merge_snapshot(r, &r->coll[RD_REASONING], reas);
     json_object_clear(r->lanes);
-    rd_holders_rebuild(r);
+    ab__rd_holders_rebuild(r);
 out:
     json_decref(msgs);
     json_decref(plain);
@@ -191,8 +191,9 @@ out:
 
 static bool held(ab_reducer_t *r, const char *id, size_t n)
 {
-    return rd_find(&r->coll[RD_MESSAGES], id, n) || rd_find(&r->coll[RD_ACTIVITIES], id, n) ||
-           rd_find(&r->coll[RD_REASONING], id, n);
+    return ab__rd_find(&r->coll[RD_MESSAGES], id, n) ||
+           ab__rd_find(&r->coll[RD_ACTIVITIES], id, n) ||
+           ab__rd_find(&r->coll[RD_REASONING], id, n);
 }
 
 /* Fold input message @p m (a new reference, consumed), whose id is not held. */
@@ -200,24 +201,24 @@ static void input_one(ab_reducer_t *r, json_t *m, const char *id, size_t n)
 {
     int kind = side_kind(m);
     if (kind) {
-        rd_add(r, &r->coll[kind == 1 ? RD_ACTIVITIES : RD_REASONING], id, n,
-               side_item(r, m, kind == 1));
+        ab__rd_add(r, &r->coll[kind == 1 ? RD_ACTIVITIES : RD_REASONING], id, n,
+                   side_item(r, m, kind == 1));
         json_decref(m);
         return;
     }
-    if (!rd_add(r, &r->coll[RD_MESSAGES], id, n, m))
+    if (!ab__rd_add(r, &r->coll[RD_MESSAGES], id, n, m))
         return;
     message_tools(r, m, false);
     holders_note(r, m);
 }
 
-void rd_input_messages(ab_reducer_t *r, const ab_val_t *mv)
+void ab__rd_input_messages(ab_reducer_t *r, const ab_val_t *mv)
 {
     for (uint32_t i = 0; mv && mv->type == AB_VAL_ARRAY && i < mv->len; i++) {
         const ab_val_t *v = &mv->u.items[i];
         size_t n = 0, rn = 0;
-        const char *id = rd_str(v, "id", &n);
-        if (!id || !rd_str(v, "role", &rn) || held(r, id, n))
+        const char *id = ab__rd_str(v, "id", &n);
+        if (!id || !ab__rd_str(v, "role", &rn) || held(r, id, n))
             continue;
         json_t *m = ab_val_to_jansson(v);
         if (!m) {

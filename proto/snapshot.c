@@ -37,7 +37,7 @@ static ab_status_t nomem(ab_error_t *err)
 
 static ab_status_t builder_alloc(ab_snapshot_builder_t **out, ab_error_t *err)
 {
-    ab_snapshot_builder_t *b = ab_calloc(1, sizeof *b);
+    ab_snapshot_builder_t *b = ab__calloc(1, sizeof *b);
     if (!b)
         return nomem(err);
     b->kept = json_object();
@@ -80,7 +80,7 @@ static ab_status_t keep_event(ab_snapshot_builder_t *b, const char *run, uint64_
 {
     if (b->nev == b->evcap) {
         size_t cap = b->evcap ? b->evcap * 2 : 64;
-        sn_event_t *v = ab_realloc(b->ev, cap * sizeof(*v));
+        sn_event_t *v = ab__realloc(b->ev, cap * sizeof(*v));
         if (!v)
             return AB_NOMEM;
         b->ev = v;
@@ -127,7 +127,7 @@ static ab_status_t restore_events(ab_snapshot_builder_t *b, const json_t *events
     {
         const json_t *body = json_object_get(e, "event");
         ab_buf_reset(&tmp);
-        st = sn_pack_json(&pk, body, 1, UINT32_MAX);
+        st = ab__sn_pack_json(&pk, body, 1, UINT32_MAX);
         if (st == AB_OK)
             st = keep_event(b, json_string_value(json_object_get(e, "run")),
                             (uint64_t)json_integer_value(json_object_get(e, "seq")),
@@ -181,9 +181,9 @@ void ab_snapshot_builder_destroy(ab_snapshot_builder_t **bp)
     ab_reducer_destroy(&b->r);
     json_decref(b->runs);
     json_decref(b->kept);
-    ab_free(b->ev);
+    ab__free(b->ev);
     ab_buf_free(&b->bytes);
-    ab_free(b);
+    ab__free(b);
     *bp = NULL;
 }
 
@@ -270,7 +270,7 @@ ab_status_t ab_snapshot_builder_feed(ab_snapshot_builder_t *b, const char *run, 
     b->pos = pos;
     if (json_object_set_new(b->runs, run, json_integer((json_int_t)seq)) != 0)
         return nomem(err);
-    json_t *item = rd_find(&b->r->coll[RD_RUNS], run, strlen(run));
+    json_t *item = ab__rd_find(&b->r->coll[RD_RUNS], run, strlen(run));
     const char *status = json_string_value(json_object_get(item, "status"));
     if (!status || strcmp(status, "active") != 0) {
         if (json_object_get(b->kept, run))
@@ -294,7 +294,7 @@ ab_status_t ab_snapshot_builder_document(const ab_snapshot_builder_t *b, json_t 
                   AB_SNAPSHOT_FORMAT_VERSION, "threadId", json_object_get(p, "threadId"),
                   "projection", json_deep_copy(p), "lanes", json_deep_copy(ab_reducer_lanes(b->r)),
                   "checkpoint", "runs", json_deep_copy(b->runs), "position", (json_int_t)b->pos,
-                  "activeRuns", sn_active_runs(p), "activeEvents", sn_events_json(b));
+                  "activeRuns", ab__sn_active_runs(p), "activeEvents", ab__sn_events_json(b));
     if (!doc)
         return nomem(err);
     *out = doc;
@@ -310,7 +310,7 @@ ab_status_t ab_snapshot_from_json(const json_t *doc, ab_snapshot_t **out, ab_err
     ab_status_t st = ab_snapshot_validate(doc, err);
     if (st != AB_OK)
         return st;
-    ab_snapshot_t *s = ab_malloc(sizeof *s);
+    ab_snapshot_t *s = ab__malloc(sizeof *s);
     if (!s)
         return nomem(err);
     s->doc = json_incref((json_t *)(uintptr_t)doc);
@@ -342,7 +342,7 @@ void ab_snapshot_destroy(ab_snapshot_t **sp)
     if (!sp || !*sp)
         return;
     json_decref((*sp)->doc);
-    ab_free(*sp);
+    ab__free(*sp);
     *sp = NULL;
 }
 

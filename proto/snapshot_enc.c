@@ -26,7 +26,8 @@
 
 #define PACK(x) ((x) == 0 ? AB_OK : AB_NOMEM)
 
-ab_status_t sn_pack_json(msgpack_packer *pk, const json_t *v, uint32_t depth, uint32_t max_depth)
+ab_status_t ab__sn_pack_json(msgpack_packer *pk, const json_t *v, uint32_t depth,
+                             uint32_t max_depth)
 {
     if (depth > max_depth)
         return AB_TOO_LARGE;
@@ -39,14 +40,14 @@ ab_status_t sn_pack_json(msgpack_packer *pk, const json_t *v, uint32_t depth, ui
             st = PACK(msgpack_pack_str_with_body(pk, json_object_iter_key(it),
                                                  json_object_iter_key_len(it)));
             if (st == AB_OK)
-                st = sn_pack_json(pk, json_object_iter_value(it), depth + 1, max_depth);
+                st = ab__sn_pack_json(pk, json_object_iter_value(it), depth + 1, max_depth);
         }
         return st;
     }
     case JSON_ARRAY:
         st = PACK(msgpack_pack_array(pk, json_array_size(v)));
         for (size_t i = 0; st == AB_OK && i < json_array_size(v); i++)
-            st = sn_pack_json(pk, json_array_get(v, i), depth + 1, max_depth);
+            st = ab__sn_pack_json(pk, json_array_get(v, i), depth + 1, max_depth);
         return st;
     case JSON_STRING:
         return PACK(msgpack_pack_str_with_body(pk, json_string_value(v), json_string_length(v)));
@@ -58,7 +59,7 @@ ab_status_t sn_pack_json(msgpack_packer *pk, const json_t *v, uint32_t depth, ui
     }
 }
 
-json_t *sn_active_runs(const json_t *projection)
+json_t *ab__sn_active_runs(const json_t *projection)
 {
     json_t *ids = json_array();
     size_t i;
@@ -104,7 +105,7 @@ static bool has_uint(const ab_val_t *v)
     return false;
 }
 
-json_t *sn_events_json(const ab_snapshot_builder_t *b)
+json_t *ab__sn_events_json(const ab_snapshot_builder_t *b)
 {
     ab_doc_t *doc = NULL;
     json_t *arr = json_array();
@@ -153,7 +154,7 @@ static ab_status_t pack_body(const ab_snapshot_builder_t *b, const sn_event_t *e
     if (!has_uint(v))
         return PACK(pk->callback(pk->data, (const char *)body, e->ev_len));
     json_t *j = ab_val_to_jansson(v);
-    ab_status_t st = j ? sn_pack_json(pk, j, 4, UINT32_MAX) : AB_NOMEM;
+    ab_status_t st = j ? ab__sn_pack_json(pk, j, 4, UINT32_MAX) : AB_NOMEM;
     json_decref(j);
     return st;
 }
@@ -193,20 +194,20 @@ static ab_status_t pack_doc(ab_snapshot_builder_t *b, msgpack_packer *pk, const 
     if (st == AB_OK && (st = pack_key(pk, "formatVersion")) == AB_OK)
         st = PACK(msgpack_pack_int64(pk, AB_SNAPSHOT_FORMAT_VERSION));
     if (st == AB_OK && (st = pack_key(pk, "threadId")) == AB_OK)
-        st = sn_pack_json(pk, json_object_get(p, "threadId"), 2, max);
+        st = ab__sn_pack_json(pk, json_object_get(p, "threadId"), 2, max);
     size_t mark = ((ab_buf_t *)pk->data)->len;
     if (st == AB_OK && (st = pack_key(pk, "projection")) == AB_OK)
-        st = sn_pack_json(pk, p, 2, max);
+        st = ab__sn_pack_json(pk, p, 2, max);
     b->proj_bytes = ((ab_buf_t *)pk->data)->len - mark;
     if (st == AB_OK && (st = pack_key(pk, "lanes")) == AB_OK)
-        st = sn_pack_json(pk, ab_reducer_lanes(b->r), 2, max);
+        st = ab__sn_pack_json(pk, ab_reducer_lanes(b->r), 2, max);
     if (st == AB_OK && (st = pack_key(pk, "checkpoint")) == AB_OK &&
         (st = PACK(msgpack_pack_map(pk, 2))) == AB_OK && (st = pack_key(pk, "runs")) == AB_OK &&
-        (st = sn_pack_json(pk, b->runs, 3, max)) == AB_OK &&
+        (st = ab__sn_pack_json(pk, b->runs, 3, max)) == AB_OK &&
         (st = pack_key(pk, "position")) == AB_OK)
         st = PACK(msgpack_pack_int64(pk, (int64_t)b->pos));
     if (st == AB_OK && (st = pack_key(pk, "activeRuns")) == AB_OK)
-        st = sn_pack_json(pk, active, 2, max);
+        st = ab__sn_pack_json(pk, active, 2, max);
     if (st == AB_OK && (st = pack_key(pk, "activeEvents")) == AB_OK)
         st = pack_events(b, pk, max);
     return st;
@@ -220,7 +221,7 @@ ab_status_t ab_snapshot_builder_msgpack(ab_snapshot_builder_t *b, uint32_t max_d
     size_t mark = out->len;
     msgpack_packer pk;
     msgpack_packer_init(&pk, out, ab_buf_msgpack_write);
-    json_t *active = sn_active_runs(ab_reducer_state(b->r));
+    json_t *active = ab__sn_active_runs(ab_reducer_state(b->r));
     ab_status_t st = active ? pack_doc(b, &pk, active, max_depth) : AB_NOMEM;
     json_decref(active);
     if (st == AB_OK && out->len - mark > max_bytes)
@@ -286,7 +287,7 @@ ab_status_t ab_snapshot_builder_json(ab_snapshot_builder_t *b, ab_buf_t *out, ab
         return ab_error_set(err, AB_INVALID_ARGUMENT, NULL, "NULL builder or out");
     size_t mark = out->len;
     const json_t *p = ab_reducer_state(b->r);
-    json_t *active = sn_active_runs(p);
+    json_t *active = ab__sn_active_runs(p);
     char num[64], head[64];
     snprintf(num, sizeof num, ",\"position\":%llu},\"activeRuns\":", (unsigned long long)b->pos);
     snprintf(head, sizeof head, "{\"formatVersion\":%d,\"threadId\":", AB_SNAPSHOT_FORMAT_VERSION);

@@ -36,12 +36,13 @@ struct ab_snapshot_builder {
 #define SN_MAX(a, b) ((a) > (b) ? (a) : (b))
 
 /** Ids of the projection's runs whose status is "active" (new array; NULL = no memory). */
-json_t *sn_active_runs(const json_t *projection);
+json_t *ab__sn_active_runs(const json_t *projection);
 
 /** The kept events as the document's activeEvents array (new; NULL = no memory). */
-json_t *sn_events_json(const ab_snapshot_builder_t *b);
+json_t *ab__sn_events_json(const ab_snapshot_builder_t *b);
 
 /** Pack jansson value @p v (depth of @p v = @p depth, limit @p max_depth). */
-ab_status_t sn_pack_json(msgpack_packer *pk, const json_t *v, uint32_t depth, uint32_t max_depth);
+ab_status_t ab__sn_pack_json(msgpack_packer *pk, const json_t *v, uint32_t depth,
+                             uint32_t max_depth);
 
 #endif

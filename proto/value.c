@@ -60,7 +60,7 @@ struct ab_doc {
 
 static struct block *block_new(size_t cap)
 {
-    struct block *b = ab_malloc(sizeof(*b) + cap);
+    struct block *b = ab__malloc(sizeof(*b) + cap);
     if (!b)
         return NULL;
     b->next = NULL;
@@ -71,12 +71,12 @@ static struct block *block_new(size_t cap)
 
 ab_status_t ab_doc_new(ab_doc_t **out)
 {
-    ab_doc_t *d = ab_calloc(1, sizeof(*d));
+    ab_doc_t *d = ab__calloc(1, sizeof(*d));
     if (!d)
         return AB_NOMEM;
     d->first = block_new(FIRST_BLOCK_BYTES);
     if (!d->first) {
-        ab_free(d);
+        ab__free(d);
         return AB_NOMEM;
     }
     d->cur = d->first;
@@ -89,7 +89,7 @@ void ab_doc_reset(ab_doc_t *doc)
     struct block *b = doc->first->next;
     while (b) {
         struct block *n = b->next;
-        ab_free(b);
+        ab__free(b);
         b = n;
     }
     doc->first->next = NULL;
@@ -107,8 +107,8 @@ void ab_doc_destroy(ab_doc_t **doc)
     if (!doc || !*doc)
         return;
     ab_doc_reset(*doc);
-    ab_free((*doc)->first);
-    ab_free(*doc);
+    ab__free((*doc)->first);
+    ab__free(*doc);
     *doc = NULL;
 }
 
@@ -317,7 +317,7 @@ static inline bool ascii_short(const uint8_t *p, uint64_t n)
     return acc < 0x80;
 }
 
-static ab_status_t rd_str(struct rd *r, const struct pathf *pf, uint64_t n, ab_val_t *out)
+static ab_status_t ab__rd_str(struct rd *r, const struct pathf *pf, uint64_t n, ab_val_t *out)
 {
     if (!rd_need(r, n))
         return rd_fail(r, pf, r->bad, "truncated %s", "string");
@@ -409,7 +409,7 @@ static ab_status_t rd_key(struct rd *r, ab_kv_t *kv, const struct pathf *pf)
     if (rc != AB_OK)
         return rc;
     ab_val_t k;
-    if ((rc = rd_str(r, pf, n, &k)) != AB_OK)
+    if ((rc = ab__rd_str(r, pf, n, &k)) != AB_OK)
         return rc;
     kv->key = k.u.s;
     kv->klen = k.len;
@@ -509,7 +509,7 @@ static ab_status_t rd_sized(struct rd *r, uint8_t t, ab_val_t *out, uint32_t dep
     if (rc != AB_OK)
         return rc;
     if (t >= 0xd9 && t <= 0xdb)
-        return rd_str(r, pf, n, out);
+        return ab__rd_str(r, pf, n, out);
     if (t == 0xdc || t == 0xdd)
         return rd_array(r, n, out, depth, pf);
     return rd_map(r, n, out, depth, pf);
@@ -532,7 +532,7 @@ static ab_status_t rd_value(struct rd *r, ab_val_t *out, uint32_t depth, const s
     if (t <= 0x9f)
         return rd_array(r, t & 0x0f, out, depth, pf);
     if (t <= 0xbf)
-        return rd_str(r, pf, t & 0x1f, out);
+        return ab__rd_str(r, pf, t & 0x1f, out);
     switch (t) {
     case 0xc0: out->type = AB_VAL_NULL; return AB_OK;
     case 0xc2:

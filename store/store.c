@@ -12,7 +12,7 @@
  *     the middle leaves the old version intact.
  *  3. A readonly handle never writes: SQLITE_OPEN_READONLY, no migrations.
  *  4. Every statement the handle runs after open is prepared once at open
- *     and finalised in ab_store_close().
+ *     and finalised in ab__store_close().
  *  5. page_size is set only on a file without a schema (version 0), before
  *     WAL: it cannot change later in WAL mode.
  *  6. SQLite never creates the database file (no SQLITE_OPEN_CREATE): a
@@ -61,7 +61,7 @@ static const char *const MIGRATIONS[AB_STORE_SCHEMA_VERSION] = {
     "CREATE TABLE snapshots(thread TEXT PRIMARY KEY, pos INTEGER NOT NULL, doc BLOB NOT NULL);",
 };
 
-ab_status_t ab_store_rc_status_(int rc)
+static ab_status_t rc_status(int rc)
 {
     switch (rc & 0xff) {
     case SQLITE_OK:
@@ -82,9 +82,9 @@ ab_status_t ab_store_rc_status_(int rc)
     }
 }
 
-ab_status_t ab_store_sqlerr_(ab_store_t *st, int rc, const char *what, ab_error_t *err)
+ab_status_t ab__store_sqlerr(ab_store_t *st, int rc, const char *what, ab_error_t *err)
 {
-    ab_status_t s = ab_store_rc_status_(rc);
+    ab_status_t s = rc_status(rc);
     if (s == AB_OK)
         s = AB_INTERNAL;
     const char *msg = st->db ? sqlite3_errmsg(st->db) : sqlite3_errstr(rc);
@@ -102,7 +102,7 @@ ab_status_t ab_store_sqlerr_(ab_store_t *st, int rc, const char *what, ab_error_
 static ab_status_t exec_sql(ab_store_t *st, const char *sql, const char *what, ab_error_t *err)
 {
     int rc = sqlite3_exec(st->db, sql, NULL, NULL, NULL);
-    return rc == SQLITE_OK ? AB_OK : ab_store_sqlerr_(st, rc, what, err);
+    return rc == SQLITE_OK ? AB_OK : ab__store_sqlerr(st, rc, what, err);
 }
 
 /* Run a one-row, one-column pragma; copies the text (may be truncated). */
@@ -114,7 +114,7 @@ static ab_status_t pragma_text(ab_store_t *st, const char *sql, char *out, size_
     if (rc == SQLITE_OK)
         rc = sqlite3_step(q);
     if (rc != SQLITE_ROW) {
-        ab_status_t s = ab_store_sqlerr_(st, rc, sql, err);
+        ab_status_t s = ab__store_sqlerr(st, rc, sql, err);
         sqlite3_finalize(q);
         return s;
     }
@@ -228,7 +228,7 @@ static ab_status_t configure_writer(ab_store_t *st, ab_store_durability_t d, int
     return version < AB_STORE_SCHEMA_VERSION ? migrate(st, err) : AB_OK;
 }
 
-ab_status_t ab_store_not_writable_(ab_store_t *st, const char *why, ab_error_t *err)
+ab_status_t ab__store_not_writable(ab_store_t *st, const char *why, ab_error_t *err)
 {
     return ab_error_set(err, AB_UNAVAILABLE, "store",
                         "database %s is not writable (%s): a writer needs it read-write; check "
@@ -236,11 +236,11 @@ ab_status_t ab_store_not_writable_(ab_store_t *st, const char *why, ab_error_t *
                         st->path, why);
 }
 
-ab_status_t ab_store_build_(ab_store_t *st, const char *path, ab_store_durability_t d,
+ab_status_t ab__store_build(ab_store_t *st, const char *path, ab_store_durability_t d,
                             ab_error_t *err)
 {
     int rc = sqlite3_open_v2(path, &st->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL);
-    ab_status_t s = rc == SQLITE_OK ? AB_OK : ab_store_sqlerr_(st, rc, "create", err);
+    ab_status_t s = rc == SQLITE_OK ? AB_OK : ab__store_sqlerr(st, rc, "create", err);
     if (s == AB_OK) {
         sqlite3_extended_result_codes(st->db, 1);
         s = configure_writer(st, d, 0, err);
@@ -258,23 +258,23 @@ static ab_status_t open_db(ab_store_t *st, const char *dir, const ab_store_opts_
     if (!st->path)
         return ab_error_set(err, AB_NOMEM, "store", "out of memory");
     snprintf(st->path, n, "%s/%s", dir, AB_STORE_DB_NAME);
-    ab_status_t s = ab_store_file_open_(st, dir, o, err);
+    ab_status_t s = ab__store_file_open(st, dir, o, err);
     if (s != AB_OK)
         return s;
     int flags = SQLITE_OPEN_NOMUTEX | (o->readonly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE);
     int rc = sqlite3_open_v2(st->path, &st->db, flags, NULL);
     if (rc != SQLITE_OK)
-        return ab_store_sqlerr_(st, rc, "open", err);
+        return ab__store_sqlerr(st, rc, "open", err);
     /* SQLite opens a file it cannot write read-only without a word (invariant 6) */
     if (!o->readonly && sqlite3_db_readonly(st->db, "main") == 1)
-        return ab_store_not_writable_(st, "SQLite opened it read-only", err);
+        return ab__store_not_writable(st, "SQLite opened it read-only", err);
     sqlite3_extended_result_codes(st->db, 1);
     sqlite3_busy_timeout(st->db, o->busy_timeout_ms);
     return AB_OK;
 }
 
-ab_status_t ab_store_open(ab_store_t **out, const char *dir, const ab_store_opts_t *opts,
-                          ab_error_t *err)
+ab_status_t ab__store_open(ab_store_t **out, const char *dir, const ab_store_opts_t *opts,
+                           ab_error_t *err)
 {
     static const ab_store_opts_t defaults = {0};
     const ab_store_opts_t *o = opts ? opts : &defaults;
@@ -290,7 +290,7 @@ ab_status_t ab_store_open(ab_store_t **out, const char *dir, const ab_store_opts
     st->opening = true;
     int version = 0;
     ab_status_t s = open_db(st, dir, o, err);
-    bool check = !o->skip_quick_check && !(o->readonly && ab_store_file_checked_(st));
+    bool check = !o->skip_quick_check && !(o->readonly && ab__store_file_checked(st));
     if (s == AB_OK)
         s = check_file(st, check, &version, err);
     if (s == AB_OK)
@@ -300,33 +300,33 @@ ab_status_t ab_store_open(ab_store_t **out, const char *dir, const ab_store_opts
     if (s == AB_OK && o->readonly)
         s = exec_sql(st, READER_PRAGMAS, "pragmas", err);
     if (s == AB_OK)
-        s = ab_store_prepare_(st, err);
+        s = ab__store_prepare(st, err);
     if (s == AB_OK && !o->readonly)
-        ab_store_ckpt_start_(st); /* checkpoints off this thread (store_ckpt.c) */
+        ab__store_ckpt_start(st); /* checkpoints off this thread (store_ckpt.c) */
     if (s != AB_OK) {
-        ab_store_close(&st);
+        ab__store_close(&st);
         return s;
     }
     if (check)
-        ab_store_file_mark_checked_(st); /* invariant 7 */
+        ab__store_file_mark_checked(st); /* invariant 7 */
     st->opening = false;
     *out = st;
     return AB_OK;
 }
 
-void ab_store_close(ab_store_t **pst)
+void ab__store_close(ab_store_t **pst)
 {
     if (!pst || !*pst)
         return;
     ab_store_t *st = *pst;
     if (st->in_txn)
-        ab_store_rollback(st);
+        ab__store_rollback(st);
     for (int i = 0; i < Q_COUNT_; i++)
         sqlite3_finalize(st->q[i]);
-    ab_store_cache_free_(st);
-    ab_store_ckpt_stop_(st);
+    ab__store_cache_free(st);
+    ab__store_ckpt_stop(st);
     sqlite3_close(st->db);
-    ab_store_file_close_(st); /* after every connection of the handle (store_file.c) */
+    ab__store_file_close(st); /* after every connection of the handle (store_file.c) */
     free(st->path);
     free(st);
     *pst = NULL;

@@ -16,19 +16,19 @@
 #include <stdlib.h>
 #include <string.h>
 
-void ab_store_put_u32_(uint8_t *p, uint32_t v)
+void ab__store_put_u32(uint8_t *p, uint32_t v)
 {
     for (int i = 0; i < 4; i++)
         p[i] = (uint8_t)(v >> (8 * i));
 }
 
-void ab_store_put_u64_(uint8_t *p, uint64_t v)
+void ab__store_put_u64(uint8_t *p, uint64_t v)
 {
     for (int i = 0; i < 8; i++)
         p[i] = (uint8_t)(v >> (8 * i));
 }
 
-uint32_t ab_store_get_u32_(const uint8_t *p)
+uint32_t ab__store_get_u32(const uint8_t *p)
 {
     uint32_t v = 0;
     for (int i = 3; i >= 0; i--)
@@ -36,7 +36,7 @@ uint32_t ab_store_get_u32_(const uint8_t *p)
     return v;
 }
 
-uint64_t ab_store_get_u64_(const uint8_t *p)
+uint64_t ab__store_get_u64(const uint8_t *p)
 {
     uint64_t v = 0;
     for (int i = 7; i >= 0; i--)
@@ -55,7 +55,7 @@ static uint64_t hash_ids(const char *t, size_t tl, const char *r, size_t rl)
     return h;
 }
 
-void ab_store_cache_clear_(ab_store_t *st)
+void ab__store_cache_clear(ab_store_t *st)
 {
     for (size_t i = 0; i < st->nslots; i++) {
         free(st->slots[i]);
@@ -67,9 +67,9 @@ void ab_store_cache_clear_(ab_store_t *st)
     ab_buf_reset(&st->stage);
 }
 
-void ab_store_cache_free_(ab_store_t *st)
+void ab__store_cache_free(ab_store_t *st)
 {
-    ab_store_cache_clear_(st);
+    ab__store_cache_clear(st);
     free(st->slots);
     free(st->touched);
     free(st->recs);
@@ -127,10 +127,10 @@ static ab_status_t load_run(ab_store_t *st, run_ent_t *e, ab_error_t *err)
         e->epoch = (uint64_t)sqlite3_column_int64(q, 2);
         e->last_seq = (uint64_t)sqlite3_column_int64(q, 3);
     }
-    ab_store_done_(q);
+    ab__store_done(q);
     if (rc == SQLITE_ROW || rc == SQLITE_DONE)
         return AB_OK;
-    return ab_store_sqlerr_(st, rc, "run lookup", err);
+    return ab__store_sqlerr(st, rc, "run lookup", err);
 }
 
 static run_ent_t *new_ent(const char *t, size_t tl, const char *r, size_t rl, uint64_t h)
@@ -149,7 +149,7 @@ static run_ent_t *new_ent(const char *t, size_t tl, const char *r, size_t rl, ui
     return e;
 }
 
-ab_status_t ab_store_cache_get_(ab_store_t *st, const char *thread, size_t tl, const char *run,
+ab_status_t ab__store_cache_get(ab_store_t *st, const char *thread, size_t tl, const char *run,
                                 size_t rl, run_ent_t **out, ab_error_t *err)
 {
     uint64_t h = hash_ids(thread, tl, run, rl);

@@ -97,7 +97,7 @@ static int on_wal(void *arg, sqlite3 *db, const char *name, int pages)
     return SQLITE_OK;
 }
 
-void ab_store_ckpt_start_(ab_store_t *st)
+void ab__store_ckpt_start(ab_store_t *st)
 {
     st->wal_pages = st->wal_pages > 0 ? st->wal_pages : AB_STORE_WAL_PAGES;
     sqlite3_wal_hook(st->db, on_wal, st); /* replaces SQLite's automatic checkpoint */
@@ -125,7 +125,7 @@ void ab_store_ckpt_start_(ab_store_t *st)
     free(c);
 }
 
-void ab_store_ckpt_stop_(ab_store_t *st)
+void ab__store_ckpt_stop(ab_store_t *st)
 {
     ab_store_ckpt_t *c = st->ckpt;
     if (c == NULL)

@@ -107,7 +107,7 @@ static ab_status_t file_ref(ab_store_t *st, const struct stat *sb, ab_error_t *e
     return AB_OK;
 }
 
-void ab_store_file_close_(ab_store_t *st)
+void ab__store_file_close(ab_store_t *st)
 {
     pthread_mutex_lock(&files_mu);
     ab_store_file_t *f = st->file;
@@ -138,7 +138,7 @@ void ab_store_file_close_(ab_store_t *st)
     st->marked_checked = false;
 }
 
-bool ab_store_file_checked_(const ab_store_t *st)
+bool ab__store_file_checked(const ab_store_t *st)
 {
     pthread_mutex_lock(&files_mu);
     bool c = st->file != NULL && st->file->checked;
@@ -146,7 +146,7 @@ bool ab_store_file_checked_(const ab_store_t *st)
     return c;
 }
 
-void ab_store_file_mark_checked_(ab_store_t *st)
+void ab__store_file_mark_checked(ab_store_t *st)
 {
     if (st->file == NULL || !st->exclusive)
         return;
@@ -232,7 +232,7 @@ static ab_status_t lock_existing(ab_store_t *st, const char *dir, int *fd_out, a
     if (fd < 0) {
         int e = errno;
         if (e == EACCES || e == EPERM || e == EROFS)
-            return ab_store_not_writable_(st, strerror(e), err);
+            return ab__store_not_writable(st, strerror(e), err);
         return ab_error_set(err, AB_UNAVAILABLE, "store", "cannot open %s: %s", st->path,
                             strerror(e));
     }
@@ -302,7 +302,7 @@ static ab_status_t create_store(ab_store_t *st, const char *dir, const ab_store_
     if (o->exclusive && flock(fd, LOCK_EX | LOCK_NB) != 0) /* before the file has its name */
         s = ab_error_set(err, AB_UNAVAILABLE, "store", "cannot lock %s: %s", tmp, strerror(errno));
     if (s == AB_OK)
-        s = ab_store_build_(st, tmp, o->durability, err);
+        s = ab__store_build(st, tmp, o->durability, err);
     bool linked = false;
     if (s == AB_OK && link(tmp, st->path) == 0) {
         linked = true;
@@ -377,11 +377,11 @@ static ab_status_t open_writer_file(ab_store_t *st, const char *dir, const ab_st
         s = take_pid_file(st, dir, err);
     if (s == AB_OK)
         s = file_ref(st, &sb, err);
-    st->lock_fd = fd; /* released by ab_store_file_close_() */
+    st->lock_fd = fd; /* released by ab__store_file_close() */
     return s;
 }
 
-ab_status_t ab_store_file_open_(ab_store_t *st, const char *dir, const ab_store_opts_t *o,
+ab_status_t ab__store_file_open(ab_store_t *st, const char *dir, const ab_store_opts_t *o,
                                 ab_error_t *err)
 {
     if (!o->readonly)

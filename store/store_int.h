@@ -120,70 +120,67 @@ struct ab_store {
     int pid_fd;            /* exclusive handles: <dir>/LOCK, locked, holding the pid; else -1 */
     bool exclusive;
     bool marked_checked; /* this handle told the file entry it ran quick_check */
-    bool opening;        /* inside ab_store_open(): refusals carry AB_STORE_AFRESH_HINT */
+    bool opening;        /* inside ab__store_open(): refusals carry AB_STORE_AFRESH_HINT */
 };
 
 /* Start the checkpointer of a writer handle (falls back to inline checkpoints). */
-void ab_store_ckpt_start_(ab_store_t *st);
+void ab__store_ckpt_start(ab_store_t *st);
 /* Stop it and close its connection (before st->db closes). */
-void ab_store_ckpt_stop_(ab_store_t *st);
+void ab__store_ckpt_stop(ab_store_t *st);
 
 /* Prepare the file for SQLite (store_file.c): a writer creates the directory,
  * builds a new store where no database exists, takes the exclusive lock
  * (opts->exclusive) and refuses an empty file; every handle registers the
- * file. Undone by ab_store_file_close_(), also after a failure. */
-ab_status_t ab_store_file_open_(ab_store_t *st, const char *dir, const ab_store_opts_t *o,
+ * file. Undone by ab__store_file_close(), also after a failure. */
+ab_status_t ab__store_file_open(ab_store_t *st, const char *dir, const ab_store_opts_t *o,
                                 ab_error_t *err);
 /* Release the file (after the handle's SQLite connections closed): the lock,
  * the pid file, the registration; parked descriptors close with the last
  * handle of the file. */
-void ab_store_file_close_(ab_store_t *st);
+void ab__store_file_close(ab_store_t *st);
 /* Whether an exclusive writer of this process that ran quick_check at its
  * open has the handle's file open (a reader then need not check it again). */
-bool ab_store_file_checked_(const ab_store_t *st);
+bool ab__store_file_checked(const ab_store_t *st);
 /* Record that this exclusive writer ran quick_check at its open. */
-void ab_store_file_mark_checked_(ab_store_t *st);
+void ab__store_file_mark_checked(ab_store_t *st);
 
 /* Build a new, empty store of the current schema in the existing empty file
  * @p path (store.c): page size, WAL mode, migrations; closes it again. */
-ab_status_t ab_store_build_(ab_store_t *st, const char *path, ab_store_durability_t d,
+ab_status_t ab__store_build(ab_store_t *st, const char *path, ab_store_durability_t d,
                             ab_error_t *err);
 /* The refusal of a database file a writer cannot write (@p why: the cause). */
-ab_status_t ab_store_not_writable_(ab_store_t *st, const char *why, ab_error_t *err);
+ab_status_t ab__store_not_writable(ab_store_t *st, const char *why, ab_error_t *err);
 
 /* Map an SQLite result code to a status and record it with the db message. */
-ab_status_t ab_store_sqlerr_(ab_store_t *st, int rc, const char *what, ab_error_t *err);
+ab_status_t ab__store_sqlerr(ab_store_t *st, int rc, const char *what, ab_error_t *err);
 
-/* Map an SQLite result code to a status (no message). */
-ab_status_t ab_store_rc_status_(int rc);
-
-/* Prepare every statement of Q_*; called by ab_store_open(). */
-ab_status_t ab_store_prepare_(ab_store_t *st, ab_error_t *err);
+/* Prepare every statement of Q_*; called by ab__store_open(). */
+ab_status_t ab__store_prepare(ab_store_t *st, ab_error_t *err);
 
 /* Reset a statement and clear its bindings. */
-void ab_store_done_(sqlite3_stmt *q);
+void ab__store_done(sqlite3_stmt *q);
 
 /* Validate an id (1..AB_ID_MAX_BYTES bytes). */
-ab_status_t ab_store_check_id_(const char *id, size_t len, const char *field, ab_error_t *err);
+ab_status_t ab__store_check_id(const char *id, size_t len, const char *field, ab_error_t *err);
 
 /* Clamp a u64 to SQLite's signed range. */
-sqlite3_int64 ab_store_i64_(uint64_t v);
+sqlite3_int64 ab__store_i64(uint64_t v);
 
 /* Find (or load from the runs table, or create unsaved) the cache entry of a
  * run. *out is owned by the cache. */
-ab_status_t ab_store_cache_get_(ab_store_t *st, const char *thread, size_t tl, const char *run,
+ab_status_t ab__store_cache_get(ab_store_t *st, const char *thread, size_t tl, const char *run,
                                 size_t rl, run_ent_t **out, ab_error_t *err);
 
 /* Drop every cache entry (after a failed commit or another writer's commit). */
-void ab_store_cache_clear_(ab_store_t *st);
+void ab__store_cache_clear(ab_store_t *st);
 
-/* Free the cache and the batch buffers (ab_store_close()). */
-void ab_store_cache_free_(ab_store_t *st);
+/* Free the cache and the batch buffers (ab__store_close()). */
+void ab__store_cache_free(ab_store_t *st);
 
 /* Little-endian helpers for chunk records. */
-void ab_store_put_u32_(uint8_t *p, uint32_t v);
-void ab_store_put_u64_(uint8_t *p, uint64_t v);
-uint32_t ab_store_get_u32_(const uint8_t *p);
-uint64_t ab_store_get_u64_(const uint8_t *p);
+void ab__store_put_u32(uint8_t *p, uint32_t v);
+void ab__store_put_u64(uint8_t *p, uint64_t v);
+uint32_t ab__store_get_u32(const uint8_t *p);
+uint64_t ab__store_get_u64(const uint8_t *p);
 
 #endif

@@ -42,10 +42,10 @@ static bool next_rec(const uint8_t *data, size_t size, uint64_t batch_first, siz
         return false;
     }
     const uint8_t *p = data + *off;
-    r->pos = batch_first + ab_store_get_u32_(p);
-    r->len = ab_store_get_u32_(p + 4);
-    r->seq = ab_store_get_u64_(p + 8);
-    r->commit_us = (int64_t)ab_store_get_u64_(p + 16);
+    r->pos = batch_first + ab__store_get_u32(p);
+    r->len = ab__store_get_u32(p + 4);
+    r->seq = ab__store_get_u64(p + 8);
+    r->commit_us = (int64_t)ab__store_get_u64(p + 16);
     if (size - *off - CHUNK_HDR < r->len) {
         *damaged = true;
         return false;
@@ -88,31 +88,31 @@ static void emit(reader_t *rd, const rec_t *r, const char *thread, const char *r
 static ab_status_t finish(reader_t *rd, sqlite3_stmt *q, int rc, bool bad, size_t *delivered,
                           ab_error_t *err)
 {
-    ab_store_done_(q);
+    ab__store_done(q);
     if (bad)
         return damaged(rd->st, err);
     if (rc != SQLITE_DONE && rc != SQLITE_ROW)
-        return ab_store_sqlerr_(rd->st, rc, "read", err);
+        return ab__store_sqlerr(rd->st, rc, "read", err);
     if (delivered)
         *delivered = rd->n;
     return AB_OK;
 }
 
-ab_status_t ab_store_read_run(ab_store_t *st, const char *thread, size_t thread_len,
-                              const char *run, size_t run_len, uint64_t after_seq, uint32_t limit,
-                              ab_store_row_cb cb, void *ud, size_t *delivered, ab_error_t *err)
+ab_status_t ab__store_read_run(ab_store_t *st, const char *thread, size_t thread_len,
+                               const char *run, size_t run_len, uint64_t after_seq, uint32_t limit,
+                               ab_store_row_cb cb, void *ud, size_t *delivered, ab_error_t *err)
 {
     if (!st)
         return ab_error_set(err, AB_INVALID_ARGUMENT, "store", "store: NULL handle");
-    ab_status_t s = ab_store_check_id_(thread, thread_len, "thread", err);
+    ab_status_t s = ab__store_check_id(thread, thread_len, "thread", err);
     if (s == AB_OK)
-        s = ab_store_check_id_(run, run_len, "run", err);
+        s = ab__store_check_id(run, run_len, "run", err);
     if (s != AB_OK)
         return s;
     sqlite3_stmt *q = st->q[Q_READ_RUN];
     sqlite3_bind_text(q, 1, thread, (int)thread_len, SQLITE_STATIC);
     sqlite3_bind_text(q, 2, run, (int)run_len, SQLITE_STATIC);
-    sqlite3_bind_int64(q, 3, ab_store_i64_(after_seq));
+    sqlite3_bind_int64(q, 3, ab__store_i64(after_seq));
     reader_t rd = {.st = st, .cb = cb, .ud = ud, .limit = limit};
     bool bad = false;
     int rc = SQLITE_DONE;
@@ -209,7 +209,7 @@ static ab_status_t read_grouped(ab_store_t *st, sqlite3_stmt *q, uint64_t after_
             group_flush(&g, &rd);
         cur = bf;
         if (!rd.stop && group_add(&g, q, after_pos, &bad) != AB_OK) {
-            ab_store_done_(q);
+            ab__store_done(q);
             free(g.recs);
             return ab_error_set(err, AB_NOMEM, "store", "out of memory (read)");
         }
@@ -220,46 +220,46 @@ static ab_status_t read_grouped(ab_store_t *st, sqlite3_stmt *q, uint64_t after_
     return finish(&rd, q, rd.stop ? SQLITE_DONE : rc, bad, delivered, err);
 }
 
-ab_status_t ab_store_read_thread(ab_store_t *st, const char *thread, size_t thread_len,
-                                 uint64_t after_pos, uint32_t limit, ab_store_row_cb cb, void *ud,
-                                 size_t *delivered, ab_error_t *err)
+ab_status_t ab__store_read_thread(ab_store_t *st, const char *thread, size_t thread_len,
+                                  uint64_t after_pos, uint32_t limit, ab_store_row_cb cb, void *ud,
+                                  size_t *delivered, ab_error_t *err)
 {
     if (!st)
         return ab_error_set(err, AB_INVALID_ARGUMENT, "store", "store: NULL handle");
-    ab_status_t s = ab_store_check_id_(thread, thread_len, "thread", err);
+    ab_status_t s = ab__store_check_id(thread, thread_len, "thread", err);
     if (s != AB_OK)
         return s;
     sqlite3_stmt *q = st->q[Q_READ_THREAD];
     sqlite3_bind_text(q, 1, thread, (int)thread_len, SQLITE_STATIC);
-    sqlite3_bind_int64(q, 2, ab_store_i64_(after_pos));
+    sqlite3_bind_int64(q, 2, ab__store_i64(after_pos));
     return read_grouped(st, q, after_pos, limit, cb, ud, delivered, err);
 }
 
-ab_status_t ab_store_read_all(ab_store_t *st, uint64_t after_pos, uint32_t limit,
-                              ab_store_row_cb cb, void *ud, size_t *delivered, ab_error_t *err)
+ab_status_t ab__store_read_all(ab_store_t *st, uint64_t after_pos, uint32_t limit,
+                               ab_store_row_cb cb, void *ud, size_t *delivered, ab_error_t *err)
 {
     if (!st)
         return ab_error_set(err, AB_INVALID_ARGUMENT, "store", "store: NULL handle");
     sqlite3_stmt *q = st->q[Q_READ_ALL];
-    sqlite3_bind_int64(q, 1, ab_store_i64_(after_pos));
+    sqlite3_bind_int64(q, 1, ab__store_i64(after_pos));
     return read_grouped(st, q, after_pos, limit, cb, ud, delivered, err);
 }
 
-ab_status_t ab_store_event_bytes(ab_store_t *st, const char *thread, size_t thread_len,
-                                 const char *run, size_t run_len, uint64_t seq, ab_buf_t *out,
-                                 uint64_t *pos_out, ab_error_t *err)
+ab_status_t ab__store_event_bytes(ab_store_t *st, const char *thread, size_t thread_len,
+                                  const char *run, size_t run_len, uint64_t seq, ab_buf_t *out,
+                                  uint64_t *pos_out, ab_error_t *err)
 {
     if (!st || !out)
         return ab_error_set(err, AB_INVALID_ARGUMENT, "store", "store: NULL handle or out");
-    ab_status_t s = ab_store_check_id_(thread, thread_len, "thread", err);
+    ab_status_t s = ab__store_check_id(thread, thread_len, "thread", err);
     if (s == AB_OK)
-        s = ab_store_check_id_(run, run_len, "run", err);
+        s = ab__store_check_id(run, run_len, "run", err);
     if (s != AB_OK)
         return s;
     sqlite3_stmt *q = st->q[Q_EVENT_CHUNK];
     sqlite3_bind_text(q, 1, thread, (int)thread_len, SQLITE_STATIC);
     sqlite3_bind_text(q, 2, run, (int)run_len, SQLITE_STATIC);
-    sqlite3_bind_int64(q, 3, ab_store_i64_(seq));
+    sqlite3_bind_int64(q, 3, ab__store_i64(seq));
     int rc = sqlite3_step(q);
     bool bad = false, found = false;
     rec_t rec;
@@ -273,13 +273,13 @@ ab_status_t ab_store_event_bytes(ab_store_t *st, const char *thread, size_t thre
         if (found && rec.len && ab_buf_append(out, rec.bytes, rec.len) != AB_OK)
             s = ab_error_set(err, AB_NOMEM, "store", "out of memory");
     }
-    ab_store_done_(q);
+    ab__store_done(q);
     if (s != AB_OK)
         return s;
     if (bad)
         return damaged(st, err);
     if (rc != SQLITE_ROW && rc != SQLITE_DONE)
-        return ab_store_sqlerr_(st, rc, "event", err);
+        return ab__store_sqlerr(st, rc, "event", err);
     if (!found)
         return ab_error_set(err, AB_NOT_FOUND, "seq", "run %.*s has no seq %llu", (int)run_len, run,
                             (unsigned long long)seq);

@@ -29,10 +29,10 @@ static int64_t now_us(void)
 static ab_status_t exec_q(ab_store_t *st, int which, const char *what, ab_error_t *err)
 {
     int rc = sqlite3_step(st->q[which]);
-    ab_store_done_(st->q[which]);
+    ab__store_done(st->q[which]);
     if (rc == SQLITE_DONE || rc == SQLITE_ROW)
         return AB_OK;
-    return ab_store_sqlerr_(st, rc, what, err);
+    return ab__store_sqlerr(st, rc, what, err);
 }
 
 static ab_status_t claim_txn(ab_store_t *st, const char *t, size_t tl, const char *r, size_t rl,
@@ -42,9 +42,9 @@ static ab_status_t claim_txn(ab_store_t *st, const char *t, size_t tl, const cha
     sqlite3_bind_text(q, 1, t, (int)tl, SQLITE_STATIC);
     int rc = sqlite3_step(q);
     sqlite3_int64 thread = rc == SQLITE_ROW ? sqlite3_column_int64(q, 0) : 0;
-    ab_store_done_(q);
+    ab__store_done(q);
     if (rc != SQLITE_ROW)
-        return ab_store_sqlerr_(st, rc, "thread", err);
+        return ab__store_sqlerr(st, rc, "thread", err);
     q = st->q[Q_CLAIM];
     sqlite3_bind_int64(q, 1, thread);
     sqlite3_bind_text(q, 2, t, (int)tl, SQLITE_STATIC);
@@ -56,28 +56,28 @@ static ab_status_t claim_txn(ab_store_t *st, const char *t, size_t tl, const cha
         *epoch = (uint64_t)sqlite3_column_int64(q, 0);
         run_rowid = sqlite3_column_int64(q, 1);
     }
-    ab_store_done_(q);
+    ab__store_done(q);
     if (rc != SQLITE_ROW)
-        return ab_store_sqlerr_(st, rc, "claim", err);
+        return ab__store_sqlerr(st, rc, "claim", err);
     q = st->q[Q_RUN_LAST];
     sqlite3_bind_int64(q, 1, run_rowid);
     rc = sqlite3_step(q);
     if (rc == SQLITE_ROW)
         *last_seq = (uint64_t)sqlite3_column_int64(q, 0);
-    ab_store_done_(q);
-    return rc == SQLITE_ROW ? AB_OK : ab_store_sqlerr_(st, rc, "claim", err);
+    ab__store_done(q);
+    return rc == SQLITE_ROW ? AB_OK : ab__store_sqlerr(st, rc, "claim", err);
 }
 
-ab_status_t ab_store_claim(ab_store_t *st, const char *thread, size_t thread_len, const char *run,
-                           size_t run_len, uint64_t *epoch_out, uint64_t *last_seq_out,
-                           ab_error_t *err)
+ab_status_t ab__store_claim(ab_store_t *st, const char *thread, size_t thread_len, const char *run,
+                            size_t run_len, uint64_t *epoch_out, uint64_t *last_seq_out,
+                            ab_error_t *err)
 {
     if (!st || st->readonly || st->in_txn)
         return ab_error_set(err, AB_INVALID_ARGUMENT, "store",
                             "store: claim needs a writer handle without an open transaction");
-    ab_status_t s = ab_store_check_id_(thread, thread_len, "thread", err);
+    ab_status_t s = ab__store_check_id(thread, thread_len, "thread", err);
     if (s == AB_OK)
-        s = ab_store_check_id_(run, run_len, "run", err);
+        s = ab__store_check_id(run, run_len, "run", err);
     if (s == AB_OK)
         s = exec_q(st, Q_BEGIN, "claim", err);
     if (s != AB_OK)
@@ -130,14 +130,14 @@ static void fill_run(sqlite3_stmt *q, ab_store_run_t *out)
     out->ended_us = sqlite3_column_int64(q, 9);
 }
 
-ab_status_t ab_store_head(ab_store_t *st, const char *thread, size_t thread_len, const char *run,
-                          size_t run_len, ab_store_run_t *out, ab_error_t *err)
+ab_status_t ab__store_head(ab_store_t *st, const char *thread, size_t thread_len, const char *run,
+                           size_t run_len, ab_store_run_t *out, ab_error_t *err)
 {
     if (!st || !out)
         return ab_error_set(err, AB_INVALID_ARGUMENT, "store", "store: NULL handle or out");
-    ab_status_t s = ab_store_check_id_(thread, thread_len, "thread", err);
+    ab_status_t s = ab__store_check_id(thread, thread_len, "thread", err);
     if (s == AB_OK)
-        s = ab_store_check_id_(run, run_len, "run", err);
+        s = ab__store_check_id(run, run_len, "run", err);
     if (s != AB_OK)
         return s;
     sqlite3_stmt *q = st->q[Q_HEAD];
@@ -146,22 +146,22 @@ ab_status_t ab_store_head(ab_store_t *st, const char *thread, size_t thread_len,
     int rc = sqlite3_step(q);
     if (rc == SQLITE_ROW)
         fill_run(q, out);
-    ab_store_done_(q);
+    ab__store_done(q);
     if (rc == SQLITE_ROW)
         return AB_OK;
     if (rc == SQLITE_DONE)
         return ab_error_set(err, AB_NOT_FOUND, "run", "no run %.*s in thread %.*s", (int)run_len,
                             run, (int)thread_len, thread);
-    return ab_store_sqlerr_(st, rc, "head", err);
+    return ab__store_sqlerr(st, rc, "head", err);
 }
 
-ab_status_t ab_store_runs_of_thread(ab_store_t *st, const char *thread, size_t thread_len,
-                                    ab_store_run_cb cb, void *ud, size_t *delivered,
-                                    ab_error_t *err)
+ab_status_t ab__store_runs_of_thread(ab_store_t *st, const char *thread, size_t thread_len,
+                                     ab_store_run_cb cb, void *ud, size_t *delivered,
+                                     ab_error_t *err)
 {
     if (!st)
         return ab_error_set(err, AB_INVALID_ARGUMENT, "store", "store: NULL handle");
-    ab_status_t s = ab_store_check_id_(thread, thread_len, "thread", err);
+    ab_status_t s = ab__store_check_id(thread, thread_len, "thread", err);
     if (s != AB_OK)
         return s;
     sqlite3_stmt *q = st->q[Q_RUNS_OF_THREAD];
@@ -177,15 +177,15 @@ ab_status_t ab_store_runs_of_thread(ab_store_t *st, const char *thread, size_t t
             break;
         }
     }
-    ab_store_done_(q);
+    ab__store_done(q);
     if (rc != SQLITE_DONE)
-        return ab_store_sqlerr_(st, rc, "runs", err);
+        return ab__store_sqlerr(st, rc, "runs", err);
     if (delivered)
         *delivered = n;
     return AB_OK;
 }
 
-ab_status_t ab_store_head_pos(ab_store_t *st, uint64_t *pos_out, ab_error_t *err)
+ab_status_t ab__store_head_pos(ab_store_t *st, uint64_t *pos_out, ab_error_t *err)
 {
     if (!st || !pos_out)
         return ab_error_set(err, AB_INVALID_ARGUMENT, "store", "store: NULL handle or out");
@@ -196,9 +196,9 @@ ab_status_t ab_store_head_pos(ab_store_t *st, uint64_t *pos_out, ab_error_t *err
     sqlite3_stmt *q = st->q[Q_MAX_POS];
     int rc = sqlite3_step(q);
     uint64_t pos = rc == SQLITE_ROW ? (uint64_t)sqlite3_column_int64(q, 0) : 0;
-    ab_store_done_(q);
+    ab__store_done(q);
     if (rc != SQLITE_ROW)
-        return ab_store_sqlerr_(st, rc, "head_pos", err);
+        return ab__store_sqlerr(st, rc, "head_pos", err);
     *pos_out = pos;
     return AB_OK;
 }

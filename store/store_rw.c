@@ -6,11 +6,11 @@
  *  1. pos is assigned densely: at BEGIN IMMEDIATE the handle reads the
  *     highest stored position under the write lock (one indexed lookup per
  *     batch), so positions are exactly the commit order.
- *  2. ab_store_append() only stages: it checks the event (ids, seq strictly
+ *  2. ab__store_append() only stages: it checks the event (ids, seq strictly
  *     above the run's last seq, committed or staged) and copies it into the
  *     stage buffer; a refused event leaves the stage untouched. Nothing is
- *     written to SQLite before ab_store_commit().
- *  3. ab_store_commit() writes, per run touched by the batch, one chunk row
+ *     written to SQLite before ab__store_commit().
+ *  3. ab__store_commit() writes, per run touched by the batch, one chunk row
  *     (its events of the batch, in position order) and, only when the batch
  *     changes the run's state (status, outcome, parent, higher epoch), one
  *     update of its runs row, then COMMITs. A run's last seq and position
@@ -84,18 +84,18 @@ static const char *const SQL[Q_COUNT_] = {
 static const char *const STATUS_TEXT[] = {NULL, "active", "finished", "errored"};
 static const char *const OUTCOME_TEXT[] = {NULL, "success", "interrupt", "cancelled"};
 
-ab_status_t ab_store_prepare_(ab_store_t *st, ab_error_t *err)
+ab_status_t ab__store_prepare(ab_store_t *st, ab_error_t *err)
 {
     for (int i = 0; i < Q_COUNT_; i++) {
         int rc = sqlite3_prepare_v3(st->db, SQL[i], -1, SQLITE_PREPARE_PERSISTENT, &st->q[i], NULL);
         if (rc != SQLITE_OK)
-            return ab_store_sqlerr_(st, rc, "prepare", err);
+            return ab__store_sqlerr(st, rc, "prepare", err);
     }
     st->data_version = -1;
     return AB_OK;
 }
 
-void ab_store_done_(sqlite3_stmt *q)
+void ab__store_done(sqlite3_stmt *q)
 {
     sqlite3_reset(q);
     sqlite3_clear_bindings(q);
@@ -105,10 +105,10 @@ void ab_store_done_(sqlite3_stmt *q)
 static ab_status_t run_q(ab_store_t *st, int which, const char *what, ab_error_t *err)
 {
     int rc = sqlite3_step(st->q[which]);
-    ab_store_done_(st->q[which]);
+    ab__store_done(st->q[which]);
     if (rc == SQLITE_DONE || rc == SQLITE_ROW)
         return AB_OK;
-    return ab_store_sqlerr_(st, rc, what, err);
+    return ab__store_sqlerr(st, rc, what, err);
 }
 
 /* Step a one-row statement returning an integer in column 0; reset it. */
@@ -119,16 +119,16 @@ static ab_status_t int_q(ab_store_t *st, int which, const char *what, sqlite3_in
     int rc = sqlite3_step(q);
     if (rc == SQLITE_ROW)
         *out = sqlite3_column_int64(q, 0);
-    ab_store_done_(q);
-    return rc == SQLITE_ROW ? AB_OK : ab_store_sqlerr_(st, rc, what, err);
+    ab__store_done(q);
+    return rc == SQLITE_ROW ? AB_OK : ab__store_sqlerr(st, rc, what, err);
 }
 
-sqlite3_int64 ab_store_i64_(uint64_t v)
+sqlite3_int64 ab__store_i64(uint64_t v)
 {
     return v > (uint64_t)INT64_MAX ? INT64_MAX : (sqlite3_int64)v;
 }
 
-ab_status_t ab_store_check_id_(const char *id, size_t len, const char *field, ab_error_t *err)
+ab_status_t ab__store_check_id(const char *id, size_t len, const char *field, ab_error_t *err)
 {
     if (!id || len == 0 || len > AB_ID_MAX_BYTES)
         return ab_error_set(err, AB_INVALID_ARGUMENT, field, "store: %s id must be 1..%d bytes",
@@ -149,7 +149,7 @@ static ab_status_t check_writer(ab_store_t *st, bool want_txn, ab_error_t *err)
     return AB_OK;
 }
 
-ab_status_t ab_store_begin(ab_store_t *st, ab_error_t *err)
+ab_status_t ab__store_begin(ab_store_t *st, ab_error_t *err)
 {
     ab_status_t s = check_writer(st, false, err);
     if (s == AB_OK)
@@ -165,7 +165,7 @@ ab_status_t ab_store_begin(ab_store_t *st, ab_error_t *err)
         return s;
     }
     if (version != st->data_version || st->nruns > RUN_CACHE_MAX)
-        ab_store_cache_clear_(st); /* another connection wrote: the cache may be stale */
+        ab__store_cache_clear(st); /* another connection wrote: the cache may be stale */
     st->data_version = version;
     st->next_pos = (uint64_t)max_pos + 1;
     st->batch_first = st->next_pos;
@@ -181,11 +181,11 @@ static ab_status_t check_event(const ab_store_event_t *ev, ab_error_t *err)
 {
     if (!ev)
         return ab_error_set(err, AB_INVALID_ARGUMENT, "event", "store: NULL event");
-    ab_status_t s = ab_store_check_id_(ev->thread, ev->thread_len, "thread", err);
+    ab_status_t s = ab__store_check_id(ev->thread, ev->thread_len, "thread", err);
     if (s == AB_OK)
-        s = ab_store_check_id_(ev->run, ev->run_len, "run", err);
+        s = ab__store_check_id(ev->run, ev->run_len, "run", err);
     if (s == AB_OK && ev->parent_run)
-        s = ab_store_check_id_(ev->parent_run, ev->parent_run_len, "parent_run", err);
+        s = ab__store_check_id(ev->parent_run, ev->parent_run_len, "parent_run", err);
     if (s == AB_OK && ((!ev->bytes && ev->len) || ev->len > (size_t)INT32_MAX))
         s = ab_error_set(err, AB_INVALID_ARGUMENT, "bytes", "store: bad event bytes");
     return s;
@@ -236,10 +236,10 @@ static void stage_start(ab_store_t *st, run_ent_t *e, const ab_store_event_t *ev
 static void stage_event(ab_store_t *st, run_ent_t *e, const ab_store_event_t *ev)
 {
     uint8_t hdr[CHUNK_HDR];
-    ab_store_put_u32_(hdr, (uint32_t)(st->next_pos - st->batch_first));
-    ab_store_put_u32_(hdr + 4, (uint32_t)ev->len);
-    ab_store_put_u64_(hdr + 8, ev->seq);
-    ab_store_put_u64_(hdr + 16, (uint64_t)ev->commit_us);
+    ab__store_put_u32(hdr, (uint32_t)(st->next_pos - st->batch_first));
+    ab__store_put_u32(hdr + 4, (uint32_t)ev->len);
+    ab__store_put_u64(hdr + 8, ev->seq);
+    ab__store_put_u64(hdr + 16, (uint64_t)ev->commit_us);
     size_t off = st->stage.len; /* room reserved by stage_reserve() */
     memcpy(st->stage.data + off, hdr, CHUNK_HDR);
     if (ev->len)
@@ -271,15 +271,15 @@ static void stage_event(ab_store_t *st, run_ent_t *e, const ab_store_event_t *ev
     }
 }
 
-ab_status_t ab_store_append(ab_store_t *st, const ab_store_event_t *ev, uint64_t *pos_out,
-                            ab_error_t *err)
+ab_status_t ab__store_append(ab_store_t *st, const ab_store_event_t *ev, uint64_t *pos_out,
+                             ab_error_t *err)
 {
     ab_status_t s = check_writer(st, true, err);
     if (s == AB_OK)
         s = check_event(ev, err);
     run_ent_t *e = NULL;
     if (s == AB_OK)
-        s = ab_store_cache_get_(st, ev->thread, ev->thread_len, ev->run, ev->run_len, &e, err);
+        s = ab__store_cache_get(st, ev->thread, ev->thread_len, ev->run, ev->run_len, &e, err);
     if (s != AB_OK)
         return s;
     bool fresh = e->batch != st->batch;
@@ -288,8 +288,8 @@ ab_status_t ab_store_append(ab_store_t *st, const ab_store_event_t *ev, uint64_t
         ab_error_set(err, AB_CONFLICT, "seq", "run %.*s already has seq %llu (last seq %llu)",
                      (int)ev->run_len, ev->run, (unsigned long long)ev->seq,
                      (unsigned long long)last);
-        ab_error_detail_int(err, "seq", ab_store_i64_(ev->seq));
-        ab_error_detail_int(err, "last_seq", ab_store_i64_(last));
+        ab_error_detail_int(err, "seq", ab__store_i64(ev->seq));
+        ab_error_detail_int(err, "last_seq", ab__store_i64(last));
         return AB_CONFLICT;
     }
     if (st->next_pos - st->batch_first >= UINT32_MAX)
@@ -318,15 +318,15 @@ static ab_status_t create_run(ab_store_t *st, run_ent_t *e, ab_error_t *err)
     sqlite3_bind_int64(q, 1, e->thread_rowid);
     sqlite3_bind_text(q, 2, e->thread, (int)e->thread_len, SQLITE_STATIC);
     sqlite3_bind_text(q, 3, e->run, (int)e->run_len, SQLITE_STATIC);
-    sqlite3_bind_int64(q, 4, ab_store_i64_(e->p_epoch));
+    sqlite3_bind_int64(q, 4, ab__store_i64(e->p_epoch));
     sqlite3_bind_int64(q, 5, e->p_started_us);
     int rc = sqlite3_step(q);
     if (rc == SQLITE_ROW) {
         e->rowid = sqlite3_column_int64(q, 0);
         e->epoch = (uint64_t)sqlite3_column_int64(q, 1);
     }
-    ab_store_done_(q);
-    return rc == SQLITE_ROW ? AB_OK : ab_store_sqlerr_(st, rc, "run create", err);
+    ab__store_done(q);
+    return rc == SQLITE_ROW ? AB_OK : ab__store_sqlerr(st, rc, "run create", err);
 }
 
 /* Insert the run's chunk of this batch from its staged records. */
@@ -341,14 +341,14 @@ static ab_status_t insert_chunk(ab_store_t *st, run_ent_t *e, ab_error_t *err)
     sqlite3_stmt *q = st->q[Q_CHUNK_INSERT];
     sqlite3_bind_int64(q, 1, e->rowid);
     sqlite3_bind_int64(q, 2, e->thread_rowid);
-    sqlite3_bind_int64(q, 3, ab_store_i64_(e->p_first_seq));
-    sqlite3_bind_int64(q, 4, ab_store_i64_(e->p_last_seq));
-    sqlite3_bind_int64(q, 5, ab_store_i64_(st->batch_first));
-    sqlite3_bind_int64(q, 6, ab_store_i64_(st->next_pos - 1));
+    sqlite3_bind_int64(q, 3, ab__store_i64(e->p_first_seq));
+    sqlite3_bind_int64(q, 4, ab__store_i64(e->p_last_seq));
+    sqlite3_bind_int64(q, 5, ab__store_i64(st->batch_first));
+    sqlite3_bind_int64(q, 6, ab__store_i64(st->next_pos - 1));
     sqlite3_bind_int64(q, 7, e->p_n);
     sqlite3_bind_blob64(q, 8, st->scratch.data, st->scratch.len, SQLITE_STATIC);
-    sqlite3_bind_int64(q, 9, ab_store_i64_(e->p_first_pos));
-    sqlite3_bind_int64(q, 10, ab_store_i64_(e->p_last_pos));
+    sqlite3_bind_int64(q, 9, ab__store_i64(e->p_first_pos));
+    sqlite3_bind_int64(q, 10, ab__store_i64(e->p_last_pos));
     return run_q(st, Q_CHUNK_INSERT, "append", err);
 }
 
@@ -356,7 +356,7 @@ static ab_status_t update_run(ab_store_t *st, const run_ent_t *e, ab_error_t *er
 {
     sqlite3_stmt *q = st->q[Q_RUN_UPDATE];
     sqlite3_bind_int64(q, 1, e->rowid);
-    sqlite3_bind_int64(q, 2, ab_store_i64_(e->p_epoch));
+    sqlite3_bind_int64(q, 2, ab__store_i64(e->p_epoch));
     if (e->p_status)
         sqlite3_bind_text(q, 3, STATUS_TEXT[e->p_status], -1, SQLITE_STATIC);
     if (e->p_outcome)
@@ -384,7 +384,7 @@ static ab_status_t write_batch(ab_store_t *st, ab_error_t *err)
     return s == AB_OK ? run_q(st, Q_COMMIT, "commit", err) : s;
 }
 
-ab_status_t ab_store_commit(ab_store_t *st, ab_error_t *err)
+ab_status_t ab__store_commit(ab_store_t *st, ab_error_t *err)
 {
     ab_status_t s = check_writer(st, true, err);
     if (s != AB_OK)
@@ -394,7 +394,7 @@ ab_status_t ab_store_commit(ab_store_t *st, ab_error_t *err)
     if (s != AB_OK) {
         if (!sqlite3_get_autocommit(st->db))
             run_q(st, Q_ROLLBACK, "rollback", NULL);
-        ab_store_cache_clear_(st); /* rowids of this batch's new runs are gone */
+        ab__store_cache_clear(st); /* rowids of this batch's new runs are gone */
         st->batch++;
         return s;
     }
@@ -411,7 +411,7 @@ ab_status_t ab_store_commit(ab_store_t *st, ab_error_t *err)
     return AB_OK;
 }
 
-void ab_store_rollback(ab_store_t *st)
+void ab__store_rollback(ab_store_t *st)
 {
     if (!st || !st->in_txn)
         return;

@@ -167,7 +167,7 @@ typedef struct ab_plugin {
 typedef const ab_plugin_t *(*ab_plugin_entry_fn)(void);
 
 /** The built-in SQLite persistence plugin (linked into the broker). */
-const ab_plugin_t *ab_plugin_sqlite(void);
+const ab_plugin_t *ab__plugin_sqlite(void);
 
 /** A loaded plugin: the table and the dlopen handle (NULL for built-ins). */
 typedef struct ab_plugin_lib {
@@ -183,11 +183,11 @@ typedef struct ab_plugin_lib {
  *         dlerror()); AB_UNSUPPORTED (ABI mismatch, details "expected" and
  *         "actual"); AB_INVALID_CONFIG (missing function pointers).
  */
-AB_NODISCARD ab_status_t ab_plugin_load(const char *name_or_path, ab_plugin_lib_t *out,
-                                        ab_error_t *err);
+AB_NODISCARD ab_status_t ab__plugin_load(const char *name_or_path, ab_plugin_lib_t *out,
+                                         ab_error_t *err);
 
 /** Unload (dlclose) a plugin loaded by path; no-op for built-ins. */
-void ab_plugin_unload(ab_plugin_lib_t *lib);
+void ab__plugin_unload(ab_plugin_lib_t *lib);
 
 #ifdef __cplusplus
 }

@@ -8,8 +8,8 @@
  * sequencer does); it guarantees that a run's seqs are stored strictly
  * increasing, so a (run, seq) pair is stored at most once.
  *
- * Writes are group commits: ab_store_begin(), ab_store_append() per event
- * (which only checks and stages it), ab_store_commit() (which writes the
+ * Writes are group commits: ab__store_begin(), ab__store_append() per event
+ * (which only checks and stages it), ab__store_commit() (which writes the
  * whole batch, one row per run touched, and commits; all or nothing).
  *
  * Thread-safety: one thread per handle. For a concurrent reader open a second
@@ -59,7 +59,7 @@ typedef enum ab_store_durability {
     AB_STORE_PROCESS = 1, /**< a crash of the process: synchronous=NORMAL */
 } ab_store_durability_t;
 
-/** Options of ab_store_open(). Zero-initialised = defaults. */
+/** Options of ab__store_open(). Zero-initialised = defaults. */
 typedef struct ab_store_opts {
     ab_store_durability_t durability; /**< default AB_STORE_FSYNC */
     bool readonly;                    /**< SQLITE_OPEN_READONLY, no migrations, no dir creation */
@@ -68,7 +68,7 @@ typedef struct ab_store_opts {
     /**
      * Writer handles: own the database. flock(LOCK_EX|LOCK_NB) on
      * <dir>/agentbus.db itself, taken before SQLite opens it and held until
-     * ab_store_close() (after the handle's connections closed); also locks
+     * ab__store_close() (after the handle's connections closed); also locks
      * <dir>/LOCK and writes the pid there. A second exclusive opener, in
      * this process or another, gets AB_UNAVAILABLE "data directory D is in
      * use by another broker (pid N)", also when LOCK was deleted.
@@ -153,7 +153,7 @@ typedef int (*ab_store_run_cb)(void *ud, const ab_store_run_t *run);
  * requires the current schema; it skips quick_check while an exclusive
  * writer of this process that checked the file at its open has it open.
  * Nothing in an existing file changes when open fails.
- * @param out  receives the handle (owned; release with ab_store_close()).
+ * @param out  receives the handle (owned; release with ab__store_close()).
  * @param opts NULL = defaults.
  * @return AB_OK; AB_INVALID_ARGUMENT (NULL out/dir); AB_CORRUPT (empty,
  *         damaged or not a database: the message names the file and ends
@@ -164,25 +164,25 @@ typedef int (*ab_store_run_cb)(void *ud, const ab_store_run_t *run);
  *         writable for a writer, cannot create dir / open file, busy, I/O,
  *         full); AB_NOMEM; AB_INTERNAL.
  */
-ab_status_t ab_store_open(ab_store_t **out, const char *dir, const ab_store_opts_t *opts,
-                          ab_error_t *err) AB_NODISCARD;
+ab_status_t ab__store_open(ab_store_t **out, const char *dir, const ab_store_opts_t *opts,
+                           ab_error_t *err) AB_NODISCARD;
 
 /**
  * Close the handle; an open transaction is rolled back. NULL-safe; sets
  * *st to NULL.
  */
-void ab_store_close(ab_store_t **st);
+void ab__store_close(ab_store_t **st);
 
 /**
  * Start a write transaction (BEGIN IMMEDIATE: takes the write lock now).
  * @return AB_OK; AB_UNAVAILABLE (another writer holds the lock, I/O);
  *         AB_INVALID_ARGUMENT (readonly handle or a transaction is open).
  */
-ab_status_t ab_store_begin(ab_store_t *st, ab_error_t *err) AB_NODISCARD;
+ab_status_t ab__store_begin(ab_store_t *st, ab_error_t *err) AB_NODISCARD;
 
 /**
  * Stage one event in the open transaction: checks it, assigns its position
- * and copies it; nothing is written before ab_store_commit(), which creates
+ * and copies it; nothing is written before ab__store_commit(), which creates
  * the run's row if needed and updates last_seq/last_pos and the optional
  * state changes. Atomic per call: on failure nothing of this event is staged
  * and the transaction stays open (earlier appends intact) for more appends,
@@ -194,8 +194,8 @@ ab_status_t ab_store_begin(ab_store_t *st, ab_error_t *err) AB_NODISCARD;
  *         NULL bytes with len > 0); AB_TOO_LARGE (over 2^32 events in one
  *         batch); AB_UNAVAILABLE; AB_CORRUPT; AB_NOMEM.
  */
-ab_status_t ab_store_append(ab_store_t *st, const ab_store_event_t *ev, uint64_t *pos_out,
-                            ab_error_t *err) AB_NODISCARD;
+ab_status_t ab__store_append(ab_store_t *st, const ab_store_event_t *ev, uint64_t *pos_out,
+                             ab_error_t *err) AB_NODISCARD;
 
 /**
  * Write the staged batch and commit it (durable per the handle's
@@ -204,10 +204,10 @@ ab_status_t ab_store_append(ab_store_t *st, const ab_store_event_t *ev, uint64_t
  * @return AB_OK; AB_INVALID_ARGUMENT (no transaction); AB_UNAVAILABLE
  *         (full, I/O, busy: retry the batch); AB_CORRUPT; AB_NOMEM.
  */
-ab_status_t ab_store_commit(ab_store_t *st, ab_error_t *err) AB_NODISCARD;
+ab_status_t ab__store_commit(ab_store_t *st, ab_error_t *err) AB_NODISCARD;
 
 /** Roll back the open transaction, if any. NULL-safe. */
-void ab_store_rollback(ab_store_t *st);
+void ab__store_rollback(ab_store_t *st);
 
 /**
  * Claim a run for a writer: bump its epoch (create the run with epoch 1 if
@@ -217,9 +217,9 @@ void ab_store_rollback(ab_store_t *st);
  * @return AB_OK; AB_INVALID_ARGUMENT (transaction open, readonly, bad ids);
  *         AB_UNAVAILABLE; AB_CORRUPT; AB_NOMEM; AB_INTERNAL.
  */
-ab_status_t ab_store_claim(ab_store_t *st, const char *thread, size_t thread_len, const char *run,
-                           size_t run_len, uint64_t *epoch_out, uint64_t *last_seq_out,
-                           ab_error_t *err) AB_NODISCARD;
+ab_status_t ab__store_claim(ab_store_t *st, const char *thread, size_t thread_len, const char *run,
+                            size_t run_len, uint64_t *epoch_out, uint64_t *last_seq_out,
+                            ab_error_t *err) AB_NODISCARD;
 
 /**
  * Read a run's events with seq > @p after_seq in seq order, at most @p limit
@@ -228,20 +228,20 @@ ab_status_t ab_store_claim(ab_store_t *st, const char *thread, size_t thread_len
  * @param delivered optional; receives the number of rows delivered.
  * @return AB_OK; AB_INVALID_ARGUMENT; AB_UNAVAILABLE; AB_CORRUPT; AB_NOMEM.
  */
-ab_status_t ab_store_read_run(ab_store_t *st, const char *thread, size_t thread_len,
-                              const char *run, size_t run_len, uint64_t after_seq, uint32_t limit,
-                              ab_store_row_cb cb, void *ud, size_t *delivered,
-                              ab_error_t *err) AB_NODISCARD;
+ab_status_t ab__store_read_run(ab_store_t *st, const char *thread, size_t thread_len,
+                               const char *run, size_t run_len, uint64_t after_seq, uint32_t limit,
+                               ab_store_row_cb cb, void *ud, size_t *delivered,
+                               ab_error_t *err) AB_NODISCARD;
 
 /** A thread's events with pos > @p after_pos in commit order. As read_run. */
-ab_status_t ab_store_read_thread(ab_store_t *st, const char *thread, size_t thread_len,
-                                 uint64_t after_pos, uint32_t limit, ab_store_row_cb cb, void *ud,
-                                 size_t *delivered, ab_error_t *err) AB_NODISCARD;
+ab_status_t ab__store_read_thread(ab_store_t *st, const char *thread, size_t thread_len,
+                                  uint64_t after_pos, uint32_t limit, ab_store_row_cb cb, void *ud,
+                                  size_t *delivered, ab_error_t *err) AB_NODISCARD;
 
 /** All events with pos > @p after_pos in commit order. As read_run. */
-ab_status_t ab_store_read_all(ab_store_t *st, uint64_t after_pos, uint32_t limit,
-                              ab_store_row_cb cb, void *ud, size_t *delivered,
-                              ab_error_t *err) AB_NODISCARD;
+ab_status_t ab__store_read_all(ab_store_t *st, uint64_t after_pos, uint32_t limit,
+                               ab_store_row_cb cb, void *ud, size_t *delivered,
+                               ab_error_t *err) AB_NODISCARD;
 
 /**
  * The exact bytes of (run, seq) into @p out (reset first) and its position.
@@ -249,33 +249,33 @@ ab_status_t ab_store_read_all(ab_store_t *st, uint64_t after_pos, uint32_t limit
  * @return AB_OK; AB_NOT_FOUND (no such run or seq, field "seq");
  *         AB_INVALID_ARGUMENT; AB_UNAVAILABLE; AB_CORRUPT; AB_NOMEM.
  */
-ab_status_t ab_store_event_bytes(ab_store_t *st, const char *thread, size_t thread_len,
-                                 const char *run, size_t run_len, uint64_t seq, ab_buf_t *out,
-                                 uint64_t *pos_out, ab_error_t *err) AB_NODISCARD;
+ab_status_t ab__store_event_bytes(ab_store_t *st, const char *thread, size_t thread_len,
+                                  const char *run, size_t run_len, uint64_t seq, ab_buf_t *out,
+                                  uint64_t *pos_out, ab_error_t *err) AB_NODISCARD;
 
 /**
  * Copy the head of a run into @p out.
  * @return AB_OK; AB_NOT_FOUND (unknown run); AB_INVALID_ARGUMENT;
  *         AB_UNAVAILABLE; AB_CORRUPT; AB_NOMEM.
  */
-ab_status_t ab_store_head(ab_store_t *st, const char *thread, size_t thread_len, const char *run,
-                          size_t run_len, ab_store_run_t *out, ab_error_t *err) AB_NODISCARD;
+ab_status_t ab__store_head(ab_store_t *st, const char *thread, size_t thread_len, const char *run,
+                           size_t run_len, ab_store_run_t *out, ab_error_t *err) AB_NODISCARD;
 
 /**
  * Call @p cb for each run of a thread, in creation order.
  * @param delivered optional; receives the number of runs delivered.
- * @return as ab_store_head() except that an unknown thread is AB_OK, 0.
+ * @return as ab__store_head() except that an unknown thread is AB_OK, 0.
  */
-ab_status_t ab_store_runs_of_thread(ab_store_t *st, const char *thread, size_t thread_len,
-                                    ab_store_run_cb cb, void *ud, size_t *delivered,
-                                    ab_error_t *err) AB_NODISCARD;
+ab_status_t ab__store_runs_of_thread(ab_store_t *st, const char *thread, size_t thread_len,
+                                     ab_store_run_cb cb, void *ud, size_t *delivered,
+                                     ab_error_t *err) AB_NODISCARD;
 
 /**
  * The highest committed (or, inside the handle's own transaction, staged)
  * commit position; 0 for an empty store.
  * @return AB_OK; AB_INVALID_ARGUMENT; AB_UNAVAILABLE; AB_CORRUPT; AB_NOMEM.
  */
-ab_status_t ab_store_head_pos(ab_store_t *st, uint64_t *pos_out, ab_error_t *err) AB_NODISCARD;
+ab_status_t ab__store_head_pos(ab_store_t *st, uint64_t *pos_out, ab_error_t *err) AB_NODISCARD;
 
 /**
  * Store @p doc (@p len bytes, a snapshot document) as the snapshot of
@@ -286,9 +286,9 @@ ab_status_t ab_store_head_pos(ab_store_t *st, uint64_t *pos_out, ab_error_t *err
  * @return AB_OK; AB_INVALID_ARGUMENT (NULL, bad id, empty doc, readonly
  *         handle); AB_UNAVAILABLE; AB_IO.
  */
-ab_status_t ab_store_snapshot_put(ab_store_t *st, const char *thread, size_t thread_len,
-                                  uint64_t pos, const uint8_t *doc, size_t len,
-                                  ab_error_t *err) AB_NODISCARD;
+ab_status_t ab__store_snapshot_put(ab_store_t *st, const char *thread, size_t thread_len,
+                                   uint64_t pos, const uint8_t *doc, size_t len,
+                                   ab_error_t *err) AB_NODISCARD;
 
 /**
  * The stored snapshot of @p thread: document into @p doc (reset first) and
@@ -296,8 +296,8 @@ ab_status_t ab_store_snapshot_put(ab_store_t *st, const char *thread, size_t thr
  * @return AB_OK; AB_NOT_FOUND (none stored); AB_INVALID_ARGUMENT;
  *         AB_UNAVAILABLE; AB_NOMEM.
  */
-ab_status_t ab_store_snapshot_get(ab_store_t *st, const char *thread, size_t thread_len,
-                                  ab_buf_t *doc, uint64_t *pos_out, ab_error_t *err) AB_NODISCARD;
+ab_status_t ab__store_snapshot_get(ab_store_t *st, const char *thread, size_t thread_len,
+                                   ab_buf_t *doc, uint64_t *pos_out, ab_error_t *err) AB_NODISCARD;
 
 #ifdef __cplusplus
 }

@@ -44,7 +44,7 @@ static fx_t *fx_new_on(uint32_t max_runs, const ab_plugin_t *plugin, ab_plugin_d
     ab_seq_opts_t o = {0};
     o.max_runs = max_runs;
     ab_error_t err = AB_ERROR_INIT;
-    assert_int_equal(ab_seq_new(&f->s, f->plugin, f->dbp, &o, &err), AB_OK);
+    assert_int_equal(ab__seq_new(&f->s, f->plugin, f->dbp, &o, &err), AB_OK);
     return f;
 }
 
@@ -55,7 +55,7 @@ static fx_t *fx_new(uint32_t max_runs)
 
 static void fx_free(fx_t *f)
 {
-    ab_seq_destroy(&f->s);
+    ab__seq_destroy(&f->s);
     assert_null(f->s);
     for (size_t i = 0; i < f->npool; i++) {
         tu_ctx_free(&f->pool[i]->c);
@@ -124,16 +124,16 @@ static ab_seq_item_t finished(fx_t *f, const char *thread, const char *run, uint
 /* Stage a group, append it to the fake store, commit (or abort on failure). */
 static ab_status_t group(fx_t *f, ab_seq_item_t *items, size_t n)
 {
-    ab_seq_stage(f->s, items, n);
+    ab__seq_stage(f->s, items, n);
     size_t np = 0;
-    const ab_plugin_event_t *p = ab_seq_pending(f->s, &np);
+    const ab_plugin_event_t *p = ab__seq_pending(f->s, &np);
     uint64_t first = 0;
     ab_error_t err = AB_ERROR_INIT;
     ab_status_t rc = np ? f->plugin->append_batch(f->dbp, p, np, 0, &first, &err) : AB_OK;
     if (rc == AB_OK)
-        ab_seq_commit(f->s, first);
+        ab__seq_commit(f->s, first);
     else
-        ab_seq_abort(f->s);
+        ab__seq_abort(f->s);
     return rc;
 }
 
@@ -187,7 +187,7 @@ static void test_next_seq_accepted(void **state)
     ab_seq_item_t c = pub(f, mk(f, "t1", "r1", 3, 1, MSG_CONTENT));
     expect_accepted(&c, 3);
     assert_int_equal(f->db.nev, 3);
-    assert_int_equal(ab_seq_cached_runs(f->s), 1);
+    assert_int_equal(ab__seq_cached_runs(f->s), 1);
     fx_free(f);
 }
 
@@ -202,9 +202,9 @@ static void test_pending_fields(void **state)
                            mk(f, "t1", "r1", 2, 1,
                               "{\"type\":\"RUN_FINISHED\",\"threadId\":\"t1\",\"runId\":\"r1\","
                               "\"outcome\":{\"type\":\"cancelled\"}}")};
-    ab_seq_stage(f->s, it, 2);
+    ab__seq_stage(f->s, it, 2);
     size_t np = 0;
-    const ab_plugin_event_t *p = ab_seq_pending(f->s, &np);
+    const ab_plugin_event_t *p = ab__seq_pending(f->s, &np);
     assert_int_equal(np, 2);
     assert_int_equal(p[0].new_status, AB_RUN_STATUS_ACTIVE);
     assert_int_equal(p[0].parent_run.len, 2);
@@ -215,11 +215,11 @@ static void test_pending_fields(void **state)
     assert_int_equal(p[1].new_status, AB_RUN_STATUS_FINISHED);
     assert_int_equal(p[1].outcome, AB_OUTCOME_CANCELLED);
     assert_null(p[1].parent_run.ptr);
-    ab_seq_commit(f->s, 41);
+    ab__seq_commit(f->s, 41);
     expect_accepted(&it[0], 41);
     expect_accepted(&it[1], 42);
-    assert_int_equal(ab_seq_cached_runs(f->s), 0); /* finished: dropped */
-    ab_seq_pending(f->s, &np);
+    assert_int_equal(ab__seq_cached_runs(f->s), 0); /* finished: dropped */
+    ab__seq_pending(f->s, &np);
     assert_int_equal(np, 0);
     fx_free(f);
 }
@@ -304,7 +304,7 @@ static void test_fenced_after_claim(void **state)
     ab_run_status_t st = AB_RUN_STATUS_UNKNOWN;
     ab_error_t err = AB_ERROR_INIT;
     ab_str_t t1 = {"t1", 2}, r1 = {"r1", 2};
-    assert_int_equal(ab_seq_claim(f->s, t1, r1, &epoch, &last, &st, &err), AB_OK);
+    assert_int_equal(ab__seq_claim(f->s, t1, r1, &epoch, &last, &st, &err), AB_OK);
     assert_int_equal(epoch, 2);
     assert_int_equal(last, 1);
     assert_int_equal(st, AB_RUN_STATUS_ACTIVE);
@@ -343,7 +343,7 @@ static void test_run_terminal(void **state)
     fx_t *f = fx_new(0);
     pub(f, started(f, "t1", "r1", 1, 1));
     pub(f, finished(f, "t1", "r1", 2, 1));
-    assert_int_equal(ab_seq_cached_runs(f->s), 0);
+    assert_int_equal(ab__seq_cached_runs(f->s), 0);
     ab_seq_item_t a = pub(f, mk(f, "t1", "r1", 3, 1, MSG_START));
     expect_rejected(&a, AB_RUN_TERMINAL, NULL);
     /* the same inside one group, decided by the checker */
@@ -477,7 +477,7 @@ static void test_abort_reloads(void **state)
     assert_int_equal(it[0].status, AB_RESULT_ACCEPTED);
     assert_int_equal(it[1].status, AB_RESULT_DUPLICATE); /* of a staged event: no position */
     assert_int_equal(it[1].pos, 0);
-    assert_int_equal(ab_seq_cached_runs(f->s), 0);
+    assert_int_equal(ab__seq_cached_runs(f->s), 0);
     unsigned reads = f->db.reads;
     /* same seqs again: the speculative state is gone */
     ab_seq_item_t again[2] = {mk(f, "t1", "r1", 2, 1, MSG_START), started(f, "t1", "r2", 1, 1)};
@@ -498,7 +498,7 @@ static void test_rebuild_after_eviction(void **state)
     pub(f, started(f, "t1", "a", 1, 1));
     pub(f, mk(f, "t1", "a", 2, 1, MSG_START));
     pub(f, started(f, "t1", "b", 1, 1)); /* evicts a */
-    assert_int_equal(ab_seq_cached_runs(f->s), 1);
+    assert_int_equal(ab__seq_cached_runs(f->s), 1);
     unsigned reads = f->db.reads;
     ab_seq_item_t again = pub(f, mk(f, "t1", "a", 3, 1, MSG_START));
     expect_rejected(&again, AB_INVALID_EVENT, NULL); /* m1 is still open */
@@ -506,7 +506,7 @@ static void test_rebuild_after_eviction(void **state)
     assert_true(f->db.reads > reads);
     ab_seq_item_t end = pub(f, mk(f, "t1", "a", 3, 1, MSG_END));
     expect_accepted(&end, 4);
-    assert_int_equal(ab_seq_cached_runs(f->s), 1);
+    assert_int_equal(ab__seq_cached_runs(f->s), 1);
     fx_free(f);
 }
 
@@ -546,13 +546,13 @@ static void test_claim(void **state)
     ab_run_status_t st = AB_RUN_STATUS_ACTIVE;
     ab_error_t err = AB_ERROR_INIT;
     ab_str_t t1 = {"t1", 2}, r1 = {"r1", 2};
-    assert_int_equal(ab_seq_claim(f->s, t1, r1, &epoch, &last, &st, &err), AB_OK);
+    assert_int_equal(ab__seq_claim(f->s, t1, r1, &epoch, &last, &st, &err), AB_OK);
     assert_int_equal(epoch, 1);
     assert_int_equal(last, 0);
     assert_int_equal(st, AB_RUN_STATUS_UNKNOWN);
     ab_seq_item_t a = pub(f, started(f, "t1", "r1", 1, 1));
     expect_accepted(&a, 1);
-    assert_int_equal(ab_seq_claim(f->s, t1, r1, &epoch, &last, &st, &err), AB_OK);
+    assert_int_equal(ab__seq_claim(f->s, t1, r1, &epoch, &last, &st, &err), AB_OK);
     assert_int_equal(epoch, 2);
     assert_int_equal(last, 1);
     assert_int_equal(st, AB_RUN_STATUS_ACTIVE);
@@ -563,17 +563,17 @@ static void test_claim(void **state)
     expect_accepted(&b, 2);
     ab_seq_item_t fin = pub(f, finished(f, "t1", "r1", 4, 2));
     expect_accepted(&fin, 4);
-    assert_int_equal(ab_seq_cached_runs(f->s), 0);
-    assert_int_equal(ab_seq_claim(f->s, t1, r1, &epoch, &last, &st, &err), AB_OK);
+    assert_int_equal(ab__seq_cached_runs(f->s), 0);
+    assert_int_equal(ab__seq_claim(f->s, t1, r1, &epoch, &last, &st, &err), AB_OK);
     assert_int_equal(epoch, 3);
     assert_int_equal(last, 4);
     assert_int_equal(st, AB_RUN_STATUS_FINISHED);
     /* claiming while a group is staged is refused */
     ab_seq_item_t c = started(f, "t1", "r9", 1, 1);
-    ab_seq_stage(f->s, &c, 1);
+    ab__seq_stage(f->s, &c, 1);
     ab_error_clear(&err);
-    assert_int_not_equal(ab_seq_claim(f->s, t1, r1, &epoch, &last, &st, &err), AB_OK);
-    ab_seq_abort(f->s);
+    assert_int_not_equal(ab__seq_claim(f->s, t1, r1, &epoch, &last, &st, &err), AB_OK);
+    ab__seq_abort(f->s);
     fx_free(f);
 }
 
@@ -581,7 +581,7 @@ static void test_cache_bound_and_memory(void **state)
 {
     (void)state;
     fx_t *f = fx_new(4);
-    size_t m0 = ab_seq_memory(f->s);
+    size_t m0 = ab__seq_memory(f->s);
     assert_true(m0 > 0);
     char run[16];
     for (int i = 0; i < 20; i++) {
@@ -589,24 +589,24 @@ static void test_cache_bound_and_memory(void **state)
         char *id = strdup(run); /* ids must outlive the item; freed below */
         ab_seq_item_t a = pub(f, started(f, "t1", id, 1, 1));
         expect_accepted(&a, (uint64_t)i + 1);
-        assert_true(ab_seq_cached_runs(f->s) <= 4);
+        assert_true(ab__seq_cached_runs(f->s) <= 4);
         free(id);
     }
-    assert_int_equal(ab_seq_cached_runs(f->s), 4);
-    size_t m4 = ab_seq_memory(f->s);
+    assert_int_equal(ab__seq_cached_runs(f->s), 4);
+    size_t m4 = ab__seq_memory(f->s);
     assert_true(m4 > m0);
     /* a batch touching more runs than max_runs keeps them all until commit */
     ab_seq_item_t it[6] = {started(f, "t2", "a", 1, 1), started(f, "t2", "b", 1, 1),
                            started(f, "t2", "c", 1, 1), started(f, "t2", "d", 1, 1),
                            started(f, "t2", "e", 1, 1), started(f, "t2", "f", 1, 1)};
-    ab_seq_stage(f->s, it, 6);
-    assert_int_equal(ab_seq_cached_runs(f->s), 6);
+    ab__seq_stage(f->s, it, 6);
+    assert_int_equal(ab__seq_cached_runs(f->s), 6);
     size_t np = 0;
-    ab_seq_pending(f->s, &np);
+    ab__seq_pending(f->s, &np);
     assert_int_equal(np, 6);
-    ab_seq_commit(f->s, 100);
+    ab__seq_commit(f->s, 100);
     expect_accepted(&it[5], 105);
-    assert_int_equal(ab_seq_cached_runs(f->s), 4);
+    assert_int_equal(ab__seq_cached_runs(f->s), 4);
     fx_free(f);
 }
 
@@ -615,15 +615,15 @@ static void test_memory_grows_with_open_items(void **state)
     (void)state;
     fx_t *f = fx_new(0);
     pub(f, started(f, "t1", "r1", 1, 1));
-    size_t m1 = ab_seq_memory(f->s);
+    size_t m1 = ab__seq_memory(f->s);
     pub(f, mk(f, "t1", "r1", 2, 1, MSG_START));
-    size_t m2 = ab_seq_memory(f->s);
+    size_t m2 = ab__seq_memory(f->s);
     assert_true(m2 > m1);
     pub(f, mk(f, "t1", "r1", 3, 1, MSG_END));
     ab_seq_item_t fin = pub(f, finished(f, "t1", "r1", 4, 1));
     expect_accepted(&fin, 4);
-    assert_int_equal(ab_seq_cached_runs(f->s), 0);
-    assert_true(ab_seq_memory(f->s) < m1);
+    assert_int_equal(ab__seq_cached_runs(f->s), 0);
+    assert_true(ab__seq_memory(f->s) < m1);
     fx_free(f);
 }
 
@@ -650,7 +650,7 @@ static void test_sqlite_plugin(void **state)
     (void)state;
     char dir[] = "/tmp/ab-seq-XXXXXX";
     assert_non_null(mkdtemp(dir));
-    const ab_plugin_t *pl = ab_plugin_sqlite();
+    const ab_plugin_t *pl = ab__plugin_sqlite();
     assert_non_null(pl);
     ab_plugin_open_opts_t oo = {.data_dir = dir, .durability = AB_DURABILITY_PROCESS};
     ab_plugin_db_t *db = NULL;
@@ -674,7 +674,7 @@ static void test_sqlite_plugin(void **state)
     uint64_t epoch = 0, last = 0;
     ab_run_status_t st = AB_RUN_STATUS_UNKNOWN;
     ab_str_t t1 = {"t1", 2}, a = {"a", 1};
-    assert_int_equal(ab_seq_claim(f->s, t1, a, &epoch, &last, &st, &err), AB_OK);
+    assert_int_equal(ab__seq_claim(f->s, t1, a, &epoch, &last, &st, &err), AB_OK);
     assert_int_equal(epoch, 2);
     assert_int_equal(last, 2);
     assert_int_equal(st, AB_RUN_STATUS_ACTIVE);

@@ -90,7 +90,7 @@ static void publish_run(snapfx_t *f, uint64_t n, uint64_t *pos_of, uint64_t pos_
 /* Overwrite the stored snapshot of THREAD (broker stopped) with @p doc. */
 static void put_stored(const char *dir, uint64_t pos, const char *doc)
 {
-    const ab_plugin_t *p = ab_plugin_sqlite();
+    const ab_plugin_t *p = ab__plugin_sqlite();
     ab_plugin_open_opts_t o = {.data_dir = dir};
     ab_plugin_db_t *db = NULL;
     ab_error_t err = AB_ERROR_INIT;
@@ -105,7 +105,7 @@ static void put_stored(const char *dir, uint64_t pos, const char *doc)
  */
 static json_t *get_stored(const char *dir, uint64_t *pos)
 {
-    const ab_plugin_t *p = ab_plugin_sqlite();
+    const ab_plugin_t *p = ab__plugin_sqlite();
     ab_plugin_open_opts_t o = {.data_dir = dir, .readonly = true};
     ab_plugin_db_t *db = NULL;
     ab_error_t err = AB_ERROR_INIT;

@@ -30,7 +30,7 @@ static int setup(void **state)
     snprintf(f->dir, sizeof f->dir, "/tmp/ab_plugin_XXXXXX");
     if (!mkdtemp(f->dir))
         return -1;
-    f->p = ab_plugin_sqlite();
+    f->p = ab__plugin_sqlite();
     *state = f;
     return 0;
 }
@@ -133,15 +133,15 @@ static void test_load_builtin(void **state)
     (void)state;
     ab_plugin_lib_t lib = {0};
     ab_error_t err = AB_ERROR_INIT;
-    assert_int_equal(ab_plugin_load(NULL, &lib, &err), AB_OK);
-    assert_ptr_equal(lib.plugin, ab_plugin_sqlite());
+    assert_int_equal(ab__plugin_load(NULL, &lib, &err), AB_OK);
+    assert_ptr_equal(lib.plugin, ab__plugin_sqlite());
     assert_null(lib.dl);
     assert_string_equal(lib.plugin->name, "sqlite");
-    ab_plugin_unload(&lib);
-    assert_int_equal(ab_plugin_load("sqlite", &lib, &err), AB_OK);
+    ab__plugin_unload(&lib);
+    assert_int_equal(ab__plugin_load("sqlite", &lib, &err), AB_OK);
     assert_int_equal(lib.plugin->abi_version, AB_PLUGIN_ABI_VERSION);
-    ab_plugin_unload(&lib);
-    assert_int_equal(ab_plugin_load("rocksdb", &lib, &err), AB_NOT_FOUND);
+    ab__plugin_unload(&lib);
+    assert_int_equal(ab__plugin_load("rocksdb", &lib, &err), AB_NOT_FOUND);
     assert_non_null(strstr(err.message, "rocksdb"));
 }
 
@@ -150,11 +150,11 @@ static void test_load_module_by_path(void **state)
     fx_t *f = *state;
     ab_plugin_lib_t lib = {0};
     ab_error_t err = AB_ERROR_INIT;
-    ab_status_t s = ab_plugin_load(AB_PLUGIN_MODULE, &lib, &err);
+    ab_status_t s = ab__plugin_load(AB_PLUGIN_MODULE, &lib, &err);
     if (s != AB_OK)
         fail_msg("load %s: %s", AB_PLUGIN_MODULE, err.message);
     assert_non_null(lib.dl);
-    assert_ptr_not_equal(lib.plugin, ab_plugin_sqlite()); /* the module's own copy */
+    assert_ptr_not_equal(lib.plugin, ab__plugin_sqlite()); /* the module's own copy */
     assert_string_equal(lib.plugin->name, "sqlite");
     f->p = lib.plugin;
     f->db = open_db(f->p, f->dir, false);
@@ -165,8 +165,8 @@ static void test_load_module_by_path(void **state)
     assert_string_equal(read_text(f, f->db, req, &a), "t/r#1@1=one;t/r#2@2=two;");
     f->p->close(f->db);
     f->db = NULL;
-    f->p = ab_plugin_sqlite();
-    ab_plugin_unload(&lib);
+    f->p = ab__plugin_sqlite();
+    ab__plugin_unload(&lib);
     assert_null(lib.dl);
 }
 
@@ -175,7 +175,7 @@ static void test_load_missing_file(void **state)
     (void)state;
     ab_plugin_lib_t lib = {0};
     ab_error_t err = AB_ERROR_INIT;
-    assert_int_equal(ab_plugin_load("/nonexistent/libnope.so", &lib, &err), AB_NOT_FOUND);
+    assert_int_equal(ab__plugin_load("/nonexistent/libnope.so", &lib, &err), AB_NOT_FOUND);
     assert_non_null(strstr(err.message, "/nonexistent/libnope.so"));
     assert_non_null(strstr(err.message, "No such file")); /* dlerror() text */
     assert_null(lib.plugin);
@@ -186,7 +186,7 @@ static void test_load_wrong_abi(void **state)
     (void)state;
     ab_plugin_lib_t lib = {0};
     ab_error_t err = AB_ERROR_INIT;
-    assert_int_equal(ab_plugin_load(AB_BAD_ABI_MODULE, &lib, &err), AB_UNSUPPORTED);
+    assert_int_equal(ab__plugin_load(AB_BAD_ABI_MODULE, &lib, &err), AB_UNSUPPORTED);
     assert_non_null(strstr(err.message, "was built for ABI 2, this broker speaks ABI 1"));
     const ab_error_detail_t *d = ab_error_detail(&err, "expected");
     assert_non_null(d);
@@ -203,7 +203,7 @@ static void test_load_null_function(void **state)
     (void)state;
     ab_plugin_lib_t lib = {0};
     ab_error_t err = AB_ERROR_INIT;
-    assert_int_equal(ab_plugin_load(AB_BAD_NULLFN_MODULE, &lib, &err), AB_INVALID_CONFIG);
+    assert_int_equal(ab__plugin_load(AB_BAD_NULLFN_MODULE, &lib, &err), AB_INVALID_CONFIG);
     tu_assert_error(&err, AB_INVALID_CONFIG, "read");
     assert_null(lib.plugin);
 }
@@ -527,8 +527,8 @@ static void test_reader_during_write_txn(void **state)
     /* hold a write transaction open with a raw store handle on the same file */
     ab_store_t *st = NULL;
     ab_error_t err = AB_ERROR_INIT;
-    assert_int_equal(ab_store_open(&st, f->dir, NULL, &err), AB_OK);
-    assert_int_equal(ab_store_begin(st, &err), AB_OK);
+    assert_int_equal(ab__store_open(&st, f->dir, NULL, &err), AB_OK);
+    assert_int_equal(ab__store_begin(st, &err), AB_OK);
     ab_store_event_t se = {.thread = "t",
                            .thread_len = 1,
                            .run = "r",
@@ -536,12 +536,12 @@ static void test_reader_during_write_txn(void **state)
                            .seq = 2,
                            .bytes = "pending",
                            .len = 7};
-    assert_int_equal(ab_store_append(st, &se, NULL, &err), AB_OK);
+    assert_int_equal(ab__store_append(st, &se, NULL, &err), AB_OK);
     acc_t a;
     ab_plugin_read_t req = {.scope = AB_REPLAY_ALL, .limit = 10};
     assert_string_equal(read_text(f, rd, req, &a), "t/r#1@1=committed;");
-    assert_int_equal(ab_store_commit(st, &err), AB_OK);
-    ab_store_close(&st);
+    assert_int_equal(ab__store_commit(st, &err), AB_OK);
+    ab__store_close(&st);
     assert_string_equal(read_text(f, rd, req, &a), "t/r#1@1=committed;t/r#2@2=pending;");
     /* the reader cannot write */
     uint64_t first = 0;

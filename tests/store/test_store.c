@@ -40,7 +40,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     fx_t *f = *state;
-    ab_store_close(&f->st);
+    ab__store_close(&f->st);
     DIR *d = opendir(f->dir);
     struct dirent *e;
     char p[512];
@@ -62,7 +62,7 @@ static ab_store_t *open_ok(const char *dir, bool readonly)
     ab_store_opts_t o = {.readonly = readonly};
     ab_error_t err = AB_ERROR_INIT;
     ab_store_t *st = NULL;
-    ab_status_t s = ab_store_open(&st, dir, &o, &err);
+    ab_status_t s = ab__store_open(&st, dir, &o, &err);
     if (s != AB_OK)
         fail_msg("open %s: %s: %s", dir, ab_status_name(s), err.message);
     return st;
@@ -90,7 +90,7 @@ static uint64_t append_ok(ab_store_t *st, const char *thread, const char *run, u
     ab_store_event_t ev = ev_of(thread, run, seq, body);
     ab_error_t err = AB_ERROR_INIT;
     uint64_t pos = 0;
-    ab_status_t s = ab_store_append(st, &ev, &pos, &err);
+    ab_status_t s = ab__store_append(st, &ev, &pos, &err);
     if (s != AB_OK)
         fail_msg("append %s/%s#%llu: %s", thread, run, (unsigned long long)seq, err.message);
     return pos;
@@ -99,13 +99,13 @@ static uint64_t append_ok(ab_store_t *st, const char *thread, const char *run, u
 static void begin_ok(ab_store_t *st)
 {
     ab_error_t err = AB_ERROR_INIT;
-    assert_int_equal(ab_store_begin(st, &err), AB_OK);
+    assert_int_equal(ab__store_begin(st, &err), AB_OK);
 }
 
 static void commit_ok(ab_store_t *st)
 {
     ab_error_t err = AB_ERROR_INIT;
-    ab_status_t s = ab_store_commit(st, &err);
+    ab_status_t s = ab__store_commit(st, &err);
     if (s != AB_OK)
         fail_msg("commit: %s", err.message);
 }
@@ -155,17 +155,17 @@ static void test_open_reopen_keeps_data(void **state)
     begin_ok(st);
     assert_int_equal(append_ok(st, "t1", "r1", 1, "{\"a\":1}"), 1);
     commit_ok(st);
-    ab_store_close(&st);
+    ab__store_close(&st);
     assert_null(st);
-    ab_store_close(&st); /* NULL-safe */
+    ab__store_close(&st); /* NULL-safe */
     st = open_ok(sub, false);
     acc_t a = {.n = 0};
     size_t n = 0;
     ab_error_t err = AB_ERROR_INIT;
-    assert_int_equal(ab_store_read_all(st, 0, 0, collect, &a, &n, &err), AB_OK);
+    assert_int_equal(ab__store_read_all(st, 0, 0, collect, &a, &n, &err), AB_OK);
     assert_int_equal(n, 1);
     assert_string_equal(a.text, "t1/r1#1@1={\"a\":1};");
-    ab_store_close(&st);
+    ab__store_close(&st);
     char p[256];
     snprintf(p, sizeof p, "%s/%s", sub, AB_STORE_DB_NAME);
     unlink(p);
@@ -195,13 +195,13 @@ static void test_migrates_from_zero(void **state)
     write_schemaless_db(f->db); /* an SQLite file without our schema is version 0 */
     assert_int_equal(file_user_version(f->db), 0);
     f->st = open_ok(f->dir, false);
-    ab_store_close(&f->st);
+    ab__store_close(&f->st);
     assert_int_equal(file_user_version(f->db), AB_STORE_SCHEMA_VERSION);
     f->st = open_ok(f->dir, false); /* reopen at the current version: no-op */
     begin_ok(f->st);
     assert_int_equal(append_ok(f->st, "t", "r", 1, "x"), 1);
     commit_ok(f->st);
-    ab_store_close(&f->st);
+    ab__store_close(&f->st);
     assert_int_equal(file_user_version(f->db), AB_STORE_SCHEMA_VERSION);
 }
 
@@ -209,14 +209,14 @@ static void test_newer_schema_refused_unchanged(void **state)
 {
     fx_t *f = *state;
     f->st = open_ok(f->dir, false);
-    ab_store_close(&f->st);
+    ab__store_close(&f->st);
     unsigned char v[4] = {0, 0, 0, AB_STORE_SCHEMA_VERSION + 1};
     file_patch(f->db, 60, v, sizeof v);
     size_t len0 = 0, len1 = 0;
     char *before = tu_read_file(f->db, &len0);
     ab_error_t err = AB_ERROR_INIT;
     ab_store_t *st = NULL;
-    assert_int_equal(ab_store_open(&st, f->dir, NULL, &err), AB_UNSUPPORTED);
+    assert_int_equal(ab__store_open(&st, f->dir, NULL, &err), AB_UNSUPPORTED);
     assert_null(st);
     assert_non_null(strstr(err.message, "is newer than this build"));
     char *after = tu_read_file(f->db, &len1);
@@ -237,7 +237,7 @@ static void test_damaged_file_refused(void **state)
     for (uint64_t i = 1; i <= 200; i++)
         append_ok(f->st, "t", "r", i, body);
     commit_ok(f->st);
-    ab_store_close(&f->st);
+    ab__store_close(&f->st);
     struct stat sb;
     assert_int_equal(stat(f->db, &sb), 0);
     assert_true(sb.st_size > 8 * 4096);
@@ -247,7 +247,7 @@ static void test_damaged_file_refused(void **state)
         file_patch(f->db, off, junk, sizeof junk);
     ab_error_t err = AB_ERROR_INIT;
     ab_store_t *st = NULL;
-    assert_int_equal(ab_store_open(&st, f->dir, NULL, &err), AB_CORRUPT);
+    assert_int_equal(ab__store_open(&st, f->dir, NULL, &err), AB_CORRUPT);
     assert_null(st);
     assert_non_null(strstr(err.message, f->db));
     assert_non_null(strstr(err.message, "to start afresh on purpose, move it"));
@@ -255,7 +255,7 @@ static void test_damaged_file_refused(void **state)
     /* garbage over the header: not a database at all */
     ab_error_clear(&err);
     file_patch(f->db, 0, junk, 100);
-    assert_int_equal(ab_store_open(&st, f->dir, NULL, &err), AB_CORRUPT);
+    assert_int_equal(ab__store_open(&st, f->dir, NULL, &err), AB_CORRUPT);
     assert_non_null(strstr(err.message, f->db));
     assert_non_null(strstr(err.message, "to start afresh on purpose, move it"));
 }
@@ -271,7 +271,7 @@ static void test_append_commit_read_back(void **state)
     ev.len = sizeof raw;
     ab_error_t err = AB_ERROR_INIT;
     uint64_t pos = 0;
-    assert_int_equal(ab_store_append(f->st, &ev, &pos, &err), AB_OK);
+    assert_int_equal(ab__store_append(f->st, &ev, &pos, &err), AB_OK);
     assert_int_equal(pos, 1);
     assert_int_equal(append_ok(f->st, "t", "r", 2, "two"), 2);
     commit_ok(f->st);
@@ -279,16 +279,16 @@ static void test_append_commit_read_back(void **state)
     assert_int_equal(append_ok(f->st, "t", "r", 3, "three"), 3);
     commit_ok(f->st);
     uint64_t head = 0;
-    assert_int_equal(ab_store_head_pos(f->st, &head, &err), AB_OK);
+    assert_int_equal(ab__store_head_pos(f->st, &head, &err), AB_OK);
     assert_int_equal(head, 3);
     acc_t a = {.n = 0};
     size_t n = 0;
-    assert_int_equal(ab_store_read_run(f->st, "t", 1, "r", 1, 1, 0, collect, &a, &n, &err), AB_OK);
+    assert_int_equal(ab__store_read_run(f->st, "t", 1, "r", 1, 1, 0, collect, &a, &n, &err), AB_OK);
     assert_int_equal(n, 2);
     assert_string_equal(a.text, "t/r#2@2=two;t/r#3@3=three;");
-    assert_int_equal(ab_store_read_all(f->st, 0, 1, NULL, NULL, &n, &err), AB_OK);
+    assert_int_equal(ab__store_read_all(f->st, 0, 1, NULL, NULL, &n, &err), AB_OK);
     assert_int_equal(n, 1);
-    assert_int_equal(ab_store_read_run(f->st, "t", 1, "r", 1, 0, 1, collect, &a, &n, &err), AB_OK);
+    assert_int_equal(ab__store_read_run(f->st, "t", 1, "r", 1, 0, 1, collect, &a, &n, &err), AB_OK);
     assert_non_null(strstr(a.text, "t/r#1@1="));
 }
 
@@ -310,11 +310,11 @@ static void test_exact_bytes(void **state)
     ev.len = sizeof raw;
     ab_error_t err = AB_ERROR_INIT;
     begin_ok(f->st);
-    assert_int_equal(ab_store_append(f->st, &ev, NULL, &err), AB_OK);
+    assert_int_equal(ab__store_append(f->st, &ev, NULL, &err), AB_OK);
     commit_ok(f->st);
     unsigned char back[256] = {0};
     size_t n = 0;
-    assert_int_equal(ab_store_read_all(f->st, 0, 0, copy_first, back, &n, &err), AB_OK);
+    assert_int_equal(ab__store_read_all(f->st, 0, 0, copy_first, back, &n, &err), AB_OK);
     assert_int_equal(n, 1);
     assert_memory_equal(raw, back, sizeof raw);
 }
@@ -326,20 +326,20 @@ static void test_rollback_leaves_nothing(void **state)
     begin_ok(f->st);
     append_ok(f->st, "t", "r", 1, "a");
     append_ok(f->st, "t", "r", 2, "b");
-    ab_store_rollback(f->st);
+    ab__store_rollback(f->st);
     ab_error_t err = AB_ERROR_INIT;
     size_t n = 99;
-    assert_int_equal(ab_store_read_all(f->st, 0, 0, NULL, NULL, &n, &err), AB_OK);
+    assert_int_equal(ab__store_read_all(f->st, 0, 0, NULL, NULL, &n, &err), AB_OK);
     assert_int_equal(n, 0);
     ab_store_run_t run;
-    assert_int_equal(ab_store_head(f->st, "t", 1, "r", 1, &run, &err), AB_NOT_FOUND);
+    assert_int_equal(ab__store_head(f->st, "t", 1, "r", 1, &run, &err), AB_NOT_FOUND);
     /* the positions are reused after a rollback: pos stays dense */
     begin_ok(f->st);
     assert_int_equal(append_ok(f->st, "t", "r", 1, "a"), 1);
     commit_ok(f->st);
     /* commit without a transaction is refused */
     ab_error_clear(&err);
-    assert_int_equal(ab_store_commit(f->st, &err), AB_INVALID_ARGUMENT);
+    assert_int_equal(ab__store_commit(f->st, &err), AB_INVALID_ARGUMENT);
 }
 
 static void test_duplicate_seq_conflict(void **state)
@@ -353,7 +353,7 @@ static void test_duplicate_seq_conflict(void **state)
     ev.status = AB_RUN_STATUS_FINISHED;
     ab_error_t err = AB_ERROR_INIT;
     uint64_t pos = 77;
-    assert_int_equal(ab_store_append(f->st, &ev, &pos, &err), AB_CONFLICT);
+    assert_int_equal(ab__store_append(f->st, &ev, &pos, &err), AB_CONFLICT);
     assert_int_equal(pos, 77); /* out-param untouched */
     tu_assert_error(&err, AB_CONFLICT, "seq");
     /* the transaction continues: earlier appends intact, the failed one absent */
@@ -361,10 +361,10 @@ static void test_duplicate_seq_conflict(void **state)
     commit_ok(f->st);
     acc_t a = {.n = 0};
     size_t n = 0;
-    assert_int_equal(ab_store_read_all(f->st, 0, 0, collect, &a, &n, &err), AB_OK);
+    assert_int_equal(ab__store_read_all(f->st, 0, 0, collect, &a, &n, &err), AB_OK);
     assert_string_equal(a.text, "t/r#1@1=a;t/r#2@2=b;t/r#3@3=c;");
     ab_store_run_t run;
-    assert_int_equal(ab_store_head(f->st, "t", 1, "r", 1, &run, &err), AB_OK);
+    assert_int_equal(ab__store_head(f->st, "t", 1, "r", 1, &run, &err), AB_OK);
     assert_int_equal(run.status, AB_RUN_STATUS_ACTIVE); /* the refused event changed nothing */
     assert_int_equal(run.last_seq, 3);
     /* ... or it can be rolled back whole */
@@ -372,9 +372,9 @@ static void test_duplicate_seq_conflict(void **state)
     append_ok(f->st, "t", "r", 4, "d");
     ab_error_clear(&err);
     ev = ev_of("t", "r", 1, "dup");
-    assert_int_equal(ab_store_append(f->st, &ev, NULL, &err), AB_CONFLICT);
-    ab_store_rollback(f->st);
-    assert_int_equal(ab_store_read_all(f->st, 0, 0, NULL, NULL, &n, &err), AB_OK);
+    assert_int_equal(ab__store_append(f->st, &ev, NULL, &err), AB_CONFLICT);
+    ab__store_rollback(f->st);
+    assert_int_equal(ab__store_read_all(f->st, 0, 0, NULL, NULL, &n, &err), AB_OK);
     assert_int_equal(n, 3);
 }
 
@@ -401,31 +401,31 @@ static void test_reads_and_limits(void **state)
     ab_error_t err = AB_ERROR_INIT;
     size_t n = 0;
     acc_t a = {.n = 0};
-    assert_int_equal(ab_store_read_run(f->st, "T", 1, "a", 1, 1, 0, collect, &a, &n, &err), AB_OK);
+    assert_int_equal(ab__store_read_run(f->st, "T", 1, "a", 1, 1, 0, collect, &a, &n, &err), AB_OK);
     assert_string_equal(a.text, "T/a#2@4=a2;T/a#3@7=a3;");
     memset(&a, 0, sizeof a);
-    assert_int_equal(ab_store_read_thread(f->st, "T", 1, 0, 0, collect, &a, &n, &err), AB_OK);
+    assert_int_equal(ab__store_read_thread(f->st, "T", 1, 0, 0, collect, &a, &n, &err), AB_OK);
     assert_int_equal(n, 5);
     assert_string_equal(a.text, "T/a#1@1=a1;T/b#1@3=b1;T/a#2@4=a2;T/b#2@5=b2;T/a#3@7=a3;");
     memset(&a, 0, sizeof a);
-    assert_int_equal(ab_store_read_thread(f->st, "T", 1, 3, 2, collect, &a, &n, &err), AB_OK);
+    assert_int_equal(ab__store_read_thread(f->st, "T", 1, 3, 2, collect, &a, &n, &err), AB_OK);
     assert_int_equal(n, 2);
     assert_string_equal(a.text, "T/a#2@4=a2;T/b#2@5=b2;");
     memset(&a, 0, sizeof a);
-    assert_int_equal(ab_store_read_all(f->st, 4, 0, collect, &a, &n, &err), AB_OK);
+    assert_int_equal(ab__store_read_all(f->st, 4, 0, collect, &a, &n, &err), AB_OK);
     assert_string_equal(a.text, "T/b#2@5=b2;U/x#2@6=x2;T/a#3@7=a3;");
     memset(&a, 0, sizeof a);
-    assert_int_equal(ab_store_read_all(f->st, 0, 3, collect, &a, &n, &err), AB_OK);
+    assert_int_equal(ab__store_read_all(f->st, 0, 3, collect, &a, &n, &err), AB_OK);
     assert_int_equal(n, 3);
     assert_string_equal(a.text, "T/a#1@1=a1;U/x#1@2=x1;T/b#1@3=b1;");
     memset(&a, 0, sizeof a);
     a.stop_after = 2; /* callback stops early */
-    assert_int_equal(ab_store_read_all(f->st, 0, 0, collect, &a, &n, &err), AB_OK);
+    assert_int_equal(ab__store_read_all(f->st, 0, 0, collect, &a, &n, &err), AB_OK);
     assert_int_equal(n, 2);
     /* unknown run / thread: nothing, not an error */
-    assert_int_equal(ab_store_read_run(f->st, "T", 1, "zz", 2, 0, 0, NULL, NULL, &n, &err), AB_OK);
+    assert_int_equal(ab__store_read_run(f->st, "T", 1, "zz", 2, 0, 0, NULL, NULL, &n, &err), AB_OK);
     assert_int_equal(n, 0);
-    assert_int_equal(ab_store_read_thread(f->st, "V", 1, 0, 0, NULL, NULL, &n, &err), AB_OK);
+    assert_int_equal(ab__store_read_thread(f->st, "V", 1, 0, 0, NULL, NULL, &n, &err), AB_OK);
     assert_int_equal(n, 0);
 }
 
@@ -444,7 +444,7 @@ static void test_heads_and_state(void **state)
     interleave(f->st);
     ab_error_t err = AB_ERROR_INIT;
     ab_store_run_t run;
-    assert_int_equal(ab_store_head(f->st, "T", 1, "a", 1, &run, &err), AB_OK);
+    assert_int_equal(ab__store_head(f->st, "T", 1, "a", 1, &run, &err), AB_OK);
     assert_string_equal(run.thread, "T");
     assert_string_equal(run.run, "a");
     assert_int_equal(run.last_seq, 3);
@@ -460,16 +460,16 @@ static void test_heads_and_state(void **state)
     ev.parent_run = "a";
     ev.parent_run_len = 1;
     ev.epoch = 4;
-    assert_int_equal(ab_store_append(f->st, &ev, NULL, &err), AB_OK);
+    assert_int_equal(ab__store_append(f->st, &ev, NULL, &err), AB_OK);
     ev = ev_of("T", "c", 2, "finished");
     ev.status = AB_RUN_STATUS_FINISHED;
     ev.outcome = AB_OUTCOME_INTERRUPT;
-    assert_int_equal(ab_store_append(f->st, &ev, NULL, &err), AB_OK);
+    assert_int_equal(ab__store_append(f->st, &ev, NULL, &err), AB_OK);
     ev = ev_of("T", "b", 3, "error");
     ev.status = AB_RUN_STATUS_ERRORED;
-    assert_int_equal(ab_store_append(f->st, &ev, NULL, &err), AB_OK);
+    assert_int_equal(ab__store_append(f->st, &ev, NULL, &err), AB_OK);
     commit_ok(f->st);
-    assert_int_equal(ab_store_head(f->st, "T", 1, "c", 1, &run, &err), AB_OK);
+    assert_int_equal(ab__store_head(f->st, "T", 1, "c", 1, &run, &err), AB_OK);
     assert_int_equal(run.status, AB_RUN_STATUS_FINISHED);
     assert_int_equal(run.outcome, AB_OUTCOME_INTERRUPT);
     assert_string_equal(run.parent_run, "a");
@@ -477,15 +477,15 @@ static void test_heads_and_state(void **state)
     assert_int_equal(run.last_seq, 2);
     assert_int_equal(run.last_pos, 9);
     assert_int_equal(run.ended_us, 1002);
-    assert_int_equal(ab_store_head(f->st, "T", 1, "b", 1, &run, &err), AB_OK);
+    assert_int_equal(ab__store_head(f->st, "T", 1, "b", 1, &run, &err), AB_OK);
     assert_int_equal(run.status, AB_RUN_STATUS_ERRORED);
     assert_int_equal(run.ended_us, 1003);
     acc_t a = {.n = 0};
     size_t n = 0;
-    assert_int_equal(ab_store_runs_of_thread(f->st, "T", 1, count_runs, &a, &n, &err), AB_OK);
+    assert_int_equal(ab__store_runs_of_thread(f->st, "T", 1, count_runs, &a, &n, &err), AB_OK);
     assert_int_equal(n, 3);
     assert_string_equal(a.text, "a;b;c;");
-    assert_int_equal(ab_store_head(f->st, "T", 1, "nope", 4, &run, &err), AB_NOT_FOUND);
+    assert_int_equal(ab__store_head(f->st, "T", 1, "nope", 4, &run, &err), AB_NOT_FOUND);
 }
 
 static void test_claim_bumps_epoch(void **state)
@@ -494,29 +494,29 @@ static void test_claim_bumps_epoch(void **state)
     f->st = open_ok(f->dir, false);
     ab_error_t err = AB_ERROR_INIT;
     uint64_t epoch = 0, last = 99;
-    assert_int_equal(ab_store_claim(f->st, "t", 1, "r", 1, &epoch, &last, &err), AB_OK);
+    assert_int_equal(ab__store_claim(f->st, "t", 1, "r", 1, &epoch, &last, &err), AB_OK);
     assert_int_equal(epoch, 1);
     assert_int_equal(last, 0);
     begin_ok(f->st);
     append_ok(f->st, "t", "r", 1, "a");
     append_ok(f->st, "t", "r", 2, "b");
     /* no claim while a transaction is open */
-    assert_int_equal(ab_store_claim(f->st, "t", 1, "r", 1, &epoch, &last, &err),
+    assert_int_equal(ab__store_claim(f->st, "t", 1, "r", 1, &epoch, &last, &err),
                      AB_INVALID_ARGUMENT);
     commit_ok(f->st);
-    assert_int_equal(ab_store_claim(f->st, "t", 1, "r", 1, &epoch, &last, &err), AB_OK);
+    assert_int_equal(ab__store_claim(f->st, "t", 1, "r", 1, &epoch, &last, &err), AB_OK);
     assert_int_equal(epoch, 2);
     assert_int_equal(last, 2);
-    assert_int_equal(ab_store_claim(f->st, "t", 1, "r", 1, &epoch, &last, &err), AB_OK);
+    assert_int_equal(ab__store_claim(f->st, "t", 1, "r", 1, &epoch, &last, &err), AB_OK);
     assert_int_equal(epoch, 3);
     ab_store_run_t run;
-    assert_int_equal(ab_store_head(f->st, "t", 1, "r", 1, &run, &err), AB_OK);
+    assert_int_equal(ab__store_head(f->st, "t", 1, "r", 1, &run, &err), AB_OK);
     assert_int_equal(run.epoch, 3);
     /* an append with an older epoch does not lower it */
     begin_ok(f->st);
     append_ok(f->st, "t", "r", 3, "c");
     commit_ok(f->st);
-    assert_int_equal(ab_store_head(f->st, "t", 1, "r", 1, &run, &err), AB_OK);
+    assert_int_equal(ab__store_head(f->st, "t", 1, "r", 1, &run, &err), AB_OK);
     assert_int_equal(run.epoch, 3);
 }
 
@@ -534,27 +534,27 @@ static void test_reader_beside_writer(void **state)
     acc_t a = {.n = 0};
     size_t n = 0;
     /* the reader sees only committed data while the writer's transaction is open */
-    assert_int_equal(ab_store_read_all(rd, 0, 0, collect, &a, &n, &err), AB_OK);
+    assert_int_equal(ab__store_read_all(rd, 0, 0, collect, &a, &n, &err), AB_OK);
     assert_string_equal(a.text, "t/r#1@1=committed;");
     /* appends are staged: the writer too reads only committed rows, but
      * head_pos counts its staged positions */
-    assert_int_equal(ab_store_read_run(f->st, "t", 1, "r", 1, 0, 0, NULL, NULL, &n, &err), AB_OK);
+    assert_int_equal(ab__store_read_run(f->st, "t", 1, "r", 1, 0, 0, NULL, NULL, &n, &err), AB_OK);
     assert_int_equal(n, 1);
     uint64_t head = 0;
-    assert_int_equal(ab_store_head_pos(f->st, &head, &err), AB_OK);
+    assert_int_equal(ab__store_head_pos(f->st, &head, &err), AB_OK);
     assert_int_equal(head, 2);
     /* the reader cannot write, and a second writer cannot begin */
-    assert_int_equal(ab_store_begin(rd, &err), AB_INVALID_ARGUMENT);
+    assert_int_equal(ab__store_begin(rd, &err), AB_INVALID_ARGUMENT);
     ab_store_t *w2 = open_ok(f->dir, false);
     ab_error_clear(&err);
-    assert_int_equal(ab_store_begin(w2, &err), AB_UNAVAILABLE);
+    assert_int_equal(ab__store_begin(w2, &err), AB_UNAVAILABLE);
     assert_true(err.retryable);
-    ab_store_close(&w2);
+    ab__store_close(&w2);
     commit_ok(f->st);
     memset(&a, 0, sizeof a);
-    assert_int_equal(ab_store_read_all(rd, 1, 0, collect, &a, &n, &err), AB_OK);
+    assert_int_equal(ab__store_read_all(rd, 1, 0, collect, &a, &n, &err), AB_OK);
     assert_string_equal(a.text, "t/r#2@2=pending;");
-    ab_store_close(&rd);
+    ab__store_close(&rd);
 }
 
 static void test_readonly_needs_schema(void **state)
@@ -563,10 +563,10 @@ static void test_readonly_needs_schema(void **state)
     ab_store_opts_t o = {.readonly = true};
     ab_error_t err = AB_ERROR_INIT;
     ab_store_t *st = NULL;
-    assert_int_equal(ab_store_open(&st, f->dir, &o, &err), AB_NOT_FOUND);
+    assert_int_equal(ab__store_open(&st, f->dir, &o, &err), AB_NOT_FOUND);
     assert_null(st);
     ab_error_clear(&err);
-    assert_int_equal(ab_store_open(NULL, f->dir, NULL, &err), AB_INVALID_ARGUMENT);
+    assert_int_equal(ab__store_open(NULL, f->dir, NULL, &err), AB_INVALID_ARGUMENT);
 }
 
 static void test_bad_arguments(void **state)
@@ -575,17 +575,17 @@ static void test_bad_arguments(void **state)
     f->st = open_ok(f->dir, false);
     ab_error_t err = AB_ERROR_INIT;
     ab_store_event_t ev = ev_of("t", "r", 1, "a");
-    assert_int_equal(ab_store_append(f->st, &ev, NULL, &err), AB_INVALID_ARGUMENT); /* no txn */
+    assert_int_equal(ab__store_append(f->st, &ev, NULL, &err), AB_INVALID_ARGUMENT); /* no txn */
     begin_ok(f->st);
     ev.thread_len = 0;
     ab_error_clear(&err);
-    assert_int_equal(ab_store_append(f->st, &ev, NULL, &err), AB_INVALID_ARGUMENT);
+    assert_int_equal(ab__store_append(f->st, &ev, NULL, &err), AB_INVALID_ARGUMENT);
     tu_assert_error(&err, AB_INVALID_ARGUMENT, "thread");
     ab_error_clear(&err);
-    assert_int_equal(ab_store_begin(f->st, &err), AB_INVALID_ARGUMENT); /* nested */
-    ab_store_rollback(f->st);
-    ab_store_rollback(f->st); /* idempotent */
-    ab_store_rollback(NULL);
+    assert_int_equal(ab__store_begin(f->st, &err), AB_INVALID_ARGUMENT); /* nested */
+    ab__store_rollback(f->st);
+    ab__store_rollback(f->st); /* idempotent */
+    ab__store_rollback(NULL);
 }
 
 int main(void)

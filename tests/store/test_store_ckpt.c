@@ -60,7 +60,7 @@ static ab_store_t *open_writer(const fx_t *f)
     ab_store_opts_t o = {.durability = AB_STORE_PROCESS, .wal_pages = WAL_PAGES};
     ab_error_t err = AB_ERROR_INIT;
     ab_store_t *st = NULL;
-    if (ab_store_open(&st, f->dir, &o, &err) != AB_OK)
+    if (ab__store_open(&st, f->dir, &o, &err) != AB_OK)
         fail_msg("open: %s", err.message);
     return st;
 }
@@ -71,7 +71,7 @@ static void commit_events(ab_store_t *st, uint64_t seq, int n, size_t size)
     static char body[4096];
     memset(body, 'e', sizeof body);
     ab_error_t err = AB_ERROR_INIT;
-    assert_int_equal(ab_store_begin(st, &err), AB_OK);
+    assert_int_equal(ab__store_begin(st, &err), AB_OK);
     for (int i = 0; i < n; i++) {
         ab_store_event_t ev = {.thread = "t",
                                .thread_len = 1,
@@ -82,10 +82,10 @@ static void commit_events(ab_store_t *st, uint64_t seq, int n, size_t size)
                                .commit_us = 1,
                                .bytes = body,
                                .len = size};
-        if (ab_store_append(st, &ev, NULL, &err) != AB_OK)
+        if (ab__store_append(st, &ev, NULL, &err) != AB_OK)
             fail_msg("append: %s", err.message);
     }
-    if (ab_store_commit(st, &err) != AB_OK)
+    if (ab__store_commit(st, &err) != AB_OK)
         fail_msg("commit: %s", err.message);
 }
 
@@ -109,7 +109,7 @@ static void test_background_checkpoint(void **state)
     if (file_size(f->db) <= before)
         fail_msg("no checkpoint within 10 s: db %ld bytes, wal %ld", file_size(f->db),
                  file_size(f->wal));
-    ab_store_close(&st);
+    ab__store_close(&st);
 }
 
 /* Many commits: the WAL file never grows past the inline bound, and all reads back. */
@@ -129,17 +129,17 @@ static void test_wal_bounded_and_complete(void **state)
     long bound = (6 * WAL_PAGES + 16) * 8192L;
     if (most > bound)
         fail_msg("WAL reached %ld bytes (bound %ld)", most, bound);
-    ab_store_close(&st);
+    ab__store_close(&st);
     ab_store_opts_t ro = {.readonly = true};
     ab_error_t err = AB_ERROR_INIT;
-    assert_int_equal(ab_store_open(&st, f->dir, &ro, &err), AB_OK);
+    assert_int_equal(ab__store_open(&st, f->dir, &ro, &err), AB_OK);
     uint64_t n = 0;
     size_t got = 0;
-    assert_int_equal(ab_store_read_run(st, "t", 1, "r", 1, 0, 5000, count_rows, &n, &got, &err),
+    assert_int_equal(ab__store_read_run(st, "t", 1, "r", 1, 0, 5000, count_rows, &n, &got, &err),
                      AB_OK);
     assert_int_equal(n, 2000);
     assert_int_equal(got, 2000);
-    ab_store_close(&st);
+    ab__store_close(&st);
 }
 
 /*
@@ -165,7 +165,7 @@ static void test_wal_file_cut_back(void **state)
     if (file_size(f->wal) > limit)
         fail_msg("WAL file still %ld bytes after %llu commits (limit %ld)", file_size(f->wal),
                  (unsigned long long)(seq - 81), limit);
-    ab_store_close(&st);
+    ab__store_close(&st);
 }
 
 int main(void)

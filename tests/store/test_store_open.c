@@ -83,7 +83,7 @@ static ab_store_t *open_as(const char *dir, bool readonly, bool exclusive)
     ab_store_opts_t o = {.readonly = readonly, .exclusive = exclusive};
     ab_error_t err = AB_ERROR_INIT;
     ab_store_t *st = NULL;
-    ab_status_t s = ab_store_open(&st, dir, &o, &err);
+    ab_status_t s = ab__store_open(&st, dir, &o, &err);
     if (s != AB_OK)
         fail_msg("open %s: %s: %s", dir, ab_status_name(s), err.message);
     return st;
@@ -96,7 +96,7 @@ static void open_refused(const char *dir, bool readonly, bool exclusive, ab_stat
     ab_store_opts_t o = {.readonly = readonly, .exclusive = exclusive};
     ab_error_t err = AB_ERROR_INIT;
     ab_store_t *st = NULL;
-    ab_status_t s = ab_store_open(&st, dir, &o, &err);
+    ab_status_t s = ab__store_open(&st, dir, &o, &err);
     if (s != code)
         fail_msg("open %s (readonly %d, exclusive %d): got %s (%s), want %s", dir, readonly,
                  exclusive, ab_status_name(s), err.message, ab_status_name(code));
@@ -117,8 +117,8 @@ static void commit_one(ab_store_t *st, uint64_t seq)
                            .bytes = "event",
                            .len = 5};
     ab_error_t err = AB_ERROR_INIT;
-    if (ab_store_begin(st, &err) != AB_OK || ab_store_append(st, &ev, NULL, &err) != AB_OK ||
-        ab_store_commit(st, &err) != AB_OK)
+    if (ab__store_begin(st, &err) != AB_OK || ab__store_append(st, &ev, NULL, &err) != AB_OK ||
+        ab__store_commit(st, &err) != AB_OK)
         fail_msg("commit seq %llu: %s", (unsigned long long)seq, err.message);
 }
 
@@ -126,7 +126,7 @@ static uint64_t head_seq(ab_store_t *st)
 {
     ab_store_run_t run;
     ab_error_t err = AB_ERROR_INIT;
-    if (ab_store_head(st, "t", 1, "r", 1, &run, &err) != AB_OK)
+    if (ab__store_head(st, "t", 1, "r", 1, &run, &err) != AB_OK)
         fail_msg("head: %s", err.message);
     return run.last_seq;
 }
@@ -137,7 +137,7 @@ static void test_new_store_where_none(void **state)
     fx_t *f = *state;
     ab_store_t *st = open_as(f->dir, false, true);
     commit_one(st, 1);
-    ab_store_close(&st);
+    ab__store_close(&st);
     DIR *d = opendir(f->dir);
     assert_non_null(d);
     struct dirent *e;
@@ -153,7 +153,7 @@ static void test_new_store_where_none(void **state)
     assert_int_equal(n, 2);
     st = open_as(f->dir, true, false);
     assert_int_equal(head_seq(st), 1);
-    ab_store_close(&st);
+    ab__store_close(&st);
 }
 
 /* A zero-length agentbus.db is refused by every kind of handle and stays 0 bytes. */
@@ -179,7 +179,7 @@ static void test_orphan_wal_refused(void **state)
     fx_t *f = *state;
     ab_store_t *st = open_as(f->dir, false, false);
     commit_one(st, 1);
-    ab_store_close(&st);
+    ab__store_close(&st);
     FILE *fp = fopen(f->wal, "wb"); /* as if the database had been moved away alone */
     assert_non_null(fp);
     assert_int_equal(fwrite("not empty", 1, 9, fp), 9);
@@ -190,7 +190,7 @@ static void test_orphan_wal_refused(void **state)
     assert_false(exists(f->db));
     assert_int_equal(unlink(f->wal), 0); /* moved away: now a new store is made */
     st = open_as(f->dir, false, true);
-    ab_store_close(&st);
+    ab__store_close(&st);
     assert_true(exists(f->db));
 }
 
@@ -240,7 +240,7 @@ static void test_unwritable_file_refused(void **state)
     fx_t *f = *state;
     ab_store_t *st = open_as(f->dir, false, false);
     commit_one(st, 1);
-    ab_store_close(&st);
+    ab__store_close(&st);
     if (!make_unwritable(f))
         skip();
     size_t len0 = 0, len1 = 0;
@@ -249,7 +249,7 @@ static void test_unwritable_file_refused(void **state)
     open_refused(f->dir, false, false, AB_UNAVAILABLE, f->db, "is not writable");
     st = open_as(f->dir, true, false); /* reading it is fine */
     assert_int_equal(head_seq(st), 1);
-    ab_store_close(&st);
+    ab__store_close(&st);
     char *after = tu_read_file(f->db, &len1);
     assert_int_equal(len0, len1);
     assert_memory_equal(before, after, len0);
@@ -281,11 +281,11 @@ static void test_exclusive_lock(void **state)
     ab_store_t *r = open_as(f->dir, true, false); /* readers need no lock */
     commit_one(a, 1);
     assert_int_equal(head_seq(r), 1);
-    ab_store_close(&r);
-    ab_store_close(&a);
+    ab__store_close(&r);
+    ab__store_close(&a);
     a = open_as(f->dir, false, true); /* released with the first owner */
     commit_one(a, 2);
-    ab_store_close(&a);
+    ab__store_close(&a);
 }
 
 /*
@@ -304,8 +304,8 @@ static void test_refusal_keeps_sqlite_locks(void **state)
     open_refused(f->dir, false, true, AB_UNAVAILABLE, "in use by another broker", NULL);
     ab_store_t *r = open_as(f->dir, true, false);
     open_refused(f->dir, false, true, AB_UNAVAILABLE, "in use by another broker", NULL);
-    ab_store_close(&r); /* a reader closing while the owner stays open */
-    pid_t pid = fork(); /* a fresh process (exec): a forked one shares SQLite's lock table */
+    ab__store_close(&r); /* a reader closing while the owner stays open */
+    pid_t pid = fork();  /* a fresh process (exec): a forked one shares SQLite's lock table */
     assert_true(pid >= 0);
     if (pid == 0) {
         execl("/proc/self/exe", "test_store_open", "--open-close", f->dir, (char *)NULL);
@@ -317,10 +317,10 @@ static void test_refusal_keeps_sqlite_locks(void **state)
     if (!exists(f->wal))
         fail_msg("another process's close removed the WAL of an open owner: its locks were lost");
     commit_one(a, 2);
-    ab_store_close(&a);
+    ab__store_close(&a);
     ab_store_t *rd = open_as(f->dir, true, false);
     assert_int_equal(head_seq(rd), 2);
-    ab_store_close(&rd);
+    ab__store_close(&rd);
 }
 
 /* Overwrite every page after the first of @p path, from another process (a
@@ -357,13 +357,13 @@ static void test_quick_check_once(void **state)
     ab_store_t *st = open_as(f->dir, false, false);
     for (uint64_t s = 1; s <= 300; s++)
         commit_one(st, s);
-    ab_store_close(&st); /* checkpointed into the file */
+    ab__store_close(&st); /* checkpointed into the file */
     ab_store_t *owner = open_as(f->dir, false, true);
     smash_pages(f->db);
     ab_store_t *r = open_as(f->dir, true, false); /* checked by the owner: no second check */
-    ab_store_close(&r);
+    ab__store_close(&r);
     open_refused(f->dir, false, false, AB_CORRUPT, f->db, "damaged"); /* a writer checks */
-    ab_store_close(&owner);
+    ab__store_close(&owner);
     open_refused(f->dir, true, false, AB_CORRUPT, f->db, "damaged"); /* no owner: checked */
 }
 
@@ -373,11 +373,11 @@ static int open_close(const char *dir)
     ab_store_opts_t o = {0};
     ab_error_t err = AB_ERROR_INIT;
     ab_store_t *w = NULL;
-    if (ab_store_open(&w, dir, &o, &err) != AB_OK) {
+    if (ab__store_open(&w, dir, &o, &err) != AB_OK) {
         fprintf(stderr, "open-close %s: %s\n", dir, err.message);
         return 2;
     }
-    ab_store_close(&w);
+    ab__store_close(&w);
     return 0;
 }
 

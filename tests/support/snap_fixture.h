@@ -90,7 +90,7 @@ static inline uint64_t snapfx_check(snapfx_t *f)
 static inline uint64_t snapfx_stored(const char *dir, const char *thread, size_t *size,
                                      bool validate)
 {
-    const ab_plugin_t *p = ab_plugin_sqlite();
+    const ab_plugin_t *p = ab__plugin_sqlite();
     assert_non_null(p->snapshot_get);
     ab_plugin_open_opts_t o = {.data_dir = dir, .readonly = true};
     ab_plugin_db_t *db = NULL;
