@@ -99,11 +99,27 @@ AB_NODISCARD ab_status_t ab_broker_config_set(ab_broker_config_t *cfg, const cha
 
 /**
  * Read a config file: one `key = value` per line, `#` starts a comment,
- * blank lines are ignored.
- * @return AB_OK, or AB_INVALID_CONFIG ("FILE:LINE: ..." / "cannot open FILE").
+ * blank lines are ignored. The file is read whole, at most 1 MiB, and parsed
+ * by ab_broker_config_load_text().
+ * @param cfg  in/out: settings the file does not name keep their value;
+ *             written only on AB_OK.
+ * @return AB_OK, AB_INVALID_CONFIG ("FILE:LINE: ..." / "cannot open FILE" /
+ *         "cannot read" / larger than 1 MiB) or AB_NOMEM.
  */
 AB_NODISCARD ab_status_t ab_broker_config_load(ab_broker_config_t *cfg, const char *path,
                                                ab_error_t *err);
+
+/**
+ * Parse config text @p text (@p len bytes, no NUL terminator needed) as
+ * ab_broker_config_load() parses a file: lines end at '\n' (a '\r' before it
+ * is trimmed like other spaces), each at most 8190 bytes, no NUL byte.
+ * @param name  what errors call the text ("FILE:LINE: ..."), e.g. its path.
+ * @param cfg   in/out, written only on AB_OK.
+ * @return AB_OK, or AB_INVALID_CONFIG naming the line, with err->field the
+ *         key ("" for a line that is not `key = value`).
+ */
+AB_NODISCARD ab_status_t ab_broker_config_load_text(ab_broker_config_t *cfg, const char *name,
+                                                    const char *text, size_t len, ab_error_t *err);
 
 /** Print the `agentbus broker --help` text to @p out. */
 void ab_broker_usage(FILE *out);

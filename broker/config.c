@@ -10,6 +10,10 @@
  *  3. Any unknown key, bad value or unreadable file is AB_INVALID_CONFIG whose
  *     field names the key and whose message names it (with FILE:LINE for the
  *     file); the caller's config is written only on success.
+ *  4. A config file is read whole (at most FILE_MAX_BYTES) and parsed from
+ *     memory by ab_broker_config_load_text(), which tests/fuzz/fuzz_config.c
+ *     feeds directly. A line is at most LINE_BYTES - 2 bytes and holds no
+ *     NUL byte: both are refused, never cut or split.
  */
 #include "broker.h"
 
@@ -19,7 +23,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define LINE_BYTES 8192
+#define LINE_BYTES     8192
+#define FILE_MAX_BYTES (1 << 20) /* a config file is read whole; larger is refused */
 
 void ab_broker_config_defaults(ab_broker_config_t *cfg)
 {
@@ -241,31 +246,59 @@ static ab_status_t load_line(ab_broker_config_t *cfg, const char *path, unsigned
     return ab_error_set(err, AB_INVALID_CONFIG, e.field, "%s:%u: %s", path, lineno, e.message);
 }
 
+/* Line @p lineno, s[0..n) without its newline, of config text @p name. */
+static ab_status_t text_line(ab_broker_config_t *cfg, const char *name, unsigned lineno,
+                             const char *s, size_t n, ab_error_t *err)
+{
+    char line[LINE_BYTES];
+    if (n > LINE_BYTES - 2)
+        return ab_error_set(err, AB_INVALID_CONFIG, "", "%s:%u: line longer than %d bytes", name,
+                            lineno, LINE_BYTES - 2);
+    if (memchr(s, '\0', n) != NULL)
+        return ab_error_set(err, AB_INVALID_CONFIG, "", "%s:%u: NUL byte in the line", name,
+                            lineno);
+    memcpy(line, s, n);
+    line[n] = '\0';
+    return load_line(cfg, name, lineno, line, err);
+}
+
+ab_status_t ab_broker_config_load_text(ab_broker_config_t *cfg, const char *name, const char *text,
+                                       size_t len, ab_error_t *err)
+{
+    ab_broker_config_t tmp = *cfg;
+    unsigned lineno = 0;
+    for (size_t at = 0; at < len;) {
+        const char *nl = memchr(text + at, '\n', len - at);
+        size_t n = nl != NULL ? (size_t)(nl - (text + at)) : len - at;
+        ab_status_t st = text_line(&tmp, name, ++lineno, text + at, n, err);
+        if (st != AB_OK)
+            return st;
+        at += n + 1;
+    }
+    *cfg = tmp;
+    return AB_OK;
+}
+
 ab_status_t ab_broker_config_load(ab_broker_config_t *cfg, const char *path, ab_error_t *err)
 {
-    FILE *f = fopen(path, "r");
+    FILE *f = fopen(path, "rb");
     if (f == NULL)
         return ab_error_set(err, AB_INVALID_CONFIG, "config", "cannot open config file %s: %s",
                             path, strerror(errno));
-    ab_broker_config_t tmp = *cfg;
-    char line[LINE_BYTES];
-    unsigned lineno = 0;
-    ab_status_t st = AB_OK;
-    while (st == AB_OK && fgets(line, sizeof(line), f) != NULL) {
-        lineno++;
-        size_t n = strlen(line);
-        if (n == sizeof(line) - 1 && line[n - 1] != '\n') {
-            st = ab_error_set(err, AB_INVALID_CONFIG, "", "%s:%u: line longer than %d bytes", path,
-                              lineno, LINE_BYTES - 2);
-            break;
-        }
-        st = load_line(&tmp, path, lineno, line, err);
-    }
-    if (st == AB_OK && ferror(f))
+    char *text = malloc(FILE_MAX_BYTES + 1);
+    size_t len = text != NULL ? fread(text, 1, FILE_MAX_BYTES + 1, f) : 0;
+    ab_status_t st;
+    if (text == NULL)
+        st = ab_error_set(err, AB_NOMEM, "config", "out of memory reading %s", path);
+    else if (ferror(f))
         st = ab_error_set(err, AB_INVALID_CONFIG, "config", "cannot read config file %s", path);
+    else if (len > FILE_MAX_BYTES)
+        st = ab_error_set(err, AB_INVALID_CONFIG, "config", "config file %s is larger than %d KiB",
+                          path, FILE_MAX_BYTES >> 10);
+    else
+        st = ab_broker_config_load_text(cfg, path, text, len, err);
+    free(text);
     fclose(f);
-    if (st == AB_OK)
-        *cfg = tmp;
     return st;
 }
 

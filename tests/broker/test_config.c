@@ -1,6 +1,7 @@
 /*
  * test_config.c - `agentbus broker` settings: defaults, every flag, the
- * config file, flag-over-file precedence and typed errors (file:line, key).
+ * config file, flag-over-file precedence and typed errors (file:line, key),
+ * the text parser's refusals (NUL bytes, long lines) and the file size bound.
  */
 #include "broker.h"
 #include "testutil.h"
@@ -233,6 +234,78 @@ static void test_config_file_errors(void **state)
     assert_non_null(strstr(err.message, "/nonexistent/ab.conf"));
 }
 
+/*
+ * Regression (fuzz_config): the file was read with fgets() and each line
+ * used up to its first NUL byte, so "queue = 5\0 = x" was read as queue = 5,
+ * and a line longer than the buffer that held a NUL early was split, its tail
+ * taken as the next line. Both are now refused, naming the line.
+ */
+static void test_config_text_nul_and_long_lines(void **state)
+{
+    (void)state;
+    ab_broker_config_t cfg, orig;
+    ab_error_t err = AB_ERROR_INIT;
+    ab_broker_config_defaults(&cfg);
+    orig = cfg;
+    static const char nul[] = "readers = 2\nqueue = 5\0 = x\n";
+    assert_int_equal(ab_broker_config_load_text(&cfg, "t.conf", nul, sizeof nul - 1, &err),
+                     AB_INVALID_CONFIG);
+    assert_non_null(strstr(err.message, "t.conf:2: NUL byte"));
+    assert_memory_equal(&cfg, &orig, sizeof cfg);
+    /* 8190 bytes are a line; 8191 are not, and a NUL early in a long line does not split it */
+    static char text[20000];
+    size_t n = 0;
+    n += (size_t)snprintf(text, sizeof text, "data = /");
+    memset(text + n, 'd', 8190 - n);
+    n = 8190;
+    text[n++] = '\n';
+    ab_error_clear(&err);
+    assert_int_equal(ab_broker_config_load_text(&cfg, "t.conf", text, n, &err), AB_INVALID_CONFIG);
+    assert_non_null(strstr(err.message, "t.conf:1: data: value must be"));
+    memcpy(text, "# ", 2);
+    ab_error_clear(&err);
+    assert_int_equal(ab_broker_config_load_text(&cfg, "t.conf", text, n, &err), AB_OK);
+    memset(text, '#', 9000);
+    text[3] = '\0';
+    memcpy(text + 9000 - 12, "readers = 9\n", 12);
+    ab_error_clear(&err);
+    assert_int_equal(ab_broker_config_load_text(&cfg, "t.conf", text, 9000, &err),
+                     AB_INVALID_CONFIG);
+    assert_non_null(strstr(err.message, "t.conf:1: line longer than 8190 bytes"));
+    assert_int_equal(cfg.readers, orig.readers);
+    /* the text parser takes a buffer without a NUL terminator */
+    static const char part[] = "readers = 3\nreaders = 4";
+    ab_error_clear(&err);
+    assert_int_equal(ab_broker_config_load_text(&cfg, "t.conf", part, 11, &err), AB_OK);
+    assert_int_equal(cfg.readers, 3);
+}
+
+/* A config file is read whole, at most 1 MiB; a larger one is refused. */
+static void test_config_file_size_bound(void **state)
+{
+    (void)state;
+    char path[64];
+    snprintf(path, sizeof(path), "/tmp/ab_test_config_XXXXXX");
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    FILE *f = fdopen(fd, "w");
+    assert_non_null(f);
+    for (int i = 0; i < (1 << 20) / 16 + 1; i++)
+        fputs("# .............\n", f); /* 16 bytes */
+    fclose(f);
+    ab_broker_config_t cfg;
+    ab_error_t err = AB_ERROR_INIT;
+    ab_broker_config_defaults(&cfg);
+    assert_int_equal(ab_broker_config_load(&cfg, path, &err), AB_INVALID_CONFIG);
+    assert_string_equal(err.field, "config");
+    assert_non_null(strstr(err.message, "larger than 1024 KiB"));
+    assert_int_equal(truncate(path, 1 << 20), 0);
+    ab_error_clear(&err);
+    if (ab_broker_config_load(&cfg, path, &err) != AB_OK)
+        fail_msg("%s", err.message);
+    unlink(path);
+}
+
 static void test_usage_lists_defaults(void **state)
 {
     (void)state;
@@ -268,10 +341,16 @@ static void test_usage_lists_defaults(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_defaults),           cmocka_unit_test(test_every_flag),
-        cmocka_unit_test(test_byte_bounds),        cmocka_unit_test(test_help),
-        cmocka_unit_test(test_bad_flags),          cmocka_unit_test(test_config_file),
-        cmocka_unit_test(test_config_file_errors), cmocka_unit_test(test_usage_lists_defaults),
+        cmocka_unit_test(test_defaults),
+        cmocka_unit_test(test_every_flag),
+        cmocka_unit_test(test_byte_bounds),
+        cmocka_unit_test(test_help),
+        cmocka_unit_test(test_bad_flags),
+        cmocka_unit_test(test_config_file),
+        cmocka_unit_test(test_config_file_errors),
+        cmocka_unit_test(test_usage_lists_defaults),
+        cmocka_unit_test(test_config_text_nul_and_long_lines),
+        cmocka_unit_test(test_config_file_size_bound),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
