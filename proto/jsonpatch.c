@@ -12,6 +12,14 @@
  *  4. Array indexes are "0" or [1-9][0-9]*; "-" names the end and is only
  *     accepted where an element is being inserted (add, move/copy target).
  *  5. Every error names the failing operation: err->field = "/N/<member>".
+ *  6. Bounded (jsonpatch.h, "Bounds"): the values copy and move take are
+ *     measured before they are taken, and what add, replace and copy put in
+ *     is counted against the document's size before the patch, so neither
+ *     the result's size nor the work of one patch can grow past
+ *     AB_JSONPATCH_MAX_SIZE (a copy of the whole document into itself
+ *     doubles it: forty such operations would otherwise ask for 2^40
+ *     values), and no operation places a value deeper than
+ *     AB_JSONPATCH_MAX_DEPTH.
  */
 #include "agentbus/jsonpatch.h"
 #include "alloc_internal.h"
@@ -29,11 +37,18 @@ typedef struct jp_ptr {
     size_t n;
 } jp_ptr_t;
 
+/* What one patch may still add and take (invariant 6). */
+typedef struct jp_budget {
+    size_t added; /* size of the document before, plus every value added */
+    size_t taken; /* size of every value copied or moved */
+} jp_budget_t;
+
 /* Context of the operation being applied, for error fields and messages. */
 typedef struct jp_op {
     size_t index;
     const char *member; /* "path" or "from": the pointer being resolved */
     ab_error_t *err;
+    jp_budget_t *budget;
 } jp_op_t;
 
 static ab_status_t op_fail(const jp_op_t *op, ab_status_t code, const char *member, const char *msg)
@@ -49,6 +64,66 @@ static void ptr_free(jp_ptr_t *p)
     ab__free(p->start);
     ab__free(p->len);
     memset(p, 0, sizeof *p);
+}
+
+/*
+ * Add the size of @p v (AB_JSONPATCH_VALUE_SIZE per value plus the bytes of
+ * its strings and keys) to *size, stopping once it passes @p stop; *depth is
+ * the depth of what was walked (v itself is 1).
+ */
+static void measure(const json_t *v, size_t stop, size_t *size, size_t *depth)
+{
+    size_t d = 0, cd, i;
+    const char *k;
+    json_t *c;
+    *size += AB_JSONPATCH_VALUE_SIZE + (json_is_string(v) ? json_string_length(v) : 0);
+    if (json_is_array(v)) {
+        for (i = 0; i < json_array_size(v) && *size <= stop; i++) {
+            measure(json_array_get(v, i), stop, size, &cd);
+            d = cd > d ? cd : d;
+        }
+    } else if (json_is_object(v)) {
+        size_t klen;
+        json_object_keylen_foreach((json_t *)(uintptr_t)v, k, klen, c)
+        {
+            if (*size > stop)
+                break;
+            *size += klen;
+            measure(c, stop, size, &cd);
+            d = cd > d ? cd : d;
+        }
+    }
+    *depth = d + 1;
+}
+
+/*
+ * Count @p v, about to be placed @p tokens deep, against the budget:
+ * @p taken for copy and move, @p adds for add, replace and copy.
+ */
+static ab_status_t budget_use(const jp_op_t *op, const json_t *v, size_t tokens, bool taken,
+                              bool adds)
+{
+    jp_budget_t *b = op->budget;
+    size_t used = 0, size = 0, depth = 0;
+    used = taken && b->taken > used ? b->taken : used;
+    used = adds && b->added > used ? b->added : used;
+    if (used <= AB_JSONPATCH_MAX_SIZE) /* walk no further than the budget left */
+        measure(v, AB_JSONPATCH_MAX_SIZE - used, &size, &depth);
+    char msg[128];
+    if (used > AB_JSONPATCH_MAX_SIZE || used + size > AB_JSONPATCH_MAX_SIZE) {
+        snprintf(msg, sizeof msg, "the patch %s more than %zu MiB of values (jsonpatch.h)",
+                 taken ? "copies or moves" : "makes its document hold",
+                 (size_t)AB_JSONPATCH_MAX_SIZE >> 20);
+        return op_fail(op, AB_TOO_LARGE, taken ? "from" : "path", msg);
+    }
+    if (tokens + depth > AB_JSONPATCH_MAX_DEPTH) {
+        snprintf(msg, sizeof msg, "the value would be nested deeper than %d",
+                 AB_JSONPATCH_MAX_DEPTH);
+        return op_fail(op, AB_TOO_LARGE, "path", msg);
+    }
+    b->taken += taken ? size : 0;
+    b->added += adds ? size : 0;
+    return AB_OK;
 }
 
 /* Parse and unescape pointer [s, s+n) into @p p (RFC 6901 section 3). */
@@ -232,6 +307,8 @@ static ab_status_t do_transfer(json_t **root, const char *from, size_t flen, con
         return AB_OK; /* moving onto itself */
     if (move && plen > flen && memcmp(from, path, flen) == 0 && path[flen] == '/')
         return op_fail(op, AB_CONFLICT, "from", "cannot move a value into its own child");
+    if ((st = budget_use(op, v, pp->n, true, !move)) != AB_OK)
+        return st;
     if (move) {
         st = do_remove(*root, fp, &v, op);
     } else {
@@ -317,6 +394,8 @@ static ab_status_t op_apply(json_t **root, const json_t *o, jp_kind_t k, jp_op_t
     const json_t *value = NULL;
     ab_status_t st = op_prepare(o, k, &pp, &fp, &value, op);
     json_t *v = NULL;
+    if (st == AB_OK && (k == JP_ADD || k == JP_REPLACE))
+        st = budget_use(op, value, pp.n, false, true);
     if (st == AB_OK && (k == JP_ADD || k == JP_REPLACE)) {
         v = copy_value(value, op);
         st = v ? AB_OK : AB_NOMEM;
@@ -341,9 +420,12 @@ static ab_status_t op_apply(json_t **root, const json_t *o, jp_kind_t k, jp_op_t
 static ab_status_t apply_all(json_t **work, const json_t *patch, ab_jsonpatch_warn_fn warn,
                              void *ud, ab_error_t *err)
 {
+    jp_budget_t budget = {0};
+    size_t depth;
+    measure(*work, AB_JSONPATCH_MAX_SIZE, &budget.added, &depth);
     for (size_t i = 0; i < json_array_size(patch); i++) {
         const json_t *o = json_array_get(patch, i);
-        jp_op_t op = {i, "path", err};
+        jp_op_t op = {i, "path", err, &budget};
         if (!json_is_object(o)) {
             char field[32];
             snprintf(field, sizeof field, "/%zu", i);

@@ -23,7 +23,26 @@
  *                      scalar.
  *  - AB_CONFLICT       a "test" that failed, or a "move" whose "from" is a
  *                      proper prefix of its "path" (into its own child).
+ *  - AB_TOO_LARGE      a bound below was passed (err->field "/N/path", or
+ *                      "/N/from" for what copy and move take).
  *  - AB_NOMEM          out of memory.
+ *
+ * Bounds. A patch is small, but "copy" can duplicate what the document
+ * holds: copying the whole document into two members in turn doubles it,
+ * so forty operations of a one-kilobyte patch would ask for 2^40 values.
+ * Measuring a value's "size" as AB_JSONPATCH_VALUE_SIZE per value plus the
+ * bytes of its strings and keys (about the least jansson allocates for
+ * it), a patch fails with AB_TOO_LARGE, the document unchanged, when
+ *  - the values its "copy" and "move" operations take total more than
+ *    AB_JSONPATCH_MAX_SIZE (this bounds its work: a value is measured before
+ *    it is taken, the walk stopping at the bound), or
+ *  - the document's size before it plus the size of every value it puts in
+ *    ("add", "replace", "copy"; what it removes is not subtracted) passes
+ *    AB_JSONPATCH_MAX_SIZE, or
+ *  - an operation would place a value deeper than AB_JSONPATCH_MAX_DEPTH
+ *    (the path's tokens plus the value's depth).
+ * Applying a patch costs O(document size) for the copy that makes it atomic,
+ * plus O(patch size + AB_JSONPATCH_MAX_SIZE) at most.
  *
  * Unknown "op" values: AG-UI's lenient rule (agui-1.0 section 5) - the
  * operation is skipped and the warning callback (if any) is called with its
@@ -46,6 +65,25 @@
 extern "C" {
 #endif
 
+/** What one value counts in a size (see "Bounds"), besides its string bytes. */
+#define AB_JSONPATCH_VALUE_SIZE 32
+
+/**
+ * Most a patch may make its document hold, and most its copy and move
+ * operations may take, in size units (see "Bounds"): 32 MiB, about a
+ * million values, the order of what one largest event (1 MiB, a value every
+ * two bytes) can set as a whole state, so a patch can no longer make a state
+ * that no event could have sent.
+ */
+#define AB_JSONPATCH_MAX_SIZE ((size_t)32 << 20)
+
+/**
+ * Deepest nesting a patch may create (the root is depth 1): far beyond what
+ * one event may carry (ab_limits_t.max_depth, 64), and shallow enough for
+ * the recursive walks of a document (copying, encoding) to stay small.
+ */
+#define AB_JSONPATCH_MAX_DEPTH 512
+
 /**
  * Called for each skipped operation with an unknown "op".
  * @param index  position of the operation in the patch.
@@ -60,8 +98,9 @@ typedef void (*ab_jsonpatch_warn_fn)(void *ud, size_t index, const char *op);
  *               AB_OK *doc may be a new reference (the old one is released);
  *               on any error *doc is untouched.
  * @param patch  borrowed; values are deep-copied into the document.
- * @return AB_OK, AB_INVALID_EVENT, AB_NOT_FOUND, AB_CONFLICT or AB_NOMEM
- *         (see the file comment); AB_INVALID_ARGUMENT when doc is NULL.
+ * @return AB_OK, AB_INVALID_EVENT, AB_NOT_FOUND, AB_CONFLICT, AB_TOO_LARGE or
+ *         AB_NOMEM (see the file comment); AB_INVALID_ARGUMENT when doc is
+ *         NULL.
  */
 AB_NODISCARD ab_status_t ab_jsonpatch_apply(json_t **doc, const json_t *patch, ab_error_t *err);
 

@@ -1,7 +1,8 @@
 /*
  * test_jsonpatch.c - RFC 6902 JSON Patch: the examples of the RFC's appendix
  * A (A.1-A.16, written here as JSON), pointer escaping, and the error cases,
- * each of which must leave the document unchanged.
+ * each of which must leave the document unchanged, and the bounds on what a
+ * patch may copy, hold and nest (findings of tests/fuzz/fuzz_jsonpatch.c).
  */
 #include "testutil.h"
 
@@ -210,6 +211,103 @@ static void test_unknown_op_skipped_with_warning(void **state)
     json_decref(p);
 }
 
+/* A patch of @p n operations copying the whole document into "a" and "b" in turn. */
+static json_t *doubling_patch(size_t n)
+{
+    json_t *p = json_array();
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(
+            p, json_pack("{s:s,s:s,s:s}", "op", "copy", "from", "", "path", i % 2 ? "/a" : "/b"));
+    return p;
+}
+
+/*
+ * Regression (fuzz_jsonpatch): each copy of the whole document into one of
+ * two members doubles it, so 34 operations of a 1.4 KB patch asked for more
+ * than 2 GB; the copies are now bounded by AB_JSONPATCH_MAX_SIZE and the
+ * document is left as it was (tests/fuzz/corpus/jsonpatch/regress-copy-doubling).
+ */
+static void test_copy_doubling_is_bounded(void **state)
+{
+    (void)state;
+    json_t *d = load("{\"a\":1,\"b\":2}"), *orig = json_deep_copy(d), *before = d;
+    json_t *p = doubling_patch(60);
+    ab_error_t err = AB_ERROR_INIT;
+    assert_int_equal(ab_jsonpatch_apply(&d, p, &err), AB_TOO_LARGE);
+    assert_int_equal(err.code, AB_TOO_LARGE);
+    assert_non_null(strstr(err.field, "/from"));
+    assert_ptr_equal(d, before);
+    assert_true(json_equal(d, orig));
+    json_decref(p);
+    /* a few doublings are fine: 2^10 leaves */
+    p = doubling_patch(20);
+    assert_int_equal(ab_jsonpatch_apply(&d, p, &err), AB_OK);
+    json_decref(p);
+    json_decref(d);
+    json_decref(orig);
+}
+
+/* Copying the same large member again and again stops at the bound on what copies take. */
+static void test_repeated_large_copies_are_bounded(void **state)
+{
+    (void)state;
+    json_t *big = json_array(), *p = json_array();
+    for (int i = 0; i < 1000; i++)
+        json_array_append_new(big, json_integer(i));
+    json_t *d = json_pack("{s:o}", "big", big);
+    /* each copy takes 1001 values: 32 MiB / 32 / 1001 is about 1047 copies */
+    for (int i = 0; i < 1100; i++) {
+        json_array_append_new(
+            p, json_pack("{s:s,s:s,s:s}", "op", "copy", "from", "/big", "path", "/c"));
+        json_array_append_new(p, json_pack("{s:s,s:s}", "op", "remove", "path", "/c"));
+    }
+    ab_error_t err = AB_ERROR_INIT;
+    assert_int_equal(ab_jsonpatch_apply(&d, p, &err), AB_TOO_LARGE);
+    assert_null(json_object_get(d, "c"));
+    json_decref(p);
+    json_decref(d);
+}
+
+static void test_depth_is_bounded(void **state)
+{
+    (void)state;
+    enum { K = AB_JSONPATCH_MAX_DEPTH - 3 };
+    /* d = {"y":{"y":...}} K levels below the root; v is 10 deep */
+    json_t *d = json_object(), *cur = d, *v = json_object(), *deep = v;
+    for (int i = 0; i < K; i++) {
+        json_t *c = json_object();
+        json_object_set_new(cur, "y", c);
+        cur = c;
+    }
+    for (int i = 0; i < 9; i++) {
+        json_t *c = json_object();
+        json_object_set_new(deep, "x", c);
+        deep = c;
+    }
+    static char path[2 * K + 8];
+    for (int i = 0; i <= K; i++)
+        strcat(path, "/y");
+    /* K + 1 tokens plus a value 10 deep passes the bound; plus a number does not */
+    json_t *orig = json_deep_copy(d), *before = d;
+    json_t *p = json_pack("[{s:s,s:s,s:O}]", "op", "add", "path", path, "value", v);
+    ab_error_t err = AB_ERROR_INIT;
+    assert_int_equal(ab_jsonpatch_apply(&d, p, &err), AB_TOO_LARGE);
+    tu_assert_error(&err, AB_TOO_LARGE, "/0/path");
+    assert_ptr_equal(d, before);
+    assert_true(json_equal(d, orig));
+    json_decref(p);
+    p = json_pack("[{s:s,s:s,s:i}]", "op", "add", "path", path, "value", 1);
+    assert_int_equal(ab_jsonpatch_apply(&d, p, &err), AB_OK);
+    json_decref(p);
+    /* the same value near the root is fine */
+    p = json_pack("[{s:s,s:s,s:O}]", "op", "add", "path", "/v", "value", v);
+    assert_int_equal(ab_jsonpatch_apply(&d, p, &err), AB_OK);
+    json_decref(p);
+    json_decref(v);
+    json_decref(orig);
+    json_decref(d);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -218,6 +316,9 @@ int main(void)
         cmocka_unit_test(test_pointer_escapes_and_root),
         cmocka_unit_test(test_errors_leave_document_unchanged),
         cmocka_unit_test(test_unknown_op_skipped_with_warning),
+        cmocka_unit_test(test_copy_doubling_is_bounded),
+        cmocka_unit_test(test_repeated_large_copies_are_bounded),
+        cmocka_unit_test(test_depth_is_bounded),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -470,6 +470,33 @@ static void test_patch_failure_warns_and_keeps_state(void **state)
     ab_reducer_destroy(&r);
 }
 
+/*
+ * Regression (fuzz_jsonpatch): a STATE_DELTA of 60 copies of the whole state
+ * into "a" and "b" in turn would double the state 60 times; it is a warning
+ * (too_large) and the state stays as it was.
+ */
+static void test_copying_state_delta_is_bounded(void **state)
+{
+    (void)state;
+    ab_reducer_t *r = reducer("t");
+    fold(r, "r1", 1, "{\"type\":\"RUN_STARTED\",\"threadId\":\"t\",\"runId\":\"r1\"}");
+    fold(r, "r1", 2, "{\"type\":\"STATE_SNAPSHOT\",\"snapshot\":{\"a\":1,\"b\":2}}");
+    char ev[4096] = "{\"type\":\"STATE_DELTA\",\"delta\":[";
+    for (int i = 0; i < 60; i++)
+        strcat(ev, i % 2 ? "{\"op\":\"copy\",\"from\":\"\",\"path\":\"/a\"},"
+                         : "{\"op\":\"copy\",\"from\":\"\",\"path\":\"/b\"},");
+    ev[strlen(ev) - 1] = '\0';
+    strcat(ev, "]}");
+    fold(r, "r1", 3, ev);
+    json_t *want = load("{\"a\":1,\"b\":2}");
+    expect_json(json_object_get(ab_reducer_state(r), "state"), want, "state unchanged");
+    json_decref(want);
+    json_t *w = json_array_get(json_object_get(ab_reducer_state(r), "warnings"), 0);
+    assert_int_equal(json_integer_value(json_object_get(w, "seq")), 3);
+    assert_non_null(strstr(json_string_value(json_object_get(w, "message")), "too_large"));
+    ab_reducer_destroy(&r);
+}
+
 static void test_warnings_are_bounded(void **state)
 {
     (void)state;
@@ -636,6 +663,7 @@ int main(void)
         cmocka_unit_test(test_input_messages),
         cmocka_unit_test(test_tool_calls_in_messages),
         cmocka_unit_test(test_patch_failure_warns_and_keeps_state),
+        cmocka_unit_test(test_copying_state_delta_is_bounded),
         cmocka_unit_test(test_warnings_are_bounded),
         cmocka_unit_test(test_approvals_bound_to_exact_interrupt_id),
         cmocka_unit_test(test_long_warning_is_valid_utf8),
