@@ -73,9 +73,12 @@ extern "C" {
  * operations may take, in size units (see "Bounds"): 32 MiB, about a
  * million values, the order of what one largest event (1 MiB, a value every
  * two bytes) can set as a whole state, so a patch can no longer make a state
- * that no event could have sent.
+ * that no event could have sent. The libFuzzer build (AB_FUZZ) compiles the
+ * library with a smaller bound, so that inputs near it stay fast to run.
  */
+#ifndef AB_JSONPATCH_MAX_SIZE
 #define AB_JSONPATCH_MAX_SIZE ((size_t)32 << 20)
+#endif
 
 /**
  * Deepest nesting a patch may create (the root is depth 1): far beyond what

@@ -197,38 +197,67 @@ static void check_error(ab_status_t rc, const ab_error_t *err, const json_t *pat
         abort();
 }
 
-/* Invariant 4: no array or object of @p patch is reachable from @p v. */
-static bool shares(const json_t *v, const json_t *patch)
+/* Invariant 4: the arrays and objects of the patch, sorted, to look results up in. */
+typedef struct ptrs {
+    const json_t **p;
+    size_t n, cap;
+} ptrs_t;
+
+static void collect(ptrs_t *s, const json_t *v)
 {
-    if (!json_is_array(patch) && !json_is_object(patch))
+    if (!json_is_array(v) && !json_is_object(v))
+        return;
+    if (s->n == s->cap) {
+        s->cap = s->cap ? 2 * s->cap : 64;
+        s->p = realloc(s->p, s->cap * sizeof *s->p);
+        if (s->p == NULL)
+            abort();
+    }
+    s->p[s->n++] = v;
+    size_t i;
+    const char *k;
+    json_t *c;
+    if (json_is_array(v)) {
+        json_array_foreach(v, i, c) collect(s, c);
+    } else {
+        json_object_foreach((json_t *)(uintptr_t)v, k, c) collect(s, c);
+    }
+}
+
+static int ptr_cmp(const void *a, const void *b)
+{
+    uintptr_t x = (uintptr_t) * (const json_t *const *)a,
+              y = (uintptr_t) * (const json_t *const *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Whether @p v or anything in it is one of the patch's containers. */
+static bool shares(const json_t *v, const ptrs_t *s)
+{
+    if (!json_is_array(v) && !json_is_object(v))
         return false;
-    if (v == patch)
+    if (bsearch(&v, s->p, s->n, sizeof *s->p, ptr_cmp) != NULL)
         return true;
     size_t i;
     const char *k;
     json_t *c;
-    if (json_is_array(patch)) {
-        json_array_foreach(patch, i, c) if (shares(v, c)) return true;
+    if (json_is_array(v)) {
+        json_array_foreach(v, i, c) if (shares(c, s)) return true;
     } else {
-        json_object_foreach((json_t *)(uintptr_t)patch, k, c) if (shares(v, c)) return true;
+        json_object_foreach((json_t *)(uintptr_t)v, k, c) if (shares(c, s)) return true;
     }
     return false;
 }
 
 static bool shares_any(const json_t *result, const json_t *patch)
 {
-    if (shares(result, patch))
-        return true;
-    size_t i;
-    const char *k;
-    json_t *c;
-    if (json_is_array(result)) {
-        json_array_foreach(result, i, c) if (shares_any(c, patch)) return true;
-    } else if (json_is_object(result)) {
-        json_object_foreach((json_t *)(uintptr_t)result, k,
-                            c) if (shares_any(c, patch)) return true;
-    }
-    return false;
+    ptrs_t s = {0};
+    collect(&s, patch);
+    if (s.n > 0)
+        qsort(s.p, s.n, sizeof *s.p, ptr_cmp);
+    bool found = s.n > 0 && shares(result, &s);
+    free(s.p);
+    return found;
 }
 
 static size_t count_unknown(const json_t *patch)
