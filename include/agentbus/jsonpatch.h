@@ -44,9 +44,10 @@
  * Applying a patch costs O(document size) for the copy that makes it atomic,
  * plus O(patch size + AB_JSONPATCH_MAX_SIZE) at most.
  *
- * Unknown "op" values: AG-UI's lenient rule (agui-1.0 section 5) - the
- * operation is skipped and the warning callback (if any) is called with its
- * index and op name; the rest of the patch applies.
+ * Unknown "op" values: AG-UI's lenient rule (topic §5 in docs/ARCHITECTURE.md,
+ * "AG-UI 1.0: where the event rules come from") - the operation is skipped
+ * and the warning callback (if any) is called with its index and op name;
+ * the rest of the patch applies.
  *
  * "test" compares numbers by value (1 equals 1.0), objects regardless of key
  * order, arrays element by element.

@@ -1,5 +1,5 @@
 /*
- * agentbus/plugin.h - the persistence plugin ABI (DESIGN.md section 5).
+ * agentbus/plugin.h - the persistence plugin ABI (docs/STORE.md, docs/ARCHITECTURE.md).
  *
  * A persistence plugin is the only place that knows how events are stored.
  * It exports one symbol, AB_PLUGIN_ENTRY_SYMBOL ("ab_plugin_entry"), a

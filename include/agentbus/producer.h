@@ -1,6 +1,6 @@
 /*
  * agentbus/producer.h - the producer: one writer of one run at a time
- * (DESIGN.md section 8, docs/CLIENT.md "Producer").
+ * (docs/CLIENT.md "Producer").
  *
  * An ab_producer_t owns one connection (ab_conn_t) to a broker's command
  * endpoint. It claims a run (learning the epoch and the last committed seq,

@@ -36,7 +36,7 @@
 extern "C" {
 #endif
 
-/** Bus limits (DESIGN.md section 9). Defaults from ab_limits_default(). */
+/** Bus limits (docs/PROTOCOL.md section 11). Defaults from ab_limits_default(). */
 typedef struct ab_limits {
     uint32_t max_event_bytes;   /**< encoded event envelope, default 1 MiB */
     uint32_t max_depth;         /**< nesting depth of any value, default 64 */
