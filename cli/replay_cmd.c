@@ -19,12 +19,11 @@
  *     stdout), at most one line a second, when stderr is a terminal or with
  *     --progress; with progress on, a last line gives the totals.
  */
-#ifdef AB_HAVE_CLIENT
 #include "agentbus/agui.h"
 #include "agentbus/client.h"
 #include "cli.h"
+#include "render.h"
 #include "replay_verify.h"
-#include "tail_render.h"
 
 #include <getopt.h>
 #include <stdlib.h>
@@ -329,6 +328,3 @@ int cmd_replay(int argc, char **argv)
     free_state(&rs);
     return rc;
 }
-#else
-typedef int ab_cli_replay_unused_t; /* built without the client library */
-#endif

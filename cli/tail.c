@@ -1,7 +1,7 @@
 /*
  * tail.c - `agentbus tail`: the observer console. Attaches an ab_sub_t to a
  * run, a thread or everything (live by default, or from the start, or from
- * a cursor) and prints each event: the human view (cli/tail_render.c) or
+ * a cursor) and prints each event: the human view (demo/render.c) or
  * JSON Lines with --json. --for and --count bound the session.
  *
  * Invariants:
@@ -11,10 +11,9 @@
  *  2. Exit status: 0 when the session ended as asked (time, count, or
  *     SIGINT/SIGTERM), 1 on a non-retryable subscriber error, 2 on usage.
  */
-#ifdef AB_HAVE_CLIENT
 #include "agentbus/subscriber.h"
 #include "cli.h"
-#include "tail_render.h"
+#include "render.h"
 
 #include <getopt.h>
 #include <signal.h>
@@ -228,6 +227,3 @@ int cmd_tail(int argc, char **argv)
     ab_buf_free(&ts.line);
     return rc;
 }
-#else
-typedef int ab_cli_tail_unused_t; /* built without the client library */
-#endif

@@ -32,7 +32,7 @@
 #include <string.h>
 #include <unistd.h>
 
-/* Tuning (measured with bench/store_bench.c, see docs/STORE.md). */
+/* Tuning (measured with bench/tools/store_bench.c, see docs/STORE.md). */
 #define STORE_PAGE_SIZE "8192" /* = AB_STORE_PAGE_BYTES */
 #define WRITER_PRAGMAS  "PRAGMA cache_size=-8192;"
 #define READER_PRAGMAS  "PRAGMA cache_size=-16384;"

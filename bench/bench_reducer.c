@@ -9,7 +9,7 @@
  * apply (the projection) and parse + snapshot builder feed (what SNAPSHOT
  * does per stored event, plus keeping the events of active runs).
  *
- * `snapshot` starts a broker (cli/spawn.h, process durability), publishes a
+ * `snapshot` starts a broker (demo/spawn.h, process durability), publishes a
  * thread of about 100,000 events in one of several shapes and times the
  * SNAPSHOT answer from the client (p50 and max of 10).
  */
@@ -18,18 +18,15 @@
 #include "agentbus/reducer.h"
 #include "agentbus/snapshot.h"
 #include "agentbus/value.h"
-#include "cli.h"
+#include "bench.h"
 
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#ifdef AB_HAVE_CLIENT
 #include "agentbus/client.h"
 #include "spawn.h"
-#endif
 
 #define CYCLE     98 /* events of one message/tool/state/custom cycle */
 #define BENCH_TID "thread-bench"
@@ -204,7 +201,7 @@ static int reducer_row(const stream_t *s, const char *label, int row, double sec
 {
     ab_doc_t *doc = NULL;
     if (ab_doc_new(&doc) != AB_OK)
-        return AB_EXIT_FAIL;
+        return AB_BENCH_FAIL;
     long bad = fold_pass(s, doc, row); /* warm-up */
     uint64_t events = 0;
     double t0 = cpu_s(), t1;
@@ -218,18 +215,18 @@ static int reducer_row(const stream_t *s, const char *label, int row, double sec
     ab_doc_destroy(&doc);
     if (bad) {
         fprintf(stderr, "agentbus bench: %ld events failed to fold\n", bad);
-        return AB_EXIT_FAIL;
+        return AB_BENCH_FAIL;
     }
-    return AB_EXIT_OK;
+    return AB_BENCH_OK;
 }
 
-static int bench_reducer(double seconds)
+int bench_reducer(double seconds)
 {
     stream_t s;
     if (stream_build(&s) != 0) {
         stream_free(&s);
         fprintf(stderr, "agentbus bench: cannot build the stream\n");
-        return AB_EXIT_FAIL;
+        return AB_BENCH_FAIL;
     }
     printf("agentbus bench reducer: one core (thread CPU time), a thread of %zu events "
            "(%d runs of %d, the last active; %zu B msgpack bodies on average), "
@@ -242,9 +239,8 @@ static int bench_reducer(double seconds)
     return rc;
 }
 
-/* ---- snapshot (needs the client library) ----------------------------------- */
+/* ---- snapshot ---------------------------------------------------------------- */
 
-#ifdef AB_HAVE_CLIENT
 #define SNAP_TRIES 10
 #define SNAP_BATCH 1000
 
@@ -359,13 +355,13 @@ static int snapshot_row(const char *label, int runs, uint64_t len, bool last_act
                        .extra = {"--durability", "process", "--snapshot-every", every}};
     if (spawn_broker(&ch, &so) != 0) {
         fprintf(stderr, "agentbus bench: the broker did not start\n");
-        return AB_EXIT_FAIL;
+        return AB_BENCH_FAIL;
     }
     ab_conn_opts_t o = {.client_name = "agentbus-bench", .timeout_ms = 60000};
     ab_conn_t *c = NULL;
     ab_doc_t *doc = NULL;
     ab_error_t err = AB_ERROR_INIT;
-    int rc = AB_EXIT_FAIL;
+    int rc = AB_BENCH_FAIL;
     uint64_t total = 0;
     double times[SNAP_TRIES];
     size_t reply_bytes = 0;
@@ -389,7 +385,7 @@ static int snapshot_row(const char *label, int runs, uint64_t len, bool last_act
            "after a restart %6.1f ms  (%zu KiB as JSON; published in %.1f s)\n",
            label, (unsigned long long)total, times[0] * 1e3, times[1 + (SNAP_TRIES - 1) / 2] * 1e3,
            times[SNAP_TRIES - 1] * 1e3, restart * 1e3, reply_bytes / 1024, pub_s);
-    rc = AB_EXIT_OK;
+    rc = AB_BENCH_OK;
 out:
     ab_doc_destroy(&doc);
     ab_conn_destroy(&c);
@@ -397,7 +393,7 @@ out:
     return rc;
 }
 
-static int bench_snapshot(void)
+int bench_snapshot(void)
 {
     printf("agentbus bench snapshot: one broker per row (process durability), SNAPSHOT answer "
            "time at the client, %d tries\n",
@@ -408,53 +404,4 @@ static int bench_snapshot(void)
                        "10000");
     rc |= snapshot_row("4 runs x 25,482, last active (every 0)", 4, 260 * CYCLE + 2, true, "0");
     return rc;
-}
-#endif
-
-/* ---- entry ----------------------------------------------------------------- */
-
-int bench_fold(int argc, char **argv)
-{
-    bool snap = argc > 0 && strcmp(argv[0], "snapshot") == 0;
-    if (argc <= 0 || (!snap && strcmp(argv[0], "reducer") != 0))
-        return -1;
-    static const struct option longopts[] = {
-        {"seconds", required_argument, NULL, 's'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
-    double seconds = 2.0;
-    int c;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "+hs:", longopts, NULL)) != -1) {
-        char *end;
-        if (c == 's' && !snap) {
-            seconds = strtod(optarg, &end);
-            if (*end || seconds <= 0 || seconds > 600)
-                return cli_usage_error("bench", "--seconds takes a number in (0, 600]");
-        } else if (c == 'h') {
-            printf("usage: agentbus bench reducer [--seconds S]\n"
-                   "       agentbus bench snapshot\n\n"
-                   "  reducer      events/s folded on one core (thread CPU time): parse only,\n"
-                   "               parse + reducer, parse + snapshot builder; a realistic\n"
-                   "               100,164-event thread\n"
-                   "  snapshot     start a broker, publish a ~100,000-event thread, time the\n"
-                   "               SNAPSHOT answer: the first, p50 and max of the next %d,\n"
-                   "               and the first after a broker restart (nothing cached)\n"
-                   "  --seconds S  measuring time per reducer row (default 2)\n",
-                   9);
-            return AB_EXIT_OK;
-        } else {
-            return cli_usage_error("bench", "unknown option");
-        }
-    }
-    if (optind < argc)
-        return cli_usage_error("bench", "unexpected argument '%s'", argv[optind]);
-    if (!snap)
-        return bench_reducer(seconds);
-#ifdef AB_HAVE_CLIENT
-    return bench_snapshot();
-#else
-    return cli_usage_error("bench", "snapshot needs the client library in this build");
-#endif
 }

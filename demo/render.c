@@ -1,5 +1,5 @@
 /*
- * tail_render.c - how `agentbus tail` shows events to people, and the JSON
+ * render.c - how `agentbus tail` and the demo's observer show events to people, and the JSON
  * Lines record shared by `tail --json` and `replay`.
  *
  * Human view: one line per event, "HH:MM:SS.mmm thread/run #seq  SUMMARY".
@@ -15,7 +15,7 @@
  *  3. A streamed line is closed (newline) before anything else is printed,
  *     so lines of different runs never mix.
  */
-#include "tail_render.h"
+#include "render.h"
 
 #include "agentbus/agui.h"
 #include "agentbus/json.h"

@@ -1,12 +1,13 @@
 /*
- * bench_int.h - what the bus benchmarks share (cli/bench_bus.c: ingest,
- * latency, replay, zmq and the entry; cli/bench_fanout.c: fanout). Not
+ * bench_int.h - what the bus benchmarks share (bench/bench_bus.c: ingest,
+ * latency, replay, zmq and the entry; bench/bench_fanout.c: fanout). Not
  * installed.
  */
-#ifndef AB_CLI_BENCH_INT_H
-#define AB_CLI_BENCH_INT_H
+#ifndef AB_BENCH_INT_H
+#define AB_BENCH_INT_H
 
 #include "agentbus/client.h"
+#include "bench.h"
 #include "spawn.h"
 
 #include <stdbool.h>
@@ -20,19 +21,12 @@
 #define EVENT_SIZE 256
 #define LAT_MAX    (1u << 20)
 
-typedef struct opts {
-    const char *broker; /* NULL: start one per row */
-    double seconds;
-    int rounds;           /* fanout: rounds of the 4-subscriber rows */
-    bool frame_per_event; /* producers do not pack publishes (ab_conn_opts_t) */
-} opts_t;
-
 /* Producers' connections: --frame-per-event (a process-wide knob of the rows). */
 extern bool g_frame_per_event;
 /* Broker children: --snapshot-every N when given (NULL: the broker's default). */
 extern const char *g_snapshot_every;
 
-typedef spawn_broker_t child_t; /* a broker child (cli/spawn.c) */
+typedef spawn_broker_t child_t; /* a broker child (demo/spawn.c) */
 
 /* A content body padded so the envelope is about EVENT_SIZE bytes. */
 typedef struct bodies {
@@ -69,7 +63,7 @@ double mono_s(void);
 /** Stop a broker child started for a row (no-op when none). */
 void child_stop(child_t *ch);
 /** The row's endpoint: --broker, or a broker child started with @p durability. 0 or -1. */
-int row_begin(const opts_t *o, child_t *ch, const char *durability, const char **ep);
+int row_begin(const bench_opts_t *o, child_t *ch, const char *durability, const char **ep);
 /** The ingest load's producer: RUNS / PRODUCERS runs, BATCH events per publish, PIPE in flight. */
 prod_t load_producer(const char *ep, void *ctx, const bodies_t *b, double seconds,
                      const char *thread_fmt);
@@ -77,7 +71,7 @@ prod_t load_producer(const char *ep, void *ctx, const bodies_t *b, double second
 double run_producers(const prod_t *tmpl, int n, prod_t *out);
 /** A ZeroMQ socket, linger 0, bound (@p bind_ep, its endpoint into @p ep) or connected to @p ep. */
 void *zsock(void *ctx, int type, const char *bind_ep, char *ep, size_t size);
-/** `agentbus bench fanout` (cli/bench_fanout.c). */
-int bench_fanout(const opts_t *o, void *ctx, const bodies_t *b);
+/** `agentbus bench fanout` (bench/bench_fanout.c). */
+int bench_fanout(const bench_opts_t *o, void *ctx, const bodies_t *b);
 
 #endif

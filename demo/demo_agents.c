@@ -1,7 +1,7 @@
 /*
  * demo_agents.c - the agent workers of `agentbus demo`: each is a process
  * of its own (the demo re-executes itself as `agentbus demo --agent-worker
- * K ...`, cli/demo.c) with its own ab_producer_t that claims its runs one
+ * K ...`, demo/demo.c) with its own ab_producer_t that claims its runs one
  * after the other on the demo's thread and publishes realistic AG-UI 1.0
  * runs, paced so that an observer reads them like live work; after each run
  * it writes one report line (demo_report_run()) on its stdout, a pipe the
@@ -19,7 +19,6 @@
  *  4. A report line is one line: the failure text has no newline, and the
  *     line is flushed at once, so the demo sees each run as it ends.
  */
-#ifdef AB_HAVE_CLIENT
 #include "agentbus/producer.h"
 #include "demo.h"
 
@@ -359,6 +358,3 @@ void demo_agent_main(demo_agent_t *ag)
     }
     ab_producer_destroy(&p);
 }
-#else
-typedef int ab_cli_demo_agents_unused_t; /* built without the client library */
-#endif

@@ -9,7 +9,6 @@
  *  2. On failure a helper returns -1 (or NULL) with cf->reason set, so a
  *     check can return CONF_FAIL at once.
  */
-#ifdef AB_HAVE_CLIENT
 #include "conformance.h"
 
 #include <stdarg.h>
@@ -286,4 +285,3 @@ int conf_replay(conf_t *cf, const ab_msg_t *req, conf_recs_t *out, ab_replay_end
     }
     return 0;
 }
-#endif

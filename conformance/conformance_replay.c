@@ -18,7 +18,6 @@
  *     other traffic on a shared broker never disturbs the check.
  *  2. Live reading stops at --timeout.
  */
-#ifdef AB_HAVE_CLIENT
 #include "conformance.h"
 
 #include <stdio.h>
@@ -283,4 +282,3 @@ conf_result_t conf_check_replay_all(conf_t *cf)
     seam_free(s);
     return r;
 }
-#endif

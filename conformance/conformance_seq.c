@@ -7,7 +7,6 @@
  *  2. A rejection is checked by code, field, retryable and the details the
  *     protocol names, not by message text.
  */
-#ifdef AB_HAVE_CLIENT
 #include "conformance.h"
 
 #include <stdio.h>
@@ -224,4 +223,3 @@ out:
     ab_buf_free(&env);
     return res;
 }
-#endif

@@ -1,6 +1,6 @@
 /*
  * spawn.h - run `agentbus broker` as a child process of the agentbus
- * program itself (cli/spawn.c), for the subcommands that bring their own
+ * program itself (demo/spawn.c), for the subcommands that bring their own
  * bus: `agentbus bench` and `agentbus demo`.
  *
  * spawn_broker() forks/execs /proc/self/exe broker --data DIR --cmd C

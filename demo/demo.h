@@ -1,11 +1,12 @@
 /*
- * demo.h - the parts of `agentbus demo` (cli/demo.c: the command, broker,
- * agent worker processes, observer and summary; cli/demo_agents.c: the body
+ * demo.h - the demo fabric behind `agentbus demo` (demo/demo.c: the broker,
+ * agent worker processes, observer and summary; demo/demo_agents.c: the body
  * of an agent worker process, the AG-UI runs it publishes and the one-line
- * report per run it sends back to the demo).
+ * report per run it sends back to the demo). The command line is
+ * cli/demo_cmd.c. Not installed.
  */
-#ifndef AB_CLI_DEMO_H
-#define AB_CLI_DEMO_H
+#ifndef AB_DEMO_H
+#define AB_DEMO_H
 
 #include "agentbus/status.h"
 
@@ -13,6 +14,32 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+
+#define DEMO_OK         0
+#define DEMO_FAIL       1
+#define DEMO_MAX_AGENTS 32  /* agent worker processes */
+#define DEMO_MAX_RUNS   599 /* runs of one demo */
+
+/** What the command line asks of a demo. */
+typedef struct demo_opts {
+    const char *broker; /**< command endpoint of a running broker; NULL: start one */
+    const char *data;   /**< data directory of the started broker; NULL: a temporary one */
+    int agents, runs, pace_ms;
+    bool json, no_color;
+    int worker;         /**< internal: --agent-worker K (0-based); -1 = the demo itself */
+    const char *thread; /**< internal: --thread T of a worker */
+    /** The audit: `agentbus replay --verify` (argv as the command's); NULL = none. */
+    int (*audit)(int argc, char **argv);
+} demo_opts_t;
+
+/**
+ * Run the demo fabric (or, with o->worker >= 0, one agent worker process).
+ * Installs SIGINT/SIGTERM handlers for its duration. @return DEMO_OK when
+ * every run completed with its outcome, every acknowledged event was
+ * observed exactly once and the audit passed; DEMO_FAIL (reason printed)
+ * otherwise; 130 after SIGINT.
+ */
+int demo_run(const demo_opts_t *o);
 
 /** The kinds of run the agents play, in the order the plan cycles through. */
 typedef enum demo_kind {

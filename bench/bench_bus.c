@@ -29,14 +29,12 @@
  */
 #include "agentbus/client.h"
 #include "agentbus/json.h"
+#include "bench.h"
 #include "bench_int.h"
-#include "cli.h"
 #include "spawn.h"
 
-#include <ctype.h>
 #include <dirent.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -57,7 +55,7 @@ double mono_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-/* ---- broker child (cli/spawn.c) ------------------------------------------ */
+/* ---- broker child (demo/spawn.c) ------------------------------------------ */
 
 void child_stop(child_t *ch)
 {
@@ -342,7 +340,7 @@ static void percentiles(prod_t *ps, int n, double *p50, double *p99, size_t *cou
 }
 
 /* Endpoint of the row: --broker, or a child started with @p durability. */
-int row_begin(const opts_t *o, child_t *ch, const char *durability, const char **ep)
+int row_begin(const bench_opts_t *o, child_t *ch, const char *durability, const char **ep)
 {
     memset(ch, 0, sizeof(*ch));
     if (o->broker) {
@@ -355,7 +353,8 @@ int row_begin(const opts_t *o, child_t *ch, const char *durability, const char *
     return 0;
 }
 
-static double ingest_row(const opts_t *o, void *ctx, const bodies_t *b, const char *durability)
+static double ingest_row(const bench_opts_t *o, void *ctx, const bodies_t *b,
+                         const char *durability)
 {
     child_t ch;
     const char *ep;
@@ -384,14 +383,14 @@ static double ingest_row(const opts_t *o, void *ctx, const bodies_t *b, const ch
     return rate;
 }
 
-static int bench_ingest(const opts_t *o, void *ctx, const bodies_t *b)
+static int bench_ingest(const bench_opts_t *o, void *ctx, const bodies_t *b)
 {
     double f = ingest_row(o, ctx, b, "fsync");
     double p = ingest_row(o, ctx, b, "process");
-    return f < 0 || p < 0 ? AB_EXIT_FAIL : AB_EXIT_OK;
+    return f < 0 || p < 0 ? AB_BENCH_FAIL : AB_BENCH_OK;
 }
 
-static int latency_row(const opts_t *o, void *ctx, const bodies_t *b, const char *label,
+static int latency_row(const bench_opts_t *o, void *ctx, const bodies_t *b, const char *label,
                        const char *durability, double rate, int batch, int nprod)
 {
     child_t ch;
@@ -422,17 +421,17 @@ static int latency_row(const opts_t *o, void *ctx, const bodies_t *b, const char
     return 0;
 }
 
-static int bench_latency(const opts_t *o, void *ctx, const bodies_t *b)
+static int bench_latency(const bench_opts_t *o, void *ctx, const bodies_t *b)
 {
     if (latency_row(o, ctx, b, "light (1 event/publish)", "fsync", 1000, 1, 1) != 0 ||
         latency_row(o, ctx, b, "light (1 event/publish)", "process", 1000, 1, 1) != 0)
-        return AB_EXIT_FAIL;
+        return AB_BENCH_FAIL;
     double max = ingest_row(o, ctx, b, "fsync");
     if (max <= 0)
-        return AB_EXIT_FAIL;
+        return AB_BENCH_FAIL;
     if (latency_row(o, ctx, b, "80% of max (batches)", "fsync", 0.8 * max, BATCH, PRODUCERS) != 0)
-        return AB_EXIT_FAIL;
-    return AB_EXIT_OK;
+        return AB_BENCH_FAIL;
+    return AB_BENCH_OK;
 }
 
 typedef struct counter {
@@ -480,12 +479,12 @@ out:
     return rc;
 }
 
-static int bench_replay(const opts_t *o, void *ctx, const bodies_t *b)
+static int bench_replay(const bench_opts_t *o, void *ctx, const bodies_t *b)
 {
     child_t ch;
     const char *ep;
     if (row_begin(o, &ch, "process", &ep) != 0)
-        return AB_EXIT_FAIL;
+        return AB_BENCH_FAIL;
     prod_t ps[2];
     prod_t one = {.endpoint = ep,
                   .ctx = ctx,
@@ -499,7 +498,7 @@ static int bench_replay(const opts_t *o, void *ctx, const bodies_t *b)
     prod_t ten = one;
     ten.nruns = 10;
     ten.thread_fmt = "replay-thread-%d";
-    int rc = AB_EXIT_FAIL;
+    int rc = AB_BENCH_FAIL;
     if (run_producers(&one, 1, &ps[0]) < 0 || run_producers(&ten, 1, &ps[1]) < 0)
         goto out;
     ab_msg_t q = {.op = AB_OP_REPLAY};
@@ -511,7 +510,7 @@ static int bench_replay(const opts_t *o, void *ctx, const bodies_t *b)
     qt.u.replay.thread = (ab_str_t){"replay-thread-0", 15};
     if (replay_one(ep, ctx, "one run (100k events)", &q) == 0 &&
         replay_one(ep, ctx, "thread (10 x 10k runs)", &qt) == 0)
-        rc = AB_EXIT_OK;
+        rc = AB_BENCH_OK;
 out:
     child_stop(&ch);
     return rc;
@@ -562,7 +561,7 @@ void *zsock(void *ctx, int type, const char *bind_ep, char *ep, size_t size)
     return s;
 }
 
-static int bench_zmq(const opts_t *o)
+static int bench_zmq(const bench_opts_t *o)
 {
     void *ctx = zmq_ctx_new();
     char ep[128];
@@ -599,107 +598,41 @@ static int bench_zmq(const opts_t *o)
     zmq_close(push);
     zmq_close(pull.sock);
     zmq_ctx_term(ctx);
-    return AB_EXIT_OK;
+    return AB_BENCH_OK;
 }
 
 /* ---- entry ----------------------------------------------------------------- */
 
-static int usage_help(void)
-{
-    printf("usage: agentbus bench ingest|latency|replay|zmq|fanout [--broker ENDPOINT] "
-           "[--seconds S]\n\n"
-           "  ingest   acknowledged events/s (fsync and process durability), broker peak RSS\n"
-           "  latency  publish-to-ack p50/p99 at 1,000 events/s and at 80%% of the maximum\n"
-           "  replay   events/s delivered replaying one 100k-event run and a whole thread\n"
-           "  zmq      raw ZeroMQ ceilings on loopback (round trips/s, messages/s)\n"
-           "  fanout   live delivery to 1 and 4 subscribers while ingesting, beside raw\n"
-           "           ZeroMQ PUB/SUB fan-out measured in the same run\n\n"
-           "  --broker ENDPOINT  use a running broker's command endpoint instead of\n"
-           "                     starting one per row (durability is then the broker's)\n"
-           "  --seconds S        measuring time per row (default 5)\n"
-           "  --rounds N         fanout: repeat the 4-subscriber rows N times (1 ... 64,\n"
-           "                     default 1) and print the median share of raw\n"
-           "  --frame-per-event  producers send a publish as one frame per envelope\n"
-           "                     instead of packed (to compare the two)\n"
-           "  --snapshot-every N the broker children's --snapshot-every (default: theirs)\n");
-    return AB_EXIT_OK;
-}
-
-static int parse_opts(int argc, char **argv, opts_t *o)
-{
-    static const struct option longopts[] = {
-        {"broker", required_argument, NULL, 'b'},
-        {"seconds", required_argument, NULL, 's'},
-        {"rounds", required_argument, NULL, 'r'},
-        {"frame-per-event", no_argument, NULL, 'f'},
-        {"snapshot-every", required_argument, NULL, 'n'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
-    int c;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "+hb:s:r:fn:", longopts, NULL)) != -1) {
-        if (c == 'b') {
-            o->broker = optarg;
-        } else if (c == 's') {
-            char *end;
-            o->seconds = strtod(optarg, &end);
-            if (*end || o->seconds <= 0 || o->seconds > 600)
-                return cli_usage_error("bench", "--seconds takes a number in (0, 600]");
-        } else if (c == 'r') {
-            char *end;
-            long r = strtol(optarg, &end, 10);
-            if (*end || r < 1 || r > 64)
-                return cli_usage_error("bench", "--rounds takes a whole number from 1 to 64");
-            o->rounds = (int)r;
-        } else if (c == 'f') {
-            o->frame_per_event = true;
-        } else if (c == 'n') {
-            char *end;
-            unsigned long n = strtoul(optarg, &end, 10);
-            if (*end || !isdigit((unsigned char)optarg[0]) || n > UINT32_MAX)
-                return cli_usage_error("bench", "--snapshot-every takes a whole number");
-            g_snapshot_every = optarg;
-        } else if (c == 'h') {
-            usage_help();
-            return -1;
-        } else {
-            return cli_usage_error("bench", "unknown option");
-        }
-    }
-    return AB_EXIT_OK;
-}
-
-int bench_bus(int argc, char **argv)
+bool bench_is_bus(const char *name)
 {
     static const char *const names[] = {"ingest", "latency", "replay", "zmq", "fanout"};
-    int which = -1;
-    for (int i = 0; i < 5; i++)
-        if (argc > 0 && strcmp(argv[0], names[i]) == 0)
-            which = i;
-    if (which < 0)
-        return -1;
-    opts_t o = {.broker = NULL, .seconds = 5, .rounds = 1};
-    int rc = parse_opts(argc, argv, &o);
-    if (rc != AB_EXIT_OK)
-        return rc < 0 ? AB_EXIT_OK : rc;
-    if (which == 3)
-        return bench_zmq(&o);
-    g_frame_per_event = o.frame_per_event;
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+        if (name != NULL && strcmp(name, names[i]) == 0)
+            return true;
+    return false;
+}
+
+int bench_bus(const char *name, const bench_opts_t *o)
+{
+    if (strcmp(name, "zmq") == 0)
+        return bench_zmq(o);
+    g_frame_per_event = o->frame_per_event;
+    g_snapshot_every = o->snapshot_every;
     bodies_t b;
     void *ctx = zmq_ctx_new();
     if (!ctx || bodies_init(&b) != 0) {
         fprintf(stderr, "agentbus bench: setup failed\n");
-        return AB_EXIT_FAIL;
+        return AB_BENCH_FAIL;
     }
-    if (which == 0)
-        rc = bench_ingest(&o, ctx, &b);
-    else if (which == 1)
-        rc = bench_latency(&o, ctx, &b);
-    else if (which == 4)
-        rc = bench_fanout(&o, ctx, &b);
+    int rc;
+    if (strcmp(name, "ingest") == 0)
+        rc = bench_ingest(o, ctx, &b);
+    else if (strcmp(name, "latency") == 0)
+        rc = bench_latency(o, ctx, &b);
+    else if (strcmp(name, "fanout") == 0)
+        rc = bench_fanout(o, ctx, &b);
     else
-        rc = bench_replay(&o, ctx, &b);
+        rc = bench_replay(o, ctx, &b);
     bodies_free(&b);
     zmq_ctx_term(ctx);
     return rc;

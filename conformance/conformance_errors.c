@@ -9,7 +9,6 @@
  *     and a check sends only a handful of requests).
  *  2. Every reply is awaited with --timeout.
  */
-#ifdef AB_HAVE_CLIENT
 #include "conformance.h"
 
 #include <msgpack.h>
@@ -264,4 +263,3 @@ conf_result_t conf_check_errors(conf_t *cf)
         return conf_fail(cf, "ping after the bad requests: %s", ab_status_name(st));
     return CONF_PASS;
 }
-#endif

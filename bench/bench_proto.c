@@ -1,7 +1,8 @@
 /*
- * bench.c - `agentbus bench`: measure what the bus spends per event.
+ * bench_proto.c - `agentbus bench proto`: measure what the protocol library
+ * spends per event.
  *
- * `agentbus bench proto` measures, on one core, the protocol library's work
+ * It measures, on one core, the protocol library's work
  * on the broker's ingest path for each event: strict msgpack parse of the
  * envelope, envelope checks (ids, seq, epoch) and AG-UI 1.0 validation of the
  * body. Events are a realistic mix (text deltas, tool-call argument deltas,
@@ -13,9 +14,8 @@
 #include "agentbus/codec.h"
 #include "agentbus/json.h"
 #include "agentbus/value.h"
-#include "cli.h"
+#include "bench.h"
 
-#include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -155,7 +155,7 @@ static int measure(const char *label, size_t target, double seconds, bool valida
     ab_limits_t lim = ab_limits_default();
     if (build_corpus(&c, target) != 0 || ab_doc_new(&doc) != AB_OK) {
         fprintf(stderr, "agentbus bench: cannot build the event corpus\n");
-        return AB_EXIT_FAIL;
+        return AB_BENCH_FAIL;
     }
     long events = 0, bad = 0;
     bad += pass(&c, doc, &lim, validate); /* warm-up */
@@ -174,12 +174,12 @@ static int measure(const char *label, size_t target, double seconds, bool valida
     free_corpus(&c);
     if (bad) {
         fprintf(stderr, "agentbus bench: %ld events failed validation\n", bad);
-        return AB_EXIT_FAIL;
+        return AB_BENCH_FAIL;
     }
-    return AB_EXIT_OK;
+    return AB_BENCH_OK;
 }
 
-static int bench_proto(double seconds, size_t only_size)
+int bench_proto(double seconds, size_t only_size)
 {
     printf("agentbus bench proto: one core (thread CPU time), %d distinct events, %.1f s per row\n",
            NEVENTS, seconds);
@@ -189,94 +189,10 @@ static int bench_proto(double seconds, size_t only_size)
         sizes[0] = only_size;
         nsizes = 1;
     }
-    int rc = AB_EXIT_OK;
+    int rc = AB_BENCH_OK;
     for (size_t i = 0; i < nsizes; i++) {
         rc |= measure("parse only (ceiling)", sizes[i], seconds, false);
         rc |= measure("decode + validate", sizes[i], seconds, true);
     }
     return rc;
-}
-
-struct proto_opts {
-    double seconds;
-    size_t only_size;
-};
-
-static void bench_help(void)
-{
-    printf(
-        "usage: agentbus bench proto [--seconds S] [--size B]\n"
-        "       agentbus bench reducer|snapshot [options]  (see their --help)\n"
-        "       agentbus bench ingest|latency|replay|zmq|fanout [options]  (see their --help)\n\n"
-        "  proto        decode + validate throughput of the protocol library, one\n"
-        "               core, 256-byte and 2 KiB events (and the parse-only ceiling)\n"
-        "  --seconds S  measuring time per row (default 2)\n"
-        "  --size B     only events of about B bytes (default: 256 and 2048)\n");
-}
-
-/*
- * Parse proto's options in argv[1..] up to the first non-option ('+'), so
- * options may stand before or after the benchmark name and a bus
- * benchmark's own options are left to it. @return -1 after --help,
- * AB_EXIT_USAGE on an error, else 0 with optind at the first non-option.
- */
-static int parse_proto_opts(int argc, char **argv, struct proto_opts *o)
-{
-    static const struct option longopts[] = {
-        {"seconds", required_argument, NULL, 's'},
-        {"size", required_argument, NULL, 'z'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
-    int c;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "+hs:", longopts, NULL)) != -1) {
-        char *end;
-        if (c == 'z') {
-            unsigned long v = strtoul(optarg, &end, 10);
-            if (*end || v < 128 || v > 65536)
-                return cli_usage_error("bench", "--size takes bytes in [128, 65536]");
-            o->only_size = v;
-        } else if (c == 's') {
-            o->seconds = strtod(optarg, &end);
-            if (*end || o->seconds <= 0 || o->seconds > 600)
-                return cli_usage_error("bench", "--seconds takes a number in (0, 600]");
-        } else if (c == 'h') {
-            bench_help();
-            return -1;
-        } else {
-            return cli_usage_error("bench", "unknown option");
-        }
-    }
-    return 0;
-}
-
-int cmd_bench(int argc, char **argv)
-{
-    struct proto_opts o = {.seconds = 2.0};
-    int rc = parse_proto_opts(argc, argv, &o);
-    if (rc != 0)
-        return rc < 0 ? AB_EXIT_OK : rc;
-    if (optind >= argc)
-        return cli_usage_error("bench",
-                               "name a benchmark: proto, reducer, snapshot, ingest, latency, "
-                               "replay, zmq, fanout");
-    int at = optind;
-    if (strcmp(argv[at], "proto") == 0) {
-        rc = parse_proto_opts(argc - at, argv + at, &o); /* options after the name */
-        if (rc != 0)
-            return rc < 0 ? AB_EXIT_OK : rc;
-        if (optind < argc - at)
-            return cli_usage_error("bench", "unexpected argument '%s'", argv[at + optind]);
-        return bench_proto(o.seconds, o.only_size);
-    }
-    rc = bench_fold(argc - at, argv + at);
-    if (rc >= 0)
-        return rc;
-#ifdef AB_HAVE_CLIENT
-    rc = bench_bus(argc - at, argv + at);
-    if (rc >= 0)
-        return rc;
-#endif
-    return cli_usage_error("bench", "unknown benchmark '%s'", argv[at]);
 }

@@ -1,10 +1,10 @@
 /*
  * tail_render.h - rendering of bus events for `agentbus tail` and
- * `agentbus replay` (cli/tail_render.c): the JSON Lines shape shared by
+ * `agentbus replay` (demo/render.c): the JSON Lines shape shared by
  * both, and the human view of the observer console.
  */
-#ifndef AB_CLI_TAIL_RENDER_H
-#define AB_CLI_TAIL_RENDER_H
+#ifndef AB_DEMO_RENDER_H
+#define AB_DEMO_RENDER_H
 
 #include "agentbus/buf.h"
 #include "agentbus/codec.h"

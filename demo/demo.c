@@ -5,23 +5,24 @@
  * the demo's thread from its start, rendered by the observer console's
  * renderer), and N agent worker processes that publish realistic AG-UI runs
  * concurrently: the demo re-executes its own binary (/proc/self/exe) as the
- * internal `agentbus demo --agent-worker K ...` (cli/demo_agents.c), reads
+ * internal `agentbus demo --agent-worker K ...` (demo/demo_agents.c), reads
  * one report line per run from each worker's stdout pipe and reaps it. Then
  * it checks that the observer delivered every acknowledged event exactly
- * once, audits the thread with `agentbus replay --verify` (the same code,
- * cmd_replay()), prints a summary and stops the broker.
+ * once, audits the thread with `agentbus replay --verify` (the command's own
+ * code, handed in as demo_opts_t.audit), prints a summary and stops the
+ * broker. The command line is cli/demo_cmd.c.
  *
  * Invariants:
  *  1. Only the demo's main thread writes to its stdout (banner, observer,
  *     summary); with --json stdout carries the observer's JSON Lines only and
  *     the rest goes to stderr. A worker's stdout is its report pipe.
- *  2. Every wait is bounded: broker ready line and stop (cli/spawn.c),
+ *  2. Every wait is bounded: broker ready line and stop (demo/spawn.c),
  *     producer calls in the workers (their timeouts), the workers' stop
  *     (WORKER_STOP_MS), the observer's catch-up (CATCHUP_MS).
  *  3. Every child (the broker, the agent workers) is stopped and reaped
  *     before the command returns, also after SIGINT/SIGTERM or a failure:
  *     workers get SIGTERM (then SIGKILL after WORKER_STOP_MS), the broker
- *     SIGTERM (cli/spawn.c); each child also gets SIGTERM if the demo dies
+ *     SIGTERM (demo/spawn.c); each child also gets SIGTERM if the demo dies
  *     (Linux parent-death signal). Nothing is left running behind.
  *  4. Exit status: 0 when every run completed with its intended outcome,
  *     every acknowledged event was observed exactly once, every worker
@@ -30,17 +31,14 @@
  *  5. Worker pipes are close-on-exec in the demo, so a worker holds only
  *     its own pipe: EOF on a pipe means that worker has ended.
  */
-#ifdef AB_HAVE_CLIENT
 #include "demo.h"
 #include "agentbus/agui.h"
 #include "agentbus/subscriber.h"
-#include "cli.h"
+#include "render.h"
 #include "spawn.h"
-#include "tail_render.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,16 +52,8 @@
 
 #define CATCHUP_MS     10000
 #define WORKER_STOP_MS 5000
-#define MAX_AGENTS     32
-#define MAX_RUNS       600
-
-struct dopts {
-    const char *broker, *data;
-    int agents, runs, pace_ms;
-    bool json, no_color;
-    int worker;         /* internal: --agent-worker K (0-based), -1 = the demo itself */
-    const char *thread; /* internal: --thread T of a worker */
-};
+#define MAX_AGENTS     DEMO_MAX_AGENTS
+#define MAX_RUNS       (DEMO_MAX_RUNS + 1)
 
 /* One agent worker process, as the demo sees it. */
 struct worker {
@@ -76,7 +66,7 @@ struct worker {
 };
 
 struct demo {
-    struct dopts o;
+    demo_opts_t o;
     char thread[80];
     demo_run_t *runs;
     int nruns;
@@ -109,101 +99,6 @@ static double mono_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-static void print_help(void)
-{
-    printf("usage: agentbus demo [--broker E] [--data DIR] [--agents N] [--runs N] [--pace MS]\n"
-           "                     [--json] [--no-color]\n\n"
-           "Run a demo fabric: a broker, N agent workers publishing realistic AG-UI runs on one\n"
-           "thread (text streaming, tool calls with results, state deltas, an interrupted run\n"
-           "and its resumed run, a failed and a cancelled run) and an observer showing them\n"
-           "live; then check exactly-once delivery, audit the thread (replay --verify) and\n"
-           "print a summary. Exit 0 when everything checks out, 1 otherwise.\n\n"
-           "options:\n"
-           "  --broker E   use the broker at command endpoint E (default: start one; it gets\n"
-           "               127.0.0.1 ephemeral ports and is stopped at the end)\n"
-           "  --data DIR   data directory of the started broker (default: a new temporary\n"
-           "               directory under $TMPDIR or /tmp, kept for you to inspect)\n"
-           "  --agents N   agent worker processes (default 3, at most %d)\n"
-           "  --runs N     at least N runs, cycling planner, researcher, approval + resume,\n"
-           "               failing, cancelled (default 6: one of each)\n"
-           "  --pace MS    delay between an agent's events (default 40; 0 = flat out)\n"
-           "  --json       observer events as JSON Lines on stdout (the rest on stderr)\n"
-           "  --no-color   no colour (colour is used only on a terminal)\n"
-           "  -h, --help   show this help\n"
-           "(internal: --agent-worker K --thread T is how the demo runs each agent process)\n",
-           MAX_AGENTS);
-}
-
-/* cli_parse_long into an int. */
-static bool parse_int(const char *s, int lo, int hi, int *out)
-{
-    long v;
-    if (!cli_parse_long(s, lo, hi, &v))
-        return false;
-    *out = (int)v;
-    return true;
-}
-
-static int parse_args(int argc, char **argv, struct dopts *o)
-{
-    static const struct option lo[] = {
-        {"broker", required_argument, NULL, 'b'},
-        {"data", required_argument, NULL, 'd'},
-        {"agents", required_argument, NULL, 'a'},
-        {"runs", required_argument, NULL, 'r'},
-        {"pace", required_argument, NULL, 'p'},
-        {"json", no_argument, NULL, 'j'},
-        {"no-color", no_argument, NULL, 'n'},
-        {"help", no_argument, NULL, 'h'},
-        {"agent-worker", required_argument, NULL, 'w'},
-        {"thread", required_argument, NULL, 't'},
-        {NULL, 0, NULL, 0},
-    };
-    int c;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
-        switch (c) {
-        case 'b': o->broker = optarg; break;
-        case 'd': o->data = optarg; break;
-        case 'a':
-            if (!parse_int(optarg, 1, MAX_AGENTS, &o->agents))
-                return cli_usage_error("demo", "--agents needs 1..%d", MAX_AGENTS);
-            break;
-        case 'r':
-            if (!parse_int(optarg, 1, MAX_RUNS - 1, &o->runs))
-                return cli_usage_error("demo", "--runs needs 1..%d", MAX_RUNS - 1);
-            break;
-        case 'p':
-            if (!parse_int(optarg, 0, 10000, &o->pace_ms))
-                return cli_usage_error("demo", "--pace needs 0..10000 milliseconds");
-            break;
-        case 'j': o->json = true; break;
-        case 'n': o->no_color = true; break;
-        case 'w':
-            if (!parse_int(optarg, 1, MAX_AGENTS, &o->worker))
-                return cli_usage_error("demo", "--agent-worker needs 1..%d", MAX_AGENTS);
-            o->worker--;
-            break;
-        case 't': o->thread = optarg; break;
-        case 'h': print_help(); exit(AB_EXIT_OK);
-        default: return AB_EXIT_USAGE;
-        }
-    }
-    if (optind < argc)
-        return cli_usage_error("demo", "unexpected argument '%s'", argv[optind]);
-    if (o->worker >= 0) { /* --data only labels a worker (ps, the tests) */
-        if (!o->broker || !o->thread || o->worker >= o->agents)
-            return cli_usage_error("demo", "--agent-worker needs --broker, --thread and "
-                                           "--agents above it");
-        return AB_EXIT_OK;
-    }
-    if (o->thread)
-        return cli_usage_error("demo", "--thread is internal (with --agent-worker)");
-    if (o->broker && o->data)
-        return cli_usage_error("demo", "--data is for the broker the demo starts (no --broker)");
-    return AB_EXIT_OK;
-}
-
 /* The runs: kinds cycle; an approval is always followed by its resume, on
  * the same agent. Jobs (a run, or an approval + resume) go round-robin. */
 static int make_plan(struct demo *d)
@@ -231,9 +126,9 @@ static int agent_worker(struct demo *d)
 {
     snprintf(d->thread, sizeof(d->thread), "%s", d->o.thread);
     if (make_plan(d) != 0)
-        return AB_EXIT_FAIL;
+        return DEMO_FAIL;
     static demo_run_t *mine[MAX_RUNS];
-    demo_agent_t ag = {.endpoint = cli_broker_endpoint(d->o.broker),
+    demo_agent_t ag = {.endpoint = d->o.broker,
                        .thread = d->thread,
                        .pace_ms = d->o.pace_ms,
                        .stop = &demo_stop,
@@ -244,7 +139,7 @@ static int agent_worker(struct demo *d)
         if (d->runs[i].agent == d->o.worker)
             mine[ag.nruns++] = &d->runs[i];
     demo_agent_main(&ag);
-    return ag.failed ? AB_EXIT_FAIL : AB_EXIT_OK;
+    return ag.failed ? DEMO_FAIL : DEMO_OK;
 }
 
 /* Fork/exec agent worker @p a with its stdout on a close-on-exec pipe
@@ -588,7 +483,10 @@ static int audit(struct demo *d, const char *ep)
 {
     fprintf(d->info, "\n== audit: agentbus replay --verify --thread %s\n", d->thread);
     fflush(NULL);
-#ifdef AB_HAVE_CLI_REPLAY_CMD
+    if (d->o.audit == NULL) {
+        fprintf(d->info, "(no audit given: skipped)\n");
+        return DEMO_OK;
+    }
     int saved = -1;
     if (d->info != stdout) { /* invariant 1: the report goes where the summary goes */
         saved = dup(STDOUT_FILENO);
@@ -597,18 +495,13 @@ static int audit(struct demo *d, const char *ep)
     char epbuf[256], a0[] = "replay", a1[] = "--broker", a3[] = "--thread", a5[] = "--verify";
     snprintf(epbuf, sizeof(epbuf), "%s", ep);
     char *argv[] = {a0, a1, epbuf, a3, d->thread, a5, NULL};
-    int rc = cmd_replay(6, argv);
+    int rc = d->o.audit(6, argv);
     fflush(stdout);
     if (saved >= 0) {
         dup2(saved, STDOUT_FILENO);
         close(saved);
     }
-    return rc;
-#else
-    (void)ep;
-    fprintf(d->info, "(replay is not built in: audit skipped)\n");
-    return AB_EXIT_OK;
-#endif
+    return rc == 0 ? DEMO_OK : DEMO_FAIL;
 }
 
 /* Observer, agent processes, catch-up, summary and audit against @p ep. */
@@ -616,7 +509,7 @@ static int run_fabric(struct demo *d, const char *ep)
 {
     ab_sub_t *s = NULL;
     if (make_plan(d) != 0 || start_observer(d, ep, &s) != 0)
-        return AB_EXIT_FAIL;
+        return DEMO_FAIL;
     fprintf(d->info,
             "== thread %s: %d agent processes, %d runs, pace %d ms; the observer shows them "
             "live\n",
@@ -650,15 +543,15 @@ static int run_fabric(struct demo *d, const char *ep)
         fprintf(d->info, "agentbus demo: interrupted\n");
         return 130;
     }
-    if (audit(d, ep) != AB_EXIT_OK && !bad++)
+    if (audit(d, ep) != DEMO_OK && !bad++)
         snprintf(first, sizeof(first), "the audit (replay --verify) failed");
     if (bad) {
         fprintf(d->info, "agentbus demo: FAILED: %s\n", first);
-        return AB_EXIT_FAIL;
+        return DEMO_FAIL;
     }
     fprintf(d->info, "agentbus demo: OK: every acknowledged event observed exactly once, "
                      "every run verified\n");
-    return AB_EXIT_OK;
+    return DEMO_OK;
 }
 
 /* The data directory: --data, or a new temporary one under $TMPDIR or
@@ -713,14 +606,12 @@ static void cleanup(struct demo *d)
     ab_buf_free(&d->line);
 }
 
-int cmd_demo(int argc, char **argv)
+int demo_run(const demo_opts_t *o)
 {
     static struct demo d; /* large; one demo per process */
     memset(&d, 0, sizeof(d));
-    d.o = (struct dopts){.agents = 3, .runs = DEMO_NKINDS, .pace_ms = 40, .worker = -1};
-    int rc = parse_args(argc, argv, &d.o);
-    if (rc != AB_EXIT_OK)
-        return rc;
+    d.o = *o;
+    int rc = DEMO_OK;
     struct sigaction sa = {.sa_handler = on_signal};
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
@@ -739,9 +630,9 @@ int cmd_demo(int argc, char **argv)
     strftime(stamp, sizeof(stamp), "%H%M%S", &tm);
     snprintf(d.thread, sizeof(d.thread), "demo-%s-%ld", stamp, (long)getpid());
     spawn_broker_t b = {.pid = 0, .fd = -1};
-    const char *ep = d.o.broker ? cli_broker_endpoint(d.o.broker) : NULL;
+    const char *ep = d.o.broker;
     if (!ep && start_broker(&d, &b) != 0)
-        rc = AB_EXIT_FAIL;
+        rc = DEMO_FAIL;
     else
         rc = run_fabric(&d, ep ? ep : b.cmd);
     stop_workers(&d); /* before the broker */
@@ -749,12 +640,12 @@ int cmd_demo(int argc, char **argv)
         int st = spawn_stop(&b, false);
         fprintf(d.info, "== broker stopped (exit %d); the data stays in %s\n", st, b.dir);
     }
-    if (rc == AB_EXIT_OK && !d.o.broker)
+    if (rc == DEMO_OK && !d.o.broker)
         fprintf(d.info,
                 "look again: agentbus broker --data %s, then agentbus tail --from-start "
                 "--thread %s\n",
                 d.where, d.thread);
-    else if (rc == AB_EXIT_OK)
+    else if (rc == DEMO_OK)
         fprintf(d.info, "look again: agentbus tail --broker %s --from-start --thread %s\n", ep,
                 d.thread);
     cleanup(&d);
@@ -762,6 +653,3 @@ int cmd_demo(int argc, char **argv)
     signal(SIGTERM, SIG_DFL);
     return rc;
 }
-#else
-typedef int ab_cli_demo_unused_t; /* built without the client library */
-#endif

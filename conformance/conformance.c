@@ -1,21 +1,18 @@
 /*
- * conformance.c - `agentbus conformance ENDPOINT [--only NAME] [--timeout MS]`:
- * runs the conformance checks (conformance.h) against a broker's command
- * endpoint, prints `PASS name`, `FAIL name: reason` or `SKIP name: reason`
- * per check and a final `N passed, M failed, K skipped`, and exits 1 when
- * any check failed (2 on a usage error). docs/CONFORMANCE.md says what each
- * check proves.
+ * conformance.c - the check table and the runner of the conformance suite
+ * (conformance.h): runs the checks against a broker's command endpoint,
+ * prints `PASS name`, `FAIL name: reason` or `SKIP name: reason` per check
+ * and a final `N passed, M failed, K skipped`. `agentbus conformance`
+ * (cli/conformance_cmd.c) is its command line; docs/CONFORMANCE.md says what
+ * each check proves.
  *
  * Invariants:
  *  1. Each check gets a fresh connection (hello/welcome done) and its own
  *     docs; the runner frees them and any SUB socket afterwards.
  *  2. A check that cannot even connect FAILs (the endpoint must answer hello).
  */
-#ifdef AB_HAVE_CLIENT
 #include "conformance.h"
-#include "cli.h"
 
-#include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -45,21 +42,6 @@ static const struct check checks[] = {
     {"snapshots", conf_check_snapshots},
 };
 #define NCHECKS (sizeof(checks) / sizeof(checks[0]))
-
-static void print_help(void)
-{
-    printf("usage: agentbus conformance ENDPOINT [--only NAME] [--timeout MS]\n\n"
-           "Check a broker's command endpoint against docs/PROTOCOL.md, through the wire only.\n"
-           "Prints PASS/FAIL/SKIP per check and 'N passed, M failed, K skipped'; exits 1 when\n"
-           "any check failed. See docs/CONFORMANCE.md.\n\n"
-           "options:\n"
-           "  --only NAME    run one check (repeatable)\n"
-           "  --timeout MS   bound of each request (default 5000)\n\n"
-           "checks:");
-    for (size_t i = 0; i < NCHECKS; i++)
-        printf(" %s", checks[i].name);
-    printf("\n");
-}
 
 static conf_result_t run_one(conf_t *cf, const struct check *ck)
 {
@@ -98,10 +80,20 @@ static int run_all(conf_t *cf, char **only, int nonly)
         fflush(stdout);
     }
     printf("%d passed, %d failed, %d skipped\n", npass, nfail, nskip);
-    return nfail ? AB_EXIT_FAIL : AB_EXIT_OK;
+    return nfail ? 1 : 0;
 }
 
-static bool known(const char *name)
+size_t conf_ncheck(void)
+{
+    return NCHECKS;
+}
+
+const char *conf_check_name(size_t i)
+{
+    return i < NCHECKS ? checks[i].name : NULL;
+}
+
+bool conf_check_known(const char *name)
 {
     for (size_t i = 0; i < NCHECKS; i++)
         if (strcmp(name, checks[i].name) == 0)
@@ -109,40 +101,12 @@ static bool known(const char *name)
     return false;
 }
 
-int cmd_conformance(int argc, char **argv)
+int conf_run(const char *endpoint, int timeout_ms, char **only, int nonly)
 {
-    static const struct option lo[] = {{"only", required_argument, NULL, 'o'},
-                                       {"timeout", required_argument, NULL, 't'},
-                                       {"help", no_argument, NULL, 'h'},
-                                       {NULL, 0, NULL, 0}};
-    conf_t cf = {.timeout_ms = 5000};
-    char *only[NCHECKS];
-    int nonly = 0, ch;
-    optind = 1;
-    while ((ch = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
-        if (ch == 'h') {
-            print_help();
-            return AB_EXIT_OK;
-        } else if (ch == 'o') {
-            if (!known(optarg))
-                return cli_usage_error("conformance", "unknown check '%s'", optarg);
-            if (nonly < (int)NCHECKS)
-                only[nonly++] = optarg;
-        } else if (ch == 't') {
-            long v;
-            if (!cli_parse_long(optarg, 100, 600000, &v))
-                return cli_usage_error("conformance", "--timeout: 100..600000 ms");
-            cf.timeout_ms = (int)v;
-        } else
-            return cli_usage_error("conformance", "unknown option");
-    }
-    if (optind != argc - 1)
-        return cli_usage_error("conformance", "expected one ENDPOINT");
-    cf.endpoint = argv[optind];
+    conf_t cf = {.endpoint = endpoint, .timeout_ms = timeout_ms};
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     snprintf(cf.prefix, sizeof(cf.prefix), "conf-%ld-%lx%05lx", (long)getpid(), (long)ts.tv_sec,
              (long)(ts.tv_nsec / 10000));
     return run_all(&cf, only, nonly);
 }
-#endif

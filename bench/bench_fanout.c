@@ -9,8 +9,8 @@
  *     producers got acknowledged, each once, in commit order.
  */
 #include "agentbus/subscriber.h"
+#include "bench.h"
 #include "bench_int.h"
-#include "cli.h"
 
 #include <pthread.h>
 #include <sched.h>
@@ -61,7 +61,7 @@ static void *rawsub_main(void *arg)
 /* Messages/s received by each of @p nsub raw SUB sockets during the
  * publishing window, lossless (ZMQ_XPUB_NODROP: the PUB waits for the slowest
  * SUB instead of dropping, as the bus must deliver everything); min and mean. */
-static int fan_raw(const opts_t *o, int nsub, double *min, double *mean)
+static int fan_raw(const bench_opts_t *o, int nsub, double *min, double *mean)
 {
     void *ctx = zmq_ctx_new();
     char ep[128];
@@ -186,7 +186,7 @@ static void *fansub_main(void *arg)
 /* One bus row; nsub 0 = ingest alone (the row's figure goes to *solo); skip_body: the
  * subscribers do not decode event bodies (ab_sub_opts_t.skip_body). raw_min is the
  * raw figure measured just before the row; *pct gets the row's share of it. */
-static int fan_bus(const opts_t *o, void *ctx, const bodies_t *b, int nsub, int rcvhwm,
+static int fan_bus(const bench_opts_t *o, void *ctx, const bodies_t *b, int nsub, int rcvhwm,
                    bool skip_body, double raw_min, double *solo, double *pct)
 {
     child_t ch;
@@ -296,11 +296,11 @@ out:
  * a whole run (raw rows of one run differ by up to 1.6x here), so each row is
  * compared with the raw fan-out of the same moment.
  */
-static int fan_row(const opts_t *o, void *ctx, const bodies_t *b, int nsub, int rcvhwm,
+static int fan_row(const bench_opts_t *o, void *ctx, const bodies_t *b, int nsub, int rcvhwm,
                    bool skip_body, double *solo, double *pct)
 {
     double rmin = 0, rmean = 0;
-    opts_t ro = *o;
+    bench_opts_t ro = *o;
     ro.seconds = o->seconds / 2 < 1 ? (o->seconds < 1 ? o->seconds : 1) : o->seconds / 2;
     if (nsub > 0 && fan_raw(&ro, nsub, &rmin, &rmean) != 0) {
         fprintf(stderr, "agentbus bench: raw PUB/SUB: a subscriber never connected\n");
@@ -316,7 +316,8 @@ static int cmp_pct(const void *a, const void *b)
 }
 
 /* The 4-subscriber row (full decode, or bodies not decoded) over o->rounds rounds. */
-static int fan_rounds(const opts_t *o, void *ctx, const bodies_t *b, bool skip_body, double *solo)
+static int fan_rounds(const bench_opts_t *o, void *ctx, const bodies_t *b, bool skip_body,
+                      double *solo)
 {
     double pct[64];
     int n = 0, rc = 0;
@@ -333,29 +334,29 @@ static int fan_rounds(const opts_t *o, void *ctx, const bodies_t *b, bool skip_b
     return rc;
 }
 
-int bench_fanout(const opts_t *o, void *ctx, const bodies_t *b)
+int bench_fanout(const bench_opts_t *o, void *ctx, const bodies_t *b)
 {
     static const int counts[] = {1, FAN_MAX_SUBS};
     double raw[2][2];
     for (int k = 0; k < 2; k++) {
         if (fan_raw(o, counts[k], &raw[k][0], &raw[k][1]) != 0) {
             fprintf(stderr, "agentbus bench: raw PUB/SUB: a subscriber never connected\n");
-            return AB_EXIT_FAIL;
+            return AB_BENCH_FAIL;
         }
         printf("fanout  raw zmq PUB/SUB %d B, %d subscriber%s: per subscriber min %9.0f mean "
                "%9.0f msg/s\n",
                EVENT_SIZE, counts[k], counts[k] > 1 ? "s" : " ", raw[k][0], raw[k][1]);
     }
-    int rc = AB_EXIT_OK;
+    int rc = AB_BENCH_OK;
     double solo = 0, pct = 0; /* solo: ingest with no subscriber, the most a subscriber gets */
     if (fan_row(o, ctx, b, 0, 0, false, &solo, &pct) != 0 ||
         fan_row(o, ctx, b, 1, 0, false, &solo, &pct) != 0 ||
         fan_rounds(o, ctx, b, false, &solo) != 0 ||
         fan_rounds(o, ctx, b, true, &solo) != 0) /* true: forwarders, bodies not decoded */
-        rc = AB_EXIT_FAIL;
+        rc = AB_BENCH_FAIL;
     /* tiny high-water marks (broker PUB and SUB): live events are lost, the
      * subscribers fill the holes from the store */
     if (fan_row(o, ctx, b, FAN_MAX_SUBS, 16, false, &solo, &pct) != 0)
-        rc = AB_EXIT_FAIL;
+        rc = AB_BENCH_FAIL;
     return rc;
 }

@@ -4,7 +4,8 @@
  * wire (the client library's DEALER connection, raw header frames on it, and
  * a SUB socket on the event endpoint the broker names in `welcome`).
  *
- * Layout: conformance.c (command line, check table, runner, report),
+ * Layout: conformance.c (check table, runner, report; the command line is
+ * cli/conformance_cmd.c),
  * conformance_util.c (ids, envelopes, publish, SUB socket, replay capture),
  * conformance_seq.c (negotiation, ordering, gap, duplicate, conflict),
  * conformance_errors.c (fencing, terminal runs, typed errors),
@@ -21,8 +22,8 @@
  *  4. A check runs only when the capabilities it needs were announced in
  *     `welcome` (available or degraded); otherwise it is SKIPped, naming one.
  */
-#ifndef AB_CLI_CONFORMANCE_H
-#define AB_CLI_CONFORMANCE_H
+#ifndef AB_CONFORMANCE_H
+#define AB_CONFORMANCE_H
 
 #include "agentbus/client.h"
 
@@ -50,6 +51,21 @@ typedef struct conf {
     void *sub;        /* SUB socket, or NULL */
     char reason[512]; /* why the check failed or was skipped */
 } conf_t;
+
+/* ---- the suite (conformance.c) ------------------------------------------- */
+
+/** Number of checks, and the name of check @p i (NULL past the end). */
+size_t conf_ncheck(void);
+const char *conf_check_name(size_t i);
+/** Whether @p name is a check. */
+bool conf_check_known(const char *name);
+
+/**
+ * Run the checks named in @p only (all of them when @p nonly is 0) against
+ * @p endpoint, each request bounded by @p timeout_ms; print a line per check
+ * and the totals to stdout. @return 0 when none failed, else 1.
+ */
+int conf_run(const char *endpoint, int timeout_ms, char **only, int nonly);
 
 /** A check: fills cf->reason on FAIL/SKIP. */
 typedef conf_result_t (*conf_fn)(conf_t *cf);
