@@ -16,6 +16,7 @@
 #include "agentbus/value.h"
 #include "bench.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>

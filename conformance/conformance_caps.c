@@ -147,14 +147,6 @@ conf_result_t conf_check_unsupported(conf_t *cf)
     return CONF_PASS;
 }
 
-/* The last seq of @p run in the snapshot's checkpoint.runs (0 when absent). */
-static uint64_t checkpoint_seq(const ab_snapshot_t *snap, const char *run)
-{
-    const json_t *cp = json_object_get(ab_snapshot_document(snap), "checkpoint");
-    const json_t *seq = json_object_get(json_object_get(cp, "runs"), run);
-    return json_is_integer(seq) ? (uint64_t)json_integer_value(seq) : 0;
-}
-
 /*
  * Continue a snapshot as PROTOCOL.md 7.8 says: events 3..4 of @p run are
  * published after it; a thread replay whose cursors are the checkpoint's
@@ -222,10 +214,9 @@ conf_result_t conf_check_snapshots(conf_t *cf)
     bool active = false;
     uint64_t cp_seq = 0;
     if (st == AB_OK) {
-        const json_t *ar = json_object_get(ab_snapshot_document(snap), "activeRuns");
-        active = json_array_size(ar) == 1 && json_is_string(json_array_get(ar, 0)) &&
-                 strcmp(json_string_value(json_array_get(ar, 0)), run) == 0;
-        cp_seq = checkpoint_seq(snap, run);
+        active = ab_snapshot_active_count(snap) == 1 &&
+                 strcmp(ab_snapshot_active_run(snap, 0), run) == 0;
+        cp_seq = ab_snapshot_checkpoint_seq(snap, run);
     }
     ab_snapshot_destroy(&snap);
     ab_buf_free(&text);

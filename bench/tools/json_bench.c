@@ -18,6 +18,7 @@
 #include "agentbus/json.h"
 
 #include <jansson.h>
+#include <msgpack.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -16,7 +16,7 @@
  *
  * Why our own reader rather than msgpack_unpack(): msgpack-c's unpacker has a
  * compile-time nesting limit of 32, accepts trailing data and does none of
- * the checks above; we still use msgpack-c to *encode* (ab_val_pack()).
+ * the checks above; msgpack-c encodes (ab_val_encode()), inside the library.
  *
  * Ownership: strings in the tree point into the caller's input buffer (no
  * copy); nodes live in the ab_doc_t arena. Both must outlive the tree. A tree
@@ -28,9 +28,8 @@
 #ifndef AGENTBUS_VALUE_H
 #define AGENTBUS_VALUE_H
 
+#include "agentbus/buf.h"
 #include "agentbus/status.h"
-
-#include <msgpack.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -150,10 +149,12 @@ bool ab_val_equal(const ab_val_t *a, const ab_val_t *b);
 const char *ab_val_type_name(ab_val_type_t t);
 
 /**
- * Encode @p v with msgpack-c. Integers use the smallest encoding (AB_VAL_UINT
- * is uint 64), floats are written as float64. @return AB_OK or AB_NOMEM.
+ * Append the msgpack encoding of @p v to @p out: integers in their smallest
+ * encoding (AB_VAL_UINT as uint 64), floats as float64, strings and maps as
+ * held. What ab_doc_parse() reads back as an equal tree.
+ * @return AB_OK or AB_NOMEM (@p out keeps its length).
  */
-AB_NODISCARD ab_status_t ab_val_pack(msgpack_packer *pk, const ab_val_t *v);
+AB_NODISCARD ab_status_t ab_val_encode(const ab_val_t *v, ab_buf_t *out);
 
 /** True when [s, s+len) is valid UTF-8 (no overlongs, no surrogates). */
 bool ab_utf8_valid(const char *s, size_t len);

@@ -6,6 +6,7 @@
 #include "testutil.h"
 
 #include "agentbus/jsonpatch.h"
+#include "jansson_internal.h"
 
 #include <string.h>
 
@@ -23,7 +24,7 @@ static void expect_ok(const char *doc, const char *patch, const char *want)
 {
     json_t *d = load(doc), *p = load(patch), *w = load(want);
     ab_error_t err = AB_ERROR_INIT;
-    ab_status_t st = ab_jsonpatch_apply(&d, p, &err);
+    ab_status_t st = ab__jsonpatch_apply(&d, p, &err);
     if (st != AB_OK)
         fail_msg("patch %s failed: %s (at %s)", patch, err.message, err.field);
     if (!json_equal(d, w)) {
@@ -41,7 +42,7 @@ static void expect_fail(const char *doc, const char *patch, ab_status_t code, co
     json_t *d = load(doc), *p = load(patch), *orig = load(doc);
     json_t *before = d;
     ab_error_t err = AB_ERROR_INIT;
-    assert_int_not_equal(ab_jsonpatch_apply(&d, p, &err), AB_OK);
+    assert_int_not_equal(ab__jsonpatch_apply(&d, p, &err), AB_OK);
     tu_assert_error(&err, code, field);
     assert_ptr_equal(d, before);
     assert_true(json_equal(d, orig));
@@ -199,12 +200,12 @@ static void test_unknown_op_skipped_with_warning(void **state)
                      "{\"op\":\"add\",\"path\":\"/b\",\"value\":2}]");
     int warned = 0;
     ab_error_t err = AB_ERROR_INIT;
-    assert_int_equal(ab_jsonpatch_apply_ex(&d, p, count_warn, &warned, &err), AB_OK);
+    assert_int_equal(ab__jsonpatch_apply_ex(&d, p, count_warn, &warned, &err), AB_OK);
     assert_int_equal(warned, 1);
     json_t *w = load("{\"a\":1,\"b\":2}");
     assert_true(json_equal(d, w));
     /* without a callback it is skipped silently */
-    assert_int_equal(ab_jsonpatch_apply(&d, p, &err), AB_OK);
+    assert_int_equal(ab__jsonpatch_apply(&d, p, &err), AB_OK);
     json_decref(w);
     json_decref(d);
     json_decref(p);
