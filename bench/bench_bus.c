@@ -254,10 +254,9 @@ static void *produce(void *arg)
             break;
         /* wait for an ack, or until the next send is due */
         int wait = nfl ? 10000 : (int)((due - now) * 1000) + 1;
-        zmq_pollitem_t it = {.socket = ab_conn_socket(c), .events = ZMQ_POLLIN};
         if (nfl < p->pipe && p->rate > 0 && more)
             wait = (int)((due - now) * 1000) + 1;
-        int rc = zmq_poll(&it, 1, wait);
+        int rc = ab_conn_wait(c, wait);
         if ((rc > 0 && take_reply(p, c, doc, fl, &nfl) != 0) || (rc == 0 && wait >= 10000)) {
             fprintf(stderr, "agentbus bench: no reply within 10 s\n");
             p->failed = 1;

@@ -412,9 +412,21 @@ void *ab_conn_zmq_ctx(const ab_conn_t *c)
     return c->ctx;
 }
 
-void *ab_conn_socket(const ab_conn_t *c)
+int ab_conn_wait(ab_conn_t *c, int timeout_ms)
 {
-    return c->sock;
+    zmq_pollitem_t it = {.socket = c->sock, .events = ZMQ_POLLIN};
+    int rc = zmq_poll(&it, 1, timeout_ms < 0 ? 0 : timeout_ms);
+    return rc < 0 ? -1 : rc > 0 ? 1 : 0;
+}
+
+ab_status_t ab_conn_send_raw(ab_conn_t *c, const ab_buf_t *frames, size_t n, ab_error_t *err)
+{
+    if (c == NULL || frames == NULL || n == 0)
+        return ab_error_set(err, AB_INVALID_ARGUMENT, NULL, "send_raw needs at least one frame");
+    for (size_t i = 0; i < n; i++)
+        if (zmq_send(c->sock, frames[i].data, frames[i].len, i + 1 < n ? ZMQ_SNDMORE : 0) < 0)
+            return zmq_fail(err, "send");
+    return AB_OK;
 }
 
 const ab_conn_opts_t *ab__conn_opts(const ab_conn_t *c)

@@ -143,8 +143,9 @@ int conf_claim(conf_t *cf, ab_conn_t *c, const char *thread, const char *run, ui
 
 int conf_send_raw(conf_t *cf, const ab_buf_t *header)
 {
-    if (zmq_send(ab_conn_socket(cf->c), header->data, header->len, 0) < 0) {
-        conf_fail(cf, "zmq_send: %s", zmq_strerror(zmq_errno()));
+    ab_error_t err = AB_ERROR_INIT;
+    if (ab_conn_send_raw(cf->c, header, 1, &err) != AB_OK) {
+        conf_fail(cf, "send: %s", err.message);
         return -1;
     }
     return 0;

@@ -88,8 +88,23 @@ const ab_limits_t *ab_conn_limits(const ab_conn_t *c);
 const ab_cap_t *ab_conn_caps(const ab_conn_t *c, size_t *n);
 /** The ZeroMQ context (owned or borrowed), e.g. to open a SUB on the event endpoint. */
 void *ab_conn_zmq_ctx(const ab_conn_t *c);
-/** The DEALER socket, for tests that put raw frames on the wire. Borrowed. */
-void *ab_conn_socket(const ab_conn_t *c);
+
+/**
+ * Wait up to @p timeout_ms (0: do not wait) until a reply can be received
+ * without blocking. @return 1 when one can, 0 after the timeout, -1 on a
+ * ZeroMQ error.
+ */
+int ab_conn_wait(ab_conn_t *c, int timeout_ms);
+
+/**
+ * Send @p n frames as one message, exactly as given: no header is encoded
+ * and nothing is checked. For tools that test a broker's answers to
+ * malformed requests (the conformance suite); a normal client uses
+ * ab_conn_send(). Replies come back through ab_conn_recv().
+ * @return AB_OK; AB_INVALID_ARGUMENT (n == 0); AB_IO when ZeroMQ refuses.
+ */
+AB_NODISCARD ab_status_t ab_conn_send_raw(ab_conn_t *c, const ab_buf_t *frames, size_t n,
+                                          ab_error_t *err);
 
 /**
  * Send one request without waiting. The header is @p req with `v` and `cid`
