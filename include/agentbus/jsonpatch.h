@@ -54,8 +54,9 @@ extern "C" {
  *         JSON), AB_NOT_FOUND, AB_CONFLICT or AB_NOMEM (see the file
  *         comment); AB_INVALID_ARGUMENT (NULL argument).
  */
-AB_NODISCARD ab_status_t ab_jsonpatch_apply_json(const char *doc, size_t doc_len, const char *patch,
-                                                 size_t patch_len, ab_buf_t *out, ab_error_t *err);
+AB_API AB_NODISCARD ab_status_t ab_jsonpatch_apply_json(const char *doc, size_t doc_len,
+                                                        const char *patch, size_t patch_len,
+                                                        ab_buf_t *out, ab_error_t *err);
 
 #ifdef __cplusplus
 }

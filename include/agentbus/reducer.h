@@ -47,10 +47,11 @@ typedef struct ab_reducer ab_reducer_t;
  * @param out  out: the reducer, written only on AB_OK.
  * @return AB_OK, AB_INVALID_ARGUMENT (NULL out or thread id) or AB_NOMEM.
  */
-AB_NODISCARD ab_status_t ab_reducer_new(ab_reducer_t **out, const char *thread_id, ab_error_t *err);
+AB_API AB_NODISCARD ab_status_t ab_reducer_new(ab_reducer_t **out, const char *thread_id,
+                                               ab_error_t *err);
 
 /** Free a reducer and its projection. NULL-safe; sets *r = NULL. */
-void ab_reducer_destroy(ab_reducer_t **r);
+AB_API void ab_reducer_destroy(ab_reducer_t **r);
 
 /**
  * Fold one event.
@@ -66,8 +67,8 @@ void ab_reducer_destroy(ab_reducer_t **r);
  *         projection may then be partially updated: rebuild the reducer).
  *         Unknown event types and unknown CUSTOM names are ignored (AB_OK).
  */
-AB_NODISCARD ab_status_t ab_reducer_apply(ab_reducer_t *r, const ab_val_t *event_body,
-                                          const char *run_id, uint64_t seq, ab_error_t *err);
+AB_API AB_NODISCARD ab_status_t ab_reducer_apply(ab_reducer_t *r, const ab_val_t *event_body,
+                                                 const char *run_id, uint64_t seq, ab_error_t *err);
 
 /**
  * Append the current projection (see docs/REDUCER.md) to @p out as compact
@@ -75,8 +76,8 @@ AB_NODISCARD ab_status_t ab_reducer_apply(ab_reducer_t *r, const ab_val_t *event
  * @return AB_OK; AB_INVALID_ARGUMENT (NULL argument); AB_NOMEM (@p out keeps
  *         its length).
  */
-AB_NODISCARD ab_status_t ab_reducer_projection_json(const ab_reducer_t *r, ab_buf_t *out,
-                                                    ab_error_t *err);
+AB_API AB_NODISCARD ab_status_t ab_reducer_projection_json(const ab_reducer_t *r, ab_buf_t *out,
+                                                           ab_error_t *err);
 
 /**
  * Append the reducer's chunk lanes (the continuation state that is not part
@@ -85,8 +86,8 @@ AB_NODISCARD ab_status_t ab_reducer_projection_json(const ab_reducer_t *r, ab_bu
  * snapshot stores them so that a restored reducer continues exactly
  * (docs/REDUCER.md, section 6). @return as ab_reducer_projection_json().
  */
-AB_NODISCARD ab_status_t ab_reducer_lanes_json(const ab_reducer_t *r, ab_buf_t *out,
-                                               ab_error_t *err);
+AB_API AB_NODISCARD ab_status_t ab_reducer_lanes_json(const ab_reducer_t *r, ab_buf_t *out,
+                                                      ab_error_t *err);
 
 /**
  * Create a reducer that continues from a projection and its lanes, given as
@@ -99,9 +100,9 @@ AB_NODISCARD ab_status_t ab_reducer_lanes_json(const ab_reducer_t *r, ab_buf_t *
  *         type and the current formatVersion (err->field names the key), or
  *         the lanes are not an object of strings; AB_NOMEM.
  */
-AB_NODISCARD ab_status_t ab_reducer_from_json(ab_reducer_t **out, const char *projection,
-                                              size_t projection_len, const char *lanes,
-                                              size_t lanes_len, ab_error_t *err);
+AB_API AB_NODISCARD ab_status_t ab_reducer_from_json(ab_reducer_t **out, const char *projection,
+                                                     size_t projection_len, const char *lanes,
+                                                     size_t lanes_len, ab_error_t *err);
 
 #ifdef __cplusplus
 }

@@ -37,6 +37,19 @@ extern "C" {
 #endif
 
 /*
+ * AB_API marks every function of the public API. The libraries are built
+ * with hidden visibility (-fvisibility=hidden), so only what carries AB_API
+ * is exported from the shared libraries; everything else, the internal
+ * ab__* functions included, stays inside (tests/exports/ lists what each
+ * library exports, and a test compares).
+ */
+#if defined(__GNUC__)
+#define AB_API __attribute__((visibility("default")))
+#else
+#define AB_API
+#endif
+
+/*
  * X(ENUM, "wire_name", retryable_by_default, "description")
  *
  * The wire name is stable forever: clients in other languages match on it.
@@ -127,61 +140,61 @@ typedef struct ab_error {
     }
 
 /** Stable wire name of @p s ("gap", "too_large" ...); "unknown" if out of range. */
-const char *ab_status_name(ab_status_t s);
+AB_API const char *ab_status_name(ab_status_t s);
 
 /** One-line description of @p s. */
-const char *ab_status_str(ab_status_t s);
+AB_API const char *ab_status_str(ab_status_t s);
 
 /** Whether errors of code @p s are retryable unless said otherwise. */
-bool ab_status_retryable(ab_status_t s);
+AB_API bool ab_status_retryable(ab_status_t s);
 
 /**
  * Look up a status by wire name.
  * @return AB_OK and *out set, or AB_NOT_FOUND for an unknown name.
  */
-ab_status_t ab_status_from_name(const char *name, size_t len, ab_status_t *out);
+AB_API ab_status_t ab_status_from_name(const char *name, size_t len, ab_status_t *out);
 
 /** Reset @p err to "no error". NULL-safe. */
-void ab_error_clear(ab_error_t *err);
+AB_API void ab_error_clear(ab_error_t *err);
 
 /**
  * Record an error: code, default retryability, optional field and a printf
  * message. First error wins: a no-op when err is NULL or already holds a code.
  * @return @p code, so callers can write `return ab_error_set(err, ...);`.
  */
-ab_status_t ab_error_set(ab_error_t *err, ab_status_t code, const char *field, const char *fmt, ...)
-    AB_PRINTF(4, 5);
+AB_API ab_status_t ab_error_set(ab_error_t *err, ab_status_t code, const char *field,
+                                const char *fmt, ...) AB_PRINTF(4, 5);
 
 /** va_list form of ab_error_set(). */
-ab_status_t ab_error_vset(ab_error_t *err, ab_status_t code, const char *field, const char *fmt,
-                          va_list ap) AB_PRINTF(4, 0);
+AB_API ab_status_t ab_error_vset(ab_error_t *err, ab_status_t code, const char *field,
+                                 const char *fmt, va_list ap) AB_PRINTF(4, 0);
 
 /**
  * Add an integer detail. Silently ignored when @p err is NULL or full.
  * A key longer than AB_ERROR_DETAIL_KEY_MAX - 1 bytes is truncated.
  */
-void ab_error_detail_int(ab_error_t *err, const char *key, int64_t value);
+AB_API void ab_error_detail_int(ab_error_t *err, const char *key, int64_t value);
 
 /** Add a string detail (truncated to AB_ERROR_DETAIL_STR_MAX - 1 bytes). */
-void ab_error_detail_str(ab_error_t *err, const char *key, const char *value);
+AB_API void ab_error_detail_str(ab_error_t *err, const char *key, const char *value);
 
 /**
  * Find a detail by key.
  * @return the detail, or NULL when absent. Borrowed from @p err.
  */
-const ab_error_detail_t *ab_error_detail(const ab_error_t *err, const char *key);
+AB_API const ab_error_detail_t *ab_error_detail(const ab_error_t *err, const char *key);
 
 /**
  * Prefix @p err->field with @p prefix (e.g. "/event" + "/messageId").
  * Used when a nested decoder reports a path relative to its own root.
  */
-void ab_error_prefix_field(ab_error_t *err, const char *prefix);
+AB_API void ab_error_prefix_field(ab_error_t *err, const char *prefix);
 
 /**
  * Format "code: message (at field)" into @p buf for logs and CLIs.
  * @return @p buf.
  */
-const char *ab_error_format(const ab_error_t *err, char *buf, size_t size);
+AB_API const char *ab_error_format(const ab_error_t *err, char *buf, size_t size);
 
 #ifdef __cplusplus
 }
