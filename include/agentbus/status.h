@@ -89,15 +89,23 @@ typedef enum ab_status {
         AB_STATUS_COUNT_
 } ab_status_t;
 
+/*
+ * ab_error_t is small - 360 bytes, in the class of jansson's json_error_t
+ * (252 bytes, whose text[160] is our message) - so it lives on the stack and
+ * inside results without cost. Its limits are the wire's (docs/PROTOCOL.md
+ * 8.1): a longer message is cut back at a UTF-8 character boundary, a longer
+ * field at its last whole path segment (still a pointer, to an ancestor), and
+ * a detail beyond the last slot is dropped.
+ */
 /** Maximum bytes (including NUL) of ab_error_t.message. */
-#define AB_ERROR_MESSAGE_MAX 256
+#define AB_ERROR_MESSAGE_MAX 160
 /** Maximum bytes (including NUL) of ab_error_t.field. */
-#define AB_ERROR_FIELD_MAX 192
+#define AB_ERROR_FIELD_MAX 64
 /** Maximum number of typed details an error carries. */
-#define AB_ERROR_DETAILS_MAX 6
-/** Maximum bytes (including NUL) of a detail key and of a string detail. */
-#define AB_ERROR_DETAIL_KEY_MAX 32
-#define AB_ERROR_DETAIL_STR_MAX 128
+#define AB_ERROR_DETAILS_MAX 3
+/** Maximum bytes (including NUL) of a detail key, and of a string detail. */
+#define AB_ERROR_DETAIL_KEY_MAX 15
+#define AB_ERROR_DETAIL_STR_MAX 24
 
 /** Kind of one error detail value. */
 typedef enum ab_detail_kind {
@@ -105,12 +113,14 @@ typedef enum ab_detail_kind {
     AB_DETAIL_STR = 2, /**< UTF-8 string up to AB_ERROR_DETAIL_STR_MAX - 1 bytes */
 } ab_detail_kind_t;
 
-/** One typed detail, e.g. {"expected_seq", 7}. */
+/** One typed detail, e.g. {"expected_seq", 7}: 40 bytes. */
 typedef struct ab_error_detail {
     char key[AB_ERROR_DETAIL_KEY_MAX];
-    ab_detail_kind_t kind;
-    int64_t i;
-    char s[AB_ERROR_DETAIL_STR_MAX];
+    uint8_t kind; /**< an ab_detail_kind_t */
+    union {
+        int64_t i;                       /**< AB_DETAIL_INT */
+        char s[AB_ERROR_DETAIL_STR_MAX]; /**< AB_DETAIL_STR */
+    };
 } ab_error_detail_t;
 
 /**
@@ -127,10 +137,10 @@ typedef struct ab_error_detail {
 typedef struct ab_error {
     ab_status_t code;
     bool retryable;
+    uint8_t ndetails;
     uint64_t cid;
     char message[AB_ERROR_MESSAGE_MAX];
     char field[AB_ERROR_FIELD_MAX];
-    int ndetails;
     ab_error_detail_t details[AB_ERROR_DETAILS_MAX];
 } ab_error_t;
 
