@@ -27,6 +27,7 @@
  *  2. A broker child started here is always stopped and its directory
  *     removed before the row returns.
  */
+#include "ab_common.h"
 #include "agentbus/client.h"
 #include "agentbus/json.h"
 #include "bench.h"
@@ -47,13 +48,6 @@
 
 bool g_frame_per_event;
 const char *g_snapshot_every;
-
-double mono_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 /* ---- broker child (demo/spawn.c) ------------------------------------------ */
 
@@ -187,7 +181,7 @@ static int send_batch(prod_t *p, ab_conn_t *c, ab_buf_t *frames, uint64_t *seqs,
     ab_msg_t req = {.op = AB_OP_PUBLISH};
     req.u.publish.count = (uint32_t)p->batch;
     ab_error_t err = AB_ERROR_INIT;
-    f->t0 = mono_s();
+    f->t0 = ab__mono_s();
     return ab_conn_send(c, &req, frames, (size_t)p->batch, &f->cid, &err) == AB_OK ? 0 : -1;
 }
 
@@ -209,7 +203,7 @@ static int take_reply(prod_t *p, ab_conn_t *c, ab_doc_t *doc, flight_t *fl, int 
     for (int i = 0; i < *nfl; i++)
         if (fl[i].cid == m.cid) {
             if (p->lat && p->nlat < LAT_MAX)
-                p->lat[p->nlat++] = mono_s() - fl[i].t0;
+                p->lat[p->nlat++] = ab__mono_s() - fl[i].t0;
             fl[i] = fl[--*nfl];
             break;
         }
@@ -236,10 +230,10 @@ static void *produce(void *arg)
         p->failed = 1;
         goto out;
     }
-    double start = mono_s(), end = start + p->seconds;
+    double start = ab__mono_s(), end = start + p->seconds;
     uint64_t k = 0;
     for (;;) {
-        double now = mono_s();
+        double now = ab__mono_s();
         double due = p->rate > 0 ? start + (double)(k * (uint64_t)p->batch) / p->rate : now;
         bool more = now < end && (!p->max_events || k * (uint64_t)p->batch < p->max_events);
         if (more && nfl < p->pipe && due <= now) {
@@ -290,7 +284,7 @@ prod_t load_producer(const char *ep, void *ctx, const bodies_t *b, double second
 double run_producers(const prod_t *tmpl, int n, prod_t *out)
 {
     pthread_t th[PRODUCERS];
-    double t0 = mono_s();
+    double t0 = ab__mono_s();
     for (int i = 0; i < n; i++) {
         out[i] = *tmpl;
         out[i].id = i;
@@ -305,7 +299,7 @@ double run_producers(const prod_t *tmpl, int n, prod_t *out)
         acked += out[i].acked;
         failed |= out[i].failed;
     }
-    double dt = mono_s() - t0;
+    double dt = ab__mono_s() - t0;
     return failed ? -1 : (double)acked / dt;
 }
 
@@ -461,10 +455,10 @@ static int replay_one(const char *ep, void *ctx, const char *label, const ab_msg
     int rc = -1;
     if (ab_doc_new(&doc) != AB_OK || ab_conn_new(&c, ep, &o, &err) != AB_OK)
         goto out;
-    double t0 = mono_s();
+    double t0 = ab__mono_s();
     if (ab_conn_replay(c, q, count_row, &k, doc, NULL, 10000, &err) != AB_OK)
         goto out;
-    double dt = mono_s() - t0;
+    double dt = ab__mono_s() - t0;
     printf("replay  %-24s %9llu events in %6.3f s: %10.0f events/s  %7.1f MB/s  (window 64, "
            "chunks of 1024)\n",
            label, (unsigned long long)k.events, dt, (double)k.events / dt,
@@ -571,25 +565,25 @@ static int bench_zmq(const bench_opts_t *o)
     char payload[EVENT_SIZE];
     memset(payload, 'x', sizeof(payload));
     uint64_t n = 0;
-    double t0 = mono_s(), end = t0 + o->seconds;
-    while (mono_s() < end) {
+    double t0 = ab__mono_s(), end = t0 + o->seconds;
+    while (ab__mono_s() < end) {
         zmq_send(d, payload, 64, 0);
         zmq_recv(d, payload, sizeof(payload), 0);
         n++;
     }
-    double rt = (double)n / (mono_s() - t0);
+    double rt = (double)n / (ab__mono_s() - t0);
     zmq_send(d, "", 0, 0); /* ROUTER echo thread: empty frame after identity ends it */
     pthread_join(th, NULL);
     echo_t pull = {.sock = zsock(ctx, ZMQ_PULL, "tcp://127.0.0.1:*", ep, sizeof(ep)), .mode = 1};
     void *push = zsock(ctx, ZMQ_PUSH, NULL, ep, sizeof(ep));
     pthread_create(&th, NULL, echo_main, &pull);
-    t0 = mono_s();
+    t0 = ab__mono_s();
     end = t0 + o->seconds;
-    for (n = 0; (n & 1023) || mono_s() < end; n++)
+    for (n = 0; (n & 1023) || ab__mono_s() < end; n++)
         zmq_send(push, payload, sizeof(payload), 0);
     zmq_send(push, "", 0, 0);
     pthread_join(th, NULL);
-    double tp = (double)pull.count / (mono_s() - t0);
+    double tp = (double)pull.count / (ab__mono_s() - t0);
     printf("zmq     DEALER/ROUTER round trips (64 B, 1 in flight): %10.0f /s\n", rt);
     printf("zmq     PUSH/PULL one-way %d B messages:              %10.0f /s\n", EVENT_SIZE, tp);
     zmq_close(d);

@@ -8,6 +8,7 @@
  *  2. A row fails unless every subscriber delivered exactly the events the
  *     producers got acknowledged, each once, in commit order.
  */
+#include "ab_common.h"
 #include "agentbus/subscriber.h"
 #include "bench.h"
 #include "bench_int.h"
@@ -83,7 +84,7 @@ static int fan_raw(const bench_opts_t *o, int nsub, double *min, double *mean)
     char payload[EVENT_SIZE];
     memset(payload, 'w', sizeof(payload));
     int rc = 0;
-    double dl = mono_s() + 5;
+    double dl = ab__mono_s() + 5;
     for (int ready = 0; ready < nsub;) { /* bounded warm-up: every SUB connected */
         zmq_send(pub, payload, sizeof(payload), ZMQ_DONTWAIT);
         struct timespec ms = {0, 1000000};
@@ -91,20 +92,20 @@ static int fan_raw(const bench_opts_t *o, int nsub, double *min, double *mean)
         ready = 0;
         for (int i = 0; i < nsub; i++)
             ready += atomic_load(&r[i].got_warm);
-        if (mono_s() > dl) {
+        if (ab__mono_s() > dl) {
             rc = -1;
             break;
         }
     }
     payload[0] = 'm';
-    double t0 = mono_s(), end = t0 + o->seconds;
-    for (uint64_t n = 0; rc == 0 && ((n & 1023) || mono_s() < end);) {
+    double t0 = ab__mono_s(), end = t0 + o->seconds;
+    for (uint64_t n = 0; rc == 0 && ((n & 1023) || ab__mono_s() < end);) {
         if (zmq_send(pub, payload, sizeof(payload), 0) >= 0)
             n++;
         else
             sched_yield(); /* ZMQ_XPUB_NODROP: EAGAIN at the HWM of the slowest SUB */
     }
-    double dt = mono_s() - t0;
+    double dt = ab__mono_s() - t0;
     uint64_t got[FAN_MAX_SUBS];
     for (int i = 0; i < nsub; i++)
         got[i] = atomic_load(&r[i].n);
@@ -159,7 +160,7 @@ static void *fansub_main(void *arg)
         uint64_t before = f->delivered;
         ab_status_t rc = ab_sub_poll(f->sub, 50, &err);
         if (f->delivered != before)
-            f->t_last = mono_s();
+            f->t_last = ab__mono_s();
         if (rc != AB_OK && !ab_status_retryable(rc)) {
             fprintf(stderr, "agentbus bench: subscriber: %s\n", err.message);
             f->failed = 1;
@@ -169,8 +170,8 @@ static void *fansub_main(void *arg)
             if (f->delivered >= atomic_load(f->target))
                 break;
             if (dl == 0)
-                dl = mono_s() + 30; /* bounded catch-up after the load */
-            if (mono_s() > dl) {
+                dl = ab__mono_s() + 30; /* bounded catch-up after the load */
+            if (ab__mono_s() > dl) {
                 f->failed = 1;
                 break;
             }
@@ -236,7 +237,7 @@ static int fan_bus(const bench_opts_t *o, void *ctx, const bodies_t *b, int nsub
         pthread_create(&th[i], NULL, fansub_main, &f[i]);
     prod_t tmpl = load_producer(ep, ctx, b, o->seconds, "fanout-%d");
     prod_t ps[PRODUCERS];
-    double t0 = mono_s();
+    double t0 = ab__mono_s();
     double ingest = run_producers(&tmpl, PRODUCERS, ps);
     uint64_t acked = 0;
     for (int i = 0; i < PRODUCERS; i++)

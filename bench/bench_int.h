@@ -58,8 +58,6 @@ typedef struct prod {
     int failed;
 } prod_t;
 
-/** Monotonic seconds. */
-double mono_s(void);
 /** Stop a broker child started for a row (no-op when none). */
 void child_stop(child_t *ch);
 /** The row's endpoint: --broker, or a broker child started with @p durability. 0 or -1. */

@@ -13,6 +13,7 @@
  * thread of about 100,000 events in one of several shapes and times the
  * SNAPSHOT answer from the client (p50 and max of 10).
  */
+#include "ab_common.h"
 #include "agentbus/codec.h"
 #include "agentbus/json.h"
 #include "agentbus/reducer.h"
@@ -244,13 +245,6 @@ int bench_reducer(double seconds)
 #define SNAP_TRIES 10
 #define SNAP_BATCH 1000
 
-static double mono_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -310,13 +304,13 @@ static double time_snapshot(ab_conn_t *c, ab_doc_t *doc, size_t *bytes)
     ab_msg_t q = {.op = AB_OP_SNAPSHOT, .u.snapshot = {.thread = {BENCH_TID, strlen(BENCH_TID)}}};
     ab_msg_t m;
     ab_error_t err = AB_ERROR_INIT;
-    double t0 = mono_s();
+    double t0 = ab__mono_s();
     if (ab_conn_request(c, &q, NULL, 0, doc, &m, 60000, &err) != AB_OK ||
         m.op != AB_OP_SNAPSHOT_REPLY) {
         fprintf(stderr, "agentbus bench: snapshot: %s\n", err.message);
         return -1;
     }
-    double t = mono_s() - t0;
+    double t = ab__mono_s() - t0;
     if (bytes != NULL) {
         ab_buf_t text = AB_BUF_INIT;
         if (ab_val_to_json(m.u.snapshot_reply.snapshot, &text) == AB_OK)
@@ -369,10 +363,10 @@ static int snapshot_row(const char *label, int runs, uint64_t len, bool last_act
         fprintf(stderr, "agentbus bench: connect: %s\n", err.message);
         goto out;
     }
-    double p0 = mono_s();
+    double p0 = ab__mono_s();
     if (publish_thread(c, doc, runs, len, last_active, &total) != 0)
         goto out;
-    double pub_s = mono_s() - p0;
+    double pub_s = ab__mono_s() - p0;
     for (int i = 0; i < SNAP_TRIES; i++)
         if ((times[i] = time_snapshot(c, doc, i == 0 ? &reply_bytes : NULL)) < 0)
             goto out;

@@ -13,6 +13,7 @@
  *  4. Every wait is bounded by a deadline on the monotonic clock; ZeroMQ is
  *     polled, never blocked on.
  */
+#include "ab_common.h"
 #include "agentbus/client.h"
 
 #include "conn_int.h"
@@ -46,13 +47,6 @@ struct ab_conn {
     bool packed;   /* publish envelopes go packed in one frame (PROTOCOL.md 7.4) */
     ab_buf_t pack; /* the packed frame being built */
 };
-
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static int timeout_of(const ab_conn_t *c, int timeout_ms)
 {
@@ -111,7 +105,7 @@ static ab_status_t recv_frames(ab_conn_t *c, ab_error_t *err)
 static ab_status_t wait_readable(ab_conn_t *c, int64_t deadline, ab_error_t *err)
 {
     for (;;) {
-        int64_t left = deadline - now_ms();
+        int64_t left = deadline - ab__mono_ms();
         if (left < 0)
             left = 0;
         zmq_pollitem_t it = {.socket = c->sock, .events = ZMQ_POLLIN};
@@ -120,7 +114,7 @@ static ab_status_t wait_readable(ab_conn_t *c, int64_t deadline, ab_error_t *err
             return AB_OK;
         if (rc < 0 && zmq_errno() != EINTR)
             return zmq_fail(err, "poll");
-        if (rc == 0 && now_ms() >= deadline) {
+        if (rc == 0 && ab__mono_ms() >= deadline) {
             ab_error_set(err, AB_TIMEOUT, NULL, "no reply from the broker in time");
             if (err)
                 err->retryable = true;
@@ -147,7 +141,7 @@ static void credit_dropped(ab_conn_t *c, uint64_t cid)
 ab_status_t ab_conn_recv(ab_conn_t *c, uint64_t cid, ab_doc_t *doc, ab_msg_t *reply, int timeout_ms,
                          ab_error_t *err)
 {
-    int64_t deadline = now_ms() + timeout_of(c, timeout_ms);
+    int64_t deadline = ab__mono_ms() + timeout_of(c, timeout_ms);
     for (;;) {
         ab_status_t st = wait_readable(c, deadline, err);
         if (st == AB_OK)

@@ -152,9 +152,6 @@ int conf_replay(conf_t *cf, const ab_msg_t *req, conf_recs_t *out, ab_replay_end
 int conf_publish_range(conf_t *cf, const char *thread, const char *run, uint64_t epoch,
                        uint64_t from, uint64_t to, conf_recs_t *sent);
 
-/** Milliseconds of a monotonic clock. */
-long conf_now_ms(void);
-
 /* ---- checks ---------------------------------------------------------------- */
 conf_result_t conf_check_version(conf_t *cf);
 conf_result_t conf_check_ordering(conf_t *cf);

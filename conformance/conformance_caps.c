@@ -9,6 +9,7 @@
  *  2. Raw requests use the client library's send with cid matching, so the
  *     cid of every answer is checked.
  */
+#include "ab_common.h"
 #include "conformance.h"
 
 #include "agentbus/json.h"
@@ -25,10 +26,10 @@ conf_result_t conf_check_heartbeat(conf_t *cf)
     if (conf_sub_open(cf, "hb", 2) != 0) /* waits up to CONF_HEARTBEAT_MS for one */
         return CONF_FAIL;
     ab_buf_t t = {0}, hb = {0}, e = {0};
-    long end = conf_now_ms() + CONF_HEARTBEAT_MS;
+    long end = ab__mono_ms() + CONF_HEARTBEAT_MS;
     int got = 0, nf = 0;
-    while (got == 0 && conf_now_ms() < end)
-        if ((got = conf_sub_recv(cf, (int)(end - conf_now_ms()), &t, &hb, &e, &nf)) == 1 &&
+    while (got == 0 && ab__mono_ms() < end)
+        if ((got = conf_sub_recv(cf, (int)(end - ab__mono_ms()), &t, &hb, &e, &nf)) == 1 &&
             !conf_is_heartbeat(&t))
             got = 0;
     ab_msg_t m;

@@ -18,6 +18,7 @@
  *     other traffic on a shared broker never disturbs the check.
  *  2. Live reading stops at --timeout.
  */
+#include "ab_common.h"
 #include "conformance.h"
 
 #include <stdio.h>
@@ -102,10 +103,10 @@ static int live_records(conf_t *cf, seam_t *s, const ab_buf_t *records, int nfra
 static int read_live(conf_t *cf, seam_t *s)
 {
     ab_buf_t t = {0}, body = {0}, x = {0};
-    long end = conf_now_ms() + cf->timeout_ms;
+    long end = ab__mono_ms() + cf->timeout_ms;
     int rc = 0, nf = 0;
-    while (rc == 0 && !complete(s) && conf_now_ms() < end) {
-        int got = conf_sub_recv(cf, (int)(end - conf_now_ms()), &t, &body, &x, &nf);
+    while (rc == 0 && !complete(s) && ab__mono_ms() < end) {
+        int got = conf_sub_recv(cf, (int)(end - ab__mono_ms()), &t, &body, &x, &nf);
         if (got < 0)
             rc = -1;
         if (got == 1 && !conf_is_heartbeat(&t))

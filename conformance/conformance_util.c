@@ -9,6 +9,7 @@
  *  2. On failure a helper returns -1 (or NULL) with cf->reason set, so a
  *     check can return CONF_FAIL at once.
  */
+#include "ab_common.h"
 #include "conformance.h"
 
 #include <stdarg.h>
@@ -36,13 +37,6 @@ conf_result_t conf_need(conf_t *cf, const char *cap)
     snprintf(cf->reason, sizeof(cf->reason), "capability %s not announced (%s)", cap,
              ab_cap_state_name(s));
     return CONF_SKIP;
-}
-
-long conf_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 void conf_id(conf_t *cf, char *out, size_t size, const char *tag)
@@ -164,10 +158,10 @@ int conf_sub_open(conf_t *cf, const void *topic, size_t len)
     }
     /* PROTOCOL.md 6.2 step 1: once a heartbeat arrives the subscription is active. */
     ab_buf_t t = {0}, s = {0}, e = {0};
-    long end = conf_now_ms() + CONF_HEARTBEAT_MS;
+    long end = ab__mono_ms() + CONF_HEARTBEAT_MS;
     int rc = 0, nf = 0;
-    while (rc == 0 && conf_now_ms() < end) {
-        rc = conf_sub_recv(cf, (int)(end - conf_now_ms()), &t, &s, &e, &nf);
+    while (rc == 0 && ab__mono_ms() < end) {
+        rc = conf_sub_recv(cf, (int)(end - ab__mono_ms()), &t, &s, &e, &nf);
         if (rc == 1 && !conf_is_heartbeat(&t))
             rc = 0; /* an event before the first heartbeat: ignore */
     }

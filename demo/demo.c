@@ -32,6 +32,7 @@
  *     its own pipe: EOF on a pipe means that worker has ended.
  */
 #include "demo.h"
+#include "ab_common.h"
 #include "agentbus/agui.h"
 #include "agentbus/subscriber.h"
 #include "render.h"
@@ -90,13 +91,6 @@ static void on_signal(int sig)
 {
     (void)sig;
     demo_stop = 1;
-}
-
-static double mono_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
 /* The runs: kinds cycle; an approval is always followed by its resume, on
@@ -256,9 +250,9 @@ static void signal_workers(struct demo *d)
 {
     int sig = 0;
     if (d->kill_at == 0) {
-        d->kill_at = mono_s() + WORKER_STOP_MS / 1000.0;
+        d->kill_at = ab__mono_s() + WORKER_STOP_MS / 1000.0;
         sig = SIGTERM;
-    } else if (mono_s() > d->kill_at) {
+    } else if (ab__mono_s() > d->kill_at) {
         sig = SIGKILL;
     }
     for (int a = 0; sig && a < d->started; a++)
@@ -352,8 +346,8 @@ static void observe(struct demo *d, ab_sub_t *s)
         if (working && demo_stop)
             signal_workers(d); /* invariant 3 */
         if (!working && catchup_end == 0)
-            catchup_end = mono_s() + CATCHUP_MS / 1000.0;
-        if (!working && (caught_up(d) || mono_s() > catchup_end || demo_stop))
+            catchup_end = ab__mono_s() + CATCHUP_MS / 1000.0;
+        if (!working && (caught_up(d) || ab__mono_s() > catchup_end || demo_stop))
             return;
         ab_error_t err = AB_ERROR_INIT;
         ab_status_t rc = ab_sub_poll(s, working ? 100 : 20, &err);
@@ -515,7 +509,7 @@ static int run_fabric(struct demo *d, const char *ep)
             "live\n",
             d->thread, d->o.agents, d->nruns, d->o.pace_ms);
     fflush(d->info);
-    d->t0 = mono_s();
+    d->t0 = ab__mono_s();
     for (; d->started < d->o.agents && !demo_stop; d->started++)
         if (spawn_worker(d, d->started, ep) != 0)
             break;
@@ -533,7 +527,7 @@ static int run_fabric(struct demo *d, const char *ep)
     observe(d, s);
     stop_workers(d); /* normally all ended already */
     note_unreported(d);
-    d->t1 = mono_s();
+    d->t1 = ab__mono_s();
     if (!d->o.json)
         tail_view_finish(&d->view);
     ab_sub_destroy(&s);

@@ -12,6 +12,7 @@
  *     parent-death signal), and a terminal's Ctrl-C reaches the parent only.
  */
 #include "spawn.h"
+#include "ab_common.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -27,13 +28,6 @@
 #ifdef __linux__
 #include <sys/prctl.h>
 #endif
-
-static long mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 void spawn_rm_tree(const char *path)
 {
@@ -66,7 +60,7 @@ static int read_ready(spawn_broker_t *b)
 {
     char line[1024];
     size_t used = 0;
-    long deadline = mono_ms() + SPAWN_READY_MS;
+    long deadline = ab__mono_ms() + SPAWN_READY_MS;
     for (;;) {
         char *nl = memchr(line, '\n', used);
         if (nl) {
@@ -80,7 +74,7 @@ static int read_ready(spawn_broker_t *b)
             used = rest;
             continue;
         }
-        long left = deadline - mono_ms();
+        long left = deadline - ab__mono_ms();
         struct pollfd p = {.fd = b->fd, .events = POLLIN};
         if (left <= 0 || poll(&p, 1, (int)left) <= 0)
             return -1;
@@ -167,10 +161,10 @@ int spawn_stop(spawn_broker_t *b, bool remove_dir)
     int rc = -1;
     if (b->pid > 0) {
         kill(b->pid, SIGTERM);
-        long deadline = mono_ms() + SPAWN_STOP_MS;
+        long deadline = ab__mono_ms() + SPAWN_STOP_MS;
         int st = 0;
         pid_t w;
-        while ((w = waitpid(b->pid, &st, WNOHANG)) == 0 && mono_ms() < deadline) {
+        while ((w = waitpid(b->pid, &st, WNOHANG)) == 0 && ab__mono_ms() < deadline) {
             struct pollfd p = {.fd = b->fd, .events = POLLIN};
             char sink[256];
             if (b->fd < 0 || poll(&p, 1, 20) <= 0 || read(b->fd, sink, sizeof(sink)) <= 0)

@@ -25,6 +25,7 @@
  *     when it forks (a forked child must not share SQLite's lock table).
  *  2. A failed call aborts with its message: no figure without its store.
  */
+#include "ab_common.h"
 #include "agentbus/plugin.h"
 #include "agentbus/store.h"
 
@@ -43,13 +44,6 @@
 #define EV_BYTES 256
 #define BATCH    4000
 #define MAXSIZES 16
-
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
 
 static void die(const char *what, const ab_error_t *err)
 {
@@ -132,10 +126,10 @@ static double time_open(const char *dir, ab_store_opts_t o, bool beside)
         die("open owner", &err);
     double t[3];
     for (int i = 0; i < 3; i++) {
-        double t0 = now_ms();
+        double t0 = 1e3 * ab__mono_s();
         if (ab__store_open(&st, dir, &o, &err) != AB_OK)
             die("open", &err);
-        t[i] = now_ms() - t0;
+        t[i] = 1e3 * ab__mono_s() - t0;
         ab__store_close(&st);
     }
     ab__store_close(&owner);
@@ -149,7 +143,7 @@ static double time_start(const char *bin, const char *dir)
     int fds[2];
     if (pipe(fds) != 0)
         return -1;
-    double t0 = now_ms();
+    double t0 = 1e3 * ab__mono_s();
     pid_t pid = fork();
     if (pid == 0) {
         dup2(fds[1], STDOUT_FILENO);
@@ -175,7 +169,7 @@ static double time_start(const char *bin, const char *dir)
         used += (size_t)n;
         buf[used] = '\0';
         if (strstr(buf, "agentbus broker ready") && strchr(buf, '\n')) {
-            ms = now_ms() - t0;
+            ms = 1e3 * ab__mono_s() - t0;
             break;
         }
     }
@@ -254,10 +248,10 @@ static void report_crash(const ab_plugin_t *p, const char *bin, const char *dir,
         .exclusive = true, .durability = AB_STORE_PROCESS, .skip_quick_check = true};
     ab_store_t *st = NULL;
     ab_error_t err = AB_ERROR_INIT;
-    double t0 = now_ms();
+    double t0 = 1e3 * ab__mono_s();
     if (ab__store_open(&st, dir, &o, &err) != AB_OK)
         die("open after a crash", &err);
-    double recover = now_ms() - t0;
+    double recover = 1e3 * ab__mono_s() - t0;
     ab__store_close(&st);
     crash_child(p, dir, events);
     long long wal2 = file_bytes(dir, AB_STORE_DB_NAME "-wal");

@@ -16,6 +16,7 @@
  *  2. A failed call aborts the program with its message: no number is
  *     printed for a run that did not store everything.
  */
+#include "ab_common.h"
 #include "agentbus/plugin.h"
 
 #include <dirent.h>
@@ -30,13 +31,6 @@
 #define RUNS     100
 #define EV_BYTES 256
 #define PAGE     1000
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 static void die(const char *what, const ab_error_t *err)
 {
@@ -76,7 +70,7 @@ static double bench_append(const ab_plugin_t *p, const char *dir, ab_durability_
     ab_plugin_event_t *evs = calloc(batch, sizeof *evs);
     uint64_t seq[RUNS] = {0};
     size_t next_run = 0;
-    double t0 = now_s();
+    double t0 = ab__mono_s();
     for (size_t done = 0; done < total; done += batch) {
         for (size_t i = 0; i < batch; i++) {
             size_t r = next_run++ % RUNS;
@@ -94,7 +88,7 @@ static double bench_append(const ab_plugin_t *p, const char *dir, ab_durability_
         if (p->append_batch(db, evs, batch, 1, &first, &err) != AB_OK)
             die("append_batch", &err);
     }
-    double rate = (double)total / (now_s() - t0);
+    double rate = (double)total / (ab__mono_s() - t0);
     free(evs);
     p->close(db);
     return rate;
@@ -117,7 +111,7 @@ static double bench_raw(const char *dir, size_t batch, size_t total)
     sqlite3_prepare_v2(db, "INSERT INTO e VALUES(?1, ?2)", -1, &q, NULL);
     static uint8_t body[EV_BYTES];
     memset(body, 'x', sizeof body);
-    double t0 = now_s();
+    double t0 = ab__mono_s();
     sqlite3_int64 pos = 1;
     for (size_t done = 0; done < total; done += batch) {
         sqlite3_exec(db, "BEGIN", NULL, NULL, NULL);
@@ -132,7 +126,7 @@ static double bench_raw(const char *dir, size_t batch, size_t total)
         }
         sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
     }
-    double rate = (double)total / (now_s() - t0);
+    double rate = (double)total / (ab__mono_s() - t0);
     sqlite3_finalize(q);
     sqlite3_close(db);
     return rate;
@@ -175,7 +169,7 @@ static void bench_reads(const ab_plugin_t *p, const char *dir, size_t total)
     ab_plugin_db_t *db = NULL;
     if (p->open(&o, &db, &err) != AB_OK)
         die("open reader", &err);
-    double t0 = now_s();
+    double t0 = ab__mono_s();
     size_t rows = 0;
     for (int r = 0; r < RUNS; r++) {
         ab_plugin_read_t req = {.scope = AB_REPLAY_RUN,
@@ -184,12 +178,13 @@ static void bench_reads(const ab_plugin_t *p, const char *dir, size_t total)
                                 .limit = PAGE};
         rows += read_scope(p, db, req);
     }
-    double t1 = now_s();
+    double t1 = ab__mono_s();
     printf("read RUN scope    %7zu rows  %10.0f rows/s\n", rows, (double)rows / (t1 - t0));
     ab_plugin_read_t req = {
         .scope = AB_REPLAY_THREAD, .thread = {"bench-thread", 12}, .limit = PAGE};
     rows = read_scope(p, db, req);
-    printf("read THREAD scope %7zu rows  %10.0f rows/s\n", rows, (double)rows / (now_s() - t1));
+    printf("read THREAD scope %7zu rows  %10.0f rows/s\n", rows,
+           (double)rows / (ab__mono_s() - t1));
     if (rows != total)
         fprintf(stderr, "store_bench: expected %zu rows\n", total);
     p->close(db);
