@@ -81,14 +81,10 @@ static ab_status_t recv_frames(ab_conn_t *c, ab_error_t *err)
     close_msgs(c);
     int more = 1;
     while (more) {
-        if (c->nmsgs == c->msgs_cap) {
-            size_t cap = c->msgs_cap ? c->msgs_cap * 2 : 16;
-            zmq_msg_t *m = realloc(c->msgs, cap * sizeof(*m));
-            if (!m)
-                return ab_error_set(err, AB_NOMEM, NULL, "out of memory receiving frames");
-            c->msgs = m;
-            c->msgs_cap = cap;
-        }
+        zmq_msg_t *grown = ab__grow(c->msgs, &c->msgs_cap, c->nmsgs + 1, sizeof(*grown), 16);
+        if (!grown)
+            return ab_error_set(err, AB_NOMEM, NULL, "out of memory receiving frames");
+        c->msgs = grown;
         zmq_msg_t *m = &c->msgs[c->nmsgs];
         zmq_msg_init(m);
         if (zmq_msg_recv(m, c->sock, 0) < 0) {

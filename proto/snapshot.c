@@ -15,6 +15,7 @@
  *     nothing. pos only grows.
  *  4. A document is built from deep copies: it never aliases the builder.
  */
+#include "ab_common.h"
 #include "alloc_internal.h"
 #include "reducer_internal.h"
 #include "snapshot_internal.h"
@@ -79,14 +80,10 @@ ab_status_t ab_snapshot_builder_new(ab_snapshot_builder_t **out, const char *thr
 static ab_status_t keep_event(ab_snapshot_builder_t *b, const char *run, uint64_t seq, uint64_t pos,
                               const void *body, size_t len, uint32_t depth)
 {
-    if (b->nev == b->evcap) {
-        size_t cap = b->evcap ? b->evcap * 2 : 64;
-        sn_event_t *v = ab__realloc(b->ev, cap * sizeof(*v));
-        if (!v)
-            return AB_NOMEM;
-        b->ev = v;
-        b->evcap = cap;
-    }
+    sn_event_t *v = ab__grow_with(ab__realloc, b->ev, &b->evcap, b->nev + 1, sizeof(*v), 64);
+    if (!v)
+        return AB_NOMEM;
+    b->ev = v;
     size_t off = b->bytes.len, rl = strlen(run);
     if (ab_buf_append(&b->bytes, run, rl) != AB_OK ||
         (body && ab_buf_append(&b->bytes, body, len) != AB_OK)) {
