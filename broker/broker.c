@@ -149,6 +149,11 @@ static int open_store(ab_broker_handle_t *h)
     ab_plugin_open_opts_t o = {.data_dir = cfg->data_dir, .durability = cfg->durability};
     if (b->plugin->open(&o, &b->wdb, &e) != AB_OK) {
         fail(h, "cannot open the store", &e);
+        if (h->daemon && e.code == AB_CORRUPT) /* never started afresh by itself */
+            fprintf(stderr,
+                    "agentbus broker: to start afresh on purpose, move %s/agentbus.db and its"
+                    " -wal and -shm files away\n",
+                    cfg->data_dir);
         return -1;
     }
     b->rdbs = calloc(cfg->readers, sizeof(*b->rdbs));

@@ -137,8 +137,7 @@ static ab_status_t start_builder(ab_broker_t *b, ab_plugin_db_t *db, ab_str_t th
             st = ab_snapshot_parse((const char *)text.data, text.len, &snap, &e);
         ab_buf_free(&text);
         if (st == AB_OK) {
-            const char *tid =
-                json_string_value(json_object_get(ab_snapshot_document(snap), "threadId"));
+            const char *tid = ab_snapshot_thread_id(snap);
             uint64_t at = ab_snapshot_position(snap), head = atomic_load(&b->head_pos);
             if (tid == NULL || strlen(tid) != thread.len || memcmp(tid, thread.ptr, thread.len))
                 st = ab_error_set(&e, AB_CORRUPT, "threadId", "stored snapshot of another thread");

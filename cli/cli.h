@@ -17,7 +17,7 @@
 #define AB_EXIT_USAGE 2
 
 int cmd_validate(int argc, char **argv);
-int cmd_bench(int argc, char **argv);
+int cmd_bench(int argc, char **argv); /* cli/bench_cmd.c (bench/) */
 
 /** Parse a decimal in [lo, hi] (whole string). @return false when it is not one. */
 bool cli_parse_long(const char *s, long lo, long hi, long *out);
@@ -25,24 +25,17 @@ bool cli_parse_long(const char *s, long lo, long hi, long *out);
 /** Parse a non-negative decimal uint64 (whole string, no sign). */
 bool cli_parse_u64(const char *s, uint64_t *out);
 
-#ifdef AB_HAVE_BROKER
 /** `agentbus broker` (cli/broker_cmd.c). */
 int cmd_broker(int argc, char **argv);
-#endif
 
-#ifdef AB_HAVE_CLIENT
-/* Client subcommands, each in cli/<name>.c (compiled in when the file exists). */
-int cmd_publish(int argc, char **argv); /* cli/publish.c */
-int cmd_runs(int argc, char **argv);    /* cli/runs.c */
-int cmd_tail(int argc, char **argv);    /* cli/tail.c */
-int cmd_replay(int argc, char **argv);  /* cli/replay_cmd.c */
-int cmd_demo(int argc, char **argv);    /* cli/demo.c */
-#ifdef AB_HAVE_CLI_SNAPSHOT
-int cmd_snapshot(int argc, char **argv); /* cli/snapshot.c */
-#endif
-#ifdef AB_HAVE_CLI_CONFORMANCE
-int cmd_conformance(int argc, char **argv); /* cli/conformance.c */
-#endif
+/* Client subcommands, each in cli/<name>.c. */
+int cmd_publish(int argc, char **argv);     /* cli/publish.c */
+int cmd_runs(int argc, char **argv);        /* cli/runs.c */
+int cmd_tail(int argc, char **argv);        /* cli/tail.c */
+int cmd_replay(int argc, char **argv);      /* cli/replay_cmd.c */
+int cmd_demo(int argc, char **argv);        /* cli/demo_cmd.c (demo/) */
+int cmd_snapshot(int argc, char **argv);    /* cli/snapshot.c */
+int cmd_conformance(int argc, char **argv); /* cli/conformance_cmd.c (conformance/) */
 
 /** Default command endpoint of the client subcommands. */
 #define AB_DEFAULT_BROKER "tcp://127.0.0.1:7710"
@@ -53,20 +46,6 @@ int cmd_conformance(int argc, char **argv); /* cli/conformance.c */
  * AB_DEFAULT_BROKER. Never NULL. (cli/common.c)
  */
 const char *cli_broker_endpoint(const char *flag);
-
-/**
- * Benchmarks that need a running bus (cli/bench_bus.c): `agentbus bench
- * ingest|latency|replay ...`. argv[0] is the benchmark name.
- * @return an exit status, or -1 when @p argv[0] is not one of them.
- */
-int bench_bus(int argc, char **argv);
-#endif
-
-/**
- * `agentbus bench reducer|snapshot ...` (cli/bench_reducer.c); argv[0] is
- * the benchmark name. @return an exit status, or -1 when it is not one of them.
- */
-int bench_fold(int argc, char **argv);
 
 /** Print "agentbus <cmd>: <msg>" to stderr and return AB_EXIT_USAGE. */
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -6,7 +6,6 @@
 #include <errno.h>
 #include <stdlib.h>
 
-#ifdef AB_HAVE_CLIENT
 const char *cli_broker_endpoint(const char *flag)
 {
     if (flag && *flag)
@@ -16,7 +15,6 @@ const char *cli_broker_endpoint(const char *flag)
         return env;
     return AB_DEFAULT_BROKER;
 }
-#endif
 
 bool cli_parse_long(const char *s, long lo, long hi, long *out)
 {

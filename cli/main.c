@@ -13,32 +13,16 @@ struct subcommand {
 };
 
 static const struct subcommand subcommands[] = {
-#ifdef AB_HAVE_BROKER
     {"broker", cmd_broker, "run the broker (SQLite in ./agentbus-data, loopback endpoints)"},
-#endif
-#if defined(AB_HAVE_CLIENT) && defined(AB_HAVE_CLI_PUBLISH)
     {"publish", cmd_publish, "publish AG-UI events (JSON Lines) into a run"},
-#endif
-#if defined(AB_HAVE_CLIENT) && defined(AB_HAVE_CLI_TAIL)
     {"tail", cmd_tail, "watch a thread, a run or everything, live (observer console)"},
-#endif
-#if defined(AB_HAVE_CLIENT) && defined(AB_HAVE_CLI_REPLAY_CMD)
     {"replay", cmd_replay, "export runs from the store as JSON Lines; --verify audits them"},
-#endif
-#if defined(AB_HAVE_CLIENT) && defined(AB_HAVE_CLI_RUNS)
     {"runs", cmd_runs, "list the runs of a thread or of the bus"},
-#endif
-#if defined(AB_HAVE_CLIENT) && defined(AB_HAVE_CLI_SNAPSHOT)
     {"snapshot", cmd_snapshot, "print the current state of a thread (runs, messages, approvals)"},
-#endif
-#if defined(AB_HAVE_CLIENT) && defined(AB_HAVE_CLI_DEMO)
     {"demo", cmd_demo, "run a broker with a demo fabric of agents and an observer"},
-#endif
-#if defined(AB_HAVE_CLIENT) && defined(AB_HAVE_CLI_CONFORMANCE)
     {"conformance", cmd_conformance, "check a broker endpoint against docs/PROTOCOL.md"},
-#endif
     {"validate", cmd_validate, "check AG-UI 1.0 events (JSON Lines) and their run lifecycle"},
-    {"bench", cmd_bench, "measure the protocol library's decode + validate throughput"},
+    {"bench", cmd_bench, "measure the bus: protocol, reducer, ingest, latency, replay, fan-out"},
 };
 
 #define NSUB (sizeof(subcommands) / sizeof(subcommands[0]))

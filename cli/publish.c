@@ -16,6 +16,7 @@
  *     seqs (the outbox never holds more than batch events).
  *  2. Exit 0 only when every line was acknowledged by the broker.
  */
+#include "ab_common.h"
 #include "agentbus/json.h"
 #include "agentbus/producer.h"
 #include "cli.h"
@@ -214,16 +215,9 @@ static int publish_line(struct pstate *st, ab_error_t *line_err)
     return fail_error(&err);
 }
 
-static int64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static int run_publish(struct pstate *st, ab_error_t *line_err)
 {
-    int64_t t0 = mono_ms();
+    int64_t t0 = ab__mono_ms();
     ab_producer_opts_t po = {.client_name = "agentbus-publish",
                              .batch_max = (uint32_t)st->o.batch,
                              .timeout_ms = (int)st->o.timeout_ms};
@@ -252,7 +246,8 @@ static int run_publish(struct pstate *st, ab_error_t *line_err)
     printf("published %llu events to thread %s run %s (seq %llu..%llu, %llu duplicates) in %lld "
            "ms\n",
            (unsigned long long)s.acked, st->thread, st->run, (unsigned long long)st->first_seq,
-           (unsigned long long)end, (unsigned long long)s.duplicates, (long long)(mono_ms() - t0));
+           (unsigned long long)end, (unsigned long long)s.duplicates,
+           (long long)(ab__mono_ms() - t0));
     return AB_EXIT_OK;
 }
 

@@ -19,12 +19,12 @@
  *     stdout), at most one line a second, when stderr is a terminal or with
  *     --progress; with progress on, a last line gives the totals.
  */
-#ifdef AB_HAVE_CLIENT
+#include "ab_common.h"
 #include "agentbus/agui.h"
 #include "agentbus/client.h"
 #include "cli.h"
+#include "render.h"
 #include "replay_verify.h"
-#include "tail_render.h"
 
 #include <getopt.h>
 #include <stdlib.h>
@@ -126,13 +126,6 @@ static int parse_args(int argc, char **argv, struct ropts *o)
     return AB_EXIT_OK;
 }
 
-static long now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* One progress line on stderr (invariant 4). */
 static void progress_line(struct rstate *rs, long now, bool last)
 {
@@ -155,7 +148,7 @@ static void progress_tick(struct rstate *rs)
 {
     if (!rs->progress || (rs->rows & 1023) != 0)
         return;
-    long now = now_ms();
+    long now = ab__mono_ms();
     if (now - rs->last_ms >= 1000)
         progress_line(rs, now, false);
 }
@@ -269,7 +262,7 @@ static int run_replay(struct rstate *rs, ab_conn_t *c)
         st = ab_doc_new(&rs->edoc);
     if (st == AB_OK && rs->o.verify)
         st = verify_new(&rs->v, to, lookup, rs);
-    rs->t0_ms = rs->last_ms = now_ms();
+    rs->t0_ms = rs->last_ms = ab__mono_ms();
     if (st == AB_OK)
         st = ab_conn_replay(c, &q, on_row, rs, doc, NULL, 0, &err);
     ab_doc_destroy(&doc);
@@ -283,7 +276,7 @@ static int run_replay(struct rstate *rs, ab_conn_t *c)
         return AB_EXIT_FAIL;
     }
     if (rs->progress)
-        progress_line(rs, now_ms(), true);
+        progress_line(rs, ab__mono_ms(), true);
     if (!rs->v)
         return AB_EXIT_OK;
     return verify_finish(rs->v) ? AB_EXIT_FAIL : AB_EXIT_OK;
@@ -329,6 +322,3 @@ int cmd_replay(int argc, char **argv)
     free_state(&rs);
     return rc;
 }
-#else
-typedef int ab_cli_replay_unused_t; /* built without the client library */
-#endif

@@ -22,6 +22,7 @@
  *     counted (they would repeat it). Other runs go on being checked.
  */
 #include "replay_verify.h"
+#include "ab_common.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -52,13 +53,10 @@ enum { MIN_BUCKETS = 64 };
 
 static uint64_t hash_ids(ab_str_t t, ab_str_t r)
 {
-    uint64_t h = 1469598103934665603ull; /* FNV-1a */
-    for (size_t i = 0; i < t.len; i++)
-        h = (h ^ (uint8_t)t.ptr[i]) * 1099511628211ull;
-    h = (h ^ 0xffu) * 1099511628211ull; /* ("ab","c") != ("a","bc") */
-    for (size_t i = 0; i < r.len; i++)
-        h = (h ^ (uint8_t)r.ptr[i]) * 1099511628211ull;
-    return h;
+    static const unsigned char sep = 0xff; /* ("ab","c") != ("a","bc") */
+    uint64_t h = ab__fnv64(t.ptr, t.len);
+    h = ab__fnv64_more(h, &sep, 1);
+    return ab__fnv64_more(h, r.ptr, r.len);
 }
 
 /* The link that points at the run (thread, run), or the empty one ending its chain. */

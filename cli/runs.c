@@ -15,6 +15,7 @@
  *  1. Every request is bounded by --timeout.
  *  2. The run list holds each (thread, run) once, in order of first commit.
  */
+#include "ab_common.h"
 #include "agentbus/client.h"
 #include "agentbus/json.h"
 #include "cli.h"
@@ -114,14 +115,10 @@ static ab_status_t add_run(struct rstate *st, ab_str_t thread, ab_str_t run, ab_
     for (size_t i = st->nrows; i-- > 0;)
         if (same(st->rows[i].run, run) && same(st->rows[i].thread, thread))
             return AB_OK;
-    if (st->nrows == st->cap) {
-        size_t cap = st->cap ? st->cap * 2 : 16;
-        struct run_row *r = realloc(st->rows, cap * sizeof(*r));
-        if (!r)
-            return ab_error_set(err, AB_NOMEM, NULL, "out of memory");
-        st->rows = r;
-        st->cap = cap;
-    }
+    struct run_row *r = ab__grow(st->rows, &st->cap, st->nrows + 1, sizeof(*r), 16);
+    if (!r)
+        return ab_error_set(err, AB_NOMEM, NULL, "out of memory");
+    st->rows = r;
     struct run_row *row = &st->rows[st->nrows];
     memset(row, 0, sizeof(*row));
     row->thread = dup_str(thread);

@@ -6,12 +6,11 @@
  *
  * Invariants:
  *  1. One request, bounded by --timeout.
- *  2. The document printed is checked with ab_snapshot_validate() first; a
+ *  2. The document printed is checked with ab_snapshot_from_value() first; a
  *     document breaking a rule is reported (exit 1), never printed as valid.
- *  3. The reply's value tree is converted to the jansson document directly
- *     (ab_val_to_jansson: strings and keys by length), never re-read from
- *     JSON text, so anything the bus accepted - U+0000 in a string or a key
- *     included - is checked and printed (escaped) as it is.
+ *  3. The reply's value tree is checked and printed as it came, never re-read
+ *     from JSON text, so anything the bus accepted - U+0000 in a string or a
+ *     key included - is checked and printed (escaped) as it is.
  */
 #include "agentbus/snapshot.h"
 #include "agentbus/client.h"
@@ -75,94 +74,111 @@ static int parse_args(int argc, char **argv, struct sopts *o)
     return 0;
 }
 
-static const char *str_of(const json_t *o, const char *key, const char *dflt)
+/* A string member as "%.*s" arguments: its length and bytes, or @p dflt. */
+#define STR_ARGS(m, key, dflt) str_len((m), (key), (dflt)), str_ptr((m), (key), (dflt))
+
+static int str_len(const ab_val_t *m, const char *key, const char *dflt)
 {
-    const char *s = json_string_value(json_object_get(o, key));
-    return s ? s : dflt;
+    const ab_val_t *v = ab_val_get(m, key);
+    return v && v->type == AB_VAL_STR ? (int)v->len : (int)strlen(dflt);
 }
 
-static void print_summary(json_t *doc)
+static const char *str_ptr(const ab_val_t *m, const char *key, const char *dflt)
 {
-    json_t *p = json_object_get(doc, "projection");
-    const json_t *cp = json_object_get(doc, "checkpoint");
-    printf("thread %s (position %lld)\n", str_of(doc, "threadId", "?"),
-           (long long)json_integer_value(json_object_get(cp, "position")));
-    const json_t *runs = json_object_get(p, "runs");
-    printf("runs: %zu\n", json_array_size(runs));
-    size_t i;
-    const json_t *v;
-    json_array_foreach(runs, i, v)
-    {
-        printf("  %-24s %-12s", str_of(v, "id", "?"), str_of(v, "status", "?"));
-        if (json_object_get(v, "outcome"))
-            printf(" outcome %s", str_of(v, "outcome", "?"));
-        if (json_object_get(v, "parentRunId"))
-            printf(" parent %s", str_of(v, "parentRunId", "?"));
+    const ab_val_t *v = ab_val_get(m, key);
+    return v && v->type == AB_VAL_STR ? v->u.s : dflt;
+}
+
+static bool str_is(const ab_val_t *m, const char *key, const char *want)
+{
+    const ab_val_t *v = ab_val_get(m, key);
+    return v && v->type == AB_VAL_STR && v->len == strlen(want) &&
+           memcmp(v->u.s, want, v->len) == 0;
+}
+
+/* Items of an array member (0 when absent or not an array). */
+static uint32_t count(const ab_val_t *m, const char *key)
+{
+    const ab_val_t *v = ab_val_get(m, key);
+    return v && v->type == AB_VAL_ARRAY ? v->len : 0;
+}
+
+static const ab_val_t *item(const ab_val_t *m, const char *key, uint32_t i)
+{
+    return &ab_val_get(m, key)->u.items[i];
+}
+
+static void print_runs(const ab_val_t *p)
+{
+    printf("runs: %u\n", count(p, "runs"));
+    for (uint32_t i = 0; i < count(p, "runs"); i++) {
+        const ab_val_t *v = item(p, "runs", i);
+        printf("  %-24.*s %-12.*s", STR_ARGS(v, "id", "?"), STR_ARGS(v, "status", "?"));
+        if (ab_val_get(v, "outcome"))
+            printf(" outcome %.*s", STR_ARGS(v, "outcome", "?"));
+        if (ab_val_get(v, "parentRunId"))
+            printf(" parent %.*s", STR_ARGS(v, "parentRunId", "?"));
         printf("\n");
     }
-    printf("messages: %zu\n", json_array_size(json_object_get(p, "messages")));
-    const json_t *tcs = json_object_get(p, "toolCalls");
-    printf("tool calls: %zu\n", json_array_size(tcs));
-    json_array_foreach(tcs, i, v)
-    {
-        printf("  %-24s %s%s\n", str_of(v, "id", "?"), str_of(v, "name", "-"),
-               json_object_get(v, "result") ? " (result)" : "");
-    }
-    json_t *state = json_object_get(p, "state");
-    printf("state keys: %zu", json_is_object(state) ? json_object_size(state) : 0);
-    if (json_is_object(state)) {
-        const char *k;
-        const json_t *sv;
-        const char *sep = " (";
-        json_object_foreach(state, k, sv)
-        {
-            (void)sv;
-            printf("%s%s", sep, k);
-            sep = ", ";
-        }
-        if (json_object_size(state) > 0)
-            printf(")");
-    }
-    printf("\n");
-    const json_t *aps = json_object_get(p, "approvals");
-    size_t pending = 0;
-    json_array_foreach(aps, i, v) pending += strcmp(str_of(v, "status", ""), "pending") == 0;
-    printf("pending approvals: %zu\n", pending);
-    json_array_foreach(aps, i, v)
-    {
-        if (strcmp(str_of(v, "status", ""), "pending") == 0)
-            printf("  %-24s run %s%s%s\n", str_of(v, "interruptId", "?"), str_of(v, "runId", "?"),
-                   json_object_get(v, "reason") ? " reason " : "", str_of(v, "reason", ""));
-    }
-    printf("active runs: %zu\n", json_array_size(json_object_get(doc, "activeRuns")));
-    size_t nw = json_array_size(json_object_get(p, "warnings"));
-    if (nw > 0)
-        printf("warnings: %zu\n", nw);
 }
 
-/* Send SNAPSHOT; on AB_OK *doc is the reply as a jansson tree and @p text its JSON text. */
-static ab_status_t fetch(const struct sopts *o, json_t **doc, ab_buf_t *text, ab_error_t *err)
+static void print_state_keys(const ab_val_t *p)
 {
-    ab_conn_opts_t co = {.client_name = "agentbus-snapshot", .timeout_ms = (int)o->timeout_ms};
-    ab_conn_t *c = NULL;
-    ab_doc_t *vals = NULL;
-    ab_status_t rc = ab_conn_new(&c, cli_broker_endpoint(o->broker), &co, err);
-    if (rc == AB_OK && ab_doc_new(&vals) != AB_OK)
-        rc = ab_error_set(err, AB_NOMEM, NULL, "out of memory");
-    if (rc == AB_OK) {
-        ab_msg_t q = {.op = AB_OP_SNAPSHOT,
-                      .u.snapshot = {.thread = {o->thread, strlen(o->thread)}}};
-        ab_msg_t m;
-        rc = ab_conn_request(c, &q, NULL, 0, vals, &m, (int)o->timeout_ms, err);
-        if (rc == AB_OK && (m.op != AB_OP_SNAPSHOT_REPLY || m.u.snapshot_reply.snapshot == NULL))
-            rc = ab_error_set(err, AB_INVALID_ENVELOPE, "op", "the broker answered %s",
-                              ab_op_name(m.op));
-        if (rc == AB_OK && (ab_val_to_json(m.u.snapshot_reply.snapshot, text) != AB_OK ||
-                            !(*doc = ab_val_to_jansson(m.u.snapshot_reply.snapshot))))
-            rc = ab_error_set(err, AB_NOMEM, NULL, "out of memory");
+    const ab_val_t *state = ab_val_get(p, "state");
+    bool obj = state && state->type == AB_VAL_MAP;
+    printf("state keys: %u", obj ? state->len : 0);
+    for (uint32_t i = 0; obj && i < state->len; i++)
+        printf("%s%.*s", i == 0 ? " (" : ", ", (int)state->u.pairs[i].klen, state->u.pairs[i].key);
+    printf("%s\n", obj && state->len > 0 ? ")" : "");
+}
+
+static void print_summary(const ab_val_t *doc)
+{
+    const ab_val_t *p = ab_val_get(doc, "projection");
+    const ab_val_t *pos = ab_val_get(ab_val_get(doc, "checkpoint"), "position");
+    printf("thread %.*s (position %lld)\n", STR_ARGS(doc, "threadId", "?"),
+           pos && pos->type == AB_VAL_INT ? (long long)pos->u.i : 0LL);
+    print_runs(p);
+    printf("messages: %u\n", count(p, "messages"));
+    printf("tool calls: %u\n", count(p, "toolCalls"));
+    for (uint32_t i = 0; i < count(p, "toolCalls"); i++) {
+        const ab_val_t *v = item(p, "toolCalls", i);
+        printf("  %-24.*s %.*s%s\n", STR_ARGS(v, "id", "?"), STR_ARGS(v, "name", "-"),
+               ab_val_get(v, "result") ? " (result)" : "");
     }
-    ab_doc_destroy(&vals);
-    ab_conn_destroy(&c);
+    print_state_keys(p);
+    uint32_t pending = 0;
+    for (uint32_t i = 0; i < count(p, "approvals"); i++)
+        pending += str_is(item(p, "approvals", i), "status", "pending");
+    printf("pending approvals: %u\n", pending);
+    for (uint32_t i = 0; i < count(p, "approvals"); i++) {
+        const ab_val_t *v = item(p, "approvals", i);
+        if (str_is(v, "status", "pending"))
+            printf("  %-24.*s run %.*s%s%.*s\n", STR_ARGS(v, "interruptId", "?"),
+                   STR_ARGS(v, "runId", "?"), ab_val_get(v, "reason") ? " reason " : "",
+                   STR_ARGS(v, "reason", ""));
+    }
+    printf("active runs: %u\n", count(doc, "activeRuns"));
+    if (count(p, "warnings") > 0)
+        printf("warnings: %u\n", count(p, "warnings"));
+}
+
+/* Send SNAPSHOT on @p c; on AB_OK *doc is the reply's document (views into
+ * @p vals and the connection's last message: keep both until done) and
+ * @p text its JSON text. */
+static ab_status_t fetch(const struct sopts *o, ab_conn_t *c, ab_doc_t *vals, const ab_val_t **doc,
+                         ab_buf_t *text, ab_error_t *err)
+{
+    ab_msg_t q = {.op = AB_OP_SNAPSHOT, .u.snapshot = {.thread = {o->thread, strlen(o->thread)}}};
+    ab_msg_t m;
+    ab_status_t rc = ab_conn_request(c, &q, NULL, 0, vals, &m, (int)o->timeout_ms, err);
+    if (rc == AB_OK && (m.op != AB_OP_SNAPSHOT_REPLY || m.u.snapshot_reply.snapshot == NULL))
+        rc = ab_error_set(err, AB_INVALID_ENVELOPE, "op", "the broker answered %s",
+                          ab_op_name(m.op));
+    if (rc == AB_OK && ab_val_to_json(m.u.snapshot_reply.snapshot, text) != AB_OK)
+        rc = ab_error_set(err, AB_NOMEM, NULL, "out of memory");
+    if (rc == AB_OK)
+        *doc = m.u.snapshot_reply.snapshot;
     return rc;
 }
 
@@ -174,10 +190,18 @@ int cmd_snapshot(int argc, char **argv)
         return rc < 0 ? AB_EXIT_OK : rc;
     ab_error_t err = AB_ERROR_INIT;
     ab_buf_t text = {0};
-    json_t *doc = NULL;
-    ab_status_t st = fetch(&o, &doc, &text, &err);
+    ab_doc_t *vals = NULL;
+    const ab_val_t *doc = NULL;
+    ab_snapshot_t *snap = NULL;
+    ab_conn_t *c = NULL;
+    ab_conn_opts_t co = {.client_name = "agentbus-snapshot", .timeout_ms = (int)o.timeout_ms};
+    ab_status_t st = ab_doc_new(&vals) == AB_OK
+                         ? ab_conn_new(&c, cli_broker_endpoint(o.broker), &co, &err)
+                         : ab_error_set(&err, AB_NOMEM, NULL, "out of memory");
     if (st == AB_OK)
-        st = ab_snapshot_validate(doc, &err);
+        st = fetch(&o, c, vals, &doc, &text, &err);
+    if (st == AB_OK)
+        st = ab_snapshot_from_value(doc, &snap, &err);
     if (st != AB_OK) {
         char buf[768];
         fprintf(stderr, "agentbus snapshot: %s\n", ab_error_format(&err, buf, sizeof(buf)));
@@ -188,7 +212,9 @@ int cmd_snapshot(int argc, char **argv)
     } else {
         print_summary(doc);
     }
-    json_decref(doc);
+    ab_snapshot_destroy(&snap);
+    ab_conn_destroy(&c);
+    ab_doc_destroy(&vals);
     ab_buf_free(&text);
     return rc;
 }

@@ -1,7 +1,7 @@
 /*
  * tail.c - `agentbus tail`: the observer console. Attaches an ab_sub_t to a
  * run, a thread or everything (live by default, or from the start, or from
- * a cursor) and prints each event: the human view (cli/tail_render.c) or
+ * a cursor) and prints each event: the human view (demo/render.c) or
  * JSON Lines with --json. --for and --count bound the session.
  *
  * Invariants:
@@ -11,10 +11,10 @@
  *  2. Exit status: 0 when the session ended as asked (time, count, or
  *     SIGINT/SIGTERM), 1 on a non-retryable subscriber error, 2 on usage.
  */
-#ifdef AB_HAVE_CLIENT
+#include "ab_common.h"
 #include "agentbus/subscriber.h"
 #include "cli.h"
-#include "tail_render.h"
+#include "render.h"
 
 #include <getopt.h>
 #include <signal.h>
@@ -168,20 +168,13 @@ static void fill_sub_opts(struct tstate *ts, ab_sub_opts_t *so)
     so->ud = ts;
 }
 
-static long now_ms(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (long)t.tv_sec * 1000 + t.tv_nsec / 1000000;
-}
-
 /* Poll until time, count or a signal ends the session (invariant 1). */
 static int run_loop(struct tstate *ts, ab_sub_t *s)
 {
-    long end = ts->o.for_s > 0 ? now_ms() + (long)(ts->o.for_s * 1000) : 0;
+    long end = ts->o.for_s > 0 ? ab__mono_ms() + (long)(ts->o.for_s * 1000) : 0;
     bool away = false;
     while (!tail_stop && !(ts->o.count && ts->seen >= ts->o.count)) {
-        long left = end ? end - now_ms() : 250;
+        long left = end ? end - ab__mono_ms() : 250;
         if (left <= 0)
             break;
         ab_error_t err = AB_ERROR_INIT;
@@ -228,6 +221,3 @@ int cmd_tail(int argc, char **argv)
     ab_buf_free(&ts.line);
     return rc;
 }
-#else
-typedef int ab_cli_tail_unused_t; /* built without the client library */
-#endif

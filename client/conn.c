@@ -13,6 +13,7 @@
  *  4. Every wait is bounded by a deadline on the monotonic clock; ZeroMQ is
  *     polled, never blocked on.
  */
+#include "ab_common.h"
 #include "agentbus/client.h"
 
 #include "conn_int.h"
@@ -47,13 +48,6 @@ struct ab_conn {
     ab_buf_t pack; /* the packed frame being built */
 };
 
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static int timeout_of(const ab_conn_t *c, int timeout_ms)
 {
     return timeout_ms > 0 ? timeout_ms : c->opts.timeout_ms;
@@ -87,14 +81,10 @@ static ab_status_t recv_frames(ab_conn_t *c, ab_error_t *err)
     close_msgs(c);
     int more = 1;
     while (more) {
-        if (c->nmsgs == c->msgs_cap) {
-            size_t cap = c->msgs_cap ? c->msgs_cap * 2 : 16;
-            zmq_msg_t *m = realloc(c->msgs, cap * sizeof(*m));
-            if (!m)
-                return ab_error_set(err, AB_NOMEM, NULL, "out of memory receiving frames");
-            c->msgs = m;
-            c->msgs_cap = cap;
-        }
+        zmq_msg_t *grown = ab__grow(c->msgs, &c->msgs_cap, c->nmsgs + 1, sizeof(*grown), 16);
+        if (!grown)
+            return ab_error_set(err, AB_NOMEM, NULL, "out of memory receiving frames");
+        c->msgs = grown;
         zmq_msg_t *m = &c->msgs[c->nmsgs];
         zmq_msg_init(m);
         if (zmq_msg_recv(m, c->sock, 0) < 0) {
@@ -111,7 +101,7 @@ static ab_status_t recv_frames(ab_conn_t *c, ab_error_t *err)
 static ab_status_t wait_readable(ab_conn_t *c, int64_t deadline, ab_error_t *err)
 {
     for (;;) {
-        int64_t left = deadline - now_ms();
+        int64_t left = deadline - ab__mono_ms();
         if (left < 0)
             left = 0;
         zmq_pollitem_t it = {.socket = c->sock, .events = ZMQ_POLLIN};
@@ -120,7 +110,7 @@ static ab_status_t wait_readable(ab_conn_t *c, int64_t deadline, ab_error_t *err
             return AB_OK;
         if (rc < 0 && zmq_errno() != EINTR)
             return zmq_fail(err, "poll");
-        if (rc == 0 && now_ms() >= deadline) {
+        if (rc == 0 && ab__mono_ms() >= deadline) {
             ab_error_set(err, AB_TIMEOUT, NULL, "no reply from the broker in time");
             if (err)
                 err->retryable = true;
@@ -147,7 +137,7 @@ static void credit_dropped(ab_conn_t *c, uint64_t cid)
 ab_status_t ab_conn_recv(ab_conn_t *c, uint64_t cid, ab_doc_t *doc, ab_msg_t *reply, int timeout_ms,
                          ab_error_t *err)
 {
-    int64_t deadline = now_ms() + timeout_of(c, timeout_ms);
+    int64_t deadline = ab__mono_ms() + timeout_of(c, timeout_ms);
     for (;;) {
         ab_status_t st = wait_readable(c, deadline, err);
         if (st == AB_OK)
@@ -412,9 +402,21 @@ void *ab_conn_zmq_ctx(const ab_conn_t *c)
     return c->ctx;
 }
 
-void *ab_conn_socket(const ab_conn_t *c)
+int ab_conn_wait(ab_conn_t *c, int timeout_ms)
 {
-    return c->sock;
+    zmq_pollitem_t it = {.socket = c->sock, .events = ZMQ_POLLIN};
+    int rc = zmq_poll(&it, 1, timeout_ms < 0 ? 0 : timeout_ms);
+    return rc < 0 ? -1 : rc > 0 ? 1 : 0;
+}
+
+ab_status_t ab_conn_send_raw(ab_conn_t *c, const ab_buf_t *frames, size_t n, ab_error_t *err)
+{
+    if (c == NULL || frames == NULL || n == 0)
+        return ab_error_set(err, AB_INVALID_ARGUMENT, NULL, "send_raw needs at least one frame");
+    for (size_t i = 0; i < n; i++)
+        if (zmq_send(c->sock, frames[i].data, frames[i].len, i + 1 < n ? ZMQ_SNDMORE : 0) < 0)
+            return zmq_fail(err, "send");
+    return AB_OK;
 }
 
 const ab_conn_opts_t *ab__conn_opts(const ab_conn_t *c)

@@ -22,6 +22,7 @@
  *     from [d/2, d] of its exponential step d (jitter).
  */
 #include "agentbus/producer.h"
+#include "ab_common.h"
 
 #include "agentbus/agui.h"
 #include "agentbus/json.h"
@@ -55,13 +56,6 @@ struct ab_producer {
     ab_producer_stats_t stats;
     uint64_t rng; /* the retry jitter's state */
 };
-
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static void sleep_ms(int64_t ms)
 {
@@ -121,9 +115,7 @@ ab_status_t ab_producer_new(ab_producer_t **out, const char *endpoint,
     if (opts)
         p->o = *opts;
     fill_defaults(&p->o);
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    p->rng = (uint64_t)ts.tv_nsec ^ (uint64_t)ts.tv_sec << 32 ^ (uint64_t)(uintptr_t)p;
+    p->rng = ab__mono_seed((uint64_t)(uintptr_t)p);
     ab_conn_opts_t co = {
         .zmq_ctx = p->o.zmq_ctx, .client_name = p->o.client_name, .timeout_ms = p->o.timeout_ms};
     ab_status_t st = ab_conn_new(&p->conn, endpoint, &co, err);
@@ -284,7 +276,7 @@ static ab_status_t drain(ab_producer_t *p, uint32_t keep, int64_t deadline, ab_e
     int tries = 0;
     ab_error_t last = AB_ERROR_INIT;
     while (p->ob_n > 0 && p->ob_n >= keep) {
-        int64_t left = deadline - now_ms();
+        int64_t left = deadline - ab__mono_ms();
         if (left <= 0) {
             if (last.code != AB_OK)
                 return give(err, &last);
@@ -309,7 +301,7 @@ static ab_status_t drain(ab_producer_t *p, uint32_t keep, int64_t deadline, ab_e
             if (delay > p->o.backoff_max_ms)
                 delay = p->o.backoff_max_ms;
             delay = jitter(p, delay);
-            int64_t rest = deadline - now_ms();
+            int64_t rest = deadline - ab__mono_ms();
             sleep_ms(delay < rest ? delay : rest);
         }
     }
@@ -320,7 +312,7 @@ ab_status_t ab_producer_flush(ab_producer_t *p, int timeout_ms, ab_error_t *err)
 {
     if (p->failed)
         return failed_code(p, err);
-    int64_t deadline = now_ms() + (timeout_ms > 0 ? timeout_ms : p->o.timeout_ms);
+    int64_t deadline = ab__mono_ms() + (timeout_ms > 0 ? timeout_ms : p->o.timeout_ms);
     return drain(p, 1, deadline, err);
 }
 
@@ -395,7 +387,7 @@ ab_status_t ab_producer_publish_val(ab_producer_t *p, const ab_val_t *body, ab_e
     if (st == AB_OK)
         st = check_ids(p, &info, err);
     if (st == AB_OK && p->ob_n >= p->batch) /* invariant 2: make room first */
-        st = drain(p, p->batch, now_ms() + p->o.timeout_ms, err);
+        st = drain(p, p->batch, ab__mono_ms() + p->o.timeout_ms, err);
     if (st != AB_OK)
         return st;
     struct timeval tv;

@@ -82,7 +82,6 @@ struct ab_sub {
     ab_sub_stats_t stats;
 };
 
-long ab__sub_now_ms(void);
 /* A reconnect attempt or a replay failed: draw the delay before the next one. */
 void ab__sub_backoff_arm(ab_sub_t *s);
 /* The connection works (a heartbeat of its broker, a completed replay): no delay. */

@@ -19,19 +19,13 @@
  *  4. A heartbeat of the connected instance proves the connection: it
  *     resets the reconnect backoff (subscriber.c invariant 4).
  */
+#include "ab_common.h"
 #include "sub_int.h"
 
 #include <errno.h>
 #include <string.h>
 #include <time.h>
 #include <zmq.h>
-
-long ab__sub_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 ab_status_t ab__sub_live_open(ab_sub_t *s, ab_error_t *err)
 {
@@ -68,7 +62,7 @@ static void on_heartbeat(ab_sub_t *s, zmq_msg_t *body)
     if (ab_msg_decode(s->ldoc, zmq_msg_data(body), zmq_msg_size(body), NULL, &m, &err) != AB_OK ||
         m.op != AB_OP_HEARTBEAT)
         return; /* not ours to judge: ignore a malformed heartbeat */
-    s->last_hb_ms = ab__sub_now_ms();
+    s->last_hb_ms = ab__mono_ms();
     const char *inst = s->conn ? ab_conn_instance(s->conn) : "";
     if (m.u.heartbeat.instance.len != strlen(inst) ||
         memcmp(m.u.heartbeat.instance.ptr, inst, m.u.heartbeat.instance.len) != 0) {

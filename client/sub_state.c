@@ -8,23 +8,16 @@
  *  2. The FIFO never holds more than `max` items: a push beyond it is
  *     refused (AB_TOO_LARGE) and the caller drops the buffer and replays.
  */
+#include "ab_common.h"
 #include "sub_int.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-static uint32_t hash(const char *s, size_t len)
-{
-    uint32_t h = 2166136261u;
-    for (size_t i = 0; i < len; i++)
-        h = (h ^ (uint8_t)s[i]) * 16777619u;
-    return h;
-}
-
 static size_t find_slot(const sub_map_t *m, const char *run, size_t len)
 {
     size_t mask = m->icap - 1;
-    for (size_t i = hash(run, len) & mask;; i = (i + 1) & mask) {
+    for (size_t i = ab__fnv32_more(AB__FNV32_BASIS, run, len) & mask;; i = (i + 1) & mask) {
         uint32_t e = m->idx[i];
         if (e == 0)
             return i;

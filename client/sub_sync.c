@@ -20,6 +20,7 @@
  *     connection, resets the backoff and counts as a sign of life for the
  *     silence check (subscriber.c invariant 4).
  */
+#include "ab_common.h"
 #include "sub_int.h"
 
 #include <stdlib.h>
@@ -142,7 +143,7 @@ ab_status_t ab__sub_resync(ab_sub_t *s, ab_error_t *err)
         return rc;
     }
     ab__sub_backoff_reset(s); /* the broker answered in full: the connection works */
-    s->last_hb_ms = ab__sub_now_ms();
+    s->last_hb_ms = ab__mono_ms();
     if (s->o.scope == AB_SUB_ALL && end.head_pos > s->last_pos)
         s->last_pos = end.head_pos; /* everything up to it was sent */
     if (end.head_pos > s->synced_pos)

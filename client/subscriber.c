@@ -21,6 +21,7 @@
  *     connection is immediate, and a stalled broker gets at most one hello
  *     per delay from each subscriber.
  */
+#include "ab_common.h"
 #include "sub_int.h"
 
 #include <errno.h>
@@ -79,7 +80,7 @@ void ab__sub_backoff_arm(ab_sub_t *s)
     uint64_t half = c / 2;
     uint64_t delay = c - half + next_rand(s) % (half + 1); /* [c - c/2, c] */
     s->stats.backoff_ms = delay;
-    s->retry_at_ms = ab__sub_now_ms() + (long)delay;
+    s->retry_at_ms = ab__mono_ms() + (long)delay;
 }
 
 void ab__sub_backoff_reset(ab_sub_t *s)
@@ -144,7 +145,7 @@ static ab_status_t reconnect(ab_sub_t *s, int wait_ms, ab_error_t *err)
     ab__sub_live_close(s);
     ab_conn_destroy(&s->conn);
     ab__sub_fifo_clear(&s->fifo);
-    s->last_hb_ms = ab__sub_now_ms(); /* next attempt after another silence */
+    s->last_hb_ms = ab__mono_ms(); /* next attempt after another silence */
     ab_conn_opts_t co = {.zmq_ctx = s->ctx, .client_name = "agentbus-sub", .timeout_ms = wait_ms};
     ab_status_t rc = ab_conn_new(&s->conn, s->endpoint, &co, err);
     if (rc == AB_OK)
@@ -186,10 +187,7 @@ ab_status_t ab_sub_new(ab_sub_t **out, const char *endpoint, const ab_sub_opts_t
         opts->reconnect_base_ms > 0 ? opts->reconnect_base_ms : AB_SUB_RECONNECT_BASE_DEFAULT_MS;
     if (s->o.reconnect_base_ms > s->o.reconnect_max_ms)
         s->o.reconnect_base_ms = s->o.reconnect_max_ms;
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    s->rng = (uint64_t)ts.tv_nsec ^ (uint64_t)ts.tv_sec << 32 ^ (uint64_t)getpid() << 16 ^
-             (uint64_t)(uintptr_t)s;
+    s->rng = ab__mono_seed((uint64_t)getpid() << 16 ^ (uint64_t)(uintptr_t)s);
     s->fifo.max = opts->max_pending ? opts->max_pending : AB_SUB_MAX_PENDING_DEFAULT;
     s->ctx = opts->zmq_ctx;
     if (!s->ctx) {
@@ -252,12 +250,12 @@ static ab_status_t backoff_wait(ab_sub_t *s, long now, long deadline, bool *wait
     if (until > now)
         sleep_ms(until - now);
     *waited = true; /* the poll's wait is spent here */
-    if (ab__sub_now_ms() >= s->retry_at_ms)
+    if (ab__mono_ms() >= s->retry_at_ms)
         return AB_OK; /* due: the next step tries */
     if (!s->conn || s->reconnect)
         return ab_error_set(err, AB_UNAVAILABLE, NULL,
                             "broker %s unreachable; next reconnect attempt in %ld ms", s->endpoint,
-                            s->retry_at_ms - ab__sub_now_ms());
+                            s->retry_at_ms - ab__mono_ms());
     return AB_OK; /* connected, a replay owed: the poll may end quietly */
 }
 
@@ -279,7 +277,7 @@ static ab_status_t attempt(ab_sub_t *s, long now, long deadline, ab_error_t *err
 /* One step of the loop (invariant 2). *waited is set when it waited on the SUB. */
 static ab_status_t step(ab_sub_t *s, long deadline, bool *waited, ab_error_t *err)
 {
-    long now = ab__sub_now_ms();
+    long now = ab__mono_ms();
     bool down = s->reconnect || !s->conn;
     if ((down || s->need_replay) && now < s->retry_at_ms) {
         if (down && s->conn) { /* abandoned: do not keep it while waiting */
@@ -293,7 +291,7 @@ static ab_status_t step(ab_sub_t *s, long deadline, bool *waited, ab_error_t *er
     if (s->need_replay) {
         ab__sub_fifo_clear(&s->fifo); /* the replay covers them; live resumes after */
         ab_status_t rc = ab__sub_resync(s, err);
-        *waited = *waited || ab__sub_now_ms() >= deadline;
+        *waited = *waited || ab__mono_ms() >= deadline;
         return rc;
     }
     if (s->fifo.n)
@@ -324,7 +322,7 @@ static ab_status_t step(ab_sub_t *s, long deadline, bool *waited, ab_error_t *er
 
 ab_status_t ab_sub_poll(ab_sub_t *s, int timeout_ms, ab_error_t *err)
 {
-    long deadline = ab__sub_now_ms() + (timeout_ms > 0 ? timeout_ms : 0);
+    long deadline = ab__mono_ms() + (timeout_ms > 0 ? timeout_ms : 0);
     bool waited = false;
     s->stop = false;
     for (;;) {
@@ -333,7 +331,7 @@ ab_status_t ab_sub_poll(ab_sub_t *s, int timeout_ms, ab_error_t *err)
             return ab_error_set(err, AB_REQUEST_ABORTED, NULL, "stopped by the callback");
         if (rc != AB_OK)
             return rc;
-        if (waited && ab__sub_now_ms() >= deadline && !s->reconnect && !s->fifo.n)
+        if (waited && ab__mono_ms() >= deadline && !s->reconnect && !s->fifo.n)
             return AB_OK;
     }
 }

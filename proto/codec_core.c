@@ -17,6 +17,7 @@
 #include "codec_internal.h"
 
 #include "agentbus/ids.h"
+#include "value_internal.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -661,7 +662,7 @@ static ab_status_t anymap_enc(ab_cctx_t *c, const ab_fspec_t *f, const char *bas
     if (!v)
         return ab__cc_fail(c, c->bad, "%s is missing", what(c));
     ab_status_t rc = want(c, v, AB_VAL_MAP, "a map");
-    if (rc == AB_OK && ab_val_pack(&c->pk, v) != AB_OK)
+    if (rc == AB_OK && ab__val_pack(&c->pk, v) != AB_OK)
         rc = ab__cc_fail(c, AB_NOMEM, "out of memory encoding %s", what(c));
     return rc;
 }

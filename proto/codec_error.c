@@ -114,7 +114,7 @@ static ab_status_t details_dec(ab_cctx_t *c, const ab_fspec_t *f, const ab_val_t
         ab__cc_pop(c, mark);
     }
     if (rc == AB_OK)
-        e->ndetails = (int)v->len;
+        e->ndetails = (uint8_t)v->len;
     return rc;
 }
 
@@ -150,9 +150,7 @@ static bool detail_kept(const ab_error_t *e, int i)
 
 static int ndetails(const ab_error_t *e)
 {
-    return e->ndetails < 0                      ? 0
-           : e->ndetails > AB_ERROR_DETAILS_MAX ? AB_ERROR_DETAILS_MAX
-                                                : e->ndetails;
+    return e->ndetails > AB_ERROR_DETAILS_MAX ? AB_ERROR_DETAILS_MAX : e->ndetails;
 }
 
 static ab_status_t details_enc(ab_cctx_t *c, const ab_fspec_t *f, const char *base)

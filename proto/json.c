@@ -13,6 +13,7 @@
  */
 #include "agentbus/json.h"
 
+#include <locale.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,6 +58,20 @@ ab_status_t ab_json_quote(ab_buf_t *out, const char *s, size_t len)
     return ab_buf_append(out, "\"", 1);
 }
 
+/* JSON's decimal point is '.', whatever LC_NUMERIC an embedding program set:
+ * put it back in place of the locale's (which may be several bytes). */
+static int c_decimal_point(char *s, int n)
+{
+    const char *dp = localeconv()->decimal_point;
+    size_t dl = strlen(dp);
+    char *at = dl && strcmp(dp, ".") != 0 ? strstr(s, dp) : NULL;
+    if (!at)
+        return n;
+    *at = '.';
+    memmove(at + 1, at + dl, strlen(at + dl) + 1);
+    return n - (int)(dl - 1);
+}
+
 static ab_status_t emit_double(ab_buf_t *out, double d)
 {
     char tmp[40];
@@ -66,6 +81,7 @@ static ab_status_t emit_double(ab_buf_t *out, double d)
         if (strtod(tmp, NULL) == d)
             break;
     }
+    n = c_decimal_point(tmp, n);
     if (!strpbrk(tmp, ".eEn")) { /* keep it a float when read back */
         tmp[n++] = '.';
         tmp[n++] = '0';

@@ -46,6 +46,7 @@
 
 #include <locale.h>
 #include <math.h>
+#include <msgpack.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>

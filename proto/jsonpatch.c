@@ -23,6 +23,7 @@
  */
 #include "agentbus/jsonpatch.h"
 #include "alloc_internal.h"
+#include "jansson_internal.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -327,7 +328,7 @@ static ab_status_t do_test(json_t *root, const jp_ptr_t *p, const json_t *value,
     ab_status_t st = walk(root, p, p->n, &cur, op);
     if (st != AB_OK)
         return st;
-    if (!ab_json_equal_value(cur, value))
+    if (!ab__json_equal_value(cur, value))
         return op_fail(op, AB_CONFLICT, NULL, "test failed: value differs");
     return AB_OK;
 }
@@ -417,7 +418,7 @@ static ab_status_t op_apply(json_t **root, const json_t *o, jp_kind_t k, jp_op_t
     return st;
 }
 
-static ab_status_t apply_all(json_t **work, const json_t *patch, ab_jsonpatch_warn_fn warn,
+static ab_status_t apply_all(json_t **work, const json_t *patch, ab__jsonpatch_warn_fn warn,
                              void *ud, ab_error_t *err)
 {
     jp_budget_t budget = {0};
@@ -449,8 +450,8 @@ static ab_status_t apply_all(json_t **work, const json_t *patch, ab_jsonpatch_wa
     return AB_OK;
 }
 
-ab_status_t ab_jsonpatch_apply_ex(json_t **doc, const json_t *patch, ab_jsonpatch_warn_fn warn,
-                                  void *ud, ab_error_t *err)
+ab_status_t ab__jsonpatch_apply_ex(json_t **doc, const json_t *patch, ab__jsonpatch_warn_fn warn,
+                                   void *ud, ab_error_t *err)
 {
     if (!doc || !*doc)
         return ab_error_set(err, AB_INVALID_ARGUMENT, NULL, "no document");
@@ -469,9 +470,9 @@ ab_status_t ab_jsonpatch_apply_ex(json_t **doc, const json_t *patch, ab_jsonpatc
     return AB_OK;
 }
 
-ab_status_t ab_jsonpatch_apply(json_t **doc, const json_t *patch, ab_error_t *err)
+ab_status_t ab__jsonpatch_apply(json_t **doc, const json_t *patch, ab_error_t *err)
 {
-    return ab_jsonpatch_apply_ex(doc, patch, NULL, NULL, err);
+    return ab__jsonpatch_apply_ex(doc, patch, NULL, NULL, err);
 }
 
 static bool object_equal(const json_t *a, const json_t *b)
@@ -483,13 +484,13 @@ static bool object_equal(const json_t *a, const json_t *b)
     json_t *va;
     json_object_keylen_foreach((json_t *)(uintptr_t)a, k, klen, va)
     {
-        if (!ab_json_equal_value(va, json_object_getn(b, k, klen)))
+        if (!ab__json_equal_value(va, json_object_getn(b, k, klen)))
             return false;
     }
     return true;
 }
 
-bool ab_json_equal_value(const json_t *a, const json_t *b)
+bool ab__json_equal_value(const json_t *a, const json_t *b)
 {
     if (!a || !b)
         return a == b;
@@ -506,7 +507,7 @@ bool ab_json_equal_value(const json_t *a, const json_t *b)
         if (json_array_size(a) != json_array_size(b))
             return false;
         for (size_t i = 0; i < json_array_size(a); i++)
-            if (!ab_json_equal_value(json_array_get(a, i), json_array_get(b, i)))
+            if (!ab__json_equal_value(json_array_get(a, i), json_array_get(b, i)))
                 return false;
         return true;
     case JSON_STRING:

@@ -34,6 +34,7 @@
  *   CLOSED  -> (none)   ab__lc_messages_snapshot   activity message it leaves out
  *   any     -> (none)   ab__lc_clear   RUN_FINISHED, RUN_ERROR
  */
+#include "ab_common.h"
 #include "alloc_internal.h"
 #include "lifecycle_internal.h"
 
@@ -66,25 +67,15 @@ const char *ab__lc_owner_name(ab_str_t owner, char *buf, size_t size)
 
 /* ---- lookup ------------------------------------------------------------- */
 
-static uint32_t fnv1a(uint32_t h, const void *p, size_t n)
-{
-    const unsigned char *s = p;
-    for (size_t i = 0; i < n; i++) {
-        h ^= s[i];
-        h *= 16777619u;
-    }
-    return h;
-}
-
 static uint32_t item_hash(int kind, ab_str_t key, ab_str_t owner)
 {
     unsigned char k = (unsigned char)kind;
-    uint32_t h = fnv1a(2166136261u, &k, 1);
-    h = fnv1a(h, key.ptr, key.len);
+    uint32_t h = ab__fnv32_more(AB__FNV32_BASIS, &k, 1);
+    h = ab__fnv32_more(h, key.ptr, key.len);
     if (kind == AB__LC_STEP) {
         unsigned char tagged = owner.ptr != NULL;
-        h = fnv1a(h, &tagged, 1);
-        h = fnv1a(h, owner.ptr, owner.len);
+        h = ab__fnv32_more(h, &tagged, 1);
+        h = ab__fnv32_more(h, owner.ptr, owner.len);
     }
     return h;
 }

@@ -159,7 +159,7 @@ void ab__rd_meta(ab_reducer_t *r, json_t *target, const ab_val_t *ev)
     }
     for (uint32_t i = 0; i < md->len; i++) {
         const ab_kv_t *kv = &md->u.pairs[i];
-        json_t *v = ab_val_to_jansson(&kv->val);
+        json_t *v = ab__val_to_jansson(&kv->val);
         if (!v || json_object_setn_new_nocheck(dst, kv->key, kv->klen, v) != 0)
             r->oom = true;
     }
@@ -296,7 +296,7 @@ const char *ab__rd_lane(ab_reducer_t *r, const char *kind, const ab_val_t *ev, c
     return json_string_value(cur);
 }
 
-json_t *ab_val_to_jansson(const ab_val_t *v)
+json_t *ab__val_to_jansson(const ab_val_t *v)
 {
     json_t *o = NULL;
     switch (v->type) {
@@ -310,7 +310,7 @@ json_t *ab_val_to_jansson(const ab_val_t *v)
     case AB_VAL_ARRAY:
         o = json_array();
         for (uint32_t i = 0; o && i < v->len; i++) {
-            if (json_array_append_new(o, ab_val_to_jansson(&v->u.items[i])) != 0)
+            if (json_array_append_new(o, ab__val_to_jansson(&v->u.items[i])) != 0)
                 json_decref(o), o = NULL;
         }
         return o;
@@ -318,7 +318,7 @@ json_t *ab_val_to_jansson(const ab_val_t *v)
         o = json_object();
         for (uint32_t i = 0; o && i < v->len; i++) {
             const ab_kv_t *kv = &v->u.pairs[i];
-            if (json_object_setn_new_nocheck(o, kv->key, kv->klen, ab_val_to_jansson(&kv->val)))
+            if (json_object_setn_new_nocheck(o, kv->key, kv->klen, ab__val_to_jansson(&kv->val)))
                 json_decref(o), o = NULL;
         }
         return o;
@@ -384,7 +384,7 @@ static void resume_entry(ab_reducer_t *r, const ab_val_t *e)
     ab__rd_set(r, a, "resumedByRunId", json_string(r->run));
     const ab_val_t *payload = ab_val_get(e, "payload");
     if (payload)
-        ab__rd_set(r, a, "payload", ab_val_to_jansson(payload));
+        ab__rd_set(r, a, "payload", ab__val_to_jansson(payload));
 }
 
 static void run_started(ab_reducer_t *r, const ab_val_t *ev)
@@ -401,7 +401,7 @@ static void run_started(ab_reducer_t *r, const ab_val_t *ev)
     ab__rd_input_messages(r, ab_val_get(input, "messages"));
     const ab_val_t *state = ab_val_get(input, "state");
     if (state && state->type != AB_VAL_NULL)
-        ab__rd_set(r, r->root, "state", ab_val_to_jansson(state));
+        ab__rd_set(r, r->root, "state", ab__val_to_jansson(state));
     const ab_val_t *resume = ab_val_get(input, "resume");
     if (resume && resume->type == AB_VAL_ARRAY)
         for (uint32_t i = 0; i < resume->len; i++)
@@ -453,10 +453,10 @@ static void run_finished(ab_reducer_t *r, const ab_val_t *ev)
     ab__rd_set(r, run, "outcome", json_stringn(type, n));
     const ab_val_t *result = ab_val_get(ev, "result");
     if (result)
-        ab__rd_set(r, run, "result", ab_val_to_jansson(result));
+        ab__rd_set(r, run, "result", ab__val_to_jansson(result));
     const ab_val_t *pending = ab_val_get(outcome, "pendingToolCallIds");
     if (pending)
-        ab__rd_set(r, run, "pendingToolCallIds", ab_val_to_jansson(pending));
+        ab__rd_set(r, run, "pendingToolCallIds", ab__val_to_jansson(pending));
     seq_set(r, run, "endedSeq");
     json_object_clear(r->lanes);
     if (strcmp(status, "interrupted") == 0)
@@ -487,7 +487,7 @@ static void state_snapshot(ab_reducer_t *r, const ab_val_t *ev)
 {
     const ab_val_t *s = ab_val_get(ev, "snapshot");
     if (s)
-        ab__rd_set(r, r->root, "state", ab_val_to_jansson(s));
+        ab__rd_set(r, r->root, "state", ab__val_to_jansson(s));
 }
 
 static void patch_warn(void *ud, size_t index, const char *op)
@@ -498,7 +498,7 @@ static void patch_warn(void *ud, size_t index, const char *op)
 static void state_delta(ab_reducer_t *r, const ab_val_t *ev)
 {
     const ab_val_t *d = ab_val_get(ev, "delta");
-    json_t *patch = d ? ab_val_to_jansson(d) : NULL;
+    json_t *patch = d ? ab__val_to_jansson(d) : NULL;
     if (!patch) {
         if (d)
             r->oom = true;
@@ -506,7 +506,7 @@ static void state_delta(ab_reducer_t *r, const ab_val_t *ev)
     }
     json_t *state = json_incref(json_object_get(r->root, "state"));
     ab_error_t err = AB_ERROR_INIT;
-    ab_status_t st = ab_jsonpatch_apply_ex(&state, patch, patch_warn, r, &err);
+    ab_status_t st = ab__jsonpatch_apply_ex(&state, patch, patch_warn, r, &err);
     json_decref(patch);
     if (st == AB_OK) {
         ab__rd_set(r, r->root, "state", state);
@@ -615,7 +615,7 @@ void ab_reducer_destroy(ab_reducer_t **rp)
     *rp = NULL;
 }
 
-const json_t *ab_reducer_state(const ab_reducer_t *r)
+const json_t *ab__reducer_state(const ab_reducer_t *r)
 {
     if (!r)
         return NULL;
@@ -674,7 +674,7 @@ ab_status_t ab_reducer_apply(ab_reducer_t *r, const ab_val_t *ev, const char *ru
 
 /* ---- continuing from a stored projection (snapshots) ---- */
 
-const json_t *ab_reducer_lanes(const ab_reducer_t *r)
+const json_t *ab__reducer_lanes(const ab_reducer_t *r)
 {
     return r ? r->lanes : NULL;
 }
@@ -717,8 +717,8 @@ static ab_status_t check_lanes(const json_t *lanes, ab_error_t *err)
     return AB_OK;
 }
 
-ab_status_t ab_reducer_from_state(ab_reducer_t **out, const json_t *p, const json_t *lanes,
-                                  ab_error_t *err)
+ab_status_t ab__reducer_from_state(ab_reducer_t **out, const json_t *p, const json_t *lanes,
+                                   ab_error_t *err)
 {
     const char *thread = json_string_value(json_object_get(p, "threadId"));
     if (!out || !json_is_object(p) || !thread)

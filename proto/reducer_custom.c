@@ -140,7 +140,7 @@ void ab__rd_custom(ab_reducer_t *r, const ab_val_t *ev)
             d = &kit_defs[i];
     if (!d)
         return;
-    json_t *v = ab_val_to_jansson(value);
+    json_t *v = ab__val_to_jansson(value);
     if (!v) {
         r->oom = true;
         return;

@@ -9,6 +9,7 @@
 #define AB_REDUCER_INTERNAL_H
 
 #include "agentbus/reducer.h"
+#include "jansson_internal.h"
 
 #include <jansson.h>
 

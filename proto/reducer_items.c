@@ -346,11 +346,11 @@ void ab__rd_tool_result(ab_reducer_t *r, const ab_val_t *ev)
         if (!(m = ab__rd_insert(r, c, result_slot(r, tid, tn), id, n, m)))
             return;
     }
-    ab__rd_set(r, m, "content", ab_val_to_jansson(content));
+    ab__rd_set(r, m, "content", ab__val_to_jansson(content));
     ab__rd_meta(r, m, ev);
     json_t *t = ab__rd_find(&r->coll[RD_TOOLS], tid, tn);
     if (t)
-        ab__rd_set(r, t, "result", ab_val_to_jansson(content));
+        ab__rd_set(r, t, "result", ab__val_to_jansson(content));
 }
 
 /* ---- reasoning ---- */
@@ -489,7 +489,7 @@ void ab__rd_activity_snapshot(ab_reducer_t *r, const ab_val_t *ev)
     }
     if (!keep) { /* replace:false keeps an existing activity; a replacement re-mints its owner */
         ab__rd_copy_str(r, a, ev, "activityType");
-        ab__rd_set(r, a, "content", ab_val_to_jansson(content));
+        ab__rd_set(r, a, "content", ab__val_to_jansson(content));
         json_object_del(a, "subagentRunId");
         ab__rd_copy_str(r, a, ev, "subagentRunId");
     }
@@ -514,11 +514,11 @@ void ab__rd_activity_delta(ab_reducer_t *r, const ab_val_t *ev)
         return;
     }
     ab__rd_meta(r, a, ev); /* the event's metadata does not depend on its patch applying */
-    json_t *patch = ab_val_to_jansson(p);
+    json_t *patch = ab__val_to_jansson(p);
     json_t *content = json_incref(json_object_get(a, "content"));
     ab_error_t err = AB_ERROR_INIT;
     ab_status_t st =
-        patch ? ab_jsonpatch_apply_ex(&content, patch, activity_patch_warn, r, &err) : AB_NOMEM;
+        patch ? ab__jsonpatch_apply_ex(&content, patch, activity_patch_warn, r, &err) : AB_NOMEM;
     json_decref(patch);
     if (st == AB_OK && json_is_object(content)) {
         ab__rd_set(r, a, "content", content);

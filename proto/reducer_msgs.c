@@ -165,7 +165,7 @@ void ab__rd_messages_snapshot(ab_reducer_t *r, const ab_val_t *ev)
     const ab_val_t *mv = ab_val_get(ev, "messages");
     if (!mv || mv->type != AB_VAL_ARRAY)
         return;
-    json_t *msgs = ab_val_to_jansson(mv);
+    json_t *msgs = ab__val_to_jansson(mv);
     json_t *plain = json_array(), *acts = json_array(), *reas = json_array();
     if (!msgs || !plain || !acts || !reas) {
         r->oom = true;
@@ -220,7 +220,7 @@ void ab__rd_input_messages(ab_reducer_t *r, const ab_val_t *mv)
         const char *id = ab__rd_str(v, "id", &n);
         if (!id || !ab__rd_str(v, "role", &rn) || held(r, id, n))
             continue;
-        json_t *m = ab_val_to_jansson(v);
+        json_t *m = ab__val_to_jansson(v);
         if (!m) {
             r->oom = true;
             return;

@@ -15,12 +15,14 @@
  *     nothing. pos only grows.
  *  4. A document is built from deep copies: it never aliases the builder.
  */
+#include "ab_common.h"
 #include "alloc_internal.h"
 #include "reducer_internal.h"
 #include "snapshot_internal.h"
 
 #include "agentbus/ids.h"
 #include "agentbus/snapshot.h"
+#include "value_internal.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -78,14 +80,10 @@ ab_status_t ab_snapshot_builder_new(ab_snapshot_builder_t **out, const char *thr
 static ab_status_t keep_event(ab_snapshot_builder_t *b, const char *run, uint64_t seq, uint64_t pos,
                               const void *body, size_t len, uint32_t depth)
 {
-    if (b->nev == b->evcap) {
-        size_t cap = b->evcap ? b->evcap * 2 : 64;
-        sn_event_t *v = ab__realloc(b->ev, cap * sizeof(*v));
-        if (!v)
-            return AB_NOMEM;
-        b->ev = v;
-        b->evcap = cap;
-    }
+    sn_event_t *v = ab__grow_with(ab__realloc, b->ev, &b->evcap, b->nev + 1, sizeof(*v), 64);
+    if (!v)
+        return AB_NOMEM;
+    b->ev = v;
     size_t off = b->bytes.len, rl = strlen(run);
     if (ab_buf_append(&b->bytes, run, rl) != AB_OK ||
         (body && ab_buf_append(&b->bytes, body, len) != AB_OK)) {
@@ -251,7 +249,7 @@ static ab_status_t keep_val(ab_snapshot_builder_t *b, const char *run, uint64_t 
         return AB_NOMEM;
     msgpack_packer pk;
     msgpack_packer_init(&pk, &b->bytes, ab_buf_msgpack_write);
-    if (ab_val_pack(&pk, event) != AB_OK) {
+    if (ab__val_pack(&pk, event) != AB_OK) {
         b->nev--;
         b->bytes.len = mark;
         return AB_NOMEM;
@@ -283,16 +281,16 @@ ab_status_t ab_snapshot_builder_feed(ab_snapshot_builder_t *b, const char *run, 
     return AB_OK;
 }
 
-ab_status_t ab_snapshot_builder_document(const ab_snapshot_builder_t *b, json_t **out,
-                                         ab_error_t *err)
+ab_status_t ab__snapshot_builder_document(const ab_snapshot_builder_t *b, json_t **out,
+                                          ab_error_t *err)
 {
     if (!b || !out)
         return ab_error_set(err, AB_INVALID_ARGUMENT, NULL, "NULL builder or out");
-    const json_t *p = ab_reducer_state(b->r);
+    const json_t *p = ab__reducer_state(b->r);
     json_t *doc =
         json_pack("{s:i,s:O,s:o,s:o,s:{s:o,s:I},s:o,s:o}", "formatVersion",
                   AB_SNAPSHOT_FORMAT_VERSION, "threadId", json_object_get(p, "threadId"),
-                  "projection", json_deep_copy(p), "lanes", json_deep_copy(ab_reducer_lanes(b->r)),
+                  "projection", json_deep_copy(p), "lanes", json_deep_copy(ab__reducer_lanes(b->r)),
                   "checkpoint", "runs", json_deep_copy(b->runs), "position", (json_int_t)b->pos,
                   "activeRuns", ab__sn_active_runs(p), "activeEvents", ab__sn_events_json(b));
     if (!doc)
@@ -303,11 +301,11 @@ ab_status_t ab_snapshot_builder_document(const ab_snapshot_builder_t *b, json_t 
 
 /* ---- parsed snapshots ---- */
 
-ab_status_t ab_snapshot_from_json(const json_t *doc, ab_snapshot_t **out, ab_error_t *err)
+ab_status_t ab__snapshot_from_json(const json_t *doc, ab_snapshot_t **out, ab_error_t *err)
 {
     if (!out)
         return ab_error_set(err, AB_INVALID_ARGUMENT, NULL, "NULL out");
-    ab_status_t st = ab_snapshot_validate(doc, err);
+    ab_status_t st = ab__snapshot_validate(doc, err);
     if (st != AB_OK)
         return st;
     ab_snapshot_t *s = ab__malloc(sizeof *s);
@@ -332,7 +330,7 @@ ab_status_t ab_snapshot_parse(const char *text, size_t len, ab_snapshot_t **out,
         ab_error_detail_str(err, "rule", "json");
         return st;
     }
-    ab_status_t st = ab_snapshot_from_json(doc, out, err);
+    ab_status_t st = ab__snapshot_from_json(doc, out, err);
     json_decref(doc);
     return st;
 }
@@ -346,7 +344,7 @@ void ab_snapshot_destroy(ab_snapshot_t **sp)
     *sp = NULL;
 }
 
-const json_t *ab_snapshot_document(const ab_snapshot_t *s)
+const json_t *ab__snapshot_document(const ab_snapshot_t *s)
 {
     return s ? s->doc : NULL;
 }
@@ -361,6 +359,6 @@ ab_status_t ab_snapshot_restore(const ab_snapshot_t *s, ab_reducer_t **out, ab_e
 {
     if (!s || !out)
         return ab_error_set(err, AB_INVALID_ARGUMENT, NULL, "NULL snapshot or out");
-    return ab_reducer_from_state(out, json_object_get(s->doc, "projection"),
-                                 json_object_get(s->doc, "lanes"), err);
+    return ab__reducer_from_state(out, json_object_get(s->doc, "projection"),
+                                  json_object_get(s->doc, "lanes"), err);
 }

@@ -1,5 +1,5 @@
 /*
- * snapshot_check.c - ab_snapshot_validate(): every rule a snapshot document
+ * snapshot_check.c - ab__snapshot_validate(): every rule a snapshot document
  * must satisfy (docs/REDUCER.md section 6). Each failure is AB_CORRUPT with
  * the rule's stable name in the message and in the detail "rule", and the
  * JSON pointer of the offending value in err->field.
@@ -9,11 +9,12 @@
  *     checkpoint, activeRuns, activeEvents); the first broken one is
  *     reported.
  *  2. The document is only read, never changed.
- *  3. A document that passes can be restored (ab_reducer_from_state() finds
+ *  3. A document that passes can be restored (ab__reducer_from_state() finds
  *     every key it needs with the right type).
  */
 #include "agentbus/ids.h"
 #include "agentbus/snapshot.h"
+#include "jansson_internal.h"
 
 #include <stdarg.h>
 #include <stdint.h>
@@ -303,7 +304,7 @@ static ab_status_t check_active_events(chk_t *c)
     return st;
 }
 
-ab_status_t ab_snapshot_validate(const json_t *doc, ab_error_t *err)
+ab_status_t ab__snapshot_validate(const json_t *doc, ab_error_t *err)
 {
     chk_t c = {.doc = doc, .err = err};
     if (!doc)

@@ -2,10 +2,10 @@
  * snapshot_enc.c - writing a builder's snapshot document without building it
  * as a jansson tree first: as msgpack (the SNAPSHOT reply, docs/PROTOCOL.md
  * 7.8) and as compact JSON text (what the persistence plugin stores), plus
- * the jansson activeEvents array for ab_snapshot_builder_document().
+ * the jansson activeEvents array for ab__snapshot_builder_document().
  *
  * Invariants:
- *  1. Both encoders write the same document as ab_snapshot_builder_document()
+ *  1. Both encoders write the same document as ab__snapshot_builder_document()
  *     (same keys in the same order, same values): the msgpack one as
  *     ab_json_to_msgpack() would encode its JSON text, the JSON one as text
  *     that ab_snapshot_parse() accepts.
@@ -20,6 +20,7 @@
 
 #include "agentbus/json.h"
 
+#include <msgpack.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -90,7 +91,7 @@ static const ab_val_t *event_val(const ab_snapshot_builder_t *b, const sn_event_
  * event body as the projection does (docs/REDUCER.md, "Numbers"): with that
  * integer as its nearest double, which jansson can hold (and so
  * ab_snapshot_parse() can read the JSON text). Both encoders write those
- * bodies through ab_val_to_jansson(); every other body as it is.
+ * bodies through ab__val_to_jansson(); every other body as it is.
  */
 static bool has_uint(const ab_val_t *v)
 {
@@ -114,7 +115,7 @@ json_t *ab__sn_events_json(const ab_snapshot_builder_t *b)
     for (size_t i = 0; i < b->nev; i++) {
         const sn_event_t *e = &b->ev[i];
         const ab_val_t *v = event_val(b, e, doc);
-        json_t *body = v ? ab_val_to_jansson(v) : NULL;
+        json_t *body = v ? ab__val_to_jansson(v) : NULL;
         json_t *item =
             body ? json_pack("{s:s%,s:I,s:I,s:o}", "run", (const char *)b->bytes.data + e->off,
                              (size_t)e->run_len, "seq", (json_int_t)e->seq, "pos",
@@ -153,7 +154,7 @@ static ab_status_t pack_body(const ab_snapshot_builder_t *b, const sn_event_t *e
         return AB_NOMEM;
     if (!has_uint(v))
         return PACK(pk->callback(pk->data, (const char *)body, e->ev_len));
-    json_t *j = ab_val_to_jansson(v);
+    json_t *j = ab__val_to_jansson(v);
     ab_status_t st = j ? ab__sn_pack_json(pk, j, 4, UINT32_MAX) : AB_NOMEM;
     json_decref(j);
     return st;
@@ -189,7 +190,7 @@ static ab_status_t pack_events(const ab_snapshot_builder_t *b, msgpack_packer *p
 static ab_status_t pack_doc(ab_snapshot_builder_t *b, msgpack_packer *pk, const json_t *active,
                             uint32_t max)
 {
-    const json_t *p = ab_reducer_state(b->r);
+    const json_t *p = ab__reducer_state(b->r);
     ab_status_t st = PACK(msgpack_pack_map(pk, 7));
     if (st == AB_OK && (st = pack_key(pk, "formatVersion")) == AB_OK)
         st = PACK(msgpack_pack_int64(pk, AB_SNAPSHOT_FORMAT_VERSION));
@@ -200,7 +201,7 @@ static ab_status_t pack_doc(ab_snapshot_builder_t *b, msgpack_packer *pk, const 
         st = ab__sn_pack_json(pk, p, 2, max);
     b->proj_bytes = ((ab_buf_t *)pk->data)->len - mark;
     if (st == AB_OK && (st = pack_key(pk, "lanes")) == AB_OK)
-        st = ab__sn_pack_json(pk, ab_reducer_lanes(b->r), 2, max);
+        st = ab__sn_pack_json(pk, ab__reducer_lanes(b->r), 2, max);
     if (st == AB_OK && (st = pack_key(pk, "checkpoint")) == AB_OK &&
         (st = PACK(msgpack_pack_map(pk, 2))) == AB_OK && (st = pack_key(pk, "runs")) == AB_OK &&
         (st = ab__sn_pack_json(pk, b->runs, 3, max)) == AB_OK &&
@@ -221,7 +222,7 @@ ab_status_t ab_snapshot_builder_msgpack(ab_snapshot_builder_t *b, uint32_t max_d
     size_t mark = out->len;
     msgpack_packer pk;
     msgpack_packer_init(&pk, out, ab_buf_msgpack_write);
-    json_t *active = ab__sn_active_runs(ab_reducer_state(b->r));
+    json_t *active = ab__sn_active_runs(ab__reducer_state(b->r));
     ab_status_t st = active ? pack_doc(b, &pk, active, max_depth) : AB_NOMEM;
     json_decref(active);
     if (st == AB_OK && out->len - mark > max_bytes)
@@ -268,7 +269,7 @@ static ab_status_t json_events(const ab_snapshot_builder_t *b, ab_buf_t *out)
         if (st == AB_OK)
             st = dump(out, num, NULL);
         if (st == AB_OK && v && has_uint(v)) {
-            json_t *j = ab_val_to_jansson(v);
+            json_t *j = ab__val_to_jansson(v);
             st = j ? dump(out, "", j) : AB_NOMEM;
             json_decref(j);
         } else if (st == AB_OK) {
@@ -286,7 +287,7 @@ ab_status_t ab_snapshot_builder_json(ab_snapshot_builder_t *b, ab_buf_t *out, ab
     if (!b || !out)
         return ab_error_set(err, AB_INVALID_ARGUMENT, NULL, "NULL builder or out");
     size_t mark = out->len;
-    const json_t *p = ab_reducer_state(b->r);
+    const json_t *p = ab__reducer_state(b->r);
     json_t *active = ab__sn_active_runs(p);
     char num[64], head[64];
     snprintf(num, sizeof num, ",\"position\":%llu},\"activeRuns\":", (unsigned long long)b->pos);
@@ -295,7 +296,7 @@ ab_status_t ab_snapshot_builder_json(ab_snapshot_builder_t *b, ab_buf_t *out, ab
     if (st == AB_OK)
         st = dump(out, ",\"projection\":", p);
     if (st == AB_OK)
-        st = dump(out, ",\"lanes\":", ab_reducer_lanes(b->r));
+        st = dump(out, ",\"lanes\":", ab__reducer_lanes(b->r));
     if (st == AB_OK)
         st = dump(out, ",\"checkpoint\":{\"runs\":", b->runs);
     if (st == AB_OK)

@@ -11,6 +11,7 @@
 
 #include "agentbus/buf.h"
 #include "agentbus/snapshot.h"
+#include "jansson_internal.h"
 
 #include <msgpack.h>
 

@@ -64,11 +64,49 @@ void ab_error_clear(ab_error_t *err)
         memset(err, 0, sizeof(*err));
 }
 
+_Static_assert(sizeof(ab_error_t) <= 360, "ab_error_t stays small (status.h)");
+
+/* Cut @p s (NUL-terminated, @p n bytes) back to the last whole UTF-8 character. */
+static void utf8_cut(char *s, size_t n)
+{
+    size_t end = n;
+    while (end > 0 && ((unsigned char)s[end - 1] & 0xC0) == 0x80)
+        end--; /* continuation bytes of a character that may be cut */
+    if (end > 0) {
+        unsigned char lead = (unsigned char)s[end - 1];
+        size_t need = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
+        if (n - (end - 1) < need)
+            end--; /* the last character is incomplete: drop its lead byte too */
+        else
+            end = n;
+    }
+    s[end] = '\0';
+}
+
 static void copy_trunc(char *dst, size_t size, const char *src)
 {
     size_t n = strlen(src);
-    if (n >= size)
+    bool cut = n >= size;
+    if (cut)
         n = size - 1;
+    memcpy(dst, src, n);
+    dst[n] = '\0';
+    if (cut)
+        utf8_cut(dst, n);
+}
+
+/* A field path that does not fit is cut at its last whole segment: what is
+ * left still names a value, an ancestor of the one meant. */
+static void copy_field(char *dst, const char *src)
+{
+    size_t n = strlen(src);
+    if (n < AB_ERROR_FIELD_MAX) {
+        memcpy(dst, src, n + 1);
+        return;
+    }
+    n = AB_ERROR_FIELD_MAX - 1;
+    while (n > 0 && src[n] != '/')
+        n--;
     memcpy(dst, src, n);
     dst[n] = '\0';
 }
@@ -80,10 +118,12 @@ ab_status_t ab_error_vset(ab_error_t *err, ab_status_t code, const char *field, 
         return code;
     err->code = code;
     err->retryable = ab_status_retryable(code);
-    copy_trunc(err->field, sizeof(err->field), field ? field : "");
-    if (fmt)
-        vsnprintf(err->message, sizeof(err->message), fmt, ap);
-    else
+    copy_field(err->field, field ? field : "");
+    if (fmt) {
+        int n = vsnprintf(err->message, sizeof(err->message), fmt, ap);
+        if (n >= (int)sizeof(err->message))
+            utf8_cut(err->message, sizeof(err->message) - 1);
+    } else
         copy_trunc(err->message, sizeof(err->message), ab_status_str(code));
     return code;
 }
@@ -139,9 +179,9 @@ void ab_error_prefix_field(ab_error_t *err, const char *prefix)
 {
     if (!err || !prefix || !*prefix)
         return;
-    char tmp[AB_ERROR_FIELD_MAX];
+    char tmp[2 * AB_ERROR_FIELD_MAX];
     snprintf(tmp, sizeof(tmp), "%s%s", prefix, err->field);
-    memcpy(err->field, tmp, sizeof(tmp));
+    copy_field(err->field, tmp);
 }
 
 const char *ab_error_format(const ab_error_t *err, char *buf, size_t size)

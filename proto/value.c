@@ -14,6 +14,7 @@
  */
 #include "agentbus/value.h"
 #include "alloc_internal.h"
+#include "value_internal.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -646,7 +647,20 @@ const char *ab_val_type_name(ab_val_type_t t)
     return (unsigned)t < sizeof(names) / sizeof(names[0]) ? names[t] : "unknown";
 }
 
-ab_status_t ab_val_pack(msgpack_packer *pk, const ab_val_t *v)
+ab_status_t ab_val_encode(const ab_val_t *v, ab_buf_t *out)
+{
+    if (v == NULL || out == NULL)
+        return AB_INVALID_ARGUMENT;
+    size_t mark = out->len;
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, out, ab_buf_msgpack_write);
+    ab_status_t rc = ab__val_pack(&pk, v);
+    if (rc != AB_OK)
+        out->len = mark;
+    return rc;
+}
+
+ab_status_t ab__val_pack(msgpack_packer *pk, const ab_val_t *v)
 {
     int rc = 0;
     switch (v->type) {
@@ -659,7 +673,7 @@ ab_status_t ab_val_pack(msgpack_packer *pk, const ab_val_t *v)
     case AB_VAL_ARRAY:
         rc = msgpack_pack_array(pk, v->len);
         for (uint32_t i = 0; rc == 0 && i < v->len; i++)
-            rc = ab_val_pack(pk, &v->u.items[i]) == AB_OK ? 0 : -1;
+            rc = ab__val_pack(pk, &v->u.items[i]) == AB_OK ? 0 : -1;
         break;
     case AB_VAL_MAP:
         rc = msgpack_pack_map(pk, v->len);
@@ -667,7 +681,7 @@ ab_status_t ab_val_pack(msgpack_packer *pk, const ab_val_t *v)
             const ab_kv_t *kv = &v->u.pairs[i];
             rc = msgpack_pack_str_with_body(pk, kv->key, kv->klen);
             if (rc == 0)
-                rc = ab_val_pack(pk, &kv->val) == AB_OK ? 0 : -1;
+                rc = ab__val_pack(pk, &kv->val) == AB_OK ? 0 : -1;
         }
         break;
     }

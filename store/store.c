@@ -32,7 +32,7 @@
 #include <string.h>
 #include <unistd.h>
 
-/* Tuning (measured with bench/store_bench.c, see docs/STORE.md). */
+/* Tuning (measured with bench/tools/store_bench.c, see docs/STORE.md). */
 #define STORE_PAGE_SIZE "8192" /* = AB_STORE_PAGE_BYTES */
 #define WRITER_PRAGMAS  "PRAGMA cache_size=-8192;"
 #define READER_PRAGMAS  "PRAGMA cache_size=-16384;"
@@ -88,10 +88,7 @@ ab_status_t ab__store_sqlerr(ab_store_t *st, int rc, const char *what, ab_error_
     if (s == AB_OK)
         s = AB_INTERNAL;
     const char *msg = st->db ? sqlite3_errmsg(st->db) : sqlite3_errstr(rc);
-    if (s == AB_CORRUPT && st->opening)
-        ab_error_set(err, s, "store", "database %s is damaged: %s (%s); %s", st->path, msg, what,
-                     AB_STORE_AFRESH_HINT);
-    else if (s == AB_CORRUPT)
+    if (s == AB_CORRUPT)
         ab_error_set(err, s, "store", "database %s is damaged: %s (%s)", st->path, msg, what);
     else
         ab_error_set(err, s, "store", "%s: %s (%s)", what, msg, st->path);
@@ -144,8 +141,8 @@ static ab_status_t check_file(ab_store_t *st, bool quick_check, int *version, ab
         report += strlen(banner);
     for (char *c = buf; *c; c++)
         *c = *c == '\n' ? ' ' : *c;
-    return ab_error_set(err, AB_CORRUPT, "store", "database %s is damaged: quick_check: %.80s; %s",
-                        st->path, report, AB_STORE_AFRESH_HINT);
+    return ab_error_set(err, AB_CORRUPT, "store", "database %s is damaged: quick_check: %.80s",
+                        st->path, report);
 }
 
 static ab_status_t migrate(ab_store_t *st, ab_error_t *err)

@@ -327,10 +327,7 @@ static ab_status_t check_size(ab_store_t *st, const struct stat *sb, ab_error_t 
 {
     if (sb->st_size != 0)
         return AB_OK;
-    return ab_error_set(err, AB_CORRUPT, "store",
-                        "database %s is empty (0 bytes); a new store is made only where no "
-                        "database exists: %s",
-                        st->path, AB_STORE_AFRESH_HINT);
+    return ab_error_set(err, AB_CORRUPT, "store", "database %s is empty (0 bytes)", st->path);
 }
 
 /* No database but its WAL: those are committed events of a database that is gone. SQLite
@@ -343,10 +340,8 @@ static ab_status_t check_orphan_wal(ab_store_t *st, ab_error_t *err)
     if (stat(wal, &sb) != 0 || sb.st_size == 0)
         return AB_OK;
     return ab_error_set(err, AB_CORRUPT, "store",
-                        "database %s is missing but its WAL %s-wal is there (%lld bytes); "
-                        "restore the database, or to start afresh on purpose move the -wal "
-                        "and -shm files away",
-                        st->path, AB_STORE_DB_NAME, (long long)sb.st_size);
+                        "database %s is missing but its WAL %s-wal is there (%lld bytes)", st->path,
+                        AB_STORE_DB_NAME, (long long)sb.st_size);
 }
 
 static ab_status_t open_writer_file(ab_store_t *st, const char *dir, const ab_store_opts_t *o,

@@ -32,7 +32,6 @@ typedef struct ab_store_ckpt ab_store_ckpt_t;
 typedef struct ab_store_file ab_store_file_t;
 
 /** The end of every message refusing a database at open (the file was named before). */
-#define AB_STORE_AFRESH_HINT "to start afresh on purpose, move it and its -wal and -shm files away"
 
 /** Bytes of a record header inside a chunk. */
 #define CHUNK_HDR 24
@@ -120,7 +119,7 @@ struct ab_store {
     int pid_fd;            /* exclusive handles: <dir>/LOCK, locked, holding the pid; else -1 */
     bool exclusive;
     bool marked_checked; /* this handle told the file entry it ran quick_check */
-    bool opening;        /* inside ab__store_open(): refusals carry AB_STORE_AFRESH_HINT */
+    bool opening;        /* inside ab__store_open() */
 };
 
 /* Start the checkpointer of a writer handle (falls back to inline checkpoints). */

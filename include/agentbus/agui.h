@@ -78,10 +78,10 @@ typedef enum ab_agui_type {
 } ab_agui_type_t;
 
 /** Wire name of a type ("RUN_STARTED"); "UNKNOWN" for AB_AGUI_UNKNOWN. */
-const char *ab_agui_type_name(ab_agui_type_t t);
+AB_API const char *ab_agui_type_name(ab_agui_type_t t);
 
 /** Type from its wire name; AB_AGUI_UNKNOWN when not one of the 31. */
-ab_agui_type_t ab_agui_type_from(const char *s, size_t len);
+AB_API ab_agui_type_t ab_agui_type_from(const char *s, size_t len);
 
 /** A borrowed string view (not NUL-terminated). ptr == NULL means absent. */
 typedef struct ab_str {
@@ -149,9 +149,9 @@ typedef void (*ab_agui_warn_cb)(void *ud, const char *path, const char *msg);
  *         returns AB_OK with info->type == AB_AGUI_UNKNOWN (the caller drops
  *         it, as the AG-UI processing model requires).
  */
-AB_NODISCARD ab_status_t ab_agui_validate(const ab_val_t *event, ab_agui_mode_t mode,
-                                          ab_agui_warn_cb warn, void *ud, ab_agui_info_t *info,
-                                          ab_error_t *err);
+AB_API AB_NODISCARD ab_status_t ab_agui_validate(const ab_val_t *event, ab_agui_mode_t mode,
+                                                 ab_agui_warn_cb warn, void *ud,
+                                                 ab_agui_info_t *info, ab_error_t *err);
 
 /* ---- lifecycle -------------------------------------------------------- */
 
@@ -163,7 +163,7 @@ typedef struct ab_lifecycle_limits {
 } ab_lifecycle_limits_t;
 
 /** Defaults: 1024 open items, 4096 tool calls, 4096 other ids. */
-ab_lifecycle_limits_t ab_lifecycle_limits_default(void);
+AB_API ab_lifecycle_limits_t ab_lifecycle_limits_default(void);
 
 typedef struct ab_lifecycle ab_lifecycle_t;
 
@@ -182,12 +182,13 @@ typedef enum ab_run_state {
  * @param limits  NULL for the defaults.
  * @return AB_OK, AB_NOMEM or AB_INVALID_ARGUMENT.
  */
-AB_NODISCARD ab_status_t ab_lifecycle_new(ab_lifecycle_t **out, const char *thread_id,
-                                          size_t thread_len, const char *run_id, size_t run_len,
-                                          const ab_lifecycle_limits_t *limits);
+AB_API AB_NODISCARD ab_status_t ab_lifecycle_new(ab_lifecycle_t **out, const char *thread_id,
+                                                 size_t thread_len, const char *run_id,
+                                                 size_t run_len,
+                                                 const ab_lifecycle_limits_t *limits);
 
 /** Free a checker. NULL-safe; sets *lc = NULL. */
-void ab_lifecycle_destroy(ab_lifecycle_t **lc);
+AB_API void ab_lifecycle_destroy(ab_lifecycle_t **lc);
 
 /**
  * Check the next event of the run and advance the state. On an error the
@@ -196,14 +197,14 @@ void ab_lifecycle_destroy(ab_lifecycle_t **lc);
  *         err->message the rule), AB_RUN_TERMINAL (event after the end),
  *         AB_TOO_LARGE (a memory bound of the checker), AB_NOMEM.
  */
-AB_NODISCARD ab_status_t ab_lifecycle_check(ab_lifecycle_t *lc, const ab_agui_info_t *ev,
-                                            ab_error_t *err);
+AB_API AB_NODISCARD ab_status_t ab_lifecycle_check(ab_lifecycle_t *lc, const ab_agui_info_t *ev,
+                                                   ab_error_t *err);
 
 /** The run's state after the events checked so far. */
-ab_run_state_t ab_lifecycle_state(const ab_lifecycle_t *lc);
+AB_API ab_run_state_t ab_lifecycle_state(const ab_lifecycle_t *lc);
 
 /** Bytes of memory the checker currently holds (for the documented bound). */
-size_t ab_lifecycle_memory(const ab_lifecycle_t *lc);
+AB_API size_t ab_lifecycle_memory(const ab_lifecycle_t *lc);
 
 #ifdef __cplusplus
 }

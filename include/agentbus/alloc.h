@@ -15,6 +15,8 @@
 #ifndef AGENTBUS_ALLOC_H
 #define AGENTBUS_ALLOC_H
 
+#include "agentbus/status.h"
+
 #include <stddef.h>
 
 #ifdef __cplusplus
@@ -30,7 +32,7 @@ typedef void (*ab_free_fn)(void *ptr);
  * free). @p realloc_fn must, like realloc, leave the block untouched when it
  * fails; it is never called with a NULL pointer or a zero size.
  */
-void ab_set_allocator(ab_malloc_fn malloc_fn, ab_realloc_fn realloc_fn, ab_free_fn free_fn);
+AB_API void ab_set_allocator(ab_malloc_fn malloc_fn, ab_realloc_fn realloc_fn, ab_free_fn free_fn);
 
 #ifdef __cplusplus
 }

@@ -26,19 +26,19 @@ typedef struct ab_buf {
     }
 
 /** Append @p n bytes. @return AB_OK or AB_NOMEM. */
-AB_NODISCARD ab_status_t ab_buf_append(ab_buf_t *b, const void *p, size_t n);
+AB_API AB_NODISCARD ab_status_t ab_buf_append(ab_buf_t *b, const void *p, size_t n);
 
 /** Make room for @p n more bytes. @return AB_OK or AB_NOMEM. */
-AB_NODISCARD ab_status_t ab_buf_reserve(ab_buf_t *b, size_t n);
+AB_API AB_NODISCARD ab_status_t ab_buf_reserve(ab_buf_t *b, size_t n);
 
 /** Set len to 0, keeping the memory. */
-void ab_buf_reset(ab_buf_t *b);
+AB_API void ab_buf_reset(ab_buf_t *b);
 
 /** Free the memory and zero the struct. NULL-safe. */
-void ab_buf_free(ab_buf_t *b);
+AB_API void ab_buf_free(ab_buf_t *b);
 
 /** msgpack_packer write callback: `msgpack_packer_init(&pk, buf, ab_buf_msgpack_write)`. */
-int ab_buf_msgpack_write(void *buf, const char *p, size_t n);
+AB_API int ab_buf_msgpack_write(void *buf, const char *p, size_t n);
 
 #ifdef __cplusplus
 }

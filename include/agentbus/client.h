@@ -69,27 +69,42 @@ typedef struct ab_conn ab_conn_t;
  *         "ours"/"theirs") with the error copied into @p err;
  *         AB_INVALID_ARGUMENT, AB_INVALID_ENVELOPE, AB_IO or AB_NOMEM.
  */
-AB_NODISCARD ab_status_t ab_conn_new(ab_conn_t **out, const char *endpoint,
-                                     const ab_conn_opts_t *opts, ab_error_t *err);
+AB_API AB_NODISCARD ab_status_t ab_conn_new(ab_conn_t **out, const char *endpoint,
+                                            const ab_conn_opts_t *opts, ab_error_t *err);
 
 /** Close the socket (linger 0), the owned context and free. NULL-safe; *c = NULL. */
-void ab_conn_destroy(ab_conn_t **c);
+AB_API void ab_conn_destroy(ab_conn_t **c);
 
 /* Welcome facts, owned by the connection and valid until it is destroyed. */
 /** The negotiated protocol version. */
-uint32_t ab_conn_version(const ab_conn_t *c);
+AB_API uint32_t ab_conn_version(const ab_conn_t *c);
 /** The broker instance id (NUL-terminated). */
-const char *ab_conn_instance(const ab_conn_t *c);
+AB_API const char *ab_conn_instance(const ab_conn_t *c);
 /** The event endpoint named by the broker (NUL-terminated). */
-const char *ab_conn_event_endpoint(const ab_conn_t *c);
+AB_API const char *ab_conn_event_endpoint(const ab_conn_t *c);
 /** The broker's limits. */
-const ab_limits_t *ab_conn_limits(const ab_conn_t *c);
+AB_API const ab_limits_t *ab_conn_limits(const ab_conn_t *c);
 /** The broker's capabilities; *n receives the count. Names are NUL-terminated copies. */
-const ab_cap_t *ab_conn_caps(const ab_conn_t *c, size_t *n);
+AB_API const ab_cap_t *ab_conn_caps(const ab_conn_t *c, size_t *n);
 /** The ZeroMQ context (owned or borrowed), e.g. to open a SUB on the event endpoint. */
-void *ab_conn_zmq_ctx(const ab_conn_t *c);
-/** The DEALER socket, for tests that put raw frames on the wire. Borrowed. */
-void *ab_conn_socket(const ab_conn_t *c);
+AB_API void *ab_conn_zmq_ctx(const ab_conn_t *c);
+
+/**
+ * Wait up to @p timeout_ms (0: do not wait) until a reply can be received
+ * without blocking. @return 1 when one can, 0 after the timeout, -1 on a
+ * ZeroMQ error.
+ */
+AB_API int ab_conn_wait(ab_conn_t *c, int timeout_ms);
+
+/**
+ * Send @p n frames as one message, exactly as given: no header is encoded
+ * and nothing is checked. For tools that test a broker's answers to
+ * malformed requests (the conformance suite); a normal client uses
+ * ab_conn_send(). Replies come back through ab_conn_recv().
+ * @return AB_OK; AB_INVALID_ARGUMENT (n == 0); AB_IO when ZeroMQ refuses.
+ */
+AB_API AB_NODISCARD ab_status_t ab_conn_send_raw(ab_conn_t *c, const ab_buf_t *frames, size_t n,
+                                                 ab_error_t *err);
 
 /**
  * Send one request without waiting. The header is @p req with `v` and `cid`
@@ -100,8 +115,9 @@ void *ab_conn_socket(const ab_conn_t *c);
  * @param cid  out: the cid used (may be NULL).
  * @return AB_OK, AB_INVALID_ARGUMENT (encoding refused), AB_IO or AB_NOMEM.
  */
-AB_NODISCARD ab_status_t ab_conn_send(ab_conn_t *c, const ab_msg_t *req, const ab_buf_t *frames,
-                                      size_t nframes, uint64_t *cid, ab_error_t *err);
+AB_API AB_NODISCARD ab_status_t ab_conn_send(ab_conn_t *c, const ab_msg_t *req,
+                                             const ab_buf_t *frames, size_t nframes, uint64_t *cid,
+                                             ab_error_t *err);
 
 /**
  * Wait for the next message for @p cid (0 = any cid) and decode its header
@@ -112,43 +128,45 @@ AB_NODISCARD ab_status_t ab_conn_send(ab_conn_t *c, const ab_msg_t *req, const a
  * @return AB_OK, the broker's error code, AB_TIMEOUT, AB_INVALID_ENVELOPE,
  *         AB_IO or AB_NOMEM.
  */
-AB_NODISCARD ab_status_t ab_conn_recv(ab_conn_t *c, uint64_t cid, ab_doc_t *doc, ab_msg_t *reply,
-                                      int timeout_ms, ab_error_t *err);
+AB_API AB_NODISCARD ab_status_t ab_conn_recv(ab_conn_t *c, uint64_t cid, ab_doc_t *doc,
+                                             ab_msg_t *reply, int timeout_ms, ab_error_t *err);
 
 /** Frames after the header of the last received message; *n receives the count. */
-const uint8_t *ab_conn_frame(const ab_conn_t *c, size_t i, size_t *len);
+AB_API const uint8_t *ab_conn_frame(const ab_conn_t *c, size_t i, size_t *len);
 /** Number of frames after the header of the last received message. */
-size_t ab_conn_nframes(const ab_conn_t *c);
+AB_API size_t ab_conn_nframes(const ab_conn_t *c);
 
 /**
  * Send @p req and wait for its reply (same cid). Errors as ab_conn_send()
  * and ab_conn_recv().
  */
-AB_NODISCARD ab_status_t ab_conn_request(ab_conn_t *c, const ab_msg_t *req, const ab_buf_t *frames,
-                                         size_t nframes, ab_doc_t *doc, ab_msg_t *reply,
-                                         int timeout_ms, ab_error_t *err);
+AB_API AB_NODISCARD ab_status_t ab_conn_request(ab_conn_t *c, const ab_msg_t *req,
+                                                const ab_buf_t *frames, size_t nframes,
+                                                ab_doc_t *doc, ab_msg_t *reply, int timeout_ms,
+                                                ab_error_t *err);
 
 /**
  * Publish @p n envelope frames in one request. On AB_OK *results points to
  * n results (views into @p doc). A reply with another number of results is
  * AB_INVALID_ENVELOPE.
  */
-AB_NODISCARD ab_status_t ab_conn_publish(ab_conn_t *c, const ab_buf_t *events, size_t n,
-                                         ab_doc_t *doc, const ab_result_t **results, int timeout_ms,
-                                         ab_error_t *err);
+AB_API AB_NODISCARD ab_status_t ab_conn_publish(ab_conn_t *c, const ab_buf_t *events, size_t n,
+                                                ab_doc_t *doc, const ab_result_t **results,
+                                                int timeout_ms, ab_error_t *err);
 
 /** Claim a run; *out receives the `claimed` reply (views into @p doc). */
-AB_NODISCARD ab_status_t ab_conn_claim(ab_conn_t *c, const char *thread, const char *run,
-                                       ab_doc_t *doc, ab_claimed_t *out, int timeout_ms,
-                                       ab_error_t *err);
+AB_API AB_NODISCARD ab_status_t ab_conn_claim(ab_conn_t *c, const char *thread, const char *run,
+                                              ab_doc_t *doc, ab_claimed_t *out, int timeout_ms,
+                                              ab_error_t *err);
 
 /** Ask for heads; *out receives the `heads_reply` (views into @p doc). */
-AB_NODISCARD ab_status_t ab_conn_heads(ab_conn_t *c, const ab_heads_t *q, ab_doc_t *doc,
-                                       ab_heads_reply_t *out, int timeout_ms, ab_error_t *err);
+AB_API AB_NODISCARD ab_status_t ab_conn_heads(ab_conn_t *c, const ab_heads_t *q, ab_doc_t *doc,
+                                              ab_heads_reply_t *out, int timeout_ms,
+                                              ab_error_t *err);
 
 /** Ping; *out receives the `pong` (views into @p doc). */
-AB_NODISCARD ab_status_t ab_conn_ping(ab_conn_t *c, ab_doc_t *doc, ab_pong_t *out, int timeout_ms,
-                                      ab_error_t *err);
+AB_API AB_NODISCARD ab_status_t ab_conn_ping(ab_conn_t *c, ab_doc_t *doc, ab_pong_t *out,
+                                             int timeout_ms, ab_error_t *err);
 
 /**
  * Called once per replayed event with its stamp and envelope bytes
@@ -172,9 +190,10 @@ typedef ab_status_t (*ab_conn_row_cb)(void *ud, const ab_stamp_t *stamp, const u
  * @return AB_OK, the broker's error code, the callback's status, AB_TIMEOUT,
  *         AB_INVALID_ENVELOPE (bad chunk/stamp), AB_IO or AB_NOMEM.
  */
-AB_NODISCARD ab_status_t ab_conn_replay(ab_conn_t *c, const ab_msg_t *replay_req, ab_conn_row_cb cb,
-                                        void *ud, ab_doc_t *doc, ab_replay_end_t *end,
-                                        int timeout_ms, ab_error_t *err);
+AB_API AB_NODISCARD ab_status_t ab_conn_replay(ab_conn_t *c, const ab_msg_t *replay_req,
+                                               ab_conn_row_cb cb, void *ud, ab_doc_t *doc,
+                                               ab_replay_end_t *end, int timeout_ms,
+                                               ab_error_t *err);
 
 /**
  * Build an event envelope from a JSON body: append to @p out the envelope
@@ -182,9 +201,9 @@ AB_NODISCARD ab_status_t ab_conn_replay(ab_conn_t *c, const ab_msg_t *replay_req
  * @return AB_OK, AB_INVALID_ARGUMENT (bad id, bad JSON, not a map) or AB_NOMEM.
  *         On failure out->len is unchanged. Reentrant.
  */
-AB_NODISCARD ab_status_t ab_envelope_json(ab_buf_t *out, uint32_t v, const char *thread,
-                                          const char *run, uint64_t seq, uint64_t epoch,
-                                          const char *json, ab_error_t *err);
+AB_API AB_NODISCARD ab_status_t ab_envelope_json(ab_buf_t *out, uint32_t v, const char *thread,
+                                                 const char *run, uint64_t seq, uint64_t epoch,
+                                                 const char *json, ab_error_t *err);
 
 #ifdef __cplusplus
 }

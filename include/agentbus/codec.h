@@ -76,7 +76,8 @@ typedef struct ab_event {
  * @return AB_OK, AB_INVALID_ARGUMENT (err->field names the bad field) or
  *         AB_NOMEM. On failure out->len is unchanged.
  */
-AB_NODISCARD ab_status_t ab_event_encode(const ab_event_t *ev, ab_buf_t *out, ab_error_t *err);
+AB_API AB_NODISCARD ab_status_t ab_event_encode(const ab_event_t *ev, ab_buf_t *out,
+                                                ab_error_t *err);
 
 /**
  * Decode one envelope frame. The whole frame must be at most
@@ -87,9 +88,9 @@ AB_NODISCARD ab_status_t ab_event_encode(const ab_event_t *ev, ab_buf_t *out, ab
  * @return AB_OK, AB_INVALID_ENVELOPE, AB_TOO_LARGE, AB_INCOMPATIBLE_VERSION
  *         or AB_NOMEM.
  */
-AB_NODISCARD ab_status_t ab_event_decode(ab_doc_t *doc, const uint8_t *buf, size_t len,
-                                         const ab_limits_t *limits, ab_event_t *out,
-                                         ab_error_t *err);
+AB_API AB_NODISCARD ab_status_t ab_event_decode(ab_doc_t *doc, const uint8_t *buf, size_t len,
+                                                const ab_limits_t *limits, ab_event_t *out,
+                                                ab_error_t *err);
 
 /**
  * Decode the header of one envelope frame and leave the body unread: the
@@ -102,12 +103,12 @@ AB_NODISCARD ab_status_t ab_event_decode(ab_doc_t *doc, const uint8_t *buf, size
  * checked too, and still not returned).
  * @return as ab_event_decode().
  */
-AB_NODISCARD ab_status_t ab_event_decode_head(ab_doc_t *doc, const uint8_t *buf, size_t len,
-                                              const ab_limits_t *limits, ab_event_t *out,
-                                              ab_error_t *err);
+AB_API AB_NODISCARD ab_status_t ab_event_decode_head(ab_doc_t *doc, const uint8_t *buf, size_t len,
+                                                     const ab_limits_t *limits, ab_event_t *out,
+                                                     ab_error_t *err);
 
 /** True when every field of @p a and @p b is equal (bodies by ab_val_equal). */
-bool ab_event_equal(const ab_event_t *a, const ab_event_t *b);
+AB_API bool ab_event_equal(const ab_event_t *a, const ab_event_t *b);
 
 /* ---- broker stamp ------------------------------------------------------ */
 
@@ -121,14 +122,15 @@ typedef struct ab_stamp {
 #define AB_STAMP_MAX_BYTES 64
 
 /** Append the stamp map {pos, time}. @return AB_OK, AB_INVALID_ARGUMENT, AB_NOMEM. */
-AB_NODISCARD ab_status_t ab_stamp_encode(const ab_stamp_t *st, ab_buf_t *out, ab_error_t *err);
+AB_API AB_NODISCARD ab_status_t ab_stamp_encode(const ab_stamp_t *st, ab_buf_t *out,
+                                                ab_error_t *err);
 
 /**
  * Decode a stamp frame. @p out is written only on AB_OK.
  * @return AB_OK, AB_INVALID_ENVELOPE, AB_TOO_LARGE or AB_NOMEM.
  */
-AB_NODISCARD ab_status_t ab_stamp_decode(ab_doc_t *doc, const uint8_t *buf, size_t len,
-                                         ab_stamp_t *out, ab_error_t *err);
+AB_API AB_NODISCARD ab_status_t ab_stamp_decode(ab_doc_t *doc, const uint8_t *buf, size_t len,
+                                                ab_stamp_t *out, ab_error_t *err);
 
 /* ---- packed envelopes: a packed publish's one frame ----------------------- */
 
@@ -137,14 +139,14 @@ AB_NODISCARD ab_status_t ab_stamp_decode(ab_doc_t *doc, const uint8_t *buf, size
  * @return AB_OK, AB_TOO_LARGE (over 4 GiB) or AB_NOMEM; on failure out->len
  *         is unchanged.
  */
-AB_NODISCARD ab_status_t ab_packed_append(ab_buf_t *out, const void *ev, size_t len,
-                                          ab_error_t *err);
+AB_API AB_NODISCARD ab_status_t ab_packed_append(ab_buf_t *out, const void *ev, size_t len,
+                                                 ab_error_t *err);
 
 /**
  * Cut the next envelope out of [*p, end): point @p ev at it, advance *p and
  * return true; false (nothing changed) when it does not fit.
  */
-bool ab_packed_next(const uint8_t **p, const uint8_t *end, const uint8_t **ev, size_t *len);
+AB_API bool ab_packed_next(const uint8_t **p, const uint8_t *end, const uint8_t **ev, size_t *len);
 
 /* ---- records: (stamp, envelope) pairs in one frame ---------------------- */
 
@@ -165,8 +167,8 @@ bool ab_packed_next(const uint8_t **p, const uint8_t *end, const uint8_t **ev, s
  * @return AB_OK, AB_TOO_LARGE (envelope over 4 GiB) or AB_NOMEM; on failure
  *         out->len is unchanged.
  */
-AB_NODISCARD ab_status_t ab_record_append(ab_buf_t *out, const ab_stamp_t *st, const void *ev,
-                                          size_t len, ab_error_t *err);
+AB_API AB_NODISCARD ab_status_t ab_record_append(ab_buf_t *out, const ab_stamp_t *st,
+                                                 const void *ev, size_t len, ab_error_t *err);
 
 /**
  * Cut the next record out of [*p, end): on success point @p stamp / @p ev
@@ -174,8 +176,8 @@ AB_NODISCARD ab_status_t ab_record_append(ab_buf_t *out, const ab_stamp_t *st, c
  * Hostile lengths cannot overflow: only remaining sizes are compared.
  * @return false (nothing changed) when the record does not fit the frame.
  */
-bool ab_record_next(const uint8_t **p, const uint8_t *end, const uint8_t **stamp, size_t *slen,
-                    const uint8_t **ev, size_t *elen);
+AB_API bool ab_record_next(const uint8_t **p, const uint8_t *end, const uint8_t **stamp,
+                           size_t *slen, const uint8_t **ev, size_t *elen);
 
 /* ---- topics ------------------------------------------------------------ */
 
@@ -197,11 +199,12 @@ bool ab_record_next(const uint8_t **p, const uint8_t *end, const uint8_t **stamp
  * @return AB_OK, AB_INVALID_ARGUMENT (an id breaks ids.h; field "thread" or
  *         "run") or AB_NOMEM. On failure out->len is unchanged.
  */
-AB_NODISCARD ab_status_t ab_topic_event(ab_buf_t *out, ab_str_t thread, ab_str_t run,
-                                        ab_error_t *err);
+AB_API AB_NODISCARD ab_status_t ab_topic_event(ab_buf_t *out, ab_str_t thread, ab_str_t run,
+                                               ab_error_t *err);
 
 /** Append the subscription prefix "ev" NUL <thread> NUL. Errors as ab_topic_event(). */
-AB_NODISCARD ab_status_t ab_topic_thread_prefix(ab_buf_t *out, ab_str_t thread, ab_error_t *err);
+AB_API AB_NODISCARD ab_status_t ab_topic_thread_prefix(ab_buf_t *out, ab_str_t thread,
+                                                       ab_error_t *err);
 
 /* ---- commands ---------------------------------------------------------- */
 
@@ -237,10 +240,10 @@ typedef enum ab_op {
 } ab_op_t;
 
 /** Wire name of @p op ("claim"); "unknown" when out of range. */
-const char *ab_op_name(ab_op_t op);
+AB_API const char *ab_op_name(ab_op_t op);
 
 /** Op from its wire name. @return AB_OK and *out set, or AB_NOT_FOUND. */
-AB_NODISCARD ab_status_t ab_op_from_name(const char *s, size_t len, ab_op_t *out);
+AB_API AB_NODISCARD ab_status_t ab_op_from_name(const char *s, size_t len, ab_op_t *out);
 
 /**
  * True for requests (sent by clients to the command endpoint); their header
@@ -248,7 +251,7 @@ AB_NODISCARD ab_status_t ab_op_from_name(const char *s, size_t len, ab_op_t *out
  * heartbeats) are limited to AB_MAX_REPLY_BYTES instead, since a reply to a
  * full batch can be larger than the request.
  */
-bool ab_op_is_request(ab_op_t op);
+AB_API bool ab_op_is_request(ab_op_t op);
 
 /** Byte limit of a header frame sent by the broker (16 MiB). */
 #define AB_MAX_REPLY_BYTES (16u << 20)
@@ -280,7 +283,7 @@ typedef enum ab_run_status {
 } ab_run_status_t;
 
 /** Wire name of a run status; "?" when out of range. */
-const char *ab_run_status_name(ab_run_status_t s);
+AB_API const char *ab_run_status_name(ab_run_status_t s);
 
 /** What the broker did with one published event. */
 typedef enum ab_result_status {
@@ -502,7 +505,7 @@ typedef struct ab_msg {
  * @return AB_OK, AB_INVALID_ARGUMENT (err->field names the field) or
  *         AB_NOMEM. On failure out->len is unchanged.
  */
-AB_NODISCARD ab_status_t ab_msg_encode(const ab_msg_t *m, ab_buf_t *out, ab_error_t *err);
+AB_API AB_NODISCARD ab_status_t ab_msg_encode(const ab_msg_t *m, ab_buf_t *out, ab_error_t *err);
 
 /**
  * The `cid` and `v` of a header that may not decode (docs/PROTOCOL.md 7.1):
@@ -514,7 +517,7 @@ AB_NODISCARD ab_status_t ab_msg_encode(const ab_msg_t *m, ab_buf_t *out, ab_erro
  * @return true when @p buf starts with a msgpack map.
  * Thread-safety: reentrant.
  */
-bool ab_msg_peek(const uint8_t *buf, size_t len, uint64_t *cid, uint32_t *v);
+AB_API bool ab_msg_peek(const uint8_t *buf, size_t len, uint64_t *cid, uint32_t *v);
 
 /**
  * Decode one header frame. The frame may be at most max_header_bytes for a
@@ -525,15 +528,16 @@ bool ab_msg_peek(const uint8_t *buf, size_t len, uint64_t *cid, uint32_t *v);
  * @return AB_OK, AB_INVALID_ENVELOPE, AB_TOO_LARGE, AB_INCOMPATIBLE_VERSION,
  *         AB_UNSUPPORTED (unknown op) or AB_NOMEM.
  */
-AB_NODISCARD ab_status_t ab_msg_decode(ab_doc_t *doc, const uint8_t *buf, size_t len,
-                                       const ab_limits_t *limits, ab_msg_t *out, ab_error_t *err);
+AB_API AB_NODISCARD ab_status_t ab_msg_decode(ab_doc_t *doc, const uint8_t *buf, size_t len,
+                                              const ab_limits_t *limits, ab_msg_t *out,
+                                              ab_error_t *err);
 
 /**
  * True when two messages are equal field by field (what a decode of an
  * encode gives back). Meaningful for valid messages; strings, trees, lists
  * and errors are compared by content.
  */
-bool ab_msg_equal(const ab_msg_t *a, const ab_msg_t *b);
+AB_API bool ab_msg_equal(const ab_msg_t *a, const ab_msg_t *b);
 
 /**
  * Append an ERROR reply carrying @p e, with cid = e->cid and version @p v
@@ -541,7 +545,8 @@ bool ab_msg_equal(const ab_msg_t *a, const ab_msg_t *b);
  * @return AB_OK, AB_INVALID_ARGUMENT (e->code is AB_OK or out of range or
  *         v is not supported) or AB_NOMEM.
  */
-AB_NODISCARD ab_status_t ab_error_encode_reply(const ab_error_t *e, uint32_t v, ab_buf_t *out);
+AB_API AB_NODISCARD ab_status_t ab_error_encode_reply(const ab_error_t *e, uint32_t v,
+                                                      ab_buf_t *out);
 
 #ifdef __cplusplus
 }

@@ -27,8 +27,8 @@ extern "C" {
  * @return AB_OK or AB_INVALID_ENVELOPE with a message saying what is wrong
  *         (empty, too long, invalid UTF-8, control character at byte N).
  */
-AB_NODISCARD ab_status_t ab_id_check(const char *id, size_t len, uint32_t max, const char *field,
-                                     ab_error_t *err);
+AB_API AB_NODISCARD ab_status_t ab_id_check(const char *id, size_t len, uint32_t max,
+                                            const char *field, ab_error_t *err);
 
 #ifdef __cplusplus
 }

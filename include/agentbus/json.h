@@ -55,18 +55,18 @@ extern "C" {
  *         (field ""); AB_NOMEM. On failure @p out is left at its previous
  *         length.
  */
-AB_NODISCARD ab_status_t ab_json_to_msgpack(const char *text, size_t len, uint32_t max_depth,
-                                            uint32_t max_bytes, ab_status_t bad_code, ab_buf_t *out,
-                                            ab_error_t *err);
+AB_API AB_NODISCARD ab_status_t ab_json_to_msgpack(const char *text, size_t len, uint32_t max_depth,
+                                                   uint32_t max_bytes, ab_status_t bad_code,
+                                                   ab_buf_t *out, ab_error_t *err);
 
 /**
  * Append the compact JSON text of @p v to @p out (no NUL terminator).
  * @return AB_OK or AB_NOMEM.
  */
-AB_NODISCARD ab_status_t ab_val_to_json(const ab_val_t *v, ab_buf_t *out);
+AB_API AB_NODISCARD ab_status_t ab_val_to_json(const ab_val_t *v, ab_buf_t *out);
 
 /** Append a JSON string literal (quoted, escaped) of [s, s+len) to @p out. */
-AB_NODISCARD ab_status_t ab_json_quote(ab_buf_t *out, const char *s, size_t len);
+AB_API AB_NODISCARD ab_status_t ab_json_quote(ab_buf_t *out, const char *s, size_t len);
 
 #ifdef __cplusplus
 }

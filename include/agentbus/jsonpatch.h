@@ -58,9 +58,8 @@
 #ifndef AGENTBUS_JSONPATCH_H
 #define AGENTBUS_JSONPATCH_H
 
+#include "agentbus/buf.h"
 #include "agentbus/status.h"
-
-#include <jansson.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -89,35 +88,17 @@ extern "C" {
 #define AB_JSONPATCH_MAX_DEPTH 512
 
 /**
- * Called for each skipped operation with an unknown "op".
- * @param index  position of the operation in the patch.
- * @param op     its "op" value (borrowed, valid during the call).
+ * Apply @p patch (JSON text of an array of operations, @p patch_len bytes) to
+ * the document @p doc (JSON text, @p doc_len bytes) and append the patched
+ * document to @p out as compact JSON text. Atomic: on any error nothing is
+ * appended.
+ * @return AB_OK, AB_INVALID_EVENT (a malformed patch, or text that is not
+ *         JSON), AB_NOT_FOUND, AB_CONFLICT, AB_TOO_LARGE or AB_NOMEM (see
+ *         the file comment); AB_INVALID_ARGUMENT (NULL argument).
  */
-typedef void (*ab_jsonpatch_warn_fn)(void *ud, size_t index, const char *op);
-
-/**
- * Apply @p patch (a JSON array of operations) to *@p doc.
- *
- * @param doc    in/out: the document (never NULL; json_null() for null). On
- *               AB_OK *doc may be a new reference (the old one is released);
- *               on any error *doc is untouched.
- * @param patch  borrowed; values are deep-copied into the document.
- * @return AB_OK, AB_INVALID_EVENT, AB_NOT_FOUND, AB_CONFLICT, AB_TOO_LARGE or
- *         AB_NOMEM (see the file comment); AB_INVALID_ARGUMENT when doc is
- *         NULL.
- */
-AB_NODISCARD ab_status_t ab_jsonpatch_apply(json_t **doc, const json_t *patch, ab_error_t *err);
-
-/** ab_jsonpatch_apply() with a callback for skipped unknown operations. */
-AB_NODISCARD ab_status_t ab_jsonpatch_apply_ex(json_t **doc, const json_t *patch,
-                                               ab_jsonpatch_warn_fn warn, void *ud,
-                                               ab_error_t *err);
-
-/**
- * JSON equality as "test" uses it: numbers by value, objects as key sets.
- * NULL equals only NULL.
- */
-bool ab_json_equal_value(const json_t *a, const json_t *b);
+AB_API AB_NODISCARD ab_status_t ab_jsonpatch_apply_json(const char *doc, size_t doc_len,
+                                                        const char *patch, size_t patch_len,
+                                                        ab_buf_t *out, ab_error_t *err);
 
 #ifdef __cplusplus
 }

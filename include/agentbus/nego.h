@@ -26,10 +26,10 @@ extern "C" {
 #define AB_MAX_VERSIONS 16
 
 /** The versions this build speaks, ascending. *n receives the count. */
-const uint32_t *ab_versions_supported(size_t *n);
+AB_API const uint32_t *ab_versions_supported(size_t *n);
 
 /** True when this build speaks version @p v. */
-bool ab_version_supported(uint32_t v);
+AB_API bool ab_version_supported(uint32_t v);
 
 /**
  * Choose the highest version in both @p ours and @p theirs.
@@ -38,9 +38,9 @@ bool ab_version_supported(uint32_t v);
  *         "ours" and "theirs", or AB_INVALID_ARGUMENT when @p ntheirs is 0 or
  *         above AB_MAX_VERSIONS.
  */
-AB_NODISCARD ab_status_t ab_version_negotiate(const uint32_t *ours, size_t nours,
-                                              const uint32_t *theirs, size_t ntheirs,
-                                              uint32_t *chosen, ab_error_t *err);
+AB_API AB_NODISCARD ab_status_t ab_version_negotiate(const uint32_t *ours, size_t nours,
+                                                     const uint32_t *theirs, size_t ntheirs,
+                                                     uint32_t *chosen, ab_error_t *err);
 
 /** Capability states. AB_CAP_UNKNOWN is what an omitted name means. */
 typedef enum ab_cap_state {
@@ -52,13 +52,13 @@ typedef enum ab_cap_state {
 } ab_cap_state_t;
 
 /** Wire name: "available", "degraded", "unavailable", "unsupported", "unknown". */
-const char *ab_cap_state_name(ab_cap_state_t s);
+AB_API const char *ab_cap_state_name(ab_cap_state_t s);
 
 /**
  * Parse a wire state name. "unknown" is not a wire value (omit the name).
  * @return AB_OK, or AB_INVALID_ENVELOPE for any other string.
  */
-AB_NODISCARD ab_status_t ab_cap_state_from(const char *s, size_t len, ab_cap_state_t *out);
+AB_API AB_NODISCARD ab_status_t ab_cap_state_from(const char *s, size_t len, ab_cap_state_t *out);
 
 /** One capability in a report. `name` is borrowed (not NUL-terminated). */
 typedef struct ab_cap {
@@ -68,7 +68,7 @@ typedef struct ab_cap {
 } ab_cap_t;
 
 /** State of @p name in a report; AB_CAP_UNKNOWN when omitted. */
-ab_cap_state_t ab_caps_lookup(const ab_cap_t *caps, size_t n, const char *name);
+AB_API ab_cap_state_t ab_caps_lookup(const ab_cap_t *caps, size_t n, const char *name);
 
 /**
  * Require a capability before using it.
@@ -76,8 +76,8 @@ ab_cap_state_t ab_caps_lookup(const ab_cap_t *caps, size_t n, const char *name);
  *         said unsupported or omitted it (unknown); AB_UNAVAILABLE
  *         (retryable) when it said unavailable.
  */
-AB_NODISCARD ab_status_t ab_caps_require(const ab_cap_t *caps, size_t n, const char *name,
-                                         ab_error_t *err);
+AB_API AB_NODISCARD ab_status_t ab_caps_require(const ab_cap_t *caps, size_t n, const char *name,
+                                                ab_error_t *err);
 
 /* Capability names this protocol defines (docs/PROTOCOL.md, "Capabilities"). */
 #define AB_CAP_PUBLISH           "publish"

@@ -87,12 +87,12 @@ typedef struct ab_producer ab_producer_t;
  * @return AB_OK; AB_TIMEOUT (retryable) when the broker does not answer in
  *         time; AB_INCOMPATIBLE_VERSION; AB_INVALID_ARGUMENT; AB_IO; AB_NOMEM.
  */
-AB_NODISCARD ab_status_t ab_producer_new(ab_producer_t **out, const char *endpoint,
-                                         const ab_producer_opts_t *opts, ab_error_t *err);
+AB_API AB_NODISCARD ab_status_t ab_producer_new(ab_producer_t **out, const char *endpoint,
+                                                const ab_producer_opts_t *opts, ab_error_t *err);
 
 /** Close the connection and free the outbox (unacknowledged events are dropped).
  *  NULL-safe; sets *p = NULL. */
-void ab_producer_destroy(ab_producer_t **p);
+AB_API void ab_producer_destroy(ab_producer_t **p);
 
 /**
  * Claim run (@p thread, @p run): a new epoch that fences any earlier writer.
@@ -102,8 +102,9 @@ void ab_producer_destroy(ab_producer_t **p);
  * @return AB_OK, AB_INVALID_ARGUMENT (bad id, outbox not empty), the
  *         broker's error, AB_TIMEOUT, AB_IO, AB_NOMEM; the failed state's code.
  */
-AB_NODISCARD ab_status_t ab_producer_claim(ab_producer_t *p, const char *thread, const char *run,
-                                           uint64_t *last_seq, ab_error_t *err);
+AB_API AB_NODISCARD ab_status_t ab_producer_claim(ab_producer_t *p, const char *thread,
+                                                  const char *run, uint64_t *last_seq,
+                                                  ab_error_t *err);
 
 /**
  * Publish one AG-UI event given as JSON text (@p len bytes, no NUL needed).
@@ -114,13 +115,13 @@ AB_NODISCARD ab_status_t ab_producer_claim(ab_producer_t *p, const char *thread,
  * @return AB_OK, AB_INVALID_EVENT, AB_TOO_LARGE, AB_INVALID_ARGUMENT (not
  *         claimed), AB_NOMEM, or a send failure as for ab_producer_flush().
  */
-AB_NODISCARD ab_status_t ab_producer_publish_json(ab_producer_t *p, const char *json, size_t len,
-                                                  ab_error_t *err);
+AB_API AB_NODISCARD ab_status_t ab_producer_publish_json(ab_producer_t *p, const char *json,
+                                                         size_t len, ab_error_t *err);
 
 /** Same as ab_producer_publish_json() for an event built as a value tree
  *  (borrowed; must be a JSON-safe map). */
-AB_NODISCARD ab_status_t ab_producer_publish_val(ab_producer_t *p, const ab_val_t *body,
-                                                 ab_error_t *err);
+AB_API AB_NODISCARD ab_status_t ab_producer_publish_val(ab_producer_t *p, const ab_val_t *body,
+                                                        ab_error_t *err);
 
 /**
  * Send everything pending and wait until every event of the outbox is
@@ -130,22 +131,23 @@ AB_NODISCARD ab_status_t ab_producer_publish_val(ab_producer_t *p, const ab_val_
  *         flush may be called again); the failed state's code (fenced,
  *         conflict, run_terminal, invalid_event, ...; err detail "seq").
  */
-AB_NODISCARD ab_status_t ab_producer_flush(ab_producer_t *p, int timeout_ms, ab_error_t *err);
+AB_API AB_NODISCARD ab_status_t ab_producer_flush(ab_producer_t *p, int timeout_ms,
+                                                  ab_error_t *err);
 
 /** Counters; never fails. */
-ab_producer_stats_t ab_producer_stats(const ab_producer_t *p);
+AB_API ab_producer_stats_t ab_producer_stats(const ab_producer_t *p);
 
 /** The seq the next published event will get (0 before a claim). */
-uint64_t ab_producer_next_seq(const ab_producer_t *p);
+AB_API uint64_t ab_producer_next_seq(const ab_producer_t *p);
 
 /** The epoch of the current claim (0 before a claim). */
-uint64_t ab_producer_epoch(const ab_producer_t *p);
+AB_API uint64_t ab_producer_epoch(const ab_producer_t *p);
 
 /** The highest acknowledged seq of the current run. */
-uint64_t ab_producer_acked_seq(const ab_producer_t *p);
+AB_API uint64_t ab_producer_acked_seq(const ab_producer_t *p);
 
 /** The connection (borrowed), e.g. for heads or replay on the same broker. */
-ab_conn_t *ab_producer_conn(ab_producer_t *p);
+AB_API ab_conn_t *ab_producer_conn(ab_producer_t *p);
 
 #ifdef __cplusplus
 }

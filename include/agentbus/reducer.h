@@ -26,10 +26,9 @@
 #ifndef AGENTBUS_REDUCER_H
 #define AGENTBUS_REDUCER_H
 
+#include "agentbus/buf.h"
 #include "agentbus/status.h"
 #include "agentbus/value.h"
-
-#include <jansson.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -48,10 +47,11 @@ typedef struct ab_reducer ab_reducer_t;
  * @param out  out: the reducer, written only on AB_OK.
  * @return AB_OK, AB_INVALID_ARGUMENT (NULL out or thread id) or AB_NOMEM.
  */
-AB_NODISCARD ab_status_t ab_reducer_new(ab_reducer_t **out, const char *thread_id, ab_error_t *err);
+AB_API AB_NODISCARD ab_status_t ab_reducer_new(ab_reducer_t **out, const char *thread_id,
+                                               ab_error_t *err);
 
 /** Free a reducer and its projection. NULL-safe; sets *r = NULL. */
-void ab_reducer_destroy(ab_reducer_t **r);
+AB_API void ab_reducer_destroy(ab_reducer_t **r);
 
 /**
  * Fold one event.
@@ -67,47 +67,42 @@ void ab_reducer_destroy(ab_reducer_t **r);
  *         projection may then be partially updated: rebuild the reducer).
  *         Unknown event types and unknown CUSTOM names are ignored (AB_OK).
  */
-AB_NODISCARD ab_status_t ab_reducer_apply(ab_reducer_t *r, const ab_val_t *event_body,
-                                          const char *run_id, uint64_t seq, ab_error_t *err);
+AB_API AB_NODISCARD ab_status_t ab_reducer_apply(ab_reducer_t *r, const ab_val_t *event_body,
+                                                 const char *run_id, uint64_t seq, ab_error_t *err);
 
 /**
- * The current projection (see docs/REDUCER.md). Borrowed: valid until the
- * next ab_reducer_apply() or ab_reducer_destroy(); callers must not modify
- * it (json_deep_copy() it to keep or change it).
+ * Append the current projection (see docs/REDUCER.md) to @p out as compact
+ * JSON text, keys in the document's order.
+ * @return AB_OK; AB_INVALID_ARGUMENT (NULL argument); AB_NOMEM (@p out keeps
+ *         its length).
  */
-const json_t *ab_reducer_state(const ab_reducer_t *r);
+AB_API AB_NODISCARD ab_status_t ab_reducer_projection_json(const ab_reducer_t *r, ab_buf_t *out,
+                                                           ab_error_t *err);
 
 /**
- * The reducer's continuation state that is not part of the projection: the
- * current id of each chunk lane (a chunk without an id continues it). An
- * object mapping "<kind>\x1f<subagentRunId>" (kind: text, tool, reasoning)
- * to the current id. Borrowed like ab_reducer_state(). A snapshot stores it
- * so that a restored reducer continues exactly (docs/REDUCER.md, section 6).
+ * Append the reducer's chunk lanes (the continuation state that is not part
+ * of the projection: the current id of each chunk lane, an object mapping
+ * "<kind>\x1f<subagentRunId>" to an id) to @p out as compact JSON text. A
+ * snapshot stores them so that a restored reducer continues exactly
+ * (docs/REDUCER.md, section 6). @return as ab_reducer_projection_json().
  */
-const json_t *ab_reducer_lanes(const ab_reducer_t *r);
+AB_API AB_NODISCARD ab_status_t ab_reducer_lanes_json(const ab_reducer_t *r, ab_buf_t *out,
+                                                      ab_error_t *err);
 
 /**
- * Create a reducer that continues from a projection (as returned by
- * ab_reducer_state()) and its lanes (ab_reducer_lanes(); NULL = none). Both
- * are deep-copied; id indexes are rebuilt. Folding the events that followed
- * then gives exactly what the original reducer would have.
+ * Create a reducer that continues from a projection and its lanes, given as
+ * JSON text (what ab_reducer_projection_json() and ab_reducer_lanes_json()
+ * wrote; @p lanes NULL = none). Folding the events that followed then gives
+ * exactly what the original reducer would have.
  * @param out  out: the reducer, written only on AB_OK.
- * @return AB_OK; AB_INVALID_ARGUMENT when @p projection is not an object with
- *         every projection key of the right type and the current
- *         formatVersion (err->field names the key), or @p lanes is not an
- *         object of strings; AB_NOMEM.
+ * @return AB_OK; AB_INVALID_ARGUMENT when either text is not JSON, or the
+ *         projection is not an object with every projection key of the right
+ *         type and the current formatVersion (err->field names the key), or
+ *         the lanes are not an object of strings; AB_NOMEM.
  */
-AB_NODISCARD ab_status_t ab_reducer_from_state(ab_reducer_t **out, const json_t *projection,
-                                               const json_t *lanes, ab_error_t *err);
-
-/**
- * Convert a value tree to a new jansson value (strings and keys copied,
- * NUL-safe). Numbers keep their type and value, except an integer above
- * INT64_MAX (AB_VAL_UINT), which jansson's json_int_t cannot hold: it
- * becomes the nearest double, as a JavaScript client holds it.
- * @return the value, or NULL when out of memory.
- */
-json_t *ab_val_to_jansson(const ab_val_t *v);
+AB_API AB_NODISCARD ab_status_t ab_reducer_from_json(ab_reducer_t **out, const char *projection,
+                                                     size_t projection_len, const char *lanes,
+                                                     size_t lanes_len, ab_error_t *err);
 
 #ifdef __cplusplus
 }

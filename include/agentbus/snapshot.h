@@ -6,7 +6,7 @@
  *
  *   { "formatVersion": 1, "threadId": "t",
  *     "projection": { ...the reducer's projection, every key present... },
- *     "lanes": { ...the reducer's chunk lanes (ab_reducer_lanes())... },
+ *     "lanes": { ...the reducer's chunk lanes (ab_reducer_lanes_json())... },
  *     "checkpoint": { "runs": { "run-1": 26, "run-2": 3 }, "position": 29 },
  *     "activeRuns": [ "run-2" ],
  *     "activeEvents": [ { "run": "run-2", "seq": 1, "pos": 27, "event": {...} }, ... ] }
@@ -30,8 +30,6 @@
 #include "agentbus/status.h"
 #include "agentbus/value.h"
 
-#include <jansson.h>
-
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -47,19 +45,20 @@ typedef struct ab_snapshot_builder ab_snapshot_builder_t;
  * @param out  out: the builder, written only on AB_OK.
  * @return AB_OK, AB_INVALID_ARGUMENT (NULL out, bad thread id), AB_NOMEM.
  */
-AB_NODISCARD ab_status_t ab_snapshot_builder_new(ab_snapshot_builder_t **out, const char *thread_id,
-                                                 ab_error_t *err);
+AB_API AB_NODISCARD ab_status_t ab_snapshot_builder_new(ab_snapshot_builder_t **out,
+                                                        const char *thread_id, ab_error_t *err);
 
 /**
  * Create a builder that continues from a parsed snapshot: its reducer,
  * checkpoint and the events of its active runs. @p snap is borrowed.
  * @return AB_OK, AB_INVALID_ARGUMENT (NULL argument), AB_NOMEM.
  */
-AB_NODISCARD ab_status_t ab_snapshot_builder_from(ab_snapshot_builder_t **out,
-                                                  const ab_snapshot_t *snap, ab_error_t *err);
+AB_API AB_NODISCARD ab_status_t ab_snapshot_builder_from(ab_snapshot_builder_t **out,
+                                                         const ab_snapshot_t *snap,
+                                                         ab_error_t *err);
 
 /** Free a builder. NULL-safe; sets *b = NULL. */
-void ab_snapshot_builder_destroy(ab_snapshot_builder_t **b);
+AB_API void ab_snapshot_builder_destroy(ab_snapshot_builder_t **b);
 
 /**
  * Fold one committed event.
@@ -73,35 +72,27 @@ void ab_snapshot_builder_destroy(ab_snapshot_builder_t **b);
  *         increasing, body not a map with a type: nothing changes); AB_NOMEM
  *         (the builder is then unusable: rebuild it).
  */
-AB_NODISCARD ab_status_t ab_snapshot_builder_feed(ab_snapshot_builder_t *b, const char *run,
-                                                  uint64_t seq, uint64_t pos, const ab_val_t *event,
-                                                  ab_error_t *err);
+AB_API AB_NODISCARD ab_status_t ab_snapshot_builder_feed(ab_snapshot_builder_t *b, const char *run,
+                                                         uint64_t seq, uint64_t pos,
+                                                         const ab_val_t *event, ab_error_t *err);
 
 /** The builder's reducer (borrowed; do not apply events to it directly). */
-const ab_reducer_t *ab_snapshot_builder_reducer(const ab_snapshot_builder_t *b);
-
-/**
- * The snapshot document of everything fed so far.
- * @param out  out: a new reference (the caller json_decref()s it), AB_OK only.
- * @return AB_OK, AB_INVALID_ARGUMENT (NULL argument), AB_NOMEM.
- */
-AB_NODISCARD ab_status_t ab_snapshot_builder_document(const ab_snapshot_builder_t *b, json_t **out,
-                                                      ab_error_t *err);
+AB_API const ab_reducer_t *ab_snapshot_builder_reducer(const ab_snapshot_builder_t *b);
 
 /** Commit position of the last event fed or restored (0 = none). */
-uint64_t ab_snapshot_builder_position(const ab_snapshot_builder_t *b);
+AB_API uint64_t ab_snapshot_builder_position(const ab_snapshot_builder_t *b);
 
 /**
  * An estimate of the builder's memory in bytes: its kept events exactly, the
  * projection as 4x its msgpack size when last encoded (0 before the first
  * ab_snapshot_builder_msgpack()). For cache bounds, not for accounting.
  */
-size_t ab_snapshot_builder_memory(const ab_snapshot_builder_t *b);
+AB_API size_t ab_snapshot_builder_memory(const ab_snapshot_builder_t *b);
 
 /**
  * Append the snapshot document of everything fed so far to @p out as one
  * msgpack map: the same keys, order and values as the JSON document of
- * ab_snapshot_builder_document() encoded by ab_json_to_msgpack(), without
+ * the snapshot document encoded by ab_json_to_msgpack(), without
  * building that document (the kept events' bodies are copied as packed).
  * Records the projection's encoded size for ab_snapshot_builder_memory().
  * @param max_depth  nesting limit of the document (its root is depth 1).
@@ -109,9 +100,9 @@ size_t ab_snapshot_builder_memory(const ab_snapshot_builder_t *b);
  * @return AB_OK; AB_TOO_LARGE (deeper or larger than the limits);
  *         AB_INVALID_ARGUMENT; AB_NOMEM. On failure @p out keeps its length.
  */
-AB_NODISCARD ab_status_t ab_snapshot_builder_msgpack(ab_snapshot_builder_t *b, uint32_t max_depth,
-                                                     size_t max_bytes, ab_buf_t *out,
-                                                     ab_error_t *err);
+AB_API AB_NODISCARD ab_status_t ab_snapshot_builder_msgpack(ab_snapshot_builder_t *b,
+                                                            uint32_t max_depth, size_t max_bytes,
+                                                            ab_buf_t *out, ab_error_t *err);
 
 /**
  * Append the snapshot document as compact JSON text (what
@@ -119,42 +110,55 @@ AB_NODISCARD ab_status_t ab_snapshot_builder_msgpack(ab_snapshot_builder_t *b, u
  * jansson tree.
  * @return AB_OK, AB_INVALID_ARGUMENT, AB_NOMEM (@p out keeps its length).
  */
-AB_NODISCARD ab_status_t ab_snapshot_builder_json(ab_snapshot_builder_t *b, ab_buf_t *out,
+AB_API AB_NODISCARD ab_status_t ab_snapshot_builder_json(ab_snapshot_builder_t *b, ab_buf_t *out,
+                                                         ab_error_t *err);
+
+/**
+ * Parse and validate snapshot text (@p len bytes, no NUL needed) against
+ * every rule of docs/REDUCER.md section 7.
+ * @param out  out: the snapshot, written only on AB_OK.
+ * @return AB_OK; AB_CORRUPT naming the broken rule (message, detail "rule",
+ *         err->field = JSON pointer; rule "json" for text that is not a JSON
+ *         object); AB_INVALID_ARGUMENT (NULL); AB_NOMEM.
+ */
+AB_API AB_NODISCARD ab_status_t ab_snapshot_parse(const char *json, size_t len, ab_snapshot_t **out,
                                                   ab_error_t *err);
 
 /**
- * Check a snapshot document against every rule of docs/REDUCER.md section 7.
- * @return AB_OK; AB_CORRUPT naming the broken rule (message, detail "rule",
- *         err->field = JSON pointer); AB_INVALID_ARGUMENT for NULL.
- */
-AB_NODISCARD ab_status_t ab_snapshot_validate(const json_t *doc, ab_error_t *err);
-
-/**
- * Parse and validate snapshot text (@p len bytes, no NUL needed).
+ * Validate a snapshot document given as a value tree - the `snapshot` of a
+ * `snapshot_reply` (docs/PROTOCOL.md 7.8) - and hold it. Every string is read
+ * by length, so U+0000 in a string is kept. @p doc is borrowed.
  * @param out  out: the snapshot, written only on AB_OK.
- * @return AB_OK; AB_CORRUPT (rule "json" for text that is not a JSON object,
- *         or any rule of ab_snapshot_validate()); AB_INVALID_ARGUMENT (NULL);
- *         AB_NOMEM.
+ * @return as ab_snapshot_parse() (without rule "json").
  */
-AB_NODISCARD ab_status_t ab_snapshot_parse(const char *json, size_t len, ab_snapshot_t **out,
-                                           ab_error_t *err);
-
-/**
- * Validate @p doc and wrap it as a snapshot (takes a new reference to it;
- * the caller keeps its own).
- * @return as ab_snapshot_validate(), plus AB_NOMEM.
- */
-AB_NODISCARD ab_status_t ab_snapshot_from_json(const json_t *doc, ab_snapshot_t **out,
-                                               ab_error_t *err);
+AB_API AB_NODISCARD ab_status_t ab_snapshot_from_value(const ab_val_t *doc, ab_snapshot_t **out,
+                                                       ab_error_t *err);
 
 /** Free a parsed snapshot. NULL-safe; sets *s = NULL. */
-void ab_snapshot_destroy(ab_snapshot_t **s);
+AB_API void ab_snapshot_destroy(ab_snapshot_t **s);
 
-/** The validated document (borrowed, valid until ab_snapshot_destroy()). */
-const json_t *ab_snapshot_document(const ab_snapshot_t *s);
+/**
+ * Append the validated document to @p out as compact JSON text.
+ * @return AB_OK, AB_INVALID_ARGUMENT (NULL argument), AB_NOMEM (@p out keeps
+ *         its length).
+ */
+AB_API AB_NODISCARD ab_status_t ab_snapshot_json(const ab_snapshot_t *s, ab_buf_t *out,
+                                                 ab_error_t *err);
+
+/** threadId of the snapshot (borrowed, valid until ab_snapshot_destroy()). */
+AB_API const char *ab_snapshot_thread_id(const ab_snapshot_t *s);
+
+/** checkpoint.runs[@p run]: the last seq of that run the snapshot covers; 0 = not covered. */
+AB_API uint64_t ab_snapshot_checkpoint_seq(const ab_snapshot_t *s, const char *run);
+
+/** Number of activeRuns. */
+AB_API size_t ab_snapshot_active_count(const ab_snapshot_t *s);
+
+/** activeRuns[@p i] (borrowed), or NULL past the end. */
+AB_API const char *ab_snapshot_active_run(const ab_snapshot_t *s, size_t i);
 
 /** checkpoint.position: commit position of the last event covered. */
-uint64_t ab_snapshot_position(const ab_snapshot_t *s);
+AB_API uint64_t ab_snapshot_position(const ab_snapshot_t *s);
 
 /**
  * A reducer that continues exactly where the snapshot's ended: folding the
@@ -162,8 +166,8 @@ uint64_t ab_snapshot_position(const ab_snapshot_t *s);
  * @param out  out: the reducer (caller destroys it), written only on AB_OK.
  * @return AB_OK, AB_INVALID_ARGUMENT (NULL argument), AB_NOMEM.
  */
-AB_NODISCARD ab_status_t ab_snapshot_restore(const ab_snapshot_t *s, ab_reducer_t **out,
-                                             ab_error_t *err);
+AB_API AB_NODISCARD ab_status_t ab_snapshot_restore(const ab_snapshot_t *s, ab_reducer_t **out,
+                                                    ab_error_t *err);
 
 #ifdef __cplusplus
 }

@@ -37,6 +37,19 @@ extern "C" {
 #endif
 
 /*
+ * AB_API marks every function of the public API. The libraries are built
+ * with hidden visibility (-fvisibility=hidden), so only what carries AB_API
+ * is exported from the shared libraries; everything else, the internal
+ * ab__* functions included, stays inside (tests/exports/ lists what each
+ * library exports, and a test compares).
+ */
+#if defined(__GNUC__)
+#define AB_API __attribute__((visibility("default")))
+#else
+#define AB_API
+#endif
+
+/*
  * X(ENUM, "wire_name", retryable_by_default, "description")
  *
  * The wire name is stable forever: clients in other languages match on it.
@@ -76,15 +89,23 @@ typedef enum ab_status {
         AB_STATUS_COUNT_
 } ab_status_t;
 
+/*
+ * ab_error_t is small - 360 bytes, in the class of jansson's json_error_t
+ * (252 bytes, whose text[160] is our message) - so it lives on the stack and
+ * inside results without cost. Its limits are the wire's (docs/PROTOCOL.md
+ * 8.1): a longer message is cut back at a UTF-8 character boundary, a longer
+ * field at its last whole path segment (still a pointer, to an ancestor), and
+ * a detail beyond the last slot is dropped.
+ */
 /** Maximum bytes (including NUL) of ab_error_t.message. */
-#define AB_ERROR_MESSAGE_MAX 256
+#define AB_ERROR_MESSAGE_MAX 160
 /** Maximum bytes (including NUL) of ab_error_t.field. */
-#define AB_ERROR_FIELD_MAX 192
+#define AB_ERROR_FIELD_MAX 64
 /** Maximum number of typed details an error carries. */
-#define AB_ERROR_DETAILS_MAX 6
-/** Maximum bytes (including NUL) of a detail key and of a string detail. */
-#define AB_ERROR_DETAIL_KEY_MAX 32
-#define AB_ERROR_DETAIL_STR_MAX 128
+#define AB_ERROR_DETAILS_MAX 3
+/** Maximum bytes (including NUL) of a detail key, and of a string detail. */
+#define AB_ERROR_DETAIL_KEY_MAX 15
+#define AB_ERROR_DETAIL_STR_MAX 24
 
 /** Kind of one error detail value. */
 typedef enum ab_detail_kind {
@@ -92,12 +113,14 @@ typedef enum ab_detail_kind {
     AB_DETAIL_STR = 2, /**< UTF-8 string up to AB_ERROR_DETAIL_STR_MAX - 1 bytes */
 } ab_detail_kind_t;
 
-/** One typed detail, e.g. {"expected_seq", 7}. */
+/** One typed detail, e.g. {"expected_seq", 7}: 40 bytes. */
 typedef struct ab_error_detail {
     char key[AB_ERROR_DETAIL_KEY_MAX];
-    ab_detail_kind_t kind;
-    int64_t i;
-    char s[AB_ERROR_DETAIL_STR_MAX];
+    uint8_t kind; /**< an ab_detail_kind_t */
+    union {
+        int64_t i;                       /**< AB_DETAIL_INT */
+        char s[AB_ERROR_DETAIL_STR_MAX]; /**< AB_DETAIL_STR */
+    };
 } ab_error_detail_t;
 
 /**
@@ -114,10 +137,10 @@ typedef struct ab_error_detail {
 typedef struct ab_error {
     ab_status_t code;
     bool retryable;
+    uint8_t ndetails;
     uint64_t cid;
     char message[AB_ERROR_MESSAGE_MAX];
     char field[AB_ERROR_FIELD_MAX];
-    int ndetails;
     ab_error_detail_t details[AB_ERROR_DETAILS_MAX];
 } ab_error_t;
 
@@ -127,61 +150,61 @@ typedef struct ab_error {
     }
 
 /** Stable wire name of @p s ("gap", "too_large" ...); "unknown" if out of range. */
-const char *ab_status_name(ab_status_t s);
+AB_API const char *ab_status_name(ab_status_t s);
 
 /** One-line description of @p s. */
-const char *ab_status_str(ab_status_t s);
+AB_API const char *ab_status_str(ab_status_t s);
 
 /** Whether errors of code @p s are retryable unless said otherwise. */
-bool ab_status_retryable(ab_status_t s);
+AB_API bool ab_status_retryable(ab_status_t s);
 
 /**
  * Look up a status by wire name.
  * @return AB_OK and *out set, or AB_NOT_FOUND for an unknown name.
  */
-ab_status_t ab_status_from_name(const char *name, size_t len, ab_status_t *out);
+AB_API ab_status_t ab_status_from_name(const char *name, size_t len, ab_status_t *out);
 
 /** Reset @p err to "no error". NULL-safe. */
-void ab_error_clear(ab_error_t *err);
+AB_API void ab_error_clear(ab_error_t *err);
 
 /**
  * Record an error: code, default retryability, optional field and a printf
  * message. First error wins: a no-op when err is NULL or already holds a code.
  * @return @p code, so callers can write `return ab_error_set(err, ...);`.
  */
-ab_status_t ab_error_set(ab_error_t *err, ab_status_t code, const char *field, const char *fmt, ...)
-    AB_PRINTF(4, 5);
+AB_API ab_status_t ab_error_set(ab_error_t *err, ab_status_t code, const char *field,
+                                const char *fmt, ...) AB_PRINTF(4, 5);
 
 /** va_list form of ab_error_set(). */
-ab_status_t ab_error_vset(ab_error_t *err, ab_status_t code, const char *field, const char *fmt,
-                          va_list ap) AB_PRINTF(4, 0);
+AB_API ab_status_t ab_error_vset(ab_error_t *err, ab_status_t code, const char *field,
+                                 const char *fmt, va_list ap) AB_PRINTF(4, 0);
 
 /**
  * Add an integer detail. Silently ignored when @p err is NULL or full.
  * A key longer than AB_ERROR_DETAIL_KEY_MAX - 1 bytes is truncated.
  */
-void ab_error_detail_int(ab_error_t *err, const char *key, int64_t value);
+AB_API void ab_error_detail_int(ab_error_t *err, const char *key, int64_t value);
 
 /** Add a string detail (truncated to AB_ERROR_DETAIL_STR_MAX - 1 bytes). */
-void ab_error_detail_str(ab_error_t *err, const char *key, const char *value);
+AB_API void ab_error_detail_str(ab_error_t *err, const char *key, const char *value);
 
 /**
  * Find a detail by key.
  * @return the detail, or NULL when absent. Borrowed from @p err.
  */
-const ab_error_detail_t *ab_error_detail(const ab_error_t *err, const char *key);
+AB_API const ab_error_detail_t *ab_error_detail(const ab_error_t *err, const char *key);
 
 /**
  * Prefix @p err->field with @p prefix (e.g. "/event" + "/messageId").
  * Used when a nested decoder reports a path relative to its own root.
  */
-void ab_error_prefix_field(ab_error_t *err, const char *prefix);
+AB_API void ab_error_prefix_field(ab_error_t *err, const char *prefix);
 
 /**
  * Format "code: message (at field)" into @p buf for logs and CLIs.
  * @return @p buf.
  */
-const char *ab_error_format(const ab_error_t *err, char *buf, size_t size);
+AB_API const char *ab_error_format(const ab_error_t *err, char *buf, size_t size);
 
 #ifdef __cplusplus
 }

@@ -157,7 +157,7 @@ typedef int (*ab_store_run_cb)(void *ud, const ab_store_run_t *run);
  * @param opts NULL = defaults.
  * @return AB_OK; AB_INVALID_ARGUMENT (NULL out/dir); AB_CORRUPT (empty,
  *         damaged or not a database: the message names the file and ends
- *         "to start afresh on purpose, move it and its -wal and -shm files
+ *         "to start afresh, move it and its -wal and -shm files
  *         away"); AB_UNSUPPORTED (schema newer than this build, or older
  *         for a readonly handle); AB_NOT_FOUND (readonly and no database /
  *         no schema); AB_UNAVAILABLE (locked by another owner, file not

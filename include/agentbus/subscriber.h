@@ -134,11 +134,11 @@ typedef struct ab_sub ab_sub_t;
  * @return AB_OK; AB_INVALID_ARGUMENT (bad options, field named); the
  *         errors of ab_conn_new(); AB_IO or AB_NOMEM.
  */
-AB_NODISCARD ab_status_t ab_sub_new(ab_sub_t **out, const char *endpoint, const ab_sub_opts_t *opts,
-                                    ab_error_t *err);
+AB_API AB_NODISCARD ab_status_t ab_sub_new(ab_sub_t **out, const char *endpoint,
+                                           const ab_sub_opts_t *opts, ab_error_t *err);
 
 /** Close the sockets (linger 0) and free. Sends nothing. NULL-safe; *s = NULL. */
-void ab_sub_destroy(ab_sub_t **s);
+AB_API void ab_sub_destroy(ab_sub_t **s);
 
 /**
  * Run the subscription for up to @p timeout_ms (0: handle what is ready,
@@ -152,7 +152,7 @@ void ab_sub_destroy(ab_sub_t **s);
  *         broker is unreachable - keep polling, it reconnects; AB_CORRUPT
  *         when a replay skipped a seq; AB_NOMEM.
  */
-AB_NODISCARD ab_status_t ab_sub_poll(ab_sub_t *s, int timeout_ms, ab_error_t *err);
+AB_API AB_NODISCARD ab_status_t ab_sub_poll(ab_sub_t *s, int timeout_ms, ab_error_t *err);
 
 /**
  * The per-run cursors (AB_SUB_RUN: one entry; AB_SUB_THREAD: one per run
@@ -160,10 +160,10 @@ AB_NODISCARD ab_status_t ab_sub_poll(ab_sub_t *s, int timeout_ms, ab_error_t *er
  * until the next ab_sub_poll() or ab_sub_destroy().
  * @return the number of entries.
  */
-size_t ab_sub_cursors(const ab_sub_t *s, const ab_sub_cursor_t **out);
+AB_API size_t ab_sub_cursors(const ab_sub_t *s, const ab_sub_cursor_t **out);
 
 /** The commit position of the last delivered event (AB_SUB_ALL: the cursor). */
-uint64_t ab_sub_position(const ab_sub_t *s);
+AB_API uint64_t ab_sub_position(const ab_sub_t *s);
 
 /** Counters for tests and monitoring. */
 typedef struct ab_sub_stats {
@@ -179,7 +179,7 @@ typedef struct ab_sub_stats {
 } ab_sub_stats_t;
 
 /** Copy of the counters. */
-ab_sub_stats_t ab_sub_stats(const ab_sub_t *s);
+AB_API ab_sub_stats_t ab_sub_stats(const ab_sub_t *s);
 
 #ifdef __cplusplus
 }

@@ -16,7 +16,7 @@
  *
  * Why our own reader rather than msgpack_unpack(): msgpack-c's unpacker has a
  * compile-time nesting limit of 32, accepts trailing data and does none of
- * the checks above; we still use msgpack-c to *encode* (ab_val_pack()).
+ * the checks above; msgpack-c encodes (ab_val_encode()), inside the library.
  *
  * Ownership: strings in the tree point into the caller's input buffer (no
  * copy); nodes live in the ab_doc_t arena. Both must outlive the tree. A tree
@@ -28,9 +28,8 @@
 #ifndef AGENTBUS_VALUE_H
 #define AGENTBUS_VALUE_H
 
+#include "agentbus/buf.h"
 #include "agentbus/status.h"
-
-#include <msgpack.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -50,7 +49,7 @@ typedef struct ab_limits {
 } ab_limits_t;
 
 /** The documented defaults. */
-ab_limits_t ab_limits_default(void);
+AB_API ab_limits_t ab_limits_default(void);
 
 /** Type of a value node. */
 typedef enum ab_val_type {
@@ -93,13 +92,13 @@ struct ab_kv {
 typedef struct ab_doc ab_doc_t;
 
 /** Create an empty doc. @return AB_OK or AB_NOMEM. */
-AB_NODISCARD ab_status_t ab_doc_new(ab_doc_t **out);
+AB_API AB_NODISCARD ab_status_t ab_doc_new(ab_doc_t **out);
 
 /** Free a doc and every tree parsed into it. NULL-safe; sets *doc = NULL. */
-void ab_doc_destroy(ab_doc_t **doc);
+AB_API void ab_doc_destroy(ab_doc_t **doc);
 
 /** Forget all trees (keeps memory for reuse). */
-void ab_doc_reset(ab_doc_t *doc);
+AB_API void ab_doc_reset(ab_doc_t *doc);
 
 /**
  * With @p keep, ab_doc_parse() adds each tree to the arena instead of
@@ -108,7 +107,7 @@ void ab_doc_reset(ab_doc_t *doc);
  * together, e.g. the events of one publish; a failed parse leaves its
  * partial nodes until the reset). Off by default.
  */
-void ab_doc_keep(ab_doc_t *doc, bool keep);
+AB_API void ab_doc_keep(ab_doc_t *doc, bool keep);
 
 /**
  * Allocate @p bytes in the doc arena (aligned for any type), for decoders
@@ -116,7 +115,7 @@ void ab_doc_keep(ab_doc_t *doc, bool keep);
  * lives until the next ab_doc_parse()/ab_doc_reset()/ab_doc_destroy().
  * @return the memory, or NULL when out of memory.
  */
-void *ab_doc_alloc(ab_doc_t *doc, size_t bytes);
+AB_API void *ab_doc_alloc(ab_doc_t *doc, size_t bytes);
 
 /**
  * Parse exactly one msgpack value from @p buf into @p doc (which is reset).
@@ -129,43 +128,46 @@ void *ab_doc_alloc(ab_doc_t *doc, size_t bytes);
  * @return AB_OK, bad_code, AB_TOO_LARGE or AB_NOMEM; err->field holds the
  *         JSON pointer of the bad value ("" = root).
  */
-AB_NODISCARD ab_status_t ab_doc_parse(ab_doc_t *doc, const uint8_t *buf, size_t len,
-                                      uint32_t max_bytes, uint32_t max_depth, ab_status_t bad_code,
-                                      const ab_val_t **root, ab_error_t *err);
+AB_API AB_NODISCARD ab_status_t ab_doc_parse(ab_doc_t *doc, const uint8_t *buf, size_t len,
+                                             uint32_t max_bytes, uint32_t max_depth,
+                                             ab_status_t bad_code, const ab_val_t **root,
+                                             ab_error_t *err);
 
 /** Map lookup by key; NULL when absent or @p map is not a map. O(pairs). */
-const ab_val_t *ab_val_get(const ab_val_t *map, const char *key);
+AB_API const ab_val_t *ab_val_get(const ab_val_t *map, const char *key);
 
 /** True when @p v is a string equal to the NUL-terminated @p lit. */
-bool ab_val_str_eq(const ab_val_t *v, const char *lit);
+AB_API bool ab_val_str_eq(const ab_val_t *v, const char *lit);
 
 /** True when two trees are equal (maps compared as ordered pair lists). */
-bool ab_val_equal(const ab_val_t *a, const ab_val_t *b);
+AB_API bool ab_val_equal(const ab_val_t *a, const ab_val_t *b);
 
 /**
  * Short name of a type for messages, in JSON Schema terms: "null",
  * "boolean", "integer" (AB_VAL_INT and AB_VAL_UINT), "number" (a float),
  * "string", "array", "object".
  */
-const char *ab_val_type_name(ab_val_type_t t);
+AB_API const char *ab_val_type_name(ab_val_type_t t);
 
 /**
- * Encode @p v with msgpack-c. Integers use the smallest encoding (AB_VAL_UINT
- * is uint 64), floats are written as float64. @return AB_OK or AB_NOMEM.
+ * Append the msgpack encoding of @p v to @p out: integers in their smallest
+ * encoding (AB_VAL_UINT as uint 64), floats as float64, strings and maps as
+ * held. What ab_doc_parse() reads back as an equal tree.
+ * @return AB_OK or AB_NOMEM (@p out keeps its length).
  */
-AB_NODISCARD ab_status_t ab_val_pack(msgpack_packer *pk, const ab_val_t *v);
+AB_API AB_NODISCARD ab_status_t ab_val_encode(const ab_val_t *v, ab_buf_t *out);
 
 /** True when [s, s+len) is valid UTF-8 (no overlongs, no surrogates). */
-bool ab_utf8_valid(const char *s, size_t len);
+AB_API bool ab_utf8_valid(const char *s, size_t len);
 
 /**
  * Append the JSON-pointer escape of a key ("~" -> "~0", "/" -> "~1") to the
  * path in @p buf (NUL-terminated, @p size bytes); truncates safely.
  */
-void ab_path_push_key(char *buf, size_t size, const char *key, size_t klen);
+AB_API void ab_path_push_key(char *buf, size_t size, const char *key, size_t klen);
 
 /** Append "/<index>" to the path in @p buf. */
-void ab_path_push_index(char *buf, size_t size, size_t index);
+AB_API void ab_path_push_index(char *buf, size_t size, size_t index);
 
 #ifdef __cplusplus
 }

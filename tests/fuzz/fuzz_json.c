@@ -19,6 +19,7 @@
 #include "agentbus/json.h"
 
 #include <jansson.h>
+#include <msgpack.h>
 #include <stdlib.h>
 #include <string.h>
 

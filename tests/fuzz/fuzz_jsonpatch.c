@@ -1,6 +1,6 @@
 /*
  * fuzz_jsonpatch.c - libFuzzer target for RFC 6902 JSON Patch
- * (ab_jsonpatch_apply_ex, proto/jsonpatch.c): the patch and the document
+ * (ab__jsonpatch_apply_ex, proto/jsonpatch.c): the patch and the document
  * are both fuzzed.
  *
  * Input: one JSON text (jansson, U+0000 allowed in strings), an array
@@ -28,11 +28,15 @@
  *     before it produce: add/replace/copy/move leave the expected value at
  *     "path" (unless the path ends in "-"), remove takes the member away or
  *     shortens the array by one, test changes nothing;
- *  6. ab_json_equal_value() is reflexive and symmetric on the values read.
+ *  6. ab__json_equal_value() is reflexive and symmetric on the values read;
+ *  7. without an injected failure, the public text form
+ *     (ab_jsonpatch_apply_json) gives the same answer, error field and
+ *     result as the jansson form.
  * ASan/UBSan watch the rest.
  */
 #include "agentbus/alloc.h"
 #include "agentbus/jsonpatch.h"
+#include "jansson_internal.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -273,7 +277,7 @@ static json_t *apply_copy(const json_t *doc, const json_t *patch)
 {
     json_t *d = json_deep_copy(doc);
     ab_error_t err = AB_ERROR_INIT;
-    if (d == NULL || ab_jsonpatch_apply(&d, patch, &err) != AB_OK) {
+    if (d == NULL || ab__jsonpatch_apply(&d, patch, &err) != AB_OK) {
         json_decref(d);
         return NULL;
     }
@@ -346,8 +350,52 @@ static void check_success(const json_t *orig, const json_t *patch, json_t *doc, 
 
 static void check_equal_value(const json_t *a, const json_t *b)
 {
-    if (!ab_json_equal_value(a, a) || ab_json_equal_value(a, b) != ab_json_equal_value(b, a))
+    if (!ab__json_equal_value(a, a) || ab__json_equal_value(a, b) != ab__json_equal_value(b, a))
         abort();
+}
+
+static size_t depth_of(const json_t *v)
+{
+    size_t d = 0, i;
+    const char *k;
+    json_t *c;
+    if (json_is_array(v)) {
+        json_array_foreach(v, i, c) d = d > depth_of(c) ? d : depth_of(c);
+    } else if (json_is_object(v)) {
+        json_object_foreach((json_t *)(uintptr_t)v, k, c) d = d > depth_of(c) ? d : depth_of(c);
+    }
+    return d + 1;
+}
+
+/*
+ * Invariant 7: the public text form (ab_jsonpatch_apply_json) answers what
+ * the jansson form answered, for documents and patches its reader takes
+ * (nesting well below its limit of 512).
+ */
+static void check_text(const json_t *orig, const json_t *patch, ab_status_t rc,
+                       const json_t *result, const ab_error_t *err)
+{
+    if (depth_of(orig) > 256 || depth_of(patch) > 256)
+        return;
+    char *d = json_dumps(orig, JSON_COMPACT | JSON_ENCODE_ANY);
+    char *p = json_dumps(patch, JSON_COMPACT | JSON_ENCODE_ANY);
+    ab_buf_t out = AB_BUF_INIT;
+    ab_error_t e = AB_ERROR_INIT;
+    if (d == NULL || p == NULL)
+        abort();
+    ab_status_t st = ab_jsonpatch_apply_json(d, strlen(d), p, strlen(p), &out, &e);
+    if (st != rc || (rc != AB_OK && strcmp(e.field, err->field) != 0))
+        abort();
+    if (rc == AB_OK) {
+        json_t *back =
+            json_loadb((const char *)out.data, out.len, JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL);
+        if (back == NULL || !json_equal(back, result))
+            abort();
+        json_decref(back);
+    }
+    ab_buf_free(&out);
+    free(d);
+    free(p);
 }
 
 static void run(json_t *doc, const json_t *patch, unsigned long fail_at)
@@ -358,7 +406,7 @@ static void run(json_t *doc, const json_t *patch, unsigned long fail_at)
     warns_t w = {.patch = patch};
     ab_error_t err = AB_ERROR_INIT;
     arm(fail_at);
-    ab_status_t rc = ab_jsonpatch_apply_ex(&doc, patch, on_warn, &w, &err);
+    ab_status_t rc = ab__jsonpatch_apply_ex(&doc, patch, on_warn, &w, &err);
     unsigned long failed = g_failed;
     arm(0);
     if (rc != AB_OK && rc != AB_INVALID_EVENT && rc != AB_NOT_FOUND && rc != AB_CONFLICT &&
@@ -376,6 +424,8 @@ static void run(json_t *doc, const json_t *patch, unsigned long fail_at)
         check_success(orig, patch, doc, &w);
     }
     check_equal_value(orig, patch);
+    if (fail_at == 0)
+        check_text(orig, patch, rc, doc, &err);
     json_decref(doc);
     json_decref(orig);
     json_decref(porig);

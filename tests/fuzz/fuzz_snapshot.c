@@ -1,6 +1,6 @@
 /*
  * fuzz_snapshot.c - libFuzzer target for the snapshot parser and validator
- * (ab_snapshot_parse, ab_snapshot_validate, ab_snapshot_from_json), restoring
+ * (ab_snapshot_parse, ab__snapshot_validate, ab__snapshot_from_json), restoring
  * (ab_snapshot_restore, ab_snapshot_builder_from) and continuing a restored
  * snapshot (proto/snapshot*.c). A stored snapshot is data the broker reads
  * back from disk at every cold SNAPSHOT request.
@@ -24,7 +24,7 @@
  *     position is checkpoint.position;
  *  3. every document the builder writes (after the events) passes the
  *     validator; its JSON text (ab_snapshot_builder_json) parses
- *     back equal to ab_snapshot_builder_document(), and its msgpack
+ *     back equal to ab__snapshot_builder_document(), and its msgpack
  *     (ab_snapshot_builder_msgpack) is the bytes ab_json_to_msgpack() makes
  *     of that text; re-reading the text and writing it again gives the same
  *     bytes;
@@ -42,6 +42,7 @@
 #include "agentbus/ids.h"
 #include "agentbus/json.h"
 #include "agentbus/snapshot.h"
+#include "jansson_internal.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -112,8 +113,8 @@ static ab_snapshot_t *parse_checked(const char *text, size_t len)
         check_refusal(st, &err);
     json_t *doc = json_loadb(text, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, NULL);
     if (doc != NULL) {
-        ab_status_t v = ab_snapshot_validate(doc, &e2);
-        ab_status_t f = ab_snapshot_from_json(doc, &s2, &e3);
+        ab_status_t v = ab__snapshot_validate(doc, &e2);
+        ab_status_t f = ab__snapshot_from_json(doc, &s2, &e3);
         if (v != st || f != st || strcmp(e2.message, err.message) != 0 ||
             strcmp(e3.message, err.message) != 0)
             die("parse, validate and from_json disagree");
@@ -130,9 +131,9 @@ static json_t *document_of(const ab_snapshot_builder_t *b)
 {
     json_t *doc = NULL;
     ab_error_t err = AB_ERROR_INIT;
-    if (ab_snapshot_builder_document(b, &doc, &err) != AB_OK)
+    if (ab__snapshot_builder_document(b, &doc, &err) != AB_OK)
         die("builder_document failed");
-    if (ab_snapshot_validate(doc, &err) != AB_OK) {
+    if (ab__snapshot_validate(doc, &err) != AB_OK) {
         fprintf(stderr, "%s (at %s)\n", err.message, err.field);
         die("the builder wrote a document the validator refuses");
     }
@@ -174,7 +175,7 @@ static void check_writers(ab_snapshot_builder_t *b)
 /* Invariant 2 for an accepted snapshot; @return a builder continuing it. */
 static ab_snapshot_builder_t *restore_checked(const ab_snapshot_t *s)
 {
-    const json_t *doc = ab_snapshot_document(s);
+    const json_t *doc = ab__snapshot_document(s);
     const json_t *cp = json_object_get(doc, "checkpoint");
     if (ab_snapshot_position(s) != (uint64_t)json_integer_value(json_object_get(cp, "position")))
         die("position is not checkpoint.position");
@@ -187,7 +188,7 @@ static ab_snapshot_builder_t *restore_checked(const ab_snapshot_t *s)
     }
     const char *k;
     json_t *v;
-    json_object_foreach((json_t *)(uintptr_t)ab_reducer_state(r), k, v)
+    json_object_foreach((json_t *)(uintptr_t)ab__reducer_state(r), k, v)
     {
         if (!json_equal(v, json_object_get(json_object_get(doc, "projection"), k)))
             die("the restored projection is not the document's");
@@ -253,7 +254,7 @@ static bool must_refuse(const fed_t *f, const json_t *next_seq, uint64_t pos)
 static void feed_lines(ab_snapshot_builder_t *b, const ab_snapshot_t *s, const char *p, size_t len,
                        input_t *in, ab_doc_t *d)
 {
-    const json_t *cp = json_object_get(ab_snapshot_document(s), "checkpoint");
+    const json_t *cp = json_object_get(ab__snapshot_document(s), "checkpoint");
     json_t *next_seq = json_deep_copy(json_object_get(cp, "runs"));
     uint64_t pos = ab_snapshot_position(s);
     size_t at = 0;
@@ -325,7 +326,7 @@ static void check_split(const ab_snapshot_t *s, const input_t *in, const json_t 
             ab_reducer_apply(r, root, in->ev[i].run, in->ev[i].seq, &err) != AB_OK)
             die("the plain reducer refuses an event the builder folded");
     }
-    if (!json_equal(ab_reducer_state(r), json_object_get(full, "projection")))
+    if (!json_equal(ab__reducer_state(r), json_object_get(full, "projection")))
         die("the plain reducer's projection differs from the builder's");
     ab_reducer_destroy(&r);
     json_decref(split);

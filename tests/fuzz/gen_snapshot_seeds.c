@@ -23,6 +23,8 @@
 #include "agentbus/json.h"
 #include "agentbus/snapshot.h"
 
+#include <jansson.h>
+
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>

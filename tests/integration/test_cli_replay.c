@@ -1,7 +1,7 @@
 /*
  * test_cli_replay.c - `agentbus replay --verify` on many interleaved runs.
  *
- * The verifier itself (cli/replay_verify.c, compiled in here) on event
+ * The verifier itself (cli/replay_verify.c, linked from agentbus-cli) on event
  * streams built in memory, with a store lookup the test controls: many
  * interleaved runs verify while it holds only the runs in progress; a late
  * RUN_ERROR after RUN_FINISHED is accepted after the run was forgotten;
@@ -19,7 +19,7 @@
 #include "agentbus/client.h"
 #include "broker_proc.h"
 
-#include "../../cli/replay_verify.c"
+#include "replay_verify.h"
 
 #include <sqlite3.h>
 

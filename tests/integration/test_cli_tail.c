@@ -4,14 +4,14 @@
  * view of fixture runs marks every outcome and streams text and tool
  * arguments inline; replay exports JSON Lines and --verify reports finished
  * and still-active runs with a verdict. The human view's render-error path
- * is checked directly on cli/tail_render.c (the broker never fans out an
+ * is checked directly on demo/render.c (the broker never fans out an
  * event that fails the check).
  */
 #include "testutil.h"
 
 #include "broker_proc.h"
 
-#include "../../cli/tail_render.c"
+#include "render.h"
 
 /* Run a shell command, capture stdout into @p out; returns the exit status. */
 static int run_cmd(const char *cmd, char *out, size_t size)

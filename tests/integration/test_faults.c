@@ -381,7 +381,7 @@ static void write_all(const char *path, const void *data, size_t len)
 }
 
 /* How every refusal of a damaged database ends (store.h). */
-#define AFRESH "to start afresh on purpose, move it and its -wal and -shm files away"
+#define AFRESH "to start afresh on purpose, move"
 
 /* Start a broker on @p dir; it must refuse, naming the database, and leave it unchanged. */
 static void expect_refused(const char *dir, const char *word, const char *word2)

@@ -68,9 +68,12 @@ static void test_ping(void **state)
 static void expect_error(ab_conn_t *c, ab_doc_t *doc, const void *const *frames, const size_t *lens,
                          size_t n, ab_status_t code)
 {
-    void *s = ab_conn_socket(c);
+    ab_buf_t f[8];
+    assert_true(n <= 8);
     for (size_t i = 0; i < n; i++)
-        assert_true(zmq_send(s, frames[i], lens[i], i + 1 < n ? ZMQ_SNDMORE : 0) >= 0);
+        f[i] = (ab_buf_t){.data = (uint8_t *)(uintptr_t)frames[i], .len = lens[i]};
+    ab_error_t serr = AB_ERROR_INIT;
+    assert_int_equal(ab_conn_send_raw(c, f, n, &serr), AB_OK);
     ab_msg_t m;
     ab_error_t err = AB_ERROR_INIT;
     ab_status_t st = ab_conn_recv(c, 0, doc, &m, IT_TIMEOUT, &err);
@@ -191,11 +194,12 @@ static void test_packed_publish(void **state)
         {{hdr.data, two.data, e1.data}, {hdr.len, two.len, e1.len}, 3, "packed"}, /* 2 frames */
         {{hdr.data, two.data}, {hdr.len, two.len - 1}, 2, "count"},               /* truncated */
     };
-    void *s = ab_conn_socket(packed);
     for (size_t k = 0; k < sizeof(bad) / sizeof(bad[0]); k++) {
+        ab_buf_t f[3];
         for (size_t i = 0; i < bad[k].n; i++)
-            assert_true(zmq_send(s, bad[k].f[i], bad[k].l[i], i + 1 < bad[k].n ? ZMQ_SNDMORE : 0) >=
-                        0);
+            f[i] = (ab_buf_t){.data = (uint8_t *)(uintptr_t)bad[k].f[i], .len = bad[k].l[i]};
+        ab_error_t serr = AB_ERROR_INIT;
+        assert_int_equal(ab_conn_send_raw(packed, f, bad[k].n, &serr), AB_OK);
         ab_msg_t m;
         err = (ab_error_t)AB_ERROR_INIT;
         assert_int_equal(ab_conn_recv(packed, 78, t->doc, &m, IT_TIMEOUT, &err),

@@ -136,11 +136,11 @@ static void test_snapshot_matches_local_fold(void **state)
     ab_snapshot_t *snap = NULL;
     if (ab_snapshot_parse((const char *)text.data, text.len, &snap, &err) != AB_OK)
         fail_msg("snapshot rejected: %s", err.message);
-    const json_t *doc = ab_snapshot_document(snap);
+    const json_t *doc = ab__snapshot_document(snap);
     const json_t *proj = json_object_get(doc, "projection");
-    if (!json_equal((json_t *)(uintptr_t)proj, (json_t *)(uintptr_t)ab_reducer_state(r))) {
+    if (!json_equal((json_t *)(uintptr_t)proj, (json_t *)(uintptr_t)ab__reducer_state(r))) {
         char *a = json_dumps(proj, JSON_COMPACT),
-             *b = json_dumps(ab_reducer_state(r), JSON_COMPACT);
+             *b = json_dumps(ab__reducer_state(r), JSON_COMPACT);
         fail_msg("projection differs:\n broker %s\n local  %s", a, b);
     }
     const json_t *active = json_object_get(doc, "activeRuns");
@@ -164,7 +164,7 @@ static void test_snapshot_matches_local_fold(void **state)
     json_t *cli_doc = json_loads(out, 0, NULL);
     assert_non_null(cli_doc);
     assert_true(json_equal(json_object_get(cli_doc, "projection"),
-                           (json_t *)(uintptr_t)ab_reducer_state(r)));
+                           (json_t *)(uintptr_t)ab__reducer_state(r)));
     json_decref(cli_doc);
     assert_int_equal(run_cli(out, "snapshot %s --broker %s", THREAD, t->bp.cmd), 0);
     assert_non_null(strstr(out, "thread " THREAD));
@@ -199,8 +199,8 @@ static void test_snapshot_with_nul(void **state)
     ab_snapshot_t *snap = NULL;
     if (ab_snapshot_parse((const char *)text.data, text.len, &snap, &err) != AB_OK)
         fail_msg("snapshot rejected: %s", err.message);
-    assert_true(json_equal(json_object_get(ab_snapshot_document(snap), "projection"),
-                           (json_t *)(uintptr_t)ab_reducer_state(r)));
+    assert_true(json_equal(json_object_get(ab__snapshot_document(snap), "projection"),
+                           (json_t *)(uintptr_t)ab__reducer_state(r)));
     ab_snapshot_destroy(&snap);
     ab_buf_free(&text);
     char *out = malloc(OUT_MAX);
@@ -209,7 +209,7 @@ static void test_snapshot_with_nul(void **state)
     json_t *cli_doc = json_loads(out, JSON_ALLOW_NUL, NULL);
     assert_non_null(cli_doc);
     const json_t *proj = json_object_get(cli_doc, "projection");
-    assert_true(json_equal(proj, (json_t *)(uintptr_t)ab_reducer_state(r)));
+    assert_true(json_equal(proj, (json_t *)(uintptr_t)ab__reducer_state(r)));
     const json_t *msg = json_array_get(json_object_get(proj, "messages"), 1);
     assert_int_equal(json_string_length(json_object_get(msg, "content")), 7); /* "a\0b\0end" */
     json_decref(cli_doc);

@@ -186,7 +186,7 @@ static void test_corrupt_stored(void **state)
     json_t *doc = NULL;
     ab_error_t err = AB_ERROR_INIT;
     assert_int_equal(ab_snapshot_builder_new(&sb, "thread-other", &err), AB_OK);
-    assert_int_equal(ab_snapshot_builder_document(sb, &doc, &err), AB_OK);
+    assert_int_equal(ab__snapshot_builder_document(sb, &doc, &err), AB_OK);
     text = json_dumps(doc, JSON_COMPACT);
     put_stored(t->bp.dir, at + 3, text);
     free(text);
@@ -198,7 +198,7 @@ static void test_corrupt_stored(void **state)
     ab_conn_destroy(&f.c);
     assert_int_equal(bp_stop(&t->bp), 0);
     assert_int_equal(ab_snapshot_builder_new(&sb, THREAD, &err), AB_OK);
-    assert_int_equal(ab_snapshot_builder_document(sb, &doc, &err), AB_OK);
+    assert_int_equal(ab__snapshot_builder_document(sb, &doc, &err), AB_OK);
     json_object_set_new(json_object_get(doc, "checkpoint"), "position",
                         json_integer((json_int_t)(f.last_pos + 1000)));
     text = json_dumps(doc, JSON_COMPACT);

@@ -10,6 +10,7 @@
 #include "agentbus/codec.h"
 #include "testutil.h"
 
+#include <msgpack.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -10,6 +10,7 @@
 #include "agentbus/alloc.h"
 #include "agentbus/codec.h"
 #include "agentbus/reducer.h"
+#include "jansson_internal.h"
 #include "testutil.h"
 
 #include <jansson.h>
@@ -297,7 +298,7 @@ static ab_status_t path_reducer(void)
         st = ab_reducer_new(&r, "thread-1", &err);
     for (size_t i = 0; st == AB_OK && i < g_thread.n; i++)
         st = fold_line(r, doc, i);
-    if (st == AB_OK && json_array_size(json_object_get(ab_reducer_state(r), "messages")) == 0)
+    if (st == AB_OK && json_array_size(json_object_get(ab__reducer_state(r), "messages")) == 0)
         st = AB_INTERNAL;
     ab_reducer_destroy(&r);
     ab_doc_destroy(&doc);

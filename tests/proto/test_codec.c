@@ -8,6 +8,8 @@
 
 #include "agentbus/agui.h"
 
+#include <msgpack.h>
+
 static ab_error_t ev_err_lim(fx_t *f, const char *json, const ab_limits_t *lim, ab_status_t code,
                              const char *field)
 {

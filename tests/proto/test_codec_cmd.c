@@ -6,6 +6,8 @@
  */
 #include "codec_fixture.h"
 
+#include <msgpack.h>
+
 static ab_error_t msg_err_lim(fx_t *f, const char *json, const ab_limits_t *lim, ab_status_t code,
                               const char *field)
 {

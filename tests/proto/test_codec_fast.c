@@ -8,6 +8,7 @@
  */
 #include "agentbus/codec.h"
 #include "testutil.h"
+#include "value_internal.h"
 
 #include <string.h>
 
@@ -32,7 +33,7 @@ static void pack_env(ab_buf_t *b, const struct kvspec *kv, size_t n, const ab_va
         else if (kv[i].kind == 1)
             msgpack_pack_str_with_body(&pk, kv[i].s, strlen(kv[i].s));
         else
-            assert_int_equal(ab_val_pack(&pk, body), AB_OK);
+            assert_int_equal(ab__val_pack(&pk, body), AB_OK);
     }
 }
 

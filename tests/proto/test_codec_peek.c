@@ -7,6 +7,7 @@
 
 #include "agentbus/codec.h"
 
+#include <stdio.h>
 #include <string.h>
 
 /* Bytes from a hex string (spaces ignored) into @p out; @return the length. */

@@ -7,6 +7,7 @@
 #include "testutil.h"
 
 #include "agentbus/jsonpatch.h"
+#include "jansson_internal.h"
 
 #include <string.h>
 
@@ -24,7 +25,7 @@ static void expect_ok(const char *doc, const char *patch, const char *want)
 {
     json_t *d = load(doc), *p = load(patch), *w = load(want);
     ab_error_t err = AB_ERROR_INIT;
-    ab_status_t st = ab_jsonpatch_apply(&d, p, &err);
+    ab_status_t st = ab__jsonpatch_apply(&d, p, &err);
     if (st != AB_OK)
         fail_msg("patch %s failed: %s (at %s)", patch, err.message, err.field);
     if (!json_equal(d, w)) {
@@ -42,7 +43,7 @@ static void expect_fail(const char *doc, const char *patch, ab_status_t code, co
     json_t *d = load(doc), *p = load(patch), *orig = load(doc);
     json_t *before = d;
     ab_error_t err = AB_ERROR_INIT;
-    assert_int_not_equal(ab_jsonpatch_apply(&d, p, &err), AB_OK);
+    assert_int_not_equal(ab__jsonpatch_apply(&d, p, &err), AB_OK);
     tu_assert_error(&err, code, field);
     assert_ptr_equal(d, before);
     assert_true(json_equal(d, orig));
@@ -200,12 +201,12 @@ static void test_unknown_op_skipped_with_warning(void **state)
                      "{\"op\":\"add\",\"path\":\"/b\",\"value\":2}]");
     int warned = 0;
     ab_error_t err = AB_ERROR_INIT;
-    assert_int_equal(ab_jsonpatch_apply_ex(&d, p, count_warn, &warned, &err), AB_OK);
+    assert_int_equal(ab__jsonpatch_apply_ex(&d, p, count_warn, &warned, &err), AB_OK);
     assert_int_equal(warned, 1);
     json_t *w = load("{\"a\":1,\"b\":2}");
     assert_true(json_equal(d, w));
     /* without a callback it is skipped silently */
-    assert_int_equal(ab_jsonpatch_apply(&d, p, &err), AB_OK);
+    assert_int_equal(ab__jsonpatch_apply(&d, p, &err), AB_OK);
     json_decref(w);
     json_decref(d);
     json_decref(p);
@@ -233,7 +234,7 @@ static void test_copy_doubling_is_bounded(void **state)
     json_t *d = load("{\"a\":1,\"b\":2}"), *orig = json_deep_copy(d), *before = d;
     json_t *p = doubling_patch(60);
     ab_error_t err = AB_ERROR_INIT;
-    assert_int_equal(ab_jsonpatch_apply(&d, p, &err), AB_TOO_LARGE);
+    assert_int_equal(ab__jsonpatch_apply(&d, p, &err), AB_TOO_LARGE);
     assert_int_equal(err.code, AB_TOO_LARGE);
     assert_non_null(strstr(err.field, "/from"));
     assert_ptr_equal(d, before);
@@ -241,7 +242,7 @@ static void test_copy_doubling_is_bounded(void **state)
     json_decref(p);
     /* a few doublings are fine: 2^10 leaves */
     p = doubling_patch(20);
-    assert_int_equal(ab_jsonpatch_apply(&d, p, &err), AB_OK);
+    assert_int_equal(ab__jsonpatch_apply(&d, p, &err), AB_OK);
     json_decref(p);
     json_decref(d);
     json_decref(orig);
@@ -262,7 +263,7 @@ static void test_repeated_large_copies_are_bounded(void **state)
         json_array_append_new(p, json_pack("{s:s,s:s}", "op", "remove", "path", "/c"));
     }
     ab_error_t err = AB_ERROR_INIT;
-    assert_int_equal(ab_jsonpatch_apply(&d, p, &err), AB_TOO_LARGE);
+    assert_int_equal(ab__jsonpatch_apply(&d, p, &err), AB_TOO_LARGE);
     assert_null(json_object_get(d, "c"));
     json_decref(p);
     json_decref(d);
@@ -291,17 +292,17 @@ static void test_depth_is_bounded(void **state)
     json_t *orig = json_deep_copy(d), *before = d;
     json_t *p = json_pack("[{s:s,s:s,s:O}]", "op", "add", "path", path, "value", v);
     ab_error_t err = AB_ERROR_INIT;
-    assert_int_equal(ab_jsonpatch_apply(&d, p, &err), AB_TOO_LARGE);
+    assert_int_equal(ab__jsonpatch_apply(&d, p, &err), AB_TOO_LARGE);
     tu_assert_error(&err, AB_TOO_LARGE, "/0/path");
     assert_ptr_equal(d, before);
     assert_true(json_equal(d, orig));
     json_decref(p);
     p = json_pack("[{s:s,s:s,s:i}]", "op", "add", "path", path, "value", 1);
-    assert_int_equal(ab_jsonpatch_apply(&d, p, &err), AB_OK);
+    assert_int_equal(ab__jsonpatch_apply(&d, p, &err), AB_OK);
     json_decref(p);
     /* the same value near the root is fine */
     p = json_pack("[{s:s,s:s,s:O}]", "op", "add", "path", "/v", "value", v);
-    assert_int_equal(ab_jsonpatch_apply(&d, p, &err), AB_OK);
+    assert_int_equal(ab__jsonpatch_apply(&d, p, &err), AB_OK);
     json_decref(p);
     json_decref(v);
     json_decref(orig);

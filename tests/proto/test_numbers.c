@@ -7,6 +7,7 @@
  */
 #include "agentbus/reducer.h"
 #include "agentbus/snapshot.h"
+#include "jansson_internal.h"
 #include "testutil.h"
 
 #include <string.h>
@@ -31,7 +32,7 @@ static void test_projection_holds_nearest_double(void **state)
     ab_error_t err = AB_ERROR_INIT;
     assert_int_equal(ab_reducer_new(&r, "t", &err), AB_OK);
     assert_int_equal(ab_reducer_apply(r, tu_json(&c, STATE), "r1", 1, &err), AB_OK);
-    const json_t *s = json_object_get(ab_reducer_state(r), "state");
+    const json_t *s = json_object_get(ab__reducer_state(r), "state");
     expect_real(json_object_get(s, "max"), 18446744073709551615.0);
     expect_real(json_object_get(s, "top"), 9223372036854775808.0);
     assert_true(json_is_integer(json_object_get(s, "i64")));
@@ -47,7 +48,7 @@ static void test_projection_holds_nearest_double(void **state)
                                                   "\"m\":42}}"),
                                       "r1", 2, &err),
                      AB_OK);
-    const json_t *task = json_array_get(json_object_get(ab_reducer_state(r), "tasks"), 0);
+    const json_t *task = json_array_get(json_object_get(ab__reducer_state(r), "tasks"), 0);
     expect_real(json_object_get(task, "n"), 18446744073709551615.0);
     assert_int_equal(json_integer_value(json_object_get(task, "m")), 42);
     ab_reducer_destroy(&r);
@@ -79,7 +80,7 @@ static void test_snapshot_of_an_active_run(void **state)
         AB_OK);
     assert_int_equal(ab_snapshot_builder_feed(b, "r1", 2, 2, tu_json(&c, STATE), &err), AB_OK);
     json_t *doc = NULL;
-    assert_int_equal(ab_snapshot_builder_document(b, &doc, &err), AB_OK);
+    assert_int_equal(ab__snapshot_builder_document(b, &doc, &err), AB_OK);
     const json_t *ev =
         json_object_get(json_array_get(json_object_get(doc, "activeEvents"), 1), "event");
     expect_real(json_object_get(json_object_get(ev, "snapshot"), "max"), 18446744073709551615.0);
@@ -93,7 +94,7 @@ static void test_snapshot_of_an_active_run(void **state)
     assert_int_equal(ab_snapshot_parse((const char *)text.data, text.len, &snap, &err), AB_OK);
     ab_reducer_t *r = NULL;
     assert_int_equal(ab_snapshot_restore(snap, &r, &err), AB_OK);
-    assert_true(json_equal(ab_reducer_state(r), json_object_get(doc, "projection")));
+    assert_true(json_equal(ab__reducer_state(r), json_object_get(doc, "projection")));
     /* the msgpack: the same values (the body re-encoded, not copied) */
     assert_int_equal(ab_snapshot_builder_msgpack(b, 64, SIZE_MAX, &mp, &err), AB_OK);
     ab_doc_t *d = NULL;

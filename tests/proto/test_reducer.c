@@ -9,6 +9,7 @@
 #include "testutil.h"
 
 #include "agentbus/reducer.h"
+#include "jansson_internal.h"
 
 #include <dirent.h>
 #include <stdio.h>
@@ -86,7 +87,7 @@ static void expect_golden(const char *name, const char *thread)
     size_t len;
     char *text = tu_read_file(path, &len);
     json_t *want = load(text);
-    expect_json(ab_reducer_state(r), want, name);
+    expect_json(ab__reducer_state(r), want, name);
     json_decref(want);
     free(text);
     ab_reducer_destroy(&r);
@@ -120,7 +121,7 @@ static void test_golden_state_patches(void **state)
     fold_file(r, "state-patches", 13);
     json_t *want = load("{\"items\":[\"z\",\"b\"],\"count\":5,\"moved\":5,\"ok\":true,"
                         "\"a/b\":{\"m~n\":2},\"after\":null}");
-    expect_json(json_object_get(ab_reducer_state(r), "state"), want, "state after run-1");
+    expect_json(json_object_get(ab__reducer_state(r), "state"), want, "state after run-1");
     json_decref(want);
     ab_reducer_destroy(&r);
 }
@@ -133,7 +134,7 @@ static void test_golden_agentkit(void **state)
 
 static const char *msg_content(ab_reducer_t *r, size_t i)
 {
-    json_t *m = json_array_get(json_object_get(ab_reducer_state(r), "messages"), i);
+    json_t *m = json_array_get(json_object_get(ab__reducer_state(r), "messages"), i);
     return json_string_value(json_object_get(m, "content"));
 }
 
@@ -172,7 +173,7 @@ static void test_golden_nul_bytes(void **state)
     ab_reducer_t *r = reducer("thread-9");
     fold_file(r, "nul-bytes", 0);
     const char *c = msg_content(r, 1);
-    const json_t *m = json_array_get(json_object_get(ab_reducer_state(r), "messages"), 1);
+    const json_t *m = json_array_get(json_object_get(ab__reducer_state(r), "messages"), 1);
     assert_int_equal(json_string_length(json_object_get(m, "content")), 7);
     assert_memory_equal(c, "a\0b\0end", 7);
     ab_reducer_destroy(&r);
@@ -187,7 +188,7 @@ static void test_empty_projection(void **state)
              "\"toolCalls\":[],\"reasoning\":[],\"reasoningSpans\":[],\"activities\":[],"
              "\"state\":{},\"approvals\":[],\"tasks\":[],\"roster\":[],\"interactions\":[],"
              "\"artifacts\":[],\"suggestions\":[],\"widgets\":[],\"warnings\":[]}");
-    expect_json(ab_reducer_state(r), want, "empty projection");
+    expect_json(ab__reducer_state(r), want, "empty projection");
     json_decref(want);
     ab_reducer_destroy(&r);
     ab_reducer_destroy(&r); /* NULL-safe */
@@ -211,7 +212,7 @@ static void test_bad_arguments(void **state)
     /* unknown types are ignored, but the run is recorded */
     assert_int_equal(ab_reducer_apply(r, tu_json(&c, "{\"type\":\"FUTURE_THING\"}"), NULL, 4, &err),
                      AB_OK);
-    json_t *runs = json_object_get(ab_reducer_state(r), "runs");
+    json_t *runs = json_object_get(ab__reducer_state(r), "runs");
     assert_int_equal(json_array_size(runs), 1);
     tu_ctx_free(&c);
     ab_reducer_destroy(&r);
@@ -249,9 +250,9 @@ static void test_message_assembly(void **state)
         load("[{\"id\":\"m1\",\"role\":\"user\",\"content\":\"hello!\"},"
              "{\"id\":\"m2\",\"role\":\"assistant\",\"content\":\"ab\"},"
              "{\"id\":\"m3\",\"role\":\"assistant\",\"content\":\"xy\",\"name\":\"bot\"}]");
-    expect_json(json_object_get(ab_reducer_state(r), "messages"), want, "messages");
+    expect_json(json_object_get(ab__reducer_state(r), "messages"), want, "messages");
     json_decref(want);
-    json_t *w = json_array_get(json_object_get(ab_reducer_state(r), "warnings"), 0);
+    json_t *w = json_array_get(json_object_get(ab__reducer_state(r), "warnings"), 0);
     assert_int_equal(json_integer_value(json_object_get(w, "seq")), 2);
     assert_string_equal(json_string_value(json_object_get(w, "run")), "r2");
     ab_reducer_destroy(&r);
@@ -283,7 +284,7 @@ static void test_messages_snapshot_keeps_positions(void **state)
          "\"function\",\"function\":{\"name\":\"f\",\"arguments\":\"{}\"}}]},"
          "{\"id\":\"t9\",\"role\":\"tool\",\"toolCallId\":\"c9\",\"content\":\"ok\"},"
          "{\"id\":\"rq\",\"role\":\"reasoning\",\"content\":\"new\"}]}");
-    json_t *st = (json_t *)(uintptr_t)ab_reducer_state(r);
+    json_t *st = (json_t *)(uintptr_t)ab__reducer_state(r);
     json_t *want =
         load("[{\"id\":\"m1\",\"role\":\"user\",\"content\":\"V1\"},"
              "{\"id\":\"m3\",\"role\":\"assistant\",\"content\":\"V3\"},"
@@ -338,7 +339,7 @@ static void test_input_messages(void **state)
          "{\"id\":\"u3\",\"role\":\"user\",\"content\":\"second\"},"
          "{\"id\":\"c2h\",\"role\":\"assistant\",\"toolCalls\":[{\"id\":\"c2\",\"type\":"
          "\"function\",\"function\":{\"name\":\"g\",\"arguments\":\"{}\"}}]}]}}");
-    const json_t *st = ab_reducer_state(r);
+    const json_t *st = ab__reducer_state(r);
     json_t *want = load(
         "[{\"id\":\"u1\",\"role\":\"user\",\"content\":\"hi\"},"
         "{\"id\":\"m1\",\"role\":\"assistant\",\"content\":\"earlier\"},"
@@ -368,7 +369,7 @@ static void test_input_messages(void **state)
     fold(r, "r2", 4,
          "{\"type\":\"TOOL_CALL_RESULT\",\"messageId\":\"res-3\",\"toolCallId\":\"c1\","
          "\"content\":\"late\"}");
-    json_t *msgs = json_object_get(ab_reducer_state(r), "messages");
+    json_t *msgs = json_object_get(ab__reducer_state(r), "messages");
     static const char *const order[] = {"u1",    "m1", "m2",  "res-1", "t2",
                                         "res-3", "u3", "c2h", "res-2", "m4"};
     assert_int_equal(json_array_size(msgs), 10);
@@ -386,7 +387,7 @@ static void test_tool_calls_in_messages(void **state)
     fold(r, "r1", 1, "{\"type\":\"RUN_STARTED\",\"threadId\":\"t\",\"runId\":\"r1\"}");
     fold(r, "r1", 2, "{\"type\":\"TOOL_CALL_START\",\"toolCallId\":\"c1\",\"toolCallName\":\"f\"}");
     fold(r, "r1", 3, "{\"type\":\"TOOL_CALL_ARGS\",\"toolCallId\":\"c1\",\"delta\":\"{\"}");
-    json_t *m = json_array_get(json_object_get(ab_reducer_state(r), "messages"), 0);
+    json_t *m = json_array_get(json_object_get(ab__reducer_state(r), "messages"), 0);
     assert_string_equal(json_string_value(json_object_get(m, "id")), "c1");
     assert_null(json_object_get(m, "content"));
     /* the snapshot's a1 holds c1 now; c1's own holder is not in it: dropped */
@@ -403,7 +404,7 @@ static void test_tool_calls_in_messages(void **state)
     fold(r, "r1", 9,
          "{\"type\":\"TOOL_CALL_RESULT\",\"messageId\":\"t1\",\"toolCallId\":\"c1\","
          "\"content\":\"done\"}");
-    const json_t *st = ab_reducer_state(r);
+    const json_t *st = ab__reducer_state(r);
     json_t *want =
         load("[{\"id\":\"a1\",\"role\":\"assistant\",\"toolCalls\":[{\"id\":\"c1\",\"type\":"
              "\"function\",\"function\":{\"name\":\"g\",\"arguments\":\"{\\\"x\\\":1}\"},"
@@ -426,7 +427,7 @@ static void test_tool_calls_in_messages(void **state)
          "{\"type\":\"TOOL_CALL_START\",\"toolCallId\":\"c5\",\"toolCallName\":\"h\"}");
     want = load("[{\"id\":\"c5\",\"role\":\"assistant\",\"toolCalls\":[{\"id\":\"c5\",\"type\":"
                 "\"function\",\"function\":{\"name\":\"h\",\"arguments\":\"\"}}]}]");
-    expect_json(json_object_get(ab_reducer_state(r), "messages"), want, "restarted call");
+    expect_json(json_object_get(ab__reducer_state(r), "messages"), want, "restarted call");
     json_decref(want);
     ab_reducer_destroy(&r);
 }
@@ -437,16 +438,16 @@ static void test_patch_failure_warns_and_keeps_state(void **state)
     ab_reducer_t *r = reducer("t");
     fold(r, "r1", 1, "{\"type\":\"RUN_STARTED\",\"threadId\":\"t\",\"runId\":\"r1\"}");
     fold(r, "r1", 2, "{\"type\":\"STATE_SNAPSHOT\",\"snapshot\":{\"a\":[1]}}");
-    const json_t *before = json_object_get(ab_reducer_state(r), "state");
+    const json_t *before = json_object_get(ab__reducer_state(r), "state");
     fold(r, "r1", 3,
          "{\"type\":\"STATE_DELTA\",\"delta\":[{\"op\":\"add\",\"path\":\"/a/-\",\"value\":2},"
          "{\"op\":\"remove\",\"path\":\"/a/5\"}]}");
-    const json_t *after = json_object_get(ab_reducer_state(r), "state");
+    const json_t *after = json_object_get(ab__reducer_state(r), "state");
     assert_ptr_equal(before, after);
     json_t *want = load("{\"a\":[1]}");
     expect_json(after, want, "state unchanged");
     json_decref(want);
-    json_t *w = json_array_get(json_object_get(ab_reducer_state(r), "warnings"), 0);
+    json_t *w = json_array_get(json_object_get(ab__reducer_state(r), "warnings"), 0);
     assert_int_equal(json_integer_value(json_object_get(w, "seq")), 3);
     assert_string_equal(json_string_value(json_object_get(w, "run")), "r1");
     assert_non_null(strstr(json_string_value(json_object_get(w, "message")), "/1/path"));
@@ -464,9 +465,9 @@ static void test_patch_failure_warns_and_keeps_state(void **state)
          "{\"type\":\"ACTIVITY_SNAPSHOT\",\"messageId\":\"a1\",\"activityType\":\"Z\","
          "\"content\":{\"y\":1},\"replace\":false}");
     want = load("[{\"messageId\":\"a1\",\"activityType\":\"P\",\"content\":{\"x\":1}}]");
-    expect_json(json_object_get(ab_reducer_state(r), "activities"), want, "activity unchanged");
+    expect_json(json_object_get(ab__reducer_state(r), "activities"), want, "activity unchanged");
     json_decref(want);
-    assert_int_equal(json_array_size(json_object_get(ab_reducer_state(r), "warnings")), 3);
+    assert_int_equal(json_array_size(json_object_get(ab__reducer_state(r), "warnings")), 3);
     ab_reducer_destroy(&r);
 }
 
@@ -489,9 +490,9 @@ static void test_copying_state_delta_is_bounded(void **state)
     strcat(ev, "]}");
     fold(r, "r1", 3, ev);
     json_t *want = load("{\"a\":1,\"b\":2}");
-    expect_json(json_object_get(ab_reducer_state(r), "state"), want, "state unchanged");
+    expect_json(json_object_get(ab__reducer_state(r), "state"), want, "state unchanged");
     json_decref(want);
-    json_t *w = json_array_get(json_object_get(ab_reducer_state(r), "warnings"), 0);
+    json_t *w = json_array_get(json_object_get(ab__reducer_state(r), "warnings"), 0);
     assert_int_equal(json_integer_value(json_object_get(w, "seq")), 3);
     assert_non_null(strstr(json_string_value(json_object_get(w, "message")), "too_large"));
     ab_reducer_destroy(&r);
@@ -504,7 +505,7 @@ static void test_warnings_are_bounded(void **state)
     for (uint64_t i = 1; i <= AB_REDUCER_MAX_WARNINGS + 10; i++)
         fold(r, "r1", i,
              "{\"type\":\"STATE_DELTA\",\"delta\":[{\"op\":\"remove\",\"path\":\"/x\"}]}");
-    json_t *ws = json_object_get(ab_reducer_state(r), "warnings");
+    json_t *ws = json_object_get(ab__reducer_state(r), "warnings");
     assert_int_equal(json_array_size(ws), AB_REDUCER_MAX_WARNINGS);
     assert_int_equal(json_integer_value(json_object_get(json_array_get(ws, 0), "seq")), 11);
     ab_reducer_destroy(&r);
@@ -512,7 +513,7 @@ static void test_warnings_are_bounded(void **state)
 
 static const char *approval_status(ab_reducer_t *r, size_t i)
 {
-    json_t *a = json_array_get(json_object_get(ab_reducer_state(r), "approvals"), i);
+    json_t *a = json_array_get(json_object_get(ab__reducer_state(r), "approvals"), i);
     return json_string_value(json_object_get(a, "status"));
 }
 
@@ -537,7 +538,7 @@ static void test_approvals_bound_to_exact_interrupt_id(void **state)
          "\"approved\"}}]}}");
     assert_string_equal(approval_status(r, 0), "pending");
     assert_string_equal(approval_status(r, 1), "cancelled");
-    assert_int_equal(json_array_size(json_object_get(ab_reducer_state(r), "warnings")), 2);
+    assert_int_equal(json_array_size(json_object_get(ab__reducer_state(r), "warnings")), 2);
     /* an answered interrupt cannot be answered again */
     fold(r, "r2", 2,
          "{\"type\":\"RUN_FINISHED\",\"threadId\":\"t\",\"runId\":\"r2\",\"outcome\":{\"type\":"
@@ -551,7 +552,7 @@ static void test_approvals_bound_to_exact_interrupt_id(void **state)
     assert_string_equal(approval_status(r, 0), "pending");
     assert_string_equal(approval_status(r, 1), "cancelled");
     assert_string_equal(approval_status(r, 2), "resolved");
-    json_t *a = json_array_get(json_object_get(ab_reducer_state(r), "approvals"), 2);
+    json_t *a = json_array_get(json_object_get(ab__reducer_state(r), "approvals"), 2);
     assert_string_equal(json_string_value(json_object_get(a, "runId")), "r2");
     assert_string_equal(json_string_value(json_object_get(a, "resumedByRunId")), "r3");
     ab_reducer_destroy(&r);
@@ -568,7 +569,7 @@ static void test_long_warning_is_valid_utf8(void **state)
         strcat(ev, "\xc3\xa9");
     strcat(ev, "\"}");
     fold(r, "r1", 1, ev);
-    json_t *w = json_array_get(json_object_get(ab_reducer_state(r), "warnings"), 0);
+    json_t *w = json_array_get(json_object_get(ab__reducer_state(r), "warnings"), 0);
     const char *msg = json_string_value(json_object_get(w, "message"));
     assert_non_null(msg);
     assert_true(strlen(msg) < AB_ERROR_MESSAGE_MAX);
@@ -589,7 +590,7 @@ static void test_run_error_and_late_error(void **state)
              "\"error\":{\"message\":\"no model\",\"code\":\"cfg\"}},"
              "{\"id\":\"r1\",\"status\":\"error\",\"startedSeq\":1,\"lastSeq\":3,"
              "\"endedSeq\":3,\"outcome\":\"success\",\"error\":{\"message\":\"late\"}}]");
-    expect_json(json_object_get(ab_reducer_state(r), "runs"), want, "runs");
+    expect_json(json_object_get(ab__reducer_state(r), "runs"), want, "runs");
     json_decref(want);
     ab_reducer_destroy(&r);
 }
@@ -611,7 +612,7 @@ static void fold_stream(const char *path)
             fail_msg("%s line %llu: %s", path, (unsigned long long)seq, err.message);
         tu_ctx_free(&c);
     }
-    assert_int_equal(json_integer_value(json_object_get(ab_reducer_state(r), "formatVersion")),
+    assert_int_equal(json_integer_value(json_object_get(ab__reducer_state(r), "formatVersion")),
                      AB_REDUCER_FORMAT_VERSION);
     ab_reducer_destroy(&r);
     free(text);

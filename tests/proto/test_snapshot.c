@@ -10,6 +10,7 @@
 #include "agentbus/json.h"
 #include "agentbus/jsonpatch.h"
 #include "agentbus/snapshot.h"
+#include "jansson_internal.h"
 
 #include <dirent.h>
 #include <stdint.h>
@@ -93,7 +94,7 @@ static json_t *document(const ab_snapshot_builder_t *b)
 {
     json_t *doc = NULL;
     ab_error_t err = AB_ERROR_INIT;
-    assert_int_equal(ab_snapshot_builder_document(b, &doc, &err), AB_OK);
+    assert_int_equal(ab__snapshot_builder_document(b, &doc, &err), AB_OK);
     return doc;
 }
 
@@ -125,7 +126,7 @@ static void expect_json(const json_t *got, const json_t *want, const char *what,
 /* Split at k: both continuation paths must equal the fold of all n events. */
 /*
  * The builder's direct encoders write its document: msgpack (read back as
- * JSON) and JSON text both equal ab_snapshot_builder_document(); a limit too
+ * JSON) and JSON text both equal ab__snapshot_builder_document(); a limit too
  * small is AB_TOO_LARGE with the output untouched.
  */
 static void check_encoders(ab_snapshot_builder_t *b, const json_t *doc, const char *name, size_t k)
@@ -172,7 +173,7 @@ static void check_split(const json_t *lines, size_t k, const json_t *full_doc, c
     ab_reducer_t *r = NULL;
     assert_int_equal(ab_snapshot_restore(s, &r, &err), AB_OK);
     fold_lines(r, lines, k, n);
-    expect_json(ab_reducer_state(r), json_object_get(full_doc, "projection"), name, k);
+    expect_json(ab__reducer_state(r), json_object_get(full_doc, "projection"), name, k);
     ab_reducer_destroy(&r);
     assert_int_equal(ab_snapshot_builder_from(&b, s, &err), AB_OK);
     feed_lines(b, lines, k, n);
@@ -198,7 +199,7 @@ static size_t split_fixture(const char *path)
     ab_error_t err = AB_ERROR_INIT;
     assert_int_equal(ab_reducer_new(&r, thread_of(lines), &err), AB_OK);
     fold_lines(r, lines, 0, n);
-    expect_json(json_object_get(full, "projection"), ab_reducer_state(r), path, n);
+    expect_json(json_object_get(full, "projection"), ab__reducer_state(r), path, n);
     ab_reducer_destroy(&r);
     for (size_t k = 0; k <= n; k++)
         check_split(lines, k, full, path);
@@ -322,7 +323,7 @@ static void test_builder_refuses_bad_feed(void **state)
     assert_int_equal(ab_snapshot_builder_new(&x, "bad\x01id", &err), AB_INVALID_ARGUMENT);
     assert_int_equal(ab_snapshot_builder_new(&x, NULL, &err), AB_INVALID_ARGUMENT);
     assert_int_equal(ab_snapshot_builder_from(&x, NULL, &err), AB_INVALID_ARGUMENT);
-    assert_int_equal(ab_snapshot_builder_document(NULL, NULL, &err), AB_INVALID_ARGUMENT);
+    assert_int_equal(ab__snapshot_builder_document(NULL, NULL, &err), AB_INVALID_ARGUMENT);
     assert_null(x);
     ab_snapshot_builder_destroy(&b);
     json_decref(lines);
@@ -348,7 +349,7 @@ static void expect_rule(const char *patch, const char *rule, const char *field)
     json_t *p = json_loads(patch, 0, NULL);
     assert_non_null(p);
     ab_error_t err = AB_ERROR_INIT;
-    if (ab_jsonpatch_apply(&doc, p, &err) != AB_OK)
+    if (ab__jsonpatch_apply(&doc, p, &err) != AB_OK)
         fail_msg("patch %s: %s", patch, err.message);
     json_decref(p);
     char *text = json_dumps(doc, JSON_COMPACT | JSON_ENCODE_ANY);
@@ -373,10 +374,10 @@ static void test_valid_documents_pass(void **state)
     json_t *doc = base_doc();
     ab_snapshot_t *s = reparse(doc);
     assert_int_equal(ab_snapshot_position(s), 7);
-    assert_true(json_equal(ab_snapshot_document(s), doc));
+    assert_true(json_equal(ab__snapshot_document(s), doc));
     ab_error_t err = AB_ERROR_INIT;
-    assert_int_equal(ab_snapshot_validate(doc, &err), AB_OK);
-    assert_int_equal(ab_snapshot_validate(NULL, &err), AB_INVALID_ARGUMENT);
+    assert_int_equal(ab__snapshot_validate(doc, &err), AB_OK);
+    assert_int_equal(ab__snapshot_validate(NULL, &err), AB_INVALID_ARGUMENT);
     ab_reducer_t *r = NULL;
     assert_int_equal(ab_snapshot_restore(NULL, &r, &err), AB_INVALID_ARGUMENT);
     assert_int_equal(ab_snapshot_parse(NULL, 0, &s, &err), AB_INVALID_ARGUMENT);
@@ -500,17 +501,17 @@ static void test_reducer_from_state_checks(void **state)
     json_t *proj = json_object_get(doc, "projection");
     ab_reducer_t *r = NULL;
     ab_error_t err = AB_ERROR_INIT;
-    assert_int_equal(ab_reducer_from_state(&r, proj, json_object_get(doc, "lanes"), &err), AB_OK);
-    assert_true(json_equal(ab_reducer_state(r), proj));
+    assert_int_equal(ab__reducer_from_state(&r, proj, json_object_get(doc, "lanes"), &err), AB_OK);
+    assert_true(json_equal(ab__reducer_state(r), proj));
     ab_reducer_destroy(&r);
-    assert_int_equal(ab_reducer_from_state(&r, NULL, NULL, &err), AB_INVALID_ARGUMENT);
+    assert_int_equal(ab__reducer_from_state(&r, NULL, NULL, &err), AB_INVALID_ARGUMENT);
     json_t *lanes = json_pack("{s:i}", "text\x1f", 1);
     ab_error_clear(&err);
-    assert_int_equal(ab_reducer_from_state(&r, proj, lanes, &err), AB_INVALID_ARGUMENT);
+    assert_int_equal(ab__reducer_from_state(&r, proj, lanes, &err), AB_INVALID_ARGUMENT);
     json_decref(lanes);
     json_object_del(proj, "widgets");
     ab_error_clear(&err);
-    assert_int_equal(ab_reducer_from_state(&r, proj, NULL, &err), AB_INVALID_ARGUMENT);
+    assert_int_equal(ab__reducer_from_state(&r, proj, NULL, &err), AB_INVALID_ARGUMENT);
     tu_assert_error(&err, AB_INVALID_ARGUMENT, "/widgets");
     assert_null(r);
     json_decref(doc);

@@ -5,6 +5,9 @@
 #include "agentbus/nego.h"
 #include "testutil.h"
 
+#include "agentbus/value.h"
+
+#include <stdio.h>
 #include <string.h>
 
 static void test_names_roundtrip(void **state)
@@ -126,14 +129,42 @@ static void test_capabilities(void **state)
     assert_string_equal(ab_cap_state_name(AB_CAP_UNSUPPORTED), "unsupported");
 }
 
+/* The error is small (status.h) and what does not fit is cut where it stays well-formed. */
+static void test_error_is_small(void **state)
+{
+    (void)state;
+    assert_true(sizeof(ab_error_t) <= 360);
+    ab_error_t e = AB_ERROR_INIT;
+    char msg[400], path[200];
+    memset(msg, 'a', sizeof(msg));
+    memcpy(msg + AB_ERROR_MESSAGE_MAX - 3, "\xc3\xa9\xc3\xa9", 4); /* é straddles the end */
+    msg[sizeof(msg) - 1] = '\0';
+    size_t n = 0;
+    for (int i = 0; n + 8 < sizeof(path); i++)
+        n += (size_t)snprintf(path + n, sizeof(path) - n, "/seg%d", i);
+    ab_error_set(&e, AB_INVALID_EVENT, path, "%s", msg);
+    assert_true(strlen(e.message) < AB_ERROR_MESSAGE_MAX);
+    assert_true(ab_utf8_valid(e.message, strlen(e.message)));
+    assert_true(strlen(e.field) < AB_ERROR_FIELD_MAX);
+    assert_memory_equal(e.field, path, strlen(e.field)); /* a prefix of the path ... */
+    assert_true(path[strlen(e.field)] == '/');           /* ... ending at a whole segment */
+    ab_error_detail_int(&e, "expected_seq", 7);
+    ab_error_detail_str(&e, "rule", "active-run-terminal");
+    ab_error_detail_int(&e, "retry_after_ms", 5);
+    ab_error_detail_int(&e, "dropped", 1); /* past the last slot */
+    assert_int_equal(e.ndetails, AB_ERROR_DETAILS_MAX);
+    assert_int_equal(ab_error_detail(&e, "expected_seq")->i, 7);
+    assert_string_equal(ab_error_detail(&e, "rule")->s, "active-run-terminal");
+    assert_int_equal(ab_error_detail(&e, "retry_after_ms")->i, 5);
+    assert_null(ab_error_detail(&e, "dropped"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_names_roundtrip),
-        cmocka_unit_test(test_first_error_wins),
-        cmocka_unit_test(test_ids),
-        cmocka_unit_test(test_version_negotiation),
-        cmocka_unit_test(test_capabilities),
+        cmocka_unit_test(test_names_roundtrip),     cmocka_unit_test(test_first_error_wins),
+        cmocka_unit_test(test_error_is_small),      cmocka_unit_test(test_ids),
+        cmocka_unit_test(test_version_negotiation), cmocka_unit_test(test_capabilities),
     };
     return cmocka_run_group_tests_name("status", tests, NULL, NULL);
 }

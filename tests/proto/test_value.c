@@ -3,6 +3,7 @@
  * rejection path with its code and JSON pointer, limits and helpers.
  */
 #include "testutil.h"
+#include "value_internal.h"
 
 #include <math.h>
 #include <string.h>
@@ -80,7 +81,7 @@ static void test_uint64(void **state)
     ab_buf_t out = AB_BUF_INIT;
     msgpack_packer pk;
     msgpack_packer_init(&pk, &out, ab_buf_msgpack_write);
-    assert_int_equal(ab_val_pack(&pk, a), AB_OK);
+    assert_int_equal(ab__val_pack(&pk, a), AB_OK);
     assert_int_equal(out.len, sizeof(in) - 1);
     assert_memory_equal(out.data, in, out.len);
     assert_int_equal(ab_doc_parse(d2, out.data, out.len, 64, 4, AB_INVALID_EVENT, &b, &err), AB_OK);
@@ -259,7 +260,7 @@ static void test_pack_roundtrip(void **state)
     ab_buf_t b = AB_BUF_INIT;
     msgpack_packer pk;
     msgpack_packer_init(&pk, &b, ab_buf_msgpack_write);
-    assert_int_equal(ab_val_pack(&pk, v), AB_OK);
+    assert_int_equal(ab__val_pack(&pk, v), AB_OK);
     ab_doc_t *doc;
     assert_int_equal(ab_doc_new(&doc), AB_OK);
     const ab_val_t *w;

@@ -23,8 +23,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define AFRESH "to start afresh on purpose, move it and its -wal and -shm files away"
-
 typedef struct fx {
     char dir[64];
     char db[96];
@@ -164,8 +162,8 @@ static void test_empty_file_refused(void **state)
     assert_non_null(fp);
     fclose(fp);
     open_refused(f->dir, false, true, AB_CORRUPT, f->db, "is empty (0 bytes)");
-    open_refused(f->dir, false, false, AB_CORRUPT, f->db, AFRESH);
-    open_refused(f->dir, true, false, AB_CORRUPT, f->db, AFRESH);
+    open_refused(f->dir, false, false, AB_CORRUPT, f->db, "empty");
+    open_refused(f->dir, true, false, AB_CORRUPT, f->db, "empty");
     struct stat sb;
     assert_int_equal(stat(f->db, &sb), 0);
     assert_int_equal(sb.st_size, 0);
@@ -186,7 +184,7 @@ static void test_orphan_wal_refused(void **state)
     fclose(fp);
     assert_int_equal(unlink(f->db), 0);
     open_refused(f->dir, false, true, AB_CORRUPT, f->db, "is missing but its WAL");
-    open_refused(f->dir, false, false, AB_CORRUPT, "start afresh on purpose", NULL);
+    open_refused(f->dir, false, false, AB_CORRUPT, "-wal is there", NULL);
     assert_false(exists(f->db));
     assert_int_equal(unlink(f->wal), 0); /* moved away: now a new store is made */
     st = open_as(f->dir, false, true);
@@ -205,7 +203,7 @@ static void test_foreign_file_refused(void **state)
     assert_non_null(fp);
     assert_int_equal(fwrite(text, 1, sizeof text, fp), sizeof text);
     fclose(fp);
-    open_refused(f->dir, false, true, AB_CORRUPT, f->db, AFRESH);
+    open_refused(f->dir, false, true, AB_CORRUPT, f->db, "damaged");
     open_refused(f->dir, false, false, AB_CORRUPT, f->db, "not a database");
     size_t len = 0;
     char *after = tu_read_file(f->db, &len);

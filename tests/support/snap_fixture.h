@@ -14,6 +14,7 @@
 #include "agentbus/nego.h"
 #include "agentbus/plugin.h"
 #include "agentbus/snapshot.h"
+#include "jansson_internal.h"
 
 #include <unistd.h>
 
@@ -69,10 +70,10 @@ static inline uint64_t snapfx_check(snapfx_t *f)
     ab_snapshot_t *snap = NULL;
     if (ab_snapshot_parse((const char *)text.data, text.len, &snap, &err) != AB_OK)
         fail_msg("snapshot rejected: %s", err.message);
-    const json_t *proj = json_object_get(ab_snapshot_document(snap), "projection");
-    if (!json_equal((json_t *)(uintptr_t)proj, (json_t *)(uintptr_t)ab_reducer_state(f->r))) {
+    const json_t *proj = json_object_get(ab__snapshot_document(snap), "projection");
+    if (!json_equal((json_t *)(uintptr_t)proj, (json_t *)(uintptr_t)ab__reducer_state(f->r))) {
         char *a = json_dumps(proj, JSON_COMPACT),
-             *b = json_dumps(ab_reducer_state(f->r), JSON_COMPACT);
+             *b = json_dumps(ab__reducer_state(f->r), JSON_COMPACT);
         fail_msg("projection differs:\n broker %s\n local  %s", a, b);
     }
     uint64_t pos = ab_snapshot_position(snap);

@@ -1,0 +1,42 @@
+/*
+ * bench.h - the `agentbus bench` suite (bench/, linked into the agentbus
+ * command; cli/bench_cmd.c parses the command line and calls these).
+ *
+ * Each function runs its rows, prints one line per row to stdout (the
+ * figures docs/PERFORMANCE.md records) and returns an exit status: 0, or 1
+ * when a row could not run or its load failed. Not installed.
+ */
+#ifndef AB_BENCH_H
+#define AB_BENCH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#define AB_BENCH_OK   0
+#define AB_BENCH_FAIL 1
+
+/** Options of the bus benchmarks (ingest, latency, replay, zmq, fanout). */
+typedef struct bench_opts {
+    const char *broker;         /**< a running broker's endpoint; NULL: start one per row */
+    double seconds;             /**< measuring time per row */
+    int rounds;                 /**< fanout: rounds of the 4-subscriber rows (1 ... 64) */
+    bool frame_per_event;       /**< producers do not pack publishes */
+    const char *snapshot_every; /**< the broker children's --snapshot-every; NULL: theirs */
+} bench_opts_t;
+
+/** `bench proto`: decode + validate on one core; @p only_size 0 = 256 B and 2 KiB rows. */
+int bench_proto(double seconds, size_t only_size);
+
+/** `bench reducer`: events/s folded on one core. */
+int bench_reducer(double seconds);
+
+/** `bench snapshot`: SNAPSHOT answer times of a ~100,000-event thread. */
+int bench_snapshot(void);
+
+/** Whether @p name is a bus benchmark (ingest, latency, replay, zmq, fanout). */
+bool bench_is_bus(const char *name);
+
+/** Run the bus benchmark @p name with @p o (bench_is_bus(name) must hold). */
+int bench_bus(const char *name, const bench_opts_t *o);
+
+#endif /* AB_BENCH_H */

@@ -1,0 +1,632 @@
+/*
+ * bench_bus.c - `agentbus bench ingest|latency|replay|zmq|fanout`: benchmarks of the
+ * whole bus through the client library (docs/PERFORMANCE.md, "Bus
+ * benchmarks"); the fanout rows live in bench_fanout.c.
+ *
+ *   ingest   4 producer threads, 100 runs, 256-byte envelopes (padded
+ *            TEXT_MESSAGE_CONTENT), 256 events per publish, up to PIPE
+ *            publishes in flight per producer; acknowledged events/s at
+ *            --durability fsync and process, and the broker's peak RSS.
+ *   latency  publish-to-ack p50/p99 of single-event publishes at 1,000
+ *            events/s, then of batches at 80% of the measured maximum.
+ *   replay   one run of 100k events and a thread of 10 runs x 10k events,
+ *            replayed; events/s delivered to the callback.
+ *   zmq      ceilings: raw DEALER/ROUTER round trips/s and one-way 256-byte
+ *            message throughput on loopback TCP.
+ *   fanout   raw ZeroMQ PUB -> 1 / 4 SUB sockets (256 B), then the ingest
+ *            load with 1 / 4 ab_sub_t subscribers (scope all, from now; 4
+ *            also with skip_body, and with tiny high-water marks): events/s
+ *            delivered per subscriber and events recovered by catch-up
+ *            (replayed after a hole).
+ *
+ * Without --broker each row starts its own broker child (the binary itself,
+ * a temporary data directory, loopback ports) and stops it with SIGTERM.
+ *
+ * Invariants:
+ *  1. Every wait is bounded (child ready line, replies, child exit).
+ *  2. A broker child started here is always stopped and its directory
+ *     removed before the row returns.
+ */
+#include "ab_common.h"
+#include "agentbus/client.h"
+#include "agentbus/json.h"
+#include "bench.h"
+#include "bench_int.h"
+#include "spawn.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <zmq.h>
+
+bool g_frame_per_event;
+const char *g_snapshot_every;
+
+/* ---- broker child (demo/spawn.c) ------------------------------------------ */
+
+void child_stop(child_t *ch)
+{
+    if (ch->pid > 0)
+        spawn_stop(ch, true);
+}
+
+static int child_start(child_t *ch, const char *durability)
+{
+    spawn_opts_t so = {.tmp_prefix = "agentbus-bench",
+                       .quiet = true,
+                       .extra = {"--durability", durability,
+                                 g_snapshot_every ? "--snapshot-every" : NULL, g_snapshot_every}};
+    if (spawn_broker(ch, &so) != 0) {
+        fprintf(stderr, "agentbus bench: the broker did not start\n");
+        return -1;
+    }
+    return 0;
+}
+
+/* CPU seconds (user + system) a process has used, from /proc/PID/stat; 0 if unknown. */
+static double proc_cpu_s(pid_t pid)
+{
+    char path[64], line[1024];
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    double s = 0;
+    if (f != NULL && fgets(line, sizeof(line), f) != NULL) {
+        const char *p = strrchr(line, ')'); /* the name may hold spaces */
+        unsigned long ut = 0, st = 0;
+        if (p &&
+            sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) == 2)
+            s = (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+    }
+    if (f)
+        fclose(f);
+    return s;
+}
+
+/* This process's CPU seconds (all threads). */
+static double self_cpu_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Peak RSS of a process in KiB (VmHWM), or 0. */
+static long peak_rss_kib(pid_t pid)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+    FILE *f = fopen(path, "r");
+    long kib = 0;
+    while (f && fgets(line, sizeof(line), f))
+        if (sscanf(line, "VmHWM: %ld kB", &kib) == 1)
+            break;
+    if (f)
+        fclose(f);
+    return kib;
+}
+
+/* ---- event building ---------------------------------------------------- */
+
+static int bodies_init(bodies_t *b)
+{
+    char json[EVENT_SIZE + 128];
+    int k = snprintf(json, sizeof(json),
+                     "{\"type\":\"TEXT_MESSAGE_CONTENT\",\"messageId\":\"m\",\"delta\":\"");
+    memset(json + k, 'x', EVENT_SIZE - 110);
+    snprintf(json + k + EVENT_SIZE - 110, sizeof(json) - (size_t)k - (EVENT_SIZE - 110), "\"}");
+    ab_error_t err = AB_ERROR_INIT;
+    memset(b, 0, sizeof(*b));
+    if (ab_doc_new(&b->doc) != AB_OK ||
+        ab_json_to_msgpack(json, strlen(json), 64, 1u << 20, AB_INVALID_EVENT, &b->content_mp,
+                           &err) != AB_OK ||
+        ab_doc_parse(b->doc, b->content_mp.data, b->content_mp.len, 1u << 20, 64, AB_INVALID_EVENT,
+                     &b->content, &err) != AB_OK)
+        return -1;
+    return 0;
+}
+
+static void bodies_free(bodies_t *b)
+{
+    ab_doc_destroy(&b->doc);
+    ab_buf_free(&b->content_mp);
+}
+
+/* Envelope of event @p seq of an open-ended run into @p out (reset first). */
+static int build_event(const bodies_t *b, ab_buf_t *out, const char *thread, const char *run,
+                       uint64_t seq)
+{
+    ab_buf_reset(out);
+    ab_error_t err = AB_ERROR_INIT;
+    if (seq <= 2) {
+        char json[512];
+        if (seq == 1)
+            snprintf(json, sizeof(json),
+                     "{\"type\":\"RUN_STARTED\",\"threadId\":\"%s\",\"runId\":\"%s\","
+                     "\"protocolVersion\":\"1.0\"}",
+                     thread, run);
+        else
+            snprintf(json, sizeof(json), "{\"type\":\"TEXT_MESSAGE_START\",\"messageId\":\"m\"}");
+        return ab_envelope_json(out, 1, thread, run, seq, 1, json, &err) == AB_OK ? 0 : -1;
+    }
+    ab_event_t ev = {.v = 1, .seq = seq, .epoch = 1, .ts = 1700000000000, .body = b->content};
+    ev.thread = (ab_str_t){thread, strlen(thread)};
+    ev.run = (ab_str_t){run, strlen(run)};
+    return ab_event_encode(&ev, out, &err) == AB_OK ? 0 : -1;
+}
+
+/* ---- producers ----------------------------------------------------------- */
+
+typedef struct flight {
+    uint64_t cid;
+    double t0;
+} flight_t;
+
+static int send_batch(prod_t *p, ab_conn_t *c, ab_buf_t *frames, uint64_t *seqs, uint64_t k,
+                      flight_t *f)
+{
+    int r = (int)(k % (uint64_t)p->nruns);
+    char thread[32], run[32];
+    snprintf(thread, sizeof(thread), p->thread_fmt, p->id);
+    snprintf(run, sizeof(run), "p%d-r%d", p->id, r);
+    for (int i = 0; i < p->batch; i++)
+        if (build_event(p->bodies, &frames[i], thread, run, ++seqs[r]) != 0)
+            return -1;
+    ab_msg_t req = {.op = AB_OP_PUBLISH};
+    req.u.publish.count = (uint32_t)p->batch;
+    ab_error_t err = AB_ERROR_INIT;
+    f->t0 = ab__mono_s();
+    return ab_conn_send(c, &req, frames, (size_t)p->batch, &f->cid, &err) == AB_OK ? 0 : -1;
+}
+
+static int take_reply(prod_t *p, ab_conn_t *c, ab_doc_t *doc, flight_t *fl, int *nfl)
+{
+    ab_msg_t m;
+    ab_error_t err = AB_ERROR_INIT;
+    if (ab_conn_recv(c, 0, doc, &m, 10000, &err) != AB_OK || m.op != AB_OP_PUBLISHED) {
+        fprintf(stderr, "agentbus bench: publish failed: %s\n", err.message);
+        return -1;
+    }
+    for (size_t i = 0; i < m.u.published.nresults; i++) {
+        if (m.u.published.results[i].status == AB_RESULT_REJECTED)
+            p->rejected++;
+        else
+            p->acked++;
+        p->duplicates += m.u.published.results[i].status == AB_RESULT_DUPLICATE;
+    }
+    for (int i = 0; i < *nfl; i++)
+        if (fl[i].cid == m.cid) {
+            if (p->lat && p->nlat < LAT_MAX)
+                p->lat[p->nlat++] = ab__mono_s() - fl[i].t0;
+            fl[i] = fl[--*nfl];
+            break;
+        }
+    return 0;
+}
+
+static void *produce(void *arg)
+{
+    prod_t *p = arg;
+    ab_conn_opts_t o = {.zmq_ctx = p->ctx,
+                        .client_name = "agentbus-bench",
+                        .timeout_ms = 10000,
+                        .frame_per_event = g_frame_per_event};
+    ab_conn_t *c = NULL;
+    ab_doc_t *doc = NULL;
+    ab_error_t err = AB_ERROR_INIT;
+    ab_buf_t *frames = calloc((size_t)p->batch, sizeof(ab_buf_t));
+    uint64_t *seqs = calloc((size_t)p->nruns, sizeof(uint64_t));
+    flight_t fl[64];
+    int nfl = 0;
+    if (!frames || !seqs || ab_doc_new(&doc) != AB_OK ||
+        ab_conn_new(&c, p->endpoint, &o, &err) != AB_OK) {
+        fprintf(stderr, "agentbus bench: connect: %s\n", err.message);
+        p->failed = 1;
+        goto out;
+    }
+    double start = ab__mono_s(), end = start + p->seconds;
+    uint64_t k = 0;
+    for (;;) {
+        double now = ab__mono_s();
+        double due = p->rate > 0 ? start + (double)(k * (uint64_t)p->batch) / p->rate : now;
+        bool more = now < end && (!p->max_events || k * (uint64_t)p->batch < p->max_events);
+        if (more && nfl < p->pipe && due <= now) {
+            if (send_batch(p, c, frames, seqs, k++, &fl[nfl]) != 0) {
+                p->failed = 1;
+                break;
+            }
+            nfl++;
+            continue;
+        }
+        if (nfl == 0 && !more)
+            break;
+        /* wait for an ack, or until the next send is due */
+        int wait = nfl ? 10000 : (int)((due - now) * 1000) + 1;
+        if (nfl < p->pipe && p->rate > 0 && more)
+            wait = (int)((due - now) * 1000) + 1;
+        int rc = ab_conn_wait(c, wait);
+        if ((rc > 0 && take_reply(p, c, doc, fl, &nfl) != 0) || (rc == 0 && wait >= 10000)) {
+            fprintf(stderr, "agentbus bench: no reply within 10 s\n");
+            p->failed = 1;
+            break;
+        }
+    }
+out:
+    for (int i = 0; frames && i < p->batch; i++)
+        ab_buf_free(&frames[i]);
+    free(frames);
+    free(seqs);
+    ab_conn_destroy(&c);
+    ab_doc_destroy(&doc);
+    return NULL;
+}
+
+prod_t load_producer(const char *ep, void *ctx, const bodies_t *b, double seconds,
+                     const char *thread_fmt)
+{
+    return (prod_t){.endpoint = ep,
+                    .ctx = ctx,
+                    .bodies = b,
+                    .nruns = RUNS / PRODUCERS,
+                    .batch = BATCH,
+                    .pipe = PIPE,
+                    .seconds = seconds,
+                    .thread_fmt = thread_fmt};
+}
+
+/* Run @p n producers like @p tmpl; returns acked events/s (or -1). */
+double run_producers(const prod_t *tmpl, int n, prod_t *out)
+{
+    pthread_t th[PRODUCERS];
+    double t0 = ab__mono_s();
+    for (int i = 0; i < n; i++) {
+        out[i] = *tmpl;
+        out[i].id = i;
+        if (tmpl->want_lat)
+            out[i].lat = calloc(LAT_MAX, sizeof(double));
+        pthread_create(&th[i], NULL, produce, &out[i]);
+    }
+    uint64_t acked = 0;
+    int failed = 0;
+    for (int i = 0; i < n; i++) {
+        pthread_join(th[i], NULL);
+        acked += out[i].acked;
+        failed |= out[i].failed;
+    }
+    double dt = ab__mono_s() - t0;
+    return failed ? -1 : (double)acked / dt;
+}
+
+/* ---- rows ---------------------------------------------------------------- */
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* p50/p99 in microseconds over every producer's samples. */
+static void percentiles(prod_t *ps, int n, double *p50, double *p99, size_t *count)
+{
+    size_t total = 0;
+    for (int i = 0; i < n; i++)
+        total += ps[i].nlat;
+    double *all = malloc((total ? total : 1) * sizeof(double));
+    size_t k = 0;
+    for (int i = 0; i < n; i++) {
+        memcpy(all + k, ps[i].lat, ps[i].nlat * sizeof(double));
+        k += ps[i].nlat;
+        free(ps[i].lat);
+        ps[i].lat = NULL;
+    }
+    qsort(all, total, sizeof(double), cmp_double);
+    *count = total;
+    *p50 = total ? all[total / 2] * 1e6 : 0;
+    *p99 = total ? all[(size_t)((double)total * 0.99)] * 1e6 : 0;
+    free(all);
+}
+
+/* Endpoint of the row: --broker, or a child started with @p durability. */
+int row_begin(const bench_opts_t *o, child_t *ch, const char *durability, const char **ep)
+{
+    memset(ch, 0, sizeof(*ch));
+    if (o->broker) {
+        *ep = o->broker;
+        return 0;
+    }
+    if (child_start(ch, durability) != 0)
+        return -1;
+    *ep = ch->cmd;
+    return 0;
+}
+
+static double ingest_row(const bench_opts_t *o, void *ctx, const bodies_t *b,
+                         const char *durability)
+{
+    child_t ch;
+    const char *ep;
+    if (row_begin(o, &ch, durability, &ep) != 0)
+        return -1;
+    prod_t tmpl = load_producer(ep, ctx, b, o->seconds, "ingest-%d");
+    prod_t ps[PRODUCERS];
+    double c0 = self_cpu_s(), b0 = ch.pid ? proc_cpu_s(ch.pid) : 0;
+    double rate = run_producers(&tmpl, PRODUCERS, ps);
+    double pcpu = self_cpu_s() - c0, bcpu = ch.pid ? proc_cpu_s(ch.pid) - b0 : 0;
+    uint64_t rej = 0, dup = 0, acked = 0;
+    for (int i = 0; i < PRODUCERS; i++) {
+        rej += ps[i].rejected;
+        dup += ps[i].duplicates;
+        acked += ps[i].acked;
+    }
+    long rss = ch.pid ? peak_rss_kib(ch.pid) : 0;
+    double per = acked ? 1e6 / (double)acked : 0;
+    printf("ingest  durability=%-7s %10.0f events/s acked  (%d producers, %d runs, %d B events, "
+           "batch %d, %d in flight%s; rejected %llu, duplicate %llu; broker peak RSS %s%ld MiB; "
+           "CPU per event: producers %.2f us, broker %.2f us)\n",
+           durability, rate, PRODUCERS, RUNS, EVENT_SIZE, BATCH, PIPE,
+           g_frame_per_event ? ", a frame per event" : ", packed", (unsigned long long)rej,
+           (unsigned long long)dup, rss ? "" : "n/a ", rss / 1024, pcpu * per, bcpu * per);
+    child_stop(&ch);
+    return rate;
+}
+
+static int bench_ingest(const bench_opts_t *o, void *ctx, const bodies_t *b)
+{
+    double f = ingest_row(o, ctx, b, "fsync");
+    double p = ingest_row(o, ctx, b, "process");
+    return f < 0 || p < 0 ? AB_BENCH_FAIL : AB_BENCH_OK;
+}
+
+static int latency_row(const bench_opts_t *o, void *ctx, const bodies_t *b, const char *label,
+                       const char *durability, double rate, int batch, int nprod)
+{
+    child_t ch;
+    const char *ep;
+    if (row_begin(o, &ch, durability, &ep) != 0)
+        return -1;
+    prod_t tmpl = {.endpoint = ep,
+                   .ctx = ctx,
+                   .bodies = b,
+                   .nruns = 4,
+                   .batch = batch,
+                   .pipe = batch == 1 ? 64 : PIPE,
+                   .seconds = o->seconds,
+                   .rate = rate / nprod,
+                   .thread_fmt = "lat-%d",
+                   .want_lat = true};
+    prod_t ps[PRODUCERS];
+    double got = run_producers(&tmpl, nprod, ps);
+    double p50, p99;
+    size_t n;
+    percentiles(ps, nprod, &p50, &p99, &n);
+    child_stop(&ch);
+    if (got < 0)
+        return -1;
+    printf("latency %-24s durability=%-7s target %7.0f ev/s, got %7.0f ev/s: p50 %7.0f us  "
+           "p99 %7.0f us  (%zu publishes of %d)\n",
+           label, durability, rate, got, p50, p99, n, batch);
+    return 0;
+}
+
+static int bench_latency(const bench_opts_t *o, void *ctx, const bodies_t *b)
+{
+    if (latency_row(o, ctx, b, "light (1 event/publish)", "fsync", 1000, 1, 1) != 0 ||
+        latency_row(o, ctx, b, "light (1 event/publish)", "process", 1000, 1, 1) != 0)
+        return AB_BENCH_FAIL;
+    double max = ingest_row(o, ctx, b, "fsync");
+    if (max <= 0)
+        return AB_BENCH_FAIL;
+    if (latency_row(o, ctx, b, "80% of max (batches)", "fsync", 0.8 * max, BATCH, PRODUCERS) != 0)
+        return AB_BENCH_FAIL;
+    return AB_BENCH_OK;
+}
+
+typedef struct counter {
+    uint64_t events;
+    uint64_t bytes;
+} counter_t;
+
+static ab_status_t count_row(void *ud, const ab_stamp_t *st, const uint8_t *ev, size_t len,
+                             ab_error_t *err)
+{
+    counter_t *k = ud;
+    (void)st;
+    (void)ev;
+    (void)err;
+    k->events++;
+    k->bytes += len;
+    return AB_OK;
+}
+
+static int replay_one(const char *ep, void *ctx, const char *label, const ab_msg_t *q)
+{
+    ab_conn_opts_t o = {
+        .zmq_ctx = ctx, .timeout_ms = 10000, .replay_window = 64, .replay_chunk_max = 1024};
+    ab_conn_t *c = NULL;
+    ab_doc_t *doc = NULL;
+    ab_error_t err = AB_ERROR_INIT;
+    counter_t k = {0, 0};
+    int rc = -1;
+    if (ab_doc_new(&doc) != AB_OK || ab_conn_new(&c, ep, &o, &err) != AB_OK)
+        goto out;
+    double t0 = ab__mono_s();
+    if (ab_conn_replay(c, q, count_row, &k, doc, NULL, 10000, &err) != AB_OK)
+        goto out;
+    double dt = ab__mono_s() - t0;
+    printf("replay  %-24s %9llu events in %6.3f s: %10.0f events/s  %7.1f MB/s  (window 64, "
+           "chunks of 1024)\n",
+           label, (unsigned long long)k.events, dt, (double)k.events / dt,
+           (double)k.bytes / dt / 1e6);
+    rc = 0;
+out:
+    if (rc != 0)
+        fprintf(stderr, "agentbus bench: replay: %s\n", err.message);
+    ab_conn_destroy(&c);
+    ab_doc_destroy(&doc);
+    return rc;
+}
+
+static int bench_replay(const bench_opts_t *o, void *ctx, const bodies_t *b)
+{
+    child_t ch;
+    const char *ep;
+    if (row_begin(o, &ch, "process", &ep) != 0)
+        return AB_BENCH_FAIL;
+    prod_t ps[2];
+    prod_t one = {.endpoint = ep,
+                  .ctx = ctx,
+                  .bodies = b,
+                  .nruns = 1,
+                  .batch = BATCH,
+                  .pipe = PIPE,
+                  .seconds = 600,
+                  .thread_fmt = "replay-run-%d",
+                  .max_events = 100000};
+    prod_t ten = one;
+    ten.nruns = 10;
+    ten.thread_fmt = "replay-thread-%d";
+    int rc = AB_BENCH_FAIL;
+    if (run_producers(&one, 1, &ps[0]) < 0 || run_producers(&ten, 1, &ps[1]) < 0)
+        goto out;
+    ab_msg_t q = {.op = AB_OP_REPLAY};
+    q.u.replay.scope = AB_REPLAY_RUN;
+    q.u.replay.thread = (ab_str_t){"replay-run-0", 12};
+    q.u.replay.run = (ab_str_t){"p0-r0", 5};
+    ab_msg_t qt = {.op = AB_OP_REPLAY};
+    qt.u.replay.scope = AB_REPLAY_THREAD;
+    qt.u.replay.thread = (ab_str_t){"replay-thread-0", 15};
+    if (replay_one(ep, ctx, "one run (100k events)", &q) == 0 &&
+        replay_one(ep, ctx, "thread (10 x 10k runs)", &qt) == 0)
+        rc = AB_BENCH_OK;
+out:
+    child_stop(&ch);
+    return rc;
+}
+
+/* ---- raw ZeroMQ ceilings --------------------------------------------------- */
+
+typedef struct echo {
+    void *sock;
+    int mode; /* 0: echo (ROUTER), 1: count (PULL) */
+    uint64_t count;
+} echo_t;
+
+static void *echo_main(void *arg)
+{
+    echo_t *e = arg;
+    zmq_msg_t m;
+    zmq_msg_init(&m);
+    for (;;) {
+        if (zmq_msg_recv(&m, e->sock, 0) < 0)
+            break; /* context terminated */
+        if (e->mode == 1) {
+            if (zmq_msg_size(&m) == 0)
+                break; /* end marker */
+            e->count++;
+            continue;
+        }
+        int more = zmq_msg_more(&m);
+        if (zmq_msg_size(&m) == 0 && !more)
+            break;
+        zmq_msg_send(&m, e->sock, more ? ZMQ_SNDMORE : 0);
+    }
+    zmq_msg_close(&m);
+    return NULL;
+}
+
+void *zsock(void *ctx, int type, const char *bind_ep, char *ep, size_t size)
+{
+    void *s = zmq_socket(ctx, type);
+    int zero = 0;
+    zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof(zero));
+    if (bind_ep) {
+        zmq_bind(s, bind_ep);
+        zmq_getsockopt(s, ZMQ_LAST_ENDPOINT, ep, &size);
+    } else {
+        zmq_connect(s, ep);
+    }
+    return s;
+}
+
+static int bench_zmq(const bench_opts_t *o)
+{
+    void *ctx = zmq_ctx_new();
+    char ep[128];
+    echo_t e = {.sock = zsock(ctx, ZMQ_ROUTER, "tcp://127.0.0.1:*", ep, sizeof(ep))};
+    void *d = zsock(ctx, ZMQ_DEALER, NULL, ep, sizeof(ep));
+    pthread_t th;
+    pthread_create(&th, NULL, echo_main, &e);
+    char payload[EVENT_SIZE];
+    memset(payload, 'x', sizeof(payload));
+    uint64_t n = 0;
+    double t0 = ab__mono_s(), end = t0 + o->seconds;
+    while (ab__mono_s() < end) {
+        zmq_send(d, payload, 64, 0);
+        zmq_recv(d, payload, sizeof(payload), 0);
+        n++;
+    }
+    double rt = (double)n / (ab__mono_s() - t0);
+    zmq_send(d, "", 0, 0); /* ROUTER echo thread: empty frame after identity ends it */
+    pthread_join(th, NULL);
+    echo_t pull = {.sock = zsock(ctx, ZMQ_PULL, "tcp://127.0.0.1:*", ep, sizeof(ep)), .mode = 1};
+    void *push = zsock(ctx, ZMQ_PUSH, NULL, ep, sizeof(ep));
+    pthread_create(&th, NULL, echo_main, &pull);
+    t0 = ab__mono_s();
+    end = t0 + o->seconds;
+    for (n = 0; (n & 1023) || ab__mono_s() < end; n++)
+        zmq_send(push, payload, sizeof(payload), 0);
+    zmq_send(push, "", 0, 0);
+    pthread_join(th, NULL);
+    double tp = (double)pull.count / (ab__mono_s() - t0);
+    printf("zmq     DEALER/ROUTER round trips (64 B, 1 in flight): %10.0f /s\n", rt);
+    printf("zmq     PUSH/PULL one-way %d B messages:              %10.0f /s\n", EVENT_SIZE, tp);
+    zmq_close(d);
+    zmq_close(e.sock);
+    zmq_close(push);
+    zmq_close(pull.sock);
+    zmq_ctx_term(ctx);
+    return AB_BENCH_OK;
+}
+
+/* ---- entry ----------------------------------------------------------------- */
+
+bool bench_is_bus(const char *name)
+{
+    static const char *const names[] = {"ingest", "latency", "replay", "zmq", "fanout"};
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+        if (name != NULL && strcmp(name, names[i]) == 0)
+            return true;
+    return false;
+}
+
+int bench_bus(const char *name, const bench_opts_t *o)
+{
+    if (strcmp(name, "zmq") == 0)
+        return bench_zmq(o);
+    g_frame_per_event = o->frame_per_event;
+    g_snapshot_every = o->snapshot_every;
+    bodies_t b;
+    void *ctx = zmq_ctx_new();
+    if (!ctx || bodies_init(&b) != 0) {
+        fprintf(stderr, "agentbus bench: setup failed\n");
+        return AB_BENCH_FAIL;
+    }
+    int rc;
+    if (strcmp(name, "ingest") == 0)
+        rc = bench_ingest(o, ctx, &b);
+    else if (strcmp(name, "latency") == 0)
+        rc = bench_latency(o, ctx, &b);
+    else if (strcmp(name, "fanout") == 0)
+        rc = bench_fanout(o, ctx, &b);
+    else
+        rc = bench_replay(o, ctx, &b);
+    bodies_free(&b);
+    zmq_ctx_term(ctx);
+    return rc;
+}

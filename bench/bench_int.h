@@ -1,0 +1,75 @@
+/*
+ * bench_int.h - what the bus benchmarks share (bench/bench_bus.c: ingest,
+ * latency, replay, zmq and the entry; bench/bench_fanout.c: fanout). Not
+ * installed.
+ */
+#ifndef AB_BENCH_INT_H
+#define AB_BENCH_INT_H
+
+#include "agentbus/client.h"
+#include "bench.h"
+#include "spawn.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define PRODUCERS  4
+#define RUNS       100
+#define BATCH      256
+#define PIPE       4
+#define EVENT_SIZE 256
+#define LAT_MAX    (1u << 20)
+
+/* Producers' connections: --frame-per-event (a process-wide knob of the rows). */
+extern bool g_frame_per_event;
+/* Broker children: --snapshot-every N when given (NULL: the broker's default). */
+extern const char *g_snapshot_every;
+
+typedef spawn_broker_t child_t; /* a broker child (demo/spawn.c) */
+
+/* A content body padded so the envelope is about EVENT_SIZE bytes. */
+typedef struct bodies {
+    ab_buf_t content_mp;
+    ab_doc_t *doc;
+    const ab_val_t *content;
+} bodies_t;
+
+/* One producer thread of a row: its settings, then its results. */
+typedef struct prod {
+    const char *endpoint;
+    void *ctx;
+    const bodies_t *bodies;
+    int id;
+    int nruns;
+    int batch;
+    int pipe;
+    double seconds;
+    double rate; /* events/s for this producer, 0 = as fast as possible */
+    const char *thread_fmt;
+    bool want_lat;       /* record publish-to-ack times */
+    uint64_t max_events; /* stop after this many events sent, 0 = no limit */
+    /* results */
+    uint64_t acked;
+    uint64_t rejected;
+    uint64_t duplicates; /* counted in acked too: the broker found them already stored */
+    double *lat;         /* publish-to-ack seconds, LAT_MAX entries, may be NULL */
+    size_t nlat;
+    int failed;
+} prod_t;
+
+/** Stop a broker child started for a row (no-op when none). */
+void child_stop(child_t *ch);
+/** The row's endpoint: --broker, or a broker child started with @p durability. 0 or -1. */
+int row_begin(const bench_opts_t *o, child_t *ch, const char *durability, const char **ep);
+/** The ingest load's producer: RUNS / PRODUCERS runs, BATCH events per publish, PIPE in flight. */
+prod_t load_producer(const char *ep, void *ctx, const bodies_t *b, double seconds,
+                     const char *thread_fmt);
+/** Run @p n producers like @p tmpl into @p out; acknowledged events/s, or -1. */
+double run_producers(const prod_t *tmpl, int n, prod_t *out);
+/** A ZeroMQ socket, linger 0, bound (@p bind_ep, its endpoint into @p ep) or connected to @p ep. */
+void *zsock(void *ctx, int type, const char *bind_ep, char *ep, size_t size);
+/** `agentbus bench fanout` (bench/bench_fanout.c). */
+int bench_fanout(const bench_opts_t *o, void *ctx, const bodies_t *b);
+
+#endif

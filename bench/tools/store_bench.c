@@ -1,0 +1,224 @@
+/*
+ * store_bench.c - throughput of the persistence plugin's append_batch and
+ * replay reads, next to a raw SQLite ceiling (see docs/STORE.md).
+ *
+ * Usage: store_bench [dir] [events] [fsync|process batch]
+ *        (defaults: /tmp/ab_store_bench, 400000, every case)
+ *
+ * Workload: 256-byte events over 100 runs of one thread, interleaved round
+ * robin, in batches of 100, 1000 and 4000 events, at fsync and process
+ * durability, each in a fresh database. Then replay of the last database:
+ * every run by RUN scope and the thread by THREAD scope, 1000 rows a page.
+ *
+ * Invariants:
+ *  1. Every database starts empty (the directory is emptied first) and is
+ *     written through the public plugin table only (raw ceiling aside).
+ *  2. A failed call aborts the program with its message: no number is
+ *     printed for a run that did not store everything.
+ */
+#include "ab_common.h"
+#include "agentbus/plugin.h"
+
+#include <dirent.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define RUNS     100
+#define EV_BYTES 256
+#define PAGE     1000
+
+static void die(const char *what, const ab_error_t *err)
+{
+    fprintf(stderr, "store_bench: %s: %s: %s\n", what, ab_status_name(err->code), err->message);
+    exit(1);
+}
+
+static void empty_dir(const char *dir)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    char p[1024];
+    while (d && (e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.')
+            continue;
+        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+        unlink(p);
+    }
+    if (d)
+        closedir(d);
+    mkdir(dir, 0700);
+}
+
+static char run_names[RUNS][16];
+
+static double bench_append(const ab_plugin_t *p, const char *dir, ab_durability_t dur, size_t batch,
+                           size_t total)
+{
+    empty_dir(dir);
+    ab_error_t err = AB_ERROR_INIT;
+    ab_plugin_open_opts_t o = {.data_dir = dir, .durability = dur};
+    ab_plugin_db_t *db = NULL;
+    if (p->open(&o, &db, &err) != AB_OK)
+        die("open", &err);
+    static uint8_t body[EV_BYTES];
+    memset(body, 'x', sizeof body);
+    ab_plugin_event_t *evs = calloc(batch, sizeof *evs);
+    uint64_t seq[RUNS] = {0};
+    size_t next_run = 0;
+    double t0 = ab__mono_s();
+    for (size_t done = 0; done < total; done += batch) {
+        for (size_t i = 0; i < batch; i++) {
+            size_t r = next_run++ % RUNS;
+            evs[i] = (ab_plugin_event_t){
+                .thread = {"bench-thread", 12},
+                .run = {run_names[r], strlen(run_names[r])},
+                .seq = ++seq[r],
+                .epoch = 1,
+                .bytes = body,
+                .len = sizeof body,
+                .new_status = seq[r] == 1 ? AB_RUN_STATUS_ACTIVE : AB_RUN_STATUS_UNKNOWN,
+            };
+        }
+        uint64_t first = 0;
+        if (p->append_batch(db, evs, batch, 1, &first, &err) != AB_OK)
+            die("append_batch", &err);
+    }
+    double rate = (double)total / (ab__mono_s() - t0);
+    free(evs);
+    p->close(db);
+    return rate;
+}
+
+/* Plain INSERTs of 256-byte blobs into a rowid table, same pragmas. */
+static double bench_raw(const char *dir, size_t batch, size_t total)
+{
+    empty_dir(dir);
+    char path[1024];
+    snprintf(path, sizeof path, "%s/raw.db", dir);
+    sqlite3 *db = NULL;
+    sqlite3_stmt *q = NULL;
+    sqlite3_open(path, &db);
+    sqlite3_exec(db,
+                 "PRAGMA page_size=8192; PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;"
+                 "PRAGMA cache_size=-65536; PRAGMA wal_autocheckpoint=8192;"
+                 "CREATE TABLE e(pos INTEGER PRIMARY KEY, b BLOB)",
+                 NULL, NULL, NULL);
+    sqlite3_prepare_v2(db, "INSERT INTO e VALUES(?1, ?2)", -1, &q, NULL);
+    static uint8_t body[EV_BYTES];
+    memset(body, 'x', sizeof body);
+    double t0 = ab__mono_s();
+    sqlite3_int64 pos = 1;
+    for (size_t done = 0; done < total; done += batch) {
+        sqlite3_exec(db, "BEGIN", NULL, NULL, NULL);
+        for (size_t i = 0; i < batch; i++) {
+            sqlite3_bind_int64(q, 1, pos++);
+            sqlite3_bind_blob(q, 2, body, sizeof body, SQLITE_STATIC);
+            if (sqlite3_step(q) != SQLITE_DONE) {
+                fprintf(stderr, "store_bench: raw insert: %s\n", sqlite3_errmsg(db));
+                exit(1);
+            }
+            sqlite3_reset(q);
+        }
+        sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
+    }
+    double rate = (double)total / (ab__mono_s() - t0);
+    sqlite3_finalize(q);
+    sqlite3_close(db);
+    return rate;
+}
+
+typedef struct cursor {
+    uint64_t seq, pos;
+} cursor_t;
+
+static int on_row(void *ud, const ab_plugin_row_t *row)
+{
+    cursor_t *c = ud;
+    c->seq = row->seq;
+    c->pos = row->pos;
+    return 0;
+}
+
+/* Page through one scope to its end; returns the rows read. */
+static size_t read_scope(const ab_plugin_t *p, ab_plugin_db_t *db, ab_plugin_read_t req)
+{
+    ab_error_t err = AB_ERROR_INIT;
+    size_t rows = 0;
+    for (;;) {
+        cursor_t c = {0};
+        uint32_t n = 0;
+        if (p->read(db, &req, on_row, &c, &n, &err) != AB_OK)
+            die("read", &err);
+        rows += n;
+        if (n < req.limit)
+            return rows;
+        req.after_seq = c.seq;
+        req.after_pos = c.pos;
+    }
+}
+
+static void bench_reads(const ab_plugin_t *p, const char *dir, size_t total)
+{
+    ab_error_t err = AB_ERROR_INIT;
+    ab_plugin_open_opts_t o = {.data_dir = dir, .readonly = true};
+    ab_plugin_db_t *db = NULL;
+    if (p->open(&o, &db, &err) != AB_OK)
+        die("open reader", &err);
+    double t0 = ab__mono_s();
+    size_t rows = 0;
+    for (int r = 0; r < RUNS; r++) {
+        ab_plugin_read_t req = {.scope = AB_REPLAY_RUN,
+                                .thread = {"bench-thread", 12},
+                                .run = {run_names[r], strlen(run_names[r])},
+                                .limit = PAGE};
+        rows += read_scope(p, db, req);
+    }
+    double t1 = ab__mono_s();
+    printf("read RUN scope    %7zu rows  %10.0f rows/s\n", rows, (double)rows / (t1 - t0));
+    ab_plugin_read_t req = {
+        .scope = AB_REPLAY_THREAD, .thread = {"bench-thread", 12}, .limit = PAGE};
+    rows = read_scope(p, db, req);
+    printf("read THREAD scope %7zu rows  %10.0f rows/s\n", rows,
+           (double)rows / (ab__mono_s() - t1));
+    if (rows != total)
+        fprintf(stderr, "store_bench: expected %zu rows\n", total);
+    p->close(db);
+}
+
+int main(int argc, char **argv)
+{
+    const char *dir = argc > 1 ? argv[1] : "/tmp/ab_store_bench";
+    size_t total = argc > 2 ? (size_t)strtoull(argv[2], NULL, 10) : 400000;
+    for (int r = 0; r < RUNS; r++)
+        snprintf(run_names[r], sizeof run_names[r], "run-%03d", r);
+    const ab_plugin_t *p = ab__plugin_sqlite();
+    if (argc > 4) { /* one case only, for profiling: <dir> <events> fsync|process <batch> */
+        ab_durability_t d =
+            strcmp(argv[3], "process") == 0 ? AB_DURABILITY_PROCESS : AB_DURABILITY_FSYNC;
+        size_t b = (size_t)strtoull(argv[4], NULL, 10);
+        printf("append_batch %s batch %zu  %10.0f events/s\n", argv[3], b,
+               bench_append(p, dir, d, b, total));
+        return 0;
+    }
+    static const size_t batches[] = {100, 1000, 4000};
+    printf("%zu events of %d bytes, %d interleaved runs, one thread\n", total, EV_BYTES, RUNS);
+    for (size_t i = 0; i < 3; i++)
+        printf("raw sqlite ceiling  batch %4zu  %10.0f events/s\n", batches[i],
+               bench_raw(dir, batches[i], total));
+    for (int d = 0; d < 2; d++)
+        for (size_t i = 0; i < 3; i++)
+            printf("append_batch %-7s batch %4zu  %10.0f events/s\n", d ? "process" : "fsync",
+                   batches[i],
+                   bench_append(p, dir, d ? AB_DURABILITY_PROCESS : AB_DURABILITY_FSYNC, batches[i],
+                                total));
+    bench_append(p, dir, AB_DURABILITY_FSYNC, 4000, total);
+    bench_reads(p, dir, total);
+    empty_dir(dir);
+    rmdir(dir);
+    return 0;
+}

@@ -1,0 +1,155 @@
+/*
+ * bench_cmd.c - `agentbus bench NAME [options]`: the command line of the
+ * benchmark suite (bench/, bench.h). Options may stand before or after the
+ * benchmark's name; each benchmark takes the options listed in its help.
+ *
+ * Invariants:
+ *  1. Every option is checked here, with the usage error format of the
+ *     command (cli_usage_error); the benchmarks get parsed values only.
+ *  2. An option a benchmark does not take is a usage error, not ignored.
+ */
+#include "bench.h"
+#include "cli.h"
+
+#include <ctype.h>
+#include <getopt.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { OPT_SIZE = 1, OPT_ROUNDS, OPT_FRAME, OPT_SNAP };
+
+typedef struct bench_args {
+    bench_opts_t bus;
+    double seconds; /* 0: the benchmark's default */
+    size_t size;
+    bool seen_bus_only, seen_size;
+} bench_args_t;
+
+static void help(void)
+{
+    printf("usage: agentbus bench NAME [options]\n\n"
+           "  proto      decode + validate throughput of the protocol library, one core,\n"
+           "             256-byte and 2 KiB events (and the parse-only ceiling)\n"
+           "  reducer    events/s folded into a thread projection on one core\n"
+           "  snapshot   SNAPSHOT answer time of a ~100,000-event thread (a broker it starts)\n"
+           "  ingest     acknowledged events/s (fsync and process durability), broker peak RSS\n"
+           "  latency    publish-to-ack p50/p99 at 1,000 events/s and at 80%% of the maximum\n"
+           "  replay     events/s delivered replaying one 100k-event run and a whole thread\n"
+           "  zmq        raw ZeroMQ ceilings on loopback (round trips/s, messages/s)\n"
+           "  fanout     live delivery to 1 and 4 subscribers while ingesting, beside raw\n"
+           "             ZeroMQ PUB/SUB fan-out measured in the same run\n\n"
+           "options:\n"
+           "  --seconds S         measuring time per row (default 2 for proto and reducer,\n"
+           "                      5 for the bus benchmarks)\n"
+           "  --size B            proto: only events of about B bytes (128 ... 65536)\n"
+           "  --broker ENDPOINT   bus benchmarks: a running broker instead of one per row\n"
+           "                      (durability is then the broker's)\n"
+           "  --rounds N          fanout: repeat the 4-subscriber rows N times (1 ... 64)\n"
+           "                      and print the median share of raw\n"
+           "  --frame-per-event   bus benchmarks: publish one frame per envelope, not packed\n"
+           "  --snapshot-every N  bus benchmarks: the broker children's --snapshot-every\n\n"
+           "Figures and the machine they were measured on: docs/PERFORMANCE.md.\n");
+}
+
+/* One option (invariant 1). @return 0, or AB_EXIT_USAGE after the error message. */
+static int take(int c, bench_args_t *a)
+{
+    char *end = NULL;
+    if (c == 's') {
+        a->seconds = strtod(optarg, &end);
+        if (*end || a->seconds <= 0 || a->seconds > 600)
+            return cli_usage_error("bench", "--seconds takes a number in (0, 600]");
+    } else if (c == OPT_SIZE) {
+        unsigned long v = strtoul(optarg, &end, 10);
+        if (!isdigit((unsigned char)optarg[0]) || *end || v < 128 || v > 65536)
+            return cli_usage_error("bench", "--size takes bytes in [128, 65536]");
+        a->size = v;
+        a->seen_size = true;
+    } else if (c == 'b') {
+        a->bus.broker = optarg;
+        a->seen_bus_only = true;
+    } else if (c == OPT_ROUNDS) {
+        long r = strtol(optarg, &end, 10);
+        if (*end || r < 1 || r > 64)
+            return cli_usage_error("bench", "--rounds takes a whole number from 1 to 64");
+        a->bus.rounds = (int)r;
+        a->seen_bus_only = true;
+    } else if (c == OPT_FRAME) {
+        a->bus.frame_per_event = true;
+        a->seen_bus_only = true;
+    } else if (c == OPT_SNAP) {
+        unsigned long n = strtoul(optarg, &end, 10);
+        if (*end || !isdigit((unsigned char)optarg[0]) || n > UINT32_MAX)
+            return cli_usage_error("bench", "--snapshot-every takes a whole number");
+        a->bus.snapshot_every = optarg;
+        a->seen_bus_only = true;
+    } else {
+        return cli_usage_error("bench", "unknown option (see 'agentbus bench --help')");
+    }
+    return 0;
+}
+
+/* Options and the one benchmark name. @return 0, -1 after --help, or AB_EXIT_USAGE. */
+static int parse(int argc, char **argv, bench_args_t *a, const char **name)
+{
+    static const struct option lo[] = {
+        {"seconds", required_argument, NULL, 's'},
+        {"size", required_argument, NULL, OPT_SIZE},
+        {"broker", required_argument, NULL, 'b'},
+        {"rounds", required_argument, NULL, OPT_ROUNDS},
+        {"frame-per-event", no_argument, NULL, OPT_FRAME},
+        {"snapshot-every", required_argument, NULL, OPT_SNAP},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    int c;
+    optind = 1;
+    *name = NULL;
+    while (optind < argc) {
+        if ((c = getopt_long(argc, argv, "+hs:b:", lo, NULL)) == -1) {
+            if (*name != NULL)
+                return cli_usage_error("bench", "unexpected argument '%s'", argv[optind]);
+            *name = argv[optind++]; /* options may follow the name */
+            continue;
+        }
+        if (c == 'h') {
+            help();
+            return -1;
+        }
+        int rc = take(c, a);
+        if (rc != 0)
+            return rc;
+    }
+    return 0;
+}
+
+int cmd_bench(int argc, char **argv)
+{
+    bench_args_t a = {.bus = {.rounds = 1}};
+    const char *name = NULL;
+    int rc = parse(argc, argv, &a, &name);
+    if (rc != 0)
+        return rc < 0 ? AB_EXIT_OK : rc;
+    if (name == NULL)
+        return cli_usage_error("bench", "name a benchmark: proto, reducer, snapshot, ingest, "
+                                        "latency, replay, zmq, fanout");
+    bool bus = bench_is_bus(name);
+    if (a.seen_bus_only && !bus)
+        return cli_usage_error("bench", "--broker, --rounds, --frame-per-event and "
+                                        "--snapshot-every are for the bus benchmarks");
+    if (a.seen_size && strcmp(name, "proto") != 0)
+        return cli_usage_error("bench", "--size is for bench proto");
+    if (strcmp(name, "proto") == 0)
+        return bench_proto(a.seconds > 0 ? a.seconds : 2.0, a.size);
+    if (strcmp(name, "reducer") == 0)
+        return bench_reducer(a.seconds > 0 ? a.seconds : 2.0);
+    if (strcmp(name, "snapshot") == 0)
+        return a.seconds > 0 ? cli_usage_error("bench", "snapshot takes no --seconds")
+                             : bench_snapshot();
+    if (!bus)
+        return cli_usage_error("bench", "unknown benchmark '%s'", name);
+    a.bus.seconds = a.seconds > 0 ? a.seconds : 5.0;
+    return bench_bus(name, &a.bus);
+}

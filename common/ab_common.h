@@ -1,0 +1,117 @@
+/*
+ * ab_common.h - the few helpers every module of agentbus needs, written once:
+ * the monotonic clock, the FNV-1a hash and a doubling array.
+ *
+ * Header-only (static inline), so each library (proto, store, plugin, client,
+ * broker, cli) carries its own copy and none has to export an internal symbol
+ * for another. Never installed, never included by a public header.
+ */
+#ifndef AB_COMMON_H
+#define AB_COMMON_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <time.h>
+
+/* ---- the monotonic clock ------------------------------------------------- */
+
+/** Milliseconds of CLOCK_MONOTONIC: for deadlines and intervals, never dates. */
+static inline int64_t ab__mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/** Seconds of CLOCK_MONOTONIC with nanosecond resolution (benchmarks). */
+static inline double ab__mono_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/** A seed for a per-object random generator: the clock's nanoseconds mixed
+ *  with @p salt (an address, a pid), so two objects made at once differ. */
+static inline uint64_t ab__mono_seed(uint64_t salt)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_nsec ^ (uint64_t)ts.tv_sec << 32 ^ salt;
+}
+
+/* ---- FNV-1a ---------------------------------------------------------------- */
+
+#define AB__FNV64_BASIS 0xcbf29ce484222325ull /* 14695981039346656037 */
+#define AB__FNV32_BASIS 2166136261u
+
+/** Continue the 64-bit FNV-1a hash @p h over @p n bytes at @p p. */
+static inline uint64_t ab__fnv64_more(uint64_t h, const void *p, size_t n)
+{
+    const unsigned char *s = p;
+    for (size_t i = 0; i < n; i++) {
+        h ^= s[i];
+        h *= 1099511628211ull;
+    }
+    return h;
+}
+
+/** The 64-bit FNV-1a hash of @p n bytes at @p p. */
+static inline uint64_t ab__fnv64(const void *p, size_t n)
+{
+    return ab__fnv64_more(AB__FNV64_BASIS, p, n);
+}
+
+/** Continue the 32-bit FNV-1a hash @p h over @p n bytes at @p p. */
+static inline uint32_t ab__fnv32_more(uint32_t h, const void *p, size_t n)
+{
+    const unsigned char *s = p;
+    for (size_t i = 0; i < n; i++) {
+        h ^= s[i];
+        h *= 16777619u;
+    }
+    return h;
+}
+
+/* ---- the doubling array ------------------------------------------------------ */
+
+typedef void *(*ab__realloc_fn)(void *ptr, size_t size);
+
+/**
+ * Room for @p need elements of @p size bytes in the array @p items of
+ * capacity *@p cap, allocated with @p re (which must behave like realloc).
+ * The capacity doubles from @p first until it holds @p need.
+ *
+ * Returns the array to use from now on (@p items itself when it had room) and
+ * updates *@p cap; returns NULL when memory runs out or the size would
+ * overflow, and then @p items and *@p cap are as they were.
+ */
+static inline void *ab__grow_with(ab__realloc_fn re, void *items, size_t *cap, size_t need,
+                                  size_t size, size_t first)
+{
+    if (need <= *cap)
+        return items;
+    size_t n = *cap ? *cap : first;
+    while (n < need) {
+        if (n > SIZE_MAX / 2)
+            return NULL;
+        n *= 2;
+    }
+    if (size && n > SIZE_MAX / size)
+        return NULL;
+    void *p = re(items, n * size);
+    if (!p)
+        return NULL;
+    *cap = n;
+    return p;
+}
+
+/** ab__grow_with() on libc's realloc. */
+static inline void *ab__grow(void *items, size_t *cap, size_t need, size_t size, size_t first)
+{
+    return ab__grow_with(realloc, items, cap, need, size, first);
+}
+
+#endif /* AB_COMMON_H */

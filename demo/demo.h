@@ -1,0 +1,112 @@
+/*
+ * demo.h - the demo fabric behind `agentbus demo` (demo/demo.c: the broker,
+ * agent worker processes, observer and summary; demo/demo_agents.c: the body
+ * of an agent worker process, the AG-UI runs it publishes and the one-line
+ * report per run it sends back to the demo). The command line is
+ * cli/demo_cmd.c. Not installed.
+ */
+#ifndef AB_DEMO_H
+#define AB_DEMO_H
+
+#include "agentbus/status.h"
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define DEMO_OK         0
+#define DEMO_FAIL       1
+#define DEMO_MAX_AGENTS 32  /* agent worker processes */
+#define DEMO_MAX_RUNS   599 /* runs of one demo */
+
+/** What the command line asks of a demo. */
+typedef struct demo_opts {
+    const char *broker; /**< command endpoint of a running broker; NULL: start one */
+    const char *data;   /**< data directory of the started broker; NULL: a temporary one */
+    int agents, runs, pace_ms;
+    bool json, no_color;
+    int worker;         /**< internal: --agent-worker K (0-based); -1 = the demo itself */
+    const char *thread; /**< internal: --thread T of a worker */
+    /** The audit: `agentbus replay --verify` (argv as the command's); NULL = none. */
+    int (*audit)(int argc, char **argv);
+} demo_opts_t;
+
+/**
+ * Run the demo fabric (or, with o->worker >= 0, one agent worker process).
+ * Installs SIGINT/SIGTERM handlers for its duration. @return DEMO_OK when
+ * every run completed with its outcome, every acknowledged event was
+ * observed exactly once and the audit passed; DEMO_FAIL (reason printed)
+ * otherwise; 130 after SIGINT.
+ */
+int demo_run(const demo_opts_t *o);
+
+/** The kinds of run the agents play, in the order the plan cycles through. */
+typedef enum demo_kind {
+    DEMO_PLANNER = 0, /* text streamed, a step, state snapshot + deltas, agentkit.task */
+    DEMO_RESEARCHER,  /* reasoning span, a tool call with streamed args and its result */
+    DEMO_APPROVAL,    /* ends with the interrupt outcome, asking for confirmation */
+    DEMO_RESUME,      /* RUN_STARTED input.resume resolves the approval's interrupt */
+    DEMO_FAILING,     /* ends with RUN_ERROR */
+    DEMO_CANCELLED,   /* ends with the cancelled outcome */
+    DEMO_NKINDS
+} demo_kind_t;
+
+/**
+ * One run of the plan. The plan is computed the same way (make_plan() in
+ * demo.c) by the demo and by every agent worker process. In a worker the
+ * agent writes the producer side (published .. why) and reports it with
+ * demo_report_run(); in the demo, demo_parse_report() copies the report in,
+ * and the observer writes the observer side (observed .. outcome).
+ */
+typedef struct demo_run {
+    char run[64];
+    demo_kind_t kind;
+    int agent;
+    /* producer side */
+    uint64_t published, acked;
+    bool done;
+    bool reported; /* demo: the worker's report line for this run arrived */
+    char why[256]; /* the producer's failure, "" when none */
+    /* observer side */
+    uint64_t observed, last_seq;
+    bool disorder;       /* a seq arrived twice or out of order */
+    const char *outcome; /* the terminal event seen: "success", "interrupt", ... or NULL */
+} demo_run_t;
+
+/** One agent worker (a process of its own): its producer, its runs in order. */
+typedef struct demo_agent {
+    const char *endpoint, *thread;
+    int pace_ms;
+    volatile sig_atomic_t *stop; /* set on SIGINT/SIGTERM: stop between events */
+    int index;
+    demo_run_t **runs;
+    int nruns;
+    int failed;   /* runs that did not complete */
+    FILE *report; /* one demo_report_run() line per run as it ends; NULL = none */
+} demo_agent_t;
+
+/** The agent's role name for a kind ("planner", "researcher", ...). */
+const char *demo_kind_name(demo_kind_t k);
+
+/** The outcome a kind's run ends with ("success", "interrupt", "error", "cancelled"). */
+const char *demo_kind_outcome(demo_kind_t k);
+
+/** Body of an agent worker process: publishes its runs, reporting each. */
+void demo_agent_main(demo_agent_t *ag);
+
+/**
+ * Write the report line of a finished run, then flush:
+ *   run <id> <published> <acked> <done 0|1> <why, to the end of the line>
+ * @return 0, or -1 when it could not be written.
+ */
+int demo_report_run(FILE *f, const demo_run_t *r);
+
+/**
+ * Parse one report line (no newline) into the run of @p runs with its id,
+ * which must belong to @p agent; sets r->reported.
+ * @return 0, or -1 when the line is malformed or names no run of the agent.
+ */
+int demo_parse_report(const char *line, demo_run_t *runs, int nruns, int agent);
+
+#endif

@@ -1,0 +1,74 @@
+#!/bin/sh
+# tests/install/run.sh BUILD_DIR SOURCE_DIR [CFLAGS...] - install the build into
+# a temporary prefix and build and run tests/install/client.c against it twice,
+# as a user would: once with pkg-config, once with find_package(agentbus). The
+# client talks to the installed `agentbus broker`, started here on loopback
+# ports it picks and stopped by pid. Extra arguments are compiler flags the
+# build itself was made with (the sanitizers), so the client links the same way.
+# Exits 0 when both builds run, else prints what failed and exits 1.
+set -eu
+build=$1 src=$2
+shift 2
+flags="$*"
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/agentbus-install.XXXXXX")
+pid=""
+cleanup() {
+    [ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
+    rm -rf "$tmp"
+}
+trap cleanup EXIT
+fail() { echo "install test: $*" >&2; exit 1; }
+
+prefix=$tmp/prefix
+cmake --install "$build" --prefix "$prefix" >"$tmp/install.log" || fail "cmake --install failed: $(cat "$tmp/install.log")"
+libdir=$(ls -d "$prefix"/lib* | head -1)
+for f in bin/agentbus include/agentbus/agentbus.h include/agentbus/client.h \
+    include/agentbus/plugin.h include/agentbus/broker.h; do
+    [ -e "$prefix/$f" ] || fail "not installed: $f"
+done
+for f in libagentbus.so libagentbus.so.0 libagentbus-proto.so.0 libagentbus-broker.so.0 \
+    libagentbus.a libagentbus-proto.a agentbus/libagentbus-sqlite.so pkgconfig/agentbus.pc \
+    cmake/agentbus/agentbusConfig.cmake; do
+    [ -e "$libdir/$f" ] || fail "not installed: $(basename "$libdir")/$f"
+done
+[ -e "$prefix/include/agentbus/store.h" ] && fail "the private store.h was installed"
+# No installed header includes a header of another library.
+if grep -l -E '#include <(msgpack|jansson|zmq|sqlite3)\.h>' "$prefix"/include/agentbus/*.h; then
+    fail "an installed header includes a third-party header (above)"
+fi
+
+# The broker, as installed.
+"$prefix/bin/agentbus" broker --data "$tmp/data" --cmd 'tcp://127.0.0.1:*' \
+    --events 'tcp://127.0.0.1:*' >"$tmp/broker.out" 2>"$tmp/broker.err" &
+pid=$!
+ep=""
+for _ in $(seq 1 200); do
+    ep=$(sed -n 's/^agentbus broker ready cmd=\([^ ]*\) .*/\1/p' "$tmp/broker.out")
+    [ -n "$ep" ] && break
+    kill -0 "$pid" 2>/dev/null || fail "the installed broker exited: $(cat "$tmp/broker.err")"
+    sleep 0.05
+done
+[ -n "$ep" ] || fail "the installed broker did not say ready"
+
+export LD_LIBRARY_PATH="$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# 1. pkg-config
+export PKG_CONFIG_PATH="$libdir/pkgconfig"
+[ "$(pkg-config --modversion agentbus)" = "$(sed -n 's/^project(agentbus VERSION \([0-9.]*\).*/\1/p' "$src/CMakeLists.txt")" ] ||
+    fail "pkg-config --modversion agentbus is not the project's version"
+# shellcheck disable=SC2046,SC2086
+cc -std=c11 -Wall -Werror $flags $(pkg-config --cflags agentbus) "$src/tests/install/client.c" \
+    -o "$tmp/client-pc" $(pkg-config --libs agentbus) || fail "build with pkg-config failed"
+"$tmp/client-pc" "$ep" || fail "the pkg-config build did not run"
+# -lagentbus alone is enough (libagentbus.so names the protocol library too)
+# shellcheck disable=SC2086
+cc -std=c11 $flags -I"$prefix/include" "$src/tests/install/client.c" -o "$tmp/client-l" \
+    -L"$libdir" -lagentbus || fail "build with -lagentbus alone failed"
+"$tmp/client-l" "$ep" >/dev/null || fail "the -lagentbus build did not run"
+# 2. find_package
+cmake -S "$src/tests/install/project" -B "$tmp/proj" -DCMAKE_PREFIX_PATH="$prefix" \
+    -DCLIENT_SOURCE="$src/tests/install/client.c" -DCMAKE_C_FLAGS="$flags" \
+    -DCMAKE_EXE_LINKER_FLAGS="$flags" >"$tmp/proj.log" 2>&1 ||
+    fail "find_package(agentbus) configure failed: $(tail -20 "$tmp/proj.log")"
+cmake --build "$tmp/proj" >>"$tmp/proj.log" 2>&1 || fail "find_package build failed: $(tail -20 "$tmp/proj.log")"
+"$tmp/proj/client" "$ep" || fail "the find_package build did not run"
+echo "install test: pkg-config, -lagentbus and find_package builds ran against $prefix"
