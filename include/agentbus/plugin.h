@@ -44,12 +44,6 @@ extern "C" {
 
 typedef struct ab_plugin_db ab_plugin_db_t; /**< a plugin's handle, opaque */
 
-/** How durable an acknowledged event is. */
-typedef enum ab_durability {
-    AB_DURABILITY_FSYNC = 0, /**< survives power loss (SQLite synchronous=FULL) */
-    AB_DURABILITY_PROCESS,   /**< survives a crash of the broker (synchronous=NORMAL) */
-} ab_durability_t;
-
 /** Options to open a handle. */
 typedef struct ab_plugin_open_opts {
     const char *data_dir;       /**< NUL-terminated; created if missing (writer) */
