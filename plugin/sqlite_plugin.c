@@ -41,7 +41,7 @@ static ab_status_t sq_open(const ab_plugin_open_opts_t *opts, ab_plugin_db_t **o
         return ab_error_set(err, AB_NOMEM, "db", "out of memory");
     db->readonly = opts->readonly;
     ab_store_opts_t so = {
-        .durability = opts->durability == AB_DURABILITY_PROCESS ? AB_STORE_PROCESS : AB_STORE_FSYNC,
+        .durability = opts->durability,
         .readonly = opts->readonly,
         .busy_timeout_ms = PLUGIN_BUSY_TIMEOUT_MS,
         .exclusive = !opts->readonly,

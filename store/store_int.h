@@ -145,8 +145,7 @@ void ab__store_file_mark_checked(ab_store_t *st);
 
 /* Build a new, empty store of the current schema in the existing empty file
  * @p path (store.c): page size, WAL mode, migrations; closes it again. */
-ab_status_t ab__store_build(ab_store_t *st, const char *path, ab_store_durability_t d,
-                            ab_error_t *err);
+ab_status_t ab__store_build(ab_store_t *st, const char *path, ab_durability_t d, ab_error_t *err);
 /* The refusal of a database file a writer cannot write (@p why: the cause). */
 ab_status_t ab__store_not_writable(ab_store_t *st, const char *why, ab_error_t *err);
 

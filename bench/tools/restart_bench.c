@@ -121,7 +121,7 @@ static double time_open(const char *dir, ab_store_opts_t o, bool beside)
 {
     ab_error_t err = AB_ERROR_INIT;
     ab_store_t *owner = NULL, *st = NULL;
-    ab_store_opts_t ow = {.exclusive = true, .durability = AB_STORE_PROCESS};
+    ab_store_opts_t ow = {.exclusive = true, .durability = AB_DURABILITY_PROCESS};
     if (beside && ab__store_open(&owner, dir, &ow, &err) != AB_OK)
         die("open owner", &err);
     double t[3];
@@ -183,7 +183,7 @@ static double time_start(const char *bin, const char *dir)
 
 static void report_size(const char *bin, const char *dir, size_t events, int starts)
 {
-    ab_store_opts_t w = {.exclusive = true, .durability = AB_STORE_PROCESS};
+    ab_store_opts_t w = {.exclusive = true, .durability = AB_DURABILITY_PROCESS};
     ab_store_opts_t wskip = w, r = {.readonly = true};
     wskip.skip_quick_check = true;
     double wc = time_open(dir, w, false), ws = time_open(dir, wskip, false);
@@ -245,7 +245,7 @@ static void report_crash(const ab_plugin_t *p, const char *bin, const char *dir,
     crash_child(p, dir, events);
     long long wal = file_bytes(dir, AB_STORE_DB_NAME "-wal");
     ab_store_opts_t o = {
-        .exclusive = true, .durability = AB_STORE_PROCESS, .skip_quick_check = true};
+        .exclusive = true, .durability = AB_DURABILITY_PROCESS, .skip_quick_check = true};
     ab_store_t *st = NULL;
     ab_error_t err = AB_ERROR_INIT;
     double t0 = 1e3 * ab__mono_s();

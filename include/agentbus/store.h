@@ -29,6 +29,7 @@
 #include "agentbus/buf.h"
 #include "agentbus/codec.h"
 #include "agentbus/ids.h"
+#include "agentbus/model.h"
 #include "agentbus/status.h"
 
 #include <stdbool.h>
@@ -53,18 +54,12 @@ extern "C" {
 /** Opaque store handle. */
 typedef struct ab_store ab_store_t;
 
-/** What a commit survives. */
-typedef enum ab_store_durability {
-    AB_STORE_FSYNC = 0,   /**< power loss: synchronous=FULL (default) */
-    AB_STORE_PROCESS = 1, /**< a crash of the process: synchronous=NORMAL */
-} ab_store_durability_t;
-
 /** Options of ab__store_open(). Zero-initialised = defaults. */
 typedef struct ab_store_opts {
-    ab_store_durability_t durability; /**< default AB_STORE_FSYNC */
-    bool readonly;                    /**< SQLITE_OPEN_READONLY, no migrations, no dir creation */
-    int busy_timeout_ms;   /**< SQLite busy timeout; default 0 (fail fast, AB_UNAVAILABLE) */
-    bool skip_quick_check; /**< skip PRAGMA quick_check at open (not recommended) */
+    ab_durability_t durability; /**< what a commit survives; default AB_DURABILITY_FSYNC */
+    bool readonly;              /**< SQLITE_OPEN_READONLY, no migrations, no dir creation */
+    int busy_timeout_ms;        /**< SQLite busy timeout; default 0 (fail fast, AB_UNAVAILABLE) */
+    bool skip_quick_check;      /**< skip PRAGMA quick_check at open (not recommended) */
     /**
      * Writer handles: own the database. flock(LOCK_EX|LOCK_NB) on
      * <dir>/agentbus.db itself, taken before SQLite opens it and held until

@@ -57,7 +57,7 @@ static long file_size(const char *path)
 
 static ab_store_t *open_writer(const fx_t *f)
 {
-    ab_store_opts_t o = {.durability = AB_STORE_PROCESS, .wal_pages = WAL_PAGES};
+    ab_store_opts_t o = {.durability = AB_DURABILITY_PROCESS, .wal_pages = WAL_PAGES};
     ab_error_t err = AB_ERROR_INIT;
     ab_store_t *st = NULL;
     if (ab__store_open(&st, f->dir, &o, &err) != AB_OK)
