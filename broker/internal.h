@@ -111,9 +111,9 @@ int64_t ab__mono_ms(void);
 /** Create an inproc PAIR socket with unlimited HWM, bound or connected to @p ep. */
 void *ab__pair_socket(void *zctx, const char *ep, bool bind);
 
-/** A list of run heads copied out of the plugin. */
+/** A growable list of run heads copied out of the plugin. */
 typedef struct ab_headlist {
-    ab_plugin_head_t *v;
+    ab_run_head_t *v;
     size_t n, cap;
 } ab_headlist_t;
 

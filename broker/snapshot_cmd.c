@@ -60,7 +60,7 @@ typedef struct fold {
     ab_error_t *err;
 } fold_t;
 
-static int fold_row(void *ud, const ab_plugin_row_t *row)
+static int fold_row(void *ud, const ab_row_t *row)
 {
     fold_t *f = ud;
     ab_event_t ev;
@@ -104,7 +104,7 @@ static ab_status_t fold_thread(ab_broker_t *b, ab_plugin_db_t *db, ab_str_t thre
 {
     const ab_plugin_t *p = b->plugin;
     while (f->max_events == 0 || f->events < f->max_events) {
-        ab_plugin_read_t req = {.scope = AB_REPLAY_THREAD, .thread = thread};
+        ab_read_t req = {.scope = AB_REPLAY_THREAD, .thread = thread};
         req.after_pos = f->last_pos;
         req.limit = PAGE_ROWS;
         if (f->max_events > 0 && f->max_events - f->events < PAGE_ROWS)

@@ -190,7 +190,7 @@ static count_slot_t *count_find(writer_t *w, ab_str_t thread)
  * the documents written cost O(bytes committed), not O(events^2) on a long
  * active run whose document carries all its events.
  */
-static void count_committed(writer_t *w, const ab_plugin_event_t *evs, size_t n)
+static void count_committed(writer_t *w, const ab_append_event_t *evs, size_t n)
 {
     uint32_t every = w->b->cfg->snapshot_every;
     count_slot_t *last = NULL;
@@ -444,7 +444,7 @@ static void commit_group(writer_t *w)
     for (size_t j = 0; j < w->ngroup; j++)
         ab__seq_stage(w->seq, w->group[j]->items, w->group[j]->count);
     size_t n = 0;
-    const ab_plugin_event_t *evs = ab__seq_pending(w->seq, &n);
+    const ab_append_event_t *evs = ab__seq_pending(w->seq, &n);
     int64_t now = ab__now_us();
     if (n == 0) {
         ab__seq_commit(w->seq, atomic_load(&w->b->head_pos) + 1);
@@ -455,8 +455,8 @@ static void commit_group(writer_t *w)
             /* before ab__seq_commit: the pending events are its */
             if (w->worker != NULL) {
                 for (size_t i = 0; i < n; i++)
-                    if (evs[i].new_status == AB_RUN_STATUS_FINISHED ||
-                        evs[i].new_status == AB_RUN_STATUS_ERRORED) {
+                    if (evs[i].status == AB_RUN_STATUS_FINISHED ||
+                        evs[i].status == AB_RUN_STATUS_ERRORED) {
                         note_ended(w, evs[i].thread, true);
                         count_slot_t *c = count_find(w, evs[i].thread);
                         if (c != NULL)

@@ -89,18 +89,18 @@ static void grow(const ab_plugin_t *p, const char *dir, size_t n)
         die("open", &err);
     static uint8_t body[EV_BYTES];
     memset(body, 'x', sizeof body);
-    static ab_plugin_event_t evs[BATCH];
+    static ab_append_event_t evs[BATCH];
     for (size_t done = 0; done < n; done += BATCH) {
         for (size_t i = 0; i < BATCH; i++) {
             size_t r = next_run++ % RUNS;
-            evs[i] = (ab_plugin_event_t){
+            evs[i] = (ab_append_event_t){
                 .thread = {"bench-thread", 12},
                 .run = {run_names[r], strlen(run_names[r])},
                 .seq = ++seqs[r],
                 .epoch = 1,
                 .bytes = body,
                 .len = sizeof body,
-                .new_status = seqs[r] == 1 ? AB_RUN_STATUS_ACTIVE : AB_RUN_STATUS_UNKNOWN,
+                .status = seqs[r] == 1 ? AB_RUN_STATUS_ACTIVE : AB_RUN_STATUS_UNKNOWN,
             };
         }
         uint64_t first = 0;
@@ -216,11 +216,11 @@ static void crash_child(const ab_plugin_t *p, const char *dir, size_t events)
             die("open (crash child)", &err);
         static uint8_t body[EV_BYTES];
         memset(body, 'x', sizeof body);
-        static ab_plugin_event_t evs[BATCH];
+        static ab_append_event_t evs[BATCH];
         for (size_t done = 0; done < events; done += BATCH) {
             for (size_t i = 0; i < BATCH; i++) {
                 size_t r = next_run++ % RUNS;
-                evs[i] = (ab_plugin_event_t){.thread = {"bench-thread", 12},
+                evs[i] = (ab_append_event_t){.thread = {"bench-thread", 12},
                                              .run = {run_names[r], strlen(run_names[r])},
                                              .seq = ++seqs[r],
                                              .epoch = 1,

@@ -292,8 +292,9 @@ typedef struct ab_run_ref {
 } ab_run_ref_t;
 
 /**
- * The head of one run. outcome is AB_OUTCOME_NONE when absent; on the wire
- * only success, interrupt and cancelled exist.
+ * The head of one run on the wire: a view (the model's head is
+ * ab_run_head_t, converted by ab_head_view()). outcome is AB_OUTCOME_NONE
+ * when absent; on the wire only success, interrupt and cancelled exist.
  */
 typedef struct ab_head {
     ab_str_t thread;
@@ -394,6 +395,23 @@ typedef struct ab_replay {
     size_t ncursors;
     uint64_t after_pos;
 } ab_replay_t;
+
+/**
+ * The wire view of a run head (heads_reply, replay_end): strings point into
+ * @p h, which must outlive the view. Every finished run has an outcome, one
+ * of the wire's: a RUN_FINISHED without one (or with another) is a success,
+ * as AG-UI says and as the thread snapshot reports it; other runs have none
+ * (an errored run's earlier outcome is the snapshot's).
+ */
+AB_API ab_head_t ab_head_view(const ab_run_head_t *h);
+
+/**
+ * The first read of replay request @p r: its scope and cursor (scope run:
+ * thread, run, after_seq; thread: thread, from position 0, the per-run
+ * cursors being filters the reader applies to rows; all: after_pos), at most
+ * @p limit rows. Strings point into @p r's.
+ */
+AB_API ab_read_t ab_replay_read(const ab_replay_t *r, uint32_t limit);
 
 typedef struct ab_credit {
     uint32_t chunks; /**< more chunks granted, >= 1 */

@@ -56,6 +56,53 @@ typedef enum ab_durability {
     AB_DURABILITY_PROCESS,   /**< a crash of the broker (synchronous=NORMAL) */
 } ab_durability_t;
 
+/**
+ * The head of one run: a copy, owned by whoever holds it. Ids are
+ * NUL-terminated (ids never contain NUL). A run never seen is all zero
+ * except its ids (status UNKNOWN).
+ */
+typedef struct ab_run_head {
+    char thread[AB_ID_MAX_BYTES + 1];
+    char run[AB_ID_MAX_BYTES + 1];
+    char parent_run[AB_ID_MAX_BYTES + 1]; /**< RUN_STARTED parentRunId; "" = none */
+    uint64_t epoch;                       /**< current claim epoch; 0 = never claimed nor written */
+    uint64_t last_seq;                    /**< 0 = nothing committed */
+    uint64_t last_pos;                    /**< commit position of its last event, 0 = none */
+    ab_run_status_t status;               /**< UNKNOWN: never seen, or claimed without events */
+    ab_agui_outcome_t outcome;            /**< RUN_FINISHED's outcome as stored (NONE = absent) */
+    int64_t started_us; /**< commit time of its first event or claim; 0 = unknown */
+    int64_t ended_us;   /**< commit time of its terminal event; 0 = not ended */
+} ab_run_head_t;
+
+/**
+ * One event to append, with the run-state change it causes (if any). Every
+ * pointer is borrowed: bytes are the producer's exact envelope, pointing
+ * into the frame it arrived in, which stays alive until the publish is
+ * answered; the store writes them from there.
+ */
+typedef struct ab_append_event {
+    ab_str_t thread;
+    ab_str_t run;
+    uint64_t seq;
+    uint64_t epoch;            /**< the writer's epoch; the run's becomes max(this, stored) */
+    const uint8_t *bytes;      /**< the producer's exact envelope bytes */
+    size_t len;                /**< 0 allowed (bytes may then be NULL) */
+    ab_run_status_t status;    /**< UNKNOWN = unchanged; ACTIVE (RUN_STARTED), FINISHED, ERRORED */
+    ab_agui_outcome_t outcome; /**< RUN_FINISHED's, else NONE */
+    ab_str_t parent_run;       /**< RUN_STARTED parentRunId; ptr NULL = none */
+} ab_append_event_t;
+
+/** One stored event handed to a read callback; everything borrowed for the call. */
+typedef struct ab_row {
+    uint64_t pos;         /**< global commit position, >= 1 */
+    int64_t commit_us;    /**< the broker's commit time */
+    uint64_t seq;         /**< position in its run, >= 1 */
+    ab_str_t thread;      /**< NUL-terminated in the built-in store, not by contract */
+    ab_str_t run;         /**< likewise */
+    const uint8_t *bytes; /**< the producer's exact envelope bytes */
+    size_t len;
+} ab_row_t;
+
 /** Scope of a replay and of a read. */
 typedef enum ab_replay_scope {
     AB_REPLAY_RUN = 1, /**< "run": one run after a seq */
@@ -68,6 +115,27 @@ typedef struct ab_cursor {
     ab_str_t run;
     uint64_t after_seq;
 } ab_cursor_t;
+
+/**
+ * What to read: one scope and where in it to start. Rows come in ascending
+ * position order (a run's are also in seq order). A reader that pages
+ * through a scope moves the cursor: after_seq to the last row's seq (scope
+ * run), after_pos to its position (thread, all).
+ */
+typedef struct ab_read {
+    ab_replay_scope_t scope;
+    ab_str_t thread;    /**< RUN, THREAD */
+    ab_str_t run;       /**< RUN */
+    uint64_t after_seq; /**< RUN: rows with seq > after_seq */
+    uint64_t after_pos; /**< THREAD, ALL: rows with pos > after_pos */
+    uint32_t limit;     /**< at most this many rows (>= 1) */
+} ab_read_t;
+
+/** Read callback: return 0 to continue, non-zero to stop after this row (it still counts). */
+typedef int (*ab_row_cb)(void *ud, const ab_row_t *row);
+
+/** Callback for a list of heads (borrowed for the call); return non-zero to stop. */
+typedef int (*ab_head_cb)(void *ud, const ab_run_head_t *head);
 
 #ifdef __cplusplus
 }
