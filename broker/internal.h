@@ -21,6 +21,8 @@
 #include <stdatomic.h>
 #include <zmq.h>
 
+typedef struct ab__snapcache ab__snapcache_t; /* snap_internal.h */
+
 /** State shared by every thread; set up before the threads start. */
 typedef struct ab_broker {
     const ab_broker_config_t *cfg;
@@ -38,6 +40,7 @@ typedef struct ab_broker {
     _Atomic int64_t replay_unread;   /**< replay chunk bytes sent, not credited (all readers) */
     _Atomic int64_t replay_slots;    /**< replays open or unread (all readers), <= cfg->replays */
     _Atomic bool snap_failed;        /**< the snapshot worker could not start: nothing is stored */
+    ab__snapcache_t *snaps; /**< this broker's snapshot builders (readers, snapshot worker) */
 } ab_broker_t;
 
 typedef enum ab_job_kind {

@@ -577,7 +577,6 @@ void *ab__writer_main(void *arg)
             heartbeat(&w);
     }
     ab__snapworker_stop(&w.worker, store_doc, &w);
-    ab__snapcache_drop_instance(w.b->instance);
     zmq_send(w.sock, "", 0, 0); /* "stopped" */
     zmq_close(w.sock);
     free(w.group);
