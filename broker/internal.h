@@ -2,9 +2,10 @@
  * internal.h - what the broker's threads share (broker/ only).
  *
  * The command thread (cmd.c, the process's main thread after start-up) owns
- * the ROUTER. It hands work to the writer thread (writer.c) and to the replay
- * reader threads (replay.c) as pointers to heap jobs sent over inproc PAIR
- * sockets; ownership of a job moves with the message. Workers answer with
+ * the ROUTER. It hands work to the writer thread (writer.c, with fanout.c
+ * and snapsched.c: writer_int.h) and to the replay reader threads
+ * (replay.c) as pointers to heap jobs sent over inproc PAIR sockets;
+ * ownership of a job moves with the message. Workers answer with
  * multipart messages [identity][header][frames...] on the same PAIR, which
  * the command thread forwards to the ROUTER as they are. A one-frame message
  * from a worker means "stopped" (after a stop job).

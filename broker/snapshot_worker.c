@@ -1,7 +1,7 @@
 /*
  * snapshot_worker.c - the snapshot worker: a thread, started and stopped by
  * the writer, that computes the durable snapshots the writer asks for (run
- * ends, every-N events; writer.c invariant 7) off the writer thread, and
+ * ends, every-N events; snapsched.c invariant 1) off the writer thread, and
  * hands each document back to the writer, which stores it (snapshot_put
  * needs the writer handle).
  *
