@@ -13,9 +13,9 @@
  *     written to SQLite before ab__store_commit().
  *  3. ab__store_commit() writes, per run touched by the batch, one chunk row
  *     (its events of the batch, in position order, gathered once from the
- *     caller's bytes) and, only when the batch
- *     changes the run's state (status, outcome, parent, higher epoch), one
- *     update of its runs row, then COMMITs. A run's last seq and position
+ *     caller's bytes) and, only when the batch changes the run's state
+ *     (status, outcome, parent, higher epoch), one update of its runs row,
+ *     then COMMITs. A run's last seq and position
  *     are those of its newest chunk, so the common batch updates no runs
  *     row at all. Any failure rolls back the whole transaction
  *     and clears the run cache: nothing is half-applied, nothing is cached
