@@ -8,8 +8,18 @@
  * Invariants:
  *  1. No function of the table does anything: the loader must refuse the
  *     table before any is called.
+ *  2. It includes agentbus/plugin.h alone, and checks that no third-party
+ *     header came with it.
  */
 #include "agentbus/plugin.h"
+
+/* plugin.h is all a plugin author includes: it must not bring in msgpack,
+ * jansson, ZeroMQ or SQLite (this file is built with the agentbus headers
+ * only, so a header that did would fail this check at build time). */
+#if defined(MSGPACK_VERSION_H) || defined(JANSSON_H) || defined(__ZMQ_H_INCLUDED__) ||             \
+    defined(SQLITE3_H)
+#error "agentbus/plugin.h pulls in a third-party header"
+#endif
 
 static ab_status_t bad_open(const ab_plugin_open_opts_t *o, ab_plugin_db_t **out, ab_error_t *e)
 {
