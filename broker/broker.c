@@ -16,10 +16,15 @@
  *  3. Shutdown order: the command loop returns only after the writer and the
  *     readers reported "stopped" (every queued job answered); threads are
  *     joined, the ROUTER gets a short bounded linger for the final replies,
- *     then the store handles close (releasing the lock).
+ *     then the snapshot cache is freed and the store handles close
+ *     (releasing the lock).
  *  4. The in-process API installs no signal handler and prints nothing.
+ *  5. Everything a broker keeps lives in its handle (the snapshot cache
+ *     too): brokers of one process share no state but the process-wide log
+ *     level, the store's table of open database files (docs/ARCHITECTURE.md
+ *     "Process-wide state") and, under ab_broker_run(), the signal handlers.
  */
-#include "internal.h"
+#include "snap_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -370,6 +375,7 @@ static int teardown(ab_broker_handle_t *h)
     if (h->b.zctx != NULL)
         zmq_ctx_term(h->b.zctx);
     ab__seq_destroy(&h->seq);
+    ab__snapcache_destroy(&h->b.snaps); /* every thread that used it has joined */
     close_store(&h->b, &h->lib);
     if (rc == 0)
         ab__log(AB_LOG_INFO, "stopped");
@@ -427,6 +433,10 @@ static ab_status_t broker_start(const ab_broker_config_t *cfg, bool daemon,
     }
     if (make_instance(h->b.instance) != 0) {
         fail_msg(h, AB_IO, "cannot read /dev/urandom");
+        goto undo;
+    }
+    if ((h->b.snaps = ab__snapcache_new()) == NULL) {
+        fail_msg(h, AB_NOMEM, "out of memory");
         goto undo;
     }
     if (open_store(h) != 0 || start_running(h) != 0)

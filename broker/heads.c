@@ -3,23 +3,22 @@
  * replay_end (readers).
  *
  * Invariants:
- *  1. Heads are copies (ab_plugin_head_t owns its ids), so a list outlives
- *     the plugin call that produced it; views point into the list.
- *  2. Every finished run has an outcome in the view, one of the wire's
- *     (success, interrupt, cancelled): a RUN_FINISHED without `outcome` is a
- *     success, as AG-UI says and as the thread snapshot reports it. Other
- *     runs have none (an errored run's earlier outcome is the snapshot's).
+ *  1. Heads are copies (ab_run_head_t owns its ids), so a list outlives
+ *     the plugin call that produced it; the wire views (ab_head_view(), the
+ *     codec's conversion) point into the list.
+ *  2. A head always names its run: ids a plugin left empty are filled in
+ *     from the request.
  */
 #include "internal.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-static ab_status_t push(ab_headlist_t *hl, const ab_plugin_head_t *h)
+static ab_status_t push(ab_headlist_t *hl, const ab_run_head_t *h)
 {
     if (hl->n == hl->cap) {
         size_t cap = hl->cap ? hl->cap * 2 : 8;
-        ab_plugin_head_t *v = realloc(hl->v, cap * sizeof(*v));
+        ab_run_head_t *v = realloc(hl->v, cap * sizeof(*v));
         if (v == NULL)
             return AB_NOMEM;
         hl->v = v;
@@ -32,7 +31,7 @@ static ab_status_t push(ab_headlist_t *hl, const ab_plugin_head_t *h)
 ab_status_t ab__heads_add_run(const ab_plugin_t *p, ab_plugin_db_t *db, ab_headlist_t *hl,
                               ab_str_t thread, ab_str_t run, ab_error_t *err)
 {
-    ab_plugin_head_t h;
+    ab_run_head_t h;
     memset(&h, 0, sizeof(h));
     ab_status_t st = p->head(db, thread, run, &h, err);
     if (st != AB_OK)
@@ -50,7 +49,7 @@ ab_status_t ab__heads_add_run(const ab_plugin_t *p, ab_plugin_db_t *db, ab_headl
     return AB_OK;
 }
 
-static int thread_cb(void *ud, const ab_plugin_head_t *h)
+static int thread_cb(void *ud, const ab_run_head_t *h)
 {
     return push(ud, h) == AB_OK ? 0 : 1;
 }
@@ -68,22 +67,8 @@ ab_head_t *ab__heads_view(const ab_headlist_t *hl)
     ab_head_t *v = calloc(hl->n, sizeof(*v));
     if (v == NULL)
         return NULL;
-    for (size_t i = 0; i < hl->n; i++) {
-        const ab_plugin_head_t *h = &hl->v[i];
-        v[i].thread = (ab_str_t){h->thread, strlen(h->thread)};
-        v[i].run = (ab_str_t){h->run, strlen(h->run)};
-        v[i].last_seq = h->last_seq;
-        v[i].epoch = h->epoch;
-        v[i].status = h->status;
-        v[i].last_pos = h->last_pos;
-        bool wire = h->outcome == AB_OUTCOME_SUCCESS || h->outcome == AB_OUTCOME_INTERRUPT ||
-                    h->outcome == AB_OUTCOME_CANCELLED;
-        /* invariant 2: a RUN_FINISHED without outcome is a success (AG-UI) */
-        if (h->status == AB_RUN_STATUS_FINISHED)
-            v[i].outcome = wire ? h->outcome : AB_OUTCOME_SUCCESS;
-        else
-            v[i].outcome = AB_OUTCOME_NONE;
-    }
+    for (size_t i = 0; i < hl->n; i++)
+        v[i] = ab_head_view(&hl->v[i]); /* the wire's outcome rule is the codec's */
     return v;
 }
 

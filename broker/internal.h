@@ -2,9 +2,10 @@
  * internal.h - what the broker's threads share (broker/ only).
  *
  * The command thread (cmd.c, the process's main thread after start-up) owns
- * the ROUTER. It hands work to the writer thread (writer.c) and to the replay
- * reader threads (replay.c) as pointers to heap jobs sent over inproc PAIR
- * sockets; ownership of a job moves with the message. Workers answer with
+ * the ROUTER. It hands work to the writer thread (writer.c, with fanout.c
+ * and snapsched.c: writer_int.h) and to the replay reader threads
+ * (replay.c) as pointers to heap jobs sent over inproc PAIR sockets;
+ * ownership of a job moves with the message. Workers answer with
  * multipart messages [identity][header][frames...] on the same PAIR, which
  * the command thread forwards to the ROUTER as they are. A one-frame message
  * from a worker means "stopped" (after a stop job).
@@ -20,6 +21,8 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <zmq.h>
+
+typedef struct ab__snapcache ab__snapcache_t; /* snap_internal.h */
 
 /** State shared by every thread; set up before the threads start. */
 typedef struct ab_broker {
@@ -38,6 +41,7 @@ typedef struct ab_broker {
     _Atomic int64_t replay_unread;   /**< replay chunk bytes sent, not credited (all readers) */
     _Atomic int64_t replay_slots;    /**< replays open or unread (all readers), <= cfg->replays */
     _Atomic bool snap_failed;        /**< the snapshot worker could not start: nothing is stored */
+    ab__snapcache_t *snaps; /**< this broker's snapshot builders (readers, snapshot worker) */
 } ab_broker_t;
 
 typedef enum ab_job_kind {
@@ -111,9 +115,9 @@ int64_t ab__mono_ms(void);
 /** Create an inproc PAIR socket with unlimited HWM, bound or connected to @p ep. */
 void *ab__pair_socket(void *zctx, const char *ep, bool bind);
 
-/** A list of run heads copied out of the plugin. */
+/** A growable list of run heads copied out of the plugin. */
 typedef struct ab_headlist {
-    ab_plugin_head_t *v;
+    ab_run_head_t *v;
     size_t n, cap;
 } ab_headlist_t;
 

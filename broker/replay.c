@@ -87,12 +87,12 @@ static int add_record(reader_t *r, const ab_stamp_t *st, const void *ev, size_t 
     return 0;
 }
 
-static int row_cb(void *ud, const ab_plugin_row_t *row)
+static int row_cb(void *ud, const ab_row_t *row)
 {
     reader_t *r = ud;
     ab__rsession_t *s = r->cur;
-    s->cursor_pos = row->pos;
-    s->cursor_seq = row->seq;
+    s->from.after_pos = row->pos;
+    s->from.after_seq = row->seq;
     const ab_replay_t *rq = &s->job->replay;
     if (rq->scope == AB_REPLAY_THREAD && row->seq <= run_cursor(rq, row->run))
         return 0;
@@ -179,9 +179,7 @@ static void pump(reader_t *r, ab__rsession_t *s, uint64_t room)
     r->full = false;
     r->cb_status = AB_OK;
     while (!caught_up && !r->full && r->nrec < want) {
-        ab_plugin_read_t req = {.scope = rq->scope, .thread = rq->thread, .run = rq->run};
-        req.after_seq = s->cursor_seq;
-        req.after_pos = s->cursor_pos;
+        ab_read_t req = s->from;
         req.limit = want - r->nrec;
         uint32_t got = 0;
         if (p->head_pos(r->db, &head_pos, &e) != AB_OK ||

@@ -294,8 +294,7 @@ void ab__rb_start(ab__rbook_t *bk, ab_job_t *job)
     const ab_limits_t *lim = &bk->b->cfg->limits;
     const ab_replay_t *rq = &job->replay;
     s->peer = p != NULL ? p : fresh;
-    s->cursor_pos = rq->scope == AB_REPLAY_ALL ? rq->after_pos : 0;
-    s->cursor_seq = rq->after_seq;
+    s->from = ab_replay_read(rq, 1); /* the limit is set per read */
     s->credits = rq->window < lim->max_replay_window ? rq->window : lim->max_replay_window;
     s->window_bytes = rq->window_bytes > 0 && rq->window_bytes < lim->max_replay_bytes
                           ? rq->window_bytes

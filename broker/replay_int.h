@@ -45,9 +45,8 @@ typedef struct ab__rpeer {
 typedef struct ab__rsession {
     ab_job_t *job; /**< the replay request: identity, cid, v, copied ids */
     ab__rpeer_t *peer;
-    bool ended; /**< its replay_end or error was sent */
-    uint64_t cursor_pos;
-    uint64_t cursor_seq;
+    bool ended;     /**< its replay_end or error was sent */
+    ab_read_t from; /**< the next read: scope and cursor (moved past every row read) */
     uint32_t credits;
     uint64_t events;
     uint64_t window_bytes; /**< most unread bytes this session may have */

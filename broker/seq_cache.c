@@ -197,7 +197,7 @@ typedef struct rebuild_ctx {
     ab_error_t *err;
 } rebuild_ctx_t;
 
-static int rebuild_row(void *ud, const ab_plugin_row_t *row)
+static int rebuild_row(void *ud, const ab_row_t *row)
 {
     rebuild_ctx_t *c = ud;
     ab_limits_t lim = ab_limits_default();
@@ -226,7 +226,7 @@ fail:
 static ab_status_t rebuild(ab_seq_t *s, ab__seq_run_t *r, ab_error_t *err)
 {
     rebuild_ctx_t c = {s, r, 1, AB_OK, err};
-    ab_plugin_read_t req = {0};
+    ab_read_t req = {0};
     req.scope = AB_REPLAY_RUN;
     req.thread = (ab_str_t){r->thread, r->thread_len};
     req.run = (ab_str_t){r->run, r->run_len};
@@ -253,7 +253,7 @@ static ab_status_t rebuild(ab_seq_t *s, ab__seq_run_t *r, ab_error_t *err)
 static ab_status_t load(ab_seq_t *s, ab_str_t thread, ab_str_t run, ab__seq_run_t **out,
                         ab_error_t *err)
 {
-    ab_plugin_head_t head;
+    ab_run_head_t head;
     ab_status_t rc = s->plugin->head(s->db, thread, run, &head, err);
     if (rc != AB_OK)
         return rc;

@@ -60,7 +60,7 @@ struct ab_seq {
     ab__seq_run_t lru; /**< sentinel */
     uint64_t gen;      /**< current group generation, >= 1 */
     /* current group */
-    ab_plugin_event_t *pend;
+    ab_append_event_t *pend;
     ab_seq_item_t **pend_items;
     size_t npend, cap_pend, cap_pend_items;
     ab__seq_dup_t *dups;

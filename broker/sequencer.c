@@ -121,7 +121,7 @@ static ab_status_t check_dup(ab_seq_t *s, const ab__seq_run_t *r, ab_seq_item_t 
     uint64_t seq = it->ev->seq;
     if (seq > r->last_seq) {
         uint32_t idx = r->staged[seq - r->last_seq - 1];
-        const ab_plugin_event_t *p = &s->pend[idx];
+        const ab_append_event_t *p = &s->pend[idx];
         if (p->len != it->len || memcmp(p->bytes, it->bytes, it->len) != 0)
             return conflict(seq, &it->err);
         if (ab__seq_reserve((void **)&s->dups, &s->cap_dups, s->ndups + 1, sizeof(*s->dups)) !=
@@ -180,7 +180,7 @@ static ab_status_t reserve_stage(ab_seq_t *s, ab__seq_run_t *r, ab_error_t *err)
 static void stage(ab_seq_t *s, ab__seq_run_t *r, ab_seq_item_t *it)
 {
     const ab_agui_info_t *info = it->info;
-    ab_plugin_event_t *p = &s->pend[s->npend];
+    ab_append_event_t *p = &s->pend[s->npend];
     memset(p, 0, sizeof(*p));
     p->thread = it->ev->thread;
     p->run = it->ev->run;
@@ -189,16 +189,16 @@ static void stage(ab_seq_t *s, ab__seq_run_t *r, ab_seq_item_t *it)
     p->bytes = it->bytes;
     p->len = it->len;
     if (info->type == AB_AGUI_RUN_STARTED) {
-        p->new_status = AB_RUN_STATUS_ACTIVE;
+        p->status = AB_RUN_STATUS_ACTIVE;
         p->parent_run = info->parent_run_id;
     } else if (info->type == AB_AGUI_RUN_FINISHED) {
-        p->new_status = AB_RUN_STATUS_FINISHED;
+        p->status = AB_RUN_STATUS_FINISHED;
         p->outcome = info->outcome;
     } else if (info->type == AB_AGUI_RUN_ERROR) {
-        p->new_status = AB_RUN_STATUS_ERRORED;
+        p->status = AB_RUN_STATUS_ERRORED;
     }
-    if (p->new_status != AB_RUN_STATUS_UNKNOWN)
-        r->status = p->new_status;
+    if (p->status != AB_RUN_STATUS_UNKNOWN)
+        r->status = p->status;
     if (r->epoch == 0)
         r->epoch = it->ev->epoch; /* implicit claim of epoch 1 */
     r->staged[r->staged_seq - r->last_seq] = (uint32_t)s->npend;
@@ -276,7 +276,7 @@ void ab__seq_stage(ab_seq_t *s, ab_seq_item_t *items, size_t n)
     s->nrej = 0; /* the views belong to this call's items */
 }
 
-const ab_plugin_event_t *ab__seq_pending(const ab_seq_t *s, size_t *n)
+const ab_append_event_t *ab__seq_pending(const ab_seq_t *s, size_t *n)
 {
     *n = s->npend;
     return s->pend;
@@ -318,7 +318,7 @@ void ab__seq_abort(ab_seq_t *s)
 static ab_status_t claim_status(ab_seq_t *s, ab_str_t thread, ab_str_t run, ab_run_status_t *status,
                                 ab_error_t *err)
 {
-    ab_plugin_head_t head;
+    ab_run_head_t head;
     ab_status_t rc = s->plugin->head(s->db, thread, run, &head, err);
     if (rc == AB_OK)
         *status = head.status;

@@ -109,7 +109,7 @@ void ab__seq_stage(ab_seq_t *s, ab_seq_item_t *items, size_t n);
  * The staged events of the current group, in stage order, ready for
  * append_batch(). Valid until ab__seq_commit()/ab__seq_abort().
  */
-const ab_plugin_event_t *ab__seq_pending(const ab_seq_t *s, size_t *n);
+const ab_append_event_t *ab__seq_pending(const ab_seq_t *s, size_t *n);
 
 /**
  * The group committed: the i-th pending event has position first_pos + i.

@@ -1,6 +1,6 @@
 /*
  * snap_internal.h - the broker's snapshot machinery (docs/REDUCER.md section
- * 6, docs/OPERATIONS.md "Snapshots"): the broker-wide cache of thread
+ * 6, docs/OPERATIONS.md "Snapshots"): each broker's cache of thread
  * builders (snapcache.c), the current document of a thread
  * (snapshot_cmd.c) and the low-priority snapshot worker (snapshot_worker.c).
  */
@@ -10,7 +10,7 @@
 #include "agentbus/snapshot.h"
 #include "internal.h"
 
-/** Bound of the builder cache, all brokers of the process together (estimated bytes). */
+/** Bound of one broker's builder cache (estimated bytes). */
 #define AB_SNAPCACHE_BYTES (64u << 20)
 /** The worker folds at most this many events per hold of a thread's builder. */
 #define AB_SNAPWORKER_CHUNK 1024u
@@ -25,7 +25,6 @@
 
 /** A thread's builder with the msgpack document last encoded from it. */
 typedef struct ab_snapent {
-    char instance[17];
     char thread[AB_ID_MAX_BYTES + 1];
     size_t tlen;
     ab_snapshot_builder_t *sb;
@@ -38,16 +37,23 @@ typedef struct ab_snapent {
     struct ab_snapent *prev, *next;
 } ab_snapent_t;
 
-/** Take @p thread's entry of broker @p instance (NULL = none); waits while another user has it. */
-ab_snapent_t *ab__snapcache_take(const char *instance, ab_str_t thread);
+/**
+ * A broker's builder cache, empty (ab_broker_t.snaps: one per broker, made
+ * at start-up, shared by its readers and its snapshot worker). Thread-safe:
+ * every function below may be called from any of the broker's threads.
+ * @return the cache, or NULL when out of memory.
+ */
+ab__snapcache_t *ab__snapcache_new(void);
+/** Free the cache and every entry in it; no entry may be taken (NULL-safe; *c = NULL). */
+void ab__snapcache_destroy(ab__snapcache_t **c);
+/** Take @p thread's entry (NULL = none); waits while another user has it. */
+ab_snapent_t *ab__snapcache_take(ab__snapcache_t *c, ab_str_t thread);
 /** Put an entry back (most recently used); evicts least recently used entries over the bounds. */
-void ab__snapcache_put(ab_snapent_t *e);
+void ab__snapcache_put(ab__snapcache_t *c, ab_snapent_t *e);
 /** Whether @p e would be kept by ab__snapcache_put() (its estimate is within the bound). */
 bool ab__snapcache_fits(const ab_snapent_t *e);
-/** Free every cached entry of broker @p instance that nobody has taken. */
-void ab__snapcache_drop_instance(const char *instance);
 /** Free a taken or new entry instead of putting it back (NULL-safe). */
-void ab__snapcache_discard(ab_snapent_t *e);
+void ab__snapcache_discard(ab__snapcache_t *c, ab_snapent_t *e);
 
 /**
  * The entry of @p thread brought up to every committed event (on handle

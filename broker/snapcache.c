@@ -1,6 +1,6 @@
 /*
- * snapcache.c - the broker-wide cache of thread snapshot builders, shared by
- * the replay readers (SNAPSHOT) and the snapshot worker, so that a repeated
+ * snapcache.c - a broker's cache of thread snapshot builders, shared by its
+ * replay readers (SNAPSHOT) and its snapshot worker, so that a repeated
  * SNAPSHOT or the next stored snapshot of a thread folds only the events
  * after the cached position instead of restoring the stored document.
  *
@@ -12,8 +12,9 @@
  *  2. Bounded: at most AB_SNAPCACHE_ENTRIES entries and AB_SNAPCACHE_BYTES
  *     estimated bytes (builder estimate plus the cached reply); put evicts
  *     least recently used entries, and frees an entry larger than the bound.
- *  3. Keys are (broker instance, thread): the instance is random per start,
- *     so brokers of one process (tests) never see each other's entries.
+ *  3. One cache per broker, owned by its handle (ab_broker_t.snaps, made at
+ *     start, freed after every thread joined): no state is shared between
+ *     brokers of one process, and keys are thread ids alone.
  *  4. When two users built entries of one thread, put keeps the one at the
  *     higher position.
  */
@@ -23,31 +24,32 @@
 #include <stdlib.h>
 #include <string.h>
 
-static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t returned = PTHREAD_COND_INITIALIZER;
-static ab_snapent_t *head, *tail; /* most recently used first */
-static size_t total_bytes, nentries;
+struct ab__snapcache {
+    pthread_mutex_t mu;
+    pthread_cond_t returned;
+    ab_snapent_t *head, *tail; /* most recently used first */
+    size_t total_bytes, nentries;
+};
 
-static bool same(const ab_snapent_t *e, const char *instance, ab_str_t thread)
+static bool same(const ab_snapent_t *e, ab_str_t thread)
 {
-    return e->tlen == thread.len && memcmp(e->thread, thread.ptr, thread.len) == 0 &&
-           strcmp(e->instance, instance) == 0;
+    return e->tlen == thread.len && memcmp(e->thread, thread.ptr, thread.len) == 0;
 }
 
-static void unlink_entry(ab_snapent_t *e)
+static void unlink_entry(ab__snapcache_t *c, ab_snapent_t *e)
 {
     if (e->prev)
         e->prev->next = e->next;
     else
-        head = e->next;
+        c->head = e->next;
     if (e->next)
         e->next->prev = e->prev;
     else
-        tail = e->prev;
+        c->tail = e->prev;
     e->prev = e->next = NULL;
     e->listed = false;
-    total_bytes -= e->bytes;
-    nentries--;
+    c->total_bytes -= e->bytes;
+    c->nentries--;
 }
 
 static void snapent_free(ab_snapent_t *e)
@@ -59,12 +61,45 @@ static void snapent_free(ab_snapent_t *e)
     free(e);
 }
 
-static ab_snapent_t *find(const char *instance, ab_str_t thread)
+static ab_snapent_t *find(const ab__snapcache_t *c, ab_str_t thread)
 {
-    ab_snapent_t *e = head;
-    while (e && !same(e, instance, thread))
+    ab_snapent_t *e = c->head;
+    while (e && !same(e, thread))
         e = e->next;
     return e;
+}
+
+ab__snapcache_t *ab__snapcache_new(void)
+{
+    ab__snapcache_t *c = calloc(1, sizeof(*c));
+    if (c == NULL)
+        return NULL;
+    if (pthread_mutex_init(&c->mu, NULL) != 0) {
+        free(c);
+        return NULL;
+    }
+    if (pthread_cond_init(&c->returned, NULL) != 0) {
+        pthread_mutex_destroy(&c->mu);
+        free(c);
+        return NULL;
+    }
+    return c;
+}
+
+void ab__snapcache_destroy(ab__snapcache_t **cp)
+{
+    ab__snapcache_t *c = cp != NULL ? *cp : NULL;
+    if (c == NULL)
+        return;
+    while (c->head != NULL) {
+        ab_snapent_t *e = c->head;
+        unlink_entry(c, e);
+        snapent_free(e);
+    }
+    pthread_cond_destroy(&c->returned);
+    pthread_mutex_destroy(&c->mu);
+    free(c);
+    *cp = NULL;
 }
 
 static size_t entry_bytes(const ab_snapent_t *e)
@@ -77,104 +112,95 @@ bool ab__snapcache_fits(const ab_snapent_t *e)
     return e != NULL && e->sb != NULL && entry_bytes(e) <= AB_SNAPCACHE_BYTES;
 }
 
-void ab__snapcache_discard(ab_snapent_t *e)
+void ab__snapcache_discard(ab__snapcache_t *c, ab_snapent_t *e)
 {
     if (e == NULL)
         return;
-    pthread_mutex_lock(&mu);
+    pthread_mutex_lock(&c->mu);
     if (e->listed)
-        unlink_entry(e);
-    pthread_cond_broadcast(&returned);
-    pthread_mutex_unlock(&mu);
+        unlink_entry(c, e);
+    pthread_cond_broadcast(&c->returned);
+    pthread_mutex_unlock(&c->mu);
     snapent_free(e);
 }
 
-ab_snapent_t *ab__snapcache_take(const char *instance, ab_str_t thread)
+ab_snapent_t *ab__snapcache_take(ab__snapcache_t *c, ab_str_t thread)
 {
-    pthread_mutex_lock(&mu);
-    ab_snapent_t *e = find(instance, thread);
+    pthread_mutex_lock(&c->mu);
+    ab_snapent_t *e = find(c, thread);
     while (e && e->busy) {
-        pthread_cond_wait(&returned, &mu);
-        e = find(instance, thread); /* it may have been replaced or dropped meanwhile */
+        pthread_cond_wait(&c->returned, &c->mu);
+        e = find(c, thread); /* it may have been replaced or dropped meanwhile */
     }
     if (e)
         e->busy = true;
-    pthread_mutex_unlock(&mu);
+    pthread_mutex_unlock(&c->mu);
     return e;
 }
 
-void ab__snapcache_put(ab_snapent_t *e)
+/* Keep @p e (not listed) unless an entry of its thread at least as far along is
+ * listed; @return the entry to free (e, the one it replaces, or NULL). */
+static ab_snapent_t *insert_locked(ab__snapcache_t *c, ab_snapent_t *e)
 {
-    if (e == NULL || e->sb == NULL) {
-        ab__snapcache_discard(e);
-        return;
-    }
-    size_t bytes = entry_bytes(e);
-    ab_snapent_t *gone = NULL;
-    pthread_mutex_lock(&mu);
-    if (e->listed)
-        unlink_entry(e); /* taken from the cache: re-inserted below */
-    e->busy = false;
-    e->bytes = bytes;
-    ab_snapent_t *old = find(e->instance, (ab_str_t){e->thread, e->tlen});
-    if (bytes > AB_SNAPCACHE_BYTES) {
-        gone = e;
-    } else if (old && (old->busy || ab_snapshot_builder_position(old->sb) >=
-                                        ab_snapshot_builder_position(e->sb))) {
-        gone = e; /* a newer one came back first */
-    } else {
-        if (old)
-            unlink_entry(old);
-        gone = old;
-        e->listed = true;
-        e->next = head;
-        e->prev = NULL;
-        if (head)
-            head->prev = e;
-        head = e;
-        if (!tail)
-            tail = e;
-        total_bytes += e->bytes;
-        nentries++;
-    }
-    ab_snapent_t *evicted = NULL; /* a list through next, freed unlocked */
-    while (tail && tail != head &&
-           (total_bytes > AB_SNAPCACHE_BYTES || nentries > AB_SNAPCACHE_ENTRIES)) {
-        ab_snapent_t *v = tail;
-        while (v != head && v->busy)
+    ab_snapent_t *old = find(c, (ab_str_t){e->thread, e->tlen});
+    if (e->bytes > AB_SNAPCACHE_BYTES)
+        return e;
+    if (old &&
+        (old->busy || ab_snapshot_builder_position(old->sb) >= ab_snapshot_builder_position(e->sb)))
+        return e; /* a newer one came back first */
+    if (old)
+        unlink_entry(c, old);
+    e->listed = true;
+    e->next = c->head;
+    e->prev = NULL;
+    if (c->head)
+        c->head->prev = e;
+    c->head = e;
+    if (!c->tail)
+        c->tail = e;
+    c->total_bytes += e->bytes;
+    c->nentries++;
+    return old;
+}
+
+/* Unlink least recently used idle entries over the bounds; @return them, a list through next. */
+static ab_snapent_t *evict_locked(ab__snapcache_t *c)
+{
+    ab_snapent_t *evicted = NULL;
+    while (c->tail && c->tail != c->head &&
+           (c->total_bytes > AB_SNAPCACHE_BYTES || c->nentries > AB_SNAPCACHE_ENTRIES)) {
+        ab_snapent_t *v = c->tail;
+        while (v != c->head && v->busy)
             v = v->prev;
-        if (v == head)
+        if (v == c->head)
             break;
-        unlink_entry(v);
+        unlink_entry(c, v);
         v->next = evicted;
         evicted = v;
     }
-    pthread_cond_broadcast(&returned);
-    pthread_mutex_unlock(&mu);
+    return evicted;
+}
+
+void ab__snapcache_put(ab__snapcache_t *c, ab_snapent_t *e)
+{
+    if (e == NULL || e->sb == NULL) {
+        ab__snapcache_discard(c, e);
+        return;
+    }
+    size_t bytes = entry_bytes(e);
+    pthread_mutex_lock(&c->mu);
+    if (e->listed)
+        unlink_entry(c, e); /* taken from the cache: re-inserted below */
+    e->busy = false;
+    e->bytes = bytes;
+    ab_snapent_t *gone = insert_locked(c, e);
+    ab_snapent_t *evicted = evict_locked(c); /* freed unlocked */
+    pthread_cond_broadcast(&c->returned);
+    pthread_mutex_unlock(&c->mu);
     snapent_free(gone);
     while (evicted) {
         ab_snapent_t *n = evicted->next;
         snapent_free(evicted);
         evicted = n;
-    }
-}
-
-void ab__snapcache_drop_instance(const char *instance)
-{
-    ab_snapent_t *dropped = NULL;
-    pthread_mutex_lock(&mu);
-    for (ab_snapent_t *e = head, *n; e; e = n) {
-        n = e->next;
-        if (strcmp(e->instance, instance) == 0 && !e->busy) {
-            unlink_entry(e);
-            e->next = dropped;
-            dropped = e;
-        }
-    }
-    pthread_mutex_unlock(&mu);
-    while (dropped) {
-        ab_snapent_t *n = dropped->next;
-        snapent_free(dropped);
-        dropped = n;
     }
 }

@@ -3,7 +3,7 @@
  * snapshot document of a thread (docs/REDUCER.md section 7, docs/PROTOCOL.md
  * 7.8), and ab__snapshot_current(), shared with the snapshot worker.
  *
- * ab__snapshot_current() takes the thread's builder from the broker-wide
+ * ab__snapshot_current() takes the thread's builder from the broker's
  * cache (snapcache.c) when there is one; otherwise it starts from the latest
  * stored snapshot when the plugin has snapshot_get (ab_snapshot_parse, then
  * ab_snapshot_builder_from), or from nothing. It then folds the thread's
@@ -60,7 +60,7 @@ typedef struct fold {
     ab_error_t *err;
 } fold_t;
 
-static int fold_row(void *ud, const ab_plugin_row_t *row)
+static int fold_row(void *ud, const ab_row_t *row)
 {
     fold_t *f = ud;
     ab_event_t ev;
@@ -104,7 +104,7 @@ static ab_status_t fold_thread(ab_broker_t *b, ab_plugin_db_t *db, ab_str_t thre
 {
     const ab_plugin_t *p = b->plugin;
     while (f->max_events == 0 || f->events < f->max_events) {
-        ab_plugin_read_t req = {.scope = AB_REPLAY_THREAD, .thread = thread};
+        ab_read_t req = {.scope = AB_REPLAY_THREAD, .thread = thread};
         req.after_pos = f->last_pos;
         req.limit = PAGE_ROWS;
         if (f->max_events > 0 && f->max_events - f->events < PAGE_ROWS)
@@ -176,12 +176,11 @@ static ab_status_t entry_new(ab_broker_t *b, ab_plugin_db_t *db, ab_str_t thread
     ab_snapent_t *e = calloc(1, sizeof(*e));
     if (e == NULL)
         return ab_error_set(f->err, AB_NOMEM, "", "out of memory");
-    memcpy(e->instance, b->instance, sizeof(e->instance));
     memcpy(e->thread, thread.ptr, thread.len);
     e->tlen = thread.len;
     ab_status_t st = start_builder(b, db, (ab_str_t){e->thread, e->tlen}, f, from_stored);
     if (st != AB_OK) {
-        ab__snapcache_discard(e);
+        ab__snapcache_discard(b->snaps, e);
         return st;
     }
     e->sb = f->sb;
@@ -196,7 +195,7 @@ ab_status_t ab__snapshot_current(ab_broker_t *b, ab_plugin_db_t *db, ab_str_t th
     fold_t f = {
         .lim = &b->cfg->limits, .err = err, .max_events = max_events, .memory_max = memory_max};
     bool known = false;
-    ab_snapent_t *e = *out != NULL ? *out : ab__snapcache_take(b->instance, thread);
+    ab_snapent_t *e = *out != NULL ? *out : ab__snapcache_take(b->snaps, thread);
     ab_status_t st = AB_OK;
     *out = NULL;
     if (e != NULL) {
@@ -217,7 +216,7 @@ ab_status_t ab__snapshot_current(ab_broker_t *b, ab_plugin_db_t *db, ab_str_t th
     if (folded != NULL)
         *folded = f.events;
     if (st != AB_OK) {
-        ab__snapcache_discard(e); /* a builder that failed half-way is never reused */
+        ab__snapcache_discard(b->snaps, e); /* a builder that failed half-way is never reused */
         return st;
     }
     e->unmeasured += f.bytes;
@@ -266,9 +265,10 @@ void ab__reader_snapshot(ab_broker_t *b, ab_plugin_db_t *db, void *sock, ab_job_
                     (unsigned long long)folded);
     }
     if (st == AB_OK || st == AB_TOO_LARGE)
-        ab__snapcache_put(ent); /* the builder is sound even when its document is too large */
+        ab__snapcache_put(b->snaps,
+                          ent); /* the builder is sound even when its document is too large */
     else
-        ab__snapcache_discard(ent);
+        ab__snapcache_discard(b->snaps, ent);
     if (st != AB_OK) {
         ab_error_set(&e, st, "", "cannot compute the snapshot"); /* no-op when e is set */
         ab__reply_error(sock, &job->identity, job->v, job->cid, &e);

@@ -1,7 +1,7 @@
 /*
  * snapshot_worker.c - the snapshot worker: a thread, started and stopped by
  * the writer, that computes the durable snapshots the writer asks for (run
- * ends, every-N events; writer.c invariant 7) off the writer thread, and
+ * ends, every-N events; snapsched.c invariant 1) off the writer thread, and
  * hands each document back to the writer, which stores it (snapshot_put
  * needs the writer handle).
  *
@@ -168,12 +168,12 @@ static ab_status_t current(ab_snapworker_t *w, ab_str_t t, size_t memory_max, ab
         if (st != AB_OK || folded < AB_SNAPWORKER_CHUNK)
             return st;
         if (given_up(w)) {
-            ab__snapcache_put(*ent);
+            ab__snapcache_put(w->b->snaps, *ent);
             *ent = NULL;
             return ab_error_set(e, AB_REQUEST_ABORTED, "", "broker stopping");
         }
         if (ab__snapcache_fits(*ent)) {
-            ab__snapcache_put(*ent);
+            ab__snapcache_put(w->b->snaps, *ent);
             *ent = NULL;
         }
     }
@@ -201,9 +201,9 @@ static void compute(ab_snapworker_t *w, const todo_t *q)
     if (st == AB_OK)
         ent->unmeasured = 0; /* the encoding measured the projection */
     if (st == AB_OK)
-        ab__snapcache_put(ent); /* before the text: the builder is free again */
+        ab__snapcache_put(w->b->snaps, ent); /* before the text: the builder is free again */
     else
-        ab__snapcache_discard(ent);
+        ab__snapcache_discard(w->b->snaps, ent);
     size_t size = mp.len;
     if (st == AB_OK && (q->run_end || mp.len <= AB_MAX_REPLY_BYTES))
         st = to_json(&mp, &text, &e);

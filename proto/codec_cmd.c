@@ -14,6 +14,9 @@
  *  2. Requests are held to max_header_bytes; broker messages to
  *     AB_MAX_REPLY_BYTES (a reply to a full batch may outgrow the request).
  *  3. When decoding fails after a valid cid was seen, err->cid is that cid.
+ *  4. The model's types (agentbus/model.h) meet the wire only here, at the
+ *     end of this file: a run head becomes an ab_head_t view, a replay
+ *     request the ab_read_t that starts it.
  */
 #include "codec_internal.h"
 
@@ -640,4 +643,38 @@ ab_status_t ab_error_encode_reply(const ab_error_t *e, uint32_t v, ab_buf_t *out
     m.cid = e->cid;
     m.u.error.error = e;
     return ab_msg_encode(&m, out, NULL);
+}
+
+/* ---- the model at the codec's edge --------------------------------------- */
+
+ab_head_t ab_head_view(const ab_run_head_t *h)
+{
+    ab_head_t v = {
+        .thread = {h->thread, strlen(h->thread)},
+        .run = {h->run, strlen(h->run)},
+        .last_seq = h->last_seq,
+        .epoch = h->epoch,
+        .status = h->status,
+        .outcome = AB_OUTCOME_NONE,
+        .last_pos = h->last_pos,
+    };
+    bool wire = h->outcome == AB_OUTCOME_SUCCESS || h->outcome == AB_OUTCOME_INTERRUPT ||
+                h->outcome == AB_OUTCOME_CANCELLED;
+    if (h->status == AB_RUN_STATUS_FINISHED)
+        v.outcome = wire ? h->outcome : AB_OUTCOME_SUCCESS;
+    return v;
+}
+
+ab_read_t ab_replay_read(const ab_replay_t *r, uint32_t limit)
+{
+    ab_read_t q = {.scope = r->scope, .limit = limit};
+    if (r->scope == AB_REPLAY_RUN || r->scope == AB_REPLAY_THREAD)
+        q.thread = r->thread;
+    if (r->scope == AB_REPLAY_RUN) {
+        q.run = r->run;
+        q.after_seq = r->after_seq;
+    }
+    if (r->scope == AB_REPLAY_ALL)
+        q.after_pos = r->after_pos;
+    return q;
 }

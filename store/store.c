@@ -194,8 +194,7 @@ static ab_status_t check_version(ab_store_t *st, int version, ab_error_t *err)
     return AB_OK;
 }
 
-static ab_status_t configure_writer(ab_store_t *st, ab_store_durability_t d, int version,
-                                    ab_error_t *err)
+static ab_status_t configure_writer(ab_store_t *st, ab_durability_t d, int version, ab_error_t *err)
 {
     char mode[16];
     ab_status_t s = AB_OK;
@@ -216,7 +215,7 @@ static ab_status_t configure_writer(ab_store_t *st, ab_store_durability_t d, int
         return ab_error_set(err, AB_UNAVAILABLE, "store", "cannot switch %s to WAL (mode %s)",
                             st->path, mode);
     const char *sync =
-        d == AB_STORE_PROCESS ? "PRAGMA synchronous=NORMAL" : "PRAGMA synchronous=FULL";
+        d == AB_DURABILITY_PROCESS ? "PRAGMA synchronous=NORMAL" : "PRAGMA synchronous=FULL";
     s = exec_sql(st, sync, "synchronous", err);
     if (s != AB_OK)
         return s;
@@ -233,8 +232,7 @@ ab_status_t ab__store_not_writable(ab_store_t *st, const char *why, ab_error_t *
                         st->path, why);
 }
 
-ab_status_t ab__store_build(ab_store_t *st, const char *path, ab_store_durability_t d,
-                            ab_error_t *err)
+ab_status_t ab__store_build(ab_store_t *st, const char *path, ab_durability_t d, ab_error_t *err)
 {
     int rc = sqlite3_open_v2(path, &st->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL);
     ab_status_t s = rc == SQLITE_OK ? AB_OK : ab__store_sqlerr(st, rc, "create", err);

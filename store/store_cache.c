@@ -64,7 +64,6 @@ void ab__store_cache_clear(ab_store_t *st)
     st->nruns = 0;
     st->ntouched = 0;
     st->nrecs = 0;
-    ab_buf_reset(&st->stage);
 }
 
 void ab__store_cache_free(ab_store_t *st)
@@ -73,7 +72,6 @@ void ab__store_cache_free(ab_store_t *st)
     free(st->slots);
     free(st->touched);
     free(st->recs);
-    ab_buf_free(&st->stage);
     ab_buf_free(&st->scratch);
     st->slots = NULL;
     st->touched = NULL;
@@ -149,9 +147,11 @@ static run_ent_t *new_ent(const char *t, size_t tl, const char *r, size_t rl, ui
     return e;
 }
 
-ab_status_t ab__store_cache_get(ab_store_t *st, const char *thread, size_t tl, const char *run,
-                                size_t rl, run_ent_t **out, ab_error_t *err)
+ab_status_t ab__store_cache_get(ab_store_t *st, ab_str_t t, ab_str_t r, run_ent_t **out,
+                                ab_error_t *err)
 {
+    const char *thread = t.ptr, *run = r.ptr;
+    size_t tl = t.len, rl = r.len;
     uint64_t h = hash_ids(thread, tl, run, rl);
     if (st->nslots) {
         run_ent_t *e = st->slots[slot_of(st, h, thread, tl, run, rl)];

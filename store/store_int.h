@@ -75,7 +75,8 @@ typedef struct run_ent {
     uint64_t batch;
     uint64_t p_last_seq, p_first_seq, p_first_pos, p_last_pos, p_epoch;
     uint32_t p_n;
-    int32_t p_head, p_tail; /* staged record list (indexes into stage_recs) */
+    size_t p_bytes;         /* the chunk's size: its records' headers and bytes */
+    int32_t p_head, p_tail; /* its events in the batch (indexes into recs) */
     int p_status, p_outcome;
     int64_t p_started_us, p_ended_us;
     bool p_has_parent;
@@ -83,14 +84,18 @@ typedef struct run_ent {
     char p_parent[AB_ID_MAX_BYTES + 1];
 } run_ent_t;
 
-/* One staged event: a record in the stage buffer and the next of its run. */
+/* One event of the open batch: where its bytes are (the caller's, borrowed
+ * until commit or rollback), what its record header holds, the next of its run. */
 typedef struct stage_rec {
-    size_t off;
-    size_t size;
+    const uint8_t *bytes;
+    uint32_t len;
+    uint32_t pos_off; /* its position minus the batch's first */
+    uint64_t seq;
     int32_t next;
 } stage_rec_t;
 
-struct ab_store {
+/* The handle; its name is the SQLite plugin's handle type (store.h). */
+struct ab_plugin_db {
     sqlite3 *db;
     char *path; /* <dir>/agentbus.db, for messages */
     bool readonly;
@@ -98,6 +103,7 @@ struct ab_store {
     uint64_t next_pos;    /* valid while in_txn */
     uint64_t batch_first; /* first position of the open batch */
     uint64_t batch;       /* batch number, bumped by begin and rollback */
+    int64_t commit_us;    /* commit time of the open batch */
     int64_t data_version; /* PRAGMA data_version after our last write */
     sqlite3_stmt *q[Q_COUNT_];
     /* writer run cache: open addressing, no deletion (cleared whole) */
@@ -108,7 +114,6 @@ struct ab_store {
     size_t ntouched, touched_cap;
     stage_rec_t *recs;
     size_t nrecs, recs_cap;
-    ab_buf_t stage;   /* staged records, chunk format */
     ab_buf_t scratch; /* one run's chunk at commit; group buffer for reads */
     /* writer handles: WAL checkpoints on their own thread (store_ckpt.c) */
     ab_store_ckpt_t *ckpt;
@@ -145,8 +150,7 @@ void ab__store_file_mark_checked(ab_store_t *st);
 
 /* Build a new, empty store of the current schema in the existing empty file
  * @p path (store.c): page size, WAL mode, migrations; closes it again. */
-ab_status_t ab__store_build(ab_store_t *st, const char *path, ab_store_durability_t d,
-                            ab_error_t *err);
+ab_status_t ab__store_build(ab_store_t *st, const char *path, ab_durability_t d, ab_error_t *err);
 /* The refusal of a database file a writer cannot write (@p why: the cause). */
 ab_status_t ab__store_not_writable(ab_store_t *st, const char *why, ab_error_t *err);
 
@@ -160,15 +164,15 @@ ab_status_t ab__store_prepare(ab_store_t *st, ab_error_t *err);
 void ab__store_done(sqlite3_stmt *q);
 
 /* Validate an id (1..AB_ID_MAX_BYTES bytes). */
-ab_status_t ab__store_check_id(const char *id, size_t len, const char *field, ab_error_t *err);
+ab_status_t ab__store_check_id(ab_str_t id, const char *field, ab_error_t *err);
 
 /* Clamp a u64 to SQLite's signed range. */
 sqlite3_int64 ab__store_i64(uint64_t v);
 
 /* Find (or load from the runs table, or create unsaved) the cache entry of a
  * run. *out is owned by the cache. */
-ab_status_t ab__store_cache_get(ab_store_t *st, const char *thread, size_t tl, const char *run,
-                                size_t rl, run_ent_t **out, ab_error_t *err);
+ab_status_t ab__store_cache_get(ab_store_t *st, ab_str_t thread, ab_str_t run, run_ent_t **out,
+                                ab_error_t *err);
 
 /* Drop every cache entry (after a failed commit or another writer's commit). */
 void ab__store_cache_clear(ab_store_t *st);

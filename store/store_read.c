@@ -64,28 +64,34 @@ static ab_status_t damaged(ab_store_t *st, ab_error_t *err)
 /* Read state shared by the scopes. */
 typedef struct reader {
     ab_store_t *st;
-    ab_store_row_cb cb;
+    ab_row_cb cb;
     void *ud;
-    uint32_t limit; /* 0 = none */
-    size_t n;
+    uint32_t limit;
+    uint32_t n;
     bool stop;
 } reader_t;
 
-static void emit(reader_t *rd, const rec_t *r, const char *thread, const char *run)
+static ab_str_t col_str(sqlite3_stmt *q, int col)
 {
-    ab_store_row_t row = {.pos = r->pos,
-                          .seq = r->seq,
-                          .commit_us = r->commit_us,
-                          .thread = thread,
-                          .run = run,
-                          .bytes = r->len ? r->bytes : (const uint8_t *)"",
-                          .len = r->len};
+    const char *t = (const char *)sqlite3_column_text(q, col);
+    return (ab_str_t){t ? t : "", t ? (size_t)sqlite3_column_bytes(q, col) : 0};
+}
+
+static void emit(reader_t *rd, const rec_t *r, ab_str_t thread, ab_str_t run)
+{
+    ab_row_t row = {.pos = r->pos,
+                    .seq = r->seq,
+                    .commit_us = r->commit_us,
+                    .thread = thread,
+                    .run = run,
+                    .bytes = r->len ? r->bytes : (const uint8_t *)"",
+                    .len = r->len};
     rd->n++;
-    if ((rd->cb && rd->cb(rd->ud, &row) != 0) || (rd->limit && rd->n >= rd->limit))
+    if ((rd->cb && rd->cb(rd->ud, &row) != 0) || rd->n >= rd->limit)
         rd->stop = true;
 }
 
-static ab_status_t finish(reader_t *rd, sqlite3_stmt *q, int rc, bool bad, size_t *delivered,
+static ab_status_t finish(reader_t *rd, sqlite3_stmt *q, int rc, bool bad, uint32_t *delivered,
                           ab_error_t *err)
 {
     ab__store_done(q);
@@ -98,37 +104,33 @@ static ab_status_t finish(reader_t *rd, sqlite3_stmt *q, int rc, bool bad, size_
     return AB_OK;
 }
 
-ab_status_t ab__store_read_run(ab_store_t *st, const char *thread, size_t thread_len,
-                               const char *run, size_t run_len, uint64_t after_seq, uint32_t limit,
-                               ab_store_row_cb cb, void *ud, size_t *delivered, ab_error_t *err)
+/* Scope run: the run's chunks in seq order (invariant 1). */
+static ab_status_t read_run(ab_store_t *st, const ab_read_t *req, reader_t *rd, uint32_t *delivered,
+                            ab_error_t *err)
 {
-    if (!st)
-        return ab_error_set(err, AB_INVALID_ARGUMENT, "store", "store: NULL handle");
-    ab_status_t s = ab__store_check_id(thread, thread_len, "thread", err);
+    ab_status_t s = ab__store_check_id(req->thread, "thread", err);
     if (s == AB_OK)
-        s = ab__store_check_id(run, run_len, "run", err);
+        s = ab__store_check_id(req->run, "run", err);
     if (s != AB_OK)
         return s;
     sqlite3_stmt *q = st->q[Q_READ_RUN];
-    sqlite3_bind_text(q, 1, thread, (int)thread_len, SQLITE_STATIC);
-    sqlite3_bind_text(q, 2, run, (int)run_len, SQLITE_STATIC);
-    sqlite3_bind_int64(q, 3, ab__store_i64(after_seq));
-    reader_t rd = {.st = st, .cb = cb, .ud = ud, .limit = limit};
+    sqlite3_bind_text(q, 1, req->thread.ptr, (int)req->thread.len, SQLITE_STATIC);
+    sqlite3_bind_text(q, 2, req->run.ptr, (int)req->run.len, SQLITE_STATIC);
+    sqlite3_bind_int64(q, 3, ab__store_i64(req->after_seq));
     bool bad = false;
     int rc = SQLITE_DONE;
-    while (!rd.stop && !bad && (rc = sqlite3_step(q)) == SQLITE_ROW) {
+    while (!rd->stop && !bad && (rc = sqlite3_step(q)) == SQLITE_ROW) {
         uint64_t bf = (uint64_t)sqlite3_column_int64(q, 0);
         const uint8_t *data = sqlite3_column_blob(q, 1);
         size_t size = (size_t)sqlite3_column_bytes(q, 1);
-        const char *t = (const char *)sqlite3_column_text(q, 2);
-        const char *r = (const char *)sqlite3_column_text(q, 3);
+        ab_str_t t = col_str(q, 2), r = col_str(q, 3);
         size_t off = 0;
         rec_t rec;
-        while (!rd.stop && next_rec(data, size, bf, &off, &rec, &bad))
-            if (rec.seq > after_seq)
-                emit(&rd, &rec, t, r);
+        while (!rd->stop && next_rec(data, size, bf, &off, &rec, &bad))
+            if (rec.seq > req->after_seq)
+                emit(rd, &rec, t, r);
     }
-    return finish(&rd, q, rd.stop ? SQLITE_DONE : rc, bad, delivered, err);
+    return finish(rd, q, rd->stop ? SQLITE_DONE : rc, bad, delivered, err);
 }
 
 /* A commit's records gathered from its chunks (thread and all scopes). */
@@ -146,12 +148,10 @@ static ab_status_t group_add(group_t *g, sqlite3_stmt *q, uint64_t after_pos, bo
     uint64_t bf = (uint64_t)sqlite3_column_int64(q, 0);
     const uint8_t *data = sqlite3_column_blob(q, 1);
     size_t size = (size_t)sqlite3_column_bytes(q, 1);
-    const char *t = (const char *)sqlite3_column_text(q, 2);
-    const char *r = (const char *)sqlite3_column_text(q, 3);
-    size_t tl = strlen(t ? t : ""), rl = strlen(r ? r : "");
-    size_t soff = g->buf->len, doff = soff + tl + rl + 2;
-    if (ab_buf_append(g->buf, t ? t : "", tl + 1) != AB_OK ||
-        ab_buf_append(g->buf, r ? r : "", rl + 1) != AB_OK ||
+    ab_str_t t = col_str(q, 2), r = col_str(q, 3);
+    size_t soff = g->buf->len, doff = soff + t.len + r.len + 2;
+    if (ab_buf_append(g->buf, t.ptr, t.len + 1) != AB_OK ||
+        ab_buf_append(g->buf, r.ptr, r.len + 1) != AB_OK ||
         (size && ab_buf_append(g->buf, data, size) != AB_OK))
         return AB_NOMEM;
     size_t off = 0;
@@ -187,17 +187,19 @@ static void group_flush(group_t *g, reader_t *rd)
         rec_t r = g->recs[i].r;
         r.bytes = g->buf->data + g->recs[i].boff;
         const char *t = (const char *)g->buf->data + g->recs[i].soff;
-        emit(rd, &r, t, t + strlen(t) + 1);
+        size_t tl = strlen(t);
+        const char *run = t + tl + 1;
+        emit(rd, &r, (ab_str_t){t, tl}, (ab_str_t){run, strlen(run)});
     }
     g->n = 0;
     ab_buf_reset(g->buf);
 }
 
 /* Deliver the rows of a statement over chunks ordered by commit. */
-static ab_status_t read_grouped(ab_store_t *st, sqlite3_stmt *q, uint64_t after_pos, uint32_t limit,
-                                ab_store_row_cb cb, void *ud, size_t *delivered, ab_error_t *err)
+static ab_status_t read_grouped(ab_store_t *st, sqlite3_stmt *q, uint64_t after_pos, reader_t *rdp,
+                                uint32_t *delivered, ab_error_t *err)
 {
-    reader_t rd = {.st = st, .cb = cb, .ud = ud, .limit = limit};
+    reader_t rd = *rdp;
     group_t g = {.buf = &st->scratch};
     ab_buf_reset(g.buf);
     bool bad = false;
@@ -220,45 +222,50 @@ static ab_status_t read_grouped(ab_store_t *st, sqlite3_stmt *q, uint64_t after_
     return finish(&rd, q, rd.stop ? SQLITE_DONE : rc, bad, delivered, err);
 }
 
-ab_status_t ab__store_read_thread(ab_store_t *st, const char *thread, size_t thread_len,
-                                  uint64_t after_pos, uint32_t limit, ab_store_row_cb cb, void *ud,
-                                  size_t *delivered, ab_error_t *err)
+ab_status_t ab__store_read(ab_store_t *st, const ab_read_t *req, ab_row_cb cb, void *ud,
+                           uint32_t *count, ab_error_t *err)
 {
-    if (!st)
-        return ab_error_set(err, AB_INVALID_ARGUMENT, "store", "store: NULL handle");
-    ab_status_t s = ab__store_check_id(thread, thread_len, "thread", err);
-    if (s != AB_OK)
-        return s;
-    sqlite3_stmt *q = st->q[Q_READ_THREAD];
-    sqlite3_bind_text(q, 1, thread, (int)thread_len, SQLITE_STATIC);
-    sqlite3_bind_int64(q, 2, ab__store_i64(after_pos));
-    return read_grouped(st, q, after_pos, limit, cb, ud, delivered, err);
+    if (!st || !req)
+        return ab_error_set(err, AB_INVALID_ARGUMENT, "store", "store: NULL handle or request");
+    if (req->limit == 0)
+        return ab_error_set(err, AB_INVALID_ARGUMENT, "limit", "store: limit must be >= 1");
+    reader_t rd = {.st = st, .cb = cb, .ud = ud, .limit = req->limit};
+    ab_status_t s = AB_OK;
+    sqlite3_stmt *q = NULL;
+    switch (req->scope) {
+    case AB_REPLAY_RUN: return read_run(st, req, &rd, count, err);
+    case AB_REPLAY_THREAD:
+        s = ab__store_check_id(req->thread, "thread", err);
+        if (s != AB_OK)
+            return s;
+        q = st->q[Q_READ_THREAD];
+        sqlite3_bind_text(q, 1, req->thread.ptr, (int)req->thread.len, SQLITE_STATIC);
+        sqlite3_bind_int64(q, 2, ab__store_i64(req->after_pos));
+        break;
+    case AB_REPLAY_ALL:
+        q = st->q[Q_READ_ALL];
+        sqlite3_bind_int64(q, 1, ab__store_i64(req->after_pos));
+        break;
+    default:
+        return ab_error_set(err, AB_INVALID_ARGUMENT, "scope", "store: unknown scope %d",
+                            (int)req->scope);
+    }
+    return read_grouped(st, q, req->after_pos, &rd, count, err);
 }
 
-ab_status_t ab__store_read_all(ab_store_t *st, uint64_t after_pos, uint32_t limit,
-                               ab_store_row_cb cb, void *ud, size_t *delivered, ab_error_t *err)
-{
-    if (!st)
-        return ab_error_set(err, AB_INVALID_ARGUMENT, "store", "store: NULL handle");
-    sqlite3_stmt *q = st->q[Q_READ_ALL];
-    sqlite3_bind_int64(q, 1, ab__store_i64(after_pos));
-    return read_grouped(st, q, after_pos, limit, cb, ud, delivered, err);
-}
-
-ab_status_t ab__store_event_bytes(ab_store_t *st, const char *thread, size_t thread_len,
-                                  const char *run, size_t run_len, uint64_t seq, ab_buf_t *out,
-                                  uint64_t *pos_out, ab_error_t *err)
+ab_status_t ab__store_event_bytes(ab_store_t *st, ab_str_t thread, ab_str_t run, uint64_t seq,
+                                  ab_buf_t *out, uint64_t *pos_out, ab_error_t *err)
 {
     if (!st || !out)
         return ab_error_set(err, AB_INVALID_ARGUMENT, "store", "store: NULL handle or out");
-    ab_status_t s = ab__store_check_id(thread, thread_len, "thread", err);
+    ab_status_t s = ab__store_check_id(thread, "thread", err);
     if (s == AB_OK)
-        s = ab__store_check_id(run, run_len, "run", err);
+        s = ab__store_check_id(run, "run", err);
     if (s != AB_OK)
         return s;
     sqlite3_stmt *q = st->q[Q_EVENT_CHUNK];
-    sqlite3_bind_text(q, 1, thread, (int)thread_len, SQLITE_STATIC);
-    sqlite3_bind_text(q, 2, run, (int)run_len, SQLITE_STATIC);
+    sqlite3_bind_text(q, 1, thread.ptr, (int)thread.len, SQLITE_STATIC);
+    sqlite3_bind_text(q, 2, run.ptr, (int)run.len, SQLITE_STATIC);
     sqlite3_bind_int64(q, 3, ab__store_i64(seq));
     int rc = sqlite3_step(q);
     bool bad = false, found = false;
@@ -281,8 +288,8 @@ ab_status_t ab__store_event_bytes(ab_store_t *st, const char *thread, size_t thr
     if (rc != SQLITE_ROW && rc != SQLITE_DONE)
         return ab__store_sqlerr(st, rc, "event", err);
     if (!found)
-        return ab_error_set(err, AB_NOT_FOUND, "seq", "run %.*s has no seq %llu", (int)run_len, run,
-                            (unsigned long long)seq);
+        return ab_error_set(err, AB_NOT_FOUND, "seq", "run %.*s has no seq %llu", (int)run.len,
+                            run.ptr, (unsigned long long)seq);
     if (pos_out)
         *pos_out = rec.pos;
     return AB_OK;

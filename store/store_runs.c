@@ -68,22 +68,21 @@ static ab_status_t claim_txn(ab_store_t *st, const char *t, size_t tl, const cha
     return rc == SQLITE_ROW ? AB_OK : ab__store_sqlerr(st, rc, "claim", err);
 }
 
-ab_status_t ab__store_claim(ab_store_t *st, const char *thread, size_t thread_len, const char *run,
-                            size_t run_len, uint64_t *epoch_out, uint64_t *last_seq_out,
-                            ab_error_t *err)
+ab_status_t ab__store_claim(ab_store_t *st, ab_str_t thread, ab_str_t run, uint64_t *epoch_out,
+                            uint64_t *last_seq_out, ab_error_t *err)
 {
     if (!st || st->readonly || st->in_txn)
         return ab_error_set(err, AB_INVALID_ARGUMENT, "store",
                             "store: claim needs a writer handle without an open transaction");
-    ab_status_t s = ab__store_check_id(thread, thread_len, "thread", err);
+    ab_status_t s = ab__store_check_id(thread, "thread", err);
     if (s == AB_OK)
-        s = ab__store_check_id(run, run_len, "run", err);
+        s = ab__store_check_id(run, "run", err);
     if (s == AB_OK)
         s = exec_q(st, Q_BEGIN, "claim", err);
     if (s != AB_OK)
         return s;
     uint64_t epoch = 0, last_seq = 0;
-    s = claim_txn(st, thread, thread_len, run, run_len, &epoch, &last_seq, err);
+    s = claim_txn(st, thread.ptr, thread.len, run.ptr, run.len, &epoch, &last_seq, err);
     if (s == AB_OK)
         s = exec_q(st, Q_COMMIT, "claim commit", err);
     if (s != AB_OK) {
@@ -116,7 +115,7 @@ static void copy_text(char *dst, sqlite3_stmt *q, int col)
     dst[n] = '\0';
 }
 
-static void fill_run(sqlite3_stmt *q, ab_store_run_t *out)
+static void fill_run(sqlite3_stmt *q, ab_run_head_t *out)
 {
     copy_text(out->thread, q, 0);
     copy_text(out->run, q, 1);
@@ -130,59 +129,59 @@ static void fill_run(sqlite3_stmt *q, ab_store_run_t *out)
     out->ended_us = sqlite3_column_int64(q, 9);
 }
 
-ab_status_t ab__store_head(ab_store_t *st, const char *thread, size_t thread_len, const char *run,
-                           size_t run_len, ab_store_run_t *out, ab_error_t *err)
+/* The head of a run never seen: its ids, zeros, status UNKNOWN. */
+static void unknown_run(ab_str_t thread, ab_str_t run, ab_run_head_t *out)
+{
+    memset(out, 0, sizeof *out);
+    memcpy(out->thread, thread.ptr, thread.len);
+    memcpy(out->run, run.ptr, run.len);
+}
+
+ab_status_t ab__store_head(ab_store_t *st, ab_str_t thread, ab_str_t run, ab_run_head_t *out,
+                           ab_error_t *err)
 {
     if (!st || !out)
         return ab_error_set(err, AB_INVALID_ARGUMENT, "store", "store: NULL handle or out");
-    ab_status_t s = ab__store_check_id(thread, thread_len, "thread", err);
+    ab_status_t s = ab__store_check_id(thread, "thread", err);
     if (s == AB_OK)
-        s = ab__store_check_id(run, run_len, "run", err);
+        s = ab__store_check_id(run, "run", err);
     if (s != AB_OK)
         return s;
     sqlite3_stmt *q = st->q[Q_HEAD];
-    sqlite3_bind_text(q, 1, thread, (int)thread_len, SQLITE_STATIC);
-    sqlite3_bind_text(q, 2, run, (int)run_len, SQLITE_STATIC);
+    sqlite3_bind_text(q, 1, thread.ptr, (int)thread.len, SQLITE_STATIC);
+    sqlite3_bind_text(q, 2, run.ptr, (int)run.len, SQLITE_STATIC);
     int rc = sqlite3_step(q);
     if (rc == SQLITE_ROW)
         fill_run(q, out);
     ab__store_done(q);
-    if (rc == SQLITE_ROW)
-        return AB_OK;
     if (rc == SQLITE_DONE)
-        return ab_error_set(err, AB_NOT_FOUND, "run", "no run %.*s in thread %.*s", (int)run_len,
-                            run, (int)thread_len, thread);
+        unknown_run(thread, run, out);
+    if (rc == SQLITE_ROW || rc == SQLITE_DONE)
+        return AB_OK;
     return ab__store_sqlerr(st, rc, "head", err);
 }
 
-ab_status_t ab__store_runs_of_thread(ab_store_t *st, const char *thread, size_t thread_len,
-                                     ab_store_run_cb cb, void *ud, size_t *delivered,
-                                     ab_error_t *err)
+ab_status_t ab__store_thread_heads(ab_store_t *st, ab_str_t thread, ab_head_cb cb, void *ud,
+                                   ab_error_t *err)
 {
     if (!st)
         return ab_error_set(err, AB_INVALID_ARGUMENT, "store", "store: NULL handle");
-    ab_status_t s = ab__store_check_id(thread, thread_len, "thread", err);
+    ab_status_t s = ab__store_check_id(thread, "thread", err);
     if (s != AB_OK)
         return s;
     sqlite3_stmt *q = st->q[Q_RUNS_OF_THREAD];
-    sqlite3_bind_text(q, 1, thread, (int)thread_len, SQLITE_STATIC);
-    ab_store_run_t r;
-    size_t n = 0;
+    sqlite3_bind_text(q, 1, thread.ptr, (int)thread.len, SQLITE_STATIC);
+    ab_run_head_t r;
     int rc;
     while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
         fill_run(q, &r);
-        n++;
         if (cb && cb(ud, &r) != 0) {
             rc = SQLITE_DONE;
             break;
         }
     }
     ab__store_done(q);
-    if (rc != SQLITE_DONE)
-        return ab__store_sqlerr(st, rc, "runs", err);
-    if (delivered)
-        *delivered = n;
-    return AB_OK;
+    return rc == SQLITE_DONE ? AB_OK : ab__store_sqlerr(st, rc, "runs", err);
 }
 
 ab_status_t ab__store_head_pos(ab_store_t *st, uint64_t *pos_out, ab_error_t *err)

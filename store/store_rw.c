@@ -7,13 +7,15 @@
  *     highest stored position under the write lock (one indexed lookup per
  *     batch), so positions are exactly the commit order.
  *  2. ab__store_append() only stages: it checks the event (ids, seq strictly
- *     above the run's last seq, committed or staged) and copies it into the
- *     stage buffer; a refused event leaves the stage untouched. Nothing is
+ *     above the run's last seq, committed or staged) and records where its
+ *     bytes are, without copying them (they are borrowed until commit or
+ *     rollback); a refused event leaves the stage untouched. Nothing is
  *     written to SQLite before ab__store_commit().
  *  3. ab__store_commit() writes, per run touched by the batch, one chunk row
- *     (its events of the batch, in position order) and, only when the batch
- *     changes the run's state (status, outcome, parent, higher epoch), one
- *     update of its runs row, then COMMITs. A run's last seq and position
+ *     (its events of the batch, in position order, gathered once from the
+ *     caller's bytes) and, only when the batch changes the run's state
+ *     (status, outcome, parent, higher epoch), one update of its runs row,
+ *     then COMMITs. A run's last seq and position
  *     are those of its newest chunk, so the common batch updates no runs
  *     row at all. Any failure rolls back the whole transaction
  *     and clears the run cache: nothing is half-applied, nothing is cached
@@ -128,9 +130,9 @@ sqlite3_int64 ab__store_i64(uint64_t v)
     return v > (uint64_t)INT64_MAX ? INT64_MAX : (sqlite3_int64)v;
 }
 
-ab_status_t ab__store_check_id(const char *id, size_t len, const char *field, ab_error_t *err)
+ab_status_t ab__store_check_id(ab_str_t id, const char *field, ab_error_t *err)
 {
-    if (!id || len == 0 || len > AB_ID_MAX_BYTES)
+    if (!id.ptr || id.len == 0 || id.len > AB_ID_MAX_BYTES)
         return ab_error_set(err, AB_INVALID_ARGUMENT, field, "store: %s id must be 1..%d bytes",
                             field, AB_ID_MAX_BYTES);
     return AB_OK;
@@ -149,7 +151,7 @@ static ab_status_t check_writer(ab_store_t *st, bool want_txn, ab_error_t *err)
     return AB_OK;
 }
 
-ab_status_t ab__store_begin(ab_store_t *st, ab_error_t *err)
+ab_status_t ab__store_begin(ab_store_t *st, int64_t commit_us, ab_error_t *err)
 {
     ab_status_t s = check_writer(st, false, err);
     if (s == AB_OK)
@@ -170,29 +172,29 @@ ab_status_t ab__store_begin(ab_store_t *st, ab_error_t *err)
     st->next_pos = (uint64_t)max_pos + 1;
     st->batch_first = st->next_pos;
     st->batch++;
+    st->commit_us = commit_us;
     st->ntouched = 0;
     st->nrecs = 0;
-    ab_buf_reset(&st->stage);
     st->in_txn = true;
     return AB_OK;
 }
 
-static ab_status_t check_event(const ab_store_event_t *ev, ab_error_t *err)
+static ab_status_t check_event(const ab_append_event_t *ev, ab_error_t *err)
 {
     if (!ev)
         return ab_error_set(err, AB_INVALID_ARGUMENT, "event", "store: NULL event");
-    ab_status_t s = ab__store_check_id(ev->thread, ev->thread_len, "thread", err);
+    ab_status_t s = ab__store_check_id(ev->thread, "thread", err);
     if (s == AB_OK)
-        s = ab__store_check_id(ev->run, ev->run_len, "run", err);
-    if (s == AB_OK && ev->parent_run)
-        s = ab__store_check_id(ev->parent_run, ev->parent_run_len, "parent_run", err);
+        s = ab__store_check_id(ev->run, "run", err);
+    if (s == AB_OK && ev->parent_run.ptr)
+        s = ab__store_check_id(ev->parent_run, "parent_run", err);
     if (s == AB_OK && ((!ev->bytes && ev->len) || ev->len > (size_t)INT32_MAX))
         s = ab_error_set(err, AB_INVALID_ARGUMENT, "bytes", "store: bad event bytes");
     return s;
 }
 
-/* Make room for one more staged record (and one more touched run). */
-static ab_status_t stage_reserve(ab_store_t *st, size_t len, ab_error_t *err)
+/* Make room for one more event of the batch (and one more touched run). */
+static ab_status_t stage_reserve(ab_store_t *st, ab_error_t *err)
 {
     if (st->nrecs == st->recs_cap) {
         size_t cap = st->recs_cap ? st->recs_cap * 2 : 1024;
@@ -210,16 +212,15 @@ static ab_status_t stage_reserve(ab_store_t *st, size_t len, ab_error_t *err)
         st->touched = t;
         st->touched_cap = cap;
     }
-    if (ab_buf_reserve(&st->stage, CHUNK_HDR + len) != AB_OK)
-        return ab_error_set(err, AB_NOMEM, "store", "out of memory (stage)");
     return AB_OK;
 }
 
 /* First event of a run in this batch: reset its staging and list it. */
-static void stage_start(ab_store_t *st, run_ent_t *e, const ab_store_event_t *ev)
+static void stage_start(ab_store_t *st, run_ent_t *e, const ab_append_event_t *ev)
 {
     e->batch = st->batch;
     e->p_n = 0;
+    e->p_bytes = 0;
     e->p_head = e->p_tail = -1;
     e->p_first_seq = ev->seq;
     e->p_first_pos = st->next_pos;
@@ -227,51 +228,62 @@ static void stage_start(ab_store_t *st, run_ent_t *e, const ab_store_event_t *ev
     e->p_status = 0;
     e->p_outcome = 0;
     e->p_has_parent = false;
-    e->p_started_us = ev->commit_us;
+    e->p_started_us = st->commit_us;
     e->p_ended_us = 0;
     st->touched[st->ntouched++] = e;
 }
 
-/* Copy the record into the stage and fold the event into the run's state. */
-static void stage_event(ab_store_t *st, run_ent_t *e, const ab_store_event_t *ev)
+/* Fold the event's run-state change into its run's staging. */
+static void stage_state(ab_store_t *st, run_ent_t *e, const ab_append_event_t *ev)
 {
-    uint8_t hdr[CHUNK_HDR];
-    ab__store_put_u32(hdr, (uint32_t)(st->next_pos - st->batch_first));
-    ab__store_put_u32(hdr + 4, (uint32_t)ev->len);
-    ab__store_put_u64(hdr + 8, ev->seq);
-    ab__store_put_u64(hdr + 16, (uint64_t)ev->commit_us);
-    size_t off = st->stage.len; /* room reserved by stage_reserve() */
-    memcpy(st->stage.data + off, hdr, CHUNK_HDR);
-    if (ev->len)
-        memcpy(st->stage.data + off + CHUNK_HDR, ev->bytes, ev->len);
-    st->stage.len += CHUNK_HDR + ev->len;
+    if (ev->epoch > e->p_epoch)
+        e->p_epoch = ev->epoch;
+    if (ev->status > AB_RUN_STATUS_UNKNOWN && ev->status <= AB_RUN_STATUS_ERRORED) {
+        e->p_status = (int)ev->status;
+        if (ev->status != AB_RUN_STATUS_ACTIVE)
+            e->p_ended_us = st->commit_us;
+    }
+    if (ev->outcome > AB_OUTCOME_NONE && ev->outcome <= AB_OUTCOME_CANCELLED)
+        e->p_outcome = (int)ev->outcome;
+    if (ev->parent_run.ptr) {
+        memcpy(e->p_parent, ev->parent_run.ptr, ev->parent_run.len);
+        e->p_parent_len = ev->parent_run.len;
+        e->p_has_parent = true;
+    }
+}
+
+/* Remember where the event's bytes are (no copy) and link it to its run. */
+static void stage_event(ab_store_t *st, run_ent_t *e, const ab_append_event_t *ev)
+{
     int32_t i = (int32_t)st->nrecs++;
-    st->recs[i] = (stage_rec_t){.off = off, .size = CHUNK_HDR + ev->len, .next = -1};
+    st->recs[i] = (stage_rec_t){.bytes = ev->bytes,
+                                .len = (uint32_t)ev->len,
+                                .pos_off = (uint32_t)(st->next_pos - st->batch_first),
+                                .seq = ev->seq,
+                                .next = -1};
     if (e->p_tail >= 0)
         st->recs[e->p_tail].next = i;
     else
         e->p_head = i;
     e->p_tail = i;
     e->p_n++;
+    e->p_bytes += CHUNK_HDR + ev->len;
     e->p_last_seq = ev->seq;
     e->p_last_pos = st->next_pos;
-    if (ev->epoch > e->p_epoch)
-        e->p_epoch = ev->epoch;
-    if (ev->status > AB_RUN_STATUS_UNKNOWN && ev->status <= AB_RUN_STATUS_ERRORED) {
-        e->p_status = (int)ev->status;
-        if (ev->status != AB_RUN_STATUS_ACTIVE)
-            e->p_ended_us = ev->commit_us;
-    }
-    if (ev->outcome > AB_OUTCOME_NONE && ev->outcome <= AB_OUTCOME_CANCELLED)
-        e->p_outcome = (int)ev->outcome;
-    if (ev->parent_run) {
-        memcpy(e->p_parent, ev->parent_run, ev->parent_run_len);
-        e->p_parent_len = ev->parent_run_len;
-        e->p_has_parent = true;
-    }
+    stage_state(st, e, ev);
 }
 
-ab_status_t ab__store_append(ab_store_t *st, const ab_store_event_t *ev, uint64_t *pos_out,
+static ab_status_t seq_conflict(const ab_append_event_t *ev, uint64_t last, ab_error_t *err)
+{
+    ab_error_set(err, AB_CONFLICT, "seq", "run %.*s already has seq %llu (last seq %llu)",
+                 (int)ev->run.len, ev->run.ptr, (unsigned long long)ev->seq,
+                 (unsigned long long)last);
+    ab_error_detail_int(err, "seq", ab__store_i64(ev->seq));
+    ab_error_detail_int(err, "last_seq", ab__store_i64(last));
+    return AB_CONFLICT;
+}
+
+ab_status_t ab__store_append(ab_store_t *st, const ab_append_event_t *ev, uint64_t *pos_out,
                              ab_error_t *err)
 {
     ab_status_t s = check_writer(st, true, err);
@@ -279,22 +291,16 @@ ab_status_t ab__store_append(ab_store_t *st, const ab_store_event_t *ev, uint64_
         s = check_event(ev, err);
     run_ent_t *e = NULL;
     if (s == AB_OK)
-        s = ab__store_cache_get(st, ev->thread, ev->thread_len, ev->run, ev->run_len, &e, err);
+        s = ab__store_cache_get(st, ev->thread, ev->run, &e, err);
     if (s != AB_OK)
         return s;
     bool fresh = e->batch != st->batch;
     uint64_t last = fresh ? e->last_seq : e->p_last_seq;
-    if (ev->seq <= last) {
-        ab_error_set(err, AB_CONFLICT, "seq", "run %.*s already has seq %llu (last seq %llu)",
-                     (int)ev->run_len, ev->run, (unsigned long long)ev->seq,
-                     (unsigned long long)last);
-        ab_error_detail_int(err, "seq", ab__store_i64(ev->seq));
-        ab_error_detail_int(err, "last_seq", ab__store_i64(last));
-        return AB_CONFLICT;
-    }
+    if (ev->seq <= last)
+        return seq_conflict(ev, last, err);
     if (st->next_pos - st->batch_first >= UINT32_MAX)
         return ab_error_set(err, AB_TOO_LARGE, "store", "store: batch too large");
-    s = stage_reserve(st, ev->len, err);
+    s = stage_reserve(st, err);
     if (s != AB_OK)
         return s;
     if (fresh)
@@ -303,6 +309,32 @@ ab_status_t ab__store_append(ab_store_t *st, const ab_store_event_t *ev, uint64_
     if (pos_out)
         *pos_out = st->next_pos;
     st->next_pos++;
+    return AB_OK;
+}
+
+ab_status_t ab__store_append_batch(ab_store_t *st, const ab_append_event_t *evs, size_t n,
+                                   int64_t commit_us, uint64_t *first_pos, ab_error_t *err)
+{
+    if (!st || (!evs && n) || !first_pos)
+        return ab_error_set(err, AB_INVALID_ARGUMENT, "events", "store: NULL handle or argument");
+    if (n == 0)
+        return ab_error_set(err, AB_INVALID_ARGUMENT, "events", "store: empty batch");
+    ab_status_t s = ab__store_begin(st, commit_us, err);
+    if (s != AB_OK)
+        return s;
+    uint64_t first = st->next_pos;
+    for (size_t i = 0; i < n; i++) {
+        s = ab__store_append(st, &evs[i], NULL, err);
+        if (s != AB_OK) {
+            ab_error_detail_int(err, "index", (int64_t)i);
+            ab__store_rollback(st);
+            return s;
+        }
+    }
+    s = ab__store_commit(st, err); /* rolls back whole on failure */
+    if (s != AB_OK)
+        return s;
+    *first_pos = first;
     return AB_OK;
 }
 
@@ -329,15 +361,38 @@ static ab_status_t create_run(ab_store_t *st, run_ent_t *e, ab_error_t *err)
     return rc == SQLITE_ROW ? AB_OK : ab__store_sqlerr(st, rc, "run create", err);
 }
 
-/* Insert the run's chunk of this batch from its staged records. */
-static ab_status_t insert_chunk(ab_store_t *st, run_ent_t *e, ab_error_t *err)
+/*
+ * Build the run's chunk of this batch in st->scratch: for each of its events
+ * the record header, then its bytes copied from where the caller holds them
+ * (the producer's frame). This is the one copy the store makes of an event
+ * before SQLite (docs/ARCHITECTURE.md "Copies of event bytes").
+ */
+static ab_status_t gather_chunk(ab_store_t *st, const run_ent_t *e, ab_error_t *err)
 {
     ab_buf_reset(&st->scratch);
+    if (ab_buf_reserve(&st->scratch, e->p_bytes) != AB_OK)
+        return ab_error_set(err, AB_NOMEM, "store", "out of memory (chunk)");
+    uint8_t *p = st->scratch.data;
     for (int32_t i = e->p_head; i >= 0; i = st->recs[i].next) {
         const stage_rec_t *r = &st->recs[i];
-        if (ab_buf_append(&st->scratch, st->stage.data + r->off, r->size) != AB_OK)
-            return ab_error_set(err, AB_NOMEM, "store", "out of memory (chunk)");
+        ab__store_put_u32(p, r->pos_off);
+        ab__store_put_u32(p + 4, r->len);
+        ab__store_put_u64(p + 8, r->seq);
+        ab__store_put_u64(p + 16, (uint64_t)st->commit_us);
+        if (r->len)
+            memcpy(p + CHUNK_HDR, r->bytes, r->len);
+        p += CHUNK_HDR + r->len;
     }
+    st->scratch.len = e->p_bytes;
+    return AB_OK;
+}
+
+/* Insert the run's chunk of this batch. */
+static ab_status_t insert_chunk(ab_store_t *st, run_ent_t *e, ab_error_t *err)
+{
+    ab_status_t s = gather_chunk(st, e, err);
+    if (s != AB_OK)
+        return s;
     sqlite3_stmt *q = st->q[Q_CHUNK_INSERT];
     sqlite3_bind_int64(q, 1, e->rowid);
     sqlite3_bind_int64(q, 2, e->thread_rowid);

@@ -14,15 +14,15 @@
 #include <stdint.h>
 #include <string.h>
 
-ab_status_t ab__store_snapshot_put(ab_store_t *st, const char *thread, size_t thread_len,
-                                   uint64_t pos, const uint8_t *doc, size_t len, ab_error_t *err)
+ab_status_t ab__store_snapshot_put(ab_store_t *st, ab_str_t thread, uint64_t pos,
+                                   const uint8_t *doc, size_t len, ab_error_t *err)
 {
     if (!st || !doc || len == 0 || len > INT32_MAX)
         return ab_error_set(err, AB_INVALID_ARGUMENT, "snapshot",
                             "store: NULL handle or empty snapshot document");
     if (st->readonly)
         return ab_error_set(err, AB_INVALID_ARGUMENT, "store", "store: readonly handle");
-    ab_status_t s = ab__store_check_id(thread, thread_len, "thread", err);
+    ab_status_t s = ab__store_check_id(thread, "thread", err);
     if (s != AB_OK)
         return s;
     sqlite3_stmt *q = NULL;
@@ -33,7 +33,7 @@ ab_status_t ab__store_snapshot_put(ab_store_t *st, const char *thread, size_t th
                                 -1, &q, NULL);
     if (rc != SQLITE_OK)
         return ab__store_sqlerr(st, rc, "snapshot", err);
-    sqlite3_bind_text(q, 1, thread, (int)thread_len, SQLITE_STATIC);
+    sqlite3_bind_text(q, 1, thread.ptr, (int)thread.len, SQLITE_STATIC);
     sqlite3_bind_int64(q, 2, ab__store_i64(pos));
     sqlite3_bind_blob(q, 3, doc, (int)len, SQLITE_STATIC);
     rc = sqlite3_step(q);
@@ -43,12 +43,12 @@ ab_status_t ab__store_snapshot_put(ab_store_t *st, const char *thread, size_t th
     return AB_OK;
 }
 
-ab_status_t ab__store_snapshot_get(ab_store_t *st, const char *thread, size_t thread_len,
-                                   ab_buf_t *doc, uint64_t *pos_out, ab_error_t *err)
+ab_status_t ab__store_snapshot_get(ab_store_t *st, ab_str_t thread, ab_buf_t *doc,
+                                   uint64_t *pos_out, ab_error_t *err)
 {
     if (!st || !doc)
         return ab_error_set(err, AB_INVALID_ARGUMENT, "store", "store: NULL handle or out");
-    ab_status_t s = ab__store_check_id(thread, thread_len, "thread", err);
+    ab_status_t s = ab__store_check_id(thread, "thread", err);
     if (s != AB_OK)
         return s;
     sqlite3_stmt *q = NULL;
@@ -56,7 +56,7 @@ ab_status_t ab__store_snapshot_get(ab_store_t *st, const char *thread, size_t th
                                 NULL);
     if (rc != SQLITE_OK)
         return ab__store_sqlerr(st, rc, "snapshot", err);
-    sqlite3_bind_text(q, 1, thread, (int)thread_len, SQLITE_STATIC);
+    sqlite3_bind_text(q, 1, thread.ptr, (int)thread.len, SQLITE_STATIC);
     rc = sqlite3_step(q);
     ab_buf_reset(doc);
     if (rc == SQLITE_ROW) {
@@ -68,7 +68,7 @@ ab_status_t ab__store_snapshot_get(ab_store_t *st, const char *thread, size_t th
             s = ab_error_set(err, AB_NOMEM, "store", "out of memory");
     } else if (rc == SQLITE_DONE) {
         s = ab_error_set(err, AB_NOT_FOUND, "thread", "thread %.*s has no stored snapshot",
-                         (int)thread_len, thread);
+                         (int)thread.len, thread.ptr);
     } else {
         s = ab__store_sqlerr(st, rc, "snapshot", err);
     }

@@ -89,18 +89,18 @@ static void grow(const ab_plugin_t *p, const char *dir, size_t n)
         die("open", &err);
     static uint8_t body[EV_BYTES];
     memset(body, 'x', sizeof body);
-    static ab_plugin_event_t evs[BATCH];
+    static ab_append_event_t evs[BATCH];
     for (size_t done = 0; done < n; done += BATCH) {
         for (size_t i = 0; i < BATCH; i++) {
             size_t r = next_run++ % RUNS;
-            evs[i] = (ab_plugin_event_t){
+            evs[i] = (ab_append_event_t){
                 .thread = {"bench-thread", 12},
                 .run = {run_names[r], strlen(run_names[r])},
                 .seq = ++seqs[r],
                 .epoch = 1,
                 .bytes = body,
                 .len = sizeof body,
-                .new_status = seqs[r] == 1 ? AB_RUN_STATUS_ACTIVE : AB_RUN_STATUS_UNKNOWN,
+                .status = seqs[r] == 1 ? AB_RUN_STATUS_ACTIVE : AB_RUN_STATUS_UNKNOWN,
             };
         }
         uint64_t first = 0;
@@ -121,7 +121,7 @@ static double time_open(const char *dir, ab_store_opts_t o, bool beside)
 {
     ab_error_t err = AB_ERROR_INIT;
     ab_store_t *owner = NULL, *st = NULL;
-    ab_store_opts_t ow = {.exclusive = true, .durability = AB_STORE_PROCESS};
+    ab_store_opts_t ow = {.exclusive = true, .durability = AB_DURABILITY_PROCESS};
     if (beside && ab__store_open(&owner, dir, &ow, &err) != AB_OK)
         die("open owner", &err);
     double t[3];
@@ -183,7 +183,7 @@ static double time_start(const char *bin, const char *dir)
 
 static void report_size(const char *bin, const char *dir, size_t events, int starts)
 {
-    ab_store_opts_t w = {.exclusive = true, .durability = AB_STORE_PROCESS};
+    ab_store_opts_t w = {.exclusive = true, .durability = AB_DURABILITY_PROCESS};
     ab_store_opts_t wskip = w, r = {.readonly = true};
     wskip.skip_quick_check = true;
     double wc = time_open(dir, w, false), ws = time_open(dir, wskip, false);
@@ -216,11 +216,11 @@ static void crash_child(const ab_plugin_t *p, const char *dir, size_t events)
             die("open (crash child)", &err);
         static uint8_t body[EV_BYTES];
         memset(body, 'x', sizeof body);
-        static ab_plugin_event_t evs[BATCH];
+        static ab_append_event_t evs[BATCH];
         for (size_t done = 0; done < events; done += BATCH) {
             for (size_t i = 0; i < BATCH; i++) {
                 size_t r = next_run++ % RUNS;
-                evs[i] = (ab_plugin_event_t){.thread = {"bench-thread", 12},
+                evs[i] = (ab_append_event_t){.thread = {"bench-thread", 12},
                                              .run = {run_names[r], strlen(run_names[r])},
                                              .seq = ++seqs[r],
                                              .epoch = 1,
@@ -245,7 +245,7 @@ static void report_crash(const ab_plugin_t *p, const char *bin, const char *dir,
     crash_child(p, dir, events);
     long long wal = file_bytes(dir, AB_STORE_DB_NAME "-wal");
     ab_store_opts_t o = {
-        .exclusive = true, .durability = AB_STORE_PROCESS, .skip_quick_check = true};
+        .exclusive = true, .durability = AB_DURABILITY_PROCESS, .skip_quick_check = true};
     ab_store_t *st = NULL;
     ab_error_t err = AB_ERROR_INIT;
     double t0 = 1e3 * ab__mono_s();

@@ -67,21 +67,21 @@ static double bench_append(const ab_plugin_t *p, const char *dir, ab_durability_
         die("open", &err);
     static uint8_t body[EV_BYTES];
     memset(body, 'x', sizeof body);
-    ab_plugin_event_t *evs = calloc(batch, sizeof *evs);
+    ab_append_event_t *evs = calloc(batch, sizeof *evs);
     uint64_t seq[RUNS] = {0};
     size_t next_run = 0;
     double t0 = ab__mono_s();
     for (size_t done = 0; done < total; done += batch) {
         for (size_t i = 0; i < batch; i++) {
             size_t r = next_run++ % RUNS;
-            evs[i] = (ab_plugin_event_t){
+            evs[i] = (ab_append_event_t){
                 .thread = {"bench-thread", 12},
                 .run = {run_names[r], strlen(run_names[r])},
                 .seq = ++seq[r],
                 .epoch = 1,
                 .bytes = body,
                 .len = sizeof body,
-                .new_status = seq[r] == 1 ? AB_RUN_STATUS_ACTIVE : AB_RUN_STATUS_UNKNOWN,
+                .status = seq[r] == 1 ? AB_RUN_STATUS_ACTIVE : AB_RUN_STATUS_UNKNOWN,
             };
         }
         uint64_t first = 0;
@@ -136,7 +136,7 @@ typedef struct cursor {
     uint64_t seq, pos;
 } cursor_t;
 
-static int on_row(void *ud, const ab_plugin_row_t *row)
+static int on_row(void *ud, const ab_row_t *row)
 {
     cursor_t *c = ud;
     c->seq = row->seq;
@@ -145,7 +145,7 @@ static int on_row(void *ud, const ab_plugin_row_t *row)
 }
 
 /* Page through one scope to its end; returns the rows read. */
-static size_t read_scope(const ab_plugin_t *p, ab_plugin_db_t *db, ab_plugin_read_t req)
+static size_t read_scope(const ab_plugin_t *p, ab_plugin_db_t *db, ab_read_t req)
 {
     ab_error_t err = AB_ERROR_INIT;
     size_t rows = 0;
@@ -172,16 +172,15 @@ static void bench_reads(const ab_plugin_t *p, const char *dir, size_t total)
     double t0 = ab__mono_s();
     size_t rows = 0;
     for (int r = 0; r < RUNS; r++) {
-        ab_plugin_read_t req = {.scope = AB_REPLAY_RUN,
-                                .thread = {"bench-thread", 12},
-                                .run = {run_names[r], strlen(run_names[r])},
-                                .limit = PAGE};
+        ab_read_t req = {.scope = AB_REPLAY_RUN,
+                         .thread = {"bench-thread", 12},
+                         .run = {run_names[r], strlen(run_names[r])},
+                         .limit = PAGE};
         rows += read_scope(p, db, req);
     }
     double t1 = ab__mono_s();
     printf("read RUN scope    %7zu rows  %10.0f rows/s\n", rows, (double)rows / (t1 - t0));
-    ab_plugin_read_t req = {
-        .scope = AB_REPLAY_THREAD, .thread = {"bench-thread", 12}, .limit = PAGE};
+    ab_read_t req = {.scope = AB_REPLAY_THREAD, .thread = {"bench-thread", 12}, .limit = PAGE};
     rows = read_scope(p, db, req);
     printf("read THREAD scope %7zu rows  %10.0f rows/s\n", rows,
            (double)rows / (ab__mono_s() - t1));

@@ -27,6 +27,7 @@
 #ifndef AGENTBUS_AGUI_H
 #define AGENTBUS_AGUI_H
 
+#include "agentbus/model.h"
 #include "agentbus/status.h"
 #include "agentbus/value.h"
 
@@ -83,26 +84,10 @@ AB_API const char *ab_agui_type_name(ab_agui_type_t t);
 /** Type from its wire name; AB_AGUI_UNKNOWN when not one of the 31. */
 AB_API ab_agui_type_t ab_agui_type_from(const char *s, size_t len);
 
-/** A borrowed string view (not NUL-terminated). ptr == NULL means absent. */
-typedef struct ab_str {
-    const char *ptr;
-    size_t len;
-} ab_str_t;
-
 typedef enum ab_agui_mode {
     AB_AGUI_STRICT = 0, /**< producer: unknown types and fields are errors */
     AB_AGUI_LENIENT,    /**< consumer: unknown material is a warning */
 } ab_agui_mode_t;
-
-/** RUN_FINISHED / SUBAGENT_FINISHED outcome kinds. */
-typedef enum ab_agui_outcome {
-    AB_OUTCOME_NONE = 0, /**< absent (= success) */
-    AB_OUTCOME_SUCCESS,
-    AB_OUTCOME_INTERRUPT,
-    AB_OUTCOME_CANCELLED,
-    AB_OUTCOME_SUSPENDED, /**< SUBAGENT_FINISHED only */
-    AB_OUTCOME_UNKNOWN,   /**< lenient mode: unrecognised outcome type */
-} ab_agui_outcome_t;
 
 /**
  * What the lifecycle checker (and the broker) need from one event. Filled by

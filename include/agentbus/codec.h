@@ -38,6 +38,7 @@
 
 #include "agentbus/agui.h"
 #include "agentbus/buf.h"
+#include "agentbus/model.h"
 #include "agentbus/nego.h"
 #include "agentbus/status.h"
 #include "agentbus/value.h"
@@ -274,14 +275,6 @@ AB_API bool ab_op_is_request(ab_op_t op);
 /** Longest capability name, in bytes. */
 #define AB_CAP_NAME_MAX 64
 
-/** A run's status as the broker reports it. */
-typedef enum ab_run_status {
-    AB_RUN_STATUS_UNKNOWN = 0, /**< "unknown": never seen */
-    AB_RUN_STATUS_ACTIVE,      /**< "active" */
-    AB_RUN_STATUS_FINISHED,    /**< "finished" (terminal) */
-    AB_RUN_STATUS_ERRORED,     /**< "errored" (terminal) */
-} ab_run_status_t;
-
 /** Wire name of a run status; "?" when out of range. */
 AB_API const char *ab_run_status_name(ab_run_status_t s);
 
@@ -292,28 +285,16 @@ typedef enum ab_result_status {
     AB_RESULT_REJECTED,     /**< "rejected": see the result's error */
 } ab_result_status_t;
 
-/** Scope of a REPLAY request. */
-typedef enum ab_replay_scope {
-    AB_REPLAY_RUN = 1, /**< "run": one run after a seq */
-    AB_REPLAY_THREAD,  /**< "thread": every run of a thread, per-run cursors */
-    AB_REPLAY_ALL,     /**< "all": everything after a commit position */
-} ab_replay_scope_t;
-
 /** A (thread, run) pair. */
 typedef struct ab_run_ref {
     ab_str_t thread;
     ab_str_t run;
 } ab_run_ref_t;
 
-/** A per-run replay cursor: replay the run from after_seq + 1. */
-typedef struct ab_cursor {
-    ab_str_t run;
-    uint64_t after_seq;
-} ab_cursor_t;
-
 /**
- * The head of one run. outcome is AB_OUTCOME_NONE when absent; on the wire
- * only success, interrupt and cancelled exist.
+ * The head of one run on the wire: a view (the model's head is
+ * ab_run_head_t, converted by ab_head_view()). outcome is AB_OUTCOME_NONE
+ * when absent; on the wire only success, interrupt and cancelled exist.
  */
 typedef struct ab_head {
     ab_str_t thread;
@@ -414,6 +395,23 @@ typedef struct ab_replay {
     size_t ncursors;
     uint64_t after_pos;
 } ab_replay_t;
+
+/**
+ * The wire view of a run head (heads_reply, replay_end): strings point into
+ * @p h, which must outlive the view. Every finished run has an outcome, one
+ * of the wire's: a RUN_FINISHED without one (or with another) is a success,
+ * as AG-UI says and as the thread snapshot reports it; other runs have none
+ * (an errored run's earlier outcome is the snapshot's).
+ */
+AB_API ab_head_t ab_head_view(const ab_run_head_t *h);
+
+/**
+ * The first read of replay request @p r: its scope and cursor (scope run:
+ * thread, run, after_seq; thread: thread, from position 0, the per-run
+ * cursors being filters the reader applies to rows; all: after_pos), at most
+ * @p limit rows. Strings point into @p r's.
+ */
+AB_API ab_read_t ab_replay_read(const ab_replay_t *r, uint32_t limit);
 
 typedef struct ab_credit {
     uint32_t chunks; /**< more chunks granted, >= 1 */

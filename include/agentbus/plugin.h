@@ -22,33 +22,38 @@
  * event of a committed batch has position first_pos + i, and positions grow
  * strictly in commit order across batches.
  *
+ * Memory contract: append_batch() gets each event's bytes as a borrowed
+ * pointer into the producer's frame (ab_append_event_t), valid for the call:
+ * a plugin writes them from there or copies them, as it needs.
+ *
  * Every function returns an ab_status_t and fills the optional ab_error_t.
- * Strings passed in are borrowed for the call and not NUL-terminated.
+ * Strings passed in are borrowed for the call and not NUL-terminated. The
+ * types are those of agentbus/model.h; this header needs no other agentbus
+ * header beyond status.h, buf.h and ids.h (no msgpack, jansson, ZeroMQ).
  */
 #ifndef AGENTBUS_PLUGIN_H
 #define AGENTBUS_PLUGIN_H
 
 #include "agentbus/buf.h"
-#include "agentbus/codec.h"
 #include "agentbus/ids.h"
+#include "agentbus/model.h"
 #include "agentbus/status.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/** Bumped on any incompatible change of ab_plugin_t or the structs below. */
-#define AB_PLUGIN_ABI_VERSION 1
+/**
+ * Bumped on any incompatible change of ab_plugin_t or of the model.h types
+ * it takes. 2: one run head type (ab_run_head_t, with the parent run and the
+ * start and end times), one event-to-append type (ab_append_event_t), one
+ * read request and stored row (ab_read_t, ab_row_t).
+ */
+#define AB_PLUGIN_ABI_VERSION 2
 /** The one exported entry point of a plugin shared object. */
 #define AB_PLUGIN_ENTRY_SYMBOL "ab_plugin_entry"
 
 typedef struct ab_plugin_db ab_plugin_db_t; /**< a plugin's handle, opaque */
-
-/** How durable an acknowledged event is. */
-typedef enum ab_durability {
-    AB_DURABILITY_FSYNC = 0, /**< survives power loss (SQLite synchronous=FULL) */
-    AB_DURABILITY_PROCESS,   /**< survives a crash of the broker (synchronous=NORMAL) */
-} ab_durability_t;
 
 /** Options to open a handle. */
 typedef struct ab_plugin_open_opts {
@@ -56,57 +61,6 @@ typedef struct ab_plugin_open_opts {
     ab_durability_t durability; /**< writer only */
     bool readonly;              /**< a replay reader's handle */
 } ab_plugin_open_opts_t;
-
-/** One event to append, with the run-state change it causes (if any). */
-typedef struct ab_plugin_event {
-    ab_str_t thread;
-    ab_str_t run;
-    uint64_t seq;
-    uint64_t epoch;
-    const uint8_t *bytes; /**< the producer's exact envelope bytes */
-    size_t len;
-    ab_run_status_t new_status; /**< UNKNOWN = unchanged; ACTIVE for RUN_STARTED ... */
-    ab_agui_outcome_t outcome;  /**< for RUN_FINISHED, else NONE */
-    ab_str_t parent_run;        /**< RUN_STARTED parentRunId, ptr NULL = none */
-} ab_plugin_event_t;
-
-/** One stored event handed to a read callback; borrowed for the call. */
-typedef struct ab_plugin_row {
-    uint64_t pos;
-    int64_t commit_us;
-    uint64_t seq;
-    ab_str_t thread;
-    ab_str_t run;
-    const uint8_t *bytes;
-    size_t len;
-} ab_plugin_row_t;
-
-/** Read callback: return 0 to continue, non-zero to stop after this row. */
-typedef int (*ab_plugin_row_cb)(void *ud, const ab_plugin_row_t *row);
-
-/** The head of one run, a copy owned by the caller (see ab_head_t). */
-typedef struct ab_plugin_head {
-    char thread[AB_ID_MAX_BYTES + 1];
-    char run[AB_ID_MAX_BYTES + 1];
-    uint64_t epoch;
-    uint64_t last_seq;
-    uint64_t last_pos;
-    ab_run_status_t status; /**< UNKNOWN = never seen */
-    ab_agui_outcome_t outcome;
-} ab_plugin_head_t;
-
-/** Callback for a list of heads; return non-zero to stop. */
-typedef int (*ab_plugin_head_cb)(void *ud, const ab_plugin_head_t *head);
-
-/** What to read. Exactly one scope; rows come in ascending position order. */
-typedef struct ab_plugin_read {
-    ab_replay_scope_t scope;
-    ab_str_t thread;    /**< RUN, THREAD */
-    ab_str_t run;       /**< RUN */
-    uint64_t after_seq; /**< RUN: rows with seq > after_seq */
-    uint64_t after_pos; /**< THREAD, ALL: rows with pos > after_pos */
-    uint32_t limit;     /**< at most this many rows (>= 1) */
-} ab_plugin_read_t;
 
 /**
  * The versioned function table. Fields are appended only; a plugin fills
@@ -123,22 +77,23 @@ typedef struct ab_plugin {
     void (*close)(ab_plugin_db_t *db);
 
     /** Durably append a batch as one transaction (see the durability contract). */
-    ab_status_t (*append_batch)(ab_plugin_db_t *db, const ab_plugin_event_t *evs, size_t n,
+    ab_status_t (*append_batch)(ab_plugin_db_t *db, const ab_append_event_t *evs, size_t n,
                                 int64_t commit_us, uint64_t *first_pos, ab_error_t *err);
     /** Bump the run's epoch (creating the run at epoch 1); report its last seq. */
     ab_status_t (*claim)(ab_plugin_db_t *db, ab_str_t thread, ab_str_t run, uint64_t *epoch,
                          uint64_t *last_seq, ab_error_t *err);
-    /** Head of one run; status UNKNOWN (and AB_OK) when never seen. */
-    ab_status_t (*head)(ab_plugin_db_t *db, ab_str_t thread, ab_str_t run, ab_plugin_head_t *out,
+    /** Head of one run; status UNKNOWN (and AB_OK) when never seen, its ids filled in. */
+    ab_status_t (*head)(ab_plugin_db_t *db, ab_str_t thread, ab_str_t run, ab_run_head_t *out,
                         ab_error_t *err);
-    /** Heads of every run of a thread, in start order. */
-    ab_status_t (*thread_heads)(ab_plugin_db_t *db, ab_str_t thread, ab_plugin_head_cb cb, void *ud,
+    /** Heads of every run of a thread, in start order; an unknown thread has none (AB_OK). */
+    ab_status_t (*thread_heads)(ab_plugin_db_t *db, ab_str_t thread, ab_head_cb cb, void *ud,
                                 ab_error_t *err);
     /** Highest committed position (0 = empty store). */
     ab_status_t (*head_pos)(ab_plugin_db_t *db, uint64_t *pos, ab_error_t *err);
-    /** Read rows of one scope in position order; *count = rows delivered. */
-    ab_status_t (*read)(ab_plugin_db_t *db, const ab_plugin_read_t *req, ab_plugin_row_cb cb,
-                        void *ud, uint32_t *count, ab_error_t *err);
+    /** Read rows of one scope after its cursor, in position order, at most
+     *  req->limit (>= 1); *count = rows delivered (see ab_read_t). */
+    ab_status_t (*read)(ab_plugin_db_t *db, const ab_read_t *req, ab_row_cb cb, void *ud,
+                        uint32_t *count, ab_error_t *err);
     /** Exact bytes of (run, seq) into out (reset first) and its position;
      *  AB_NOT_FOUND if absent. Used to tell a duplicate from a conflict. */
     ab_status_t (*event_bytes)(ab_plugin_db_t *db, ab_str_t thread, ab_str_t run, uint64_t seq,
@@ -147,9 +102,7 @@ typedef struct ab_plugin {
     /*
      * Durable snapshots (docs/REDUCER.md section 7). Both optional: NULL =
      * unsupported (the broker then computes SNAPSHOT by folding the whole
-     * thread and announces durableThreadSnapshots `degraded`). These two
-     * slots were reserved since ABI version 1 as "NULL or a function", same
-     * size and place, so AB_PLUGIN_ABI_VERSION is unchanged.
+     * thread and announces durableThreadSnapshots `degraded`).
      */
     /** Store @p doc (@p len bytes) as the snapshot of @p thread covering every
      *  committed event up to position @p pos; writer handles only. A

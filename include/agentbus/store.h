@@ -8,9 +8,11 @@
  * sequencer does); it guarantees that a run's seqs are stored strictly
  * increasing, so a (run, seq) pair is stored at most once.
  *
- * Writes are group commits: ab__store_begin(), ab__store_append() per event
- * (which only checks and stages it), ab__store_commit() (which writes the
- * whole batch, one row per run touched, and commits; all or nothing).
+ * Writes are group commits: ab__store_append_batch(), or ab__store_begin(),
+ * ab__store_append() per event (which only checks it and remembers where its
+ * bytes are), ab__store_commit() (which writes the whole batch, one row per
+ * run touched, straight from the caller's bytes, and commits; all or
+ * nothing).
  *
  * Thread-safety: one thread per handle. For a concurrent reader open a second
  * handle (readonly is fine): WAL lets it read committed data while the writer
@@ -27,8 +29,8 @@
 #define AGENTBUS_STORE_H
 
 #include "agentbus/buf.h"
-#include "agentbus/codec.h"
 #include "agentbus/ids.h"
+#include "agentbus/model.h"
 #include "agentbus/status.h"
 
 #include <stdbool.h>
@@ -50,21 +52,20 @@ extern "C" {
  */
 #define AB_STORE_LOCK_NAME "LOCK"
 
-/** Opaque store handle. */
-typedef struct ab_store ab_store_t;
-
-/** What a commit survives. */
-typedef enum ab_store_durability {
-    AB_STORE_FSYNC = 0,   /**< power loss: synchronous=FULL (default) */
-    AB_STORE_PROCESS = 1, /**< a crash of the process: synchronous=NORMAL */
-} ab_store_durability_t;
+/**
+ * Opaque store handle. It is the built-in SQLite plugin's handle
+ * (ab_plugin_db_t of agentbus/plugin.h): that plugin's function table points
+ * straight at the functions below that have its signatures, so those take
+ * the ABI's (model.h) types and keep its contract.
+ */
+typedef struct ab_plugin_db ab_store_t;
 
 /** Options of ab__store_open(). Zero-initialised = defaults. */
 typedef struct ab_store_opts {
-    ab_store_durability_t durability; /**< default AB_STORE_FSYNC */
-    bool readonly;                    /**< SQLITE_OPEN_READONLY, no migrations, no dir creation */
-    int busy_timeout_ms;   /**< SQLite busy timeout; default 0 (fail fast, AB_UNAVAILABLE) */
-    bool skip_quick_check; /**< skip PRAGMA quick_check at open (not recommended) */
+    ab_durability_t durability; /**< what a commit survives; default AB_DURABILITY_FSYNC */
+    bool readonly;              /**< SQLITE_OPEN_READONLY, no migrations, no dir creation */
+    int busy_timeout_ms;        /**< SQLite busy timeout; default 0 (fail fast, AB_UNAVAILABLE) */
+    bool skip_quick_check;      /**< skip PRAGMA quick_check at open (not recommended) */
     /**
      * Writer handles: own the database. flock(LOCK_EX|LOCK_NB) on
      * <dir>/agentbus.db itself, taken before SQLite opens it and held until
@@ -83,63 +84,6 @@ typedef struct ab_store_opts {
      */
     int wal_pages;
 } ab_store_opts_t;
-
-/**
- * One event to append. All pointers are borrowed for the call.
- * thread/run: ids (1..AB_ID_MAX_BYTES bytes, not NUL-terminated).
- * bytes: the producer's exact event bytes (may be empty).
- * status/outcome/parent_run: optional run-state changes the caller derived
- * from the event (RUN_STARTED, RUN_FINISHED, RUN_ERROR); NONE/NULL = unchanged.
- * A run that becomes finished or errored gets ended_us = commit_us.
- */
-typedef struct ab_store_event {
-    const char *thread;
-    size_t thread_len;
-    const char *run;
-    size_t run_len;
-    uint64_t seq;
-    uint64_t epoch; /**< the writer's epoch; the run's epoch becomes max(epoch, stored) */
-    int64_t commit_us;
-    const void *bytes;
-    size_t len;
-    ab_run_status_t status;
-    ab_agui_outcome_t outcome;
-    const char *parent_run; /**< NULL = unchanged */
-    size_t parent_run_len;
-} ab_store_event_t;
-
-/** One stored event, as delivered to a read callback. Borrowed for the call. */
-typedef struct ab_store_row {
-    uint64_t pos;
-    uint64_t seq;
-    int64_t commit_us;
-    const char *thread; /**< NUL-terminated */
-    const char *run;    /**< NUL-terminated */
-    const void *bytes;
-    size_t len;
-} ab_store_row_t;
-
-/** The head of a run: a copy, owned by the caller. */
-typedef struct ab_store_run {
-    char thread[AB_ID_MAX_BYTES + 1];
-    char run[AB_ID_MAX_BYTES + 1];
-    char parent_run[AB_ID_MAX_BYTES + 1]; /**< "" = none */
-    uint64_t epoch;
-    uint64_t last_seq;      /**< 0 = no event yet */
-    uint64_t last_pos;      /**< 0 = no event yet */
-    ab_run_status_t status; /**< UNKNOWN: claimed, no event and no status yet */
-    ab_agui_outcome_t outcome;
-    int64_t started_us;
-    int64_t ended_us; /**< 0 = not ended */
-} ab_store_run_t;
-
-/**
- * Read callback: return 0 to continue, non-zero to stop after this row
- * (the row still counts as delivered).
- */
-typedef int (*ab_store_row_cb)(void *ud, const ab_store_row_t *row);
-/** Run listing callback; same return convention. @p run is borrowed. */
-typedef int (*ab_store_run_cb)(void *ud, const ab_store_run_t *run);
 
 /**
  * Open (and for a writer create and migrate) the store in @p dir.
@@ -174,33 +118,54 @@ ab_status_t ab__store_open(ab_store_t **out, const char *dir, const ab_store_opt
 void ab__store_close(ab_store_t **st);
 
 /**
- * Start a write transaction (BEGIN IMMEDIATE: takes the write lock now).
+ * Append a batch as one transaction (the plugin's append_batch()): begin,
+ * one ab__store_append() per event, commit. All or nothing: on any failure
+ * the transaction is rolled back, nothing of the batch is stored and the
+ * error names the event (detail "index"). Every event gets @p commit_us.
+ * @param first_pos receives the position of evs[0]; evs[i] has first_pos + i.
+ * @return AB_OK; AB_INVALID_ARGUMENT (NULL, empty batch, readonly handle, a
+ *         transaction open, a bad event); AB_CONFLICT (see
+ *         ab__store_append()); AB_TOO_LARGE; AB_UNAVAILABLE (retry the
+ *         batch); AB_CORRUPT; AB_NOMEM.
+ */
+ab_status_t ab__store_append_batch(ab_store_t *st, const ab_append_event_t *evs, size_t n,
+                                   int64_t commit_us, uint64_t *first_pos,
+                                   ab_error_t *err) AB_NODISCARD;
+
+/**
+ * Start a write transaction (BEGIN IMMEDIATE: takes the write lock now);
+ * every event appended in it is stored with commit time @p commit_us.
  * @return AB_OK; AB_UNAVAILABLE (another writer holds the lock, I/O);
  *         AB_INVALID_ARGUMENT (readonly handle or a transaction is open).
  */
-ab_status_t ab__store_begin(ab_store_t *st, ab_error_t *err) AB_NODISCARD;
+ab_status_t ab__store_begin(ab_store_t *st, int64_t commit_us, ab_error_t *err) AB_NODISCARD;
 
 /**
- * Stage one event in the open transaction: checks it, assigns its position
- * and copies it; nothing is written before ab__store_commit(), which creates
- * the run's row if needed and updates last_seq/last_pos and the optional
- * state changes. Atomic per call: on failure nothing of this event is staged
- * and the transaction stays open (earlier appends intact) for more appends,
- * commit or rollback. Reads see staged events only after the commit.
+ * Add one event to the open transaction: checks it, assigns its position
+ * and remembers where its bytes are; nothing is written before
+ * ab__store_commit(), which creates the run's row if needed and updates
+ * last_seq/last_pos and the optional state changes. The event's bytes are
+ * BORROWED until the commit or rollback: the store writes them from the
+ * caller's memory (the producer's frame), not from a copy. Ids and
+ * parent_run are borrowed for the call only. Atomic per call: on failure
+ * nothing of this event is kept and the transaction stays open (earlier
+ * appends intact) for more appends, commit or rollback. Reads see the
+ * events only after the commit.
  * @param pos_out optional; receives the assigned commit position.
  * @return AB_OK; AB_CONFLICT (seq not above the run's last committed or
- *         staged seq: the run already has it, field "seq", details "seq" and
- *         "last_seq"); AB_INVALID_ARGUMENT (no transaction, bad id length,
- *         NULL bytes with len > 0); AB_TOO_LARGE (over 2^32 events in one
- *         batch); AB_UNAVAILABLE; AB_CORRUPT; AB_NOMEM.
+ *         appended seq: the run already has it, field "seq", details "seq"
+ *         and "last_seq"); AB_INVALID_ARGUMENT (no transaction, bad id
+ *         length, NULL bytes with len > 0, len over 2^31 - 1); AB_TOO_LARGE
+ *         (over 2^32 events in one batch); AB_UNAVAILABLE; AB_CORRUPT;
+ *         AB_NOMEM.
  */
-ab_status_t ab__store_append(ab_store_t *st, const ab_store_event_t *ev, uint64_t *pos_out,
+ab_status_t ab__store_append(ab_store_t *st, const ab_append_event_t *ev, uint64_t *pos_out,
                              ab_error_t *err) AB_NODISCARD;
 
 /**
- * Write the staged batch and commit it (durable per the handle's
- * durability). On failure the transaction is rolled back whole: nothing is
- * half-applied and the transaction is closed.
+ * Write the batch and commit it (durable per the handle's durability). On
+ * failure the transaction is rolled back whole: nothing is half-applied and
+ * the transaction is closed.
  * @return AB_OK; AB_INVALID_ARGUMENT (no transaction); AB_UNAVAILABLE
  *         (full, I/O, busy: retry the batch); AB_CORRUPT; AB_NOMEM.
  */
@@ -210,69 +175,62 @@ ab_status_t ab__store_commit(ab_store_t *st, ab_error_t *err) AB_NODISCARD;
 void ab__store_rollback(ab_store_t *st);
 
 /**
- * Claim a run for a writer: bump its epoch (create the run with epoch 1 if
- * absent) in its own transaction.
+ * Claim a run for a writer (the plugin's claim()): bump its epoch (create
+ * the run with epoch 1 if absent) in its own transaction.
  * @param epoch_out    receives the new epoch.
  * @param last_seq_out receives the run's last committed seq (0 = none).
  * @return AB_OK; AB_INVALID_ARGUMENT (transaction open, readonly, bad ids);
  *         AB_UNAVAILABLE; AB_CORRUPT; AB_NOMEM; AB_INTERNAL.
  */
-ab_status_t ab__store_claim(ab_store_t *st, const char *thread, size_t thread_len, const char *run,
-                            size_t run_len, uint64_t *epoch_out, uint64_t *last_seq_out,
-                            ab_error_t *err) AB_NODISCARD;
+ab_status_t ab__store_claim(ab_store_t *st, ab_str_t thread, ab_str_t run, uint64_t *epoch_out,
+                            uint64_t *last_seq_out, ab_error_t *err) AB_NODISCARD;
 
 /**
- * Read a run's events with seq > @p after_seq in seq order, at most @p limit
- * (0 = no limit). An unknown run delivers nothing (AB_OK, 0).
- * Works on any handle; sees committed events only.
- * @param delivered optional; receives the number of rows delivered.
- * @return AB_OK; AB_INVALID_ARGUMENT; AB_UNAVAILABLE; AB_CORRUPT; AB_NOMEM.
+ * Read the rows of one scope after its cursor, in position order, at most
+ * req->limit (>= 1) of them (the plugin's read()): scope run by seq (rows
+ * with seq > after_seq), thread and all by position (pos > after_pos). An
+ * unknown run or thread delivers nothing (AB_OK, 0). Works on any handle;
+ * sees committed events only.
+ * @param count optional; receives the number of rows delivered.
+ * @return AB_OK; AB_INVALID_ARGUMENT (NULL, bad id, unknown scope, limit 0);
+ *         AB_UNAVAILABLE; AB_CORRUPT; AB_NOMEM.
  */
-ab_status_t ab__store_read_run(ab_store_t *st, const char *thread, size_t thread_len,
-                               const char *run, size_t run_len, uint64_t after_seq, uint32_t limit,
-                               ab_store_row_cb cb, void *ud, size_t *delivered,
-                               ab_error_t *err) AB_NODISCARD;
-
-/** A thread's events with pos > @p after_pos in commit order. As read_run. */
-ab_status_t ab__store_read_thread(ab_store_t *st, const char *thread, size_t thread_len,
-                                  uint64_t after_pos, uint32_t limit, ab_store_row_cb cb, void *ud,
-                                  size_t *delivered, ab_error_t *err) AB_NODISCARD;
-
-/** All events with pos > @p after_pos in commit order. As read_run. */
-ab_status_t ab__store_read_all(ab_store_t *st, uint64_t after_pos, uint32_t limit,
-                               ab_store_row_cb cb, void *ud, size_t *delivered,
-                               ab_error_t *err) AB_NODISCARD;
+ab_status_t ab__store_read(ab_store_t *st, const ab_read_t *req, ab_row_cb cb, void *ud,
+                           uint32_t *count, ab_error_t *err) AB_NODISCARD;
 
 /**
- * The exact bytes of (run, seq) into @p out (reset first) and its position.
+ * The exact bytes of (run, seq) into @p out (reset first) and its position
+ * (the plugin's event_bytes()).
  * @param pos_out optional.
  * @return AB_OK; AB_NOT_FOUND (no such run or seq, field "seq");
  *         AB_INVALID_ARGUMENT; AB_UNAVAILABLE; AB_CORRUPT; AB_NOMEM.
  */
-ab_status_t ab__store_event_bytes(ab_store_t *st, const char *thread, size_t thread_len,
-                                  const char *run, size_t run_len, uint64_t seq, ab_buf_t *out,
-                                  uint64_t *pos_out, ab_error_t *err) AB_NODISCARD;
+ab_status_t ab__store_event_bytes(ab_store_t *st, ab_str_t thread, ab_str_t run, uint64_t seq,
+                                  ab_buf_t *out, uint64_t *pos_out, ab_error_t *err) AB_NODISCARD;
 
 /**
- * Copy the head of a run into @p out.
- * @return AB_OK; AB_NOT_FOUND (unknown run); AB_INVALID_ARGUMENT;
- *         AB_UNAVAILABLE; AB_CORRUPT; AB_NOMEM.
+ * Copy the head of a run into @p out (the plugin's head()): a run never
+ * seen (nor claimed) gets status UNKNOWN, its ids and zeros, with AB_OK.
+ * A claimed run without events has status UNKNOWN and its epoch.
+ * @return AB_OK; AB_INVALID_ARGUMENT (NULL, bad id); AB_UNAVAILABLE;
+ *         AB_CORRUPT; AB_NOMEM.
  */
-ab_status_t ab__store_head(ab_store_t *st, const char *thread, size_t thread_len, const char *run,
-                           size_t run_len, ab_store_run_t *out, ab_error_t *err) AB_NODISCARD;
+ab_status_t ab__store_head(ab_store_t *st, ab_str_t thread, ab_str_t run, ab_run_head_t *out,
+                           ab_error_t *err) AB_NODISCARD;
 
 /**
- * Call @p cb for each run of a thread, in creation order.
- * @param delivered optional; receives the number of runs delivered.
- * @return as ab__store_head() except that an unknown thread is AB_OK, 0.
+ * Call @p cb for each run of a thread, in creation order (the plugin's
+ * thread_heads()); an unknown thread has none (AB_OK). A non-zero return of
+ * @p cb stops the listing (AB_OK).
+ * @return as ab__store_head().
  */
-ab_status_t ab__store_runs_of_thread(ab_store_t *st, const char *thread, size_t thread_len,
-                                     ab_store_run_cb cb, void *ud, size_t *delivered,
-                                     ab_error_t *err) AB_NODISCARD;
+ab_status_t ab__store_thread_heads(ab_store_t *st, ab_str_t thread, ab_head_cb cb, void *ud,
+                                   ab_error_t *err) AB_NODISCARD;
 
 /**
- * The highest committed (or, inside the handle's own transaction, staged)
- * commit position; 0 for an empty store.
+ * The highest committed commit position (inside the handle's own open
+ * transaction: the last one appended in it); 0 for an empty store (the
+ * plugin's head_pos()).
  * @return AB_OK; AB_INVALID_ARGUMENT; AB_UNAVAILABLE; AB_CORRUPT; AB_NOMEM.
  */
 ab_status_t ab__store_head_pos(ab_store_t *st, uint64_t *pos_out, ab_error_t *err) AB_NODISCARD;
@@ -286,9 +244,8 @@ ab_status_t ab__store_head_pos(ab_store_t *st, uint64_t *pos_out, ab_error_t *er
  * @return AB_OK; AB_INVALID_ARGUMENT (NULL, bad id, empty doc, readonly
  *         handle); AB_UNAVAILABLE; AB_IO.
  */
-ab_status_t ab__store_snapshot_put(ab_store_t *st, const char *thread, size_t thread_len,
-                                   uint64_t pos, const uint8_t *doc, size_t len,
-                                   ab_error_t *err) AB_NODISCARD;
+ab_status_t ab__store_snapshot_put(ab_store_t *st, ab_str_t thread, uint64_t pos,
+                                   const uint8_t *doc, size_t len, ab_error_t *err) AB_NODISCARD;
 
 /**
  * The stored snapshot of @p thread: document into @p doc (reset first) and
@@ -296,8 +253,8 @@ ab_status_t ab__store_snapshot_put(ab_store_t *st, const char *thread, size_t th
  * @return AB_OK; AB_NOT_FOUND (none stored); AB_INVALID_ARGUMENT;
  *         AB_UNAVAILABLE; AB_NOMEM.
  */
-ab_status_t ab__store_snapshot_get(ab_store_t *st, const char *thread, size_t thread_len,
-                                   ab_buf_t *doc, uint64_t *pos_out, ab_error_t *err) AB_NODISCARD;
+ab_status_t ab__store_snapshot_get(ab_store_t *st, ab_str_t thread, ab_buf_t *doc,
+                                   uint64_t *pos_out, ab_error_t *err) AB_NODISCARD;
 
 #ifdef __cplusplus
 }

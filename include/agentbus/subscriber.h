@@ -58,12 +58,14 @@ extern "C" {
 /** Default cap of the reconnect backoff ceiling, ms. */
 #define AB_SUB_RECONNECT_MAX_DEFAULT_MS 5000
 
-/** What a subscription covers. */
-typedef enum ab_sub_scope {
-    AB_SUB_RUN = 1, /**< one run: opts->thread + opts->run, cursor after_seq */
-    AB_SUB_THREAD,  /**< every run of opts->thread, cursor a run -> seq map */
-    AB_SUB_ALL,     /**< every event of the broker, cursor a commit position */
-} ab_sub_scope_t;
+/**
+ * What a subscription covers: a replay scope (the one scope type of
+ * agentbus/model.h; the AB_SUB_ names are kept for this API).
+ */
+typedef ab_replay_scope_t ab_sub_scope_t;
+#define AB_SUB_RUN    AB_REPLAY_RUN    /**< one run: opts->thread + opts->run, cursor after_seq */
+#define AB_SUB_THREAD AB_REPLAY_THREAD /**< every run of opts->thread, cursor a run -> seq map */
+#define AB_SUB_ALL    AB_REPLAY_ALL    /**< every event of the broker, cursor a commit position */
 
 /** Where a subscription starts. */
 typedef enum ab_sub_start {

@@ -26,7 +26,7 @@ typedef struct fp_event {
 } fp_event_t;
 
 typedef struct fp_run {
-    ab_plugin_head_t head;
+    ab_run_head_t head;
 } fp_run_t;
 
 struct ab_plugin_db {
@@ -66,7 +66,7 @@ static fp_event_t *fp_find_event(ab_plugin_db_t *db, ab_str_t thread, ab_str_t r
     return NULL;
 }
 
-static ab_status_t fp_append_batch(ab_plugin_db_t *db, const ab_plugin_event_t *evs, size_t n,
+static ab_status_t fp_append_batch(ab_plugin_db_t *db, const ab_append_event_t *evs, size_t n,
                                    int64_t commit_us, uint64_t *first_pos, ab_error_t *err)
 {
     (void)commit_us;
@@ -96,9 +96,9 @@ static ab_status_t fp_append_batch(ab_plugin_db_t *db, const ab_plugin_event_t *
             r->head.epoch = evs[i].epoch;
         r->head.last_seq = e->seq;
         r->head.last_pos = e->pos;
-        if (evs[i].new_status != AB_RUN_STATUS_UNKNOWN)
-            r->head.status = evs[i].new_status;
-        if (evs[i].new_status == AB_RUN_STATUS_FINISHED)
+        if (evs[i].status != AB_RUN_STATUS_UNKNOWN)
+            r->head.status = evs[i].status;
+        if (evs[i].status == AB_RUN_STATUS_FINISHED)
             r->head.outcome = evs[i].outcome;
     }
     return AB_OK;
@@ -116,7 +116,7 @@ static ab_status_t fp_claim(ab_plugin_db_t *db, ab_str_t thread, ab_str_t run, u
     return AB_OK;
 }
 
-static ab_status_t fp_head(ab_plugin_db_t *db, ab_str_t thread, ab_str_t run, ab_plugin_head_t *out,
+static ab_status_t fp_head(ab_plugin_db_t *db, ab_str_t thread, ab_str_t run, ab_run_head_t *out,
                            ab_error_t *err)
 {
     (void)err;
@@ -132,8 +132,8 @@ static ab_status_t fp_head(ab_plugin_db_t *db, ab_str_t thread, ab_str_t run, ab
     return AB_OK;
 }
 
-static ab_status_t fp_thread_heads(ab_plugin_db_t *db, ab_str_t thread, ab_plugin_head_cb cb,
-                                   void *ud, ab_error_t *err)
+static ab_status_t fp_thread_heads(ab_plugin_db_t *db, ab_str_t thread, ab_head_cb cb, void *ud,
+                                   ab_error_t *err)
 {
     (void)err;
     for (size_t i = 0; i < db->nruns; i++)
@@ -149,7 +149,7 @@ static ab_status_t fp_head_pos(ab_plugin_db_t *db, uint64_t *pos, ab_error_t *er
     return AB_OK;
 }
 
-static bool fp_match(const fp_event_t *e, const ab_plugin_read_t *req)
+static bool fp_match(const fp_event_t *e, const ab_read_t *req)
 {
     switch (req->scope) {
     case AB_REPLAY_RUN:
@@ -159,8 +159,8 @@ static bool fp_match(const fp_event_t *e, const ab_plugin_read_t *req)
     }
 }
 
-static ab_status_t fp_read(ab_plugin_db_t *db, const ab_plugin_read_t *req, ab_plugin_row_cb cb,
-                           void *ud, uint32_t *count, ab_error_t *err)
+static ab_status_t fp_read(ab_plugin_db_t *db, const ab_read_t *req, ab_row_cb cb, void *ud,
+                           uint32_t *count, ab_error_t *err)
 {
     (void)err;
     db->reads++;
@@ -169,7 +169,7 @@ static ab_status_t fp_read(ab_plugin_db_t *db, const ab_plugin_read_t *req, ab_p
         const fp_event_t *e = &db->ev[i];
         if (!fp_match(e, req))
             continue;
-        ab_plugin_row_t row = {
+        ab_row_t row = {
             e->pos,   0,     e->seq, {e->thread, strlen(e->thread)}, {e->run, strlen(e->run)},
             e->bytes, e->len};
         n++;

@@ -126,7 +126,7 @@ static ab_status_t group(fx_t *f, ab_seq_item_t *items, size_t n)
 {
     ab__seq_stage(f->s, items, n);
     size_t np = 0;
-    const ab_plugin_event_t *p = ab__seq_pending(f->s, &np);
+    const ab_append_event_t *p = ab__seq_pending(f->s, &np);
     uint64_t first = 0;
     ab_error_t err = AB_ERROR_INIT;
     ab_status_t rc = np ? f->plugin->append_batch(f->dbp, p, np, 0, &first, &err) : AB_OK;
@@ -204,15 +204,15 @@ static void test_pending_fields(void **state)
                               "\"outcome\":{\"type\":\"cancelled\"}}")};
     ab__seq_stage(f->s, it, 2);
     size_t np = 0;
-    const ab_plugin_event_t *p = ab__seq_pending(f->s, &np);
+    const ab_append_event_t *p = ab__seq_pending(f->s, &np);
     assert_int_equal(np, 2);
-    assert_int_equal(p[0].new_status, AB_RUN_STATUS_ACTIVE);
+    assert_int_equal(p[0].status, AB_RUN_STATUS_ACTIVE);
     assert_int_equal(p[0].parent_run.len, 2);
     assert_memory_equal(p[0].parent_run.ptr, "p0", 2);
     assert_int_equal(p[0].epoch, 1);
     assert_int_equal(p[0].seq, 1);
     assert_ptr_equal(p[0].bytes, it[0].bytes);
-    assert_int_equal(p[1].new_status, AB_RUN_STATUS_FINISHED);
+    assert_int_equal(p[1].status, AB_RUN_STATUS_FINISHED);
     assert_int_equal(p[1].outcome, AB_OUTCOME_CANCELLED);
     assert_null(p[1].parent_run.ptr);
     ab__seq_commit(f->s, 41);

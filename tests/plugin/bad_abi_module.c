@@ -1,14 +1,25 @@
 /*
  * bad_abi_module.c - a loadable plugin with a broken function table, for the
- * loader tests. Built twice (tests/CMakeLists.txt): with AB_BAD_ABI=1 its
- * table claims ABI AB_PLUGIN_ABI_VERSION + 1; with AB_BAD_NULLFN=1 it has
- * the right ABI but no read function.
+ * loader tests. Built three times (tests/CMakeLists.txt): with AB_BAD_ABI=1
+ * its table claims ABI AB_PLUGIN_ABI_VERSION + 1; with AB_BAD_OLD=1 the ABI
+ * before this one (a module built before the one-model change); with
+ * AB_BAD_NULLFN=1 it has the right ABI but no read function.
  *
  * Invariants:
  *  1. No function of the table does anything: the loader must refuse the
  *     table before any is called.
+ *  2. It includes agentbus/plugin.h alone, and checks that no third-party
+ *     header came with it.
  */
 #include "agentbus/plugin.h"
+
+/* plugin.h is all a plugin author includes: it must not bring in msgpack,
+ * jansson, ZeroMQ or SQLite (this file is built with the agentbus headers
+ * only, so a header that did would fail this check at build time). */
+#if defined(MSGPACK_VERSION_H) || defined(JANSSON_H) || defined(__ZMQ_H_INCLUDED__) ||             \
+    defined(SQLITE3_H)
+#error "agentbus/plugin.h pulls in a third-party header"
+#endif
 
 static ab_status_t bad_open(const ab_plugin_open_opts_t *o, ab_plugin_db_t **out, ab_error_t *e)
 {
@@ -21,7 +32,7 @@ static void bad_close(ab_plugin_db_t *db)
     (void)db;
 }
 
-static ab_status_t bad_append(ab_plugin_db_t *db, const ab_plugin_event_t *evs, size_t n,
+static ab_status_t bad_append(ab_plugin_db_t *db, const ab_append_event_t *evs, size_t n,
                               int64_t commit_us, uint64_t *first, ab_error_t *e)
 {
     (void)db, (void)evs, (void)n, (void)commit_us, (void)first, (void)e;
@@ -35,15 +46,14 @@ static ab_status_t bad_claim(ab_plugin_db_t *db, ab_str_t t, ab_str_t r, uint64_
     return AB_INTERNAL;
 }
 
-static ab_status_t bad_head(ab_plugin_db_t *db, ab_str_t t, ab_str_t r, ab_plugin_head_t *h,
+static ab_status_t bad_head(ab_plugin_db_t *db, ab_str_t t, ab_str_t r, ab_run_head_t *h,
                             ab_error_t *e)
 {
     (void)db, (void)t, (void)r, (void)h, (void)e;
     return AB_INTERNAL;
 }
 
-static ab_status_t bad_heads(ab_plugin_db_t *db, ab_str_t t, ab_plugin_head_cb cb, void *ud,
-                             ab_error_t *e)
+static ab_status_t bad_heads(ab_plugin_db_t *db, ab_str_t t, ab_head_cb cb, void *ud, ab_error_t *e)
 {
     (void)db, (void)t, (void)cb, (void)ud, (void)e;
     return AB_INTERNAL;
@@ -56,8 +66,8 @@ static ab_status_t bad_head_pos(ab_plugin_db_t *db, uint64_t *pos, ab_error_t *e
 }
 
 #ifndef AB_BAD_NULLFN
-static ab_status_t bad_read(ab_plugin_db_t *db, const ab_plugin_read_t *req, ab_plugin_row_cb cb,
-                            void *ud, uint32_t *count, ab_error_t *e)
+static ab_status_t bad_read(ab_plugin_db_t *db, const ab_read_t *req, ab_row_cb cb, void *ud,
+                            uint32_t *count, ab_error_t *e)
 {
     (void)db, (void)req, (void)cb, (void)ud, (void)count, (void)e;
     return AB_INTERNAL;
@@ -72,8 +82,10 @@ static ab_status_t bad_bytes(ab_plugin_db_t *db, ab_str_t t, ab_str_t r, uint64_
 }
 
 static const ab_plugin_t BAD = {
-#ifdef AB_BAD_ABI
+#if defined(AB_BAD_ABI)
     .abi_version = AB_PLUGIN_ABI_VERSION + 1,
+#elif defined(AB_BAD_OLD)
+    .abi_version = AB_PLUGIN_ABI_VERSION - 1,
 #else
     .abi_version = AB_PLUGIN_ABI_VERSION,
 #endif

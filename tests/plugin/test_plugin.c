@@ -6,6 +6,7 @@
  *
  * Each test gets a fresh directory from mkdtemp() and removes it afterwards.
  */
+#include "agentbus/codec.h"
 #include "agentbus/plugin.h"
 #include "agentbus/store.h"
 #include "testutil.h"
@@ -72,9 +73,9 @@ static ab_plugin_db_t *open_db(const ab_plugin_t *p, const char *dir, bool reado
     return db;
 }
 
-static ab_plugin_event_t ev(const char *thread, const char *run, uint64_t seq, const char *body)
+static ab_append_event_t ev(const char *thread, const char *run, uint64_t seq, const char *body)
 {
-    return (ab_plugin_event_t){.thread = S(thread),
+    return (ab_append_event_t){.thread = S(thread),
                                .run = S(run),
                                .seq = seq,
                                .epoch = 1,
@@ -82,7 +83,7 @@ static ab_plugin_event_t ev(const char *thread, const char *run, uint64_t seq, c
                                .len = strlen(body)};
 }
 
-static uint64_t append_ok(fx_t *f, const ab_plugin_event_t *evs, size_t n)
+static uint64_t append_ok(fx_t *f, const ab_append_event_t *evs, size_t n)
 {
     ab_error_t err = AB_ERROR_INIT;
     uint64_t first = 0;
@@ -105,7 +106,7 @@ typedef struct acc {
     char text[4096];
 } acc_t;
 
-static int collect(void *ud, const ab_plugin_row_t *r)
+static int collect(void *ud, const ab_row_t *r)
 {
     acc_t *a = ud;
     size_t used = strlen(a->text);
@@ -115,7 +116,7 @@ static int collect(void *ud, const ab_plugin_row_t *r)
     return 0;
 }
 
-static const char *read_text(fx_t *f, ab_plugin_db_t *db, ab_plugin_read_t req, acc_t *a)
+static const char *read_text(fx_t *f, ab_plugin_db_t *db, ab_read_t req, acc_t *a)
 {
     memset(a, 0, sizeof *a);
     ab_error_t err = AB_ERROR_INIT;
@@ -158,10 +159,10 @@ static void test_load_module_by_path(void **state)
     assert_string_equal(lib.plugin->name, "sqlite");
     f->p = lib.plugin;
     f->db = open_db(f->p, f->dir, false);
-    ab_plugin_event_t evs[] = {ev("t", "r", 1, "one"), ev("t", "r", 2, "two")};
+    ab_append_event_t evs[] = {ev("t", "r", 1, "one"), ev("t", "r", 2, "two")};
     assert_int_equal(append_ok(f, evs, 2), 1);
     acc_t a;
-    ab_plugin_read_t req = {.scope = AB_REPLAY_RUN, .thread = S("t"), .run = S("r"), .limit = 10};
+    ab_read_t req = {.scope = AB_REPLAY_RUN, .thread = S("t"), .run = S("r"), .limit = 10};
     assert_string_equal(read_text(f, f->db, req, &a), "t/r#1@1=one;t/r#2@2=two;");
     f->p->close(f->db);
     f->db = NULL;
@@ -181,21 +182,39 @@ static void test_load_missing_file(void **state)
     assert_null(lib.plugin);
 }
 
-static void test_load_wrong_abi(void **state)
+/* A module whose table claims ABI @p theirs is refused, naming both versions. */
+static void assert_abi_refused(const char *path, int theirs)
 {
-    (void)state;
     ab_plugin_lib_t lib = {0};
     ab_error_t err = AB_ERROR_INIT;
-    assert_int_equal(ab__plugin_load(AB_BAD_ABI_MODULE, &lib, &err), AB_UNSUPPORTED);
-    assert_non_null(strstr(err.message, "was built for ABI 2, this broker speaks ABI 1"));
+    assert_int_equal(ab__plugin_load(path, &lib, &err), AB_UNSUPPORTED);
+    char want[96];
+    snprintf(want, sizeof want, "was built for ABI %d, this broker speaks ABI %d", theirs,
+             AB_PLUGIN_ABI_VERSION);
+    if (strstr(err.message, want) == NULL)
+        fail_msg("message '%s' lacks '%s'", err.message, want);
+    tu_assert_error(&err, AB_UNSUPPORTED, "abi_version");
     const ab_error_detail_t *d = ab_error_detail(&err, "expected");
     assert_non_null(d);
     assert_int_equal(d->i, AB_PLUGIN_ABI_VERSION);
     d = ab_error_detail(&err, "actual");
     assert_non_null(d);
-    assert_int_equal(d->i, AB_PLUGIN_ABI_VERSION + 1);
+    assert_int_equal(d->i, theirs);
     assert_null(lib.plugin);
     assert_null(lib.dl);
+}
+
+static void test_load_wrong_abi(void **state)
+{
+    (void)state;
+    assert_abi_refused(AB_BAD_ABI_MODULE, AB_PLUGIN_ABI_VERSION + 1);
+}
+
+/* A module built for the ABI before this one (separate head and event types) is refused too. */
+static void test_load_previous_abi(void **state)
+{
+    (void)state;
+    assert_abi_refused(AB_BAD_OLD_MODULE, AB_PLUGIN_ABI_VERSION - 1);
 }
 
 static void test_load_null_function(void **state)
@@ -215,14 +234,14 @@ static void test_positions_contiguous(void **state)
     fx_t *f = *state;
     f->db = open_db(f->p, f->dir, false);
     assert_int_equal(head_pos(f), 0);
-    ab_plugin_event_t b1[] = {ev("t", "a", 1, "a1"), ev("t", "b", 1, "b1"), ev("t", "a", 2, "a2")};
-    ab_plugin_event_t b2[] = {ev("t", "b", 2, "b2"), ev("u", "x", 1, "x1")};
+    ab_append_event_t b1[] = {ev("t", "a", 1, "a1"), ev("t", "b", 1, "b1"), ev("t", "a", 2, "a2")};
+    ab_append_event_t b2[] = {ev("t", "b", 2, "b2"), ev("u", "x", 1, "x1")};
     assert_int_equal(append_ok(f, b1, 3), 1);
     assert_int_equal(head_pos(f), 3);
     assert_int_equal(append_ok(f, b2, 2), 4);
     assert_int_equal(head_pos(f), 5);
     acc_t a;
-    ab_plugin_read_t req = {.scope = AB_REPLAY_ALL, .limit = 100};
+    ab_read_t req = {.scope = AB_REPLAY_ALL, .limit = 100};
     assert_string_equal(read_text(f, f->db, req, &a),
                         "t/a#1@1=a1;t/b#1@2=b1;t/a#2@3=a2;t/b#2@4=b2;u/x#1@5=x1;");
     ab_error_t err = AB_ERROR_INIT;
@@ -234,11 +253,11 @@ static void test_batch_all_or_nothing(void **state)
 {
     fx_t *f = *state;
     f->db = open_db(f->p, f->dir, false);
-    ab_plugin_event_t b1[] = {ev("t", "r", 1, "r1"), ev("t", "r", 2, "r2")};
+    ab_append_event_t b1[] = {ev("t", "r", 1, "r1"), ev("t", "r", 2, "r2")};
     append_ok(f, b1, 2);
-    ab_plugin_event_t bad[] = {ev("t", "s", 1, "s1"), ev("t", "r", 3, "r3"),
+    ab_append_event_t bad[] = {ev("t", "s", 1, "s1"), ev("t", "r", 3, "r3"),
                                ev("t", "r", 2, "again")};
-    bad[0].new_status = AB_RUN_STATUS_ACTIVE;
+    bad[0].status = AB_RUN_STATUS_ACTIVE;
     ab_error_t err = AB_ERROR_INIT;
     uint64_t first = 77;
     assert_int_equal(f->p->append_batch(f->db, bad, 3, 1, &first, &err), AB_CONFLICT);
@@ -246,9 +265,9 @@ static void test_batch_all_or_nothing(void **state)
     assert_int_equal(first, 77);
     assert_int_equal(head_pos(f), 2);
     acc_t a;
-    ab_plugin_read_t req = {.scope = AB_REPLAY_ALL, .limit = 100};
+    ab_read_t req = {.scope = AB_REPLAY_ALL, .limit = 100};
     assert_string_equal(read_text(f, f->db, req, &a), "t/r#1@1=r1;t/r#2@2=r2;");
-    ab_plugin_head_t h;
+    ab_run_head_t h;
     assert_int_equal(f->p->head(f->db, S("t"), S("s"), &h, &err), AB_OK);
     assert_int_equal(h.status, AB_RUN_STATUS_UNKNOWN); /* the refused batch created nothing */
     assert_int_equal(f->p->head(f->db, S("t"), S("r"), &h, &err), AB_OK);
@@ -261,8 +280,8 @@ static void test_batch_all_or_nothing(void **state)
 
 static void interleave(fx_t *f)
 {
-    ab_plugin_event_t b1[] = {ev("T", "a", 1, "a1"), ev("U", "x", 1, "x1"), ev("T", "b", 1, "b1")};
-    ab_plugin_event_t b2[] = {ev("T", "a", 2, "a2"), ev("T", "b", 2, "b2"), ev("U", "x", 2, "x2"),
+    ab_append_event_t b1[] = {ev("T", "a", 1, "a1"), ev("U", "x", 1, "x1"), ev("T", "b", 1, "b1")};
+    ab_append_event_t b2[] = {ev("T", "a", 2, "a2"), ev("T", "b", 2, "b2"), ev("U", "x", 2, "x2"),
                               ev("T", "a", 3, "a3")};
     append_ok(f, b1, 3); /* positions 1..3 */
     append_ok(f, b2, 4); /* positions 4..7 */
@@ -274,25 +293,25 @@ static void test_read_scopes_and_limits(void **state)
     f->db = open_db(f->p, f->dir, false);
     interleave(f);
     acc_t a;
-    ab_plugin_read_t run = {.scope = AB_REPLAY_RUN, .thread = S("T"), .run = S("a"), .limit = 10};
+    ab_read_t run = {.scope = AB_REPLAY_RUN, .thread = S("T"), .run = S("a"), .limit = 10};
     assert_string_equal(read_text(f, f->db, run, &a), "T/a#1@1=a1;T/a#2@4=a2;T/a#3@7=a3;");
     run.after_seq = 1;
     run.limit = 1;
     assert_string_equal(read_text(f, f->db, run, &a), "T/a#2@4=a2;");
-    ab_plugin_read_t th = {.scope = AB_REPLAY_THREAD, .thread = S("T"), .limit = 10};
+    ab_read_t th = {.scope = AB_REPLAY_THREAD, .thread = S("T"), .limit = 10};
     assert_string_equal(read_text(f, f->db, th, &a),
                         "T/a#1@1=a1;T/b#1@3=b1;T/a#2@4=a2;T/b#2@5=b2;T/a#3@7=a3;");
     th.after_pos = 3;
     th.limit = 2;
     assert_string_equal(read_text(f, f->db, th, &a), "T/a#2@4=a2;T/b#2@5=b2;");
-    ab_plugin_read_t all = {.scope = AB_REPLAY_ALL, .after_pos = 4, .limit = 10};
+    ab_read_t all = {.scope = AB_REPLAY_ALL, .after_pos = 4, .limit = 10};
     assert_string_equal(read_text(f, f->db, all, &a), "T/b#2@5=b2;U/x#2@6=x2;T/a#3@7=a3;");
     all.after_pos = 0;
     all.limit = 3;
     assert_string_equal(read_text(f, f->db, all, &a), "T/a#1@1=a1;U/x#1@2=x1;T/b#1@3=b1;");
     all.after_pos = 7;
     assert_string_equal(read_text(f, f->db, all, &a), "");
-    ab_plugin_read_t none = {.scope = AB_REPLAY_RUN, .thread = S("T"), .run = S("z"), .limit = 5};
+    ab_read_t none = {.scope = AB_REPLAY_RUN, .thread = S("T"), .run = S("z"), .limit = 5};
     assert_string_equal(read_text(f, f->db, none, &a), "");
     ab_error_t err = AB_ERROR_INIT;
     all.limit = 0;
@@ -305,7 +324,7 @@ typedef struct pager {
     bool ok;
 } pager_t;
 
-static int page_row(void *ud, const ab_plugin_row_t *r)
+static int page_row(void *ud, const ab_row_t *r)
 {
     pager_t *pg = ud;
     char body[9] = {0};
@@ -318,7 +337,7 @@ static int page_row(void *ud, const ab_plugin_row_t *r)
     return 0;
 }
 
-static uint64_t page_through(fx_t *f, ab_plugin_read_t req)
+static uint64_t page_through(fx_t *f, ab_read_t req)
 {
     pager_t pg = {.ok = true};
     ab_error_t err = AB_ERROR_INIT;
@@ -339,7 +358,7 @@ static void test_paging_many_runs(void **state)
     f->db = open_db(f->p, f->dir, false);
     static const char *const runs[] = {"r0", "r1", "r2", "r3", "r4", "r5", "r6"};
     static char bodies[150][9];
-    ab_plugin_event_t b[50];
+    ab_append_event_t b[50];
     uint64_t seq[7] = {0};
     for (int k = 0, pos = 1; k < 3; k++) {
         for (int i = 0; i < 50; i++, pos++) {
@@ -349,27 +368,27 @@ static void test_paging_many_runs(void **state)
         }
         assert_int_equal(append_ok(f, b, 50), (uint64_t)(k * 50 + 1));
     }
-    ab_plugin_read_t all = {.scope = AB_REPLAY_ALL, .limit = 7};
+    ab_read_t all = {.scope = AB_REPLAY_ALL, .limit = 7};
     assert_int_equal(page_through(f, all), 150);
     all.after_pos = 49;
     assert_int_equal(page_through(f, all), 101);
     uint64_t total = 0;
     for (uint32_t lim = 1; lim <= 13; lim += 6) {
-        ab_plugin_read_t ta = {.scope = AB_REPLAY_THREAD, .thread = S("A"), .limit = lim};
-        ab_plugin_read_t tb = {.scope = AB_REPLAY_THREAD, .thread = S("B"), .limit = lim};
+        ab_read_t ta = {.scope = AB_REPLAY_THREAD, .thread = S("A"), .limit = lim};
+        ab_read_t tb = {.scope = AB_REPLAY_THREAD, .thread = S("B"), .limit = lim};
         total = page_through(f, ta) + page_through(f, tb);
         assert_int_equal(total, 150);
     }
     total = 0;
     for (int r = 0; r < 7; r++) {
-        ab_plugin_read_t rr = {
+        ab_read_t rr = {
             .scope = AB_REPLAY_RUN, .thread = S(r < 4 ? "A" : "B"), .run = S(runs[r]), .limit = 4};
         total += page_through(f, rr);
     }
     assert_int_equal(total, 150);
 }
 
-static int copy_bytes(void *ud, const ab_plugin_row_t *r)
+static int copy_bytes(void *ud, const ab_row_t *r)
 {
     memcpy(ud, r->bytes, r->len);
     return 1;
@@ -382,14 +401,14 @@ static void test_exact_bytes(void **state)
     uint8_t raw[300];
     for (size_t i = 0; i < sizeof raw; i++)
         raw[i] = (uint8_t)(i * 7);
-    ab_plugin_event_t e = ev("t", "r", 1, "");
+    ab_append_event_t e = ev("t", "r", 1, "");
     e.bytes = raw;
     e.len = sizeof raw;
     append_ok(f, &e, 1);
     uint8_t back[300] = {0};
     ab_error_t err = AB_ERROR_INIT;
     uint32_t n = 0;
-    ab_plugin_read_t req = {.scope = AB_REPLAY_THREAD, .thread = S("t"), .limit = 1};
+    ab_read_t req = {.scope = AB_REPLAY_THREAD, .thread = S("t"), .limit = 1};
     assert_int_equal(f->p->read(f->db, &req, copy_bytes, back, &n, &err), AB_OK);
     assert_int_equal(n, 1);
     assert_memory_equal(raw, back, sizeof raw);
@@ -432,11 +451,11 @@ static void test_claim_epochs(void **state)
     assert_int_equal(f->p->claim(f->db, S("t"), S("r"), &epoch, &last, &err), AB_OK);
     assert_int_equal(epoch, 1);
     assert_int_equal(last, 0);
-    ab_plugin_head_t h;
+    ab_run_head_t h;
     assert_int_equal(f->p->head(f->db, S("t"), S("r"), &h, &err), AB_OK);
     assert_int_equal(h.status, AB_RUN_STATUS_UNKNOWN); /* claimed, not started */
     assert_int_equal(h.epoch, 1);
-    ab_plugin_event_t b[] = {ev("t", "r", 1, "a"), ev("t", "r", 2, "b")};
+    ab_append_event_t b[] = {ev("t", "r", 1, "a"), ev("t", "r", 2, "b")};
     append_ok(f, b, 2);
     assert_int_equal(f->p->head(f->db, S("t"), S("r"), &h, &err), AB_OK);
     assert_int_equal(h.status, AB_RUN_STATUS_ACTIVE); /* it has events */
@@ -445,7 +464,7 @@ static void test_claim_epochs(void **state)
     assert_int_equal(last, 2);
     assert_int_equal(f->p->claim(f->db, S("t"), S("r"), &epoch, &last, &err), AB_OK);
     assert_int_equal(epoch, 3);
-    ab_plugin_event_t c = ev("t", "r", 3, "c");
+    ab_append_event_t c = ev("t", "r", 3, "c");
     c.epoch = 3;
     append_ok(f, &c, 1);
     assert_int_equal(f->p->head(f->db, S("t"), S("r"), &h, &err), AB_OK);
@@ -457,7 +476,7 @@ typedef struct heads {
     char text[512];
 } heads_t;
 
-static int collect_head(void *ud, const ab_plugin_head_t *h)
+static int collect_head(void *ud, const ab_run_head_t *h)
 {
     heads_t *a = ud;
     size_t used = strlen(a->text);
@@ -472,16 +491,16 @@ static void test_heads(void **state)
     fx_t *f = *state;
     f->db = open_db(f->p, f->dir, false);
     ab_error_t err = AB_ERROR_INIT;
-    ab_plugin_head_t h;
+    ab_run_head_t h;
     assert_int_equal(f->p->head(f->db, S("t"), S("never"), &h, &err), AB_OK);
     assert_int_equal(h.status, AB_RUN_STATUS_UNKNOWN);
     assert_string_equal(h.run, "never");
     assert_int_equal(h.last_seq, 0);
     assert_int_equal(err.code, AB_OK);
-    ab_plugin_event_t b[] = {ev("t", "b", 1, "b1"), ev("t", "a", 1, "a1"), ev("t", "b", 2, "b2"),
+    ab_append_event_t b[] = {ev("t", "b", 1, "b1"), ev("t", "a", 1, "a1"), ev("t", "b", 2, "b2"),
                              ev("t", "c", 1, "c1")};
-    b[0].new_status = b[1].new_status = b[3].new_status = AB_RUN_STATUS_ACTIVE;
-    b[2].new_status = AB_RUN_STATUS_FINISHED;
+    b[0].status = b[1].status = b[3].status = AB_RUN_STATUS_ACTIVE;
+    b[2].status = AB_RUN_STATUS_FINISHED;
     b[2].outcome = AB_OUTCOME_SUCCESS;
     b[3].parent_run = S("b");
     append_ok(f, b, 4);
@@ -521,24 +540,18 @@ static void test_reader_during_write_txn(void **state)
 {
     fx_t *f = *state;
     f->db = open_db(f->p, f->dir, false);
-    ab_plugin_event_t e = ev("t", "r", 1, "committed");
+    ab_append_event_t e = ev("t", "r", 1, "committed");
     append_ok(f, &e, 1);
     ab_plugin_db_t *rd = open_db(f->p, f->dir, true);
     /* hold a write transaction open with a raw store handle on the same file */
     ab_store_t *st = NULL;
     ab_error_t err = AB_ERROR_INIT;
     assert_int_equal(ab__store_open(&st, f->dir, NULL, &err), AB_OK);
-    assert_int_equal(ab__store_begin(st, &err), AB_OK);
-    ab_store_event_t se = {.thread = "t",
-                           .thread_len = 1,
-                           .run = "r",
-                           .run_len = 1,
-                           .seq = 2,
-                           .bytes = "pending",
-                           .len = 7};
+    assert_int_equal(ab__store_begin(st, 1, &err), AB_OK);
+    ab_append_event_t se = ev("t", "r", 2, "pending");
     assert_int_equal(ab__store_append(st, &se, NULL, &err), AB_OK);
     acc_t a;
-    ab_plugin_read_t req = {.scope = AB_REPLAY_ALL, .limit = 10};
+    ab_read_t req = {.scope = AB_REPLAY_ALL, .limit = 10};
     assert_string_equal(read_text(f, rd, req, &a), "t/r#1@1=committed;");
     assert_int_equal(ab__store_commit(st, &err), AB_OK);
     ab__store_close(&st);
@@ -564,14 +577,14 @@ static void test_reopen_continues(void **state)
     f->p->close(f->db);
     f->db = open_db(f->p, f->dir, false);
     assert_int_equal(head_pos(f), 7);
-    ab_plugin_event_t dup = ev("T", "a", 3, "again");
+    ab_append_event_t dup = ev("T", "a", 3, "again");
     ab_error_t err = AB_ERROR_INIT;
     uint64_t first = 0;
     assert_int_equal(f->p->append_batch(f->db, &dup, 1, 1, &first, &err), AB_CONFLICT);
-    ab_plugin_event_t b[] = {ev("T", "a", 4, "a4"), ev("V", "v", 1, "v1")};
+    ab_append_event_t b[] = {ev("T", "a", 4, "a4"), ev("V", "v", 1, "v1")};
     assert_int_equal(append_ok(f, b, 2), 8);
     acc_t a;
-    ab_plugin_read_t req = {.scope = AB_REPLAY_ALL, .after_pos = 5, .limit = 10};
+    ab_read_t req = {.scope = AB_REPLAY_ALL, .after_pos = 5, .limit = 10};
     assert_string_equal(read_text(f, f->db, req, &a),
                         "U/x#2@6=x2;T/a#3@7=a3;T/a#4@8=a4;V/v#1@9=v1;");
 }
@@ -583,6 +596,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_load_module_by_path, setup, teardown),
         cmocka_unit_test(test_load_missing_file),
         cmocka_unit_test(test_load_wrong_abi),
+        cmocka_unit_test(test_load_previous_abi),
         cmocka_unit_test(test_load_null_function),
         cmocka_unit_test_setup_teardown(test_positions_contiguous, setup, teardown),
         cmocka_unit_test_setup_teardown(test_batch_all_or_nothing, setup, teardown),

@@ -68,17 +68,19 @@ static ab_store_t *open_ok(const char *dir, bool readonly)
     return st;
 }
 
-static ab_store_event_t ev_of(const char *thread, const char *run, uint64_t seq, const char *body)
+static ab_str_t S(const char *s)
 {
-    ab_store_event_t ev = {
-        .thread = thread,
-        .thread_len = strlen(thread),
-        .run = run,
-        .run_len = strlen(run),
+    return (ab_str_t){s, strlen(s)};
+}
+
+static ab_append_event_t ev_of(const char *thread, const char *run, uint64_t seq, const char *body)
+{
+    ab_append_event_t ev = {
+        .thread = S(thread),
+        .run = S(run),
         .seq = seq,
         .epoch = 1,
-        .commit_us = (int64_t)(1000 + seq),
-        .bytes = body,
+        .bytes = (const uint8_t *)body,
         .len = strlen(body),
     };
     return ev;
@@ -87,7 +89,7 @@ static ab_store_event_t ev_of(const char *thread, const char *run, uint64_t seq,
 static uint64_t append_ok(ab_store_t *st, const char *thread, const char *run, uint64_t seq,
                           const char *body)
 {
-    ab_store_event_t ev = ev_of(thread, run, seq, body);
+    ab_append_event_t ev = ev_of(thread, run, seq, body);
     ab_error_t err = AB_ERROR_INIT;
     uint64_t pos = 0;
     ab_status_t s = ab__store_append(st, &ev, &pos, &err);
@@ -96,10 +98,16 @@ static uint64_t append_ok(ab_store_t *st, const char *thread, const char *run, u
     return pos;
 }
 
-static void begin_ok(ab_store_t *st)
+/* Begin a batch committed at time @p commit_us. */
+static void begin_at(ab_store_t *st, int64_t commit_us)
 {
     ab_error_t err = AB_ERROR_INIT;
-    assert_int_equal(ab__store_begin(st, &err), AB_OK);
+    assert_int_equal(ab__store_begin(st, commit_us, &err), AB_OK);
+}
+
+static void begin_ok(ab_store_t *st)
+{
+    begin_at(st, 1000);
 }
 
 static void commit_ok(ab_store_t *st)
@@ -110,6 +118,23 @@ static void commit_ok(ab_store_t *st)
         fail_msg("commit: %s", err.message);
 }
 
+/* One read of any scope; @return its status, *n the rows delivered. */
+static ab_status_t read_q(ab_store_t *st, ab_replay_scope_t scope, const char *thread,
+                          const char *run, uint64_t after, uint32_t limit, ab_row_cb cb, void *ud,
+                          uint32_t *n, ab_error_t *err)
+{
+    ab_read_t req = {.scope = scope, .limit = limit ? limit : UINT32_MAX};
+    if (thread)
+        req.thread = S(thread);
+    if (run)
+        req.run = S(run);
+    if (scope == AB_REPLAY_RUN)
+        req.after_seq = after;
+    else
+        req.after_pos = after;
+    return ab__store_read(st, &req, cb, ud, n, err);
+}
+
 /* Collects rows as "thread/run#seq@pos=body;" */
 typedef struct acc {
     char text[4096];
@@ -117,13 +142,13 @@ typedef struct acc {
     int n;
 } acc_t;
 
-static int collect(void *ud, const ab_store_row_t *r)
+static int collect(void *ud, const ab_row_t *r)
 {
     acc_t *a = ud;
     size_t used = strlen(a->text);
-    snprintf(a->text + used, sizeof a->text - used, "%s/%s#%llu@%llu=%.*s;", r->thread, r->run,
-             (unsigned long long)r->seq, (unsigned long long)r->pos, (int)r->len,
-             (const char *)r->bytes);
+    snprintf(a->text + used, sizeof a->text - used, "%.*s/%.*s#%llu@%llu=%.*s;", (int)r->thread.len,
+             r->thread.ptr, (int)r->run.len, r->run.ptr, (unsigned long long)r->seq,
+             (unsigned long long)r->pos, (int)r->len, (const char *)r->bytes);
     a->n++;
     return a->stop_after && a->n >= a->stop_after;
 }
@@ -160,9 +185,9 @@ static void test_open_reopen_keeps_data(void **state)
     ab__store_close(&st); /* NULL-safe */
     st = open_ok(sub, false);
     acc_t a = {.n = 0};
-    size_t n = 0;
+    uint32_t n = 0;
     ab_error_t err = AB_ERROR_INIT;
-    assert_int_equal(ab__store_read_all(st, 0, 0, collect, &a, &n, &err), AB_OK);
+    assert_int_equal(read_q(st, AB_REPLAY_ALL, NULL, NULL, 0, 0, collect, &a, &n, &err), AB_OK);
     assert_int_equal(n, 1);
     assert_string_equal(a.text, "t1/r1#1@1={\"a\":1};");
     ab__store_close(&st);
@@ -266,8 +291,8 @@ static void test_append_commit_read_back(void **state)
     f->st = open_ok(f->dir, false);
     begin_ok(f->st);
     const unsigned char raw[] = {0x82, 0xa1, 't', 0x00, 0xff, 0x01}; /* opaque bytes incl. NUL */
-    ab_store_event_t ev = ev_of("t", "r", 1, "");
-    ev.bytes = raw;
+    ab_append_event_t ev = ev_of("t", "r", 1, "");
+    ev.bytes = (const uint8_t *)raw;
     ev.len = sizeof raw;
     ab_error_t err = AB_ERROR_INIT;
     uint64_t pos = 0;
@@ -282,17 +307,17 @@ static void test_append_commit_read_back(void **state)
     assert_int_equal(ab__store_head_pos(f->st, &head, &err), AB_OK);
     assert_int_equal(head, 3);
     acc_t a = {.n = 0};
-    size_t n = 0;
-    assert_int_equal(ab__store_read_run(f->st, "t", 1, "r", 1, 1, 0, collect, &a, &n, &err), AB_OK);
+    uint32_t n = 0;
+    assert_int_equal(read_q(f->st, AB_REPLAY_RUN, "t", "r", 1, 0, collect, &a, &n, &err), AB_OK);
     assert_int_equal(n, 2);
     assert_string_equal(a.text, "t/r#2@2=two;t/r#3@3=three;");
-    assert_int_equal(ab__store_read_all(f->st, 0, 1, NULL, NULL, &n, &err), AB_OK);
+    assert_int_equal(read_q(f->st, AB_REPLAY_ALL, NULL, NULL, 0, 1, NULL, NULL, &n, &err), AB_OK);
     assert_int_equal(n, 1);
-    assert_int_equal(ab__store_read_run(f->st, "t", 1, "r", 1, 0, 1, collect, &a, &n, &err), AB_OK);
+    assert_int_equal(read_q(f->st, AB_REPLAY_RUN, "t", "r", 0, 1, collect, &a, &n, &err), AB_OK);
     assert_non_null(strstr(a.text, "t/r#1@1="));
 }
 
-static int copy_first(void *ud, const ab_store_row_t *r)
+static int copy_first(void *ud, const ab_row_t *r)
 {
     memcpy(ud, r->bytes, r->len);
     return 1;
@@ -305,18 +330,97 @@ static void test_exact_bytes(void **state)
     unsigned char raw[256];
     for (int i = 0; i < 256; i++)
         raw[i] = (unsigned char)i;
-    ab_store_event_t ev = ev_of("t", "r", 1, "");
-    ev.bytes = raw;
+    ab_append_event_t ev = ev_of("t", "r", 1, "");
+    ev.bytes = (const uint8_t *)raw;
     ev.len = sizeof raw;
     ab_error_t err = AB_ERROR_INIT;
     begin_ok(f->st);
     assert_int_equal(ab__store_append(f->st, &ev, NULL, &err), AB_OK);
     commit_ok(f->st);
     unsigned char back[256] = {0};
-    size_t n = 0;
-    assert_int_equal(ab__store_read_all(f->st, 0, 0, copy_first, back, &n, &err), AB_OK);
+    uint32_t n = 0;
+    assert_int_equal(read_q(f->st, AB_REPLAY_ALL, NULL, NULL, 0, 0, copy_first, back, &n, &err),
+                     AB_OK);
     assert_int_equal(n, 1);
     assert_memory_equal(raw, back, sizeof raw);
+}
+
+/* Checks each row against the bytes it was appended with (seq s of run r: buf + off[r][s]). */
+typedef struct exact {
+    const uint8_t *buf;
+    size_t off[3][9], len[3][9];
+    int rows, bad;
+} exact_t;
+
+static int check_exact(void *ud, const ab_row_t *r)
+{
+    exact_t *x = ud;
+    int run = r->run.ptr[0] - 'a';
+    size_t seq = (size_t)r->seq;
+    x->rows++;
+    if (run < 0 || run > 2 || seq > 8 || r->len != x->len[run][seq] ||
+        (r->len && memcmp(r->bytes, x->buf + x->off[run][seq], r->len) != 0))
+        x->bad++;
+    return 0;
+}
+
+/*
+ * The append path writes the caller's exact bytes, from the caller's memory:
+ * three runs interleaved in one batch, lengths 0 to 1000 with every byte
+ * value, read back by every scope; and the bytes are taken at the commit
+ * (borrowed, not copied at append), so a change made between the append and
+ * the commit is what is stored.
+ */
+static void test_append_writes_callers_bytes(void **state)
+{
+    fx_t *f = *state;
+    f->st = open_ok(f->dir, false);
+    static uint8_t buf[24 * 1001];
+    for (size_t i = 0; i < sizeof buf; i++)
+        buf[i] = (uint8_t)(i * 7 + i / 256);
+    exact_t x = {.buf = buf};
+    static const char *const runs[] = {"a", "b", "c"};
+    ab_error_t err = AB_ERROR_INIT;
+    begin_ok(f->st);
+    size_t off = 0;
+    for (uint64_t seq = 1; seq <= 8; seq++) {
+        for (int r = 0; r < 3; r++) {
+            size_t len = (seq * 131 + (size_t)r * 17) % 1001;
+            if (seq == 2 && r == 1)
+                len = 0;
+            ab_append_event_t ev = ev_of("t", runs[r], seq, "");
+            ev.bytes = buf + off;
+            ev.len = len;
+            x.off[r][seq] = off;
+            x.len[r][seq] = len;
+            assert_int_equal(ab__store_append(f->st, &ev, NULL, &err), AB_OK);
+            off += len;
+        }
+    }
+    memset(buf + x.off[2][8], 0x5a, x.len[2][8]); /* after its append, before the commit */
+    commit_ok(f->st);
+    uint32_t n = 0;
+    static const ab_replay_scope_t scopes[] = {AB_REPLAY_ALL, AB_REPLAY_THREAD};
+    for (int i = 0; i < 2; i++) {
+        x.rows = x.bad = 0;
+        assert_int_equal(read_q(f->st, scopes[i], "t", NULL, 0, 0, check_exact, &x, &n, &err),
+                         AB_OK);
+        assert_int_equal(x.rows, 24);
+        assert_int_equal(x.bad, 0);
+    }
+    for (int r = 0; r < 3; r++) {
+        x.rows = x.bad = 0;
+        assert_int_equal(
+            read_q(f->st, AB_REPLAY_RUN, "t", runs[r], 0, 0, check_exact, &x, &n, &err), AB_OK);
+        assert_int_equal(x.rows, 8);
+        assert_int_equal(x.bad, 0);
+    }
+    ab_buf_t one = AB_BUF_INIT;
+    assert_int_equal(ab__store_event_bytes(f->st, S("t"), S("c"), 8, &one, NULL, &err), AB_OK);
+    assert_int_equal(one.len, x.len[2][8]);
+    for (size_t i = 0; i < one.len; i++)
+        assert_int_equal(one.data[i], 0x5a);
+    ab_buf_free(&one);
 }
 
 static void test_rollback_leaves_nothing(void **state)
@@ -328,11 +432,13 @@ static void test_rollback_leaves_nothing(void **state)
     append_ok(f->st, "t", "r", 2, "b");
     ab__store_rollback(f->st);
     ab_error_t err = AB_ERROR_INIT;
-    size_t n = 99;
-    assert_int_equal(ab__store_read_all(f->st, 0, 0, NULL, NULL, &n, &err), AB_OK);
+    uint32_t n = 99;
+    assert_int_equal(read_q(f->st, AB_REPLAY_ALL, NULL, NULL, 0, 0, NULL, NULL, &n, &err), AB_OK);
     assert_int_equal(n, 0);
-    ab_store_run_t run;
-    assert_int_equal(ab__store_head(f->st, "t", 1, "r", 1, &run, &err), AB_NOT_FOUND);
+    ab_run_head_t run;
+    assert_int_equal(ab__store_head(f->st, S("t"), S("r"), &run, &err), AB_OK);
+    assert_int_equal(run.status, AB_RUN_STATUS_UNKNOWN); /* never seen: the run is not there */
+    assert_int_equal(run.last_seq, 0);
     /* the positions are reused after a rollback: pos stays dense */
     begin_ok(f->st);
     assert_int_equal(append_ok(f->st, "t", "r", 1, "a"), 1);
@@ -349,7 +455,7 @@ static void test_duplicate_seq_conflict(void **state)
     begin_ok(f->st);
     append_ok(f->st, "t", "r", 1, "a");
     append_ok(f->st, "t", "r", 2, "b");
-    ab_store_event_t ev = ev_of("t", "r", 2, "other");
+    ab_append_event_t ev = ev_of("t", "r", 2, "other");
     ev.status = AB_RUN_STATUS_FINISHED;
     ab_error_t err = AB_ERROR_INIT;
     uint64_t pos = 77;
@@ -360,11 +466,11 @@ static void test_duplicate_seq_conflict(void **state)
     assert_int_equal(append_ok(f->st, "t", "r", 3, "c"), 3);
     commit_ok(f->st);
     acc_t a = {.n = 0};
-    size_t n = 0;
-    assert_int_equal(ab__store_read_all(f->st, 0, 0, collect, &a, &n, &err), AB_OK);
+    uint32_t n = 0;
+    assert_int_equal(read_q(f->st, AB_REPLAY_ALL, NULL, NULL, 0, 0, collect, &a, &n, &err), AB_OK);
     assert_string_equal(a.text, "t/r#1@1=a;t/r#2@2=b;t/r#3@3=c;");
-    ab_store_run_t run;
-    assert_int_equal(ab__store_head(f->st, "t", 1, "r", 1, &run, &err), AB_OK);
+    ab_run_head_t run;
+    assert_int_equal(ab__store_head(f->st, S("t"), S("r"), &run, &err), AB_OK);
     assert_int_equal(run.status, AB_RUN_STATUS_ACTIVE); /* the refused event changed nothing */
     assert_int_equal(run.last_seq, 3);
     /* ... or it can be rolled back whole */
@@ -374,7 +480,7 @@ static void test_duplicate_seq_conflict(void **state)
     ev = ev_of("t", "r", 1, "dup");
     assert_int_equal(ab__store_append(f->st, &ev, NULL, &err), AB_CONFLICT);
     ab__store_rollback(f->st);
-    assert_int_equal(ab__store_read_all(f->st, 0, 0, NULL, NULL, &n, &err), AB_OK);
+    assert_int_equal(read_q(f->st, AB_REPLAY_ALL, NULL, NULL, 0, 0, NULL, NULL, &n, &err), AB_OK);
     assert_int_equal(n, 3);
 }
 
@@ -399,42 +505,45 @@ static void test_reads_and_limits(void **state)
     f->st = open_ok(f->dir, false);
     interleave(f->st);
     ab_error_t err = AB_ERROR_INIT;
-    size_t n = 0;
+    uint32_t n = 0;
     acc_t a = {.n = 0};
-    assert_int_equal(ab__store_read_run(f->st, "T", 1, "a", 1, 1, 0, collect, &a, &n, &err), AB_OK);
+    assert_int_equal(read_q(f->st, AB_REPLAY_RUN, "T", "a", 1, 0, collect, &a, &n, &err), AB_OK);
     assert_string_equal(a.text, "T/a#2@4=a2;T/a#3@7=a3;");
     memset(&a, 0, sizeof a);
-    assert_int_equal(ab__store_read_thread(f->st, "T", 1, 0, 0, collect, &a, &n, &err), AB_OK);
+    assert_int_equal(read_q(f->st, AB_REPLAY_THREAD, "T", NULL, 0, 0, collect, &a, &n, &err),
+                     AB_OK);
     assert_int_equal(n, 5);
     assert_string_equal(a.text, "T/a#1@1=a1;T/b#1@3=b1;T/a#2@4=a2;T/b#2@5=b2;T/a#3@7=a3;");
     memset(&a, 0, sizeof a);
-    assert_int_equal(ab__store_read_thread(f->st, "T", 1, 3, 2, collect, &a, &n, &err), AB_OK);
+    assert_int_equal(read_q(f->st, AB_REPLAY_THREAD, "T", NULL, 3, 2, collect, &a, &n, &err),
+                     AB_OK);
     assert_int_equal(n, 2);
     assert_string_equal(a.text, "T/a#2@4=a2;T/b#2@5=b2;");
     memset(&a, 0, sizeof a);
-    assert_int_equal(ab__store_read_all(f->st, 4, 0, collect, &a, &n, &err), AB_OK);
+    assert_int_equal(read_q(f->st, AB_REPLAY_ALL, NULL, NULL, 4, 0, collect, &a, &n, &err), AB_OK);
     assert_string_equal(a.text, "T/b#2@5=b2;U/x#2@6=x2;T/a#3@7=a3;");
     memset(&a, 0, sizeof a);
-    assert_int_equal(ab__store_read_all(f->st, 0, 3, collect, &a, &n, &err), AB_OK);
+    assert_int_equal(read_q(f->st, AB_REPLAY_ALL, NULL, NULL, 0, 3, collect, &a, &n, &err), AB_OK);
     assert_int_equal(n, 3);
     assert_string_equal(a.text, "T/a#1@1=a1;U/x#1@2=x1;T/b#1@3=b1;");
     memset(&a, 0, sizeof a);
     a.stop_after = 2; /* callback stops early */
-    assert_int_equal(ab__store_read_all(f->st, 0, 0, collect, &a, &n, &err), AB_OK);
+    assert_int_equal(read_q(f->st, AB_REPLAY_ALL, NULL, NULL, 0, 0, collect, &a, &n, &err), AB_OK);
     assert_int_equal(n, 2);
     /* unknown run / thread: nothing, not an error */
-    assert_int_equal(ab__store_read_run(f->st, "T", 1, "zz", 2, 0, 0, NULL, NULL, &n, &err), AB_OK);
+    assert_int_equal(read_q(f->st, AB_REPLAY_RUN, "T", "zz", 0, 0, NULL, NULL, &n, &err), AB_OK);
     assert_int_equal(n, 0);
-    assert_int_equal(ab__store_read_thread(f->st, "V", 1, 0, 0, NULL, NULL, &n, &err), AB_OK);
+    assert_int_equal(read_q(f->st, AB_REPLAY_THREAD, "V", NULL, 0, 0, NULL, NULL, &n, &err), AB_OK);
     assert_int_equal(n, 0);
 }
 
-static int count_runs(void *ud, const ab_store_run_t *r)
+static int count_runs(void *ud, const ab_run_head_t *r)
 {
     acc_t *a = ud;
     size_t used = strlen(a->text);
     snprintf(a->text + used, sizeof a->text - used, "%s;", r->run);
-    return 0;
+    a->n++;
+    return a->stop_after && a->n >= a->stop_after;
 }
 
 static void test_heads_and_state(void **state)
@@ -443,22 +552,21 @@ static void test_heads_and_state(void **state)
     f->st = open_ok(f->dir, false);
     interleave(f->st);
     ab_error_t err = AB_ERROR_INIT;
-    ab_store_run_t run;
-    assert_int_equal(ab__store_head(f->st, "T", 1, "a", 1, &run, &err), AB_OK);
+    ab_run_head_t run;
+    assert_int_equal(ab__store_head(f->st, S("T"), S("a"), &run, &err), AB_OK);
     assert_string_equal(run.thread, "T");
     assert_string_equal(run.run, "a");
     assert_int_equal(run.last_seq, 3);
     assert_int_equal(run.last_pos, 7);
     assert_int_equal(run.status, AB_RUN_STATUS_ACTIVE);
     assert_int_equal(run.outcome, AB_OUTCOME_NONE);
-    assert_int_equal(run.started_us, 1001);
+    assert_int_equal(run.started_us, 1000);
     assert_int_equal(run.ended_us, 0);
     assert_string_equal(run.parent_run, "");
-    begin_ok(f->st);
-    ab_store_event_t ev = ev_of("T", "c", 1, "started");
+    begin_at(f->st, 2000);
+    ab_append_event_t ev = ev_of("T", "c", 1, "started");
     ev.status = AB_RUN_STATUS_ACTIVE;
-    ev.parent_run = "a";
-    ev.parent_run_len = 1;
+    ev.parent_run = S("a");
     ev.epoch = 4;
     assert_int_equal(ab__store_append(f->st, &ev, NULL, &err), AB_OK);
     ev = ev_of("T", "c", 2, "finished");
@@ -469,23 +577,37 @@ static void test_heads_and_state(void **state)
     ev.status = AB_RUN_STATUS_ERRORED;
     assert_int_equal(ab__store_append(f->st, &ev, NULL, &err), AB_OK);
     commit_ok(f->st);
-    assert_int_equal(ab__store_head(f->st, "T", 1, "c", 1, &run, &err), AB_OK);
+    assert_int_equal(ab__store_head(f->st, S("T"), S("c"), &run, &err), AB_OK);
     assert_int_equal(run.status, AB_RUN_STATUS_FINISHED);
     assert_int_equal(run.outcome, AB_OUTCOME_INTERRUPT);
     assert_string_equal(run.parent_run, "a");
     assert_int_equal(run.epoch, 4);
     assert_int_equal(run.last_seq, 2);
     assert_int_equal(run.last_pos, 9);
-    assert_int_equal(run.ended_us, 1002);
-    assert_int_equal(ab__store_head(f->st, "T", 1, "b", 1, &run, &err), AB_OK);
+    assert_int_equal(run.started_us, 2000);
+    assert_int_equal(run.ended_us, 2000);
+    assert_int_equal(ab__store_head(f->st, S("T"), S("b"), &run, &err), AB_OK);
     assert_int_equal(run.status, AB_RUN_STATUS_ERRORED);
-    assert_int_equal(run.ended_us, 1003);
+    assert_int_equal(run.started_us, 1000);
+    assert_int_equal(run.ended_us, 2000);
     acc_t a = {.n = 0};
-    size_t n = 0;
-    assert_int_equal(ab__store_runs_of_thread(f->st, "T", 1, count_runs, &a, &n, &err), AB_OK);
-    assert_int_equal(n, 3);
+    assert_int_equal(ab__store_thread_heads(f->st, S("T"), count_runs, &a, &err), AB_OK);
+    assert_int_equal(a.n, 3);
     assert_string_equal(a.text, "a;b;c;");
-    assert_int_equal(ab__store_head(f->st, "T", 1, "nope", 4, &run, &err), AB_NOT_FOUND);
+    memset(&a, 0, sizeof a);
+    a.stop_after = 2; /* the callback stops the listing */
+    assert_int_equal(ab__store_thread_heads(f->st, S("T"), count_runs, &a, &err), AB_OK);
+    assert_string_equal(a.text, "a;b;");
+    memset(&a, 0, sizeof a);
+    assert_int_equal(ab__store_thread_heads(f->st, S("V"), count_runs, &a, &err), AB_OK);
+    assert_int_equal(a.n, 0);
+    /* a run never seen: UNKNOWN, named, AB_OK */
+    assert_int_equal(ab__store_head(f->st, S("T"), S("nope"), &run, &err), AB_OK);
+    assert_int_equal(run.status, AB_RUN_STATUS_UNKNOWN);
+    assert_string_equal(run.thread, "T");
+    assert_string_equal(run.run, "nope");
+    assert_int_equal(run.epoch, 0);
+    assert_int_equal(run.last_pos, 0);
 }
 
 static void test_claim_bumps_epoch(void **state)
@@ -494,29 +616,29 @@ static void test_claim_bumps_epoch(void **state)
     f->st = open_ok(f->dir, false);
     ab_error_t err = AB_ERROR_INIT;
     uint64_t epoch = 0, last = 99;
-    assert_int_equal(ab__store_claim(f->st, "t", 1, "r", 1, &epoch, &last, &err), AB_OK);
+    assert_int_equal(ab__store_claim(f->st, S("t"), S("r"), &epoch, &last, &err), AB_OK);
     assert_int_equal(epoch, 1);
     assert_int_equal(last, 0);
     begin_ok(f->st);
     append_ok(f->st, "t", "r", 1, "a");
     append_ok(f->st, "t", "r", 2, "b");
     /* no claim while a transaction is open */
-    assert_int_equal(ab__store_claim(f->st, "t", 1, "r", 1, &epoch, &last, &err),
+    assert_int_equal(ab__store_claim(f->st, S("t"), S("r"), &epoch, &last, &err),
                      AB_INVALID_ARGUMENT);
     commit_ok(f->st);
-    assert_int_equal(ab__store_claim(f->st, "t", 1, "r", 1, &epoch, &last, &err), AB_OK);
+    assert_int_equal(ab__store_claim(f->st, S("t"), S("r"), &epoch, &last, &err), AB_OK);
     assert_int_equal(epoch, 2);
     assert_int_equal(last, 2);
-    assert_int_equal(ab__store_claim(f->st, "t", 1, "r", 1, &epoch, &last, &err), AB_OK);
+    assert_int_equal(ab__store_claim(f->st, S("t"), S("r"), &epoch, &last, &err), AB_OK);
     assert_int_equal(epoch, 3);
-    ab_store_run_t run;
-    assert_int_equal(ab__store_head(f->st, "t", 1, "r", 1, &run, &err), AB_OK);
+    ab_run_head_t run;
+    assert_int_equal(ab__store_head(f->st, S("t"), S("r"), &run, &err), AB_OK);
     assert_int_equal(run.epoch, 3);
     /* an append with an older epoch does not lower it */
     begin_ok(f->st);
     append_ok(f->st, "t", "r", 3, "c");
     commit_ok(f->st);
-    assert_int_equal(ab__store_head(f->st, "t", 1, "r", 1, &run, &err), AB_OK);
+    assert_int_equal(ab__store_head(f->st, S("t"), S("r"), &run, &err), AB_OK);
     assert_int_equal(run.epoch, 3);
 }
 
@@ -532,27 +654,27 @@ static void test_reader_beside_writer(void **state)
     append_ok(f->st, "t", "r", 2, "pending");
     ab_error_t err = AB_ERROR_INIT;
     acc_t a = {.n = 0};
-    size_t n = 0;
+    uint32_t n = 0;
     /* the reader sees only committed data while the writer's transaction is open */
-    assert_int_equal(ab__store_read_all(rd, 0, 0, collect, &a, &n, &err), AB_OK);
+    assert_int_equal(read_q(rd, AB_REPLAY_ALL, NULL, NULL, 0, 0, collect, &a, &n, &err), AB_OK);
     assert_string_equal(a.text, "t/r#1@1=committed;");
     /* appends are staged: the writer too reads only committed rows, but
      * head_pos counts its staged positions */
-    assert_int_equal(ab__store_read_run(f->st, "t", 1, "r", 1, 0, 0, NULL, NULL, &n, &err), AB_OK);
+    assert_int_equal(read_q(f->st, AB_REPLAY_RUN, "t", "r", 0, 0, NULL, NULL, &n, &err), AB_OK);
     assert_int_equal(n, 1);
     uint64_t head = 0;
     assert_int_equal(ab__store_head_pos(f->st, &head, &err), AB_OK);
     assert_int_equal(head, 2);
     /* the reader cannot write, and a second writer cannot begin */
-    assert_int_equal(ab__store_begin(rd, &err), AB_INVALID_ARGUMENT);
+    assert_int_equal(ab__store_begin(rd, 1, &err), AB_INVALID_ARGUMENT);
     ab_store_t *w2 = open_ok(f->dir, false);
     ab_error_clear(&err);
-    assert_int_equal(ab__store_begin(w2, &err), AB_UNAVAILABLE);
+    assert_int_equal(ab__store_begin(w2, 1, &err), AB_UNAVAILABLE);
     assert_true(err.retryable);
     ab__store_close(&w2);
     commit_ok(f->st);
     memset(&a, 0, sizeof a);
-    assert_int_equal(ab__store_read_all(rd, 1, 0, collect, &a, &n, &err), AB_OK);
+    assert_int_equal(read_q(rd, AB_REPLAY_ALL, NULL, NULL, 1, 0, collect, &a, &n, &err), AB_OK);
     assert_string_equal(a.text, "t/r#2@2=pending;");
     ab__store_close(&rd);
 }
@@ -574,15 +696,15 @@ static void test_bad_arguments(void **state)
     fx_t *f = *state;
     f->st = open_ok(f->dir, false);
     ab_error_t err = AB_ERROR_INIT;
-    ab_store_event_t ev = ev_of("t", "r", 1, "a");
+    ab_append_event_t ev = ev_of("t", "r", 1, "a");
     assert_int_equal(ab__store_append(f->st, &ev, NULL, &err), AB_INVALID_ARGUMENT); /* no txn */
     begin_ok(f->st);
-    ev.thread_len = 0;
+    ev.thread.len = 0;
     ab_error_clear(&err);
     assert_int_equal(ab__store_append(f->st, &ev, NULL, &err), AB_INVALID_ARGUMENT);
     tu_assert_error(&err, AB_INVALID_ARGUMENT, "thread");
     ab_error_clear(&err);
-    assert_int_equal(ab__store_begin(f->st, &err), AB_INVALID_ARGUMENT); /* nested */
+    assert_int_equal(ab__store_begin(f->st, 1, &err), AB_INVALID_ARGUMENT); /* nested */
     ab__store_rollback(f->st);
     ab__store_rollback(f->st); /* idempotent */
     ab__store_rollback(NULL);
@@ -597,6 +719,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_damaged_file_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_append_commit_read_back, setup, teardown),
         cmocka_unit_test_setup_teardown(test_exact_bytes, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_append_writes_callers_bytes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_rollback_leaves_nothing, setup, teardown),
         cmocka_unit_test_setup_teardown(test_duplicate_seq_conflict, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reads_and_limits, setup, teardown),

@@ -57,7 +57,7 @@ static long file_size(const char *path)
 
 static ab_store_t *open_writer(const fx_t *f)
 {
-    ab_store_opts_t o = {.durability = AB_STORE_PROCESS, .wal_pages = WAL_PAGES};
+    ab_store_opts_t o = {.durability = AB_DURABILITY_PROCESS, .wal_pages = WAL_PAGES};
     ab_error_t err = AB_ERROR_INIT;
     ab_store_t *st = NULL;
     if (ab__store_open(&st, f->dir, &o, &err) != AB_OK)
@@ -71,17 +71,14 @@ static void commit_events(ab_store_t *st, uint64_t seq, int n, size_t size)
     static char body[4096];
     memset(body, 'e', sizeof body);
     ab_error_t err = AB_ERROR_INIT;
-    assert_int_equal(ab__store_begin(st, &err), AB_OK);
+    assert_int_equal(ab__store_begin(st, 1, &err), AB_OK);
     for (int i = 0; i < n; i++) {
-        ab_store_event_t ev = {.thread = "t",
-                               .thread_len = 1,
-                               .run = "r",
-                               .run_len = 1,
-                               .seq = seq + (uint64_t)i,
-                               .epoch = 1,
-                               .commit_us = 1,
-                               .bytes = body,
-                               .len = size};
+        ab_append_event_t ev = {.thread = {"t", 1},
+                                .run = {"r", 1},
+                                .seq = seq + (uint64_t)i,
+                                .epoch = 1,
+                                .bytes = (const uint8_t *)body,
+                                .len = size};
         if (ab__store_append(st, &ev, NULL, &err) != AB_OK)
             fail_msg("append: %s", err.message);
     }
@@ -89,7 +86,7 @@ static void commit_events(ab_store_t *st, uint64_t seq, int n, size_t size)
         fail_msg("commit: %s", err.message);
 }
 
-static int count_rows(void *ud, const ab_store_row_t *r)
+static int count_rows(void *ud, const ab_row_t *r)
 {
     uint64_t *n = ud;
     (*n)++;
@@ -134,9 +131,9 @@ static void test_wal_bounded_and_complete(void **state)
     ab_error_t err = AB_ERROR_INIT;
     assert_int_equal(ab__store_open(&st, f->dir, &ro, &err), AB_OK);
     uint64_t n = 0;
-    size_t got = 0;
-    assert_int_equal(ab__store_read_run(st, "t", 1, "r", 1, 0, 5000, count_rows, &n, &got, &err),
-                     AB_OK);
+    uint32_t got = 0;
+    ab_read_t req = {.scope = AB_REPLAY_RUN, .thread = {"t", 1}, .run = {"r", 1}, .limit = 5000};
+    assert_int_equal(ab__store_read(st, &req, count_rows, &n, &got, &err), AB_OK);
     assert_int_equal(n, 2000);
     assert_int_equal(got, 2000);
     ab__store_close(&st);

@@ -105,26 +105,23 @@ static void open_refused(const char *dir, bool readonly, bool exclusive, ab_stat
 
 static void commit_one(ab_store_t *st, uint64_t seq)
 {
-    ab_store_event_t ev = {.thread = "t",
-                           .thread_len = 1,
-                           .run = "r",
-                           .run_len = 1,
-                           .seq = seq,
-                           .epoch = 1,
-                           .commit_us = 1,
-                           .bytes = "event",
-                           .len = 5};
+    ab_append_event_t ev = {.thread = {"t", 1},
+                            .run = {"r", 1},
+                            .seq = seq,
+                            .epoch = 1,
+                            .bytes = (const uint8_t *)"event",
+                            .len = 5};
     ab_error_t err = AB_ERROR_INIT;
-    if (ab__store_begin(st, &err) != AB_OK || ab__store_append(st, &ev, NULL, &err) != AB_OK ||
-        ab__store_commit(st, &err) != AB_OK)
+    uint64_t pos = 0;
+    if (ab__store_append_batch(st, &ev, 1, 1, &pos, &err) != AB_OK)
         fail_msg("commit seq %llu: %s", (unsigned long long)seq, err.message);
 }
 
 static uint64_t head_seq(ab_store_t *st)
 {
-    ab_store_run_t run;
+    ab_run_head_t run;
     ab_error_t err = AB_ERROR_INIT;
-    if (ab__store_head(st, "t", 1, "r", 1, &run, &err) != AB_OK)
+    if (ab__store_head(st, (ab_str_t){"t", 1}, (ab_str_t){"r", 1}, &run, &err) != AB_OK)
         fail_msg("head: %s", err.message);
     return run.last_seq;
 }

@@ -1,0 +1,114 @@
+/*
+ * fanout.c - the writer's XPUB event endpoint: live messages of committed
+ * events and heartbeats (writer_int.h; docs/ARCHITECTURE.md "Live fan-out").
+ *
+ * Invariants:
+ *  1. Only committed events are added (the writer calls ab__fanout_event()
+ *     after append_batch() returned AB_OK for their group), in
+ *     commit-position order.
+ *  2. A live message is [topic][records]: consecutive committed events of
+ *     one run, at most AB_LIVE_EVENTS_MAX records and about
+ *     AB_LIVE_BYTES_MAX bytes (a larger event goes alone); each record is
+ *     the stamp and the producer's envelope, copied once into the records
+ *     frame, which ZeroMQ then owns (PROTOCOL.md 6.2).
+ *  3. Sends never block (ZMQ_DONTWAIT): past the high-water mark a message
+ *     is dropped, and subscribers fill the hole from the store.
+ *  4. A heartbeat goes out about every AB__HEARTBEAT_MS, when the writer's
+ *     loop asks (ab__fanout_tick()).
+ */
+#include "writer_int.h"
+
+#include <string.h>
+
+void ab__fanout_init(ab__fanout_t *f, ab_broker_t *b)
+{
+    memset(f, 0, sizeof(*f));
+    f->b = b;
+    f->xpub = b->xpub;
+    f->next_hb = ab__mono_ms();
+}
+
+void ab__fanout_free(ab__fanout_t *f)
+{
+    ab_buf_free(&f->topic);
+    ab_buf_free(&f->live);
+    ab_buf_free(&f->hb);
+}
+
+/*
+ * Whether @p t is already the topic of (thread, run): "ev" NUL thread NUL run
+ * NUL. Ids never hold NUL, so equal lengths and bytes mean the same ids; the
+ * events of a publish usually share one run, and building (and re-checking)
+ * the topic per event was a visible share of the writer's time.
+ */
+static bool topic_is(const ab_buf_t *t, ab_str_t thread, ab_str_t run)
+{
+    size_t p = AB_TOPIC_EVENTS_LEN;
+    return t->len == p + thread.len + 1 + run.len + 1 &&
+           memcmp(t->data + p, thread.ptr, thread.len) == 0 &&
+           memcmp(t->data + p + thread.len + 1, run.ptr, run.len) == 0;
+}
+
+void ab__fanout_flush(ab__fanout_t *f)
+{
+    if (f->live_n == 0)
+        return;
+    zmq_send(f->xpub, f->topic.data, f->topic.len, ZMQ_SNDMORE | ZMQ_DONTWAIT);
+    zmq_send(f->xpub, f->live.data, f->live.len, ZMQ_DONTWAIT);
+    ab_buf_reset(&f->live);
+    f->live_n = 0;
+}
+
+void ab__fanout_event(ab__fanout_t *f, const ab_seq_item_t *it, int64_t time_us)
+{
+    ab_stamp_t stamp = {.pos = it->pos, .time_us = time_us};
+    ab_error_t *e = &f->scratch;
+    ab_seq_error_reset(e);
+    if (!topic_is(&f->topic, it->ev->thread, it->ev->run)) {
+        ab__fanout_flush(f);
+        ab_buf_reset(&f->topic);
+        if (ab_topic_event(&f->topic, it->ev->thread, it->ev->run, e) != AB_OK) {
+            ab_buf_reset(&f->topic);
+            return;
+        }
+    }
+    if (f->live_n > 0 && f->live.len + it->len + AB_CHUNK_RECORD_OVERHEAD > AB_LIVE_BYTES_MAX)
+        ab__fanout_flush(f);
+    /* the one copy of the event on its way to subscribers (invariant 2) */
+    if (ab_record_append(&f->live, &stamp, it->bytes, it->len, e) != AB_OK)
+        return; /* out of memory: a live loss, which subscribers fill from the store */
+    if (++f->live_n >= AB_LIVE_EVENTS_MAX || f->live.len >= AB_LIVE_BYTES_MAX)
+        ab__fanout_flush(f);
+}
+
+static void heartbeat(ab__fanout_t *f)
+{
+    ab_msg_t m = {.op = AB_OP_HEARTBEAT, .v = AB_PROTOCOL_VERSION};
+    ab_error_t e = AB_ERROR_INIT;
+    m.u.heartbeat.instance = (ab_str_t){f->b->instance, strlen(f->b->instance)};
+    m.u.heartbeat.head_pos = atomic_load(&f->b->head_pos);
+    m.u.heartbeat.time_us = ab__now_us();
+    ab_buf_reset(&f->hb);
+    if (ab_msg_encode(&m, &f->hb, &e) == AB_OK) {
+        zmq_send(f->xpub, AB_TOPIC_HEARTBEAT, AB_TOPIC_HEARTBEAT_LEN, ZMQ_SNDMORE | ZMQ_DONTWAIT);
+        zmq_send(f->xpub, f->hb.data, f->hb.len, ZMQ_DONTWAIT);
+    }
+    f->next_hb = ab__mono_ms() + AB__HEARTBEAT_MS;
+}
+
+int64_t ab__fanout_tick(ab__fanout_t *f)
+{
+    int64_t now = ab__mono_ms();
+    if (now >= f->next_hb) {
+        heartbeat(f);
+        now = ab__mono_ms();
+    }
+    return f->next_hb > now ? f->next_hb - now : 0;
+}
+
+void ab__fanout_drain(ab__fanout_t *f)
+{
+    char sub[512];
+    while (zmq_recv(f->xpub, sub, sizeof(sub), ZMQ_DONTWAIT) >= 0)
+        ;
+}

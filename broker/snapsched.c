@@ -1,0 +1,241 @@
+/*
+ * snapsched.c - durable snapshot scheduling on the writer thread
+ * (writer_int.h; docs/REDUCER.md section 6, docs/OPERATIONS.md "Snapshots"):
+ * which threads the snapshot worker (snapshot_worker.c) computes a document
+ * for, and storing the documents it hands back with the writer's handle.
+ *
+ * Invariants:
+ *  1. After a group commit, every thread with a run that ended in it, and
+ *     every thread whose committed events since its last snapshot request
+ *     reached --snapshot-every N (0 = off) AND whose committed bytes since
+ *     then reached the size of its last document, is handed to the worker,
+ *     after the group's answers. The worker computes the document off the
+ *     writer thread from committed events only; the writer stores it
+ *     (snapshot_put) between groups. A failed group is counted nowhere.
+ *  2. The counts live in a bounded map of at most AB_BROKER_CACHED_RUNS
+ *     threads (the sequencer's cached runs), open addressing with linear
+ *     probing, no tombstones: when it is full a new thread evicts the one
+ *     nearest its home slot, whose count and document size restart at 0
+ *     (its next snapshot comes up to N events later; the SNAPSHOT answer
+ *     stays current).
+ *  3. A thread whose last document could not be stored (too large for a
+ *     reply, or over --snapshot-memory to build) gets no every-N request
+ *     until one of its runs ends: each attempt would fold it all again for
+ *     nothing.
+ */
+#include "writer_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define COUNT_SLOTS (2u * AB_BROKER_CACHED_RUNS) /* power of two, load at most 1/2 */
+
+struct ab__snapcount {
+    uint32_t len;      /**< 0 = free (thread ids are never empty) */
+    uint32_t count;    /**< committed events since the last snapshot request */
+    uint64_t bytes;    /**< their envelope bytes */
+    uint64_t last_doc; /**< size of the last stored document (0 = unknown) */
+    bool too_large;    /**< its last document could not be stored (invariant 3) */
+    char id[AB_ID_MAX_BYTES];
+};
+
+void ab__snapsched_start(ab__snapsched_t *s, ab_broker_t *b)
+{
+    memset(s, 0, sizeof(*s));
+    s->b = b;
+    if (b->plugin->snapshot_put != NULL && b->plugin->snapshot_get != NULL) {
+        s->worker = ab__snapworker_start(b);
+        atomic_store(&b->snap_failed, s->worker == NULL); /* HELLO then says degraded */
+    }
+}
+
+/* Remember @p thread (deduplicated) for the next request; drops it when out of memory. */
+static void note_due(ab__snapsched_t *s, ab_str_t thread, bool run_end)
+{
+    if (thread.len > AB_ID_MAX_BYTES)
+        return;
+    for (size_t i = 0; i < s->ndue; i++)
+        if (strlen(s->due[i]) == thread.len && memcmp(s->due[i], thread.ptr, thread.len) == 0) {
+            s->run_end[i] = s->run_end[i] || run_end;
+            return;
+        }
+    if (s->ndue == s->due_cap) {
+        size_t cap = s->due_cap ? s->due_cap * 2 : 8;
+        char(*v)[AB_ID_MAX_BYTES + 1] = realloc(s->due, cap * sizeof(*v));
+        if (v != NULL)
+            s->due = v;
+        bool *r = v != NULL ? realloc(s->run_end, cap * sizeof(*r)) : NULL;
+        if (r == NULL)
+            return;
+        s->run_end = r;
+        s->due_cap = cap;
+    }
+    memcpy(s->due[s->ndue], thread.ptr, thread.len);
+    s->due[s->ndue][thread.len] = '\0';
+    s->run_end[s->ndue] = run_end;
+    s->ndue++;
+}
+
+static size_t count_home(ab_str_t thread)
+{
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    for (size_t i = 0; i < thread.len; i++)
+        h = (h ^ (unsigned char)thread.ptr[i]) * 1099511628211ull;
+    return (size_t)(h & (COUNT_SLOTS - 1));
+}
+
+/* Free slot @p i, shifting later entries of its cluster back (no tombstones). */
+static void count_remove(ab__snapsched_t *s, size_t i)
+{
+    ab__snapcount_t *c = s->counts;
+    size_t j = i;
+    for (;;) {
+        c[i].len = 0;
+        for (;;) {
+            j = (j + 1) & (COUNT_SLOTS - 1);
+            if (c[j].len == 0) {
+                s->ncounts--;
+                return;
+            }
+            size_t k = count_home((ab_str_t){c[j].id, c[j].len});
+            /* c[j] may move to i when its home k is not cyclically in (i, j] */
+            if (i <= j ? (i >= k || k > j) : (i >= k && k > j))
+                break;
+        }
+        c[i] = c[j];
+        i = j;
+    }
+}
+
+/* The slot of @p thread if it has one. */
+static ab__snapcount_t *count_find(ab__snapsched_t *s, ab_str_t thread)
+{
+    if (s->counts == NULL || thread.len == 0 || thread.len > AB_ID_MAX_BYTES)
+        return NULL;
+    for (size_t i = count_home(thread); s->counts[i].len != 0; i = (i + 1) & (COUNT_SLOTS - 1))
+        if (s->counts[i].len == thread.len && memcmp(s->counts[i].id, thread.ptr, thread.len) == 0)
+            return &s->counts[i];
+    return NULL;
+}
+
+/* The slot of @p thread: found, or claimed (evicting one when full); NULL when unusable. */
+static ab__snapcount_t *count_slot(ab__snapsched_t *s, ab_str_t thread)
+{
+    ab__snapcount_t *found = count_find(s, thread);
+    if (found != NULL || thread.len == 0 || thread.len > AB_ID_MAX_BYTES)
+        return found;
+    if (s->counts == NULL && (s->counts = calloc(COUNT_SLOTS, sizeof(*s->counts))) == NULL)
+        return NULL;
+    size_t home = count_home(thread), i = home;
+    if (s->ncounts >= AB_BROKER_CACHED_RUNS) {
+        /* evict the entry nearest the home slot; its count restarts (invariant 2) */
+        size_t v = home;
+        while (s->counts[v].len == 0)
+            v = (v + 1) & (COUNT_SLOTS - 1);
+        count_remove(s, v);
+    }
+    while (s->counts[i].len != 0)
+        i = (i + 1) & (COUNT_SLOTS - 1);
+    ab__snapcount_t *c = &s->counts[i];
+    memset(c, 0, offsetof(ab__snapcount_t, id));
+    c->len = (uint32_t)thread.len;
+    memcpy(c->id, thread.ptr, thread.len);
+    s->ncounts++;
+    return c;
+}
+
+/*
+ * Count the committed events of a group; note the threads due an every-N
+ * snapshot: since their last request, at least snapshot_every events AND at
+ * least as many envelope bytes as their last document had. A document is
+ * then at most about twice the bytes committed since the previous one, so
+ * the documents written cost O(bytes committed), not O(events^2) on a long
+ * active run whose document carries all its events.
+ */
+static void count_committed(ab__snapsched_t *s, const ab_append_event_t *evs, size_t n)
+{
+    uint32_t every = s->b->cfg->snapshot_every;
+    ab__snapcount_t *last = NULL;
+    ab_str_t last_thread = {NULL, 0};
+    for (size_t i = 0; i < n; i++) {
+        ab_str_t t = evs[i].thread;
+        /* events of a group mostly share a thread: skip the lookup then */
+        if (last == NULL || t.len != last_thread.len ||
+            memcmp(t.ptr, last_thread.ptr, t.len) != 0) {
+            last = count_slot(s, t);
+            last_thread = t;
+            if (last == NULL)
+                continue;
+        }
+        last->count++;
+        last->bytes += evs[i].len;
+        if (last->count >= every && last->bytes >= last->last_doc && !last->too_large)
+            note_due(s, t, false);
+    }
+}
+
+void ab__snapsched_committed(ab__snapsched_t *s, const ab_append_event_t *evs, size_t n)
+{
+    if (s->worker == NULL)
+        return;
+    for (size_t i = 0; i < n; i++) {
+        if (evs[i].status != AB_RUN_STATUS_FINISHED && evs[i].status != AB_RUN_STATUS_ERRORED)
+            continue;
+        note_due(s, evs[i].thread, true);
+        ab__snapcount_t *c = count_find(s, evs[i].thread);
+        if (c != NULL)
+            c->too_large = false; /* its document may fit again */
+    }
+    if (s->b->cfg->snapshot_every > 0)
+        count_committed(s, evs, n);
+}
+
+void ab__snapsched_request(ab__snapsched_t *s)
+{
+    for (size_t i = 0; i < s->ndue; i++) {
+        ab_str_t t = {s->due[i], strlen(s->due[i])};
+        ab__snapcount_t *c = count_find(s, t);
+        if (c != NULL)
+            c->count = 0, c->bytes = 0;
+        ab__snapworker_request(s->worker, t, s->run_end[i]);
+    }
+    s->ndue = 0;
+}
+
+/* Store one document computed by the worker (ab_snapworker_cb); learn its size. */
+static void store_doc(void *ud, ab_str_t thread, uint64_t pos, const ab_buf_t *text, size_t size)
+{
+    ab__snapsched_t *s = ud;
+    ab_error_t e = AB_ERROR_INIT;
+    ab__snapcount_t *c = s->b->cfg->snapshot_every > 0 ? count_slot(s, thread) : NULL;
+    if (c != NULL) {
+        c->last_doc = size;
+        c->too_large = text->len == 0;
+    }
+    if (text->len == 0)
+        return; /* too large to answer or to build: not stored (snapshot_worker.c) */
+    if (s->b->plugin->snapshot_put(s->b->wdb, thread, pos, text->data, text->len, &e) != AB_OK) {
+        char line[512];
+        ab__log(AB_LOG_WARN, "cannot store the snapshot of %.*s: %s", (int)thread.len, thread.ptr,
+                ab_error_format(&e, line, sizeof(line)));
+    }
+}
+
+void ab__snapsched_collect(ab__snapsched_t *s)
+{
+    ab__snapworker_collect(s->worker, store_doc, s);
+}
+
+bool ab__snapsched_busy(ab__snapsched_t *s)
+{
+    return ab__snapworker_busy(s->worker);
+}
+
+void ab__snapsched_stop(ab__snapsched_t *s)
+{
+    ab__snapworker_stop(&s->worker, store_doc, s);
+    free(s->due);
+    free(s->run_end);
+    free(s->counts);
+    memset(s, 0, sizeof(*s));
+}

@@ -1,0 +1,143 @@
+/*
+ * agentbus/model.h - one type per concept: what the wire codec, the event
+ * store, the persistence plugin ABI and the broker all speak about.
+ *
+ * Each concept has exactly one C type, defined here and nowhere else: a
+ * string view, a run's status and outcome, a run head, an event to append,
+ * a stored event, the durability of a commit, a replay scope, a cursor and
+ * what to read. The store and the plugin ABI (agentbus/plugin.h) take and
+ * return these types unchanged, and so does the broker. The wire has its own
+ * views where its shape differs (codec.h: ab_head_t, ab_replay_t) and
+ * converts only at the codec's edge (ab_head_view(), ab_replay_read()).
+ *
+ * This header depends on status.h and ids.h only (no msgpack, jansson,
+ * ZeroMQ or SQLite), so a plugin author's build needs nothing else.
+ *
+ * Ownership: ab_str_t and the pointers in ab_append_event_t and ab_row_t are
+ * borrowed (their owner says for how long); ab_run_head_t owns copies.
+ */
+#ifndef AGENTBUS_MODEL_H
+#define AGENTBUS_MODEL_H
+
+#include "agentbus/ids.h"
+#include "agentbus/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** A borrowed string view (not NUL-terminated). ptr == NULL means absent. */
+typedef struct ab_str {
+    const char *ptr;
+    size_t len;
+} ab_str_t;
+
+/** RUN_FINISHED / SUBAGENT_FINISHED outcome kinds (AG-UI). */
+typedef enum ab_agui_outcome {
+    AB_OUTCOME_NONE = 0, /**< absent (= success) */
+    AB_OUTCOME_SUCCESS,
+    AB_OUTCOME_INTERRUPT,
+    AB_OUTCOME_CANCELLED,
+    AB_OUTCOME_SUSPENDED, /**< SUBAGENT_FINISHED only */
+    AB_OUTCOME_UNKNOWN,   /**< lenient mode: unrecognised outcome type */
+} ab_agui_outcome_t;
+
+/** A run's status as the broker reports it. */
+typedef enum ab_run_status {
+    AB_RUN_STATUS_UNKNOWN = 0, /**< "unknown": never seen */
+    AB_RUN_STATUS_ACTIVE,      /**< "active" */
+    AB_RUN_STATUS_FINISHED,    /**< "finished" (terminal) */
+    AB_RUN_STATUS_ERRORED,     /**< "errored" (terminal) */
+} ab_run_status_t;
+
+/** What an acknowledged (committed) event survives. */
+typedef enum ab_durability {
+    AB_DURABILITY_FSYNC = 0, /**< power loss (SQLite synchronous=FULL); the default */
+    AB_DURABILITY_PROCESS,   /**< a crash of the broker (synchronous=NORMAL) */
+} ab_durability_t;
+
+/**
+ * The head of one run: a copy, owned by whoever holds it. Ids are
+ * NUL-terminated (ids never contain NUL). A run never seen is all zero
+ * except its ids (status UNKNOWN).
+ */
+typedef struct ab_run_head {
+    char thread[AB_ID_MAX_BYTES + 1];
+    char run[AB_ID_MAX_BYTES + 1];
+    char parent_run[AB_ID_MAX_BYTES + 1]; /**< RUN_STARTED parentRunId; "" = none */
+    uint64_t epoch;                       /**< current claim epoch; 0 = never claimed nor written */
+    uint64_t last_seq;                    /**< 0 = nothing committed */
+    uint64_t last_pos;                    /**< commit position of its last event, 0 = none */
+    ab_run_status_t status;               /**< UNKNOWN: never seen, or claimed without events */
+    ab_agui_outcome_t outcome;            /**< RUN_FINISHED's outcome as stored (NONE = absent) */
+    int64_t started_us; /**< commit time of its first event or claim; 0 = unknown */
+    int64_t ended_us;   /**< commit time of its terminal event; 0 = not ended */
+} ab_run_head_t;
+
+/**
+ * One event to append, with the run-state change it causes (if any). Every
+ * pointer is borrowed: bytes are the producer's exact envelope, pointing
+ * into the frame it arrived in, which stays alive until the publish is
+ * answered; the store writes them from there.
+ */
+typedef struct ab_append_event {
+    ab_str_t thread;
+    ab_str_t run;
+    uint64_t seq;
+    uint64_t epoch;            /**< the writer's epoch; the run's becomes max(this, stored) */
+    const uint8_t *bytes;      /**< the producer's exact envelope bytes */
+    size_t len;                /**< 0 allowed (bytes may then be NULL) */
+    ab_run_status_t status;    /**< UNKNOWN = unchanged; ACTIVE (RUN_STARTED), FINISHED, ERRORED */
+    ab_agui_outcome_t outcome; /**< RUN_FINISHED's, else NONE */
+    ab_str_t parent_run;       /**< RUN_STARTED parentRunId; ptr NULL = none */
+} ab_append_event_t;
+
+/** One stored event handed to a read callback; everything borrowed for the call. */
+typedef struct ab_row {
+    uint64_t pos;         /**< global commit position, >= 1 */
+    int64_t commit_us;    /**< the broker's commit time */
+    uint64_t seq;         /**< position in its run, >= 1 */
+    ab_str_t thread;      /**< NUL-terminated in the built-in store, not by contract */
+    ab_str_t run;         /**< likewise */
+    const uint8_t *bytes; /**< the producer's exact envelope bytes */
+    size_t len;
+} ab_row_t;
+
+/** Scope of a replay and of a read. */
+typedef enum ab_replay_scope {
+    AB_REPLAY_RUN = 1, /**< "run": one run after a seq */
+    AB_REPLAY_THREAD,  /**< "thread": every run of a thread, per-run cursors */
+    AB_REPLAY_ALL,     /**< "all": everything after a commit position */
+} ab_replay_scope_t;
+
+/** A per-run replay cursor: replay the run from after_seq + 1. */
+typedef struct ab_cursor {
+    ab_str_t run;
+    uint64_t after_seq;
+} ab_cursor_t;
+
+/**
+ * What to read: one scope and where in it to start. Rows come in ascending
+ * position order (a run's are also in seq order). A reader that pages
+ * through a scope moves the cursor: after_seq to the last row's seq (scope
+ * run), after_pos to its position (thread, all).
+ */
+typedef struct ab_read {
+    ab_replay_scope_t scope;
+    ab_str_t thread;    /**< RUN, THREAD */
+    ab_str_t run;       /**< RUN */
+    uint64_t after_seq; /**< RUN: rows with seq > after_seq */
+    uint64_t after_pos; /**< THREAD, ALL: rows with pos > after_pos */
+    uint32_t limit;     /**< at most this many rows (>= 1) */
+} ab_read_t;
+
+/** Read callback: return 0 to continue, non-zero to stop after this row (it still counts). */
+typedef int (*ab_row_cb)(void *ud, const ab_row_t *row);
+
+/** Callback for a list of heads (borrowed for the call); return non-zero to stop. */
+typedef int (*ab_head_cb)(void *ud, const ab_run_head_t *head);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* AGENTBUS_MODEL_H */

@@ -1,0 +1,207 @@
+/*
+ * test_snapcache.c - each broker has its own cache of snapshot builders
+ * (broker/snapcache.c): two caches never see each other's entries, and two
+ * brokers running in one process (ab_broker_start) answer SNAPSHOT of the
+ * same thread id from their own events only, each after the other cached its
+ * builder for that id.
+ *
+ * The brokers bind 127.0.0.1 on ports the system picks and are stopped by
+ * their handles; the test talks to them over bare DEALER sockets (broker
+ * tests link the broker, not the client library); their data directories
+ * come from mkdtemp() and are removed.
+ */
+#include "agentbus/json.h"
+#include "broker.h"
+#include "snap_internal.h"
+#include "testutil.h"
+
+#include "raw_client.h"
+
+#define THREAD "shared-thread"
+
+static ab_str_t S(const char *s)
+{
+    return (ab_str_t){s, strlen(s)};
+}
+
+/* A cache entry for @p thread with an empty builder. */
+static ab_snapent_t *entry_of(const char *thread)
+{
+    ab_snapent_t *e = calloc(1, sizeof(*e));
+    assert_non_null(e);
+    ab_error_t err = AB_ERROR_INIT;
+    assert_int_equal(ab_snapshot_builder_new(&e->sb, thread, &err), AB_OK);
+    e->tlen = strlen(thread);
+    memcpy(e->thread, thread, e->tlen);
+    return e;
+}
+
+static void test_two_caches_share_nothing(void **state)
+{
+    (void)state;
+    ab__snapcache_t *a = ab__snapcache_new(), *b = ab__snapcache_new();
+    assert_non_null(a);
+    assert_non_null(b);
+    ab_snapent_t *e = entry_of(THREAD);
+    ab__snapcache_put(a, e);
+    assert_null(ab__snapcache_take(b, S(THREAD)));
+    ab_snapent_t *got = ab__snapcache_take(a, S(THREAD));
+    assert_ptr_equal(got, e);
+    ab__snapcache_put(a, got);
+    ab_snapent_t *f = entry_of(THREAD);
+    ab__snapcache_put(b, f);
+    got = ab__snapcache_take(b, S(THREAD));
+    assert_ptr_equal(got, f); /* b's own, not a's */
+    ab__snapcache_discard(b, got);
+    assert_null(ab__snapcache_take(b, S(THREAD)));
+    ab__snapcache_destroy(&a); /* frees a's entry (ASan: no leak) */
+    ab__snapcache_destroy(&b);
+    assert_null(a);
+    ab__snapcache_destroy(NULL);
+}
+
+typedef struct inproc {
+    char dir[64];
+    ab_broker_handle_t *h;
+    void *ctx;  /* the test's own ZeroMQ context */
+    void *sock; /* a DEALER to the broker's command endpoint */
+    ab_doc_t *doc;
+    tu_ctx_t tu;
+    uint64_t cid;
+    zmq_msg_t answer; /* the last answer's frame: decoded views point into it */
+    bool has_answer;
+} inproc_t;
+
+static void inproc_start(inproc_t *p)
+{
+    snprintf(p->dir, sizeof(p->dir), "/tmp/ab_snapcache_XXXXXX");
+    assert_non_null(mkdtemp(p->dir));
+    ab_broker_config_t cfg;
+    ab_broker_config_defaults(&cfg);
+    snprintf(cfg.data_dir, sizeof(cfg.data_dir), "%s/data", p->dir);
+    snprintf(cfg.cmd_endpoint, sizeof(cfg.cmd_endpoint), "tcp://127.0.0.1:*");
+    snprintf(cfg.events_endpoint, sizeof(cfg.events_endpoint), "tcp://127.0.0.1:*");
+    cfg.durability = AB_DURABILITY_PROCESS;
+    cfg.log_level = AB_LOG_ERROR;
+    ab_error_t err = AB_ERROR_INIT;
+    if (ab_broker_start(&cfg, &p->h, &err) != AB_OK)
+        fail_msg("broker start: %s", err.message);
+    p->ctx = zmq_ctx_new();
+    assert_non_null(p->ctx);
+    p->sock = rc_dealer(p->ctx, ab_broker_cmd_endpoint(p->h), 0);
+    assert_int_equal(ab_doc_new(&p->doc), AB_OK);
+    tu_ctx_init(&p->tu);
+}
+
+static void inproc_stop(inproc_t *p)
+{
+    if (p->has_answer)
+        zmq_msg_close(&p->answer);
+    zmq_close(p->sock);
+    zmq_ctx_term(p->ctx);
+    ab_doc_destroy(&p->doc);
+    tu_ctx_free(&p->tu);
+    assert_int_equal(ab_broker_stop(&p->h), 0);
+    bp_rm_tree(p->dir);
+}
+
+/* Send @p q (header) and @p n envelope frames; decode the one-frame answer into
+ * @p out, valid until the next request. */
+static void request(inproc_t *p, ab_msg_t *q, const ab_buf_t *frames, size_t n, ab_msg_t *out)
+{
+    ab_buf_t hdr = AB_BUF_INIT;
+    q->v = rc_version();
+    q->cid = ++p->cid;
+    rc_encode(q, &hdr);
+    assert_true(zmq_send(p->sock, hdr.data, hdr.len, n > 0 ? ZMQ_SNDMORE : 0) >= 0);
+    for (size_t i = 0; i < n; i++)
+        assert_true(zmq_send(p->sock, frames[i].data, frames[i].len, i + 1 < n ? ZMQ_SNDMORE : 0) >=
+                    0);
+    ab_buf_free(&hdr);
+    if (p->has_answer)
+        zmq_msg_close(&p->answer);
+    p->has_answer = rc_recv(p->sock, &p->answer, 1, 10000) == 1;
+    assert_true(p->has_answer);
+    ab_error_t err = AB_ERROR_INIT;
+    if (ab_msg_decode(p->doc, zmq_msg_data(&p->answer), zmq_msg_size(&p->answer), NULL, out,
+                      &err) != AB_OK)
+        fail_msg("answer: %s", err.message);
+}
+
+/* Publish the first @p n events of run @p run (never finished) of THREAD. */
+static void publish_run(inproc_t *p, const char *run, uint64_t n)
+{
+    ab_buf_t evs[8] = {AB_BUF_INIT};
+    assert_true(n <= 8);
+    for (uint64_t i = 0; i < n; i++) {
+        char body[256];
+        it_body(body, sizeof(body), THREAD, run, i + 1, 0, 0);
+        ab_event_t ev = {.v = rc_version(),
+                         .thread = S(THREAD),
+                         .run = S(run),
+                         .seq = i + 1,
+                         .epoch = 1,
+                         .body = tu_json(&p->tu, body)};
+        ab_error_t err = AB_ERROR_INIT;
+        if (ab_event_encode(&ev, &evs[i], &err) != AB_OK)
+            fail_msg("envelope: %s", err.message);
+    }
+    ab_msg_t q = {.op = AB_OP_PUBLISH, .u.publish = {.count = (uint32_t)n}};
+    ab_msg_t m;
+    request(p, &q, evs, n, &m);
+    assert_int_equal(m.op, AB_OP_PUBLISHED);
+    assert_int_equal(m.u.published.nresults, n);
+    for (uint64_t i = 0; i < n; i++) {
+        assert_int_equal(m.u.published.results[i].status, AB_RESULT_ACCEPTED);
+        ab_buf_free(&evs[i]);
+    }
+}
+
+/* The broker's SNAPSHOT of THREAD as JSON text (owned by the caller). */
+static char *snapshot_json(inproc_t *p)
+{
+    ab_msg_t q = {.op = AB_OP_SNAPSHOT, .u.snapshot = {.thread = S(THREAD)}};
+    ab_msg_t m;
+    request(p, &q, NULL, 0, &m);
+    assert_int_equal(m.op, AB_OP_SNAPSHOT_REPLY);
+    ab_buf_t text = AB_BUF_INIT;
+    assert_int_equal(ab_val_to_json(m.u.snapshot_reply.snapshot, &text), AB_OK);
+    assert_int_equal(ab_buf_append(&text, "", 1), AB_OK);
+    return (char *)text.data;
+}
+
+/* The document names run @p mine and not @p theirs. */
+static void assert_own(inproc_t *p, const char *mine, const char *theirs)
+{
+    char *doc = snapshot_json(p);
+    if (strstr(doc, mine) == NULL || strstr(doc, theirs) != NULL)
+        fail_msg("snapshot should name %s and not %s: %s", mine, theirs, doc);
+    free(doc);
+}
+
+static void test_two_brokers_own_builders(void **state)
+{
+    (void)state;
+    inproc_t a = {0}, b = {0};
+    inproc_start(&a);
+    inproc_start(&b);
+    assert_string_not_equal(ab_broker_instance(a.h), ab_broker_instance(b.h));
+    publish_run(&a, "run-of-broker-a", 3);
+    assert_own(&a, "run-of-broker-a", "run-of-broker-b"); /* a caches THREAD's builder */
+    publish_run(&b, "run-of-broker-b", 4);
+    assert_own(&b, "run-of-broker-b", "run-of-broker-a"); /* b must not start from a's */
+    publish_run(&a, "run-of-broker-a2", 2);
+    assert_own(&a, "run-of-broker-a2", "run-of-broker-b"); /* nor a from b's */
+    inproc_stop(&b);
+    assert_own(&a, "run-of-broker-a", "run-of-broker-b"); /* b's stop freed only b's cache */
+    inproc_stop(&a);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_two_caches_share_nothing),
+        cmocka_unit_test(test_two_brokers_own_builders),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
