@@ -22,6 +22,7 @@
  *     count of unread replay bytes stays exact.
  *  5. Envelope frames are moved into the publish job, never copied.
  */
+#include "ab_common.h"
 #include "internal.h"
 
 #include <errno.h>
@@ -251,12 +252,9 @@ static void claim_or_heads(cmd_t *c, zmq_msg_t *id, const ab_msg_t *m)
  * per-connection bounds), by connection and cid for snapshot (spread). */
 static uint32_t reader_for(cmd_t *c, zmq_msg_t *id, const ab_msg_t *m)
 {
-    uint64_t h = 1469598103934665603ull;
-    const unsigned char *p = zmq_msg_data(id);
-    for (size_t i = 0; i < zmq_msg_size(id); i++)
-        h = (h ^ p[i]) * 1099511628211ull;
-    for (int i = 0; m->op == AB_OP_SNAPSHOT && i < 8; i++)
-        h = (h ^ ((m->cid >> (8 * i)) & 0xff)) * 1099511628211ull;
+    uint64_t h = ab__fnv64(zmq_msg_data(id), zmq_msg_size(id));
+    if (m->op == AB_OP_SNAPSHOT)
+        h = ab__fnv64_more(h, &m->cid, sizeof m->cid);
     return (uint32_t)(h % c->nreaders);
 }
 
@@ -319,15 +317,14 @@ static void to_reader(cmd_t *c, zmq_msg_t *id, const ab_msg_t *m)
 static void decode_item(cmd_t *c, ab_job_t *job, uint32_t i)
 {
     ab_seq_item_t *it = &job->items[i];
-    ab_error_t *e = &it->err;        /* written in place: no 1.6 KB copy per event */
+    ab_error_t *e = &it->err;        /* written in place: the result's error on the wire */
     const uint8_t *data = it->bytes; /* set by recv_frames / recv_packed */
     size_t len = it->len;
-    /* field by field, not a compound literal: that would zero the 1.6 KB error too */
     it->ev = NULL;
     it->info = NULL;
     it->status = (ab_result_status_t)0;
     it->pos = 0;
-    ab_seq_error_reset(e);
+    ab_error_clear(e);
     if (ab_event_decode(job->doc, data, len, &c->b->cfg->limits, &job->evs[i], e) == AB_OK) {
         it->ev = &job->evs[i];
         if (job->evs[i].v != job->v) {
@@ -438,7 +435,7 @@ static void publish(cmd_t *c, zmq_msg_t *id, const ab_msg_t *m, bool more)
             ab_doc_keep(job->doc, true); /* every envelope's tree lives until the answer */
         job->evs = calloc(count, sizeof(*job->evs));
         job->infos = calloc(count, sizeof(*job->infos));
-        /* not calloc: an item is ~1.6 KB (its error); decode_item() sets each one up */
+        /* not calloc: decode_item() sets each item up (its 360-byte error included) */
         job->items = malloc((count ? count : 1) * sizeof(*job->items));
     }
     if (job == NULL || !job->frames || !job->doc || !job->evs || !job->infos || !job->items) {

@@ -63,7 +63,7 @@ void ab__fanout_event(ab__fanout_t *f, const ab_seq_item_t *it, int64_t time_us)
 {
     ab_stamp_t stamp = {.pos = it->pos, .time_us = time_us};
     ab_error_t *e = &f->scratch;
-    ab_seq_error_reset(e);
+    ab_error_clear(e);
     if (!topic_is(&f->topic, it->ev->thread, it->ev->run)) {
         ab__fanout_flush(f);
         ab_buf_reset(&f->topic);

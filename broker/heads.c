@@ -9,6 +9,7 @@
  *  2. A head always names its run: ids a plugin left empty are filled in
  *     from the request.
  */
+#include "ab_common.h"
 #include "internal.h"
 
 #include <stdlib.h>
@@ -16,14 +17,10 @@
 
 static ab_status_t push(ab_headlist_t *hl, const ab_run_head_t *h)
 {
-    if (hl->n == hl->cap) {
-        size_t cap = hl->cap ? hl->cap * 2 : 8;
-        ab_run_head_t *v = realloc(hl->v, cap * sizeof(*v));
-        if (v == NULL)
-            return AB_NOMEM;
-        hl->v = v;
-        hl->cap = cap;
-    }
+    ab_run_head_t *v = ab__grow(hl->v, &hl->cap, hl->n + 1, sizeof(*v), 8);
+    if (v == NULL)
+        return AB_NOMEM;
+    hl->v = v;
     hl->v[hl->n++] = *h;
     return AB_OK;
 }

@@ -13,6 +13,7 @@
 #ifndef AB_BROKER_INTERNAL_H
 #define AB_BROKER_INTERNAL_H
 
+#include "ab_common.h"
 #include "agentbus/codec.h"
 #include "agentbus/plugin.h"
 #include "broker.h"
@@ -108,9 +109,8 @@ int ab__reply_msg(void *sock, zmq_msg_t *identity, const ab_msg_t *m);
 /** Send an `error` reply carrying @p e with cid @p cid and version @p v. */
 int ab__reply_error(void *sock, zmq_msg_t *identity, uint32_t v, uint64_t cid, const ab_error_t *e);
 
-/** Microseconds / milliseconds since the Unix epoch / a monotonic clock. */
+/** Microseconds since the Unix epoch (ab__mono_ms() is in ab_common.h). */
 int64_t ab__now_us(void);
-int64_t ab__mono_ms(void);
 
 /** Create an inproc PAIR socket with unlimited HWM, bound or connected to @p ep. */
 void *ab__pair_socket(void *zctx, const char *ep, bool bind);

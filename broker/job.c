@@ -151,13 +151,6 @@ int64_t ab__now_us(void)
     return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
-int64_t ab__mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 void *ab__pair_socket(void *zctx, const char *ep, bool bind)
 {
     void *s = zmq_socket(zctx, ZMQ_PAIR);

@@ -80,7 +80,7 @@ static uint64_t run_cursor(const ab_replay_t *rq, ab_str_t run)
 /* Append one record (invariant 5) to the chunk; on failure the chunk is unchanged. */
 static int add_record(reader_t *r, const ab_stamp_t *st, const void *ev, size_t len)
 {
-    ab_seq_error_reset(&r->scratch);
+    ab_error_clear(&r->scratch);
     if (ab_record_append(&r->chunk, st, ev, len, &r->scratch) != AB_OK)
         return -1;
     r->nrec++;

@@ -19,6 +19,7 @@
  *     (docs/PROTOCOL.md 7.6.2), except when its connection is gone, where
  *     nothing can be sent.
  */
+#include "ab_common.h"
 #include "replay_int.h"
 
 #include <stdarg.h>
@@ -44,12 +45,8 @@ static bool same_id(zmq_msg_t *a, zmq_msg_t *b)
 /* A session's key: FNV-1a of the client identity and the cid (never 0). */
 static uint64_t session_key(ab_job_t *job)
 {
-    uint64_t h = 1469598103934665603ull;
-    const unsigned char *p = zmq_msg_data(&job->identity);
-    for (size_t i = 0; i < zmq_msg_size(&job->identity); i++)
-        h = (h ^ p[i]) * 1099511628211ull;
-    for (int i = 0; i < 8; i++)
-        h = (h ^ ((job->cid >> (8 * i)) & 0xff)) * 1099511628211ull;
+    uint64_t h = ab__fnv64(zmq_msg_data(&job->identity), zmq_msg_size(&job->identity));
+    h = ab__fnv64_more(h, &job->cid, sizeof job->cid);
     return h != 0 ? h : 1;
 }
 
@@ -235,13 +232,7 @@ static bool refused_start(ab__rbook_t *bk, ab_job_t *job, const ab__rpeer_t *p)
  * capacity *@p cap: @return the array (maybe moved), NULL when out of memory. */
 static void *room_for_one(void *v, size_t n, size_t *cap, size_t size)
 {
-    if (n < *cap)
-        return v;
-    size_t c = *cap ? 2 * *cap : 16;
-    void *grown = realloc(v, c * size);
-    if (grown != NULL)
-        *cap = c;
-    return grown;
+    return ab__grow(v, cap, n + 1, size, 16);
 }
 
 static ab__rpeer_t *new_peer(ab__rbook_t *bk, ab_job_t *job)

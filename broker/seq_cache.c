@@ -14,6 +14,7 @@
  *     1..last_seq plus the staged ones; a terminal run loaded from the
  *     store has no checker (status and last_seq suffice).
  */
+#include "ab_common.h"
 #include "seq_internal.h"
 
 #include <stdlib.h>
@@ -21,28 +22,19 @@
 
 ab_status_t ab__seq_reserve(void **arr, size_t *cap, size_t need, size_t size)
 {
-    if (need <= *cap)
-        return AB_OK;
-    size_t n = *cap ? *cap : 8;
-    while (n < need)
-        n *= 2;
-    void *p = realloc(*arr, n * size);
+    void *p = ab__grow(*arr, cap, need, size, 8);
     if (!p)
         return AB_NOMEM;
     *arr = p;
-    *cap = n;
     return AB_OK;
 }
 
 static uint64_t key_hash(ab_str_t thread, ab_str_t run)
 {
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < thread.len; i++)
-        h = (h ^ (unsigned char)thread.ptr[i]) * 1099511628211ull;
-    h = (h ^ 0u) * 1099511628211ull; /* separator: ids never hold NUL */
-    for (size_t i = 0; i < run.len; i++)
-        h = (h ^ (unsigned char)run.ptr[i]) * 1099511628211ull;
-    return h;
+    static const unsigned char sep = 0; /* ids never hold NUL */
+    uint64_t h = ab__fnv64(thread.ptr, thread.len);
+    h = ab__fnv64_more(h, &sep, 1);
+    return ab__fnv64_more(h, run.ptr, run.len);
 }
 
 static bool key_eq(const ab__seq_run_t *r, uint64_t h, ab_str_t thread, ab_str_t run)

@@ -68,22 +68,6 @@ typedef struct ab_seq_item {
     ab_error_t err;            /**< when REJECTED */
 } ab_seq_item_t;
 
-/**
- * Make @p e read as "no error" without zeroing its ~1.6 KB: ab_error_set()
- * and the detail setters only rely on code, field, message and ndetails, and
- * readers never look past ndetails. Per-event paths use this instead of
- * ab_error_clear()/AB_ERROR_INIT, whose memset cost more than decoding.
- */
-static inline void ab_seq_error_reset(ab_error_t *e)
-{
-    e->code = AB_OK;
-    e->retryable = false;
-    e->cid = 0;
-    e->message[0] = '\0';
-    e->field[0] = '\0';
-    e->ndetails = 0;
-}
-
 /** Create a sequencer over the writer handle of a plugin (both borrowed). */
 AB_NODISCARD ab_status_t ab__seq_new(ab_seq_t **out, const ab_plugin_t *plugin, ab_plugin_db_t *db,
                                      const ab_seq_opts_t *opts, ab_error_t *err);

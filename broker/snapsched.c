@@ -23,6 +23,7 @@
  *     until one of its runs ends: each attempt would fold it all again for
  *     nothing.
  */
+#include "ab_common.h"
 #include "writer_int.h"
 
 #include <stdlib.h>
@@ -59,12 +60,13 @@ static void note_due(ab__snapsched_t *s, ab_str_t thread, bool run_end)
             s->run_end[i] = s->run_end[i] || run_end;
             return;
         }
-    if (s->ndue == s->due_cap) {
-        size_t cap = s->due_cap ? s->due_cap * 2 : 8;
-        char(*v)[AB_ID_MAX_BYTES + 1] = realloc(s->due, cap * sizeof(*v));
-        if (v != NULL)
-            s->due = v;
-        bool *r = v != NULL ? realloc(s->run_end, cap * sizeof(*r)) : NULL;
+    if (s->ndue == s->due_cap) { /* two arrays of one capacity */
+        size_t cap = s->due_cap, cap_r = s->due_cap;
+        char(*v)[AB_ID_MAX_BYTES + 1] = ab__grow(s->due, &cap, s->ndue + 1, sizeof(*v), 8);
+        if (v == NULL)
+            return;
+        s->due = v;
+        bool *r = ab__grow(s->run_end, &cap_r, s->ndue + 1, sizeof(*r), 8);
         if (r == NULL)
             return;
         s->run_end = r;
@@ -78,9 +80,7 @@ static void note_due(ab__snapsched_t *s, ab_str_t thread, bool run_end)
 
 static size_t count_home(ab_str_t thread)
 {
-    uint64_t h = 1469598103934665603ull; /* FNV-1a */
-    for (size_t i = 0; i < thread.len; i++)
-        h = (h ^ (unsigned char)thread.ptr[i]) * 1099511628211ull;
+    uint64_t h = ab__fnv64(thread.ptr, thread.len);
     return (size_t)(h & (COUNT_SLOTS - 1));
 }
 

@@ -21,6 +21,7 @@
  *     that ended, and never waits long; what is dropped only makes the next
  *     SNAPSHOT answer fold more.
  */
+#include "ab_common.h"
 #include "agentbus/json.h"
 #include "snap_internal.h"
 
@@ -113,13 +114,10 @@ static void add_done(ab_snapworker_t *w, const char *thread, uint64_t pos, ab_bu
     for (size_t i = 0; i < w->ndone && d == NULL; i++)
         if (strcmp(w->done[i].thread, thread) == 0)
             d = &w->done[i];
-    if (d == NULL && w->ndone == w->done_cap) {
-        size_t cap = w->done_cap ? w->done_cap * 2 : 16;
-        done_t *v = realloc(w->done, cap * sizeof(*v));
-        if (v != NULL) {
+    if (d == NULL) {
+        done_t *v = ab__grow(w->done, &w->done_cap, w->ndone + 1, sizeof(*v), 16);
+        if (v != NULL)
             w->done = v;
-            w->done_cap = cap;
-        }
     }
     if (d == NULL && w->ndone < w->done_cap) {
         d = &w->done[w->ndone++];

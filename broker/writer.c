@@ -25,6 +25,7 @@
  *     answered everything queued before it; it then stops the snapshot
  *     worker (bounded) and reports "stopped".
  */
+#include "ab_common.h"
 #include "writer_int.h"
 
 #include <stdlib.h>
@@ -217,14 +218,10 @@ static void commit_group(writer_t *w)
 
 static bool group_add(writer_t *w, ab_job_t *job)
 {
-    if (w->ngroup == w->cap) {
-        size_t cap = w->cap ? w->cap * 2 : 64;
-        ab_job_t **g = realloc(w->group, cap * sizeof(*g));
-        if (g == NULL)
-            return false;
-        w->group = g;
-        w->cap = cap;
-    }
+    ab_job_t **g = ab__grow(w->group, &w->cap, w->ngroup + 1, sizeof(*g), 64);
+    if (g == NULL)
+        return false;
+    w->group = g;
     w->group[w->ngroup++] = job;
     return true;
 }

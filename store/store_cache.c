@@ -11,6 +11,7 @@
  *  3. Entries are only added or cleared whole (no deletion), so linear
  *     probing needs no tombstones; the table stays at most half full.
  */
+#include "ab_common.h"
 #include "store_int.h"
 
 #include <stdlib.h>
@@ -46,13 +47,10 @@ uint64_t ab__store_get_u64(const uint8_t *p)
 
 static uint64_t hash_ids(const char *t, size_t tl, const char *r, size_t rl)
 {
-    uint64_t h = 1469598103934665603ULL; /* FNV-1a */
-    for (size_t i = 0; i < tl; i++)
-        h = (h ^ (uint8_t)t[i]) * 1099511628211ULL;
-    h = (h ^ 0xffu) * 1099511628211ULL; /* separator: ("ab","c") != ("a","bc") */
-    for (size_t i = 0; i < rl; i++)
-        h = (h ^ (uint8_t)r[i]) * 1099511628211ULL;
-    return h;
+    static const uint8_t sep = 0xff; /* separator: ("ab","c") != ("a","bc") */
+    uint64_t h = ab__fnv64(t, tl);
+    h = ab__fnv64_more(h, &sep, 1);
+    return ab__fnv64_more(h, r, rl);
 }
 
 void ab__store_cache_clear(ab_store_t *st)

@@ -22,6 +22,7 @@
  *     An existing file is never re-created.
  *  4. Nothing here writes to an existing database file.
  */
+#include "ab_common.h"
 #include "store_int.h"
 
 #include <errno.h>
@@ -65,14 +66,10 @@ static void release_locked(ab_store_file_t *f, int fd)
         close(fd);
         return;
     }
-    if (f->nparked == f->cap) {
-        size_t cap = f->cap ? 2 * f->cap : 4;
-        int *p = realloc(f->parked, cap * sizeof *p);
-        if (p == NULL)
-            return; /* out of memory: keep it open for good rather than drop SQLite's locks */
-        f->parked = p;
-        f->cap = cap;
-    }
+    int *p = ab__grow(f->parked, &f->cap, f->nparked + 1, sizeof *p, 4);
+    if (p == NULL)
+        return; /* out of memory: keep it open for good rather than drop SQLite's locks */
+    f->parked = p;
     f->parked[f->nparked++] = fd;
 }
 

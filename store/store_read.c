@@ -16,6 +16,7 @@
  *     transaction stays open and borrowed row pointers never outlive the
  *     callback.
  */
+#include "ab_common.h"
 #include "store_int.h"
 
 #include <stdlib.h>
@@ -159,14 +160,10 @@ static ab_status_t group_add(group_t *g, sqlite3_stmt *q, uint64_t after_pos, bo
     while (next_rec(data, size, bf, &off, &rec, bad)) {
         if (rec.pos <= after_pos)
             continue;
-        if (g->n == g->cap) {
-            size_t cap = g->cap ? g->cap * 2 : 256;
-            struct grec *nr = realloc(g->recs, cap * sizeof *nr);
-            if (!nr)
-                return AB_NOMEM;
-            g->recs = nr;
-            g->cap = cap;
-        }
+        struct grec *nr = ab__grow(g->recs, &g->cap, g->n + 1, sizeof *nr, 256);
+        if (!nr)
+            return AB_NOMEM;
+        g->recs = nr;
         g->recs[g->n++] =
             (struct grec){.r = rec, .boff = doff + (size_t)(rec.bytes - data), .soff = soff};
     }

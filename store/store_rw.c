@@ -22,6 +22,7 @@
  *     that is not committed.
  *  4. Every statement is reset (and its bindings cleared) before returning.
  */
+#include "ab_common.h"
 #include "store_int.h"
 
 #include <stdlib.h>
@@ -196,22 +197,14 @@ static ab_status_t check_event(const ab_append_event_t *ev, ab_error_t *err)
 /* Make room for one more event of the batch (and one more touched run). */
 static ab_status_t stage_reserve(ab_store_t *st, ab_error_t *err)
 {
-    if (st->nrecs == st->recs_cap) {
-        size_t cap = st->recs_cap ? st->recs_cap * 2 : 1024;
-        stage_rec_t *r = realloc(st->recs, cap * sizeof *r);
-        if (!r)
-            return ab_error_set(err, AB_NOMEM, "store", "out of memory (stage)");
-        st->recs = r;
-        st->recs_cap = cap;
-    }
-    if (st->ntouched == st->touched_cap) {
-        size_t cap = st->touched_cap ? st->touched_cap * 2 : 128;
-        run_ent_t **t = realloc(st->touched, cap * sizeof *t);
-        if (!t)
-            return ab_error_set(err, AB_NOMEM, "store", "out of memory (stage)");
-        st->touched = t;
-        st->touched_cap = cap;
-    }
+    stage_rec_t *r = ab__grow(st->recs, &st->recs_cap, st->nrecs + 1, sizeof *r, 1024);
+    if (!r)
+        return ab_error_set(err, AB_NOMEM, "store", "out of memory (stage)");
+    st->recs = r;
+    run_ent_t **t = ab__grow(st->touched, &st->touched_cap, st->ntouched + 1, sizeof *t, 128);
+    if (!t)
+        return ab_error_set(err, AB_NOMEM, "store", "out of memory (stage)");
+    st->touched = t;
     return AB_OK;
 }
 

@@ -153,12 +153,12 @@ static void test_publish_unreachable(void **state)
     char ep[160];
     snprintf(ep, sizeof(ep), "%s", t->bp.cmd);
     assert_int_equal(bp_stop(&t->bp), 0);
-    long t0 = bp_now_ms();
+    long t0 = ab__mono_ms();
     int rc = run_cli(out, "publish --broker %s --timeout 500 %s/streams/valid/full-run.jsonl", ep,
                      AB_FIXTURES_DIR);
     assert_int_equal(rc, 1);
     assert_non_null(strstr(out, "agentbus publish: timeout: "));
-    assert_true(bp_now_ms() - t0 < 5000);
+    assert_true(ab__mono_ms() - t0 < 5000);
     assert_int_equal(run_cli(out, "runs --broker %s --timeout 500", ep), 1);
     assert_non_null(strstr(out, "agentbus runs: timeout: "));
 }

@@ -59,7 +59,7 @@ static bool demo_read(demo_proc_t *d, const char *want, long deadline)
         d->out[d->len] = '\0';
         if (want && strstr(d->out, want))
             return true;
-        long left = deadline - bp_now_ms();
+        long left = deadline - ab__mono_ms();
         struct pollfd p = {.fd = d->fd, .events = POLLIN};
         if (left <= 0 || poll(&p, 1, (int)left) <= 0)
             return false;
@@ -78,7 +78,7 @@ static void demo_wait(demo_proc_t *d, long deadline)
     bool eof = demo_read(d, NULL, deadline);
     int st = 0;
     while (waitpid(d->pid, &st, WNOHANG) == 0) {
-        if (!eof || bp_now_ms() > deadline) {
+        if (!eof || ab__mono_ms() > deadline) {
             kill(d->pid, SIGKILL);
             waitpid(d->pid, &st, 0);
             d->status = -1;
@@ -148,8 +148,8 @@ static bool worker_alive(long pid)
 /* No broker and no agent worker of @p dir is left (nor a pid of @p pids). */
 static void check_gone(const char *dir, const long *pids, int npids)
 {
-    long deadline = bp_now_ms() + 5000; /* a zombie is reaped by its parent, at once */
-    while ((broker_running(dir) || running_with(dir, "--agent-worker")) && bp_now_ms() < deadline)
+    long deadline = ab__mono_ms() + 5000; /* a zombie is reaped by its parent, at once */
+    while ((broker_running(dir) || running_with(dir, "--agent-worker")) && ab__mono_ms() < deadline)
         poll(NULL, 0, 20);
     assert_false(broker_running(dir));
     assert_false(running_with(dir, "--agent-worker"));
@@ -204,7 +204,7 @@ static void test_demo_own_broker(void **state)
     static demo_proc_t d;
     const char *args[] = {"--data", dir, "--pace", "0", "--runs", "6", "--no-color", NULL};
     demo_spawn(&d, args, false);
-    demo_wait(&d, bp_now_ms() + DEMO_MS);
+    demo_wait(&d, ab__mono_ms() + DEMO_MS);
     if (d.status != 0)
         fail_msg("demo exit %d:\n%s", d.status, d.out);
     assert_non_null(strstr(d.out, "agentbus demo: OK:"));
@@ -249,7 +249,7 @@ static void test_demo_temp_dir(void **state)
         setenv("TMPDIR", saved, 1);
     else
         unsetenv("TMPDIR");
-    demo_wait(&d, bp_now_ms() + DEMO_MS);
+    demo_wait(&d, ab__mono_ms() + DEMO_MS);
     if (d.status != 0)
         fail_msg("demo exit %d:\n%s", d.status, d.out);
     char want[400], dir[400];
@@ -280,7 +280,7 @@ static void test_demo_sigint(void **state)
     static demo_proc_t d;
     const char *args[] = {"--data", dir, "--pace", "50", "--runs", "30", "--no-color", NULL};
     demo_spawn(&d, args, false);
-    long deadline = bp_now_ms() + DEMO_MS;
+    long deadline = ab__mono_ms() + DEMO_MS;
     if (!demo_read(&d, "run started", deadline))
         fail_msg("no run started:\n%s", d.out);
     assert_true(broker_running(dir));
@@ -307,7 +307,7 @@ static void test_demo_external_json(void **state)
     static demo_proc_t d;
     const char *args[] = {"--broker", b.cmd, "--pace", "0", "--agents", "2", "--json", NULL};
     demo_spawn(&d, args, true);
-    demo_wait(&d, bp_now_ms() + DEMO_MS);
+    demo_wait(&d, ab__mono_ms() + DEMO_MS);
     int st = bp_stop(&b);
     bp_cleanup(&b);
     if (d.status != 0)

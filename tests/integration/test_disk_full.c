@@ -64,7 +64,7 @@ static int df_setup(void **state)
     *state = d;
     if (d == NULL)
         return -1;
-    d->t0 = bp_now_ms();
+    d->t0 = ab__mono_ms();
     d->evs = calloc(DF_MAXEV, sizeof(*d->evs));
     d->pos = calloc(DF_MAXEV, sizeof(*d->pos));
     if (d->evs == NULL || d->pos == NULL || ab_doc_new(&d->doc) != AB_OK ||
@@ -111,7 +111,7 @@ static int df_teardown(void **state)
 
 static void df_check_budget(const df_t *d, const char *where)
 {
-    if (bp_now_ms() - d->t0 > DF_BUDGET_MS)
+    if (ab__mono_ms() - d->t0 > DF_BUDGET_MS)
         fail_msg("%s: the test ran over its %d ms budget", where, DF_BUDGET_MS);
 }
 

@@ -104,8 +104,8 @@ static void *kworker_main(void *arg)
     ab_producer_t *p = NULL;
     uint64_t next = 1;
     bool told = false;
-    long deadline = bp_now_ms() + KRUN_MS;
-    while (!atomic_load(&w->done) && !atomic_load(&w->sh->stop) && bp_now_ms() < deadline) {
+    long deadline = ab__mono_ms() + KRUN_MS;
+    while (!atomic_load(&w->done) && !atomic_load(&w->sh->stop) && ab__mono_ms() < deadline) {
         ab_error_t err = AB_ERROR_INIT;
         if (!p) {
             /* (re)create, claim, continue from the last committed seq */
@@ -211,8 +211,8 @@ static void *ksub_main(void *arg)
         snprintf(s->error, sizeof(s->error), "ab_sub_new: %s", err.message);
         return NULL;
     }
-    long deadline = bp_now_ms() + KRUN_MS;
-    while (s->total < (uint64_t)KP * KEVENTS && !s->error[0] && bp_now_ms() < deadline &&
+    long deadline = ab__mono_ms() + KRUN_MS;
+    while (s->total < (uint64_t)KP * KEVENTS && !s->error[0] && ab__mono_ms() < deadline &&
            !atomic_load(&s->sh->stop)) {
         ab_error_clear(&err);
         ab_status_t rc = ab_sub_poll(sub, 100, &err);
@@ -317,9 +317,9 @@ static void child_worker(const char *ep, int fd)
     if (ab_producer_new(&p, ep, &o, &err) != AB_OK ||
         ab_producer_claim(p, "kw", "r", &last, &err) != AB_OK)
         _exit(3);
-    long deadline = bp_now_ms() + 30000;
+    long deadline = ab__mono_ms() + 30000;
     bool told = false;
-    for (uint64_t seq = last + 1; bp_now_ms() < deadline; seq++) {
+    for (uint64_t seq = last + 1; ab__mono_ms() < deadline; seq++) {
         char body[256];
         it_body(body, sizeof(body), "kw", "r", seq, 0, 8);
         if (ab_producer_publish_json(p, body, strlen(body), &err) != AB_OK)

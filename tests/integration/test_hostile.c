@@ -97,7 +97,7 @@ static ab_status_t count_row(void *ud, const ab_stamp_t *st, const uint8_t *b, s
  * GOOD_DEADLINE_MS; fails the test otherwise. */
 static void good_served(hs_t *h, const char *what)
 {
-    long t0 = bp_now_ms();
+    long t0 = ab__mono_ms();
     ab_error_t err = AB_ERROR_INIT;
     ab_pong_t pong;
     if (ab_conn_ping(h->good, h->doc, &pong, GOOD_DEADLINE_MS, &err) != AB_OK)
@@ -127,7 +127,7 @@ static void good_served(hs_t *h, const char *what)
         fail_msg("%s: good client replay: %s: %s", what, ab_status_name(err.code), err.message);
     assert_false(c.bad);
     assert_int_equal(c.next - 1, h->good_seq);
-    long ms = bp_now_ms() - t0;
+    long ms = ab__mono_ms() - t0;
     print_message("[%s] good client served in %ld ms (run of %llu events)\n", what, ms,
                   (unsigned long long)h->good_seq);
     if (ms > GOOD_DEADLINE_MS)
@@ -212,7 +212,7 @@ static int group_setup(void **state)
     if (!h->available)
         return 0;
     rc_small_asan_quarantine();
-    long t0 = bp_now_ms();
+    long t0 = ab__mono_ms();
     /* The fill is one active run of 50,000 events: every-N snapshots of an
      * active run carry all its events (activeEvents) and cost the writer
      * O(run length) each, seconds under ASan, beyond the 10 s publish
@@ -228,7 +228,7 @@ static int group_setup(void **state)
     fprintf(stderr,
             "[setup] %d events stored and replayed in %ld ms; baseline VmRSS %ld kB, "
             "VmHWM %ld kB\n",
-            NEVENTS, bp_now_ms() - t0, h->rss0, h->hwm0);
+            NEVENTS, ab__mono_ms() - t0, h->rss0, h->hwm0);
     return 0;
 }
 
@@ -247,7 +247,7 @@ static void test_vanish_mid_replay(void **state)
     hs_t *h = *state;
     HS_REQUIRE(h);
     long rss = rc_proc_kb(h->bp.pid, "VmRSS"), hwm = rc_proc_kb(h->bp.pid, "VmHWM");
-    long t0 = bp_now_ms();
+    long t0 = ab__mono_ms();
     int got_chunk = 0;
     for (int i = 0; i < VANISHERS; i++) {
         ab_conn_opts_t o = {.client_name = "hostile-vanish", .timeout_ms = 5000};
@@ -277,7 +277,7 @@ static void test_vanish_mid_replay(void **state)
     assert_int_equal(got_chunk, VANISHERS);
     good_served(h, "a: vanished mid-replay");
     print_message("[a] %d clients vanished mid-replay (window 64, %d events) in %ld ms\n",
-                  VANISHERS, NEVENTS, bp_now_ms() - t0);
+                  VANISHERS, NEVENTS, ab__mono_ms() - t0);
     check_memory(h, "a: vanish mid-replay", rss, hwm);
 }
 
@@ -341,17 +341,17 @@ static void test_flood_without_reading(void **state)
     ab_msg_t hm = {.op = AB_OP_HEADS, .v = v, .cid = 3};
     hm.u.heads.thread = (ab_str_t){"hostile", 7};
     rc_encode(&hm, &heads);
-    long t0 = bp_now_ms(), deadline = t0 + FLOOD_MS;
+    long t0 = ab__mono_ms(), deadline = t0 + FLOOD_MS;
     int sent = 0;
     bool ok = rc_send(s, &hello, 1000);
-    while (ok && sent < FLOOD_MSGS && bp_now_ms() < deadline) {
-        ok = rc_send(s, sent % 2 ? &heads : &ping, (int)(deadline - bp_now_ms()));
+    while (ok && sent < FLOOD_MSGS && ab__mono_ms() < deadline) {
+        ok = rc_send(s, sent % 2 ? &heads : &ping, (int)(deadline - ab__mono_ms()));
         if (ok)
             sent++;
         if (ok && sent % 5000 == 0)
             good_served(h, "c: flood");
     }
-    long ms = bp_now_ms() - t0;
+    long ms = ab__mono_ms() - t0;
     good_served(h, "c: flood (unread replies pending)");
     zmq_close(s);
     zmq_ctx_term(ctx);
@@ -378,7 +378,7 @@ static void test_connection_churn(void **state)
     ab_conn_t *cs[CONN_BATCH];
     int opened = 0, failed = 0;
     char first_err[600] = "";
-    long t0 = bp_now_ms();
+    long t0 = ab__mono_ms();
     for (int b = 0; b < CONNS / CONN_BATCH; b++) {
         for (int i = 0; i < CONN_BATCH; i++) {
             ab_conn_opts_t o = {.zmq_ctx = ctx, .client_name = "hostile-churn", .timeout_ms = 5000};
@@ -395,7 +395,7 @@ static void test_connection_churn(void **state)
         if (b % 10 == 9)
             good_served(h, "d: connection churn");
     }
-    long ms = bp_now_ms() - t0;
+    long ms = ab__mono_ms() - t0;
     zmq_ctx_term(ctx);
     print_message("[d] %d connections opened (hello/welcome) and closed in batches of %d in "
                   "%ld ms, %d failed %s\n",

@@ -217,11 +217,11 @@ static void tally_msg(void *s, ab_doc_t *doc, const hostile_t *h, zmq_msg_t *par
 /* Read (and credit) until every replay of @p h has ended, within WAIT_MS. */
 static void hostile_read_all(void *s, ab_doc_t *doc, const hostile_t *h, tally_t *t)
 {
-    long deadline = bp_now_ms() + WAIT_MS;
+    long deadline = ab__mono_ms() + WAIT_MS;
     int ended = 0;
-    while (ended < NREPLAYS && bp_now_ms() < deadline) {
+    while (ended < NREPLAYS && ab__mono_ms() < deadline) {
         zmq_msg_t parts[4];
-        size_t n = rc_recv(s, parts, 4, deadline - bp_now_ms());
+        size_t n = rc_recv(s, parts, 4, deadline - ab__mono_ms());
         if (n == 0)
             break;
         tally_msg(s, doc, h, parts, n, t);
@@ -306,10 +306,10 @@ static void test_one_never_reads(void **state)
     assert_true(rc_send(h.s, &buf, 5000));
     ab_buf_free(&buf);
     ab_op_t last = AB_OP_ERROR;
-    long deadline = bp_now_ms() + WAIT_MS;
-    while (bp_now_ms() < deadline) {
+    long deadline = ab__mono_ms() + WAIT_MS;
+    while (ab__mono_ms() < deadline) {
         zmq_msg_t parts[4];
-        size_t n = rc_recv(h.s, parts, 4, deadline - bp_now_ms());
+        size_t n = rc_recv(h.s, parts, 4, deadline - ab__mono_ms());
         ab_msg_t m = {0};
         ab_error_t err = AB_ERROR_INIT;
         assert_true(n > 0);
@@ -344,8 +344,8 @@ static void test_many_never_read(void **state)
     ab_error_t err = AB_ERROR_INIT;
     ab_status_t st = AB_OK;
     int served = 0;
-    long deadline = bp_now_ms() + WAIT_MS;
-    while (st == AB_OK && bp_now_ms() < deadline) {
+    long deadline = ab__mono_ms() + WAIT_MS;
+    while (st == AB_OK && ab__mono_ms() < deadline) {
         ab_error_clear(&err);
         st = replay_some(r->good, r->doc, 2000, &err);
         served += st == AB_OK;
@@ -360,11 +360,11 @@ static void test_many_never_read(void **state)
     for (int i = 0; i < NCONNS; i++)
         zmq_close(h[i].s);
     zmq_ctx_term(ctx);
-    deadline = bp_now_ms() + WAIT_MS;
+    deadline = ab__mono_ms() + WAIT_MS;
     do {
         ab_error_clear(&err);
         st = replay_some(r->good, r->doc, NEVENTS, &err);
-    } while (st == AB_OVERLOADED && bp_now_ms() < deadline);
+    } while (st == AB_OVERLOADED && ab__mono_ms() < deadline);
     if (st != AB_OK)
         fail_msg("b: replay after the hostile clients left: %s: %s", ab_status_name(st),
                  err.message);

@@ -243,11 +243,11 @@ static void test_every_n_not_quadratic(void **state)
     size_t seen_size[64], n = 0;
     for (int batch = 0; batch < 15; batch++) {
         publish_run(&f, BATCH, NULL, 0);
-        long end = bp_now_ms() + 300; /* let the worker catch up a little */
+        long end = ab__mono_ms() + 300; /* let the worker catch up a little */
         size_t size = 0;
         uint64_t at = 0;
         while ((at = snapfx_stored(t->bp.dir, THREAD, &size, false)) == prev_pos &&
-               bp_now_ms() < end)
+               ab__mono_ms() < end)
             usleep(10 * 1000);
         if (at != prev_pos && n < 64) {
             seen_pos[n] = at;

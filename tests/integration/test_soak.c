@@ -75,8 +75,8 @@ static void *prod_main(void *arg)
     long deadline = 0;
     while (!w->done) {
         if (atomic_load(&w->sh->stop) && !deadline)
-            deadline = bp_now_ms() + FINISH_MS;
-        if (deadline && bp_now_ms() > deadline)
+            deadline = ab__mono_ms() + FINISH_MS;
+        if (deadline && ab__mono_ms() > deadline)
             break;
         ab_error_t err = AB_ERROR_INIT;
         if (!p) {
@@ -253,7 +253,7 @@ static void test_soak_kill9(void **state)
     print_message("soak: seed %llu (AB_SOAK_SEED=%llu repeats it), %d kills\n",
                   (unsigned long long)seed, (unsigned long long)seed, kills_wanted);
     uint64_t rng = seed;
-    long t0 = bp_now_ms();
+    long t0 = ab__mono_ms();
 
     shared_t sh = {.acked_total = 0};
     pthread_mutex_init(&sh.mu, NULL);
@@ -334,7 +334,7 @@ static void test_soak_kill9(void **state)
     pthread_cond_destroy(&sh.cv);
 
     print_message("soak: %d kills survived in %ld ms; %llu events checked in the store\n", kills,
-                  bp_now_ms() - t0, (unsigned long long)events);
+                  ab__mono_ms() - t0, (unsigned long long)events);
     for (int i = 0; i < SP; i++)
         print_message("producer %s: acked %llu, stored %llu, claims %d, re-created %d (%s)\n",
                       w[i].run, (unsigned long long)w[i].acked, (unsigned long long)found[i],

@@ -106,8 +106,8 @@ static void publish_range(ab_conn_t *c, ab_doc_t *doc, const char *thread, const
  * errors (a broker away) are tolerated. */
 static void poll_until(ab_sub_t *s, rec_t *r, uint64_t total, long ms)
 {
-    long deadline = bp_now_ms() + ms;
-    while (r->total < total && bp_now_ms() < deadline) {
+    long deadline = ab__mono_ms() + ms;
+    while (r->total < total && ab__mono_ms() < deadline) {
         ab_error_t err = AB_ERROR_INIT;
         ab_status_t rc = ab_sub_poll(s, 100, &err);
         if (rc != AB_OK && !ab_status_retryable(rc))
@@ -290,9 +290,9 @@ static void test_stop_mid_message_skip_body(void **state)
     ab_error_t err = AB_ERROR_INIT;
     assert_int_equal(ab_sub_poll(s, 100, &err), AB_OK);    /* the first (empty) replay */
     publish_range(c, t->doc, "t", "big", 1, 600, 0, NULL); /* 200 per publish: whole messages */
-    long deadline = bp_now_ms() + 10000;
+    long deadline = ab__mono_ms() + 10000;
     int stops = 0;
-    while (r.total < 600 && bp_now_ms() < deadline) {
+    while (r.total < 600 && ab__mono_ms() < deadline) {
         ab_status_t rc = ab_sub_poll(s, 100, &err);
         if (rc == AB_REQUEST_ABORTED)
             stops++;
@@ -334,8 +334,8 @@ static void test_frozen_broker_backoff(void **state)
     assert_int_equal(kill(t->bp.pid, SIGSTOP), 0);
     uint64_t delay[N];
     int seen = 0;
-    long deadline = bp_now_ms() + 60000;
-    while (seen < N && bp_now_ms() < deadline) {
+    long deadline = ab__mono_ms() + 60000;
+    while (seen < N && ab__mono_ms() < deadline) {
         ab_error_t err = AB_ERROR_INIT;
         ab_status_t rc = ab_sub_poll(s, 100, &err);
         if (rc != AB_OK && !ab_status_retryable(rc))

@@ -23,6 +23,8 @@
 #ifndef AB_TESTS_BROKER_PROC_H
 #define AB_TESTS_BROKER_PROC_H
 
+#include "ab_common.h" /* ab__mono_ms() */
+
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
@@ -65,13 +67,6 @@ static inline const char *bp_bin(void)
 {
     const char *b = getenv("AB_TEST_BROKER_BIN");
     return b && *b ? b : AB_AGENTBUS_BIN;
-}
-
-static inline long bp_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 /* True when `agentbus --help` lists a broker command. */
@@ -120,7 +115,7 @@ static inline void bp_rm_tree(const char *path)
 static inline int bp_read_ready(bp_t *b)
 {
     size_t used = 0;
-    long deadline = bp_now_ms() + BP_READY_MS;
+    long deadline = ab__mono_ms() + BP_READY_MS;
     b->line[0] = '\0';
     for (;;) {
         char *nl = memchr(b->line, '\n', used);
@@ -138,7 +133,7 @@ static inline int bp_read_ready(bp_t *b)
             used = rest;
             continue;
         }
-        long left = deadline - bp_now_ms();
+        long left = deadline - ab__mono_ms();
         struct pollfd pfd = {.fd = b->out_fd, .events = POLLIN};
         if (left <= 0 || poll(&pfd, 1, (int)left) <= 0)
             return -1;
@@ -233,7 +228,7 @@ static inline int bp_start(bp_t *b, const char *dir, const char *const *extra)
  */
 static inline int bp_wait_log(const bp_t *b, const char *needle, int count, long ms)
 {
-    long deadline = bp_now_ms() + ms;
+    long deadline = ab__mono_ms() + ms;
     int found = 0;
     for (;;) {
         found = 0;
@@ -243,7 +238,7 @@ static inline int bp_wait_log(const bp_t *b, const char *needle, int count, long
             found += strstr(line, needle) != NULL;
         if (f)
             fclose(f);
-        if (found >= count || bp_now_ms() >= deadline)
+        if (found >= count || ab__mono_ms() >= deadline)
             return found;
         poll(NULL, 0, 20);
     }
@@ -252,7 +247,7 @@ static inline int bp_wait_log(const bp_t *b, const char *needle, int count, long
 /* Wait for the child with a bound; returns 0 when reaped. */
 static inline int bp_reap(bp_t *b, long ms)
 {
-    long deadline = bp_now_ms() + ms;
+    long deadline = ab__mono_ms() + ms;
     for (;;) {
         pid_t r = waitpid(b->pid, &b->status, WNOHANG);
         if (r == b->pid || (r < 0 && errno == ECHILD)) {
@@ -262,7 +257,7 @@ static inline int bp_reap(bp_t *b, long ms)
             b->out_fd = -1;
             return 0;
         }
-        if (bp_now_ms() >= deadline)
+        if (ab__mono_ms() >= deadline)
             return -1;
         /* bounded wait on the pipe (EOF when the child exits), draining it */
         struct pollfd pfd = {.fd = b->out_fd, .events = POLLIN};

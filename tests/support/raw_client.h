@@ -67,11 +67,11 @@ static inline void *rc_dealer(void *ctx, const char *ep, int rcvhwm)
 /* Send one encoded header without blocking for more than @p ms; true when sent. */
 static inline bool rc_send(void *s, const ab_buf_t *hdr, int ms)
 {
-    long deadline = bp_now_ms() + ms;
+    long deadline = ab__mono_ms() + ms;
     for (;;) {
         if (zmq_send(s, hdr->data, hdr->len, ZMQ_DONTWAIT) >= 0)
             return true;
-        if (errno != EAGAIN || bp_now_ms() >= deadline)
+        if (errno != EAGAIN || ab__mono_ms() >= deadline)
             return false;
         zmq_pollitem_t it = {.socket = s, .events = ZMQ_POLLOUT};
         zmq_poll(&it, 1, 10);

@@ -121,9 +121,9 @@ static inline uint64_t snapfx_stored(const char *dir, const char *thread, size_t
 static inline uint64_t snapfx_wait_stored(const char *dir, const char *thread, uint64_t want,
                                           bool validate)
 {
-    long end = bp_now_ms() + IT_TIMEOUT;
+    long end = ab__mono_ms() + IT_TIMEOUT;
     uint64_t got = 0;
-    while ((got = snapfx_stored(dir, thread, NULL, validate)) < want && bp_now_ms() < end)
+    while ((got = snapfx_stored(dir, thread, NULL, validate)) < want && ab__mono_ms() < end)
         usleep(20 * 1000);
     if (got < want)
         fail_msg("stored snapshot at %llu, want at least %llu", (unsigned long long)got,
