@@ -2,7 +2,7 @@
  * broker.c - start-up and shutdown of the broker: load the plugin, open the
  * store handles (the writer's takes the data-directory lock), bind the
  * endpoints, start the writer and replay reader threads and the command loop
- * (ab_broker_start), and stop in order (ab_broker_stop). ab_broker_run() is
+ * (ab_broker_new), and stop in order (ab_broker_destroy). ab_broker_run() is
  * the daemon on top: signal handlers, the ready line, wait for SIGINT/SIGTERM.
  *
  * Invariants:
@@ -11,7 +11,7 @@
  *     plugin's or store's message (a locked data directory, a damaged or
  *     newer database) and changes nothing.
  *  2. A stop request is one byte on the broker's self-pipe, which the
- *     command loop polls: signal handlers (daemon only) and ab_broker_stop()
+ *     command loop polls: signal handlers (daemon only) and ab_broker_destroy()
  *     write it alike. Every thread the broker starts blocks SIGINT/SIGTERM.
  *  3. Shutdown order: the command loop returns only after the writer and the
  *     readers reported "stopped" (every queued job answered); threads are
@@ -20,10 +20,12 @@
  *     (releasing the lock).
  *  4. The in-process API installs no signal handler and prints nothing.
  *  5. Everything a broker keeps lives in its handle (the snapshot cache
- *     too): brokers of one process share no state but the process-wide log
- *     level, the store's table of open database files (docs/ARCHITECTURE.md
- *     "Process-wide state") and, under ab_broker_run(), the signal handlers.
+ *     too, and its log level, which its threads carry): brokers of one
+ *     process share no state but the store's table of open database files
+ *     (docs/ARCHITECTURE.md "Process-wide state") and, under ab_broker_run(),
+ *     the signal handlers.
  */
+#include "loader.h"
 #include "snap_internal.h"
 
 #include <errno.h>
@@ -48,9 +50,9 @@ typedef struct threads {
     void **rsocks;
 } threads_t;
 
-struct ab_broker_handle {
+struct ab_broker {
     ab_broker_config_t cfg; /* a copy; b.cfg points here */
-    ab_broker_t b;
+    ab__shared_t b;
     ab_plugin_lib_t lib;
     threads_t t;
     ab_seq_t *seq; /* until the writer owns it */
@@ -106,8 +108,8 @@ static void teardown_signals(void)
 }
 
 /* Record a start-up failure in h->err (first wins); the daemon also prints it. */
-static void fail_msg(ab_broker_handle_t *h, ab_status_t code, const char *fmt, ...) AB_PRINTF(3, 4);
-static void fail_msg(ab_broker_handle_t *h, ab_status_t code, const char *fmt, ...)
+static void fail_msg(ab_broker_t *h, ab_status_t code, const char *fmt, ...) AB_PRINTF(3, 4);
+static void fail_msg(ab_broker_t *h, ab_status_t code, const char *fmt, ...)
 {
     char line[2 * AB_ERROR_MESSAGE_MAX + 64];
     va_list ap;
@@ -119,7 +121,7 @@ static void fail_msg(ab_broker_handle_t *h, ab_status_t code, const char *fmt, .
     ab_error_set(h->err, code, "", "%s", line);
 }
 
-static void fail(ab_broker_handle_t *h, const char *what, const ab_error_t *e)
+static void fail(ab_broker_t *h, const char *what, const ab_error_t *e)
 {
     fail_msg(h, e->code != AB_OK ? e->code : AB_INTERNAL, "%s: %s", what,
              e->message[0] ? e->message : ab_status_str(e->code));
@@ -141,9 +143,9 @@ static int make_instance(char out[17])
 }
 
 /* Load the plugin and open every handle. @return 0 or -1 (reported). */
-static int open_store(ab_broker_handle_t *h)
+static int open_store(ab_broker_t *h)
 {
-    ab_broker_t *b = &h->b;
+    ab__shared_t *b = &h->b;
     const ab_broker_config_t *cfg = b->cfg;
     ab_error_t e = AB_ERROR_INIT;
     if (ab__plugin_load(cfg->plugin, &h->lib, &e) != AB_OK) {
@@ -182,7 +184,7 @@ static int open_store(ab_broker_handle_t *h)
     return 0;
 }
 
-static void close_store(ab_broker_t *b, ab_plugin_lib_t *lib)
+static void close_store(ab__shared_t *b, ab_plugin_lib_t *lib)
 {
     if (b->plugin != NULL) {
         for (uint32_t i = 0; b->rdbs != NULL && i < b->cfg->readers; i++)
@@ -199,9 +201,9 @@ static void close_store(ab_broker_t *b, ab_plugin_lib_t *lib)
 }
 
 /* Bind @p ep and copy the real endpoint into @p out. @return the socket or NULL (reported). */
-static void *bind_endpoint(ab_broker_handle_t *h, int type, const char *ep, char *out)
+static void *bind_endpoint(ab_broker_t *h, int type, const char *ep, char *out)
 {
-    ab_broker_t *b = &h->b;
+    ab__shared_t *b = &h->b;
     void *s = zmq_socket(b->zctx, type);
     if (s == NULL) {
         fail_msg(h, AB_INTERNAL, "cannot create a socket: %s", zmq_strerror(zmq_errno()));
@@ -249,7 +251,7 @@ static void restore_mask(const sigset_t *old)
 }
 
 /* Create the inproc sockets and start the worker threads (signals blocked in them). */
-static int start_threads(ab_broker_t *b, threads_t *t, ab_seq_t **seq)
+static int start_threads(ab__shared_t *b, threads_t *t, ab_seq_t **seq)
 {
     uint32_t n = b->cfg->readers;
     t->readers = calloc(n, sizeof(*t->readers));
@@ -301,7 +303,7 @@ static void send_stop(void *sock)
 }
 
 /* Stop (unless the command loop did) and join the workers, close the inproc sockets. */
-static void stop_threads(ab_broker_t *b, threads_t *t, bool stopped)
+static void stop_threads(ab__shared_t *b, threads_t *t, bool stopped)
 {
     if (t->writer_started) {
         if (!stopped)
@@ -337,13 +339,13 @@ static void stop_threads(ab_broker_t *b, threads_t *t, bool stopped)
 
 static void *cmd_main(void *arg)
 {
-    ab_broker_handle_t *h = arg;
+    ab_broker_t *h = arg;
     h->rc = ab__cmd_loop(&h->b, h->router, h->t.wsock, h->t.rsocks, h->pipe[0]);
     return NULL;
 }
 
 /* Start the command loop on its own thread (signals blocked in it). */
-static int start_cmd(ab_broker_handle_t *h)
+static int start_cmd(ab_broker_t *h)
 {
     sigset_t old;
     block_signals(&old);
@@ -356,7 +358,7 @@ static int start_cmd(ab_broker_handle_t *h)
 }
 
 /* Undo whatever start-up did, in reverse order, and free the handle. @return the exit status. */
-static int teardown(ab_broker_handle_t *h)
+static int teardown(ab_broker_t *h)
 {
     int rc = h->cmd_started ? ab_broker_wait(h) : 1;
     stop_threads(&h->b, &h->t, h->cmd_started);
@@ -384,9 +386,9 @@ static int teardown(ab_broker_handle_t *h)
 }
 
 /* Everything after the store: sequencer, context, self-pipe, sockets, threads. */
-static int start_running(ab_broker_handle_t *h)
+static int start_running(ab_broker_t *h)
 {
-    ab_broker_t *b = &h->b;
+    ab__shared_t *b = &h->b;
     ab_error_t e = AB_ERROR_INIT;
     ab_seq_opts_t so = {.max_runs = AB_BROKER_CACHED_RUNS};
     if (ab__seq_new(&h->seq, b->plugin, b->wdb, &so, &e) != AB_OK) {
@@ -414,11 +416,11 @@ static int start_running(ab_broker_handle_t *h)
     return 0;
 }
 
-static ab_status_t broker_start(const ab_broker_config_t *cfg, bool daemon,
-                                ab_broker_handle_t **out, ab_error_t *err)
+static ab_status_t broker_start(const ab_broker_config_t *cfg, bool daemon, ab_broker_t **out,
+                                ab_error_t *err)
 {
     ab_error_t spare = AB_ERROR_INIT;
-    ab_broker_handle_t *h = calloc(1, sizeof(*h));
+    ab_broker_t *h = calloc(1, sizeof(*h));
     if (h == NULL)
         return ab_error_set(err ? err : &spare, AB_NOMEM, "", "out of memory");
     h->cfg = *cfg;
@@ -426,7 +428,7 @@ static ab_status_t broker_start(const ab_broker_config_t *cfg, bool daemon,
     h->pipe[0] = h->pipe[1] = -1;
     h->daemon = daemon;
     h->err = err ? err : &spare;
-    ab__log_set_level(cfg->log_level);
+    ab_log_level_t caller_level = ab__log_set_level(cfg->log_level);
     if (cfg->readers < 1 || cfg->readers > AB_BROKER_MAX_READERS) {
         fail_msg(h, AB_INVALID_CONFIG, "readers must be 1..%d", AB_BROKER_MAX_READERS);
         goto undo;
@@ -443,40 +445,42 @@ static ab_status_t broker_start(const ab_broker_config_t *cfg, bool daemon,
         goto undo;
     h->err = NULL;
     *out = h;
+    if (!daemon) /* the daemon's main thread logs at its level until it exits */
+        ab__log_set_level(caller_level);
     return AB_OK;
 undo:;
     ab_status_t code = h->err->code != AB_OK ? h->err->code : AB_INTERNAL;
     teardown(h);
+    ab__log_set_level(caller_level);
     return code;
 }
 
-ab_status_t ab_broker_start(const ab_broker_config_t *cfg, ab_broker_handle_t **out,
-                            ab_error_t *err)
+ab_status_t ab_broker_new(const ab_broker_config_t *cfg, ab_broker_t **out, ab_error_t *err)
 {
     return broker_start(cfg, false, out, err);
 }
 
-const char *ab_broker_cmd_endpoint(const ab_broker_handle_t *h)
+const char *ab_broker_cmd_endpoint(const ab_broker_t *h)
 {
     return h->b.cmd_ep;
 }
 
-const char *ab_broker_events_endpoint(const ab_broker_handle_t *h)
+const char *ab_broker_events_endpoint(const ab_broker_t *h)
 {
     return h->b.events_ep;
 }
 
-const char *ab_broker_instance(const ab_broker_handle_t *h)
+const char *ab_broker_instance(const ab_broker_t *h)
 {
     return h->b.instance;
 }
 
-void *ab_broker_zmq_context(const ab_broker_handle_t *h)
+void *ab_broker_zmq_context(const ab_broker_t *h)
 {
     return h->b.zctx;
 }
 
-int ab_broker_wait(ab_broker_handle_t *h)
+int ab_broker_wait(ab_broker_t *h)
 {
     if (h->cmd_started && !h->cmd_joined) {
         pthread_join(h->cmd, NULL);
@@ -485,23 +489,32 @@ int ab_broker_wait(ab_broker_handle_t *h)
     return h->rc;
 }
 
-int ab_broker_stop(ab_broker_handle_t **hp)
+int ab_broker_destroy(ab_broker_t **hp)
 {
     if (hp == NULL || *hp == NULL)
         return 0;
-    ab_broker_handle_t *h = *hp;
+    ab_broker_t *h = *hp;
     *hp = NULL;
-    if (h->cmd_started && !h->cmd_joined) {
-        char c = 's';
-        ssize_t n = write(h->pipe[1], &c, 1);
-        (void)n;
-    }
-    return teardown(h);
+    if (h->cmd_started && !h->cmd_joined)
+        ab_broker_stop(h);
+    ab_log_level_t caller_level = ab__log_set_level(h->cfg.log_level);
+    int rc = teardown(h);
+    ab__log_set_level(caller_level);
+    return rc;
 }
 
-static void print_ready(const ab_broker_handle_t *h)
+void ab_broker_stop(ab_broker_t *h)
 {
-    const ab_broker_t *b = &h->b;
+    char c = 's';
+    if (h != NULL && h->pipe[1] >= 0) {
+        ssize_t n = write(h->pipe[1], &c, 1); /* a full pipe already holds a stop request */
+        (void)n;
+    }
+}
+
+static void print_ready(const ab_broker_t *h)
+{
+    const ab__shared_t *b = &h->b;
     printf("agentbus broker ready cmd=%s events=%s data=%s instance=%s\n", b->cmd_ep, b->events_ep,
            b->cfg->data_dir, b->instance);
     fflush(stdout);
@@ -512,11 +525,11 @@ static void print_ready(const ab_broker_handle_t *h)
 
 int ab_broker_run(const ab_broker_config_t *cfg)
 {
-    ab_broker_handle_t *h = NULL;
+    ab_broker_t *h = NULL;
     ab_error_t e = AB_ERROR_INIT;
     if (broker_start(cfg, true, &h, &e) != AB_OK)
         return 1;
     print_ready(h);
     ab_broker_wait(h); /* until SIGINT/SIGTERM */
-    return ab_broker_stop(&h);
+    return ab_broker_destroy(&h);
 }

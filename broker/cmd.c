@@ -11,7 +11,7 @@
  *  2. Sends on the ROUTER never block (ZMQ_SNDTIMEO 0, ROUTER_MANDATORY): a
  *     reply to a slow or vanished client is dropped and logged at debug.
  *  3. Events in flight (publish events plus writer jobs) never exceed
- *     cfg->queue: only this thread adds to ab_broker_t.in_flight, and it
+ *     cfg->queue: only this thread adds to ab__shared_t.in_flight, and it
  *     checks the bound before adding; the writer subtracts when it answers.
  *  4. A replay's credit and cancel reach the reader that owns it: the reader
  *     is chosen by a hash of the connection's identity, so every replay of
@@ -34,7 +34,7 @@
 #define FORWARD_BURST 256
 
 typedef struct cmd {
-    ab_broker_t *b;
+    ab__shared_t *b;
     void *router;
     void *wsock;
     void **rsocks;
@@ -634,10 +634,10 @@ static bool on_signal(cmd_t *c, int sigfd)
     return true;
 }
 
-int ab__cmd_loop(ab_broker_t *b, void *router, void *wsock, void **rsocks, int sigfd)
+int ab__cmd_loop(ab__shared_t *b, void *router, void *wsock, void **rsocks, int sigfd)
 {
     cmd_t c = {.b = b, .router = router, .wsock = wsock, .rsocks = rsocks};
-    ab__thread_name("ab-command");
+    ab__thread_start("ab-command", b->cfg->log_level);
     c.nreaders = b->cfg->readers;
     size_t n = 3 + c.nreaders;
     zmq_pollitem_t *items = calloc(n, sizeof(*items));

@@ -15,7 +15,8 @@
  *     feeds directly. A line is at most LINE_BYTES - 2 bytes and holds no
  *     NUL byte: both are refused, never cut or split.
  */
-#include "broker.h"
+#include "agentbus/broker.h"
+#include "log.h"
 
 #include <ctype.h>
 #include <errno.h>

@@ -20,7 +20,7 @@
 
 #include <string.h>
 
-void ab__fanout_init(ab__fanout_t *f, ab_broker_t *b)
+void ab__fanout_init(ab__fanout_t *f, ab__shared_t *b)
 {
     memset(f, 0, sizeof(*f));
     f->b = b;

@@ -14,9 +14,10 @@
 #define AB_BROKER_INTERNAL_H
 
 #include "ab_common.h"
+#include "agentbus/broker.h"
 #include "agentbus/codec.h"
 #include "agentbus/plugin.h"
-#include "broker.h"
+#include "log.h"
 #include "sequencer.h"
 
 #include <pthread.h>
@@ -26,7 +27,7 @@
 typedef struct ab__snapcache ab__snapcache_t; /* snap_internal.h */
 
 /** State shared by every thread; set up before the threads start. */
-typedef struct ab_broker {
+typedef struct ab__shared {
     const ab_broker_config_t *cfg;
     void *zctx;
     const ab_plugin_t *plugin;
@@ -43,7 +44,7 @@ typedef struct ab_broker {
     _Atomic int64_t replay_slots;    /**< replays open or unread (all readers), <= cfg->replays */
     _Atomic bool snap_failed;        /**< the snapshot worker could not start: nothing is stored */
     ab__snapcache_t *snaps; /**< this broker's snapshot builders (readers, snapshot worker) */
-} ab_broker_t;
+} ab__shared_t;
 
 typedef enum ab_job_kind {
     AB_JOB_PUBLISH = 1,
@@ -64,7 +65,7 @@ typedef struct ab_job {
     zmq_msg_t identity; /**< the client's ROUTER identity (moved in) */
     uint32_t v;
     uint64_t cid;
-    int64_t weight; /**< what it adds to ab_broker_t.in_flight */
+    int64_t weight; /**< what it adds to ab__shared_t.in_flight */
     int64_t bytes;  /**< PUBLISH: adds to in_flight_bytes; UNDELIVERED: the records frame's size */
     /* PUBLISH */
     uint32_t count;
@@ -138,13 +139,13 @@ void ab__headlist_free(ab_headlist_t *hl);
 
 /* Thread bodies. */
 typedef struct ab_writer_args {
-    ab_broker_t *b;
+    ab__shared_t *b;
     ab_seq_t *seq; /**< created at start-up, owned by the writer from then on */
     void *sock;    /**< its end of the inproc PAIR, connected at start-up; the writer closes it */
 } ab_writer_args_t;
 
 typedef struct ab_reader_args {
-    ab_broker_t *b;
+    ab__shared_t *b;
     ab_plugin_db_t *db;
     void *sock; /**< its end of the inproc PAIR, connected at start-up; the reader closes it */
     uint32_t index;
@@ -158,7 +159,7 @@ typedef struct ab_reader_args {
  * (or a typed error) on @p sock. Runs to completion on the reader's thread;
  * frees nothing (the caller frees @p job).
  */
-void ab__reader_snapshot(ab_broker_t *b, ab_plugin_db_t *db, void *sock, ab_job_t *job);
+void ab__reader_snapshot(ab__shared_t *b, ab_plugin_db_t *db, void *sock, ab_job_t *job);
 
 void *ab__writer_main(void *arg);
 void *ab__reader_main(void *arg);
@@ -168,6 +169,6 @@ void *ab__reader_main(void *arg);
  * @p sigfd and every worker has stopped. However it returns, it has sent
  * every worker its stop job (join them next). @return 0 or 1.
  */
-int ab__cmd_loop(ab_broker_t *b, void *router, void *wsock, void **rsocks, int sigfd);
+int ab__cmd_loop(ab__shared_t *b, void *router, void *wsock, void **rsocks, int sigfd);
 
 #endif /* AB_BROKER_INTERNAL_H */

@@ -5,12 +5,12 @@
  * Invariants:
  *  1. Each message is formatted into one buffer and written with one
  *     fputs(), so lines from different threads never interleave.
- *  2. The level is an atomic read; changing it is safe at any time.
+ *  2. The level is the writing thread's own (thread-local): no state is
+ *     shared between threads or brokers.
  */
-#include "broker.h"
+#include "log.h"
 
 #include <stdarg.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -18,7 +18,7 @@
 #include <sys/prctl.h>
 #endif
 
-static _Atomic int log_level = AB_LOG_INFO;
+static _Thread_local int log_level = AB_LOG_INFO;
 
 static const char *const level_names[] = {"error", "warn", "info", "debug"};
 
@@ -33,8 +33,9 @@ ab_status_t ab__log_level_from(const char *s, ab_log_level_t *out)
     return AB_INVALID_CONFIG;
 }
 
-void ab__thread_name(const char *name)
+void ab__thread_start(const char *name, ab_log_level_t level)
 {
+    log_level = (int)level;
 #ifdef __linux__
     (void)prctl(PR_SET_NAME, name, 0, 0, 0); /* at most 15 characters are kept */
 #else
@@ -42,14 +43,16 @@ void ab__thread_name(const char *name)
 #endif
 }
 
-void ab__log_set_level(ab_log_level_t level)
+ab_log_level_t ab__log_set_level(ab_log_level_t level)
 {
-    atomic_store(&log_level, (int)level);
+    ab_log_level_t old = (ab_log_level_t)log_level;
+    log_level = (int)level;
+    return old;
 }
 
 static bool log_enabled(ab_log_level_t level)
 {
-    return (int)level <= atomic_load(&log_level);
+    return (int)level <= log_level;
 }
 
 void ab__log(ab_log_level_t level, const char *fmt, ...)

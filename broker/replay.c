@@ -36,7 +36,7 @@
 #define CHUNK_KEEP_BYTES (8u << 20) /* a chunk buffer grown past this is given back */
 
 typedef struct reader {
-    ab_broker_t *b;
+    ab__shared_t *b;
     ab_plugin_db_t *db;
     ab__rbook_t book;
     bool stop;
@@ -229,7 +229,7 @@ void *ab__reader_main(void *arg)
     reader_t r = {.b = a->b, .db = a->db, .book = {.b = a->b, .sock = a->sock}};
     char name[16];
     snprintf(name, sizeof(name), "ab-reader-%u", a->index);
-    ab__thread_name(name);
+    ab__thread_start(name, a->b->cfg->log_level);
     size_t ready = 0;
     while (!r.stop) {
         zmq_pollitem_t it = {.socket = r.book.sock, .events = ZMQ_POLLIN};

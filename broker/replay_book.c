@@ -6,13 +6,13 @@
  * Invariants:
  *  1. A session's unread bytes are the sum of its ring: the sizes of the
  *     chunks sent and not yet credited, oldest first. A peer's unread bytes
- *     are the sum over its sessions; ab_broker_t.replay_unread is the sum
+ *     are the sum over its sessions; ab__shared_t.replay_unread is the sum
  *     over every reader's peers. All three move together, in rb_count().
  *  2. ring_n + credits <= max_replay_window: a chunk is sent only with
  *     credit, and a credit first releases a ring entry (so the ring never
  *     overflows).
  *  3. Slots: a session holds one of its peer's and one of the broker's
- *     (ab_broker_t.replay_slots) from start until it is freed, which is when
+ *     (ab__shared_t.replay_slots) from start until it is freed, which is when
  *     it has ended and its ring is empty, or when its connection is gone.
  *  4. A peer exists while it has a slot; freeing its last session frees it.
  *  5. Every running session ends with exactly one replay_end or error

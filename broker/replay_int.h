@@ -58,7 +58,7 @@ typedef struct ab__rsession {
 
 /** The sessions and connections of one reader thread. */
 typedef struct ab__rbook {
-    ab_broker_t *b;
+    ab__shared_t *b;
     void *sock; /**< the reader's PAIR to the command thread */
     ab__rsession_t **s;
     size_t ns, cap_s;

@@ -38,7 +38,7 @@ typedef struct ab_snapent {
 } ab_snapent_t;
 
 /**
- * A broker's builder cache, empty (ab_broker_t.snaps: one per broker, made
+ * A broker's builder cache, empty (ab__shared_t.snaps: one per broker, made
  * at start-up, shared by its readers and its snapshot worker). Thread-safe:
  * every function below may be called from any of the broker's threads.
  * @return the cache, or NULL when out of memory.
@@ -68,7 +68,7 @@ void ab__snapcache_discard(ab__snapcache_t *c, ab_snapent_t *e);
  * @return AB_OK; AB_NOT_FOUND (no stored event); the store's error; AB_CORRUPT
  *         (a stored event that does not fold); AB_TOO_LARGE; AB_NOMEM.
  */
-AB_NODISCARD ab_status_t ab__snapshot_current(ab_broker_t *b, ab_plugin_db_t *db, ab_str_t thread,
+AB_NODISCARD ab_status_t ab__snapshot_current(ab__shared_t *b, ab_plugin_db_t *db, ab_str_t thread,
                                               uint64_t max_events, size_t memory_max,
                                               ab_snapent_t **out, uint64_t *folded,
                                               ab_error_t *err);
@@ -76,7 +76,7 @@ AB_NODISCARD ab_status_t ab__snapshot_current(ab_broker_t *b, ab_plugin_db_t *db
 typedef struct ab_snapworker ab_snapworker_t;
 
 /** Start the worker of broker @p b (its own read-only handle). NULL when it cannot start. */
-ab_snapworker_t *ab__snapworker_start(ab_broker_t *b);
+ab_snapworker_t *ab__snapworker_start(ab__shared_t *b);
 /**
  * Ask for a stored snapshot of @p thread covering at least every event
  * committed now; @p run_end: a run of it ended (else an every-N request,

@@ -12,7 +12,7 @@
  *  2. Bounded: at most AB_SNAPCACHE_ENTRIES entries and AB_SNAPCACHE_BYTES
  *     estimated bytes (builder estimate plus the cached reply); put evicts
  *     least recently used entries, and frees an entry larger than the bound.
- *  3. One cache per broker, owned by its handle (ab_broker_t.snaps, made at
+ *  3. One cache per broker, owned by its handle (ab__shared_t.snaps, made at
  *     start, freed after every thread joined): no state is shared between
  *     brokers of one process, and keys are thread ids alone.
  *  4. When two users built entries of one thread, put keeps the one at the

@@ -40,7 +40,7 @@ struct ab__snapcount {
     char id[AB_ID_MAX_BYTES];
 };
 
-void ab__snapsched_start(ab__snapsched_t *s, ab_broker_t *b)
+void ab__snapsched_start(ab__snapsched_t *s, ab__shared_t *b)
 {
     memset(s, 0, sizeof(*s));
     s->b = b;

@@ -100,7 +100,7 @@ static int fold_row(void *ud, const ab_row_t *row)
 }
 
 /* Fold every stored event of the thread. */
-static ab_status_t fold_thread(ab_broker_t *b, ab_plugin_db_t *db, ab_str_t thread, fold_t *f)
+static ab_status_t fold_thread(ab__shared_t *b, ab_plugin_db_t *db, ab_str_t thread, fold_t *f)
 {
     const ab_plugin_t *p = b->plugin;
     while (f->max_events == 0 || f->events < f->max_events) {
@@ -122,7 +122,7 @@ static ab_status_t fold_thread(ab_broker_t *b, ab_plugin_db_t *db, ab_str_t thre
 }
 
 /* Start @p f->sb from the stored snapshot of @p thread, if any (else a fresh builder). */
-static ab_status_t start_builder(ab_broker_t *b, ab_plugin_db_t *db, ab_str_t thread, fold_t *f,
+static ab_status_t start_builder(ab__shared_t *b, ab_plugin_db_t *db, ab_str_t thread, fold_t *f,
                                  bool *from_stored)
 {
     const ab_plugin_t *p = b->plugin;
@@ -168,7 +168,7 @@ static ab_status_t start_builder(ab_broker_t *b, ab_plugin_db_t *db, ab_str_t th
 }
 
 /* A fresh entry for @p thread, its builder started from the stored snapshot or empty. */
-static ab_status_t entry_new(ab_broker_t *b, ab_plugin_db_t *db, ab_str_t thread, fold_t *f,
+static ab_status_t entry_new(ab__shared_t *b, ab_plugin_db_t *db, ab_str_t thread, fold_t *f,
                              ab_snapent_t **out, bool *from_stored)
 {
     if (thread.len > AB_ID_MAX_BYTES)
@@ -188,7 +188,7 @@ static ab_status_t entry_new(ab_broker_t *b, ab_plugin_db_t *db, ab_str_t thread
     return AB_OK;
 }
 
-ab_status_t ab__snapshot_current(ab_broker_t *b, ab_plugin_db_t *db, ab_str_t thread,
+ab_status_t ab__snapshot_current(ab__shared_t *b, ab_plugin_db_t *db, ab_str_t thread,
                                  uint64_t max_events, size_t memory_max, ab_snapent_t **out,
                                  uint64_t *folded, ab_error_t *err)
 {
@@ -244,7 +244,7 @@ static ab_status_t entry_encode(ab_snapent_t *e, const ab_limits_t *lim, ab_erro
     return AB_OK;
 }
 
-void ab__reader_snapshot(ab_broker_t *b, ab_plugin_db_t *db, void *sock, ab_job_t *job)
+void ab__reader_snapshot(ab__shared_t *b, ab_plugin_db_t *db, void *sock, ab_job_t *job)
 {
     ab_error_t e = AB_ERROR_INIT;
     ab_snapent_t *ent = NULL;

@@ -50,7 +50,7 @@ typedef struct done {
 } done_t;
 
 struct ab_snapworker {
-    ab_broker_t *b;
+    ab__shared_t *b;
     ab_plugin_db_t *db;
     pthread_t th;
     pthread_mutex_t mu;
@@ -222,7 +222,7 @@ static void compute(ab_snapworker_t *w, const todo_t *q)
 static void *worker_main(void *arg)
 {
     ab_snapworker_t *w = arg;
-    ab__thread_name("ab-snapshot");
+    ab__thread_start("ab-snapshot", w->b->cfg->log_level);
 #ifdef __linux__
     (void)setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), AB_SNAPWORKER_NICE);
 #endif
@@ -246,7 +246,7 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
-ab_snapworker_t *ab__snapworker_start(ab_broker_t *b)
+ab_snapworker_t *ab__snapworker_start(ab__shared_t *b)
 {
     ab_snapworker_t *w = calloc(1, sizeof(*w));
     ab_error_t e = AB_ERROR_INIT;

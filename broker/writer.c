@@ -34,7 +34,7 @@
 #define SNAP_POLL_MS 20 /* longest wait for a job while the snapshot worker is busy */
 
 typedef struct writer {
-    ab_broker_t *b;
+    ab__shared_t *b;
     void *sock;
     ab_seq_t *seq;
     ab_job_t **group;
@@ -274,7 +274,7 @@ void *ab__writer_main(void *arg)
 {
     ab_writer_args_t *a = arg;
     writer_t w = {.b = a->b, .seq = a->seq, .sock = a->sock};
-    ab__thread_name("ab-writer");
+    ab__thread_start("ab-writer", a->b->cfg->log_level);
     ab__fanout_init(&w.fan, w.b);
     ab__snapsched_start(&w.snap, w.b);
     while (!w.stop) {

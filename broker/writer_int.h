@@ -27,7 +27,7 @@
  * records and about AB_LIVE_BYTES_MAX bytes (a larger event goes alone).
  */
 typedef struct ab__fanout {
-    ab_broker_t *b;
+    ab__shared_t *b;
     void *xpub;         /**< bound at start-up, used by the writer thread only */
     ab_buf_t topic;     /**< topic of the live message being built (reused while it matches) */
     ab_buf_t live;      /**< its records frame */
@@ -38,7 +38,7 @@ typedef struct ab__fanout {
 } ab__fanout_t;
 
 /** Set up @p f on broker @p b's XPUB socket; the first heartbeat is due now. */
-void ab__fanout_init(ab__fanout_t *f, ab_broker_t *b);
+void ab__fanout_init(ab__fanout_t *f, ab__shared_t *b);
 
 /**
  * Add committed event @p it (stamped @p pos, @p time_us) to the live message
@@ -70,7 +70,7 @@ typedef struct ab__snapcount ab__snapcount_t; /* one thread's counts (snapsched.
  * handle, between groups.
  */
 typedef struct ab__snapsched {
-    ab_broker_t *b;
+    ab__shared_t *b;
     ab_snapworker_t *worker; /**< NULL: the plugin stores no snapshots (or it did not start) */
     /* threads due a snapshot after the last committed group */
     char (*due)[AB_ID_MAX_BYTES + 1];
@@ -82,7 +82,7 @@ typedef struct ab__snapsched {
 } ab__snapsched_t;
 
 /** Start the snapshot worker when the plugin stores snapshots; sets b->snap_failed. */
-void ab__snapsched_start(ab__snapsched_t *s, ab_broker_t *b);
+void ab__snapsched_start(ab__snapsched_t *s, ab__shared_t *b);
 
 /**
  * The group @p evs (@p n events) was committed: note the threads with a run

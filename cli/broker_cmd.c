@@ -7,7 +7,7 @@
  *     FILE:LINE and key, and exits 2 without touching the data directory.
  *  2. --help prints every option with its default to stdout and exits 0.
  */
-#include "broker.h"
+#include "agentbus/broker.h"
 #include "cli.h"
 
 int cmd_broker(int argc, char **argv)

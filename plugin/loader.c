@@ -12,6 +12,7 @@
  *  3. dlopen() uses RTLD_NOW (missing symbols fail at load, not at the first
  *     call) and RTLD_LOCAL (a plugin's symbols never satisfy another's).
  */
+#include "loader.h"
 #include "agentbus/plugin.h"
 
 #include <dlfcn.h>

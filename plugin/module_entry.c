@@ -7,6 +7,7 @@
  *     same constant table as the built-in ab__plugin_sqlite().
  */
 #include "agentbus/plugin.h"
+#include "loader.h"
 
 /** The plugin entry point (AB_PLUGIN_ENTRY_SYMBOL). */
 __attribute__((visibility("default"))) const ab_plugin_t *ab_plugin_entry(void);

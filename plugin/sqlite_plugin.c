@@ -17,7 +17,8 @@
  *     field, details).
  */
 #include "agentbus/plugin.h"
-#include "agentbus/store.h"
+#include "loader.h"
+#include "store.h"
 
 /** How long a handle waits for a lock held by a checkpoint or a recovery. */
 #define PLUGIN_BUSY_TIMEOUT_MS 1000

@@ -13,7 +13,7 @@
 #define AB_STORE_INT_H
 
 #include "agentbus/buf.h"
-#include "agentbus/store.h"
+#include "store.h"
 
 #include <sqlite3.h>
 

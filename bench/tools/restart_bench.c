@@ -27,7 +27,8 @@
  */
 #include "ab_common.h"
 #include "agentbus/plugin.h"
-#include "agentbus/store.h"
+#include "loader.h"
+#include "store.h"
 
 #include <dirent.h>
 #include <poll.h>

@@ -18,6 +18,7 @@
  */
 #include "ab_common.h"
 #include "agentbus/plugin.h"
+#include "loader.h"
 
 #include <dirent.h>
 #include <sqlite3.h>

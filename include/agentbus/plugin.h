@@ -119,29 +119,6 @@ typedef struct ab_plugin {
 /** Signature of the exported entry point. */
 typedef const ab_plugin_t *(*ab_plugin_entry_fn)(void);
 
-/** The built-in SQLite persistence plugin (linked into the broker). */
-const ab_plugin_t *ab__plugin_sqlite(void);
-
-/** A loaded plugin: the table and the dlopen handle (NULL for built-ins). */
-typedef struct ab_plugin_lib {
-    const ab_plugin_t *plugin;
-    void *dl;
-} ab_plugin_lib_t;
-
-/**
- * Load a plugin: "sqlite" (or NULL) is the built-in one; anything containing
- * a '/' is a path given to dlopen(). Checks the entry symbol, abi_version and
- * struct_size.
- * @return AB_OK; AB_NOT_FOUND (no such file / no entry symbol, message has
- *         dlerror()); AB_UNSUPPORTED (ABI mismatch, details "expected" and
- *         "actual"); AB_INVALID_CONFIG (missing function pointers).
- */
-AB_NODISCARD ab_status_t ab__plugin_load(const char *name_or_path, ab_plugin_lib_t *out,
-                                         ab_error_t *err);
-
-/** Unload (dlclose) a plugin loaded by path; no-op for built-ins. */
-void ab__plugin_unload(ab_plugin_lib_t *lib);
-
 #ifdef __cplusplus
 }
 #endif

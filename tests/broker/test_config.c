@@ -3,7 +3,7 @@
  * config file, flag-over-file precedence and typed errors (file:line, key),
  * the text parser's refusals (NUL bytes, long lines) and the file size bound.
  */
-#include "broker.h"
+#include "agentbus/broker.h"
 #include "testutil.h"
 
 #include <stdio.h>

@@ -8,6 +8,7 @@
 
 #include "agentbus/codec.h"
 #include "fake_plugin.h"
+#include "loader.h"
 #include "sequencer.h"
 
 #include <dirent.h>

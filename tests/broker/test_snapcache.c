@@ -1,7 +1,7 @@
 /*
  * test_snapcache.c - each broker has its own cache of snapshot builders
  * (broker/snapcache.c): two caches never see each other's entries, and two
- * brokers running in one process (ab_broker_start) answer SNAPSHOT of the
+ * brokers running in one process (ab_broker_new) answer SNAPSHOT of the
  * same thread id from their own events only, each after the other cached its
  * builder for that id.
  *
@@ -10,8 +10,8 @@
  * tests link the broker, not the client library); their data directories
  * come from mkdtemp() and are removed.
  */
+#include "agentbus/broker.h"
 #include "agentbus/json.h"
-#include "broker.h"
 #include "snap_internal.h"
 #include "testutil.h"
 
@@ -62,7 +62,7 @@ static void test_two_caches_share_nothing(void **state)
 
 typedef struct inproc {
     char dir[64];
-    ab_broker_handle_t *h;
+    ab_broker_t *h;
     void *ctx;  /* the test's own ZeroMQ context */
     void *sock; /* a DEALER to the broker's command endpoint */
     ab_doc_t *doc;
@@ -84,7 +84,7 @@ static void inproc_start(inproc_t *p)
     cfg.durability = AB_DURABILITY_PROCESS;
     cfg.log_level = AB_LOG_ERROR;
     ab_error_t err = AB_ERROR_INIT;
-    if (ab_broker_start(&cfg, &p->h, &err) != AB_OK)
+    if (ab_broker_new(&cfg, &p->h, &err) != AB_OK)
         fail_msg("broker start: %s", err.message);
     p->ctx = zmq_ctx_new();
     assert_non_null(p->ctx);
@@ -101,7 +101,7 @@ static void inproc_stop(inproc_t *p)
     zmq_ctx_term(p->ctx);
     ab_doc_destroy(&p->doc);
     tu_ctx_free(&p->tu);
-    assert_int_equal(ab_broker_stop(&p->h), 0);
+    assert_int_equal(ab_broker_destroy(&p->h), 0);
     bp_rm_tree(p->dir);
 }
 

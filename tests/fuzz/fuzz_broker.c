@@ -2,7 +2,7 @@
  * fuzz_broker.c - libFuzzer target for the broker's command handling, in
  * process: one broker (real command loop, writer, sequencer, replay readers,
  * SQLite store in a fresh mkdtemp() directory under /tmp, durability
- * `process`) is started on the first input with ab_broker_start() and
+ * `process`) is started on the first input with ab_broker_new() and
  * serves every input over `inproc://` endpoints on its own ZeroMQ context
  * (faster than tcp; only the ROUTER's tcp-level ZMQ_MAXMSGSIZE is skipped);
  * atexit() stops it and removes the directory. The broker's state (runs,
@@ -47,8 +47,8 @@
  * In the normal build tests/fuzz/replay_main.c runs the committed corpus
  * through the same checks (ctest fuzz.broker.corpus).
  */
+#include "agentbus/broker.h"
 #include "agentbus/codec.h"
-#include "broker.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -74,7 +74,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 #define MAX_BARRIERS    8
 
 typedef struct harness {
-    ab_broker_handle_t *broker;
+    ab_broker_t *broker;
     void *dealer;
     char dir[64];
     ab_limits_t limits;
@@ -130,7 +130,7 @@ static void close_dealer(void)
 static void cleanup(void)
 {
     close_dealer();
-    if (H.broker != NULL && ab_broker_stop(&H.broker) != 0)
+    if (H.broker != NULL && ab_broker_destroy(&H.broker) != 0)
         fprintf(stderr, "fuzz_broker: the broker did not stop cleanly\n");
     ab_doc_destroy(&H.doc);
     ab_doc_destroy(&H.rdoc);
@@ -154,7 +154,7 @@ static void init(void)
     cfg.log_level = getenv("AB_FUZZ_BROKER_LOG") != NULL ? AB_LOG_DEBUG : AB_LOG_ERROR;
     H.limits = cfg.limits;
     ab_error_t err = AB_ERROR_INIT;
-    if (ab_broker_start(&cfg, &H.broker, &err) != AB_OK)
+    if (ab_broker_new(&cfg, &H.broker, &err) != AB_OK)
         die("cannot start the broker", err.message);
     if (ab_doc_new(&H.doc) != AB_OK || ab_doc_new(&H.rdoc) != AB_OK)
         die("out of memory", NULL);

@@ -29,7 +29,7 @@
  *  4. the file reader answers exactly what the text parser answers.
  * ASan/UBSan watch the rest.
  */
-#include "broker.h"
+#include "agentbus/broker.h"
 
 #include <ctype.h>
 #include <stdio.h>

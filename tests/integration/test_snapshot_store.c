@@ -21,6 +21,7 @@
 #include "agentbus/plugin.h"
 #include "agentbus/snapshot.h"
 #include "broker_proc.h"
+#include "loader.h"
 #include "snap_fixture.h"
 
 #include <fcntl.h>

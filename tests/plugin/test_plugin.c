@@ -8,7 +8,8 @@
  */
 #include "agentbus/codec.h"
 #include "agentbus/plugin.h"
-#include "agentbus/store.h"
+#include "loader.h"
+#include "store.h"
 #include "testutil.h"
 
 #include <dirent.h>

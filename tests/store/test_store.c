@@ -7,7 +7,7 @@
  * The tests never include sqlite3.h: the schema version is read and forged
  * through the documented file header (offset 60, big-endian user_version).
  */
-#include "agentbus/store.h"
+#include "store.h"
 #include "testutil.h"
 
 #include <dirent.h>

@@ -7,7 +7,7 @@
  * grown past journal_size_limit is cut back to it when the WAL restarts;
  * everything committed reads back after a reopen.
  */
-#include "agentbus/store.h"
+#include "store.h"
 #include "testutil.h"
 
 #include "broker_proc.h"

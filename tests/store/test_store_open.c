@@ -8,7 +8,7 @@
  *
  * Each test gets a fresh directory from mkdtemp() and removes it afterwards.
  */
-#include "agentbus/store.h"
+#include "store.h"
 #include "testutil.h"
 
 #include "broker_proc.h"

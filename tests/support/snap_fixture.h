@@ -15,6 +15,7 @@
 #include "agentbus/plugin.h"
 #include "agentbus/snapshot.h"
 #include "jansson_internal.h"
+#include "loader.h"
 
 #include <unistd.h>
 

@@ -1,29 +1,51 @@
 /*
- * broker.h - the agentbus broker daemon's internal API (broker/ only, plus
- * cli/broker_cmd.c and tests/broker).
+ * agentbus/broker.h - the embeddable broker (libagentbus-broker): its
+ * settings, and a broker running inside the calling process.
  *
- * ab_broker_config_t holds every setting of `agentbus broker`; config.c fills
- * it from the defaults, an optional `--config FILE` (key = value lines) and
- * the command-line flags (flags override the file). ab_broker_run() starts
- * the daemon and returns when it has stopped; ab_broker_start() and
- * ab_broker_stop() run one in-process (tests, tests/fuzz/fuzz_broker.c).
+ * ab_broker_config_t holds every setting of `agentbus broker`; the config
+ * functions fill it from the defaults, an optional `--config FILE` (key =
+ * value lines) and the command-line flags (flags override the file).
+ * ab_broker_new() starts a broker on threads of its own and returns at once;
+ * ab_broker_wait() blocks until it stops; ab_broker_destroy() stops it the
+ * way SIGINT does and frees it. ab_broker_run() is `agentbus broker` itself:
+ * new, signal handlers, ready line, wait, destroy.
  *
- * Thread-safety: configuration functions are reentrant; ab_broker_run() is
- * called once per process (it installs SIGINT/SIGTERM handlers);
- * ab_broker_start()/ab_broker_stop() run a broker in-process without them.
+ *   ab_broker_config_t cfg;
+ *   ab_broker_config_defaults(&cfg);
+ *   snprintf(cfg.cmd_endpoint, sizeof cfg.cmd_endpoint, "tcp://127.0.0.1:0");
+ *   ab_broker_t *b = NULL;
+ *   if (ab_broker_new(&cfg, &b, &err) == AB_OK) {
+ *       connect clients to ab_broker_cmd_endpoint(b) ...
+ *       ab_broker_destroy(&b);
+ *   }
+ *
+ *   cc app.c $(pkg-config --cflags --libs agentbus-broker)
+ *
+ * Thread-safety: the config functions are reentrant. Any number of brokers
+ * may run in one process, on different data directories and endpoints: each
+ * has its own ZeroMQ context, store handles, snapshot cache and log level
+ * (its threads' own). ab_broker_run() installs SIGINT/SIGTERM handlers, so
+ * call it once per process; ab_broker_new() installs none and prints
+ * nothing. docs/CLIENT.md "Embedding a broker" is the guide, and
+ * docs/OPERATIONS.md documents every setting.
  */
-#ifndef AB_BROKER_BROKER_H
-#define AB_BROKER_BROKER_H
+#ifndef AGENTBUS_BROKER_H
+#define AGENTBUS_BROKER_H
 
-#include "agentbus/plugin.h"
+#include "agentbus/model.h"
 #include "agentbus/status.h"
 #include "agentbus/value.h"
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
-/** Log levels, most severe first. */
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Log levels, most severe first (`--log-level error|warn|info|debug`). */
 typedef enum ab_log_level {
     AB_LOG_ERROR = 0,
     AB_LOG_WARN,
@@ -77,7 +99,7 @@ typedef struct ab_broker_config {
 } ab_broker_config_t;
 
 /** Fill @p cfg with the defaults. */
-void ab_broker_config_defaults(ab_broker_config_t *cfg);
+AB_API void ab_broker_config_defaults(ab_broker_config_t *cfg);
 
 /**
  * Parse the arguments of `agentbus broker` (argv[0] is the subcommand name):
@@ -87,15 +109,15 @@ void ab_broker_config_defaults(ab_broker_config_t *cfg);
  * @return AB_OK, or AB_INVALID_CONFIG with err->field = the flag or key and
  *         a message naming it (and "FILE:LINE" for config file errors).
  */
-AB_NODISCARD ab_status_t ab_broker_config_parse(ab_broker_config_t *cfg, int argc, char **argv,
-                                                ab_error_t *err);
+AB_API AB_NODISCARD ab_status_t ab_broker_config_parse(ab_broker_config_t *cfg, int argc,
+                                                       char **argv, ab_error_t *err);
 
 /**
  * Apply one `key = value` setting (key without the leading dashes).
  * @return AB_OK or AB_INVALID_CONFIG naming the key.
  */
-AB_NODISCARD ab_status_t ab_broker_config_set(ab_broker_config_t *cfg, const char *key,
-                                              const char *value, ab_error_t *err);
+AB_API AB_NODISCARD ab_status_t ab_broker_config_set(ab_broker_config_t *cfg, const char *key,
+                                                     const char *value, ab_error_t *err);
 
 /**
  * Read a config file: one `key = value` per line, `#` starts a comment,
@@ -106,8 +128,8 @@ AB_NODISCARD ab_status_t ab_broker_config_set(ab_broker_config_t *cfg, const cha
  * @return AB_OK, AB_INVALID_CONFIG ("FILE:LINE: ..." / "cannot open FILE" /
  *         "cannot read" / larger than 1 MiB) or AB_NOMEM.
  */
-AB_NODISCARD ab_status_t ab_broker_config_load(ab_broker_config_t *cfg, const char *path,
-                                               ab_error_t *err);
+AB_API AB_NODISCARD ab_status_t ab_broker_config_load(ab_broker_config_t *cfg, const char *path,
+                                                      ab_error_t *err);
 
 /**
  * Parse config text @p text (@p len bytes, no NUL terminator needed) as
@@ -118,45 +140,36 @@ AB_NODISCARD ab_status_t ab_broker_config_load(ab_broker_config_t *cfg, const ch
  * @return AB_OK, or AB_INVALID_CONFIG naming the line, with err->field the
  *         key ("" for a line that is not `key = value`).
  */
-AB_NODISCARD ab_status_t ab_broker_config_load_text(ab_broker_config_t *cfg, const char *name,
-                                                    const char *text, size_t len, ab_error_t *err);
+AB_API AB_NODISCARD ab_status_t ab_broker_config_load_text(ab_broker_config_t *cfg,
+                                                           const char *name, const char *text,
+                                                           size_t len, ab_error_t *err);
 
 /** Print the `agentbus broker --help` text to @p out. */
-void ab_broker_usage(FILE *out);
-
-/** Parse a level name ("error", "warn", "info", "debug"). */
-AB_NODISCARD ab_status_t ab__log_level_from(const char *s, ab_log_level_t *out);
-
-/** Set the process-wide log level (default info). */
-void ab__log_set_level(ab_log_level_t level);
-
-/** Name the calling thread (seen in `top -H`, `ps -L`, perf); Linux only, else a no-op. */
-void ab__thread_name(const char *name);
-
-/** Write "<ISO time> <level> message" to stderr (one write per line). */
-void ab__log(ab_log_level_t level, const char *fmt, ...) AB_PRINTF(2, 3);
+AB_API void ab_broker_usage(FILE *out);
 
 /**
  * Run the broker until SIGINT/SIGTERM. Prints the ready line to stdout.
- * Built on ab_broker_start() + ab_broker_wait() + ab_broker_stop(), with
+ * Built on ab_broker_new() + ab_broker_wait() + ab_broker_destroy(), with
  * SIGINT/SIGTERM handlers that write to the broker's self-pipe.
  * @return the process exit status: 0 after a clean shutdown, 1 when it could
  *         not start (plugin, store, lock, bind) or failed.
  */
-int ab_broker_run(const ab_broker_config_t *cfg);
+AB_API int ab_broker_run(const ab_broker_config_t *cfg);
 
-/* ---- in-process broker (tests, fuzzing) ---------------------------------- */
+/* ---- a broker inside the calling process ----------------------------------- */
 
 /** A broker running inside the calling process (opaque). */
-typedef struct ab_broker_handle ab_broker_handle_t;
+typedef struct ab_broker ab_broker_t;
 
 /**
  * Start a broker in this process: load the plugin, open the store (taking
  * the data-directory lock), bind both endpoints, start the writer, the
  * replay readers and the command loop, each on its own thread. Installs no
- * signal handler and prints nothing (no ready line); sets the process-wide
- * log level to cfg->log_level. @p cfg is copied.
- * @param out  written only on AB_OK; release with ab_broker_stop().
+ * signal handler and prints nothing (no ready line). Its threads log to
+ * stderr at cfg->log_level, and so does the calling thread while this
+ * function runs (log levels are per thread, so brokers with different levels
+ * can share a process). @p cfg is copied.
+ * @param out  written only on AB_OK; release with ab_broker_destroy().
  * @return AB_OK; AB_INVALID_CONFIG (bad readers count); the plugin's or the
  *         store's code (err->message says what failed: "cannot open the
  *         store: ..."); AB_IO (a bind failed or /dev/urandom unreadable);
@@ -165,38 +178,50 @@ typedef struct ab_broker_handle ab_broker_handle_t;
  * Thread-safety: any number of brokers may run, on different data dirs and
  * endpoints (each has its own ZeroMQ context).
  */
-AB_NODISCARD ab_status_t ab_broker_start(const ab_broker_config_t *cfg, ab_broker_handle_t **out,
-                                         ab_error_t *err);
+AB_API AB_NODISCARD ab_status_t ab_broker_new(const ab_broker_config_t *cfg, ab_broker_t **out,
+                                              ab_error_t *err);
 
 /** The command endpoint as bound ("tcp://127.0.0.1:41234" for port 0). Borrowed. */
-const char *ab_broker_cmd_endpoint(const ab_broker_handle_t *h);
+AB_API const char *ab_broker_cmd_endpoint(const ab_broker_t *h);
 
 /** The event endpoint as bound. Borrowed. */
-const char *ab_broker_events_endpoint(const ab_broker_handle_t *h);
+AB_API const char *ab_broker_events_endpoint(const ab_broker_t *h);
 
 /** The broker's instance id (16 hex chars), as sent in `welcome` and `pong`. Borrowed. */
-const char *ab_broker_instance(const ab_broker_handle_t *h);
+AB_API const char *ab_broker_instance(const ab_broker_t *h);
 
 /**
  * The broker's ZeroMQ context, for in-process clients of `inproc://`
- * endpoints. Every socket made on it must be closed before ab_broker_stop()
+ * endpoints. Every socket made on it must be closed before ab_broker_destroy()
  * (which terminates the context).
  */
-void *ab_broker_zmq_context(const ab_broker_handle_t *h);
+AB_API void *ab_broker_zmq_context(const ab_broker_t *h);
 
 /**
- * Block until the command loop has ended (after a SIGINT/SIGTERM under
- * ab_broker_run(), after ab_broker_stop(), or a fatal poll error).
- * Call from one thread at a time. @return 0 after a clean stop, else 1.
+ * Ask the broker to stop the way SIGINT does: one byte on its self-pipe;
+ * queued requests are still answered, new ones get `unavailable`. Returns at
+ * once. Async-signal-safe (one write(2)), so an embedding program may call
+ * it from its own signal handler, or from any thread while another waits.
  */
-int ab_broker_wait(ab_broker_handle_t *h);
+AB_API void ab_broker_stop(ab_broker_t *h);
 
 /**
- * Stop the broker the way SIGINT does (a byte on its self-pipe: queued
- * requests are answered, new ones get `unavailable`), join every thread,
- * close the sockets and the store (releasing the lock) and free the handle.
- * NULL-safe; sets *h to NULL. @return 0 after a clean shutdown, else 1.
+ * Block until the command loop has ended: after ab_broker_stop(), a
+ * SIGINT/SIGTERM under ab_broker_run(), or a fatal poll error. Call from one
+ * thread at a time, never after ab_broker_destroy().
+ * @return 0 after a clean stop, else 1.
  */
-int ab_broker_stop(ab_broker_handle_t **h);
+AB_API int ab_broker_wait(ab_broker_t *h);
 
-#endif /* AB_BROKER_BROKER_H */
+/**
+ * Stop the broker (ab_broker_stop()), join every thread, close the sockets
+ * and the store (releasing the data-directory lock) and free the handle.
+ * No other thread may be in ab_broker_wait() on it. NULL-safe; sets *h to
+ * NULL. @return 0 after a clean shutdown, else 1.
+ */
+AB_API int ab_broker_destroy(ab_broker_t **h);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* AGENTBUS_BROKER_H */

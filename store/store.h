@@ -1,5 +1,6 @@
 /*
- * agentbus/store.h - the event store on SQLite (see docs/STORE.md).
+ * store.h - the event store on SQLite (see docs/STORE.md); private to the build:
+ * the SQLite plugin, the store's tests and benchmarks use it, nothing installs it.
  *
  * One database, <dir>/agentbus.db, in WAL mode. Events are stored as the
  * producer's exact bytes, each with a global commit position `pos` (1, 2, 3
@@ -25,8 +26,8 @@
  * SQLITE_NOMEM -> AB_NOMEM; anything else -> AB_INTERNAL. The message carries
  * SQLite's own text. Out-params are written only on AB_OK.
  */
-#ifndef AGENTBUS_STORE_H
-#define AGENTBUS_STORE_H
+#ifndef AB_STORE_H
+#define AB_STORE_H
 
 #include "agentbus/buf.h"
 #include "agentbus/ids.h"
@@ -259,4 +260,4 @@ ab_status_t ab__store_snapshot_get(ab_store_t *st, ab_str_t thread, ab_buf_t *do
 #ifdef __cplusplus
 }
 #endif
-#endif /* AGENTBUS_STORE_H */
+#endif /* AB_STORE_H */
