@@ -58,17 +58,25 @@ export PKG_CONFIG_PATH="$libdir/pkgconfig"
 # shellcheck disable=SC2046,SC2086
 cc -std=c11 -Wall -Werror $flags $(pkg-config --cflags agentbus) "$src/tests/install/client.c" \
     -o "$tmp/client-pc" $(pkg-config --libs agentbus) || fail "build with pkg-config failed"
-"$tmp/client-pc" "$ep" || fail "the pkg-config build did not run"
+"$tmp/client-pc" "$ep" r-pkgconfig || fail "the pkg-config build did not run"
 # -lagentbus alone is enough (libagentbus.so names the protocol library too)
 # shellcheck disable=SC2086
 cc -std=c11 $flags -I"$prefix/include" "$src/tests/install/client.c" -o "$tmp/client-l" \
     -L"$libdir" -lagentbus || fail "build with -lagentbus alone failed"
-"$tmp/client-l" "$ep" >/dev/null || fail "the -lagentbus build did not run"
+"$tmp/client-l" "$ep" r-lagentbus >/dev/null || fail "the -lagentbus build did not run"
+# a program embedding a broker: agentbus-broker with the client library
+# shellcheck disable=SC2046,SC2086
+cc -std=c11 -Wall -Werror $flags $(pkg-config --cflags agentbus-broker agentbus) \
+    "$src/tests/install/embed.c" -o "$tmp/embed-pc" $(pkg-config --libs agentbus-broker agentbus) ||
+    fail "build of the embedding program with pkg-config failed"
+"$tmp/embed-pc" "$tmp/embed-data-pc" || fail "the embedding program (pkg-config) did not run"
 # 2. find_package
 cmake -S "$src/tests/install/project" -B "$tmp/proj" -DCMAKE_PREFIX_PATH="$prefix" \
-    -DCLIENT_SOURCE="$src/tests/install/client.c" -DCMAKE_C_FLAGS="$flags" \
+    -DCLIENT_SOURCE="$src/tests/install/client.c" -DEMBED_SOURCE="$src/tests/install/embed.c" \
+    -DCMAKE_C_FLAGS="$flags" \
     -DCMAKE_EXE_LINKER_FLAGS="$flags" >"$tmp/proj.log" 2>&1 ||
     fail "find_package(agentbus) configure failed: $(tail -20 "$tmp/proj.log")"
 cmake --build "$tmp/proj" >>"$tmp/proj.log" 2>&1 || fail "find_package build failed: $(tail -20 "$tmp/proj.log")"
-"$tmp/proj/client" "$ep" || fail "the find_package build did not run"
-echo "install test: pkg-config, -lagentbus and find_package builds ran against $prefix"
+"$tmp/proj/client" "$ep" r-cmake || fail "the find_package build did not run"
+"$tmp/proj/embed" "$tmp/embed-data-cmake" || fail "the embedding program (find_package) did not run"
+echo "install test: pkg-config, -lagentbus and find_package builds of a client and of a program embedding a broker ran against $prefix"
