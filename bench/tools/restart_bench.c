@@ -29,6 +29,8 @@
 #include "agentbus/plugin.h"
 #include "loader.h"
 #include "store.h"
+#define TOOL_NAME "restart_bench"
+#include "tool.h"
 
 #include <dirent.h>
 #include <poll.h>
@@ -45,28 +47,6 @@
 #define EV_BYTES 256
 #define BATCH    4000
 #define MAXSIZES 16
-
-static void die(const char *what, const ab_error_t *err)
-{
-    fprintf(stderr, "restart_bench: %s: %s: %s\n", what, ab_status_name(err->code), err->message);
-    exit(1);
-}
-
-static void empty_dir(const char *dir)
-{
-    DIR *d = opendir(dir);
-    struct dirent *e;
-    char p[1024];
-    while (d && (e = readdir(d)) != NULL) {
-        if (e->d_name[0] == '.')
-            continue;
-        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-        unlink(p);
-    }
-    if (d)
-        closedir(d);
-    mkdir(dir, 0700);
-}
 
 static long long file_bytes(const char *dir, const char *name)
 {

@@ -19,6 +19,8 @@
 #include "ab_common.h"
 #include "agentbus/plugin.h"
 #include "loader.h"
+#define TOOL_NAME "store_bench"
+#include "tool.h"
 
 #include <dirent.h>
 #include <sqlite3.h>
@@ -32,28 +34,6 @@
 #define RUNS     100
 #define EV_BYTES 256
 #define PAGE     1000
-
-static void die(const char *what, const ab_error_t *err)
-{
-    fprintf(stderr, "store_bench: %s: %s: %s\n", what, ab_status_name(err->code), err->message);
-    exit(1);
-}
-
-static void empty_dir(const char *dir)
-{
-    DIR *d = opendir(dir);
-    struct dirent *e;
-    char p[1024];
-    while (d && (e = readdir(d)) != NULL) {
-        if (e->d_name[0] == '.')
-            continue;
-        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-        unlink(p);
-    }
-    if (d)
-        closedir(d);
-    mkdir(dir, 0700);
-}
 
 static char run_names[RUNS][16];
 

@@ -5,8 +5,8 @@
  */
 #include "testutil.h"
 
-#include "agentbus/broker.h"
 #include "broker_proc.h"
+#include "embedded.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -21,18 +21,7 @@ typedef struct embedded {
 
 static void start(embedded_t *e, ab_log_level_t level)
 {
-    snprintf(e->dir, sizeof(e->dir), "/tmp/ab_embed_XXXXXX");
-    assert_non_null(mkdtemp(e->dir));
-    ab_broker_config_t cfg;
-    ab_broker_config_defaults(&cfg);
-    snprintf(cfg.data_dir, sizeof(cfg.data_dir), "%s/data", e->dir);
-    snprintf(cfg.cmd_endpoint, sizeof(cfg.cmd_endpoint), "tcp://127.0.0.1:*");
-    snprintf(cfg.events_endpoint, sizeof(cfg.events_endpoint), "tcp://127.0.0.1:*");
-    cfg.durability = AB_DURABILITY_PROCESS;
-    cfg.log_level = level;
-    ab_error_t err = AB_ERROR_INIT;
-    if (ab_broker_new(&cfg, &e->b, &err) != AB_OK)
-        fail_msg("broker start: %s", err.message);
+    e->b = tu_broker_new(e->dir, sizeof(e->dir), "/tmp/ab_embed_XXXXXX", level);
     assert_non_null(strstr(ab_broker_cmd_endpoint(e->b), "tcp://127.0.0.1:"));
 }
 

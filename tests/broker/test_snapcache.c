@@ -12,6 +12,7 @@
  */
 #include "agentbus/broker.h"
 #include "agentbus/json.h"
+#include "embedded.h"
 #include "snap_internal.h"
 #include "testutil.h"
 
@@ -74,18 +75,7 @@ typedef struct inproc {
 
 static void inproc_start(inproc_t *p)
 {
-    snprintf(p->dir, sizeof(p->dir), "/tmp/ab_snapcache_XXXXXX");
-    assert_non_null(mkdtemp(p->dir));
-    ab_broker_config_t cfg;
-    ab_broker_config_defaults(&cfg);
-    snprintf(cfg.data_dir, sizeof(cfg.data_dir), "%s/data", p->dir);
-    snprintf(cfg.cmd_endpoint, sizeof(cfg.cmd_endpoint), "tcp://127.0.0.1:*");
-    snprintf(cfg.events_endpoint, sizeof(cfg.events_endpoint), "tcp://127.0.0.1:*");
-    cfg.durability = AB_DURABILITY_PROCESS;
-    cfg.log_level = AB_LOG_ERROR;
-    ab_error_t err = AB_ERROR_INIT;
-    if (ab_broker_new(&cfg, &p->h, &err) != AB_OK)
-        fail_msg("broker start: %s", err.message);
+    p->h = tu_broker_new(p->dir, sizeof(p->dir), "/tmp/ab_snapcache_XXXXXX", AB_LOG_ERROR);
     p->ctx = zmq_ctx_new();
     assert_non_null(p->ctx);
     p->sock = rc_dealer(p->ctx, ab_broker_cmd_endpoint(p->h), 0);
