@@ -452,6 +452,148 @@ static const ab_fspec_t heartbeat_f[] = {
     U64("head_pos", M(u.heartbeat.head_pos), REQ),
     {.key = "time", .type = &ab__ft_i64, .off = M(u.heartbeat.time_us), .flags = REQ}};
 
+/* ---- workers and actions (PROTOCOL.md 7.10, 7.11) ------------------------- */
+
+static ab_status_t agents_distinct(ab_cctx_t *c, const ab_served_agent_t *a, size_t n);
+
+static const ab_fspec_t served_agent_fields[] = {
+    ID("name", offsetof(ab_served_agent_t, name)),
+    {.key = "capacity",
+     .type = &ab__ft_u32,
+     .off = offsetof(ab_served_agent_t, capacity),
+     .flags = REQ | MIN1,
+     .max = AB_SERVE_CAPACITY_MAX},
+    {.key = "actions",
+     .type = &ab__ft_strlist,
+     .off = offsetof(ab_served_agent_t, actions),
+     .off_n = offsetof(ab_served_agent_t, nactions),
+     .max = AB_SERVE_ACTIONS_MAX},
+};
+LIST_IO(ab_served_agent_t, served_agent)
+static const ab_ospec_t served_agent_spec =
+    SPECX(served_agent_fields, sizeof(ab_served_agent_t), .store = served_agent_store,
+          .load = served_agent_load);
+#define AGENTS(o, on)                                                                              \
+    {                                                                                              \
+        .key = "agents", .type = &ab__ft_list, .off = (o), .off_n = (on), .flags = REQ | MIN1,     \
+        .max = AB_SERVE_AGENTS_MAX, .sub = &served_agent_spec                                      \
+    }
+
+static ab_status_t serve_check(ab_cctx_t *c, const char *base)
+{
+    const ab_serve_t *s = &((const ab_msg_t *)(const void *)base)->u.serve;
+    if (s->lease_ms != 0 && (s->lease_ms < AB_LEASE_MS_MIN || s->lease_ms > AB_LEASE_MS_MAX)) {
+        ab__cc_push_key(c, "lease_ms", 8);
+        return ab__cc_fail(c, c->bad, "lease_ms must be %u ... %u, not %" PRIu32,
+                           (unsigned)AB_LEASE_MS_MIN, (unsigned)AB_LEASE_MS_MAX, s->lease_ms);
+    }
+    return agents_distinct(c, s->agents, s->nagents);
+}
+
+static ab_status_t agents_distinct(ab_cctx_t *c, const ab_served_agent_t *a, size_t n)
+{
+    for (size_t i = 1; i < n; i++)
+        for (size_t j = 0; j < i; j++)
+            if (a[i].name.len == a[j].name.len &&
+                memcmp(a[i].name.ptr, a[j].name.ptr, a[i].name.len) == 0) {
+                ab__cc_push_key(c, "agents", 6);
+                ab__cc_push_index(c, i);
+                ab__cc_push_key(c, "name", 4);
+                return ab__cc_fail(c, c->bad, "agent \"%.*s\" is named twice",
+                                   (int)(a[i].name.len > 64 ? 64 : a[i].name.len), a[i].name.ptr);
+            }
+    return AB_OK;
+}
+
+static const ab_fspec_t serve_f[] = {
+    HDR,
+    STR("worker", M(u.serve.worker), REQ | MIN1, AB_WORKER_NAME_MAX),
+    AGENTS(M(u.serve.agents), M(u.serve.nagents)),
+    {.key = "lease_ms", .type = &ab__ft_u32, .off = M(u.serve.lease_ms)}};
+static const ab_fspec_t served_f[] = {
+    HDR,
+    STR("worker_id", M(u.served.worker_id), REQ | MIN1, 64),
+    {.key = "lease_ms", .type = &ab__ft_u32, .off = M(u.served.lease_ms), .flags = REQ | MIN1}};
+
+static const ab_fspec_t worker_info_fields[] = {
+    STR("worker_id", offsetof(ab_worker_info_t, worker_id), REQ | MIN1, 64),
+    STR("worker", offsetof(ab_worker_info_t, worker), REQ | MIN1, AB_WORKER_NAME_MAX),
+    AGENTS(offsetof(ab_worker_info_t, agents), offsetof(ab_worker_info_t, nagents)),
+    {.key = "lease_ms",
+     .type = &ab__ft_u32,
+     .off = offsetof(ab_worker_info_t, lease_ms),
+     .flags = REQ | MIN1},
+    {.key = "idle_ms",
+     .type = &ab__ft_u32,
+     .off = offsetof(ab_worker_info_t, idle_ms),
+     .flags = REQ},
+    {.key = "calls", .type = &ab__ft_u32, .off = offsetof(ab_worker_info_t, calls), .flags = REQ},
+};
+LIST_IO(ab_worker_info_t, worker_info)
+static const ab_ospec_t worker_info_spec =
+    SPECX(worker_info_fields, sizeof(ab_worker_info_t), .store = worker_info_store,
+          .load = worker_info_load);
+static const ab_fspec_t workers_reply_f[] = {HDR,
+                                             {.key = "workers",
+                                              .type = &ab__ft_list,
+                                              .off = M(u.workers_reply.workers),
+                                              .off_n = M(u.workers_reply.nworkers),
+                                              .flags = REQ,
+                                              .max = AB_WORKERS_MAX,
+                                              .sub = &worker_info_spec}};
+
+#define ACTION_ID(k, o) STR(k, o, REQ | MIN1, AB_ACTION_ID_MAX)
+#define ANY(k, o)                                                                                  \
+    {                                                                                              \
+        .key = k, .type = &ab__ft_any, .off = (o)                                                  \
+    }
+#define TIMEOUT(o, fl)                                                                             \
+    {                                                                                              \
+        .key = "timeout_ms", .type = &ab__ft_u32, .off = (o), .flags = (fl),                       \
+        .max = AB_ACTION_TIMEOUT_MS_MAX                                                            \
+    }
+#define OPT_ID(k, o)                                                                               \
+    {                                                                                              \
+        .key = k, .type = &ab__ft_id, .off = (o)                                                   \
+    }
+static const ab_fspec_t invoke_action_f[] = {HDR,
+                                             ID("agent", M(u.invoke_action.agent)),
+                                             ACTION_ID("action", M(u.invoke_action.action)),
+                                             ANY("payload", M(u.invoke_action.payload)),
+                                             OPT_ID("thread", M(u.invoke_action.thread)),
+                                             TIMEOUT(M(u.invoke_action.timeout_ms), MIN1)};
+static const ab_fspec_t action_reply_f[] = {
+    HDR, ID("agent", M(u.action_reply.agent)), ACTION_ID("action", M(u.action_reply.action)),
+    STR("worker_id", M(u.action_reply.worker_id), REQ | MIN1, 64),
+    ANY("result", M(u.action_reply.result))};
+static const ab_fspec_t action_call_f[] = {HDR,
+                                           U64("call", M(u.action_call.call), REQ | MIN1),
+                                           ID("agent", M(u.action_call.agent)),
+                                           ACTION_ID("action", M(u.action_call.action)),
+                                           ANY("payload", M(u.action_call.payload)),
+                                           OPT_ID("thread", M(u.action_call.thread)),
+                                           TIMEOUT(M(u.action_call.timeout_ms), REQ | MIN1)};
+
+static ab_status_t action_result_check(ab_cctx_t *c, const char *base)
+{
+    const ab_action_result_t *r = &((const ab_msg_t *)(const void *)base)->u.action_result;
+    if (r->result && r->error) {
+        ab__cc_push_key(c, "error", 5);
+        return ab__cc_fail(c, c->bad, "action_result carries result or error, not both");
+    }
+    return AB_OK;
+}
+
+static const ab_fspec_t action_result_f[] = {
+    HDR,
+    U64("call", M(u.action_result.call), REQ | MIN1),
+    ANY("result", M(u.action_result.result)),
+    {.key = "error", .type = &ab__ft_error, .off = M(u.action_result.error)}};
+static const ab_fspec_t action_ack_f[] = {
+    HDR,
+    U64("call", M(u.action_ack.call), REQ | MIN1),
+    {.key = "delivered", .type = &ab__ft_bool, .off = M(u.action_ack.delivered), .flags = REQ}};
+
 static const ab_ospec_t op_specs[AB_OP_COUNT_] = {
     [AB_OP_HELLO] = SPEC(hello_f, 0),
     [AB_OP_WELCOME] = SPEC(welcome_f, 0),
@@ -472,6 +614,15 @@ static const ab_ospec_t op_specs[AB_OP_COUNT_] = {
     [AB_OP_PONG] = SPEC(pong_f, 0),
     [AB_OP_ERROR] = SPEC(error_f, 0),
     [AB_OP_HEARTBEAT] = SPEC(heartbeat_f, 0),
+    [AB_OP_SERVE] = SPECX(serve_f, 0, .check = serve_check),
+    [AB_OP_SERVED] = SPEC(served_f, 0),
+    [AB_OP_WORKERS] = SPEC(bare_f, 0),
+    [AB_OP_WORKERS_REPLY] = SPEC(workers_reply_f, 0),
+    [AB_OP_INVOKE_ACTION] = SPEC(invoke_action_f, 0),
+    [AB_OP_ACTION_REPLY] = SPEC(action_reply_f, 0),
+    [AB_OP_ACTION_CALL] = SPEC(action_call_f, 0),
+    [AB_OP_ACTION_RESULT] = SPECX(action_result_f, 0, .check = action_result_check),
+    [AB_OP_ACTION_ACK] = SPEC(action_ack_f, 0),
 };
 static const ab_ospec_t heads_thread_spec = SPEC(heads_thread_f, 0);
 static const ab_ospec_t replay_specs[] = {

@@ -154,5 +154,7 @@ extern const ab_ftype_t ab__ft_versions; /* array of uint32_t >= 1: pointer + co
 extern const ab_ftype_t ab__ft_caps;     /* map name -> state: ab_cap_t pointer + count */
 extern const ab_ftype_t ab__ft_cursors;  /* map run id -> seq: ab_cursor_t pointer + count */
 extern const ab_ftype_t ab__ft_error;    /* error map: const ab_error_t * */
+extern const ab_ftype_t ab__ft_strlist; /* array of distinct action ids: ab_str_t pointer + count */
+extern const ab_ftype_t ab__ft_any;     /* any value: const ab_val_t *, NULL = absent */
 
 #endif /* AB_CODEC_INTERNAL_H */

@@ -15,6 +15,7 @@
  */
 #include "alloc_internal.h"
 #include "codec_internal.h"
+#include "value_internal.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -397,3 +398,110 @@ static bool cursors_eq(const ab_fspec_t *f, const char *a, const char *b)
 }
 
 const ab_ftype_t ab__ft_cursors = {cursors_dec, cursors_enc, count_has, cursors_eq};
+
+/* ---- list of action ids: array of distinct non-empty strings --------------- */
+
+static const ab_fspec_t action_item = {
+    .key = "", .type = &ab__ft_str, .flags = AB_F_MIN1, .max = AB_ACTION_ID_MAX};
+
+static ab_status_t no_dup_items(ab_cctx_t *c, const ab_str_t *s, size_t n)
+{
+    ab_str_t d = {0};
+    int r = find_dup(s, n, &d);
+    if (r < 0)
+        return ab__cc_fail(c, AB_NOMEM, "out of memory checking %s", ab__cc_field(c));
+    if (r > 0)
+        return ab__cc_fail(c, c->bad, "%s names \"%.*s\" twice", ab__cc_field(c),
+                           (int)(d.len > 64 ? 64 : d.len), d.ptr);
+    return AB_OK;
+}
+
+static ab_status_t strlist_dec(ab_cctx_t *c, const ab_fspec_t *f, const ab_val_t *v, char *base)
+{
+    ab_status_t rc = want_type(c, v, AB_VAL_ARRAY);
+    if (rc == AB_OK)
+        rc = ab__cc_check_uint(c, f, v->len, UINT32_MAX, AB_UNIT_ENTRIES);
+    ab_str_t *items = rc == AB_OK && v->len ? ab__cc_alloc(c, v->len, sizeof(*items)) : NULL;
+    if (rc != AB_OK || (v->len && !items))
+        return rc != AB_OK ? rc : AB_NOMEM;
+    for (uint32_t i = 0; i < v->len; i++) {
+        size_t mark = ab__cc_push_index(c, i);
+        rc = action_item.type->dec(c, &action_item, &v->u.items[i], (char *)&items[i]);
+        if (rc != AB_OK)
+            return rc;
+        ab__cc_pop(c, mark);
+    }
+    if ((rc = no_dup_items(c, items, v->len)) != AB_OK)
+        return rc;
+    *AB_FLD(const ab_str_t *, base, f->off) = items;
+    *count_at(base, f) = v->len;
+    return AB_OK;
+}
+
+static ab_status_t strlist_enc(ab_cctx_t *c, const ab_fspec_t *f, const char *base)
+{
+    const ab_str_t *items = *AB_CFLD(const ab_str_t *const, base, f->off);
+    size_t n = count_of(base, f);
+    ab_status_t rc = ab__cc_check_uint(c, f, n, UINT32_MAX, AB_UNIT_ENTRIES);
+    if (rc == AB_OK && n && !items)
+        rc = ab__cc_fail(c, c->bad, "%s has entries but no array", ab__cc_field(c));
+    if (rc == AB_OK)
+        rc = no_dup_items(c, items, n);
+    if (rc == AB_OK)
+        rc = ab__cc_pk(c, msgpack_pack_array(&c->pk, n));
+    for (size_t i = 0; rc == AB_OK && i < n; i++) {
+        size_t mark = ab__cc_push_index(c, i);
+        rc = action_item.type->enc(c, &action_item, (const char *)&items[i]);
+        if (rc == AB_OK)
+            ab__cc_pop(c, mark);
+    }
+    return rc;
+}
+
+static bool strlist_eq(const ab_fspec_t *f, const char *a, const char *b)
+{
+    size_t n = count_of(a, f);
+    if (n != count_of(b, f))
+        return false;
+    const ab_str_t *x = *AB_CFLD(const ab_str_t *const, a, f->off);
+    const ab_str_t *y = *AB_CFLD(const ab_str_t *const, b, f->off);
+    for (size_t i = 0; i < n; i++)
+        if (x[i].len != y[i].len || (x[i].len && memcmp(x[i].ptr, y[i].ptr, x[i].len) != 0))
+            return false;
+    return true;
+}
+
+const ab_ftype_t ab__ft_strlist = {strlist_dec, strlist_enc, count_has, strlist_eq};
+
+/* ---- any value (optional: NULL = absent) ----------------------------------- */
+
+static ab_status_t any_dec(ab_cctx_t *c, const ab_fspec_t *f, const ab_val_t *v, char *base)
+{
+    (void)c;
+    *AB_FLD(const ab_val_t *, base, f->off) = v; /* the reader checked it is JSON-safe */
+    return AB_OK;
+}
+
+static ab_status_t any_enc(ab_cctx_t *c, const ab_fspec_t *f, const char *base)
+{
+    const ab_val_t *v = *AB_CFLD(const ab_val_t *const, base, f->off);
+    if (!v)
+        return ab__cc_fail(c, c->bad, "%s is missing", ab__cc_field(c));
+    if (ab__val_pack(&c->pk, v) != AB_OK)
+        return ab__cc_fail(c, AB_NOMEM, "out of memory encoding %s", ab__cc_field(c));
+    return AB_OK;
+}
+
+static bool any_has(const ab_fspec_t *f, const char *base)
+{
+    return *AB_CFLD(const ab_val_t *const, base, f->off) != NULL;
+}
+
+static bool any_eq(const ab_fspec_t *f, const char *a, const char *b)
+{
+    const ab_val_t *x = *AB_CFLD(const ab_val_t *const, a, f->off);
+    const ab_val_t *y = *AB_CFLD(const ab_val_t *const, b, f->off);
+    return (!x || !y) ? x == y : ab_val_equal(x, y);
+}
+
+const ab_ftype_t ab__ft_any = {any_dec, any_enc, any_has, any_eq};

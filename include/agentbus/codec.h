@@ -229,7 +229,16 @@ AB_API AB_NODISCARD ab_status_t ab_topic_thread_prefix(ab_buf_t *out, ab_str_t t
     X(PING, "ping", true)                                                                          \
     X(PONG, "pong", false)                                                                         \
     X(ERROR, "error", false)                                                                       \
-    X(HEARTBEAT, "heartbeat", false)
+    X(HEARTBEAT, "heartbeat", false)                                                               \
+    X(SERVE, "serve", true)                                                                        \
+    X(SERVED, "served", false)                                                                     \
+    X(WORKERS, "workers", true)                                                                    \
+    X(WORKERS_REPLY, "workers_reply", false)                                                       \
+    X(INVOKE_ACTION, "invoke_action", true)                                                        \
+    X(ACTION_REPLY, "action_reply", false)                                                         \
+    X(ACTION_CALL, "action_call", false)                                                           \
+    X(ACTION_RESULT, "action_result", true)                                                        \
+    X(ACTION_ACK, "action_ack", false)
 
 /** Message kinds. AB_OP_NONE_ is never on the wire. */
 typedef enum ab_op {
@@ -460,11 +469,105 @@ typedef struct ab_heartbeat {
     int64_t time_us;
 } ab_heartbeat_t;
 
+/* ---- workers and actions (docs/PROTOCOL.md 7.10, 7.11) -------------------- */
+
+/** Longest worker name and action id, in bytes. */
+#define AB_WORKER_NAME_MAX 256
+#define AB_ACTION_ID_MAX   256
+/** Most agents one `serve` names, actions one agent handles, runs one agent takes at once. */
+#define AB_SERVE_AGENTS_MAX   64
+#define AB_SERVE_ACTIONS_MAX  64
+#define AB_SERVE_CAPACITY_MAX 1024
+/** Lease lengths a worker may ask for (ms); the broker grants within its own bounds. */
+#define AB_LEASE_MS_MIN 1000
+#define AB_LEASE_MS_MAX 600000
+/** Longest action call a caller may allow (ms). */
+#define AB_ACTION_TIMEOUT_MS_MAX 600000
+
+/** One agent a worker serves: its name, its capacity and the action ids it handles. */
+typedef struct ab_served_agent {
+    ab_str_t name;           /**< an id (ids.h) */
+    uint32_t capacity;       /**< runs at once, 1..AB_SERVE_CAPACITY_MAX */
+    const ab_str_t *actions; /**< 0..AB_SERVE_ACTIONS_MAX ids, each 1..AB_ACTION_ID_MAX bytes */
+    size_t nactions;
+} ab_served_agent_t;
+
+/** SERVE: register this connection as a worker (replacing an earlier registration). */
+typedef struct ab_serve {
+    ab_str_t worker;                 /**< the worker's name, 1..AB_WORKER_NAME_MAX bytes */
+    const ab_served_agent_t *agents; /**< 1..AB_SERVE_AGENTS_MAX, names distinct */
+    size_t nagents;
+    uint32_t lease_ms; /**< asked for, AB_LEASE_MS_MIN..AB_LEASE_MS_MAX; 0 = omit (default) */
+} ab_serve_t;
+
+typedef struct ab_served {
+    ab_str_t worker_id; /**< the broker's id of this registration, 1..64 bytes */
+    uint32_t lease_ms;  /**< granted: renew by sending anything within it */
+} ab_served_t;
+
+/** One live worker, as WORKERS_REPLY lists it. */
+typedef struct ab_worker_info {
+    ab_str_t worker_id;
+    ab_str_t worker;
+    const ab_served_agent_t *agents;
+    size_t nagents;
+    uint32_t lease_ms;
+    uint32_t idle_ms; /**< since the broker last heard from it */
+    uint32_t calls;   /**< action calls it has not answered yet */
+} ab_worker_info_t;
+
+typedef struct ab_workers_reply {
+    const ab_worker_info_t *workers; /**< 0..AB_WORKERS_MAX */
+    size_t nworkers;
+} ab_workers_reply_t;
+
+/** Most workers a broker lists (and registers) at once. */
+#define AB_WORKERS_MAX 1024
+
+/** INVOKE_ACTION: call action @p action of agent @p agent on a live worker. */
+typedef struct ab_invoke_action {
+    ab_str_t agent;          /**< an id */
+    ab_str_t action;         /**< 1..AB_ACTION_ID_MAX bytes */
+    const ab_val_t *payload; /**< any value; NULL = omit (the worker sees null) */
+    ab_str_t thread;         /**< optional id: the thread the call is about */
+    uint32_t timeout_ms;     /**< 1..AB_ACTION_TIMEOUT_MS_MAX; 0 = omit (30 s) */
+} ab_invoke_action_t;
+
+/** ACTION_REPLY: the worker's result, to the caller of INVOKE_ACTION (same cid). */
+typedef struct ab_action_reply {
+    ab_str_t agent;
+    ab_str_t action;
+    ab_str_t worker_id;     /**< which worker answered */
+    const ab_val_t *result; /**< any value; NULL = omit (null) */
+} ab_action_reply_t;
+
+/** ACTION_CALL: broker -> worker, unsolicited (cid 0); answer with ACTION_RESULT. */
+typedef struct ab_action_call {
+    uint64_t call; /**< the broker's id of this call, >= 1 */
+    ab_str_t agent;
+    ab_str_t action;
+    const ab_val_t *payload; /**< NULL = omit */
+    ab_str_t thread;         /**< ptr NULL = omit */
+    uint32_t timeout_ms;     /**< what is left of the caller's timeout, >= 1 */
+} ab_action_call_t;
+
+/** ACTION_RESULT: worker -> broker: exactly one of result (may be NULL = null) or error. */
+typedef struct ab_action_result {
+    uint64_t call;
+    const ab_val_t *result;  /**< NULL = omit */
+    const ab_error_t *error; /**< set: the action failed; passed to the caller */
+} ab_action_result_t;
+
+typedef struct ab_action_ack {
+    uint64_t call;
+    bool delivered; /**< false: the caller had gone, aborted or timed out */
+} ab_action_ack_t;
+
 /**
  * One command, reply or heartbeat header. `v` is required except in hello
  * and error, where 0 means absent. `cid` is the correlation id (0 = none);
- * heartbeats carry none. `u` holds the member named after the op; cancel
- * and ping have no payload.
+ * heartbeats carry none, action calls carry 0. `u` holds the member named
+ * after the op; cancel, ping and workers have no payload.
  */
 typedef struct ab_msg {
     ab_op_t op;
@@ -488,6 +591,14 @@ typedef struct ab_msg {
         ab_pong_t pong;
         ab_error_msg_t error;
         ab_heartbeat_t heartbeat;
+        ab_serve_t serve;
+        ab_served_t served;
+        ab_workers_reply_t workers_reply;
+        ab_invoke_action_t invoke_action;
+        ab_action_reply_t action_reply;
+        ab_action_call_t action_call;
+        ab_action_result_t action_result;
+        ab_action_ack_t action_ack;
     } u;
 } ab_msg_t;
 

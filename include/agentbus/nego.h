@@ -86,6 +86,7 @@ AB_API AB_NODISCARD ab_status_t ab_caps_require(const ab_cap_t *caps, size_t n, 
 #define AB_CAP_DURABLE_SNAPSHOTS "durableThreadSnapshots"
 #define AB_CAP_HEARTBEAT         "heartbeat"
 #define AB_CAP_PACKED_PUBLISH    "packedPublish"
+#define AB_CAP_ACTIONS           "actions" /**< serve with actions, invoke_action, workers */
 
 #ifdef __cplusplus
 }

@@ -8,48 +8,6 @@
 
 #include <msgpack.h>
 
-static ab_error_t msg_err_lim(fx_t *f, const char *json, const ab_limits_t *lim, ab_status_t code,
-                              const char *field)
-{
-    ab_error_t err = AB_ERROR_INIT;
-    ab_msg_t m;
-    memset(&m, 0x5a, sizeof(m));
-    ab_msg_t before = m;
-    if (json)
-        pack_json(f, json);
-    assert_int_equal(ab_msg_decode(f->doc, f->in.data, f->in.len, lim, &m, &err), code);
-    tu_assert_error(&err, code, field);
-    assert_memory_equal(&m, &before, sizeof(m)); /* out untouched on error */
-    return err;
-}
-
-static ab_error_t msg_err(fx_t *f, const char *json, ab_status_t code, const char *field)
-{
-    return msg_err_lim(f, json, NULL, code, field);
-}
-
-static void msg_ok(fx_t *f, const char *json, ab_msg_t *m)
-{
-    ab_error_t err = AB_ERROR_INIT;
-    pack_json(f, json);
-    if (ab_msg_decode(f->doc, f->in.data, f->in.len, NULL, m, &err) != AB_OK)
-        fail_msg("decode failed: %s (at %s): %s", err.message, err.field, json);
-}
-
-static void msg_rt(fx_t *f, const ab_msg_t *m, ab_msg_t *out)
-{
-    ab_error_t err = AB_ERROR_INIT;
-    ab_buf_reset(&f->out);
-    if (ab_msg_encode(m, &f->out, &err) != AB_OK)
-        fail_msg("encode failed: %s (at %s)", err.message, err.field);
-    if (ab_msg_decode(f->doc, f->out.data, f->out.len, NULL, out, &err) != AB_OK)
-        fail_msg("decode failed: %s (at %s)", err.message, err.field);
-    assert_int_equal(out->op, m->op);
-    assert_int_equal(out->v, m->v);
-    assert_int_equal(out->cid, m->cid);
-    assert_true(ab_msg_equal(m, out));
-}
-
 static void test_op_names(void **state)
 {
     (void)state;
