@@ -24,6 +24,7 @@
  */
 #include "ab_common.h"
 #include "internal.h"
+#include "workers.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -40,6 +41,7 @@ typedef struct cmd {
     void **rsocks;
     uint32_t nreaders;
     ab_doc_t *doc;
+    ab__workers_t *wk; /* workers and their action calls (workers.h) */
     bool stopping;
     bool writer_done;
     uint32_t readers_done;
@@ -131,6 +133,8 @@ static void welcome(cmd_t *c, zmq_msg_t *id, const ab_msg_t *m)
         {AB_CAP_HEARTBEAT, sizeof(AB_CAP_HEARTBEAT) - 1, AB_CAP_AVAILABLE},
         {AB_CAP_DURABLE_SNAPSHOTS, sizeof(AB_CAP_DURABLE_SNAPSHOTS) - 1, snaps},
         {AB_CAP_PACKED_PUBLISH, sizeof(AB_CAP_PACKED_PUBLISH) - 1, AB_CAP_AVAILABLE},
+        {AB_CAP_ACTIONS, sizeof(AB_CAP_ACTIONS) - 1,
+         ab__workers_any_actions(c->wk) ? AB_CAP_AVAILABLE : AB_CAP_UNAVAILABLE},
     };
     ab_msg_t w = {.op = AB_OP_WELCOME, .v = chosen, .cid = m->cid};
     w.u.welcome.instance = (ab_str_t){c->b->instance, strlen(c->b->instance)};
@@ -478,9 +482,17 @@ static void dispatch(cmd_t *c, zmq_msg_t *id, const ab_msg_t *m)
     case AB_OP_PING: pong(c, id, m); return;
     case AB_OP_CLAIM:
     case AB_OP_HEADS: claim_or_heads(c, id, m); return;
+    case AB_OP_SERVE:
+    case AB_OP_WORKERS:
+    case AB_OP_INVOKE_ACTION:
+    case AB_OP_ACTION_RESULT: ab__workers_request(c->wk, id, m, ab__mono_ms()); return;
+    case AB_OP_CANCEL:
+        if (ab__workers_request(c->wk, id, m, ab__mono_ms()))
+            return; /* it aborted an action call; else it is a replay's */
+        to_reader(c, id, m);
+        return;
     case AB_OP_REPLAY:
     case AB_OP_CREDIT:
-    case AB_OP_CANCEL:
     case AB_OP_SNAPSHOT: to_reader(c, id, m); return;
     default: break;
     }
@@ -506,8 +518,11 @@ static bool on_request(cmd_t *c)
     bool more = zmq_msg_more(&hdr);
     ab_msg_t m;
     ab_error_t e = AB_ERROR_INIT;
-    if (ab_msg_decode(c->doc, zmq_msg_data(&hdr), zmq_msg_size(&hdr), &c->b->cfg->limits, &m, &e) !=
-        AB_OK) {
+    bool decoded = ab_msg_decode(c->doc, zmq_msg_data(&hdr), zmq_msg_size(&hdr), &c->b->cfg->limits,
+                                 &m, &e) == AB_OK;
+    if (decoded)
+        ab__workers_touch(c->wk, &id, ab__mono_ms()); /* any message renews a worker's lease */
+    if (!decoded) {
         /* answer with the header's own v when it is one we speak (PROTOCOL.md 8.1) */
         uint64_t cid = 0;
         uint32_t v = 0;
@@ -607,6 +622,7 @@ static void begin_stop(cmd_t *c)
 {
     c->stopping = true;
     ab__log(AB_LOG_INFO, "shutting down: finishing queued requests");
+    ab__workers_stop(c->wk);
     ab_job_t *stop = job_new(AB_JOB_STOP, NULL, NULL);
     if (stop == NULL || ab__job_send(c->wsock, stop) != 0) {
         ab__job_free(stop);
@@ -641,9 +657,11 @@ int ab__cmd_loop(ab__shared_t *b, void *router, void *wsock, void **rsocks, int 
     c.nreaders = b->cfg->readers;
     size_t n = 3 + c.nreaders;
     zmq_pollitem_t *items = calloc(n, sizeof(*items));
-    if (items == NULL || ab_doc_new(&c.doc) != AB_OK) {
+    c.wk = ab__workers_new(router, b->instance);
+    if (items == NULL || c.wk == NULL || ab_doc_new(&c.doc) != AB_OK) {
         free(items);
         begin_stop(&c);
+        ab__workers_destroy(&c.wk);
         return 1;
     }
     items[0] = (zmq_pollitem_t){.fd = sigfd, .events = ZMQ_POLLIN};
@@ -653,7 +671,8 @@ int ab__cmd_loop(ab__shared_t *b, void *router, void *wsock, void **rsocks, int 
         items[3 + i] = (zmq_pollitem_t){.socket = rsocks[i], .events = ZMQ_POLLIN};
     int rc = 0;
     while (!(c.stopping && c.writer_done && c.readers_done >= c.nreaders)) {
-        if (zmq_poll(items, (int)n, -1) < 0) {
+        long wait = ab__workers_tick(c.wk, ab__mono_ms()); /* leases and call deadlines */
+        if (zmq_poll(items, (int)n, wait) < 0) {
             if (zmq_errno() == EINTR)
                 continue;
             ab__log(AB_LOG_ERROR, "poll failed: %s", zmq_strerror(zmq_errno()));
@@ -675,5 +694,6 @@ int ab__cmd_loop(ab__shared_t *b, void *router, void *wsock, void **rsocks, int 
         begin_stop(&c);
     free(items);
     ab_doc_destroy(&c.doc);
+    ab__workers_destroy(&c.wk);
     return rc;
 }
