@@ -440,7 +440,7 @@ static ab_status_t strlist_dec(ab_cctx_t *c, const ab_fspec_t *f, const ab_val_t
 
 static ab_status_t strlist_enc(ab_cctx_t *c, const ab_fspec_t *f, const char *base)
 {
-    const ab_str_t *items = *AB_CFLD(const ab_str_t *const, base, f->off);
+    const ab_str_t *items = *AB_CFLD(const ab_str_t *, base, f->off);
     size_t n = count_of(base, f);
     ab_status_t rc = ab__cc_check_uint(c, f, n, UINT32_MAX, AB_UNIT_ENTRIES);
     if (rc == AB_OK && n && !items)
@@ -463,8 +463,8 @@ static bool strlist_eq(const ab_fspec_t *f, const char *a, const char *b)
     size_t n = count_of(a, f);
     if (n != count_of(b, f))
         return false;
-    const ab_str_t *x = *AB_CFLD(const ab_str_t *const, a, f->off);
-    const ab_str_t *y = *AB_CFLD(const ab_str_t *const, b, f->off);
+    const ab_str_t *x = *AB_CFLD(const ab_str_t *, a, f->off);
+    const ab_str_t *y = *AB_CFLD(const ab_str_t *, b, f->off);
     for (size_t i = 0; i < n; i++)
         if (x[i].len != y[i].len || (x[i].len && memcmp(x[i].ptr, y[i].ptr, x[i].len) != 0))
             return false;
@@ -484,7 +484,7 @@ static ab_status_t any_dec(ab_cctx_t *c, const ab_fspec_t *f, const ab_val_t *v,
 
 static ab_status_t any_enc(ab_cctx_t *c, const ab_fspec_t *f, const char *base)
 {
-    const ab_val_t *v = *AB_CFLD(const ab_val_t *const, base, f->off);
+    const ab_val_t *v = *AB_CFLD(const ab_val_t *, base, f->off);
     if (!v)
         return ab__cc_fail(c, c->bad, "%s is missing", ab__cc_field(c));
     if (ab__val_pack(&c->pk, v) != AB_OK)
@@ -494,13 +494,13 @@ static ab_status_t any_enc(ab_cctx_t *c, const ab_fspec_t *f, const char *base)
 
 static bool any_has(const ab_fspec_t *f, const char *base)
 {
-    return *AB_CFLD(const ab_val_t *const, base, f->off) != NULL;
+    return *AB_CFLD(const ab_val_t *, base, f->off) != NULL;
 }
 
 static bool any_eq(const ab_fspec_t *f, const char *a, const char *b)
 {
-    const ab_val_t *x = *AB_CFLD(const ab_val_t *const, a, f->off);
-    const ab_val_t *y = *AB_CFLD(const ab_val_t *const, b, f->off);
+    const ab_val_t *x = *AB_CFLD(const ab_val_t *, a, f->off);
+    const ab_val_t *y = *AB_CFLD(const ab_val_t *, b, f->off);
     return (!x || !y) ? x == y : ab_val_equal(x, y);
 }
 
