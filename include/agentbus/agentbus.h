@@ -31,6 +31,7 @@
 #include "agentbus/status.h"
 #include "agentbus/subscriber.h"
 #include "agentbus/value.h"
+#include "agentbus/worker.h"
 
 /** The version of the agentbus package these headers belong to. */
 #define AB_VERSION_MAJOR 0

@@ -195,6 +195,29 @@ AB_API AB_NODISCARD ab_status_t ab_conn_replay(ab_conn_t *c, const ab_msg_t *rep
                                                ab_replay_end_t *end, int timeout_ms,
                                                ab_error_t *err);
 
+/** List the live workers; *out receives the `workers_reply` (views into @p doc). */
+AB_API AB_NODISCARD ab_status_t ab_conn_workers(ab_conn_t *c, ab_doc_t *doc,
+                                                ab_workers_reply_t *out, int timeout_ms,
+                                                ab_error_t *err);
+
+/**
+ * Invoke action @p action of agent @p agent (docs/PROTOCOL.md 7.11) and wait
+ * for its answer: @p payload_json is the payload as JSON text (NULL: none),
+ * @p thread the thread the call is about (NULL: none), @p timeout_ms the
+ * call's timeout (0: the broker's default, 30 s); the wait lasts that long
+ * plus 5 s (the broker itself answers `timeout` when the call's time is up).
+ * @param out  the `action_reply` (views into @p doc), written only on AB_OK.
+ * @return AB_OK; the worker's error as the worker sent it; AB_UNSUPPORTED
+ *         (no worker ever served it), AB_UNAVAILABLE (none live; retryable),
+ *         AB_OVERLOADED, AB_TIMEOUT, AB_REQUEST_ABORTED; AB_INVALID_ARGUMENT
+ *         (bad JSON, id or action id); AB_IO, AB_NOMEM.
+ */
+AB_API AB_NODISCARD ab_status_t ab_conn_invoke_action(ab_conn_t *c, const char *agent,
+                                                      const char *action, const char *payload_json,
+                                                      const char *thread, uint32_t timeout_ms,
+                                                      ab_doc_t *doc, ab_action_reply_t *out,
+                                                      ab_error_t *err);
+
 /**
  * Build an event envelope from a JSON body: append to @p out the envelope
  * {v, thread, run, seq, epoch, ts (now), event: <json>}.

@@ -1,0 +1,298 @@
+/*
+ * worker.c - a worker connection: serve agents and their actions, answer
+ * action calls, keep the lease (agentbus/worker.h).
+ *
+ * Invariants:
+ *  1. After `served`, every message is read by ab_worker_run() with cid 0
+ *     (any), so an unsolicited action_call is never discarded while the
+ *     worker waits for something else; nothing after serve() waits for a
+ *     particular reply.
+ *  2. Each action call gets exactly one action_result.
+ *  3. Something is sent at least every lease / 3 (a ping when idle).
+ *  4. The agents to serve are copies, owned by the worker.
+ */
+#include "agentbus/worker.h"
+
+#include "ab_common.h"
+#include "agentbus/client.h"
+#include "agentbus/ids.h"
+#include "agentbus/json.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct agent {
+    char *name;
+    uint32_t capacity;
+    char **actions;
+    size_t nactions;
+} agent_t;
+
+struct ab_worker {
+    ab_conn_t *c;
+    ab_doc_t *doc;
+    char name[AB_WORKER_NAME_MAX + 1];
+    uint32_t lease_asked;
+    int timeout_ms;
+    agent_t *agents;
+    size_t nagents, cap_agents;
+    ab_action_fn fn;
+    void *ud;
+    char id[65];
+    uint32_t lease_ms;
+    int64_t last_sent_ms;
+    ab_buf_t result; /* the callback's JSON text */
+    ab_buf_t mp;     /* ... as msgpack */
+    ab_doc_t *rdoc;  /* ... as a tree */
+    ab_worker_stats_t stats;
+};
+
+static void free_agent(agent_t *a)
+{
+    for (size_t i = 0; i < a->nactions; i++)
+        free(a->actions[i]);
+    free(a->actions);
+    free(a->name);
+}
+
+ab_status_t ab_worker_new(ab_worker_t **out, const char *endpoint, const ab_worker_opts_t *opts,
+                          ab_error_t *err)
+{
+    if (out == NULL || opts == NULL || opts->name == NULL || opts->name[0] == '\0' ||
+        strlen(opts->name) > AB_WORKER_NAME_MAX)
+        return ab_error_set(err, AB_INVALID_ARGUMENT, "name",
+                            "a worker needs a name of 1 to %d bytes", AB_WORKER_NAME_MAX);
+    ab_worker_t *w = calloc(1, sizeof(*w));
+    if (w == NULL || ab_doc_new(&w->doc) != AB_OK || ab_doc_new(&w->rdoc) != AB_OK) {
+        ab_worker_destroy(&w);
+        return ab_error_set(err, AB_NOMEM, "", "out of memory");
+    }
+    snprintf(w->name, sizeof(w->name), "%s", opts->name);
+    w->lease_asked = opts->lease_ms;
+    w->timeout_ms = opts->timeout_ms > 0 ? opts->timeout_ms : AB_CONN_TIMEOUT_DEFAULT;
+    ab_conn_opts_t co = {.client_name = "agentbus-worker", .timeout_ms = w->timeout_ms};
+    ab_status_t st = ab_conn_new(&w->c, endpoint, &co, err);
+    if (st != AB_OK) {
+        ab_worker_destroy(&w);
+        return st;
+    }
+    *out = w;
+    return AB_OK;
+}
+
+void ab_worker_destroy(ab_worker_t **wp)
+{
+    if (wp == NULL || *wp == NULL)
+        return;
+    ab_worker_t *w = *wp;
+    for (size_t i = 0; i < w->nagents; i++)
+        free_agent(&w->agents[i]);
+    free(w->agents);
+    ab_conn_destroy(&w->c);
+    ab_doc_destroy(&w->doc);
+    ab_doc_destroy(&w->rdoc);
+    ab_buf_free(&w->result);
+    ab_buf_free(&w->mp);
+    free(w);
+    *wp = NULL;
+}
+
+static ab_status_t check_agent(const char *agent, uint32_t capacity, const char *const *actions,
+                               size_t n, ab_error_t *err)
+{
+    if (agent == NULL || ab_id_check(agent, strlen(agent), 0, "agent", err) != AB_OK)
+        return ab_error_set(err, AB_INVALID_ARGUMENT, "agent", "not a valid agent name");
+    if (capacity < 1 || capacity > AB_SERVE_CAPACITY_MAX)
+        return ab_error_set(err, AB_INVALID_ARGUMENT, "capacity", "capacity must be 1 ... %d",
+                            AB_SERVE_CAPACITY_MAX);
+    if (n > AB_SERVE_ACTIONS_MAX)
+        return ab_error_set(err, AB_TOO_LARGE, "actions", "at most %d actions per agent",
+                            AB_SERVE_ACTIONS_MAX);
+    for (size_t i = 0; i < n; i++)
+        if (actions[i] == NULL || actions[i][0] == '\0' || strlen(actions[i]) > AB_ACTION_ID_MAX)
+            return ab_error_set(err, AB_INVALID_ARGUMENT, "actions",
+                                "action %zu must be 1 to %d bytes", i, AB_ACTION_ID_MAX);
+    return AB_OK;
+}
+
+ab_status_t ab_worker_add_agent(ab_worker_t *w, const char *agent, uint32_t capacity,
+                                const char *const *actions, size_t nactions, ab_error_t *err)
+{
+    ab_status_t st = check_agent(agent, capacity, actions, nactions, err);
+    if (st != AB_OK)
+        return st;
+    if (w->nagents >= AB_SERVE_AGENTS_MAX)
+        return ab_error_set(err, AB_TOO_LARGE, "agents", "at most %d agents per worker",
+                            AB_SERVE_AGENTS_MAX);
+    agent_t *v = ab__grow(w->agents, &w->cap_agents, w->nagents + 1, sizeof(*v), 4);
+    if (v == NULL)
+        return ab_error_set(err, AB_NOMEM, "", "out of memory");
+    w->agents = v;
+    agent_t a = {.name = strdup(agent), .capacity = capacity};
+    a.actions = nactions ? calloc(nactions, sizeof(*a.actions)) : NULL;
+    bool ok = a.name != NULL && (nactions == 0 || a.actions != NULL);
+    for (size_t i = 0; ok && i < nactions; i++, a.nactions++)
+        ok = (a.actions[i] = strdup(actions[i])) != NULL;
+    if (!ok) {
+        free_agent(&a);
+        return ab_error_set(err, AB_NOMEM, "", "out of memory");
+    }
+    w->agents[w->nagents++] = a;
+    return AB_OK;
+}
+
+void ab_worker_on_action(ab_worker_t *w, ab_action_fn fn, void *ud)
+{
+    w->fn = fn;
+    w->ud = ud;
+}
+
+/* The `serve` request's agents, as views of the worker's copies. */
+static ab_served_agent_t *served_agents(const ab_worker_t *w, ab_str_t **views)
+{
+    size_t nviews = 0;
+    for (size_t i = 0; i < w->nagents; i++)
+        nviews += w->agents[i].nactions;
+    ab_served_agent_t *a = calloc(w->nagents ? w->nagents : 1, sizeof(*a));
+    *views = calloc(nviews ? nviews : 1, sizeof(**views));
+    if (a == NULL || *views == NULL) {
+        free(a);
+        free(*views);
+        return NULL;
+    }
+    ab_str_t *v = *views;
+    for (size_t i = 0; i < w->nagents; i++) {
+        const agent_t *g = &w->agents[i];
+        a[i] = (ab_served_agent_t){{g->name, strlen(g->name)}, g->capacity, v, g->nactions};
+        for (size_t j = 0; j < g->nactions; j++)
+            *v++ = (ab_str_t){g->actions[j], strlen(g->actions[j])};
+    }
+    return a;
+}
+
+ab_status_t ab_worker_serve(ab_worker_t *w, ab_error_t *err)
+{
+    ab_str_t *views = NULL;
+    ab_served_agent_t *agents = served_agents(w, &views);
+    if (agents == NULL)
+        return ab_error_set(err, AB_NOMEM, "", "out of memory");
+    ab_msg_t req = {.op = AB_OP_SERVE}, m;
+    req.u.serve = (ab_serve_t){{w->name, strlen(w->name)}, agents, w->nagents, w->lease_asked};
+    ab_status_t st = ab_conn_request(w->c, &req, NULL, 0, w->doc, &m, w->timeout_ms, err);
+    free(agents);
+    free(views);
+    if (st == AB_OK && m.op != AB_OP_SERVED)
+        st = ab_error_set(err, AB_INVALID_ENVELOPE, "op", "expected served, got %s",
+                          ab_op_name(m.op));
+    if (st != AB_OK)
+        return st;
+    snprintf(w->id, sizeof(w->id), "%.*s", (int)m.u.served.worker_id.len, m.u.served.worker_id.ptr);
+    w->lease_ms = m.u.served.lease_ms;
+    w->last_sent_ms = ab__mono_ms();
+    return AB_OK;
+}
+
+/* Send @p m without waiting for its answer (invariant 1). */
+static ab_status_t send_async(ab_worker_t *w, const ab_msg_t *m, ab_error_t *err)
+{
+    ab_status_t st = ab_conn_send(w->c, m, NULL, 0, NULL, err);
+    if (st == AB_OK)
+        w->last_sent_ms = ab__mono_ms();
+    return st;
+}
+
+/* The callback's JSON text as a value tree (NULL for no result). */
+static ab_status_t result_tree(ab_worker_t *w, const ab_val_t **out, ab_error_t *err)
+{
+    *out = NULL;
+    if (w->result.len == 0)
+        return AB_OK;
+    ab_limits_t lim = ab_limits_default();
+    ab_buf_reset(&w->mp);
+    ab_status_t st = ab_json_to_msgpack((const char *)w->result.data, w->result.len, lim.max_depth,
+                                        lim.max_header_bytes, AB_INVALID_ARGUMENT, &w->mp, err);
+    if (st == AB_OK)
+        st = ab_doc_parse(w->rdoc, w->mp.data, w->mp.len, lim.max_header_bytes, lim.max_depth,
+                          AB_INVALID_ARGUMENT, out, err);
+    return st;
+}
+
+/* Answer one call through the callback (invariant 2). */
+static ab_status_t on_call(ab_worker_t *w, const ab_action_call_t *call, ab_error_t *err)
+{
+    ab_error_t e = AB_ERROR_INIT;
+    const ab_val_t *result = NULL;
+    ab_buf_reset(&w->result);
+    w->stats.calls++;
+    ab_status_t st = w->fn ? w->fn(w->ud, call, &w->result, &e)
+                           : ab_error_set(&e, AB_UNSUPPORTED, "action",
+                                          "this worker has no "
+                                          "action handler");
+    ab_error_t je = AB_ERROR_INIT;
+    if (st == AB_OK && result_tree(w, &result, &je) != AB_OK)
+        ab_error_set(&e, AB_INTERNAL, "result", "the action's result is not JSON: %s", je.message);
+    if (st != AB_OK && e.code == AB_OK)
+        ab_error_set(&e, st, "", "%s", ab_status_str(st));
+    if (e.code != AB_OK)
+        w->stats.failed++;
+    ab_msg_t m = {.op = AB_OP_ACTION_RESULT};
+    m.u.action_result = (ab_action_result_t){call->call, e.code == AB_OK ? result : NULL,
+                                             e.code == AB_OK ? NULL : &e};
+    return send_async(w, &m, err);
+}
+
+/* One message that arrived (invariant 1). */
+static ab_status_t on_message(ab_worker_t *w, const ab_msg_t *m, ab_error_t *err)
+{
+    switch (m->op) {
+    case AB_OP_ACTION_CALL: return on_call(w, &m->u.action_call, err);
+    case AB_OP_ACTION_ACK: w->stats.undelivered += !m->u.action_ack.delivered; return AB_OK;
+    default: return AB_OK; /* pongs, and errors answering our own sends */
+    }
+}
+
+ab_status_t ab_worker_run(ab_worker_t *w, int timeout_ms, ab_error_t *err)
+{
+    int64_t now = ab__mono_ms();
+    if (w->lease_ms && now - w->last_sent_ms >= (int64_t)(w->lease_ms / 3)) {
+        ab_msg_t ping = {.op = AB_OP_PING};
+        ab_status_t st = send_async(w, &ping, err);
+        if (st != AB_OK)
+            return st;
+        w->stats.pings++;
+    }
+    int until_ping = w->lease_ms ? (int)(w->last_sent_ms + w->lease_ms / 3 - now) : timeout_ms;
+    int wait = timeout_ms < until_ping ? timeout_ms : (until_ping > 0 ? until_ping : 0);
+    for (bool first = true;; first = false) {
+        ab_msg_t m = {.op = AB_OP_NONE_};
+        ab_error_t e = AB_ERROR_INIT;
+        ab_status_t st = ab_conn_recv(w->c, 0, w->doc, &m, first ? (wait > 0 ? wait : 1) : 1, &e);
+        if (st == AB_TIMEOUT)
+            return AB_OK;
+        if (st != AB_OK && m.op == AB_OP_ERROR)
+            continue; /* the broker refused one of our sends (a late result): nothing to do */
+        if (st != AB_OK) {
+            if (err)
+                *err = e;
+            return st;
+        }
+        if ((st = on_message(w, &m, err)) != AB_OK)
+            return st;
+    }
+}
+
+const char *ab_worker_id(const ab_worker_t *w)
+{
+    return w->id;
+}
+
+uint32_t ab_worker_lease_ms(const ab_worker_t *w)
+{
+    return w->lease_ms;
+}
+
+ab_worker_stats_t ab_worker_stats(const ab_worker_t *w)
+{
+    return w->stats;
+}

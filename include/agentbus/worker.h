@@ -1,0 +1,107 @@
+/*
+ * agentbus/worker.h - a worker: one connection that serves agents and their
+ * actions (docs/PROTOCOL.md 7.10, 7.11; docs/CLIENT.md "Worker").
+ *
+ *   ab_worker_t *w = NULL;
+ *   ab_worker_opts_t o = {.name = "pool-a/7"};
+ *   ab_worker_new(&w, "tcp://127.0.0.1:7710", &o, &err);
+ *   static const char *const acts[] = {"approve"};
+ *   ab_worker_add_agent(w, "planner", 4, acts, 1, &err);
+ *   ab_worker_on_action(w, on_action, app);
+ *   ab_worker_serve(w, &err);                       // registers: `served`
+ *   while (running) ab_worker_run(w, 100, &err);    // calls on_action, keeps the lease
+ *   ab_worker_destroy(&w);
+ *
+ * The worker keeps its lease itself: ab_worker_run() sends a `ping` when it
+ * has sent nothing for a third of the lease. Every message of the
+ * connection is read by ab_worker_run(), so an action call is never lost
+ * behind a reply the worker waits for: it waits for none (results are sent
+ * and their acknowledgements counted as they arrive).
+ *
+ * Thread-safety: one thread per worker. Not yet: run assignments and
+ * cancels (issue 13's dispatch), which will arrive through the same loop.
+ */
+#ifndef AGENTBUS_WORKER_H
+#define AGENTBUS_WORKER_H
+
+#include "agentbus/buf.h"
+#include "agentbus/codec.h"
+#include "agentbus/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct ab_worker ab_worker_t;
+
+typedef struct ab_worker_opts {
+    const char *name;  /**< the worker's name (required), 1..AB_WORKER_NAME_MAX bytes */
+    uint32_t lease_ms; /**< asked for; 0 = the broker's default (10 s) */
+    int timeout_ms;    /**< connect and `serve` wait; 0 = 5000 */
+} ab_worker_opts_t;
+
+/**
+ * Answer one action call. @p call (borrowed for the call) holds the agent,
+ * action, payload and thread. Write the result as JSON text to @p result
+ * (left empty: no result) and return AB_OK; or return an error status with
+ * @p err set, which the caller receives as it is.
+ */
+typedef ab_status_t (*ab_action_fn)(void *ud, const ab_action_call_t *call, ab_buf_t *result,
+                                    ab_error_t *err);
+
+/** What a worker has done so far. */
+typedef struct ab_worker_stats {
+    uint64_t calls;       /**< action calls received */
+    uint64_t failed;      /**< ... answered with an error */
+    uint64_t undelivered; /**< answers the broker could no longer deliver (acks false) */
+    uint64_t pings;       /**< lease renewals sent */
+} ab_worker_stats_t;
+
+/** Connect to @p endpoint (hello/welcome). @return AB_OK or the connection's error. */
+AB_API AB_NODISCARD ab_status_t ab_worker_new(ab_worker_t **out, const char *endpoint,
+                                              const ab_worker_opts_t *opts, ab_error_t *err);
+
+/** Close the connection and free the worker (NULL-safe; *w = NULL). */
+AB_API void ab_worker_destroy(ab_worker_t **w);
+
+/**
+ * Add an agent to serve, before ab_worker_serve(): its name (an id), its
+ * capacity (1..AB_SERVE_CAPACITY_MAX runs at once) and the action ids it
+ * handles (copied). @return AB_OK, AB_INVALID_ARGUMENT or AB_TOO_LARGE.
+ */
+AB_API AB_NODISCARD ab_status_t ab_worker_add_agent(ab_worker_t *w, const char *agent,
+                                                    uint32_t capacity, const char *const *actions,
+                                                    size_t nactions, ab_error_t *err);
+
+/** The callback for action calls (none set: each call is answered `unsupported`). */
+AB_API void ab_worker_on_action(ab_worker_t *w, ab_action_fn fn, void *ud);
+
+/**
+ * Send `serve` with the agents added so far and wait for `served`.
+ * @return AB_OK, or the broker's refusal (AB_INVALID_ENVELOPE, AB_TOO_LARGE,
+ *         AB_OVERLOADED, AB_UNSUPPORTED from a broker without workers),
+ *         AB_TIMEOUT, AB_IO, AB_NOMEM.
+ */
+AB_API AB_NODISCARD ab_status_t ab_worker_serve(ab_worker_t *w, ab_error_t *err);
+
+/**
+ * Handle what arrives for up to @p timeout_ms: action calls (answered through
+ * the callback), acknowledgements, lease renewals. Returns after the first
+ * batch of messages, or at the timeout.
+ * @return AB_OK; AB_IO or AB_INVALID_ENVELOPE when the connection fails.
+ */
+AB_API AB_NODISCARD ab_status_t ab_worker_run(ab_worker_t *w, int timeout_ms, ab_error_t *err);
+
+/** The broker's id of this worker ("" before ab_worker_serve()). */
+AB_API const char *ab_worker_id(const ab_worker_t *w);
+
+/** The lease granted (0 before ab_worker_serve()). */
+AB_API uint32_t ab_worker_lease_ms(const ab_worker_t *w);
+
+/** Counters so far. */
+AB_API ab_worker_stats_t ab_worker_stats(const ab_worker_t *w);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* AGENTBUS_WORKER_H */
