@@ -36,6 +36,8 @@ int cmd_replay(int argc, char **argv);      /* cli/replay_cmd.c */
 int cmd_demo(int argc, char **argv);        /* cli/demo_cmd.c (demo/) */
 int cmd_snapshot(int argc, char **argv);    /* cli/snapshot.c */
 int cmd_conformance(int argc, char **argv); /* cli/conformance_cmd.c (conformance/) */
+int cmd_workers(int argc, char **argv);     /* cli/workers_cmd.c */
+int cmd_invoke(int argc, char **argv);      /* cli/workers_cmd.c */
 
 /** Default command endpoint of the client subcommands. */
 #define AB_DEFAULT_BROKER "tcp://127.0.0.1:7710"

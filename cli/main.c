@@ -19,6 +19,8 @@ static const struct subcommand subcommands[] = {
     {"replay", cmd_replay, "export runs from the store as JSON Lines; --verify audits them"},
     {"runs", cmd_runs, "list the runs of a thread or of the bus"},
     {"snapshot", cmd_snapshot, "print the current state of a thread (runs, messages, approvals)"},
+    {"workers", cmd_workers, "list the live workers: agents, capacity, actions, leases, load"},
+    {"invoke", cmd_invoke, "call an action of an agent on a live worker and print its answer"},
     {"demo", cmd_demo, "run a broker with a demo fabric of agents and an observer"},
     {"conformance", cmd_conformance, "check a broker endpoint against docs/PROTOCOL.md"},
     {"validate", cmd_validate, "check AG-UI 1.0 events (JSON Lines) and their run lifecycle"},

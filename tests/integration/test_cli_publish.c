@@ -9,26 +9,7 @@
 
 #include "broker_proc.h"
 
-#define OUT_MAX 8192
-
-/* Run `agentbus ARGS 2>&1` and return its exit status; output into @p out. */
-static int run_cli(char *out, const char *fmt, ...) AB_PRINTF(2, 3);
-static int run_cli(char *out, const char *fmt, ...)
-{
-    char args[1024], cmd[1400];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(args, sizeof(args), fmt, ap);
-    va_end(ap);
-    snprintf(cmd, sizeof(cmd), "env -u AGENTBUS_BROKER %s %s 2>&1", AB_AGENTBUS_BIN, args);
-    FILE *p = popen(cmd, "r");
-    assert_non_null(p);
-    size_t n = fread(out, 1, OUT_MAX - 1, p);
-    out[n] = '\0';
-    int st = pclose(p);
-    print_message("$ agentbus %s\n%s", args, out);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
+#include "cli_run.h"
 
 /* Write @p text to a temp file; the path goes into @p path. */
 static void temp_stream(char *path, size_t size, const char *text)
@@ -60,13 +41,13 @@ static void test_publish_fixture_and_list(void **state)
     it_t *t = *state;
     IT_REQUIRE_BROKER(t);
     char out[OUT_MAX];
-    int rc = run_cli(out, "publish --broker %s --batch 7 %s/streams/valid/full-run.jsonl",
-                     t->bp.cmd, AB_FIXTURES_DIR);
+    int rc = it_run_cli(out, "publish --broker %s --batch 7 %s/streams/valid/full-run.jsonl",
+                        t->bp.cmd, AB_FIXTURES_DIR);
     assert_int_equal(rc, 0);
     assert_non_null(strstr(out, "published 31 events to thread thread-1 run run-1 "
                                 "(seq 1..31, 0 duplicates) in "));
     assert_int_equal(head_seq(t, "thread-1", "run-1"), 31);
-    rc = run_cli(out, "runs --broker %s --thread thread-1", t->bp.cmd);
+    rc = it_run_cli(out, "runs --broker %s --thread thread-1", t->bp.cmd);
     assert_int_equal(rc, 0);
     assert_non_null(strstr(out, "THREAD"));
     char *row = strstr(out, "thread-1 ");
@@ -74,14 +55,14 @@ static void test_publish_fixture_and_list(void **state)
     assert_non_null(strstr(row, "run-1"));
     assert_non_null(strstr(row, "finished"));
     assert_non_null(strstr(row, " 31 "));
-    rc = run_cli(out, "runs --broker %s --json", t->bp.cmd); /* the whole bus */
+    rc = it_run_cli(out, "runs --broker %s --json", t->bp.cmd); /* the whole bus */
     assert_int_equal(rc, 0);
     assert_non_null(strstr(out, "{\"thread\":\"thread-1\",\"run\":\"run-1\",\"status\":"
                                 "\"finished\",\"outcome\":\"success\",\"seq\":31,"));
     assert_null(strstr(out, "\"ended\":null"));
     /* the same stream again: the run has ended, typed rejection */
-    rc = run_cli(out, "publish --broker %s %s/streams/valid/full-run.jsonl", t->bp.cmd,
-                 AB_FIXTURES_DIR);
+    rc = it_run_cli(out, "publish --broker %s %s/streams/valid/full-run.jsonl", t->bp.cmd,
+                    AB_FIXTURES_DIR);
     assert_int_equal(rc, 1);
     assert_non_null(strstr(out, "rejected at line 1 (seq 32): run_terminal: "));
 }
@@ -92,8 +73,8 @@ static void test_publish_broker_rejection(void **state)
     IT_REQUIRE_BROKER(t);
     char out[OUT_MAX];
     /* RUN_STARTED, TEXT_MESSAGE_START, a nested RUN_STARTED (lifecycle error) */
-    int rc = run_cli(out, "publish --broker %s %s/streams/invalid/nested-run-started.jsonl",
-                     t->bp.cmd, AB_FIXTURES_DIR);
+    int rc = it_run_cli(out, "publish --broker %s %s/streams/invalid/nested-run-started.jsonl",
+                        t->bp.cmd, AB_FIXTURES_DIR);
     assert_int_equal(rc, 1);
     assert_non_null(strstr(out, "rejected at line 3 (seq 3): invalid_event: "));
     assert_null(strstr(out, "published "));
@@ -109,7 +90,7 @@ static void test_publish_local_rejection(void **state)
                 "{\"type\":\"RUN_STARTED\",\"threadId\":\"tl\",\"runId\":\"rl\","
                 "\"protocolVersion\":\"1.0\"}\n\n"
                 "{\"type\":\"TEXT_MESSAGE_START\"}\n");
-    int rc = run_cli(out, "publish --broker %s %s", t->bp.cmd, path);
+    int rc = it_run_cli(out, "publish --broker %s %s", t->bp.cmd, path);
     unlink(path);
     assert_int_equal(rc, 1);
     assert_non_null(strstr(out, "rejected at line 3 (seq 2): invalid_event: "));
@@ -126,23 +107,23 @@ static void test_publish_ids_from_flags_and_usage(void **state)
                 "{\"type\":\"RUN_STARTED\",\"threadId\":\"tg\",\"runId\":\"rg\","
                 "\"protocolVersion\":\"1.0\"}\n"
                 "{\"type\":\"RUN_FINISHED\",\"threadId\":\"tg\",\"runId\":\"rg\"}\n");
-    int rc =
-        run_cli(out, "publish --broker %s --thread tg --run rg --timeout 3000 %s", t->bp.cmd, path);
+    int rc = it_run_cli(out, "publish --broker %s --thread tg --run rg --timeout 3000 %s",
+                        t->bp.cmd, path);
     unlink(path);
     assert_int_equal(rc, 0);
     assert_non_null(strstr(out, "published 2 events to thread tg run rg (seq 1..2,"));
     temp_stream(path, sizeof(path), "{\"type\":\"STEP_STARTED\",\"stepName\":\"s\"}\n");
-    rc = run_cli(out, "publish --broker %s %s", t->bp.cmd, path);
+    rc = it_run_cli(out, "publish --broker %s %s", t->bp.cmd, path);
     unlink(path);
     assert_int_equal(rc, 2);
     assert_non_null(strstr(out, "no thread id"));
-    assert_int_equal(run_cli(out, "publish --batch 0 %s", path), 2);
-    assert_int_equal(run_cli(out, "publish --help"), 0);
+    assert_int_equal(it_run_cli(out, "publish --batch 0 %s", path), 2);
+    assert_int_equal(it_run_cli(out, "publish --help"), 0);
     assert_non_null(strstr(out, "--broker ENDPOINT"));
     assert_non_null(strstr(out, "--timeout MS"));
-    assert_int_equal(run_cli(out, "runs --help"), 0);
+    assert_int_equal(it_run_cli(out, "runs --help"), 0);
     assert_non_null(strstr(out, "--json"));
-    assert_int_equal(run_cli(out, "runs --bogus"), 2);
+    assert_int_equal(it_run_cli(out, "runs --bogus"), 2);
 }
 
 static void test_publish_unreachable(void **state)
@@ -154,12 +135,12 @@ static void test_publish_unreachable(void **state)
     snprintf(ep, sizeof(ep), "%s", t->bp.cmd);
     assert_int_equal(bp_stop(&t->bp), 0);
     long t0 = ab__mono_ms();
-    int rc = run_cli(out, "publish --broker %s --timeout 500 %s/streams/valid/full-run.jsonl", ep,
-                     AB_FIXTURES_DIR);
+    int rc = it_run_cli(out, "publish --broker %s --timeout 500 %s/streams/valid/full-run.jsonl",
+                        ep, AB_FIXTURES_DIR);
     assert_int_equal(rc, 1);
     assert_non_null(strstr(out, "agentbus publish: timeout: "));
     assert_true(ab__mono_ms() - t0 < 5000);
-    assert_int_equal(run_cli(out, "runs --broker %s --timeout 500", ep), 1);
+    assert_int_equal(it_run_cli(out, "runs --broker %s --timeout 500", ep), 1);
     assert_non_null(strstr(out, "agentbus runs: timeout: "));
 }
 

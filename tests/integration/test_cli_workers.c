@@ -1,0 +1,139 @@
+/*
+ * test_cli_workers.c - the worker library (examples/worker, a process built
+ * on agentbus/worker.h) serving a real broker, driven by `agentbus invoke`
+ * and `agentbus workers` as processes: results and errors, unsupported
+ * actions, bad payloads and usage errors with their exit status, the
+ * listing in text and JSON, and the worker's own counters when it stops.
+ */
+#include "testutil.h"
+
+#include "broker_proc.h"
+#include "cli_run.h"
+
+#include <fcntl.h>
+#include <libgen.h>
+#include <signal.h>
+#include <unistd.h>
+
+typedef struct wproc {
+    pid_t pid;
+    int out; /* read end of its stdout */
+    char line[512];
+} wproc_t;
+
+/* Read from @p w until a line holding @p needle arrived (or @p ms passed). */
+static bool read_until(wproc_t *w, const char *needle, long ms)
+{
+    size_t used = 0;
+    long deadline = ab__mono_ms() + ms;
+    while (ab__mono_ms() < deadline && used < sizeof(w->line) - 1) {
+        struct pollfd p = {.fd = w->out, .events = POLLIN};
+        if (poll(&p, 1, 100) <= 0)
+            continue;
+        ssize_t n = read(w->out, w->line + used, sizeof(w->line) - 1 - used);
+        if (n <= 0)
+            break;
+        used += (size_t)n;
+        w->line[used] = '\0';
+        if (strstr(w->line, needle) != NULL)
+            return true;
+    }
+    return false;
+}
+
+/* Start examples/worker (next to the agentbus binary) serving agent planner. */
+static void worker_start(wproc_t *w, const char *endpoint)
+{
+    char bin[1024], dir[1024];
+    snprintf(dir, sizeof(dir), "%s", AB_AGENTBUS_BIN);
+    snprintf(bin, sizeof(bin), "%s/examples/worker", dirname(dir));
+    int fds[2];
+    assert_int_equal(pipe(fds), 0);
+    w->pid = fork();
+    assert_true(w->pid >= 0);
+    if (w->pid == 0) {
+        dup2(fds[1], STDOUT_FILENO);
+        close(fds[0]);
+        close(fds[1]);
+        execl(bin, bin, endpoint, "cli-w", "planner", "echo", "fail", "plan", (char *)NULL);
+        _exit(127);
+    }
+    close(fds[1]);
+    w->out = fds[0];
+    if (!read_until(w, "worker ready id=", IT_TIMEOUT))
+        fail_msg("the worker did not register: %s", w->line);
+}
+
+/* SIGTERM by pid, wait, and return what it printed last. */
+static void worker_stop(wproc_t *w)
+{
+    assert_int_equal(kill(w->pid, SIGTERM), 0);
+    bool said = read_until(w, "worker stopped:", IT_TIMEOUT);
+    int st = 0;
+    assert_int_equal(waitpid(w->pid, &st, 0), w->pid);
+    close(w->out);
+    assert_true(said);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+}
+
+static void test_invoke_and_list(void **state)
+{
+    it_t *t = *state;
+    IT_REQUIRE_BROKER(t);
+    wproc_t w;
+    worker_start(&w, t->bp.cmd);
+    char out[OUT_MAX];
+    int rc = it_run_cli(out, "invoke planner echo --payload '{\"a\":[1,2]}' --broker %s --json",
+                        t->bp.cmd);
+    assert_int_equal(rc, 0);
+    assert_non_null(strstr(out, "\"result\":{\"a\":[1,2]}"));
+    assert_non_null(strstr(out, "\"worker_id\":\"w-"));
+    rc = it_run_cli(out, "invoke planner plan --thread t-9 --broker %s", t->bp.cmd);
+    assert_int_equal(rc, 0);
+    assert_non_null(strstr(out, "\"thread\":\"t-9\""));
+    rc = it_run_cli(out, "invoke planner fail --broker %s", t->bp.cmd);
+    assert_int_equal(rc, 1);
+    assert_non_null(strstr(out, "invalid_argument"));
+    assert_non_null(strstr(out, "this action always fails"));
+    rc = it_run_cli(out, "invoke planner deploy --broker %s", t->bp.cmd);
+    assert_int_equal(rc, 1);
+    assert_non_null(strstr(out, "unsupported"));
+    rc = it_run_cli(out, "invoke planner echo --payload '{bad' --broker %s", t->bp.cmd);
+    assert_int_equal(rc, 1);
+    assert_non_null(strstr(out, "invalid_argument"));
+    rc = it_run_cli(out, "workers --broker %s --json", t->bp.cmd);
+    assert_int_equal(rc, 0);
+    assert_non_null(strstr(out, "\"worker\":\"cli-w\""));
+    assert_non_null(strstr(out, "\"name\":\"planner\",\"capacity\":4,\"actions\":[\"echo\","
+                                "\"fail\",\"plan\"]"));
+    assert_non_null(strstr(out, "\"calls\":0"));
+    rc = it_run_cli(out, "workers --broker %s", t->bp.cmd);
+    assert_int_equal(rc, 0);
+    assert_non_null(strstr(out, "1 worker\n"));
+    worker_stop(&w);
+    assert_non_null(strstr(w.line, "3 calls, 1 failed, 0 undelivered"));
+}
+
+static void test_usage_errors(void **state)
+{
+    it_t *t = *state;
+    IT_REQUIRE_BROKER(t);
+    char out[OUT_MAX];
+    assert_int_equal(it_run_cli(out, "invoke planner"), 2);
+    assert_non_null(strstr(out, "usage: agentbus invoke AGENT ACTION"));
+    assert_int_equal(it_run_cli(out, "invoke a b --timeout 0"), 2);
+    assert_int_equal(it_run_cli(out, "workers extra --broker %s", t->bp.cmd), 2);
+    assert_int_equal(it_run_cli(out, "workers --broker %s", t->bp.cmd), 0);
+    assert_non_null(strstr(out, "0 workers\n"));
+    assert_int_equal(it_run_cli(out, "invoke --help"), 0);
+    assert_non_null(strstr(out, "--payload JSON"));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_invoke_and_list, it_setup, it_teardown),
+        cmocka_unit_test_setup_teardown(test_usage_errors, it_setup, it_teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
