@@ -13,6 +13,9 @@
  *     unknown type is not checked (the consumer drops it).
  *  3. Type lookup is a binary search over by_len[], which is sorted by
  *     (length, bytes); no strlen, at most five comparisons.
+ *  4. Strict mode adds one rule the tables cannot say: a RUN_STARTED's
+ *     input (the RunAgentInput it echoes) names the event's own thread, run
+ *     and, when both give one, parent run (input_identity()).
  */
 #include "agui_internal.h"
 
@@ -108,6 +111,33 @@ static const ab_val_t *find_type(const ab_val_t *event)
     return NULL;
 }
 
+/* One id of RUN_STARTED.input against the event's own: absent in either = nothing to compare. */
+static ab_status_t same_id(ab__ctx_t *c, const ab_val_t *input, const char *key, ab_str_t own,
+                           bool need_own)
+{
+    const ab_val_t *v = ab_val_get(input, key);
+    if (!v || v->type != AB_VAL_STR || (!own.ptr && !need_own))
+        return AB_OK;
+    if (own.ptr && v->len == own.len && memcmp(v->u.s, own.ptr, own.len) == 0)
+        return AB_OK;
+    ab__path_t up = {NULL, "input", 5, 0};
+    ab__path_t at = {&up, key, (uint32_t)strlen(key), 0};
+    int n = (int)(v->len < 48 ? v->len : 48), m = (int)(own.len < 48 ? own.len : 48);
+    return ab__agui_fail(c, &at, "input.%s %.*s differs from the event's %s %.*s", key, n, v->u.s,
+                         key, m, own.ptr ? own.ptr : "");
+}
+
+/* The input a RUN_STARTED echoes is the input of this run (reference section 3). */
+static ab_status_t input_identity(ab__ctx_t *c, const ab_agui_info_t *info)
+{
+    ab_status_t rc = same_id(c, info->input, "threadId", info->thread_id, true);
+    if (rc == AB_OK)
+        rc = same_id(c, info->input, "runId", info->run_id, true);
+    if (rc == AB_OK)
+        rc = same_id(c, info->input, "parentRunId", info->parent_run_id, false);
+    return rc;
+}
+
 ab_status_t ab_agui_validate(const ab_val_t *event, ab_agui_mode_t mode, ab_agui_warn_cb warn,
                              void *ud, ab_agui_info_t *info, ab_error_t *err)
 {
@@ -134,6 +164,8 @@ ab_status_t ab_agui_validate(const ab_val_t *event, ab_agui_mode_t mode, ab_agui
         rc = ab__agui_unknown(&c, &type_path, "unknown event type %.*s", n, tv->u.s);
     } else {
         rc = ab__agui_check_object(&c, event, ab__agui_event_schema(scratch.type), NULL);
+        if (rc == AB_OK && c.strict && scratch.type == AB_AGUI_RUN_STARTED && scratch.input)
+            rc = input_identity(&c, &scratch);
     }
     if (rc == AB_OK && info)
         *info = scratch;

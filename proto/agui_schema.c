@@ -49,7 +49,7 @@ EVENT(RUN_STARTED, STR_FIELD("threadId", REQ, S(thread_id)), STR_FIELD("runId", 
       AB__FIELD("protocolVersion", AB__K_STR, AB__F_REQ_STRICT | AB__F_VAL_SLOT,
                 S(protocol_version), NONE),
       STR_FIELD("parentRunId", OPT, S(parent_run_id)),
-      AB__FIELD("input", AB__K_OBJ, OPT, 0, &ab__agui_run_input));
+      AB__FIELD("input", AB__K_OBJ, AB__F_VAL_SLOT, S(input), &ab__agui_run_input));
 EVENT(RUN_FINISHED, STR_FIELD("threadId", REQ, S(thread_id)), STR_FIELD("runId", REQ, S(run_id)),
       AB__FIELD("outcome", AB__K_UNION, OPT, 0, &ab__agui_run_outcome),
       AB__FIELD("result", AB__K_ANY_NN, OPT, 0, NONE), USAGE_FIELD);

@@ -114,6 +114,7 @@ typedef struct ab_agui_info {
     const ab_val_t *pending_tool_call_ids; /**< RUN_FINISHED success: array or NULL */
     const ab_val_t *resume;                /**< RUN_STARTED input.resume: array or NULL */
     const ab_val_t *protocol_version;      /**< RUN_STARTED protocolVersion or NULL */
+    const ab_val_t *input;                 /**< RUN_STARTED input (RunAgentInput map) or NULL */
 } ab_agui_info_t;
 
 /**

@@ -157,6 +157,24 @@ static const vcase_t input_cases[] = {
     {'U', BAD, "/input/extra", "unknown field", RSI IN ",'extra':1}}"},
     {'B', BAD, "/input/messages/0/role", "role must be one of",
      RSI "{'threadId':'t','runId':'r','messages':[{'id':'1','role':'robot','content':''}]}}"},
+    /* input identity (strict only): the input echoed is this run's own */
+    {'S', BAD, "/input/runId", "input.runId r2 differs from the event's runId r",
+     RSI "{'threadId':'t','runId':'r2','messages':[]}}"},
+    {'L', OK, NULL, NULL, RSI "{'threadId':'t','runId':'r2','messages':[]}}"},
+    {'S', BAD, "/input/threadId", "input.threadId t2 differs from the event's threadId t",
+     RSI "{'threadId':'t2','runId':'r2','messages':[]}}"},
+    {'S', BAD, "/input/parentRunId", "input.parentRunId p1 differs from the event's parentRunId p0",
+     "{'type':'RUN_STARTED','threadId':'t','runId':'r','protocolVersion':'1.0',"
+     "'parentRunId':'p0','input':" IN ",'parentRunId':'p1'}}"},
+    {'B', OK, NULL, NULL,
+     "{'type':'RUN_STARTED','threadId':'t','runId':'r','protocolVersion':'1.0',"
+     "'parentRunId':'p0','input':" IN ",'parentRunId':'p0'}}"},
+    {'B', OK, NULL, NULL,
+     "{'type':'RUN_STARTED','threadId':'t','runId':'r','protocolVersion':'1.0',"
+     "'parentRunId':'p0','input':" IN "}}"},
+    {'S', BAD, "/input/runId", "differs",
+     "{'type':'RUN_STARTED','input':{'threadId':'t','runId':'x','messages':[]},'threadId':'t',"
+     "'runId':'r','protocolVersion':'1.0'}"},
 };
 
 static void test_run_input(void **state)
