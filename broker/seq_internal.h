@@ -1,7 +1,9 @@
 /*
  * seq_internal.h - the sequencer's private structures, shared by
- * sequencer.c (rules, group, commit/abort) and seq_cache.c (run state
- * cache: hash table, LRU, load and rebuild from the store).
+ * sequencer.c (rules, group, commit/abort), seq_cache.c (run state
+ * cache: hash table, LRU, load and rebuild from the store), seq_thread.c
+ * (each thread's latest run, cached and derived from the store) and
+ * seq_resume.c (the resume rules against that run's interrupts).
  */
 #ifndef AB_BROKER_SEQ_INTERNAL_H
 #define AB_BROKER_SEQ_INTERNAL_H
@@ -15,6 +17,10 @@
 #define AB__SEQ_MAX_RUNS       4096u
 /** Rows per plugin read while rebuilding a run's checker. */
 #define AB__SEQ_PAGE 256u
+/** Thread states cached (docs/SEQUENCER.md "Memory bound"). */
+#define AB__SEQ_MAX_THREADS 4096u
+/** Run heads kept per pass while finding a thread's latest run in the store. */
+#define AB__SEQ_SCAN 32u
 
 /** The cached state of one run. */
 typedef struct ab__seq_run {
@@ -34,6 +40,35 @@ typedef struct ab__seq_run {
     size_t staged_cap;
     uint64_t group_gen; /**< == seq->gen: in the current group */
 } ab__seq_run_t;
+
+/**
+ * The resume state of one thread: its latest top-level run (the run whose
+ * RUN_STARTED, not a child run's, was staged last) and how that run stands.
+ * The thread has pending interrupts when that run FINISHED with outcome
+ * interrupt; they are read from its RUN_FINISHED when needed (from the
+ * group when it is staged, else from the store), never kept here.
+ */
+typedef struct ab__seq_thr {
+    char *thread; /**< owned copy of the id (the key) */
+    size_t thread_len;
+    uint64_t hash;
+    struct ab__seq_thr *hnext;
+    struct ab__seq_thr *lru_prev, *lru_next;
+    char run[AB_ID_MAX_BYTES + 1]; /**< latest top-level run; run_len 0 = none */
+    size_t run_len;
+    ab_run_status_t status;    /**< of that run, including staged events */
+    ab_agui_outcome_t outcome; /**< of its RUN_FINISHED */
+    uint64_t fin_seq;          /**< seq of its RUN_FINISHED, 0 = none */
+    uint64_t fin_gen;          /**< == seq->gen: that RUN_FINISHED is pending index fin_idx */
+    uint32_t fin_idx;
+    uint64_t group_gen; /**< == seq->gen: changed by an event staged in this group */
+} ab__seq_thr_t;
+
+/** A staged RUN_STARTED / RUN_FINISHED / RUN_ERROR (pending index), for threads loaded later. */
+typedef struct ab__seq_tev {
+    uint32_t idx;
+    bool top; /**< RUN_STARTED of a top-level run (not a child run) */
+} ab__seq_tev_t;
 
 /** A DUPLICATE item that names an event staged in the same group. */
 typedef struct ab__seq_dup {
@@ -70,6 +105,15 @@ struct ab_seq {
     /* current stage call */
     ab__seq_rej_t *rej;
     size_t nrej, cap_rej;
+    /* thread states (seq_thread.c) */
+    ab__seq_thr_t **tbuckets;
+    size_t ntbuckets; /**< power of two */
+    size_t tcount;
+    ab__seq_thr_t tlru; /**< sentinel */
+    uint32_t max_threads;
+    ab__seq_tev_t *tev; /**< the group's staged boundary events, in stage order */
+    size_t ntev, cap_tev;
+    int64_t now_us; /**< the group's commit time (ab__seq_set_now) */
     /* scratch */
     ab_doc_t *doc;
     ab_buf_t bytes;
@@ -97,5 +141,40 @@ void ab__seq_trim(ab_seq_t *s, const ab__seq_run_t *keep);
 
 /** Bytes one cached run holds. */
 size_t ab__seq_run_memory(const ab__seq_run_t *r);
+
+/* ---- seq_thread.c / seq_resume.c ------------------------------------------ */
+
+/** Set up / tear down the thread states of @p s. */
+ab_status_t ab__seq_thr_init(ab_seq_t *s);
+void ab__seq_thr_free(ab_seq_t *s);
+
+/**
+ * For the first RUN_STARTED of a run (its ids the envelope's), before it is
+ * staged: *top = whether it is a top-level run (no parentRunId naming an
+ * active run of the thread), and for a top-level one carrying `input`, the
+ * resume rules (seq_resume.c). AB_OK, AB_CONFLICT (err names the interrupt)
+ * or a store error.
+ */
+ab_status_t ab__seq_thr_check(ab_seq_t *s, const ab_seq_item_t *it, bool *top, ab_error_t *err);
+
+/** Room for one more staged boundary event (called before the checker advances). */
+ab_status_t ab__seq_thr_reserve(ab_seq_t *s);
+
+/** The boundary event at pending index @p idx was staged: record it, update its cached thread. */
+void ab__seq_thr_staged(ab_seq_t *s, uint32_t idx, bool top);
+
+/** The group ended (commit: keep the states; abort: drop the ones it changed). */
+void ab__seq_thr_end(ab_seq_t *s, bool committed);
+
+/** Bytes the thread states hold, and their number. */
+size_t ab__seq_thr_memory(const ab_seq_t *s);
+
+/** Resume rules of @p it (top-level, with input) against the state @p t (seq_resume.c). */
+ab_status_t ab__seq_resume_check(ab_seq_t *s, const ab__seq_thr_t *t, const ab_seq_item_t *it,
+                                 ab_error_t *err);
+
+/** The stored event (thread, run, seq): its position and, when @p type is set, its type. */
+ab_status_t ab__seq_stored(ab_seq_t *s, ab_str_t thread, ab_str_t run, uint64_t seq, uint64_t *pos,
+                           ab_agui_type_t *type, ab_error_t *err);
 
 #endif /* AB_BROKER_SEQ_INTERNAL_H */

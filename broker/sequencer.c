@@ -17,6 +17,10 @@
  *     evicted, so its speculative checker is never used again.
  *  5. Within one stage call, a run with a rejected event has every later
  *     event of that call rejected with the first rejection's code.
+ *  6. Every staged RUN_STARTED / RUN_FINISHED / RUN_ERROR is handed to the
+ *     thread states (seq_thread.c) in stage order, so a thread's latest run
+ *     always includes what is staged; the resume rule (rule 7) of a run's
+ *     first RUN_STARTED reads them before the event is staged.
  */
 #include "seq_internal.h"
 
@@ -41,7 +45,9 @@ ab_status_t ab__seq_new(ab_seq_t **out, const ab_plugin_t *plugin, ab_plugin_db_
     if (opts &&
         (opts->lifecycle.max_open || opts->lifecycle.max_tool_calls || opts->lifecycle.max_ids))
         s->limits = opts->lifecycle;
-    if (ab__seq_cache_init(s) != AB_OK || ab_doc_new(&s->doc) != AB_OK) {
+    s->max_threads = opts && opts->max_threads ? opts->max_threads : AB__SEQ_MAX_THREADS;
+    if (ab__seq_cache_init(s) != AB_OK || ab__seq_thr_init(s) != AB_OK ||
+        ab_doc_new(&s->doc) != AB_OK) {
         ab__seq_destroy(&s);
         return ab_error_set(err, AB_NOMEM, NULL, "out of memory creating the sequencer");
     }
@@ -55,6 +61,7 @@ void ab__seq_destroy(ab_seq_t **sp)
         return;
     ab_seq_t *s = *sp;
     ab__seq_cache_free(s);
+    ab__seq_thr_free(s);
     free(s->pend);
     free(s->pend_items);
     free(s->dups);
@@ -164,11 +171,18 @@ static ab_status_t check_lifecycle(const ab__seq_run_t *r, const ab_seq_item_t *
     return rc;
 }
 
+static bool boundary(ab_agui_type_t t)
+{
+    return t == AB_AGUI_RUN_STARTED || t == AB_AGUI_RUN_FINISHED || t == AB_AGUI_RUN_ERROR;
+}
+
 /* Make room for one more staged event of r, so staging itself cannot fail. */
-static ab_status_t reserve_stage(ab_seq_t *s, ab__seq_run_t *r, ab_error_t *err)
+static ab_status_t reserve_stage(ab_seq_t *s, ab__seq_run_t *r, const ab_seq_item_t *it,
+                                 ab_error_t *err)
 {
     size_t nst = (size_t)(r->staged_seq - r->last_seq) + 1;
-    if (ab__seq_reserve((void **)&s->pend, &s->cap_pend, s->npend + 1, sizeof(*s->pend)) ||
+    if ((boundary(it->info->type) && ab__seq_thr_reserve(s) != AB_OK) ||
+        ab__seq_reserve((void **)&s->pend, &s->cap_pend, s->npend + 1, sizeof(*s->pend)) ||
         ab__seq_reserve((void **)&s->pend_items, &s->cap_pend_items, s->npend + 1,
                         sizeof(*s->pend_items)) ||
         ab__seq_reserve((void **)&r->staged, &r->staged_cap, nst, sizeof(*r->staged)) ||
@@ -177,7 +191,7 @@ static ab_status_t reserve_stage(ab_seq_t *s, ab__seq_run_t *r, ab_error_t *err)
     return AB_OK;
 }
 
-static void stage(ab_seq_t *s, ab__seq_run_t *r, ab_seq_item_t *it)
+static void stage(ab_seq_t *s, ab__seq_run_t *r, ab_seq_item_t *it, bool top)
 {
     const ab_agui_info_t *info = it->info;
     ab_append_event_t *p = &s->pend[s->npend];
@@ -209,6 +223,16 @@ static void stage(ab_seq_t *s, ab__seq_run_t *r, ab_seq_item_t *it)
     }
     s->pend_items[s->npend++] = it;
     it->status = AB_RESULT_ACCEPTED;
+    if (boundary(info->type))
+        ab__seq_thr_staged(s, (uint32_t)(s->npend - 1), top);
+}
+
+/* The run's first RUN_STARTED, with the envelope's ids (else the checker refuses it). */
+static bool first_start(const ab__seq_run_t *r, const ab_seq_item_t *it)
+{
+    const ab_agui_info_t *in = it->info;
+    return in->type == AB_AGUI_RUN_STARTED && r->lc && ab_lifecycle_state(r->lc) == AB_RUN_NEW &&
+           str_eq(in->thread_id, it->ev->thread) && str_eq(in->run_id, it->ev->run);
 }
 
 static ab_status_t decide(ab_seq_t *s, ab__seq_run_t *r, ab_seq_item_t *it)
@@ -227,11 +251,16 @@ static ab_status_t decide(ab_seq_t *s, ab__seq_run_t *r, ab_seq_item_t *it)
         ab_error_detail_int(&it->err, "expected_seq", (int64_t)(r->staged_seq + 1));
         return AB_GAP;
     }
-    if ((rc = reserve_stage(s, r, &it->err)) != AB_OK)
+    if ((rc = reserve_stage(s, r, it, &it->err)) != AB_OK)
+        return rc;
+    /* rule 7 (resume) is checked first but only where rule 6 cannot refuse: a run's
+     * first RUN_STARTED whose ids are the envelope's; so rule 6 keeps precedence */
+    bool top = true;
+    if (first_start(r, it) && (rc = ab__seq_thr_check(s, it, &top, &it->err)) != AB_OK)
         return rc;
     if ((rc = check_lifecycle(r, it, &it->err)) != AB_OK)
         return rc;
-    stage(s, r, it);
+    stage(s, r, it, top);
     return AB_OK;
 }
 
@@ -282,8 +311,9 @@ const ab_append_event_t *ab__seq_pending(const ab_seq_t *s, size_t *n)
     return s->pend;
 }
 
-static void end_group(ab_seq_t *s)
+static void end_group(ab_seq_t *s, bool committed)
 {
+    ab__seq_thr_end(s, committed);
     s->npend = 0;
     s->ndups = 0;
     s->ngrp = 0;
@@ -302,7 +332,7 @@ void ab__seq_commit(ab_seq_t *s, uint64_t first_pos)
         if (r->status == AB_RUN_STATUS_FINISHED || r->status == AB_RUN_STATUS_ERRORED)
             ab__seq_evict(s, r);
     }
-    end_group(s);
+    end_group(s, true);
     ab__seq_trim(s, NULL);
 }
 
@@ -312,7 +342,7 @@ void ab__seq_abort(ab_seq_t *s)
      * answers them like the staged events they repeat. */
     for (size_t i = 0; i < s->ngrp; i++)
         ab__seq_evict(s, s->grp[i]);
-    end_group(s);
+    end_group(s, false);
 }
 
 static ab_status_t claim_status(ab_seq_t *s, ab_str_t thread, ab_str_t run, ab_run_status_t *status,
@@ -356,11 +386,22 @@ size_t ab__seq_cached_runs(const ab_seq_t *s)
     return s->count;
 }
 
+size_t ab__seq_cached_threads(const ab_seq_t *s)
+{
+    return s->tcount;
+}
+
+void ab__seq_set_now(ab_seq_t *s, int64_t now_us)
+{
+    s->now_us = now_us;
+}
+
 size_t ab__seq_memory(const ab_seq_t *s)
 {
     size_t m = sizeof(*s) + s->nbuckets * sizeof(*s->buckets) + s->cap_pend * sizeof(*s->pend) +
                s->cap_pend_items * sizeof(*s->pend_items) + s->cap_dups * sizeof(*s->dups) +
-               s->cap_grp * sizeof(*s->grp) + s->cap_rej * sizeof(*s->rej) + s->bytes.cap;
+               s->cap_grp * sizeof(*s->grp) + s->cap_rej * sizeof(*s->rej) + s->bytes.cap +
+               ab__seq_thr_memory(s);
     for (const ab__seq_run_t *r = s->lru.lru_next; r != &s->lru; r = r->lru_next)
         m += ab__seq_run_memory(r);
     return m;

@@ -28,6 +28,11 @@
  *   invalid_event the lifecycle checker refuses the event (first event must be
  *                 RUN_STARTED with seq 1; boundary ids must match the
  *                 envelope; pairing, steps, subagents, outcomes ...).
+ *   conflict      (resume) a top-level RUN_STARTED carrying `input` does not
+ *                 answer exactly the pending interrupts of its thread's
+ *                 latest run: one missing, unknown or answered twice, an
+ *                 expired one resolved, an input without resume while some
+ *                 are pending (docs/SEQUENCER.md rule 7).
  * Within one ab__seq_stage() call, once an event of run R is rejected, later
  * events of R in that call are rejected too (code of the first rejection,
  * message "an earlier event of this run in the batch was rejected").
@@ -37,7 +42,10 @@
  * lifecycle limits); finished runs are dropped after commit, idle active runs
  * are evicted least-recently-used first. An evicted active run is rebuilt by
  * reading its events back through the plugin and re-feeding a fresh
- * lifecycle checker (cost proportional to the run's length).
+ * lifecycle checker (cost proportional to the run's length). At most
+ * max_threads thread states (each a few hundred bytes: the thread's latest
+ * top-level run) are cached; a miss derives one from the run heads and
+ * single events in the store.
  *
  * Thread-safety: one thread (the writer).
  */
@@ -52,6 +60,7 @@ typedef struct ab_seq ab_seq_t;
 
 typedef struct ab_seq_opts {
     uint32_t max_runs;               /**< cached run states, default 4096 */
+    uint32_t max_threads;            /**< cached thread states (resume rule), default 4096 */
     ab_lifecycle_limits_t lifecycle; /**< per-run checker limits; zero = broker defaults */
 } ab_seq_opts_t;
 
@@ -119,8 +128,18 @@ AB_NODISCARD ab_status_t ab__seq_claim(ab_seq_t *s, ab_str_t thread, ab_str_t ru
                                        uint64_t *last_seq, ab_run_status_t *status,
                                        ab_error_t *err);
 
+/**
+ * The commit time of the group about to be staged (microseconds since 1970,
+ * the time handed to append_batch()): an interrupt whose expiresAt is not
+ * later than this is expired. Call before the group's first ab__seq_stage();
+ * 0 (never set) makes nothing expire.
+ */
+void ab__seq_set_now(ab_seq_t *s, int64_t now_us);
+
 /** Number of run states cached now, and bytes they hold (for logs and tests). */
 size_t ab__seq_cached_runs(const ab_seq_t *s);
+/** Number of thread states cached now (for tests). */
+size_t ab__seq_cached_threads(const ab_seq_t *s);
 size_t ab__seq_memory(const ab_seq_t *s);
 
 #endif /* AB_BROKER_SEQUENCER_H */

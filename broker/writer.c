@@ -192,11 +192,12 @@ static void committed(writer_t *w, const ab_append_event_t *evs, size_t n, uint6
 /* Stage, commit, fan out and answer the jobs of the current group. */
 static void commit_group(writer_t *w)
 {
+    int64_t now = ab__now_us(); /* the commit time, also the resume rule's clock */
+    ab__seq_set_now(w->seq, now);
     for (size_t j = 0; j < w->ngroup; j++)
         ab__seq_stage(w->seq, w->group[j]->items, w->group[j]->count);
     size_t n = 0;
     const ab_append_event_t *evs = ab__seq_pending(w->seq, &n);
-    int64_t now = ab__now_us();
     uint64_t first = 0;
     ab_error_t e = AB_ERROR_INIT;
     if (n == 0) {

@@ -111,6 +111,15 @@ static const ab_val_t *find_type(const ab_val_t *event)
     return NULL;
 }
 
+/* Bytes of an id shown in a message: at most 48, never half a UTF-8 character. */
+static int cut48(const char *s, size_t len)
+{
+    size_t n = len < 48 ? len : 48;
+    while (n < len && n > 0 && ((unsigned char)s[n] & 0xC0) == 0x80)
+        n--;
+    return (int)n;
+}
+
 /* One id of RUN_STARTED.input against the event's own: absent in either = nothing to compare. */
 static ab_status_t same_id(ab__ctx_t *c, const ab_val_t *input, const char *key, ab_str_t own,
                            bool need_own)
@@ -122,7 +131,7 @@ static ab_status_t same_id(ab__ctx_t *c, const ab_val_t *input, const char *key,
         return AB_OK;
     ab__path_t up = {NULL, "input", 5, 0};
     ab__path_t at = {&up, key, (uint32_t)strlen(key), 0};
-    int n = (int)(v->len < 48 ? v->len : 48), m = (int)(own.len < 48 ? own.len : 48);
+    int n = cut48(v->u.s, v->len), m = own.ptr ? cut48(own.ptr, own.len) : 0;
     return ab__agui_fail(c, &at, "input.%s %.*s differs from the event's %s %.*s", key, n, v->u.s,
                          key, m, own.ptr ? own.ptr : "");
 }

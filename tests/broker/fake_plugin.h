@@ -100,6 +100,8 @@ static ab_status_t fp_append_batch(ab_plugin_db_t *db, const ab_append_event_t *
             r->head.status = evs[i].status;
         if (evs[i].status == AB_RUN_STATUS_FINISHED)
             r->head.outcome = evs[i].outcome;
+        if (evs[i].status == AB_RUN_STATUS_ACTIVE && evs[i].parent_run.ptr)
+            memcpy(r->head.parent_run, evs[i].parent_run.ptr, evs[i].parent_run.len);
     }
     return AB_OK;
 }

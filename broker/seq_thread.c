@@ -1,0 +1,427 @@
+/*
+ * seq_thread.c - the sequencer's thread states: for each thread, its latest
+ * top-level run and how that run stands, which is what the resume rules
+ * (seq_resume.c, docs/SEQUENCER.md section 2) are checked against.
+ *
+ * A run is a child run when its RUN_STARTED names a parentRunId that is an
+ * active run of the same thread at that moment (started, no terminal event
+ * yet). Every other run that starts is top-level. The thread's latest run is
+ * the top-level run whose RUN_STARTED has the highest position.
+ *
+ * Invariants:
+ *  1. A thread state is the store's committed state plus the group's staged
+ *     boundary events (s->tev), applied in stage order. A state loaded in the
+ *     middle of a group replays the group's events of its thread, so a state
+ *     may be evicted at any time and rebuilt equal.
+ *  2. Loading from the store needs only run heads and single events: the
+ *     latest run is found among the heads in passes of at most AB__SEQ_SCAN
+ *     heads (memory bounded whatever the thread's length). The child test
+ *     compares positions (the child's RUN_STARTED against the parent's
+ *     RUN_STARTED and first terminal event), which says the same as the live
+ *     test "the parent is active now" did when the child was staged.
+ *  3. An abort drops every state the group changed; a commit keeps them.
+ *  4. At most max_threads states are cached, least recently used evicted.
+ */
+#include "ab_common.h"
+#include "seq_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- cache ------------------------------------------------------------------ */
+
+static uint64_t thr_hash(ab_str_t thread)
+{
+    return ab__fnv64(thread.ptr, thread.len);
+}
+
+static bool id_is(const char *id, size_t len, ab_str_t v)
+{
+    return len == v.len && (len == 0 || memcmp(id, v.ptr, len) == 0);
+}
+
+static void tlru_unlink(ab__seq_thr_t *t)
+{
+    t->lru_prev->lru_next = t->lru_next;
+    t->lru_next->lru_prev = t->lru_prev;
+}
+
+static void tlru_front(ab_seq_t *s, ab__seq_thr_t *t)
+{
+    t->lru_next = s->tlru.lru_next;
+    t->lru_prev = &s->tlru;
+    s->tlru.lru_next->lru_prev = t;
+    s->tlru.lru_next = t;
+}
+
+ab_status_t ab__seq_thr_init(ab_seq_t *s)
+{
+    s->ntbuckets = 64;
+    s->tbuckets = calloc(s->ntbuckets, sizeof(*s->tbuckets));
+    if (!s->tbuckets)
+        return AB_NOMEM;
+    s->tlru.lru_next = s->tlru.lru_prev = &s->tlru;
+    if (!s->max_threads)
+        s->max_threads = AB__SEQ_MAX_THREADS;
+    return AB_OK;
+}
+
+static void thr_evict(ab_seq_t *s, ab__seq_thr_t *t)
+{
+    ab__seq_thr_t **p = &s->tbuckets[t->hash & (s->ntbuckets - 1)];
+    while (*p && *p != t)
+        p = &(*p)->hnext;
+    if (*p)
+        *p = t->hnext;
+    tlru_unlink(t);
+    s->tcount--;
+    free(t->thread);
+    free(t);
+}
+
+void ab__seq_thr_free(ab_seq_t *s)
+{
+    while (s->tbuckets && s->tlru.lru_next != &s->tlru)
+        thr_evict(s, s->tlru.lru_next);
+    free(s->tbuckets);
+    s->tbuckets = NULL;
+    free(s->tev);
+    s->tev = NULL;
+}
+
+static ab__seq_thr_t *thr_find(ab_seq_t *s, ab_str_t thread)
+{
+    uint64_t h = thr_hash(thread);
+    for (ab__seq_thr_t *t = s->tbuckets[h & (s->ntbuckets - 1)]; t; t = t->hnext) {
+        if (t->hash == h && id_is(t->thread, t->thread_len, thread)) {
+            tlru_unlink(t);
+            tlru_front(s, t);
+            return t;
+        }
+    }
+    return NULL;
+}
+
+static void thr_insert(ab_seq_t *s, ab__seq_thr_t *t)
+{
+    if (s->tcount >= s->ntbuckets) {
+        size_t nb = s->ntbuckets * 2;
+        ab__seq_thr_t **b = calloc(nb, sizeof(*b));
+        if (b) { /* else longer chains, still correct */
+            for (size_t i = 0; i < s->ntbuckets; i++)
+                for (ab__seq_thr_t *x = s->tbuckets[i], *next; x; x = next) {
+                    next = x->hnext;
+                    x->hnext = b[x->hash & (nb - 1)];
+                    b[x->hash & (nb - 1)] = x;
+                }
+            free(s->tbuckets);
+            s->tbuckets = b;
+            s->ntbuckets = nb;
+        }
+    }
+    ab__seq_thr_t **b = &s->tbuckets[t->hash & (s->ntbuckets - 1)];
+    t->hnext = *b;
+    *b = t;
+    tlru_front(s, t);
+    s->tcount++;
+    while (s->tcount > s->max_threads && s->tlru.lru_prev != t)
+        thr_evict(s, s->tlru.lru_prev);
+}
+
+size_t ab__seq_thr_memory(const ab_seq_t *s)
+{
+    size_t m = s->ntbuckets * sizeof(*s->tbuckets) + s->cap_tev * sizeof(*s->tev);
+    for (const ab__seq_thr_t *t = s->tlru.lru_next; t != &s->tlru; t = t->lru_next)
+        m += sizeof(*t) + t->thread_len + 1;
+    return m;
+}
+
+/* ---- the group's boundary events -------------------------------------------- */
+
+/* Apply the staged boundary event at pending index @p idx to @p t. */
+static void apply(ab_seq_t *s, ab__seq_thr_t *t, uint32_t idx, bool top)
+{
+    const ab_seq_item_t *it = s->pend_items[idx];
+    ab_str_t run = it->ev->run;
+    if (it->info->type == AB_AGUI_RUN_STARTED) {
+        if (!top)
+            return;
+        memcpy(t->run, run.ptr, run.len);
+        t->run[run.len] = '\0';
+        t->run_len = run.len;
+        t->status = AB_RUN_STATUS_ACTIVE;
+        t->outcome = AB_OUTCOME_NONE;
+        t->fin_seq = 0;
+    } else if (!t->run_len || !id_is(t->run, t->run_len, run)) {
+        return; /* not the latest run */
+    } else if (it->info->type == AB_AGUI_RUN_FINISHED) {
+        t->status = AB_RUN_STATUS_FINISHED;
+        t->outcome = it->info->outcome;
+        t->fin_seq = it->ev->seq;
+        t->fin_gen = s->gen;
+        t->fin_idx = idx;
+    } else {
+        t->status = AB_RUN_STATUS_ERRORED;
+    }
+    t->group_gen = s->gen;
+}
+
+ab_status_t ab__seq_thr_reserve(ab_seq_t *s)
+{
+    return ab__seq_reserve((void **)&s->tev, &s->cap_tev, s->ntev + 1, sizeof(*s->tev));
+}
+
+void ab__seq_thr_staged(ab_seq_t *s, uint32_t idx, bool top)
+{
+    s->tev[s->ntev++] = (ab__seq_tev_t){idx, top};
+    ab__seq_thr_t *t = thr_find(s, s->pend_items[idx]->ev->thread);
+    if (t)
+        apply(s, t, idx, top);
+}
+
+void ab__seq_thr_end(ab_seq_t *s, bool committed)
+{
+    if (!committed) {
+        ab__seq_thr_t *t = s->tlru.lru_next;
+        while (t != &s->tlru) {
+            ab__seq_thr_t *next = t->lru_next;
+            if (t->group_gen == s->gen)
+                thr_evict(s, t);
+            t = next;
+        }
+    }
+    s->ntev = 0;
+}
+
+/* ---- loading a thread's latest run from the store ---------------------------- */
+
+/* A run head kept by one pass. */
+typedef struct cand {
+    char run[AB_ID_MAX_BYTES + 1];
+    char parent[AB_ID_MAX_BYTES + 1];
+    ab_run_status_t status;
+    ab_agui_outcome_t outcome;
+    uint64_t last_seq, last_pos;
+} cand_t;
+
+typedef struct scan {
+    cand_t *c;
+    size_t n;
+    uint64_t below; /**< only heads with last_pos below this */
+    bool more;      /**< an eligible head was not kept */
+} scan_t;
+
+/* A run that has a RUN_STARTED: a RUN_ERROR at seq 1 (error before start) ends a run at once. */
+static bool started(ab_run_status_t st, uint64_t last_seq)
+{
+    return st == AB_RUN_STATUS_ACTIVE || st == AB_RUN_STATUS_FINISHED ||
+           (st == AB_RUN_STATUS_ERRORED && last_seq >= 2);
+}
+
+static int scan_head(void *ud, const ab_run_head_t *h)
+{
+    scan_t *sc = ud;
+    if (!started(h->status, h->last_seq) || h->last_pos >= sc->below)
+        return 0;
+    size_t at = sc->n;
+    if (sc->n == AB__SEQ_SCAN) { /* keep the highest last_pos: replace the lowest */
+        sc->more = true;
+        at = 0;
+        for (size_t i = 1; i < sc->n; i++)
+            if (sc->c[i].last_pos < sc->c[at].last_pos)
+                at = i;
+        if (sc->c[at].last_pos > h->last_pos)
+            return 0;
+    } else {
+        sc->n++;
+    }
+    cand_t *c = &sc->c[at];
+    memcpy(c->run, h->run, sizeof(c->run));
+    memcpy(c->parent, h->parent_run, sizeof(c->parent));
+    c->status = h->status;
+    c->outcome = h->outcome;
+    c->last_seq = h->last_seq;
+    c->last_pos = h->last_pos;
+    return 0;
+}
+
+static int by_pos_desc(const void *a, const void *b)
+{
+    uint64_t x = ((const cand_t *)a)->last_pos, y = ((const cand_t *)b)->last_pos;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+static ab_str_t sv(const char *id)
+{
+    return (ab_str_t){id, strlen(id)};
+}
+
+/* Position of a started run's RUN_STARTED (seq 1). */
+static ab_status_t start_pos(ab_seq_t *s, ab_str_t th, const char *run, uint64_t last_seq,
+                             uint64_t last_pos, uint64_t *pos, ab_error_t *err)
+{
+    if (last_seq == 1) {
+        *pos = last_pos;
+        return AB_OK;
+    }
+    return ab__seq_stored(s, th, sv(run), 1, pos, NULL, err);
+}
+
+/* Whether run @p c (RUN_STARTED at @p start) began while its parent was active. */
+static ab_status_t is_child(ab_seq_t *s, ab_str_t th, const cand_t *c, uint64_t start, bool *child,
+                            ab_error_t *err)
+{
+    *child = false;
+    if (!c->parent[0])
+        return AB_OK;
+    ab_run_head_t p;
+    uint64_t pstart = 0, end = 0;
+    ab_agui_type_t type = AB_AGUI_UNKNOWN;
+    ab_status_t rc = s->plugin->head(s->db, th, sv(c->parent), &p, err);
+    if (rc != AB_OK || !started(p.status, p.last_seq))
+        return rc;
+    if ((rc = start_pos(s, th, p.run, p.last_seq, p.last_pos, &pstart, err)) != AB_OK ||
+        pstart >= start)
+        return rc;
+    if (p.status == AB_RUN_STATUS_ACTIVE) {
+        *child = true;
+        return AB_OK;
+    }
+    end = p.last_pos; /* its terminal event, unless a late RUN_ERROR followed RUN_FINISHED */
+    if (p.status == AB_RUN_STATUS_ERRORED && p.last_seq >= 3) {
+        uint64_t pos = 0;
+        if ((rc = ab__seq_stored(s, th, sv(p.run), p.last_seq - 1, &pos, &type, err)) != AB_OK)
+            return rc;
+        if (type == AB_AGUI_RUN_FINISHED)
+            end = pos;
+    }
+    *child = start < end;
+    return AB_OK;
+}
+
+static void take(ab__seq_thr_t *t, const cand_t *c)
+{
+    t->run_len = strlen(c->run);
+    memcpy(t->run, c->run, t->run_len + 1);
+    t->status = c->status;
+    t->outcome = c->status == AB_RUN_STATUS_FINISHED ? c->outcome : AB_OUTCOME_NONE;
+    t->fin_seq = c->status == AB_RUN_STATUS_FINISHED ? c->last_seq : 0;
+}
+
+/* Evaluate one pass's heads, highest last_pos first; *done when nothing left can win. */
+static ab_status_t pass(ab_seq_t *s, ab_str_t th, scan_t *sc, ab__seq_thr_t *t, uint64_t *best,
+                        bool *done, ab_error_t *err)
+{
+    qsort(sc->c, sc->n, sizeof(*sc->c), by_pos_desc);
+    *done = !sc->more;
+    for (size_t i = 0; i < sc->n; i++) {
+        const cand_t *c = &sc->c[i];
+        uint64_t start = 0;
+        bool child = false;
+        if (c->last_pos <= *best) { /* its RUN_STARTED is no later than its last event */
+            *done = true;
+            return AB_OK;
+        }
+        ab_status_t rc = start_pos(s, th, c->run, c->last_seq, c->last_pos, &start, err);
+        if (rc == AB_OK && start > *best)
+            rc = is_child(s, th, c, start, &child, err);
+        if (rc != AB_OK)
+            return rc;
+        if (start > *best && !child) {
+            *best = start;
+            take(t, c);
+        }
+    }
+    return AB_OK;
+}
+
+static ab_status_t load_latest(ab_seq_t *s, ab__seq_thr_t *t, ab_error_t *err)
+{
+    ab_str_t th = {t->thread, t->thread_len};
+    scan_t sc = {calloc(AB__SEQ_SCAN, sizeof(cand_t)), 0, UINT64_MAX, false};
+    if (!sc.c)
+        return ab_error_set(err, AB_NOMEM, NULL, "out of memory loading thread '%s'", t->thread);
+    uint64_t best = 0;
+    bool done = false;
+    ab_status_t rc = AB_OK;
+    while (!done) {
+        sc.n = 0;
+        sc.more = false;
+        if ((rc = s->plugin->thread_heads(s->db, th, scan_head, &sc, err)) != AB_OK ||
+            (rc = pass(s, th, &sc, t, &best, &done, err)) != AB_OK)
+            break;
+        if (sc.n == 0)
+            break;
+        sc.below = sc.c[sc.n - 1].last_pos;
+    }
+    free(sc.c);
+    return rc;
+}
+
+static ab_status_t thr_get(ab_seq_t *s, ab_str_t thread, ab__seq_thr_t **out, ab_error_t *err)
+{
+    ab__seq_thr_t *t = thr_find(s, thread);
+    if (t) {
+        *out = t;
+        return AB_OK;
+    }
+    t = calloc(1, sizeof(*t));
+    char *id = malloc(thread.len + 1);
+    if (!t || !id) {
+        free(t);
+        free(id);
+        return ab_error_set(err, AB_NOMEM, NULL, "out of memory caching a thread");
+    }
+    memcpy(id, thread.ptr, thread.len);
+    id[thread.len] = '\0';
+    t->thread = id;
+    t->thread_len = thread.len;
+    t->hash = thr_hash(thread);
+    ab_status_t rc = load_latest(s, t, err);
+    if (rc != AB_OK) {
+        free(id);
+        free(t);
+        return rc;
+    }
+    for (size_t i = 0; i < s->ntev; i++) /* invariant 1 */
+        if (id_is(thread.ptr, thread.len, s->pend_items[s->tev[i].idx]->ev->thread))
+            apply(s, t, s->tev[i].idx, s->tev[i].top);
+    thr_insert(s, t);
+    *out = t;
+    return AB_OK;
+}
+
+/* ---- the check ----------------------------------------------------------------- */
+
+/* Whether @p parent is an active run of @p thread now (staged events included). */
+static ab_status_t parent_active(ab_seq_t *s, ab_str_t thread, ab_str_t parent, bool *active,
+                                 ab_error_t *err)
+{
+    const ab__seq_run_t *p = ab__seq_find(s, thread, parent);
+    if (p) {
+        *active = p->status == AB_RUN_STATUS_ACTIVE;
+        return AB_OK;
+    }
+    ab_run_head_t h;
+    ab_status_t rc = s->plugin->head(s->db, thread, parent, &h, err);
+    if (rc == AB_OK)
+        *active = h.status == AB_RUN_STATUS_ACTIVE;
+    return rc;
+}
+
+ab_status_t ab__seq_thr_check(ab_seq_t *s, const ab_seq_item_t *it, bool *top, ab_error_t *err)
+{
+    const ab_agui_info_t *in = it->info;
+    bool child = false;
+    ab_status_t rc = AB_OK;
+    if (in->parent_run_id.ptr &&
+        (rc = parent_active(s, it->ev->thread, in->parent_run_id, &child, err)) != AB_OK)
+        return rc;
+    *top = !child;
+    if (child || !in->input)
+        return AB_OK; /* a child run answers to its parent; no input, nothing to check */
+    ab__seq_thr_t *t = NULL;
+    if ((rc = thr_get(s, it->ev->thread, &t, err)) != AB_OK)
+        return rc;
+    return ab__seq_resume_check(s, t, it, err);
+}
