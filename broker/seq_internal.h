@@ -39,14 +39,20 @@ typedef struct ab__seq_run {
     uint32_t *staged;                        /**< stage index of seq last_seq+1+i */
     size_t staged_cap;
     uint64_t group_gen; /**< == seq->gen: in the current group */
+    uint8_t level;      /**< AB__SEQ_LEVEL_*: top-level or child run (resume rule) */
 } ab__seq_run_t;
 
+/** ab__seq_run_t.level: not known yet (loaded from the store), top-level, child run. */
+enum { AB__SEQ_LEVEL_UNKNOWN = 0, AB__SEQ_LEVEL_TOP, AB__SEQ_LEVEL_CHILD };
+
 /**
- * The resume state of one thread: its latest top-level run (the run whose
- * RUN_STARTED, not a child run's, was staged last) and how that run stands.
- * The thread has pending interrupts when that run FINISHED with outcome
- * interrupt; they are read from its RUN_FINISHED when needed (from the
- * group when it is staged, else from the store), never kept here.
+ * The resume state of one thread: its latest interrupted run (the top-level
+ * run whose RUN_FINISHED with outcome interrupt was staged last) and whether
+ * its interrupts are still pending: not once a later top-level RUN_STARTED
+ * carrying input was accepted (it answered them), nor after a late
+ * RUN_ERROR of that run. The interrupts themselves are read from its
+ * RUN_FINISHED when needed (from the group when it is staged there, else
+ * from the store), never kept here.
  */
 typedef struct ab__seq_thr {
     char *thread; /**< owned copy of the id (the key) */
@@ -54,20 +60,23 @@ typedef struct ab__seq_thr {
     uint64_t hash;
     struct ab__seq_thr *hnext;
     struct ab__seq_thr *lru_prev, *lru_next;
-    char run[AB_ID_MAX_BYTES + 1]; /**< latest top-level run; run_len 0 = none */
+    char run[AB_ID_MAX_BYTES + 1]; /**< latest interrupted run; run_len 0 = none */
     size_t run_len;
-    ab_run_status_t status;    /**< of that run, including staged events */
-    ab_agui_outcome_t outcome; /**< of its RUN_FINISHED */
-    uint64_t fin_seq;          /**< seq of its RUN_FINISHED, 0 = none */
-    uint64_t fin_gen;          /**< == seq->gen: that RUN_FINISHED is pending index fin_idx */
+    bool pending;     /**< its interrupts are pending */
+    bool errored;     /**< not pending because the run failed afterwards */
+    uint64_t fin_seq; /**< seq of its RUN_FINISHED */
+    uint64_t fin_gen; /**< == seq->gen: that RUN_FINISHED is pending index fin_idx */
     uint32_t fin_idx;
     uint64_t group_gen; /**< == seq->gen: changed by an event staged in this group */
 } ab__seq_thr_t;
 
-/** A staged RUN_STARTED / RUN_FINISHED / RUN_ERROR (pending index), for threads loaded later. */
+/**
+ * A staged event that changes a thread's resume state (pending index), for
+ * threads loaded later in the group: a top-level RUN_STARTED with input, a
+ * top-level RUN_FINISHED with outcome interrupt, a RUN_ERROR.
+ */
 typedef struct ab__seq_tev {
     uint32_t idx;
-    bool top; /**< RUN_STARTED of a top-level run (not a child run) */
 } ab__seq_tev_t;
 
 /** A DUPLICATE item that names an event staged in the same group. */
@@ -149,19 +158,22 @@ ab_status_t ab__seq_thr_init(ab_seq_t *s);
 void ab__seq_thr_free(ab_seq_t *s);
 
 /**
- * For the first RUN_STARTED of a run (its ids the envelope's), before it is
- * staged: *top = whether it is a top-level run (no parentRunId naming an
- * active run of the thread), and for a top-level one carrying `input`, the
- * resume rules (seq_resume.c). AB_OK, AB_CONFLICT (err names the interrupt)
- * or a store error.
+ * Before run @p r's next event @p it is staged: for its first RUN_STARTED
+ * (ids the envelope's), set r->level (a child run names an active run of the
+ * thread as parentRunId) and, for a top-level one carrying `input`, check
+ * the resume rules (seq_resume.c); for a RUN_FINISHED with outcome
+ * interrupt, learn r->level if unknown. *changes = whether staging @p it
+ * changes the thread's resume state. AB_OK, AB_CONFLICT (err names the
+ * interrupt) or a store error.
  */
-ab_status_t ab__seq_thr_check(ab_seq_t *s, const ab_seq_item_t *it, bool *top, ab_error_t *err);
+ab_status_t ab__seq_thr_check(ab_seq_t *s, ab__seq_run_t *r, const ab_seq_item_t *it, bool *changes,
+                              ab_error_t *err);
 
-/** Room for one more staged boundary event (called before the checker advances). */
+/** Room for one more staged thread event (called before the checker advances). */
 ab_status_t ab__seq_thr_reserve(ab_seq_t *s);
 
-/** The boundary event at pending index @p idx was staged: record it, update its cached thread. */
-void ab__seq_thr_staged(ab_seq_t *s, uint32_t idx, bool top);
+/** The event at pending index @p idx, which changes its thread, was staged: record and apply. */
+void ab__seq_thr_staged(ab_seq_t *s, uint32_t idx);
 
 /** The group ended (commit: keep the states; abort: drop the ones it changed). */
 void ab__seq_thr_end(ab_seq_t *s, bool committed);
@@ -173,8 +185,11 @@ size_t ab__seq_thr_memory(const ab_seq_t *s);
 ab_status_t ab__seq_resume_check(ab_seq_t *s, const ab__seq_thr_t *t, const ab_seq_item_t *it,
                                  ab_error_t *err);
 
-/** The stored event (thread, run, seq): its position and, when @p type is set, its type. */
+/**
+ * The stored event (thread, run, seq): its position and, when @p type is
+ * set, its type and (when @p input is set) whether it carries `input`.
+ */
 ab_status_t ab__seq_stored(ab_seq_t *s, ab_str_t thread, ab_str_t run, uint64_t seq, uint64_t *pos,
-                           ab_agui_type_t *type, ab_error_t *err);
+                           ab_agui_type_t *type, bool *input, ab_error_t *err);
 
 #endif /* AB_BROKER_SEQ_INTERNAL_H */

@@ -1,11 +1,11 @@
 /*
  * seq_resume.c - the resume rules: a top-level RUN_STARTED carrying `input`
- * against its thread's latest run (seq_thread.c). docs/SEQUENCER.md section
+ * against its thread's latest interrupted run (seq_thread.c). docs/SEQUENCER.md section
  * 2, rule 7, and docs/PROTOCOL.md section 7.4.2 give the rules and errors.
  *
- * The thread has pending interrupts when its latest run finished with
- * outcome interrupt: the ids of that RUN_FINISHED's outcome.interrupts,
- * each with its expiresAt. Then input.resume must name each pending id
+ * The thread has pending interrupts while those of its latest interrupted
+ * run are not answered (seq_thread.c): the ids of that RUN_FINISHED's
+ * outcome.interrupts, each with its expiresAt. Then input.resume must name each pending id
  * exactly once, no other id, and resolve an expired one only as cancelled;
  * an input without resume is refused. With nothing pending, a resume entry
  * names an id that is not pending (an empty resume list names none).
@@ -72,7 +72,7 @@ static ab_status_t not_readable(ab_error_t *err, const ab_error_t *e, ab_str_t r
 }
 
 ab_status_t ab__seq_stored(ab_seq_t *s, ab_str_t thread, ab_str_t run, uint64_t seq, uint64_t *pos,
-                           ab_agui_type_t *type, ab_error_t *err)
+                           ab_agui_type_t *type, bool *input, ab_error_t *err)
 {
     ab_status_t rc = stored_bytes(s, thread, run, seq, pos, err);
     if (rc != AB_OK || !type)
@@ -84,12 +84,15 @@ ab_status_t ab__seq_stored(ab_seq_t *s, ab_str_t thread, ab_str_t run, uint64_t 
         const ab_val_t *tv = ab_val_get(ev.body, "type");
         *type =
             tv && tv->type == AB_VAL_STR ? ab_agui_type_from(tv->u.s, tv->len) : AB_AGUI_UNKNOWN;
+        if (input)
+            *input = ab_val_get(ev.body, "input") != NULL;
     }
     ab_doc_reset(s->doc);
     return rc == AB_OK ? AB_OK : not_readable(err, &e, run, seq);
 }
 
-/* The interrupts of the latest run's RUN_FINISHED (invariant 1); the doc holds them if read. */
+/* The interrupts of the latest interrupted run's RUN_FINISHED (invariant 1); the doc holds them if
+ * read. */
 static ab_status_t interrupts_of(ab_seq_t *s, const ab__seq_thr_t *t, const ab_val_t **out,
                                  ab_error_t *err)
 {
@@ -256,12 +259,13 @@ static ab_status_t unknown_id(const ab__seq_thr_t *t, const ab_val_t *id, size_t
     if (!t->run_len)
         return refuse(err, field, id->u.s, id->len,
                       "resume on a run that continues nothing: interrupt %.*s is not pending "
-                      "(thread %.*s has no run)",
+                      "(thread %.*s has no interrupted run)",
                       ID(id->u.s, id->len), ID(t->thread, t->thread_len));
     return refuse(err, field, id->u.s, id->len,
                   "resume on a run that continues nothing: interrupt %.*s is not pending (the "
-                  "latest run %.*s is %s, not interrupted)",
-                  ID(id->u.s, id->len), ID(t->run, t->run_len), ab_run_status_name(t->status));
+                  "interrupts of run %.*s were %s)",
+                  ID(id->u.s, id->len), ID(t->run, t->run_len),
+                  t->errored ? "ended by its RUN_ERROR" : "already answered");
 }
 
 /* Match each resume entry; AB_OK when all are fine (the missing ones are left unseen). */
@@ -327,9 +331,7 @@ ab_status_t ab__seq_resume_check(ab_seq_t *s, const ab__seq_thr_t *t, const ab_s
                                  ab_error_t *err)
 {
     const ab_val_t *resume = it->info->resume;
-    bool pending = t->run_len && t->status == AB_RUN_STATUS_FINISHED &&
-                   t->outcome == AB_OUTCOME_INTERRUPT && t->fin_seq > 0;
-    if (!pending) {
+    if (!t->pending) {
         if (!resume || resume->len == 0)
             return AB_OK;
         return unknown_id(t, ab_val_get(&resume->u.items[0], "interruptId"), 0, false, err);

@@ -1,24 +1,28 @@
 /*
  * seq_thread.c - the sequencer's thread states: for each thread, its latest
- * top-level run and how that run stands, which is what the resume rules
- * (seq_resume.c, docs/SEQUENCER.md section 2) are checked against.
+ * interrupted run and whether its interrupts are still pending, which is
+ * what the resume rules (seq_resume.c, docs/SEQUENCER.md rule 7) check.
  *
  * A run is a child run when its RUN_STARTED names a parentRunId that is an
  * active run of the same thread at that moment (started, no terminal event
- * yet). Every other run that starts is top-level. The thread's latest run is
- * the top-level run whose RUN_STARTED has the highest position.
+ * yet); every other run that starts is top-level. The thread's latest
+ * interrupted run is the top-level run whose RUN_FINISHED with outcome
+ * interrupt has the highest position. Its interrupts are pending until a
+ * top-level RUN_STARTED carrying input is accepted after that RUN_FINISHED
+ * (it answered them: rule 7 let it through) or the run gets a late
+ * RUN_ERROR. Child runs and RUN_STARTED without input change nothing.
  *
  * Invariants:
  *  1. A thread state is the store's committed state plus the group's staged
- *     boundary events (s->tev), applied in stage order. A state loaded in the
+ *     thread events (s->tev), applied in stage order. A state loaded in the
  *     middle of a group replays the group's events of its thread, so a state
  *     may be evicted at any time and rebuilt equal.
- *  2. Loading from the store needs only run heads and single events: the
- *     latest run is found among the heads in passes of at most AB__SEQ_SCAN
- *     heads (memory bounded whatever the thread's length). The child test
- *     compares positions (the child's RUN_STARTED against the parent's
- *     RUN_STARTED and first terminal event), which says the same as the live
- *     test "the parent is active now" did when the child was staged.
+ *  2. Loading from the store needs only run heads and single events, in
+ *     passes of at most AB__SEQ_SCAN heads (memory bounded whatever the
+ *     thread's length). The child test compares positions (the child's
+ *     RUN_STARTED against the parent's RUN_STARTED and first terminal
+ *     event), which says what the live test "the parent is active now" said
+ *     when the child was staged.
  *  3. An abort drops every state the group changed; a commit keeps them.
  *  4. At most max_threads states are cached, least recently used evicted.
  */
@@ -136,32 +140,27 @@ size_t ab__seq_thr_memory(const ab_seq_t *s)
     return m;
 }
 
-/* ---- the group's boundary events -------------------------------------------- */
+/* ---- the group's thread events ---------------------------------------------------- */
 
-/* Apply the staged boundary event at pending index @p idx to @p t. */
-static void apply(ab_seq_t *s, ab__seq_thr_t *t, uint32_t idx, bool top)
+/* Apply the staged thread event at pending index @p idx to @p t. */
+static void apply(ab_seq_t *s, ab__seq_thr_t *t, uint32_t idx)
 {
     const ab_seq_item_t *it = s->pend_items[idx];
     ab_str_t run = it->ev->run;
     if (it->info->type == AB_AGUI_RUN_STARTED) {
-        if (!top)
-            return;
+        t->pending = false; /* rule 7 let it through: it answered them, or none were pending */
+    } else if (it->info->type == AB_AGUI_RUN_FINISHED) {
         memcpy(t->run, run.ptr, run.len);
         t->run[run.len] = '\0';
         t->run_len = run.len;
-        t->status = AB_RUN_STATUS_ACTIVE;
-        t->outcome = AB_OUTCOME_NONE;
-        t->fin_seq = 0;
-    } else if (!t->run_len || !id_is(t->run, t->run_len, run)) {
-        return; /* not the latest run */
-    } else if (it->info->type == AB_AGUI_RUN_FINISHED) {
-        t->status = AB_RUN_STATUS_FINISHED;
-        t->outcome = it->info->outcome;
+        t->pending = true;
+        t->errored = false;
         t->fin_seq = it->ev->seq;
         t->fin_gen = s->gen;
         t->fin_idx = idx;
-    } else {
-        t->status = AB_RUN_STATUS_ERRORED;
+    } else if (t->run_len && id_is(t->run, t->run_len, run) && t->pending) {
+        t->pending = false; /* a late RUN_ERROR: the run failed, it asks nothing */
+        t->errored = true;
     }
     t->group_gen = s->gen;
 }
@@ -171,12 +170,12 @@ ab_status_t ab__seq_thr_reserve(ab_seq_t *s)
     return ab__seq_reserve((void **)&s->tev, &s->cap_tev, s->ntev + 1, sizeof(*s->tev));
 }
 
-void ab__seq_thr_staged(ab_seq_t *s, uint32_t idx, bool top)
+void ab__seq_thr_staged(ab_seq_t *s, uint32_t idx)
 {
-    s->tev[s->ntev++] = (ab__seq_tev_t){idx, top};
+    s->tev[s->ntev++] = (ab__seq_tev_t){idx};
     ab__seq_thr_t *t = thr_find(s, s->pend_items[idx]->ev->thread);
     if (t)
-        apply(s, t, idx, top);
+        apply(s, t, idx);
 }
 
 void ab__seq_thr_end(ab_seq_t *s, bool committed)
@@ -193,22 +192,23 @@ void ab__seq_thr_end(ab_seq_t *s, bool committed)
     s->ntev = 0;
 }
 
-/* ---- loading a thread's latest run from the store ---------------------------- */
+/* ---- what the store says ---------------------------------------------------------- */
 
 /* A run head kept by one pass. */
 typedef struct cand {
     char run[AB_ID_MAX_BYTES + 1];
     char parent[AB_ID_MAX_BYTES + 1];
     ab_run_status_t status;
-    ab_agui_outcome_t outcome;
     uint64_t last_seq, last_pos;
 } cand_t;
 
 typedef struct scan {
     cand_t *c;
     size_t n;
-    uint64_t below; /**< only heads with last_pos below this */
-    bool more;      /**< an eligible head was not kept */
+    bool interrupted; /**< only runs that finished with outcome interrupt */
+    uint64_t above;   /**< only heads with last_pos above this ... */
+    uint64_t below;   /**< ... and below this */
+    bool more;        /**< an eligible head was not kept */
 } scan_t;
 
 /* A run that has a RUN_STARTED: a RUN_ERROR at seq 1 (error before start) ends a run at once. */
@@ -218,10 +218,18 @@ static bool started(ab_run_status_t st, uint64_t last_seq)
            (st == AB_RUN_STATUS_ERRORED && last_seq >= 2);
 }
 
+static bool eligible(const scan_t *sc, const ab_run_head_t *h)
+{
+    if (!started(h->status, h->last_seq) || h->last_pos >= sc->below || h->last_pos <= sc->above)
+        return false;
+    return !sc->interrupted || (h->outcome == AB_OUTCOME_INTERRUPT &&
+                                (h->status == AB_RUN_STATUS_FINISHED || h->last_seq >= 3));
+}
+
 static int scan_head(void *ud, const ab_run_head_t *h)
 {
     scan_t *sc = ud;
-    if (!started(h->status, h->last_seq) || h->last_pos >= sc->below)
+    if (!eligible(sc, h))
         return 0;
     size_t at = sc->n;
     if (sc->n == AB__SEQ_SCAN) { /* keep the highest last_pos: replace the lowest */
@@ -239,7 +247,6 @@ static int scan_head(void *ud, const ab_run_head_t *h)
     memcpy(c->run, h->run, sizeof(c->run));
     memcpy(c->parent, h->parent_run, sizeof(c->parent));
     c->status = h->status;
-    c->outcome = h->outcome;
     c->last_seq = h->last_seq;
     c->last_pos = h->last_pos;
     return 0;
@@ -249,6 +256,17 @@ static int by_pos_desc(const void *a, const void *b)
 {
     uint64_t x = ((const cand_t *)a)->last_pos, y = ((const cand_t *)b)->last_pos;
     return x < y ? 1 : x > y ? -1 : 0;
+}
+
+/* One pass over the thread's heads; the kept ones sorted, highest last_pos first. */
+static ab_status_t scan_pass(ab_seq_t *s, ab_str_t th, scan_t *sc, ab_error_t *err)
+{
+    sc->n = 0;
+    sc->more = false;
+    ab_status_t rc = s->plugin->thread_heads(s->db, th, scan_head, sc, err);
+    if (rc == AB_OK)
+        qsort(sc->c, sc->n, sizeof(*sc->c), by_pos_desc);
+    return rc;
 }
 
 static ab_str_t sv(const char *id)
@@ -264,96 +282,128 @@ static ab_status_t start_pos(ab_seq_t *s, ab_str_t th, const char *run, uint64_t
         *pos = last_pos;
         return AB_OK;
     }
-    return ab__seq_stored(s, th, sv(run), 1, pos, NULL, err);
+    return ab__seq_stored(s, th, sv(run), 1, pos, NULL, NULL, err);
 }
 
-/* Whether run @p c (RUN_STARTED at @p start) began while its parent was active. */
-static ab_status_t is_child(ab_seq_t *s, ab_str_t th, const cand_t *c, uint64_t start, bool *child,
-                            ab_error_t *err)
+/* Position of a run's first terminal event (UINT64_MAX while active). */
+static ab_status_t end_pos(ab_seq_t *s, ab_str_t th, const ab_run_head_t *p, uint64_t *end,
+                           ab_error_t *err)
+{
+    *end = p->status == AB_RUN_STATUS_ACTIVE ? UINT64_MAX : p->last_pos;
+    if (p->status != AB_RUN_STATUS_ERRORED || p->last_seq < 3)
+        return AB_OK;
+    uint64_t pos = 0; /* a late RUN_ERROR after RUN_FINISHED: the run ended at the latter */
+    ab_agui_type_t type = AB_AGUI_UNKNOWN;
+    ab_status_t rc = ab__seq_stored(s, th, sv(p->run), p->last_seq - 1, &pos, &type, NULL, err);
+    if (rc == AB_OK && type == AB_AGUI_RUN_FINISHED)
+        *end = pos;
+    return rc;
+}
+
+/* Whether a run with parent @p parent whose RUN_STARTED is at @p start began as a child run. */
+static ab_status_t is_child(ab_seq_t *s, ab_str_t th, const char *parent, uint64_t start,
+                            bool *child, ab_error_t *err)
 {
     *child = false;
-    if (!c->parent[0])
+    if (!parent[0])
         return AB_OK;
     ab_run_head_t p;
     uint64_t pstart = 0, end = 0;
-    ab_agui_type_t type = AB_AGUI_UNKNOWN;
-    ab_status_t rc = s->plugin->head(s->db, th, sv(c->parent), &p, err);
+    ab_status_t rc = s->plugin->head(s->db, th, sv(parent), &p, err);
     if (rc != AB_OK || !started(p.status, p.last_seq))
         return rc;
     if ((rc = start_pos(s, th, p.run, p.last_seq, p.last_pos, &pstart, err)) != AB_OK ||
-        pstart >= start)
+        pstart >= start || (rc = end_pos(s, th, &p, &end, err)) != AB_OK)
         return rc;
-    if (p.status == AB_RUN_STATUS_ACTIVE) {
-        *child = true;
-        return AB_OK;
-    }
-    end = p.last_pos; /* its terminal event, unless a late RUN_ERROR followed RUN_FINISHED */
-    if (p.status == AB_RUN_STATUS_ERRORED && p.last_seq >= 3) {
-        uint64_t pos = 0;
-        if ((rc = ab__seq_stored(s, th, sv(p.run), p.last_seq - 1, &pos, &type, err)) != AB_OK)
-            return rc;
-        if (type == AB_AGUI_RUN_FINISHED)
-            end = pos;
-    }
     *child = start < end;
     return AB_OK;
 }
 
-static void take(ab__seq_thr_t *t, const cand_t *c)
-{
-    t->run_len = strlen(c->run);
-    memcpy(t->run, c->run, t->run_len + 1);
-    t->status = c->status;
-    t->outcome = c->status == AB_RUN_STATUS_FINISHED ? c->outcome : AB_OUTCOME_NONE;
-    t->fin_seq = c->status == AB_RUN_STATUS_FINISHED ? c->last_seq : 0;
-}
-
-/* Evaluate one pass's heads, highest last_pos first; *done when nothing left can win. */
-static ab_status_t pass(ab_seq_t *s, ab_str_t th, scan_t *sc, ab__seq_thr_t *t, uint64_t *best,
-                        bool *done, ab_error_t *err)
-{
-    qsort(sc->c, sc->n, sizeof(*sc->c), by_pos_desc);
-    *done = !sc->more;
-    for (size_t i = 0; i < sc->n; i++) {
-        const cand_t *c = &sc->c[i];
-        uint64_t start = 0;
-        bool child = false;
-        if (c->last_pos <= *best) { /* its RUN_STARTED is no later than its last event */
-            *done = true;
-            return AB_OK;
-        }
-        ab_status_t rc = start_pos(s, th, c->run, c->last_seq, c->last_pos, &start, err);
-        if (rc == AB_OK && start > *best)
-            rc = is_child(s, th, c, start, &child, err);
-        if (rc != AB_OK)
-            return rc;
-        if (start > *best && !child) {
-            *best = start;
-            take(t, c);
-        }
-    }
-    return AB_OK;
-}
-
-static ab_status_t load_latest(ab_seq_t *s, ab__seq_thr_t *t, ab_error_t *err)
+/* Step 1: the top-level run whose RUN_FINISHED (interrupt) is the latest; its position. */
+static ab_status_t find_interrupted(ab_seq_t *s, ab__seq_thr_t *t, scan_t *sc, uint64_t *fin,
+                                    ab_error_t *err)
 {
     ab_str_t th = {t->thread, t->thread_len};
-    scan_t sc = {calloc(AB__SEQ_SCAN, sizeof(cand_t)), 0, UINT64_MAX, false};
+    ab_status_t rc = AB_OK;
+    *fin = 0;
+    for (sc->below = UINT64_MAX;; sc->below = sc->c[sc->n - 1].last_pos) {
+        if ((rc = scan_pass(s, th, sc, err)) != AB_OK || sc->n == 0)
+            return rc;
+        for (size_t i = 0; i < sc->n; i++) {
+            const cand_t *c = &sc->c[i];
+            ab_run_head_t h = {0};
+            uint64_t f = 0, start = 0;
+            bool child = false;
+            if (c->last_pos <= *fin) /* its RUN_FINISHED is no later than its last event */
+                return AB_OK;
+            memcpy(h.run, c->run, sizeof(h.run));
+            h.status = c->status;
+            h.last_seq = c->last_seq;
+            h.last_pos = c->last_pos;
+            if ((rc = end_pos(s, th, &h, &f, err)) != AB_OK)
+                return rc;
+            if (f <= *fin)
+                continue;
+            if ((rc = start_pos(s, th, c->run, c->last_seq, c->last_pos, &start, err)) != AB_OK ||
+                (rc = is_child(s, th, c->parent, start, &child, err)) != AB_OK)
+                return rc;
+            if (child)
+                continue;
+            *fin = f;
+            t->run_len = strlen(c->run);
+            memcpy(t->run, c->run, t->run_len + 1);
+            t->fin_seq = c->status == AB_RUN_STATUS_FINISHED ? c->last_seq : c->last_seq - 1;
+            t->errored = c->status == AB_RUN_STATUS_ERRORED;
+            t->pending = !t->errored;
+        }
+        if (!sc->more)
+            return AB_OK;
+    }
+}
+
+/* Step 2: whether a top-level run carrying input started after position @p fin. */
+static ab_status_t find_answer(ab_seq_t *s, ab__seq_thr_t *t, scan_t *sc, uint64_t fin,
+                               bool *answered, ab_error_t *err)
+{
+    ab_str_t th = {t->thread, t->thread_len};
+    ab_status_t rc = AB_OK;
+    *answered = false;
+    sc->interrupted = false;
+    sc->above = fin;
+    for (sc->below = UINT64_MAX;; sc->below = sc->c[sc->n - 1].last_pos) {
+        if ((rc = scan_pass(s, th, sc, err)) != AB_OK || sc->n == 0)
+            return rc;
+        for (size_t i = 0; i < sc->n; i++) {
+            const cand_t *c = &sc->c[i];
+            uint64_t start = 0;
+            ab_agui_type_t type = AB_AGUI_UNKNOWN;
+            bool input = false, child = false;
+            if ((rc = ab__seq_stored(s, th, sv(c->run), 1, &start, &type, &input, err)) != AB_OK)
+                return rc;
+            if (start <= fin || !input)
+                continue;
+            if ((rc = is_child(s, th, c->parent, start, &child, err)) != AB_OK)
+                return rc;
+            if (!child) {
+                *answered = true;
+                return AB_OK;
+            }
+        }
+        if (!sc->more)
+            return AB_OK;
+    }
+}
+
+static ab_status_t load_state(ab_seq_t *s, ab__seq_thr_t *t, ab_error_t *err)
+{
+    scan_t sc = {calloc(AB__SEQ_SCAN, sizeof(cand_t)), 0, true, 0, UINT64_MAX, false};
     if (!sc.c)
         return ab_error_set(err, AB_NOMEM, NULL, "out of memory loading thread '%s'", t->thread);
-    uint64_t best = 0;
-    bool done = false;
-    ab_status_t rc = AB_OK;
-    while (!done) {
-        sc.n = 0;
-        sc.more = false;
-        if ((rc = s->plugin->thread_heads(s->db, th, scan_head, &sc, err)) != AB_OK ||
-            (rc = pass(s, th, &sc, t, &best, &done, err)) != AB_OK)
-            break;
-        if (sc.n == 0)
-            break;
-        sc.below = sc.c[sc.n - 1].last_pos;
-    }
+    uint64_t fin = 0;
+    bool answered = false;
+    ab_status_t rc = find_interrupted(s, t, &sc, &fin, err);
+    if (rc == AB_OK && t->pending && (rc = find_answer(s, t, &sc, fin, &answered, err)) == AB_OK)
+        t->pending = !answered;
     free(sc.c);
     return rc;
 }
@@ -377,7 +427,7 @@ static ab_status_t thr_get(ab_seq_t *s, ab_str_t thread, ab__seq_thr_t **out, ab
     t->thread = id;
     t->thread_len = thread.len;
     t->hash = thr_hash(thread);
-    ab_status_t rc = load_latest(s, t, err);
+    ab_status_t rc = load_state(s, t, err);
     if (rc != AB_OK) {
         free(id);
         free(t);
@@ -385,13 +435,13 @@ static ab_status_t thr_get(ab_seq_t *s, ab_str_t thread, ab__seq_thr_t **out, ab
     }
     for (size_t i = 0; i < s->ntev; i++) /* invariant 1 */
         if (id_is(thread.ptr, thread.len, s->pend_items[s->tev[i].idx]->ev->thread))
-            apply(s, t, s->tev[i].idx, s->tev[i].top);
+            apply(s, t, s->tev[i].idx);
     thr_insert(s, t);
     *out = t;
     return AB_OK;
 }
 
-/* ---- the check ----------------------------------------------------------------- */
+/* ---- the check ----------------------------------------------------------------------- */
 
 /* Whether @p parent is an active run of @p thread now (staged events included). */
 static ab_status_t parent_active(ab_seq_t *s, ab_str_t thread, ab_str_t parent, bool *active,
@@ -409,7 +459,24 @@ static ab_status_t parent_active(ab_seq_t *s, ab_str_t thread, ab_str_t parent, 
     return rc;
 }
 
-ab_status_t ab__seq_thr_check(ab_seq_t *s, const ab_seq_item_t *it, bool *top, ab_error_t *err)
+/* r->level of a run loaded from the store (it has started: its RUN_FINISHED is next). */
+static ab_status_t learn_level(ab_seq_t *s, ab__seq_run_t *r, ab_error_t *err)
+{
+    ab_str_t th = {r->thread, r->thread_len}, run = {r->run, r->run_len};
+    ab_run_head_t h;
+    uint64_t start = 0;
+    bool child = false;
+    ab_status_t rc = s->plugin->head(s->db, th, run, &h, err);
+    if (rc == AB_OK && h.parent_run[0] &&
+        (rc = start_pos(s, th, r->run, h.last_seq, h.last_pos, &start, err)) == AB_OK)
+        rc = is_child(s, th, h.parent_run, start, &child, err);
+    if (rc == AB_OK)
+        r->level = child ? AB__SEQ_LEVEL_CHILD : AB__SEQ_LEVEL_TOP;
+    return rc;
+}
+
+static ab_status_t check_start(ab_seq_t *s, ab__seq_run_t *r, const ab_seq_item_t *it,
+                               bool *changes, ab_error_t *err)
 {
     const ab_agui_info_t *in = it->info;
     bool child = false;
@@ -417,11 +484,33 @@ ab_status_t ab__seq_thr_check(ab_seq_t *s, const ab_seq_item_t *it, bool *top, a
     if (in->parent_run_id.ptr &&
         (rc = parent_active(s, it->ev->thread, in->parent_run_id, &child, err)) != AB_OK)
         return rc;
-    *top = !child;
+    r->level = child ? AB__SEQ_LEVEL_CHILD : AB__SEQ_LEVEL_TOP;
     if (child || !in->input)
         return AB_OK; /* a child run answers to its parent; no input, nothing to check */
     ab__seq_thr_t *t = NULL;
-    if ((rc = thr_get(s, it->ev->thread, &t, err)) != AB_OK)
+    if ((rc = thr_get(s, it->ev->thread, &t, err)) != AB_OK ||
+        (rc = ab__seq_resume_check(s, t, it, err)) != AB_OK)
         return rc;
-    return ab__seq_resume_check(s, t, it, err);
+    *changes = true;
+    return AB_OK;
+}
+
+ab_status_t ab__seq_thr_check(ab_seq_t *s, ab__seq_run_t *r, const ab_seq_item_t *it, bool *changes,
+                              ab_error_t *err)
+{
+    const ab_agui_info_t *in = it->info;
+    *changes = false;
+    if (in->type == AB_AGUI_RUN_STARTED)
+        return check_start(s, r, it, changes, err);
+    if (in->type == AB_AGUI_RUN_ERROR) {
+        *changes = true;
+        return AB_OK;
+    }
+    if (in->type != AB_AGUI_RUN_FINISHED || in->outcome != AB_OUTCOME_INTERRUPT)
+        return AB_OK;
+    ab_status_t rc = AB_OK;
+    if (r->level == AB__SEQ_LEVEL_UNKNOWN && (rc = learn_level(s, r, err)) != AB_OK)
+        return rc;
+    *changes = r->level == AB__SEQ_LEVEL_TOP;
+    return AB_OK;
 }

@@ -191,7 +191,7 @@ static ab_status_t reserve_stage(ab_seq_t *s, ab__seq_run_t *r, const ab_seq_ite
     return AB_OK;
 }
 
-static void stage(ab_seq_t *s, ab__seq_run_t *r, ab_seq_item_t *it, bool top)
+static void stage(ab_seq_t *s, ab__seq_run_t *r, ab_seq_item_t *it, bool thread_event)
 {
     const ab_agui_info_t *info = it->info;
     ab_append_event_t *p = &s->pend[s->npend];
@@ -223,8 +223,8 @@ static void stage(ab_seq_t *s, ab__seq_run_t *r, ab_seq_item_t *it, bool top)
     }
     s->pend_items[s->npend++] = it;
     it->status = AB_RESULT_ACCEPTED;
-    if (boundary(info->type))
-        ab__seq_thr_staged(s, (uint32_t)(s->npend - 1), top);
+    if (thread_event)
+        ab__seq_thr_staged(s, (uint32_t)(s->npend - 1));
 }
 
 /* The run's first RUN_STARTED, with the envelope's ids (else the checker refuses it). */
@@ -253,14 +253,15 @@ static ab_status_t decide(ab_seq_t *s, ab__seq_run_t *r, ab_seq_item_t *it)
     }
     if ((rc = reserve_stage(s, r, it, &it->err)) != AB_OK)
         return rc;
-    /* rule 7 (resume) is checked first but only where rule 6 cannot refuse: a run's
-     * first RUN_STARTED whose ids are the envelope's; so rule 6 keeps precedence */
-    bool top = true;
-    if (first_start(r, it) && (rc = ab__seq_thr_check(s, it, &top, &it->err)) != AB_OK)
+    /* rule 7 (resume) is checked before rule 6 only where rule 6 cannot refuse (a run's
+     * first RUN_STARTED with the envelope's ids), so rule 6 keeps its precedence */
+    bool thread_event = false;
+    if ((first_start(r, it) || it->info->type != AB_AGUI_RUN_STARTED) && boundary(it->info->type) &&
+        (rc = ab__seq_thr_check(s, r, it, &thread_event, &it->err)) != AB_OK)
         return rc;
     if ((rc = check_lifecycle(r, it, &it->err)) != AB_OK)
         return rc;
-    stage(s, r, it, top);
+    stage(s, r, it, thread_event);
     return AB_OK;
 }
 

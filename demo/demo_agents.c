@@ -96,15 +96,18 @@ __attribute__((format(printf, 2, 3))) static void emit(struct actx *a, const cha
     pace(a);
 }
 
-/* RUN_STARTED with protocolVersion "1.0" and the user's request as input. */
+/* RUN_STARTED (protocolVersion "1.0") of an ordinary or approval run; @p ask,
+ * the user's request, is not sent. It echoes no input: the demo's
+ * agents share one thread and run at once, and a RUN_STARTED with input
+ * while the thread's approval is pending is refused (docs/SEQUENCER.md rule
+ * 7), so only the resume run, which answers it, carries one. */
 static void run_started(struct actx *a, const char *ask)
 {
-    const char *t = a->ag->thread, *r = a->r->run;
+    (void)ask;
     emit(a,
          "{\"type\":\"RUN_STARTED\",\"threadId\":\"%s\",\"runId\":\"%s\",\"protocolVersion\":"
-         "\"1.0\",\"input\":{\"threadId\":\"%s\",\"runId\":\"%s\",\"messages\":[{\"id\":\"%s-u\","
-         "\"role\":\"user\",\"content\":\"%s\"}]}}",
-         t, r, t, r, r, ask);
+         "\"1.0\"}",
+         a->ag->thread, a->r->run);
 }
 
 static void run_finished(struct actx *a, const char *tail)

@@ -249,7 +249,7 @@ static void test_nothing_pending(void **state)
     ok(&c);
     ab_seq_item_t d = pub(f, resume(f, "t1", "r2", "[" R("i1", "cancelled") "]"));
     refused(&d, "event/input/resume/0/interruptId", "i1");
-    assert_non_null(strstr(d.err.message, "is finished, not interrupted"));
+    assert_non_null(strstr(d.err.message, "has no interrupted run"));
     ab_seq_item_t e = pub(f, resume(f, "t1", "r3", "[]")); /* answers nothing: fine */
     ok(&e);
     ab_seq_item_t g = pub(f, start(f, "t1", "r4", NULL, 1, NULL));
@@ -427,14 +427,43 @@ static void test_many_children(void **state)
         ok(&c);
     }
     fx_restart(f);
-    unsigned heads = f->db.heads;
+    unsigned reads = f->db.event_bytes;
     ab_seq_item_t d = pub(f, resume(f, "t1", "r2", "[" R("i2", "resolved") "]"));
     refused(&d, "event/input/resume", "i1");
-    assert_true(f->db.heads > heads); /* the parents were looked up */
+    assert_true(f->db.event_bytes > reads + 40); /* every child's RUN_STARTED was looked at */
     fx_restart(f);
     ab_seq_item_t e =
         pub(f, resume(f, "t1", "r3", "[" R("i2", "resolved") "," R("i1", "resolved") "]"));
     ok(&e);
+    fx_free(f);
+}
+
+/* Other top-level runs on the thread: only an input-carrying start after the interrupt counts. */
+static void test_concurrent_runs(void **state)
+{
+    (void)state;
+    fx_t *f = fx_new(0);
+    ab_seq_item_t a = pub(f, start(f, "t1", "r1", NULL, 0, NULL));
+    ok(&a);
+    ab_seq_item_t b =
+        pub(f, start(f, "t1", "o1", NULL, 1, NULL)); /* started before the interrupt */
+    ok(&b);
+    ab_seq_item_t c = pub(f, finish(f, "t1", "r1", 2, TWO));
+    ok(&c);
+    ab_seq_item_t d = pub(f, start(f, "t1", "o2", NULL, 0, NULL)); /* no input: not checked */
+    ok(&d);
+    ab_seq_item_t e = pub(f, finish(f, "t1", "o1", 2, NULL));
+    ok(&e);
+    ab_seq_item_t g = pub(f, start(f, "t1", "o3", NULL, 1, NULL)); /* input, no resume */
+    refused(&g, "event/input/resume", "i1");
+    fx_restart(f);
+    ab_seq_item_t h = pub(f, start(f, "t1", "o4", NULL, 1, NULL));
+    refused(&h, "event/input/resume", "i1");
+    ab_seq_item_t k =
+        pub(f, resume(f, "t1", "r2", "[" R("i1", "resolved") "," R("i2", "resolved") "]"));
+    ok(&k);
+    ab_seq_item_t m = pub(f, start(f, "t1", "o5", NULL, 1, NULL)); /* answered: free again */
+    ok(&m);
     fx_free(f);
 }
 
@@ -468,6 +497,7 @@ int main(void)
         cmocka_unit_test(test_late_error),
         cmocka_unit_test(test_child_runs),
         cmocka_unit_test(test_many_children),
+        cmocka_unit_test(test_concurrent_runs),
         cmocka_unit_test(test_memory_counted),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
