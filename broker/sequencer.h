@@ -30,7 +30,7 @@
  *                 envelope; pairing, steps, subagents, outcomes ...).
  *   conflict      (resume) a top-level RUN_STARTED carrying `input` does not
  *                 answer exactly the pending interrupts of its thread's
- *                 latest run: one missing, unknown or answered twice, an
+ *                 latest interrupted run: one missing, unknown or answered twice, an
  *                 expired one resolved, an input without resume while some
  *                 are pending (docs/SEQUENCER.md rule 7).
  * Within one ab__seq_stage() call, once an event of run R is rejected, later
@@ -44,7 +44,7 @@
  * reading its events back through the plugin and re-feeding a fresh
  * lifecycle checker (cost proportional to the run's length). At most
  * max_threads thread states (each a few hundred bytes: the thread's latest
- * top-level run) are cached; a miss derives one from the run heads and
+ * interrupted run) are cached; a miss derives one from the run heads and
  * single events in the store.
  *
  * Thread-safety: one thread (the writer).
