@@ -10,6 +10,9 @@
  *  2. Each action call gets exactly one action_result.
  *  3. Something is sent at least every lease / 3 (a ping when idle).
  *  4. The agents to serve are copies, owned by the worker.
+ *  5. A pong from another broker instance than the one the worker served
+ *     (the broker restarted and forgot it, PROTOCOL.md 7.10) makes it send
+ *     `serve` again, without waiting; its `served` updates id and lease.
  */
 #include "agentbus/worker.h"
 
@@ -40,6 +43,7 @@ struct ab_worker {
     ab_action_fn fn;
     void *ud;
     char id[65];
+    char instance[65]; /* the broker instance it served last */
     uint32_t lease_ms;
     int64_t last_sent_ms;
     ab_buf_t result; /* the callback's JSON text */
@@ -171,24 +175,39 @@ static ab_served_agent_t *served_agents(const ab_worker_t *w, ab_str_t **views)
     return a;
 }
 
-ab_status_t ab_worker_serve(ab_worker_t *w, ab_error_t *err)
+/* Send `serve`; with @p reply, wait for `served` into it, else return at once (invariant 5). */
+static ab_status_t send_serve(ab_worker_t *w, ab_msg_t *reply, ab_error_t *err)
 {
     ab_str_t *views = NULL;
     ab_served_agent_t *agents = served_agents(w, &views);
     if (agents == NULL)
         return ab_error_set(err, AB_NOMEM, "", "out of memory");
-    ab_msg_t req = {.op = AB_OP_SERVE}, m;
+    ab_msg_t req = {.op = AB_OP_SERVE};
     req.u.serve = (ab_serve_t){{w->name, strlen(w->name)}, agents, w->nagents, w->lease_asked};
-    ab_status_t st = ab_conn_request(w->c, &req, NULL, 0, w->doc, &m, w->timeout_ms, err);
+    ab_status_t st = reply ? ab_conn_request(w->c, &req, NULL, 0, w->doc, reply, w->timeout_ms, err)
+                           : ab_conn_send(w->c, &req, NULL, 0, NULL, err);
     free(agents);
     free(views);
+    return st;
+}
+
+static void on_served(ab_worker_t *w, const ab_served_t *s)
+{
+    snprintf(w->id, sizeof(w->id), "%.*s", (int)s->worker_id.len, s->worker_id.ptr);
+    w->lease_ms = s->lease_ms;
+}
+
+ab_status_t ab_worker_serve(ab_worker_t *w, ab_error_t *err)
+{
+    ab_msg_t m;
+    ab_status_t st = send_serve(w, &m, err);
     if (st == AB_OK && m.op != AB_OP_SERVED)
         st = ab_error_set(err, AB_INVALID_ENVELOPE, "op", "expected served, got %s",
                           ab_op_name(m.op));
     if (st != AB_OK)
         return st;
-    snprintf(w->id, sizeof(w->id), "%.*s", (int)m.u.served.worker_id.len, m.u.served.worker_id.ptr);
-    w->lease_ms = m.u.served.lease_ms;
+    on_served(w, &m.u.served);
+    snprintf(w->instance, sizeof(w->instance), "%s", ab_conn_instance(w->c));
     w->last_sent_ms = ab__mono_ms();
     return AB_OK;
 }
@@ -242,13 +261,29 @@ static ab_status_t on_call(ab_worker_t *w, const ab_action_call_t *call, ab_erro
     return send_async(w, &m, err);
 }
 
+/* A pong of another broker instance: serve it again (invariant 5). */
+static ab_status_t on_pong(ab_worker_t *w, const ab_pong_t *p, ab_error_t *err)
+{
+    if (w->instance[0] == '\0' || (p->instance.len == strlen(w->instance) &&
+                                   memcmp(p->instance.ptr, w->instance, p->instance.len) == 0))
+        return AB_OK;
+    snprintf(w->instance, sizeof(w->instance), "%.*s", (int)p->instance.len, p->instance.ptr);
+    w->stats.reserved++;
+    ab_status_t st = send_serve(w, NULL, err);
+    if (st == AB_OK)
+        w->last_sent_ms = ab__mono_ms();
+    return st;
+}
+
 /* One message that arrived (invariant 1). */
 static ab_status_t on_message(ab_worker_t *w, const ab_msg_t *m, ab_error_t *err)
 {
     switch (m->op) {
     case AB_OP_ACTION_CALL: return on_call(w, &m->u.action_call, err);
     case AB_OP_ACTION_ACK: w->stats.undelivered += !m->u.action_ack.delivered; return AB_OK;
-    default: return AB_OK; /* pongs, and errors answering our own sends */
+    case AB_OP_SERVED: on_served(w, &m->u.served); return AB_OK;
+    case AB_OP_PONG: return on_pong(w, &m->u.pong, err);
+    default: return AB_OK; /* errors answering our own sends */
     }
 }
 

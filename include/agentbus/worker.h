@@ -13,7 +13,9 @@
  *   ab_worker_destroy(&w);
  *
  * The worker keeps its lease itself: ab_worker_run() sends a `ping` when it
- * has sent nothing for a third of the lease. Every message of the
+ * has sent nothing for a third of the lease. When a pong comes from another
+ * broker instance (the broker restarted and forgot its workers), it sends
+ * `serve` again by itself. Every message of the
  * connection is read by ab_worker_run(), so an action call is never lost
  * behind a reply the worker waits for: it waits for none (results are sent
  * and their acknowledgements counted as they arrive).
@@ -55,6 +57,7 @@ typedef struct ab_worker_stats {
     uint64_t failed;      /**< ... answered with an error */
     uint64_t undelivered; /**< answers the broker could no longer deliver (acks false) */
     uint64_t pings;       /**< lease renewals sent */
+    uint64_t reserved;    /**< times it served again, after a broker restart */
 } ab_worker_stats_t;
 
 /** Connect to @p endpoint (hello/welcome). @return AB_OK or the connection's error. */

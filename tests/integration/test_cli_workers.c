@@ -3,7 +3,8 @@
  * on agentbus/worker.h) serving a real broker, driven by `agentbus invoke`
  * and `agentbus workers` as processes: results and errors, unsupported
  * actions, bad payloads and usage errors with their exit status, the
- * listing in text and JSON, and the worker's own counters when it stops.
+ * listing in text and JSON, the worker's own counters when it stops, and
+ * the worker serving again by itself after the broker restarts.
  */
 #include "testutil.h"
 
@@ -41,6 +42,18 @@ static bool read_until(wproc_t *w, const char *needle, long ms)
     return false;
 }
 
+static pid_t running_worker; /* stopped by teardown when a test failed before it did */
+
+static int teardown_worker(void **state)
+{
+    if (running_worker > 0) {
+        kill(running_worker, SIGKILL);
+        waitpid(running_worker, NULL, 0);
+        running_worker = 0;
+    }
+    return it_teardown(state);
+}
+
 /* Start examples/worker (next to the agentbus binary) serving agent planner. */
 static void worker_start(wproc_t *w, const char *endpoint)
 {
@@ -60,6 +73,7 @@ static void worker_start(wproc_t *w, const char *endpoint)
     }
     close(fds[1]);
     w->out = fds[0];
+    running_worker = w->pid;
     if (!read_until(w, "worker ready id=", IT_TIMEOUT))
         fail_msg("the worker did not register: %s", w->line);
 }
@@ -71,6 +85,7 @@ static void worker_stop(wproc_t *w)
     bool said = read_until(w, "worker stopped:", IT_TIMEOUT);
     int st = 0;
     assert_int_equal(waitpid(w->pid, &st, 0), w->pid);
+    running_worker = 0;
     close(w->out);
     assert_true(said);
     assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
@@ -129,11 +144,48 @@ static void test_usage_errors(void **state)
     assert_non_null(strstr(out, "--payload JSON"));
 }
 
+static char fixed_cmd[64], fixed_ev[64];
+
+static int setup_fixed_ports(void **state)
+{
+    static const char *extra[5];
+    bp_fixed_ports(fixed_cmd, fixed_ev, extra);
+    return it_setup_with(state, extra);
+}
+
+/* The broker restarts and forgets its workers: the worker serves again by itself. */
+static void test_worker_serves_again_after_restart(void **state)
+{
+    it_t *t = *state;
+    IT_REQUIRE_BROKER(t);
+    wproc_t w;
+    worker_start(&w, t->bp.cmd);
+    char out[OUT_MAX];
+    assert_int_equal(it_run_cli(out, "invoke planner echo --payload 1 --broker %s", t->bp.cmd), 0);
+    assert_int_equal(bp_stop(&t->bp), 0);
+    assert_int_equal(bp_restart(&t->bp), 0);
+    /* its next ping (a third of its 10 s lease) meets the new instance */
+    long deadline = ab__mono_ms() + 15000;
+    bool listed = false;
+    while (!listed && ab__mono_ms() < deadline) {
+        assert_int_equal(it_run_cli(out, "workers --broker %s --json", t->bp.cmd), 0);
+        listed = strstr(out, "\"worker\":\"cli-w\"") != NULL;
+        if (!listed)
+            (void)poll(NULL, 0, 200);
+    }
+    assert_true(listed);
+    assert_int_equal(it_run_cli(out, "invoke planner echo --payload 2 --broker %s", t->bp.cmd), 0);
+    assert_non_null(strstr(out, "2"));
+    worker_stop(&w);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_invoke_and_list, it_setup, it_teardown),
-        cmocka_unit_test_setup_teardown(test_usage_errors, it_setup, it_teardown),
+        cmocka_unit_test_setup_teardown(test_invoke_and_list, it_setup, teardown_worker),
+        cmocka_unit_test_setup_teardown(test_usage_errors, it_setup, teardown_worker),
+        cmocka_unit_test_setup_teardown(test_worker_serves_again_after_restart, setup_fixed_ports,
+                                        teardown_worker),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
