@@ -15,7 +15,7 @@
 #define AB_BENCH_OK   0
 #define AB_BENCH_FAIL 1
 
-/** Options of the bus benchmarks (ingest, latency, replay, zmq, fanout). */
+/** Options of the bus benchmarks (ingest, latency, replay, zmq, fanout, actions). */
 typedef struct bench_opts {
     const char *broker;         /**< a running broker's endpoint; NULL: start one per row */
     double seconds;             /**< measuring time per row */
@@ -33,7 +33,7 @@ int bench_reducer(double seconds);
 /** `bench snapshot`: SNAPSHOT answer times of a ~100,000-event thread. */
 int bench_snapshot(void);
 
-/** Whether @p name is a bus benchmark (ingest, latency, replay, zmq, fanout). */
+/** Whether @p name is a bus benchmark (ingest, latency, replay, zmq, fanout, actions). */
 bool bench_is_bus(const char *name);
 
 /** Run the bus benchmark @p name with @p o (bench_is_bus(name) must hold). */

@@ -1,7 +1,8 @@
 /*
- * bench_bus.c - `agentbus bench ingest|latency|replay|zmq|fanout`: benchmarks of the
- * whole bus through the client library (docs/PERFORMANCE.md, "Bus
- * benchmarks"); the fanout rows live in bench_fanout.c.
+ * bench_bus.c - `agentbus bench ingest|latency|replay|zmq|fanout|actions`:
+ * benchmarks of the whole bus through the client library (docs/PERFORMANCE.md,
+ * "Bus benchmarks"); the fanout rows live in bench_fanout.c, the action-call
+ * rows in bench_actions.c.
  *
  *   ingest   4 producer threads, 100 runs, 256-byte envelopes (padded
  *            TEXT_MESSAGE_CONTENT), 256 events per publish, up to PIPE
@@ -71,7 +72,7 @@ static int child_start(child_t *ch, const char *durability)
 }
 
 /* CPU seconds (user + system) a process has used, from /proc/PID/stat; 0 if unknown. */
-static double proc_cpu_s(pid_t pid)
+double proc_cpu_s(pid_t pid)
 {
     char path[64], line[1024];
     snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
@@ -90,7 +91,7 @@ static double proc_cpu_s(pid_t pid)
 }
 
 /* This process's CPU seconds (all threads). */
-static double self_cpu_s(void)
+double self_cpu_s(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
@@ -598,7 +599,7 @@ static int bench_zmq(const bench_opts_t *o)
 
 bool bench_is_bus(const char *name)
 {
-    static const char *const names[] = {"ingest", "latency", "replay", "zmq", "fanout"};
+    static const char *const names[] = {"ingest", "latency", "replay", "zmq", "fanout", "actions"};
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
         if (name != NULL && strcmp(name, names[i]) == 0)
             return true;
@@ -609,6 +610,10 @@ int bench_bus(const char *name, const bench_opts_t *o)
 {
     if (strcmp(name, "zmq") == 0)
         return bench_zmq(o);
+    if (strcmp(name, "actions") == 0) {
+        g_snapshot_every = o->snapshot_every;
+        return bench_actions(o);
+    }
     g_frame_per_event = o->frame_per_event;
     g_snapshot_every = o->snapshot_every;
     bodies_t b;

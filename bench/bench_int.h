@@ -1,7 +1,7 @@
 /*
  * bench_int.h - what the bus benchmarks share (bench/bench_bus.c: ingest,
- * latency, replay, zmq and the entry; bench/bench_fanout.c: fanout). Not
- * installed.
+ * latency, replay, zmq and the entry; bench/bench_fanout.c: fanout;
+ * bench/bench_actions.c: actions). Not installed.
  */
 #ifndef AB_BENCH_INT_H
 #define AB_BENCH_INT_H
@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #define PRODUCERS  4
 #define RUNS       100
@@ -69,6 +70,12 @@ prod_t load_producer(const char *ep, void *ctx, const bodies_t *b, double second
 double run_producers(const prod_t *tmpl, int n, prod_t *out);
 /** A ZeroMQ socket, linger 0, bound (@p bind_ep, its endpoint into @p ep) or connected to @p ep. */
 void *zsock(void *ctx, int type, const char *bind_ep, char *ep, size_t size);
+/** CPU seconds (user + system) process @p pid has used (/proc/PID/stat); 0 if unknown. */
+double proc_cpu_s(pid_t pid);
+/** CPU seconds this process has used, all threads. */
+double self_cpu_s(void);
+/** `agentbus bench actions` (bench/bench_actions.c). */
+int bench_actions(const bench_opts_t *o);
 /** `agentbus bench fanout` (bench/bench_fanout.c). */
 int bench_fanout(const bench_opts_t *o, void *ctx, const bodies_t *b);
 

@@ -25,6 +25,7 @@ typedef struct bench_args {
     double seconds; /* 0: the benchmark's default */
     size_t size;
     bool seen_bus_only, seen_size;
+    bool seen_load_only; /* --rounds, --frame-per-event: not for actions (no publishes) */
 } bench_args_t;
 
 static void help(void)
@@ -39,7 +40,10 @@ static void help(void)
            "  replay     events/s delivered replaying one 100k-event run and a whole thread\n"
            "  zmq        raw ZeroMQ ceilings on loopback (round trips/s, messages/s)\n"
            "  fanout     live delivery to 1 and 4 subscribers while ingesting, beside raw\n"
-           "             ZeroMQ PUB/SUB fan-out measured in the same run\n\n"
+           "             ZeroMQ PUB/SUB fan-out measured in the same run\n"
+           "  actions    invoke_action -> worker -> action_reply round trips: p50/p99/max one\n"
+           "             at a time and calls/s with 32 in flight (1 and 4 worker threads),\n"
+           "             beside a raw ZeroMQ two-hop relay measured in the same run\n\n"
            "options:\n"
            "  --seconds S         measuring time per row (default 2 for proto and reducer,\n"
            "                      5 for the bus benchmarks)\n"
@@ -48,7 +52,8 @@ static void help(void)
            "                      (durability is then the broker's)\n"
            "  --rounds N          fanout: repeat the 4-subscriber rows N times (1 ... 64)\n"
            "                      and print the median share of raw\n"
-           "  --frame-per-event   bus benchmarks: publish one frame per envelope, not packed\n"
+           "  --frame-per-event   bus benchmarks but actions: publish one frame per envelope,\n"
+           "                      not packed\n"
            "  --snapshot-every N  bus benchmarks: the broker children's --snapshot-every\n\n"
            "Figures and the machine they were measured on: docs/PERFORMANCE.md.\n");
 }
@@ -75,10 +80,10 @@ static int take(int c, bench_args_t *a)
         if (*end || r < 1 || r > 64)
             return cli_usage_error("bench", "--rounds takes a whole number from 1 to 64");
         a->bus.rounds = (int)r;
-        a->seen_bus_only = true;
+        a->seen_bus_only = a->seen_load_only = true;
     } else if (c == OPT_FRAME) {
         a->bus.frame_per_event = true;
-        a->seen_bus_only = true;
+        a->seen_bus_only = a->seen_load_only = true;
     } else if (c == OPT_SNAP) {
         unsigned long n = strtoul(optarg, &end, 10);
         if (*end || !isdigit((unsigned char)optarg[0]) || n > UINT32_MAX)
@@ -134,11 +139,13 @@ int cmd_bench(int argc, char **argv)
         return rc < 0 ? AB_EXIT_OK : rc;
     if (name == NULL)
         return cli_usage_error("bench", "name a benchmark: proto, reducer, snapshot, ingest, "
-                                        "latency, replay, zmq, fanout");
+                                        "latency, replay, zmq, fanout, actions");
     bool bus = bench_is_bus(name);
     if (a.seen_bus_only && !bus)
         return cli_usage_error("bench", "--broker, --rounds, --frame-per-event and "
                                         "--snapshot-every are for the bus benchmarks");
+    if (a.seen_load_only && strcmp(name, "actions") == 0)
+        return cli_usage_error("bench", "actions takes --seconds, --broker and --snapshot-every");
     if (a.seen_size && strcmp(name, "proto") != 0)
         return cli_usage_error("bench", "--size is for bench proto");
     if (strcmp(name, "proto") == 0)
