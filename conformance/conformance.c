@@ -40,6 +40,7 @@ static const struct check checks[] = {
     {"flow_control", conf_check_flow_control},
     {"unsupported", conf_check_unsupported},
     {"snapshots", conf_check_snapshots},
+    {"actions", conf_check_actions},
 };
 #define NCHECKS (sizeof(checks) / sizeof(checks[0]))
 

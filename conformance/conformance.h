@@ -168,5 +168,6 @@ conf_result_t conf_check_heartbeat(conf_t *cf);
 conf_result_t conf_check_flow_control(conf_t *cf);
 conf_result_t conf_check_unsupported(conf_t *cf);
 conf_result_t conf_check_snapshots(conf_t *cf);
+conf_result_t conf_check_actions(conf_t *cf); /* conformance_actions.c */
 
 #endif
