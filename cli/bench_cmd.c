@@ -25,7 +25,8 @@ typedef struct bench_args {
     double seconds; /* 0: the benchmark's default */
     size_t size;
     bool seen_bus_only, seen_size;
-    bool seen_load_only; /* --rounds, --frame-per-event: not for actions (no publishes) */
+    bool seen_rounds; /* --rounds: fanout only */
+    bool seen_frame;  /* --frame-per-event: the benchmarks that publish */
 } bench_args_t;
 
 static void help(void)
@@ -52,8 +53,8 @@ static void help(void)
            "                      (durability is then the broker's)\n"
            "  --rounds N          fanout: repeat the 4-subscriber rows N times (1 ... 64)\n"
            "                      and print the median share of raw\n"
-           "  --frame-per-event   bus benchmarks but actions: publish one frame per envelope,\n"
-           "                      not packed\n"
+           "  --frame-per-event   ingest, latency, replay, fanout: publish one frame per\n"
+           "                      envelope, not packed\n"
            "  --snapshot-every N  bus benchmarks: the broker children's --snapshot-every\n\n"
            "Figures and the machine they were measured on: docs/PERFORMANCE.md.\n");
 }
@@ -80,10 +81,10 @@ static int take(int c, bench_args_t *a)
         if (*end || r < 1 || r > 64)
             return cli_usage_error("bench", "--rounds takes a whole number from 1 to 64");
         a->bus.rounds = (int)r;
-        a->seen_bus_only = a->seen_load_only = true;
+        a->seen_bus_only = a->seen_rounds = true;
     } else if (c == OPT_FRAME) {
         a->bus.frame_per_event = true;
-        a->seen_bus_only = a->seen_load_only = true;
+        a->seen_bus_only = a->seen_frame = true;
     } else if (c == OPT_SNAP) {
         unsigned long n = strtoul(optarg, &end, 10);
         if (*end || !isdigit((unsigned char)optarg[0]) || n > UINT32_MAX)
@@ -144,8 +145,11 @@ int cmd_bench(int argc, char **argv)
     if (a.seen_bus_only && !bus)
         return cli_usage_error("bench", "--broker, --rounds, --frame-per-event and "
                                         "--snapshot-every are for the bus benchmarks");
-    if (a.seen_load_only && strcmp(name, "actions") == 0)
-        return cli_usage_error("bench", "actions takes --seconds, --broker and --snapshot-every");
+    if (a.seen_rounds && strcmp(name, "fanout") != 0)
+        return cli_usage_error("bench", "--rounds is for bench fanout");
+    if (a.seen_frame && (strcmp(name, "zmq") == 0 || strcmp(name, "actions") == 0))
+        return cli_usage_error("bench", "--frame-per-event is for the benchmarks that publish "
+                                        "(ingest, latency, replay, fanout)");
     if (a.seen_size && strcmp(name, "proto") != 0)
         return cli_usage_error("bench", "--size is for bench proto");
     if (strcmp(name, "proto") == 0)
