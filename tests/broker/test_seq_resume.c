@@ -10,27 +10,18 @@
 
 #include "agentbus/codec.h"
 #include "fake_plugin.h"
+#include "seq_fixture.h"
 #include "sequencer.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define POOL 1024
-
-typedef struct tev {
-    tu_ctx_t c;
-    ab_event_t ev;
-    ab_agui_info_t info;
-    ab_buf_t bytes;
-} tev_t;
-
 typedef struct fx {
     ab_plugin_db_t db;
     ab_seq_t *s;
     uint32_t max_threads;
-    tev_t *pool[POOL];
-    size_t npool;
+    tev_pool_t pool;
 } fx_t;
 
 static void fx_open(fx_t *f)
@@ -61,11 +52,7 @@ static void fx_restart(fx_t *f)
 static void fx_free(fx_t *f)
 {
     ab__seq_destroy(&f->s);
-    for (size_t i = 0; i < f->npool; i++) {
-        tu_ctx_free(&f->pool[i]->c);
-        ab_buf_free(&f->pool[i]->bytes);
-        free(f->pool[i]);
-    }
+    tev_pool_free(&f->pool);
     fp_free(&f->db);
     free(f);
 }
@@ -73,29 +60,7 @@ static void fx_free(fx_t *f)
 static ab_seq_item_t mk(fx_t *f, const char *thread, const char *run, uint64_t seq,
                         const char *json)
 {
-    assert_true(f->npool < POOL);
-    tev_t *e = calloc(1, sizeof(*e));
-    assert_non_null(e);
-    f->pool[f->npool++] = e;
-    tu_ctx_init(&e->c);
-    e->ev.v = 1;
-    e->ev.thread = (ab_str_t){thread, strlen(thread)};
-    e->ev.run = (ab_str_t){run, strlen(run)};
-    e->ev.seq = seq;
-    e->ev.epoch = 1;
-    e->ev.ts = 1000;
-    e->ev.body = tu_json(&e->c, json);
-    ab_error_t err = AB_ERROR_INIT;
-    assert_int_equal(ab_event_encode(&e->ev, &e->bytes, &err), AB_OK);
-    if (ab_agui_validate(e->ev.body, AB_AGUI_STRICT, NULL, NULL, &e->info, &err) != AB_OK)
-        fail_msg("invalid test event %s: %s at %s", json, err.message, err.field);
-    ab_seq_item_t it;
-    memset(&it, 0, sizeof(it));
-    it.ev = &e->ev;
-    it.info = &e->info;
-    it.bytes = e->bytes.data;
-    it.len = e->bytes.len;
-    return it;
+    return tev_item(&f->pool, thread, run, seq, 1, json);
 }
 
 /* RUN_STARTED at seq 1; @p parent may be NULL; @p input 0 = none, 1 = input, 2 = input with

@@ -9,6 +9,7 @@
 #include "agentbus/codec.h"
 #include "fake_plugin.h"
 #include "loader.h"
+#include "seq_fixture.h"
 #include "sequencer.h"
 
 #include <dirent.h>
@@ -17,23 +18,13 @@
 #include <string.h>
 #include <unistd.h>
 
-#define POOL 512
-
 /* One test event: its tree, envelope, validation info and encoded bytes. */
-typedef struct tev {
-    tu_ctx_t c;
-    ab_event_t ev;
-    ab_agui_info_t info;
-    ab_buf_t bytes;
-} tev_t;
-
 typedef struct fx {
     ab_plugin_db_t db;         /**< the fake store */
     const ab_plugin_t *plugin; /**< fake, or the real SQLite plugin */
     ab_plugin_db_t *dbp;       /**< &db, or the SQLite handle */
     ab_seq_t *s;
-    tev_t *pool[POOL];
-    size_t npool;
+    tev_pool_t pool;
 } fx_t;
 
 static fx_t *fx_new_on(uint32_t max_runs, const ab_plugin_t *plugin, ab_plugin_db_t *db)
@@ -58,11 +49,7 @@ static void fx_free(fx_t *f)
 {
     ab__seq_destroy(&f->s);
     assert_null(f->s);
-    for (size_t i = 0; i < f->npool; i++) {
-        tu_ctx_free(&f->pool[i]->c);
-        ab_buf_free(&f->pool[i]->bytes);
-        free(f->pool[i]);
-    }
+    tev_pool_free(&f->pool);
     fp_free(&f->db);
     free(f);
 }
@@ -71,29 +58,7 @@ static void fx_free(fx_t *f)
 static ab_seq_item_t mk(fx_t *f, const char *thread, const char *run, uint64_t seq, uint64_t epoch,
                         const char *json)
 {
-    assert_true(f->npool < POOL);
-    tev_t *e = calloc(1, sizeof(*e));
-    assert_non_null(e);
-    f->pool[f->npool++] = e;
-    tu_ctx_init(&e->c);
-    e->ev.v = 1;
-    e->ev.thread = (ab_str_t){thread, strlen(thread)};
-    e->ev.run = (ab_str_t){run, strlen(run)};
-    e->ev.seq = seq;
-    e->ev.epoch = epoch;
-    e->ev.ts = 1000;
-    e->ev.body = tu_json(&e->c, json);
-    ab_error_t err = AB_ERROR_INIT;
-    assert_int_equal(ab_event_encode(&e->ev, &e->bytes, &err), AB_OK);
-    if (ab_agui_validate(e->ev.body, AB_AGUI_STRICT, NULL, NULL, &e->info, &err) != AB_OK)
-        fail_msg("invalid test event %s: %s at %s", json, err.message, err.field);
-    ab_seq_item_t it;
-    memset(&it, 0, sizeof(it));
-    it.ev = &e->ev;
-    it.info = &e->info;
-    it.bytes = e->bytes.data;
-    it.len = e->bytes.len;
-    return it;
+    return tev_item(&f->pool, thread, run, seq, epoch, json);
 }
 
 /* RUN_STARTED whose boundary ids are the envelope's. */

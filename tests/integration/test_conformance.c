@@ -28,24 +28,7 @@ static const char *const check_names[] = {
 };
 #define NCHECKS (sizeof(check_names) / sizeof(check_names[0]))
 
-/* Run `agentbus ARGS 2>&1`; output into @p out; returns the exit status. */
-static int run_cli(char *out, const char *fmt, ...) AB_PRINTF(2, 3);
-static int run_cli(char *out, const char *fmt, ...)
-{
-    char args[1024], cmd[1400];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(args, sizeof(args), fmt, ap);
-    va_end(ap);
-    snprintf(cmd, sizeof(cmd), "%s %s 2>&1", AB_AGENTBUS_BIN, args);
-    FILE *p = popen(cmd, "r");
-    assert_non_null(p);
-    size_t n = fread(out, 1, OUT_MAX - 1, p);
-    out[n] = '\0';
-    int st = pclose(p);
-    print_message("$ agentbus %s\n%s", args, out);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
+#include "cli_run.h"
 
 /* True when @p out has a line "<verdict> <name>" (then end of line or ':'). */
 static bool has_line(const char *out, const char *verdict, const char *name)
@@ -76,10 +59,10 @@ static void test_conformance_full_suite(void **state)
     it_t *t = *state;
     IT_REQUIRE_BROKER(t);
     char out[OUT_MAX];
-    assert_int_equal(run_cli(out, "conformance %s", t->bp.cmd), 0);
+    assert_int_equal(it_run_cli(out, "conformance %s", t->bp.cmd), 0);
     assert_all_pass(out);
     /* again on the same broker: every check uses fresh ids */
-    assert_int_equal(run_cli(out, "conformance --timeout 5000 %s", t->bp.cmd), 0);
+    assert_int_equal(it_run_cli(out, "conformance --timeout 5000 %s", t->bp.cmd), 0);
     assert_all_pass(out);
 }
 
@@ -88,7 +71,7 @@ static void test_conformance_only_gap(void **state)
     it_t *t = *state;
     IT_REQUIRE_BROKER(t);
     char out[OUT_MAX];
-    assert_int_equal(run_cli(out, "conformance %s --only gap", t->bp.cmd), 0);
+    assert_int_equal(it_run_cli(out, "conformance %s --only gap", t->bp.cmd), 0);
     assert_true(has_line(out, "PASS", "gap"));
     assert_non_null(strstr(out, "1 passed, 0 failed, 0 skipped\n"));
     for (size_t i = 0; i < NCHECKS; i++)
@@ -101,13 +84,14 @@ static void test_conformance_usage_and_unreachable(void **state)
     it_t *t = *state;
     IT_REQUIRE_BROKER(t);
     char out[OUT_MAX], ep[160];
-    assert_int_equal(run_cli(out, "conformance"), 2);
-    assert_int_equal(run_cli(out, "conformance %s --only nope", t->bp.cmd), 2);
-    assert_int_equal(run_cli(out, "conformance --help"), 0);
+    assert_int_equal(it_run_cli(out, "conformance"), 2);
+    assert_int_equal(it_run_cli(out, "conformance %s --only nope", t->bp.cmd), 2);
+    assert_int_equal(it_run_cli(out, "conformance --help"), 0);
     snprintf(ep, sizeof(ep), "%s", t->bp.cmd);
     assert_int_equal(bp_stop(&t->bp), 0);
     long t0 = ab__mono_ms();
-    assert_int_equal(run_cli(out, "conformance %s --timeout 300 --only gap --only errors", ep), 1);
+    assert_int_equal(it_run_cli(out, "conformance %s --timeout 300 --only gap --only errors", ep),
+                     1);
     assert_true(has_line(out, "FAIL", "gap"));
     assert_true(has_line(out, "FAIL", "errors"));
     assert_non_null(strstr(out, "0 passed, 2 failed, 0 skipped\n"));
@@ -209,13 +193,13 @@ static void test_conformance_unsupported(void **state)
     char out[OUT_MAX];
     fakeb_t f;
     fakeb_start(&f, AB_UNSUPPORTED);
-    assert_int_equal(run_cli(out, "conformance %s --only unsupported --timeout 3000", f.ep), 0);
+    assert_int_equal(it_run_cli(out, "conformance %s --only unsupported --timeout 3000", f.ep), 0);
     assert_true(has_line(out, "PASS", "unsupported"));
     assert_non_null(strstr(out, "1 passed, 0 failed, 0 skipped\n"));
     fakeb_stop(&f);
 
     fakeb_start(&f, AB_INTERNAL); /* refused, but not as unsupported */
-    assert_int_equal(run_cli(out, "conformance %s --only unsupported --timeout 3000", f.ep), 1);
+    assert_int_equal(it_run_cli(out, "conformance %s --only unsupported --timeout 3000", f.ep), 1);
     assert_true(has_line(out, "FAIL", "unsupported"));
     assert_non_null(strstr(out, "expected error unsupported"));
     fakeb_stop(&f);

@@ -20,23 +20,7 @@
 #define OUT_MAX (64 * 1024)
 #define THREAD  "thread-2"
 
-static int run_cli(char *out, const char *fmt, ...) AB_PRINTF(2, 3);
-static int run_cli(char *out, const char *fmt, ...)
-{
-    char args[1024], cmd[1400];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(args, sizeof(args), fmt, ap);
-    va_end(ap);
-    snprintf(cmd, sizeof(cmd), "env -u AGENTBUS_BROKER %s %s 2>&1", AB_AGENTBUS_BIN, args);
-    FILE *p = popen(cmd, "r");
-    assert_non_null(p);
-    size_t n = fread(out, 1, OUT_MAX - 1, p);
-    out[n] = '\0';
-    int st = pclose(p);
-    print_message("$ agentbus %s\n%.2000s\n", args, out);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
+#include "cli_run.h"
 
 /* Publish one event (claiming the run at its first seq) and fold it locally. */
 static void publish_fold_in(ab_conn_t *c, it_t *t, ab_reducer_t *r, const char *thread,
@@ -183,22 +167,22 @@ static void test_snapshot_matches_local_fold(void **state)
     /* the CLI */
     char *out = malloc(OUT_MAX);
     assert_non_null(out);
-    assert_int_equal(run_cli(out, "snapshot %s --broker %s --json", THREAD, t->bp.cmd), 0);
+    assert_int_equal(it_run_cli(out, "snapshot %s --broker %s --json", THREAD, t->bp.cmd), 0);
     json_t *cli_doc = json_loads(out, 0, NULL);
     assert_non_null(cli_doc);
     assert_true(json_equal(json_object_get(cli_doc, "projection"),
                            (json_t *)(uintptr_t)ab__reducer_state(r)));
     json_decref(cli_doc);
-    assert_int_equal(run_cli(out, "snapshot %s --broker %s", THREAD, t->bp.cmd), 0);
+    assert_int_equal(it_run_cli(out, "snapshot %s --broker %s", THREAD, t->bp.cmd), 0);
     assert_non_null(strstr(out, "thread " THREAD));
     assert_non_null(strstr(out, "run-1"));
     assert_non_null(strstr(out, "interrupted"));
     assert_non_null(strstr(out, "run-9"));
     assert_non_null(strstr(out, "pending approvals: "));
-    assert_int_equal(run_cli(out, "snapshot nope --broker %s", t->bp.cmd), 1);
+    assert_int_equal(it_run_cli(out, "snapshot nope --broker %s", t->bp.cmd), 1);
     assert_non_null(strstr(out, "not_found"));
-    assert_int_equal(run_cli(out, "snapshot"), 2);
-    assert_int_equal(run_cli(out, "snapshot --help"), 0);
+    assert_int_equal(it_run_cli(out, "snapshot"), 2);
+    assert_int_equal(it_run_cli(out, "snapshot --help"), 0);
     free(out);
     ab_reducer_destroy(&r);
     ab_conn_destroy(&c);
@@ -228,7 +212,7 @@ static void test_snapshot_with_nul(void **state)
     ab_buf_free(&text);
     char *out = malloc(OUT_MAX);
     assert_non_null(out);
-    assert_int_equal(run_cli(out, "snapshot thread-9 --broker %s --json", t->bp.cmd), 0);
+    assert_int_equal(it_run_cli(out, "snapshot thread-9 --broker %s --json", t->bp.cmd), 0);
     json_t *cli_doc = json_loads(out, JSON_ALLOW_NUL, NULL);
     assert_non_null(cli_doc);
     const json_t *proj = json_object_get(cli_doc, "projection");
@@ -236,7 +220,7 @@ static void test_snapshot_with_nul(void **state)
     const json_t *msg = json_array_get(json_object_get(proj, "messages"), 1);
     assert_int_equal(json_string_length(json_object_get(msg, "content")), 7); /* "a\0b\0end" */
     json_decref(cli_doc);
-    assert_int_equal(run_cli(out, "snapshot thread-9 --broker %s", t->bp.cmd), 0);
+    assert_int_equal(it_run_cli(out, "snapshot thread-9 --broker %s", t->bp.cmd), 0);
     assert_non_null(strstr(out, "thread thread-9"));
     free(out);
     /* the document the broker stored at run-1's end (JSON text) parses back */
