@@ -34,6 +34,8 @@
 #include "demo.h"
 #include "ab_common.h"
 #include "agentbus/agui.h"
+#include "agentbus/client.h"
+#include "agentbus/json.h"
 #include "agentbus/subscriber.h"
 #include "render.h"
 #include "spawn.h"
@@ -82,6 +84,7 @@ struct demo {
     tail_view_t view;
     ab_buf_t line;
     uint64_t foreign; /* events of runs not in the plan */
+    int answered;     /* agents that answered "status" through the bus */
     double t0, t1;
 };
 
@@ -462,6 +465,8 @@ static int summary(struct demo *d, const char *ep, char *first, size_t size)
             "in %.2f s (throughput %.0f events/s)\n",
             d->nruns, d->o.agents, (unsigned long long)pub, (unsigned long long)ack,
             (unsigned long long)obs, dt, (double)obs / dt);
+    fprintf(f, "actions: %d of %d agents answered status through the bus\n", d->answered,
+            d->started);
     char afirst[200] = "";
     if (summary_agents(d, afirst, sizeof(afirst)) && !bad++)
         snprintf(first, size, "%s", afirst);
@@ -499,6 +504,49 @@ static int audit(struct demo *d, const char *ep)
 }
 
 /* Observer, agent processes, catch-up, summary and audit against @p ep. */
+/* Ask agent @p a its "status" through the bus (an action call routed to its process); it may
+ * not have registered yet: `unsupported` / `unavailable` are asked again for up to 5 s. */
+static void ask_one(struct demo *d, ab_conn_t *c, ab_doc_t *doc, int a)
+{
+    char agent[32];
+    demo_agent_name(a, agent, sizeof(agent));
+    ab_action_reply_t r;
+    ab_error_t err = AB_ERROR_INIT;
+    ab_status_t st = AB_UNAVAILABLE;
+    double until = ab__mono_s() + 5.0;
+    while ((st == AB_UNSUPPORTED || st == AB_UNAVAILABLE) && ab__mono_s() < until && !demo_stop) {
+        ab_error_clear(&err);
+        st = ab_conn_invoke_action(c, agent, "status", NULL, d->thread, 2000, doc, &r, &err);
+        if (st == AB_UNSUPPORTED || st == AB_UNAVAILABLE)
+            (void)ab_conn_wait(c, 50); /* its registration is under way */
+    }
+    ab_buf_t text = AB_BUF_INIT;
+    if (st == AB_OK && (r.result == NULL || ab_val_to_json(r.result, &text) == AB_OK)) {
+        fprintf(d->info, "== %s answers status through the bus (worker %.*s): %.*s\n", agent,
+                (int)r.worker_id.len, r.worker_id.ptr, (int)text.len, (const char *)text.data);
+        d->answered++;
+    } else {
+        fprintf(d->info, "== %s did not answer status: %s: %s\n", agent, ab_status_name(st),
+                err.message);
+    }
+    ab_buf_free(&text);
+}
+
+/* Every agent is a worker too: ask each one's status by an action call (PROTOCOL.md 7.11). */
+static void ask_status(struct demo *d, const char *ep)
+{
+    ab_conn_t *c = NULL;
+    ab_doc_t *doc = NULL;
+    ab_conn_opts_t o = {.client_name = "agentbus-demo-console"};
+    ab_error_t err = AB_ERROR_INIT;
+    if (ab_doc_new(&doc) == AB_OK && ab_conn_new(&c, ep, &o, &err) == AB_OK)
+        for (int a = 0; a < d->started && !demo_stop; a++)
+            ask_one(d, c, doc, a);
+    fflush(d->info);
+    ab_conn_destroy(&c);
+    ab_doc_destroy(&doc);
+}
+
 static int run_fabric(struct demo *d, const char *ep)
 {
     ab_sub_t *s = NULL;
@@ -523,6 +571,7 @@ static int run_fabric(struct demo *d, const char *ep)
             fprintf(d->info, " %ld", (long)d->workers[a].pid);
         fprintf(d->info, ")\n");
         fflush(d->info);
+        ask_status(d, ep);
     }
     observe(d, s);
     stop_workers(d); /* normally all ended already */

@@ -84,7 +84,15 @@ typedef struct demo_agent {
     int nruns;
     int failed;   /* runs that did not complete */
     FILE *report; /* one demo_report_run() line per run as it ends; NULL = none */
+    /* the agent as a worker (agentbus/worker.h): serves agent "agent-K" with action
+     * "status", answered between events; NULL when the broker has no workers */
+    struct ab_worker *worker;
+    const demo_run_t *current; /* the run being played, for "status" */
+    uint64_t published;        /* events published so far, all runs */
 } demo_agent_t;
+
+/** The agent name agent worker @p index (0-based) serves: "agent-<index+1>". */
+void demo_agent_name(int index, char *out, size_t size);
 
 /** The agent's role name for a kind ("planner", "researcher", ...). */
 const char *demo_kind_name(demo_kind_t k);

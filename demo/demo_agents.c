@@ -19,13 +19,16 @@
  *  4. A report line is one line: the failure text has no newline, and the
  *     line is flushed at once, so the demo sees each run as it ends.
  */
+#include "agentbus/json.h"
 #include "agentbus/producer.h"
+#include "agentbus/worker.h"
 #include "demo.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 /* Publishing context of one run. */
 struct actx {
@@ -50,12 +53,74 @@ const char *demo_kind_outcome(demo_kind_t k)
     return k < DEMO_NKINDS ? outcomes[k] : "?";
 }
 
+/* Wait @p ms (0: only look), answering the agent's action calls meanwhile. */
+static void serve_for(demo_agent_t *ag, int ms)
+{
+    ab_error_t err = AB_ERROR_INIT;
+    if (ag->worker != NULL && ab_worker_run(ag->worker, ms > 0 ? ms : 1, &err) == AB_OK)
+        return;
+    if (ms <= 0)
+        return;
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL); /* pacing so it reads like live work (intended) */
+}
+
 static void pace(const struct actx *a)
 {
-    if (a->ag->pace_ms <= 0)
+    serve_for(a->ag, a->ag->pace_ms);
+}
+
+void demo_agent_name(int index, char *out, size_t size)
+{
+    snprintf(out, size, "agent-%d", index + 1);
+}
+
+/* Action "status": which run the agent plays and how much it has published. */
+static ab_status_t on_action(void *ud, const ab_action_call_t *call, ab_buf_t *result,
+                             ab_error_t *err)
+{
+    const demo_agent_t *ag = ud;
+    (void)call;
+    char text[256];
+    int n = snprintf(text, sizeof(text),
+                     "{\"agent\":%d,\"pid\":%ld,\"run\":\"%s\",\"runs\":%d,"
+                     "\"published\":%llu}",
+                     ag->index + 1, (long)getpid(), ag->current ? ag->current->run : "", ag->nruns,
+                     (unsigned long long)ag->published);
+    if (ab_buf_append(result, text, (size_t)n) != AB_OK)
+        return ab_error_set(err, AB_NOMEM, "", "out of memory");
+    return AB_OK;
+}
+
+/* Serve agent-K with action "status"; a broker without workers leaves ag->worker NULL. */
+static void start_worker(demo_agent_t *ag)
+{
+    char name[48], agent[32];
+    snprintf(name, sizeof(name), "agentbus-demo-agent-%d", ag->index + 1);
+    demo_agent_name(ag->index, agent, sizeof(agent));
+    static const char *const actions[] = {"status"};
+    ab_worker_opts_t o = {.name = name};
+    ab_error_t err = AB_ERROR_INIT;
+    if (ab_worker_new(&ag->worker, ag->endpoint, &o, &err) != AB_OK)
         return;
-    struct timespec ts = {a->ag->pace_ms / 1000, (long)(a->ag->pace_ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL); /* pacing so it reads like live work (intended) */
+    ab_worker_on_action(ag->worker, on_action, ag);
+    if (ab_worker_add_agent(ag->worker, agent, 1, actions, 1, &err) != AB_OK ||
+        ab_worker_serve(ag->worker, &err) != AB_OK)
+        ab_worker_destroy(&ag->worker);
+}
+
+/* After the last run: keep answering until the demo's one status call came (or 3 s). */
+static void linger(demo_agent_t *ag)
+{
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    while (ag->worker != NULL && ab_worker_stats(ag->worker).calls == 0 && !*ag->stop) {
+        struct timespec t;
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        if (t.tv_sec - t0.tv_sec >= 3)
+            break;
+        serve_for(ag, 100);
+    }
 }
 
 static void fail(struct actx *a, const char *what, const ab_error_t *err)
@@ -91,6 +156,7 @@ __attribute__((format(printf, 2, 3))) static void emit(struct actx *a, const cha
         return;
     }
     a->r->published++;
+    a->ag->published++;
     if (a->ag->pace_ms > 0 && ab_producer_flush(a->p, 0, &err) != AB_OK)
         fail(a, "flush", &err); /* paced: each event goes out as it happens */
     pace(a);
@@ -335,8 +401,10 @@ void demo_agent_main(demo_agent_t *ag)
     snprintf(name, sizeof(name), "agentbus-demo-agent-%d", ag->index + 1);
     ab_producer_opts_t po = {.client_name = name, .timeout_ms = 5000};
     ab_producer_t *p = NULL;
+    start_worker(ag);
     for (int i = 0; i < ag->nruns; i++) {
         demo_run_t *r = ag->runs[i];
+        ag->current = r;
         ab_error_t err = AB_ERROR_INIT;
         if (*ag->stop) {
             snprintf(r->why, sizeof(r->why), "interrupted");
@@ -359,5 +427,8 @@ void demo_agent_main(demo_agent_t *ag)
         }
         report(ag, r);
     }
+    ag->current = NULL;
     ab_producer_destroy(&p);
+    linger(ag);
+    ab_worker_destroy(&ag->worker);
 }

@@ -210,6 +210,14 @@ static void test_demo_own_broker(void **state)
     assert_non_null(strstr(d.out, "agentbus demo: OK:"));
     assert_non_null(strstr(d.out, "verified: 6 runs ok, 0 failed, 0 still active"));
     assert_non_null(strstr(d.out, "runs: 6 by 3 agents"));
+    /* each agent process is also a worker: its status comes back through an action call */
+    for (int a = 1; a <= 3; a++) {
+        char line[64];
+        snprintf(line, sizeof(line), "== agent-%d answers status through the bus (worker w-", a);
+        assert_non_null(strstr(d.out, line));
+    }
+    assert_non_null(strstr(d.out, "actions: 3 of 3 agents answered status through the bus"));
+    assert_non_null(strstr(d.out, "\"runs\":2,\"published\":"));
     assert_non_null(strstr(d.out, "run finished (success)"));
     assert_non_null(strstr(d.out, "run interrupted: tool_call - Deploy"));
     assert_non_null(strstr(d.out, "run cancelled"));
