@@ -103,7 +103,8 @@ static conf_result_t routed(conf_t *cf)
 conf_result_t conf_check_actions(conf_t *cf)
 {
     size_t n = 0;
-    ab_cap_state_t s = ab_caps_lookup(ab_conn_caps(cf->c, &n), n, AB_CAP_ACTIONS);
+    const ab_cap_t *caps = ab_conn_caps(cf->c, &n); /* before n is read */
+    ab_cap_state_t s = ab_caps_lookup(caps, n, AB_CAP_ACTIONS);
     if (s != AB_CAP_UNSUPPORTED && s != AB_CAP_UNKNOWN)
         return routed(cf);
     char agent[96];

@@ -539,9 +539,16 @@ static void ask_status(struct demo *d, const char *ep)
     ab_doc_t *doc = NULL;
     ab_conn_opts_t o = {.client_name = "agentbus-demo-console"};
     ab_error_t err = AB_ERROR_INIT;
-    if (ab_doc_new(&doc) == AB_OK && ab_conn_new(&c, ep, &o, &err) == AB_OK)
-        for (int a = 0; a < d->started && !demo_stop; a++)
+    if (ab_doc_new(&doc) == AB_OK && ab_conn_new(&c, ep, &o, &err) == AB_OK) {
+        size_t n = 0;
+        const ab_cap_t *caps = ab_conn_caps(c, &n); /* before n is read */
+        ab_cap_state_t s = ab_caps_lookup(caps, n, AB_CAP_ACTIONS);
+        if (s == AB_CAP_UNKNOWN || s == AB_CAP_UNSUPPORTED) /* a broker without workers */
+            fprintf(d->info, "== the broker does not announce actions: no status asked\n");
+        for (int a = 0;
+             a < d->started && !demo_stop && s != AB_CAP_UNKNOWN && s != AB_CAP_UNSUPPORTED; a++)
             ask_one(d, c, doc, a);
+    }
     fflush(d->info);
     ab_conn_destroy(&c);
     ab_doc_destroy(&doc);
