@@ -47,6 +47,12 @@ typedef struct ab_worker_opts {
  * action, payload and thread. Write the result as JSON text to @p result
  * (left empty: no result) and return AB_OK; or return an error status with
  * @p err set, which the caller receives as it is.
+ *
+ * The callback runs inside ab_worker_run(), so while it runs the worker
+ * reads nothing and renews no lease: keep it shorter than the lease and than
+ * call->timeout_ms (a call answered after its timeout reaches nobody:
+ * stats.undelivered). There is no way yet to answer a call later, from
+ * another thread.
  */
 typedef ab_status_t (*ab_action_fn)(void *ud, const ab_action_call_t *call, ab_buf_t *result,
                                     ab_error_t *err);
