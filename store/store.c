@@ -59,6 +59,23 @@ static const char *const MIGRATIONS[AB_STORE_SCHEMA_VERSION] = {
     "CREATE UNIQUE INDEX chunks_by_run ON chunks(run_rowid, last_seq, last_pos);"
     "CREATE INDEX chunks_by_thread ON chunks(thread_rowid);"
     "CREATE TABLE snapshots(thread TEXT PRIMARY KEY, pos INTEGER NOT NULL, doc BLOB NOT NULL);",
+    /* 1 -> 2: durable run requests (store_req.c; docs/STORE.md "Run requests") */
+    "CREATE TABLE requests("
+    " id INTEGER PRIMARY KEY," /* queue order; rows are never deleted, so never reused */
+    " key TEXT NOT NULL UNIQUE,"
+    " agent TEXT NOT NULL, thread TEXT NOT NULL, run TEXT NOT NULL,"
+    " run_named INTEGER NOT NULL,"
+    " state TEXT NOT NULL"
+    "  CHECK(state IN ('queued','assigned','started','cancelled','ended')),"
+    " worker TEXT NOT NULL DEFAULT '', epoch INTEGER NOT NULL DEFAULT 0,"
+    " attempts INTEGER NOT NULL DEFAULT 0,"
+    " created_us INTEGER NOT NULL, updated_us INTEGER NOT NULL,"
+    " input BLOB NOT NULL,"
+    " UNIQUE(thread, run));"
+    "CREATE INDEX requests_queue ON requests(agent, state, id);"
+    "CREATE INDEX requests_by_state ON requests(state, id);"
+    "CREATE INDEX requests_open ON requests(thread, id)"
+    " WHERE state IN ('queued','assigned','started');",
 };
 
 static ab_status_t rc_status(int rc)
@@ -296,6 +313,8 @@ ab_status_t ab__store_open(ab_store_t **out, const char *dir, const ab_store_opt
         s = exec_sql(st, READER_PRAGMAS, "pragmas", err);
     if (s == AB_OK)
         s = ab__store_prepare(st, err);
+    if (s == AB_OK)
+        s = ab__store_req_prepare(st, err);
     if (s == AB_OK && !o->readonly)
         ab__store_ckpt_start(st); /* checkpoints off this thread (store_ckpt.c) */
     if (s != AB_OK) {
@@ -318,6 +337,7 @@ void ab__store_close(ab_store_t **pst)
         ab__store_rollback(st);
     for (int i = 0; i < Q_COUNT_; i++)
         sqlite3_finalize(st->q[i]);
+    ab__store_req_finalize(st);
     ab__store_cache_free(st);
     ab__store_ckpt_stop(st);
     sqlite3_close(st->db);

@@ -43,7 +43,7 @@ extern "C" {
 #endif
 
 /** Schema version this build creates and understands (PRAGMA user_version). */
-#define AB_STORE_SCHEMA_VERSION 1
+#define AB_STORE_SCHEMA_VERSION 2
 /** File name of the database inside the data directory. */
 #define AB_STORE_DB_NAME "agentbus.db"
 /**
@@ -256,6 +256,101 @@ ab_status_t ab__store_snapshot_put(ab_store_t *st, ab_str_t thread, uint64_t pos
  */
 ab_status_t ab__store_snapshot_get(ab_store_t *st, ab_str_t thread, ab_buf_t *doc,
                                    uint64_t *pos_out, ab_error_t *err) AB_NODISCARD;
+
+/*
+ * Durable run requests (store_req.c, docs/STORE.md "Run requests"): the
+ * `requests` table. Each write is its own transaction, committed at the
+ * handle's durability before the call returns, so a request is durable
+ * before the broker answers it. Writes need a writer handle without an open
+ * event batch (AB_INVALID_ARGUMENT otherwise). Reads work on any handle.
+ */
+
+/**
+ * Store a new request (state queued, attempts 0), or find the one its key
+ * already names (the plugin's request_put). The key names one request: the
+ * same key with another agent, thread or input, or with a named run that
+ * differs from the stored run, is refused (AB_CONFLICT, field "key", detail
+ * "id" the stored one); the same content gets the stored record (whatever
+ * its state now) and *existing = true. Ids grow in commit order.
+ * @param out      receives the stored record (new or existing).
+ * @param existing optional; receives whether the key was already stored.
+ * @return AB_OK; AB_INVALID_ARGUMENT (NULL, readonly handle, an open
+ *         batch, an id or key of 0 or over AB_ID_MAX_BYTES bytes, input NULL
+ *         with a length); AB_TOO_LARGE (input over AB_REQUEST_INPUT_MAX_BYTES,
+ *         field "input"); AB_CONFLICT (the key names another request; or
+ *         another key's request has this thread and run, field "run");
+ *         AB_UNAVAILABLE (full, I/O, busy: nothing stored, retry);
+ *         AB_CORRUPT; AB_NOMEM.
+ */
+ab_status_t ab__store_request_put(ab_store_t *st, const ab_request_new_t *req, ab_request_t *out,
+                                  bool *existing, ab_error_t *err) AB_NODISCARD;
+
+/**
+ * The request @p id (the plugin's request_get), its input into @p input
+ * (reset first) unless NULL.
+ * @return AB_OK; AB_NOT_FOUND (field "id"); AB_INVALID_ARGUMENT;
+ *         AB_UNAVAILABLE; AB_CORRUPT; AB_NOMEM.
+ */
+ab_status_t ab__store_request_get(ab_store_t *st, uint64_t id, ab_request_t *out, ab_buf_t *input,
+                                  ab_error_t *err) AB_NODISCARD;
+
+/**
+ * The request named by idempotency key @p key (the plugin's
+ * request_by_key), its input into @p input unless NULL.
+ * @return as ab__store_request_get() (AB_NOT_FOUND: field "key").
+ */
+ab_status_t ab__store_request_by_key(ab_store_t *st, ab_str_t key, ab_request_t *out,
+                                     ab_buf_t *input, ab_error_t *err) AB_NODISCARD;
+
+/**
+ * Move request @p id (the plugin's request_move) if it is still in
+ * mv->expect_state with epoch mv->expect_epoch: set state, worker and
+ * epoch, updated_us to now, and attempts + 1 when the new state is
+ * assigned. One statement, its own transaction.
+ * @param out optional; receives the record after the move.
+ * @return AB_OK; AB_CONFLICT (it is no longer in that state or epoch:
+ *         nothing changed; field "state", details "state" and "epoch" as
+ *         stored); AB_NOT_FOUND (no such id); AB_INVALID_ARGUMENT (NULL,
+ *         readonly, an open batch, a move not allowed by ab_request_state_t,
+ *         a worker id over AB_REQUEST_WORKER_MAX_BYTES); AB_UNAVAILABLE;
+ *         AB_CORRUPT; AB_NOMEM.
+ */
+ab_status_t ab__store_request_move(ab_store_t *st, uint64_t id, const ab_request_move_t *mv,
+                                   ab_request_t *out, ab_error_t *err) AB_NODISCARD;
+
+/**
+ * List requests in @p state (not AB_REQ_NONE), of @p agent only when
+ * agent.ptr is not NULL, with id > @p after_id, in id order (= queue
+ * order), at most @p limit (>= 1) of them (the plugin's request_list). A
+ * pager moves after_id to the last id delivered. A non-zero return of @p cb
+ * stops the listing after that request (it still counts).
+ * @param count optional; receives the number delivered.
+ * @return AB_OK; AB_INVALID_ARGUMENT (NULL, state NONE or unknown, limit 0,
+ *         bad agent id); AB_UNAVAILABLE; AB_CORRUPT; AB_NOMEM.
+ */
+ab_status_t ab__store_request_list(ab_store_t *st, ab_request_state_t state, ab_str_t agent,
+                                   uint64_t after_id, uint32_t limit, ab_request_cb cb, void *ud,
+                                   uint32_t *count, ab_error_t *err) AB_NODISCARD;
+
+/**
+ * Every request of @p thread that is not cancelled nor ended (queued,
+ * assigned, started), in id order (the plugin's request_thread_open): what
+ * holds a thread busy. A non-zero return of @p cb stops the listing.
+ * @return AB_OK; AB_INVALID_ARGUMENT (NULL, bad thread id); AB_UNAVAILABLE;
+ *         AB_CORRUPT; AB_NOMEM.
+ */
+ab_status_t ab__store_request_thread_open(ab_store_t *st, ab_str_t thread, ab_request_cb cb,
+                                          void *ud, ab_error_t *err) AB_NODISCARD;
+
+/**
+ * How many queued requests of the same agent come before request @p id in
+ * the queue (the plugin's request_position): 0 = the next to assign. Counts
+ * those with a smaller id whatever the state of @p id itself.
+ * @return AB_OK; AB_NOT_FOUND (no such id); AB_INVALID_ARGUMENT;
+ *         AB_UNAVAILABLE; AB_CORRUPT; AB_NOMEM.
+ */
+ab_status_t ab__store_request_position(ab_store_t *st, uint64_t id, uint64_t *ahead,
+                                       ab_error_t *err) AB_NODISCARD;
 
 #ifdef __cplusplus
 }

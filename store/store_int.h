@@ -61,6 +61,19 @@ enum {
     Q_COUNT_
 };
 
+/* Prepared statements of the run requests (store_req.c). */
+enum {
+    RQ_BY_ID,
+    RQ_BY_KEY,
+    RQ_INSERT,
+    RQ_MOVE,
+    RQ_LIST_STATE,
+    RQ_LIST_AGENT,
+    RQ_LIST_THREAD,
+    RQ_AHEAD,
+    RQ_COUNT_
+};
+
 /* A run known to the writer, with what the open batch staged for it. */
 typedef struct run_ent {
     char *thread; /* NUL-terminated copy; run follows it in the same block */
@@ -106,6 +119,7 @@ struct ab_plugin_db {
     int64_t commit_us;    /* commit time of the open batch */
     int64_t data_version; /* PRAGMA data_version after our last write */
     sqlite3_stmt *q[Q_COUNT_];
+    sqlite3_stmt *rq[RQ_COUNT_]; /* store_req.c */
     /* writer run cache: open addressing, no deletion (cleared whole) */
     run_ent_t **slots;
     size_t nslots, nruns;
@@ -159,6 +173,11 @@ ab_status_t ab__store_sqlerr(ab_store_t *st, int rc, const char *what, ab_error_
 
 /* Prepare every statement of Q_*; called by ab__store_open(). */
 ab_status_t ab__store_prepare(ab_store_t *st, ab_error_t *err);
+
+/* Prepare every statement of RQ_* (store_req.c); called by ab__store_open(). */
+ab_status_t ab__store_req_prepare(ab_store_t *st, ab_error_t *err);
+/* Finalise them (ab__store_close()). */
+void ab__store_req_finalize(ab_store_t *st);
 
 /* Reset a statement and clear its bindings. */
 void ab__store_done(sqlite3_stmt *q);

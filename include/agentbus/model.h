@@ -4,17 +4,18 @@
  *
  * Each concept has exactly one C type, defined here and nowhere else: a
  * string view, a run's status and outcome, a run head, an event to append,
- * a stored event, the durability of a commit, a replay scope, a cursor and
- * what to read. The store and the plugin ABI (agentbus/plugin.h) take and
- * return these types unchanged, and so does the broker. The wire has its own
- * views where its shape differs (codec.h: ab_head_t, ab_replay_t) and
- * converts only at the codec's edge (ab_head_view(), ab_replay_read()).
+ * a stored event, the durability of a commit, a replay scope, a cursor,
+ * what to read, and a durable run request (dispatch: its state and record). The store and the
+ * plugin ABI (agentbus/plugin.h) take and return these types unchanged, and so does the broker. The
+ * wire has its own views where its shape differs (codec.h: ab_head_t, ab_replay_t) and converts
+ * only at the codec's edge (ab_head_view(), ab_replay_read()).
  *
  * This header depends on status.h and ids.h only (no msgpack, jansson,
  * ZeroMQ or SQLite), so a plugin author's build needs nothing else.
  *
- * Ownership: ab_str_t and the pointers in ab_append_event_t and ab_row_t are
- * borrowed (their owner says for how long); ab_run_head_t owns copies.
+ * Ownership: ab_str_t and the pointers in ab_append_event_t, ab_row_t and
+ * ab_request_new_t are borrowed (their owner says for how long);
+ * ab_run_head_t and ab_request_t own copies.
  */
 #ifndef AGENTBUS_MODEL_H
 #define AGENTBUS_MODEL_H
@@ -136,6 +137,78 @@ typedef int (*ab_row_cb)(void *ud, const ab_row_t *row);
 
 /** Callback for a list of heads (borrowed for the call); return non-zero to stop. */
 typedef int (*ab_head_cb)(void *ud, const ab_run_head_t *head);
+
+/** Bytes of a worker id in a request's assignment (the broker's registration id). */
+#define AB_REQUEST_WORKER_MAX_BYTES 64
+/**
+ * Bytes of a request's input (the RunAgentInput as msgpack, opaque to the
+ * store): at most 1 MiB. A start_run whose input is larger is refused.
+ */
+#define AB_REQUEST_INPUT_MAX_BYTES (1024u * 1024u)
+
+/**
+ * Where a durable run request is (docs/STORE.md "Run requests"). Legal moves:
+ * queued -> assigned | cancelled; assigned -> queued (declined, lease lapsed)
+ * | assigned (handed to another worker) | started | cancelled; started ->
+ * started (another worker claimed the orphaned run) | ended. Cancelled and
+ * ended are terminal.
+ */
+typedef enum ab_request_state {
+    AB_REQ_NONE = 0,  /**< not a state: "any" where a filter takes one */
+    AB_REQ_QUEUED,    /**< "queued": waiting for a worker */
+    AB_REQ_ASSIGNED,  /**< "assigned": offered to a worker, its RUN_STARTED not committed */
+    AB_REQ_STARTED,   /**< "started": its RUN_STARTED committed; never run again by itself */
+    AB_REQ_CANCELLED, /**< "cancelled": removed before it started (terminal) */
+    AB_REQ_ENDED,     /**< "ended": the run ended or was abandoned (terminal) */
+} ab_request_state_t;
+
+/**
+ * A new run request as a client asked for it (start_run), for the store's
+ * put. Every pointer is borrowed for the call.
+ */
+typedef struct ab_request_new {
+    ab_str_t key;         /**< idempotency key, 1..AB_ID_MAX_BYTES (required) */
+    ab_str_t agent;       /**< 1..AB_ID_MAX_BYTES */
+    ab_str_t thread;      /**< 1..AB_ID_MAX_BYTES */
+    ab_str_t run;         /**< 1..AB_ID_MAX_BYTES: the client's, or one the broker made */
+    bool run_named;       /**< the client named the run (else a retry may bring another made id) */
+    const uint8_t *input; /**< the RunAgentInput's msgpack, opaque; NULL only with len 0 */
+    size_t input_len;     /**< 0..AB_REQUEST_INPUT_MAX_BYTES */
+} ab_request_new_t;
+
+/**
+ * A stored run request: a copy, owned by whoever holds it. Ids are
+ * NUL-terminated. Its input bytes are read separately (into an ab_buf_t).
+ */
+typedef struct ab_request {
+    uint64_t id; /**< assigned by the store: 1, 2, 3 ... in commit order = queue order */
+    char key[AB_ID_MAX_BYTES + 1];
+    char agent[AB_ID_MAX_BYTES + 1];
+    char thread[AB_ID_MAX_BYTES + 1];
+    char run[AB_ID_MAX_BYTES + 1];
+    bool run_named;                               /**< as put */
+    ab_request_state_t state;                     /**< never AB_REQ_NONE */
+    char worker[AB_REQUEST_WORKER_MAX_BYTES + 1]; /**< the assignment's worker; "" = none */
+    uint64_t epoch;                               /**< the assignment's claim epoch; 0 = none */
+    uint32_t attempts;                            /**< times it moved to assigned */
+    int64_t created_us;
+    int64_t updated_us; /**< the last change of state, worker or epoch */
+} ab_request_t;
+
+/**
+ * A compare-and-set move of a request: applied only when the request is
+ * still in expect_state with expect_epoch, so a stale writer cannot move it.
+ */
+typedef struct ab_request_move {
+    ab_request_state_t expect_state;
+    uint64_t expect_epoch;    /**< the epoch it must still have (0 = none) */
+    ab_request_state_t state; /**< the new state (a legal move, see ab_request_state_t) */
+    ab_str_t worker; /**< the new worker, 0..AB_REQUEST_WORKER_MAX_BYTES; ptr NULL = none */
+    uint64_t epoch;  /**< the new epoch (0 = none) */
+} ab_request_move_t;
+
+/** Callback for a list of requests (borrowed for the call); return non-zero to stop. */
+typedef int (*ab_request_cb)(void *ud, const ab_request_t *req);
 
 #ifdef __cplusplus
 }
