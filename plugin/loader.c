@@ -6,7 +6,9 @@
  * Invariants:
  *  1. A table is handed out only after every check passed: abi_version equal
  *     to AB_PLUGIN_ABI_VERSION, struct_size at least sizeof(ab_plugin_t), a
- *     name and every function pointer of this ABI non-NULL.
+ *     name and every required function pointer of this ABI non-NULL; the
+ *     optional groups (snapshots, requests) may be NULL, but the request
+ *     entries only all together.
  *  2. A shared object whose table is refused is dlclose()d before returning:
  *     a failed load leaks nothing.
  *  3. dlopen() uses RTLD_NOW (missing symbols fail at load, not at the first
@@ -64,6 +66,20 @@ static const char *missing_function(const ab_plugin_t *p)
     return NULL;
 }
 
+bool ab__plugin_dispatches(const ab_plugin_t *p)
+{
+    return p && p->request_put && p->request_get && p->request_by_key && p->request_move &&
+           p->request_list && p->request_thread_open && p->request_position;
+}
+
+/* Whether the request entries are all set or all NULL (plugin.h). */
+static bool requests_whole(const ab_plugin_t *p)
+{
+    bool any = p->request_put || p->request_get || p->request_by_key || p->request_move ||
+               p->request_list || p->request_thread_open || p->request_position;
+    return !any || ab__plugin_dispatches(p);
+}
+
 static ab_status_t check_table(const ab_plugin_t *p, const char *what, ab_error_t *err)
 {
     if (!p)
@@ -79,6 +95,11 @@ static ab_status_t check_table(const ab_plugin_t *p, const char *what, ab_error_
         return ab_error_set(err, AB_INVALID_CONFIG, fn,
                             "plugin %s (%s) does not implement the required function %s", what,
                             p->name, fn);
+    if (!requests_whole(p))
+        return ab_error_set(err, AB_INVALID_CONFIG, "request_put",
+                            "plugin %s (%s) implements only some request_* functions: a plugin "
+                            "that dispatches implements all seven, one that cannot leaves all NULL",
+                            what, p->name);
     return AB_OK;
 }
 

@@ -26,10 +26,17 @@ typedef struct ab_plugin_lib {
  * struct_size.
  * @return AB_OK; AB_NOT_FOUND (no such file / no entry symbol, message has
  *         dlerror()); AB_UNSUPPORTED (ABI mismatch, details "expected" and
- *         "actual"); AB_INVALID_CONFIG (missing function pointers).
+ *         "actual"); AB_INVALID_CONFIG (missing function pointers, or only
+ *         some of the request_* ones).
  */
 AB_NODISCARD ab_status_t ab__plugin_load(const char *name_or_path, ab_plugin_lib_t *out,
                                          ab_error_t *err);
+
+/**
+ * Whether the plugin stores run requests (its request_* entries are set): a
+ * broker over one that does not announces `dispatch` unsupported.
+ */
+bool ab__plugin_dispatches(const ab_plugin_t *p);
 
 /** Unload (dlclose) a plugin loaded by path; no-op for built-ins. */
 void ab__plugin_unload(ab_plugin_lib_t *lib);

@@ -57,6 +57,13 @@ static const ab_plugin_t SQLITE_PLUGIN = {
     .event_bytes = ab__store_event_bytes,
     .snapshot_put = ab__store_snapshot_put,
     .snapshot_get = ab__store_snapshot_get,
+    .request_put = ab__store_request_put,
+    .request_get = ab__store_request_get,
+    .request_by_key = ab__store_request_by_key,
+    .request_move = ab__store_request_move,
+    .request_list = ab__store_request_list,
+    .request_thread_open = ab__store_request_thread_open,
+    .request_position = ab__store_request_position,
 };
 
 const ab_plugin_t *ab__plugin_sqlite(void)

@@ -10,11 +10,14 @@
  * a clear error naming both versions.
  *
  * Threading contract: a plugin handle (ab_plugin_db_t) is used by one thread
- * at a time. The broker opens one writer handle (append, claim, heads, snapshot_put) for
+ * at a time. The broker opens one writer handle (append, claim, heads, snapshot_put,
+ * requests) for
  * its writer thread and one read-only handle per replay reader thread; the
  * plugin must let readers read while the writer writes (SQLite: WAL).
  *
- * Durability contract: append_batch() returns AB_OK only after every event of
+ * Durability contract: every write (append_batch, claim, request_put,
+ * request_move) returns AB_OK only after it is durable at the configured
+ * durability; append_batch() in particular returns AB_OK only after every event of
  * the batch is durable at the configured durability; on any failure nothing
  * of the batch is stored (all or nothing) and the status says whether a retry
  * may help (AB_UNAVAILABLE: disk full, I/O error, locked; AB_CONFLICT: a
@@ -47,9 +50,10 @@ extern "C" {
  * Bumped on any incompatible change of ab_plugin_t or of the model.h types
  * it takes. 2: one run head type (ab_run_head_t, with the parent run and the
  * start and end times), one event-to-append type (ab_append_event_t), one
- * read request and stored row (ab_read_t, ab_row_t).
+ * read request and stored row (ab_read_t, ab_row_t). 3: durable run
+ * requests for dispatch (the request_* entries, ab_request_t and its kin).
  */
-#define AB_PLUGIN_ABI_VERSION 2
+#define AB_PLUGIN_ABI_VERSION 3
 /** The one exported entry point of a plugin shared object. */
 #define AB_PLUGIN_ENTRY_SYMBOL "ab_plugin_entry"
 
@@ -114,6 +118,44 @@ typedef struct ab_plugin {
      *  its position; AB_NOT_FOUND when none is stored. */
     ab_status_t (*snapshot_get)(ab_plugin_db_t *db, ab_str_t thread, ab_buf_t *doc, uint64_t *pos,
                                 ab_error_t *err);
+
+    /*
+     * Durable run requests (dispatch: docs/STORE.md "Run requests"). All
+     * seven or none: a plugin that cannot dispatch leaves every one NULL;
+     * the broker then announces the `dispatch` capability unsupported and
+     * refuses start_run, and the loader refuses a table with only some of
+     * them. Writes (put, move) are writer-handle only, each its own durable
+     * transaction, and must never run inside an open append batch. The
+     * built-in plugin's contract in full is store/store.h's
+     * ab__store_request_*().
+     */
+    /** Store a new request (queued), or return the one its idempotency key
+     *  names (*existing = true); AB_CONFLICT when the key comes with another
+     *  agent, thread, input or named run. Ids grow in commit order. */
+    ab_status_t (*request_put)(ab_plugin_db_t *db, const ab_request_new_t *req, ab_request_t *out,
+                               bool *existing, ab_error_t *err);
+    /** The request @p id; its input into @p input (reset first) unless NULL.
+     *  AB_NOT_FOUND when absent. */
+    ab_status_t (*request_get)(ab_plugin_db_t *db, uint64_t id, ab_request_t *out, ab_buf_t *input,
+                               ab_error_t *err);
+    /** The request of an idempotency key, as request_get. */
+    ab_status_t (*request_by_key)(ab_plugin_db_t *db, ab_str_t key, ab_request_t *out,
+                                  ab_buf_t *input, ab_error_t *err);
+    /** Compare-and-set move (ab_request_move_t): AB_CONFLICT, nothing changed,
+     *  when the request is no longer in the expected state and epoch. */
+    ab_status_t (*request_move)(ab_plugin_db_t *db, uint64_t id, const ab_request_move_t *mv,
+                                ab_request_t *out, ab_error_t *err);
+    /** Requests in @p state (of @p agent if agent.ptr), id > after_id, in id
+     *  order, at most limit (>= 1); *count = delivered. */
+    ab_status_t (*request_list)(ab_plugin_db_t *db, ab_request_state_t state, ab_str_t agent,
+                                uint64_t after_id, uint32_t limit, ab_request_cb cb, void *ud,
+                                uint32_t *count, ab_error_t *err);
+    /** Requests of @p thread that are queued, assigned or started, in id order. */
+    ab_status_t (*request_thread_open)(ab_plugin_db_t *db, ab_str_t thread, ab_request_cb cb,
+                                       void *ud, ab_error_t *err);
+    /** Queued requests of the same agent ahead of @p id (0 = next). */
+    ab_status_t (*request_position)(ab_plugin_db_t *db, uint64_t id, uint64_t *ahead,
+                                    ab_error_t *err);
 } ab_plugin_t;
 
 /** Signature of the exported entry point. */

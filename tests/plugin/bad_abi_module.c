@@ -2,12 +2,15 @@
  * bad_abi_module.c - a loadable plugin with a broken function table, for the
  * loader tests. Built three times (tests/CMakeLists.txt): with AB_BAD_ABI=1
  * its table claims ABI AB_PLUGIN_ABI_VERSION + 1; with AB_BAD_OLD=1 the ABI
- * before this one (a module built before the one-model change); with
- * AB_BAD_NULLFN=1 it has the right ABI but no read function.
+ * before this one (a module built before the run-request entries); with
+ * AB_BAD_NULLFN=1 it has the right ABI but no read function; with
+ * AB_BAD_PARTIAL=1 it has every required function but only one of the seven
+ * request_* entries; with AB_BAD_NODISPATCH=1 it is a valid table without
+ * any request_* entry (a plugin that cannot dispatch, which loads).
  *
  * Invariants:
  *  1. No function of the table does anything: the loader must refuse the
- *     table before any is called.
+ *     table (or, NODISPATCH, the test must not call one) before any is called.
  *  2. It includes agentbus/plugin.h alone, and checks that no third-party
  *     header came with it.
  */
@@ -81,6 +84,15 @@ static ab_status_t bad_bytes(ab_plugin_db_t *db, ab_str_t t, ab_str_t r, uint64_
     return AB_INTERNAL;
 }
 
+#ifdef AB_BAD_PARTIAL
+static ab_status_t bad_put(ab_plugin_db_t *db, const ab_request_new_t *r, ab_request_t *out,
+                           bool *existing, ab_error_t *e)
+{
+    (void)db, (void)r, (void)out, (void)existing, (void)e;
+    return AB_INTERNAL;
+}
+#endif
+
 static const ab_plugin_t BAD = {
 #if defined(AB_BAD_ABI)
     .abi_version = AB_PLUGIN_ABI_VERSION + 1,
@@ -102,6 +114,9 @@ static const ab_plugin_t BAD = {
     .read = bad_read,
 #endif
     .event_bytes = bad_bytes,
+#ifdef AB_BAD_PARTIAL
+    .request_put = bad_put,
+#endif
 };
 
 /** The plugin entry point (AB_PLUGIN_ENTRY_SYMBOL). */

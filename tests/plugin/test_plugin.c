@@ -228,6 +228,32 @@ static void test_load_null_function(void **state)
     assert_null(lib.plugin);
 }
 
+/* A module with only some request_* entries is refused, naming the first. */
+static void test_load_partial_requests(void **state)
+{
+    (void)state;
+    ab_plugin_lib_t lib = {0};
+    ab_error_t err = AB_ERROR_INIT;
+    assert_int_equal(ab__plugin_load(AB_BAD_PARTIAL_MODULE, &lib, &err), AB_INVALID_CONFIG);
+    tu_assert_error(&err, AB_INVALID_CONFIG, "request_put");
+    assert_non_null(strstr(err.message, "only some request_* functions"));
+    assert_null(lib.plugin);
+}
+
+/* A module without any request_* entry loads: it cannot dispatch, and says so. */
+static void test_load_without_dispatch(void **state)
+{
+    (void)state;
+    ab_plugin_lib_t lib = {0};
+    ab_error_t err = AB_ERROR_INIT;
+    ab_status_t s = ab__plugin_load(AB_BAD_NODISPATCH_MODULE, &lib, &err);
+    if (s != AB_OK)
+        fail_msg("load: %s", err.message);
+    assert_false(ab__plugin_dispatches(lib.plugin));
+    assert_true(ab__plugin_dispatches(ab__plugin_sqlite()));
+    ab__plugin_unload(&lib);
+}
+
 /* ---- the SQLite plugin ---------------------------------------------------- */
 
 static void test_positions_contiguous(void **state)
@@ -590,6 +616,78 @@ static void test_reopen_continues(void **state)
                         "U/x#2@6=x2;T/a#3@7=a3;T/a#4@8=a4;V/v#1@9=v1;");
 }
 
+static ab_request_new_t req_of(const char *key, const char *thread, const char *run,
+                               const char *input)
+{
+    return (ab_request_new_t){.key = S(key),
+                              .agent = S("planner"),
+                              .thread = S(thread),
+                              .run = S(run),
+                              .run_named = true,
+                              .input = (const uint8_t *)input,
+                              .input_len = strlen(input)};
+}
+
+static uint64_t put_ok(fx_t *f, const ab_request_new_t *r, bool want_existing)
+{
+    ab_request_t out;
+    bool existing = !want_existing;
+    ab_error_t err = AB_ERROR_INIT;
+    ab_status_t s = f->p->request_put(f->db, r, &out, &existing, &err);
+    if (s != AB_OK)
+        fail_msg("request_put: %s", err.message);
+    assert_int_equal(existing, want_existing);
+    assert_int_equal(out.state == AB_REQ_QUEUED || want_existing, true);
+    return out.id;
+}
+
+static int count_req(void *ud, const ab_request_t *r)
+{
+    (void)r;
+    (*(int *)ud)++;
+    return 0;
+}
+
+/* The request entries of the built-in plugin, across a reopen (a broker restart). */
+static void test_requests_through_table(void **state)
+{
+    fx_t *f = *state;
+    f->db = open_db(f->p, f->dir, false);
+    ab_request_new_t a = req_of("k1", "T", "r1", "in1"), b = req_of("k2", "U", "r2", "in2");
+    uint64_t ida = put_ok(f, &a, false), idb = put_ok(f, &b, false);
+    assert_true(idb > ida);
+    ab_request_move_t mv = {
+        .expect_state = AB_REQ_QUEUED, .state = AB_REQ_ASSIGNED, .worker = S("w1"), .epoch = 1};
+    ab_error_t err = AB_ERROR_INIT;
+    ab_request_t rec;
+    assert_int_equal(f->p->request_move(f->db, ida, &mv, &rec, &err), AB_OK);
+    f->p->close(f->db);
+    f->db = open_db(f->p, f->dir, false);
+    assert_int_equal(put_ok(f, &a, true), ida); /* same key, same request, after the restart */
+    ab_buf_t in = {0};
+    assert_int_equal(f->p->request_by_key(f->db, S("k1"), &rec, &in, &err), AB_OK);
+    assert_int_equal(rec.state, AB_REQ_ASSIGNED);
+    assert_string_equal(rec.worker, "w1");
+    assert_int_equal(in.len, 3);
+    assert_memory_equal(in.data, "in1", 3);
+    ab_buf_free(&in);
+    assert_int_equal(f->p->request_get(f->db, idb, &rec, NULL, &err), AB_OK);
+    assert_string_equal(rec.key, "k2");
+    uint64_t ahead = 9;
+    assert_int_equal(f->p->request_position(f->db, idb, &ahead, &err), AB_OK);
+    assert_int_equal(ahead, 0); /* the one before it is assigned, not queued */
+    int n = 0;
+    uint32_t count = 0;
+    assert_int_equal(
+        f->p->request_list(f->db, AB_REQ_QUEUED, S("planner"), 0, 10, count_req, &n, &count, &err),
+        AB_OK);
+    assert_int_equal(n, 1);
+    n = 0;
+    assert_int_equal(f->p->request_thread_open(f->db, S("T"), count_req, &n, &err), AB_OK);
+    assert_int_equal(n, 1);
+    assert_int_equal(f->p->request_move(f->db, ida, &mv, NULL, &err), AB_CONFLICT); /* stale */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -599,6 +697,9 @@ int main(void)
         cmocka_unit_test(test_load_wrong_abi),
         cmocka_unit_test(test_load_previous_abi),
         cmocka_unit_test(test_load_null_function),
+        cmocka_unit_test(test_load_partial_requests),
+        cmocka_unit_test(test_load_without_dispatch),
+        cmocka_unit_test_setup_teardown(test_requests_through_table, setup, teardown),
         cmocka_unit_test_setup_teardown(test_positions_contiguous, setup, teardown),
         cmocka_unit_test_setup_teardown(test_batch_all_or_nothing, setup, teardown),
         cmocka_unit_test_setup_teardown(test_read_scopes_and_limits, setup, teardown),
