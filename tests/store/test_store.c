@@ -8,6 +8,7 @@
  * through the documented file header (offset 60, big-endian user_version).
  */
 #include "store.h"
+#include "store_fixture.h"
 #include "testutil.h"
 
 #include <dirent.h>
@@ -41,31 +42,9 @@ static int teardown(void **state)
 {
     fx_t *f = *state;
     ab__store_close(&f->st);
-    DIR *d = opendir(f->dir);
-    struct dirent *e;
-    char p[512];
-    while (d && (e = readdir(d)) != NULL) {
-        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-            continue;
-        snprintf(p, sizeof p, "%s/%s", f->dir, e->d_name);
-        unlink(p);
-    }
-    if (d)
-        closedir(d);
-    rmdir(f->dir);
+    sf_rm_dir(f->dir);
     free(f);
     return 0;
-}
-
-static ab_store_t *open_ok(const char *dir, bool readonly)
-{
-    ab_store_opts_t o = {.readonly = readonly};
-    ab_error_t err = AB_ERROR_INIT;
-    ab_store_t *st = NULL;
-    ab_status_t s = ab__store_open(&st, dir, &o, &err);
-    if (s != AB_OK)
-        fail_msg("open %s: %s: %s", dir, ab_status_name(s), err.message);
-    return st;
 }
 
 static ab_str_t S(const char *s)

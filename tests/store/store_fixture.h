@@ -1,0 +1,46 @@
+/*
+ * store_fixture.h - what the store's tests share: opening a store that must
+ * open, and removing the temporary data directory a test made.
+ */
+#ifndef AB_TEST_STORE_FIXTURE_H
+#define AB_TEST_STORE_FIXTURE_H
+
+#include "testutil.h"
+
+#include "store.h"
+
+#include <dirent.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Remove the files of @p dir, then @p dir itself. */
+static inline void sf_rm_dir(const char *dir)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    char p[512];
+    while (d && (e = readdir(d)) != NULL) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+            continue;
+        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+        unlink(p);
+    }
+    if (d)
+        closedir(d);
+    rmdir(dir);
+}
+
+/* Open the store of @p dir; fails the test when it does not open. */
+static inline ab_store_t *open_ok(const char *dir, bool readonly)
+{
+    ab_store_opts_t o = {.readonly = readonly};
+    ab_error_t err = AB_ERROR_INIT;
+    ab_store_t *st = NULL;
+    ab_status_t s = ab__store_open(&st, dir, &o, &err);
+    if (s != AB_OK)
+        fail_msg("open %s: %s: %s", dir, ab_status_name(s), err.message);
+    return st;
+}
+
+#endif /* AB_TEST_STORE_FIXTURE_H */
