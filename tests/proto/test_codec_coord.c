@@ -155,6 +155,8 @@ static void test_serve_refusals(void **state)
             "agents/0/actions/0");
     msg_err(f, SERVE_HEAD "[{\"name\":\"a\",\"capacity\":1}],\"lease_ms\":999}",
             AB_INVALID_ENVELOPE, "lease_ms");
+    msg_err(f, SERVE_HEAD "[{\"name\":\"a\",\"capacity\":1}],\"lease_ms\":600001}",
+            AB_INVALID_ENVELOPE, "lease_ms");
     msg_err(f, SERVE_HEAD "[{\"name\":\"a\",\"capacity\":1}],\"lease\":1000}", AB_INVALID_ENVELOPE,
             "lease");
 }
