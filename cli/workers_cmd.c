@@ -9,6 +9,7 @@
 #include "cli.h"
 
 #include <getopt.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -172,7 +173,7 @@ static void invoke_help(void)
            "Call action ACTION of agent AGENT on a live worker that serves it and print the\n"
            "worker's answer as JSON (docs/PROTOCOL.md 7.11). Exit 1 with the error when the\n"
            "worker refuses, no worker serves it (unsupported, or unavailable: retry later),\n"
-           "or no answer comes within the timeout.\n\n"
+           "or no answer comes within the timeout. Ctrl-C cancels the call (only it; exit 130).\n\n"
            "options:\n"
            "  --payload JSON     the action's payload (default: none)\n"
            "  --thread T         the thread the call is about\n"
@@ -199,6 +200,37 @@ static void print_reply(const struct wopts *o, const ab_action_reply_t *r, ab_bu
     fputc('\n', stdout);
 }
 
+static volatile sig_atomic_t invoke_stop;
+
+static void on_sigint(int sig)
+{
+    (void)sig;
+    invoke_stop = 1;
+}
+
+/* Wait for the answer of @p cid; on SIGINT/SIGTERM cancel the call (only it) and take the
+ * broker's request_aborted. */
+static ab_status_t wait_answer(ab_conn_t *c, uint64_t cid, long timeout_ms, ab_doc_t *doc,
+                               ab_msg_t *m, ab_error_t *err)
+{
+    long left = (timeout_ms ? timeout_ms : 30000) + 5000; /* the broker answers a timeout */
+    for (; left > 0; left -= 200) {
+        ab_error_clear(err);
+        ab_status_t st = ab_conn_recv(c, cid, doc, m, 200, err);
+        if (st != AB_TIMEOUT || m->op == AB_OP_ERROR)
+            return st;
+        if (invoke_stop) {
+            ab_msg_t cancel = {.op = AB_OP_CANCEL, .cid = cid};
+            ab_error_clear(err);
+            if ((st = ab_conn_send(c, &cancel, NULL, 0, NULL, err)) != AB_OK)
+                return st;
+            ab_error_clear(err);
+            return ab_conn_recv(c, cid, doc, m, 5000, err); /* request_aborted */
+        }
+    }
+    return ab_error_set(err, AB_TIMEOUT, "", "no answer from the broker in time");
+}
+
 int cmd_invoke(int argc, char **argv)
 {
     struct wopts o = {.timeout_ms = 0};
@@ -213,17 +245,28 @@ int cmd_invoke(int argc, char **argv)
     ab_conn_t *c = NULL;
     ab_doc_t *doc = NULL;
     ab_buf_t out = AB_BUF_INIT;
-    ab_action_reply_t r;
+    ab_msg_t m = {.op = AB_OP_NONE_};
+    uint64_t cid = 0;
     ab_conn_opts_t co = {.client_name = "agentbus-invoke"};
+    signal(SIGINT, on_sigint);
+    signal(SIGTERM, on_sigint);
     ab_status_t st = ab_doc_new(&doc) == AB_OK
                          ? ab_conn_new(&c, cli_broker_endpoint(o.broker), &co, &err)
                          : ab_error_set(&err, AB_NOMEM, NULL, "out of memory");
     if (st == AB_OK)
-        st = ab_conn_invoke_action(c, o.agent, o.action, o.payload, o.thread,
-                                   (uint32_t)o.timeout_ms, doc, &r, &err);
+        st = ab_conn_invoke_send(c, o.agent, o.action, o.payload, o.thread, (uint32_t)o.timeout_ms,
+                                 &cid, &err);
     if (st == AB_OK)
-        print_reply(&o, &r, &out);
-    rc = st == AB_OK ? AB_EXIT_OK : fail("invoke", &err);
+        st = wait_answer(c, cid, o.timeout_ms, doc, &m, &err);
+    if (st == AB_OK && m.op != AB_OP_ACTION_REPLY)
+        st = ab_error_set(&err, AB_INVALID_ENVELOPE, "op", "expected action_reply, got %s",
+                          ab_op_name(m.op));
+    if (st == AB_OK)
+        print_reply(&o, &m.u.action_reply, &out);
+    rc = st == AB_OK ? AB_EXIT_OK : st == AB_REQUEST_ABORTED ? 130 : fail("invoke", &err);
+    if (st == AB_REQUEST_ABORTED)
+        fprintf(stderr, "agentbus invoke: aborted: the call was cancelled (the worker may "
+                        "still finish it; its answer reaches nobody)\n");
     ab_buf_free(&out);
     ab_conn_destroy(&c);
     ab_doc_destroy(&doc);

@@ -42,15 +42,15 @@ static ab_status_t payload_of(const char *json, ab_doc_t *pdoc, ab_buf_t *mp, co
     return st;
 }
 
-ab_status_t ab_conn_invoke_action(ab_conn_t *c, const char *agent, const char *action,
-                                  const char *payload_json, const char *thread, uint32_t timeout_ms,
-                                  ab_doc_t *doc, ab_action_reply_t *out, ab_error_t *err)
+ab_status_t ab_conn_invoke_send(ab_conn_t *c, const char *agent, const char *action,
+                                const char *payload_json, const char *thread, uint32_t timeout_ms,
+                                uint64_t *cid, ab_error_t *err)
 {
     if (agent == NULL || action == NULL)
         return ab_error_set(err, AB_INVALID_ARGUMENT, agent ? "action" : "agent", "missing");
     ab_doc_t *pdoc = NULL;
     ab_buf_t mp = AB_BUF_INIT;
-    ab_msg_t req = {.op = AB_OP_INVOKE_ACTION}, m;
+    ab_msg_t req = {.op = AB_OP_INVOKE_ACTION};
     req.u.invoke_action = (ab_invoke_action_t){{agent, strlen(agent)},
                                                {action, strlen(action)},
                                                NULL,
@@ -61,15 +61,28 @@ ab_status_t ab_conn_invoke_action(ab_conn_t *c, const char *agent, const char *a
         st = ab_error_set(err, st, "", "out of memory");
     else if (payload_json)
         st = payload_of(payload_json, pdoc, &mp, &req.u.invoke_action.payload, err);
-    int wait = (int)(timeout_ms ? timeout_ms : 30000) + 5000; /* the broker answers a timeout */
     if (st == AB_OK)
-        st = ab_conn_request(c, &req, NULL, 0, doc, &m, wait, err);
+        st = ab_conn_send(c, &req, NULL, 0, cid, err);
+    ab_doc_destroy(&pdoc);
+    ab_buf_free(&mp);
+    return st;
+}
+
+ab_status_t ab_conn_invoke_action(ab_conn_t *c, const char *agent, const char *action,
+                                  const char *payload_json, const char *thread, uint32_t timeout_ms,
+                                  ab_doc_t *doc, ab_action_reply_t *out, ab_error_t *err)
+{
+    uint64_t cid = 0;
+    ab_msg_t m;
+    int wait = (int)(timeout_ms ? timeout_ms : 30000) + 5000; /* the broker answers a timeout */
+    ab_status_t st =
+        ab_conn_invoke_send(c, agent, action, payload_json, thread, timeout_ms, &cid, err);
+    if (st == AB_OK)
+        st = ab_conn_recv(c, cid, doc, &m, wait, err);
     if (st == AB_OK && m.op != AB_OP_ACTION_REPLY)
         st = ab_error_set(err, AB_INVALID_ENVELOPE, "op", "expected action_reply, got %s",
                           ab_op_name(m.op));
     if (st == AB_OK)
         *out = m.u.action_reply;
-    ab_doc_destroy(&pdoc);
-    ab_buf_free(&mp);
     return st;
 }

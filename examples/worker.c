@@ -6,7 +6,8 @@
  *   worker ENDPOINT NAME AGENT [ACTION...]
  *
  * Action `echo` answers its payload; `fail` answers an invalid_argument
- * error; any other action answers {"agent": ..., "action": ..., "thread": ...}.
+ * error; `sleep` takes the payload's milliseconds (at most 5 s) before it
+ * answers; any other action answers {"agent": ..., "action": ..., "thread": ...}.
  * Prints "worker ready id=ID lease=MS" once registered, and its counters
  * when it stops.
  */
@@ -15,6 +16,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 static volatile sig_atomic_t stop;
 
@@ -32,6 +34,14 @@ static ab_status_t on_action(void *ud, const ab_action_call_t *call, ab_buf_t *r
         return call->payload ? ab_val_to_json(call->payload, result) : AB_OK;
     if (call->action.len == 4 && memcmp(call->action.ptr, "fail", 4) == 0)
         return ab_error_set(err, AB_INVALID_ARGUMENT, "payload", "this action always fails");
+    if (call->action.len == 5 && memcmp(call->action.ptr, "sleep", 5) == 0) {
+        /* work that takes a while: the payload's milliseconds, at most 5 s */
+        long ms = call->payload && call->payload->type == AB_VAL_INT ? (long)call->payload->u.i : 0;
+        ms = ms < 0 ? 0 : ms > 5000 ? 5000 : ms;
+        struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+        nanosleep(&ts, NULL);
+        return ab_buf_append(result, "\"slept\"", 7);
+    }
     char text[1024];
     int n =
         snprintf(text, sizeof(text), "{\"agent\":\"%.*s\",\"action\":\"%.*s\",\"thread\":\"%.*s\"}",

@@ -219,6 +219,18 @@ AB_API AB_NODISCARD ab_status_t ab_conn_invoke_action(ab_conn_t *c, const char *
                                                       ab_error_t *err);
 
 /**
+ * Send the invoke_action of ab_conn_invoke_action() without waiting: its cid
+ * goes to *@p cid. Take the answer with ab_conn_recv(c, cid, ...) (an
+ * `action_reply`, or the error as its status); abort it with a `cancel` of
+ * that cid (ab_conn_send()), which ends it `request_aborted`.
+ * @return AB_OK, AB_INVALID_ARGUMENT (bad JSON, id or action id), AB_IO, AB_NOMEM.
+ */
+AB_API AB_NODISCARD ab_status_t ab_conn_invoke_send(ab_conn_t *c, const char *agent,
+                                                    const char *action, const char *payload_json,
+                                                    const char *thread, uint32_t timeout_ms,
+                                                    uint64_t *cid, ab_error_t *err);
+
+/**
  * Build an event envelope from a JSON body: append to @p out the envelope
  * {v, thread, run, seq, epoch, ts (now), event: <json>}.
  * @return AB_OK, AB_INVALID_ARGUMENT (bad id, bad JSON, not a map) or AB_NOMEM.

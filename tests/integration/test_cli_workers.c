@@ -68,7 +68,8 @@ static void worker_start(wproc_t *w, const char *endpoint)
         dup2(fds[1], STDOUT_FILENO);
         close(fds[0]);
         close(fds[1]);
-        execl(bin, bin, endpoint, "cli-w", "planner", "echo", "fail", "plan", (char *)NULL);
+        execl(bin, bin, endpoint, "cli-w", "planner", "echo", "fail", "plan", "sleep",
+              (char *)NULL);
         _exit(127);
     }
     close(fds[1]);
@@ -120,7 +121,7 @@ static void test_invoke_and_list(void **state)
     assert_int_equal(rc, 0);
     assert_non_null(strstr(out, "\"worker\":\"cli-w\""));
     assert_non_null(strstr(out, "\"name\":\"planner\",\"capacity\":4,\"actions\":[\"echo\","
-                                "\"fail\",\"plan\"]"));
+                                "\"fail\",\"plan\",\"sleep\"]"));
     assert_non_null(strstr(out, "\"calls\":0"));
     rc = it_run_cli(out, "workers --broker %s", t->bp.cmd);
     assert_int_equal(rc, 0);
@@ -142,6 +143,40 @@ static void test_usage_errors(void **state)
     assert_non_null(strstr(out, "0 workers\n"));
     assert_int_equal(it_run_cli(out, "invoke --help"), 0);
     assert_non_null(strstr(out, "--payload JSON"));
+}
+
+/* Ctrl-C on `agentbus invoke` cancels its call (only it): exit 130, the broker frees it. */
+static void test_invoke_interrupted(void **state)
+{
+    it_t *t = *state;
+    IT_REQUIRE_BROKER(t);
+    wproc_t w;
+    worker_start(&w, t->bp.cmd);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        int null = open("/dev/null", O_WRONLY);
+        dup2(null, STDOUT_FILENO);
+        execl(AB_AGENTBUS_BIN, AB_AGENTBUS_BIN, "invoke", "planner", "sleep", "--payload", "4000",
+              "--broker", t->bp.cmd, (char *)NULL);
+        _exit(127);
+    }
+    char out[OUT_MAX];
+    long deadline = ab__mono_ms() + IT_TIMEOUT;
+    bool open_call = false; /* the worker holds the call (it sleeps in it) */
+    while (!open_call && ab__mono_ms() < deadline) {
+        assert_int_equal(it_run_cli(out, "workers --broker %s --json", t->bp.cmd), 0);
+        open_call = strstr(out, "\"calls\":1") != NULL;
+    }
+    assert_true(open_call);
+    assert_int_equal(kill(pid, SIGINT), 0);
+    int st = 0;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 130);
+    assert_int_equal(it_run_cli(out, "workers --broker %s --json", t->bp.cmd), 0);
+    assert_non_null(strstr(out, "\"calls\":0")); /* the cancel ended it in the broker */
+    worker_stop(&w);
 }
 
 static char fixed_cmd[64], fixed_ev[64];
@@ -184,6 +219,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_invoke_and_list, it_setup, teardown_worker),
         cmocka_unit_test_setup_teardown(test_usage_errors, it_setup, teardown_worker),
+        cmocka_unit_test_setup_teardown(test_invoke_interrupted, it_setup, teardown_worker),
         cmocka_unit_test_setup_teardown(test_worker_serves_again_after_restart, setup_fixed_ports,
                                         teardown_worker),
     };
