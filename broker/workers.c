@@ -14,6 +14,10 @@
  *     had already ended.
  *  4. Bounds hold before anything is allocated: workers, registration
  *     bytes, calls in total and per worker, remembered (agent, action) pairs.
+ *  5. due_ms is never later than the earliest lease end or call deadline:
+ *     a new lease or call lowers it, renewals only move deadlines later. So
+ *     ab__workers_tick(), called before every poll of the command loop,
+ *     looks at the workers and calls only once something may be due.
  */
 #include "workers.h"
 
@@ -68,8 +72,16 @@ struct ab__workers {
     uint64_t next_call;
     uint64_t gives;
     uint64_t *seen; /* FNV-1a of agent NUL action, ever served, sorted */
+    int64_t due_ms; /* earliest deadline there may be (invariant 5); 0 = none */
     size_t nseen, cap_seen;
 };
+
+/* A new lease end or call deadline at @p at (invariant 5). */
+static void due_by(ab__workers_t *w, int64_t at)
+{
+    if (w->due_ms == 0 || at < w->due_ms)
+        w->due_ms = at;
+}
 
 /* ---- answering ----------------------------------------------------------- */
 
@@ -335,8 +347,9 @@ static void serve(ab__workers_t *w, zmq_msg_t *id, const ab_msg_t *m, int64_t no
     }
     free(old);
     w->reg_bytes = w->reg_bytes - old_len + size;
-    k->lease_ms = s->lease_ms ? s->lease_ms : AB__WK_LEASE_DEFAULT_MS;
+    k->lease_ms = s->lease_ms ? s->lease_ms : AB_LEASE_MS_DEFAULT;
     k->last_ms = now;
+    due_by(w, now + k->lease_ms);
     remember(w, s->agents, s->nagents);
     ab_msg_t r = {.op = AB_OP_SERVED, .v = m->v, .cid = m->cid};
     r.u.served = (ab_served_t){{k->wid, strlen(k->wid)}, k->lease_ms};
@@ -428,7 +441,7 @@ static bool send_call(ab__workers_t *w, worker_t *k, call_t *c, const ab_msg_t *
     ab_msg_t out = {.op = AB_OP_ACTION_CALL, .v = m->v, .cid = 0};
     out.u.action_call = (ab_action_call_t){
         c->id,      a->agent,  a->action,
-        a->payload, a->thread, a->timeout_ms ? a->timeout_ms : AB__WK_TIMEOUT_DEFAULT_MS};
+        a->payload, a->thread, a->timeout_ms ? a->timeout_ms : AB_ACTION_TIMEOUT_MS_DEFAULT};
     zmq_msg_t wid;
     if (zmq_msg_init_size(&wid, k->ident_len) != 0)
         return false;
@@ -458,7 +471,7 @@ static void invoke(ab__workers_t *w, zmq_msg_t *id, const ab_msg_t *m, int64_t n
     memcpy(c.caller, zmq_msg_data(id), c.caller_len);
     c.cid = m->cid;
     c.v = m->v;
-    c.deadline_ms = now + (a->timeout_ms ? a->timeout_ms : AB__WK_TIMEOUT_DEFAULT_MS);
+    c.deadline_ms = now + (a->timeout_ms ? a->timeout_ms : AB_ACTION_TIMEOUT_MS_DEFAULT);
     memcpy(c.agent, a->agent.ptr, a->agent.len);
     memcpy(c.action, a->action.ptr, a->action.len);
     for (;;) { /* a worker whose connection is gone is dropped; try the next */
@@ -473,6 +486,7 @@ static void invoke(ab__workers_t *w, zmq_msg_t *id, const ab_msg_t *m, int64_t n
             k->calls++;
             k->given = ++w->gives;
             w->calls[w->ncalls++] = c;
+            due_by(w, c.deadline_ms);
             return;
         }
         drop_worker(w, (size_t)(k - w->w), "is gone (its connection refused a call)");
@@ -551,22 +565,22 @@ bool ab__workers_request(ab__workers_t *w, zmq_msg_t *id, const ab_msg_t *m, int
 
 long ab__workers_tick(ab__workers_t *w, int64_t now)
 {
+    if (w->due_ms == 0)
+        return -1;
+    if (now < w->due_ms)
+        return (long)(w->due_ms - now);
     for (size_t i = w->nw; i-- > 0;)
         if (now - w->w[i].last_ms >= (int64_t)w->w[i].lease_ms)
             drop_worker(w, i, "lapsed (no message within its lease)");
     for (size_t i = w->ncalls; i-- > 0;)
         if (now >= w->calls[i].deadline_ms)
             end_call(w, i, AB_TIMEOUT, "no answer within the call's timeout");
-    int64_t next = -1;
-    for (size_t i = 0; i < w->nw; i++) {
-        int64_t d = w->w[i].last_ms + w->w[i].lease_ms - now;
-        next = next < 0 || d < next ? d : next;
-    }
-    for (size_t i = 0; i < w->ncalls; i++) {
-        int64_t d = w->calls[i].deadline_ms - now;
-        next = next < 0 || d < next ? d : next;
-    }
-    return next < 0 ? -1 : (long)(next > 0 ? next : 0);
+    w->due_ms = 0;
+    for (size_t i = 0; i < w->nw; i++)
+        due_by(w, w->w[i].last_ms + w->w[i].lease_ms);
+    for (size_t i = 0; i < w->ncalls; i++)
+        due_by(w, w->calls[i].deadline_ms);
+    return w->due_ms == 0 ? -1 : (long)(w->due_ms > now ? w->due_ms - now : 0);
 }
 
 void ab__workers_stop(ab__workers_t *w)

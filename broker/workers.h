@@ -30,10 +30,6 @@
 #define AB__WK_CALLS            4096
 #define AB__WK_CALLS_PER_WORKER 256
 #define AB__WK_SEEN             65536
-/** Lease the broker grants: asked for, or this default; within [AB_LEASE_MS_MIN, max]. */
-#define AB__WK_LEASE_DEFAULT_MS 10000
-/** Action call timeout when the caller names none. */
-#define AB__WK_TIMEOUT_DEFAULT_MS 30000
 
 typedef struct ab__workers ab__workers_t;
 

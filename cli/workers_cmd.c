@@ -213,7 +213,8 @@ static void on_sigint(int sig)
 static ab_status_t wait_answer(ab_conn_t *c, uint64_t cid, long timeout_ms, ab_doc_t *doc,
                                ab_msg_t *m, ab_error_t *err)
 {
-    long left = (timeout_ms ? timeout_ms : 30000) + 5000; /* the broker answers a timeout */
+    /* the broker itself answers `timeout` when the call's time is up */
+    long left = (timeout_ms ? timeout_ms : AB_ACTION_TIMEOUT_MS_DEFAULT) + 5000;
     for (; left > 0; left -= 200) {
         ab_error_clear(err);
         ab_status_t st = ab_conn_recv(c, cid, doc, m, 200, err);

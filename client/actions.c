@@ -74,7 +74,8 @@ ab_status_t ab_conn_invoke_action(ab_conn_t *c, const char *agent, const char *a
 {
     uint64_t cid = 0;
     ab_msg_t m;
-    int wait = (int)(timeout_ms ? timeout_ms : 30000) + 5000; /* the broker answers a timeout */
+    /* the broker itself answers `timeout` when the call's time is up */
+    int wait = (int)(timeout_ms ? timeout_ms : AB_ACTION_TIMEOUT_MS_DEFAULT) + 5000;
     ab_status_t st =
         ab_conn_invoke_send(c, agent, action, payload_json, thread, timeout_ms, &cid, err);
     if (st == AB_OK)

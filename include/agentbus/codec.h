@@ -481,8 +481,11 @@ typedef struct ab_heartbeat {
 /** Lease lengths a worker may ask for (ms); the broker grants within its own bounds. */
 #define AB_LEASE_MS_MIN 1000
 #define AB_LEASE_MS_MAX 600000
-/** Longest action call a caller may allow (ms). */
-#define AB_ACTION_TIMEOUT_MS_MAX 600000
+/** Longest action call a caller may allow (ms), and the timeout when it names none. */
+#define AB_ACTION_TIMEOUT_MS_MAX     600000
+#define AB_ACTION_TIMEOUT_MS_DEFAULT 30000
+/** The lease a worker gets when its `serve` asks for none (ms). */
+#define AB_LEASE_MS_DEFAULT 10000
 
 /** One agent a worker serves: its name, its capacity and the action ids it handles. */
 typedef struct ab_served_agent {
