@@ -62,21 +62,23 @@ void ab__fanout_flush(ab__fanout_t *f)
 void ab__fanout_event(ab__fanout_t *f, const ab_seq_item_t *it, int64_t time_us)
 {
     ab_stamp_t stamp = {.pos = it->pos, .time_us = time_us};
-    ab_error_t *e = &f->scratch;
-    ab_error_clear(e);
+    ab_error_t *e = &f->scratch; /* clear between calls: cleared again after each failure */
     if (!topic_is(&f->topic, it->ev->thread, it->ev->run)) {
         ab__fanout_flush(f);
         ab_buf_reset(&f->topic);
         if (ab_topic_event(&f->topic, it->ev->thread, it->ev->run, e) != AB_OK) {
             ab_buf_reset(&f->topic);
+            ab_error_clear(e);
             return;
         }
     }
     if (f->live_n > 0 && f->live.len + it->len + AB_CHUNK_RECORD_OVERHEAD > AB_LIVE_BYTES_MAX)
         ab__fanout_flush(f);
     /* the one copy of the event on its way to subscribers (invariant 2) */
-    if (ab_record_append(&f->live, &stamp, it->bytes, it->len, e) != AB_OK)
+    if (ab_record_append(&f->live, &stamp, it->bytes, it->len, e) != AB_OK) {
+        ab_error_clear(e);
         return; /* out of memory: a live loss, which subscribers fill from the store */
+    }
     if (++f->live_n >= AB_LIVE_EVENTS_MAX || f->live.len >= AB_LIVE_BYTES_MAX)
         ab__fanout_flush(f);
 }

@@ -48,7 +48,7 @@ typedef struct reader {
     ab_buf_t chunk;     /**< the records frame (invariant 5), reused */
     uint32_t nrec;      /**< records in chunk */
     ab_buf_t buf;       /**< header encoding */
-    ab_error_t scratch; /**< row_cb's encode error: reset per row, never zeroed whole */
+    ab_error_t scratch; /**< row_cb's encode error: clear, set only by a failure, then cleared */
     ab_status_t cb_status;
 } reader_t;
 
@@ -80,9 +80,10 @@ static uint64_t run_cursor(const ab_replay_t *rq, ab_str_t run)
 /* Append one record (invariant 5) to the chunk; on failure the chunk is unchanged. */
 static int add_record(reader_t *r, const ab_stamp_t *st, const void *ev, size_t len)
 {
-    ab_error_clear(&r->scratch);
-    if (ab_record_append(&r->chunk, st, ev, len, &r->scratch) != AB_OK)
+    if (ab_record_append(&r->chunk, st, ev, len, &r->scratch) != AB_OK) {
+        ab_error_clear(&r->scratch); /* clear again for the next row */
         return -1;
+    }
     r->nrec++;
     return 0;
 }

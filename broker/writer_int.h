@@ -28,13 +28,14 @@
  */
 typedef struct ab__fanout {
     ab__shared_t *b;
-    void *xpub;         /**< bound at start-up, used by the writer thread only */
-    ab_buf_t topic;     /**< topic of the live message being built (reused while it matches) */
-    ab_buf_t live;      /**< its records frame */
-    uint32_t live_n;    /**< records in it */
-    ab_buf_t hb;        /**< heartbeat encoding */
-    ab_error_t scratch; /**< per-event encode error: reset per event, never zeroed whole */
-    int64_t next_hb;    /**< ab__mono_ms() when the next heartbeat is due */
+    void *xpub;      /**< bound at start-up, used by the writer thread only */
+    ab_buf_t topic;  /**< topic of the live message being built (reused while it matches) */
+    ab_buf_t live;   /**< its records frame */
+    uint32_t live_n; /**< records in it */
+    ab_buf_t hb;     /**< heartbeat encoding */
+    ab_error_t
+        scratch;     /**< per-event encode error: clear, set only by a failure and then cleared */
+    int64_t next_hb; /**< ab__mono_ms() when the next heartbeat is due */
 } ab__fanout_t;
 
 /** Set up @p f on broker @p b's XPUB socket; the first heartbeat is due now. */
