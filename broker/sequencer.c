@@ -278,7 +278,8 @@ static void stage_one(ab_seq_t *s, ab_seq_item_t *it)
             rej_add(s, it->ev, it->err.code ? it->err.code : AB_INVALID_EVENT);
         return;
     }
-    ab_error_clear(&it->err);
+    if (it->err.code != AB_OK) /* the command thread hands items over clear (sequencer.h) */
+        ab_error_clear(&it->err);
     it->pos = 0;
     const ab__seq_rej_t *prior = rej_find(s, it->ev);
     if (prior) {
