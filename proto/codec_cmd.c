@@ -18,7 +18,7 @@
  *     end of this file: a run head becomes an ab_head_t view, a replay
  *     request the ab_read_t that starts it.
  */
-#include "codec_internal.h"
+#include "codec_spec.h"
 
 #include <inttypes.h>
 #include <stddef.h>
@@ -90,7 +90,7 @@ static bool op_eq(const ab_fspec_t *f, const char *a, const char *b)
     return true; /* compared by ab_msg_equal() */
 }
 
-static const ab_ftype_t ft_op = {op_dec, op_enc, op_true, op_eq};
+const ab_ftype_t ab__ft_op = {op_dec, op_enc, op_true, op_eq};
 
 /* ---- enum names --------------------------------------------------------- */
 
@@ -102,61 +102,7 @@ static const char *const outcome_names[] = {
     [AB_OUTCOME_INTERRUPT] = "interrupt",
     [AB_OUTCOME_CANCELLED] = "cancelled",
 };
-#define NAMES(a) .names = a, .nnames = sizeof(a) / sizeof(a[0])
 
-/* ---- field table helpers ------------------------------------------------ */
-
-#define REQ  AB_F_REQ
-#define MIN1 AB_F_MIN1
-#define M(x) offsetof(ab_msg_t, x)
-#define SPEC(a, sz)                                                                                \
-    {                                                                                              \
-        .fields = a, .n = sizeof(a) / sizeof(a[0]), .size = sz                                     \
-    }
-#define SPECX(a, sz, ...)                                                                          \
-    {                                                                                              \
-        .fields = a, .n = sizeof(a) / sizeof(a[0]), .size = sz, __VA_ARGS__                        \
-    }
-#define F_OP                                                                                       \
-    {                                                                                              \
-        .key = "op", .type = &ft_op, .flags = REQ                                                  \
-    }
-#define F_V                                                                                        \
-    {                                                                                              \
-        .key = "v", .type = &ab__ft_ver, .off = M(v), .flags = REQ                                 \
-    }
-#define F_VOPT                                                                                     \
-    {                                                                                              \
-        .key = "v", .type = &ab__ft_ver, .off = M(v)                                               \
-    }
-#define F_CID                                                                                      \
-    {                                                                                              \
-        .key = "cid", .type = &ab__ft_u64, .off = M(cid), .flags = REQ                             \
-    }
-#define HDR F_OP, F_V, F_CID
-#define ID(k, o)                                                                                   \
-    {                                                                                              \
-        .key = k, .type = &ab__ft_id, .off = (o), .flags = REQ                                     \
-    }
-#define U64(k, o, fl)                                                                              \
-    {                                                                                              \
-        .key = k, .type = &ab__ft_u64, .off = (o), .flags = (fl)                                   \
-    }
-#define STR(k, o, fl, mx)                                                                          \
-    {                                                                                              \
-        .key = k, .type = &ab__ft_str, .off = (o), .flags = (fl), .max = (mx)                      \
-    }
-
-/* Typed pointer store/load for lists of structs. */
-#define LIST_IO(T, name)                                                                           \
-    static void name##_store(char *slot, void *p)                                                  \
-    {                                                                                              \
-        *(const T **)(void *)slot = p;                                                             \
-    }                                                                                              \
-    static const void *name##_load(const char *slot)                                               \
-    {                                                                                              \
-        return *(const T *const *)(const void *)slot;                                              \
-    }
 LIST_IO(ab_run_ref_t, runref)
 LIST_IO(ab_head_t, head)
 LIST_IO(ab_result_t, result)
@@ -542,20 +488,6 @@ static const ab_fspec_t workers_reply_f[] = {HDR,
                                               .max = AB_WORKERS_MAX,
                                               .sub = &worker_info_spec}};
 
-#define ACTION_ID(k, o) STR(k, o, REQ | MIN1, AB_ACTION_ID_MAX)
-#define ANY(k, o)                                                                                  \
-    {                                                                                              \
-        .key = k, .type = &ab__ft_any, .off = (o)                                                  \
-    }
-#define TIMEOUT(o, fl)                                                                             \
-    {                                                                                              \
-        .key = "timeout_ms", .type = &ab__ft_u32, .off = (o), .flags = (fl),                       \
-        .max = AB_ACTION_TIMEOUT_MS_MAX                                                            \
-    }
-#define OPT_ID(k, o)                                                                               \
-    {                                                                                              \
-        .key = k, .type = &ab__ft_id, .off = (o)                                                   \
-    }
 static const ab_fspec_t invoke_action_f[] = {HDR,
                                              ID("agent", M(u.invoke_action.agent)),
                                              ACTION_ID("action", M(u.invoke_action.action)),
@@ -638,6 +570,8 @@ static const ab_ospec_t *spec_of(const ab_msg_t *m)
 {
     if (m->op <= AB_OP_NONE_ || m->op >= AB_OP_COUNT_)
         return NULL;
+    if (m->op >= AB_OP_START_RUN)
+        return ab__dispatch_spec(m->op);
     if (m->op == AB_OP_REPLAY) {
         ab_replay_scope_t s = m->u.replay.scope;
         return s >= AB_REPLAY_RUN && s <= AB_REPLAY_ALL ? &replay_specs[s] : NULL;
@@ -675,6 +609,8 @@ static const ab_ospec_t *spec_for_decode(ab_cctx_t *c, ab_op_t op, const ab_val_
         }
         return thread ? &heads_thread_spec : &op_specs[op];
     }
+    if (op >= AB_OP_START_RUN)
+        return ab__dispatch_spec(op);
     if (op != AB_OP_REPLAY)
         return &op_specs[op];
     const ab_val_t *scope = ab_val_get(root, "scope");

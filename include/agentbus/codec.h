@@ -238,7 +238,20 @@ AB_API AB_NODISCARD ab_status_t ab_topic_thread_prefix(ab_buf_t *out, ab_str_t t
     X(ACTION_REPLY, "action_reply", false)                                                         \
     X(ACTION_CALL, "action_call", false)                                                           \
     X(ACTION_RESULT, "action_result", true)                                                        \
-    X(ACTION_ACK, "action_ack", false)
+    X(ACTION_ACK, "action_ack", false)                                                             \
+    X(START_RUN, "start_run", true)                                                                \
+    X(RUN_ACCEPTED, "run_accepted", false)                                                         \
+    X(ASSIGN, "assign", false)                                                                     \
+    X(DECLINE, "decline", true)                                                                    \
+    X(DECLINED, "declined", false)                                                                 \
+    X(CANCEL_RUN, "cancel_run", true)                                                              \
+    X(CANCEL_REPLY, "cancel_reply", false)                                                         \
+    X(RUN_CANCEL, "run_cancel", false)                                                             \
+    X(RESUME_RUN, "resume_run", true)                                                              \
+    X(ABANDON_RUN, "abandon_run", true)                                                            \
+    X(ABANDONED, "abandoned", false)                                                               \
+    X(REQUESTS, "requests", true)                                                                  \
+    X(REQUESTS_REPLY, "requests_reply", false)
 
 /** Message kinds. AB_OP_NONE_ is never on the wire. */
 typedef enum ab_op {
@@ -566,6 +579,152 @@ typedef struct ab_action_ack {
     bool delivered; /**< false: the caller had gone, aborted or timed out */
 } ab_action_ack_t;
 
+/* ---- dispatch (PROTOCOL.md 7.12 - 7.16) ------------------------------------ */
+
+/** Longest `reason` of decline, cancel_run, run_cancel and abandon_run, in bytes. */
+#define AB_REASON_MAX 1024
+/** Most requests one `requests` answer lists, and how many when `limit` is omitted. */
+#define AB_REQUESTS_LIMIT_MAX     1000
+#define AB_REQUESTS_LIMIT_DEFAULT 100
+
+/** start_run `if_busy`: what to do when the thread already has a dispatched run. */
+typedef enum ab_if_busy {
+    AB_IF_BUSY_OMIT = 0,  /**< not on the wire: enqueue */
+    AB_IF_BUSY_ENQUEUE,   /**< "enqueue": wait behind it */
+    AB_IF_BUSY_REJECT,    /**< "reject": answer `conflict` */
+    AB_IF_BUSY_INTERRUPT, /**< "interrupt": cancel the active run, then run this one */
+} ab_if_busy_t;
+
+/** What cancel_run did. */
+typedef enum ab_cancel_outcome {
+    AB_CANCEL_DEQUEUED = 1, /**< "dequeued": the request was queued (or assigned, not started) */
+    AB_CANCEL_DELIVERED,    /**< "delivered": the owner got run_cancel */
+    AB_CANCEL_NO_OWNER,     /**< "no_owner": the run has started, its owner is not live */
+    AB_CANCEL_ENDED,        /**< "ended": the run had already ended */
+} ab_cancel_outcome_t;
+
+/** Wire name of a request state ("queued"); "?" when out of range or AB_REQ_NONE. */
+AB_API const char *ab_request_state_name(ab_request_state_t s);
+
+/** START_RUN: ask the broker to run @p agent on @p thread. */
+typedef struct ab_start_run {
+    ab_str_t agent;        /**< an id */
+    ab_str_t thread;       /**< an id */
+    ab_str_t run;          /**< optional id (ptr NULL = the broker makes one) */
+    const ab_val_t *input; /**< the RunAgentInput, a map (required) */
+    ab_str_t key;          /**< idempotency key, an id */
+    ab_if_busy_t if_busy;  /**< AB_IF_BUSY_OMIT = enqueue */
+} ab_start_run_t;
+
+/** RUN_ACCEPTED: the request a start_run or resume_run made (or its key named). */
+typedef struct ab_run_accepted {
+    uint64_t request; /**< >= 1 */
+    ab_str_t agent;
+    ab_str_t thread;
+    ab_str_t run;
+    ab_request_state_t state; /**< now */
+    uint64_t position;        /**< queued: requests of the agent ahead of it; else 0 */
+    bool existing;            /**< the key named an earlier request: this is its answer */
+} ab_run_accepted_t;
+
+/** ASSIGN: broker -> worker, unsolicited (cid 0): run this request. */
+typedef struct ab_assign {
+    uint64_t request;
+    ab_str_t agent;
+    ab_str_t thread;
+    ab_str_t run;
+    const ab_val_t *input; /**< the RunAgentInput (a map), threadId and runId set */
+    uint64_t epoch;        /**< the claim epoch to publish the run with, >= 1 */
+    uint32_t attempt;      /**< 1 for the first assignment of the request */
+} ab_assign_t;
+
+/** DECLINE: worker -> broker: give an assignment back before its RUN_STARTED. */
+typedef struct ab_decline {
+    uint64_t request;
+    uint64_t epoch;  /**< the assignment's */
+    ab_str_t reason; /**< optional, 0..AB_REASON_MAX bytes */
+} ab_decline_t;
+
+typedef struct ab_declined {
+    uint64_t request;
+    ab_request_state_t state; /**< after the decline (queued again, or what it had become) */
+} ab_declined_t;
+
+/** CANCEL_RUN: cancel run @p run of @p thread (queued, assigned or started). */
+typedef struct ab_cancel_run {
+    ab_str_t thread;
+    ab_str_t run;
+    ab_str_t reason; /**< optional */
+} ab_cancel_run_t;
+
+typedef struct ab_cancel_reply {
+    ab_str_t thread;
+    ab_str_t run;
+    ab_cancel_outcome_t outcome;
+    uint64_t request; /**< the run's request, 0 = omit (a run not dispatched) */
+} ab_cancel_reply_t;
+
+/** RUN_CANCEL: broker -> owner, unsolicited (cid 0): end this run with outcome cancelled. */
+typedef struct ab_run_cancel {
+    uint64_t request;
+    ab_str_t thread;
+    ab_str_t run;
+    uint64_t epoch;
+    ab_str_t reason; /**< optional */
+} ab_run_cancel_t;
+
+/** RESUME_RUN: answer every pending interrupt of @p run and queue the run that continues it. */
+typedef struct ab_resume_run {
+    ab_str_t thread;
+    ab_str_t run;           /**< the interrupted run */
+    const ab_val_t *resume; /**< ResumeEntry array, one per pending interrupt (required) */
+    ab_str_t key;           /**< idempotency key of the new request */
+    ab_str_t agent;         /**< optional: required when the interrupted run was not dispatched */
+    ab_str_t new_run;       /**< optional id of the replacement run */
+    const ab_val_t *input;  /**< optional map: more RunAgentInput members (messages ...) */
+} ab_resume_run_t;
+
+/** ABANDON_RUN: end a started run whose owner is gone with a broker-authored RUN_ERROR. */
+typedef struct ab_abandon_run {
+    ab_str_t thread;
+    ab_str_t run;
+    ab_str_t reason; /**< optional: the RUN_ERROR's message */
+} ab_abandon_run_t;
+
+typedef struct ab_abandoned {
+    ab_str_t thread;
+    ab_str_t run;
+    uint64_t seq; /**< the RUN_ERROR's seq */
+    uint64_t pos; /**< its commit position */
+} ab_abandoned_t;
+
+/** REQUESTS: list run requests. */
+typedef struct ab_requests {
+    ab_request_state_t state; /**< AB_REQ_NONE = every open one (queued, assigned, started) */
+    ab_str_t agent;           /**< optional id */
+    uint64_t after;           /**< list requests with a larger id (0 = from the start) */
+    uint32_t limit;           /**< 1..AB_REQUESTS_LIMIT_MAX; 0 = omit (default) */
+} ab_requests_t;
+
+typedef struct ab_request_info {
+    uint64_t request;
+    ab_str_t agent;
+    ab_str_t thread;
+    ab_str_t run;
+    ab_request_state_t state;
+    ab_str_t worker; /**< the assignment's worker name; ptr NULL = none */
+    uint64_t epoch;  /**< 0 = none */
+    uint32_t attempts;
+    bool orphaned;      /**< started, and no live worker of that name */
+    int64_t created_us; /**< Unix microseconds */
+} ab_request_info_t;
+
+typedef struct ab_requests_reply {
+    const ab_request_info_t *requests; /**< 0..AB_REQUESTS_LIMIT_MAX, in id order */
+    size_t nrequests;
+    bool more; /**< more match after the last one listed */
+} ab_requests_reply_t;
+
 /**
  * One command, reply or heartbeat header. `v` is required except in hello
  * and error, where 0 means absent. `cid` is the correlation id (0 = none);
@@ -602,6 +761,19 @@ typedef struct ab_msg {
         ab_action_call_t action_call;
         ab_action_result_t action_result;
         ab_action_ack_t action_ack;
+        ab_start_run_t start_run;
+        ab_run_accepted_t run_accepted;
+        ab_assign_t assign;
+        ab_decline_t decline;
+        ab_declined_t declined;
+        ab_cancel_run_t cancel_run;
+        ab_cancel_reply_t cancel_reply;
+        ab_run_cancel_t run_cancel;
+        ab_resume_run_t resume_run;
+        ab_abandon_run_t abandon_run;
+        ab_abandoned_t abandoned;
+        ab_requests_t requests;
+        ab_requests_reply_t requests_reply;
     } u;
 } ab_msg_t;
 
