@@ -69,14 +69,15 @@ static const char *missing_function(const ab_plugin_t *p)
 bool ab__plugin_dispatches(const ab_plugin_t *p)
 {
     return p && p->request_put && p->request_get && p->request_by_key && p->request_move &&
-           p->request_list && p->request_thread_open && p->request_position;
+           p->request_list && p->request_thread_open && p->request_position && p->request_by_run;
 }
 
 /* Whether the request entries are all set or all NULL (plugin.h). */
 static bool requests_whole(const ab_plugin_t *p)
 {
     bool any = p->request_put || p->request_get || p->request_by_key || p->request_move ||
-               p->request_list || p->request_thread_open || p->request_position;
+               p->request_list || p->request_thread_open || p->request_position ||
+               p->request_by_run;
     return !any || ab__plugin_dispatches(p);
 }
 

@@ -303,6 +303,15 @@ ab_status_t ab__store_request_by_key(ab_store_t *st, ab_str_t key, ab_request_t 
                                      ab_buf_t *input, ab_error_t *err) AB_NODISCARD;
 
 /**
+ * The request of run @p run of @p thread (the plugin's request_by_run),
+ * whatever its state; its input into @p input unless NULL.
+ * @return as ab__store_request_get() (AB_NOT_FOUND: field "run").
+ */
+ab_status_t ab__store_request_by_run(ab_store_t *st, ab_str_t thread, ab_str_t run,
+                                     ab_request_t *out, ab_buf_t *input,
+                                     ab_error_t *err) AB_NODISCARD;
+
+/**
  * Move request @p id (the plugin's request_move) if it is still in
  * mv->expect_state with epoch mv->expect_epoch: set state, worker and
  * epoch, updated_us to now, and attempts + 1 when the new state is

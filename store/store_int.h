@@ -65,6 +65,7 @@ enum {
 enum {
     RQ_BY_ID,
     RQ_BY_KEY,
+    RQ_BY_RUN,
     RQ_INSERT,
     RQ_MOVE,
     RQ_LIST_STATE,

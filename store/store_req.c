@@ -35,6 +35,7 @@ static const char *const STATE_TEXT[] = {NULL,      "queued",    "assigned",
 static const char *const RQ_SQL[RQ_COUNT_] = {
     [RQ_BY_ID] = "SELECT " REQ_COLS ", input FROM requests WHERE id = ?1",
     [RQ_BY_KEY] = "SELECT " REQ_COLS ", input FROM requests WHERE key = ?1",
+    [RQ_BY_RUN] = "SELECT " REQ_COLS ", input FROM requests WHERE thread = ?1 AND run = ?2",
     [RQ_INSERT] = "INSERT INTO requests(key, agent, thread, run, run_named, state, created_us,"
                   " updated_us, input) VALUES(?1, ?2, ?3, ?4, ?5, 'queued', ?6, ?6, ?7)"
                   " RETURNING " REQ_COLS,
@@ -311,6 +312,21 @@ ab_status_t ab__store_request_by_key(ab_store_t *st, ab_str_t key, ab_request_t 
         return s;
     sqlite3_bind_text(st->rq[RQ_BY_KEY], 1, key.ptr, (int)key.len, SQLITE_STATIC);
     return get_row(st, RQ_BY_KEY, "key", out, input, err);
+}
+
+ab_status_t ab__store_request_by_run(ab_store_t *st, ab_str_t thread, ab_str_t run,
+                                     ab_request_t *out, ab_buf_t *input, ab_error_t *err)
+{
+    if (!st || !out)
+        return ab_error_set(err, AB_INVALID_ARGUMENT, "store", "store: NULL handle or out");
+    ab_status_t s = ab__store_check_id(thread, "thread", err);
+    if (s == AB_OK)
+        s = ab__store_check_id(run, "run", err);
+    if (s != AB_OK)
+        return s;
+    sqlite3_bind_text(st->rq[RQ_BY_RUN], 1, thread.ptr, (int)thread.len, SQLITE_STATIC);
+    sqlite3_bind_text(st->rq[RQ_BY_RUN], 2, run.ptr, (int)run.len, SQLITE_STATIC);
+    return get_row(st, RQ_BY_RUN, "run", out, input, err);
 }
 
 /* The moves of ab_request_state_t (invariant 3). */

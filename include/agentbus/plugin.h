@@ -156,6 +156,10 @@ typedef struct ab_plugin {
     /** Queued requests of the same agent ahead of @p id (0 = next). */
     ab_status_t (*request_position)(ab_plugin_db_t *db, uint64_t id, uint64_t *ahead,
                                     ab_error_t *err);
+    /** The request of run @p run of @p thread, whatever its state, as request_get
+     *  (AB_NOT_FOUND when no request names that run). */
+    ab_status_t (*request_by_run)(ab_plugin_db_t *db, ab_str_t thread, ab_str_t run,
+                                  ab_request_t *out, ab_buf_t *input, ab_error_t *err);
 } ab_plugin_t;
 
 /** Signature of the exported entry point. */
