@@ -180,3 +180,21 @@ ab_status_t ab_agui_validate(const ab_val_t *event, ab_agui_mode_t mode, ab_agui
         *info = scratch;
     return rc;
 }
+
+ab_status_t ab_agui_validate_input(const ab_val_t *input, ab_agui_mode_t mode, ab_agui_warn_cb warn,
+                                   void *ud, ab_error_t *err)
+{
+    ab_agui_info_t scratch;
+    memset(&scratch, 0, sizeof(scratch));
+    ab__ctx_t c = {mode != AB_AGUI_LENIENT, warn, ud, err, &scratch};
+    ab__path_t root = {NULL, "input", 5, 0};
+    if (!input)
+        return ab__agui_fail(&c, &root, "no input");
+    if (input->type != AB_VAL_MAP)
+        return ab__agui_fail(&c, &root, "expected RunAgentInput object, got %s",
+                             ab_val_type_name(input->type));
+    ab_status_t rc = ab__agui_check_object(&c, input, &ab__agui_run_input, &root);
+    if (rc != AB_OK && err && err->field[0] == '/') /* a command's field: no leading slash */
+        memmove(err->field, err->field + 1, strlen(err->field));
+    return rc;
+}

@@ -139,6 +139,17 @@ AB_API AB_NODISCARD ab_status_t ab_agui_validate(const ab_val_t *event, ab_agui_
                                                  ab_agui_warn_cb warn, void *ud,
                                                  ab_agui_info_t *info, ab_error_t *err);
 
+/**
+ * Validate a RunAgentInput as a client sends it (start_run, resume_run):
+ * the members and their types of reference section 3. Field paths start
+ * at "input" with no leading slash (err->field "input/messages/0/role"),
+ * as the paths of a command's fields are (docs/PROTOCOL.md 8.2).
+ * @return AB_OK or AB_INVALID_EVENT.
+ */
+AB_API AB_NODISCARD ab_status_t ab_agui_validate_input(const ab_val_t *input, ab_agui_mode_t mode,
+                                                       ab_agui_warn_cb warn, void *ud,
+                                                       ab_error_t *err);
+
 /* ---- lifecycle -------------------------------------------------------- */
 
 /** Limits of one lifecycle checker (its memory bound). */
