@@ -475,6 +475,58 @@ free_job:
     ab__job_free(job);
 }
 
+/* A job whose request travels as its re-encoded header (dispatch.h). */
+static ab_job_t *raw_job(cmd_t *c, ab_job_kind_t kind, zmq_msg_t *id, const ab_msg_t *m)
+{
+    ab_job_t *job = job_new(kind, id, kind == AB_JOB_DISPATCH ? m : NULL);
+    ab_buf_t buf = AB_BUF_INIT;
+    if (job != NULL && m != NULL && ab_msg_encode(m, &buf, NULL) != AB_OK) {
+        ab__job_free(job);
+        job = NULL;
+    }
+    if (job != NULL) {
+        job->raw = buf.data;
+        job->raw_len = buf.len;
+    } else {
+        ab_buf_free(&buf);
+    }
+    (void)c;
+    return job;
+}
+
+static void to_dispatch(cmd_t *c, zmq_msg_t *id, const ab_msg_t *m)
+{
+    if (!queue_reserve(c, id, m, 1, 0))
+        return;
+    ab_job_t *job = raw_job(c, AB_JOB_DISPATCH, id, m);
+    if (job == NULL) {
+        atomic_fetch_sub(&c->b->in_flight, 1);
+        reply_code(c, id, m->v, m->cid, AB_NOMEM, "", "out of memory");
+        return;
+    }
+    job->weight = 1;
+    to_writer(c, id, job);
+}
+
+/* The workers hook: dispatch on the writer learns who is live (workers.h). */
+static void worker_news(void *ud, const char *wid, const uint8_t *ident, size_t len,
+                        const ab_msg_t *serve)
+{
+    cmd_t *c = ud;
+    zmq_msg_t id;
+    zmq_msg_init_size(&id, len);
+    memcpy(zmq_msg_data(&id), ident, len);
+    ab_job_t *job = raw_job(c, serve ? AB_JOB_WORKER_UP : AB_JOB_WORKER_DOWN, &id, serve);
+    zmq_msg_close(&id);
+    if (job == NULL) {
+        ab__log(AB_LOG_WARN, "dispatch: out of memory telling the writer about worker %s", wid);
+        return;
+    }
+    snprintf(job->wid, sizeof(job->wid), "%s", wid);
+    if (ab__job_send(c->wsock, job) != 0)
+        ab__job_free(job);
+}
+
 static void dispatch(cmd_t *c, zmq_msg_t *id, const ab_msg_t *m)
 {
     switch (m->op) {
@@ -494,6 +546,11 @@ static void dispatch(cmd_t *c, zmq_msg_t *id, const ab_msg_t *m)
     case AB_OP_REPLAY:
     case AB_OP_CREDIT:
     case AB_OP_SNAPSHOT: to_reader(c, id, m); return;
+    case AB_OP_START_RUN:
+    case AB_OP_DECLINE:
+    case AB_OP_CANCEL_RUN:
+    case AB_OP_RESUME_RUN:
+    case AB_OP_REQUESTS: to_dispatch(c, id, m); return;
     default: break;
     }
     ab_error_t e = AB_ERROR_INIT;
@@ -622,6 +679,8 @@ static void begin_stop(cmd_t *c)
 {
     c->stopping = true;
     ab__log(AB_LOG_INFO, "shutting down: finishing queued requests");
+    if (c->wk != NULL)
+        ab__workers_set_hook(c->wk, NULL, NULL); /* the writer gets nothing after its stop job */
     ab__workers_stop(c->wk);
     ab_job_t *stop = job_new(AB_JOB_STOP, NULL, NULL);
     if (stop == NULL || ab__job_send(c->wsock, stop) != 0) {
@@ -664,6 +723,7 @@ int ab__cmd_loop(ab__shared_t *b, void *router, void *wsock, void **rsocks, int 
         ab__workers_destroy(&c.wk);
         return 1;
     }
+    ab__workers_set_hook(c.wk, worker_news, &c);
     items[0] = (zmq_pollitem_t){.fd = sigfd, .events = ZMQ_POLLIN};
     items[1] = (zmq_pollitem_t){.socket = router, .events = ZMQ_POLLIN};
     items[2] = (zmq_pollitem_t){.socket = wsock, .events = ZMQ_POLLIN};

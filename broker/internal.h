@@ -57,6 +57,9 @@ typedef enum ab_job_kind {
     AB_JOB_STOP,
     AB_JOB_GONE,        /**< command -> reader: the connection `identity` is gone */
     AB_JOB_UNDELIVERED, /**< command -> reader: a replay_chunk (cid, bytes) was dropped */
+    AB_JOB_DISPATCH,    /**< command -> writer: a dispatch request (raw: its header) */
+    AB_JOB_WORKER_UP,   /**< command -> writer: worker wid registered (raw: its serve) */
+    AB_JOB_WORKER_DOWN, /**< command -> writer: worker wid is gone (raw: NULL) */
 } ab_job_kind_t;
 
 /** One request handed from the command thread to a worker. */
@@ -84,6 +87,10 @@ typedef struct ab_job {
     ab_cursor_t *cursors;
     char *strings;   /**< backing store of the copied strings */
     uint32_t chunks; /**< CREDIT */
+    /* DISPATCH, WORKER_UP: the request's header, re-encoded; WORKER_*: the worker */
+    uint8_t *raw;
+    size_t raw_len;
+    char wid[24];
 } ab_job_t;
 
 /** Free a job and everything it owns (NULL-safe). */

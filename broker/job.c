@@ -57,6 +57,7 @@ void ab__job_free(ab_job_t *job)
     free(job->refs);
     free(job->cursors);
     free(job->strings);
+    free(job->raw);
     free(job);
 }
 

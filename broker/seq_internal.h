@@ -181,6 +181,9 @@ void ab__seq_thr_end(ab_seq_t *s, bool committed);
 /** Bytes the thread states hold, and their number. */
 size_t ab__seq_thr_memory(const ab_seq_t *s);
 
+/** The resume state of @p thread: cached, else loaded from the store (LRU-bounded). */
+ab_status_t ab__seq_thr_get(ab_seq_t *s, ab_str_t thread, ab__seq_thr_t **out, ab_error_t *err);
+
 /** Resume rules of @p it (top-level, with input) against the state @p t (seq_resume.c). */
 ab_status_t ab__seq_resume_check(ab_seq_t *s, const ab__seq_thr_t *t, const ab_seq_item_t *it,
                                  ab_error_t *err);

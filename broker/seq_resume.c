@@ -248,10 +248,10 @@ static ab_status_t refuse(ab_error_t *err, const char *field, const char *id, si
 #define ID(p, l) utf8_len(p, l, 40), p
 
 static ab_status_t unknown_id(const ab__seq_thr_t *t, const ab_val_t *id, size_t j, bool pending,
-                              ab_error_t *err)
+                              const char *pre, ab_error_t *err)
 {
     char field[AB_ERROR_FIELD_MAX];
-    snprintf(field, sizeof(field), "event/input/resume/%zu/interruptId", j);
+    snprintf(field, sizeof(field), "%s/%zu/interruptId", pre, j);
     if (pending)
         return refuse(err, field, id->u.s, id->len,
                       "interrupt %.*s is not pending: run %.*s of thread %.*s did not raise it",
@@ -270,7 +270,7 @@ static ab_status_t unknown_id(const ab__seq_thr_t *t, const ab_val_t *id, size_t
 
 /* Match each resume entry; AB_OK when all are fine (the missing ones are left unseen). */
 static ab_status_t entries(ab_seq_t *s, const ab__seq_thr_t *t, pint_t *p, size_t n,
-                           const ab_val_t *resume, ab_error_t *err)
+                           const ab_val_t *resume, const char *pre, ab_error_t *err)
 {
     char field[AB_ERROR_FIELD_MAX];
     for (uint32_t j = 0; resume && j < resume->len; j++) {
@@ -278,16 +278,16 @@ static ab_status_t entries(ab_seq_t *s, const ab__seq_thr_t *t, pint_t *p, size_
         const ab_val_t *id = ab_val_get(e, "interruptId");
         pint_t *f = lookup(p, n, id);
         if (!f)
-            return unknown_id(t, id, j, true, err);
+            return unknown_id(t, id, j, true, pre, err);
         if (f->seen >= 0) {
-            snprintf(field, sizeof(field), "event/input/resume/%u/interruptId", j);
+            snprintf(field, sizeof(field), "%s/%u/interruptId", pre, j);
             return refuse(err, field, f->id, f->len,
                           "interrupt %.*s is answered twice (first by input.resume/%lld)",
                           ID(f->id, f->len), (long long)f->seen);
         }
         f->seen = j;
         if (ab_val_str_eq(ab_val_get(e, "status"), "resolved") && expired(f->expires, s->now_us)) {
-            snprintf(field, sizeof(field), "event/input/resume/%u/status", j);
+            snprintf(field, sizeof(field), "%s/%u/status", pre, j);
             return refuse(err, field, f->id, f->len,
                           "interrupt %.*s expired at %.*s: it can only be cancelled",
                           ID(f->id, f->len), ID(f->expires->u.s, f->expires->len));
@@ -297,7 +297,7 @@ static ab_status_t entries(ab_seq_t *s, const ab__seq_thr_t *t, pint_t *p, size_
 }
 
 static ab_status_t cover(ab_seq_t *s, const ab__seq_thr_t *t, const ab_val_t *ints,
-                         const ab_val_t *resume, ab_error_t *err)
+                         const ab_val_t *resume, const char *pre, ab_error_t *err)
 {
     size_t n = ints->len;
     pint_t *p = malloc(n * sizeof(*p));
@@ -308,18 +308,18 @@ static ab_status_t cover(ab_seq_t *s, const ab__seq_thr_t *t, const ab_val_t *in
         p[i] = (pint_t){id->u.s, id->len, i, -1, ab_val_get(&ints->u.items[i], "expiresAt")};
     }
     qsort(p, n, sizeof(*p), pint_cmp);
-    ab_status_t rc = entries(s, t, p, n, resume, err);
+    ab_status_t rc = entries(s, t, p, n, resume, pre, err);
     const pint_t *miss = NULL;
     for (size_t i = 0; rc == AB_OK && i < n; i++)
         if (p[i].seen < 0 && (!miss || p[i].idx < miss->idx))
             miss = &p[i];
     if (miss && !resume)
-        rc = refuse(err, "event/input/resume", miss->id, miss->len,
+        rc = refuse(err, pre, miss->id, miss->len,
                     "input has no resume, but run %.*s ended with %zu pending interrupts (first "
                     "%.*s): answer each, resolved or cancelled",
                     ID(t->run, t->run_len), n, ID(miss->id, miss->len));
     else if (miss)
-        rc = refuse(err, "event/input/resume", miss->id, miss->len,
+        rc = refuse(err, pre, miss->id, miss->len,
                     "input.resume does not answer interrupt %.*s of run %.*s (omission is not "
                     "abandonment: cancel it)",
                     ID(miss->id, miss->len), ID(t->run, t->run_len));
@@ -334,12 +334,38 @@ ab_status_t ab__seq_resume_check(ab_seq_t *s, const ab__seq_thr_t *t, const ab_s
     if (!t->pending) {
         if (!resume || resume->len == 0)
             return AB_OK;
-        return unknown_id(t, ab_val_get(&resume->u.items[0], "interruptId"), 0, false, err);
+        return unknown_id(t, ab_val_get(&resume->u.items[0], "interruptId"), 0, false,
+                          "event/input/resume", err);
     }
     const ab_val_t *ints = NULL;
     ab_status_t rc = interrupts_of(s, t, &ints, err);
     if (rc == AB_OK)
-        rc = cover(s, t, ints, resume, err);
+        rc = cover(s, t, ints, resume, "event/input/resume", err);
+    ab_doc_reset(s->doc);
+    return rc;
+}
+
+ab_status_t ab__seq_resume_probe(ab_seq_t *s, ab_str_t thread, ab_str_t run, const ab_val_t *resume,
+                                 ab_error_t *err)
+{
+    ab__seq_thr_t *t = NULL;
+    ab_status_t rc = ab__seq_thr_get(s, thread, &t, err);
+    if (rc != AB_OK)
+        return rc;
+    if (!t->pending || t->run_len != run.len || memcmp(t->run, run.ptr, run.len) != 0) {
+        if (t->pending)
+            return ab_error_set(err, AB_CONFLICT, "run",
+                                "run %.*s is not the thread's pending interrupted run (that is "
+                                "run %.*s)",
+                                ID(run.ptr, run.len), ID(t->run, t->run_len));
+        return ab_error_set(err, AB_CONFLICT, "run",
+                            "run %.*s has no pending interrupts: thread %.*s has nothing to resume",
+                            ID(run.ptr, run.len), ID(t->thread, t->thread_len));
+    }
+    const ab_val_t *ints = NULL;
+    rc = interrupts_of(s, t, &ints, err);
+    if (rc == AB_OK)
+        rc = cover(s, t, ints, resume, "resume", err);
     ab_doc_reset(s->doc);
     return rc;
 }

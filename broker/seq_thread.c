@@ -408,7 +408,7 @@ static ab_status_t load_state(ab_seq_t *s, ab__seq_thr_t *t, ab_error_t *err)
     return rc;
 }
 
-static ab_status_t thr_get(ab_seq_t *s, ab_str_t thread, ab__seq_thr_t **out, ab_error_t *err)
+ab_status_t ab__seq_thr_get(ab_seq_t *s, ab_str_t thread, ab__seq_thr_t **out, ab_error_t *err)
 {
     ab__seq_thr_t *t = thr_find(s, thread);
     if (t) {
@@ -488,7 +488,7 @@ static ab_status_t check_start(ab_seq_t *s, ab__seq_run_t *r, const ab_seq_item_
     if (child || !in->input)
         return AB_OK; /* a child run answers to its parent; no input, nothing to check */
     ab__seq_thr_t *t = NULL;
-    if ((rc = thr_get(s, it->ev->thread, &t, err)) != AB_OK ||
+    if ((rc = ab__seq_thr_get(s, it->ev->thread, &t, err)) != AB_OK ||
         (rc = ab__seq_resume_check(s, t, it, err)) != AB_OK)
         return rc;
     *changes = true;

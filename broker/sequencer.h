@@ -132,6 +132,18 @@ AB_NODISCARD ab_status_t ab__seq_claim(ab_seq_t *s, ab_str_t thread, ab_str_t ru
                                        ab_error_t *err);
 
 /**
+ * Check a resume_run against the thread's resume state (the rule a
+ * RUN_STARTED with input.resume meets): @p run must be the thread's pending
+ * interrupted run and @p resume (an array of ResumeEntry, shapes checked)
+ * must answer each of its interrupts exactly once, an expired one only
+ * cancelled. Call between groups. Field paths start at "resume".
+ * @return AB_OK, AB_CONFLICT (detail interruptId names the interrupt) or
+ *         the plugin's error.
+ */
+AB_NODISCARD ab_status_t ab__seq_resume_probe(ab_seq_t *s, ab_str_t thread, ab_str_t run,
+                                              const ab_val_t *resume, ab_error_t *err);
+
+/**
  * The commit time of the group about to be staged (microseconds since 1970,
  * the time handed to append_batch()): an interrupt whose expiresAt is not
  * later than this is expired. Call before the group's first ab__seq_stage();

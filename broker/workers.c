@@ -73,6 +73,8 @@ struct ab__workers {
     uint64_t gives;
     uint64_t *seen; /* FNV-1a of agent NUL action, ever served, sorted */
     int64_t due_ms; /* earliest deadline there may be (invariant 5); 0 = none */
+    ab__workers_hook hook;
+    void *hook_ud;
     size_t nseen, cap_seen;
 };
 
@@ -186,6 +188,8 @@ static void drop_worker(ab__workers_t *w, size_t i, const char *why)
 {
     worker_t *k = &w->w[i];
     ab__log(AB_LOG_INFO, "worker %s (%.*s) %s", k->wid, (int)k->name.len, k->name.ptr, why);
+    if (w->hook)
+        w->hook(w->hook_ud, k->wid, k->ident, k->ident_len, NULL);
     for (size_t c = w->ncalls; c-- > 0;)
         if (w->calls[c].worker_seq == k->seq)
             end_call(w, c, AB_UNAVAILABLE, why);
@@ -354,6 +358,8 @@ static void serve(ab__workers_t *w, zmq_msg_t *id, const ab_msg_t *m, int64_t no
     ab_msg_t r = {.op = AB_OP_SERVED, .v = m->v, .cid = m->cid};
     r.u.served = (ab_served_t){{k->wid, strlen(k->wid)}, k->lease_ms};
     send_to(w, k->ident, k->ident_len, &r);
+    if (w->hook)
+        w->hook(w->hook_ud, k->wid, k->ident, k->ident_len, m);
     ab__log(AB_LOG_INFO, "worker %s (%.*s) serves %zu agent(s), lease %u ms", k->wid,
             (int)k->name.len, k->name.ptr, k->nagents, k->lease_ms);
 }
@@ -596,4 +602,10 @@ bool ab__workers_any_actions(const ab__workers_t *w)
             if (w->w[i].agents[j].nactions > 0)
                 return true;
     return false;
+}
+
+void ab__workers_set_hook(ab__workers_t *w, ab__workers_hook fn, void *ud)
+{
+    w->hook = fn;
+    w->hook_ud = ud;
 }

@@ -63,6 +63,18 @@ long ab__workers_tick(ab__workers_t *w, int64_t now_ms);
 /** Fail every open call with `unavailable` (the broker is stopping). NULL-safe. */
 void ab__workers_stop(ab__workers_t *w);
 
+/**
+ * Told of every registration (@p serve: the accepted `serve`) and of every
+ * worker gone (@p serve NULL: lapsed, replaced by another connection's, or
+ * the broker stopping), with the worker's id and connection identity.
+ * Dispatch (on the writer thread) learns which workers are live from it.
+ */
+typedef void (*ab__workers_hook)(void *ud, const char *wid, const uint8_t *ident, size_t len,
+                                 const ab_msg_t *serve);
+
+/** Set the hook (one; NULL to unset). */
+void ab__workers_set_hook(ab__workers_t *w, ab__workers_hook fn, void *ud);
+
 /** Whether some live worker handles an action (the `actions` capability). */
 bool ab__workers_any_actions(const ab__workers_t *w);
 

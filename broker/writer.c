@@ -26,6 +26,7 @@
  *     worker (bounded) and reports "stopped".
  */
 #include "ab_common.h"
+#include "dispatch.h"
 #include "writer_int.h"
 
 #include <stdlib.h>
@@ -43,6 +44,7 @@ typedef struct writer {
     bool stop;
     ab__fanout_t fan;     /**< live messages and heartbeats */
     ab__snapsched_t snap; /**< durable snapshot scheduling */
+    ab__dispatch_t *disp; /**< run dispatch (dispatch.h); NULL: the plugin stores no requests */
 } writer_t;
 
 /* Send one answer to the command thread and release the job. */
@@ -65,11 +67,13 @@ static void do_claim(writer_t *w, ab_job_t *job)
     ab_msg_t m = {.op = AB_OP_CLAIMED, .v = job->v, .cid = job->cid};
     ab_error_t e = AB_ERROR_INIT;
     ab_claimed_t *c = &m.u.claimed;
-    if (ab__seq_claim(w->seq, job->thread, job->run, &c->epoch, &c->last_seq, &c->status, &e) !=
-        AB_OK) {
+    if (ab__dispatch_claim_check(w->disp, job->thread, job->run, &e) != AB_OK ||
+        ab__seq_claim(w->seq, job->thread, job->run, &c->epoch, &c->last_seq, &c->status, &e) !=
+            AB_OK) {
         finish(w, job, NULL, &e);
         return;
     }
+    ab__dispatch_claimed(w->disp, job->thread, job->run, &job->identity, c->epoch);
     c->thread = job->thread;
     c->run = job->run;
     finish(w, job, &m, NULL);
@@ -110,6 +114,19 @@ static void do_single(writer_t *w, ab_job_t *job)
     case AB_JOB_STOP:
         w->stop = true;
         ab__job_free(job);
+        return;
+    case AB_JOB_DISPATCH:
+    case AB_JOB_WORKER_UP:
+    case AB_JOB_WORKER_DOWN:
+        if (w->disp != NULL) {
+            ab__dispatch_job(w->disp, job);
+        } else if (job->kind == AB_JOB_DISPATCH) {
+            ab_error_t u = AB_ERROR_INIT;
+            ab_error_set(&u, AB_UNSUPPORTED, "op", "this broker's store keeps no run requests");
+            finish(w, job, NULL, &u);
+        } else {
+            ab__job_free(job);
+        }
         return;
     default: break;
     }
@@ -178,6 +195,7 @@ static void committed(writer_t *w, const ab_append_event_t *evs, size_t n, uint6
                       int64_t now)
 {
     ab__snapsched_committed(&w->snap, evs, n); /* before ab__seq_commit: the events are its */
+    ab__dispatch_committed(w->disp, evs, n);
     ab__seq_commit(w->seq, first);
     atomic_store(&w->b->head_pos, first + n - 1);
     for (size_t j = 0; j < w->ngroup; j++) {
@@ -215,6 +233,7 @@ static void commit_group(writer_t *w)
         answer_publish(w, w->group[j]);
     w->ngroup = 0;
     ab__snapsched_request(&w->snap);
+    ab__dispatch_pump(w->disp); /* requests move and are assigned between groups */
 }
 
 static bool group_add(writer_t *w, ab_job_t *job)
@@ -263,6 +282,9 @@ static ab_job_t *wait_job(writer_t *w)
     int64_t wait = ab__fanout_tick(&w->fan);
     if (wait > SNAP_POLL_MS && ab__snapsched_busy(&w->snap))
         wait = SNAP_POLL_MS;
+    long due = ab__dispatch_tick(w->disp);
+    if (due >= 0 && due < wait)
+        wait = due;
     if (zmq_poll(items, 2, (long)wait) < 0)
         return NULL;
     if (items[1].revents & ZMQ_POLLIN)
@@ -278,6 +300,11 @@ void *ab__writer_main(void *arg)
     ab__thread_start("ab-writer", a->b->cfg->log_level);
     ab__fanout_init(&w.fan, w.b);
     ab__snapsched_start(&w.snap, w.b);
+    ab_error_t de = AB_ERROR_INIT;
+    if (ab__dispatch_new(&w.disp, w.b, w.seq, w.sock, &de) != AB_OK) {
+        char line[512];
+        ab__log(AB_LOG_ERROR, "dispatch is off: %s", ab_error_format(&de, line, sizeof(line)));
+    }
     while (!w.stop) {
         ab__snapsched_collect(&w.snap);
         ab_job_t *job = wait_job(&w);
@@ -290,6 +317,7 @@ void *ab__writer_main(void *arg)
         ab__fanout_tick(&w.fan);
     }
     ab__snapsched_stop(&w.snap);
+    ab__dispatch_destroy(&w.disp);
     zmq_send(w.sock, "", 0, 0); /* "stopped" */
     zmq_close(w.sock);
     free(w.group);

@@ -357,6 +357,33 @@ ab_status_t ab_producer_claim(ab_producer_t *p, const char *thread, const char *
     return AB_OK;
 }
 
+ab_status_t ab_producer_assigned(ab_producer_t *p, const char *thread, const char *run,
+                                 uint64_t epoch, ab_error_t *err)
+{
+    if (p->failed)
+        return failed_code(p, err);
+    if (!thread || !run || epoch == 0)
+        return ab_error_set(err, AB_INVALID_ARGUMENT, NULL,
+                            "an assignment names a thread, a run and an epoch >= 1");
+    if (p->ob_n > 0)
+        return ab_error_set(err, AB_INVALID_ARGUMENT, NULL,
+                            "assignment with %u unacknowledged events: flush first", p->ob_n);
+    char *t = dup_cstr(thread), *r = dup_cstr(run);
+    if (!t || !r) {
+        free(t);
+        free(r);
+        return ab_error_set(err, AB_NOMEM, NULL, "out of memory");
+    }
+    free(p->thread);
+    free(p->run);
+    p->thread = t;
+    p->run = r;
+    p->epoch = epoch;
+    p->acked_seq = 0;
+    p->next_seq = 1; /* an assigned run has not started: nothing of it is committed */
+    return AB_OK;
+}
+
 static bool str_is(ab_str_t s, const char *c)
 {
     return s.ptr && s.len == strlen(c) && memcmp(s.ptr, c, s.len) == 0;

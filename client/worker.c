@@ -42,6 +42,10 @@ struct ab_worker {
     size_t nagents, cap_agents;
     ab_action_fn fn;
     void *ud;
+    ab_assign_fn on_assign;
+    void *assign_ud;
+    ab_run_cancel_fn on_cancel;
+    void *cancel_ud;
     char id[65];
     char instance[65]; /* the broker instance it served last */
     uint32_t lease_ms;
@@ -261,6 +265,48 @@ static ab_status_t on_call(ab_worker_t *w, const ab_action_call_t *call, ab_erro
     return send_async(w, &m, err);
 }
 
+ab_status_t ab_worker_decline(ab_worker_t *w, uint64_t request, uint64_t epoch, const char *reason,
+                              ab_error_t *err)
+{
+    if (request == 0 || epoch == 0)
+        return ab_error_set(err, AB_INVALID_ARGUMENT, "request", "decline names an assignment");
+    size_t rl = reason ? strlen(reason) : 0;
+    ab_msg_t m = {.op = AB_OP_DECLINE};
+    m.u.decline = (ab_decline_t){request, epoch, {reason, rl > AB_REASON_MAX ? AB_REASON_MAX : rl}};
+    ab_status_t st = send_async(w, &m, err);
+    if (st == AB_OK)
+        w->stats.declined++;
+    return st;
+}
+
+static ab_status_t on_assign(ab_worker_t *w, const ab_assign_t *a, ab_error_t *err)
+{
+    w->stats.assigned++;
+    if (w->on_assign == NULL)
+        return ab_worker_decline(w, a->request, a->epoch, "this worker runs no agents", err);
+    w->on_assign(w->assign_ud, w, a);
+    return AB_OK;
+}
+
+static void on_run_cancel(ab_worker_t *w, const ab_run_cancel_t *c)
+{
+    w->stats.cancels++;
+    if (w->on_cancel != NULL)
+        w->on_cancel(w->cancel_ud, w, c);
+}
+
+void ab_worker_on_assign(ab_worker_t *w, ab_assign_fn fn, void *ud)
+{
+    w->on_assign = fn;
+    w->assign_ud = ud;
+}
+
+void ab_worker_on_cancel(ab_worker_t *w, ab_run_cancel_fn fn, void *ud)
+{
+    w->on_cancel = fn;
+    w->cancel_ud = ud;
+}
+
 /* A pong of another broker instance: serve it again (invariant 5). */
 static ab_status_t on_pong(ab_worker_t *w, const ab_pong_t *p, ab_error_t *err)
 {
@@ -283,6 +329,8 @@ static ab_status_t on_message(ab_worker_t *w, const ab_msg_t *m, ab_error_t *err
     case AB_OP_ACTION_ACK: w->stats.undelivered += !m->u.action_ack.delivered; return AB_OK;
     case AB_OP_SERVED: on_served(w, &m->u.served); return AB_OK;
     case AB_OP_PONG: return on_pong(w, &m->u.pong, err);
+    case AB_OP_ASSIGN: return on_assign(w, &m->u.assign, err);
+    case AB_OP_RUN_CANCEL: on_run_cancel(w, &m->u.run_cancel); return AB_OK;
     default: return AB_OK; /* errors answering our own sends */
     }
 }

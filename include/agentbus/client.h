@@ -230,6 +230,50 @@ AB_API AB_NODISCARD ab_status_t ab_conn_invoke_send(ab_conn_t *c, const char *ag
                                                     const char *thread, uint32_t timeout_ms,
                                                     uint64_t *cid, ab_error_t *err);
 
+/* ---- dispatch (docs/PROTOCOL.md 7.12 - 7.16; worker side: worker.h) ---- */
+
+/**
+ * Ask the broker to run an agent (start_run) and wait for `run_accepted`:
+ * the request's id, its run id (the caller's, the input's runId, or one the
+ * broker made), its state (queued or already assigned) and queue position.
+ * The same req->key gets the same answer again (out->existing), also after
+ * a broker restart. Views of *out point into @p doc.
+ * @return AB_OK; AB_INVALID_EVENT (the input breaks RunAgentInput: field
+ *         "input/..."), AB_CONFLICT (if_busy reject on a busy thread; the key
+ *         names another request), AB_OVERLOADED, AB_UNSUPPORTED (a broker
+ *         without dispatch), AB_TIMEOUT, AB_IO, AB_NOMEM.
+ */
+AB_API AB_NODISCARD ab_status_t ab_conn_start_run(ab_conn_t *c, const ab_start_run_t *req,
+                                                  ab_doc_t *doc, ab_run_accepted_t *out,
+                                                  int timeout_ms, ab_error_t *err);
+
+/**
+ * Answer every pending interrupt of an interrupted run and queue the run
+ * that continues it (resume_run), as ab_conn_start_run().
+ * @return as ab_conn_start_run(); AB_CONFLICT naming the interrupt (detail
+ *         "interruptId") when an entry is missing, unknown, repeated or
+ *         resolves an expired interrupt, or the run is not the thread's
+ *         pending interrupted run.
+ */
+AB_API AB_NODISCARD ab_status_t ab_conn_resume_run(ab_conn_t *c, const ab_resume_run_t *req,
+                                                   ab_doc_t *doc, ab_run_accepted_t *out,
+                                                   int timeout_ms, ab_error_t *err);
+
+/**
+ * Cancel a run (cancel_run): *out says whether it was dequeued, delivered
+ * to its owner (which ends it with outcome cancelled), has no live owner,
+ * or had already ended. Wait for the terminal event by subscribing.
+ * @return AB_OK, AB_NOT_FOUND (neither a request nor a known run), ...
+ */
+AB_API AB_NODISCARD ab_status_t ab_conn_cancel_run(ab_conn_t *c, const ab_cancel_run_t *req,
+                                                   ab_doc_t *doc, ab_cancel_reply_t *out,
+                                                   int timeout_ms, ab_error_t *err);
+
+/** List run requests (requests): open ones by default, or one state. */
+AB_API AB_NODISCARD ab_status_t ab_conn_requests(ab_conn_t *c, const ab_requests_t *req,
+                                                 ab_doc_t *doc, ab_requests_reply_t *out,
+                                                 int timeout_ms, ab_error_t *err);
+
 /**
  * Build an event envelope from a JSON body: append to @p out the envelope
  * {v, thread, run, seq, epoch, ts (now), event: <json>}.

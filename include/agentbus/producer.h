@@ -107,6 +107,17 @@ AB_API AB_NODISCARD ab_status_t ab_producer_claim(ab_producer_t *p, const char *
                                                   ab_error_t *err);
 
 /**
+ * Write an assigned run (worker.h): the assignment's claim epoch instead of
+ * a claim of its own (a claim of an assigned run is refused: it would fence
+ * the assignee). The next event gets seq 1: an assigned run has not started.
+ * Allowed only while the outbox is empty.
+ * @return AB_OK, AB_INVALID_ARGUMENT, AB_NOMEM; the failed state's code.
+ */
+AB_API AB_NODISCARD ab_status_t ab_producer_assigned(ab_producer_t *p, const char *thread,
+                                                     const char *run, uint64_t epoch,
+                                                     ab_error_t *err);
+
+/**
  * Publish one AG-UI event given as JSON text (@p len bytes, no NUL needed).
  * It is validated strictly first; a local rejection (AB_INVALID_EVENT with
  * err->field the JSON pointer, AB_TOO_LARGE) consumes no seq and leaves the

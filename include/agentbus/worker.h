@@ -20,8 +20,15 @@
  * behind a reply the worker waits for: it waits for none (results are sent
  * and their acknowledgements counted as they arrive).
  *
- * Thread-safety: one thread per worker. Not yet: run assignments and
- * cancels (issue 13's dispatch), which will arrive through the same loop.
+ * Runs (docs/PROTOCOL.md 7.12, 7.13) arrive through the same loop: an
+ * assignment (ab_worker_on_assign) hands the worker a request to run, with
+ * the claim epoch to publish it with (ab_producer_assigned() on a producer
+ * of its own connection); a cancel (ab_worker_on_cancel) asks it to end a
+ * run it owns with outcome cancelled. A worker with no assignment callback
+ * declines every assignment. An assignment may be declined (given back to
+ * the queue) until its RUN_STARTED is published, with ab_worker_decline().
+ *
+ * Thread-safety: one thread per worker.
  */
 #ifndef AGENTBUS_WORKER_H
 #define AGENTBUS_WORKER_H
@@ -57,6 +64,17 @@ typedef struct ab_worker_opts {
 typedef ab_status_t (*ab_action_fn)(void *ud, const ab_action_call_t *call, ab_buf_t *result,
                                     ab_error_t *err);
 
+/**
+ * A run was assigned to this worker (@p a borrowed for the call: copy what
+ * you keep). Publish its RUN_STARTED with a->epoch soon: until it commits,
+ * the broker may hand the request to another worker if this one's lease
+ * lapses. Runs inside ab_worker_run(), like the action callback.
+ */
+typedef void (*ab_assign_fn)(void *ud, ab_worker_t *w, const ab_assign_t *a);
+
+/** The broker asks to cancel a run this worker owns (@p c borrowed for the call). */
+typedef void (*ab_run_cancel_fn)(void *ud, ab_worker_t *w, const ab_run_cancel_t *c);
+
 /** What a worker has done so far. */
 typedef struct ab_worker_stats {
     uint64_t calls;       /**< action calls received */
@@ -64,6 +82,9 @@ typedef struct ab_worker_stats {
     uint64_t undelivered; /**< answers the broker could no longer deliver (acks false) */
     uint64_t pings;       /**< lease renewals sent */
     uint64_t reserved;    /**< times it served again, after a broker restart */
+    uint64_t assigned;    /**< assignments received */
+    uint64_t declined;    /**< assignments declined (by the app or for want of a callback) */
+    uint64_t cancels;     /**< run cancels received */
 } ab_worker_stats_t;
 
 /** Connect to @p endpoint (hello/welcome). @return AB_OK or the connection's error. */
@@ -84,6 +105,21 @@ AB_API AB_NODISCARD ab_status_t ab_worker_add_agent(ab_worker_t *w, const char *
 
 /** The callback for action calls (none set: each call is answered `unsupported`). */
 AB_API void ab_worker_on_action(ab_worker_t *w, ab_action_fn fn, void *ud);
+
+/** The callback for assignments (none set: each is declined). */
+AB_API void ab_worker_on_assign(ab_worker_t *w, ab_assign_fn fn, void *ud);
+
+/** The callback for run cancels (none set: they are counted and ignored). */
+AB_API void ab_worker_on_cancel(ab_worker_t *w, ab_run_cancel_fn fn, void *ud);
+
+/**
+ * Give assignment (@p request, @p epoch) back before its run starts; it goes
+ * back to the head of the queue (and not to this worker for a second).
+ * Sent without waiting: the `declined` answer is read by ab_worker_run().
+ * @p reason may be NULL. @return AB_OK, AB_INVALID_ARGUMENT, AB_IO, AB_NOMEM.
+ */
+AB_API AB_NODISCARD ab_status_t ab_worker_decline(ab_worker_t *w, uint64_t request, uint64_t epoch,
+                                                  const char *reason, ab_error_t *err);
 
 /**
  * Send `serve` with the agents added so far and wait for `served`.

@@ -1,0 +1,653 @@
+/*
+ * dispatch.c - the open requests, the live workers and assignment
+ * (dispatch.h). The requests clients send are in dispatch_ops.c.
+ *
+ * Invariants:
+ *  1. The table q holds exactly the store's open requests (queued,
+ *     assigned, started), in id order, as last stored: every change goes
+ *     through ab__dq_move(), a compare-and-set in the store first.
+ *  2. Assignment is at-least-once until RUN_STARTED commits, never after.
+ *     A request is assigned with a fresh claim (its epoch fences every
+ *     earlier writer of the run), moves to started only when a RUN_STARTED
+ *     of that epoch commits, and goes back to the queue (declined, lease
+ *     lapsed, restart) only while it is assigned. A started request is
+ *     never queued again: its run ends, or it is orphaned.
+ *  3. One dispatched run per thread: a queued request is not assigned while
+ *     another request of its thread is assigned or started, unless its
+ *     input's parentRunId names that run (a child run); requests of a
+ *     thread are taken in id order.
+ *  4. Among live workers serving the agent, the one with the most free
+ *     capacity gets the request; ties go to the oldest registration. A
+ *     worker's load is counted from the table: its assigned and started
+ *     requests of that agent.
+ *  5. Store writes happen between event groups (ab__dispatch_pump() and
+ *     jobs), never while a group is staged.
+ */
+#include "dispatch_int.h"
+#include "loader.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+static bool str_is(const char *a, ab_str_t b)
+{
+    return strlen(a) == b.len && memcmp(a, b.ptr, b.len) == 0;
+}
+
+static ab_str_t sv(const char *s)
+{
+    return (ab_str_t){s, strlen(s)};
+}
+
+/* ---- the table ---------------------------------------------------------------- */
+
+ab__dreq_t *ab__dq_by_run(ab__dispatch_t *d, ab_str_t thread, ab_str_t run)
+{
+    for (size_t i = d->nq; i-- > 0;)
+        if (str_is(d->q[i].r.run, run) && str_is(d->q[i].r.thread, thread))
+            return &d->q[i];
+    return NULL;
+}
+
+ab__dreq_t *ab__dq_by_id(ab__dispatch_t *d, uint64_t id)
+{
+    size_t lo = 0, hi = d->nq;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (d->q[mid].r.id == id)
+            return &d->q[mid];
+        if (d->q[mid].r.id < id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return NULL;
+}
+
+static bool is_open(ab_request_state_t s)
+{
+    return s == AB_REQ_QUEUED || s == AB_REQ_ASSIGNED || s == AB_REQ_STARTED;
+}
+
+bool ab__dq_add(ab__dispatch_t *d, const ab_request_t *r, const char *parent)
+{
+    ab__dreq_t *q = ab__grow(d->q, &d->capq, d->nq + 1, sizeof(*q), 64);
+    if (q == NULL)
+        return false;
+    d->q = q;
+    size_t at = d->nq;
+    while (at > 0 && d->q[at - 1].r.id > r->id)
+        at--;
+    memmove(&d->q[at + 1], &d->q[at], (d->nq - at) * sizeof(*q));
+    d->nq++;
+    memset(&d->q[at], 0, sizeof(d->q[at]));
+    d->q[at].r = *r;
+    snprintf(d->q[at].parent, sizeof(d->q[at].parent), "%s", parent ? parent : "");
+    d->dirty = true;
+    return true;
+}
+
+void ab__dq_update(ab__dispatch_t *d, const ab_request_t *r)
+{
+    ab__dreq_t *q = ab__dq_by_id(d, r->id);
+    if (q == NULL)
+        return;
+    d->dirty = true;
+    if (is_open(r->state)) {
+        q->r = *r;
+        return;
+    }
+    size_t at = (size_t)(q - d->q);
+    memmove(&d->q[at], &d->q[at + 1], (d->nq - at - 1) * sizeof(*q));
+    d->nq--;
+}
+
+ab_status_t ab__dq_move(ab__dispatch_t *d, ab__dreq_t *q, ab_request_state_t to, const char *worker,
+                        uint64_t epoch, ab_error_t *err)
+{
+    ab_request_move_t mv = {.expect_state = q->r.state,
+                            .expect_epoch = q->r.epoch,
+                            .state = to,
+                            .worker = worker ? sv(worker) : (ab_str_t){0},
+                            .epoch = epoch};
+    ab_request_t out;
+    ab_status_t rc = d->p->request_move(d->db, q->r.id, &mv, &out, err);
+    if (rc == AB_OK)
+        ab__dq_update(d, &out);
+    return rc;
+}
+
+/* ---- workers ------------------------------------------------------------------ */
+
+bool ab__dq_owner_live(const ab__dispatch_t *d, const char *name)
+{
+    for (size_t i = 0; name[0] && i < d->nwk; i++)
+        if (strcmp(d->wk[i].name, name) == 0)
+            return true;
+    return false;
+}
+
+bool ab__dq_orphaned(const ab__dispatch_t *d, const ab__dreq_t *q)
+{
+    return q->r.state == AB_REQ_STARTED && !ab__dq_owner_live(d, q->r.worker) &&
+           (!q->loaded || ab__mono_ms() >= d->grace_until_ms);
+}
+
+static const ab__dagent_t *serves(const ab__dwk_t *w, const char *agent)
+{
+    for (size_t j = 0; j < w->nagents; j++)
+        if (strcmp(w->agents[j].name, agent) == 0)
+            return &w->agents[j];
+    return NULL;
+}
+
+ab__dwk_t *ab__dq_owner(ab__dispatch_t *d, const char *name, const char *agent)
+{
+    for (size_t i = 0; name[0] && i < d->nwk; i++)
+        if (strcmp(d->wk[i].name, name) == 0 && serves(&d->wk[i], agent))
+            return &d->wk[i];
+    return NULL;
+}
+
+ab__dwk_t *ab__dq_worker_of(ab__dispatch_t *d, zmq_msg_t *identity)
+{
+    size_t n = zmq_msg_size(identity);
+    for (size_t i = 0; i < d->nwk; i++)
+        if (zmq_msg_size(&d->wk[i].ident) == n &&
+            memcmp(zmq_msg_data(&d->wk[i].ident), zmq_msg_data(identity), n) == 0)
+            return &d->wk[i];
+    return NULL;
+}
+
+static void worker_free(ab__dwk_t *w)
+{
+    zmq_msg_close(&w->ident);
+    free(w->agents);
+}
+
+static ab__dwk_t *worker_by_wid(ab__dispatch_t *d, const char *wid)
+{
+    for (size_t i = 0; i < d->nwk; i++)
+        if (strcmp(d->wk[i].wid, wid) == 0)
+            return &d->wk[i];
+    return NULL;
+}
+
+static void worker_remove(ab__dispatch_t *d, ab__dwk_t *w)
+{
+    worker_free(w);
+    *w = d->wk[--d->nwk];
+}
+
+/* Requests assigned to a worker name that no live worker carries go back to the queue. */
+static void requeue_unowned(ab__dispatch_t *d)
+{
+    for (size_t i = 0; i < d->nq;) {
+        ab__dreq_t *q = &d->q[i];
+        ab_error_t e = AB_ERROR_INIT;
+        if (q->r.state != AB_REQ_ASSIGNED || ab__dq_owner(d, q->r.worker, q->r.agent)) {
+            i++;
+            continue;
+        }
+        uint64_t id = q->r.id;
+        if (ab__dq_move(d, q, AB_REQ_QUEUED, NULL, q->r.epoch, &e) != AB_OK) {
+            char line[256];
+            ab__log(AB_LOG_WARN, "dispatch: request %" PRIu64 " stays assigned: %s", id,
+                    ab_error_format(&e, line, sizeof(line)));
+        } else {
+            ab__log(AB_LOG_INFO, "dispatch: request %" PRIu64 " goes back to the queue", id);
+        }
+        i++;
+    }
+}
+
+static void worker_up(ab__dispatch_t *d, ab_job_t *job)
+{
+    ab_msg_t m;
+    if (ab_msg_decode(d->doc, job->raw, job->raw_len, NULL, &m, NULL) != AB_OK ||
+        m.op != AB_OP_SERVE)
+        return;
+    ab__dwk_t *w = worker_by_wid(d, job->wid);
+    if (w != NULL)
+        worker_remove(d, w); /* a new registration replaces the old */
+    ab__dagent_t *agents = calloc(m.u.serve.nagents, sizeof(*agents));
+    ab__dwk_t *v = ab__grow(d->wk, &d->capwk, d->nwk + 1, sizeof(*v), 8);
+    if (agents == NULL || v == NULL) {
+        free(agents);
+        ab__log(AB_LOG_WARN, "dispatch: out of memory noting worker %s", job->wid);
+        return;
+    }
+    d->wk = v;
+    w = &d->wk[d->nwk++];
+    memset(w, 0, sizeof(*w));
+    snprintf(w->wid, sizeof(w->wid), "%s", job->wid);
+    ab_str_t nm = m.u.serve.worker;
+    size_t n = nm.len < AB_REQUEST_WORKER_MAX_BYTES ? nm.len : AB_REQUEST_WORKER_MAX_BYTES;
+    memcpy(w->name, nm.ptr, n);
+    zmq_msg_init(&w->ident);
+    zmq_msg_copy(&w->ident, &job->identity);
+    for (size_t j = 0; j < m.u.serve.nagents; j++) {
+        const ab_served_agent_t *a = &m.u.serve.agents[j];
+        memcpy(agents[j].name, a->name.ptr, a->name.len);
+        agents[j].cap = a->capacity;
+    }
+    w->agents = agents;
+    w->nagents = m.u.serve.nagents;
+    w->order = ++d->order;
+    requeue_unowned(d); /* the name may no longer serve an agent it was assigned */
+    d->dirty = true;
+}
+
+static void worker_down(ab__dispatch_t *d, ab_job_t *job)
+{
+    ab__dwk_t *w = worker_by_wid(d, job->wid);
+    if (w == NULL)
+        return;
+    char name[sizeof(w->name)];
+    memcpy(name, w->name, sizeof(name));
+    worker_remove(d, w);
+    requeue_unowned(d);
+    for (size_t i = 0; i < d->nq; i++)
+        if (ab__dq_orphaned(d, &d->q[i]))
+            ab__log(AB_LOG_WARN, "dispatch: run %s of thread %s is orphaned (worker %s is gone)",
+                    d->q[i].r.run, d->q[i].r.thread, name);
+}
+
+/* ---- messages ----------------------------------------------------------------- */
+
+void ab__dq_send(ab__dispatch_t *d, ab__dwk_t *w, const ab_msg_t *m)
+{
+    if (ab__reply_msg(d->sock, &w->ident, m) != 0)
+        ab__log(AB_LOG_WARN, "dispatch: cannot hand a %s to the command thread", ab_op_name(m->op));
+}
+
+void ab__dq_answer(ab__dispatch_t *d, ab_job_t *job, const ab_msg_t *m, const ab_error_t *e)
+{
+    atomic_fetch_sub(&d->b->in_flight, job->weight);
+    int rc = m != NULL ? ab__reply_msg(d->sock, &job->identity, m)
+                       : ab__reply_error(d->sock, &job->identity, job->v, job->cid, e);
+    if (rc != 0)
+        ab__log(AB_LOG_WARN, "dispatch: cannot hand a reply to the command thread");
+    ab__job_free(job);
+}
+
+void ab__dispatch_job(ab__dispatch_t *d, ab_job_t *job)
+{
+    if (job->kind == AB_JOB_WORKER_UP) {
+        worker_up(d, job);
+    } else if (job->kind == AB_JOB_WORKER_DOWN) {
+        worker_down(d, job);
+    } else {
+        ab_msg_t m;
+        ab_error_t e = AB_ERROR_INIT;
+        if (ab_msg_decode(d->doc, job->raw, job->raw_len, &d->b->cfg->limits, &m, &e) != AB_OK) {
+            ab__dq_answer(d, job, NULL, &e);
+            return;
+        }
+        ab__dispatch_op(d, job, &m);
+        ab_doc_reset(d->doc);
+        return;
+    }
+    ab_doc_reset(d->doc);
+    ab__job_free(job);
+}
+
+/* ---- assignment --------------------------------------------------------------- */
+
+static uint32_t load_of(const ab__dispatch_t *d, const ab__dwk_t *w, const char *agent)
+{
+    uint32_t n = 0;
+    for (size_t i = 0; i < d->nq; i++) {
+        const ab_request_t *r = &d->q[i].r;
+        n += (r->state == AB_REQ_ASSIGNED || r->state == AB_REQ_STARTED) &&
+             strcmp(r->worker, w->name) == 0 && strcmp(r->agent, agent) == 0;
+    }
+    return n;
+}
+
+static ab__dwk_t *pick(ab__dispatch_t *d, const ab__dreq_t *q, int64_t now)
+{
+    ab__dwk_t *best = NULL;
+    uint32_t best_free = 0;
+    const char *agent = q->r.agent;
+    for (size_t i = 0; i < d->nwk; i++) {
+        const ab__dagent_t *a = serves(&d->wk[i], agent);
+        if (a == NULL || (now < q->avoid_until_ms && strcmp(d->wk[i].name, q->avoid) == 0))
+            continue;
+        uint32_t used = load_of(d, &d->wk[i], agent);
+        uint32_t free_ = used < a->cap ? a->cap - used : 0;
+        if (free_ > best_free ||
+            (free_ > 0 && free_ == best_free && d->wk[i].order < best->order)) {
+            best = &d->wk[i];
+            best_free = free_;
+        }
+    }
+    return best;
+}
+
+/* Whether queued request @p i must wait (invariant 3). */
+static bool held_back(const ab__dispatch_t *d, size_t i)
+{
+    const ab__dreq_t *q = &d->q[i];
+    bool child = false, busy = false, earlier = false;
+    for (size_t j = 0; j < d->nq; j++) {
+        const ab__dreq_t *o = &d->q[j];
+        if (j == i || strcmp(o->r.thread, q->r.thread) != 0)
+            continue;
+        if (o->r.state != AB_REQ_QUEUED) {
+            if (q->parent[0] && strcmp(q->parent, o->r.run) == 0)
+                child = true;
+            else
+                busy = true;
+        } else if (j < i) {
+            earlier = true;
+        }
+    }
+    return !child && (busy || earlier);
+}
+
+static void assign(ab__dispatch_t *d, ab__dreq_t *q, ab__dwk_t *w)
+{
+    ab_error_t e = AB_ERROR_INIT;
+    uint64_t epoch = 0, last = 0, id = q->r.id;
+    ab_run_status_t st;
+    ab_request_t r;
+    ab_status_t rc = ab__seq_claim(d->seq, sv(q->r.thread), sv(q->r.run), &epoch, &last, &st, &e);
+    if (rc == AB_OK)
+        rc = ab__dq_move(d, q, AB_REQ_ASSIGNED, w->name, epoch, &e);
+    if (rc == AB_OK)
+        rc = d->p->request_get(d->db, id, &r, &d->buf, &e);
+    const ab_val_t *input = NULL;
+    if (rc == AB_OK)
+        rc = ab_doc_parse(d->idoc, d->buf.data, d->buf.len, UINT32_MAX, UINT32_MAX, AB_INTERNAL,
+                          &input, &e);
+    if (rc != AB_OK) {
+        char line[256];
+        ab__log(AB_LOG_WARN, "dispatch: cannot assign request %" PRIu64 ": %s", id,
+                ab_error_format(&e, line, sizeof(line)));
+        return;
+    }
+    ab_msg_t m = {.op = AB_OP_ASSIGN, .v = 1};
+    m.u.assign =
+        (ab_assign_t){r.id, sv(r.agent), sv(r.thread), sv(r.run), input, epoch, r.attempts};
+    ab__dq_send(d, w, &m);
+    ab_doc_reset(d->idoc);
+    ab__log(AB_LOG_DEBUG, "dispatch: request %" PRIu64 " assigned to %s (epoch %" PRIu64 ")", id,
+            w->wid, epoch);
+}
+
+static void apply_moves(ab__dispatch_t *d)
+{
+    for (size_t i = 0; i < d->nmoves; i++) {
+        ab__dreq_t *q = ab__dq_by_id(d, d->moves[i].id);
+        ab_error_t e = AB_ERROR_INIT;
+        if (q == NULL)
+            continue;
+        const ab__dmove_t *mv = &d->moves[i];
+        uint64_t epoch = mv->to == AB_REQ_STARTED ? mv->epoch : q->r.epoch;
+        if (ab__dq_move(d, q, mv->to, q->r.worker, epoch, &e) != AB_OK) {
+            char line[256];
+            ab__log(AB_LOG_WARN, "dispatch: request %" PRIu64 " not moved to %s: %s", mv->id,
+                    ab_request_state_name(mv->to), ab_error_format(&e, line, sizeof(line)));
+        }
+    }
+    d->nmoves = 0;
+}
+
+void ab__dispatch_pump(ab__dispatch_t *d)
+{
+    if (d == NULL)
+        return;
+    apply_moves(d);
+    if (!d->dirty)
+        return;
+    d->dirty = false;
+    int64_t now = ab__mono_ms();
+    for (size_t i = 0; i < d->nq && d->nwk > 0; i++) {
+        if (d->q[i].r.state != AB_REQ_QUEUED || held_back(d, i))
+            continue;
+        ab__dwk_t *w = pick(d, &d->q[i], now);
+        if (w != NULL)
+            assign(d, &d->q[i], w);
+    }
+    d->dirty = false;
+}
+
+static void note_move(ab__dispatch_t *d, uint64_t id, ab_request_state_t to, uint64_t epoch)
+{
+    ab__dmove_t *v = ab__grow(d->moves, &d->capmoves, d->nmoves + 1, sizeof(*v), 16);
+    if (v == NULL) {
+        ab__log(AB_LOG_WARN, "dispatch: out of memory noting request %" PRIu64, id);
+        return;
+    }
+    d->moves = v;
+    d->moves[d->nmoves++] = (ab__dmove_t){id, to, epoch};
+}
+
+void ab__dispatch_committed(ab__dispatch_t *d, const ab_append_event_t *evs, size_t n)
+{
+    if (d == NULL || d->nq == 0)
+        return;
+    for (size_t i = 0; i < n; i++) {
+        const ab_append_event_t *ev = &evs[i];
+        if (ev->status == AB_RUN_STATUS_UNKNOWN)
+            continue;
+        ab__dreq_t *q = ab__dq_by_run(d, ev->thread, ev->run);
+        if (q == NULL)
+            continue;
+        if (ev->status == AB_RUN_STATUS_ACTIVE && q->r.state == AB_REQ_ASSIGNED &&
+            ev->epoch == q->r.epoch)
+            note_move(d, q->r.id, AB_REQ_STARTED, ev->epoch);
+        else if (ev->status == AB_RUN_STATUS_FINISHED || ev->status == AB_RUN_STATUS_ERRORED)
+            note_move(d, q->r.id, AB_REQ_ENDED, 0);
+    }
+}
+
+/* ms until a declined request may go back to the worker that declined it; -1 = none. */
+static long backoff_due(ab__dispatch_t *d, int64_t now)
+{
+    long due = -1;
+    for (size_t i = 0; i < d->nq; i++) {
+        int64_t until = d->q[i].avoid_until_ms;
+        if (until == 0 || d->q[i].r.state != AB_REQ_QUEUED)
+            continue;
+        if (until <= now) {
+            d->q[i].avoid_until_ms = 0;
+            d->dirty = true;
+        } else if (due < 0 || until - now < due) {
+            due = (long)(until - now);
+        }
+    }
+    return due;
+}
+
+long ab__dispatch_tick(ab__dispatch_t *d)
+{
+    if (d == NULL)
+        return -1;
+    int64_t now = ab__mono_ms();
+    long backoff = d->nq ? backoff_due(d, now) : -1;
+    if (d->dirty)
+        ab__dispatch_pump(d);
+    if (d->grace_until_ms == 0)
+        return backoff;
+    if (now < d->grace_until_ms) {
+        long g = (long)(d->grace_until_ms - now);
+        return backoff >= 0 && backoff < g ? backoff : g;
+    }
+    d->grace_until_ms = 0; /* the grace is over: every unowned started run is orphaned now */
+    for (size_t i = 0; i < d->nq; i++)
+        if (ab__dq_orphaned(d, &d->q[i]))
+            ab__log(AB_LOG_WARN,
+                    "dispatch: run %s of thread %s is orphaned (no worker %s after "
+                    "the restart)",
+                    d->q[i].r.run, d->q[i].r.thread, d->q[i].r.worker);
+    return backoff;
+}
+
+/* ---- start-up ----------------------------------------------------------------- */
+
+typedef struct rlist {
+    ab_request_t *v;
+    size_t n, cap;
+    bool nomem;
+} rlist_t;
+
+static int collect(void *ud, const ab_request_t *r)
+{
+    rlist_t *l = ud;
+    ab_request_t *v = ab__grow(l->v, &l->cap, l->n + 1, sizeof(*v), 64);
+    if (v == NULL) {
+        l->nomem = true;
+        return 1;
+    }
+    l->v = v;
+    l->v[l->n++] = *r;
+    return 0;
+}
+
+static int by_id(const void *a, const void *b)
+{
+    const ab_request_t *x = a, *y = b;
+    return (x->id > y->id) - (x->id < y->id);
+}
+
+static ab_status_t list_open(ab__dispatch_t *d, rlist_t *l, ab_error_t *err)
+{
+    static const ab_request_state_t states[] = {AB_REQ_QUEUED, AB_REQ_ASSIGNED, AB_REQ_STARTED};
+    for (size_t s = 0; s < 3; s++) {
+        uint64_t after = 0;
+        uint32_t got = 0;
+        do {
+            size_t before = l->n;
+            ab_status_t rc = d->p->request_list(d->db, states[s], (ab_str_t){0}, after, 1000,
+                                                collect, l, &got, err);
+            if (rc != AB_OK)
+                return rc;
+            if (l->nomem)
+                return ab_error_set(err, AB_NOMEM, "", "out of memory loading requests");
+            if (l->n > before)
+                after = l->v[l->n - 1].id;
+        } while (got == 1000);
+    }
+    if (l->n > AB__DISPATCH_OPEN_MAX)
+        ab__log(AB_LOG_WARN,
+                "dispatch: %zu open requests in the store, more than the %d the "
+                "broker takes in new",
+                l->n, AB__DISPATCH_OPEN_MAX);
+    if (l->n > 1)
+        qsort(l->v, l->n, sizeof(*l->v), by_id);
+    return AB_OK;
+}
+
+/* The input's parentRunId of request @p id, into @p out ("" = none). */
+static ab_status_t parent_of(ab__dispatch_t *d, uint64_t id, char *out, size_t size,
+                             ab_error_t *err)
+{
+    ab_request_t r;
+    const ab_val_t *input = NULL;
+    ab_status_t rc = d->p->request_get(d->db, id, &r, &d->buf, err);
+    if (rc == AB_OK)
+        rc = ab_doc_parse(d->idoc, d->buf.data, d->buf.len, UINT32_MAX, UINT32_MAX, AB_INTERNAL,
+                          &input, err);
+    out[0] = '\0';
+    const ab_val_t *p = rc == AB_OK ? ab_val_get(input, "parentRunId") : NULL;
+    if (p != NULL && p->type == AB_VAL_STR && p->len < size) {
+        memcpy(out, p->u.s, p->len);
+        out[p->len] = '\0';
+    }
+    ab_doc_reset(d->idoc);
+    return rc;
+}
+
+/* After a restart: an assigned request whose run has not started goes back to the queue;
+ * one whose RUN_STARTED (or end) committed before the stop is moved on (invariant 2). */
+static ab_status_t recover(ab__dispatch_t *d, ab__dreq_t *q, ab_error_t *err)
+{
+    if (q->r.state == AB_REQ_QUEUED)
+        return AB_OK;
+    ab_headlist_t hl = {0};
+    ab_status_t rc = ab__heads_add_run(d->p, d->db, &hl, sv(q->r.thread), sv(q->r.run), err);
+    ab_run_status_t st = rc == AB_OK && hl.n ? hl.v[0].status : AB_RUN_STATUS_UNKNOWN;
+    uint64_t epoch = rc == AB_OK && hl.n ? hl.v[0].epoch : q->r.epoch;
+    ab__headlist_free(&hl);
+    uint64_t id = q->r.id;
+    if (rc == AB_OK && q->r.state == AB_REQ_ASSIGNED && st == AB_RUN_STATUS_UNKNOWN)
+        return ab__dq_move(d, q, AB_REQ_QUEUED, NULL, q->r.epoch, err);
+    if (rc == AB_OK && q->r.state == AB_REQ_ASSIGNED)
+        rc = ab__dq_move(d, q, AB_REQ_STARTED, q->r.worker, epoch, err);
+    q = ab__dq_by_id(d, id);
+    if (rc == AB_OK && q && (st == AB_RUN_STATUS_FINISHED || st == AB_RUN_STATUS_ERRORED))
+        rc = ab__dq_move(d, q, AB_REQ_ENDED, q->r.worker, q->r.epoch, err);
+    return rc;
+}
+
+static ab_status_t load(ab__dispatch_t *d, ab_error_t *err)
+{
+    rlist_t l = {0};
+    ab_status_t rc = list_open(d, &l, err);
+    char parent[AB_ID_MAX_BYTES + 1];
+    for (size_t i = 0; rc == AB_OK && i < l.n; i++) {
+        rc = parent_of(d, l.v[i].id, parent, sizeof(parent), err);
+        if (rc == AB_OK && !ab__dq_add(d, &l.v[i], parent))
+            rc = ab_error_set(err, AB_NOMEM, "", "out of memory loading requests");
+        ab__dreq_t *q = rc == AB_OK ? ab__dq_by_id(d, l.v[i].id) : NULL;
+        if (q != NULL)
+            q->loaded = true;
+    }
+    for (size_t i = 0; rc == AB_OK && i < l.n; i++) {
+        ab__dreq_t *q = ab__dq_by_id(d, l.v[i].id);
+        if (q != NULL)
+            rc = recover(d, q, err);
+    }
+    if (rc == AB_OK && d->nq > 0)
+        ab__log(AB_LOG_INFO, "dispatch: %zu open requests", d->nq);
+    free(l.v);
+    return rc;
+}
+
+ab_status_t ab__dispatch_new(ab__dispatch_t **out, ab__shared_t *b, ab_seq_t *seq, void *sock,
+                             ab_error_t *err)
+{
+    *out = NULL;
+    if (!ab__plugin_dispatches(b->plugin))
+        return AB_OK;
+    ab__dispatch_t *d = calloc(1, sizeof(*d));
+    if (d == NULL || ab_doc_new(&d->doc) != AB_OK || ab_doc_new(&d->idoc) != AB_OK) {
+        if (d)
+            ab_doc_destroy(&d->doc);
+        free(d);
+        return ab_error_set(err, AB_NOMEM, "", "out of memory setting up dispatch");
+    }
+    d->b = b;
+    d->seq = seq;
+    d->sock = sock;
+    d->p = b->plugin;
+    d->db = b->wdb;
+    d->grace_until_ms = ab__mono_ms() + AB_LEASE_MS_DEFAULT;
+    ab_status_t rc = load(d, err);
+    if (rc != AB_OK) {
+        ab__dispatch_destroy(&d);
+        return rc;
+    }
+    *out = d;
+    return AB_OK;
+}
+
+void ab__dispatch_destroy(ab__dispatch_t **dp)
+{
+    ab__dispatch_t *d = dp ? *dp : NULL;
+    if (d == NULL)
+        return;
+    for (size_t i = 0; i < d->nwk; i++)
+        worker_free(&d->wk[i]);
+    free(d->wk);
+    free(d->q);
+    free(d->moves);
+    ab_doc_destroy(&d->doc);
+    ab_doc_destroy(&d->idoc);
+    ab_buf_free(&d->buf);
+    free(d);
+    *dp = NULL;
+}

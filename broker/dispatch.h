@@ -1,0 +1,67 @@
+/*
+ * dispatch.h - run dispatch on the writer thread (docs/PROTOCOL.md 7.12 -
+ * 7.16, docs/ARCHITECTURE.md "Dispatch"): the durable requests of
+ * start_run and resume_run, their assignment to workers, cancel_run, and
+ * what committed RUN_STARTED / RUN_FINISHED / RUN_ERROR events do to them.
+ *
+ * It lives on the writer thread because everything it decides needs the
+ * writer's two things: the plugin's writer handle (requests are stored
+ * with it, between event groups) and the sequencer (an assignment is a
+ * claim: its epoch fences every other writer of the run). The command
+ * thread tells it which workers are live (AB_JOB_WORKER_UP / _DOWN) and
+ * hands it the dispatch requests (AB_JOB_DISPATCH); assignments and
+ * cancels go to workers as unsolicited messages on the writer's PAIR,
+ * which the command thread forwards like any reply.
+ */
+#ifndef AB_BROKER_DISPATCH_H
+#define AB_BROKER_DISPATCH_H
+
+#include "internal.h"
+
+/** Most open requests (queued, assigned, started) a broker holds; beyond: `overloaded`. */
+#define AB__DISPATCH_OPEN_MAX 16384
+
+typedef struct ab__dispatch ab__dispatch_t;
+
+/**
+ * Set up dispatch over the writer's handle and sequencer (borrowed), loading
+ * the open requests of the store: an assigned request whose run never
+ * started goes back to the queue; one whose run started (its RUN_STARTED
+ * committed before the broker stopped) is started. *out is NULL (and
+ * AB_OK) when the plugin stores no requests: dispatch is then unsupported.
+ */
+AB_NODISCARD ab_status_t ab__dispatch_new(ab__dispatch_t **out, ab__shared_t *b, ab_seq_t *seq,
+                                          void *sock, ab_error_t *err);
+
+/** Free everything (NULL-safe; *d = NULL). */
+void ab__dispatch_destroy(ab__dispatch_t **d);
+
+/** Answer a DISPATCH job, or take in a WORKER_UP / WORKER_DOWN one; frees @p job. */
+void ab__dispatch_job(ab__dispatch_t *d, ab_job_t *job);
+
+/**
+ * The group @p evs was committed: note the requests it started or ended
+ * (applied by ab__dispatch_pump()). Cheap when no request is open.
+ */
+void ab__dispatch_committed(ab__dispatch_t *d, const ab_append_event_t *evs, size_t n);
+
+/** Store the noted moves and assign what can be assigned (between groups). */
+void ab__dispatch_pump(ab__dispatch_t *d);
+
+/**
+ * May connection @p identity claim run @p run of @p thread? Not while the
+ * run's request is queued, assigned, or started by a live worker: that
+ * would fence the run's owner (AB_CONFLICT naming the owner). An orphaned
+ * run may be claimed (continue-by-claim): call ab__dispatch_claimed() after.
+ */
+AB_NODISCARD ab_status_t ab__dispatch_claim_check(ab__dispatch_t *d, ab_str_t thread, ab_str_t run,
+                                                  ab_error_t *err);
+
+/** The claim of @p run by @p identity succeeded with @p epoch: a worker adopts an orphan. */
+void ab__dispatch_claimed(ab__dispatch_t *d, ab_str_t thread, ab_str_t run, zmq_msg_t *identity,
+                          uint64_t epoch);
+
+/** ms until dispatch next has something to do by itself (orphan grace), -1 = nothing. */
+long ab__dispatch_tick(ab__dispatch_t *d);
+
+#endif /* AB_BROKER_DISPATCH_H */

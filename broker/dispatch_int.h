@@ -1,0 +1,112 @@
+/*
+ * dispatch_int.h - what dispatch.c (requests, workers, assignment) and
+ * dispatch_ops.c (the requests clients send) share. Writer thread only.
+ */
+#ifndef AB_BROKER_DISPATCH_INT_H
+#define AB_BROKER_DISPATCH_INT_H
+
+#include "dispatch.h"
+
+/** One open request (queued, assigned or started), as stored, plus what dispatch needs. */
+typedef struct ab__dreq {
+    ab_request_t r;
+    char parent[AB_ID_MAX_BYTES + 1]; /**< its input's parentRunId; "" = a top-level run */
+    char avoid[AB_REQUEST_WORKER_MAX_BYTES + 1]; /**< the worker that declined it last */
+    int64_t avoid_until_ms; /**< ... is not given it again before this (mono ms) */
+    bool loaded;            /**< read from the store at start-up (its owner may not be back yet) */
+} ab__dreq_t;
+
+/** How long a declined request is not offered to the worker that declined it (ms). */
+#define AB__DECLINE_BACKOFF_MS 1000
+
+/** One agent of a live worker: capacity and what is assigned to or started by it. */
+typedef struct ab__dagent {
+    char name[AB_ID_MAX_BYTES + 1];
+    uint32_t cap;
+} ab__dagent_t;
+
+/** A live worker registration, as the command thread announced it. */
+typedef struct ab__dwk {
+    char wid[24];
+    char name[AB_REQUEST_WORKER_MAX_BYTES + 1]; /**< the serve's worker name (clipped) */
+    zmq_msg_t ident;
+    ab__dagent_t *agents;
+    size_t nagents;
+    uint64_t order; /**< registration order: ties go to the older */
+} ab__dwk_t;
+
+/** A state change a committed event asks for, stored by the next pump. */
+typedef struct ab__dmove {
+    uint64_t id;
+    ab_request_state_t to; /**< STARTED or ENDED */
+    uint64_t epoch;        /**< STARTED: the RUN_STARTED's epoch */
+} ab__dmove_t;
+
+struct ab__dispatch {
+    ab__shared_t *b;
+    ab_seq_t *seq;
+    void *sock;
+    const ab_plugin_t *p;
+    ab_plugin_db_t *db;
+    ab__dreq_t *q; /**< open requests in id order (= queue order) */
+    size_t nq, capq;
+    ab__dwk_t *wk;
+    size_t nwk, capwk;
+    ab__dmove_t *moves;
+    size_t nmoves, capmoves;
+    uint64_t next_run; /**< made run ids: r-<instance>-<n> */
+    uint64_t order;
+    int64_t grace_until_ms; /**< after start-up: started runs are not orphaned before this */
+    bool dirty;             /**< something changed: the pump may assign */
+    ab_doc_t *doc;          /**< the job being answered */
+    ab_doc_t *idoc;         /**< stored inputs read back */
+    ab_buf_t buf;           /**< scratch: inputs, encodings */
+};
+
+/* dispatch.c */
+ab__dreq_t *ab__dq_by_run(ab__dispatch_t *d, ab_str_t thread, ab_str_t run);
+ab__dreq_t *ab__dq_by_id(ab__dispatch_t *d, uint64_t id);
+/** Insert a stored request (kept in id order). @return false when out of memory. */
+bool ab__dq_add(ab__dispatch_t *d, const ab_request_t *r, const char *parent);
+/** Replace the copy of request r->id with @p r; remove it when it is no longer open. */
+void ab__dq_update(ab__dispatch_t *d, const ab_request_t *r);
+/** Whether a live worker carries the name @p name (clipped). */
+bool ab__dq_owner_live(const ab__dispatch_t *d, const char *name);
+/** Orphaned: started, its owner not live, past the start-up grace. */
+bool ab__dq_orphaned(const ab__dispatch_t *d, const ab__dreq_t *q);
+/** The live worker named @p name serving @p agent, or NULL. */
+ab__dwk_t *ab__dq_owner(ab__dispatch_t *d, const char *name, const char *agent);
+/** The registration of connection @p identity, or NULL. */
+ab__dwk_t *ab__dq_worker_of(ab__dispatch_t *d, zmq_msg_t *identity);
+/** Compare-and-set move of request @p q (see ab_request_move_t); updates the table. */
+AB_NODISCARD ab_status_t ab__dq_move(ab__dispatch_t *d, ab__dreq_t *q, ab_request_state_t to,
+                                     const char *worker, uint64_t epoch, ab_error_t *err);
+/** Send @p m unsolicited to worker @p w. */
+void ab__dq_send(ab__dispatch_t *d, ab__dwk_t *w, const ab_msg_t *m);
+/** Answer @p job with @p m or error @p e and free it. */
+void ab__dq_answer(ab__dispatch_t *d, ab_job_t *job, const ab_msg_t *m, const ab_error_t *e);
+
+/* dispatch_ops.c */
+void ab__dispatch_op(ab__dispatch_t *d, ab_job_t *job, const ab_msg_t *m);
+/** Cancel the active (assigned or started, top-level) run of @p thread (if_busy interrupt). */
+void ab__dispatch_cancel(ab__dispatch_t *d, ab_str_t thread, const char *reason);
+
+/** A new request as the store takes it (start_run, resume_run). */
+typedef struct ab__newreq {
+    ab_str_t agent, thread, run, key;
+    bool run_named;
+    const ab_val_t *input;  /**< as the caller gave it (a map) */
+    const ab_val_t *resume; /**< resume_run: the input's resume; NULL = keep the input's */
+} ab__newreq_t;
+/** The run id: the caller's, else input.runId, else one the broker makes into @p made. */
+AB_NODISCARD ab_status_t ab__dispatch_run_id(ab__dispatch_t *d, ab__newreq_t *n, ab_str_t run,
+                                             char *made, size_t size, ab_error_t *err);
+/** Store @p n (or find its key's request) and answer run_accepted. */
+void ab__dispatch_put(ab__dispatch_t *d, ab_job_t *job, ab__newreq_t *n, ab_if_busy_t if_busy);
+/** Answer run_accepted for request @p id. */
+void ab__dispatch_accepted(ab__dispatch_t *d, ab_job_t *job, uint64_t id, bool existing);
+
+/* dispatch_resume.c */
+void ab__dispatch_resume(ab__dispatch_t *d, ab_job_t *job, const ab_resume_run_t *r);
+
+#endif /* AB_BROKER_DISPATCH_INT_H */

@@ -1,0 +1,447 @@
+/*
+ * test_dispatch.c - run dispatch through a real broker process
+ * (docs/PROTOCOL.md 7.12 - 7.15): start_run is durable and idempotent, is
+ * assigned with a claim epoch to the live worker with the most free
+ * capacity, one run per thread; RUN_STARTED commits move it to started,
+ * its end to ended; a decline or a lapsed lease before RUN_STARTED gives it
+ * back to the queue (the old epoch fenced), after RUN_STARTED it is
+ * orphaned and never run again; cancel_run's four answers; if_busy; the
+ * store keeps requests across a SIGKILL of the broker. The workers here
+ * speak the wire themselves, so each step is seen as it happens.
+ */
+#include "testutil.h"
+
+#include "broker_proc.h"
+
+#include <string.h>
+
+typedef struct side {
+    ab_conn_t *c;
+    ab_doc_t *doc;
+    tu_ctx_t tu;
+} side_t;
+
+static side_t side_new(it_t *t)
+{
+    side_t s = {it_connect(&t->bp), NULL, {0}};
+    assert_int_equal(ab_doc_new(&s.doc), AB_OK);
+    tu_ctx_init(&s.tu);
+    return s;
+}
+
+static void side_free(side_t *s)
+{
+    ab_conn_destroy(&s->c);
+    ab_doc_destroy(&s->doc);
+    tu_ctx_free(&s->tu);
+}
+
+#define SV(s) ((ab_str_t){(s), strlen(s)})
+
+/* Register @p s as worker @p name serving agent "coder" with @p cap runs at once. */
+static void serve(side_t *s, const char *name, uint32_t cap, uint32_t lease_ms)
+{
+    ab_served_agent_t agents[] = {{{"coder", 5}, cap, NULL, 0}};
+    ab_msg_t m = {.op = AB_OP_SERVE}, r;
+    m.u.serve = (ab_serve_t){SV(name), agents, 1, lease_ms};
+    ab_error_t err = AB_ERROR_INIT;
+    assert_int_equal(ab_conn_request(s->c, &m, NULL, 0, s->doc, &r, IT_TIMEOUT, &err), AB_OK);
+    assert_int_equal(r.op, AB_OP_SERVED);
+}
+
+/* start_run of agent "coder" on @p thread with key @p key; the answer's status. */
+static ab_status_t start(side_t *s, const char *thread, const char *run, const char *key,
+                         const char *input, ab_if_busy_t busy, ab_run_accepted_t *out,
+                         ab_error_t *err)
+{
+    ab_start_run_t r = {SV("coder"),
+                        SV(thread),
+                        run ? SV(run) : (ab_str_t){0},
+                        tu_json(&s->tu, input ? input : "{\"messages\":[]}"),
+                        SV(key),
+                        busy};
+    return ab_conn_start_run(s->c, &r, s->doc, out, IT_TIMEOUT, err);
+}
+
+static ab_run_accepted_t start_ok(side_t *s, const char *thread, const char *key)
+{
+    ab_run_accepted_t a;
+    ab_error_t err = AB_ERROR_INIT;
+    if (start(s, thread, NULL, key, NULL, AB_IF_BUSY_OMIT, &a, &err) != AB_OK)
+        fail_msg("start_run: %s: %s (field %s)", ab_status_name(err.code), err.message, err.field);
+    return a;
+}
+
+/* The next unsolicited message on worker @p w, of op @p op. */
+static ab_msg_t next_msg(side_t *w, ab_op_t op)
+{
+    ab_msg_t m;
+    ab_error_t err = AB_ERROR_INIT;
+    assert_int_equal(ab_conn_recv(w->c, 0, w->doc, &m, IT_TIMEOUT, &err), AB_OK);
+    if (m.op != op)
+        fail_msg("expected %s, got %s", ab_op_name(op), ab_op_name(m.op));
+    assert_int_equal(m.cid, 0);
+    return m;
+}
+
+/* Whether anything unsolicited arrives on @p w within @p ms. */
+static bool quiet(side_t *w, int ms)
+{
+    ab_msg_t m;
+    return ab_conn_recv(w->c, 0, w->doc, &m, ms, NULL) == AB_TIMEOUT;
+}
+
+/* Copied ids of an assignment (the worker's doc is reused). */
+typedef struct asg {
+    uint64_t request, epoch;
+    uint32_t attempt;
+    char thread[64], run[128];
+} asg_t;
+
+static asg_t next_assign(side_t *w)
+{
+    ab_msg_t m = next_msg(w, AB_OP_ASSIGN);
+    asg_t a = {m.u.assign.request, m.u.assign.epoch, m.u.assign.attempt, "", ""};
+    snprintf(a.thread, sizeof a.thread, "%.*s", (int)m.u.assign.thread.len, m.u.assign.thread.ptr);
+    snprintf(a.run, sizeof a.run, "%.*s", (int)m.u.assign.run.len, m.u.assign.run.ptr);
+    assert_true(ab_val_str_eq(ab_val_get(m.u.assign.input, "threadId"), a.thread));
+    assert_true(ab_val_str_eq(ab_val_get(m.u.assign.input, "runId"), a.run));
+    return a;
+}
+
+/* Publish one event of @p a's run with @p seq; @return the result status (error in *err). */
+static ab_result_status_t publish(side_t *w, const asg_t *a, uint64_t seq, const char *type,
+                                  ab_error_t *err)
+{
+    char body[512];
+    if (strcmp(type, "RUN_STARTED") == 0)
+        snprintf(body, sizeof body,
+                 "{\"type\":\"RUN_STARTED\",\"threadId\":\"%s\",\"runId\":\"%s\","
+                 "\"protocolVersion\":\"1.0\"}",
+                 a->thread, a->run);
+    else
+        snprintf(body, sizeof body, "{\"type\":\"%s\",\"threadId\":\"%s\",\"runId\":\"%s\"}", type,
+                 a->thread, a->run);
+    ab_buf_t ev = AB_BUF_INIT;
+    assert_int_equal(ab_envelope_json(&ev, 1, a->thread, a->run, seq, a->epoch, body, NULL), AB_OK);
+    ab_result_t r = it_publish1(w->c, w->doc, &ev, err);
+    ab_buf_free(&ev);
+    return r.status;
+}
+
+static void run_through(side_t *w, const asg_t *a)
+{
+    ab_error_t err = AB_ERROR_INIT;
+    assert_int_equal(publish(w, a, 1, "RUN_STARTED", &err), AB_RESULT_ACCEPTED);
+    assert_int_equal(publish(w, a, 2, "RUN_FINISHED", &err), AB_RESULT_ACCEPTED);
+}
+
+/* The request @p id as `requests` lists it (all states); false when not listed. */
+static bool find_req(side_t *s, uint64_t id, ab_request_state_t state, ab_request_info_t *out)
+{
+    ab_requests_t q = {state, {0}, id - 1, 1};
+    ab_requests_reply_t r;
+    ab_error_t err = AB_ERROR_INIT;
+    if (ab_conn_requests(s->c, &q, s->doc, &r, IT_TIMEOUT, &err) != AB_OK)
+        fail_msg("requests: %s: %s (field %s)", ab_status_name(err.code), err.message, err.field);
+    if (r.nrequests == 0 || r.requests[0].request != id)
+        return false;
+    *out = r.requests[0];
+    return true;
+}
+
+/* Wait until request @p id is in @p state (moves follow commits between groups). */
+static ab_request_info_t wait_state(side_t *s, uint64_t id, ab_request_state_t state)
+{
+    ab_request_info_t info = {0};
+    for (int i = 0; i < 500; i++) {
+        if (find_req(s, id, state, &info))
+            return info;
+        ab_conn_wait(s->c, 10);
+    }
+    fail_msg("request %llu never reached %s", (unsigned long long)id, ab_request_state_name(state));
+    return info;
+}
+
+static void test_start_assign_finish(void **state)
+{
+    it_t *t = *state;
+    IT_REQUIRE_BROKER(t);
+    side_t w = side_new(t), c = side_new(t);
+    serve(&w, "w1", 1, 0);
+    ab_run_accepted_t a = start_ok(&c, "t-1", "k-1");
+    assert_int_equal(a.state, AB_REQ_ASSIGNED);
+    assert_false(a.existing);
+    char run[128];
+    snprintf(run, sizeof run, "%.*s", (int)a.run.len, a.run.ptr);
+    asg_t g = next_assign(&w);
+    assert_int_equal(g.request, a.request);
+    assert_string_equal(g.run, run);
+    assert_int_equal(g.attempt, 1);
+    assert_true(g.epoch >= 1);
+    /* an assigned run cannot be claimed by anyone else: it would fence the assignee */
+    ab_claimed_t cl;
+    ab_error_t err = AB_ERROR_INIT;
+    assert_int_equal(ab_conn_claim(c.c, "t-1", run, c.doc, &cl, IT_TIMEOUT, &err), AB_CONFLICT);
+    assert_non_null(strstr(err.message, "w1"));
+    run_through(&w, &g);
+    ab_request_info_t info = wait_state(&c, a.request, AB_REQ_ENDED);
+    assert_int_equal(info.worker.len, 2);
+    assert_memory_equal(info.worker.ptr, "w1", 2);
+    /* the same key: the same request, also once it ended */
+    ab_run_accepted_t b = start_ok(&c, "t-1", "k-1");
+    assert_true(b.existing);
+    assert_int_equal(b.request, a.request);
+    assert_int_equal(b.state, AB_REQ_ENDED);
+    assert_int_equal(b.run.len, strlen(run));
+    side_free(&w);
+    side_free(&c);
+}
+
+static void test_one_run_per_thread(void **state)
+{
+    it_t *t = *state;
+    IT_REQUIRE_BROKER(t);
+    side_t w = side_new(t), c = side_new(t);
+    serve(&w, "w1", 2, 0);
+    ab_run_accepted_t a1 = start_ok(&c, "t-1", "k-1");
+    ab_run_accepted_t a2 = start_ok(&c, "t-1", "k-2");
+    ab_run_accepted_t a3 = start_ok(&c, "t-2", "k-3");
+    assert_int_equal(a1.state, AB_REQ_ASSIGNED);
+    assert_int_equal(a2.state, AB_REQ_QUEUED); /* behind a1: one run per thread */
+    assert_int_equal(a2.position, 0);
+    assert_int_equal(a3.state, AB_REQ_ASSIGNED); /* another thread: the second slot */
+    asg_t g1 = next_assign(&w), g3 = next_assign(&w);
+    assert_int_equal(g1.request, a1.request);
+    assert_int_equal(g3.request, a3.request);
+    /* a child run of the active run is not held back */
+    ab_run_accepted_t ch;
+    ab_error_t err = AB_ERROR_INIT;
+    char in[300];
+    snprintf(in, sizeof in, "{\"messages\":[],\"parentRunId\":\"%s\"}", g1.run);
+    run_through(&w, &g3); /* frees a slot */
+    assert_int_equal(start(&c, "t-1", "child-1", "k-4", in, AB_IF_BUSY_REJECT, &ch, &err), AB_OK);
+    asg_t gc = next_assign(&w);
+    assert_int_equal(gc.request, ch.request);
+    run_through(&w, &gc);
+    run_through(&w, &g1);
+    asg_t g2 = next_assign(&w);
+    assert_int_equal(g2.request, a2.request);
+    side_free(&w);
+    side_free(&c);
+}
+
+static void test_decline_and_lapse_requeue(void **state)
+{
+    it_t *t = *state;
+    IT_REQUIRE_BROKER(t);
+    side_t w1 = side_new(t), w2 = side_new(t), c = side_new(t);
+    serve(&w1, "w1", 1, 0);
+    ab_run_accepted_t a = start_ok(&c, "t-1", "k-1");
+    asg_t g = next_assign(&w1);
+    ab_msg_t m = {.op = AB_OP_DECLINE}, r;
+    m.u.decline = (ab_decline_t){g.request, g.epoch, SV("busy")};
+    ab_error_t err = AB_ERROR_INIT;
+    assert_int_equal(ab_conn_request(w1.c, &m, NULL, 0, w1.doc, &r, IT_TIMEOUT, &err), AB_OK);
+    assert_int_equal(r.op, AB_OP_DECLINED);
+    assert_int_equal(r.u.declined.state, AB_REQ_QUEUED);
+    serve(&w2, "w2", 1, AB_LEASE_MS_MIN); /* w1 declined: w2 gets it */
+    asg_t g2 = next_assign(&w2);
+    assert_int_equal(g2.request, a.request);
+    assert_int_equal(g2.attempt, 2);
+    assert_true(g2.epoch > g.epoch);
+    /* w1's old epoch is fenced */
+    assert_int_equal(publish(&w1, &g, 1, "RUN_STARTED", &err), AB_RESULT_REJECTED);
+    assert_int_equal(err.code, AB_FENCED);
+    /* w2 goes silent before RUN_STARTED: its lease lapses and the request returns to w1 */
+    ab_request_info_t info = {0};
+    for (int i = 0; i < 400 && !(find_req(&c, a.request, AB_REQ_NONE, &info) && info.attempts == 3);
+         i++)
+        ab_conn_wait(c.c, 20);
+    asg_t g3 = next_assign(&w1);
+    assert_int_equal(g3.request, a.request);
+    assert_int_equal(g3.attempt, 3);
+    run_through(&w1, &g3);
+    wait_state(&c, a.request, AB_REQ_ENDED);
+    side_free(&w1);
+    side_free(&w2);
+    side_free(&c);
+}
+
+static void test_orphaned_never_rerun(void **state)
+{
+    it_t *t = *state;
+    IT_REQUIRE_BROKER(t);
+    side_t w1 = side_new(t), c = side_new(t);
+    serve(&w1, "w1", 1, AB_LEASE_MS_MIN);
+    ab_run_accepted_t a = start_ok(&c, "t-1", "k-1");
+    asg_t g = next_assign(&w1);
+    ab_error_t err = AB_ERROR_INIT;
+    assert_int_equal(publish(&w1, &g, 1, "RUN_STARTED", &err), AB_RESULT_ACCEPTED);
+    wait_state(&c, a.request, AB_REQ_STARTED);
+    side_free(&w1); /* the owner goes after RUN_STARTED */
+    side_t w2 = side_new(t);
+    serve(&w2, "w2", 1, 0);
+    ab_request_info_t info = {0};
+    for (int i = 0; i < 400 && !(find_req(&c, a.request, AB_REQ_STARTED, &info) && info.orphaned);
+         i++)
+        ab_conn_wait(c.c, 20);
+    assert_true(info.orphaned);
+    assert_true(quiet(&w2, 300)); /* never run again by itself */
+    ab_cancel_run_t cr = {SV("t-1"), SV(g.run), {0}};
+    ab_cancel_reply_t rep;
+    assert_int_equal(ab_conn_cancel_run(c.c, &cr, c.doc, &rep, IT_TIMEOUT, &err), AB_OK);
+    assert_int_equal(rep.outcome, AB_CANCEL_NO_OWNER);
+    /* continue-by-claim: w2 claims the orphan and owns it */
+    ab_claimed_t cl;
+    assert_int_equal(ab_conn_claim(w2.c, "t-1", g.run, w2.doc, &cl, IT_TIMEOUT, &err), AB_OK);
+    assert_true(find_req(&c, a.request, AB_REQ_STARTED, &info));
+    assert_false(info.orphaned);
+    assert_int_equal(info.worker.len, 2);
+    assert_memory_equal(info.worker.ptr, "w2", 2);
+    asg_t g2 = g;
+    g2.epoch = cl.epoch;
+    assert_int_equal(publish(&w2, &g2, 2, "RUN_FINISHED", &err), AB_RESULT_ACCEPTED);
+    wait_state(&c, a.request, AB_REQ_ENDED);
+    side_free(&w2);
+    side_free(&c);
+}
+
+static void test_cancel_cases(void **state)
+{
+    it_t *t = *state;
+    IT_REQUIRE_BROKER(t);
+    side_t w = side_new(t), c = side_new(t);
+    ab_error_t err = AB_ERROR_INIT;
+    ab_cancel_reply_t rep;
+    /* queued (no worker yet): dequeued */
+    ab_run_accepted_t q = start_ok(&c, "t-q", "k-q");
+    assert_int_equal(q.state, AB_REQ_QUEUED);
+    char qrun[128];
+    snprintf(qrun, sizeof qrun, "%.*s", (int)q.run.len, q.run.ptr);
+    ab_cancel_run_t cr = {SV("t-q"), SV(qrun), SV("not needed")};
+    assert_int_equal(ab_conn_cancel_run(c.c, &cr, c.doc, &rep, IT_TIMEOUT, &err), AB_OK);
+    assert_int_equal(rep.outcome, AB_CANCEL_DEQUEUED);
+    assert_int_equal(rep.request, q.request);
+    serve(&w, "w1", 1, 0);
+    assert_true(quiet(&w, 200)); /* the cancelled request is never assigned */
+    /* started: delivered to the owner, which ends it with outcome cancelled */
+    ab_run_accepted_t s = start_ok(&c, "t-s", "k-s");
+    asg_t g = next_assign(&w);
+    assert_int_equal(publish(&w, &g, 1, "RUN_STARTED", &err), AB_RESULT_ACCEPTED);
+    wait_state(&c, s.request, AB_REQ_STARTED);
+    cr = (ab_cancel_run_t){SV("t-s"), SV(g.run), SV("user")};
+    assert_int_equal(ab_conn_cancel_run(c.c, &cr, c.doc, &rep, IT_TIMEOUT, &err), AB_OK);
+    assert_int_equal(rep.outcome, AB_CANCEL_DELIVERED);
+    ab_msg_t m = next_msg(&w, AB_OP_RUN_CANCEL);
+    assert_int_equal(m.u.run_cancel.request, s.request);
+    assert_int_equal(m.u.run_cancel.epoch, g.epoch);
+    assert_memory_equal(m.u.run_cancel.reason.ptr, "user", 4);
+    assert_int_equal(publish(&w, &g, 2, "RUN_FINISHED", &err), AB_RESULT_ACCEPTED);
+    wait_state(&c, s.request, AB_REQ_ENDED);
+    /* ended: already ended; unknown: not found */
+    assert_int_equal(ab_conn_cancel_run(c.c, &cr, c.doc, &rep, IT_TIMEOUT, &err), AB_OK);
+    assert_int_equal(rep.outcome, AB_CANCEL_ENDED);
+    cr.run = SV("no-such-run");
+    assert_int_equal(ab_conn_cancel_run(c.c, &cr, c.doc, &rep, IT_TIMEOUT, &err), AB_NOT_FOUND);
+    /* assigned, not started: dequeued, the assignee told and fenced */
+    ab_run_accepted_t a = start_ok(&c, "t-a", "k-a");
+    asg_t ga = next_assign(&w);
+    cr = (ab_cancel_run_t){SV("t-a"), SV(ga.run), {0}};
+    assert_int_equal(ab_conn_cancel_run(c.c, &cr, c.doc, &rep, IT_TIMEOUT, &err), AB_OK);
+    assert_int_equal(rep.outcome, AB_CANCEL_DEQUEUED);
+    (void)next_msg(&w, AB_OP_RUN_CANCEL);
+    assert_int_equal(publish(&w, &ga, 1, "RUN_STARTED", &err), AB_RESULT_REJECTED);
+    assert_int_equal(err.code, AB_FENCED);
+    ab_request_info_t info;
+    assert_true(find_req(&c, a.request, AB_REQ_CANCELLED, &info));
+    side_free(&w);
+    side_free(&c);
+}
+
+static void test_if_busy_and_input(void **state)
+{
+    it_t *t = *state;
+    IT_REQUIRE_BROKER(t);
+    side_t w = side_new(t), c = side_new(t);
+    serve(&w, "w1", 2, 0);
+    ab_run_accepted_t a = start_ok(&c, "t-1", "k-1");
+    asg_t g = next_assign(&w);
+    ab_error_t err = AB_ERROR_INIT;
+    assert_int_equal(publish(&w, &g, 1, "RUN_STARTED", &err), AB_RESULT_ACCEPTED);
+    ab_run_accepted_t b;
+    assert_int_equal(start(&c, "t-1", NULL, "k-2", NULL, AB_IF_BUSY_REJECT, &b, &err), AB_CONFLICT);
+    assert_string_equal(err.field, "thread");
+    /* interrupt: the active run's owner is asked to cancel; the new one waits for its end */
+    assert_int_equal(start(&c, "t-1", "r-new", "k-3", NULL, AB_IF_BUSY_INTERRUPT, &b, &err), AB_OK);
+    assert_int_equal(b.state, AB_REQ_QUEUED);
+    ab_msg_t m = next_msg(&w, AB_OP_RUN_CANCEL);
+    assert_int_equal(m.u.run_cancel.request, a.request);
+    assert_int_equal(publish(&w, &g, 2, "RUN_FINISHED", &err), AB_RESULT_ACCEPTED);
+    asg_t g2 = next_assign(&w);
+    assert_string_equal(g2.run, "r-new");
+    /* the input is a RunAgentInput: typed errors with its path */
+    assert_int_equal(start(&c, "t-9", NULL, "k-9", "{\"messages\":{}}", 0, &b, &err),
+                     AB_INVALID_EVENT);
+    assert_non_null(strstr(err.field, "input/messages"));
+    ab_error_clear(&err);
+    assert_int_equal(
+        start(&c, "t-9", NULL, "k-9", "{\"messages\":[],\"threadId\":\"other\"}", 0, &b, &err),
+        AB_INVALID_EVENT);
+    assert_string_equal(err.field, "input/threadId");
+    /* a key names one request: another thread with it is refused */
+    assert_int_equal(start(&c, "t-other", NULL, "k-1", NULL, 0, &b, &err), AB_OK);
+    assert_true(b.existing); /* the key's answer, whatever else the retry says */
+    side_free(&w);
+    side_free(&c);
+}
+
+static void test_broker_sigkill_keeps_requests(void **state)
+{
+    it_t *t = *state;
+    IT_REQUIRE_BROKER(t);
+    side_t w = side_new(t), c = side_new(t);
+    serve(&w, "w1", 1, 0);
+    ab_run_accepted_t s = start_ok(&c, "t-s", "k-s"); /* will have started */
+    asg_t gs = next_assign(&w);
+    ab_error_t err = AB_ERROR_INIT;
+    assert_int_equal(publish(&w, &gs, 1, "RUN_STARTED", &err), AB_RESULT_ACCEPTED);
+    wait_state(&c, s.request, AB_REQ_STARTED);
+    ab_run_accepted_t q = start_ok(&c, "t-q", "k-q"); /* queued: w1 is full */
+    assert_int_equal(q.state, AB_REQ_QUEUED);
+    side_free(&w);
+    side_free(&c);
+    bp_kill(&t->bp); /* SIGKILL, then the same directory */
+    assert_int_equal(bp_restart(&t->bp), 0);
+    c = side_new(t);
+    ab_run_accepted_t q2 = start_ok(&c, "t-q", "k-q");
+    assert_true(q2.existing);
+    assert_int_equal(q2.request, q.request);
+    assert_int_equal(q2.state, AB_REQ_QUEUED);
+    w = side_new(t);
+    serve(&w, "w1", 1, 0); /* the same worker name owns the started run again */
+    ab_request_info_t info;
+    assert_true(find_req(&c, s.request, AB_REQ_STARTED, &info));
+    assert_false(info.orphaned);
+    assert_true(quiet(&w, 300)); /* its one slot is the started run's: nothing else is assigned */
+    assert_int_equal(publish(&w, &gs, 2, "RUN_FINISHED", &err), AB_RESULT_ACCEPTED);
+    asg_t gq = next_assign(&w); /* the queued one, exactly once */
+    assert_int_equal(gq.request, q.request);
+    assert_int_equal(gq.attempt, 1);
+    side_free(&w);
+    side_free(&c);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_start_assign_finish, it_setup, it_teardown),
+        cmocka_unit_test_setup_teardown(test_one_run_per_thread, it_setup, it_teardown),
+        cmocka_unit_test_setup_teardown(test_decline_and_lapse_requeue, it_setup, it_teardown),
+        cmocka_unit_test_setup_teardown(test_orphaned_never_rerun, it_setup, it_teardown),
+        cmocka_unit_test_setup_teardown(test_cancel_cases, it_setup, it_teardown),
+        cmocka_unit_test_setup_teardown(test_if_busy_and_input, it_setup, it_teardown),
+        cmocka_unit_test_setup_teardown(test_broker_sigkill_keeps_requests, it_setup, it_teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
