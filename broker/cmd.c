@@ -24,6 +24,7 @@
  */
 #include "ab_common.h"
 #include "internal.h"
+#include "loader.h"
 #include "workers.h"
 
 #include <errno.h>
@@ -126,6 +127,11 @@ static void welcome(cmd_t *c, zmq_msg_t *id, const ab_msg_t *m)
         pl->snapshot_put != NULL && pl->snapshot_get != NULL && !atomic_load(&c->b->snap_failed);
     ab_cap_state_t snaps =
         stored && c->b->cfg->snapshot_every > 0 ? AB_CAP_AVAILABLE : AB_CAP_DEGRADED;
+    /* dispatch (PROTOCOL.md 7.12): requests are stored by the plugin; a request is
+     * accepted (queued) with no worker live, so "available" needs no worker */
+    ab_cap_state_t disp = !ab__plugin_dispatches(pl)            ? AB_CAP_UNSUPPORTED
+                          : atomic_load(&c->b->dispatch_failed) ? AB_CAP_UNAVAILABLE
+                                                                : AB_CAP_AVAILABLE;
     const ab_cap_t caps[] = {
         {AB_CAP_PUBLISH, sizeof(AB_CAP_PUBLISH) - 1, AB_CAP_AVAILABLE},
         {AB_CAP_REPLAY, sizeof(AB_CAP_REPLAY) - 1, AB_CAP_AVAILABLE},
@@ -135,6 +141,9 @@ static void welcome(cmd_t *c, zmq_msg_t *id, const ab_msg_t *m)
         {AB_CAP_PACKED_PUBLISH, sizeof(AB_CAP_PACKED_PUBLISH) - 1, AB_CAP_AVAILABLE},
         {AB_CAP_ACTIONS, sizeof(AB_CAP_ACTIONS) - 1,
          ab__workers_any_actions(c->wk) ? AB_CAP_AVAILABLE : AB_CAP_UNAVAILABLE},
+        {AB_CAP_DISPATCH, sizeof(AB_CAP_DISPATCH) - 1, disp},
+        {AB_CAP_CANCEL_RUN, sizeof(AB_CAP_CANCEL_RUN) - 1, disp},
+        {AB_CAP_RESUME_RUN, sizeof(AB_CAP_RESUME_RUN) - 1, disp},
     };
     ab_msg_t w = {.op = AB_OP_WELCOME, .v = chosen, .cid = m->cid};
     w.u.welcome.instance = (ab_str_t){c->b->instance, strlen(c->b->instance)};

@@ -43,6 +43,7 @@ typedef struct ab__shared {
     _Atomic int64_t replay_unread;   /**< replay chunk bytes sent, not credited (all readers) */
     _Atomic int64_t replay_slots;    /**< replays open or unread (all readers), <= cfg->replays */
     _Atomic bool snap_failed;        /**< the snapshot worker could not start: nothing is stored */
+    _Atomic bool dispatch_failed;    /**< dispatch could not load the store's requests */
     ab__snapcache_t *snaps; /**< this broker's snapshot builders (readers, snapshot worker) */
 } ab__shared_t;
 

@@ -122,7 +122,12 @@ static void do_single(writer_t *w, ab_job_t *job)
             ab__dispatch_job(w->disp, job);
         } else if (job->kind == AB_JOB_DISPATCH) {
             ab_error_t u = AB_ERROR_INIT;
-            ab_error_set(&u, AB_UNSUPPORTED, "op", "this broker's store keeps no run requests");
+            if (atomic_load(&w->b->dispatch_failed))
+                ab_error_set(&u, AB_UNAVAILABLE, "",
+                             "dispatch could not load the store's run "
+                             "requests (the broker log says why)");
+            else
+                ab_error_set(&u, AB_UNSUPPORTED, "op", "this broker's store keeps no run requests");
             finish(w, job, NULL, &u);
         } else {
             ab__job_free(job);
@@ -304,6 +309,7 @@ void *ab__writer_main(void *arg)
     if (ab__dispatch_new(&w.disp, w.b, w.seq, w.sock, &de) != AB_OK) {
         char line[512];
         ab__log(AB_LOG_ERROR, "dispatch is off: %s", ab_error_format(&de, line, sizeof(line)));
+        atomic_store(&w.b->dispatch_failed, true);
     }
     while (!w.stop) {
         ab__snapsched_collect(&w.snap);

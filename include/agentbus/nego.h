@@ -86,7 +86,10 @@ AB_API AB_NODISCARD ab_status_t ab_caps_require(const ab_cap_t *caps, size_t n, 
 #define AB_CAP_DURABLE_SNAPSHOTS "durableThreadSnapshots"
 #define AB_CAP_HEARTBEAT         "heartbeat"
 #define AB_CAP_PACKED_PUBLISH    "packedPublish"
-#define AB_CAP_ACTIONS           "actions" /**< serve with actions, invoke_action, workers */
+#define AB_CAP_ACTIONS           "actions"   /**< serve with actions, invoke_action, workers */
+#define AB_CAP_DISPATCH          "dispatch"  /**< start_run, assign, decline, requests */
+#define AB_CAP_CANCEL_RUN        "cancelRun" /**< cancel_run, run_cancel */
+#define AB_CAP_RESUME_RUN        "resumeRun" /**< resume_run */
 
 #ifdef __cplusplus
 }
