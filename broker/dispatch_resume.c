@@ -94,12 +94,12 @@ void ab__dispatch_resume(ab__dispatch_t *d, ab_job_t *job, const ab_resume_run_t
             kv[0] = (ab_kv_t){"messages", 8, {AB_VAL_ARRAY, 0, {.items = NULL}}};
         empty = (ab_val_t){AB_VAL_MAP, 1, {.pairs = kv}};
     }
-    if (rc == AB_OK)
-        rc = agent_of(d, r, &req, &agent, &e);
     if (rc == AB_OK) {
         ab__seq_set_now(d->seq, ab__now_us());
         rc = ab__seq_resume_probe(d->seq, r->thread, r->run, r->resume, &e);
     }
+    if (rc == AB_OK)
+        rc = agent_of(d, r, &req, &agent, &e);
     char made[AB_ID_MAX_BYTES + 1];
     ab__newreq_t n = {
         .agent = agent, .thread = r->thread, .key = r->key, .input = base, .resume = r->resume};

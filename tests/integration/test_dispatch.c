@@ -96,12 +96,18 @@ typedef struct asg {
     uint64_t request, epoch;
     uint32_t attempt;
     char thread[64], run[128];
+    char input[2048]; /* the assignment's input as JSON */
 } asg_t;
 
 static asg_t next_assign(side_t *w)
 {
     ab_msg_t m = next_msg(w, AB_OP_ASSIGN);
-    asg_t a = {m.u.assign.request, m.u.assign.epoch, m.u.assign.attempt, "", ""};
+    asg_t a = {m.u.assign.request, m.u.assign.epoch, m.u.assign.attempt, "", "", ""};
+    ab_buf_t js = AB_BUF_INIT;
+    assert_int_equal(ab_val_to_json(m.u.assign.input, &js), AB_OK);
+    assert_true(js.len < sizeof a.input);
+    memcpy(a.input, js.data, js.len);
+    ab_buf_free(&js);
     snprintf(a.thread, sizeof a.thread, "%.*s", (int)m.u.assign.thread.len, m.u.assign.thread.ptr);
     snprintf(a.run, sizeof a.run, "%.*s", (int)m.u.assign.run.len, m.u.assign.run.ptr);
     assert_true(ab_val_str_eq(ab_val_get(m.u.assign.input, "threadId"), a.thread));
@@ -113,11 +119,18 @@ static asg_t next_assign(side_t *w)
 static ab_result_status_t publish(side_t *w, const asg_t *a, uint64_t seq, const char *type,
                                   ab_error_t *err)
 {
-    char body[512];
-    if (strcmp(type, "RUN_STARTED") == 0)
+    char body[3072];
+    if (strcmp(type, "RUN_STARTED") == 0) /* it echoes the input it was given */
         snprintf(body, sizeof body,
                  "{\"type\":\"RUN_STARTED\",\"threadId\":\"%s\",\"runId\":\"%s\","
-                 "\"protocolVersion\":\"1.0\"}",
+                 "\"protocolVersion\":\"1.0\",\"input\":%s}",
+                 a->thread, a->run, a->input);
+    else if (strcmp(type, "INTERRUPT") == 0)
+        snprintf(body, sizeof body,
+                 "{\"type\":\"RUN_FINISHED\",\"threadId\":\"%s\",\"runId\":\"%s\","
+                 "\"outcome\":{\"type\":\"interrupt\",\"interrupts\":[{\"id\":\"i1\","
+                 "\"reason\":\"confirmation\"},{\"id\":\"i2\",\"reason\":\"tool_call\","
+                 "\"expiresAt\":\"2001-01-01T00:00:00Z\"}]}}",
                  a->thread, a->run);
     else
         snprintf(body, sizeof body, "{\"type\":\"%s\",\"threadId\":\"%s\",\"runId\":\"%s\"}", type,
@@ -432,6 +445,75 @@ static void test_broker_sigkill_keeps_requests(void **state)
     side_free(&c);
 }
 
+/* resume_run of run @p run on "t-r" with entries @p json; the status, error in *err. */
+static ab_status_t resume(side_t *c, const char *run, const char *key, const char *json,
+                          ab_run_accepted_t *out, ab_error_t *err)
+{
+    ab_error_clear(err);
+    ab_resume_run_t r = {SV("t-r"), SV(run), tu_json(&c->tu, json), SV(key), {0}, {0}, NULL};
+    return ab_conn_resume_run(c->c, &r, c->doc, out, IT_TIMEOUT, err);
+}
+
+static void assert_names(const ab_error_t *e, const char *field, const char *id)
+{
+    assert_string_equal(e->field, field);
+    const ab_error_detail_t *d = ab_error_detail(e, "interruptId");
+    assert_non_null(d);
+    assert_string_equal(d->s, id);
+}
+
+#define E1 "{\"interruptId\":\"i1\",\"status\":\"resolved\",\"payload\":{\"approved\":true}}"
+#define E2 "{\"interruptId\":\"i2\",\"status\":\"cancelled\"}"
+
+static void test_resume_run(void **state)
+{
+    it_t *t = *state;
+    IT_REQUIRE_BROKER(t);
+    side_t w = side_new(t), c = side_new(t);
+    serve(&w, "w1", 1, 0);
+    ab_run_accepted_t a = start_ok(&c, "t-r", "k-1");
+    asg_t g = next_assign(&w);
+    ab_error_t err = AB_ERROR_INIT;
+    assert_int_equal(publish(&w, &g, 1, "RUN_STARTED", &err), AB_RESULT_ACCEPTED);
+    assert_int_equal(publish(&w, &g, 2, "INTERRUPT", &err), AB_RESULT_ACCEPTED);
+    wait_state(&c, a.request, AB_REQ_ENDED);
+    ab_run_accepted_t b;
+    assert_int_equal(resume(&c, g.run, "k-2", "[" E1 "]", &b, &err), AB_CONFLICT);
+    assert_names(&err, "resume", "i2"); /* omission is not abandonment */
+    assert_int_equal(resume(&c, g.run, "k-2",
+                            "[" E1 "," E2 ",{\"interruptId\":\"zz\",\"status\":"
+                            "\"cancelled\"}]",
+                            &b, &err),
+                     AB_CONFLICT);
+    assert_names(&err, "resume/2/interruptId", "zz");
+    assert_int_equal(resume(&c, g.run, "k-2", "[" E1 "," E1 "," E2 "]", &b, &err), AB_CONFLICT);
+    assert_names(&err, "resume/1/interruptId", "i1");
+    assert_int_equal(resume(&c, g.run, "k-2",
+                            "[" E1 ",{\"interruptId\":\"i2\",\"status\":\"resolved\"}]", &b, &err),
+                     AB_CONFLICT);
+    assert_names(&err, "resume/1/status", "i2"); /* expired: it can only be cancelled */
+    assert_int_equal(resume(&c, "other-run", "k-2", "[" E1 "," E2 "]", &b, &err), AB_CONFLICT);
+    assert_string_equal(err.field, "run");
+    assert_int_equal(resume(&c, g.run, "k-2", "[{\"interruptId\":\"i1\"}]", &b, &err),
+                     AB_INVALID_EVENT);
+    assert_non_null(strstr(err.field, "resume/0"));
+    /* answered exactly: the replacement run is dispatched to the same agent with input.resume */
+    assert_int_equal(resume(&c, g.run, "k-2", "[" E1 "," E2 "]", &b, &err), AB_OK);
+    assert_int_equal(b.agent.len, 5);
+    asg_t g2 = next_assign(&w);
+    assert_int_equal(g2.request, b.request);
+    assert_non_null(strstr(g2.input, "\"resume\""));
+    assert_non_null(strstr(g2.input, "\"approved\":true"));
+    assert_int_equal(publish(&w, &g2, 1, "RUN_STARTED", &err), AB_RESULT_ACCEPTED);
+    assert_int_equal(publish(&w, &g2, 2, "RUN_FINISHED", &err), AB_RESULT_ACCEPTED);
+    /* the same key again: the same request; answered interrupts are not pending any more */
+    assert_int_equal(resume(&c, g.run, "k-2", "[" E1 "," E2 "]", &b, &err), AB_OK);
+    assert_true(b.existing);
+    assert_int_equal(resume(&c, g.run, "k-3", "[" E1 "," E2 "]", &b, &err), AB_CONFLICT);
+    side_free(&w);
+    side_free(&c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -442,6 +524,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_cancel_cases, it_setup, it_teardown),
         cmocka_unit_test_setup_teardown(test_if_busy_and_input, it_setup, it_teardown),
         cmocka_unit_test_setup_teardown(test_broker_sigkill_keeps_requests, it_setup, it_teardown),
+        cmocka_unit_test_setup_teardown(test_resume_run, it_setup, it_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
