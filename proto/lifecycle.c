@@ -117,6 +117,14 @@ void ab_lifecycle_destroy(ab_lifecycle_t **lcp)
     *lcp = NULL;
 }
 
+void ab_lifecycle_set_baseline(ab_lifecycle_t *lc, ab_lifecycle_baseline_fn fn, void *ud)
+{
+    if (!lc)
+        return;
+    lc->baseline = fn;
+    lc->baseline_ud = fn ? ud : NULL;
+}
+
 ab_run_state_t ab_lifecycle_state(const ab_lifecycle_t *lc)
 {
     return lc ? lc->state : AB_RUN_NEW;

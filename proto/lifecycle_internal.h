@@ -118,7 +118,9 @@ struct ab_lifecycle {
     ab__lc_item_t *calls_head, *calls_tail;
     ab__lc_item_t *chunks; /* open chunk-form items */
     uint64_t seq;
-    size_t mem; /* bytes held, see ab_lifecycle_memory() */
+    size_t mem;                        /* bytes held, see ab_lifecycle_memory() */
+    ab_lifecycle_baseline_fn baseline; /* R20 outside the run, or NULL */
+    void *baseline_ud;
 };
 
 /* Static facts about each kind: its name in messages and its fields. */

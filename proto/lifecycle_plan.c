@@ -7,7 +7,9 @@
  * fills an ab__lc_op_t describing the change; it never writes the checker.
  *
  * Invariants:
- *  1. Planners are pure: const checker in, op or error out.
+ *  1. Planners are pure: const checker in, op or error out. The one call
+ *     out is the caller's baseline callback (R20 for an activity message the
+ *     run does not hold), which never sees the checker.
  *  2. An item keeps the spelling it was first opened with (triad or chunk);
  *     an event of the other spelling for the same id is rejected.
  *  3. A lane is an owner (a subagentRunId, or none for the parent agent) and
@@ -36,6 +38,8 @@
  *   SUBAGENT_STARTED            none               OPEN (active)
  *   SUBAGENT_FINISHED/ERROR     OPEN               DONE
  *   ACTIVITY_SNAPSHOT           none / CLOSED      CLOSED (re-minted owner)
+ *   ACTIVITY_DELTA              CLOSED             CLOSED; none: the thread's baseline
+ *                                                  callback decides, nothing is created
  *   (MESSAGES_SNAPSHOT is not planned here: ab__lc_messages_snapshot)
  *   TOOL_CALL_RESULT            CLOSED call        CLOSED, answered
  */
@@ -487,6 +491,23 @@ static bool keeps_existing(const ab_agui_info_t *ev)
     return r && r->type == AB_VAL_BOOL && !r->u.b;
 }
 
+/*
+ * R20 for an activity message the run does not hold: the caller's baseline
+ * callback says whether the thread holds it from an earlier run (the owner
+ * is not known then, so R15 has nothing to compare); without one, or when it
+ * does not, the delta has no baseline.
+ */
+static ab_status_t thread_baseline(const ab_lifecycle_t *lc, ab_str_t id, ab_error_t *err)
+{
+    ab_status_t st = lc->baseline ? lc->baseline(lc->baseline_ud, id, err) : AB_NOT_FOUND;
+    if (st != AB_NOT_FOUND)
+        return st;
+    return ab_error_set(err, AB_INVALID_EVENT, "/messageId",
+                        "ACTIVITY_DELTA for activity message %.*s, which no ACTIVITY_SNAPSHOT or "
+                        "MESSAGES_SNAPSHOT of this %s holds: a delta needs a baseline",
+                        SHOW(id), lc->baseline ? "thread" : "run");
+}
+
 /* A replacing snapshot re-mints the owner; replace:false must agree with it. */
 static ab_status_t plan_activity(const ab_lifecycle_t *lc, const ab_agui_info_t *ev,
                                  ab__lc_op_t *op, bool delta, ab_error_t *err)
@@ -495,11 +516,10 @@ static ab_status_t plan_activity(const ab_lifecycle_t *lc, const ab_agui_info_t 
     if (!id.ptr)
         return missing(err, "/messageId", ev->type);
     ab__lc_item_t *it = ab__lc_find(lc, AB__LC_ACT, id, no_str);
-    if (delta && !it) /* R20: no snapshot of this run holds it (or a later one dropped it) */
-        return ab_error_set(err, AB_INVALID_EVENT, "/messageId",
-                            "ACTIVITY_DELTA for activity message %.*s, which no ACTIVITY_SNAPSHOT "
-                            "or MESSAGES_SNAPSHOT of this run holds: a delta needs a baseline",
-                            SHOW(id));
+    if (delta && !it) { /* R20: no snapshot of this run holds it: the thread's may */
+        ab_status_t st = thread_baseline(lc, id, err);
+        return st != AB_OK ? st : note_attribution(lc, ev, op);
+    }
     if (it && (delta || keeps_existing(ev))) {
         if (tag.ptr && !ab__lc_str_eq(tag, it->owner))
             return owner_mismatch(err, it, ev);

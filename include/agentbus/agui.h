@@ -197,6 +197,24 @@ AB_API void ab_lifecycle_destroy(ab_lifecycle_t **lc);
 AB_API AB_NODISCARD ab_status_t ab_lifecycle_check(ab_lifecycle_t *lc, const ab_agui_info_t *ev,
                                                    ab_error_t *err);
 
+/**
+ * Whether the thread holds activity message @p message_id from outside the
+ * run (rule R20 across runs, docs/LIFECYCLE.md): asked when an
+ * ACTIVITY_DELTA names an activity message that no snapshot of this run
+ * holds. Return AB_OK when an earlier event of the thread created it and no
+ * later one dropped it (the delta is accepted), AB_NOT_FOUND when not (the
+ * delta is refused with AB_INVALID_EVENT, as without a callback), or another
+ * code with @p err set, which the check returns as it is. @p message_id is a
+ * view valid for the call.
+ */
+typedef ab_status_t (*ab_lifecycle_baseline_fn)(void *ud, ab_str_t message_id, ab_error_t *err);
+
+/**
+ * Install the baseline callback of @p lc (NULL @p fn: none, the default, so
+ * a delta needs a baseline in its own run). Both are borrowed.
+ */
+AB_API void ab_lifecycle_set_baseline(ab_lifecycle_t *lc, ab_lifecycle_baseline_fn fn, void *ud);
+
 /** The run's state after the events checked so far. */
 AB_API ab_run_state_t ab_lifecycle_state(const ab_lifecycle_t *lc);
 

@@ -525,6 +525,49 @@ static void test_activity(void **state)
 #define AMSG(id, x) "{'id':'" id "','role':'activity','activityType':'t','content':{}" x "}"
 #define UMSG(id)    "{'id':'" id "','role':'user','content':'hi'}"
 
+/* A baseline callback standing in for the thread: holds "old" only, fails for "io". */
+typedef struct bl {
+    unsigned calls;
+    char last[16];
+} bl_t;
+
+static ab_status_t thread_holds(void *ud, ab_str_t id, ab_error_t *err)
+{
+    bl_t *b = ud;
+    b->calls++;
+    snprintf(b->last, sizeof(b->last), "%.*s", (int)id.len, id.ptr);
+    if (id.len == 2 && memcmp(id.ptr, "io", 2) == 0)
+        return ab_error_set(err, AB_IO, NULL, "store unreadable");
+    return id.len == 3 && memcmp(id.ptr, "old", 3) == 0 ? AB_OK : AB_NOT_FOUND;
+}
+
+/* R20 across runs: the callback is asked only for ids the run does not hold. */
+static void test_activity_thread_baseline(void **state)
+{
+    (void)state;
+    lt_t *t = started();
+    bl_t b = {0};
+    ab_lifecycle_set_baseline(t->lc, thread_holds, &b);
+    OK(t, ACTD("old", ",'subagentRunId':'s'")); /* the thread's: accepted, owner unknown */
+    assert_int_equal(b.calls, 1);
+    assert_string_equal(b.last, "old");
+    OK(t, ACTD("old", ",'subagentRunId':'z'")); /* nothing was created for it in this run */
+    assert_int_equal(b.calls, 2);
+    BAD(t, ACTD("new", ""), AB_INVALID_EVENT, "/messageId", "of this thread holds");
+    BAD(t, ACTD("io", ""), AB_IO, NULL, "store unreadable");
+    OK(t, ACTS("a1", ""));
+    OK(t, ACTD("a1", "")); /* the run's own baseline: not asked */
+    assert_int_equal(b.calls, 4);
+    OK(t, MSNAP(AMSG("a2", "")));
+    BAD(t, ACTD("a1", ""), AB_INVALID_EVENT, "/messageId", "needs a baseline"); /* asked, no */
+    assert_int_equal(b.calls, 5);
+    ab_lifecycle_set_baseline(t->lc, NULL, &b); /* removed: per run again */
+    BAD(t, ACTD("old", ""), AB_INVALID_EVENT, "/messageId", "of this run holds");
+    assert_int_equal(b.calls, 5);
+    OK(t, RF);
+    lt_free(t);
+}
+
 /* R20 with MESSAGES_SNAPSHOT: an activity message it carries is a baseline;
  * one carrying activity messages is the complete set; one without keeps them. */
 static void test_activity_messages_snapshot(void **state)
@@ -919,6 +962,7 @@ int main(void)
         cmocka_unit_test(test_attribution),
         cmocka_unit_test(test_activity),
         cmocka_unit_test(test_activity_messages_snapshot),
+        cmocka_unit_test(test_activity_thread_baseline),
         cmocka_unit_test(test_interrupts),
         cmocka_unit_test(test_pending_tool_calls),
         cmocka_unit_test(test_rejected_event_changes_nothing),
