@@ -503,9 +503,9 @@ static ab_status_t thread_baseline(const ab_lifecycle_t *lc, ab_str_t id, ab_err
     if (st != AB_NOT_FOUND)
         return st;
     return ab_error_set(err, AB_INVALID_EVENT, "/messageId",
-                        "ACTIVITY_DELTA for activity message %.*s, which no ACTIVITY_SNAPSHOT or "
-                        "MESSAGES_SNAPSHOT of this %s holds: a delta needs a baseline",
-                        SHOW(id), lc->baseline ? "thread" : "run");
+                        "ACTIVITY_DELTA needs a baseline: no ACTIVITY_SNAPSHOT or "
+                        "MESSAGES_SNAPSHOT of this %s holds activity message %.*s",
+                        lc->baseline ? "thread" : "run", SHOW(id));
 }
 
 /* A replacing snapshot re-mints the owner; replace:false must agree with it. */
