@@ -13,6 +13,9 @@
  *  4. An active run's checker has seen exactly the run's committed events
  *     1..last_seq plus the staged ones; a terminal run loaded from the
  *     store has no checker (status and last_seq suffice).
+ *  5. Every checker asks the thread for an ACTIVITY_DELTA's baseline outside
+ *     its run (ab__seq_act_baseline); while it is rebuilt, s->cur is NULL and
+ *     the answer is yes, since its stored events were accepted once.
  */
 #include "ab_common.h"
 #include "seq_internal.h"
@@ -264,7 +267,13 @@ static ab_status_t load(ab_seq_t *s, ab_str_t thread, ab_str_t run, ab__seq_run_
         ab_error_set(err, rc, NULL, "cannot create the lifecycle checker of run '%s'", r->run);
         goto free_run;
     }
-    if (r->last_seq > 0 && (rc = rebuild(s, r, err)) != AB_OK)
+    ab_lifecycle_set_baseline(r->lc, ab__seq_act_baseline, s); /* R20 across runs */
+    const ab_seq_item_t *cur = s->cur;
+    s->cur = NULL; /* a rebuild re-checks events accepted once: no baseline to ask for */
+    if (r->last_seq > 0)
+        rc = rebuild(s, r, err);
+    s->cur = cur;
+    if (rc != AB_OK)
         goto free_run;
 done:
     *out = r;

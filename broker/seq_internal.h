@@ -2,8 +2,10 @@
  * seq_internal.h - the sequencer's private structures, shared by
  * sequencer.c (rules, group, commit/abort), seq_cache.c (run state
  * cache: hash table, LRU, load and rebuild from the store), seq_thread.c
- * (each thread's latest run, cached and derived from the store) and
- * seq_resume.c (the resume rules against that run's interrupts).
+ * (thread states: each thread's latest run, cached and derived from the
+ * store), seq_resume.c (the resume rules against that run's interrupts) and
+ * seq_activity.c (the activity messages a thread holds, for rule R20 across
+ * runs).
  */
 #ifndef AB_BROKER_SEQ_INTERNAL_H
 #define AB_BROKER_SEQ_INTERNAL_H
@@ -21,6 +23,8 @@
 #define AB__SEQ_MAX_THREADS 4096u
 /** Run heads kept per pass while finding a thread's latest run in the store. */
 #define AB__SEQ_SCAN 32u
+/** Activity message ids a thread state remembers (docs/SEQUENCER.md section 2b). */
+#define AB__SEQ_MAX_ACTS 64u
 
 /** The cached state of one run. */
 typedef struct ab__seq_run {
@@ -45,6 +49,26 @@ typedef struct ab__seq_run {
 /** ab__seq_run_t.level: not known yet (loaded from the store), top-level, child run. */
 enum { AB__SEQ_LEVEL_UNKNOWN = 0, AB__SEQ_LEVEL_TOP, AB__SEQ_LEVEL_CHILD };
 
+/** One remembered activity message id (owned bytes, NUL-terminated). */
+typedef struct ab__seq_aid {
+    char *id;
+    size_t len;
+} ab__seq_aid_t;
+
+/**
+ * The activity facet of a thread state (seq_activity.c): activity message
+ * ids the thread holds after its committed and staged events. Every id
+ * listed is held; when complete, no other is, so a delta for an id not
+ * listed is refused without reading the store. More than AB__SEQ_MAX_ACTS
+ * ids make it incomplete: then an id not listed is looked up in the store.
+ */
+typedef struct ab__seq_act {
+    uint32_t n;
+    uint32_t next; /**< the slot an id confirmed from the store takes when all are used */
+    bool complete;
+    ab__seq_aid_t ids[AB__SEQ_MAX_ACTS];
+} ab__seq_act_t;
+
 /**
  * The resume state of one thread: its latest interrupted run (the top-level
  * run whose RUN_FINISHED with outcome interrupt was staged last) and whether
@@ -68,12 +92,15 @@ typedef struct ab__seq_thr {
     uint64_t fin_gen; /**< == seq->gen: that RUN_FINISHED is pending index fin_idx */
     uint32_t fin_idx;
     uint64_t group_gen; /**< == seq->gen: changed by an event staged in this group */
+    bool resume_loaded; /**< the fields above are derived (else only the key is set) */
+    ab__seq_act_t *act; /**< the activity facet, NULL until a delta needs it */
 } ab__seq_thr_t;
 
 /**
- * A staged event that changes a thread's resume state (pending index), for
+ * A staged event that changes a thread's state (pending index), for
  * threads loaded later in the group: a top-level RUN_STARTED with input, a
- * top-level RUN_FINISHED with outcome interrupt, a RUN_ERROR.
+ * top-level RUN_FINISHED with outcome interrupt, a RUN_ERROR (resume); an
+ * ACTIVITY_SNAPSHOT, a MESSAGES_SNAPSHOT (activity).
  */
 typedef struct ab__seq_tev {
     uint32_t idx;
@@ -123,6 +150,9 @@ struct ab_seq {
     ab__seq_tev_t *tev; /**< the group's staged boundary events, in stage order */
     size_t ntev, cap_tev;
     int64_t now_us; /**< the group's commit time (ab__seq_set_now) */
+    /** The item whose lifecycle check runs (the baseline callback's thread);
+     *  NULL otherwise, in particular while a run is rebuilt from the store. */
+    const ab_seq_item_t *cur;
     /* scratch */
     ab_doc_t *doc;
     ab_buf_t bytes;
@@ -152,6 +182,9 @@ void ab__seq_trim(ab_seq_t *s, const ab__seq_run_t *keep);
 size_t ab__seq_run_memory(const ab__seq_run_t *r);
 
 /* ---- seq_thread.c / seq_resume.c ------------------------------------------ */
+
+/** The cached state of @p thread, created (nothing derived yet) on a miss. */
+ab_status_t ab__seq_thr_entry(ab_seq_t *s, ab_str_t thread, ab__seq_thr_t **out, ab_error_t *err);
 
 /** Set up / tear down the thread states of @p s. */
 ab_status_t ab__seq_thr_init(ab_seq_t *s);
@@ -194,5 +227,28 @@ ab_status_t ab__seq_resume_check(ab_seq_t *s, const ab__seq_thr_t *t, const ab_s
  */
 ab_status_t ab__seq_stored(ab_seq_t *s, ab_str_t thread, ab_str_t run, uint64_t seq, uint64_t *pos,
                            ab_agui_type_t *type, bool *input, ab_error_t *err);
+
+/* ---- seq_activity.c ---------------------------------------------------------- */
+
+/** Whether events of type @p t change the activity messages a thread holds. */
+static inline bool ab__seq_act_event(ab_agui_type_t t)
+{
+    return t == AB_AGUI_ACTIVITY_SNAPSHOT || t == AB_AGUI_MESSAGES_SNAPSHOT;
+}
+
+/**
+ * The lifecycle checkers' baseline callback (ud = the sequencer): whether
+ * the thread of s->cur holds activity message @p id (AB_OK, AB_NOT_FOUND, or
+ * a store error). With s->cur NULL (a run rebuilt from the store) AB_OK:
+ * its stored events were accepted once.
+ */
+ab_status_t ab__seq_act_baseline(void *ud, ab_str_t id, ab_error_t *err);
+
+/** Apply the staged event @p it (ab__seq_act_event) to the facet @p a. */
+void ab__seq_act_apply(ab__seq_act_t *a, const ab_seq_item_t *it);
+
+/** Free a facet (NULL-safe) / the bytes it holds (0 for NULL). */
+void ab__seq_act_free(ab__seq_act_t *a);
+size_t ab__seq_act_memory(const ab__seq_act_t *a);
 
 #endif /* AB_BROKER_SEQ_INTERNAL_H */

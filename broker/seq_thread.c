@@ -25,6 +25,11 @@
  *     when the child was staged.
  *  3. An abort drops every state the group changed; a commit keeps them.
  *  4. At most max_threads states are cached, least recently used evicted.
+ *  5. A state has two facets, each derived when first needed: the resume
+ *     facet (resume_loaded, the fields above) and the activity facet (act,
+ *     seq_activity.c). A staged event is applied to the facet it concerns
+ *     when that facet is loaded; a facet loaded later replays the group's
+ *     events of its own kind only.
  */
 #include "ab_common.h"
 #include "seq_internal.h"
@@ -79,6 +84,7 @@ static void thr_evict(ab_seq_t *s, ab__seq_thr_t *t)
         *p = t->hnext;
     tlru_unlink(t);
     s->tcount--;
+    ab__seq_act_free(t->act);
     free(t->thread);
     free(t);
 }
@@ -136,14 +142,14 @@ size_t ab__seq_thr_memory(const ab_seq_t *s)
 {
     size_t m = s->ntbuckets * sizeof(*s->tbuckets) + s->cap_tev * sizeof(*s->tev);
     for (const ab__seq_thr_t *t = s->tlru.lru_next; t != &s->tlru; t = t->lru_next)
-        m += sizeof(*t) + t->thread_len + 1;
+        m += sizeof(*t) + t->thread_len + 1 + ab__seq_act_memory(t->act);
     return m;
 }
 
 /* ---- the group's thread events ---------------------------------------------------- */
 
-/* Apply the staged thread event at pending index @p idx to @p t. */
-static void apply(ab_seq_t *s, ab__seq_thr_t *t, uint32_t idx)
+/* Apply the staged boundary event at pending index @p idx to the resume facet of @p t. */
+static void apply_resume(ab_seq_t *s, ab__seq_thr_t *t, uint32_t idx)
 {
     const ab_seq_item_t *it = s->pend_items[idx];
     ab_str_t run = it->ev->run;
@@ -163,6 +169,19 @@ static void apply(ab_seq_t *s, ab__seq_thr_t *t, uint32_t idx)
         t->errored = true;
     }
     t->group_gen = s->gen;
+}
+
+/* Apply the staged thread event at pending index @p idx to the loaded facets of @p t. */
+static void apply(ab_seq_t *s, ab__seq_thr_t *t, uint32_t idx)
+{
+    const ab_seq_item_t *it = s->pend_items[idx];
+    t->group_gen = s->gen;
+    if (ab__seq_act_event(it->info->type)) {
+        if (t->act)
+            ab__seq_act_apply(t->act, it);
+    } else if (t->resume_loaded) {
+        apply_resume(s, t, idx);
+    }
 }
 
 ab_status_t ab__seq_thr_reserve(ab_seq_t *s)
@@ -408,7 +427,7 @@ static ab_status_t load_state(ab_seq_t *s, ab__seq_thr_t *t, ab_error_t *err)
     return rc;
 }
 
-ab_status_t ab__seq_thr_get(ab_seq_t *s, ab_str_t thread, ab__seq_thr_t **out, ab_error_t *err)
+ab_status_t ab__seq_thr_entry(ab_seq_t *s, ab_str_t thread, ab__seq_thr_t **out, ab_error_t *err)
 {
     ab__seq_thr_t *t = thr_find(s, thread);
     if (t) {
@@ -427,16 +446,33 @@ ab_status_t ab__seq_thr_get(ab_seq_t *s, ab_str_t thread, ab__seq_thr_t **out, a
     t->thread = id;
     t->thread_len = thread.len;
     t->hash = thr_hash(thread);
-    ab_status_t rc = load_state(s, t, err);
-    if (rc != AB_OK) {
-        free(id);
-        free(t);
-        return rc;
-    }
-    for (size_t i = 0; i < s->ntev; i++) /* invariant 1 */
-        if (id_is(thread.ptr, thread.len, s->pend_items[s->tev[i].idx]->ev->thread))
-            apply(s, t, s->tev[i].idx);
     thr_insert(s, t);
+    *out = t;
+    return AB_OK;
+}
+
+/* The state of @p thread with its resume facet derived (invariants 1 and 5). */
+ab_status_t ab__seq_thr_get(ab_seq_t *s, ab_str_t thread, ab__seq_thr_t **out, ab_error_t *err)
+{
+    ab__seq_thr_t *t = NULL;
+    ab_status_t rc = ab__seq_thr_entry(s, thread, &t, err);
+    if (rc != AB_OK)
+        return rc;
+    if (!t->resume_loaded) {
+        t->run_len = 0;
+        t->run[0] = '\0';
+        t->pending = t->errored = false;
+        t->fin_seq = t->fin_gen = 0;
+        if ((rc = load_state(s, t, err)) != AB_OK)
+            return rc;
+        t->resume_loaded = true;
+        for (size_t i = 0; i < s->ntev; i++) {
+            uint32_t idx = s->tev[i].idx;
+            const ab_seq_item_t *it = s->pend_items[idx];
+            if (!ab__seq_act_event(it->info->type) && id_is(thread.ptr, thread.len, it->ev->thread))
+                apply_resume(s, t, idx);
+        }
+    }
     *out = t;
     return AB_OK;
 }

@@ -20,7 +20,10 @@
  *  6. Every staged RUN_STARTED / RUN_FINISHED / RUN_ERROR is handed to the
  *     thread states (seq_thread.c) in stage order, so a thread's latest run
  *     always includes what is staged; the resume rule (rule 7) of a run's
- *     first RUN_STARTED reads them before the event is staged.
+ *     first RUN_STARTED reads them before the event is staged. So is every
+ *     staged ACTIVITY_SNAPSHOT / MESSAGES_SNAPSHOT (seq_activity.c), which
+ *     an ACTIVITY_DELTA of another run reads through the lifecycle checker's
+ *     baseline callback while s->cur names it.
  */
 #include "seq_internal.h"
 
@@ -166,8 +169,8 @@ static ab_status_t check_lifecycle(const ab__seq_run_t *r, const ab_seq_item_t *
                             ab_run_status_name(r->status), (unsigned long long)it->ev->seq);
     }
     ab_status_t rc = ab_lifecycle_check(r->lc, it->info, err);
-    if (rc != AB_OK)
-        ab_error_prefix_field(err, "event");
+    if (rc == AB_INVALID_EVENT || rc == AB_RUN_TERMINAL || rc == AB_TOO_LARGE)
+        ab_error_prefix_field(err, "event"); /* not a store error of the baseline callback */
     return rc;
 }
 
@@ -176,12 +179,18 @@ static bool boundary(ab_agui_type_t t)
     return t == AB_AGUI_RUN_STARTED || t == AB_AGUI_RUN_FINISHED || t == AB_AGUI_RUN_ERROR;
 }
 
+/* Events that change their thread's state: resume (boundaries) or activity. */
+static bool thread_type(ab_agui_type_t t)
+{
+    return boundary(t) || ab__seq_act_event(t);
+}
+
 /* Make room for one more staged event of r, so staging itself cannot fail. */
 static ab_status_t reserve_stage(ab_seq_t *s, ab__seq_run_t *r, const ab_seq_item_t *it,
                                  ab_error_t *err)
 {
     size_t nst = (size_t)(r->staged_seq - r->last_seq) + 1;
-    if ((boundary(it->info->type) && ab__seq_thr_reserve(s) != AB_OK) ||
+    if ((thread_type(it->info->type) && ab__seq_thr_reserve(s) != AB_OK) ||
         ab__seq_reserve((void **)&s->pend, &s->cap_pend, s->npend + 1, sizeof(*s->pend)) ||
         ab__seq_reserve((void **)&s->pend_items, &s->cap_pend_items, s->npend + 1,
                         sizeof(*s->pend_items)) ||
@@ -259,9 +268,12 @@ static ab_status_t decide(ab_seq_t *s, ab__seq_run_t *r, ab_seq_item_t *it)
     if ((first_start(r, it) || it->info->type != AB_AGUI_RUN_STARTED) && boundary(it->info->type) &&
         (rc = ab__seq_thr_check(s, r, it, &thread_event, &it->err)) != AB_OK)
         return rc;
-    if ((rc = check_lifecycle(r, it, &it->err)) != AB_OK)
+    s->cur = it; /* the thread an ACTIVITY_DELTA's baseline callback asks about */
+    rc = check_lifecycle(r, it, &it->err);
+    s->cur = NULL;
+    if (rc != AB_OK)
         return rc;
-    stage(s, r, it, thread_event);
+    stage(s, r, it, thread_event || ab__seq_act_event(it->info->type));
     return AB_OK;
 }
 

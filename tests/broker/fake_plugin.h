@@ -6,8 +6,9 @@
  * Follows the plugin contract where the tests rely on it: all-or-nothing
  * append_batch (AB_CONFLICT on a stored (run, seq)), contiguous positions,
  * claim bumps the epoch (creating the run at 1), head reports UNKNOWN for a
- * run never seen, read in position order. fail_append makes the next
- * append_batch fail with AB_UNAVAILABLE; counters let tests see the calls.
+ * run never seen, read in position order. fail_append (fail_read) makes the
+ * next append_batch (read) calls fail with AB_UNAVAILABLE; counters let tests
+ * see the calls.
  */
 #ifndef AB_TESTS_FAKE_PLUGIN_H
 #define AB_TESTS_FAKE_PLUGIN_H
@@ -35,6 +36,7 @@ struct ab_plugin_db {
     fp_run_t *runs;
     size_t nruns;
     int fail_append; /**< fail the next append_batch calls */
+    int fail_read;   /**< fail the next read calls */
     unsigned appends, claims, heads, reads, event_bytes;
 };
 
@@ -164,8 +166,11 @@ static bool fp_match(const fp_event_t *e, const ab_read_t *req)
 static ab_status_t fp_read(ab_plugin_db_t *db, const ab_read_t *req, ab_row_cb cb, void *ud,
                            uint32_t *count, ab_error_t *err)
 {
-    (void)err;
     db->reads++;
+    if (db->fail_read) {
+        db->fail_read--;
+        return ab_error_set(err, AB_UNAVAILABLE, NULL, "fake: read failed");
+    }
     uint32_t n = 0;
     for (size_t i = 0; i < db->nev && n < req->limit; i++) {
         const fp_event_t *e = &db->ev[i];
