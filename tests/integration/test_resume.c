@@ -5,7 +5,10 @@
  * (missing, unknown, duplicated and expired-but-resolved entries are refused
  * with `conflict` naming the interrupt), an input must name its own run,
  * and the rule still holds after the broker is stopped (SIGTERM) and
- * started again on the same data directory.
+ * started again on the same data directory. Likewise the thread-level
+ * activity rule (docs/SEQUENCER.md section 2b): an ACTIVITY_DELTA in a
+ * later run of the thread patches an activity message an earlier run
+ * created, across a restart, and never one of another thread.
  */
 #include "testutil.h"
 
@@ -178,12 +181,68 @@ static void test_after_restart(void **state)
     ab_conn_destroy(&c);
 }
 
+#define ACTS(id)                                                                                   \
+    "{\"type\":\"ACTIVITY_SNAPSHOT\",\"messageId\":\"" id "\",\"activityType\":\"plan\","          \
+    "\"content\":{\"step\":1}}"
+#define ACTD(id)                                                                                   \
+    "{\"type\":\"ACTIVITY_DELTA\",\"messageId\":\"" id "\",\"activityType\":\"plan\",\"patch\":[{" \
+    "\"op\":\"replace\",\"path\":\"/step\",\"value\":2}]}"
+
+static void run_boundary(ab_conn_t *c, ab_doc_t *doc, const char *th, const char *run, uint64_t seq)
+{
+    char json[256];
+    ab_error_t rej = AB_ERROR_INIT;
+    if (seq == 1)
+        snprintf(json, sizeof(json),
+                 "{\"type\":\"RUN_STARTED\",\"threadId\":\"%s\",\"runId\":\"%s\","
+                 "\"protocolVersion\":\"1.0\"}",
+                 th, run);
+    else
+        snprintf(json, sizeof(json),
+                 "{\"type\":\"RUN_FINISHED\",\"threadId\":\"%s\",\"runId\":\"%s\"}", th, run);
+    accepted(pub(c, doc, th, run, seq, json, &rej), &rej);
+}
+
+static void no_baseline(ab_result_t r, const ab_error_t *rej, const char *id)
+{
+    refused(r, rej, AB_INVALID_EVENT, "event/messageId", NULL);
+    if (!strstr(rej->message, id) || !strstr(rej->message, "of this thread holds"))
+        fail_msg("expected a delta without a baseline for %s: %s", id, rej->message);
+}
+
+static void test_activity_across_runs(void **state)
+{
+    it_t *t = *state;
+    IT_REQUIRE_BROKER(t);
+    ab_conn_t *c = it_connect(&t->bp);
+    ab_error_t rej = AB_ERROR_INIT;
+    run_boundary(c, t->doc, "ta", "r1", 1);
+    accepted(pub(c, t->doc, "ta", "r1", 2, ACTS("a1"), &rej), &rej);
+    run_boundary(c, t->doc, "ta", "r1", 3);
+    run_boundary(c, t->doc, "ta", "r2", 1);
+    accepted(pub(c, t->doc, "ta", "r2", 2, ACTD("a1"), &rej), &rej);
+    no_baseline(pub(c, t->doc, "ta", "r2", 3, ACTD("zz"), &rej), &rej, "zz");
+    run_boundary(c, t->doc, "tb", "r1", 1);
+    no_baseline(pub(c, t->doc, "tb", "r1", 2, ACTD("a1"), &rej), &rej, "a1");
+    ab_conn_destroy(&c);
+    assert_int_equal(bp_stop(&t->bp), 0);
+    assert_int_equal(bp_restart(&t->bp), 0);
+    c = it_connect(&t->bp);
+    /* r2 is rebuilt from the store, the thread's activity derived from its stored events */
+    accepted(pub(c, t->doc, "ta", "r2", 3, ACTD("a1"), &rej), &rej);
+    no_baseline(pub(c, t->doc, "ta", "r2", 4, ACTD("zz"), &rej), &rej, "zz");
+    no_baseline(pub(c, t->doc, "tb", "r1", 2, ACTD("a1"), &rej), &rej, "a1");
+    run_boundary(c, t->doc, "ta", "r2", 4);
+    ab_conn_destroy(&c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_resume_rules, it_setup, it_teardown),
         cmocka_unit_test_setup_teardown(test_same_batch, it_setup, it_teardown),
         cmocka_unit_test_setup_teardown(test_after_restart, it_setup, it_teardown),
+        cmocka_unit_test_setup_teardown(test_activity_across_runs, it_setup, it_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
