@@ -87,10 +87,12 @@ static ab_seq_item_t act_snap(fx_t *f, const char *th, const char *run, uint64_t
                               const char *id, const char *extra)
 {
     char json[1024];
-    snprintf(json, sizeof(json),
-             "{\"type\":\"ACTIVITY_SNAPSHOT\",\"messageId\":\"%s\",\"activityType\":\"plan\","
-             "\"content\":{\"step\":1}%s}",
-             id, extra);
+    int n =
+        snprintf(json, sizeof(json),
+                 "{\"type\":\"ACTIVITY_SNAPSHOT\",\"messageId\":\"%s\",\"activityType\":\"plan\","
+                 "\"content\":{\"step\":1}%s}",
+                 id, extra);
+    assert_true(n > 0 && (size_t)n < sizeof(json));
     return mk(f, th, run, seq, json);
 }
 
@@ -98,10 +100,11 @@ static ab_seq_item_t act_delta(fx_t *f, const char *th, const char *run, uint64_
                                const char *id, const char *extra)
 {
     char json[1024];
-    snprintf(json, sizeof(json),
-             "{\"type\":\"ACTIVITY_DELTA\",\"messageId\":\"%s\",\"activityType\":\"plan\","
-             "\"patch\":[{\"op\":\"replace\",\"path\":\"/step\",\"value\":2}]%s}",
-             id, extra);
+    int n = snprintf(json, sizeof(json),
+                     "{\"type\":\"ACTIVITY_DELTA\",\"messageId\":\"%s\",\"activityType\":\"plan\","
+                     "\"patch\":[{\"op\":\"replace\",\"path\":\"/step\",\"value\":2}]%s}",
+                     id, extra);
+    assert_true(n > 0 && (size_t)n < sizeof(json));
     return mk(f, th, run, seq, json);
 }
 
@@ -114,7 +117,9 @@ static ab_seq_item_t msgs_snap(fx_t *f, const char *th, const char *run, uint64_
                                const char *msgs)
 {
     char json[2048];
-    snprintf(json, sizeof(json), "{\"type\":\"MESSAGES_SNAPSHOT\",\"messages\":[%s]}", msgs);
+    int n =
+        snprintf(json, sizeof(json), "{\"type\":\"MESSAGES_SNAPSHOT\",\"messages\":[%s]}", msgs);
+    assert_true(n > 0 && (size_t)n < sizeof(json));
     return mk(f, th, run, seq, json);
 }
 
