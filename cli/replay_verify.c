@@ -20,9 +20,14 @@
  *     first events are missing from the store.
  *  4. The first failure of a run is kept; the run's later events are only
  *     counted (they would repeat it). Other runs go on being checked.
+ *  5. Rule R20 holds across the runs of a thread, as the broker applies it:
+ *     the activity messages each thread holds are noted from its accepted
+ *     events in position order (activity_set.h), and each run's checker asks
+ *     them for a delta's baseline from an earlier run.
  */
 #include "replay_verify.h"
 #include "ab_common.h"
+#include "activity_set.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +37,7 @@ struct vrun {
     struct vrun *prev, *next; /* runs held, in the order they first appeared */
     uint64_t hash, events, next_seq;
     ab_lifecycle_t *lc; /* NULL once failed */
+    act_ctx_t act;      /* its thread's activity messages (invariant 5) */
     char *why;          /* the first failure; NULL while the run is good */
     ab_agui_outcome_t outcome;
     size_t tlen, rlen;
@@ -46,6 +52,7 @@ struct verify {
     size_t nb;
     struct vrun *first, *last;
     size_t active; /* runs in progress */
+    act_set_t *acts;
     verify_counts_t c;
 };
 
@@ -212,6 +219,8 @@ static ab_status_t judge(verify_t *v, struct vrun *e, const ab_event_t *ev)
         return rc;
     if (rc != AB_OK)
         return fail_run(v, e, "lifecycle", &err, ev->seq);
+    if (act_set_note(v->acts, ev->thread, &in) != AB_OK)
+        return AB_NOMEM;
     if (in.type == AB_AGUI_RUN_FINISHED)
         e->outcome = in.outcome;
     ab_run_state_t st = ab_lifecycle_state(e->lc);
@@ -233,6 +242,8 @@ static ab_status_t start_run(verify_t *v, uint64_t h, const ab_event_t *ev)
         drop_run(v, e);
         return AB_NOMEM;
     }
+    e->act = (act_ctx_t){v->acts, thread_of(e)};
+    ab_lifecycle_set_baseline(e->lc, act_set_baseline, &e->act);
     v->active++;
     if (v->active > v->c.active_max)
         v->c.active_max = v->active;
@@ -300,7 +311,10 @@ ab_status_t verify_new(verify_t **out, FILE *report, verify_lookup_fn lookup, vo
     if (!v)
         return AB_NOMEM;
     v->b = calloc(MIN_BUCKETS, sizeof(*v->b));
-    if (!v->b) {
+    v->acts = act_set_new();
+    if (!v->b || !v->acts) {
+        free(v->b);
+        act_set_free(v->acts);
         free(v);
         return AB_NOMEM;
     }
@@ -343,6 +357,7 @@ void verify_destroy(verify_t **vp)
     while (v->first)
         drop_run(v, v->first);
     free(v->b);
+    act_set_free(v->acts);
     free(v);
     *vp = NULL;
 }

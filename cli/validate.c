@@ -15,6 +15,7 @@
  *  2. A failing line never changes the lifecycle state, so later lines are
  *     judged against the accepted prefix of the stream.
  */
+#include "activity_set.h"
 #include "agentbus/agui.h"
 #include "agentbus/json.h"
 #include "agentbus/value.h"
@@ -40,6 +41,9 @@ struct vstate {
     ab_doc_t *doc;
     ab_buf_t mp;
     ab_lifecycle_t *run; /* current run's checker, or NULL */
+    act_set_t *acts;     /* the activity messages the stream's threads hold (R20 across runs) */
+    char thread[AB_ID_MAX_BYTES + 1]; /* the current run's thread (its RUN_STARTED's threadId) */
+    act_ctx_t act;
     long line;
     long passed;
     long failed;
@@ -115,8 +119,19 @@ static ab_status_t lifecycle_step(struct vstate *st, const ab_agui_info_t *info,
         ab_status_t rc = ab_lifecycle_new(&st->run, NULL, 0, NULL, 0, NULL);
         if (rc != AB_OK)
             return ab_error_set(err, rc, "", "cannot create a lifecycle checker");
+        st->act = (act_ctx_t){st->acts, {st->thread, strlen(st->thread)}};
+        ab_lifecycle_set_baseline(st->run, act_set_baseline, &st->act);
     }
-    return ab_lifecycle_check(st->run, info, err);
+    if (info->type == AB_AGUI_RUN_STARTED && info->thread_id.ptr &&
+        info->thread_id.len < sizeof(st->thread)) {
+        memcpy(st->thread, info->thread_id.ptr, info->thread_id.len);
+        st->thread[info->thread_id.len] = '\0';
+        st->act.thread = (ab_str_t){st->thread, info->thread_id.len};
+    }
+    ab_status_t rc = ab_lifecycle_check(st->run, info, err);
+    if (rc == AB_OK && act_set_note(st->acts, st->act.thread, info) != AB_OK)
+        rc = ab_error_set(err, AB_NOMEM, "", "out of memory");
+    return rc;
 }
 
 static void check_line(struct vstate *st, const char *text, size_t len)
@@ -201,13 +216,14 @@ int cmd_validate(int argc, char **argv)
             return AB_EXIT_USAGE;
         }
     }
-    if (ab_doc_new(&st.doc) != AB_OK) {
+    if (ab_doc_new(&st.doc) != AB_OK || !(st.acts = act_set_new())) {
         fprintf(stderr, "agentbus validate: out of memory\n");
         rc = AB_EXIT_FAIL;
     } else {
         rc = run_validate(&st, in);
     }
     ab_lifecycle_destroy(&st.run);
+    act_set_free(st.acts);
     ab_doc_destroy(&st.doc);
     ab_buf_free(&st.mp);
     if (in != stdin)

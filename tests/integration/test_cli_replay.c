@@ -444,12 +444,47 @@ static void test_cli_verify_many_runs(void **state)
     free(err);
 }
 
+/* R20 across runs (docs/LIFECYCLE.md): a delta whose baseline an earlier run of the same
+ * thread created verifies; one whose baseline is another thread's does not. */
+static void test_verifier_activity_across_runs(void **state)
+{
+    (void)state;
+    vfx_t f;
+    fx_open(&f);
+    static const char *const snap = "{\"type\":\"ACTIVITY_SNAPSHOT\",\"messageId\":\"act-1\","
+                                    "\"activityType\":\"plan\",\"content\":{\"n\":0}}";
+    static const char *const delta =
+        "{\"type\":\"ACTIVITY_DELTA\",\"messageId\":\"act-1\",\"activityType\":\"plan\","
+        "\"patch\":[{\"op\":\"replace\",\"path\":\"/n\",\"value\":1}]}";
+    char b[512];
+    const char *runs[][2] = {{"ta", "r1"}, {"ta", "r2"}, {"tb", "r3"}};
+    for (int i = 0; i < 3; i++) {
+        const char *th = runs[i][0], *run = runs[i][1];
+        snprintf(b, sizeof b,
+                 "{\"type\":\"RUN_STARTED\",\"threadId\":\"%s\",\"runId\":\"%s\","
+                 "\"protocolVersion\":\"1.0\"}",
+                 th, run);
+        fx_feed(&f, th, run, 1, b, BOTH);
+        fx_feed(&f, th, run, 2, i == 0 ? snap : delta, BOTH);
+        snprintf(b, sizeof b, "{\"type\":\"RUN_FINISHED\",\"threadId\":\"%s\",\"runId\":\"%s\"}",
+                 th, run);
+        fx_feed(&f, th, run, 3, b, BOTH);
+    }
+    uint64_t failed = 0;
+    const char *out = fx_finish(&f, &failed);
+    assert_int_equal(failed, 1);
+    assert_non_null(strstr(out, "run ta/r2: 3 events, seq 1..3, finished"));
+    assert_non_null(strstr(out, "run tb/r3: 3 events, FAILED: lifecycle at seq 2"));
+    fx_close(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_verifier_interleaved_bounded),
         cmocka_unit_test(test_verifier_after_the_end),
         cmocka_unit_test(test_verifier_missing_start),
+        cmocka_unit_test(test_verifier_activity_across_runs),
         cmocka_unit_test_setup_teardown(test_cli_verify_many_runs, it_setup, it_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
