@@ -307,6 +307,13 @@ static void cancel_run(ab__dispatch_t *d, ab_job_t *job, const ab_cancel_run_t *
         ab__dispatch_pump(d);
         return;
     }
+    ab_request_t r;
+    if (d->p->request_by_run(d->db, c->thread, c->run, &r, NULL, &e) == AB_OK) {
+        m.u.cancel_reply.request = r.id; /* cancelled or ended already */
+        ab__dq_answer(d, job, &m, NULL);
+        return;
+    }
+    ab_error_clear(&e);
     ab_headlist_t hl = {0};
     ab_status_t rc = ab__heads_add_run(d->p, d->db, &hl, c->thread, c->run, &e);
     ab_run_status_t st = rc == AB_OK && hl.n ? hl.v[0].status : AB_RUN_STATUS_UNKNOWN;

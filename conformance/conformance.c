@@ -41,6 +41,9 @@ static const struct check checks[] = {
     {"unsupported", conf_check_unsupported},
     {"snapshots", conf_check_snapshots},
     {"actions", conf_check_actions},
+    {"dispatch", conf_check_dispatch},
+    {"cancel_run", conf_check_cancel_run},
+    {"resume_run", conf_check_resume_run},
 };
 #define NCHECKS (sizeof(checks) / sizeof(checks[0]))
 

@@ -168,6 +168,9 @@ conf_result_t conf_check_heartbeat(conf_t *cf);
 conf_result_t conf_check_flow_control(conf_t *cf);
 conf_result_t conf_check_unsupported(conf_t *cf);
 conf_result_t conf_check_snapshots(conf_t *cf);
-conf_result_t conf_check_actions(conf_t *cf); /* conformance_actions.c */
+conf_result_t conf_check_actions(conf_t *cf);    /* conformance_actions.c */
+conf_result_t conf_check_dispatch(conf_t *cf);   /* conformance_dispatch.c */
+conf_result_t conf_check_cancel_run(conf_t *cf); /* conformance_dispatch.c */
+conf_result_t conf_check_resume_run(conf_t *cf); /* conformance_dispatch.c */
 
 #endif
