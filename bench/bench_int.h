@@ -76,6 +76,8 @@ double proc_cpu_s(pid_t pid);
 double self_cpu_s(void);
 /** `agentbus bench actions` (bench/bench_actions.c). */
 int bench_actions(const bench_opts_t *o);
+/** `agentbus bench dispatch` (bench/bench_dispatch.c). */
+int bench_dispatch(const bench_opts_t *o);
 /** `agentbus bench fanout` (bench/bench_fanout.c). */
 int bench_fanout(const bench_opts_t *o, void *ctx, const bodies_t *b);
 

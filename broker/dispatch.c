@@ -134,7 +134,7 @@ bool ab__dq_orphaned(const ab__dispatch_t *d, const ab__dreq_t *q)
            (!q->loaded || ab__mono_ms() >= d->grace_until_ms);
 }
 
-static const ab__dagent_t *serves(const ab__dwk_t *w, const char *agent)
+static ab__dagent_t *serves(const ab__dwk_t *w, const char *agent)
 {
     for (size_t j = 0; j < w->nagents; j++)
         if (strcmp(w->agents[j].name, agent) == 0)
@@ -295,15 +295,25 @@ void ab__dispatch_job(ab__dispatch_t *d, ab_job_t *job)
 
 /* ---- assignment --------------------------------------------------------------- */
 
-static uint32_t load_of(const ab__dispatch_t *d, const ab__dwk_t *w, const char *agent)
+/* Count each worker agent's assigned and started requests (invariant 4), once per pump. */
+static void count_load(ab__dispatch_t *d)
 {
-    uint32_t n = 0;
-    for (size_t i = 0; i < d->nq; i++) {
-        const ab_request_t *r = &d->q[i].r;
-        n += (r->state == AB_REQ_ASSIGNED || r->state == AB_REQ_STARTED) &&
-             strcmp(r->worker, w->name) == 0 && strcmp(r->agent, agent) == 0;
+    for (size_t i = 0; i < d->nwk; i++)
+        for (size_t j = 0; j < d->wk[i].nagents; j++)
+            d->wk[i].agents[j].used = 0;
+    for (size_t k = 0; k < d->nq; k++) {
+        const ab_request_t *r = &d->q[k].r;
+        if (r->state != AB_REQ_ASSIGNED && r->state != AB_REQ_STARTED)
+            continue;
+        for (size_t i = 0; i < d->nwk; i++) {
+            ab__dagent_t *a =
+                strcmp(r->worker, d->wk[i].name) == 0 ? serves(&d->wk[i], r->agent) : NULL;
+            if (a != NULL) {
+                a->used++;
+                break; /* one registration of the name carries it */
+            }
+        }
     }
-    return n;
 }
 
 static ab__dwk_t *pick(ab__dispatch_t *d, const ab__dreq_t *q, int64_t now)
@@ -315,8 +325,7 @@ static ab__dwk_t *pick(ab__dispatch_t *d, const ab__dreq_t *q, int64_t now)
         const ab__dagent_t *a = serves(&d->wk[i], agent);
         if (a == NULL || (now < q->avoid_until_ms && strcmp(d->wk[i].name, q->avoid) == 0))
             continue;
-        uint32_t used = load_of(d, &d->wk[i], agent);
-        uint32_t free_ = used < a->cap ? a->cap - used : 0;
+        uint32_t free_ = a->used < a->cap ? a->cap - a->used : 0;
         if (free_ > best_free ||
             (free_ > 0 && free_ == best_free && d->wk[i].order < best->order)) {
             best = &d->wk[i];
@@ -326,39 +335,84 @@ static ab__dwk_t *pick(ab__dispatch_t *d, const ab__dreq_t *q, int64_t now)
     return best;
 }
 
-/* Whether queued request @p i must wait (invariant 3). */
-static bool held_back(const ab__dispatch_t *d, size_t i)
+/*
+ * The threads one pump has seen (invariant 3), by a 64-bit hash of the id:
+ * those with an assigned or started request (with its run, for the child
+ * rule) and those with a queued request met earlier in this pass. Open
+ * addressing, at most half full; two threads with one hash could only delay
+ * a request to a later pump.
+ */
+typedef struct tseen {
+    uint64_t h;      /* 0 = empty (hashes are made odd) */
+    const char *run; /* busy: the request's run; NULL: an earlier queued request */
+} tseen_t;
+
+typedef struct tset {
+    tseen_t *v;
+    size_t mask;
+} tset_t;
+
+static uint64_t thash(const char *thread)
 {
-    const ab__dreq_t *q = &d->q[i];
-    bool child = false, busy = false, earlier = false;
-    for (size_t j = 0; j < d->nq; j++) {
-        const ab__dreq_t *o = &d->q[j];
-        if (j == i || strcmp(o->r.thread, q->r.thread) != 0)
-            continue;
-        if (o->r.state != AB_REQ_QUEUED) {
-            if (q->parent[0] && strcmp(q->parent, o->r.run) == 0)
-                child = true;
-            else
-                busy = true;
-        } else if (j < i) {
-            earlier = true;
-        }
-    }
-    return !child && (busy || earlier);
+    return ab__fnv64(thread, strlen(thread)) | 1;
 }
 
-static void assign(ab__dispatch_t *d, ab__dreq_t *q, ab__dwk_t *w)
+static void tset_add(tset_t *t, uint64_t h, const char *run)
+{
+    size_t i = h & t->mask;
+    while (t->v[i].h != 0)
+        i = (i + 1) & t->mask;
+    t->v[i] = (tseen_t){h, run};
+}
+
+/* Whether queued request @p q must wait (invariant 3); notes it as seen. */
+static bool held_back(tset_t *t, const ab__dreq_t *q)
+{
+    uint64_t h = thash(q->r.thread);
+    bool child = false, busy = false, earlier = false;
+    for (size_t i = h & t->mask; t->v[i].h != 0; i = (i + 1) & t->mask) {
+        if (t->v[i].h != h)
+            continue;
+        if (t->v[i].run == NULL)
+            earlier = true;
+        else if (q->parent[0] && strcmp(q->parent, t->v[i].run) == 0)
+            child = true;
+        else
+            busy = true;
+    }
+    if (!child && (busy || earlier))
+        return true;
+    tset_add(t, h, NULL); /* later requests of the thread wait behind this one */
+    return false;
+}
+
+static bool tset_init(tset_t *t, const ab__dispatch_t *d)
+{
+    size_t n = 16;
+    while (n < 2 * d->nq + 2)
+        n *= 2;
+    t->v = calloc(n, sizeof(*t->v));
+    t->mask = n - 1;
+    for (size_t i = 0; t->v && i < d->nq; i++)
+        if (d->q[i].r.state != AB_REQ_QUEUED)
+            tset_add(t, thash(d->q[i].r.thread), d->q[i].r.run);
+    return t->v != NULL;
+}
+
+/* Assign @p q to @p w (invariant 2). @return whether it is assigned now. */
+static bool assign(ab__dispatch_t *d, ab__dreq_t *q, ab__dwk_t *w)
 {
     ab_error_t e = AB_ERROR_INIT;
     uint64_t epoch = 0, last = 0, id = q->r.id;
     ab_run_status_t st;
     ab_request_t r;
+    const ab_val_t *input = NULL;
+    bool moved = false;
     ab_status_t rc = ab__seq_claim(d->seq, sv(q->r.thread), sv(q->r.run), &epoch, &last, &st, &e);
     if (rc == AB_OK)
-        rc = ab__dq_move(d, q, AB_REQ_ASSIGNED, w->name, epoch, &e);
+        moved = (rc = ab__dq_move(d, q, AB_REQ_ASSIGNED, w->name, epoch, &e)) == AB_OK;
     if (rc == AB_OK)
         rc = d->p->request_get(d->db, id, &r, &d->buf, &e);
-    const ab_val_t *input = NULL;
     if (rc == AB_OK)
         rc = ab_doc_parse(d->idoc, d->buf.data, d->buf.len, UINT32_MAX, UINT32_MAX, AB_INTERNAL,
                           &input, &e);
@@ -366,7 +420,11 @@ static void assign(ab__dispatch_t *d, ab__dreq_t *q, ab__dwk_t *w)
         char line[256];
         ab__log(AB_LOG_WARN, "dispatch: cannot assign request %" PRIu64 ": %s", id,
                 ab_error_format(&e, line, sizeof(line)));
-        return;
+        ab__dreq_t *back = moved ? ab__dq_by_id(d, id) : NULL;
+        ab_error_t e2 = AB_ERROR_INIT;
+        if (back && ab__dq_move(d, back, AB_REQ_QUEUED, NULL, epoch, &e2) == AB_OK)
+            moved = false; /* the worker never heard of it: back in the queue */
+        return moved;
     }
     ab_msg_t m = {.op = AB_OP_ASSIGN, .v = 1};
     m.u.assign =
@@ -375,6 +433,7 @@ static void assign(ab__dispatch_t *d, ab__dreq_t *q, ab__dwk_t *w)
     ab_doc_reset(d->idoc);
     ab__log(AB_LOG_DEBUG, "dispatch: request %" PRIu64 " assigned to %s (epoch %" PRIu64 ")", id,
             w->wid, epoch);
+    return true;
 }
 
 static void apply_moves(ab__dispatch_t *d)
@@ -403,14 +462,23 @@ void ab__dispatch_pump(ab__dispatch_t *d)
     if (!d->dirty)
         return;
     d->dirty = false;
+    tset_t seen;
+    if (d->nwk == 0 || d->nq == 0)
+        return;
+    if (!tset_init(&seen, d)) {
+        d->dirty = true; /* out of memory: try again at the next tick */
+        return;
+    }
     int64_t now = ab__mono_ms();
-    for (size_t i = 0; i < d->nq && d->nwk > 0; i++) {
-        if (d->q[i].r.state != AB_REQ_QUEUED || held_back(d, i))
+    count_load(d);
+    for (size_t i = 0; i < d->nq; i++) {
+        if (d->q[i].r.state != AB_REQ_QUEUED || held_back(&seen, &d->q[i]))
             continue;
         ab__dwk_t *w = pick(d, &d->q[i], now);
-        if (w != NULL)
-            assign(d, &d->q[i], w);
+        if (w != NULL && assign(d, &d->q[i], w))
+            (serves(w, d->q[i].r.agent))->used++;
     }
+    free(seen.v);
     d->dirty = false;
 }
 

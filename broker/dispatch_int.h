@@ -23,6 +23,7 @@ typedef struct ab__dreq {
 typedef struct ab__dagent {
     char name[AB_ID_MAX_BYTES + 1];
     uint32_t cap;
+    uint32_t used; /**< its assigned and started requests, counted by each pump */
 } ab__dagent_t;
 
 /** A live worker registration, as the command thread announced it. */

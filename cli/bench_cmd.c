@@ -42,6 +42,8 @@ static void help(void)
            "  zmq        raw ZeroMQ ceilings on loopback (round trips/s, messages/s)\n"
            "  fanout     live delivery to 1 and 4 subscribers while ingesting, beside raw\n"
            "             ZeroMQ PUB/SUB fan-out measured in the same run\n"
+           "  dispatch   start_run -> assign and cancel_run -> run_cancel p50/p99 beside a claim\n"
+           "             round trip; runs started and ended per second with 4 workers\n"
            "  actions    invoke_action -> worker -> action_reply round trips: p50/p99/max one\n"
            "             at a time and calls/s with 32 in flight (1 and 4 worker threads),\n"
            "             beside a raw ZeroMQ two-hop relay measured in the same run\n\n"
@@ -140,14 +142,15 @@ int cmd_bench(int argc, char **argv)
         return rc < 0 ? AB_EXIT_OK : rc;
     if (name == NULL)
         return cli_usage_error("bench", "name a benchmark: proto, reducer, snapshot, ingest, "
-                                        "latency, replay, zmq, fanout, actions");
+                                        "latency, replay, zmq, fanout, actions, dispatch");
     bool bus = bench_is_bus(name);
     if (a.seen_bus_only && !bus)
         return cli_usage_error("bench", "--broker, --rounds, --frame-per-event and "
                                         "--snapshot-every are for the bus benchmarks");
     if (a.seen_rounds && strcmp(name, "fanout") != 0)
         return cli_usage_error("bench", "--rounds is for bench fanout");
-    if (a.seen_frame && (strcmp(name, "zmq") == 0 || strcmp(name, "actions") == 0))
+    if (a.seen_frame &&
+        (strcmp(name, "zmq") == 0 || strcmp(name, "actions") == 0 || strcmp(name, "dispatch") == 0))
         return cli_usage_error("bench", "--frame-per-event is for the benchmarks that publish "
                                         "(ingest, latency, replay, fanout)");
     if (a.seen_size && strcmp(name, "proto") != 0)
