@@ -30,7 +30,8 @@ static void print_help(void)
            "  --json       observer events as JSON Lines on stdout (the rest on stderr)\n"
            "  --no-color   no colour (colour is used only on a terminal)\n"
            "  -h, --help   show this help\n"
-           "(internal: --agent-worker K --thread T is how the demo runs each agent process)\n",
+           "(internal: --agent-worker K --thread T is how the demo runs each agent process,\n"
+           " --dispatch-worker K each worker process of its dispatch act)\n",
            DEMO_MAX_AGENTS);
 }
 
@@ -69,6 +70,10 @@ static int take(int c, demo_opts_t *o)
         o->worker--;
         break;
     case 't': o->thread = optarg; break;
+    case 'D':
+        if (!parse_int(optarg, 1, 2, &o->dworker))
+            return cli_usage_error("demo", "--dispatch-worker needs 1 or 2");
+        break;
     case 'h': print_help(); return -1;
     default: return AB_EXIT_USAGE;
     }
@@ -77,6 +82,8 @@ static int take(int c, demo_opts_t *o)
 
 static int check(const demo_opts_t *o)
 {
+    if (o->dworker > 0)
+        return o->broker ? AB_EXIT_OK : cli_usage_error("demo", "--dispatch-worker needs --broker");
     if (o->worker >= 0) { /* --data only labels a worker (ps, the tests) */
         if (!o->broker || !o->thread || o->worker >= o->agents)
             return cli_usage_error("demo", "--agent-worker needs --broker, --thread and "
@@ -103,6 +110,7 @@ int cmd_demo(int argc, char **argv)
         {"help", no_argument, NULL, 'h'},
         {"agent-worker", required_argument, NULL, 'w'},
         {"thread", required_argument, NULL, 't'},
+        {"dispatch-worker", required_argument, NULL, 'D'},
         {NULL, 0, NULL, 0},
     };
     demo_opts_t o = {.agents = 3, .runs = 6, .pace_ms = 40, .worker = -1, .audit = cmd_replay};

@@ -478,9 +478,9 @@ static int summary(struct demo *d, const char *ep, char *first, size_t size)
 }
 
 /* The audit: `agentbus replay --verify --thread T`, the same code path. */
-static int audit(struct demo *d, const char *ep)
+static int audit(struct demo *d, const char *ep, const char *thread)
 {
-    fprintf(d->info, "\n== audit: agentbus replay --verify --thread %s\n", d->thread);
+    fprintf(d->info, "\n== audit: agentbus replay --verify --thread %s\n", thread);
     fflush(NULL);
     if (d->o.audit == NULL) {
         fprintf(d->info, "(no audit given: skipped)\n");
@@ -493,7 +493,9 @@ static int audit(struct demo *d, const char *ep)
     }
     char epbuf[256], a0[] = "replay", a1[] = "--broker", a3[] = "--thread", a5[] = "--verify";
     snprintf(epbuf, sizeof(epbuf), "%s", ep);
-    char *argv[] = {a0, a1, epbuf, a3, d->thread, a5, NULL};
+    char tbuf[sizeof(d->thread) + 16];
+    snprintf(tbuf, sizeof(tbuf), "%s", thread);
+    char *argv[] = {a0, a1, epbuf, a3, tbuf, a5, NULL};
     int rc = d->o.audit(6, argv);
     fflush(stdout);
     if (saved >= 0) {
@@ -554,6 +556,39 @@ static void ask_status(struct demo *d, const char *ep)
     ab_doc_destroy(&doc);
 }
 
+/* The second act (demo_dispatch.c) on a thread of its own, then its audit; skipped on a
+ * broker without dispatch. */
+static int dispatch_act(struct demo *d, const char *ep, char *why, size_t size)
+{
+    ab_conn_t *c = NULL;
+    ab_error_t err = AB_ERROR_INIT;
+    ab_cap_state_t s = AB_CAP_UNKNOWN;
+    if (ab_conn_new(&c, ep, NULL, &err) == AB_OK) {
+        size_t n = 0;
+        const ab_cap_t *caps = ab_conn_caps(c, &n); /* before n is read */
+        s = ab_caps_lookup(caps, n, AB_CAP_DISPATCH);
+    }
+    ab_conn_destroy(&c);
+    if (s != AB_CAP_AVAILABLE) {
+        fprintf(d->info, "\n== the broker does not announce dispatch: no runs started through "
+                         "the bus\n");
+        return DEMO_OK;
+    }
+    char thread[sizeof(d->thread) + 16];
+    snprintf(thread, sizeof(thread), "%s-dispatch", d->thread);
+    fprintf(d->info, "\n");
+    if (demo_dispatch_act(d->info, ep, thread, d->o.pace_ms, why, size) != 0) {
+        if (!why[0])
+            snprintf(why, size, "the dispatch act failed");
+        return DEMO_FAIL;
+    }
+    if (audit(d, ep, thread) != DEMO_OK) {
+        snprintf(why, size, "the audit of the dispatch thread (replay --verify) failed");
+        return DEMO_FAIL;
+    }
+    return DEMO_OK;
+}
+
 static int run_fabric(struct demo *d, const char *ep)
 {
     ab_sub_t *s = NULL;
@@ -593,8 +628,10 @@ static int run_fabric(struct demo *d, const char *ep)
         fprintf(d->info, "agentbus demo: interrupted\n");
         return 130;
     }
-    if (audit(d, ep) != DEMO_OK && !bad++)
+    if (audit(d, ep, d->thread) != DEMO_OK && !bad++)
         snprintf(first, sizeof(first), "the audit (replay --verify) failed");
+    if (!bad && !demo_stop && dispatch_act(d, ep, first, sizeof(first)) != DEMO_OK)
+        bad++;
     if (bad) {
         fprintf(d->info, "agentbus demo: FAILED: %s\n", first);
         return DEMO_FAIL;
@@ -666,6 +703,11 @@ int demo_run(const demo_opts_t *o)
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+    if (d.o.dworker > 0) { /* internal: one dispatch worker process (demo_dispatch.c) */
+        rc = demo_dispatch_worker(d.o.broker, d.o.dworker, d.o.pace_ms, &demo_stop);
+        cleanup(&d);
+        return rc;
+    }
     if (d.o.worker >= 0) { /* internal: one agent process */
         rc = agent_worker(&d);
         cleanup(&d);

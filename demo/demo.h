@@ -28,6 +28,7 @@ typedef struct demo_opts {
     bool json, no_color;
     int worker;         /**< internal: --agent-worker K (0-based); -1 = the demo itself */
     const char *thread; /**< internal: --thread T of a worker */
+    int dworker;        /**< internal: --dispatch-worker K (1, 2); 0 = none */
     /** The audit: `agentbus replay --verify` (argv as the command's); NULL = none. */
     int (*audit)(int argc, char **argv);
 } demo_opts_t;
@@ -116,5 +117,16 @@ int demo_report_run(FILE *f, const demo_run_t *r);
  * @return 0, or -1 when the line is malformed or names no run of the agent.
  */
 int demo_parse_report(const char *line, demo_run_t *runs, int nruns, int agent);
+
+/** Body of a dispatch worker process (demo_dispatch.c): serves agent "demo-coder". */
+int demo_dispatch_worker(const char *ep, int k, int pace_ms, volatile sig_atomic_t *stop);
+
+/**
+ * The demo's second act (demo_dispatch.c): two dispatch worker processes, an
+ * approved interrupt, a cancel and a killed worker's reassigned run, on
+ * thread @p thread. @return 0, or -1 with the reason in @p why.
+ */
+int demo_dispatch_act(FILE *info, const char *ep, const char *thread, int pace_ms, char *why,
+                      size_t size);
 
 #endif

@@ -227,6 +227,20 @@ static void test_demo_own_broker(void **state)
     assert_null(strstr(d.out, "\033[")); /* --no-color */
     assert_non_null(strstr(d.out, "events/s)"));
     assert_non_null(strstr(d.out, "exit status 0 0 0\n"));
+    /* the second act: runs dispatched through the bus, approved, cancelled, reassigned */
+    assert_non_null(strstr(d.out, "run d1-approval ended interrupt"));
+    assert_non_null(strstr(d.out, "approve: interrupt approve-d1-approval resolved"));
+    assert_non_null(strstr(d.out, "run d2-resumed ended success"));
+    assert_non_null(strstr(d.out, "cancel_run d3-long -> delivered to its worker"));
+    assert_non_null(strstr(d.out, "run d3-long ended cancelled"));
+    assert_non_null(strstr(d.out, "run d4-reassigned ended success (worker agentbus-demo-"));
+    assert_non_null(strstr(d.out, ", attempt 2)"));
+    assert_non_null(strstr(d.out, "verified: 4 runs ok, 0 failed, 0 still active"));
+    const char *k = strstr(d.out, "killing it (pid ");
+    assert_non_null(k);
+    long killed = strtol(k + strlen("killing it (pid "), NULL, 10);
+    assert_true(killed > 0);
+    assert_int_equal(kill((pid_t)killed, 0), -1); /* reaped: no such process any more */
     char where[400];
     snprintf(where, sizeof(where), "\ndata: %s\n", dir);
     assert_non_null(strstr(d.out, where));
