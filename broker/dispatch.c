@@ -556,15 +556,9 @@ long ab__dispatch_tick(ab__dispatch_t *d)
 
 /* ---- start-up ----------------------------------------------------------------- */
 
-typedef struct rlist {
-    ab_request_t *v;
-    size_t n, cap;
-    bool nomem;
-} rlist_t;
-
-static int collect(void *ud, const ab_request_t *r)
+int ab__dq_collect(void *ud, const ab_request_t *r)
 {
-    rlist_t *l = ud;
+    ab__rlist_t *l = ud;
     ab_request_t *v = ab__grow(l->v, &l->cap, l->n + 1, sizeof(*v), 64);
     if (v == NULL) {
         l->nomem = true;
@@ -581,7 +575,7 @@ static int by_id(const void *a, const void *b)
     return (x->id > y->id) - (x->id < y->id);
 }
 
-static ab_status_t list_open(ab__dispatch_t *d, rlist_t *l, ab_error_t *err)
+static ab_status_t list_open(ab__dispatch_t *d, ab__rlist_t *l, ab_error_t *err)
 {
     static const ab_request_state_t states[] = {AB_REQ_QUEUED, AB_REQ_ASSIGNED, AB_REQ_STARTED};
     for (size_t s = 0; s < 3; s++) {
@@ -590,7 +584,7 @@ static ab_status_t list_open(ab__dispatch_t *d, rlist_t *l, ab_error_t *err)
         do {
             size_t before = l->n;
             ab_status_t rc = d->p->request_list(d->db, states[s], (ab_str_t){0}, after, 1000,
-                                                collect, l, &got, err);
+                                                ab__dq_collect, l, &got, err);
             if (rc != AB_OK)
                 return rc;
             if (l->nomem)
@@ -653,7 +647,7 @@ static ab_status_t recover(ab__dispatch_t *d, ab__dreq_t *q, ab_error_t *err)
 
 static ab_status_t load(ab__dispatch_t *d, ab_error_t *err)
 {
-    rlist_t l = {0};
+    ab__rlist_t l = {0};
     ab_status_t rc = list_open(d, &l, err);
     char parent[AB_ID_MAX_BYTES + 1];
     for (size_t i = 0; rc == AB_OK && i < l.n; i++) {

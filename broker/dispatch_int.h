@@ -64,6 +64,14 @@ struct ab__dispatch {
     ab_buf_t buf;           /**< scratch: inputs, encodings */
 };
 
+/** A growable copy of requests, filled by ab__dq_collect (an ab_request_cb). */
+typedef struct ab__rlist {
+    ab_request_t *v;
+    size_t n, cap;
+    bool nomem; /**< a copy failed: the listing stopped there */
+} ab__rlist_t;
+int ab__dq_collect(void *ud, const ab_request_t *r);
+
 /* dispatch.c */
 ab__dreq_t *ab__dq_by_run(ab__dispatch_t *d, ab_str_t thread, ab_str_t run);
 ab__dreq_t *ab__dq_by_id(ab__dispatch_t *d, uint64_t id);

@@ -333,26 +333,6 @@ static void cancel_run(ab__dispatch_t *d, ab_job_t *job, const ab_cancel_run_t *
 
 /* ---- requests ------------------------------------------------------------------- */
 
-typedef struct listing {
-    ab__dispatch_t *d;
-    ab_request_t *v;
-    size_t n, cap;
-    bool nomem;
-} listing_t;
-
-static int list_cb(void *ud, const ab_request_t *r)
-{
-    listing_t *l = ud;
-    ab_request_t *v = ab__grow(l->v, &l->cap, l->n + 1, sizeof(*v), 16);
-    if (v == NULL) {
-        l->nomem = true;
-        return 1;
-    }
-    l->v = v;
-    l->v[l->n++] = *r;
-    return 0;
-}
-
 static bool matches(const ab_requests_t *rq, const ab_request_t *r)
 {
     if (rq->state != AB_REQ_NONE && r->state != rq->state)
@@ -366,12 +346,12 @@ static bool matches(const ab_requests_t *rq, const ab_request_t *r)
 static void requests(ab__dispatch_t *d, ab_job_t *job, const ab_requests_t *rq)
 {
     uint32_t limit = rq->limit ? rq->limit : AB_REQUESTS_LIMIT_DEFAULT;
-    listing_t l = {.d = d};
+    ab__rlist_t l = {0};
     ab_error_t e = AB_ERROR_INIT;
     uint32_t got = 0;
     if (rq->state == AB_REQ_CANCELLED || rq->state == AB_REQ_ENDED) {
-        if (d->p->request_list(d->db, rq->state, rq->agent, rq->after, limit + 1, list_cb, &l, &got,
-                               &e) != AB_OK) {
+        if (d->p->request_list(d->db, rq->state, rq->agent, rq->after, limit + 1, ab__dq_collect,
+                               &l, &got, &e) != AB_OK) {
             free(l.v);
             fail_err(d, job, &e);
             return;
@@ -379,7 +359,7 @@ static void requests(ab__dispatch_t *d, ab_job_t *job, const ab_requests_t *rq)
     } else {
         for (size_t i = 0; i < d->nq && l.n <= limit && !l.nomem; i++)
             if (matches(rq, &d->q[i].r))
-                list_cb(&l, &d->q[i].r);
+                ab__dq_collect(&l, &d->q[i].r);
     }
     ab_request_info_t *info = l.n ? calloc(l.n, sizeof(*info)) : NULL;
     if (l.nomem || (l.n && info == NULL)) {

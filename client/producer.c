@@ -325,6 +325,26 @@ static char *dup_cstr(const char *s)
     return d;
 }
 
+/* Write run (@p thread, @p run) at @p epoch from here on, after @p last committed seqs. */
+static ab_status_t take_run(ab_producer_t *p, const char *thread, const char *run, uint64_t epoch,
+                            uint64_t last, ab_error_t *err)
+{
+    char *t = dup_cstr(thread), *r = dup_cstr(run);
+    if (!t || !r) {
+        free(t);
+        free(r);
+        return ab_error_set(err, AB_NOMEM, NULL, "out of memory");
+    }
+    free(p->thread);
+    free(p->run);
+    p->thread = t;
+    p->run = r;
+    p->epoch = epoch;
+    p->acked_seq = last;
+    p->next_seq = last + 1;
+    return AB_OK;
+}
+
 ab_status_t ab_producer_claim(ab_producer_t *p, const char *thread, const char *run,
                               uint64_t *last_seq, ab_error_t *err)
 {
@@ -339,22 +359,10 @@ ab_status_t ab_producer_claim(ab_producer_t *p, const char *thread, const char *
     ab_status_t st = ab_conn_claim(p->conn, thread, run, p->doc, &cl, p->o.timeout_ms, err);
     if (st != AB_OK)
         return st;
-    char *t = dup_cstr(thread), *r = dup_cstr(run);
-    if (!t || !r) {
-        free(t);
-        free(r);
-        return ab_error_set(err, AB_NOMEM, NULL, "out of memory");
-    }
-    free(p->thread);
-    free(p->run);
-    p->thread = t;
-    p->run = r;
-    p->epoch = cl.epoch;
-    p->acked_seq = cl.last_seq;
-    p->next_seq = cl.last_seq + 1;
-    if (last_seq)
+    st = take_run(p, thread, run, cl.epoch, cl.last_seq, err);
+    if (st == AB_OK && last_seq)
         *last_seq = cl.last_seq;
-    return AB_OK;
+    return st;
 }
 
 ab_status_t ab_producer_assigned(ab_producer_t *p, const char *thread, const char *run,
@@ -368,20 +376,7 @@ ab_status_t ab_producer_assigned(ab_producer_t *p, const char *thread, const cha
     if (p->ob_n > 0)
         return ab_error_set(err, AB_INVALID_ARGUMENT, NULL,
                             "assignment with %u unacknowledged events: flush first", p->ob_n);
-    char *t = dup_cstr(thread), *r = dup_cstr(run);
-    if (!t || !r) {
-        free(t);
-        free(r);
-        return ab_error_set(err, AB_NOMEM, NULL, "out of memory");
-    }
-    free(p->thread);
-    free(p->run);
-    p->thread = t;
-    p->run = r;
-    p->epoch = epoch;
-    p->acked_seq = 0;
-    p->next_seq = 1; /* an assigned run has not started: nothing of it is committed */
-    return AB_OK;
+    return take_run(p, thread, run, epoch, 0, err); /* assigned: nothing of it committed */
 }
 
 static bool str_is(ab_str_t s, const char *c)
