@@ -347,8 +347,13 @@ static void decode_item(cmd_t *c, ab_job_t *job, uint32_t i)
             ab_error_detail_int(e, "expected", job->v);
         } else if (ab_agui_validate(job->evs[i].body, AB_AGUI_STRICT, NULL, NULL, &job->infos[i],
                                     e) == AB_OK) {
-            it->info = &job->infos[i];
-            return;
+            if (!ab_event_by_broker(job->evs[i].body)) {
+                it->info = &job->infos[i];
+                return;
+            }
+            ab_error_set(e, AB_INVALID_EVENT, "/code",
+                         "RUN_ERROR codes starting %s are the broker's own (abandon_run)",
+                         AB_BROKER_CODE_PREFIX);
         }
         if (e->code == AB_INVALID_EVENT)
             ab_error_prefix_field(e, "event");
@@ -559,6 +564,7 @@ static void dispatch(cmd_t *c, zmq_msg_t *id, const ab_msg_t *m)
     case AB_OP_DECLINE:
     case AB_OP_CANCEL_RUN:
     case AB_OP_RESUME_RUN:
+    case AB_OP_ABANDON_RUN:
     case AB_OP_REQUESTS: to_dispatch(c, id, m); return;
     default: break;
     }

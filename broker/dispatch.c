@@ -697,6 +697,14 @@ ab_status_t ab__dispatch_new(ab__dispatch_t **out, ab__shared_t *b, ab_seq_t *se
     return AB_OK;
 }
 
+void ab__dispatch_set_commit(ab__dispatch_t *d, ab__dispatch_commit_fn fn, void *ud)
+{
+    if (d != NULL) {
+        d->commit = fn;
+        d->commit_ud = ud;
+    }
+}
+
 void ab__dispatch_destroy(ab__dispatch_t **dp)
 {
     ab__dispatch_t *d = dp ? *dp : NULL;

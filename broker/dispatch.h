@@ -33,6 +33,17 @@ typedef struct ab__dispatch ab__dispatch_t;
 AB_NODISCARD ab_status_t ab__dispatch_new(ab__dispatch_t **out, ab__shared_t *b, ab_seq_t *seq,
                                           void *sock, ab_error_t *err);
 
+/**
+ * Commit one event the broker writes itself (abandon_run's RUN_ERROR), as a
+ * group of its own: sequenced, stored, fanned out. Set by the writer.
+ * @return AB_OK with its position, or the sequencer's or the store's error.
+ */
+typedef ab_status_t (*ab__dispatch_commit_fn)(void *ud, const uint8_t *env, size_t len,
+                                              uint64_t *pos, ab_error_t *err);
+
+/** Install the writer's commit function (before any job). */
+void ab__dispatch_set_commit(ab__dispatch_t *d, ab__dispatch_commit_fn fn, void *ud);
+
 /** Free everything (NULL-safe; *d = NULL). */
 void ab__dispatch_destroy(ab__dispatch_t **d);
 

@@ -57,11 +57,13 @@ struct ab__dispatch {
     size_t nmoves, capmoves;
     uint64_t next_run; /**< made run ids: r-<instance>-<n> */
     uint64_t order;
-    int64_t grace_until_ms; /**< after start-up: started runs are not orphaned before this */
-    bool dirty;             /**< something changed: the pump may assign */
-    ab_doc_t *doc;          /**< the job being answered */
-    ab_doc_t *idoc;         /**< stored inputs read back */
-    ab_buf_t buf;           /**< scratch: inputs, encodings */
+    int64_t grace_until_ms;        /**< after start-up: started runs are not orphaned before this */
+    bool dirty;                    /**< something changed: the pump may assign */
+    ab__dispatch_commit_fn commit; /**< the writer's: a broker-authored event */
+    void *commit_ud;
+    ab_doc_t *doc;  /**< the job being answered */
+    ab_doc_t *idoc; /**< stored inputs read back */
+    ab_buf_t buf;   /**< scratch: inputs, encodings */
 };
 
 /** A growable copy of requests, filled by ab__dq_collect (an ab_request_cb). */
@@ -114,6 +116,9 @@ AB_NODISCARD ab_status_t ab__dispatch_run_id(ab__dispatch_t *d, ab__newreq_t *n,
 void ab__dispatch_put(ab__dispatch_t *d, ab_job_t *job, ab__newreq_t *n, ab_if_busy_t if_busy);
 /** Answer run_accepted for request @p id. */
 void ab__dispatch_accepted(ab__dispatch_t *d, ab_job_t *job, uint64_t id, bool existing);
+
+/* dispatch_abandon.c */
+void ab__dispatch_abandon(ab__dispatch_t *d, ab_job_t *job, const ab_abandon_run_t *a);
 
 /* dispatch_resume.c */
 void ab__dispatch_resume(ab__dispatch_t *d, ab_job_t *job, const ab_resume_run_t *r);

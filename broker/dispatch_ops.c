@@ -428,6 +428,7 @@ void ab__dispatch_op(ab__dispatch_t *d, ab_job_t *job, const ab_msg_t *m)
     case AB_OP_CANCEL_RUN: cancel_run(d, job, &m->u.cancel_run); return;
     case AB_OP_RESUME_RUN: ab__dispatch_resume(d, job, &m->u.resume_run); return;
     case AB_OP_REQUESTS: requests(d, job, &m->u.requests); return;
+    case AB_OP_ABANDON_RUN: ab__dispatch_abandon(d, job, &m->u.abandon_run); return;
     default: break;
     }
     fail(d, job, AB_UNSUPPORTED, "op", "'%s' is not a dispatch request this broker serves",

@@ -62,7 +62,9 @@ void ab__fanout_flush(ab__fanout_t *f)
 void ab__fanout_event(ab__fanout_t *f, const ab_seq_item_t *it, int64_t time_us)
 {
     ab_stamp_t stamp = {.pos = it->pos, .time_us = time_us};
-    ab_error_t *e = &f->scratch; /* clear between calls: cleared again after each failure */
+    if (it->info && it->info->type == AB_AGUI_RUN_ERROR && ab_event_by_broker(it->ev->body))
+        stamp.author = AB_AUTHOR_BROKER; /* abandon_run's RUN_ERROR (PROTOCOL.md section 5) */
+    ab_error_t *e = &f->scratch;         /* clear between calls: cleared again after each failure */
     if (!topic_is(&f->topic, it->ev->thread, it->ev->run)) {
         ab__fanout_flush(f);
         ab_buf_reset(&f->topic);

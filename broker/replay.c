@@ -50,6 +50,7 @@ typedef struct reader {
     ab_buf_t buf;       /**< header encoding */
     ab_error_t scratch; /**< row_cb's encode error: clear, set only by a failure, then cleared */
     ab_status_t cb_status;
+    ab_doc_t *doc; /**< decodes an envelope that may be broker-authored (made when first needed) */
 } reader_t;
 
 static void on_job(reader_t *r, ab_job_t *job)
@@ -88,6 +89,35 @@ static int add_record(reader_t *r, const ab_stamp_t *st, const void *ev, size_t 
     return 0;
 }
 
+/* Whether the @p n bytes at @p b hold the @p kn bytes of @p k. */
+static bool has_bytes(const uint8_t *b, size_t n, const char *k, size_t kn)
+{
+    for (size_t i = 0; i + kn <= n; i++) {
+        const uint8_t *p = memchr(b + i, k[0], n - kn + 1 - i);
+        if (p == NULL)
+            return false;
+        i = (size_t)(p - b);
+        if (memcmp(p, k, kn) == 0)
+            return true;
+    }
+    return false;
+}
+
+/* The stamp's author of a stored envelope: only the broker writes RUN_ERROR codes of
+ * AB_BROKER_CODE_PREFIX (PROTOCOL.md section 5), so events without the prefix's bytes
+ * are skipped by a byte scan and the rest are decoded to be sure. */
+static ab_author_t author_of(reader_t *r, const uint8_t *b, size_t n)
+{
+    static const char k[] = AB_BROKER_CODE_PREFIX;
+    ab_event_t ev;
+    if (!has_bytes(b, n, k, sizeof(k) - 1) || (!r->doc && ab_doc_new(&r->doc) != AB_OK) ||
+        ab_event_decode(r->doc, b, n, NULL, &ev, NULL) != AB_OK)
+        return AB_AUTHOR_PRODUCER;
+    ab_author_t a = ab_event_by_broker(ev.body) ? AB_AUTHOR_BROKER : AB_AUTHOR_PRODUCER;
+    ab_doc_reset(r->doc);
+    return a;
+}
+
 static int row_cb(void *ud, const ab_row_t *row)
 {
     reader_t *r = ud;
@@ -97,7 +127,8 @@ static int row_cb(void *ud, const ab_row_t *row)
     const ab_replay_t *rq = &s->job->replay;
     if (rq->scope == AB_REPLAY_THREAD && row->seq <= run_cursor(rq, row->run))
         return 0;
-    ab_stamp_t st = {.pos = row->pos, .time_us = row->commit_us};
+    ab_stamp_t st = {
+        .pos = row->pos, .time_us = row->commit_us, .author = author_of(r, row->bytes, row->len)};
     if (add_record(r, &st, row->bytes, row->len) != 0) {
         r->cb_status = AB_NOMEM;
         return 1;
@@ -253,5 +284,6 @@ void *ab__reader_main(void *arg)
     zmq_close(r.book.sock);
     ab_buf_free(&r.chunk);
     ab_buf_free(&r.buf);
+    ab_doc_destroy(&r.doc);
     return NULL;
 }

@@ -241,6 +241,63 @@ static void commit_group(writer_t *w)
     ab__dispatch_pump(w->disp); /* requests move and are assigned between groups */
 }
 
+/* Stage and commit the one item @p it as a group; @return AB_OK with it->pos set. */
+static ab_status_t commit_item(writer_t *w, ab_seq_item_t *it, ab_error_t *err)
+{
+    int64_t now = ab__now_us();
+    ab__seq_set_now(w->seq, now);
+    ab__seq_stage(w->seq, it, 1);
+    size_t n = 0;
+    const ab_append_event_t *evs = ab__seq_pending(w->seq, &n);
+    uint64_t first = 0;
+    if (it->status != AB_RESULT_ACCEPTED || n != 1) {
+        if (n == 0)
+            ab__seq_commit(w->seq, atomic_load(&w->b->head_pos) + 1);
+        else
+            ab__seq_abort(w->seq);
+        if (it->status == AB_RESULT_REJECTED && err)
+            *err = it->err;
+        else
+            ab_error_set(err, AB_CONFLICT, "", "the event was not staged as new");
+        return err ? err->code : AB_CONFLICT;
+    }
+    ab_status_t rc = w->b->plugin->append_batch(w->b->wdb, evs, n, now, &first, err);
+    if (rc != AB_OK) {
+        ab__seq_abort(w->seq);
+        return rc;
+    }
+    ab__snapsched_committed(&w->snap, evs, n);
+    ab__dispatch_committed(w->disp, evs, n);
+    ab__seq_commit(w->seq, first);
+    atomic_store(&w->b->head_pos, first);
+    ab__fanout_event(&w->fan, it, now);
+    ab__fanout_flush(&w->fan);
+    ab__snapsched_request(&w->snap);
+    return AB_OK;
+}
+
+/* An event the broker writes itself (dispatch.h: abandon_run), between groups. */
+static ab_status_t commit_own(void *ud, const uint8_t *env, size_t len, uint64_t *pos,
+                              ab_error_t *err)
+{
+    writer_t *w = ud;
+    ab_doc_t *doc = NULL;
+    ab_event_t ev;
+    ab_agui_info_t info;
+    if (ab_doc_new(&doc) != AB_OK)
+        return ab_error_set(err, AB_NOMEM, "", "out of memory");
+    ab_seq_item_t it = {.ev = &ev, .info = &info, .bytes = env, .len = len};
+    ab_status_t rc = ab_event_decode(doc, env, len, &w->b->cfg->limits, &ev, err);
+    if (rc == AB_OK)
+        rc = ab_agui_validate(ev.body, AB_AGUI_STRICT, NULL, NULL, &info, err);
+    if (rc == AB_OK)
+        rc = commit_item(w, &it, err);
+    if (rc == AB_OK)
+        *pos = it.pos;
+    ab_doc_destroy(&doc);
+    return rc;
+}
+
 static bool group_add(writer_t *w, ab_job_t *job)
 {
     ab_job_t **g = ab__grow(w->group, &w->cap, w->ngroup + 1, sizeof(*g), 64);
@@ -311,6 +368,7 @@ void *ab__writer_main(void *arg)
         ab__log(AB_LOG_ERROR, "dispatch is off: %s", ab_error_format(&de, line, sizeof(line)));
         atomic_store(&w.b->dispatch_failed, true);
     }
+    ab__dispatch_set_commit(w.disp, commit_own, &w);
     while (!w.stop) {
         ab__snapsched_collect(&w.snap);
         ab_job_t *job = wait_job(&w);

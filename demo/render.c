@@ -66,6 +66,8 @@ ab_status_t tail_json_line(ab_buf_t *out, const ab_event_t *ev, const ab_stamp_t
         rc = put_key_int(out, ",\"pos\":", (long long)st->pos);
     if (rc == AB_OK)
         rc = put_key_int(out, ",\"time_us\":", (long long)st->time_us);
+    if (rc == AB_OK && st->author == AB_AUTHOR_BROKER) /* abandon_run's RUN_ERROR */
+        rc = put_str(out, ",\"by\":\"broker\"");
     if (rc == AB_OK)
         rc = put_str(out, ",\"event\":");
     if (rc == AB_OK)

@@ -108,12 +108,20 @@ bool ab_event_equal(const ab_event_t *a, const ab_event_t *b)
 
 /* ---- broker stamp ------------------------------------------------------- */
 
+_Static_assert(sizeof(ab_author_t) == sizeof(int), "enum size");
+static const char *const author_names[] = {NULL, "broker"};
+
 static const ab_fspec_t stamp_fields[] = {
     {.key = "pos",
      .type = &ab__ft_u64,
      .off = offsetof(ab_stamp_t, pos),
      .flags = AB_F_REQ | AB_F_MIN1},
     {.key = "time", .type = &ab__ft_i64, .off = offsetof(ab_stamp_t, time_us), .flags = AB_F_REQ},
+    {.key = "by",
+     .type = &ab__ft_enum,
+     .off = offsetof(ab_stamp_t, author),
+     .names = author_names,
+     .nnames = 2},
 };
 
 static const ab_ospec_t stamp_spec = {
@@ -169,7 +177,7 @@ static uint8_t *put_int(uint8_t *p, int64_t v)
 ab_status_t ab_stamp_encode(const ab_stamp_t *st, ab_buf_t *out, ab_error_t *err)
 {
     if (st == NULL || out == NULL || st->pos == 0 || st->pos > (uint64_t)INT64_MAX ||
-        ab_buf_reserve(out, 32) != AB_OK)
+        st->author != AB_AUTHOR_PRODUCER || ab_buf_reserve(out, 32) != AB_OK)
         return ab__cc_encode(&stamp_spec, st, out, err);
     uint8_t *p0 = out->data + out->len, *p = p0;
     memcpy(p, "\x82\xa3pos", 5);
@@ -312,6 +320,7 @@ static bool stamp_fast(const uint8_t *buf, size_t len, ab_stamp_t *out)
         return false;
     out->pos = pos;
     out->time_us = (int64_t)t;
+    out->author = AB_AUTHOR_PRODUCER;
     return true;
 }
 
@@ -329,11 +338,20 @@ ab_status_t ab_stamp_decode(ab_doc_t *doc, const uint8_t *buf, size_t len, ab_st
     }
     ab_cctx_t c;
     ab__cc_init_decode(&c, doc, NULL, err);
-    ab_stamp_t st = {0, 0};
+    ab_stamp_t st = {0, 0, AB_AUTHOR_PRODUCER};
     rc = ab__cc_dec_object(&c, &stamp_spec, root, (char *)&st);
     if (rc == AB_OK)
         *out = st;
     return rc;
+}
+
+bool ab_event_by_broker(const ab_val_t *body)
+{
+    const ab_val_t *code = ab_val_get(body, "code");
+    size_t n = sizeof(AB_BROKER_CODE_PREFIX) - 1;
+    return ab_val_str_eq(ab_val_get(body, "type"), "RUN_ERROR") && code &&
+           code->type == AB_VAL_STR && code->len >= n &&
+           memcmp(code->u.s, AB_BROKER_CODE_PREFIX, n) == 0;
 }
 
 /* ---- envelope header only ------------------------------------------------ */

@@ -113,16 +113,34 @@ AB_API bool ab_event_equal(const ab_event_t *a, const ab_event_t *b);
 
 /* ---- broker stamp ------------------------------------------------------ */
 
-/** Broker facts sent beside an event: {pos, time}. */
+/** Who wrote an event, as the stamp says (docs/PROTOCOL.md section 5). */
+typedef enum ab_author {
+    AB_AUTHOR_PRODUCER = 0, /**< a producer (the stamp has no `by`) */
+    AB_AUTHOR_BROKER,       /**< "broker": the broker itself (abandon_run's RUN_ERROR) */
+} ab_author_t;
+
+/** Broker facts sent beside an event: {pos, time[, by]}. */
 typedef struct ab_stamp {
-    uint64_t pos;    /**< global commit position, >= 1 */
-    int64_t time_us; /**< commit time, microseconds since the Unix epoch */
+    uint64_t pos;       /**< global commit position, >= 1 */
+    int64_t time_us;    /**< commit time, microseconds since the Unix epoch */
+    ab_author_t author; /**< AB_AUTHOR_BROKER: written by the broker, not a producer */
 } ab_stamp_t;
+
+/** The RUN_ERROR code prefix only the broker may write (PROTOCOL.md 7.17). */
+#define AB_BROKER_CODE_PREFIX "agentbus."
+
+/**
+ * Whether an event body is one only the broker writes: a RUN_ERROR whose
+ * `code` starts with AB_BROKER_CODE_PREFIX (the broker refuses such an event
+ * from a producer, so this is how the stamp's `by` is known again on replay).
+ */
+AB_API bool ab_event_by_broker(const ab_val_t *body);
 
 /** Largest valid stamp frame; longer frames are AB_TOO_LARGE. */
 #define AB_STAMP_MAX_BYTES 64
 
-/** Append the stamp map {pos, time}. @return AB_OK, AB_INVALID_ARGUMENT, AB_NOMEM. */
+/** Append the stamp map {pos, time} (and `by` for a broker-authored event).
+ * @return AB_OK, AB_INVALID_ARGUMENT, AB_NOMEM. */
 AB_API AB_NODISCARD ab_status_t ab_stamp_encode(const ab_stamp_t *st, ab_buf_t *out,
                                                 ab_error_t *err);
 

@@ -514,6 +514,82 @@ static void test_resume_run(void **state)
     side_free(&c);
 }
 
+static ab_status_t last_stamp(void *ud, const ab_stamp_t *st, const uint8_t *ev, size_t len,
+                              ab_error_t *err)
+{
+    (void)ev;
+    (void)len;
+    (void)err;
+    *(ab_stamp_t *)ud = *st;
+    return AB_OK;
+}
+
+static ab_status_t abandon(side_t *c, const char *run, ab_msg_t *out, ab_error_t *err)
+{
+    ab_error_clear(err);
+    ab_msg_t m = {.op = AB_OP_ABANDON_RUN};
+    m.u.abandon_run = (ab_abandon_run_t){SV("t-1"), SV(run), {0}};
+    return ab_conn_request(c->c, &m, NULL, 0, c->doc, out, IT_TIMEOUT, err);
+}
+
+/* abandon_run ends an orphan with a RUN_ERROR the broker writes, marked so in its stamp. */
+static void test_abandon_orphan(void **state)
+{
+    it_t *t = *state;
+    IT_REQUIRE_BROKER(t);
+    side_t w1 = side_new(t), c = side_new(t);
+    serve(&w1, "w1", 1, AB_LEASE_MS_MIN);
+    ab_run_accepted_t a = start_ok(&c, "t-1", "k-1");
+    asg_t g = next_assign(&w1);
+    ab_error_t err = AB_ERROR_INIT;
+    ab_msg_t r;
+    assert_int_equal(publish(&w1, &g, 1, "RUN_STARTED", &err), AB_RESULT_ACCEPTED);
+    wait_state(&c, a.request, AB_REQ_STARTED);
+    assert_int_equal(abandon(&c, g.run, &r, &err), AB_CONFLICT); /* its owner is live */
+    assert_non_null(strstr(err.message, "live owner"));
+    assert_int_equal(abandon(&c, "never-dispatched", &r, &err), AB_NOT_FOUND);
+    /* a producer may not write the broker's own RUN_ERROR code */
+    asg_t fake = g;
+    snprintf(fake.run, sizeof fake.run, "fake-run");
+    ab_buf_t ev = AB_BUF_INIT;
+    assert_int_equal(ab_envelope_json(&ev, 1, "t-1", "fake-run", 1, 1,
+                                      "{\"type\":\"RUN_ERROR\",\"message\":\"x\",\"code\":"
+                                      "\"agentbus.abandoned\"}",
+                                      NULL),
+                     AB_OK);
+    ab_result_t res = it_publish1(c.c, c.doc, &ev, &err);
+    ab_buf_free(&ev);
+    assert_int_equal(res.status, AB_RESULT_REJECTED);
+    tu_assert_error(&err, AB_INVALID_EVENT, "event/code");
+    side_free(&w1); /* the owner goes */
+    ab_request_info_t info = {0};
+    for (int i = 0; i < 400 && !(find_req(&c, a.request, AB_REQ_STARTED, &info) && info.orphaned);
+         i++)
+        ab_conn_wait(c.c, 20);
+    assert_true(info.orphaned);
+    assert_int_equal(abandon(&c, g.run, &r, &err), AB_OK);
+    assert_int_equal(r.op, AB_OP_ABANDONED);
+    assert_int_equal(r.u.abandoned.seq, 2);
+    uint64_t pos = r.u.abandoned.pos;
+    assert_true(pos >= 1);
+    info = wait_state(&c, a.request, AB_REQ_ENDED);
+    ab_head_t h = it_head(c.c, c.doc, "t-1", g.run);
+    assert_int_equal(h.status, AB_RUN_STATUS_ERRORED);
+    /* replayed, the RUN_ERROR's stamp says the broker wrote it; the producer's does not */
+    ab_msg_t rq = {.op = AB_OP_REPLAY};
+    rq.u.replay.scope = AB_REPLAY_RUN;
+    rq.u.replay.thread = SV("t-1");
+    rq.u.replay.run = SV(g.run);
+    ab_stamp_t st = {0};
+    ab_replay_end_t end;
+    assert_int_equal(ab_conn_replay(c.c, &rq, last_stamp, &st, c.doc, &end, IT_TIMEOUT, &err),
+                     AB_OK);
+    assert_int_equal(st.pos, pos);
+    assert_int_equal(st.author, AB_AUTHOR_BROKER);
+    rq.u.replay.run = SV("never-dispatched");
+    side_free(&c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -525,6 +601,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_if_busy_and_input, it_setup, it_teardown),
         cmocka_unit_test_setup_teardown(test_broker_sigkill_keeps_requests, it_setup, it_teardown),
         cmocka_unit_test_setup_teardown(test_resume_run, it_setup, it_teardown),
+        cmocka_unit_test_setup_teardown(test_abandon_orphan, it_setup, it_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -515,13 +515,27 @@ static void test_event_encode_errors(void **state)
 static void test_stamp(void **state)
 {
     fx_t *f = *state;
-    ab_stamp_t st = {.pos = 123456789012ull, .time_us = -1}, back = {0, 0};
+    ab_stamp_t st = {.pos = 123456789012ull, .time_us = -1}, back = {0, 0, AB_AUTHOR_PRODUCER};
     ab_error_t err = AB_ERROR_INIT;
     assert_int_equal(ab_stamp_encode(&st, &f->out, &err), AB_OK);
     assert_true(f->out.len <= AB_STAMP_MAX_BYTES);
     assert_int_equal(ab_stamp_decode(f->doc, f->out.data, f->out.len, &back, &err), AB_OK);
     assert_int_equal(back.pos, st.pos);
     assert_int_equal(back.time_us, st.time_us);
+    assert_int_equal(back.author, AB_AUTHOR_PRODUCER);
+    /* a broker-authored event's stamp says so, and only "broker" is a value of `by` */
+    st.author = AB_AUTHOR_BROKER;
+    ab_buf_reset(&f->out);
+    assert_int_equal(ab_stamp_encode(&st, &f->out, &err), AB_OK);
+    assert_true(f->out.len <= AB_STAMP_MAX_BYTES);
+    assert_int_equal(ab_stamp_decode(f->doc, f->out.data, f->out.len, &back, &err), AB_OK);
+    assert_int_equal(back.author, AB_AUTHOR_BROKER);
+    st.author = AB_AUTHOR_PRODUCER;
+    pack_json(f, "{\"pos\":1,\"time\":1,\"by\":\"producer\"}");
+    assert_int_equal(ab_stamp_decode(f->doc, f->in.data, f->in.len, &back, &err),
+                     AB_INVALID_ENVELOPE);
+    tu_assert_error(&err, AB_INVALID_ENVELOPE, "by");
+    ab_error_clear(&err);
     const struct {
         const char *json;
         ab_status_t code;
@@ -551,7 +565,7 @@ static void test_stamp(void **state)
                           65536, 4294967296ll, INT64_MAX, INT64_MIN};
     for (size_t i = 0; i < sizeof(ps) / sizeof(ps[0]); i++) {
         for (size_t j = 0; j < sizeof(ts) / sizeof(ts[0]); j++) {
-            ab_stamp_t in = {.pos = ps[i], .time_us = ts[j]}, out = {0, 0};
+            ab_stamp_t in = {.pos = ps[i], .time_us = ts[j]}, out = {0, 0, AB_AUTHOR_PRODUCER};
             ab_buf_reset(&f->out);
             assert_int_equal(ab_stamp_encode(&in, &f->out, &err), AB_OK);
             assert_true(f->out.len <= AB_STAMP_MAX_BYTES);
