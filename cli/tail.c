@@ -14,14 +14,12 @@
 #include "ab_common.h"
 #include "agentbus/subscriber.h"
 #include "cli.h"
-#include "render.h"
+#include "follow.h"
 
 #include <getopt.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 struct topts {
     const char *broker, *thread, *run;
@@ -34,19 +32,9 @@ struct topts {
 
 struct tstate {
     struct topts o;
-    tail_view_t view;
-    ab_buf_t line;
+    cli_printer_t pr;
     uint64_t seen;
-    bool failed;
 };
-
-static volatile sig_atomic_t tail_stop;
-
-static void on_signal(int sig)
-{
-    (void)sig;
-    tail_stop = 1;
-}
 
 static void print_help(void)
 {
@@ -139,18 +127,7 @@ static int check_args(int argc, const struct topts *o)
 static int on_event(void *ud, const ab_sub_event_t *e)
 {
     struct tstate *ts = ud;
-    if (ts->o.json) {
-        ts->line.len = 0;
-        if (tail_json_line(&ts->line, &e->ev, &e->stamp) == AB_OK) {
-            fwrite(ts->line.data, 1, ts->line.len, stdout);
-            fflush(stdout);
-        } else {
-            fprintf(stderr, "agentbus tail: out of memory at seq %llu\n",
-                    (unsigned long long)e->ev.seq);
-        }
-    } else {
-        tail_view_event(&ts->view, &e->ev, &e->stamp);
-    }
+    cli_printer_event(&ts->pr, e);
     ts->seen++;
     return ts->o.count && ts->seen >= ts->o.count;
 }
@@ -173,23 +150,12 @@ static int run_loop(struct tstate *ts, ab_sub_t *s)
 {
     long end = ts->o.for_s > 0 ? ab__mono_ms() + (long)(ts->o.for_s * 1000) : 0;
     bool away = false;
-    while (!tail_stop && !(ts->o.count && ts->seen >= ts->o.count)) {
+    while (!cli_stop && !(ts->o.count && ts->seen >= ts->o.count)) {
         long left = end ? end - ab__mono_ms() : 250;
         if (left <= 0)
             break;
-        ab_error_t err = AB_ERROR_INIT;
-        ab_status_t rc = ab_sub_poll(s, left < 250 ? (int)left : 250, &err);
-        if (rc == AB_OK || rc == AB_REQUEST_ABORTED) {
-            away = false;
-            continue;
-        }
-        if (!ab_status_retryable(rc) && rc != AB_IO) {
-            fprintf(stderr, "agentbus tail: %s: %s\n", ab_status_name(rc), err.message);
+        if (cli_sub_step(s, left < 250 ? (int)left : 250, "tail", &away) != 0)
             return AB_EXIT_FAIL;
-        }
-        if (!away)
-            fprintf(stderr, "agentbus tail: broker unreachable (%s); retrying\n", err.message);
-        away = true;
     }
     return AB_EXIT_OK;
 }
@@ -202,7 +168,7 @@ int cmd_tail(int argc, char **argv)
         rc = check_args(argc, &ts.o);
     if (rc != AB_EXIT_OK)
         return rc;
-    tail_view_init(&ts.view, stdout, !ts.o.no_color && isatty(STDOUT_FILENO));
+    cli_printer_init(&ts.pr, "tail", ts.o.json, !ts.o.no_color);
     ab_sub_opts_t so = {.scope = AB_SUB_ALL};
     fill_sub_opts(&ts, &so);
     ab_sub_t *s = NULL;
@@ -210,14 +176,12 @@ int cmd_tail(int argc, char **argv)
     const char *ep = cli_broker_endpoint(ts.o.broker);
     if (ab_sub_new(&s, ep, &so, &err) != AB_OK) {
         fprintf(stderr, "agentbus tail: %s: %s: %s\n", ep, ab_status_name(err.code), err.message);
+        cli_printer_free(&ts.pr);
         return AB_EXIT_FAIL;
     }
-    tail_stop = 0;
-    signal(SIGINT, on_signal);
-    signal(SIGTERM, on_signal);
+    cli_catch_signals();
     rc = run_loop(&ts, s);
-    tail_view_finish(&ts.view);
+    cli_printer_free(&ts.pr);
     ab_sub_destroy(&s);
-    ab_buf_free(&ts.line);
     return rc;
 }
