@@ -16,8 +16,9 @@
  * every `step_ms`, and RUN_FINISHED; the input's forwardedProps choose
  * {"steps": N (3), "step_ms": MS (0), "interrupt": true (finish with one
  * interrupt, id "approve-1"), "decline": true (decline the assignment)}.
- * A cancel ends the run at its next step with outcome cancelled. A resumed
- * run (input.resume) says what it was told. Each run line is printed
+ * A cancel ends the run with outcome cancelled at its next step (closing its
+ * text message first when it is open). A resumed run (input.resume) says
+ * what it was told. Each run line is printed
  * ("run THREAD/RUN started|finished|cancelled|interrupted").
  */
 #include <agentbus/agentbus.h>
@@ -144,7 +145,11 @@ static void step(slot_t *s)
     ab_error_t e = AB_ERROR_INIT;
     char ev[1024];
     const char *end = NULL;
-    if (s->cancel) {
+    if (s->cancel && s->step > 0 && s->step <= s->steps + 1) {
+        /* the text message is open: close it first (a run may not end with it open) */
+        snprintf(ev, sizeof(ev), "{\"type\":\"TEXT_MESSAGE_END\",\"messageId\":\"m-%s\"}", s->run);
+        s->step = s->steps + 1;
+    } else if (s->cancel) {
         end = "cancelled";
         snprintf(ev, sizeof(ev),
                  "{\"type\":\"RUN_FINISHED\",\"threadId\":\"%s\",\"runId\":\"%s\","
