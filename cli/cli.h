@@ -8,6 +8,8 @@
 #ifndef AB_CLI_H
 #define AB_CLI_H
 
+#include "agentbus/model.h"
+
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -38,6 +40,25 @@ int cmd_snapshot(int argc, char **argv);    /* cli/snapshot.c */
 int cmd_conformance(int argc, char **argv); /* cli/conformance_cmd.c (conformance/) */
 int cmd_workers(int argc, char **argv);     /* cli/workers_cmd.c */
 int cmd_invoke(int argc, char **argv);      /* cli/workers_cmd.c */
+int cmd_run(int argc, char **argv);         /* cli/dispatch_cmd.c */
+int cmd_cancel(int argc, char **argv);      /* cli/dispatch_cmd.c */
+int cmd_approve(int argc, char **argv);     /* cli/approve_cmd.c */
+int cmd_deny(int argc, char **argv);        /* cli/approve_cmd.c */
+
+/** What `agentbus runs --requests` lists (cli/requests_cmd.c). */
+typedef struct cli_requests_opts {
+    const char *broker;       /* --broker, or NULL */
+    const char *agent;        /* --agent, or NULL: every agent */
+    ab_request_state_t state; /* --state, or AB_REQ_NONE: the open ones */
+    bool json;
+    long timeout_ms;
+} cli_requests_opts_t;
+
+/** List the broker's run requests, page by page. @return the exit status (0 or 1). */
+int cli_list_requests(const cli_requests_opts_t *o);
+
+/** A request state from its wire name ("queued" ...). @return 0, or -1 when not one. */
+int cli_parse_request_state(const char *s, ab_request_state_t *out);
 
 /** Default command endpoint of the client subcommands. */
 #define AB_DEFAULT_BROKER "tcp://127.0.0.1:7710"
