@@ -11,6 +11,9 @@
  *  - STARTED / ENDED are the broker's commit times (stamps) of seq 1 and of
  *    the terminal event, each read with a one-event `replay` of scope `run`.
  *
+ * With --requests it lists the broker's run requests instead
+ * (cli/requests_cmd.c).
+ *
  * Invariants:
  *  1. Every request is bounded by --timeout.
  *  2. The run list holds each (thread, run) once, in order of first commit.
@@ -30,6 +33,8 @@ struct ropts {
     const char *thread;
     bool json;
     long timeout_ms;
+    bool requests; /* --requests: cli/requests_cmd.c lists them */
+    const char *state, *agent;
 };
 
 struct run_row {
@@ -52,7 +57,9 @@ struct rstate {
 
 static void print_help(void)
 {
-    printf("usage: agentbus runs [--broker ENDPOINT] [--thread ID] [--json] [--timeout MS]\n\n"
+    printf("usage: agentbus runs [--broker ENDPOINT] [--thread ID] [--json] [--timeout MS]\n"
+           "       agentbus runs --requests [--state S] [--agent A] [--broker ENDPOINT] [--json]\n"
+           "                     [--timeout MS]\n\n"
            "List runs with STATUS (active, finished, errored), OUTCOME (success, interrupt,\n"
            "cancelled, or -), SEQ (last committed seq), EPOCH (writer epoch), POS (commit\n"
            "position of the last event), STARTED and ENDED (broker commit times of the first\n"
@@ -63,6 +70,12 @@ static void print_help(void)
            "  --thread ID        the runs of this thread; without it, every run of the bus,\n"
            "                     found by scanning the whole store (for small buses and audits)\n"
            "  --json             one JSON object per run, one per line, instead of a table\n"
+           "  --requests         list the broker's run requests instead (dispatch): the open ones\n"
+           "                     (queued, assigned, started) with worker, attempts and age;\n"
+           "                     started ones whose worker is gone are marked ORPHANED\n"
+           "  --state S          with --requests: only state S (queued, assigned, started,\n"
+           "                     cancelled, ended)\n"
+           "  --agent A          with --requests: only the requests of agent A\n"
            "  --timeout MS       bound of each request (default 5000)\n"
            "  -h, --help         show this help\n");
 }
@@ -70,9 +83,15 @@ static void print_help(void)
 static int parse_args(int argc, char **argv, struct ropts *o)
 {
     static const struct option longopts[] = {
-        {"broker", required_argument, NULL, 'b'}, {"thread", required_argument, NULL, 't'},
-        {"json", no_argument, NULL, 'j'},         {"timeout", required_argument, NULL, 'T'},
-        {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0},
+        {"broker", required_argument, NULL, 'b'},
+        {"thread", required_argument, NULL, 't'},
+        {"json", no_argument, NULL, 'j'},
+        {"timeout", required_argument, NULL, 'T'},
+        {"requests", no_argument, NULL, 'R'},
+        {"state", required_argument, NULL, 's'},
+        {"agent", required_argument, NULL, 'a'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
     };
     int c;
     optind = 1;
@@ -81,6 +100,9 @@ static int parse_args(int argc, char **argv, struct ropts *o)
         case 'b': o->broker = optarg; break;
         case 't': o->thread = optarg; break;
         case 'j': o->json = true; break;
+        case 'R': o->requests = true; break;
+        case 's': o->state = optarg; break;
+        case 'a': o->agent = optarg; break;
         case 'T':
             if (!cli_parse_long(optarg, 1, 3600000, &o->timeout_ms))
                 return cli_usage_error("runs", "--timeout wants milliseconds, got '%s'", optarg);
@@ -91,7 +113,22 @@ static int parse_args(int argc, char **argv, struct ropts *o)
     }
     if (optind < argc)
         return cli_usage_error("runs", "unexpected argument '%s'", argv[optind]);
+    if ((o->state || o->agent) && !o->requests)
+        return cli_usage_error("runs", "--state and --agent go with --requests");
+    if (o->requests && o->thread)
+        return cli_usage_error("runs", "--requests lists requests of every thread (no --thread)");
     return 0;
+}
+
+static int list_requests(const struct ropts *o)
+{
+    cli_requests_opts_t q = {o->broker, o->agent, AB_REQ_NONE, o->json, o->timeout_ms};
+    if (o->state && cli_parse_request_state(o->state, &q.state) != 0)
+        return cli_usage_error("runs",
+                               "--state wants queued, assigned, started, cancelled or ended, got "
+                               "'%s'",
+                               o->state);
+    return cli_list_requests(&q);
 }
 
 static char *dup_str(ab_str_t s)
@@ -327,6 +364,8 @@ int cmd_runs(int argc, char **argv)
     int rc = parse_args(argc, argv, &st.o);
     if (rc != 0)
         return rc < 0 ? AB_EXIT_OK : rc;
+    if (st.o.requests)
+        return list_requests(&st.o);
     ab_error_t err = AB_ERROR_INIT;
     if (ab_doc_new(&st.doc) != AB_OK || ab_doc_new(&st.edoc) != AB_OK)
         ab_error_set(&err, AB_NOMEM, NULL, "out of memory");
