@@ -10,86 +10,15 @@
 
 #include "broker_proc.h"
 #include "cli_run.h"
+#include "worker_proc.h"
 
 #include <fcntl.h>
-#include <libgen.h>
-#include <signal.h>
-#include <unistd.h>
 
-typedef struct wproc {
-    pid_t pid;
-    int out; /* read end of its stdout */
-    char line[512];
-} wproc_t;
-
-/* Read from @p w until a line holding @p needle arrived (or @p ms passed). */
-static bool read_until(wproc_t *w, const char *needle, long ms)
-{
-    size_t used = 0;
-    long deadline = ab__mono_ms() + ms;
-    while (ab__mono_ms() < deadline && used < sizeof(w->line) - 1) {
-        struct pollfd p = {.fd = w->out, .events = POLLIN};
-        if (poll(&p, 1, 100) <= 0)
-            continue;
-        ssize_t n = read(w->out, w->line + used, sizeof(w->line) - 1 - used);
-        if (n <= 0)
-            break;
-        used += (size_t)n;
-        w->line[used] = '\0';
-        if (strstr(w->line, needle) != NULL)
-            return true;
-    }
-    return false;
-}
-
-static pid_t running_worker; /* stopped by teardown when a test failed before it did */
-
-static int teardown_worker(void **state)
-{
-    if (running_worker > 0) {
-        kill(running_worker, SIGKILL);
-        waitpid(running_worker, NULL, 0);
-        running_worker = 0;
-    }
-    return it_teardown(state);
-}
-
-/* Start examples/worker (next to the agentbus binary) serving agent planner. */
+/* Start examples/worker serving agent planner with actions echo, fail, plan, sleep. */
 static void worker_start(wproc_t *w, const char *endpoint)
 {
-    char bin[1024], dir[1024];
-    snprintf(dir, sizeof(dir), "%s", AB_AGENTBUS_BIN);
-    snprintf(bin, sizeof(bin), "%s/examples/worker", dirname(dir));
-    int fds[2];
-    assert_int_equal(pipe(fds), 0);
-    w->pid = fork();
-    assert_true(w->pid >= 0);
-    if (w->pid == 0) {
-        dup2(fds[1], STDOUT_FILENO);
-        close(fds[0]);
-        close(fds[1]);
-        execl(bin, bin, endpoint, "cli-w", "planner", "echo", "fail", "plan", "sleep",
-              (char *)NULL);
-        _exit(127);
-    }
-    close(fds[1]);
-    w->out = fds[0];
-    running_worker = w->pid;
-    if (!read_until(w, "worker ready id=", IT_TIMEOUT))
-        fail_msg("the worker did not register: %s", w->line);
-}
-
-/* SIGTERM by pid, wait, and return what it printed last. */
-static void worker_stop(wproc_t *w)
-{
-    assert_int_equal(kill(w->pid, SIGTERM), 0);
-    bool said = read_until(w, "worker stopped:", IT_TIMEOUT);
-    int st = 0;
-    assert_int_equal(waitpid(w->pid, &st, 0), w->pid);
-    running_worker = 0;
-    close(w->out);
-    assert_true(said);
-    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    const char *argv[] = {endpoint, "cli-w", "planner", "echo", "fail", "plan", "sleep", NULL};
+    worker_start_args(w, argv);
 }
 
 static void test_invoke_and_list(void **state)
