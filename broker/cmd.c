@@ -551,7 +551,8 @@ static void dispatch(cmd_t *c, zmq_msg_t *id, const ab_msg_t *m)
     case AB_OP_SERVE:
     case AB_OP_WORKERS:
     case AB_OP_INVOKE_ACTION:
-    case AB_OP_ACTION_RESULT: ab__workers_request(c->wk, id, m, ab__mono_ms()); return;
+    case AB_OP_ACTION_RESULT:
+    case AB_OP_LEAVE: ab__workers_request(c->wk, id, m, ab__mono_ms()); return;
     case AB_OP_CANCEL:
         if (ab__workers_request(c->wk, id, m, ab__mono_ms()))
             return; /* it aborted an action call; else it is a replay's */

@@ -557,6 +557,16 @@ static bool cancel(ab__workers_t *w, zmq_msg_t *id, const ab_msg_t *m)
     return false;
 }
 
+/* `leave`: the connection stops being a worker now (not at its lease's end). */
+static void leave(ab__workers_t *w, zmq_msg_t *id, const ab_msg_t *m)
+{
+    worker_t *k = find_worker(w, zmq_msg_data(id), zmq_msg_size(id));
+    if (k != NULL)
+        drop_worker(w, (size_t)(k - w->w), "left");
+    ab_msg_t r = {.op = AB_OP_LEFT, .v = m->v, .cid = m->cid};
+    send_to(w, zmq_msg_data(id), zmq_msg_size(id), &r);
+}
+
 bool ab__workers_request(ab__workers_t *w, zmq_msg_t *id, const ab_msg_t *m, int64_t now_ms)
 {
     switch (m->op) {
@@ -564,6 +574,7 @@ bool ab__workers_request(ab__workers_t *w, zmq_msg_t *id, const ab_msg_t *m, int
     case AB_OP_WORKERS: list(w, id, m, now_ms); return true;
     case AB_OP_INVOKE_ACTION: invoke(w, id, m, now_ms); return true;
     case AB_OP_ACTION_RESULT: result(w, id, m); return true;
+    case AB_OP_LEAVE: leave(w, id, m); return true;
     case AB_OP_CANCEL: return w->ncalls > 0 && cancel(w, id, m);
     default: return false;
     }

@@ -47,7 +47,7 @@ void ab__workers_touch(ab__workers_t *w, zmq_msg_t *id, int64_t now_ms);
 
 /**
  * Handle a request of the registry's ops (serve, workers, invoke_action,
- * action_result) and `cancel` of an open action call. Every path answers
+ * action_result, leave) and `cancel` of an open action call. Every path answers
  * the request (or, for cancel, the aborted call).
  * @return true when it handled @p m; false for a `cancel` that names no
  *         action call of @p id (the replay readers' then).

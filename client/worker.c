@@ -25,6 +25,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define LEAVE_WAIT_MS 500 /* how long destroy waits for `left` */
+
 typedef struct agent {
     char *name;
     uint32_t capacity;
@@ -94,6 +96,11 @@ void ab_worker_destroy(ab_worker_t **wp)
     if (wp == NULL || *wp == NULL)
         return;
     ab_worker_t *w = *wp;
+    if (w->id[0] != '\0') { /* registered: leave now, so nothing more is assigned to it */
+        ab_msg_t m = {.op = AB_OP_LEAVE}, r;
+        if (ab_conn_request(w->c, &m, NULL, 0, w->doc, &r, LEAVE_WAIT_MS, NULL) != AB_OK)
+            r.op = AB_OP_NONE_; /* not answered: the broker drops it when its lease lapses */
+    }
     for (size_t i = 0; i < w->nagents; i++)
         free_agent(&w->agents[i]);
     free(w->agents);

@@ -198,6 +198,8 @@ static const ab_fspec_t requests_reply_f[] = {
     {.key = "more", .type = &ab__ft_bool, .off = M(u.requests_reply.more), .flags = REQ},
 };
 
+static const ab_fspec_t bare_f[] = {HDR}; /* leave, left */
+
 static const ab_ospec_t specs[] = {
     [AB_OP_START_RUN - AB_OP_START_RUN] = SPEC(start_run_f, 0),
     [AB_OP_RUN_ACCEPTED - AB_OP_START_RUN] = SPEC(run_accepted_f, 0),
@@ -212,6 +214,8 @@ static const ab_ospec_t specs[] = {
     [AB_OP_ABANDONED - AB_OP_START_RUN] = SPEC(abandoned_f, 0),
     [AB_OP_REQUESTS - AB_OP_START_RUN] = SPEC(requests_f, 0),
     [AB_OP_REQUESTS_REPLY - AB_OP_START_RUN] = SPEC(requests_reply_f, 0),
+    [AB_OP_LEAVE - AB_OP_START_RUN] = SPEC(bare_f, 0),
+    [AB_OP_LEFT - AB_OP_START_RUN] = SPEC(bare_f, 0),
 };
 _Static_assert(sizeof(specs) / sizeof(specs[0]) == AB_OP_COUNT_ - AB_OP_START_RUN,
                "a table for every dispatch op");

@@ -269,7 +269,9 @@ AB_API AB_NODISCARD ab_status_t ab_topic_thread_prefix(ab_buf_t *out, ab_str_t t
     X(ABANDON_RUN, "abandon_run", true)                                                            \
     X(ABANDONED, "abandoned", false)                                                               \
     X(REQUESTS, "requests", true)                                                                  \
-    X(REQUESTS_REPLY, "requests_reply", false)
+    X(REQUESTS_REPLY, "requests_reply", false)                                                     \
+    X(LEAVE, "leave", true)                                                                        \
+    X(LEFT, "left", false)
 
 /** Message kinds. AB_OP_NONE_ is never on the wire. */
 typedef enum ab_op {
@@ -747,7 +749,7 @@ typedef struct ab_requests_reply {
  * One command, reply or heartbeat header. `v` is required except in hello
  * and error, where 0 means absent. `cid` is the correlation id (0 = none);
  * heartbeats carry none, action calls carry 0. `u` holds the member named
- * after the op; cancel, ping and workers have no payload.
+ * after the op; cancel, ping, workers, leave and left have no payload.
  */
 typedef struct ab_msg {
     ab_op_t op;

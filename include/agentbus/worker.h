@@ -91,7 +91,12 @@ typedef struct ab_worker_stats {
 AB_API AB_NODISCARD ab_status_t ab_worker_new(ab_worker_t **out, const char *endpoint,
                                               const ab_worker_opts_t *opts, ab_error_t *err);
 
-/** Close the connection and free the worker (NULL-safe; *w = NULL). */
+/**
+ * Leave (a served worker sends `leave` and waits up to 0.5 s for `left`, so
+ * the broker assigns it nothing more and requeues what it holds that has
+ * not started), close the connection and free the worker (NULL-safe;
+ * *w = NULL). Runs it had started are orphaned: end them first.
+ */
 AB_API void ab_worker_destroy(ab_worker_t **w);
 
 /**

@@ -590,6 +590,33 @@ static void test_abandon_orphan(void **state)
     side_free(&c);
 }
 
+/* A worker that leaves gives back what it holds before RUN_STARTED at once, not at its lease's
+ * end: the other worker gets it (attempt 2) well inside the first one's 10 s lease. */
+static void test_leave_requeues_at_once(void **state)
+{
+    it_t *t = *state;
+    IT_REQUIRE_BROKER(t);
+    side_t w1 = side_new(t), w2 = side_new(t), c = side_new(t);
+    serve(&w1, "w1", 1, AB_LEASE_MS_MAX);
+    serve(&w2, "w2", 1, 0);
+    ab_run_accepted_t a = start_ok(&c, "t-1", "k-1");
+    asg_t g = next_assign(&w1); /* ties go to the older registration */
+    assert_int_equal(g.request, a.request);
+    ab_msg_t m = {.op = AB_OP_LEAVE}, r;
+    ab_error_t err = AB_ERROR_INIT;
+    assert_int_equal(ab_conn_request(w1.c, &m, NULL, 0, w1.doc, &r, IT_TIMEOUT, &err), AB_OK);
+    assert_int_equal(r.op, AB_OP_LEFT);
+    asg_t g2 = next_assign(&w2);
+    assert_int_equal(g2.request, a.request);
+    assert_int_equal(g2.attempt, 2);
+    ab_workers_reply_t wr;
+    assert_int_equal(ab_conn_workers(c.c, c.doc, &wr, IT_TIMEOUT, &err), AB_OK);
+    assert_int_equal(wr.nworkers, 1); /* w1 is gone from the listing too */
+    side_free(&w1);
+    side_free(&w2);
+    side_free(&c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -602,6 +629,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_broker_sigkill_keeps_requests, it_setup, it_teardown),
         cmocka_unit_test_setup_teardown(test_resume_run, it_setup, it_teardown),
         cmocka_unit_test_setup_teardown(test_abandon_orphan, it_setup, it_teardown),
+        cmocka_unit_test_setup_teardown(test_leave_requeues_at_once, it_setup, it_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

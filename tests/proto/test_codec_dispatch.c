@@ -100,6 +100,12 @@ static void test_rt_control(void **state)
     m = mk(AB_OP_ABANDON_RUN, 4);
     m.u.abandon_run = (ab_abandon_run_t){S("t"), S("r"), {0}};
     msg_rt(f, &m, &b);
+    m = mk(AB_OP_LEAVE, 4); /* bare headers */
+    msg_rt(f, &m, &b);
+    m = mk(AB_OP_LEFT, 4);
+    msg_rt(f, &m, &b);
+    assert_true(ab_op_is_request(AB_OP_LEAVE));
+    assert_false(ab_op_is_request(AB_OP_LEFT));
     m = mk(AB_OP_ABANDONED, 4);
     m.u.abandoned = (ab_abandoned_t){S("t"), S("r"), 12, 99};
     msg_rt(f, &m, &b);
