@@ -239,6 +239,29 @@ static void worker_up(ab__dispatch_t *d, ab_job_t *job)
     d->dirty = true;
 }
 
+/*
+ * Tell the thread's subscribers that run q is orphaned (PROTOCOL.md 6.4): a
+ * 3-frame message on the event endpoint, [topic "ev" NUL thread NUL NUL]
+ * [notice header] [empty], sent between groups (no live message is being
+ * built then). Best effort, like live events: a subscriber that misses it
+ * finds the orphan in `requests`.
+ */
+static void notice_orphan(ab__dispatch_t *d, const ab__dreq_t *q)
+{
+    ab_msg_t m = {.op = AB_OP_NOTICE, .v = 1};
+    m.u.notice = (ab_notice_t){AB_NOTICE_ORPHANED, sv(q->r.thread), sv(q->r.run), q->r.id,
+                               q->r.worker[0] ? sv(q->r.worker) : (ab_str_t){0}};
+    ab_buf_t topic = AB_BUF_INIT, hdr = AB_BUF_INIT;
+    if (d->b->xpub && ab_topic_notice(&topic, sv(q->r.thread), NULL) == AB_OK &&
+        ab_msg_encode(&m, &hdr, NULL) == AB_OK) {
+        zmq_send(d->b->xpub, topic.data, topic.len, ZMQ_SNDMORE | ZMQ_DONTWAIT);
+        zmq_send(d->b->xpub, hdr.data, hdr.len, ZMQ_SNDMORE | ZMQ_DONTWAIT);
+        zmq_send(d->b->xpub, "", 0, ZMQ_DONTWAIT);
+    }
+    ab_buf_free(&topic);
+    ab_buf_free(&hdr);
+}
+
 static void worker_down(ab__dispatch_t *d, ab_job_t *job)
 {
     ab__dwk_t *w = worker_by_wid(d, job->wid);
@@ -249,9 +272,11 @@ static void worker_down(ab__dispatch_t *d, ab_job_t *job)
     worker_remove(d, w);
     requeue_unowned(d);
     for (size_t i = 0; i < d->nq; i++)
-        if (ab__dq_orphaned(d, &d->q[i]))
+        if (strcmp(d->q[i].r.worker, name) == 0 && ab__dq_orphaned(d, &d->q[i])) {
             ab__log(AB_LOG_WARN, "dispatch: run %s of thread %s is orphaned (worker %s is gone)",
                     d->q[i].r.run, d->q[i].r.thread, name);
+            notice_orphan(d, &d->q[i]);
+        }
 }
 
 /* ---- messages ----------------------------------------------------------------- */
@@ -546,11 +571,12 @@ long ab__dispatch_tick(ab__dispatch_t *d)
     }
     d->grace_until_ms = 0; /* the grace is over: every unowned started run is orphaned now */
     for (size_t i = 0; i < d->nq; i++)
-        if (ab__dq_orphaned(d, &d->q[i]))
+        if (ab__dq_orphaned(d, &d->q[i])) {
             ab__log(AB_LOG_WARN,
-                    "dispatch: run %s of thread %s is orphaned (no worker %s after "
-                    "the restart)",
+                    "dispatch: run %s of thread %s is orphaned (no worker %s after the restart)",
                     d->q[i].r.run, d->q[i].r.thread, d->q[i].r.worker);
+            notice_orphan(d, &d->q[i]);
+        }
     return backoff;
 }
 

@@ -42,6 +42,7 @@ int cmd_workers(int argc, char **argv);     /* cli/workers_cmd.c */
 int cmd_invoke(int argc, char **argv);      /* cli/workers_cmd.c */
 int cmd_run(int argc, char **argv);         /* cli/dispatch_cmd.c */
 int cmd_cancel(int argc, char **argv);      /* cli/dispatch_cmd.c */
+int cmd_abandon(int argc, char **argv);     /* cli/abandon_cmd.c */
 int cmd_approve(int argc, char **argv);     /* cli/approve_cmd.c */
 int cmd_deny(int argc, char **argv);        /* cli/approve_cmd.c */
 

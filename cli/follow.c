@@ -67,6 +67,23 @@ void cli_printer_event(cli_printer_t *p, const ab_sub_event_t *e)
     }
 }
 
+void cli_printer_notice(cli_printer_t *p, const ab_notice_t *n)
+{
+    const char *w = n->worker.ptr ? n->worker.ptr : "";
+    int wl = (int)n->worker.len;
+    if (p->json)
+        printf("{\"op\":\"notice\",\"kind\":\"orphaned\",\"thread\":\"%.*s\",\"run\":\"%.*s\","
+               "\"request\":%llu,\"worker\":\"%.*s\"}\n",
+               (int)n->thread.len, n->thread.ptr, (int)n->run.len, n->run.ptr,
+               (unsigned long long)n->request, wl, w);
+    else
+        printf("!! %.*s/%.*s orphaned: its worker %.*s is gone (request %llu); it ends by a "
+               "claim or by agentbus abandon\n",
+               (int)n->thread.len, n->thread.ptr, (int)n->run.len, n->run.ptr, wl, w,
+               (unsigned long long)n->request);
+    fflush(stdout);
+}
+
 void cli_printer_free(cli_printer_t *p)
 {
     tail_view_finish(&p->view);

@@ -38,6 +38,9 @@ void cli_printer_init(cli_printer_t *p, const char *cmd, bool json, bool color);
 /** Print one event (never fails: an event that cannot be printed is reported inline). */
 void cli_printer_event(cli_printer_t *p, const ab_sub_event_t *e);
 
+/** Print one notice (PROTOCOL.md 6.4): a line for people, or {"op":"notice",...} with --json. */
+void cli_printer_notice(cli_printer_t *p, const ab_notice_t *n);
+
 /** Close an open streamed line and free the printer's buffer. */
 void cli_printer_free(cli_printer_t *p);
 

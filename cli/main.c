@@ -23,6 +23,7 @@ static const struct subcommand subcommands[] = {
     {"invoke", cmd_invoke, "call an action of an agent on a live worker and print its answer"},
     {"run", cmd_run, "start a run of an agent on a worker (dispatch) and follow it to its end"},
     {"cancel", cmd_cancel, "cancel a run: dequeue it, or have its worker end it cancelled"},
+    {"abandon", cmd_abandon, "end an orphaned run with a RUN_ERROR the broker writes itself"},
     {"approve", cmd_approve, "answer an interrupted run's interrupts (approve) and resume it"},
     {"deny", cmd_deny, "answer an interrupted run's interrupts (deny) and resume it"},
     {"demo", cmd_demo, "run a broker with a demo fabric of agents and an observer"},

@@ -132,6 +132,12 @@ static int on_event(void *ud, const ab_sub_event_t *e)
     return ts->o.count && ts->seen >= ts->o.count;
 }
 
+static void on_notice(void *ud, const ab_notice_t *n)
+{
+    struct tstate *ts = ud;
+    cli_printer_notice(&ts->pr, n);
+}
+
 static void fill_sub_opts(struct tstate *ts, ab_sub_opts_t *so)
 {
     const struct topts *o = &ts->o;
@@ -142,6 +148,7 @@ static void fill_sub_opts(struct tstate *ts, ab_sub_opts_t *so)
     so->after_pos = o->after_pos;
     so->after_seq = o->after_seq;
     so->on_event = on_event;
+    so->on_notice = on_notice;
     so->ud = ts;
 }
 

@@ -73,6 +73,20 @@ static void on_heartbeat(ab_sub_t *s, zmq_msg_t *body)
     ab__sub_backoff_reset(s); /* invariant 4 */
 }
 
+/* A 3-frame message: a notice when its topic ends with an empty run (PROTOCOL.md 6.4);
+ * anything else of 3 frames is not ours to judge and is ignored. */
+static void on_notice(ab_sub_t *s, zmq_msg_t *topic, zmq_msg_t *body)
+{
+    const uint8_t *t = zmq_msg_data(topic);
+    size_t tn = zmq_msg_size(topic);
+    ab_msg_t m;
+    if (!s->o.on_notice || tn < 5 || t[tn - 1] != 0 || t[tn - 2] != 0 ||
+        ab_msg_decode(s->ldoc, zmq_msg_data(body), zmq_msg_size(body), NULL, &m, NULL) != AB_OK ||
+        m.op != AB_OP_NOTICE)
+        return;
+    s->o.on_notice(s->o.ud, &m.u.notice);
+}
+
 /* Deliver one live event straight away when the steady state allows it (invariant 1).
  * @return true when it was handled (delivered, counted or a hole). */
 static bool direct(ab_sub_t *s, const ab_stamp_t *st, const uint8_t *b, size_t len)
@@ -159,6 +173,8 @@ int ab__sub_live_drain(ab_sub_t *s, int wait_ms)
             on_heartbeat(s, &part[1]);
         else if (n == 2)
             on_events(s, &part[1]);
+        else if (n == 3)
+            on_notice(s, &part[0], &part[1]);
         for (int i = 0; i < n; i++)
             zmq_msg_close(&part[i]);
     }

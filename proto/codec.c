@@ -500,6 +500,17 @@ ab_status_t ab_topic_thread_prefix(ab_buf_t *out, ab_str_t thread, ab_error_t *e
     return topic(out, thread, NULL, err);
 }
 
+ab_status_t ab_topic_notice(ab_buf_t *out, ab_str_t thread, ab_error_t *err)
+{
+    size_t len0 = out->len;
+    ab_status_t rc = topic(out, thread, NULL, err);
+    if (rc == AB_OK && ab_buf_append(out, "", 1) != AB_OK) {
+        out->len = len0;
+        rc = ab_error_set(err, AB_NOMEM, "", "out of memory building a topic");
+    }
+    return rc;
+}
+
 /* ---- names -------------------------------------------------------------- */
 
 const char *ab_run_status_name(ab_run_status_t s)

@@ -19,6 +19,7 @@
 _Static_assert(sizeof(ab_request_state_t) == sizeof(int), "enum size");
 _Static_assert(sizeof(ab_if_busy_t) == sizeof(int), "enum size");
 _Static_assert(sizeof(ab_cancel_outcome_t) == sizeof(int), "enum size");
+_Static_assert(sizeof(ab_notice_kind_t) == sizeof(int), "enum size");
 
 static const char *const state_names[] = {
     [AB_REQ_QUEUED] = "queued",       [AB_REQ_ASSIGNED] = "assigned", [AB_REQ_STARTED] = "started",
@@ -199,6 +200,15 @@ static const ab_fspec_t requests_reply_f[] = {
 };
 
 static const ab_fspec_t bare_f[] = {HDR}; /* leave, left */
+static const char *const notice_names[] = {[AB_NOTICE_ORPHANED] = "orphaned"};
+static const ab_fspec_t notice_f[] = {
+    HDR,
+    ENUM("kind", M(u.notice.kind), REQ, notice_names),
+    ID("thread", M(u.notice.thread)),
+    ID("run", M(u.notice.run)),
+    U64("request", M(u.notice.request), MIN1),
+    STR("worker", M(u.notice.worker), MIN1, AB_WORKER_NAME_MAX),
+};
 
 static const ab_ospec_t specs[] = {
     [AB_OP_START_RUN - AB_OP_START_RUN] = SPEC(start_run_f, 0),
@@ -216,6 +226,7 @@ static const ab_ospec_t specs[] = {
     [AB_OP_REQUESTS_REPLY - AB_OP_START_RUN] = SPEC(requests_reply_f, 0),
     [AB_OP_LEAVE - AB_OP_START_RUN] = SPEC(bare_f, 0),
     [AB_OP_LEFT - AB_OP_START_RUN] = SPEC(bare_f, 0),
+    [AB_OP_NOTICE - AB_OP_START_RUN] = SPEC(notice_f, 0),
 };
 _Static_assert(sizeof(specs) / sizeof(specs[0]) == AB_OP_COUNT_ - AB_OP_START_RUN,
                "a table for every dispatch op");

@@ -271,7 +271,8 @@ AB_API AB_NODISCARD ab_status_t ab_topic_thread_prefix(ab_buf_t *out, ab_str_t t
     X(REQUESTS, "requests", true)                                                                  \
     X(REQUESTS_REPLY, "requests_reply", false)                                                     \
     X(LEAVE, "leave", true)                                                                        \
-    X(LEFT, "left", false)
+    X(LEFT, "left", false)                                                                         \
+    X(NOTICE, "notice", false)
 
 /** Message kinds. AB_OP_NONE_ is never on the wire. */
 typedef enum ab_op {
@@ -739,6 +740,27 @@ typedef struct ab_request_info {
     int64_t created_us; /**< Unix microseconds */
 } ab_request_info_t;
 
+/** What a notice on the event endpoint tells (PROTOCOL.md 6.4). */
+typedef enum ab_notice_kind {
+    AB_NOTICE_ORPHANED = 1, /**< "orphaned": a started run's worker is gone (7.12) */
+} ab_notice_kind_t;
+
+/** NOTICE: broker -> subscribers of a thread, on the event endpoint (not a reply). */
+typedef struct ab_notice {
+    ab_notice_kind_t kind;
+    ab_str_t thread;
+    ab_str_t run;
+    uint64_t request; /**< the run's request, 0 = omit */
+    ab_str_t worker;  /**< the worker name that was its owner; ptr NULL = omit */
+} ab_notice_t;
+
+/**
+ * Append the topic of a notice about thread @p thread: "ev" NUL thread NUL
+ * NUL (an empty run: no event has it), so a subscription to the thread gets
+ * it and one to a run does not. @return as ab_topic_event().
+ */
+AB_API AB_NODISCARD ab_status_t ab_topic_notice(ab_buf_t *out, ab_str_t thread, ab_error_t *err);
+
 typedef struct ab_requests_reply {
     const ab_request_info_t *requests; /**< 0..AB_REQUESTS_LIMIT_MAX, in id order */
     size_t nrequests;
@@ -794,6 +816,7 @@ typedef struct ab_msg {
         ab_abandoned_t abandoned;
         ab_requests_t requests;
         ab_requests_reply_t requests_reply;
+        ab_notice_t notice;
     } u;
 } ab_msg_t;
 

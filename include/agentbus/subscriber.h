@@ -95,6 +95,14 @@ typedef struct ab_sub_event {
  */
 typedef int (*ab_sub_cb)(void *ud, const ab_sub_event_t *e);
 
+/**
+ * A notice about the subscribed thread (docs/PROTOCOL.md 6.4; thread and
+ * whole-bus scopes only): for example a started run whose worker is gone
+ * (orphaned). Live only and best effort: a notice missed while disconnected
+ * is not replayed (the broker's `requests` listing has the same facts).
+ */
+typedef void (*ab_sub_notice_cb)(void *ud, const ab_notice_t *n);
+
 /** Subscription options; zero-initialise and set what you need. */
 typedef struct ab_sub_opts {
     ab_sub_scope_t scope;
@@ -107,11 +115,12 @@ typedef struct ab_sub_opts {
     uint64_t after_pos; /**< AB_SUB_ALL cursor: events with pos > after_pos */
     ab_sub_cb on_event; /**< required */
     void *ud;
-    size_t max_pending; /**< 0 = AB_SUB_MAX_PENDING_DEFAULT */
-    int silence_ms;     /**< 0 = AB_SUB_SILENCE_DEFAULT_MS */
-    int timeout_ms;     /**< per request to the broker; 0 = 5000 */
-    int rcvhwm;         /**< SUB receive high-water mark; 0 = ZeroMQ's default */
-    void *zmq_ctx;      /**< borrowed ZeroMQ context; NULL = own one */
+    ab_sub_notice_cb on_notice; /**< optional (same @p ud): notices about the thread */
+    size_t max_pending;         /**< 0 = AB_SUB_MAX_PENDING_DEFAULT */
+    int silence_ms;             /**< 0 = AB_SUB_SILENCE_DEFAULT_MS */
+    int timeout_ms;             /**< per request to the broker; 0 = 5000 */
+    int rcvhwm;                 /**< SUB receive high-water mark; 0 = ZeroMQ's default */
+    void *zmq_ctx;              /**< borrowed ZeroMQ context; NULL = own one */
     /** First reconnect backoff ceiling, ms; 0 = AB_SUB_RECONNECT_BASE_DEFAULT_MS;
      *  at most reconnect_max_ms (a larger one is lowered to it). < 0 is refused. */
     int reconnect_base_ms;

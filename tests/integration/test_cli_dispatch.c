@@ -372,6 +372,18 @@ static void test_requests_assigned_and_orphaned(void **state)
     rc = it_run_cli(out, "cancel t-h r-h --broker %s", t->bp.cmd);
     assert_int_equal(rc, 1); /* no_owner: nothing was cancelled */
     assert_non_null(strstr(out, "no_owner"));
+    /* abandon ends it with the broker's own RUN_ERROR, marked so in its stamp */
+    rc = it_run_cli(out, "abandon t-h r-h --reason 'worker lost' --broker %s", t->bp.cmd);
+    assert_int_equal(rc, 0);
+    assert_non_null(strstr(out, "run t-h/r-h abandoned: the broker's RUN_ERROR is seq"));
+    rc = it_run_cli(out, "tail --thread t-h --run r-h --from-start --count 2 --json --broker %s",
+                    t->bp.cmd);
+    assert_int_equal(rc, 0);
+    assert_non_null(strstr(out, "\"by\":\"broker\",\"event\":{\"type\":\"RUN_ERROR\",\"message\":"
+                                "\"worker lost\",\"code\":\"agentbus.abandoned\"}"));
+    rc = it_run_cli(out, "abandon t-h r-h --broker %s", t->bp.cmd);
+    assert_int_equal(rc, 1); /* it has ended now */
+    assert_non_null(strstr(out, "already ended"));
 }
 
 static void test_usage_errors(void **state)
@@ -397,6 +409,8 @@ static void test_usage_errors(void **state)
         "runs --state queued",
         "runs --requests --state bogus",
         "runs --requests --thread t-1",
+        "abandon t-1",
+        "abandon t-1 r-1 --timeout 0",
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         int rc = it_run_cli(out, "%s --broker %s", bad[i], t->bp.cmd);

@@ -11,6 +11,7 @@
  */
 #include "testutil.h"
 
+#include "agentbus/subscriber.h"
 #include "broker_proc.h"
 
 #include <string.h>
@@ -281,18 +282,53 @@ static void test_decline_and_lapse_requeue(void **state)
     side_free(&c);
 }
 
+typedef struct seen {
+    int notices;
+    ab_notice_kind_t kind;
+    char run[128], worker[64];
+    uint64_t request;
+} seen_t;
+
+static void on_notice(void *ud, const ab_notice_t *n)
+{
+    seen_t *s = ud;
+    s->notices++;
+    s->kind = n->kind;
+    s->request = n->request;
+    snprintf(s->run, sizeof s->run, "%.*s", (int)n->run.len, n->run.ptr);
+    snprintf(s->worker, sizeof s->worker, "%.*s", (int)n->worker.len,
+             n->worker.ptr ? n->worker.ptr : "");
+}
+
+static int on_event(void *ud, const ab_sub_event_t *e)
+{
+    (void)ud;
+    (void)e;
+    return 0;
+}
+
 static void test_orphaned_never_rerun(void **state)
 {
     it_t *t = *state;
     IT_REQUIRE_BROKER(t);
     side_t w1 = side_new(t), c = side_new(t);
     serve(&w1, "w1", 1, AB_LEASE_MS_MIN);
+    /* an observer of the thread is told when the run is orphaned (PROTOCOL.md 6.4) */
+    seen_t seen = {0};
+    ab_sub_opts_t so = {.scope = AB_SUB_THREAD,
+                        .thread = "t-1",
+                        .on_event = on_event,
+                        .on_notice = on_notice,
+                        .ud = &seen};
+    ab_sub_t *sub = NULL;
+    ab_error_t err = AB_ERROR_INIT;
+    assert_int_equal(ab_sub_new(&sub, t->bp.cmd, &so, &err), AB_OK);
     ab_run_accepted_t a = start_ok(&c, "t-1", "k-1");
     asg_t g = next_assign(&w1);
-    ab_error_t err = AB_ERROR_INIT;
     assert_int_equal(publish(&w1, &g, 1, "RUN_STARTED", &err), AB_RESULT_ACCEPTED);
     wait_state(&c, a.request, AB_REQ_STARTED);
-    side_free(&w1); /* the owner goes after RUN_STARTED */
+    assert_int_equal(ab_sub_poll(sub, 100, &err), AB_OK); /* live before the owner goes */
+    side_free(&w1);                                       /* the owner goes after RUN_STARTED */
     side_t w2 = side_new(t);
     serve(&w2, "w2", 1, 0);
     ab_request_info_t info = {0};
@@ -300,6 +336,14 @@ static void test_orphaned_never_rerun(void **state)
          i++)
         ab_conn_wait(c.c, 20);
     assert_true(info.orphaned);
+    for (int i = 0; i < 100 && seen.notices == 0; i++)
+        assert_int_equal(ab_sub_poll(sub, 20, &err), AB_OK);
+    assert_int_equal(seen.notices, 1);
+    assert_int_equal(seen.kind, AB_NOTICE_ORPHANED);
+    assert_int_equal(seen.request, a.request);
+    assert_string_equal(seen.run, g.run);
+    assert_string_equal(seen.worker, "w1");
+    ab_sub_destroy(&sub);
     assert_true(quiet(&w2, 300)); /* never run again by itself */
     ab_cancel_run_t cr = {SV("t-1"), SV(g.run), {0}};
     ab_cancel_reply_t rep;
