@@ -464,9 +464,15 @@ static void test_broker_sigkill_keeps_requests(void **state)
     ab_error_t err = AB_ERROR_INIT;
     assert_int_equal(publish(&w, &gs, 1, "RUN_STARTED", &err), AB_RESULT_ACCEPTED);
     wait_state(&c, s.request, AB_REQ_STARTED);
-    ab_run_accepted_t q = start_ok(&c, "t-q", "k-q"); /* queued: w1 is full */
+    side_t w2 = side_new(t);
+    serve(&w2, "w2", 1, 0);
+    ab_run_accepted_t as = start_ok(&c, "t-a", "k-a"); /* assigned to w2, never started */
+    asg_t ga = next_assign(&w2);
+    assert_int_equal(ga.request, as.request);
+    ab_run_accepted_t q = start_ok(&c, "t-q", "k-q"); /* queued: both workers are full */
     assert_int_equal(q.state, AB_REQ_QUEUED);
     side_free(&w);
+    side_free(&w2);
     side_free(&c);
     bp_kill(&t->bp); /* SIGKILL, then the same directory */
     assert_int_equal(bp_restart(&t->bp), 0);
@@ -482,7 +488,16 @@ static void test_broker_sigkill_keeps_requests(void **state)
     assert_false(info.orphaned);
     assert_true(quiet(&w, 300)); /* its one slot is the started run's: nothing else is assigned */
     assert_int_equal(publish(&w, &gs, 2, "RUN_FINISHED", &err), AB_RESULT_ACCEPTED);
-    asg_t gq = next_assign(&w); /* the queued one, exactly once */
+    /* the assigned one went back to the queue at the restart, ahead of the queued one: w1's
+     * freed slot takes it (attempt 2), its old epoch fenced; then the queued one, once */
+    asg_t g2 = next_assign(&w);
+    assert_int_equal(g2.request, as.request);
+    assert_int_equal(g2.attempt, 2);
+    assert_true(g2.epoch > ga.epoch);
+    assert_int_equal(publish(&w, &ga, 1, "RUN_STARTED", &err), AB_RESULT_REJECTED);
+    assert_int_equal(err.code, AB_FENCED);
+    run_through(&w, &g2);
+    asg_t gq = next_assign(&w);
     assert_int_equal(gq.request, q.request);
     assert_int_equal(gq.attempt, 1);
     side_free(&w);
