@@ -555,6 +555,12 @@ static long backoff_due(ab__dispatch_t *d, int64_t now)
     return due;
 }
 
+bool ab__dispatch_is_orphan(ab__dispatch_t *d, ab_str_t thread, ab_str_t run)
+{
+    const ab__dreq_t *q = d && d->nq ? ab__dq_by_run(d, thread, run) : NULL;
+    return q != NULL && ab__dq_orphaned(d, q);
+}
+
 long ab__dispatch_tick(ab__dispatch_t *d)
 {
     if (d == NULL)

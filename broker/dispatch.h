@@ -72,6 +72,9 @@ AB_NODISCARD ab_status_t ab__dispatch_claim_check(ab__dispatch_t *d, ab_str_t th
 void ab__dispatch_claimed(ab__dispatch_t *d, ab_str_t thread, ab_str_t run, zmq_msg_t *identity,
                           uint64_t epoch);
 
+/** Whether run @p run of @p thread is a dispatched run that is orphaned now (NULL-safe). */
+bool ab__dispatch_is_orphan(ab__dispatch_t *d, ab_str_t thread, ab_str_t run);
+
 /** ms until dispatch next has something to do by itself (orphan grace), -1 = nothing. */
 long ab__dispatch_tick(ab__dispatch_t *d);
 

@@ -95,6 +95,8 @@ static void do_heads(writer_t *w, ab_job_t *job)
     if (st != AB_OK) {
         finish(w, job, NULL, &e);
     } else {
+        for (size_t i = 0; i < hl.n; i++) /* PROTOCOL.md 7.5: orphaned runs say so */
+            view[i].orphaned = ab__dispatch_is_orphan(w->disp, view[i].thread, view[i].run);
         ab_msg_t m = {.op = AB_OP_HEADS_REPLY, .v = job->v, .cid = job->cid};
         m.u.heads_reply.head_pos = atomic_load(&w->b->head_pos);
         m.u.heads_reply.heads = view;

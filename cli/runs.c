@@ -318,7 +318,7 @@ static void print_row(const struct rstate *st, const struct run_row *r)
     const char *ended = fmt_time(r->ended_us, t2, sizeof(t2));
     if (!st->o.json) {
         printf("%-20s %-20s %-9s %-9s %8llu %6llu %8llu %-24s %s\n", r->thread, r->run,
-               ab_run_status_name(r->head.status), oc ? oc : "-",
+               r->head.orphaned ? "ORPHANED" : ab_run_status_name(r->head.status), oc ? oc : "-",
                (unsigned long long)r->head.last_seq, (unsigned long long)r->head.epoch,
                (unsigned long long)r->head.last_pos, started, ended);
         return;
@@ -327,7 +327,8 @@ static void print_row(const struct rstate *st, const struct run_row *r)
     print_json_str(r->thread);
     printf(",\"run\":");
     print_json_str(r->run);
-    printf(",\"status\":\"%s\",\"outcome\":", ab_run_status_name(r->head.status));
+    printf(",\"status\":\"%s\",%s\"outcome\":", ab_run_status_name(r->head.status),
+           r->head.orphaned ? "\"orphaned\":true," : "");
     oc ? printf("\"%s\"", oc) : printf("null");
     printf(",\"seq\":%llu,\"epoch\":%llu,\"pos\":%llu,\"started\":",
            (unsigned long long)r->head.last_seq, (unsigned long long)r->head.epoch,

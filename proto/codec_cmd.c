@@ -129,6 +129,7 @@ static const ab_fspec_t head_fields[] = {
      NAMES(run_status_names)},
     {.key = "outcome", .type = &ab__ft_enum, .off = HD(outcome), NAMES(outcome_names)},
     U64("last_pos", HD(last_pos), REQ),
+    {.key = "orphaned", .type = &ab__ft_bool, .off = HD(orphaned)},
 };
 static const ab_ospec_t head_spec =
     SPECX(head_fields, sizeof(ab_head_t), .store = head_store, .load = head_load);

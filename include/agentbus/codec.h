@@ -347,6 +347,7 @@ typedef struct ab_head {
     ab_run_status_t status;
     ab_agui_outcome_t outcome;
     uint64_t last_pos; /**< commit position of the run's last event, 0 = none */
+    bool orphaned;     /**< a dispatched run whose worker is gone (7.12); omitted when false */
 } ab_head_t;
 
 /**

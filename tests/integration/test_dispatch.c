@@ -344,7 +344,8 @@ static void test_orphaned_never_rerun(void **state)
     assert_string_equal(seen.run, g.run);
     assert_string_equal(seen.worker, "w1");
     ab_sub_destroy(&sub);
-    assert_true(quiet(&w2, 300)); /* never run again by itself */
+    assert_true(it_head(c.c, c.doc, "t-1", g.run).orphaned); /* heads say so too */
+    assert_true(quiet(&w2, 300));                            /* never run again by itself */
     ab_cancel_run_t cr = {SV("t-1"), SV(g.run), {0}};
     ab_cancel_reply_t rep;
     assert_int_equal(ab_conn_cancel_run(c.c, &cr, c.doc, &rep, IT_TIMEOUT, &err), AB_OK);

@@ -160,8 +160,8 @@ static void test_rt_heads(void **state)
     assert_int_equal(b.u.heads.nruns, 0);
 
     ab_head_t heads[] = {
-        {S("t"), S("r1"), 7, 2, AB_RUN_STATUS_FINISHED, AB_OUTCOME_INTERRUPT, 1234},
-        {S("t"), S("r2"), 0, 0, AB_RUN_STATUS_UNKNOWN, AB_OUTCOME_NONE, 0},
+        {S("t"), S("r1"), 7, 2, AB_RUN_STATUS_FINISHED, AB_OUTCOME_INTERRUPT, 1234, false},
+        {S("t"), S("r2"), 5, 3, AB_RUN_STATUS_ACTIVE, AB_OUTCOME_NONE, 9, true},
     };
     m = mk(AB_OP_HEADS_REPLY, 4);
     m.u.heads_reply = (ab_heads_reply_t){5000, heads, 2};
@@ -176,6 +176,8 @@ static void test_rt_heads(void **state)
     assert_int_equal(h->outcome, AB_OUTCOME_INTERRUPT);
     assert_int_equal(h->last_pos, 1234);
     assert_int_equal(b.u.heads_reply.heads[1].outcome, AB_OUTCOME_NONE);
+    assert_false(h->orphaned); /* omitted on the wire when false */
+    assert_true(b.u.heads_reply.heads[1].orphaned);
 
     m.u.heads_reply.nheads = 0; /* an empty list is fine */
     msg_rt(f, &m, &b);
@@ -245,7 +247,7 @@ static void test_rt_streaming(void **state)
     msg_rt(f, &m, &b);
     assert_int_equal(b.u.replay_chunk.bytes, 1024u * (1048576u + 72));
 
-    ab_head_t heads[] = {{S("t"), S("r"), 3, 1, AB_RUN_STATUS_ERRORED, AB_OUTCOME_NONE, 8}};
+    ab_head_t heads[] = {{S("t"), S("r"), 3, 1, AB_RUN_STATUS_ERRORED, AB_OUTCOME_NONE, 8, false}};
     m = mk(AB_OP_REPLAY_END, 20);
     m.u.replay_end = (ab_replay_end_t){8, 3, heads, 1};
     msg_rt(f, &m, &b);
@@ -654,7 +656,7 @@ static void test_cmd_encode_errors(void **state)
     ab_error_clear(&err);
     assert_int_equal(ab_msg_encode(&m, &f->out, &err), AB_INVALID_ARGUMENT);
     tu_assert_error(&err, AB_INVALID_ARGUMENT, "cursors");
-    ab_head_t h = {S("t"), S("r"), 1, 1, AB_RUN_STATUS_ACTIVE, AB_OUTCOME_SUSPENDED, 1};
+    ab_head_t h = {S("t"), S("r"), 1, 1, AB_RUN_STATUS_ACTIVE, AB_OUTCOME_SUSPENDED, 1, false};
     m = mk(AB_OP_HEADS_REPLY, 1);
     m.u.heads_reply = (ab_heads_reply_t){1, &h, 1};
     ab_error_clear(&err);
