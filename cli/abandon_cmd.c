@@ -72,26 +72,22 @@ int cmd_abandon(int argc, char **argv)
     ab_conn_t *c = NULL;
     ab_doc_t *doc = NULL;
     ab_error_t err = AB_ERROR_INIT;
-    ab_msg_t m = {.op = AB_OP_ABANDON_RUN}, r;
-    m.u.abandon_run = (ab_abandon_run_t){SV(thread), SV(run), reason ? SV(reason) : (ab_str_t){0}};
+    ab_abandon_run_t q = {SV(thread), SV(run), reason ? SV(reason) : (ab_str_t){0}};
+    ab_abandoned_t r;
     ab_status_t st = ab_doc_new(&doc) == AB_OK
                          ? cli_dispatch_connect("abandon", &d, AB_CAP_DISPATCH, &c, &err)
                          : ab_error_set(&err, AB_NOMEM, "", "out of memory");
     if (st == AB_OK)
-        st = ab_conn_request(c, &m, NULL, 0, doc, &r, (int)d.timeout_ms, &err);
-    if (st == AB_OK && r.op != AB_OP_ABANDONED)
-        st = ab_error_set(&err, AB_INVALID_ENVELOPE, "op", "expected abandoned, got %s",
-                          ab_op_name(r.op));
+        st = ab_conn_abandon_run(c, &q, doc, &r, (int)d.timeout_ms, &err);
     if (st != AB_OK) {
         rc = cli_refused("abandon", &err);
     } else if (d.json) {
         printf(
             "{\"op\":\"abandoned\",\"thread\":\"%s\",\"run\":\"%s\",\"seq\":%llu,\"pos\":%llu}\n",
-            thread, run, (unsigned long long)r.u.abandoned.seq,
-            (unsigned long long)r.u.abandoned.pos);
+            thread, run, (unsigned long long)r.seq, (unsigned long long)r.pos);
     } else {
         printf("run %s/%s abandoned: the broker's RUN_ERROR is seq %llu, pos %llu\n", thread, run,
-               (unsigned long long)r.u.abandoned.seq, (unsigned long long)r.u.abandoned.pos);
+               (unsigned long long)r.seq, (unsigned long long)r.pos);
     }
     ab_conn_destroy(&c);
     ab_doc_destroy(&doc);

@@ -51,6 +51,16 @@ ab_status_t ab_conn_cancel_run(ab_conn_t *c, const ab_cancel_run_t *req, ab_doc_
     return st;
 }
 
+ab_status_t ab_conn_abandon_run(ab_conn_t *c, const ab_abandon_run_t *req, ab_doc_t *doc,
+                                ab_abandoned_t *out, int timeout_ms, ab_error_t *err)
+{
+    ab_msg_t r = {.op = AB_OP_ABANDON_RUN, .u.abandon_run = *req}, m;
+    ab_status_t st = call(c, &r, AB_OP_ABANDONED, doc, &m, timeout_ms, err);
+    if (st == AB_OK)
+        *out = m.u.abandoned;
+    return st;
+}
+
 ab_status_t ab_conn_requests(ab_conn_t *c, const ab_requests_t *req, ab_doc_t *doc,
                              ab_requests_reply_t *out, int timeout_ms, ab_error_t *err)
 {

@@ -269,6 +269,17 @@ AB_API AB_NODISCARD ab_status_t ab_conn_cancel_run(ab_conn_t *c, const ab_cancel
                                                    ab_doc_t *doc, ab_cancel_reply_t *out,
                                                    int timeout_ms, ab_error_t *err);
 
+/**
+ * End an orphaned run (abandon_run, PROTOCOL.md 7.17): the broker commits its
+ * terminal RUN_ERROR itself (code "agentbus.abandoned", stamp `by: broker`);
+ * *out has its seq and pos.
+ * @return AB_OK; AB_CONFLICT (a live owner, not started, already ended);
+ *         AB_NOT_FOUND (never dispatched); AB_TIMEOUT, AB_IO, AB_NOMEM.
+ */
+AB_API AB_NODISCARD ab_status_t ab_conn_abandon_run(ab_conn_t *c, const ab_abandon_run_t *req,
+                                                    ab_doc_t *doc, ab_abandoned_t *out,
+                                                    int timeout_ms, ab_error_t *err);
+
 /** List run requests (requests): open ones by default, or one state. */
 AB_API AB_NODISCARD ab_status_t ab_conn_requests(ab_conn_t *c, const ab_requests_t *req,
                                                  ab_doc_t *doc, ab_requests_reply_t *out,
