@@ -35,20 +35,14 @@ static int parse(int argc, char **argv, cli_dopts_t *d, const char **reason)
         {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0},
     };
     int c;
-    long v;
     optind = 1;
     while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
         switch (c) {
         case 'R': *reason = optarg; break;
-        case 'j': d->json = true; break;
-        case 'b': d->broker = optarg; break;
-        case 'T':
-            if (!cli_parse_long(optarg, 1, 600000, &v))
-                return cli_usage_error("abandon", "--timeout needs 1..600000 milliseconds");
-            d->timeout_ms = v;
-            break;
         case 'h': help(); return -1;
-        default: return AB_EXIT_USAGE;
+        default:
+            if (cli_dispatch_opt("abandon", c, d) != 0)
+                return AB_EXIT_USAGE;
         }
     }
     if (argc - optind != 2)

@@ -121,16 +121,7 @@ static int opt(struct aopts *o, int c)
     case 'a': o->agent = optarg; return 0;
     case 'n': o->new_run = optarg; return 0;
     case 'i': o->input = optarg; return 0;
-    case 'b': o->d.broker = optarg; return 0;
-    case 'j': o->d.json = true; return 0;
-    case 'N': o->d.no_follow = true; return 0;
-    case 'C': o->d.no_color = true; return 0;
-    case 'T':
-        if (!cli_parse_long(optarg, 1, 600000, &o->d.timeout_ms))
-            return cli_usage_error(o->cmd, "--timeout wants milliseconds (1 ... 600000), got '%s'",
-                                   optarg);
-        return 0;
-    default: return cli_usage_error(o->cmd, "unknown option");
+    default: return cli_dispatch_opt(o->cmd, c, &o->d);
     }
 }
 

@@ -38,6 +38,13 @@ ab_status_t cli_json_value(const char *text, size_t len, ab_buf_t *mp, ab_doc_t 
 int cli_read_input(const char *cmd, const char *path, ab_buf_t *text, ab_buf_t *mp, ab_doc_t *doc,
                    const ab_val_t **out);
 
+/**
+ * The options every dispatch command shares, as getopt_long returned them:
+ * 'b' --broker, 'j' --json, 'N' --no-follow, 'C' --no-color, 'T' --timeout MS.
+ * @return 0, or AB_EXIT_USAGE (printed) for a bad value or any other option.
+ */
+int cli_dispatch_opt(const char *cmd, int c, cli_dopts_t *d);
+
 /** Check an id given on the command line. @return 0, or AB_EXIT_USAGE (printed). */
 int cli_check_id(const char *cmd, const char *what, const char *id);
 

@@ -238,7 +238,7 @@ static int parse_if_busy(const char *s, ab_if_busy_t *out)
 }
 
 /* The options of run, cancel, approve and deny; @p ch is the command's own. */
-static int common_opt(const char *cmd, int c, cli_dopts_t *d)
+int cli_dispatch_opt(const char *cmd, int c, cli_dopts_t *d)
 {
     switch (c) {
     case 'b': d->broker = optarg; return 0;
@@ -274,7 +274,7 @@ static int run_parse(int argc, char **argv, struct runopts *o)
         case 'k': o->key = optarg; break;
         case 'B': rc = parse_if_busy(optarg, &o->if_busy); break;
         case 'h': run_help(); return -1;
-        default: rc = common_opt("run", c, &o->d);
+        default: rc = cli_dispatch_opt("run", c, &o->d);
         }
     }
     if (rc != 0)
@@ -476,7 +476,7 @@ static int cancel_parse(int argc, char **argv, cli_dopts_t *d, const char **reas
         case 'R': *reason = optarg; break;
         case 'W': *wait = true; break;
         case 'h': cancel_help(); return -1;
-        default: rc = common_opt("cancel", c, d);
+        default: rc = cli_dispatch_opt("cancel", c, d);
         }
     }
     if (rc != 0)
