@@ -1,9 +1,10 @@
 /*
  * agentbus/agentbus.h - everything a client program of the bus uses, in one
- * include: connections, producers and subscribers (libagentbus), and the
- * protocol library they speak (libagentbus-proto): statuses and errors,
- * buffers, values, the wire codec, AG-UI validation and lifecycle, the JSON
- * bridge, ids, negotiation, the thread reducer, snapshots and JSON Patch.
+ * include: connections, producers, subscribers and CURVE key files
+ * (libagentbus), and the protocol library they speak (libagentbus-proto):
+ * statuses and errors, buffers, values, the wire codec, AG-UI validation and
+ * lifecycle, the JSON bridge, ids, negotiation, the thread reducer, snapshots
+ * and JSON Patch.
  *
  *   #include <agentbus/agentbus.h>
  *   cc app.c $(pkg-config --cflags --libs agentbus)
@@ -24,6 +25,7 @@
 #include "agentbus/ids.h"
 #include "agentbus/json.h"
 #include "agentbus/jsonpatch.h"
+#include "agentbus/keys.h"
 #include "agentbus/nego.h"
 #include "agentbus/producer.h"
 #include "agentbus/reducer.h"
