@@ -14,8 +14,12 @@
  *     memory by ab_broker_config_load_text(), which tests/fuzz/fuzz_config.c
  *     feeds directly. A line is at most LINE_BYTES - 2 bytes and holds no
  *     NUL byte: both are refused, never cut or split.
+ *  5. A parsed config is checked as ab_broker_new() checks it before it binds
+ *     (exposure.c: the keys directory, loopback-only binds without keys), so
+ *     `agentbus broker` refuses it as a usage error before touching anything.
  */
 #include "agentbus/broker.h"
+#include "exposure.h"
 #include "log.h"
 
 #include <ctype.h>
@@ -92,10 +96,17 @@ void ab_broker_usage(FILE *out)
             "  --snapshot-memory MIB   most memory one thread's snapshot may take to build,\n"
             "                          1..4096; a larger one is answered too_large and not\n"
             "                          stored until a run of the thread ends (default %d)\n"
+            "  --keys DIR              the broker's CURVE keys (made by `agentbus keygen`)\n"
+            "  --insecure              allow binding an endpoint that is not loopback without\n"
+            "                          --keys: anyone who can reach the port can read and\n"
+            "                          write every thread (logged as a warning at start)\n"
             "  --log-level LEVEL       error, warn, info or debug (default info)\n"
             "  --help                  show this help\n\n"
             "At start the broker prints one line to stdout:\n"
             "  agentbus broker ready cmd=<endpoint> events=<endpoint> data=<dir> instance=<id>\n"
+            "Without --keys, --cmd and --events must be loopback (127.x.x.x, localhost,\n"
+            "[::1]) or ipc:// or inproc://; any other address (*, 0.0.0.0, an interface)\n"
+            "is refused unless --insecure is given.\n"
             "SIGINT/SIGTERM stop it after acknowledging every queued request (exit 0).\n"
             "Exit status: 0 clean stop, 1 failed to start or failed, 2 usage error.\n",
             AB_BROKER_DEFAULT_DATA, AB_BROKER_DEFAULT_CMD, AB_BROKER_DEFAULT_EVENTS,
@@ -144,6 +155,18 @@ static ab_status_t set_endpoint(char *dst, const char *key, const char *value, a
     return set_str(dst, AB_BROKER_ENDPOINT_MAX, key, value, err);
 }
 
+static ab_status_t set_bool(bool *dst, const char *key, const char *value, ab_error_t *err)
+{
+    if (strcmp(value, "true") == 0 || strcmp(value, "yes") == 0 || strcmp(value, "1") == 0)
+        *dst = true;
+    else if (strcmp(value, "false") == 0 || strcmp(value, "no") == 0 || strcmp(value, "0") == 0)
+        *dst = false;
+    else
+        return ab_error_set(err, AB_INVALID_CONFIG, key, "%s: '%s' is not true or false", key,
+                            value);
+    return AB_OK;
+}
+
 static ab_status_t set_enum(ab_broker_config_t *cfg, const char *key, const char *value,
                             ab_error_t *err)
 {
@@ -175,6 +198,10 @@ ab_status_t ab_broker_config_set(ab_broker_config_t *cfg, const char *key, const
         return set_endpoint(cfg->events_endpoint, key, value, err);
     if (strcmp(key, "plugin") == 0)
         return set_str(cfg->plugin, sizeof(cfg->plugin), key, value, err);
+    if (strcmp(key, "keys") == 0)
+        return set_str(cfg->keys_dir, sizeof(cfg->keys_dir), key, value, err);
+    if (strcmp(key, "insecure") == 0)
+        return set_bool(&cfg->insecure, key, value, err);
     if (strcmp(key, "durability") == 0 || strcmp(key, "log-level") == 0)
         return set_enum(cfg, key, value, err);
     if (strcmp(key, "readers") == 0)
@@ -322,6 +349,10 @@ static ab_status_t next_flag(int argc, char **argv, int *i, const char **name, c
         *value = NULL;
         return AB_OK;
     }
+    if (strcmp(namebuf, "insecure") == 0 && eq == NULL) { /* a switch; --insecure=false too */
+        *value = "true";
+        return AB_OK;
+    }
     if (eq != NULL) {
         *value = eq + 1;
     } else if (*i + 1 < argc) {
@@ -351,7 +382,7 @@ static ab_status_t check_config(const ab_broker_config_t *cfg, ab_error_t *err)
         return ab_error_set(err, AB_INVALID_CONFIG, "replays-per-connection",
                             "replays-per-connection (%u) must be at most replays (%u)",
                             cfg->replays_per_conn, cfg->replays);
-    return AB_OK;
+    return ab__broker_check_exposure(cfg, false, err);
 }
 
 /* Pass over the flags: with @p config_only only --config is applied, else all but it. */

@@ -96,6 +96,11 @@ typedef struct ab_broker_config {
     ab_limits_t limits; /**< max_batch, max_event_bytes, max_publish_bytes, max_replay_bytes */
     ab_log_level_t log_level;
     bool help; /**< --help was given: print usage, do nothing else */
+    /** Directory of the broker's keys (`--keys DIR`), "" = none. Without keys the broker
+     *  binds loopback only (127.x.x.x, localhost, [::1]; ipc:// and inproc:// are local). */
+    char keys_dir[AB_BROKER_PATH_MAX];
+    /** `--insecure`: bind a non-loopback endpoint without keys (logged as a warning). */
+    bool insecure;
 } ab_broker_config_t;
 
 /** Fill @p cfg with the defaults. */
@@ -106,8 +111,12 @@ AB_API void ab_broker_config_defaults(ab_broker_config_t *cfg);
  * defaults, then `--config FILE` if given, then every other flag, so a flag
  * overrides the file. Flags take `--name VALUE` or `--name=VALUE`.
  * @param cfg  out; written only on AB_OK.
+ * The result is checked as ab_broker_new() checks it (the keys directory,
+ * loopback-only binds without keys).
  * @return AB_OK, or AB_INVALID_CONFIG with err->field = the flag or key and
- *         a message naming it (and "FILE:LINE" for config file errors).
+ *         a message naming it (and "FILE:LINE" for config file errors), or
+ *         AB_INVALID_ARGUMENT (field "cmd" or "events") for an endpoint that
+ *         is not loopback without keys or --insecure.
  */
 AB_API AB_NODISCARD ab_status_t ab_broker_config_parse(ab_broker_config_t *cfg, int argc,
                                                        char **argv, ab_error_t *err);

@@ -328,6 +328,8 @@ static void test_usage_lists_defaults(void **state)
                           "--log-level",
                           "--snapshot-every",
                           "--snapshot-memory",
+                          "--keys",
+                          "--insecure",
                           "--config",
                           "--help",
                           "16384",

@@ -24,7 +24,9 @@
  *     to the same settings again;
  *  3. the same lines given as flags (`--key=value`) to ab_broker_config_parse
  *     give the same settings, or fail only on a rule between settings
- *     (queue, max-publish-bytes, queue-mib, replays-per-connection): a key
+ *     (queue, max-publish-bytes, queue-mib, replays-per-connection) or on
+ *     what the settings expose (a cmd or events endpoint that is not
+ *     loopback without keys: invalid_argument; the keys directory): a key
  *     accepts exactly the same values in a file and as a flag;
  *  4. the file reader answers exactly what the text parser answers.
  * ASan/UBSan watch the rest.
@@ -103,9 +105,11 @@ static const char *settings(const ab_broker_config_t *c, char *out, size_t size)
         w += (size_t)snprintf(out + w, size - w, "%s = %s\n", str_keys[i], strs[i]);
     for (size_t i = 0; i < sizeof num_keys / sizeof num_keys[0]; i++)
         w += (size_t)snprintf(out + w, size - w, "%s = %u\n", num_keys[i], num_of(c, i));
-    w += (size_t)snprintf(out + w, size - w, "durability = %s\nlog-level = %s\n",
+    w += (size_t)snprintf(out + w, size - w, "durability = %s\nlog-level = %s\ninsecure = %s\n",
                           c->durability == AB_DURABILITY_FSYNC ? "fsync" : "process",
-                          levels[c->log_level]);
+                          levels[c->log_level], c->insecure ? "true" : "false");
+    if (c->keys_dir[0] != '\0')
+        w += (size_t)snprintf(out + w, size - w, "keys = %s\n", c->keys_dir);
     if (w >= size)
         die("settings do not fit");
     return out;
@@ -223,6 +227,10 @@ static void check_flags(const model_t *m, const ab_broker_config_t *cfg)
     for (size_t i = 0; i < sizeof cross / sizeof cross[0]; i++)
         if (strcmp(err.field, cross[i]) == 0)
             return;
+    bool exposed = err.code == AB_INVALID_ARGUMENT &&
+                   (strcmp(err.field, "cmd") == 0 || strcmp(err.field, "events") == 0);
+    if (exposed || strcmp(err.field, "keys") == 0)
+        return;
     fprintf(stderr, "%s\n", err.message);
     die("a line accepted in a file is refused as a flag");
 }
