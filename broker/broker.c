@@ -25,6 +25,7 @@
  *     (docs/ARCHITECTURE.md "Process-wide state") and, under ab_broker_run(),
  *     the signal handlers.
  */
+#include "exposure.h"
 #include "loader.h"
 #include "snap_internal.h"
 
@@ -431,6 +432,11 @@ static ab_status_t broker_start(const ab_broker_config_t *cfg, bool daemon, ab_b
     ab_log_level_t caller_level = ab__log_set_level(cfg->log_level);
     if (cfg->readers < 1 || cfg->readers > AB_BROKER_MAX_READERS) {
         fail_msg(h, AB_INVALID_CONFIG, "readers must be 1..%d", AB_BROKER_MAX_READERS);
+        goto undo;
+    }
+    if (ab__broker_check_exposure(cfg, true, h->err) != AB_OK) { /* before anything binds */
+        if (daemon)
+            fprintf(stderr, "agentbus broker: %s\n", h->err->message);
         goto undo;
     }
     if (make_instance(h->b.instance) != 0) {

@@ -1,8 +1,9 @@
 /*
  * test_exposure.c - the broker's safe default (broker/exposure.c): which
  * endpoints count as local; without keys a non-loopback endpoint is refused
- * by the flag parser (typed, naming the endpoint, --keys and --insecure),
- * and allowed with insecure; the `keys` and `insecure`
+ * by the flag parser and by ab_broker_new() alike (typed, naming the
+ * endpoint, --keys and --insecure; nothing bound, the data directory
+ * untouched), and allowed with insecure; the `keys` and `insecure`
  * settings as flags and config-file lines; a keys path that is not a
  * directory.
  */
@@ -161,13 +162,42 @@ static void test_keys_dir(void **state)
     assert_string_equal(err.field, "keys");
 }
 
+/* ab_broker_new() applies the same rule to a config that never went through the parser. */
+static void test_embedded_refused(void **state)
+{
+    (void)state;
+    char dir[64] = "/tmp/ab_test_exposure_dir_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char data[96];
+    snprintf(data, sizeof data, "%s/data", dir);
+    ab_broker_config_t cfg;
+    ab_broker_config_defaults(&cfg);
+    snprintf(cfg.data_dir, sizeof cfg.data_dir, "%s", data);
+    snprintf(cfg.cmd_endpoint, sizeof cfg.cmd_endpoint, "tcp://127.0.0.1:*");
+    snprintf(cfg.events_endpoint, sizeof cfg.events_endpoint, "tcp://0.0.0.0:*");
+    cfg.log_level = AB_LOG_ERROR;
+    ab_broker_t *b = NULL;
+    ab_error_t err = AB_ERROR_INIT;
+    assert_int_equal(ab_broker_new(&cfg, &b, &err), AB_INVALID_ARGUMENT);
+    assert_null(b);
+    assert_string_equal(err.field, "events");
+    assert_non_null(strstr(err.message, "tcp://0.0.0.0:* is not loopback"));
+    struct stat st;
+    assert_int_equal(stat(data, &st), -1); /* refused before the store was opened */
+    snprintf(cfg.keys_dir, sizeof cfg.keys_dir, "%s/none", dir);
+    ab_error_clear(&err);
+    assert_int_equal(ab_broker_new(&cfg, &b, &err), AB_INVALID_CONFIG);
+    assert_string_equal(err.field, "keys");
+    assert_null(b);
+    assert_int_equal(rmdir(dir), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_local_endpoints),
-        cmocka_unit_test(test_parse_refuses_wildcards),
-        cmocka_unit_test(test_config_file_forms),
-        cmocka_unit_test(test_keys_dir),
+        cmocka_unit_test(test_local_endpoints),   cmocka_unit_test(test_parse_refuses_wildcards),
+        cmocka_unit_test(test_config_file_forms), cmocka_unit_test(test_keys_dir),
+        cmocka_unit_test(test_embedded_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
