@@ -28,6 +28,7 @@
 #include "exposure.h"
 #include "loader.h"
 #include "snap_internal.h"
+#include "zap.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -58,9 +59,11 @@ struct ab_broker {
     threads_t t;
     ab_seq_t *seq; /* until the writer owns it */
     void *router;
-    int pipe[2];     /* the self-pipe: stop requests */
-    bool daemon;     /* ab_broker_run: signal handlers, messages on stderr */
-    bool signals_on; /* handlers installed */
+    ab__zap_t *zap;      /* CURVE authentication (--keys), or NULL */
+    ab_keypair_t server; /* the broker's CURVE key pair with --keys */
+    int pipe[2];         /* the self-pipe: stop requests */
+    bool daemon;         /* ab_broker_run: signal handlers, messages on stderr */
+    bool signals_on;     /* handlers installed */
     pthread_t cmd;
     bool cmd_started, cmd_joined;
     int rc; /* the command loop's */
@@ -227,6 +230,15 @@ static void *bind_endpoint(ab_broker_t *h, int type, const char *ep, char *out)
         int hwm = (int)b->cfg->hwm;
         zmq_setsockopt(s, ZMQ_SNDHWM, &hwm, sizeof(hwm));
     }
+    if (h->zap != NULL &&
+        (zmq_setsockopt(s, ZMQ_CURVE_SERVER, &one, sizeof(one)) != 0 ||
+         zmq_setsockopt(s, ZMQ_CURVE_SECRETKEY, h->server.secret_key, AB_KEY_Z85_LEN) != 0 ||
+         zmq_setsockopt(s, ZMQ_ZAP_DOMAIN, "agentbus", 8) != 0)) {
+        fail_msg(h, AB_INTERNAL, "cannot make %s a CURVE server: %s", ep,
+                 zmq_strerror(zmq_errno()));
+        zmq_close(s);
+        return NULL;
+    }
     size_t len = AB_BROKER_ENDPOINT_MAX;
     if (zmq_bind(s, ep) != 0 || zmq_getsockopt(s, ZMQ_LAST_ENDPOINT, out, &len) != 0) {
         fail_msg(h, AB_IO, "cannot bind %s: %s", ep, zmq_strerror(zmq_errno()));
@@ -370,6 +382,7 @@ static int teardown(ab_broker_t *h)
     }
     if (h->b.xpub != NULL)
         zmq_close(h->b.xpub);
+    ab__zap_stop(&h->zap); /* its socket closes before the context ends */
     if (h->signals_on)
         teardown_signals();
     for (int i = 0; i < 2; i++)
@@ -403,6 +416,11 @@ static int start_running(ab_broker_t *h)
     if (h->daemon) {
         setup_signals(h->pipe[1]);
         h->signals_on = true;
+    }
+    if (h->cfg.keys_dir[0] != '\0' && /* the handler first (broker/zap.c invariant 1) */
+        ab__zap_start(&h->zap, b->zctx, h->cfg.keys_dir, &h->server, &e) != AB_OK) {
+        fail(h, "cannot start CURVE authentication", &e);
+        return -1;
     }
     h->router = bind_endpoint(h, ZMQ_ROUTER, h->cfg.cmd_endpoint, b->cmd_ep);
     if (h->router == NULL)

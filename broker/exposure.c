@@ -95,13 +95,7 @@ static ab_status_t check_endpoint(const ab_broker_config_t *cfg, const char *key
 ab_status_t ab__broker_check_exposure(const ab_broker_config_t *cfg, bool at_start, ab_error_t *err)
 {
     if (cfg->keys_dir[0] != '\0') {
-        ab_status_t st = check_keys_dir(cfg->keys_dir, err);
-        if (st != AB_OK)
-            return st;
-        /* Fail closed until CURVE and its ZAP handler are wired to `keys`:
-         * a broker told to authenticate must not run open instead. */
-        return ab_error_set(err, AB_UNSUPPORTED, "keys",
-                            "keys: CURVE authentication is not available in this build yet");
+        return check_keys_dir(cfg->keys_dir, err); /* CURVE: any endpoint (broker/zap.c) */
     }
     ab_status_t st = check_endpoint(cfg, "cmd", cfg->cmd_endpoint, at_start, err);
     if (st == AB_OK)

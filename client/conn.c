@@ -46,6 +46,9 @@ struct ab_conn {
     ab_buf_t hdr;  /* encode buffer for headers */
     bool packed;   /* publish envelopes go packed in one frame (PROTOCOL.md 7.4) */
     ab_buf_t pack; /* the packed frame being built */
+    bool curve;    /* CURVE client: me and server are set (invariant 6) */
+    ab_keypair_t me;
+    char server[AB_KEY_Z85_SIZE];
 };
 
 static int timeout_of(const ab_conn_t *c, int timeout_ms)
@@ -302,6 +305,57 @@ static ab_status_t handshake(ab_conn_t *c, ab_error_t *err)
     return st;
 }
 
+/* The CURVE keys: the options', else the files the environment names, else none. */
+static ab_status_t resolve_curve(ab_conn_t *c, ab_error_t *err)
+{
+    const ab_conn_opts_t *o = &c->opts;
+    if ((o->key == NULL) != (o->server_key == NULL))
+        return ab_error_set(err, AB_INVALID_ARGUMENT, o->key ? "server_key" : "key",
+                            "CURVE needs both this client's key pair and the broker's public key");
+    if (o->key != NULL) {
+        if (o->key->secret_key[0] == '\0' || strlen(o->server_key) != AB_KEY_Z85_LEN)
+            return ab_error_set(err, AB_INVALID_ARGUMENT, "key",
+                                "CURVE needs this client's secret key and a 40-character broker "
+                                "key");
+        c->me = *o->key;
+        snprintf(c->server, sizeof(c->server), "%s", o->server_key);
+        c->curve = true;
+        return AB_OK;
+    }
+    const char *kf = getenv("AGENTBUS_KEY"), *sf = getenv("AGENTBUS_SERVER_KEY");
+    if ((!kf || !*kf) && (!sf || !*sf))
+        return AB_OK;
+    if (!kf || !*kf || !sf || !*sf)
+        return ab_error_set(err, AB_INVALID_ARGUMENT,
+                            kf && *kf ? "AGENTBUS_SERVER_KEY" : "AGENTBUS_KEY",
+                            "AGENTBUS_KEY and AGENTBUS_SERVER_KEY go together (this client's "
+                            "secret key file and the broker's public key file)");
+    ab_keypair_t srv;
+    ab_status_t rc = ab_keypair_read(&c->me, kf, err);
+    if (rc == AB_OK && c->me.secret_key[0] == '\0')
+        rc = ab_error_set(err, AB_INVALID_ARGUMENT, "AGENTBUS_KEY",
+                          "%s holds no secret key (give the .key_secret file)", kf);
+    if (rc == AB_OK)
+        rc = ab_keypair_read(&srv, sf, err);
+    if (rc == AB_OK) {
+        memcpy(c->server, srv.public_key, sizeof(c->server));
+        c->curve = true;
+    }
+    return rc;
+}
+
+int ab__conn_curve_apply(const ab_conn_t *c, void *sock)
+{
+    if (!c->curve)
+        return 0;
+    return zmq_setsockopt(sock, ZMQ_CURVE_SERVERKEY, c->server, AB_KEY_Z85_LEN) == 0 &&
+                   zmq_setsockopt(sock, ZMQ_CURVE_PUBLICKEY, c->me.public_key, AB_KEY_Z85_LEN) ==
+                       0 &&
+                   zmq_setsockopt(sock, ZMQ_CURVE_SECRETKEY, c->me.secret_key, AB_KEY_Z85_LEN) == 0
+               ? 0
+               : -1;
+}
+
 static ab_status_t open_socket(ab_conn_t *c, const char *endpoint, ab_error_t *err)
 {
     if (!c->ctx) {
@@ -315,6 +369,12 @@ static ab_status_t open_socket(ab_conn_t *c, const char *endpoint, ab_error_t *e
         return zmq_fail(err, "zmq_socket");
     int zero = 0;
     zmq_setsockopt(c->sock, ZMQ_LINGER, &zero, sizeof(zero));
+    ab_status_t rc = resolve_curve(c, err);
+    if (rc != AB_OK)
+        return rc;
+    if (ab__conn_curve_apply(c, c->sock) != 0)
+        return ab_error_set(err, AB_INVALID_ARGUMENT, "key", "cannot use the CURVE keys: %s",
+                            zmq_strerror(zmq_errno()));
     if (zmq_connect(c->sock, endpoint) != 0)
         return ab_error_set(err, AB_INVALID_ARGUMENT, "endpoint", "cannot connect to %s: %s",
                             endpoint, zmq_strerror(zmq_errno()));

@@ -10,4 +10,7 @@
 /** The connection's options, defaults filled in. Borrowed. */
 const ab_conn_opts_t *ab__conn_opts(const ab_conn_t *c);
 
+/** Make @p sock a CURVE client with the connection's keys (no-op without CURVE). @return 0/-1. */
+int ab__conn_curve_apply(const ab_conn_t *c, void *sock);
+
 #endif

@@ -20,6 +20,7 @@
  *     resets the reconnect backoff (subscriber.c invariant 4).
  */
 #include "ab_common.h"
+#include "conn_int.h"
 #include "sub_int.h"
 
 #include <errno.h>
@@ -36,6 +37,10 @@ ab_status_t ab__sub_live_open(ab_sub_t *s, ab_error_t *err)
     zmq_setsockopt(sock, ZMQ_LINGER, &zero, sizeof(zero));
     if (s->o.rcvhwm > 0)
         zmq_setsockopt(sock, ZMQ_RCVHWM, &s->o.rcvhwm, sizeof(s->o.rcvhwm));
+    if (ab__conn_curve_apply(s->conn, sock) != 0) { /* the conn's CURVE keys (client.h) */
+        zmq_close(sock);
+        return ab_error_set(err, AB_IO, NULL, "cannot use the CURVE keys on the event socket");
+    }
     if (zmq_setsockopt(sock, ZMQ_SUBSCRIBE, s->topic.data, s->topic.len) != 0 ||
         zmq_setsockopt(sock, ZMQ_SUBSCRIBE, AB_TOPIC_HEARTBEAT, AB_TOPIC_HEARTBEAT_LEN) != 0 ||
         zmq_connect(sock, ab_conn_event_endpoint(s->conn)) != 0) {

@@ -116,8 +116,7 @@ AB_API void ab_broker_config_defaults(ab_broker_config_t *cfg);
  * @return AB_OK, or AB_INVALID_CONFIG with err->field = the flag or key and
  *         a message naming it (and "FILE:LINE" for config file errors), or
  *         AB_INVALID_ARGUMENT (field "cmd" or "events") for an endpoint that
- *         is not loopback without keys or --insecure, or AB_UNSUPPORTED
- *         (field "keys": CURVE authentication is not wired yet).
+ *         is not loopback without keys or --insecure.
  */
 AB_API AB_NODISCARD ab_status_t ab_broker_config_parse(ab_broker_config_t *cfg, int argc,
                                                        char **argv, ab_error_t *err);
@@ -185,9 +184,9 @@ typedef struct ab_broker ab_broker_t;
  * is set, and then logged as a warning.
  * @return AB_OK; AB_INVALID_CONFIG (bad readers count, keys_dir not a
  *         directory); AB_INVALID_ARGUMENT (a non-loopback endpoint without
- *         keys or insecure: err->field "cmd" or "events"); AB_UNSUPPORTED
- *         (keys_dir set: CURVE authentication is not wired yet, and a broker
- *         told to authenticate does not run open instead); the plugin's or the
+ *         keys or insecure: err->field "cmd" or "events"); with keys_dir, a
+ *         missing or bad key file (field "keys") or a ZAP handler that cannot
+ *         start (the broker never runs open instead); the plugin's or the
  *         store's code (err->message says what failed: "cannot open the
  *         store: ..."); AB_IO (a bind failed or /dev/urandom unreadable);
  *         AB_INTERNAL (a thread or a socket could not be created); AB_NOMEM.

@@ -29,6 +29,7 @@
 
 #include "agentbus/buf.h"
 #include "agentbus/codec.h"
+#include "agentbus/keys.h"
 #include "agentbus/status.h"
 #include "agentbus/value.h"
 
@@ -56,6 +57,17 @@ typedef struct ab_conn_opts {
      * frame, PROTOCOL.md 7.4; that saves ZeroMQ's per-frame cost).
      */
     bool frame_per_event;
+    /**
+     * CURVE (a broker started with --keys, docs/OPERATIONS.md "Securing a bus
+     * across machines"): this client's key pair (its secret key set) and the
+     * broker's public key (Z85, 40 characters); both or neither. Neither:
+     * the files named by the environment, AGENTBUS_KEY (this client's secret
+     * key file) and AGENTBUS_SERVER_KEY (the broker's public key file), when
+     * set; else no CURVE. The event endpoint's SUB sockets of a subscriber
+     * use the same keys.
+     */
+    const ab_keypair_t *key;
+    const char *server_key;
 } ab_conn_opts_t;
 
 typedef struct ab_conn ab_conn_t;
