@@ -4,6 +4,7 @@
 #include "cli.h"
 
 #include <stdarg.h>
+#include <stdlib.h>
 #include <string.h>
 
 struct subcommand {
@@ -37,9 +38,13 @@ static const struct subcommand subcommands[] = {
 
 static void usage(FILE *out)
 {
-    fprintf(out, "usage: agentbus <command> [options]\n\n"
-                 "agentbus is a message bus for multi-process AI-agent fabrics.\n\n"
-                 "commands:\n");
+    fprintf(out,
+            "usage: agentbus [--key FILE --server-key FILE] <command> [options]\n\n"
+            "agentbus is a message bus for multi-process AI-agent fabrics.\n\n"
+            "  --key FILE         this client's CURVE secret key file (AGENTBUS_KEY)\n"
+            "  --server-key FILE  the broker's CURVE public key file (AGENTBUS_SERVER_KEY)\n"
+            "                     both for a broker started with --keys; before the command\n\n"
+            "commands:\n");
     for (size_t i = 0; i < NSUB; i++)
         fprintf(out, "  %-10s %s\n", subcommands[i].name, subcommands[i].summary);
     fprintf(out, "\nRun 'agentbus <command> --help' for the options of a command.\n");
@@ -56,8 +61,46 @@ int cli_usage_error(const char *cmd, const char *fmt, ...)
     return AB_EXIT_USAGE;
 }
 
+/*
+ * Global options before the command: --key FILE and --server-key FILE (or
+ * --key=FILE) set AGENTBUS_KEY and AGENTBUS_SERVER_KEY, which every
+ * connection the command makes reads (client.h ab_conn_opts_t). @return how
+ * many arguments they took, or -1 after a usage error (printed).
+ */
+static int global_opts(int argc, char **argv)
+{
+    int i = 1;
+    while (i < argc && strncmp(argv[i], "--", 2) == 0) {
+        const char *env =
+            strncmp(argv[i], "--key", 5) == 0 && (argv[i][5] == '\0' || argv[i][5] == '=')
+                ? "AGENTBUS_KEY"
+            : strncmp(argv[i], "--server-key", 12) == 0 &&
+                    (argv[i][12] == '\0' || argv[i][12] == '=')
+                ? "AGENTBUS_SERVER_KEY"
+                : NULL;
+        if (env == NULL)
+            break;
+        const char *eq = strchr(argv[i], '='),
+                   *val = eq ? eq + 1 : (i + 1 < argc ? argv[i + 1] : NULL);
+        if (val == NULL || *val == '\0') {
+            fprintf(stderr, "agentbus: %.*s needs a key file\n",
+                    (int)(eq ? (size_t)(eq - argv[i]) : strlen(argv[i])), argv[i]);
+            return -1;
+        }
+        setenv(env, val, 1);
+        i += eq ? 1 : 2;
+    }
+    return i - 1;
+}
+
 int main(int argc, char **argv)
 {
+    int g = global_opts(argc, argv);
+    if (g < 0)
+        return AB_EXIT_USAGE;
+    argv[g] = argv[0]; /* the command name stays argv[1] after the global options */
+    argc -= g;
+    argv += g;
     if (argc < 2) {
         usage(stderr);
         return AB_EXIT_USAGE;

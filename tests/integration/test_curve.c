@@ -155,6 +155,35 @@ static void test_unknown_and_no_key_refused(void **state)
     unsetenv("AGENTBUS_KEY");
 }
 
+/* The command line's global --key / --server-key, before the command, as the environment. */
+static void test_cli_global_key_options(void **state)
+{
+    cfx_t *f = *state;
+    if (!f->it.available)
+        skip();
+    char cmd[1024], out[4096];
+    snprintf(cmd, sizeof cmd,
+             "env -u AGENTBUS_KEY -u AGENTBUS_SERVER_KEY %s --key %s/alice.key_secret "
+             "--server-key=%s/broker.key runs --broker %s 2>&1",
+             AB_AGENTBUS_BIN, f->mine, f->dir, f->it.bp.cmd);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    size_t n = fread(out, 1, sizeof out - 1, p);
+    out[n] = '\0';
+    int st = pclose(p);
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        fail_msg("runs with alice's key: %s", out);
+    assert_non_null(strstr(out, "THREAD"));
+    snprintf(cmd, sizeof cmd, "%s --key 2>&1", AB_AGENTBUS_BIN);
+    p = popen(cmd, "r");
+    assert_non_null(p);
+    n = fread(out, 1, sizeof out - 1, p);
+    out[n] = '\0';
+    st = pclose(p);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 2);
+    assert_non_null(strstr(out, "--key needs a key file"));
+}
+
 static void test_broker_without_its_key_refuses_to_start(void **state)
 {
     cfx_t *f = *state;
@@ -183,6 +212,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_known_key_works, setup, teardown),
         cmocka_unit_test_setup_teardown(test_unknown_and_no_key_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_cli_global_key_options, setup, teardown),
         cmocka_unit_test_setup_teardown(test_broker_without_its_key_refuses_to_start, setup,
                                         teardown),
     };
