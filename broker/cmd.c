@@ -347,7 +347,8 @@ static void decode_item(cmd_t *c, ab_job_t *job, uint32_t i)
             ab_error_detail_int(e, "expected", job->v);
         } else if (ab_agui_validate(job->evs[i].body, AB_AGUI_STRICT, NULL, NULL, &job->infos[i],
                                     e) == AB_OK) {
-            if (!ab_event_by_broker(job->evs[i].body)) {
+            if (job->infos[i].type != AB_AGUI_RUN_ERROR || /* the rare case only */
+                !ab_event_by_broker(job->evs[i].body)) {
                 it->info = &job->infos[i];
                 return;
             }
