@@ -104,11 +104,12 @@ static bool has_bytes(const uint8_t *b, size_t n, const char *k, size_t kn)
 }
 
 /* The stamp's author of a stored envelope: only the broker writes RUN_ERROR codes of
- * AB_BROKER_CODE_PREFIX (PROTOCOL.md section 5), so events without the prefix's bytes
- * are skipped by a byte scan and the rest are decoded to be sure. */
+ * AB_BROKER_CODE_PREFIX (PROTOCOL.md section 5), so events without the bytes RUN_ERROR
+ * are skipped by a byte scan (its first byte, 'R', is rare in event text) and the rest
+ * are decoded to be sure. */
 static ab_author_t author_of(reader_t *r, const uint8_t *b, size_t n)
 {
-    static const char k[] = AB_BROKER_CODE_PREFIX;
+    static const char k[] = "RUN_ERROR";
     ab_event_t ev;
     if (!has_bytes(b, n, k, sizeof(k) - 1) || (!r->doc && ab_doc_new(&r->doc) != AB_OK) ||
         ab_event_decode(r->doc, b, n, NULL, &ev, NULL) != AB_OK)
