@@ -12,7 +12,9 @@
  *     newer database) and changes nothing.
  *  2. A stop request is one byte on the broker's self-pipe, which the
  *     command loop polls: signal handlers (daemon only) and ab_broker_destroy()
- *     write it alike. Every thread the broker starts blocks SIGINT/SIGTERM.
+ *     write it alike; a reload request (SIGHUP, ab_broker_reload()) is the
+ *     byte SIGHUP or 'h'. Every thread the broker starts blocks SIGINT,
+ *     SIGTERM and SIGHUP.
  *  3. Shutdown order: the command loop returns only after the writer and the
  *     readers reported "stopped" (every queued job answered); threads are
  *     joined, the ROUTER gets a short bounded linger for the final replies,
@@ -101,6 +103,7 @@ static void setup_signals(int wfd)
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
 }
 
@@ -108,6 +111,7 @@ static void teardown_signals(void)
 {
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
+    signal(SIGHUP, SIG_DFL);
     sig_wfd = -1;
 }
 
@@ -205,6 +209,24 @@ static void close_store(ab__shared_t *b, ab_plugin_lib_t *lib)
 }
 
 /* Bind @p ep and copy the real endpoint into @p out. @return the socket or NULL (reported). */
+ab_status_t ab__secure_socket(ab__shared_t *b, void *s, int type, const char *ep, ab_error_t *err)
+{
+    int one = 1;
+    if (type == ZMQ_XPUB) {
+        int hwm = (int)b->cfg->hwm;
+        zmq_setsockopt(s, ZMQ_SNDHWM, &hwm, sizeof(hwm));
+    }
+    if (b->curve_secret[0] == '\0')
+        return AB_OK;
+    if (zmq_setsockopt(s, ZMQ_CURVE_SERVER, &one, sizeof(one)) != 0 ||
+        zmq_setsockopt(s, ZMQ_CURVE_SECRETKEY, b->curve_secret, AB_KEY_Z85_LEN) != 0 ||
+        zmq_setsockopt(s, ZMQ_ZAP_DOMAIN, "agentbus", 8) != 0 ||
+        (type == ZMQ_XPUB && zmq_setsockopt(s, ZMQ_XPUB_MANUAL, &one, sizeof(one)) != 0))
+        return ab_error_set(err, AB_INTERNAL, "keys", "cannot make %s a CURVE server: %s", ep,
+                            zmq_strerror(zmq_errno()));
+    return AB_OK;
+}
+
 static void *bind_endpoint(ab_broker_t *h, int type, const char *ep, char *out)
 {
     ab__shared_t *b = &h->b;
@@ -226,16 +248,10 @@ static void *bind_endpoint(ab_broker_t *h, int type, const char *ep, char *out)
         zmq_setsockopt(s, ZMQ_ROUTER_MANDATORY, &one, sizeof(one));
         zmq_setsockopt(s, ZMQ_SNDTIMEO, &zero, sizeof(zero));
         zmq_setsockopt(s, ZMQ_MAXMSGSIZE, &maxmsg, sizeof(maxmsg));
-    } else {
-        int hwm = (int)b->cfg->hwm;
-        zmq_setsockopt(s, ZMQ_SNDHWM, &hwm, sizeof(hwm));
     }
-    if (h->zap != NULL &&
-        (zmq_setsockopt(s, ZMQ_CURVE_SERVER, &one, sizeof(one)) != 0 ||
-         zmq_setsockopt(s, ZMQ_CURVE_SECRETKEY, h->server.secret_key, AB_KEY_Z85_LEN) != 0 ||
-         zmq_setsockopt(s, ZMQ_ZAP_DOMAIN, "agentbus", 8) != 0)) {
-        fail_msg(h, AB_INTERNAL, "cannot make %s a CURVE server: %s", ep,
-                 zmq_strerror(zmq_errno()));
+    ab_error_t e = AB_ERROR_INIT;
+    if (ab__secure_socket(b, s, type, ep, &e) != AB_OK) {
+        fail(h, "cannot set up an endpoint", &e);
         zmq_close(s);
         return NULL;
     }
@@ -255,6 +271,7 @@ static void block_signals(sigset_t *old)
     sigemptyset(&block);
     sigaddset(&block, SIGINT);
     sigaddset(&block, SIGTERM);
+    sigaddset(&block, SIGHUP);
     pthread_sigmask(SIG_BLOCK, &block, old);
 }
 
@@ -393,10 +410,33 @@ static int teardown(ab_broker_t *h)
     ab__seq_destroy(&h->seq);
     ab__snapcache_destroy(&h->b.snaps); /* every thread that used it has joined */
     close_store(&h->b, &h->lib);
+    ab__access_box_free(&h->b.access);
     if (rc == 0)
         ab__log(AB_LOG_INFO, "stopped");
     free(h);
     return rc;
+}
+
+/* With --keys: the access table, then the ZAP handler (broker/zap.c invariant 1). */
+static int start_keys(ab_broker_t *h)
+{
+    ab__shared_t *b = &h->b;
+    ab_error_t e = AB_ERROR_INIT;
+    ab__access_t *a = NULL;
+    if (ab__access_load(&a, h->cfg.keys_dir, h->cfg.access_file, &e) != AB_OK) {
+        fail(h, "cannot read the access file", &e);
+        return -1;
+    }
+    ab__log(ab__access_count(a) ? AB_LOG_INFO : AB_LOG_WARN, "access: %zu key(s) from %s%s",
+            ab__access_count(a), ab__access_source(a),
+            ab__access_count(a) ? "" : ": nobody can connect");
+    ab__access_box_set(&b->access, a);
+    if (ab__zap_start(&h->zap, b->zctx, h->cfg.keys_dir, &h->server, &b->access, &e) != AB_OK) {
+        fail(h, "cannot start CURVE authentication", &e);
+        return -1;
+    }
+    memcpy(b->curve_secret, h->server.secret_key, sizeof b->curve_secret);
+    return 0;
 }
 
 /* Everything after the store: sequencer, context, self-pipe, sockets, threads. */
@@ -417,11 +457,8 @@ static int start_running(ab_broker_t *h)
         setup_signals(h->pipe[1]);
         h->signals_on = true;
     }
-    if (h->cfg.keys_dir[0] != '\0' && /* the handler first (broker/zap.c invariant 1) */
-        ab__zap_start(&h->zap, b->zctx, h->cfg.keys_dir, &h->server, &e) != AB_OK) {
-        fail(h, "cannot start CURVE authentication", &e);
+    if (h->cfg.keys_dir[0] != '\0' && start_keys(h) != 0)
         return -1;
-    }
     h->router = bind_endpoint(h, ZMQ_ROUTER, h->cfg.cmd_endpoint, b->cmd_ep);
     if (h->router == NULL)
         return -1;
@@ -446,6 +483,7 @@ static ab_status_t broker_start(const ab_broker_config_t *cfg, bool daemon, ab_b
     h->b.cfg = &h->cfg;
     h->pipe[0] = h->pipe[1] = -1;
     h->daemon = daemon;
+    ab__access_box_init(&h->b.access);
     h->err = err ? err : &spare;
     ab_log_level_t caller_level = ab__log_set_level(cfg->log_level);
     if (cfg->readers < 1 || cfg->readers > AB_BROKER_MAX_READERS) {
@@ -532,6 +570,15 @@ void ab_broker_stop(ab_broker_t *h)
     char c = 's';
     if (h != NULL && h->pipe[1] >= 0) {
         ssize_t n = write(h->pipe[1], &c, 1); /* a full pipe already holds a stop request */
+        (void)n;
+    }
+}
+
+void ab_broker_reload(ab_broker_t *h)
+{
+    char c = 'h';
+    if (h != NULL && h->pipe[1] >= 0) {
+        ssize_t n = write(h->pipe[1], &c, 1);
         (void)n;
     }
 }

@@ -21,14 +21,21 @@
  *     queue is full and a replay_chunk was dropped (EAGAIN), so the reader's
  *     count of unread replay bytes stays exact.
  *  5. Envelope frames are moved into the publish job, never copied.
+ *  6. With keys, every request is authorized (authz.c) against the
+ *     principal of the key that authenticated its connection (ZeroMQ's
+ *     User-Id, set by zap.c), looked up in this thread's table before the
+ *     request goes anywhere; each event of a publish is checked on its own
+ *     thread id. A reload (SIGHUP) replaces the table between two requests.
  */
 #include "ab_common.h"
+#include "authz.h"
 #include "internal.h"
 #include "loader.h"
 #include "workers.h"
 
 #include <errno.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -46,6 +53,8 @@ typedef struct cmd {
     bool stopping;
     bool writer_done;
     uint32_t readers_done;
+    ab__access_t *acc;          /* this thread's reference to the access table; NULL = no keys */
+    const ab__principal_t *who; /* the current request's principal (invariant 6) */
 } cmd_t;
 
 static void reply_error(cmd_t *c, zmq_msg_t *id, uint32_t v, uint64_t cid, const ab_error_t *e)
@@ -151,6 +160,11 @@ static void welcome(cmd_t *c, zmq_msg_t *id, const ab_msg_t *m)
     w.u.welcome.limits = c->b->cfg->limits;
     w.u.welcome.caps = caps;
     w.u.welcome.ncaps = sizeof(caps) / sizeof(caps[0]);
+    ab__access_view_t view;
+    if (c->who != NULL) {
+        ab__access_describe(c->who, &view);
+        w.u.welcome.access = &view.v;
+    }
     reply(c, id, &w);
 }
 
@@ -340,6 +354,11 @@ static void decode_item(cmd_t *c, ab_job_t *job, uint32_t i)
     ab_error_clear(e);
     if (ab_event_decode(job->doc, data, len, &c->b->cfg->limits, &job->evs[i], e) == AB_OK) {
         it->ev = &job->evs[i];
+        if (c->acc != NULL && !ab__authorize_event(c->who, job->evs[i].thread, e)) {
+            it->status = AB_RESULT_REJECTED; /* invariant 6 */
+            e->cid = job->cid;
+            return;
+        }
         if (job->evs[i].v != job->v) {
             ab_error_set(e, AB_INCOMPATIBLE_VERSION, "v",
                          "envelope v %u differs from the publish header's v %u", job->evs[i].v,
@@ -538,6 +557,8 @@ static void worker_news(void *ud, const char *wid, const uint8_t *ident, size_t 
         return;
     }
     snprintf(job->wid, sizeof(job->wid), "%s", wid);
+    if (serve != NULL && c->who != NULL) /* called while its serve is handled */
+        snprintf(job->key, sizeof(job->key), "%s", ab__principal_key(c->who));
     if (ab__job_send(c->wsock, job) != 0)
         ab__job_free(job);
 }
@@ -576,6 +597,14 @@ static void dispatch(cmd_t *c, zmq_msg_t *id, const ab_msg_t *m)
     reply_error(c, id, m->v, m->cid, &e);
 }
 
+/* Invariant 6: whether the key of @p hdr's connection may make request @p m. */
+static bool authorized(cmd_t *c, zmq_msg_t *hdr, const ab_msg_t *m, ab_error_t *e)
+{
+    const char *uid = zmq_msg_gets(hdr, "User-Id");
+    c->who = uid ? ab__access_find_z85(c->acc, uid, strlen(uid)) : NULL;
+    return ab__authorize(c->who, m, e);
+}
+
 /* One request from the ROUTER; @return false when none was waiting. */
 static bool on_request(cmd_t *c)
 {
@@ -606,6 +635,9 @@ static bool on_request(cmd_t *c)
     } else if (c->stopping) {
         discard_rest(c->router, more);
         reply_code(c, &id, m.v, m.cid, AB_UNAVAILABLE, "", "broker is shutting down");
+    } else if (c->acc != NULL && !authorized(c, &hdr, &m, &e)) {
+        discard_rest(c->router, more);
+        reply_error(c, &id, m.v, m.cid, &e);
     } else if (m.op == AB_OP_PUBLISH) {
         publish(c, &id, &m, more);
     } else if (discard_rest(c->router, more) > 0) {
@@ -713,11 +745,50 @@ static void begin_stop(cmd_t *c)
     }
 }
 
+/* SIGHUP: read the access file again; a wrong one changes nothing (invariant 6). */
+static void reload(cmd_t *c)
+{
+    const ab_broker_config_t *cfg = c->b->cfg;
+    if (c->acc == NULL) {
+        ab__log(AB_LOG_INFO, "reload: the broker has no keys: nothing to read");
+        return;
+    }
+    ab__access_t *a = NULL;
+    ab_error_t e = AB_ERROR_INIT;
+    if (ab__access_load(&a, cfg->keys_dir, cfg->access_file, &e) != AB_OK) {
+        char line[512];
+        ab__log(AB_LOG_ERROR, "access: reload refused, the table from %s stays: %s",
+                ab__access_source(c->acc), ab_error_format(&e, line, sizeof(line)));
+        return;
+    }
+    bool narrowed = ab__access_narrowed(c->acc, a);
+    ab__access_box_set(&c->b->access, ab__access_ref(a));
+    ab__access_unref(&c->acc);
+    c->acc = a;
+    ab__log(AB_LOG_INFO, "access: reloaded %zu key(s) from %s%s", ab__access_count(a),
+            ab__access_source(a),
+            narrowed ? "; some keys may read less: every live subscription is made again" : "");
+    ab_job_t *job = job_new(AB_JOB_ACCESS, NULL, NULL); /* dispatch looks again; rebind */
+    if (job != NULL) {
+        job->narrowed = narrowed;
+        if (ab__job_send(c->wsock, job) != 0)
+            ab__job_free(job);
+    }
+}
+
 static bool on_signal(cmd_t *c, int sigfd)
 {
     char buf[16];
     ssize_t n = read(sigfd, buf, sizeof(buf));
-    (void)n;
+    bool stop = false;
+    for (ssize_t i = 0; i < n; i++) {
+        if (buf[i] == (char)SIGHUP || buf[i] == 'h')
+            reload(c);
+        else
+            stop = true;
+    }
+    if (!stop)
+        return true;
     if (c->stopping) {
         ab__log(AB_LOG_WARN, "second signal: stopping without waiting");
         return false;
@@ -741,6 +812,7 @@ int ab__cmd_loop(ab__shared_t *b, void *router, void *wsock, void **rsocks, int 
         return 1;
     }
     ab__workers_set_hook(c.wk, worker_news, &c);
+    c.acc = ab__access_box_get(&b->access);
     items[0] = (zmq_pollitem_t){.fd = sigfd, .events = ZMQ_POLLIN};
     items[1] = (zmq_pollitem_t){.socket = router, .events = ZMQ_POLLIN};
     items[2] = (zmq_pollitem_t){.socket = wsock, .events = ZMQ_POLLIN};
@@ -772,5 +844,6 @@ int ab__cmd_loop(ab__shared_t *b, void *router, void *wsock, void **rsocks, int 
     free(items);
     ab_doc_destroy(&c.doc);
     ab__workers_destroy(&c.wk);
+    ab__access_unref(&c.acc);
     return rc;
 }

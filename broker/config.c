@@ -97,6 +97,9 @@ void ab_broker_usage(FILE *out)
             "                          1..4096; a larger one is answered too_large and not\n"
             "                          stored until a run of the thread ends (default %d)\n"
             "  --keys DIR              the broker's CURVE keys (made by `agentbus keygen`)\n"
+            "  --access FILE           who may do what: NAME KEY ROLE[:PREFIX,...] lines\n"
+            "                          (default DIR/access; without one every key in DIR\n"
+            "                          has every role); reread at SIGHUP\n"
             "  --insecure              allow binding an endpoint that is not loopback without\n"
             "                          --keys: anyone who can reach the port can read and\n"
             "                          write every thread (logged as a warning at start)\n"
@@ -108,6 +111,7 @@ void ab_broker_usage(FILE *out)
             "[::1]) or ipc:// or inproc://; any other address (*, 0.0.0.0, an interface)\n"
             "is refused unless --insecure is given.\n"
             "SIGINT/SIGTERM stop it after acknowledging every queued request (exit 0).\n"
+            "SIGHUP rereads the access file (a wrong one is logged and the old one kept).\n"
             "Exit status: 0 clean stop, 1 failed to start or failed, 2 usage error.\n",
             AB_BROKER_DEFAULT_DATA, AB_BROKER_DEFAULT_CMD, AB_BROKER_DEFAULT_EVENTS,
             AB_BROKER_DEFAULT_PLUGIN, AB_BROKER_MAX_READERS, AB_BROKER_DEFAULT_READERS,
@@ -202,6 +206,8 @@ ab_status_t ab_broker_config_set(ab_broker_config_t *cfg, const char *key, const
         return set_str(cfg->keys_dir, sizeof(cfg->keys_dir), key, value, err);
     if (strcmp(key, "insecure") == 0)
         return set_bool(&cfg->insecure, key, value, err);
+    if (strcmp(key, "access") == 0)
+        return set_str(cfg->access_file, sizeof(cfg->access_file), key, value, err);
     if (strcmp(key, "durability") == 0 || strcmp(key, "log-level") == 0)
         return set_enum(cfg, key, value, err);
     if (strcmp(key, "readers") == 0)

@@ -222,6 +222,7 @@ static void worker_up(ab__dispatch_t *d, ab_job_t *job)
     w = &d->wk[d->nwk++];
     memset(w, 0, sizeof(*w));
     snprintf(w->wid, sizeof(w->wid), "%s", job->wid);
+    memcpy(w->key, job->key, sizeof(w->key));
     ab_str_t nm = m.u.serve.worker;
     size_t n = nm.len < AB_REQUEST_WORKER_MAX_BYTES ? nm.len : AB_REQUEST_WORKER_MAX_BYTES;
     memcpy(w->name, nm.ptr, n);
@@ -341,6 +342,15 @@ static void count_load(ab__dispatch_t *d)
     }
 }
 
+/* With keys: whether worker @p w's key may serve thread @p thread (its serve prefixes). */
+static bool may_serve(const ab__dispatch_t *d, const ab__dwk_t *w, const char *thread)
+{
+    if (d->acc == NULL)
+        return true;
+    const ab__principal_t *p = ab__access_find_z85(d->acc, w->key, strlen(w->key));
+    return ab__access_may(p, AB__ROLE_SERVE, thread, strlen(thread));
+}
+
 static ab__dwk_t *pick(ab__dispatch_t *d, const ab__dreq_t *q, int64_t now)
 {
     ab__dwk_t *best = NULL;
@@ -348,7 +358,8 @@ static ab__dwk_t *pick(ab__dispatch_t *d, const ab__dreq_t *q, int64_t now)
     const char *agent = q->r.agent;
     for (size_t i = 0; i < d->nwk; i++) {
         const ab__dagent_t *a = serves(&d->wk[i], agent);
-        if (a == NULL || (now < q->avoid_until_ms && strcmp(d->wk[i].name, q->avoid) == 0))
+        if (a == NULL || (now < q->avoid_until_ms && strcmp(d->wk[i].name, q->avoid) == 0) ||
+            !may_serve(d, &d->wk[i], q->r.thread))
             continue;
         uint32_t free_ = a->used < a->cap ? a->cap - a->used : 0;
         if (free_ > best_free ||
@@ -496,6 +507,7 @@ void ab__dispatch_pump(ab__dispatch_t *d)
     }
     int64_t now = ab__mono_ms();
     count_load(d);
+    d->acc = ab__access_box_get(&d->b->access);
     for (size_t i = 0; i < d->nq; i++) {
         if (d->q[i].r.state != AB_REQ_QUEUED || held_back(&seen, &d->q[i]))
             continue;
@@ -503,6 +515,7 @@ void ab__dispatch_pump(ab__dispatch_t *d)
         if (w != NULL && assign(d, &d->q[i], w))
             (serves(w, d->q[i].r.agent))->used++;
     }
+    ab__access_unref(&d->acc);
     free(seen.v);
     d->dirty = false;
 }
@@ -727,6 +740,12 @@ ab_status_t ab__dispatch_new(ab__dispatch_t **out, ab__shared_t *b, ab_seq_t *se
     }
     *out = d;
     return AB_OK;
+}
+
+void ab__dispatch_access_changed(ab__dispatch_t *d)
+{
+    if (d != NULL)
+        d->dirty = true; /* a worker may serve threads it could not */
 }
 
 void ab__dispatch_set_commit(ab__dispatch_t *d, ab__dispatch_commit_fn fn, void *ud)

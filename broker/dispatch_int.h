@@ -33,7 +33,8 @@ typedef struct ab__dwk {
     zmq_msg_t ident;
     ab__dagent_t *agents;
     size_t nagents;
-    uint64_t order; /**< registration order: ties go to the older */
+    uint64_t order;            /**< registration order: ties go to the older */
+    char key[AB_KEY_Z85_SIZE]; /**< its authenticated key ("" = no keys): serve prefixes */
 } ab__dwk_t;
 
 /** A state change a committed event asks for, stored by the next pump. */
@@ -61,9 +62,10 @@ struct ab__dispatch {
     bool dirty;                    /**< something changed: the pump may assign */
     ab__dispatch_commit_fn commit; /**< the writer's: a broker-authored event */
     void *commit_ud;
-    ab_doc_t *doc;  /**< the job being answered */
-    ab_doc_t *idoc; /**< stored inputs read back */
-    ab_buf_t buf;   /**< scratch: inputs, encodings */
+    ab_doc_t *doc;     /**< the job being answered */
+    ab_doc_t *idoc;    /**< stored inputs read back */
+    ab_buf_t buf;      /**< scratch: inputs, encodings */
+    ab__access_t *acc; /**< during a pump: the access table (NULL = no keys) */
 };
 
 /** A growable copy of requests, filled by ab__dq_collect (an ab_request_cb). */

@@ -97,6 +97,10 @@ ab_status_t ab__broker_check_exposure(const ab_broker_config_t *cfg, bool at_sta
     if (cfg->keys_dir[0] != '\0') {
         return check_keys_dir(cfg->keys_dir, err); /* CURVE: any endpoint (broker/zap.c) */
     }
+    if (cfg->access_file[0] != '\0')
+        return ab_error_set(err, AB_INVALID_CONFIG, "access",
+                            "access: an access file needs --keys DIR (the keys it admits are "
+                            "authenticated with CURVE)");
     ab_status_t st = check_endpoint(cfg, "cmd", cfg->cmd_endpoint, at_start, err);
     if (st == AB_OK)
         st = check_endpoint(cfg, "events", cfg->events_endpoint, at_start, err);

@@ -15,6 +15,10 @@
  *     is dropped, and subscribers fill the hole from the store.
  *  4. A heartbeat goes out about every AB__HEARTBEAT_MS, when the writer's
  *     loop asks (ab__fanout_tick()).
+ *  5. With keys the XPUB is in manual mode and no subscription takes effect
+ *     unless made here: each is cut to what the subscriber's key may read
+ *     (ab__access_topics(), by the table current when it arrives), so an
+ *     observer never receives a thread outside its prefixes.
  */
 #include "writer_int.h"
 
@@ -110,9 +114,45 @@ int64_t ab__fanout_tick(ab__fanout_t *f)
     return f->next_hb > now ? f->next_hb - now : 0;
 }
 
+static void apply_topic(void *ud, const uint8_t *t, size_t len)
+{
+    ab__fanout_t *f = ud;
+    zmq_setsockopt(f->xpub, f->sub_opt, t, len);
+}
+
+/* One (un)subscription @p m of a CURVE subscriber (invariant 5). */
+static void manual_sub(ab__fanout_t *f, const ab__access_t *a, zmq_msg_t *m)
+{
+    const uint8_t *d = zmq_msg_data(m);
+    size_t n = zmq_msg_size(m);
+    if (n < 1 || d[0] > 1)
+        return;
+    const char *uid = zmq_msg_gets(m, "User-Id");
+    const ab__principal_t *p = uid ? ab__access_find_z85(a, uid, strlen(uid)) : NULL;
+    f->sub_opt = d[0] == 1 ? ZMQ_SUBSCRIBE : ZMQ_UNSUBSCRIBE;
+    if (ab__access_topics(p, d + 1, n - 1, apply_topic, f) == 0 && d[0] == 1)
+        ab__log(AB_LOG_DEBUG, "events: a subscription of %s outside what it may read: none made",
+                p ? ab__principal_name(p) : "a key no longer admitted");
+}
+
 void ab__fanout_drain(ab__fanout_t *f)
 {
-    char sub[512];
-    while (zmq_recv(f->xpub, sub, sizeof(sub), ZMQ_DONTWAIT) >= 0)
-        ;
+    if (f->b->curve_secret[0] == '\0') {
+        char sub[512];
+        while (zmq_recv(f->xpub, sub, sizeof(sub), ZMQ_DONTWAIT) >= 0)
+            ;
+        return;
+    }
+    ab__access_t *a = ab__access_box_get(&f->b->access);
+    for (;;) {
+        zmq_msg_t m;
+        zmq_msg_init(&m);
+        if (zmq_msg_recv(&m, f->xpub, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close(&m);
+            break;
+        }
+        manual_sub(f, a, &m);
+        zmq_msg_close(&m);
+    }
+    ab__access_unref(&a);
 }

@@ -14,6 +14,7 @@
 #define AB_BROKER_INTERNAL_H
 
 #include "ab_common.h"
+#include "access.h"
 #include "agentbus/broker.h"
 #include "agentbus/codec.h"
 #include "agentbus/plugin.h"
@@ -44,7 +45,9 @@ typedef struct ab__shared {
     _Atomic int64_t replay_slots;    /**< replays open or unread (all readers), <= cfg->replays */
     _Atomic bool snap_failed;        /**< the snapshot worker could not start: nothing is stored */
     _Atomic bool dispatch_failed;    /**< dispatch could not load the store's requests */
-    ab__snapcache_t *snaps; /**< this broker's snapshot builders (readers, snapshot worker) */
+    ab__snapcache_t *snaps;  /**< this broker's snapshot builders (readers, snapshot worker) */
+    ab__access_box_t access; /**< who may do what (--keys; access.h); cur NULL = no keys */
+    char curve_secret[AB_KEY_Z85_SIZE]; /**< the broker's CURVE secret key; "" = no CURVE */
 } ab__shared_t;
 
 typedef enum ab_job_kind {
@@ -61,6 +64,7 @@ typedef enum ab_job_kind {
     AB_JOB_DISPATCH,    /**< command -> writer: a dispatch request (raw: its header) */
     AB_JOB_WORKER_UP,   /**< command -> writer: worker wid registered (raw: its serve) */
     AB_JOB_WORKER_DOWN, /**< command -> writer: worker wid is gone (raw: NULL) */
+    AB_JOB_ACCESS,      /**< command -> writer: the access table was reloaded (narrowed) */
 } ab_job_kind_t;
 
 /** One request handed from the command thread to a worker. */
@@ -92,6 +96,8 @@ typedef struct ab_job {
     uint8_t *raw;
     size_t raw_len;
     char wid[24];
+    char key[AB_KEY_Z85_SIZE]; /**< WORKER_UP: the worker's authenticated key; "" = none */
+    bool narrowed;             /**< ACCESS: some key may read less than before */
 } ab_job_t;
 
 /** Free a job and everything it owns (NULL-safe). */
@@ -123,6 +129,15 @@ int64_t ab__now_us(void);
 
 /** Create an inproc PAIR socket with unlimited HWM, bound or connected to @p ep. */
 void *ab__pair_socket(void *zctx, const char *ep, bool bind);
+
+/**
+ * Set up endpoint socket @p s (ZMQ_ROUTER or ZMQ_XPUB) before its bind: the
+ * XPUB's high-water mark and, with keys, CURVE server and ZAP domain (and
+ * XPUB manual mode: the writer decides each subscription, fanout.c).
+ * @return AB_OK or AB_INTERNAL.
+ */
+AB_NODISCARD ab_status_t ab__secure_socket(ab__shared_t *b, void *s, int type, const char *ep,
+                                           ab_error_t *err);
 
 /** A growable list of run heads copied out of the plugin. */
 typedef struct ab_headlist {

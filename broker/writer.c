@@ -31,6 +31,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define SNAP_POLL_MS 20 /* longest wait for a job while the snapshot worker is busy */
 
@@ -107,6 +108,44 @@ static void do_heads(writer_t *w, ab_job_t *job)
     ab__headlist_free(&hl);
 }
 
+/*
+ * The access table narrowed what some key may read (cmd.c reload): close the
+ * event endpoint and bind it again, so that every subscriber reconnects and
+ * each of its subscriptions is decided again under the new table (fanout.c
+ * invariant 5; a key no longer admitted is refused at the handshake).
+ * Subscribers fill what they miss meanwhile from the store. The port is
+ * the one bound at start; its listener is released by ZeroMQ's I/O thread,
+ * so the bind is retried for up to REBIND_MS.
+ */
+#define REBIND_MS 2000
+static void rebind_events(writer_t *w)
+{
+    ab__shared_t *b = w->b;
+    ab__fanout_flush(&w->fan);
+    ab_error_t e = AB_ERROR_INIT;
+    void *s = zmq_socket(b->zctx, ZMQ_XPUB);
+    int zero = 0;
+    if (s == NULL || zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero) != 0 ||
+        ab__secure_socket(b, s, ZMQ_XPUB, b->events_ep, &e) != AB_OK) {
+        ab__log(AB_LOG_ERROR, "access: cannot make a new event socket: live subscriptions stay");
+        if (s != NULL)
+            zmq_close(s);
+        return;
+    }
+    zmq_close(b->xpub);
+    int rc = -1;
+    for (int waited = 0; (rc = zmq_bind(s, b->events_ep)) != 0 && waited < REBIND_MS; waited += 10)
+        nanosleep(&(struct timespec){0, 10 * 1000000L}, NULL);
+    if (rc != 0)
+        ab__log(AB_LOG_ERROR, "access: cannot bind %s again (%s): no live events until a restart",
+                b->events_ep, zmq_strerror(zmq_errno()));
+    else
+        ab__log(AB_LOG_INFO, "access: %s bound again: subscribers reconnect under the new table",
+                b->events_ep);
+    b->xpub = s;
+    w->fan.xpub = s;
+}
+
 /* A job that is not a publish: claim, heads or stop. */
 static void do_single(writer_t *w, ab_job_t *job)
 {
@@ -115,6 +154,12 @@ static void do_single(writer_t *w, ab_job_t *job)
     case AB_JOB_HEADS: do_heads(w, job); return;
     case AB_JOB_STOP:
         w->stop = true;
+        ab__job_free(job);
+        return;
+    case AB_JOB_ACCESS:
+        if (job->narrowed)
+            rebind_events(w);
+        ab__dispatch_access_changed(w->disp);
         ab__job_free(job);
         return;
     case AB_JOB_DISPATCH:

@@ -36,6 +36,7 @@ typedef struct ab__fanout {
     ab_error_t
         scratch;     /**< per-event encode error: clear, set only by a failure and then cleared */
     int64_t next_hb; /**< ab__mono_ms() when the next heartbeat is due */
+    int sub_opt;     /**< ZMQ_SUBSCRIBE or ZMQ_UNSUBSCRIBE, while a subscription is applied */
 } ab__fanout_t;
 
 /** Set up @p f on broker @p b's XPUB socket; the first heartbeat is due now. */

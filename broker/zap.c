@@ -4,19 +4,22 @@
  *
  * With `--keys DIR` the broker's two endpoints are CURVE servers with the key
  * pair DIR/broker.key_secret, and every handshake is decided here: the
- * client's public key must be one of the NAME.key files in DIR (other than broker.key); the
- * file's name (without .key) is the client's name, given to ZeroMQ as its
- * user id.
+ * client's public key must be in the broker's access table (access.h: the
+ * access file, or every NAME.key of DIR). ZeroMQ is given the key itself
+ * (Z85) as the connection's user id, so every later check looks the key up
+ * in the table current at that moment: a key removed by a reload loses its
+ * rights on connections it already has.
  *
  * Invariants:
  *  1. Fail closed. The handler's socket is bound on the broker's context
  *     before any CURVE socket is bound (libzmq accepts every key when no
  *     handler answers), and the broker does not start when it cannot be.
- *  2. Only CURVE with a known key is accepted (status 200); anything else is
- *     refused (400), and the refusal is logged with the key's fingerprint
- *     and the peer address, at most once a second (the rest are counted in
- *     the next line).
- *  3. The keys are read once at start; the handler thread only reads them.
+ *  2. Only CURVE with a key of the current table is accepted (status 200);
+ *     anything else is refused (400), and the refusal is logged with the
+ *     key's fingerprint and the peer address, at most once a second (the
+ *     rest are counted in the next line).
+ *  3. The table is read through the broker's box (one reference per
+ *     request), so a reload applies to the next handshake.
  *  4. The thread stops within POLL_MS of ab__zap_stop(), closing its socket
  *     before the context is terminated.
  */
@@ -24,7 +27,6 @@
 #include "ab_common.h"
 #include "log.h"
 
-#include <dirent.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -32,19 +34,12 @@
 
 #define ZAP_ENDPOINT "inproc://zeromq.zap.01"
 #define POLL_MS      100
-#define KEYS_MAX     4096
-
-typedef struct zkey {
-    uint8_t key[32];
-    char name[64];
-} zkey_t;
 
 struct ab__zap {
     void *sock;
     pthread_t th;
     atomic_bool stop;
-    zkey_t *keys;
-    size_t nkeys;
+    ab__access_box_t *box;
     int64_t last_log_ms;
     uint64_t unlogged;
 };
@@ -64,57 +59,6 @@ static ab_status_t load_server(const char *dir, ab_keypair_t *server, ab_error_t
     if (rc == AB_OK && server->secret_key[0] == '\0')
         return ab_error_set(err, AB_INVALID_CONFIG, "keys", "%s holds no secret key", path);
     return rc;
-}
-
-static bool is_client_key(const char *name)
-{
-    size_t n = strlen(name);
-    return n > 4 && strcmp(name + n - 4, ".key") == 0 && strcmp(name, "broker.key") != 0 &&
-           name[0] != '.';
-}
-
-static ab_status_t add_key(ab__zap_t *z, const char *dir, const char *file, ab_error_t *err)
-{
-    char path[AB_BROKER_PATH_MAX + 300];
-    snprintf(path, sizeof path, "%s/%s", dir, file);
-    ab_keypair_t kp;
-    ab_status_t rc = ab_keypair_read(&kp, path, err);
-    if (rc != AB_OK)
-        return rc;
-    if (z->nkeys >= KEYS_MAX)
-        return ab_error_set(err, AB_TOO_LARGE, "keys", "%s: more than %d client keys", dir,
-                            KEYS_MAX);
-    zkey_t *v = realloc(z->keys, (z->nkeys + 1) * sizeof(*v));
-    if (v == NULL)
-        return ab_error_set(err, AB_NOMEM, "", "out of memory reading keys");
-    z->keys = v;
-    zkey_t *k = &z->keys[z->nkeys++];
-    zmq_z85_decode(k->key, kp.public_key);
-    snprintf(k->name, sizeof k->name, "%.*s", (int)(strlen(file) - 4), file);
-    return AB_OK;
-}
-
-static ab_status_t load_clients(ab__zap_t *z, const char *dir, ab_error_t *err)
-{
-    DIR *d = opendir(dir);
-    if (d == NULL)
-        return ab_error_set(err, AB_INVALID_CONFIG, "keys", "cannot read %s", dir);
-    ab_status_t rc = AB_OK;
-    for (struct dirent *e; rc == AB_OK && (e = readdir(d)) != NULL;)
-        if (is_client_key(e->d_name))
-            rc = add_key(z, dir, e->d_name, err);
-    closedir(d);
-    if (rc == AB_OK && z->nkeys == 0)
-        ab__log(AB_LOG_WARN, "keys: %s holds no client key (NAME.key): nobody can connect", dir);
-    return rc;
-}
-
-static const zkey_t *known(const ab__zap_t *z, const uint8_t *key)
-{
-    for (size_t i = 0; i < z->nkeys; i++)
-        if (memcmp(z->keys[i].key, key, 32) == 0)
-            return &z->keys[i];
-    return NULL;
 }
 
 /* Log a refusal, at most once a second (invariant 2). */
@@ -139,13 +83,14 @@ static void note_refused(ab__zap_t *z, const uint8_t *key, size_t klen, const ch
  * mechanism, credentials...). */
 static void answer(ab__zap_t *z, zmq_msg_t *f, int n)
 {
-    const zkey_t *k = NULL;
+    ab__access_t *table = ab__access_box_get(z->box);
+    const ab__principal_t *k = NULL;
     char addr[128] = "?";
     if (n >= 4)
         snprintf(addr, sizeof addr, "%.*s", (int)zmq_msg_size(&f[3]), (char *)zmq_msg_data(&f[3]));
     bool curve = n >= 7 && zmq_msg_size(&f[5]) == 5 && memcmp(zmq_msg_data(&f[5]), "CURVE", 5) == 0;
     if (curve && zmq_msg_size(&f[6]) == 32)
-        k = known(z, zmq_msg_data(&f[6]));
+        k = ab__access_find(table, zmq_msg_data(&f[6]));
     if (k == NULL)
         note_refused(z, n >= 7 ? zmq_msg_data(&f[6]) : NULL, n >= 7 ? zmq_msg_size(&f[6]) : 0, addr,
                      curve ? "unknown key" : "not CURVE");
@@ -155,8 +100,9 @@ static void answer(ab__zap_t *z, zmq_msg_t *f, int n)
              ZMQ_SNDMORE);
     zmq_send(z->sock, code, 3, ZMQ_SNDMORE);
     zmq_send(z->sock, text, strlen(text), ZMQ_SNDMORE);
-    zmq_send(z->sock, k ? k->name : "", k ? strlen(k->name) : 0, ZMQ_SNDMORE);
+    zmq_send(z->sock, k ? ab__principal_key(k) : "", k ? AB_KEY_Z85_LEN : 0, ZMQ_SNDMORE);
     zmq_send(z->sock, "", 0, 0);
+    ab__access_unref(&table);
 }
 
 static void *zap_main(void *arg)
@@ -190,15 +136,14 @@ static void *zap_main(void *arg)
 }
 
 ab_status_t ab__zap_start(ab__zap_t **out, void *zctx, const char *dir, ab_keypair_t *server,
-                          ab_error_t *err)
+                          ab__access_box_t *box, ab_error_t *err)
 {
     *out = NULL;
     ab__zap_t *z = calloc(1, sizeof(*z));
     if (z == NULL)
         return ab_error_set(err, AB_NOMEM, "", "out of memory");
+    z->box = box;
     ab_status_t rc = load_server(dir, server, err);
-    if (rc == AB_OK)
-        rc = load_clients(z, dir, err);
     if (rc == AB_OK &&
         ((z->sock = zmq_socket(zctx, ZMQ_REP)) == NULL || zmq_bind(z->sock, ZAP_ENDPOINT) != 0))
         rc = ab_error_set(err, AB_INTERNAL, "keys", "cannot start the ZAP handler: %s",
@@ -212,11 +157,10 @@ ab_status_t ab__zap_start(ab__zap_t **out, void *zctx, const char *dir, ab_keypa
     if (rc != AB_OK) {
         if (z->sock)
             zmq_close(z->sock);
-        free(z->keys);
         free(z);
         return rc;
     }
-    ab__log(AB_LOG_INFO, "keys: CURVE on, %zu client key(s) from %s", z->nkeys, dir);
+    ab__log(AB_LOG_INFO, "keys: CURVE on, the broker's key from %s", dir);
     *out = z;
     return AB_OK;
 }
@@ -228,7 +172,6 @@ void ab__zap_stop(ab__zap_t **zp)
         return;
     atomic_store(&z->stop, true);
     pthread_join(z->th, NULL);
-    free(z->keys);
     free(z);
     *zp = NULL;
 }

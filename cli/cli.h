@@ -46,6 +46,7 @@ int cmd_abandon(int argc, char **argv);     /* cli/abandon_cmd.c */
 int cmd_approve(int argc, char **argv);     /* cli/approve_cmd.c */
 int cmd_deny(int argc, char **argv);        /* cli/approve_cmd.c */
 int cmd_keygen(int argc, char **argv);      /* cli/keygen_cmd.c */
+int cmd_whoami(int argc, char **argv);      /* cli/whoami_cmd.c */
 
 /** What `agentbus runs --requests` lists (cli/requests_cmd.c). */
 typedef struct cli_requests_opts {

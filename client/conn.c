@@ -15,6 +15,7 @@
  */
 #include "ab_common.h"
 #include "agentbus/client.h"
+#include "agentbus/json.h"
 
 #include "conn_int.h"
 
@@ -49,6 +50,7 @@ struct ab_conn {
     bool curve;    /* CURVE client: me and server are set (invariant 6) */
     ab_keypair_t me;
     char server[AB_KEY_Z85_SIZE];
+    char *access; /* the welcome's access, as JSON; NULL = none */
 };
 
 static int timeout_of(const ab_conn_t *c, int timeout_ms)
@@ -276,6 +278,16 @@ static ab_status_t keep_welcome(ab_conn_t *c, const ab_msg_t *m, ab_error_t *err
         c->caps[i] = (ab_cap_t){name, s.len, w->caps[i].state};
         c->ncaps++;
     }
+    if (w->access != NULL) {
+        ab_buf_t j = AB_BUF_INIT;
+        ab_status_t st = ab_val_to_json(w->access, &j);
+        if (st == AB_OK)
+            st = ab_buf_append(&j, "", 1);
+        c->access = st == AB_OK ? strdup((const char *)j.data) : NULL;
+        ab_buf_free(&j);
+        if (c->access == NULL)
+            return ab_error_set(err, AB_NOMEM, NULL, "out of memory");
+    }
     ab_cap_state_t packed = ab_caps_lookup(c->caps, c->ncaps, AB_CAP_PACKED_PUBLISH);
     c->packed =
         !c->opts.frame_per_event && (packed == AB_CAP_AVAILABLE || packed == AB_CAP_DEGRADED);
@@ -425,6 +437,7 @@ void ab_conn_destroy(ab_conn_t **cp)
     free(c->caps);
     free(c->instance);
     free(c->event_endpoint);
+    free(c->access);
     ab_buf_free(&c->hdr);
     ab_buf_free(&c->pack);
     free(c);
@@ -434,6 +447,11 @@ void ab_conn_destroy(ab_conn_t **cp)
 uint32_t ab_conn_version(const ab_conn_t *c)
 {
     return c->v;
+}
+
+const char *ab_conn_access(const ab_conn_t *c)
+{
+    return c->access;
 }
 
 const char *ab_conn_instance(const ab_conn_t *c)

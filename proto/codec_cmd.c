@@ -242,6 +242,7 @@ static const ab_fspec_t welcome_f[] = {
      .off = M(u.welcome.caps),
      .off_n = M(u.welcome.ncaps),
      .flags = REQ},
+    ANY("access", M(u.welcome.access)),
 };
 static const ab_fspec_t claim_f[] = {HDR, ID("thread", M(u.claim.thread)),
                                      ID("run", M(u.claim.run))};

@@ -101,6 +101,10 @@ typedef struct ab_broker_config {
     char keys_dir[AB_BROKER_PATH_MAX];
     /** `--insecure`: bind a non-loopback endpoint without keys (logged as a warning). */
     bool insecure;
+    /** `--access FILE`: who may do what (docs/OPERATIONS.md "The access file"); "" =
+     *  KEYS_DIR/access when it exists, else every key in keys_dir has every role. Needs
+     *  keys_dir. Read at start and again at SIGHUP. */
+    char access_file[AB_BROKER_PATH_MAX];
 } ab_broker_config_t;
 
 /** Fill @p cfg with the defaults. */
@@ -220,6 +224,15 @@ AB_API void *ab_broker_zmq_context(const ab_broker_t *h);
  * it from its own signal handler, or from any thread while another waits.
  */
 AB_API void ab_broker_stop(ab_broker_t *h);
+
+/**
+ * Ask the broker to read its access file again, as SIGHUP does under
+ * ab_broker_run(): one byte on its self-pipe; returns at once (async-signal-
+ * safe). The new table applies to every request after it; a file that does
+ * not parse is logged and the old table kept. A broker without keys ignores
+ * it.
+ */
+AB_API void ab_broker_reload(ab_broker_t *h);
 
 /**
  * Block until the command loop has ended: after ab_broker_stop(), a

@@ -98,6 +98,12 @@ AB_API const char *ab_conn_event_endpoint(const ab_conn_t *c);
 AB_API const ab_limits_t *ab_conn_limits(const ab_conn_t *c);
 /** The broker's capabilities; *n receives the count. Names are NUL-terminated copies. */
 AB_API const ab_cap_t *ab_conn_caps(const ab_conn_t *c, size_t *n);
+/**
+ * What this connection's key may do, as the broker's welcome said (JSON text:
+ * {"name": NAME, "roles": {ROLE: true | [PREFIX, ...]}}, docs/PROTOCOL.md
+ * 1.2), or NULL from a broker without keys (where anyone may do anything).
+ */
+AB_API const char *ab_conn_access(const ab_conn_t *c);
 /** The ZeroMQ context (owned or borrowed), e.g. to open a SUB on the event endpoint. */
 AB_API void *ab_conn_zmq_ctx(const ab_conn_t *c);
 

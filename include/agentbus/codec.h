@@ -375,6 +375,12 @@ typedef struct ab_welcome {
     ab_limits_t limits;      /**< every field >= 1 */
     const ab_cap_t *caps;
     size_t ncaps;
+    /**
+     * What this connection's key may do, from a broker with keys (PROTOCOL.md
+     * 1.2): {"name": NAME, "roles": {ROLE: true | [PREFIX...]}}; NULL = omit
+     * (a broker without keys: everything).
+     */
+    const ab_val_t *access;
 } ab_welcome_t;
 
 typedef struct ab_claim {

@@ -110,6 +110,8 @@ static const char *settings(const ab_broker_config_t *c, char *out, size_t size)
                           levels[c->log_level], c->insecure ? "true" : "false");
     if (c->keys_dir[0] != '\0')
         w += (size_t)snprintf(out + w, size - w, "keys = %s\n", c->keys_dir);
+    if (c->access_file[0] != '\0')
+        w += (size_t)snprintf(out + w, size - w, "access = %s\n", c->access_file);
     if (w >= size)
         die("settings do not fit");
     return out;
@@ -229,7 +231,7 @@ static void check_flags(const model_t *m, const ab_broker_config_t *cfg)
             return;
     bool exposed = err.code == AB_INVALID_ARGUMENT &&
                    (strcmp(err.field, "cmd") == 0 || strcmp(err.field, "events") == 0);
-    if (exposed || strcmp(err.field, "keys") == 0)
+    if (exposed || strcmp(err.field, "keys") == 0 || strcmp(err.field, "access") == 0)
         return;
     fprintf(stderr, "%s\n", err.message);
     die("a line accepted in a file is refused as a flag");

@@ -45,9 +45,18 @@ static void test_rt_hello_welcome(void **state)
 
     m = mk(AB_OP_WELCOME, 9);
     m.u.welcome =
-        (ab_welcome_t){S("inst-1"), S("tcp://127.0.0.1:5556"), ab_limits_default(), caps, 1};
+        (ab_welcome_t){S("inst-1"), S("tcp://127.0.0.1:5556"), ab_limits_default(), caps, 1, NULL};
     m.u.welcome.limits.max_batch = 77;
     msg_rt(f, &m, &b);
+    assert_null(b.u.welcome.access); /* omitted: a broker without keys */
+    /* with keys: what the connection's key may do, any value, carried as it is */
+    ab_kv_t who[1] = {
+        {.key = "name", .klen = 4, .val = {.type = AB_VAL_STR, .len = 5, .u.s = "alice"}}};
+    ab_val_t access = {.type = AB_VAL_MAP, .len = 1, .u.pairs = who};
+    m.u.welcome.access = &access;
+    msg_rt(f, &m, &b);
+    assert_non_null(b.u.welcome.access);
+    assert_true(ab_val_equal(b.u.welcome.access, &access));
     assert_str(b.u.welcome.instance, "inst-1");
     assert_str(b.u.welcome.event_endpoint, "tcp://127.0.0.1:5556");
     assert_memory_equal(&b.u.welcome.limits, &m.u.welcome.limits, sizeof(ab_limits_t));
