@@ -46,9 +46,18 @@
  *     the broker's threads.
  * In the normal build tests/fuzz/replay_main.c runs the committed corpus
  * through the same checks (ctest fuzz.broker.corpus).
+ *
+ * With AB_FUZZ_BROKER_CURVE set (ctest fuzz.broker.corpus.curve), the broker
+ * runs with keys and an access file instead, on tcp://127.0.0.1 ports of its
+ * choosing, and the harness connects with CURVE as a key that may publish,
+ * observe and control only threads starting with "t-" (and observe the
+ * probe's thread) and serve: every input then also goes through
+ * authorization (broker/authz.c), allowed and refused alike, and the checks
+ * are the same.
  */
 #include "agentbus/broker.h"
 #include "agentbus/codec.h"
+#include "agentbus/keys.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -83,6 +92,8 @@ typedef struct harness {
     uint64_t inputs;
     uint64_t probes;
     uint32_t on_conn; /* inputs sent on this DEALER */
+    bool curve;       /* AB_FUZZ_BROKER_CURVE: keys, an access file, tcp */
+    ab_keypair_t server, client;
 } harness_t;
 
 static harness_t H;
@@ -139,6 +150,26 @@ static void cleanup(void)
     H.dir[0] = '\0';
 }
 
+/* The CURVE variant: the broker's keys and an access file for the harness's key. */
+static void init_curve(ab_broker_config_t *cfg)
+{
+    ab_error_t err = AB_ERROR_INIT;
+    snprintf(cfg->keys_dir, sizeof(cfg->keys_dir), "%s/keys", H.dir);
+    if (mkdir(cfg->keys_dir, 0700) != 0 || ab_keypair_new(&H.server, &err) != AB_OK ||
+        ab_keypair_new(&H.client, &err) != AB_OK ||
+        ab_keypair_write(&H.server, cfg->keys_dir, "broker", &err) != AB_OK)
+        die("cannot make keys", err.message);
+    char path[4200];
+    snprintf(path, sizeof(path), "%s/access", cfg->keys_dir);
+    FILE *f = fopen(path, "w");
+    if (f == NULL)
+        die("cannot write the access file", path);
+    fprintf(f, "fuzz %s publish:t- observe:t-,fuzz-probe serve control:t-\n", H.client.public_key);
+    fclose(f);
+    snprintf(cfg->cmd_endpoint, sizeof(cfg->cmd_endpoint), "tcp://127.0.0.1:*");
+    snprintf(cfg->events_endpoint, sizeof(cfg->events_endpoint), "tcp://127.0.0.1:*");
+}
+
 static void init(void)
 {
     snprintf(H.dir, sizeof(H.dir), "/tmp/ab-fuzz-broker-XXXXXX");
@@ -150,6 +181,9 @@ static void init(void)
     snprintf(cfg.data_dir, sizeof(cfg.data_dir), "%s/data", H.dir);
     snprintf(cfg.cmd_endpoint, sizeof(cfg.cmd_endpoint), "inproc://ab-fuzz-cmd");
     snprintf(cfg.events_endpoint, sizeof(cfg.events_endpoint), "inproc://ab-fuzz-events");
+    H.curve = getenv("AB_FUZZ_BROKER_CURVE") != NULL;
+    if (H.curve)
+        init_curve(&cfg);
     cfg.durability = AB_DURABILITY_PROCESS;
     cfg.log_level = getenv("AB_FUZZ_BROKER_LOG") != NULL ? AB_LOG_DEBUG : AB_LOG_ERROR;
     H.limits = cfg.limits;
@@ -182,6 +216,11 @@ static void reconnect(bool hello)
     int zero = 0;
     zmq_setsockopt(H.dealer, ZMQ_SNDHWM, &zero, sizeof(zero));
     zmq_setsockopt(H.dealer, ZMQ_RCVHWM, &zero, sizeof(zero));
+    if (H.curve &&
+        (zmq_setsockopt(H.dealer, ZMQ_CURVE_SERVERKEY, H.server.public_key, AB_KEY_Z85_LEN) != 0 ||
+         zmq_setsockopt(H.dealer, ZMQ_CURVE_PUBLICKEY, H.client.public_key, AB_KEY_Z85_LEN) != 0 ||
+         zmq_setsockopt(H.dealer, ZMQ_CURVE_SECRETKEY, H.client.secret_key, AB_KEY_Z85_LEN) != 0))
+        die("cannot set the DEALER's keys", zmq_strerror(zmq_errno()));
     if (zmq_connect(H.dealer, ab_broker_cmd_endpoint(H.broker)) != 0)
         die("cannot connect", zmq_strerror(zmq_errno()));
     H.on_conn = 0;

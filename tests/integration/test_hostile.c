@@ -23,6 +23,11 @@
  *
  * Every wait is bounded; the broker is stopped in the group teardown also
  * when a test fails.
+ *
+ * With AB_TEST_CURVE set (ctest integration.test_hostile.curve) the broker
+ * runs with keys: the good and the hostile clients authenticate with one
+ * trusted key (AGENTBUS_KEY / AGENTBUS_SERVER_KEY, which the library and
+ * rc_dealer() read), the bare TCP sockets never finish a handshake.
  */
 #include "testutil.h"
 
@@ -48,6 +53,7 @@
 typedef struct hs {
     bp_t bp;
     bool available;
+    char keys[64]; /* AB_TEST_CURVE: the keys directory ("" = none) */
     ab_doc_t *doc;
     ab_conn_t *good;
     uint64_t good_seq;
@@ -144,6 +150,12 @@ static int group_teardown(void **state)
     ab_conn_destroy(&h->good);
     bp_cleanup(&h->bp);
     ab_doc_destroy(&h->doc);
+    if (h->keys[0] != '\0') {
+        char cmd[128];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", h->keys);
+        if (system(cmd) != 0)
+            fprintf(stderr, "could not remove %s\n", h->keys);
+    }
     free(h);
     return 0;
 }
@@ -202,6 +214,28 @@ static int fill_store(hs_t *h)
     return 0;
 }
 
+/* The CURVE run's keys: the broker's pair and one trusted client key, in h->keys. */
+static int curve_keys(hs_t *h, const char **extra)
+{
+    snprintf(h->keys, sizeof h->keys, "/tmp/ab-hostile-keys-XXXXXX");
+    ab_keypair_t broker, client;
+    ab_error_t err = AB_ERROR_INIT;
+    if (mkdtemp(h->keys) == NULL || ab_keypair_new(&broker, &err) != AB_OK ||
+        ab_keypair_new(&client, &err) != AB_OK ||
+        ab_keypair_write(&broker, h->keys, "broker", &err) != AB_OK ||
+        ab_keypair_write(&client, h->keys, "hostile", &err) != AB_OK)
+        return -1;
+    char path[160];
+    snprintf(path, sizeof path, "%s/hostile.key_secret", h->keys);
+    setenv("AGENTBUS_KEY", path, 1);
+    snprintf(path, sizeof path, "%s/broker.key", h->keys);
+    setenv("AGENTBUS_SERVER_KEY", path, 1);
+    extra[0] = "--keys";
+    extra[1] = h->keys;
+    fprintf(stderr, "[setup] CURVE on: keys in %s\n", h->keys);
+    return 0;
+}
+
 static int group_setup(void **state)
 {
     hs_t *h = calloc(1, sizeof(*h));
@@ -217,7 +251,9 @@ static int group_setup(void **state)
      * active run carry all its events (activeEvents) and cost the writer
      * O(run length) each, seconds under ASan, beyond the 10 s publish
      * timeout; this test is about hostile clients, not snapshots. */
-    static const char *const extra[] = {"--snapshot-every", "0", NULL};
+    const char *extra[] = {"--snapshot-every", "0", NULL, NULL, NULL};
+    if (getenv("AB_TEST_CURVE") != NULL && curve_keys(h, extra + 2) != 0)
+        return -1;
     if (bp_start(&h->bp, NULL, extra) != 0 || fill_store(h) != 0) {
         group_teardown(state);
         *state = NULL;

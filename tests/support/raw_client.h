@@ -9,6 +9,7 @@
 #define AB_TESTS_RAW_CLIENT_H
 
 #include "agentbus/codec.h"
+#include "agentbus/keys.h"
 #include "agentbus/nego.h"
 #include "broker_proc.h"
 
@@ -52,6 +53,22 @@ static inline void rc_small_asan_quarantine(void)
 }
 
 /* A DEALER to @p ep with receive high-water mark @p rcvhwm (0 = ZeroMQ's default). */
+/* With AGENTBUS_KEY and AGENTBUS_SERVER_KEY set (a CURVE run), make @p s a CURVE client
+ * with those files' keys, as the client library does. */
+static inline void rc_curve_from_env(void *s)
+{
+    const char *mine = getenv("AGENTBUS_KEY"), *server = getenv("AGENTBUS_SERVER_KEY");
+    if (mine == NULL || server == NULL)
+        return;
+    ab_keypair_t me, srv;
+    ab_error_t err = AB_ERROR_INIT;
+    if (ab_keypair_read(&me, mine, &err) != AB_OK || ab_keypair_read(&srv, server, &err) != AB_OK)
+        fail_msg("keys from the environment: %s", err.message);
+    assert_int_equal(zmq_setsockopt(s, ZMQ_CURVE_SERVERKEY, srv.public_key, AB_KEY_Z85_LEN), 0);
+    assert_int_equal(zmq_setsockopt(s, ZMQ_CURVE_PUBLICKEY, me.public_key, AB_KEY_Z85_LEN), 0);
+    assert_int_equal(zmq_setsockopt(s, ZMQ_CURVE_SECRETKEY, me.secret_key, AB_KEY_Z85_LEN), 0);
+}
+
 static inline void *rc_dealer(void *ctx, const char *ep, int rcvhwm)
 {
     void *s = zmq_socket(ctx, ZMQ_DEALER);
@@ -60,6 +77,7 @@ static inline void *rc_dealer(void *ctx, const char *ep, int rcvhwm)
     zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof(zero));
     if (rcvhwm > 0)
         zmq_setsockopt(s, ZMQ_RCVHWM, &rcvhwm, sizeof(rcvhwm));
+    rc_curve_from_env(s);
     assert_int_equal(zmq_connect(s, ep), 0);
     return s;
 }
