@@ -40,6 +40,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -173,9 +174,9 @@ static int send_batch(prod_t *p, ab_conn_t *c, ab_buf_t *frames, uint64_t *seqs,
                       flight_t *f)
 {
     int r = (int)(k % (uint64_t)p->nruns);
-    char thread[32], run[32];
+    char thread[32], run[48];
     snprintf(thread, sizeof(thread), p->thread_fmt, p->id);
-    snprintf(run, sizeof(run), "p%d-r%d", p->id, r);
+    snprintf(run, sizeof(run), "p%d-r%d%s", p->id, r, p->run_tag);
     for (int i = 0; i < p->batch; i++)
         if (build_event(p->bodies, &frames[i], thread, run, ++seqs[r]) != 0)
             return -1;
@@ -268,17 +269,26 @@ out:
     return NULL;
 }
 
+void bench_run_tag(char out[24])
+{
+    static atomic_uint rows;
+    unsigned nonce = (unsigned)getpid() ^ (unsigned)(ab__mono_ms() & 0xffffff);
+    snprintf(out, 24, "-%x-%u", nonce, atomic_fetch_add(&rows, 1) + 1);
+}
+
 prod_t load_producer(const char *ep, void *ctx, const bodies_t *b, double seconds,
                      const char *thread_fmt)
 {
-    return (prod_t){.endpoint = ep,
-                    .ctx = ctx,
-                    .bodies = b,
-                    .nruns = RUNS / PRODUCERS,
-                    .batch = BATCH,
-                    .pipe = PIPE,
-                    .seconds = seconds,
-                    .thread_fmt = thread_fmt};
+    prod_t p = {.endpoint = ep,
+                .ctx = ctx,
+                .bodies = b,
+                .nruns = RUNS / PRODUCERS,
+                .batch = BATCH,
+                .pipe = PIPE,
+                .seconds = seconds,
+                .thread_fmt = thread_fmt};
+    bench_run_tag(p.run_tag);
+    return p;
 }
 
 /* Run @p n producers like @p tmpl; returns acked events/s (or -1). */
@@ -401,6 +411,7 @@ static int latency_row(const bench_opts_t *o, void *ctx, const bodies_t *b, cons
                    .rate = rate / nprod,
                    .thread_fmt = "lat-%d",
                    .want_lat = true};
+    bench_run_tag(tmpl.run_tag);
     prod_t ps[PRODUCERS];
     double got = run_producers(&tmpl, nprod, ps);
     double p50, p99;

@@ -248,6 +248,10 @@ static int fan_bus(const bench_opts_t *o, void *ctx, const bodies_t *b, int nsub
     uint64_t rec = 0, holes = 0, replays = 0, delivered = 0;
     double cpu = 0;
     int failed = ingest < 0;
+    if (acked == 0) { /* nothing fresh: a row measured nothing (runs already stored?) */
+        fprintf(stderr, "agentbus bench: no fresh event was acknowledged in this row\n");
+        failed = 1;
+    }
     for (int i = 0; i < nsub; i++) {
         pthread_join(th[i], NULL);
         double rate = f[i].t_last > t0 ? (double)f[i].delivered / (f[i].t_last - t0) : 0;

@@ -50,6 +50,9 @@ typedef struct prod {
     const char *thread_fmt;
     bool want_lat;       /* record publish-to-ack times */
     uint64_t max_events; /* stop after this many events sent, 0 = no limit */
+    /* appended to every run id ("" = none): fresh runs on a broker (--broker) that already
+     * holds an earlier row's or run's, so the load is not answered as duplicates */
+    char run_tag[24];
     /* results */
     uint64_t acked;
     uint64_t rejected;
@@ -66,6 +69,8 @@ int row_begin(const bench_opts_t *o, child_t *ch, const char *durability, const 
 /** The ingest load's producer: RUNS / PRODUCERS runs, BATCH events per publish, PIPE in flight. */
 prod_t load_producer(const char *ep, void *ctx, const bodies_t *b, double seconds,
                      const char *thread_fmt);
+/** A run tag no earlier row of this process (nor, most likely, another process) used. */
+void bench_run_tag(char out[24]);
 /** Run @p n producers like @p tmpl into @p out; acknowledged events/s, or -1. */
 double run_producers(const prod_t *tmpl, int n, prod_t *out);
 /** A ZeroMQ socket, linger 0, bound (@p bind_ep, its endpoint into @p ep) or connected to @p ep. */
