@@ -11,9 +11,10 @@
  *  2. Nothing a request says about itself (ids of workers, names, input,
  *     metadata) grants anything: thread ids only select which prefix must
  *     cover them.
- *  3. A request that names no thread but lists or reaches every thread
- *     (the firehose replay, `requests`, an action call without a thread)
- *     needs its role on every thread.
+ *  3. A request that names no thread but reaches every thread (the
+ *     firehose replay, an action call without a thread) needs its role on
+ *     every thread; `requests` needs `control` somewhere and lists only the
+ *     threads it covers (dispatch_ops.c).
  */
 #include "authz.h"
 
@@ -111,8 +112,8 @@ bool ab__authorize(const ab__principal_t *p, const ab_msg_t *m, ab_error_t *e)
         return need(p, AB__ROLE_CONTROL, m->u.resume_run.thread, "resume runs", e);
     case AB_OP_ABANDON_RUN:
         return need(p, AB__ROLE_CONTROL, m->u.abandon_run.thread, "abandon runs", e);
-    case AB_OP_REQUESTS:
-        return need_all(p, AB__ROLE_CONTROL, "list run requests (control on every thread)", e);
+    case AB_OP_REQUESTS: /* the answer lists only the threads it may control */
+        return need_any(p, AB__ROLE_CONTROL, "list run requests", e);
     default: return true; /* not a request: answered unsupported by the caller */
     }
 }

@@ -538,6 +538,8 @@ static void to_dispatch(cmd_t *c, zmq_msg_t *id, const ab_msg_t *m)
         reply_code(c, id, m->v, m->cid, AB_NOMEM, "", "out of memory");
         return;
     }
+    if (c->who != NULL) /* `requests` lists what this key may control (dispatch_ops.c) */
+        snprintf(job->key, sizeof(job->key), "%s", ab__principal_key(c->who));
     job->weight = 1;
     to_writer(c, id, job);
 }

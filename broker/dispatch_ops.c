@@ -343,24 +343,60 @@ static bool matches(const ab_requests_t *rq, const ab_request_t *r)
     return r->id > rq->after;
 }
 
+/* A listing cut to what the caller's key may control (PROTOCOL.md 1, "Authorization"). */
+typedef struct flist {
+    ab__rlist_t l;
+    const ab__principal_t *p; /* the caller's principal (NULL: a key no longer admitted) */
+    bool filter;              /* keys on, and the caller lacks control on every thread */
+    uint64_t last;            /* the last id the store delivered */
+} flist_t;
+
+static int flist_add(void *ud, const ab_request_t *r)
+{
+    flist_t *f = ud;
+    f->last = r->id;
+    if (f->filter && !ab__access_may(f->p, AB__ROLE_CONTROL, r->thread, strlen(r->thread)))
+        return 0;
+    return ab__dq_collect(&f->l, r);
+}
+
+/* Stored (ended, cancelled) requests, page by page until limit + 1 pass the filter. */
+static ab_status_t list_stored(ab__dispatch_t *d, const ab_requests_t *rq, uint32_t limit,
+                               flist_t *f, ab_error_t *e)
+{
+    uint64_t after = rq->after;
+    for (;;) {
+        uint32_t got = 0;
+        ab_status_t st = d->p->request_list(d->db, rq->state, rq->agent, after, limit + 1,
+                                            flist_add, f, &got, e);
+        if (st != AB_OK || !f->filter || got < limit + 1 || f->l.n > limit || f->l.nomem)
+            return st;
+        after = f->last;
+    }
+}
+
 static void requests(ab__dispatch_t *d, ab_job_t *job, const ab_requests_t *rq)
 {
     uint32_t limit = rq->limit ? rq->limit : AB_REQUESTS_LIMIT_DEFAULT;
-    ab__rlist_t l = {0};
+    ab__access_t *acc = ab__access_box_get(&d->b->access);
+    flist_t f = {.p = ab__access_find_z85(acc, job->key, strlen(job->key))};
+    f.filter = acc != NULL && !ab__access_may_all(f.p, AB__ROLE_CONTROL);
+    ab__rlist_t l;
     ab_error_t e = AB_ERROR_INIT;
-    uint32_t got = 0;
     if (rq->state == AB_REQ_CANCELLED || rq->state == AB_REQ_ENDED) {
-        if (d->p->request_list(d->db, rq->state, rq->agent, rq->after, limit + 1, ab__dq_collect,
-                               &l, &got, &e) != AB_OK) {
-            free(l.v);
+        if (list_stored(d, rq, limit, &f, &e) != AB_OK) {
+            ab__access_unref(&acc);
+            free(f.l.v);
             fail_err(d, job, &e);
             return;
         }
     } else {
-        for (size_t i = 0; i < d->nq && l.n <= limit && !l.nomem; i++)
+        for (size_t i = 0; i < d->nq && f.l.n <= limit && !f.l.nomem; i++)
             if (matches(rq, &d->q[i].r))
-                ab__dq_collect(&l, &d->q[i].r);
+                flist_add(&f, &d->q[i].r);
     }
+    ab__access_unref(&acc);
+    l = f.l;
     ab_request_info_t *info = l.n ? calloc(l.n, sizeof(*info)) : NULL;
     if (l.nomem || (l.n && info == NULL)) {
         free(l.v);

@@ -12,7 +12,7 @@
 static void print_help(void)
 {
     printf("usage: agentbus demo [--broker E] [--data DIR] [--agents N] [--runs N] [--pace MS]\n"
-           "                     [--json] [--no-color]\n\n"
+           "                     [--json] [--no-color] [--secure]\n\n"
            "Run a demo fabric: a broker, N agent workers publishing realistic AG-UI runs on one\n"
            "thread (text streaming, tool calls with results, state deltas, an interrupted run\n"
            "and its resumed run, a failed and a cancelled run) and an observer showing them\n"
@@ -29,6 +29,10 @@ static void print_help(void)
            "  --pace MS    delay between an agent's events (default 40; 0 = flat out)\n"
            "  --json       observer events as JSON Lines on stdout (the rest on stderr)\n"
            "  --no-color   no colour (colour is used only on a terminal)\n"
+           "  --secure     run with CURVE keys and an access file (made under DATA/keys):\n"
+           "               the agents may publish and serve, this console observe and\n"
+           "               control, each only the demo's threads; shows a refusal of each\n"
+           "               kind at the end (not with --broker)\n"
            "  -h, --help   show this help\n"
            "(internal: --agent-worker K --thread T is how the demo runs each agent process,\n"
            " --dispatch-worker K each worker process of its dispatch act)\n",
@@ -64,6 +68,7 @@ static int take(int c, demo_opts_t *o)
         break;
     case 'j': o->json = true; break;
     case 'n': o->no_color = true; break;
+    case 'S': o->secure = true; break;
     case 'w':
         if (!parse_int(optarg, 1, DEMO_MAX_AGENTS, &o->worker))
             return cli_usage_error("demo", "--agent-worker needs 1..%d", DEMO_MAX_AGENTS);
@@ -92,6 +97,9 @@ static int check(const demo_opts_t *o)
     }
     if (o->thread)
         return cli_usage_error("demo", "--thread is internal (with --agent-worker)");
+    if (o->secure && o->broker)
+        return cli_usage_error("demo", "--secure makes the keys of the broker it starts: not "
+                                       "with --broker");
     if (o->broker && o->data)
         return cli_usage_error("demo", "--data is for the broker the demo starts (no --broker)");
     return AB_EXIT_OK;
@@ -107,6 +115,7 @@ int cmd_demo(int argc, char **argv)
         {"pace", required_argument, NULL, 'p'},
         {"json", no_argument, NULL, 'j'},
         {"no-color", no_argument, NULL, 'n'},
+        {"secure", no_argument, NULL, 'S'},
         {"help", no_argument, NULL, 'h'},
         {"agent-worker", required_argument, NULL, 'w'},
         {"thread", required_argument, NULL, 't'},

@@ -150,16 +150,19 @@ static int spawn_worker(struct demo *d, int a, const char *ep)
     snprintf(n, sizeof(n), "%d", d->o.agents);
     snprintf(runs, sizeof(runs), "%d", d->o.runs);
     snprintf(pace, sizeof(pace), "%d", d->o.pace_ms);
-    const char *argv[20] = {"agentbus", "demo",   "--agent-worker", k,    "--agents", n,
-                            "--runs",   runs,     "--pace",         pace, "--broker", ep,
-                            "--thread", d->thread};
-    int i = 14;
+    const char *argv[24] = {"agentbus"};
+    int i = 1 + demo_key_args(argv + 1); /* --secure: the agents' key */
+    const char *rest[] = {"demo",   "--agent-worker", k,    "--agents", n,  "--runs",
+                          runs,     "--pace",         pace, "--broker", ep, "--thread",
+                          d->thread};
+    for (size_t r = 0; r < sizeof rest / sizeof rest[0]; r++)
+        argv[i++] = rest[r];
     if (d->dir) { /* a label only: ps (and the tests) see whose worker it is */
         argv[i++] = "--data";
         argv[i++] = d->dir;
     }
     argv[i] = NULL;
-    char *args[20];
+    char *args[24];
     memcpy(args, argv, sizeof(args)); /* execv's prototype is not const-correct */
     int fds[2];
     if (pipe(fds) != 0)
@@ -632,6 +635,8 @@ static int run_fabric(struct demo *d, const char *ep)
         snprintf(first, sizeof(first), "the audit (replay --verify) failed");
     if (!bad && !demo_stop && dispatch_act(d, ep, first, sizeof(first)) != DEMO_OK)
         bad++;
+    if (!bad && !demo_stop && demo_secure_check(ep, d->thread, d->info) != DEMO_OK && !bad++)
+        snprintf(first, sizeof(first), "--secure: the access file was not enforced");
     if (bad) {
         fprintf(d->info, "agentbus demo: FAILED: %s\n", first);
         return DEMO_FAIL;
@@ -676,6 +681,12 @@ static int start_broker(struct demo *d, spawn_broker_t *b)
     char log[600];
     snprintf(log, sizeof(log), "%s/broker.log", d->dir);
     spawn_opts_t so = {.dir = d->dir, .log_path = log};
+    if (d->o.secure) { /* demo_secure.c invariant 1: keys before the broker */
+        if (demo_secure_setup(d->dir, d->thread, d->info) != 0)
+            return -1;
+        so.extra[0] = "--keys";
+        so.extra[1] = demo_secure_keys_dir();
+    }
     fprintf(d->info, "== starting a broker: agentbus broker --data %s%s (log %s)\n", d->dir,
             d->tmp_dir ? " (a new temporary directory)" : "", log);
     if (spawn_broker(b, &so) != 0) {

@@ -26,6 +26,7 @@ typedef struct demo_opts {
     const char *data;   /**< data directory of the started broker; NULL: a temporary one */
     int agents, runs, pace_ms;
     bool json, no_color;
+    bool secure;        /**< --secure: keys and an access file (demo_secure.c) */
     int worker;         /**< internal: --agent-worker K (0-based); -1 = the demo itself */
     const char *thread; /**< internal: --thread T of a worker */
     int dworker;        /**< internal: --dispatch-worker K (1, 2); 0 = none */
@@ -128,5 +129,20 @@ int demo_dispatch_worker(const char *ep, int k, int pace_ms, volatile sig_atomic
  */
 int demo_dispatch_act(FILE *info, const char *ep, const char *thread, int pace_ms, char *why,
                       size_t size);
+
+/* ---- --secure (demo_secure.c) ------------------------------------------------ */
+
+/**
+ * Make the keys and the access file under DATA/keys for threads starting
+ * @p prefix, and take the console's key for this process (the environment).
+ * @return 0, or -1 (the reason printed).
+ */
+int demo_secure_setup(const char *data, const char *prefix, FILE *info);
+/** The keys directory the broker gets (--keys), or NULL without --secure. */
+const char *demo_secure_keys_dir(void);
+/** Write the agents' global key options (4 entries) to @p argv; @return how many (0 or 4). */
+int demo_key_args(const char **argv);
+/** Show (and check) that the access file is enforced; DEMO_OK without --secure. */
+int demo_secure_check(const char *ep, const char *thread, FILE *info);
 
 #endif

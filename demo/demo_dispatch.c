@@ -194,9 +194,13 @@ static pid_t spawn_dworker(const char *ep, int k, int pace)
     char ks[8], ps[16];
     snprintf(ks, sizeof ks, "%d", k);
     snprintf(ps, sizeof ps, "%d", pace);
-    const char *argv[] = {"agentbus", "demo", "--dispatch-worker", ks, "--broker", ep, "--pace",
-                          ps,         NULL};
-    char *args[9];
+    const char *argv[14] = {"agentbus"};
+    int n = 1 + demo_key_args(argv + 1); /* --secure: the agents' key */
+    const char *rest[] = {"demo", "--dispatch-worker", ks, "--broker", ep, "--pace", ps};
+    for (size_t r = 0; r < sizeof rest / sizeof rest[0]; r++)
+        argv[n++] = rest[r];
+    argv[n] = NULL;
+    char *args[14];
     memcpy(args, argv, sizeof(args)); /* execv's prototype is not const-correct */
     pid_t parent = getpid();
     fflush(NULL);

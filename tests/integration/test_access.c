@@ -142,7 +142,7 @@ static const cmd_t cmds[] = {
     {"abandon_run", R_CONTROL, N_THREAD},
     {"invoke_action", R_CONTROL, N_THREAD},
     {"workers", R_CONTROL, N_ANY},
-    {"requests", R_CONTROL, N_ALL},
+    {"requests", R_CONTROL, N_ANY},
     {"replay_all", R_ADMIN, N_ALL},
     {"serve", R_SERVE, N_ANY},
     {"decline", R_SERVE, N_ANY},
@@ -486,6 +486,15 @@ static void test_worker_serves_its_prefixes_only(void **state)
     assert_int_equal(ab_conn_requests(adm, &rq, f->it.doc, &rr, IT_TIMEOUT, &err), AB_OK);
     assert_int_equal(rr.nrequests, 1);
     assert_memory_equal(rr.requests[0].thread.ptr, "b-job", 5);
+    /* a controller of "a" lists only a's requests: the assigned a-job, not the queued b-job */
+    ab_conn_t *ctl = conn_as(f, P_CTL);
+    ab_requests_t all = {.state = AB_REQ_NONE};
+    assert_int_equal(ab_conn_requests(ctl, &all, f->it.doc, &rr, IT_TIMEOUT, &err), AB_OK);
+    assert_int_equal(rr.nrequests, 1);
+    assert_memory_equal(rr.requests[0].thread.ptr, "a-job", 5);
+    assert_int_equal(ab_conn_requests(ctl, &rq, f->it.doc, &rr, IT_TIMEOUT, &err), AB_OK);
+    assert_int_equal(rr.nrequests, 0);
+    ab_conn_destroy(&ctl);
     ab_worker_destroy(&w);
     ab_conn_destroy(&adm);
 }

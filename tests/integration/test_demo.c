@@ -251,6 +251,46 @@ static void test_demo_own_broker(void **state)
     bp_rm_tree(dir);
 }
 
+/* --secure: the whole demo with keys and an access file, and a refusal of each kind. */
+static void test_demo_secure(void **state)
+{
+    (void)state;
+    if (!bp_available())
+        skip();
+    char dir[] = "/tmp/agentbus-demosec-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    static demo_proc_t d;
+    const char *args[] = {"--data", dir,          "--pace",   "0", "--runs",
+                          "3",      "--no-color", "--secure", NULL};
+    demo_spawn(&d, args, false);
+    demo_wait(&d, ab__mono_ms() + DEMO_MS);
+    if (d.status != 0)
+        fail_msg("demo exit %d:\n%s", d.status, d.out);
+    assert_non_null(strstr(d.out, "agentbus demo: OK:"));
+    assert_non_null(strstr(d.out, "== secure: CURVE keys and an access file in "));
+    assert_non_null(strstr(d.out, "== secure: the console's claim on demo-"));
+    assert_non_null(strstr(d.out, "was refused: key 'console' may not claim runs"));
+    assert_non_null(strstr(d.out, "== secure: a key the access file does not list got no answer"));
+    assert_non_null(strstr(d.out, "== dispatch: OK:"));
+    /* the broker ran with keys, and logged the stranger's refusal */
+    char log[600], line[2048];
+    snprintf(log, sizeof(log), "%s/broker.log", dir);
+    FILE *f = fopen(log, "r");
+    assert_non_null(f);
+    bool curve = false, refused = false;
+    while (fgets(line, sizeof(line), f)) {
+        curve |= strstr(line, "keys: CURVE on") != NULL;
+        refused |= strstr(line, "refused a connection from 127.0.0.1: unknown key") != NULL;
+    }
+    fclose(f);
+    assert_true(curve);
+    assert_true(refused);
+    long pids[8];
+    assert_int_equal(agent_pids(&d, pids, 8), 3);
+    check_gone(dir, pids, 3);
+    bp_rm_tree(dir);
+}
+
 /* No --data: a new temporary directory under $TMPDIR, named and kept. */
 static void test_demo_temp_dir(void **state)
 {
@@ -350,9 +390,8 @@ static void test_demo_external_json(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_demo_own_broker),
-        cmocka_unit_test(test_demo_temp_dir),
-        cmocka_unit_test(test_demo_sigint),
+        cmocka_unit_test(test_demo_own_broker),    cmocka_unit_test(test_demo_temp_dir),
+        cmocka_unit_test(test_demo_secure),        cmocka_unit_test(test_demo_sigint),
         cmocka_unit_test(test_demo_external_json),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
