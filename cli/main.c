@@ -43,7 +43,8 @@ static void usage(FILE *out)
             "usage: agentbus [--key FILE --server-key FILE] <command> [options]\n\n"
             "agentbus is a message bus for multi-process AI-agent fabrics.\n\n"
             "  --key FILE         this client's CURVE secret key file (AGENTBUS_KEY)\n"
-            "  --server-key FILE  the broker's CURVE public key file (AGENTBUS_SERVER_KEY)\n"
+            "  --server-key FILE  the broker's CURVE public key file (AGENTBUS_SERVER_KEY), or\n"
+            "                     the broker's keys directory (its broker.key)\n"
             "                     both for a broker started with --keys; before the command\n\n"
             "commands:\n");
     for (size_t i = 0; i < NSUB; i++)

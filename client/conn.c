@@ -23,6 +23,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <zmq.h>
 
@@ -347,6 +348,12 @@ static ab_status_t resolve_curve(ab_conn_t *c, ab_error_t *err)
     if (rc == AB_OK && c->me.secret_key[0] == '\0')
         rc = ab_error_set(err, AB_INVALID_ARGUMENT, "AGENTBUS_KEY",
                           "%s holds no secret key (give the .key_secret file)", kf);
+    char dirkey[4096];
+    struct stat st;
+    if (stat(sf, &st) == 0 && S_ISDIR(st.st_mode)) { /* the broker's keys directory */
+        snprintf(dirkey, sizeof dirkey, "%s/broker.key", sf);
+        sf = dirkey;
+    }
     if (rc == AB_OK)
         rc = ab_keypair_read(&srv, sf, err);
     if (rc == AB_OK) {

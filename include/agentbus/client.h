@@ -62,7 +62,8 @@ typedef struct ab_conn_opts {
      * across machines"): this client's key pair (its secret key set) and the
      * broker's public key (Z85, 40 characters); both or neither. Neither:
      * the files named by the environment, AGENTBUS_KEY (this client's secret
-     * key file) and AGENTBUS_SERVER_KEY (the broker's public key file), when
+     * key file) and AGENTBUS_SERVER_KEY (the broker's public key file, or a
+     * directory holding it as broker.key: the broker's keys directory), when
      * set; else no CURVE. The event endpoint's SUB sockets of a subscriber
      * use the same keys.
      */

@@ -416,10 +416,10 @@ static void test_cli_whoami(void **state)
     assert_non_null(strstr(out, "key       ctl_a\n"));
     assert_non_null(strstr(out, "control   a*\n"));
     assert_non_null(strstr(out, "observe   -\n"));
-    /* the same with --json */
+    /* the same with --json, the broker's key taken from its keys directory */
     snprintf(cmd, sizeof cmd,
              "env -u AGENTBUS_KEY -u AGENTBUS_SERVER_KEY %s --key %s/ctl_a.key_secret "
-             "--server-key %s/broker.key whoami --broker %s --json 2>&1",
+             "--server-key %s whoami --broker %s --json 2>&1",
              AB_AGENTBUS_BIN, f->mine, f->dir, f->it.bp.cmd);
     p = popen(cmd, "r");
     assert_non_null(p);
