@@ -4,7 +4,8 @@
  * a client whose public key is DIR/NAME.key connects, publishes and gets its
  * live events on the event endpoint; an unknown key and no key at all are
  * refused at the handshake (no welcome ever comes) and the refusal is logged
- * with the key's fingerprint; the environment's AGENTBUS_KEY and
+ * with the key's fingerprint (a listed key that names the wrong broker key
+ * gets no answer either); the environment's AGENTBUS_KEY and
  * AGENTBUS_SERVER_KEY work like the options; a keys directory without the
  * broker's own key pair keeps the broker from starting.
  */
@@ -142,6 +143,10 @@ static void test_unknown_and_no_key_refused(void **state)
     ab_conn_t *c = NULL;
     assert_int_equal(connect_as(f, &f->mallory, &c, 1000), AB_TIMEOUT); /* no welcome */
     assert_int_equal(connect_as(f, NULL, &c, 1000), AB_TIMEOUT);
+    /* a known client key with the wrong broker key: the broker cannot prove itself */
+    ab_conn_opts_t wrong = {
+        .timeout_ms = 1000, .key = &f->alice, .server_key = f->mallory.public_key};
+    assert_int_equal(ab_conn_new(&c, f->it.bp.cmd, &wrong, NULL), AB_TIMEOUT);
     assert_true(bp_wait_log(&f->it.bp, "refused a connection from 127.0.0.1: unknown key", 1,
                             IT_TIMEOUT) >= 1);
     char fp[9];
