@@ -8,8 +8,8 @@
  *            TEXT_MESSAGE_CONTENT), 256 events per publish, up to PIPE
  *            publishes in flight per producer; acknowledged events/s at
  *            --durability fsync and process, and the broker's peak RSS.
- *   latency  publish-to-ack p50/p99 of single-event publishes at 1,000
- *            events/s, then of batches at 80% of the measured maximum.
+ *   latency  bench_latency.c: the floor, publish-to-ack and publish-to-
+ *            delivery percentiles.
  *   replay   one run of 100k events and a thread of 10 runs x 10k events,
  *            replayed; events/s delivered to the callback.
  *   zmq      ceilings: raw DEALER/ROUTER round trips/s and one-way 256-byte
@@ -184,6 +184,8 @@ static int send_batch(prod_t *p, ab_conn_t *c, ab_buf_t *frames, uint64_t *seqs,
     req.u.publish.count = (uint32_t)p->batch;
     ab_error_t err = AB_ERROR_INIT;
     f->t0 = ab__mono_s();
+    if (p->sent && k < p->nsent) /* before the send: a subscriber may see the event at once */
+        atomic_store(&p->sent[k], f->t0);
     return ab_conn_send(c, &req, frames, (size_t)p->batch, &f->cid, &err) == AB_OK ? 0 : -1;
 }
 
@@ -294,12 +296,18 @@ prod_t load_producer(const char *ep, void *ctx, const bodies_t *b, double second
 /* Run @p n producers like @p tmpl; returns acked events/s (or -1). */
 double run_producers(const prod_t *tmpl, int n, prod_t *out)
 {
+    for (int i = 0; i < n; i++)
+        out[i] = *tmpl;
+    return run_producers_into(out, n);
+}
+
+double run_producers_into(prod_t *out, int n)
+{
     pthread_t th[PRODUCERS];
     double t0 = ab__mono_s();
     for (int i = 0; i < n; i++) {
-        out[i] = *tmpl;
         out[i].id = i;
-        if (tmpl->want_lat)
+        if (out[i].want_lat)
             out[i].lat = calloc(LAT_MAX, sizeof(double));
         pthread_create(&th[i], NULL, produce, &out[i]);
     }
@@ -316,34 +324,6 @@ double run_producers(const prod_t *tmpl, int n, prod_t *out)
 
 /* ---- rows ---------------------------------------------------------------- */
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* p50/p99 in microseconds over every producer's samples. */
-static void percentiles(prod_t *ps, int n, double *p50, double *p99, size_t *count)
-{
-    size_t total = 0;
-    for (int i = 0; i < n; i++)
-        total += ps[i].nlat;
-    double *all = malloc((total ? total : 1) * sizeof(double));
-    size_t k = 0;
-    for (int i = 0; i < n; i++) {
-        memcpy(all + k, ps[i].lat, ps[i].nlat * sizeof(double));
-        k += ps[i].nlat;
-        free(ps[i].lat);
-        ps[i].lat = NULL;
-    }
-    qsort(all, total, sizeof(double), cmp_double);
-    *count = total;
-    *p50 = total ? all[total / 2] * 1e6 : 0;
-    *p99 = total ? all[(size_t)((double)total * 0.99)] * 1e6 : 0;
-    free(all);
-}
-
-/* Endpoint of the row: --broker, or a child started with @p durability. */
 int row_begin(const bench_opts_t *o, child_t *ch, const char *durability, const char **ep)
 {
     memset(ch, 0, sizeof(*ch));
@@ -357,8 +337,7 @@ int row_begin(const bench_opts_t *o, child_t *ch, const char *durability, const 
     return 0;
 }
 
-static double ingest_row(const bench_opts_t *o, void *ctx, const bodies_t *b,
-                         const char *durability)
+double ingest_row(const bench_opts_t *o, void *ctx, const bodies_t *b, const char *durability)
 {
     child_t ch;
     const char *ep;
@@ -392,51 +371,6 @@ static int bench_ingest(const bench_opts_t *o, void *ctx, const bodies_t *b)
     double f = ingest_row(o, ctx, b, "fsync");
     double p = ingest_row(o, ctx, b, "process");
     return f < 0 || p < 0 ? AB_BENCH_FAIL : AB_BENCH_OK;
-}
-
-static int latency_row(const bench_opts_t *o, void *ctx, const bodies_t *b, const char *label,
-                       const char *durability, double rate, int batch, int nprod)
-{
-    child_t ch;
-    const char *ep;
-    if (row_begin(o, &ch, durability, &ep) != 0)
-        return -1;
-    prod_t tmpl = {.endpoint = ep,
-                   .ctx = ctx,
-                   .bodies = b,
-                   .nruns = 4,
-                   .batch = batch,
-                   .pipe = batch == 1 ? 64 : PIPE,
-                   .seconds = o->seconds,
-                   .rate = rate / nprod,
-                   .thread_fmt = "lat-%d",
-                   .want_lat = true};
-    bench_run_tag(tmpl.run_tag);
-    prod_t ps[PRODUCERS];
-    double got = run_producers(&tmpl, nprod, ps);
-    double p50, p99;
-    size_t n;
-    percentiles(ps, nprod, &p50, &p99, &n);
-    child_stop(&ch);
-    if (got < 0)
-        return -1;
-    printf("latency %-24s durability=%-7s target %7.0f ev/s, got %7.0f ev/s: p50 %7.0f us  "
-           "p99 %7.0f us  (%zu publishes of %d)\n",
-           label, durability, rate, got, p50, p99, n, batch);
-    return 0;
-}
-
-static int bench_latency(const bench_opts_t *o, void *ctx, const bodies_t *b)
-{
-    if (latency_row(o, ctx, b, "light (1 event/publish)", "fsync", 1000, 1, 1) != 0 ||
-        latency_row(o, ctx, b, "light (1 event/publish)", "process", 1000, 1, 1) != 0)
-        return AB_BENCH_FAIL;
-    double max = ingest_row(o, ctx, b, "fsync");
-    if (max <= 0)
-        return AB_BENCH_FAIL;
-    if (latency_row(o, ctx, b, "80% of max (batches)", "fsync", 0.8 * max, BATCH, PRODUCERS) != 0)
-        return AB_BENCH_FAIL;
-    return AB_BENCH_OK;
 }
 
 typedef struct counter {

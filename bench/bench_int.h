@@ -53,6 +53,10 @@ typedef struct prod {
     /* appended to every run id ("" = none): fresh runs on a broker (--broker) that already
      * holds an earlier row's or run's, so the load is not answered as duplicates */
     char run_tag[24];
+    /* bench latency's delivery rows: the send time of batch k (ab__mono_s()), k < nsent;
+     * NULL = not kept */
+    _Atomic double *sent;
+    size_t nsent;
     /* results */
     uint64_t acked;
     uint64_t rejected;
@@ -71,6 +75,12 @@ prod_t load_producer(const char *ep, void *ctx, const bodies_t *b, double second
                      const char *thread_fmt);
 /** A run tag no earlier row of this process (nor, most likely, another process) used. */
 void bench_run_tag(char out[24]);
+/** Run the @p n producers set up in @p ps (their ids set here); acknowledged events/s, or -1. */
+double run_producers_into(prod_t *ps, int n);
+/** One ingest row (bench ingest): acknowledged events/s printed and returned, or -1. */
+double ingest_row(const bench_opts_t *o, void *ctx, const bodies_t *b, const char *durability);
+/** `agentbus bench latency` (bench_latency.c). */
+int bench_latency(const bench_opts_t *o, void *ctx, const bodies_t *b);
 /** Run @p n producers like @p tmpl into @p out; acknowledged events/s, or -1. */
 double run_producers(const prod_t *tmpl, int n, prod_t *out);
 /** A ZeroMQ socket, linger 0, bound (@p bind_ep, its endpoint into @p ep) or connected to @p ep. */

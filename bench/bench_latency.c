@@ -1,0 +1,414 @@
+/*
+ * bench_latency.c - `agentbus bench latency`: what one event costs in time,
+ * beside the floor of the same machine measured in the same run
+ * (docs/PERFORMANCE.md "Latency").
+ *
+ *   floor    a write + fdatasync loop of a commit-sized append (one WAL
+ *            frame: 24 + 4096 bytes) on the disk the bench's brokers use
+ *            ($TMPDIR, else /tmp), and a ZeroMQ DEALER/ROUTER round trip of
+ *            a 256-byte message on loopback, both at 1,000 a second;
+ *   ack      publish -> `published`, one event per publish at 1,000 events/s
+ *            (fsync and process durability), and batches of 256 from 4
+ *            producers at 80 % of the fsync ingest maximum measured just
+ *            before;
+ *   delivery publish -> a live subscriber's callback (scope all), at light
+ *            load and at 80 % of max, with 1 and 4 subscribers.
+ *
+ * Every row prints p50, p90, p99, p99.9 and max, and the light rows their
+ * ratio to the floor. Figures only: nothing here asserts a time.
+ */
+#include "ab_common.h"
+#include "agentbus/subscriber.h"
+#include "bench_int.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#define PACE_HZ     1000.0
+#define FRAME_BYTES (24 + 4096)
+#define SUBS_MAX    4
+
+typedef struct dist {
+    double p50, p90, p99, p999, max;
+    size_t n;
+} dist_t;
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Percentiles in microseconds of @p n samples in seconds (sorted in place). */
+static dist_t dist_of(double *v, size_t n)
+{
+    dist_t d = {.n = n};
+    if (n == 0)
+        return d;
+    qsort(v, n, sizeof(double), cmp_double);
+    d.p50 = v[n / 2] * 1e6;
+    d.p90 = v[(size_t)((double)n * 0.90)] * 1e6;
+    d.p99 = v[(size_t)((double)n * 0.99)] * 1e6;
+    d.p999 = v[(size_t)((double)n * 0.999)] * 1e6;
+    d.max = v[n - 1] * 1e6;
+    return d;
+}
+
+static void print_dist(const char *label, const dist_t *d, const char *extra)
+{
+    printf("latency %-44s p50 %7.0f  p90 %7.0f  p99 %7.0f  p99.9 %7.0f  max %8.0f us  (%zu)%s\n",
+           label, d->p50, d->p90, d->p99, d->p999, d->max, d->n, extra ? extra : "");
+}
+
+/* Sleep until @p t (ab__mono_s() seconds). */
+static void sleep_until(double t)
+{
+    double now = ab__mono_s();
+    if (t <= now)
+        return;
+    double s = t - now;
+    struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+    nanosleep(&ts, NULL);
+}
+
+/* ---- the floor -------------------------------------------------------------- */
+
+static int floor_fsync(double seconds, dist_t *out)
+{
+    const char *t = getenv("TMPDIR");
+    char path[512];
+    snprintf(path, sizeof path, "%s/agentbus-bench-floor-XXXXXX", t && *t ? t : "/tmp");
+    int fd = mkstemp(path);
+    if (fd < 0) {
+        fprintf(stderr, "agentbus bench: floor: cannot create %s: %s\n", path, strerror(errno));
+        return -1;
+    }
+    unlink(path);
+    static char frame[FRAME_BYTES];
+    memset(frame, 'w', sizeof frame);
+    size_t max = (size_t)(seconds * PACE_HZ) + 1;
+    double *v = calloc(max, sizeof(double));
+    size_t n = 0;
+    double start = ab__mono_s();
+    int rc = v ? 0 : -1;
+    for (off_t off = 0; rc == 0 && n < max && ab__mono_s() < start + seconds; off += FRAME_BYTES) {
+        sleep_until(start + (double)n / PACE_HZ);
+        double t0 = ab__mono_s();
+        if (pwrite(fd, frame, sizeof frame, off) != (ssize_t)sizeof frame || fdatasync(fd) != 0)
+            rc = -1;
+        v[n++] = ab__mono_s() - t0;
+    }
+    close(fd);
+    if (rc == 0)
+        *out = dist_of(v, n);
+    free(v);
+    return rc;
+}
+
+static void *echo_main(void *arg)
+{
+    void *s = arg;
+    for (;;) {
+        zmq_msg_t id, body;
+        zmq_msg_init(&id);
+        zmq_msg_init(&body);
+        if (zmq_msg_recv(&id, s, 0) < 0 || zmq_msg_recv(&body, s, 0) < 0) {
+            zmq_msg_close(&id);
+            zmq_msg_close(&body);
+            return NULL; /* the context is ending */
+        }
+        zmq_msg_send(&id, s, ZMQ_SNDMORE);
+        zmq_msg_send(&body, s, 0);
+    }
+}
+
+static int floor_zmq(double seconds, dist_t *out)
+{
+    void *ctx = zmq_ctx_new();
+    void *r = zmq_socket(ctx, ZMQ_ROUTER), *d = zmq_socket(ctx, ZMQ_DEALER);
+    char ep[128];
+    size_t len = sizeof ep;
+    int zero = 0;
+    zmq_setsockopt(r, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_setsockopt(d, ZMQ_LINGER, &zero, sizeof zero);
+    if (zmq_bind(r, "tcp://127.0.0.1:*") != 0 || zmq_getsockopt(r, ZMQ_LAST_ENDPOINT, ep, &len) ||
+        zmq_connect(d, ep) != 0) {
+        zmq_close(r);
+        zmq_close(d);
+        zmq_ctx_term(ctx);
+        return -1;
+    }
+    pthread_t th;
+    pthread_create(&th, NULL, echo_main, r);
+    char msg[EVENT_SIZE], back[EVENT_SIZE];
+    memset(msg, 'm', sizeof msg);
+    size_t max = (size_t)(seconds * PACE_HZ) + 1;
+    double *v = calloc(max, sizeof(double));
+    size_t n = 0;
+    double start = ab__mono_s();
+    for (; v && n < max && ab__mono_s() < start + seconds;) {
+        sleep_until(start + (double)n / PACE_HZ);
+        double t0 = ab__mono_s();
+        if (zmq_send(d, msg, sizeof msg, 0) < 0 || zmq_recv(d, back, sizeof back, 0) < 0)
+            break;
+        v[n++] = ab__mono_s() - t0;
+    }
+    zmq_close(d);
+    zmq_ctx_shutdown(ctx); /* unblocks the echo thread, which then closes its socket */
+    pthread_join(th, NULL);
+    zmq_close(r);
+    zmq_ctx_term(ctx);
+    if (v)
+        *out = dist_of(v, n);
+    free(v);
+    return v && n > 0 ? 0 : -1;
+}
+
+/* ---- publish -> ack --------------------------------------------------------- */
+
+static int ack_row(const bench_opts_t *o, void *ctx, const bodies_t *b, const char *durability,
+                   double rate, int batch, int nprod, dist_t *out, double *got)
+{
+    child_t ch;
+    const char *ep;
+    if (row_begin(o, &ch, durability, &ep) != 0)
+        return -1;
+    prod_t tmpl = {.endpoint = ep,
+                   .ctx = ctx,
+                   .bodies = b,
+                   .nruns = 4,
+                   .batch = batch,
+                   .pipe = batch == 1 ? 64 : PIPE,
+                   .seconds = o->seconds,
+                   .rate = rate / nprod,
+                   .thread_fmt = "lat-%d",
+                   .want_lat = true};
+    bench_run_tag(tmpl.run_tag);
+    prod_t ps[PRODUCERS];
+    *got = run_producers(&tmpl, nprod, ps);
+    child_stop(&ch);
+    size_t total = 0;
+    for (int i = 0; i < nprod; i++)
+        total += ps[i].nlat;
+    double *all = malloc((total ? total : 1) * sizeof(double));
+    size_t k = 0;
+    for (int i = 0; i < nprod; i++) {
+        if (all)
+            memcpy(all + k, ps[i].lat, ps[i].nlat * sizeof(double));
+        k += ps[i].nlat;
+        free(ps[i].lat);
+    }
+    if (all)
+        *out = dist_of(all, total);
+    free(all);
+    return *got < 0 || all == NULL ? -1 : 0;
+}
+
+/* ---- publish -> a live subscriber ------------------------------------------- */
+
+typedef struct dsub {
+    ab_sub_t *sub;
+    prod_t *ps; /* the producers, whose send times the callback reads */
+    int nprod;
+    double *lat;
+    size_t nlat;
+    uint64_t got;
+    _Atomic uint64_t *target;
+    atomic_int *done;
+    int failed;
+} dsub_t;
+
+/* The send time of event (producer p, run r, seq) from the producer's batch log. */
+static double sent_at(const dsub_t *s, int p, int r, uint64_t seq)
+{
+    const prod_t *pr = &s->ps[p];
+    uint64_t k = ((seq - 1) / (uint64_t)pr->batch) * (uint64_t)pr->nruns + (uint64_t)r;
+    return pr->sent && k < pr->nsent ? atomic_load(&pr->sent[k]) : 0;
+}
+
+static int dsub_event(void *ud, const ab_sub_event_t *e)
+{
+    dsub_t *s = ud;
+    double now = ab__mono_s();
+    s->got++;
+    int p = -1, r = -1;
+    if (e->ev.thread.len > 4 && memcmp(e->ev.thread.ptr, "lat-", 4) == 0)
+        p = atoi(e->ev.thread.ptr + 4);
+    const char *dash = memchr(e->ev.run.ptr, '-', e->ev.run.len);
+    if (dash && dash[1] == 'r')
+        r = atoi(dash + 2);
+    if (e->replayed || p < 0 || p >= s->nprod || r < 0)
+        return 0; /* recovered from the store: not a live delivery */
+    double t0 = sent_at(s, p, r, e->ev.seq);
+    if (t0 > 0 && s->nlat < LAT_MAX)
+        s->lat[s->nlat++] = now - t0;
+    return 0;
+}
+
+static void *dsub_main(void *arg)
+{
+    dsub_t *s = arg;
+    double deadline = 0;
+    while (!s->failed) {
+        ab_error_t err = AB_ERROR_INIT;
+        ab_status_t rc = ab_sub_poll(s->sub, 20, &err);
+        if (rc != AB_OK && !ab_status_retryable(rc)) {
+            fprintf(stderr, "agentbus bench: subscriber: %s\n", err.message);
+            s->failed = 1;
+        }
+        if (atomic_load(s->done)) {
+            if (s->got >= atomic_load(s->target))
+                break;
+            if (deadline == 0)
+                deadline = ab__mono_s() + 30;
+            if (ab__mono_s() > deadline)
+                s->failed = 1;
+        }
+    }
+    return NULL;
+}
+
+static int open_subs(const char *ep, dsub_t *s, int nsub)
+{
+    for (int i = 0; i < nsub; i++) {
+        ab_sub_opts_t so = {.scope = AB_SUB_ALL,
+                            .start = AB_SUB_FROM_NOW,
+                            .on_event = dsub_event,
+                            .ud = &s[i],
+                            .timeout_ms = 10000};
+        ab_error_t err = AB_ERROR_INIT;
+        s[i].lat = calloc(LAT_MAX, sizeof(double));
+        if (s[i].lat == NULL || ab_sub_new(&s[i].sub, ep, &so, &err) != AB_OK ||
+            ab_sub_poll(s[i].sub, 200, &err) != AB_OK) {
+            fprintf(stderr, "agentbus bench: subscriber: %s\n", err.message);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static int delivery_row(const bench_opts_t *o, void *ctx, const bodies_t *b, double rate, int batch,
+                        int nprod, int nsub, dist_t *out)
+{
+    child_t ch;
+    const char *ep;
+    if (row_begin(o, &ch, "fsync", &ep) != 0)
+        return -1;
+    atomic_int done;
+    _Atomic uint64_t target;
+    atomic_init(&done, 0);
+    atomic_init(&target, 0);
+    prod_t ps[PRODUCERS];
+    dsub_t s[SUBS_MAX];
+    memset(s, 0, sizeof s);
+    pthread_t th[SUBS_MAX];
+    prod_t tmpl = {.endpoint = ep,
+                   .ctx = ctx,
+                   .bodies = b,
+                   .nruns = 4,
+                   .batch = batch,
+                   .pipe = batch == 1 ? 64 : PIPE,
+                   .seconds = o->seconds,
+                   .rate = rate / nprod,
+                   .thread_fmt = "lat-%d"};
+    bench_run_tag(tmpl.run_tag);
+    tmpl.nsent = (size_t)(o->seconds * rate / batch / nprod) + 1024;
+    for (int i = 0; i < nsub; i++)
+        s[i] = (dsub_t){.ps = ps, .nprod = nprod, .target = &target, .done = &done};
+    int rc = open_subs(ep, s, nsub);
+    /* the producers' send logs exist before any event can reach a subscriber */
+    for (int i = 0; rc == 0 && i < nprod; i++) {
+        ps[i] = tmpl;
+        ps[i].sent = calloc(tmpl.nsent, sizeof(*ps[i].sent));
+        rc = ps[i].sent ? 0 : -1;
+    }
+    for (int i = 0; rc == 0 && i < nsub; i++)
+        pthread_create(&th[i], NULL, dsub_main, &s[i]);
+    if (rc == 0) {
+        rc = run_producers_into(ps, nprod) < 0 ? -1 : 0;
+        uint64_t acked = 0;
+        for (int i = 0; i < nprod; i++)
+            acked += ps[i].acked - ps[i].duplicates;
+        atomic_store(&target, acked);
+        atomic_store(&done, 1);
+        for (int i = 0; i < nsub; i++) {
+            pthread_join(th[i], NULL);
+            rc |= s[i].failed ? -1 : 0;
+        }
+    }
+    /* every subscriber's samples together */
+    size_t total = 0;
+    for (int i = 0; i < nsub; i++)
+        total += s[i].nlat;
+    double *all = malloc((total ? total : 1) * sizeof(double));
+    for (size_t k = 0, i = 0; all && i < (size_t)nsub; k += s[i].nlat, i++)
+        memcpy(all + k, s[i].lat, s[i].nlat * sizeof(double));
+    if (all)
+        *out = dist_of(all, total);
+    free(all);
+    for (int i = 0; i < nsub; i++) {
+        ab_sub_destroy(&s[i].sub);
+        free(s[i].lat);
+    }
+    for (int i = 0; i < nprod; i++)
+        free(ps[i].sent);
+    child_stop(&ch);
+    return rc;
+}
+
+/* ---- the whole bench ---------------------------------------------------------- */
+
+static void vs_floor(char *out, size_t size, const dist_t *d, const dist_t *fs, const dist_t *zq)
+{
+    snprintf(out, size, "  [p50 = floor fdatasync p50 + %.0f us; p99 = %.1f x floor p99]",
+             d->p50 - fs->p50, fs->p99 > 0 ? d->p99 / fs->p99 : 0);
+    (void)zq;
+}
+
+int bench_latency(const bench_opts_t *o, void *ctx, const bodies_t *b)
+{
+    dist_t fs, zq, d;
+    double got = 0;
+    char extra[160], label[96];
+    if (floor_fsync(o->seconds, &fs) != 0 || floor_zmq(o->seconds, &zq) != 0)
+        return AB_BENCH_FAIL;
+    print_dist("floor: write+fdatasync of 4120 B, 1,000/s", &fs, NULL);
+    print_dist("floor: ZeroMQ DEALER/ROUTER round trip", &zq, NULL);
+    if (ack_row(o, ctx, b, "fsync", PACE_HZ, 1, 1, &d, &got) != 0)
+        return AB_BENCH_FAIL;
+    vs_floor(extra, sizeof extra, &d, &fs, &zq);
+    print_dist("ack, 1 event/publish, 1,000/s, fsync", &d, extra);
+    if (ack_row(o, ctx, b, "process", PACE_HZ, 1, 1, &d, &got) != 0)
+        return AB_BENCH_FAIL;
+    snprintf(extra, sizeof extra, "  [p50 = %.1f ZeroMQ round trips]",
+             zq.p50 > 0 ? d.p50 / zq.p50 : 0);
+    print_dist("ack, 1 event/publish, 1,000/s, process", &d, extra);
+    double max = ingest_row(o, ctx, b, "fsync");
+    if (max <= 0)
+        return AB_BENCH_FAIL;
+    if (ack_row(o, ctx, b, "fsync", 0.8 * max, BATCH, PRODUCERS, &d, &got) != 0)
+        return AB_BENCH_FAIL;
+    snprintf(label, sizeof label, "ack, 80%% of max (%.0f ev/s, batches), fsync", got);
+    print_dist(label, &d, NULL);
+    for (int nsub = 1; nsub <= SUBS_MAX; nsub += 3) {
+        if (delivery_row(o, ctx, b, PACE_HZ, 1, 1, nsub, &d) != 0)
+            return AB_BENCH_FAIL;
+        snprintf(label, sizeof label, "delivery, 1,000/s, fsync, %d subscriber%s", nsub,
+                 nsub > 1 ? "s" : "");
+        print_dist(label, &d, NULL);
+        if (delivery_row(o, ctx, b, 0.8 * max, BATCH, PRODUCERS, nsub, &d) != 0)
+            return AB_BENCH_FAIL;
+        snprintf(label, sizeof label, "delivery, 80%% of max, fsync, %d subscriber%s", nsub,
+                 nsub > 1 ? "s" : "");
+        print_dist(label, &d, NULL);
+    }
+    return AB_BENCH_OK;
+}
