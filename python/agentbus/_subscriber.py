@@ -1,0 +1,410 @@
+"""AsyncSubscriber: every event of a run, a thread or the whole bus after a cursor, each
+exactly once and in order, live after a replay (docs/PROTOCOL.md 6.2 "Clone pattern",
+6.3, 7.7).
+
+The seam: the SUB subscribes to the scope's topic first and to ``hb`` after it, and the
+first heartbeat proves the event subscription active (6.2 step 1).  Live events received
+before that heartbeat were committed before the replay that follows reads the store, so
+they are in it and are dropped.  Then ``replay`` from the cursor; live messages arriving
+meanwhile wait in the SUB's queue (bounded by its receive high-water mark: ZeroMQ drops
+whole messages past it, which the hole rule below catches).  After ``replay_end`` each live
+event is judged: at or below the cursor a duplicate (dropped), the next one delivered,
+further ahead a hole: nothing past it is delivered and the subscriber replays from its
+cursor again.  Per run by seq (scopes run and thread), globally by pos (scope all).
+
+Also replays when a heartbeat says more was committed than it knows of (a lost tail: for
+scope all, ``head_pos`` above its position; for run and thread, ``heads`` showing a run
+ahead of its cursor), and reconnects (new ``hello``, new SUB) on a new broker instance or
+on ``silence`` seconds without a heartbeat, waiting between failed attempts as 6.3 says
+(uniform in [c/2, c], c = min(reconnect_max, reconnect_base * 2^(n-1))), the wait reset
+only once the new connection worked (a heartbeat of its instance, or a completed replay).
+
+Invariants: the cursor advances before an event is handed out; memory is bounded by the
+SUB's high-water mark, one replay window and one live message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from typing import Any, AsyncIterator, Awaitable, Callable
+
+import zmq
+
+from . import errors, wire
+from ._client import AsyncClient, Replay
+from ._conn import AsyncConnection, Keys, backoff_delay
+
+
+class AsyncSubscriber:
+    """Subscriber of scope "run" (thread, run, after_seq), "thread" (thread, cursors run ->
+    last seq) or "all" (after_pos); ``from_now=True`` starts at the broker's present
+    instead.  Iterate it (``async for ev in sub``), call ``next_batch()``, or ``run(cb)``.
+    """
+
+    def __init__(self, endpoint: str | None = None, *, scope: str = "all",
+                 thread: str | None = None, run: str | None = None, after_seq: int = 0,
+                 cursors: dict[str, int] | None = None, after_pos: int = 0,
+                 from_now: bool = False, keys: Keys | None = None, timeout: float = 5.0,
+                 silence: float = 3.0, reconnect_base: float = 0.2, reconnect_max: float = 5.0,
+                 window: int = 8, rcvhwm: int | None = None, client_name: str | None = None):
+        if scope not in ("run", "thread", "all"):
+            raise errors.InvalidArgument(f"unknown scope {scope!r}", field="scope")
+        if scope != "all" and not thread or scope == "run" and not run:
+            raise errors.InvalidArgument("scope run needs thread and run, thread a thread")
+        if reconnect_base <= 0 or reconnect_max <= 0:
+            raise errors.InvalidArgument("reconnect delays must be positive")
+        self.conn = AsyncConnection(endpoint, keys=keys, timeout=timeout,
+                                    client_name=client_name)
+        self.client = AsyncClient(conn=self.conn)
+        self.scope, self.thread, self.run_id = scope, thread, run
+        self.cursors: dict[str, int] = dict(cursors or {})
+        if scope == "run":
+            self.cursors = {run: after_seq}  # type: ignore[dict-item]
+        self.position = after_pos
+        self._from_now = from_now
+        self.silence = silence
+        self.reconnect_base = min(reconnect_base, reconnect_max)
+        self.reconnect_max = reconnect_max
+        self.window = window
+        self.rcvhwm = rcvhwm
+        self._sub: Any = None
+        self._connected = False
+        self._need_sync = True
+        self._replay: Replay | None = None
+        self._failures = 0
+        self._next_attempt = 0.0
+        self._last_hb = 0.0
+        self._head_seen = 0
+        self._ready: deque[wire.Event] = deque()
+        self._closed = False
+        self.stats = {"delivered": 0, "replays": 0, "holes": 0, "duplicates": 0,
+                      "reconnects": 0, "live": 0, "replayed": 0, "backoff_ms": 0}
+
+    async def __aenter__(self) -> "AsyncSubscriber":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        self._closed = True
+        self._close_sub()
+        await self.conn.close()
+
+    @property
+    def connected(self) -> bool:
+        return self._connected
+
+    # -- public driving --------------------------------------------------------------------------
+
+    def __aiter__(self) -> AsyncIterator[wire.Event]:
+        return self
+
+    async def __anext__(self) -> wire.Event:
+        while not self._ready:
+            if self._closed:
+                raise StopAsyncIteration
+            await self._step(self._loop().time() + 3600)
+        return self._ready.popleft()
+
+    async def next_batch(self, timeout: float = 1.0) -> list[wire.Event]:
+        """The events deliverable now, waiting up to @p timeout seconds for some (an empty
+        list then).  At most one live message's or replay chunk's events at a time."""
+        deadline = self._loop().time() + timeout
+        while not self._ready:
+            if not await self._step(deadline):
+                break
+        out = list(self._ready)
+        self._ready.clear()
+        return out
+
+    async def run(self, callback: Callable[[wire.Event], Any],
+                  timeout: float | None = None) -> None:
+        """Call @p callback (a function or ``async def``) with each event, in order,
+        until it returns True or @p timeout seconds passed."""
+        loop = self._loop()
+        end = None if timeout is None else loop.time() + timeout
+        while end is None or loop.time() < end:
+            left = 1.0 if end is None else max(0.0, end - loop.time())
+            for ev in await self.next_batch(min(1.0, left)):
+                r = callback(ev)
+                if isinstance(r, Awaitable):
+                    r = await r
+                if r is True:
+                    return
+
+    def cursor(self) -> dict[str, Any]:
+        """What to persist: {"cursors": run -> last seq} (run, thread) or {"after_pos"}."""
+        if self.scope == "all":
+            return {"after_pos": self.position}
+        return {"cursors": dict(self.cursors)}
+
+    # -- the state machine -----------------------------------------------------------------------
+
+    @staticmethod
+    def _loop() -> asyncio.AbstractEventLoop:
+        return asyncio.get_running_loop()
+
+    async def _step(self, deadline: float) -> bool:
+        """Make progress; False when @p deadline passed without anything to do."""
+        now = self._loop().time()
+        if now >= deadline:
+            return False
+        if not self._connected:
+            if now < self._next_attempt:
+                await asyncio.sleep(min(self._next_attempt, deadline) - now)
+                return self._loop().time() < deadline
+            try:
+                await self._connect()
+            except errors.AgentbusError as e:
+                if not e.retryable and not isinstance(e, errors.Closed):
+                    raise
+                self._failed_attempt()
+            return True
+        if self._need_sync:
+            try:
+                await self._sync_step()
+            except errors.AgentbusError as e:
+                if not e.retryable and not isinstance(e, errors.Closed):
+                    raise
+                self._replay = None
+                self._failed_attempt()
+                if isinstance(e, (errors.Timeout, errors.Closed)):
+                    self._disconnect()
+            return True
+        await self._live_step(deadline)
+        return True
+
+    def _failed_attempt(self) -> None:
+        self._failures += 1
+        d = backoff_delay(self._failures, self.reconnect_base, self.reconnect_max)
+        self.stats["backoff_ms"] = int(d * 1000)
+        self._next_attempt = self._loop().time() + d
+
+    def _worked(self) -> None:
+        self._failures = 0
+        self.stats["backoff_ms"] = 0
+
+    def _close_sub(self) -> None:
+        if self._sub is not None:
+            self._sub.close(0)
+            self._sub = None
+
+    def _disconnect(self) -> None:
+        self._connected = False
+        self._close_sub()
+        if self._replay is not None:
+            self._replay = None
+
+    async def _connect(self) -> None:
+        self.stats["reconnects"] += 1
+        self._close_sub()
+        await self.conn.connect()
+        sub = self.conn.ctx.socket(zmq.SUB)
+        sub.linger = 0
+        if self.rcvhwm is not None:
+            sub.rcvhwm = self.rcvhwm
+        if self.conn.keys is not None:
+            self.conn.keys.apply(sub)
+        sub.connect(self.conn.event_endpoint)
+        self._sub = sub
+        # The event topic first, then hb: a heartbeat proves the first active (6.2).
+        sub.subscribe(wire.topic(self.thread if self.scope != "all" else None,
+                                 self.run_id if self.scope == "run" else None))
+        sub.subscribe(wire.HEARTBEAT_TOPIC)
+        await self._first_heartbeat()
+        if self._from_now:
+            await self._cursor_from_now()
+            self._from_now = False
+        self._connected = True
+        self._need_sync = True
+        self._last_hb = self._loop().time()
+
+    async def _first_heartbeat(self) -> None:
+        loop = self._loop()
+        end = loop.time() + max(self.conn.timeout, self.silence)
+        while True:
+            left = end - loop.time()
+            if left <= 0 or not await self._sub.poll(int(left * 1000) + 1):
+                raise errors.Timeout("no heartbeat on the event endpoint")
+            frames = await self._sub.recv_multipart()
+            if frames[0] == wire.HEARTBEAT_TOPIC and len(frames) == 2:
+                hb = wire.decode_header(frames[1])
+                if hb.get("instance") != self.conn.instance:
+                    raise errors.Unavailable("heartbeat of another broker instance")
+                self._head_seen = 0
+                return
+            # a live event before it: committed before the coming replay reads (dropped)
+
+    async def _cursor_from_now(self) -> None:
+        if self.scope == "all":
+            self.position = (await self.client.ping())["head_pos"]
+        elif self.scope == "run":
+            h = await self.client.head(self.thread, self.run_id)  # type: ignore[arg-type]
+            self.cursors[self.run_id] = h.last_seq  # type: ignore[index]
+        else:
+            _, heads = await self.client.heads(thread=self.thread)
+            for h in heads:
+                self.cursors[h.run] = h.last_seq
+
+    async def _sync_step(self) -> None:
+        if self._replay is None:
+            self.stats["replays"] += 1
+            if self.scope == "all":
+                self._replay = await self.client.replay("all", after_pos=self.position,
+                                                        window=self.window)
+            elif self.scope == "run":
+                self._replay = await self.client.replay(
+                    "run", thread=self.thread, run=self.run_id,
+                    after_seq=self.cursors[self.run_id], window=self.window)  # type: ignore[index]
+            else:
+                if len(self.cursors) > self.conn.limits["max_batch"]:
+                    raise errors.TooLarge("thread cursor map above max_batch runs",
+                                          field="cursors")
+                self._replay = await self.client.replay("thread", thread=self.thread,
+                                                        cursors=self.cursors, window=self.window)
+        chunk = await self._replay.next_chunk()
+        if chunk is None:
+            end = self._replay.end or {}
+            self._head_seen = max(self._head_seen, end.get("head_pos", 0))
+            self._replay = None
+            self._need_sync = False
+            self._worked()
+            return
+        for ev in chunk:
+            if self.scope == "all":
+                if ev.pos <= self.position:
+                    self.stats["duplicates"] += 1
+                    continue
+                self.position = ev.pos
+            else:
+                last = self.cursors.get(ev.run, 0)
+                if ev.seq <= last:
+                    self.stats["duplicates"] += 1
+                    continue
+                if ev.seq != last + 1:
+                    raise errors.Corrupt(f"replay skipped from seq {last} to {ev.seq} in run "
+                                         f"{ev.run}", field="seq")
+                self.cursors[ev.run] = ev.seq
+                if ev.pos > self.position:
+                    self.position = ev.pos
+            self.stats["delivered"] += 1
+            self.stats["replayed"] += 1
+            self._ready.append(ev)
+
+    async def _live_step(self, deadline: float) -> None:
+        loop = self._loop()
+        now = loop.time()
+        silent_at = self._last_hb + self.silence
+        wait = min(deadline, silent_at) - now
+        if wait <= 0 or not await self._sub.poll(int(wait * 1000) + 1):
+            if loop.time() >= silent_at:
+                self._disconnect()  # silence: the first attempt after a working one is at once
+            return
+        # handle what is queued without waiting again (up to a bound, for fairness)
+        for _ in range(64):
+            try:
+                frames = await self._sub.recv_multipart(zmq.NOBLOCK, copy=False)
+            except zmq.Again:
+                return
+            await self._on_message(frames)
+            if self._need_sync or not self._connected or self._ready:
+                return
+
+    async def _on_message(self, frames: list) -> None:
+        t = frames[0].bytes
+        if t == wire.HEARTBEAT_TOPIC:
+            if len(frames) == 2:
+                await self._on_heartbeat(frames[1].bytes)
+            return
+        if len(frames) != 2 or not t.startswith(b"ev\x00"):
+            return  # a notice (6.4) or something this client does not understand
+        try:
+            evs = wire.decode_records(frames[1].buffer, False)
+            bad = False
+        except errors.AgentbusError as e:
+            good = getattr(e, "good", [])
+            evs = []
+            for st, env in good:
+                try:
+                    evs.append(wire.Event(wire.decode_envelope(env), wire.decode_stamp(st), env,
+                                          False))
+                except errors.AgentbusError:
+                    break
+            bad = True
+        for ev in evs:
+            if not self._judge(ev):
+                return
+        if bad:
+            self._hole()
+
+    def _judge(self, ev: wire.Event) -> bool:
+        """Deliver @p ev if it is the next; False (and replay) at a hole."""
+        if self.scope == "all":
+            if ev.pos <= self.position:
+                self.stats["duplicates"] += 1
+                return True
+            if ev.pos != self.position + 1:
+                self._hole()
+                return False
+            self.position = ev.pos
+        else:
+            if ev.thread != self.thread or (self.scope == "run" and ev.run != self.run_id):
+                return True
+            last = self.cursors.get(ev.run, 0)
+            if ev.seq <= last:
+                self.stats["duplicates"] += 1
+                return True
+            if ev.seq != last + 1:
+                self._hole()
+                return False
+            self.cursors[ev.run] = ev.seq
+            if ev.pos > self.position:
+                self.position = ev.pos
+        self.stats["delivered"] += 1
+        self.stats["live"] += 1
+        self._ready.append(ev)
+        return True
+
+    def _hole(self) -> None:
+        self.stats["holes"] += 1
+        self._need_sync = True
+
+    async def _on_heartbeat(self, raw: bytes) -> None:
+        try:
+            hb = wire.decode_header(raw)
+            inst, head = hb["instance"], hb["head_pos"]
+        except (errors.AgentbusError, KeyError):
+            return
+        if inst != self.conn.instance:
+            self._disconnect()  # a restarted broker: hello again, replay from the cursor
+            self._next_attempt = 0.0
+            return
+        self._last_hb = self._loop().time()
+        self._worked()
+        # Every event committed before this heartbeat was sent was published before it
+        # on the same socket, so what is missing by now was dropped (a lost tail, 6.3).
+        if self.scope == "all":
+            if head > self.position:
+                self._hole()
+            return
+        if head > self._head_seen:
+            await self._check_heads(head)
+
+    async def _check_heads(self, head: int) -> None:
+        """A run or thread subscriber's lost-tail check: a run ahead of its cursor in
+        ``heads`` after a heartbeat is a hole."""
+        try:
+            if self.scope == "run":
+                pos, heads = await self.client.heads([(self.thread, self.run_id)])  # type: ignore[list-item]
+            else:
+                pos, heads = await self.client.heads(thread=self.thread)
+        except errors.AgentbusError:
+            return
+        ahead = [h for h in heads
+                 if h.last_seq > self.cursors.get(h.run, 0) and h.last_pos <= head]
+        if ahead:
+            self._hole()
+        else:
+            self._head_seen = max(self._head_seen, head)
