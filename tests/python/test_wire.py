@@ -1,0 +1,140 @@
+"""The package's framing against the byte-exact examples of PROTOCOL.md section 13 and the
+JSON-safe rules of section 2 (no broker needed)."""
+
+import math
+import os
+import re
+
+import msgpack
+import pytest
+
+import agentbus
+from agentbus import errors, wire
+from conftest import ROOT
+
+PROTOCOL = open(os.path.join(ROOT, "docs", "PROTOCOL.md")).read()
+
+
+def spec_hex(after: str) -> bytes:
+    """The first long hex line of PROTOCOL.md after the heading @p after."""
+    sec = PROTOCOL[PROTOCOL.index(after):]
+    return bytes.fromhex(re.search(r"^([0-9a-f]{40,})$", sec, re.M).group(1))
+
+
+ENV_13_1 = spec_hex("### 13.1")
+
+
+def test_envelope_bytes_are_the_spec_example():
+    p = agentbus.AsyncProducer("tcp://127.0.0.1:1")
+    p._use("t1", "r1", 1, 0)
+    env = p.encode({"type": "RUN_STARTED", "threadId": "t1", "runId": "r1",
+                    "protocolVersion": "1.0"})
+    # the ts differs: compare with the spec's bytes with our ts put in its place
+    want = msgpack.unpackb(ENV_13_1)
+    got = msgpack.unpackb(env)
+    assert list(got) == list(want)  # same keys, same order
+    want["ts"] = got["ts"]
+    assert env == msgpack.packb(want)
+    assert wire.decode_envelope(ENV_13_1)["seq"] == 1
+
+
+def test_hello_bytes_are_the_spec_example():
+    hello = wire.encode_header("hello", 1, {"versions": [1], "client": "demo"}, v=None)
+    assert hello == spec_hex("### 13.2")
+
+
+def test_packed_publish_header_and_frame():
+    hdr = wire.encode_header("publish", 8, {"count": 1, "packed": True})
+    assert hdr == spec_hex("### 13.4")
+    frame = wire.pack_batch([ENV_13_1])
+    assert frame[:4] == bytes.fromhex("0000006e") and frame[4:] == ENV_13_1
+
+
+def test_replay_chunk_records_frame():
+    sec = PROTOCOL[PROTOCOL.index("### 13.3"):]
+    hexes = re.findall(r"^([0-9a-f]{40,})$", sec, re.M)
+    header, records_head = bytes.fromhex(hexes[0]), bytes.fromhex(hexes[1])
+    assert wire.decode_header(header)["bytes"] == 138
+    frame = records_head + ENV_13_1
+    (ev,) = wire.decode_records(frame, True)
+    assert (ev.pos, ev.time_us, ev.seq, ev.run, ev.raw) == (42, 1700000000000123, 1, "r1", ENV_13_1)
+    assert wire.pack_records([(records_head[4:24], ENV_13_1)]) == frame
+
+
+def test_records_frame_truncated_keeps_whole_records():
+    one = spec_hex("### 13.3")  # header hex first; build the frame instead
+    rec = wire.pack_records([(wire.packb({"pos": 1, "time": 5}), ENV_13_1)])
+    with pytest.raises(errors.InvalidEnvelope) as ei:
+        wire.decode_records(rec + rec[:-1], False)
+    assert ei.value.details["record"] == 1 and len(ei.value.good) == 1
+    assert one
+
+
+@pytest.mark.parametrize("value,code,field", [
+    ({"a": float("nan")}, "invalid_envelope", "a"),
+    ({"a": [1, float("inf")]}, "invalid_envelope", "a/1"),
+    ({"a": 1 << 64}, "invalid_envelope", "a"),
+    ({"a": -(1 << 63) - 1}, "invalid_envelope", "a"),
+    ({"a": b"bytes"}, "invalid_envelope", "a"),
+    ({1: "x"}, "invalid_envelope", ""),
+    ({"a/b": {"c~": set()}}, "invalid_envelope", "a~1b/c~0"),
+    ({"s": "\ud800"}, "invalid_envelope", "s"),
+])
+def test_json_safe_refusals(value, code, field):
+    with pytest.raises(errors.AgentbusError) as ei:
+        wire.check_json_safe(value)
+    assert ei.value.code == code and ei.value.field == field
+
+
+def test_json_safe_accepts_the_edges():
+    wire.check_json_safe({"u": (1 << 64) - 1, "i": -(1 << 63), "f": 1.5, "n": None,
+                          "b": True, "l": [[], {}], "t": (1, 2), "s": "é"})
+    deep = 0
+    for _ in range(63):
+        deep = [deep]
+    wire.check_json_safe(deep)  # depth 64
+    with pytest.raises(errors.TooLarge):
+        wire.check_json_safe([deep])
+    assert math.isfinite(1.0)
+
+
+def test_error_map_to_typed_exception():
+    e = errors.from_wire({"code": "gap", "message": "m", "retryable": False, "field": "seq",
+                          "details": {"expected_seq": 3}}, cid=7)
+    assert isinstance(e, errors.Gap) and e.cid == 7 and e.details == {"expected_seq": 3}
+    e = errors.from_wire({"code": "unauthorized", "message": "no", "retryable": False})
+    assert isinstance(e, errors.Unauthorized) and not e.retryable
+    e = errors.from_wire({"code": "overloaded", "message": "x", "retryable": False})
+    assert isinstance(e, errors.Overloaded) and e.retryable is False  # the map decides
+    e = errors.from_wire({"code": "new_code", "message": "x", "retryable": True})
+    assert type(e) is errors.AgentbusError and e.code == "new_code" and e.retryable
+    assert isinstance(errors.from_wire({"code": 1}), errors.InvalidEnvelope)
+    assert isinstance(errors.Timeout("x"), TimeoutError)
+
+
+def test_every_code_of_the_spec_has_a_class():
+    table = PROTOCOL[PROTOCOL.index("### 8.3 Codes"):PROTOCOL.index("## 9. Version")]
+    codes = re.findall(r"^\| `([a-z_]+)` \|", table, re.M)
+    assert len(codes) >= 23
+    assert sorted(codes) == sorted(errors.BY_CODE)
+
+
+def test_topics():
+    assert wire.topic("a", "r1") == bytes.fromhex("6576006100723100")
+    assert wire.topic("a") == b"ev\x00a\x00" and wire.topic() == b"ev\x00"
+
+
+def test_version_follows_the_project():
+    cm = open(os.path.join(ROOT, "CMakeLists.txt")).read()
+    assert re.search(r"project\(agentbus VERSION ([0-9.]+)", cm).group(1) == agentbus.__version__
+    toml = open(os.path.join(ROOT, "python", "pyproject.toml")).read()
+    assert f'version = "{agentbus.__version__}"' in toml
+
+
+def test_decode_header_refusals():
+    with pytest.raises(errors.InvalidEnvelope):
+        wire.decode_header(b"\x91\x01")  # an array
+    with pytest.raises(errors.InvalidEnvelope):
+        wire.decode_header(msgpack.packb({"op": "x", "cid": 1}) + b"\x00")  # trailing byte
+    with pytest.raises(errors.IncompatibleVersion):
+        wire.decode_header(msgpack.packb({"op": "pong", "v": 2, "cid": 1}))
