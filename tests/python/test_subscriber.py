@@ -1,0 +1,171 @@
+"""Subscriber against a real broker: the seam from a cursor, scopes, holes at a tiny
+high-water mark, broker SIGKILL and restart mid-stream, callback and asyncio styles."""
+
+import asyncio
+import signal
+import threading
+
+import agentbus
+from conftest import finished, started, text_events
+
+
+def publish_run(ep, t, r, n, finish=True, batch_max=256):
+    with agentbus.Producer(ep, batch_max=batch_max) as p:
+        p.claim(t, r)
+        p.publish(started(t, r))
+        for e in text_events(n - (2 if finish else 1)):
+            p.publish(e)
+        if finish:
+            p.publish(finished(t, r))
+        p.flush(10)
+
+
+def exact(evs, runs):
+    """Every run's events 1..n exactly once, in order (runs: run -> n)."""
+    per = {}
+    for e in evs:
+        per.setdefault(e.run, []).append(e.seq)
+    return per == {r: list(range(1, n + 1)) for r, n in runs.items()}
+
+
+def test_seam_from_cursor_then_live(broker, ids):
+    t, r = ids
+    p = agentbus.Producer(broker.endpoint)
+    p.claim(t, r)
+    p.publish(started(t, r))
+    p.publish({"type": "TEXT_MESSAGE_START", "messageId": "m", "role": "assistant"})
+    for i in range(48):
+        p.publish({"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": str(i)})
+    p.flush()
+    s = agentbus.Subscriber(broker.endpoint, scope="thread", thread=t, cursors={r: 20})
+    got = s.events(30)
+    assert [e.seq for e in got] == list(range(21, 51)) and all(e.replayed for e in got)
+    for i in range(50):
+        p.publish({"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": str(i)})
+    p.flush()
+    got = s.events(50)
+    assert [e.seq for e in got] == list(range(51, 101))
+    assert any(not e.replayed for e in got)
+    assert s.next_batch(0.2) == []  # nothing twice
+    assert s.cursor() == {"cursors": {r: 100}}
+    s.close()
+    # a new subscriber from the persisted cursor gets only what came after it
+    p.publish({"type": "TEXT_MESSAGE_END", "messageId": "m"})
+    p.flush()
+    s2 = agentbus.Subscriber(broker.endpoint, scope="run", thread=t, run=r, after_seq=100)
+    (e,) = s2.events(1)
+    assert e.seq == 101 and e.type == "TEXT_MESSAGE_END"
+    s2.close()
+    p.close()
+
+
+def test_scope_all_and_from_now(broker, ids):
+    t, r = ids
+    publish_run(broker.endpoint, t, r + "a", 10)
+    with agentbus.Client(broker.endpoint) as c:
+        head = c.ping()["head_pos"]
+    s = agentbus.Subscriber(broker.endpoint, scope="all", from_now=True)
+    assert s.next_batch(0.3) == []
+    publish_run(broker.endpoint, t, r + "b", 10)
+    got = s.events(10)
+    assert [e.run for e in got] == [r + "b"] * 10
+    assert [e.pos for e in got] == list(range(head + 1, head + 11))
+    s.close()
+    s = agentbus.Subscriber(broker.endpoint, scope="all", after_pos=head - 3)
+    got = s.events(13)
+    assert [e.pos for e in got] == list(range(head - 2, head + 11))
+    s.close()
+
+
+def test_holes_at_a_tiny_hwm_are_filled(make_broker, ids):
+    t, r = ids
+    b = make_broker("--hwm", "1")
+    runs = {f"{r}-{i}": 300 for i in range(4)}
+    s = agentbus.Subscriber(b.endpoint, scope="thread", thread=t, rcvhwm=1)
+    assert s.next_batch(0.2) == []  # connected, synced
+    th = [threading.Thread(target=publish_run, args=(b.endpoint, t, run, n, True, 8))
+          for run, n in runs.items()]
+    for x in th:
+        x.start()
+    got = []
+    while len(got) < 1200:
+        batch = s.next_batch(5)
+        assert batch, "stalled"
+        got.extend(batch)
+    for x in th:
+        x.join()
+    assert exact(got, runs)
+    assert s.next_batch(0.3) == []
+    assert s.stats["live"] + s.stats["replayed"] == 1200
+    print("hole-stats", s.stats)
+    s.close()
+
+
+def test_broker_sigkill_and_restart_mid_stream(make_broker, ids):
+    t, r = ids
+    b = make_broker()
+    s = agentbus.Subscriber(b.endpoint, scope="all", timeout=1.0, silence=1.0,
+                            reconnect_base=0.05, reconnect_max=0.2)
+    publish_run(b.endpoint, t, r + "1", 100)
+    assert [e.seq for e in s.events(100)] == list(range(1, 101))
+    old = b.instance
+    b.kill()
+    assert s.next_batch(0.3) == []
+    b.restart()
+    assert b.instance != old
+    publish_run(b.endpoint, t, r + "2", 100)
+    got = s.events(100, timeout=20)
+    assert [(e.run, e.seq) for e in got] == [(r + "2", i) for i in range(1, 101)]
+    assert s.stats["reconnects"] >= 2
+    assert s.next_batch(0.3) == []
+    s.close()
+
+
+def test_frozen_broker_then_resumed(make_broker, ids):
+    t, r = ids
+    b = make_broker()
+    s = agentbus.Subscriber(b.endpoint, scope="run", thread=t, run=r, timeout=0.5,
+                            silence=0.5, reconnect_base=0.05, reconnect_max=0.2)
+    assert s.next_batch(0.2) == []
+    b.signal(signal.SIGSTOP)
+    try:
+        assert s.next_batch(1.5) == []
+        assert s.stats["backoff_ms"] > 0 and not s._a.connected
+    finally:
+        b.signal(signal.SIGCONT)
+    publish_run(b.endpoint, t, r, 20)
+    assert [e.seq for e in s.events(20, timeout=15)] == list(range(1, 21))
+    s.close()
+
+
+def test_callback_style(broker, ids):
+    t, r = ids
+    publish_run(broker.endpoint, t, r, 12)
+    seen = []
+    with agentbus.Subscriber(broker.endpoint, scope="run", thread=t, run=r) as s:
+        s.run(lambda e: seen.append(e.seq) or e.type == "RUN_FINISHED", timeout=10)
+    assert seen == list(range(1, 13))
+
+
+def test_asyncio_subscriber_and_producer(broker, ids):
+    t, r = ids
+
+    async def main():
+        async with agentbus.AsyncProducer(broker.endpoint) as p:
+            await p.claim(t, r)
+            await p.publish(started(t, r))
+            for e in text_events(8):
+                await p.publish(e)
+            await p.publish(finished(t, r))
+            await p.flush()
+        out = []
+        async with agentbus.AsyncSubscriber(broker.endpoint, scope="thread", thread=t) as s:
+            async for ev in s:
+                out.append((ev.seq, ev.type))
+                if ev.type == "RUN_FINISHED":
+                    break
+        return out
+
+    out = asyncio.run(asyncio.wait_for(main(), 20))
+    assert [s for s, _ in out] == list(range(1, 11))
+    assert out[0][1] == "RUN_STARTED" and out[-1][1] == "RUN_FINISHED"
