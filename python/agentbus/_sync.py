@@ -231,6 +231,12 @@ class Worker(_Blocking):
     def run(self, timeout: float | None = None) -> None:
         self._l.run(self._a.run(timeout))
 
+    def stop_soon(self) -> None:
+        """Make a run() in another thread return soon (thread-safe)."""
+        if self._a._stop is not None and not self._l.loop.is_closed():
+            self._l.loop.call_soon_threadsafe(self._a._stop.set)
+            self._l.loop.call_soon_threadsafe(self._a._inbox.put_nowait, {"op": "_stop"})
+
     def close(self) -> None:
         if self._l.loop.is_closed():
             return

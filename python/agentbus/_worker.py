@@ -288,7 +288,8 @@ class AsyncWorker:
             except asyncio.TimeoutError:
                 h = None
             if h is not None:
-                self._dispatch(h)
+                if h["op"] != "_stop":
+                    self._dispatch(h)
                 continue
             if loop.time() - self.conn.last_send >= third:
                 try:
@@ -315,6 +316,7 @@ class AsyncWorker:
         queue at once), wait up to @p wait seconds for running handlers, close."""
         if self._stop is not None:
             self._stop.set()
+            self._inbox.put_nowait({"op": "_stop"})  # wakes run()
         if self.worker_id:
             try:
                 await self.conn.request("leave", timeout=0.5)
