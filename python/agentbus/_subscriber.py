@@ -119,6 +119,15 @@ class AsyncSubscriber:
         self._ready.clear()
         return out
 
+    async def wait_synced(self, timeout: float = 10.0) -> bool:
+        """Connect and catch up (the replay to ``replay_end``) without handing anything
+        out yet: True once live delivery goes on from here, False after @p timeout."""
+        deadline = self._loop().time() + timeout
+        while not self._connected or self._need_sync:
+            if not await self._step(deadline):
+                return False
+        return True
+
     async def run(self, callback: Callable[[wire.Event], Any],
                   timeout: float | None = None) -> None:
         """Call @p callback (a function or ``async def``) with each event, in order,

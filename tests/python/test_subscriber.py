@@ -65,7 +65,7 @@ def test_scope_all_and_from_now(broker, ids):
     with agentbus.Client(broker.endpoint) as c:
         head = c.ping()["head_pos"]
     s = agentbus.Subscriber(broker.endpoint, scope="all", from_now=True)
-    assert s.next_batch(0.3) == []
+    assert s.wait_synced() and s.next_batch(0.1) == []
     publish_run(broker.endpoint, t, r + "b", 10)
     got = s.events(10)
     assert [e.run for e in got] == [r + "b"] * 10
@@ -82,7 +82,7 @@ def test_holes_at_a_tiny_hwm_are_filled(make_broker, ids):
     b = make_broker("--hwm", "1")
     runs = {f"{r}-{i}": 300 for i in range(4)}
     s = agentbus.Subscriber(b.endpoint, scope="thread", thread=t, rcvhwm=1)
-    assert s.next_batch(0.2) == []  # connected, synced
+    assert s.wait_synced()
     th = [threading.Thread(target=publish_run, args=(b.endpoint, t, run, n, True, 8))
           for run, n in runs.items()]
     for x in th:
