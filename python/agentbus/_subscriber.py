@@ -47,7 +47,8 @@ class AsyncSubscriber:
                  cursors: dict[str, int] | None = None, after_pos: int = 0,
                  from_now: bool = False, keys: Keys | None = None, timeout: float = 5.0,
                  silence: float = 3.0, reconnect_base: float = 0.2, reconnect_max: float = 5.0,
-                 window: int = 8, rcvhwm: int | None = None, client_name: str | None = None):
+                 window: int = 8, chunk_events: int = 1024, rcvhwm: int | None = None,
+                 client_name: str | None = None):
         if scope not in ("run", "thread", "all"):
             raise errors.InvalidArgument(f"unknown scope {scope!r}", field="scope")
         if scope != "all" and not thread or scope == "run" and not run:
@@ -67,6 +68,7 @@ class AsyncSubscriber:
         self.reconnect_base = min(reconnect_base, reconnect_max)
         self.reconnect_max = reconnect_max
         self.window = window
+        self.chunk_events = chunk_events
         self.rcvhwm = rcvhwm
         self._sub: Any = None
         self._connected = False
@@ -262,17 +264,20 @@ class AsyncSubscriber:
             self.stats["replays"] += 1
             if self.scope == "all":
                 self._replay = await self.client.replay("all", after_pos=self.position,
-                                                        window=self.window)
+                                                        window=self.window,
+                                                        chunk_events=self.chunk_events)
             elif self.scope == "run":
                 self._replay = await self.client.replay(
                     "run", thread=self.thread, run=self.run_id,
-                    after_seq=self.cursors[self.run_id], window=self.window)  # type: ignore[index]
+                    after_seq=self.cursors[self.run_id], window=self.window,  # type: ignore[index]
+                    chunk_events=self.chunk_events)
             else:
                 if len(self.cursors) > self.conn.limits["max_batch"]:
                     raise errors.TooLarge("thread cursor map above max_batch runs",
                                           field="cursors")
                 self._replay = await self.client.replay("thread", thread=self.thread,
-                                                        cursors=self.cursors, window=self.window)
+                                                        cursors=self.cursors, window=self.window,
+                                                        chunk_events=self.chunk_events)
         chunk = await self._replay.next_chunk()
         if chunk is None:
             end = self._replay.end or {}
@@ -333,14 +338,7 @@ class AsyncSubscriber:
             evs = wire.decode_records(frames[1].buffer, False)
             bad = False
         except errors.AgentbusError as e:
-            good = getattr(e, "good", [])
-            evs = []
-            for st, env in good:
-                try:
-                    evs.append(wire.Event(wire.decode_envelope(env), wire.decode_stamp(st), env,
-                                          False))
-                except errors.AgentbusError:
-                    break
+            evs = getattr(e, "good", [])  # the records before the bad one may be used (6.2)
             bad = True
         for ev in evs:
             if not self._judge(ev):

@@ -66,7 +66,13 @@ def test_records_frame_truncated_keeps_whole_records():
     rec = wire.pack_records([(wire.packb({"pos": 1, "time": 5}), ENV_13_1)])
     with pytest.raises(errors.InvalidEnvelope) as ei:
         wire.decode_records(rec + rec[:-1], False)
-    assert ei.value.details["record"] == 1 and len(ei.value.good) == 1
+    assert ei.value.details["record"] == 1 and [e.pos for e in ei.value.good] == [1]
+    bad_stamp = wire.pack_records([(wire.packb({"pos": 0, "time": 5}), ENV_13_1)])
+    with pytest.raises(errors.InvalidEnvelope):
+        wire.decode_records(bad_stamp, False)
+    bad_env = wire.pack_records([(wire.packb({"pos": 1, "time": 5}), ENV_13_1[:-1])])
+    with pytest.raises(errors.InvalidEnvelope):
+        wire.decode_records(bad_env, False)
     assert one
 
 
