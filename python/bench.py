@@ -153,8 +153,9 @@ def main() -> None:
                   " events/s acked (100000 events, JSON Lines in)")
             n, dt, st, cline = py_live(a.bin, b.endpoint, a.seconds)
             print(f"live    python, 1 subscriber:      {n / dt if dt else 0:12,.0f} events/s "
-                  f"delivered ({n} events in {dt:.2f} s; holes {st['holes']}, "
-                  f"replayed {st['replayed']})")
+                  f"delivered ({n} events in {dt:.2f} s; live {st['live']}, replayed "
+                  f"{st['replayed']}, holes {st['holes']}, replays {st['replays']}, "
+                  f"connects {st['reconnects']})")
             print(f"live    the C publisher meanwhile: {cline}")
             with agentbus.Client(b.endpoint) as c:
                 head = c.ping()["head_pos"]
