@@ -15,7 +15,7 @@ cursor again.  Per run by seq (scopes run and thread), globally by pos (scope al
 Also replays when a heartbeat says more was committed than it knows of (a lost tail: for
 scope all, ``head_pos`` above its position; for run and thread, ``heads`` showing a run
 ahead of its cursor), and reconnects (new ``hello``, new SUB) on a new broker instance or
-on ``silence`` seconds without a heartbeat, waiting between failed attempts as 6.3 says
+on ``silence`` seconds without any message from the event endpoint, waiting between failed attempts as 6.3 says
 (uniform in [c/2, c], c = min(reconnect_max, reconnect_base * 2^(n-1))), the wait reset
 only once the new connection worked (a heartbeat of its instance, or a completed replay).
 
@@ -76,7 +76,7 @@ class AsyncSubscriber:
         self._replay: Replay | None = None
         self._failures = 0
         self._next_attempt = 0.0
-        self._last_hb = 0.0
+        self._last_heard = 0.0
         self._head_seen = 0
         self._ready: deque[wire.Event] = deque()
         self._closed = False
@@ -230,7 +230,7 @@ class AsyncSubscriber:
             self._from_now = False
         self._connected = True
         self._need_sync = True
-        self._last_hb = self._loop().time()
+        self._last_heard = self._loop().time()
 
     async def _first_heartbeat(self) -> None:
         loop = self._loop()
@@ -310,7 +310,7 @@ class AsyncSubscriber:
     async def _live_step(self, deadline: float) -> None:
         loop = self._loop()
         now = loop.time()
-        silent_at = self._last_hb + self.silence
+        silent_at = self._last_heard + self.silence
         wait = min(deadline, silent_at) - now
         if wait <= 0 or not await self._sub.poll(int(wait * 1000) + 1):
             if loop.time() >= silent_at:
@@ -322,6 +322,10 @@ class AsyncSubscriber:
                 frames = await self._sub.recv_multipart(zmq.NOBLOCK, copy=False)
             except zmq.Again:
                 return
+            # Anything from the event endpoint shows the broker alive: silence is counted
+            # from the last message, so a subscriber behind a flood (its heartbeats late
+            # in its queue) does not reconnect for nothing.
+            self._last_heard = loop.time()
             await self._on_message(frames)
             if self._need_sync or not self._connected or self._ready:
                 return
@@ -388,7 +392,7 @@ class AsyncSubscriber:
             self._disconnect()  # a restarted broker: hello again, replay from the cursor
             self._next_attempt = 0.0
             return
-        self._last_hb = self._loop().time()
+        self._last_heard = self._loop().time()
         self._worked()
         # Every event committed before this heartbeat was sent was published before it
         # on the same socket, so what is missing by now was dropped (a lost tail, 6.3).

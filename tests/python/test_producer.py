@@ -277,3 +277,19 @@ def test_overloaded_retried_and_gap_resent_from_expected_seq():
         assert fb.firsts == [1, 1, 3]  # retried whole, then resent from expected_seq 3
     finally:
         fb.close()
+
+
+def test_batches_split_at_the_announced_limits(make_broker, ids):
+    t, r = ids
+    b = make_broker("--max-event-bytes", "1024", "--max-publish-bytes", "2048")
+    with agentbus.Producer(b.endpoint, batch_max=1024) as p:
+        assert p.conn.limits["max_publish_bytes"] == 2048
+        p.claim(t, r)
+        with pytest.raises(errors.TooLarge):  # above the announced max_event_bytes
+            p.publish({"type": "CUSTOM", "name": "x", "value": "y" * 1100})
+        p.publish(started(t, r))
+        p.publish({"type": "TEXT_MESSAGE_START", "messageId": "m", "role": "assistant"})
+        for i in range(100):
+            p.publish({"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": "z" * 300})
+        p.flush()
+        assert p.acked_seq == 102 and p.stats["batches"] >= 102 * 300 // 2048

@@ -219,3 +219,38 @@ def test_lease_loss_hands_the_run_to_another_worker(broker, ids):
     assert attempts[0][1] < e2 and all(e.epoch == e2 for e in ev)
     assert [e.type for e in ev] == ["RUN_STARTED", "RUN_FINISHED"]
     assert any(isinstance(e, errors.Fenced) for e in w1.errors)
+
+
+def test_lease_kept_while_idle_and_served_again_after_a_restart(make_broker):
+    b = make_broker()
+
+    async def main():
+        w = agentbus.AsyncWorker(b.endpoint, name="py-keep", lease_ms=1000, timeout=0.5)
+        w.agent("py-keep", actions={"hi": lambda call: "hi"})
+        task = await serving(w)
+        loop = asyncio.get_running_loop()
+        async with agentbus.AsyncClient(b.endpoint) as c:
+            end = loop.time() + 2.5  # past two leases with nothing but the worker's pings
+            while loop.time() < end:
+                (me,) = [x for x in await c.workers() if x["worker"] == "py-keep"]
+                assert me["idle_ms"] < me["lease_ms"]
+                await asyncio.sleep(0.25)
+            assert (await c.invoke_action("py-keep", "hi"))["result"] == "hi"
+        pings = w.stats["pings"]
+        b.kill()
+        b.restart()
+        async with agentbus.AsyncClient(b.endpoint) as c:
+            end = loop.time() + 15
+            while True:  # unsupported until the worker has served the new instance
+                try:
+                    rep = await c.invoke_action("py-keep", "hi", timeout_ms=1000)
+                    break
+                except (errors.Unsupported, errors.Unavailable):
+                    assert loop.time() < end
+                    await asyncio.sleep(0.1)
+        await w.stop()
+        await task
+        return pings, rep, w
+
+    pings, rep, w = run(main(), 40)
+    assert pings >= 3 and rep["result"] == "hi" and w.stats["reserved"] >= 1
