@@ -155,7 +155,7 @@ def main() -> None:
             print(f"live    python, 1 subscriber:      {n / dt if dt else 0:12,.0f} events/s "
                   f"delivered ({n} events in {dt:.2f} s; live {st['live']}, replayed "
                   f"{st['replayed']}, holes {st['holes']}, replays {st['replays']}, "
-                  f"connects {st['reconnects']})")
+                  f"connects {st['reconnects']}, silences {st['silences']}, failures {st['failures']})")
             print(f"live    the C publisher meanwhile: {cline}")
             with agentbus.Client(b.endpoint) as c:
                 head = c.ping()["head_pos"]

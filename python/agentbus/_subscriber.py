@@ -81,7 +81,8 @@ class AsyncSubscriber:
         self._ready: deque[wire.Event] = deque()
         self._closed = False
         self.stats = {"delivered": 0, "replays": 0, "holes": 0, "duplicates": 0,
-                      "reconnects": 0, "live": 0, "replayed": 0, "backoff_ms": 0}
+                      "reconnects": 0, "live": 0, "replayed": 0, "backoff_ms": 0,
+                      "silences": 0, "restarts": 0, "failures": 0}
 
     async def __aenter__(self) -> "AsyncSubscriber":
         return self
@@ -188,6 +189,7 @@ class AsyncSubscriber:
         return True
 
     def _failed_attempt(self) -> None:
+        self.stats["failures"] += 1
         self._failures += 1
         d = backoff_delay(self._failures, self.reconnect_base, self.reconnect_max)
         self.stats["backoff_ms"] = int(d * 1000)
@@ -285,6 +287,7 @@ class AsyncSubscriber:
             self._replay = None
             self._need_sync = False
             self._worked()
+            self._last_heard = self._loop().time()  # the broker answered: not silent
             return
         for ev in chunk:
             if self.scope == "all":
@@ -311,9 +314,10 @@ class AsyncSubscriber:
         loop = self._loop()
         now = loop.time()
         silent_at = self._last_heard + self.silence
-        wait = min(deadline, silent_at) - now
-        if wait <= 0 or not await self._sub.poll(int(wait * 1000) + 1):
+        wait = max(0.0, min(deadline, silent_at) - now)
+        if not await self._sub.poll(int(wait * 1000) + (1 if wait > 0 else 0)):
             if loop.time() >= silent_at:
+                self.stats["silences"] += 1
                 self._disconnect()  # silence: the first attempt after a working one is at once
             return
         # handle what is queued without waiting again (up to a bound, for fairness)
@@ -389,6 +393,7 @@ class AsyncSubscriber:
         except (errors.AgentbusError, KeyError):
             return
         if inst != self.conn.instance:
+            self.stats["restarts"] += 1
             self._disconnect()  # a restarted broker: hello again, replay from the cursor
             self._next_attempt = 0.0
             return
