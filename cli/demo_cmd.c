@@ -12,7 +12,7 @@
 static void print_help(void)
 {
     printf("usage: agentbus demo [--broker E] [--data DIR] [--agents N] [--runs N] [--pace MS]\n"
-           "                     [--json] [--no-color] [--secure]\n\n"
+           "                     [--python SCRIPT] [--json] [--no-color] [--secure]\n\n"
            "Run a demo fabric: a broker, N agent workers publishing realistic AG-UI runs on one\n"
            "thread (text streaming, tool calls with results, state deltas, an interrupted run\n"
            "and its resumed run, a failed and a cancelled run) and an observer showing them\n"
@@ -27,6 +27,9 @@ static void print_help(void)
            "  --runs N     at least N runs, cycling planner, researcher, approval + resume,\n"
            "               failing, cancelled (default 6: one of each)\n"
            "  --pace MS    delay between an agent's events (default 40; 0 = flat out)\n"
+           "  --python SCRIPT  then run SCRIPT (python/examples/worker_agent.py) as a Python\n"
+           "               worker of agent demo-py with $AGENTBUS_PYTHON (default python3) and\n"
+           "               dispatch a run to it: interrupted, approved, resumed\n"
            "  --json       observer events as JSON Lines on stdout (the rest on stderr)\n"
            "  --no-color   no colour (colour is used only on a terminal)\n"
            "  --secure     run with CURVE keys and an access file (made under DATA/keys):\n"
@@ -67,6 +70,7 @@ static int take(int c, demo_opts_t *o)
             return cli_usage_error("demo", "--pace needs 0..10000 milliseconds");
         break;
     case 'j': o->json = true; break;
+    case 'P': o->python = optarg; break;
     case 'n': o->no_color = true; break;
     case 'S': o->secure = true; break;
     case 'w':
@@ -114,6 +118,7 @@ int cmd_demo(int argc, char **argv)
         {"runs", required_argument, NULL, 'r'},
         {"pace", required_argument, NULL, 'p'},
         {"json", no_argument, NULL, 'j'},
+        {"python", required_argument, NULL, 'P'},
         {"no-color", no_argument, NULL, 'n'},
         {"secure", no_argument, NULL, 'S'},
         {"help", no_argument, NULL, 'h'},

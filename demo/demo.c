@@ -559,9 +559,8 @@ static void ask_status(struct demo *d, const char *ep)
     ab_doc_destroy(&doc);
 }
 
-/* The second act (demo_dispatch.c) on a thread of its own, then its audit; skipped on a
- * broker without dispatch. */
-static int dispatch_act(struct demo *d, const char *ep, char *why, size_t size)
+/* Whether the broker at @p ep announces dispatch as available. */
+static bool has_dispatch(const char *ep)
 {
     ab_conn_t *c = NULL;
     ab_error_t err = AB_ERROR_INIT;
@@ -572,7 +571,35 @@ static int dispatch_act(struct demo *d, const char *ep, char *why, size_t size)
         s = ab_caps_lookup(caps, n, AB_CAP_DISPATCH);
     }
     ab_conn_destroy(&c);
-    if (s != AB_CAP_AVAILABLE) {
+    return s == AB_CAP_AVAILABLE;
+}
+
+/* The third act (--python SCRIPT, demo_dispatch.c) on a thread of its own, then its audit;
+ * skipped, like the second, on a broker without dispatch. */
+static int python_act(struct demo *d, const char *ep, char *why, size_t size)
+{
+    if (!has_dispatch(ep))
+        return DEMO_OK;
+    char thread[sizeof(d->thread) + 16];
+    snprintf(thread, sizeof(thread), "%s-python", d->thread);
+    fprintf(d->info, "\n");
+    if (demo_python_act(d->info, ep, thread, d->o.python, why, size) != 0) {
+        if (!why[0])
+            snprintf(why, size, "the python act failed");
+        return DEMO_FAIL;
+    }
+    if (audit(d, ep, thread) != DEMO_OK) {
+        snprintf(why, size, "the audit of the python thread (replay --verify) failed");
+        return DEMO_FAIL;
+    }
+    return DEMO_OK;
+}
+
+/* The second act (demo_dispatch.c) on a thread of its own, then its audit; skipped on a
+ * broker without dispatch. */
+static int dispatch_act(struct demo *d, const char *ep, char *why, size_t size)
+{
+    if (!has_dispatch(ep)) {
         fprintf(d->info, "\n== the broker does not announce dispatch: no runs started through "
                          "the bus\n");
         return DEMO_OK;
@@ -634,6 +661,8 @@ static int run_fabric(struct demo *d, const char *ep)
     if (audit(d, ep, d->thread) != DEMO_OK && !bad++)
         snprintf(first, sizeof(first), "the audit (replay --verify) failed");
     if (!bad && !demo_stop && dispatch_act(d, ep, first, sizeof(first)) != DEMO_OK)
+        bad++;
+    if (!bad && !demo_stop && d->o.python && python_act(d, ep, first, sizeof(first)) != DEMO_OK)
         bad++;
     if (!bad && !demo_stop && demo_secure_check(ep, d->thread, d->info) != DEMO_OK && !bad++)
         snprintf(first, sizeof(first), "--secure: the access file was not enforced");

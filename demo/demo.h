@@ -30,6 +30,7 @@ typedef struct demo_opts {
     int worker;         /**< internal: --agent-worker K (0-based); -1 = the demo itself */
     const char *thread; /**< internal: --thread T of a worker */
     int dworker;        /**< internal: --dispatch-worker K (1, 2); 0 = none */
+    const char *python; /**< --python SCRIPT: a Python worker's act after dispatch; NULL = none */
     /** The audit: `agentbus replay --verify` (argv as the command's); NULL = none. */
     int (*audit)(int argc, char **argv);
 } demo_opts_t;
@@ -144,5 +145,15 @@ const char *demo_secure_keys_dir(void);
 int demo_key_args(const char **argv);
 /** Show (and check) that the access file is enforced; DEMO_OK without --secure. */
 int demo_secure_check(const char *ep, const char *thread, FILE *info);
+
+/**
+ * The demo's third act (demo_dispatch.c, with --python SCRIPT): SCRIPT (the Python
+ * package's python/examples/worker_agent.py) run by $AGENTBUS_PYTHON (default python3)
+ * as a worker of agent "demo-py"; a run of it is started, ends interrupted, is approved
+ * by its interrupt id with resume_run, and the replacement run succeeds. @return 0, or -1
+ * with the reason in @p why. The worker process is stopped and reaped before it returns.
+ */
+int demo_python_act(FILE *info, const char *ep, const char *thread, const char *script, char *why,
+                    size_t size);
 
 #endif

@@ -13,6 +13,10 @@
  *   4. a run assigned to worker 1, which is killed (SIGKILL) before its
  *      RUN_STARTED: its lease lapses and worker 2 runs it (attempt 2).
  *
+ * With `--python SCRIPT`, a third act (demo_python_act()) does steps 1 and 2
+ * with a Python worker (the package's python/examples/worker_agent.py) serving
+ * agent "demo-py", on a thread of its own.
+ *
  * Invariants:
  *  1. Every wait is bounded (ACT_MS per step); both worker processes are
  *     stopped and reaped before the act returns (SIGTERM, then SIGKILL).
@@ -182,7 +186,8 @@ done:
 
 typedef struct act {
     FILE *info;
-    const char *ep, *thread;
+    const char *ep, *thread, *agent; /* agent: AGENT, or the Python act's PY_AGENT */
+    const char *tag;                 /* "dispatch" or "python": the act's lines */
     ab_conn_t *c;
     ab_doc_t *doc, *idoc;
     pid_t pid[2];
@@ -247,13 +252,13 @@ static int wait_workers(act_t *a, int want)
         int n = 0;
         if (ab_conn_workers(a->c, a->doc, &r, 2000, NULL) == AB_OK)
             for (size_t i = 0; i < r.nworkers; i++)
-                n += r.workers[i].nagents && r.workers[i].agents[0].name.len == strlen(AGENT) &&
-                     memcmp(r.workers[i].agents[0].name.ptr, AGENT, strlen(AGENT)) == 0;
+                n += r.workers[i].nagents && r.workers[i].agents[0].name.len == strlen(a->agent) &&
+                     memcmp(r.workers[i].agents[0].name.ptr, a->agent, strlen(a->agent)) == 0;
         if (n >= want)
             return 0;
         (void)ab_conn_wait(a->c, 20);
     }
-    return failed(a, "%s", "the dispatch workers did not register", NULL);
+    return failed(a, "the %s workers did not register", a->agent, NULL);
 }
 
 /* start_run of kind @p kind as run @p run; the request id in *id. */
@@ -272,13 +277,13 @@ static int start(act_t *a, const char *run, const char *kind, uint64_t *id)
                     AB_OK
             ? 0
             : -1;
-    ab_start_run_t s = {SV(AGENT), SV(a->thread), SV(run), in, SV(key), AB_IF_BUSY_OMIT};
+    ab_start_run_t s = {SV(a->agent), SV(a->thread), SV(run), in, SV(key), AB_IF_BUSY_OMIT};
     if (rc == 0 && ab_conn_start_run(a->c, &s, a->doc, &r, ACT_MS, &e) != AB_OK)
         rc = failed(a, "start_run %s: %s", run, &e);
     ab_buf_free(&mp);
     if (rc == 0) {
         *id = r.request;
-        fprintf(a->info, "== dispatch: start_run %s (%s) -> request %llu, %s\n", run, kind,
+        fprintf(a->info, "== %s: start_run %s (%s) -> request %llu, %s\n", a->tag, run, kind,
                 (unsigned long long)r.request, ab_request_state_name(r.state));
     }
     return rc;
@@ -331,7 +336,7 @@ static int ended_with(act_t *a, uint64_t id, const char *run, const char *want,
     if (wait_state(a, id, AB_REQ_ENDED, info) != 0)
         return -1;
     const char *got = outcome(a, run);
-    fprintf(a->info, "== dispatch: run %s ended %s (worker %.*s, attempt %u)\n", run, got,
+    fprintf(a->info, "== %s: run %s ended %s (worker %.*s, attempt %u)\n", a->tag, run, got,
             (int)info->worker.len, info->worker.ptr ? info->worker.ptr : "", info->attempts);
     if (strcmp(got, want) != 0) {
         snprintf(a->why, sizeof a->why, "run %s ended %s, not %s", run, got, want);
@@ -340,34 +345,41 @@ static int ended_with(act_t *a, uint64_t id, const char *run, const char *want,
     return 0;
 }
 
+/* resume_run of @p run answering @p entries (ResumeEntry maps as JSON) with the
+ * replacement run @p new_run; its run_accepted in *r. */
+static int resume(act_t *a, const char *run, const char *entries, const char *new_run,
+                  ab_run_accepted_t *r)
+{
+    ab_buf_t mp = AB_BUF_INIT;
+    const ab_val_t *res = NULL;
+    ab_error_t e = AB_ERROR_INIT;
+    char key[128];
+    snprintf(key, sizeof key, "%s-approve-%s", a->thread, run);
+    int rc = ab_json_to_msgpack(entries, strlen(entries), 16, 4096, AB_INVALID_ARGUMENT, &mp, &e) ==
+                         AB_OK &&
+                     ab_doc_parse(a->idoc, mp.data, mp.len, 4096, 16, AB_INVALID_ARGUMENT, &res,
+                                  &e) == AB_OK
+                 ? 0
+                 : -1;
+    ab_resume_run_t rr = {SV(a->thread), SV(run), res, SV(key), {0}, SV(new_run), NULL};
+    if (rc == 0 && ab_conn_resume_run(a->c, &rr, a->doc, r, ACT_MS, &e) != AB_OK)
+        rc = failed(a, "resume_run of %s: %s", run, &e);
+    ab_buf_free(&mp);
+    return rc;
+}
+
 /* Steps 1 and 2: an interrupted run, approved by its interrupt id; the replacement runs. */
 static int approve(act_t *a)
 {
     uint64_t id = 0;
     ab_request_info_t info;
-    if (start(a, "d1-approval", "approval", &id) != 0 ||
-        ended_with(a, id, "d1-approval", "interrupt", &info) != 0)
-        return -1;
-    static const char entry[] = "[{\"interruptId\":\"approve-d1-approval\",\"status\":"
-                                "\"resolved\",\"payload\":{\"approved\":true}}]";
-    ab_buf_t mp = AB_BUF_INIT;
-    const ab_val_t *res = NULL;
-    ab_error_t e = AB_ERROR_INIT;
     ab_run_accepted_t r;
-    char key[128];
-    snprintf(key, sizeof key, "%s-approve", a->thread);
-    int rc =
-        ab_json_to_msgpack(entry, strlen(entry), 16, 4096, AB_INVALID_ARGUMENT, &mp, &e) == AB_OK &&
-                ab_doc_parse(a->idoc, mp.data, mp.len, 4096, 16, AB_INVALID_ARGUMENT, &res, &e) ==
-                    AB_OK
-            ? 0
-            : -1;
-    ab_resume_run_t rr = {SV(a->thread), SV("d1-approval"), res, SV(key),
-                          {0},           SV("d2-resumed"),  NULL};
-    if (rc == 0 && ab_conn_resume_run(a->c, &rr, a->doc, &r, ACT_MS, &e) != AB_OK)
-        rc = failed(a, "resume_run of %s: %s", "d1-approval", &e);
-    ab_buf_free(&mp);
-    if (rc != 0)
+    if (start(a, "d1-approval", "approval", &id) != 0 ||
+        ended_with(a, id, "d1-approval", "interrupt", &info) != 0 ||
+        resume(a, "d1-approval",
+               "[{\"interruptId\":\"approve-d1-approval\",\"status\":\"resolved\","
+               "\"payload\":{\"approved\":true}}]",
+               "d2-resumed", &r) != 0)
         return -1;
     fprintf(a->info,
             "== dispatch: approve: interrupt approve-d1-approval resolved {approved: true} -> "
@@ -422,7 +434,7 @@ static int kill_one(act_t *a)
 int demo_dispatch_act(FILE *info, const char *ep, const char *thread, int pace_ms, char *why,
                       size_t size)
 {
-    act_t a = {.info = info, .ep = ep, .thread = thread};
+    act_t a = {.info = info, .ep = ep, .thread = thread, .agent = AGENT, .tag = "dispatch"};
     ab_error_t e = AB_ERROR_INIT;
     ab_conn_opts_t o = {.client_name = "agentbus-demo-controller"};
     int rc = -1;
@@ -449,6 +461,87 @@ done:
     snprintf(why, size, "%s", a.why);
     if (rc == 0)
         fprintf(info, "== dispatch: OK: approved, cancelled and reassigned through the bus\n");
+    fflush(info);
+    return rc;
+}
+
+/* ---- the third act: a Python worker ----------------------------------------------- */
+
+#define PY_AGENT "demo-py"
+
+/* $AGENTBUS_PYTHON (default python3) @p script --broker EP --agent demo-py; its stdout
+ * goes to stderr, so the demo's own output (JSON Lines with --json) stays clean. */
+static pid_t spawn_python(const char *script, const char *ep)
+{
+    const char *py = getenv("AGENTBUS_PYTHON");
+    char name[48];
+    snprintf(name, sizeof name, "agentbus-demo-python-%ld", (long)getpid());
+    const char *argv[] = {py && *py ? py : "python3",
+                          script,
+                          "--broker",
+                          ep,
+                          "--agent",
+                          PY_AGENT,
+                          "--name",
+                          name,
+                          NULL};
+    char *args[9];
+    memcpy(args, argv, sizeof(args)); /* execvp's prototype is not const-correct */
+    pid_t parent = getpid();
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+#ifdef __linux__
+        prctl(PR_SET_PDEATHSIG, SIGTERM);
+        if (getppid() != parent)
+            _exit(1);
+#endif
+        (void)parent;
+        dup2(STDERR_FILENO, STDOUT_FILENO);
+        execvp(args[0], args);
+        _exit(127);
+    }
+    return pid;
+}
+
+int demo_python_act(FILE *info, const char *ep, const char *thread, const char *script, char *why,
+                    size_t size)
+{
+    act_t a = {.info = info, .ep = ep, .thread = thread, .agent = PY_AGENT, .tag = "python"};
+    ab_error_t e = AB_ERROR_INIT;
+    ab_conn_opts_t o = {.client_name = "agentbus-demo-controller"};
+    uint64_t id = 0;
+    ab_request_info_t ri;
+    ab_run_accepted_t r;
+    int rc = -1;
+    fprintf(info, "== python: thread %s: a Python worker (%s) serves %s\n", thread, script,
+            PY_AGENT);
+    if (ab_doc_new(&a.doc) != AB_OK || ab_doc_new(&a.idoc) != AB_OK ||
+        ab_conn_new(&a.c, ep, &o, &e) != AB_OK) {
+        snprintf(a.why, sizeof a.why, "cannot connect: %s", e.message);
+        goto done;
+    }
+    a.pid[0] = spawn_python(script, ep);
+    /* the example streams text, calls a tool and asks to approve (interrupt
+     * approve-<run>); the run that resumes it deploys and succeeds */
+    if (a.pid[0] > 0 && wait_workers(&a, 1) == 0 && start(&a, "p1-deploy", "python", &id) == 0 &&
+        ended_with(&a, id, "p1-deploy", "interrupt", &ri) == 0 &&
+        resume(&a, "p1-deploy", "[{\"interruptId\":\"approve-p1-deploy\",\"status\":\"resolved\"}]",
+               "p2-deploy", &r) == 0) {
+        fprintf(info,
+                "== python: approve: interrupt approve-p1-deploy resolved -> run p2-deploy, "
+                "request %llu\n",
+                (unsigned long long)r.request);
+        rc = ended_with(&a, r.request, "p2-deploy", "success", &ri);
+    }
+done:
+    reap(a.pid[0], SIGTERM);
+    ab_conn_destroy(&a.c);
+    ab_doc_destroy(&a.doc);
+    ab_doc_destroy(&a.idoc);
+    snprintf(why, size, "%s", a.why);
+    if (rc == 0)
+        fprintf(info, "== python: OK: a Python worker's run interrupted, approved and resumed\n");
     fflush(info);
     return rc;
 }
