@@ -56,3 +56,17 @@ def test_worker_agent_and_observer(broker, ids):
     lines = out.stdout.decode().splitlines()
     assert out.returncode == 0 and len(lines) == len(first) + len(second)
     assert "interrupt" in lines[len(first) - 1] and "RUN_STARTED" in lines[0]
+
+
+def test_agentbus_demo_runs_a_python_worker(tmp_path):
+    from conftest import BIN
+    env = dict(os.environ, AGENTBUS_PYTHON=sys.executable)
+    out = subprocess.run([BIN, "demo", "--pace", "0", "--no-color", "--data",
+                          str(tmp_path / "demo"), "--python",
+                          os.path.join(EX, "worker_agent.py")],
+                         capture_output=True, timeout=120, env=env)
+    text = (out.stdout + out.stderr).decode()
+    assert out.returncode == 0, text[-3000:]
+    assert "== python: OK" in text
+    assert "-python/p1-deploy:" in text and "finished (interrupt)" in text
+    assert "-python/p2-deploy:" in text and "agentbus demo: OK" in text
