@@ -252,7 +252,8 @@ class FakeBroker:
                             "code": "gap", "message": "gap", "retryable": False,
                             "field": "seq", "details": {"expected_seq": 3}}})
                         break
-                    res.append({"seq": s, "status": "accepted", "pos": s})
+                    res.append({"seq": s, "status": "duplicate" if step == "dup" else "accepted",
+                                "pos": s})
                 while len(res) < len(seqs):
                     s = seqs[len(res)]
                     res.append({"seq": s, "status": "rejected", "error": {
@@ -267,14 +268,16 @@ class FakeBroker:
 
 
 def test_overloaded_retried_and_gap_resent_from_expected_seq():
-    fb = FakeBroker(["overloaded", "gap", "ok"])
+    fb = FakeBroker(["overloaded", "gap", "ok", "dup"])
     try:
         with agentbus.Producer(fb.endpoint, batch_max=10, backoff_base=0.001) as p:
             p.claim("t", "r")
             p.publish_many([started("t", "r")] + text_events(5))
             assert p.flush() == 6
             assert p.stats["retries"] == 1 and p.stats["gaps"] == 1
-        assert fb.firsts == [1, 1, 3]  # retried whole, then resent from expected_seq 3
+            p.publish_many(text_events(3))  # answered duplicate: acknowledged all the same
+            assert p.flush() == 9 and p.stats["duplicates"] == 3 and p.outbox == 0
+        assert fb.firsts == [1, 1, 3, 7]  # retried whole, resent from expected_seq 3
     finally:
         fb.close()
 
