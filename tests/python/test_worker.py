@@ -185,7 +185,11 @@ def test_lease_loss_hands_the_run_to_another_worker(broker, ids):
     async def h(r):
         attempts.append((r.attempt, r.epoch))
         if r.attempt == 1:
-            time.sleep(1.8)  # a stuck worker: its loop sends nothing past its 1 s lease
+            # a stuck worker: its loop sends nothing (no ping) until its 1 s lease has
+            # lapsed and the run went to the other worker (bounded)
+            end = time.monotonic() + 20
+            while len(attempts) < 2 and time.monotonic() < end:
+                time.sleep(0.01)
         await r.start()
         await r.finish()
 
