@@ -287,7 +287,9 @@ class AsyncProducer:
 
     async def _retry(self, from_seq: int, err: errors.AgentbusError) -> None:
         """A retryable failure: back off, and resend from @p from_seq.  A request with no
-        answer (timeout, closed) reconnects first: the broker may have restarted."""
+        answer (a timeout) reconnects first: the broker may have restarted.  One whose
+        socket was replaced meanwhile (Closed: the connection reconnected for another
+        user of it, a worker) is resent on the new socket as it is."""
         self._retries += 1
         self.stats["retries"] += 1
         self._unsent = max(from_seq, self.acked_seq + 1)
@@ -296,7 +298,7 @@ class AsyncProducer:
             err.seq = from_seq
             raise err
         await asyncio.sleep(backoff_delay(self._retries, self.backoff_base, self.backoff_max))
-        if isinstance(err, (errors.Timeout, errors.Closed)):
+        if isinstance(err, errors.Timeout):
             self.stats["reconnects"] += 1
             try:
                 await self.conn.connect()
