@@ -331,7 +331,7 @@ class AsyncSubscriber:
             # in its queue) does not reconnect for nothing.
             self._last_heard = loop.time()
             await self._on_message(frames)
-            if self._need_sync or not self._connected or self._ready:
+            if self._need_sync or not self._connected or len(self._ready) >= 2048:
                 return
 
     async def _on_message(self, frames: list) -> None:
