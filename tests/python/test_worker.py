@@ -258,3 +258,39 @@ def test_lease_kept_while_idle_and_served_again_after_a_restart(make_broker):
 
     pings, rep, w = run(main(), 40)
     assert pings >= 3 and rep["result"] == "hi" and w.stats["reserved"] >= 1
+
+
+def test_orphaned_run_listed_and_abandoned(broker, ids):
+    t, _ = ids
+    forever = []
+
+    async def h(r):
+        await r.start()
+        forever.append(asyncio.get_running_loop().create_future())
+        await forever[0]  # never resolved: the worker leaves with the run started
+
+    async def main():
+        w = agentbus.AsyncWorker(broker.endpoint, name="py-orphan")
+        w.agent("py-orphan", h)
+        task = await serving(w)
+        async with agentbus.AsyncClient(broker.endpoint) as c:
+            a = await c.start_run("py-orphan", t, key=t + "k")
+            async with agentbus.AsyncSubscriber(broker.endpoint, scope="run", thread=t,
+                                                run=a["run"]) as s:
+                assert (await s.__anext__()).type == "RUN_STARTED"
+                await w.stop(wait=0.1)  # leave: a started run is orphaned
+                await task
+                reqs = (await c.requests(agent="py-orphan"))["requests"]
+                rep = await c.cancel_run(t, a["run"])
+                ab = await c.abandon_run(t, a["run"], reason="the worker left")
+                last = await s.__anext__()
+                _, (head,) = await c.heads([(t, a["run"])])
+        return reqs, rep, ab, last, head
+
+    reqs, rep, ab, last, head = run(main())
+    assert [(x["state"], x["orphaned"]) for x in reqs] == [("started", True)]
+    assert rep["outcome"] == "no_owner"
+    assert ab["seq"] == 2 and ab["pos"] == last.pos
+    assert last.type == "RUN_ERROR" and last.by == "broker"
+    assert last.body["code"] == "agentbus.abandoned" and last.body["message"] == "the worker left"
+    assert head.status == "errored"
