@@ -122,12 +122,14 @@ class AsyncSubscriber:
         self._ready.clear()
         return out
 
-    async def wait_synced(self, timeout: float = 10.0) -> bool:
+    async def wait_synced(self, timeout: float = 10.0, max_ready: int = 4096) -> bool:
         """Connect and catch up (the replay to ``replay_end``) without handing anything
-        out yet: True once live delivery goes on from here, False after @p timeout."""
+        out: True once live delivery goes on from here; False after @p timeout, or as soon
+        as @p max_ready replayed events wait to be taken (memory stays bounded: take them
+        with next_batch() and call it again)."""
         deadline = self._loop().time() + timeout
         while not self._connected or self._need_sync:
-            if not await self._step(deadline):
+            if len(self._ready) >= max_ready or not await self._step(deadline):
                 return False
         return True
 

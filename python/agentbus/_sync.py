@@ -206,9 +206,9 @@ class Subscriber(_Blocking):
     def cursor(self) -> dict[str, Any]:
         return self._a.cursor()
 
-    def wait_synced(self, timeout: float = 10.0) -> bool:
+    def wait_synced(self, timeout: float = 10.0, max_ready: int = 4096) -> bool:
         """Connected and caught up: what follows is live (see AsyncSubscriber)."""
-        return self._l.run(self._a.wait_synced(timeout))
+        return self._l.run(self._a.wait_synced(timeout, max_ready))
 
     position = property(lambda self: self._a.position)
     cursors = property(lambda self: self._a.cursors)

@@ -29,10 +29,12 @@ def main():
                     help="stop after this many seconds without an event")
     a = ap.parse_args()
     with agentbus.Subscriber(a.broker, scope="thread", thread=a.thread) as s:
+        seen = False
         while True:
             batch = s.next_batch(a.until_idle or 1.0)
-            if not batch and a.until_idle is not None:
-                break
+            if not batch and a.until_idle is not None and seen and s.wait_synced(0):
+                break  # caught up, then idle that long
+            seen = seen or bool(batch)
             for ev in batch:
                 print(line(ev), flush=True)
 
