@@ -143,6 +143,12 @@ int demo_secure_setup(const char *data, const char *prefix, FILE *info);
 const char *demo_secure_keys_dir(void);
 /** Write the agents' global key options (4 entries) to @p argv; @return how many (0 or 4). */
 int demo_key_args(const char **argv);
+/**
+ * With --secure, make this process's AGENTBUS_KEY the agents' key (@p agents) or
+ * the console's again: around the fork of a child that is not an `agentbus`
+ * command (the Python worker), which reads the environment. No-op otherwise.
+ */
+void demo_secure_child_env(bool agents);
 /** Show (and check) that the access file is enforced; DEMO_OK without --secure. */
 int demo_secure_check(const char *ep, const char *thread, FILE *info);
 

@@ -469,11 +469,14 @@ done:
 
 #define PY_AGENT "demo-py"
 
-/* $AGENTBUS_PYTHON (default python3) @p script --broker EP --agent demo-py; its stdout
- * goes to stderr, so the demo's own output (JSON Lines with --json) stays clean. */
+/* $AGENTBUS_PYTHON (default /usr/bin/python3 when it exists, else python3) @p script --broker EP
+ * --agent demo-py; its stdout goes to stderr, so the demo's own output (JSON Lines with --json)
+ * stays clean. */
 static pid_t spawn_python(const char *script, const char *ep)
 {
     const char *py = getenv("AGENTBUS_PYTHON");
+    if ((py == NULL || *py == '\0') && access("/usr/bin/python3", X_OK) == 0)
+        py = "/usr/bin/python3"; /* Debian's, where python3-zmq and python3-msgpack install */
     char name[48];
     snprintf(name, sizeof name, "agentbus-demo-python-%ld", (long)getpid());
     const char *argv[] = {py && *py ? py : "python3",
@@ -489,6 +492,7 @@ static pid_t spawn_python(const char *script, const char *ep)
     memcpy(args, argv, sizeof(args)); /* execvp's prototype is not const-correct */
     pid_t parent = getpid();
     fflush(NULL);
+    demo_secure_child_env(true); /* --secure: the worker gets the agents' key */
     pid_t pid = fork();
     if (pid == 0) {
 #ifdef __linux__
@@ -501,6 +505,7 @@ static pid_t spawn_python(const char *script, const char *ep)
         execvp(args[0], args);
         _exit(127);
     }
+    demo_secure_child_env(false);
     return pid;
 }
 

@@ -32,8 +32,9 @@
 static struct {
     bool on;
     char dir[600];
-    char agents[700]; /* the agents' secret key file */
-    char server[700]; /* the broker's public key file */
+    char agents[700];  /* the agents' secret key file */
+    char console[700]; /* the console's (this process's) */
+    char server[700];  /* the broker's public key file */
 } K;
 
 static int make_pair(const char *name, ab_keypair_t *kp)
@@ -80,8 +81,8 @@ int demo_secure_setup(const char *data, const char *prefix, FILE *info)
     fclose(f);
     snprintf(K.agents, sizeof K.agents, "%s/agents.key_secret", K.dir);
     snprintf(K.server, sizeof K.server, "%s/broker.key", K.dir);
-    snprintf(path, sizeof path, "%s/console.key_secret", K.dir);
-    setenv("AGENTBUS_KEY", path, 1); /* this process: the console */
+    snprintf(K.console, sizeof K.console, "%s/console.key_secret", K.dir);
+    setenv("AGENTBUS_KEY", K.console, 1); /* this process: the console */
     setenv("AGENTBUS_SERVER_KEY", K.server, 1);
     K.on = true;
     fprintf(info,
@@ -105,6 +106,12 @@ int demo_key_args(const char **argv)
     argv[2] = "--server-key";
     argv[3] = K.server;
     return 4;
+}
+
+void demo_secure_child_env(bool agents)
+{
+    if (K.on)
+        setenv("AGENTBUS_KEY", agents ? K.agents : K.console, 1);
 }
 
 /* The rules at work: the console may not publish; an unlisted key gets no welcome. */

@@ -220,6 +220,15 @@ class AsyncClient:
         return self.conn.caps
 
     @property
+    def access(self) -> dict[str, Any] | None:
+        """What this connection's key may do, from welcome (PROTOCOL.md 7.2 ``access``):
+        ``{"name": ..., "roles": {role: True | [prefix, ...]}}``; None from a broker
+        without keys (everyone may do everything)."""
+        w = self.conn.welcome or {}
+        a = w.get("access")
+        return a if isinstance(a, dict) else None
+
+    @property
     def instance(self) -> str:
         return self.conn.instance
 

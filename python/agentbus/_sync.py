@@ -103,6 +103,7 @@ class Client(_Blocking):
     limits = property(lambda self: self._a.limits)
     caps = property(lambda self: self._a.caps)
     instance = property(lambda self: self._a.instance)
+    access = property(lambda self: self._a.access)
 
     def stats(self) -> dict[str, int]:
         return self._a.stats()

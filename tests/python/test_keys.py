@@ -79,3 +79,34 @@ def test_key_file_refusals(tmp_path):
         wire.read_key_file(str(tmp_path / "k.key"), secret=True)
     with pytest.raises(errors.NotFound):
         wire.read_key_file(str(tmp_path / "none.key"))
+
+
+@pytest.fixture
+def acl(make_broker, tmp_path):
+    """A broker with an access file: alice publishes and observes threads "a", bob observes."""
+    kd = tmp_path / "keys"
+    kd.mkdir()
+    keygen(str(kd), "broker")
+    alice, bob = keygen(str(kd), "alice"), keygen(str(kd), "bob")
+    (kd / "access").write_text("alice alice.key publish:a observe:a\nbob bob.key observe\n")
+    b = make_broker("--keys", str(kd))
+    server = str(kd / "broker.key")
+    return b, agentbus.Keys.from_files(alice, server), agentbus.Keys.from_files(bob, server)
+
+
+def test_unauthorized_outside_the_prefixes(acl):
+    b, alice, bob = acl
+    with agentbus.Client(b.endpoint, keys=alice, timeout=2) as c:
+        assert c.access == {"name": "alice", "roles": {"publish": ["a"], "observe": ["a"]}}
+        with pytest.raises(errors.Unauthorized) as ei:
+            c.snapshot("b-thread")
+        assert ei.value.field == "thread" and not ei.value.retryable
+        assert ei.value.details.get("role") == "observe"
+    with agentbus.Producer(b.endpoint, keys=alice) as p:
+        p.claim("a-1", "r1")  # inside its prefix
+        with pytest.raises(errors.Unauthorized):
+            p.claim("b-1", "r1")
+    with agentbus.Client(b.endpoint, keys=bob, timeout=2) as c:
+        assert c.access == {"name": "bob", "roles": {"observe": True}}
+        with pytest.raises(errors.Unauthorized):
+            c.start_run("agent", "a-1", key="k-1")
