@@ -189,6 +189,26 @@ static int send_batch(prod_t *p, ab_conn_t *c, ab_buf_t *frames, uint64_t *seqs,
     return ab_conn_send(c, &req, frames, (size_t)p->batch, &f->cid, &err) == AB_OK ? 0 : -1;
 }
 
+/*
+ * AB_BENCH_SLOW_US=N: print every publish acknowledged after more than N us, with the
+ * wall-clock time its answer came (to line it up with a trace of the broker, e.g.
+ * strace -ttt), on stderr. For finding stalls; no effect on the figures otherwise.
+ */
+static void note_slow(double dt)
+{
+    static double limit = -1;
+    if (limit < 0) {
+        const char *s = getenv("AB_BENCH_SLOW_US");
+        limit = s && *s ? atof(s) / 1e6 : 0;
+    }
+    if (limit <= 0 || dt < limit)
+        return;
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    fprintf(stderr, "slow ack %.3f ms, answered at %lld.%06ld\n", dt * 1e3, (long long)now.tv_sec,
+            now.tv_nsec / 1000);
+}
+
 static int take_reply(prod_t *p, ab_conn_t *c, ab_doc_t *doc, flight_t *fl, int *nfl)
 {
     ab_msg_t m;
@@ -206,8 +226,10 @@ static int take_reply(prod_t *p, ab_conn_t *c, ab_doc_t *doc, flight_t *fl, int 
     }
     for (int i = 0; i < *nfl; i++)
         if (fl[i].cid == m.cid) {
+            double dt = ab__mono_s() - fl[i].t0;
             if (p->lat && p->nlat < LAT_MAX)
-                p->lat[p->nlat++] = ab__mono_s() - fl[i].t0;
+                p->lat[p->nlat++] = dt;
+            note_slow(dt);
             fl[i] = fl[--*nfl];
             break;
         }

@@ -482,6 +482,7 @@ static void publish(cmd_t *c, zmq_msg_t *id, const ab_msg_t *m, bool more)
         goto free_job;
     }
     job->count = count;
+    job->recv_us = ab__mono_us(); /* the writer's slow-group log measures from here */
     ab_error_t e = AB_ERROR_INIT;
     if (!(packed ? recv_packed(c, job, more, &e) : recv_frames(c, job, more, &e))) {
         reply_error(c, id, m->v, m->cid, &e);

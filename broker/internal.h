@@ -97,6 +97,7 @@ typedef struct ab_job {
     size_t raw_len;
     char wid[24];
     char key[AB_KEY_Z85_SIZE]; /**< WORKER_UP: the worker's authenticated key; "" = none */
+    int64_t recv_us;           /**< PUBLISH: ab__mono_us() when the command thread took it */
     bool narrowed;             /**< ACCESS: some key may read less than before */
 } ab_job_t;
 

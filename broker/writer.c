@@ -43,9 +43,11 @@ typedef struct writer {
     size_t ngroup, cap;
     ab_job_t *held; /**< a non-publish job received while filling a group */
     bool stop;
-    ab__fanout_t fan;     /**< live messages and heartbeats */
-    ab__snapsched_t snap; /**< durable snapshot scheduling */
-    ab__dispatch_t *disp; /**< run dispatch (dispatch.h); NULL: the plugin stores no requests */
+    ab__fanout_t fan;       /**< live messages and heartbeats */
+    ab__snapsched_t snap;   /**< durable snapshot scheduling */
+    ab__dispatch_t *disp;   /**< run dispatch (dispatch.h); NULL: the plugin stores no requests */
+    int64_t slow_logged_us; /**< when the last slow-group line was written */
+    uint64_t slow_unlogged; /**< slow groups since, not written */
 } writer_t;
 
 /* Send one answer to the command thread and release the job. */
@@ -259,9 +261,41 @@ static void committed(writer_t *w, const ab_append_event_t *evs, size_t n, uint6
     ab__fanout_flush(&w->fan); /* before any answer (invariant 2) */
 }
 
+/*
+ * A group whose first publish waited more than SLOW_GROUP_US from the command
+ * thread's receipt to its answers is logged (info, at most once a second, the
+ * others counted; every one at debug), with where the time went: waiting for the writer (other
+ * jobs, the thread not running), the store's commit (SQLite: WAL write and
+ * fsync), fan-out and answers. docs/PERFORMANCE.md "Latency" uses these lines.
+ */
+#define SLOW_GROUP_US 5000
+static void note_slow(writer_t *w, size_t events, int64_t t_recv, int64_t t0, int64_t t1,
+                      int64_t t2)
+{
+    if (t2 - t_recv < SLOW_GROUP_US)
+        return;
+    bool every = w->b->cfg->log_level == AB_LOG_DEBUG; /* --log-level debug: each one */
+    if (!every && t2 - w->slow_logged_us < 1000000) {
+        w->slow_unlogged++;
+        return;
+    }
+    ab__log(every ? AB_LOG_DEBUG : AB_LOG_INFO,
+            "slow group: %zu event(s) answered %.1f ms after receipt: %.1f ms waiting for the "
+            "writer, %.1f ms in the store's commit, %.1f ms fan-out and answers%s",
+            events, (double)(t2 - t_recv) / 1e3, (double)(t0 - t_recv) / 1e3,
+            (double)(t1 - t0) / 1e3, (double)(t2 - t1) / 1e3,
+            w->slow_unlogged ? " (and more slow groups since the last line)" : "");
+    w->slow_logged_us = t2;
+    w->slow_unlogged = 0;
+}
+
 /* Stage, commit, fan out and answer the jobs of the current group. */
 static void commit_group(writer_t *w)
 {
+    int64_t t_recv = INT64_MAX, t0 = ab__mono_us();
+    for (size_t j = 0; j < w->ngroup; j++)
+        if (w->group[j]->recv_us > 0 && w->group[j]->recv_us < t_recv)
+            t_recv = w->group[j]->recv_us;
     int64_t now = ab__now_us(); /* the commit time, also the resume rule's clock */
     ab__seq_set_now(w->seq, now);
     for (size_t j = 0; j < w->ngroup; j++)
@@ -270,9 +304,11 @@ static void commit_group(writer_t *w)
     const ab_append_event_t *evs = ab__seq_pending(w->seq, &n);
     uint64_t first = 0;
     ab_error_t e = AB_ERROR_INIT;
+    int64_t t1 = t0;
     if (n == 0) {
         ab__seq_commit(w->seq, atomic_load(&w->b->head_pos) + 1);
     } else if (w->b->plugin->append_batch(w->b->wdb, evs, n, now, &first, &e) == AB_OK) {
+        t1 = ab__mono_us();
         committed(w, evs, n, first, now);
     } else {
         char line[512];
@@ -284,6 +320,8 @@ static void commit_group(writer_t *w)
     for (size_t j = 0; j < w->ngroup; j++)
         answer_publish(w, w->group[j]);
     w->ngroup = 0;
+    if (t_recv != INT64_MAX)
+        note_slow(w, n, t_recv, t0, t1, ab__mono_us());
     ab__snapsched_request(&w->snap);
     ab__dispatch_pump(w->disp); /* requests move and are assigned between groups */
 }

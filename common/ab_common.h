@@ -25,6 +25,14 @@ static inline int64_t ab__mono_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/** Microseconds of CLOCK_MONOTONIC: for short intervals (the writer's slow-group log). */
+static inline int64_t ab__mono_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
 /** Seconds of CLOCK_MONOTONIC with nanosecond resolution (benchmarks). */
 static inline double ab__mono_s(void)
 {
