@@ -214,11 +214,16 @@ static void store_doc(void *ud, ab_str_t thread, uint64_t pos, const ab_buf_t *t
     }
     if (text->len == 0)
         return; /* too large to answer or to build: not stored (snapshot_worker.c) */
+    int64_t t0 = ab__mono_us();
     if (s->b->plugin->snapshot_put(s->b->wdb, thread, pos, text->data, text->len, &e) != AB_OK) {
         char line[512];
         ab__log(AB_LOG_WARN, "cannot store the snapshot of %.*s: %s", (int)thread.len, thread.ptr,
                 ab_error_format(&e, line, sizeof(line)));
     }
+    int64_t dt = ab__mono_us() - t0; /* the writer's time: publishes wait meanwhile */
+    if (dt >= 5000)
+        ab__log(AB_LOG_DEBUG, "slow snapshot store: %.*s, %zu bytes, %.1f ms on the writer",
+                (int)thread.len, thread.ptr, text->len, (double)dt / 1e3);
 }
 
 void ab__snapsched_collect(ab__snapsched_t *s)
