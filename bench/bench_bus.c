@@ -177,9 +177,14 @@ static int send_batch(prod_t *p, ab_conn_t *c, ab_buf_t *frames, uint64_t *seqs,
     char thread[32], run[48];
     snprintf(thread, sizeof(thread), p->thread_fmt, p->id);
     snprintf(run, sizeof(run), "p%d-r%d%s", p->id, r, p->run_tag);
-    for (int i = 0; i < p->batch; i++)
+    for (int i = 0; i < p->batch; i++) {
+        if (p->spread) { /* each event of the batch to the next run (bench scale) */
+            r = (int)((k * (uint64_t)p->batch + (uint64_t)i) % (uint64_t)p->nruns);
+            snprintf(run, sizeof(run), "p%d-r%d%s", p->id, r, p->run_tag);
+        }
         if (build_event(p->bodies, &frames[i], thread, run, ++seqs[r]) != 0)
             return -1;
+    }
     ab_msg_t req = {.op = AB_OP_PUBLISH};
     req.u.publish.count = (uint32_t)p->batch;
     ab_error_t err = AB_ERROR_INIT;
@@ -361,11 +366,19 @@ int row_begin(const bench_opts_t *o, child_t *ch, const char *durability, const 
 
 double ingest_row(const bench_opts_t *o, void *ctx, const bodies_t *b, const char *durability)
 {
+    return ingest_row_runs(o, ctx, b, durability, RUNS, false);
+}
+
+double ingest_row_runs(const bench_opts_t *o, void *ctx, const bodies_t *b, const char *durability,
+                       int runs, bool spread)
+{
     child_t ch;
     const char *ep;
     if (row_begin(o, &ch, durability, &ep) != 0)
         return -1;
     prod_t tmpl = load_producer(ep, ctx, b, o->seconds, "ingest-%d");
+    tmpl.nruns = runs / PRODUCERS > 0 ? runs / PRODUCERS : 1;
+    tmpl.spread = spread; /* bench scale: every run gets events all the time */
     prod_t ps[PRODUCERS];
     double c0 = self_cpu_s(), b0 = ch.pid ? proc_cpu_s(ch.pid) : 0;
     double rate = run_producers(&tmpl, PRODUCERS, ps);
@@ -381,7 +394,7 @@ double ingest_row(const bench_opts_t *o, void *ctx, const bodies_t *b, const cha
     printf("ingest  durability=%-7s %10.0f events/s acked  (%d producers, %d runs, %d B events, "
            "batch %d, %d in flight%s; rejected %llu, duplicate %llu; broker peak RSS %s%ld MiB; "
            "CPU per event: producers %.2f us, broker %.2f us)\n",
-           durability, rate, PRODUCERS, RUNS, EVENT_SIZE, BATCH, PIPE,
+           durability, rate, PRODUCERS, tmpl.nruns * PRODUCERS, EVENT_SIZE, BATCH, PIPE,
            g_frame_per_event ? ", a frame per event" : ", packed", (unsigned long long)rej,
            (unsigned long long)dup, rss ? "" : "n/a ", rss / 1024, pcpu * per, bcpu * per);
     child_stop(&ch);
@@ -566,8 +579,8 @@ static int bench_zmq(const bench_opts_t *o)
 
 bool bench_is_bus(const char *name)
 {
-    static const char *const names[] = {"ingest", "latency", "replay",  "zmq",
-                                        "fanout", "actions", "dispatch"};
+    static const char *const names[] = {"ingest", "latency", "replay",   "zmq",
+                                        "fanout", "actions", "dispatch", "scale"};
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
         if (name != NULL && strcmp(name, names[i]) == 0)
             return true;
@@ -595,6 +608,8 @@ int bench_bus(const char *name, const bench_opts_t *o)
         rc = bench_ingest(o, ctx, &b);
     else if (strcmp(name, "latency") == 0)
         rc = bench_latency(o, ctx, &b);
+    else if (strcmp(name, "scale") == 0)
+        rc = bench_scale(o, ctx, &b);
     else if (strcmp(name, "fanout") == 0)
         rc = bench_fanout(o, ctx, &b);
     else

@@ -412,3 +412,23 @@ int bench_latency(const bench_opts_t *o, void *ctx, const bodies_t *b)
     }
     return AB_BENCH_OK;
 }
+
+/* ---- how cost grows with the runs in flight ------------------------------------ */
+
+int bench_scale(const bench_opts_t *o, void *ctx, const bodies_t *b)
+{
+    static const int runs[] = {100, 10000, 100000};
+    double base = 0;
+    for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+        double r = ingest_row_runs(o, ctx, b, "fsync", runs[i], true);
+        if (r <= 0)
+            return AB_BENCH_FAIL;
+        if (i == 0)
+            base = r;
+        printf("scale   ingest, %6d runs in flight (each batch spread over them): %8.0f events/s "
+               "acked, %3.0f%% of the %d-run figure of this run\n",
+               runs[i], r, 100 * r / base, runs[0]);
+        fflush(stdout);
+    }
+    return AB_BENCH_OK;
+}

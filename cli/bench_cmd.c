@@ -37,6 +37,8 @@ static void help(void)
            "  reducer    events/s folded into a thread projection on one core\n"
            "  snapshot   SNAPSHOT answer time of a ~100,000-event thread (a broker it starts)\n"
            "  ingest     acknowledged events/s (fsync and process durability), broker peak RSS\n"
+           "  scale      fsync ingest with 100, 10,000 and 100,000 runs in flight at once, each\n"
+           "             beside the 100-run figure of the same run (the broker caches 4,096)\n"
            "  latency    the floor (write+fdatasync, ZeroMQ round trip), publish-to-ack and\n"
            "             publish-to-live-delivery (1 and 4 subscribers) at 1,000 events/s and\n"
            "             at 80%% of the maximum: p50, p90, p99, p99.9, max\n"
