@@ -174,6 +174,23 @@ static int floor_zmq(double seconds, dist_t *out)
 
 /* ---- publish -> ack --------------------------------------------------------- */
 
+/* The latency rows' producer: 4 runs of thread lat-ID, @p rate events/s over @p nprod. */
+static prod_t lat_producer(const char *ep, void *ctx, const bodies_t *b, double seconds,
+                           double rate, int batch, int nprod)
+{
+    prod_t p = {.endpoint = ep,
+                .ctx = ctx,
+                .bodies = b,
+                .nruns = 4,
+                .batch = batch,
+                .pipe = batch == 1 ? 64 : PIPE,
+                .seconds = seconds,
+                .rate = rate / nprod,
+                .thread_fmt = "lat-%d"};
+    bench_run_tag(p.run_tag);
+    return p;
+}
+
 static int ack_row(const bench_opts_t *o, void *ctx, const bodies_t *b, const char *durability,
                    double rate, int batch, int nprod, dist_t *out, double *got)
 {
@@ -181,17 +198,8 @@ static int ack_row(const bench_opts_t *o, void *ctx, const bodies_t *b, const ch
     const char *ep;
     if (row_begin(o, &ch, durability, &ep) != 0)
         return -1;
-    prod_t tmpl = {.endpoint = ep,
-                   .ctx = ctx,
-                   .bodies = b,
-                   .nruns = 4,
-                   .batch = batch,
-                   .pipe = batch == 1 ? 64 : PIPE,
-                   .seconds = o->seconds,
-                   .rate = rate / nprod,
-                   .thread_fmt = "lat-%d",
-                   .want_lat = true};
-    bench_run_tag(tmpl.run_tag);
+    prod_t tmpl = lat_producer(ep, ctx, b, o->seconds, rate, batch, nprod);
+    tmpl.want_lat = true;
     prod_t ps[PRODUCERS];
     *got = run_producers(&tmpl, nprod, ps);
     child_stop(&ch);
@@ -310,16 +318,7 @@ static int delivery_row(const bench_opts_t *o, void *ctx, const bodies_t *b, dou
     dsub_t s[SUBS_MAX];
     memset(s, 0, sizeof s);
     pthread_t th[SUBS_MAX];
-    prod_t tmpl = {.endpoint = ep,
-                   .ctx = ctx,
-                   .bodies = b,
-                   .nruns = 4,
-                   .batch = batch,
-                   .pipe = batch == 1 ? 64 : PIPE,
-                   .seconds = o->seconds,
-                   .rate = rate / nprod,
-                   .thread_fmt = "lat-%d"};
-    bench_run_tag(tmpl.run_tag);
+    prod_t tmpl = lat_producer(ep, ctx, b, o->seconds, rate, batch, nprod);
     tmpl.nsent = (size_t)(o->seconds * rate / batch / nprod) + 1024;
     for (int i = 0; i < nsub; i++)
         s[i] = (dsub_t){.ps = ps, .nprod = nprod, .target = &target, .done = &done};
