@@ -277,6 +277,17 @@ static int run_replay(struct rstate *rs, ab_conn_t *c)
     }
     if (rs->progress)
         progress_line(rs, ab__mono_ms(), true);
+    if (!rs->o.all && rs->rows == 0) { /* a thread or run read from its start: none such */
+        if (rs->o.run)
+            fprintf(stderr,
+                    "agentbus replay: not_found: run '%s' of thread '%s' has no stored "
+                    "events\n",
+                    rs->o.run, rs->o.thread);
+        else
+            fprintf(stderr, "agentbus replay: not_found: thread '%s' has no stored events\n",
+                    rs->o.thread);
+        return AB_EXIT_FAIL;
+    }
     if (!rs->v)
         return AB_EXIT_OK;
     return verify_finish(rs->v) ? AB_EXIT_FAIL : AB_EXIT_OK;

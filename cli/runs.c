@@ -349,6 +349,8 @@ static ab_status_t collect(struct rstate *st, ab_error_t *err)
         ab_heads_t q = {.thread = {st->o.thread, strlen(st->o.thread)}};
         ab_heads_reply_t hr;
         rc = ab_conn_heads(st->c, &q, st->doc, &hr, (int)st->o.timeout_ms, err);
+        if (rc == AB_OK && hr.nheads == 0) /* as replay and snapshot answer it */
+            rc = ab_error_set(err, AB_NOT_FOUND, "thread", "thread '%s' has no runs", st->o.thread);
         if (rc == AB_OK)
             rc = keep_heads(st, &hr, SIZE_MAX, err);
     } else {

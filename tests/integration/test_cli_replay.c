@@ -18,6 +18,7 @@
 
 #include "agentbus/client.h"
 #include "broker_proc.h"
+#include "cli_run.h"
 
 #include "replay_verify.h"
 
@@ -478,6 +479,49 @@ static void test_verifier_activity_across_runs(void **state)
     fx_close(&f);
 }
 
+/* A thread or run that does not exist is not_found and exit 1 for replay (with --verify too)
+ * and runs --thread, as for snapshot; one that exists verifies, and a RUN_FINISHED
+ * without an outcome reads "success" in runs as in the audit. */
+static void test_cli_not_found(void **state)
+{
+    it_t *t = *state;
+    IT_REQUIRE_BROKER(t);
+    ab_conn_t *c = it_connect(&t->bp);
+    ab_claimed_t cl;
+    ab_error_t err = AB_ERROR_INIT;
+    assert_int_equal(ab_conn_claim(c, "nf-t", "r1", t->doc, &cl, IT_TIMEOUT, &err), AB_OK);
+    ab_buf_t ev = AB_BUF_INIT;
+    it_event(&ev, "nf-t", "r1", 1, 2, cl.epoch);
+    assert_int_equal(it_publish1(c, t->doc, &ev, NULL).status, AB_RESULT_ACCEPTED);
+    ab_buf_reset(&ev);
+    it_event_json(&ev, "nf-t", "r1", 2, cl.epoch, /* no outcome: a success */
+                  "{\"type\":\"RUN_FINISHED\",\"threadId\":\"nf-t\",\"runId\":\"r1\"}");
+    assert_int_equal(it_publish1(c, t->doc, &ev, NULL).status, AB_RESULT_ACCEPTED);
+    ab_buf_free(&ev);
+    ab_conn_destroy(&c);
+    static const struct {
+        const char *args, *says;
+    } missing[] = {
+        {"replay --thread nosuch --verify", "not_found: thread 'nosuch' has no stored events"},
+        {"replay --thread nosuch", "not_found: thread 'nosuch' has no stored events"},
+        {"replay --thread nf-t --run nosuch --verify",
+         "not_found: run 'nosuch' of thread 'nf-t' has no stored events"},
+        {"runs --thread nosuch", "not_found: thread 'nosuch' has no runs"},
+        {"snapshot nosuch", "not_found: thread 'nosuch' has no stored events"},
+    };
+    char out[OUT_MAX];
+    for (size_t i = 0; i < sizeof missing / sizeof missing[0]; i++) {
+        int rc = it_run_cli(out, "%s --broker '%s'", missing[i].args, t->bp.cmd);
+        if (rc != 1 || strstr(out, missing[i].says) == NULL)
+            fail_msg("agentbus %s: exit %d: %s", missing[i].args, rc, out);
+        assert_null(strstr(out, "verified:"));
+    }
+    assert_int_equal(it_run_cli(out, "replay --thread nf-t --verify --broker '%s'", t->bp.cmd), 0);
+    assert_non_null(strstr(out, "verified: 1 runs ok, 0 failed, 0 still active"));
+    assert_int_equal(it_run_cli(out, "runs --thread nf-t --broker '%s'", t->bp.cmd), 0);
+    assert_non_null(strstr(out, "finished  success"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -486,6 +530,7 @@ int main(void)
         cmocka_unit_test(test_verifier_missing_start),
         cmocka_unit_test(test_verifier_activity_across_runs),
         cmocka_unit_test_setup_teardown(test_cli_verify_many_runs, it_setup, it_teardown),
+        cmocka_unit_test_setup_teardown(test_cli_not_found, it_setup, it_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
