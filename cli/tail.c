@@ -167,6 +167,37 @@ static int run_loop(struct tstate *ts, ab_sub_t *s)
     return AB_EXIT_OK;
 }
 
+/* A thread (or run) with no event yet is waited for, and said so on stderr (stdout stays the
+ * events'). Any failure to ask is left to the subscriber to report. */
+static void say_if_new(const struct topts *o, const char *ep)
+{
+    if (o->thread == NULL)
+        return;
+    ab_conn_opts_t co = {.client_name = "agentbus-tail"};
+    ab_conn_t *c = NULL;
+    ab_doc_t *doc = NULL;
+    ab_heads_reply_t hr = {0};
+    ab_run_ref_t ref = {{o->thread, strlen(o->thread)},
+                        {o->run ? o->run : "", o->run ? strlen(o->run) : 0}};
+    ab_heads_t q = o->run ? (ab_heads_t){.runs = &ref, .nruns = 1}
+                          : (ab_heads_t){.thread = {o->thread, strlen(o->thread)}};
+    bool none = ab_doc_new(&doc) == AB_OK && ab_conn_new(&c, ep, &co, NULL) == AB_OK &&
+                ab_conn_heads(c, &q, doc, &hr, 0, NULL) == AB_OK &&
+                (hr.nheads == 0 || (o->run && hr.heads[0].last_seq == 0));
+    if (none && o->run)
+        fprintf(stderr,
+                "agentbus tail: run '%s' of thread '%s' has no events yet: waiting for "
+                "them (Ctrl-C stops)\n",
+                o->run, o->thread);
+    else if (none)
+        fprintf(stderr,
+                "agentbus tail: thread '%s' has no events yet: waiting for them (Ctrl-C "
+                "stops)\n",
+                o->thread);
+    ab_conn_destroy(&c);
+    ab_doc_destroy(&doc);
+}
+
 int cmd_tail(int argc, char **argv)
 {
     struct tstate ts = {.seen = 0};
@@ -186,6 +217,7 @@ int cmd_tail(int argc, char **argv)
         cli_printer_free(&ts.pr);
         return AB_EXIT_FAIL;
     }
+    say_if_new(&ts.o, ep);
     cli_catch_signals();
     rc = run_loop(&ts, s);
     cli_printer_free(&ts.pr);

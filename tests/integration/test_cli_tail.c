@@ -10,6 +10,7 @@
 #include "testutil.h"
 
 #include "broker_proc.h"
+#include "cli_run.h"
 
 #include "render.h"
 
@@ -226,6 +227,31 @@ static void test_render_error_notice(void **state)
     tu_ctx_free(&tu);
 }
 
+/* tail waits for a thread (or run) with no event yet, and says so on stderr; not for one that has.
+ */
+static void test_tail_says_it_waits(void **state)
+{
+    it_t *t = *state;
+    IT_REQUIRE_BROKER(t);
+    char out[OUT_MAX];
+    assert_int_equal(it_run_cli(out, "tail --broker '%s' --thread nosuch --for 0.3", t->bp.cmd), 0);
+    assert_non_null(strstr(out, "agentbus tail: thread 'nosuch' has no events yet: waiting"));
+    ab_conn_t *c = it_connect(&t->bp);
+    ab_claimed_t cl;
+    ab_error_t err = AB_ERROR_INIT;
+    assert_int_equal(ab_conn_claim(c, "has-ev", "r1", t->doc, &cl, IT_TIMEOUT, &err), AB_OK);
+    ab_buf_t ev = AB_BUF_INIT;
+    it_event(&ev, "has-ev", "r1", 1, 0, cl.epoch);
+    assert_int_equal(it_publish1(c, t->doc, &ev, NULL).status, AB_RESULT_ACCEPTED);
+    ab_buf_free(&ev);
+    ab_conn_destroy(&c);
+    assert_int_equal(it_run_cli(out, "tail --broker '%s' --thread has-ev --for 0.3", t->bp.cmd), 0);
+    assert_null(strstr(out, "has no events yet"));
+    assert_int_equal(
+        it_run_cli(out, "tail --broker '%s' --thread has-ev --run r2 --for 0.3", t->bp.cmd), 0);
+    assert_non_null(strstr(out, "run 'r2' of thread 'has-ev' has no events yet"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -233,6 +259,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_tail_human_view, it_setup, it_teardown),
         cmocka_unit_test_setup_teardown(test_replay_export_and_verify, it_setup, it_teardown),
         cmocka_unit_test(test_render_error_notice),
+        cmocka_unit_test_setup_teardown(test_tail_says_it_waits, it_setup, it_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
