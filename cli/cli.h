@@ -69,7 +69,9 @@ int cli_parse_request_state(const char *s, ab_request_state_t *out);
 /**
  * The broker endpoint a client subcommand talks to: @p flag (from --broker)
  * when given, else $AGENTBUS_BROKER when set and non-empty, else
- * AB_DEFAULT_BROKER. Never NULL. (cli/common.c)
+ * AB_DEFAULT_BROKER; "HOST:PORT" and ":PORT" (no "://") mean tcp://HOST:PORT
+ * and tcp://127.0.0.1:PORT. Never NULL; an expanded one lives in a static
+ * buffer until the next call. (cli/common.c)
  */
 const char *cli_broker_endpoint(const char *flag);
 

@@ -520,6 +520,13 @@ static void test_cli_not_found(void **state)
     assert_non_null(strstr(out, "verified: 1 runs ok, 0 failed, 0 still active"));
     assert_int_equal(it_run_cli(out, "runs --thread nf-t --broker '%s'", t->bp.cmd), 0);
     assert_non_null(strstr(out, "finished  success"));
+    /* the endpoint's shorthands: HOST:PORT and :PORT are tcp:// (the host 127.0.0.1) */
+    const char *port = strrchr(t->bp.cmd, ':');
+    assert_non_null(port);
+    assert_int_equal(it_run_cli(out, "runs --thread nf-t --broker '%s'", port), 0);
+    assert_non_null(strstr(out, "finished  success"));
+    assert_int_equal(it_run_cli(out, "runs --thread nf-t --broker '127.0.0.1%s'", port), 0);
+    assert_non_null(strstr(out, "finished  success"));
 }
 
 int main(void)
