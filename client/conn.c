@@ -51,7 +51,10 @@ struct ab_conn {
     bool curve;    /* CURVE client: me and server are set (invariant 6) */
     ab_keypair_t me;
     char server[AB_KEY_Z85_SIZE];
-    char *access; /* the welcome's access, as JSON; NULL = none */
+    char *access;         /* the welcome's access, as JSON; NULL = none */
+    void *mon;            /* until welcome: the DEALER's socket monitor (a refused connect) */
+    bool connected;       /* until welcome: the monitor saw a TCP connection made */
+    const char *endpoint; /* until welcome: the address connected, for messages */
 };
 
 static int timeout_of(const ab_conn_t *c, int timeout_ms)
@@ -104,16 +107,46 @@ static ab_status_t recv_frames(ab_conn_t *c, ab_error_t *err)
 }
 
 /* Wait until the socket is readable or the deadline passes. */
+/* Before welcome: whether the monitor reports a refused connection (nothing listens): a
+ * retry before any connection was made. A retry after one (the peer closed it, e.g. a
+ * CURVE handshake that failed) is not a refusal: the wait goes on to its timeout. */
+static bool refused(ab_conn_t *c)
+{
+    zmq_msg_t ev, addr;
+    zmq_msg_init(&ev);
+    zmq_msg_init(&addr);
+    bool got = zmq_msg_recv(&ev, c->mon, ZMQ_DONTWAIT) >= 0 && zmq_msg_size(&ev) >= 2 &&
+               zmq_msg_more(&ev) && zmq_msg_recv(&addr, c->mon, ZMQ_DONTWAIT) >= 0;
+    uint16_t event = 0;
+    if (got)
+        memcpy(&event, zmq_msg_data(&ev), sizeof event);
+    zmq_msg_close(&ev);
+    zmq_msg_close(&addr);
+    if (got && event == ZMQ_EVENT_CONNECTED)
+        c->connected = true;
+    return got && event == ZMQ_EVENT_CONNECT_RETRIED && !c->connected;
+}
+
 static ab_status_t wait_readable(ab_conn_t *c, int64_t deadline, ab_error_t *err)
 {
     for (;;) {
         int64_t left = deadline - ab__mono_ms();
         if (left < 0)
             left = 0;
-        zmq_pollitem_t it = {.socket = c->sock, .events = ZMQ_POLLIN};
-        int rc = zmq_poll(&it, 1, (long)left);
-        if (rc > 0)
+        zmq_pollitem_t it[2] = {{.socket = c->sock, .events = ZMQ_POLLIN},
+                                {.socket = c->mon, .events = ZMQ_POLLIN}};
+        int rc = zmq_poll(it, c->mon ? 2 : 1, (long)left);
+        if (rc > 0 && (it[0].revents & ZMQ_POLLIN))
             return AB_OK;
+        if (rc > 0 && refused(c)) {
+            ab_error_set(err, AB_UNAVAILABLE, "endpoint",
+                         "nothing answers at %s (connection refused): is 'agentbus broker' "
+                         "running there?",
+                         c->endpoint);
+            return AB_UNAVAILABLE;
+        }
+        if (rc > 0)
+            continue;
         if (rc < 0 && zmq_errno() != EINTR)
             return zmq_fail(err, "poll");
         if (rc == 0 && ab__mono_ms() >= deadline) {
@@ -394,10 +427,33 @@ static ab_status_t open_socket(ab_conn_t *c, const char *endpoint, ab_error_t *e
     if (ab__conn_curve_apply(c, c->sock) != 0)
         return ab_error_set(err, AB_INVALID_ARGUMENT, "key", "cannot use the CURVE keys: %s",
                             zmq_strerror(zmq_errno()));
+    /* a refused connection is told at once, not after the timeout (wait_readable) */
+    char mon[64];
+    snprintf(mon, sizeof mon, "inproc://ab-conn-monitor-%p", (void *)c);
+    if (zmq_socket_monitor(c->sock, mon, ZMQ_EVENT_CONNECTED | ZMQ_EVENT_CONNECT_RETRIED) == 0 &&
+        (c->mon = zmq_socket(c->ctx, ZMQ_PAIR)) != NULL) {
+        zmq_setsockopt(c->mon, ZMQ_LINGER, &zero, sizeof(zero));
+        if (zmq_connect(c->mon, mon) != 0) {
+            zmq_close(c->mon);
+            c->mon = NULL;
+        }
+    }
+    c->endpoint = endpoint;
     if (zmq_connect(c->sock, endpoint) != 0)
         return ab_error_set(err, AB_INVALID_ARGUMENT, "endpoint", "cannot connect to %s: %s",
                             endpoint, zmq_strerror(zmq_errno()));
     return AB_OK;
+}
+
+/* After welcome: no more monitoring (a reconnect later is ZeroMQ's to make). */
+static void stop_monitor(ab_conn_t *c)
+{
+    if (c->mon == NULL)
+        return;
+    zmq_socket_monitor(c->sock, NULL, 0);
+    zmq_close(c->mon);
+    c->mon = NULL;
+    c->endpoint = NULL;
 }
 
 ab_status_t ab_conn_new(ab_conn_t **out, const char *endpoint, const ab_conn_opts_t *opts,
@@ -420,6 +476,16 @@ ab_status_t ab_conn_new(ab_conn_t **out, const char *endpoint, const ab_conn_opt
     ab_status_t st = open_socket(c, endpoint, err);
     if (st == AB_OK)
         st = handshake(c, err);
+    if (st == AB_TIMEOUT) {
+        ab_error_clear(err);
+        ab_error_set(err, AB_TIMEOUT, NULL,
+                     "no welcome from %s in %d ms: is 'agentbus broker' running there (a broker "
+                     "with keys never answers a key it does not list)?",
+                     endpoint, c->opts.timeout_ms);
+        if (err)
+            err->retryable = true;
+    }
+    stop_monitor(c);
     if (st != AB_OK) {
         ab_conn_destroy(&c);
         return st;
@@ -435,6 +501,8 @@ void ab_conn_destroy(ab_conn_t **cp)
     ab_conn_t *c = *cp;
     close_msgs(c);
     free(c->msgs);
+    if (c->mon)
+        zmq_close(c->mon);
     if (c->sock)
         zmq_close(c->sock);
     if (c->own_ctx)

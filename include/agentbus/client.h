@@ -77,7 +77,10 @@ typedef struct ab_conn ab_conn_t;
  * Connect a DEALER to @p endpoint, send `hello` and wait for `welcome`.
  * @param out   receives the connection on AB_OK.
  * @param opts  NULL for defaults; copied.
- * @return AB_OK; AB_TIMEOUT (retryable) when no welcome arrives in time;
+ * @return AB_OK; AB_UNAVAILABLE (retryable, field "endpoint") at once when a
+ *         tcp connection is refused (nothing listens there); AB_TIMEOUT
+ *         (retryable) when no welcome arrives in time (the message names the
+ *         endpoint; a broker with keys never answers a key it does not list);
  *         the broker's error code (e.g. AB_INCOMPATIBLE_VERSION with details
  *         "ours"/"theirs") with the error copied into @p err;
  *         AB_INVALID_ARGUMENT, AB_INVALID_ENVELOPE, AB_IO or AB_NOMEM.
