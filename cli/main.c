@@ -1,11 +1,13 @@
 /*
  * main.c - the `agentbus` command: dispatch to a subcommand.
  */
+#include "agentbus/nego.h"
 #include "cli.h"
 
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <zmq.h>
 
 struct subcommand {
     const char *name;
@@ -95,6 +97,33 @@ static int global_opts(int argc, char **argv)
     return i - 1;
 }
 
+/* agentbus --version (and every command's --version): the package, the protocol versions
+ * it speaks and the libzmq it runs on. */
+static int print_version(void)
+{
+    size_t n = 0;
+    const uint32_t *v = ab_versions_supported(&n);
+    int major, minor, patch;
+    zmq_version(&major, &minor, &patch);
+    printf("agentbus %s (protocol", AB_VERSION_STRING);
+    for (size_t i = 0; i < n; i++)
+        printf("%s%u", i ? "," : " ", v[i]);
+    printf("; libzmq %d.%d.%d%s)\n", major, minor, patch, zmq_has("curve") ? " with CURVE" : "");
+    return AB_EXIT_OK;
+}
+
+/* A command: `--version` anywhere among its arguments prints the version, `-h` is its --help. */
+static int run_sub(const struct subcommand *sc, int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--version") == 0)
+            return print_version();
+        if (strcmp(argv[i], "-h") == 0)
+            argv[i] = "--help";
+    }
+    return sc->fn(argc, argv);
+}
+
 int main(int argc, char **argv)
 {
     int g = global_opts(argc, argv);
@@ -107,18 +136,20 @@ int main(int argc, char **argv)
         usage(stderr);
         return AB_EXIT_USAGE;
     }
-    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
-        strcmp(argv[1], "help") == 0) {
+    if (strcmp(argv[1], "help") == 0 && argc > 2) { /* agentbus help CMD: CMD --help */
+        argv[1] = argv[2];
+        argv[2] = "--help";
+        argc = 3;
+    } else if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
+               strcmp(argv[1], "help") == 0) {
         usage(stdout);
         return AB_EXIT_OK;
     }
-    if (strcmp(argv[1], "--version") == 0) {
-        printf("agentbus %s\n", AB_VERSION_STRING);
-        return AB_EXIT_OK;
-    }
+    if (strcmp(argv[1], "--version") == 0)
+        return print_version();
     for (size_t i = 0; i < NSUB; i++)
         if (strcmp(argv[1], subcommands[i].name) == 0)
-            return subcommands[i].fn(argc - 1, argv + 1);
+            return run_sub(&subcommands[i], argc - 1, argv + 1);
     fprintf(stderr, "agentbus: unknown command '%s'\n\n", argv[1]);
     usage(stderr);
     return AB_EXIT_USAGE;

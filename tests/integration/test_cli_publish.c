@@ -126,6 +126,27 @@ static void test_publish_ids_from_flags_and_usage(void **state)
     assert_int_equal(it_run_cli(out, "runs --bogus"), 2);
 }
 
+/* --version and -h on every command, and agentbus help CMD (issue 16). */
+static void test_version_and_help_everywhere(void **state)
+{
+    (void)state;
+    static const char *const cmds[] = {"broker",   "publish", "tail",   "replay", "runs",
+                                       "snapshot", "workers", "whoami", "keygen", "demo"};
+    char out[OUT_MAX], want[64];
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+        if (it_run_cli(out, "%s --version", cmds[i]) != 0 || strncmp(out, "agentbus ", 9) != 0 ||
+            strstr(out, "(protocol ") == NULL || strstr(out, "libzmq ") == NULL)
+            fail_msg("agentbus %s --version: %s", cmds[i], out);
+        snprintf(want, sizeof want, "usage: agentbus %s", cmds[i]);
+        if (it_run_cli(out, "%s -h", cmds[i]) != 0 || strstr(out, want) == NULL)
+            fail_msg("agentbus %s -h: %s", cmds[i], out);
+        if (it_run_cli(out, "help %s", cmds[i]) != 0 || strstr(out, want) == NULL)
+            fail_msg("agentbus help %s: %s", cmds[i], out);
+    }
+    assert_int_equal(it_run_cli(out, "help nosuch"), 2);
+    assert_non_null(strstr(out, "unknown command 'nosuch'"));
+}
+
 static void test_publish_unreachable(void **state)
 {
     it_t *t = *state;
@@ -160,6 +181,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_publish_ids_from_flags_and_usage, it_setup,
                                         it_teardown),
         cmocka_unit_test_setup_teardown(test_publish_unreachable, it_setup, it_teardown),
+        cmocka_unit_test(test_version_and_help_everywhere),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
