@@ -34,7 +34,9 @@ static const struct subcommand subcommands[] = {
     {"demo", cmd_demo, "run a broker with a demo fabric of agents and an observer"},
     {"conformance", cmd_conformance, "check a broker endpoint against docs/PROTOCOL.md"},
     {"validate", cmd_validate, "check AG-UI 1.0 events (JSON Lines) and their run lifecycle"},
-    {"bench", cmd_bench, "measure the bus: protocol, reducer, ingest, latency, replay, fan-out"},
+    {"bench", cmd_bench,
+     "measure the bus: protocol, reducer, snapshot, ingest, latency, scale, replay, fan-out, "
+     "actions, dispatch, raw ZeroMQ"},
 };
 
 #define NSUB (sizeof(subcommands) / sizeof(subcommands[0]))
