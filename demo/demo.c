@@ -49,9 +49,6 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-#ifdef __linux__
-#include <sys/prctl.h>
-#endif
 
 #define CATCHUP_MS     10000
 #define WORKER_STOP_MS 5000
@@ -169,16 +166,8 @@ static int spawn_worker(struct demo *d, int a, const char *ep)
         return -1;
     fcntl(fds[0], F_SETFD, FD_CLOEXEC);
     fcntl(fds[1], F_SETFD, FD_CLOEXEC);
-    pid_t parent = getpid();
-    fflush(NULL); /* the child must not repeat buffered output */
-    pid_t pid = fork();
-    if (pid == 0) { /* only async-signal-safe calls until the exec */
-#ifdef __linux__
-        prctl(PR_SET_PDEATHSIG, SIGTERM);
-        if (getppid() != parent)
-            _exit(1);
-#endif
-        (void)parent;
+    pid_t pid = spawn_fork_child();
+    if (pid == 0) {                  /* only async-signal-safe calls until the exec */
         dup2(fds[1], STDOUT_FILENO); /* the copy is not close-on-exec */
         execv("/proc/self/exe", args);
         _exit(127);

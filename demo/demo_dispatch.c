@@ -31,15 +31,13 @@
 #include "agentbus/producer.h"
 #include "agentbus/worker.h"
 #include "demo.h"
+#include "spawn.h"
 
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#ifdef __linux__
-#include <sys/prctl.h>
-#endif
 
 #define ACT_MS 10000
 #define AGENT  "demo-coder"
@@ -207,16 +205,8 @@ static pid_t spawn_dworker(const char *ep, int k, int pace)
     argv[n] = NULL;
     char *args[14];
     memcpy(args, argv, sizeof(args)); /* execv's prototype is not const-correct */
-    pid_t parent = getpid();
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid == 0) {
-#ifdef __linux__
-        prctl(PR_SET_PDEATHSIG, SIGTERM);
-        if (getppid() != parent)
-            _exit(1);
-#endif
-        (void)parent;
+    pid_t pid = spawn_fork_child();
+    if (pid == 0) { /* only async-signal-safe calls until the exec */
         execv("/proc/self/exe", args);
         _exit(127);
     }
@@ -490,17 +480,9 @@ static pid_t spawn_python(const char *script, const char *ep)
                           NULL};
     char *args[9];
     memcpy(args, argv, sizeof(args)); /* execvp's prototype is not const-correct */
-    pid_t parent = getpid();
-    fflush(NULL);
-    demo_secure_child_env(true); /* --secure: the worker gets the agents' key */
-    pid_t pid = fork();
-    if (pid == 0) {
-#ifdef __linux__
-        prctl(PR_SET_PDEATHSIG, SIGTERM);
-        if (getppid() != parent)
-            _exit(1);
-#endif
-        (void)parent;
+    demo_secure_child_env(true);      /* --secure: the worker gets the agents' key */
+    pid_t pid = spawn_fork_child();
+    if (pid == 0) { /* only async-signal-safe calls until the exec */
         dup2(STDERR_FILENO, STDOUT_FILENO);
         execvp(args[0], args);
         _exit(127);

@@ -29,6 +29,22 @@
 #include <sys/prctl.h>
 #endif
 
+pid_t spawn_fork_child(void)
+{
+    pid_t parent = getpid();
+    fflush(NULL); /* the child must not repeat buffered output */
+    pid_t pid = fork();
+    if (pid == 0) {
+#ifdef __linux__
+        prctl(PR_SET_PDEATHSIG, SIGTERM);
+        if (getppid() != parent)
+            _exit(1);
+#endif
+        (void)parent;
+    }
+    return pid;
+}
+
 void spawn_rm_tree(const char *path)
 {
     DIR *d = opendir(path);

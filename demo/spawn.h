@@ -56,6 +56,14 @@ int spawn_broker(spawn_broker_t *b, const spawn_opts_t *o);
  */
 int spawn_stop(spawn_broker_t *b, bool remove_dir);
 
+/**
+ * fork() a child of the demo that gets SIGTERM when the demo dies (Linux
+ * parent-death signal) and exits at once if the demo died before it could ask.
+ * Buffered output is flushed first. @return as fork(): 0 in the child (only
+ * async-signal-safe calls until its exec), the pid in the demo, -1.
+ */
+pid_t spawn_fork_child(void);
+
 /** Remove @p path and everything under it (no symlinks followed). */
 void spawn_rm_tree(const char *path);
 
