@@ -215,8 +215,8 @@ static void stage(ab_seq_t *s, ab__seq_run_t *r, ab_seq_item_t *it, bool thread_
         p->status = AB_RUN_STATUS_ACTIVE;
         p->parent_run = info->parent_run_id;
     } else if (info->type == AB_AGUI_RUN_FINISHED) {
-        p->status = AB_RUN_STATUS_FINISHED;
-        p->outcome = info->outcome;
+        p->status = AB_RUN_STATUS_FINISHED; /* AG-UI: an absent outcome is success */
+        p->outcome = info->outcome == AB_OUTCOME_NONE ? AB_OUTCOME_SUCCESS : info->outcome;
     } else if (info->type == AB_AGUI_RUN_ERROR) {
         p->status = AB_RUN_STATUS_ERRORED;
     }

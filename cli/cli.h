@@ -9,6 +9,7 @@
 #define AB_CLI_H
 
 #include "agentbus/model.h"
+#include "agentbus/status.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -74,6 +75,25 @@ int cli_parse_request_state(const char *s, ab_request_state_t *out);
  * buffer until the next call. (cli/common.c)
  */
 const char *cli_broker_endpoint(const char *flag);
+
+/**
+ * The one report of a bad option, for a getopt_long() loop whose optstring
+ * starts with ':' (so getopt prints nothing itself): @p c is what it
+ * returned ('?' an unknown option, ':' a missing value). Prints "agentbus
+ * <cmd>: unknown option '--x'" or "option '--x' needs a value" and the hint.
+ * @return AB_EXIT_USAGE. (cli/common.c)
+ */
+int cli_bad_option(const char *cmd, char **argv, int c);
+
+/** Write @p s as a JSON string (quoted, escaped) to @p out. */
+void cli_json_str(FILE *out, const char *s);
+
+/** Write @p err as {"code","message","pointer"}: the field as a JSON Pointer. */
+void cli_json_error(FILE *out, const ab_error_t *err);
+
+/** "code: message (at /pointer)", the field as a JSON Pointer (an event's own
+ * fields relative to the event). @return @p buf. */
+const char *cli_error_text(const ab_error_t *err, char *buf, size_t size);
 
 /** Print "agentbus <cmd>: <msg>" to stderr and return AB_EXIT_USAGE. */
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

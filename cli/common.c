@@ -4,6 +4,7 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -54,4 +55,67 @@ bool cli_parse_u64(const char *s, uint64_t *out)
         return false;
     *out = v;
     return true;
+}
+
+int cli_bad_option(const char *cmd, char **argv, int c)
+{
+    const char *arg = optind > 0 ? argv[optind - 1] : "";
+    if (c == ':')
+        return cli_usage_error(cmd, "option '%s' needs a value", arg);
+    if (optopt && arg[0] == '-' && arg[1] != '-')
+        return cli_usage_error(cmd, "unknown option '-%c'", optopt);
+    return cli_usage_error(cmd, "unknown option '%s'", arg);
+}
+
+void cli_json_str(FILE *out, const char *s)
+{
+    fputc('"', out);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\')
+            fprintf(out, "\\%c", *p);
+        else if (*p < 0x20)
+            fprintf(out, "\\u%04x", *p);
+        else
+            fputc(*p, out);
+    }
+    fputc('"', out);
+}
+
+/* A wire field ("event/messageId", "seq") as a JSON Pointer: an event's own
+ * fields relative to the event (the line the user gave), the rest from the
+ * envelope's root. */
+static void field_pointer(const char *field, char *buf, size_t size)
+{
+    if (field[0] == '/' || field[0] == '\0')
+        snprintf(buf, size, "%s", field);
+    else if (strncmp(field, "event/", 6) == 0)
+        snprintf(buf, size, "%s", field + 5);
+    else if (strcmp(field, "event") == 0)
+        snprintf(buf, size, "/");
+    else
+        snprintf(buf, size, "/%s", field);
+}
+
+void cli_json_error(FILE *out, const ab_error_t *err)
+{
+    char ptr[AB_ERROR_FIELD_MAX + 2];
+    field_pointer(err->field, ptr, sizeof(ptr));
+    fprintf(out, "{\"code\":");
+    cli_json_str(out, ab_status_name(err->code));
+    fprintf(out, ",\"message\":");
+    cli_json_str(out, err->message);
+    fprintf(out, ",\"pointer\":");
+    cli_json_str(out, ptr);
+    fprintf(out, "}");
+}
+
+const char *cli_error_text(const ab_error_t *err, char *buf, size_t size)
+{
+    char ptr[AB_ERROR_FIELD_MAX + 2];
+    field_pointer(err->field, ptr, sizeof(ptr));
+    if (ptr[0])
+        snprintf(buf, size, "%s: %s (at %s)", ab_status_name(err->code), err->message, ptr);
+    else
+        snprintf(buf, size, "%s: %s", ab_status_name(err->code), err->message);
+    return buf;
 }

@@ -1,31 +1,43 @@
 /*
- * publish.c - `agentbus publish`: AG-UI events as JSON Lines from standard
- * input or a file into one run, through the producer (agentbus/producer.h).
+ * publish.c - `agentbus publish`: one run's AG-UI events as JSON Lines from
+ * standard input or a file, through the producer (agentbus/producer.h).
  *
+ * A file is a run from its first line: its k-th event is seq k of the run,
+ * so publishing the same file again is answered as duplicates, and a file
+ * that only repeats part of a stored run continues it where it differs. With
+ * --append the file continues the stored run after its last committed seq.
  * The run is named by --thread/--run or, for what the flags leave out, by
- * the threadId/runId of the first line when it is a RUN_STARTED. The
- * command claims the run, publishes every non-blank line (seq continuing
- * after the run's last committed seq), flushes, and prints one summary line.
- * The first rejection - local validation or the broker's typed answer -
- * stops it: what was published before is flushed, the rejection is printed
- * with its line number and seq, and the exit status is 1.
+ * the threadId/runId of a first RUN_STARTED line.
+ *
+ * Two passes: the whole input is checked first (JSON, strict AG-UI rules,
+ * the run lifecycle from the run's start - with --append, from the stored
+ * events replayed), and nothing is sent unless every line passes. Then the
+ * run is taken (a run the bus never saw is written at its implicit epoch 1,
+ * so a rejection leaves no claimed run without events; a known run is
+ * claimed) and every line is published; the broker's first rejection stops
+ * it, naming the line and seq.
  *
  * Invariants:
  *  1. Memory is bounded: one line at a time (at most CLI_LINE_MAX_BYTES), the
- *     producer's outbox, and a ring of line numbers of the unacknowledged
- *     seqs (the outbox never holds more than batch events).
- *  2. Exit 0 only when every line was acknowledged by the broker.
+ *     producer's outbox and a ring of the line numbers of unacknowledged
+ *     seqs. Standard input is spooled to a temporary file for the second
+ *     pass; a regular file is read twice.
+ *  2. Nothing is sent before the whole input passed; an empty input sends
+ *     nothing.
+ *  3. Exit 0 only when every line was acknowledged (accepted or duplicate).
  */
 #include "ab_common.h"
 #include "agentbus/json.h"
 #include "agentbus/producer.h"
 #include "cli.h"
+#include "evcheck.h"
 #include "lines.h"
 
 #include <errno.h>
 #include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #define ID_MAX 512
@@ -37,12 +49,26 @@ struct popts {
     const char *path;
     long batch;
     long timeout_ms;
+    bool append;
+    bool json;
 };
 
 struct pstate {
     struct popts o;
     FILE *in;
+    FILE *spool; /* standard input kept for the second pass, or NULL */
     ab_producer_t *p;
+    evcheck_t *chk;
+    uint64_t events;    /* non-blank lines of the input */
+    uint64_t stored;    /* the run's last committed seq when taken */
+    ab_doc_t *edoc;     /* a stored event (--append) */
+    ab_doc_t *rdoc;     /* replies read outside the producer */
+    ab_doc_t *cdoc;     /* an input line compared with its stored event */
+    ab_buf_t mp;        /* its msgpack */
+    uint64_t same;      /* the input's first events the run already holds (duplicates) */
+    uint64_t compared;  /* the last stored seq compared */
+    bool input_done;    /* the input ended while being compared */
+    ab_error_t differs; /* a stored event that differs from the input's */
     ab_buf_t line;
     long lineno;
     long *lines; /* ring: line number of seq s at lines[s % nlines] (invariant 1) */
@@ -54,22 +80,28 @@ struct pstate {
 
 static void print_help(void)
 {
-    printf("usage: agentbus publish [--broker ENDPOINT] [--thread ID] [--run ID] [--batch N]\n"
-           "                        [--timeout MS] [FILE]\n\n"
-           "Publish AG-UI 1.0 events, one JSON object per line, from FILE or standard input\n"
-           "into one run. Blank lines are skipped. Each event is validated (strict producer\n"
-           "rules), numbered after the run's last committed seq and acknowledged durably by the\n"
-           "broker. Prints 'published N events to thread T run R (seq A..B, D duplicates) in X\n"
-           "ms'. On the first rejection prints 'rejected at line N (seq S): code: message' and\n"
-           "exits 1; usage errors exit 2.\n\n"
+    printf("usage: agentbus publish [--broker ENDPOINT] [--thread ID] [--run ID] [--append]\n"
+           "                        [--batch N] [--timeout MS] [--json] [FILE]\n\n"
+           "Publish one run's AG-UI 1.0 events, one JSON object per line, from FILE or standard\n"
+           "input. Blank lines are skipped. The whole input is checked first (strict event\n"
+           "rules and the run's lifecycle) and nothing is sent unless every line passes. The\n"
+           "k-th event is seq k of the run, so publishing the same file again is answered as\n"
+           "duplicates; --append continues a stored run after its last event instead. Each\n"
+           "event is acknowledged durably by the broker. Prints 'published N events to thread\n"
+           "T run R (seq A..B, D duplicates) in X ms'. A rejection prints 'rejected at line N\n"
+           "(seq S): code: message' and exits 1 (events before it stay published); usage\n"
+           "errors exit 2.\n\n"
            "options:\n"
            "  --broker ENDPOINT  the broker's command endpoint (default $AGENTBUS_BROKER, else\n"
            "                     " AB_DEFAULT_BROKER ")\n"
            "  --thread ID        the run's thread (default: threadId of a first RUN_STARTED line)\n"
            "  --run ID           the run (default: runId of a first RUN_STARTED line)\n"
+           "  --append           continue the stored run after its last committed event (needs\n"
+           "                     --thread and --run; the run must have events)\n"
            "  --batch N          events per publish request, 1..1024 (default 256)\n"
            "  --timeout MS       bound of connecting, of each request and of the final flush\n"
            "                     (default 5000)\n"
+           "  --json             print the outcome as one JSON object on standard output\n"
            "  -h, --help         show this help\n");
 }
 
@@ -81,16 +113,20 @@ static int parse_args(int argc, char **argv, struct popts *o)
         {"run", required_argument, NULL, 'r'},
         {"batch", required_argument, NULL, 'n'},
         {"timeout", required_argument, NULL, 'T'},
+        {"append", no_argument, NULL, 'a'},
+        {"json", no_argument, NULL, 'j'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     int c;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
         switch (c) {
         case 'b': o->broker = optarg; break;
         case 't': o->thread = optarg; break;
         case 'r': o->run = optarg; break;
+        case 'a': o->append = true; break;
+        case 'j': o->json = true; break;
         case 'n':
             if (!cli_parse_long(optarg, 1, 1024, &o->batch))
                 return cli_usage_error("publish", "--batch wants 1..1024, got '%s'", optarg);
@@ -100,24 +136,32 @@ static int parse_args(int argc, char **argv, struct popts *o)
                 return cli_usage_error("publish", "--timeout wants milliseconds, got '%s'", optarg);
             break;
         case 'h': print_help(); return -1;
-        default: return cli_usage_error("publish", "unknown option");
+        default: return cli_bad_option("publish", argv, c);
         }
     }
     if (argc - optind > 1)
         return cli_usage_error("publish", "expected at most one FILE, got %d", argc - optind);
+    if (o->append && (!o->thread || !o->run))
+        return cli_usage_error("publish", "--append needs --thread and --run");
     o->path = optind < argc ? argv[optind] : NULL;
     return 0;
 }
 
 /* Next non-blank line into st->line; false at EOF. A too-long line is kept
- * as an error in @p err. */
-static bool next_line(struct pstate *st, ab_error_t *err)
+ * as an error in @p err. When spooling, every line read is kept too. */
+static bool next_line(struct pstate *st, FILE *spool, ab_error_t *err)
 {
     long n;
     while ((n = cli_read_line(st->in, &st->line)) != -1) {
         st->lineno++;
         if (n == -2) {
             ab_error_set(err, AB_TOO_LARGE, "", "line longer than %u bytes", CLI_LINE_MAX_BYTES);
+            return true;
+        }
+        if (spool && (fwrite(st->line.data, 1, st->line.len, spool) != st->line.len ||
+                      fputc('\n', spool) == EOF)) {
+            ab_error_set(err, AB_IO, "", "cannot keep standard input for sending: %s",
+                         strerror(errno));
             return true;
         }
         if (!cli_blank(&st->line))
@@ -167,10 +211,33 @@ static int ids_from_first_line(struct pstate *st)
                            st->thread[0] ? "run id" : "thread id");
 }
 
-static int fail_error(const ab_error_t *err)
+/* One JSON object on stdout (--json): the outcome, or the failure. */
+static void print_json(const struct pstate *st, const ab_error_t *err, long line, uint64_t seq)
+{
+    ab_producer_stats_t s = st->p ? ab_producer_stats(st->p) : (ab_producer_stats_t){0};
+    printf("{\"ok\":%s,\"thread\":", err ? "false" : "true");
+    cli_json_str(stdout, st->thread);
+    printf(",\"run\":");
+    cli_json_str(stdout, st->run);
+    printf(",\"events\":%llu,\"acked\":%llu,\"duplicates\":%llu,\"first_seq\":%llu",
+           (unsigned long long)st->events, (unsigned long long)(s.acked + st->same),
+           (unsigned long long)(s.duplicates + st->same), (unsigned long long)st->first_seq);
+    if (err) {
+        printf(",\"line\":%ld", line);
+        if (seq)
+            printf(",\"seq\":%llu", (unsigned long long)seq);
+        printf(",\"error\":");
+        cli_json_error(stdout, err);
+    }
+    printf("}\n");
+}
+
+static int fail_error(const struct pstate *st, const ab_error_t *err)
 {
     char buf[768];
-    fprintf(stderr, "agentbus publish: %s\n", ab_error_format(err, buf, sizeof(buf)));
+    fprintf(stderr, "agentbus publish: %s\n", cli_error_text(err, buf, sizeof(buf)));
+    if (st->o.json)
+        print_json(st, err, 0, 0);
     return AB_EXIT_FAIL;
 }
 
@@ -186,21 +253,205 @@ static int report_rejection(struct pstate *st, const ab_error_t *err, bool local
     }
     char buf[768];
     fprintf(stderr, "agentbus publish: rejected at line %ld (seq %llu): %s\n", line,
-            (unsigned long long)seq, ab_error_format(err, buf, sizeof(buf)));
+            (unsigned long long)seq, cli_error_text(err, buf, sizeof(buf)));
+    if (err->code == AB_CONFLICT && seq <= st->stored)
+        fprintf(stderr,
+                "agentbus publish: the run already holds a different event at seq %llu; "
+                "--append continues a run after its last event\n",
+                (unsigned long long)seq);
+    if (st->o.json)
+        print_json(st, err, line, seq);
     return AB_EXIT_FAIL;
 }
 
+/* ab_conn_row_cb of the stored run (--append): its events feed the checker. */
+static ab_status_t preload_row(void *ud, const ab_stamp_t *stamp, const uint8_t *b, size_t len,
+                               ab_error_t *err)
+{
+    (void)stamp;
+    struct pstate *st = ud;
+    ab_event_t ev;
+    ab_status_t rc = ab_event_decode(st->edoc, b, len, NULL, &ev, err);
+    if (rc != AB_OK)
+        return rc;
+    ab_agui_info_t info;
+    ab_error_t verr = AB_ERROR_INIT; /* the broker accepted it: only the state matters */
+    (void)evcheck_val(st->chk, ev.body, &info, &verr);
+    st->stored = ev.seq;
+    return AB_OK;
+}
+
+static int connect_producer(struct pstate *st)
+{
+    ab_producer_opts_t po = {.client_name = "agentbus-publish",
+                             .batch_max = (uint32_t)st->o.batch,
+                             .timeout_ms = (int)st->o.timeout_ms};
+    ab_error_t err = AB_ERROR_INIT;
+    if (ab_producer_new(&st->p, cli_broker_endpoint(st->o.broker), &po, &err) != AB_OK)
+        return fail_error(st, &err);
+    return AB_EXIT_OK;
+}
+
+/* --append: the stored run, replayed into the checker. */
+static int preload_run(struct pstate *st)
+{
+    int rc = connect_producer(st);
+    if (rc != AB_EXIT_OK)
+        return rc;
+    ab_msg_t q = {.op = AB_OP_REPLAY};
+    q.u.replay = (ab_replay_t){.scope = AB_REPLAY_RUN,
+                               .thread = {st->thread, strlen(st->thread)},
+                               .run = {st->run, strlen(st->run)}};
+    ab_error_t err = AB_ERROR_INIT;
+    if (ab_conn_replay(ab_producer_conn(st->p), &q, preload_row, st, st->rdoc, NULL,
+                       (int)st->o.timeout_ms, &err) != AB_OK)
+        return fail_error(st, &err);
+    if (st->stored == 0) {
+        ab_error_set(&err, AB_NOT_FOUND, "",
+                     "run '%s' of thread '%s' has no stored events: nothing to append to "
+                     "(publish without --append starts a run)",
+                     st->run, st->thread);
+        return fail_error(st, &err);
+    }
+    return AB_EXIT_OK;
+}
+
+static int report_line_error(struct pstate *st, const ab_error_t *err)
+{
+    char buf[768];
+    fprintf(stderr, "agentbus publish: line %ld: %s; nothing was published\n", st->lineno,
+            cli_error_text(err, buf, sizeof(buf)));
+    if (st->o.json)
+        print_json(st, err, st->lineno, 0);
+    return AB_EXIT_FAIL;
+}
+
+/* First pass: every line is checked before anything is sent (invariant 2). */
+static int check_input(struct pstate *st, ab_error_t *line_err)
+{
+    bool more = true;
+    for (; more; more = next_line(st, st->spool, line_err)) {
+        ab_agui_info_t info;
+        ab_error_t err = *line_err;
+        ab_error_t nj = AB_ERROR_INIT;
+        if (err.code == AB_OK && evcheck_line(st->chk, (const char *)st->line.data, st->line.len,
+                                              &info, &err) == AB_OK) {
+            st->events++;
+            continue;
+        }
+        if (st->events == 0 && evcheck_not_jsonl((const char *)st->line.data, st->line.len, &nj))
+            return report_line_error(st, &nj);
+        return report_line_error(st, &err);
+    }
+    if (ferror(st->in)) {
+        fprintf(stderr, "agentbus publish: read error: %s\n", strerror(errno));
+        return AB_EXIT_FAIL;
+    }
+    return AB_EXIT_OK;
+}
+
+/* The run's head: *known when the bus has seen it (events, a claim or a request). */
+static int read_head(struct pstate *st, bool *known)
+{
+    ab_run_ref_t ref = {{st->thread, strlen(st->thread)}, {st->run, strlen(st->run)}};
+    ab_heads_t q = {.runs = &ref, .nruns = 1};
+    ab_heads_reply_t hr;
+    ab_error_t err = AB_ERROR_INIT;
+    if (ab_conn_heads(ab_producer_conn(st->p), &q, st->rdoc, &hr, (int)st->o.timeout_ms, &err) !=
+        AB_OK)
+        return fail_error(st, &err);
+    const ab_head_t *h = hr.nheads == 1 ? &hr.heads[0] : NULL;
+    *known = h && (h->status != AB_RUN_STATUS_UNKNOWN || h->epoch != 0 || h->last_seq != 0);
+    st->stored = h ? h->last_seq : 0;
+    return AB_EXIT_OK;
+}
+
+/* ab_conn_row_cb: stored event k against the input's k-th event. */
+static ab_status_t compare_row(void *ud, const ab_stamp_t *stamp, const uint8_t *b, size_t len,
+                               ab_error_t *err)
+{
+    (void)stamp;
+    struct pstate *st = ud;
+    ab_error_t lerr = AB_ERROR_INIT;
+    if (!next_line(st, NULL, &lerr)) {
+        st->input_done = true;
+        return AB_REQUEST_ABORTED;
+    }
+    ab_event_t ev;
+    const ab_val_t *mine = NULL;
+    ab_status_t rc = ab_event_decode(st->edoc, b, len, NULL, &ev, err);
+    if (rc == AB_OK)
+        rc = cli_parse_event(st->cdoc, &st->mp, &st->line, &mine, err);
+    if (rc != AB_OK)
+        return rc;
+    st->compared = ev.seq;
+    if (!ab_val_equal(ev.body, mine)) {
+        ab_error_set(&st->differs, AB_CONFLICT, "seq",
+                     "the run already holds a different event at seq %llu (--append continues "
+                     "a run after its last event)",
+                     (unsigned long long)ev.seq);
+        return AB_REQUEST_ABORTED;
+    }
+    st->same++;
+    return AB_OK;
+}
+
+/* A known run's stored events against the input's first ones (duplicates). */
+static int compare_stored(struct pstate *st)
+{
+    ab_msg_t q = {.op = AB_OP_REPLAY};
+    q.u.replay = (ab_replay_t){.scope = AB_REPLAY_RUN,
+                               .thread = {st->thread, strlen(st->thread)},
+                               .run = {st->run, strlen(st->run)}};
+    ab_error_t err = AB_ERROR_INIT;
+    ab_status_t rc = ab_conn_replay(ab_producer_conn(st->p), &q, compare_row, st, st->rdoc, NULL,
+                                    (int)st->o.timeout_ms, &err);
+    if (st->differs.code != AB_OK) {
+        char buf[768];
+        fprintf(stderr, "agentbus publish: rejected at line %ld (seq %llu): %s\n", st->lineno,
+                (unsigned long long)st->compared, cli_error_text(&st->differs, buf, sizeof(buf)));
+        if (st->o.json)
+            print_json(st, &st->differs, st->lineno, st->compared);
+        return AB_EXIT_FAIL;
+    }
+    if (rc != AB_OK && !(rc == AB_REQUEST_ABORTED && st->input_done))
+        return fail_error(st, &err);
+    return AB_EXIT_OK;
+}
+
+/* Take the run: claim it when the bus knows it, else its implicit epoch 1,
+ * so that a rejection leaves no claimed run without events. */
+static int take_run(struct pstate *st, bool known)
+{
+    ab_error_t err = AB_ERROR_INIT;
+    uint64_t last = 0;
+    if (!known && !st->o.append) {
+        if (ab_producer_assigned(st->p, st->thread, st->run, 1, &err) != AB_OK)
+            return fail_error(st, &err);
+        st->first_seq = 1;
+        return AB_EXIT_OK;
+    }
+    if (ab_producer_claim(st->p, st->thread, st->run, &last, &err) != AB_OK)
+        return fail_error(st, &err);
+    if (!st->o.append && last != st->same) {
+        ab_error_set(&err, AB_CONFLICT, "",
+                     "run '%s' grew to seq %llu while it was compared (another writer?); "
+                     "publish again to compare anew",
+                     st->run, (unsigned long long)last);
+        return fail_error(st, &err);
+    }
+    st->first_seq = last + 1;
+    return AB_EXIT_OK;
+}
+
 /* Publish the current line; on failure report and return the exit status. */
-static int publish_line(struct pstate *st, ab_error_t *line_err)
+static int publish_line(struct pstate *st)
 {
     ab_error_t err = AB_ERROR_INIT;
     uint64_t seq = ab_producer_next_seq(st->p);
     st->lines[seq % st->nlines] = st->lineno;
-    ab_status_t rc = line_err->code;
-    if (rc != AB_OK)
-        err = *line_err;
-    else
-        rc = ab_producer_publish_json(st->p, (const char *)st->line.data, st->line.len, &err);
+    ab_status_t rc =
+        ab_producer_publish_json(st->p, (const char *)st->line.data, st->line.len, &err);
     if (rc == AB_OK)
         return AB_EXIT_OK;
     bool local = ab_error_detail(&err, "seq") == NULL;
@@ -210,45 +461,97 @@ static int publish_line(struct pstate *st, ab_error_t *line_err)
             return report_rejection(st, &ferr, false);
         return report_rejection(st, &err, true);
     }
-    if (!local)
-        return report_rejection(st, &err, false);
-    return fail_error(&err);
+    return local ? fail_error(st, &err) : report_rejection(st, &err, false);
 }
 
-static int run_publish(struct pstate *st, ab_error_t *line_err)
+static int print_summary(struct pstate *st, int64_t t0)
 {
-    int64_t t0 = ab__mono_ms();
-    ab_producer_opts_t po = {.client_name = "agentbus-publish",
-                             .batch_max = (uint32_t)st->o.batch,
-                             .timeout_ms = (int)st->o.timeout_ms};
-    ab_error_t err = AB_ERROR_INIT;
-    uint64_t last = 0;
-    if (ab_producer_new(&st->p, cli_broker_endpoint(st->o.broker), &po, &err) != AB_OK ||
-        ab_producer_claim(st->p, st->thread, st->run, &last, &err) != AB_OK)
-        return fail_error(&err);
-    st->first_seq = last + 1;
-    bool more = st->line.len > 0 || line_err->code != AB_OK;
-    while (more) {
-        int rc = publish_line(st, line_err);
-        if (rc != AB_EXIT_OK)
-            return rc;
-        ab_error_clear(line_err);
-        more = next_line(st, line_err);
-    }
-    if (ferror(st->in)) {
-        fprintf(stderr, "agentbus publish: read error: %s\n", strerror(errno));
-        return AB_EXIT_FAIL;
-    }
-    if (ab_producer_flush(st->p, (int)st->o.timeout_ms, &err) != AB_OK)
-        return ab_error_detail(&err, "seq") ? report_rejection(st, &err, false) : fail_error(&err);
     ab_producer_stats_t s = ab_producer_stats(st->p);
-    uint64_t end = ab_producer_next_seq(st->p) - 1;
+    uint64_t end = st->first_seq + s.published - 1;
+    if (s.published == 0)
+        end = st->same, st->first_seq = st->same ? 1 : 0;
+    else if (st->same)
+        st->first_seq = 1;
+    if (st->o.json) {
+        print_json(st, NULL, 0, 0);
+        return AB_EXIT_OK;
+    }
     printf("published %llu events to thread %s run %s (seq %llu..%llu, %llu duplicates) in %lld "
            "ms\n",
-           (unsigned long long)s.acked, st->thread, st->run, (unsigned long long)st->first_seq,
-           (unsigned long long)end, (unsigned long long)s.duplicates,
-           (long long)(ab__mono_ms() - t0));
+           (unsigned long long)(s.acked + st->same), st->thread, st->run,
+           (unsigned long long)st->first_seq, (unsigned long long)end,
+           (unsigned long long)(s.duplicates + st->same), (long long)(ab__mono_ms() - t0));
     return AB_EXIT_OK;
+}
+
+/* Second pass: the checked input again, from its start. */
+static int send_input(struct pstate *st, int64_t t0)
+{
+    bool known = false;
+    int rc = st->o.append ? AB_EXIT_OK : read_head(st, &known);
+    if (rc != AB_EXIT_OK)
+        return rc;
+    if (st->spool)
+        st->in = st->spool;
+    if (fseek(st->in, 0, SEEK_SET) != 0) {
+        fprintf(stderr, "agentbus publish: cannot read the input again: %s\n", strerror(errno));
+        return AB_EXIT_FAIL;
+    }
+    st->lineno = 0;
+    if (known && st->stored > 0 && (rc = compare_stored(st)) != AB_EXIT_OK)
+        return rc;
+    if (st->input_done || (known && st->same == st->events)) /* all stored already */
+        return print_summary(st, t0);
+    if ((rc = take_run(st, known)) != AB_EXIT_OK)
+        return rc;
+    ab_error_t err = AB_ERROR_INIT;
+    while (next_line(st, NULL, &err)) {
+        if (err.code != AB_OK)
+            return fail_error(st, &err);
+        if ((rc = publish_line(st)) != AB_EXIT_OK)
+            return rc;
+    }
+    if (ab_producer_flush(st->p, (int)st->o.timeout_ms, &err) != AB_OK)
+        return ab_error_detail(&err, "seq") ? report_rejection(st, &err, false)
+                                            : fail_error(st, &err);
+    return print_summary(st, t0);
+}
+
+static int run_publish(struct pstate *st)
+{
+    int64_t t0 = ab__mono_ms();
+    ab_error_t line_err = AB_ERROR_INIT;
+    if (!next_line(st, st->spool, &line_err)) {
+        fprintf(stderr, "agentbus publish: no events in the input: nothing was published\n");
+        return AB_EXIT_FAIL;
+    }
+    int rc = ids_from_first_line(st);
+    if (rc != 0)
+        return rc;
+    evcheck_opts_t eo = {.lifecycle = true,
+                         .one_run = true,
+                         .trust_thread = true,
+                         .thread = st->thread,
+                         .run = st->run};
+    if (evcheck_new(&st->chk, &eo) != AB_OK || ab_doc_new(&st->edoc) != AB_OK ||
+        ab_doc_new(&st->rdoc) != AB_OK || ab_doc_new(&st->cdoc) != AB_OK) {
+        fprintf(stderr, "agentbus publish: out of memory\n");
+        return AB_EXIT_FAIL;
+    }
+    if (st->o.append && (rc = preload_run(st)) != AB_EXIT_OK)
+        return rc;
+    if ((rc = check_input(st, &line_err)) != AB_EXIT_OK)
+        return rc;
+    if (!st->p && (rc = connect_producer(st)) != AB_EXIT_OK)
+        return rc;
+    return send_input(st, t0);
+}
+
+/* Standard input (or any input that cannot be read twice) is spooled. */
+static bool rereadable(FILE *in)
+{
+    struct stat sb;
+    return fstat(fileno(in), &sb) == 0 && S_ISREG(sb.st_mode) && ftell(in) == 0;
 }
 
 int cmd_publish(int argc, char **argv)
@@ -263,23 +566,27 @@ int cmd_publish(int argc, char **argv)
         fprintf(stderr, "agentbus publish: cannot open %s: %s\n", st.o.path, strerror(errno));
         return AB_EXIT_USAGE;
     }
+    FILE *orig = st.in;
     st.nlines = (size_t)st.o.batch + 1;
     st.lines = calloc(st.nlines, sizeof(*st.lines));
-    ab_error_t line_err = AB_ERROR_INIT;
-    if (!st.lines) {
-        fprintf(stderr, "agentbus publish: out of memory\n");
+    if (!st.lines || (!rereadable(st.in) && !(st.spool = tmpfile()))) {
+        fprintf(stderr, "agentbus publish: %s\n",
+                st.lines ? "cannot create a temporary file for standard input" : "out of memory");
         rc = AB_EXIT_FAIL;
     } else {
-        if (!next_line(&st, &line_err))
-            ab_buf_reset(&st.line); /* empty input: claim only */
-        rc = ids_from_first_line(&st);
-        if (rc == 0)
-            rc = run_publish(&st, &line_err);
+        rc = run_publish(&st);
     }
     ab_producer_destroy(&st.p);
+    evcheck_destroy(&st.chk);
+    ab_doc_destroy(&st.edoc);
+    ab_doc_destroy(&st.rdoc);
+    ab_doc_destroy(&st.cdoc);
+    ab_buf_free(&st.mp);
     ab_buf_free(&st.line);
     free(st.lines);
-    if (st.in != stdin)
-        fclose(st.in);
+    if (st.spool)
+        fclose(st.spool);
+    if (orig != stdin)
+        fclose(orig);
     return rc;
 }

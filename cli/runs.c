@@ -314,6 +314,9 @@ static void print_row(const struct rstate *st, const struct run_row *r)
 {
     char t1[40], t2[40];
     const char *oc = outcome_name(r->head.outcome);
+    if (!oc && r->head.status == AB_RUN_STATUS_FINISHED)
+        oc = "success"; /* stored before brokers filled it in: AG-UI reads an absent outcome as
+                           success */
     const char *started = fmt_time(r->started_us, t1, sizeof(t1));
     const char *ended = fmt_time(r->ended_us, t2, sizeof(t2));
     if (!st->o.json) {

@@ -15,18 +15,15 @@
  *  2. A failing line never changes the lifecycle state, so later lines are
  *     judged against the accepted prefix of the stream.
  */
-#include "activity_set.h"
 #include "agentbus/agui.h"
-#include "agentbus/json.h"
-#include "agentbus/value.h"
 #include "cli.h"
+#include "evcheck.h"
 #include "lines.h"
 
 #include <errno.h>
 #include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 struct vopts {
     bool lifecycle;
@@ -37,17 +34,11 @@ struct vopts {
 
 struct vstate {
     struct vopts o;
-    ab_limits_t lim;
-    ab_doc_t *doc;
-    ab_buf_t mp;
-    ab_lifecycle_t *run; /* current run's checker, or NULL */
-    act_set_t *acts;     /* the activity messages the stream's threads hold (R20 across runs) */
-    char thread[AB_ID_MAX_BYTES + 1]; /* the current run's thread (its RUN_STARTED's threadId) */
-    act_ctx_t act;
+    evcheck_t *chk;
     long line;
     long passed;
     long failed;
-    int warnings; /* of the current line */
+    bool jsonl_checked; /* the first line that failed to parse was looked at */
 };
 
 static void print_help(void)
@@ -95,7 +86,6 @@ static int parse_args(int argc, char **argv, struct vopts *o)
 static void on_warning(void *ud, const char *path, const char *msg)
 {
     struct vstate *st = ud;
-    st->warnings++;
     printf("%6ld  warn  %s: %s\n", st->line, path[0] ? path : "/", msg);
 }
 
@@ -106,70 +96,35 @@ static void report_fail(struct vstate *st, const ab_error_t *err)
            err->field[0] ? err->field : "/", err->message);
 }
 
-/* Feed the lifecycle: choose the run's checker, then check. */
-static ab_status_t lifecycle_step(struct vstate *st, const ab_agui_info_t *info, ab_error_t *err)
-{
-    if (st->run) {
-        ab_run_state_t rs = ab_lifecycle_state(st->run);
-        bool terminal = rs == AB_RUN_FINISHED || rs == AB_RUN_ERRORED;
-        if (terminal && info->type == AB_AGUI_RUN_STARTED)
-            ab_lifecycle_destroy(&st->run);
-    }
-    if (!st->run) {
-        ab_status_t rc = ab_lifecycle_new(&st->run, NULL, 0, NULL, 0, NULL);
-        if (rc != AB_OK)
-            return ab_error_set(err, rc, "", "cannot create a lifecycle checker");
-        st->act = (act_ctx_t){st->acts, {st->thread, strlen(st->thread)}};
-        ab_lifecycle_set_baseline(st->run, act_set_baseline, &st->act);
-    }
-    if (info->type == AB_AGUI_RUN_STARTED && info->thread_id.ptr &&
-        info->thread_id.len < sizeof(st->thread)) {
-        memcpy(st->thread, info->thread_id.ptr, info->thread_id.len);
-        st->thread[info->thread_id.len] = '\0';
-        st->act.thread = (ab_str_t){st->thread, info->thread_id.len};
-    }
-    ab_status_t rc = ab_lifecycle_check(st->run, info, err);
-    if (rc == AB_OK && act_set_note(st->acts, st->act.thread, info) != AB_OK)
-        rc = ab_error_set(err, AB_NOMEM, "", "out of memory");
-    return rc;
-}
-
-static void check_line(struct vstate *st, const char *text, size_t len)
+/* @return false when the input is not JSON Lines (reported): stop there. */
+static bool check_line(struct vstate *st, const char *text, size_t len)
 {
     ab_error_t err = AB_ERROR_INIT;
-    const ab_val_t *ev;
     ab_agui_info_t info;
-    st->warnings = 0;
-    ab_buf_reset(&st->mp);
-    ab_agui_mode_t mode = st->o.lenient ? AB_AGUI_LENIENT : AB_AGUI_STRICT;
-    if (ab_json_to_msgpack(text, len, st->lim.max_depth, st->lim.max_event_bytes, AB_INVALID_EVENT,
-                           &st->mp, &err) != AB_OK ||
-        ab_doc_parse(st->doc, st->mp.data, st->mp.len, st->lim.max_event_bytes, st->lim.max_depth,
-                     AB_INVALID_EVENT, &ev, &err) != AB_OK ||
-        ab_agui_validate(ev, mode, on_warning, st, &info, &err) != AB_OK) {
+    if (evcheck_line(st->chk, text, len, &info, &err) != AB_OK) {
+        bool first = !st->jsonl_checked && st->passed == 0;
+        st->jsonl_checked = true;
+        ab_error_t nj = AB_ERROR_INIT;
+        if (first && evcheck_not_jsonl(text, len, &nj)) {
+            report_fail(st, &nj);
+            return false;
+        }
         report_fail(st, &err);
-        return;
-    }
-    if (info.type == AB_AGUI_UNKNOWN) { /* lenient: dropped, as consumers must */
-        st->passed++;
-        if (!st->o.quiet)
-            printf("%6ld  ok    (unknown event type dropped)\n", st->line);
-        return;
-    }
-    if (st->o.lifecycle && lifecycle_step(st, &info, &err) != AB_OK) {
-        report_fail(st, &err);
-        return;
+        return true;
     }
     st->passed++;
-    if (!st->o.quiet)
+    if (st->o.quiet)
+        return true;
+    if (info.type == AB_AGUI_UNKNOWN) /* lenient: dropped, as consumers must */
+        printf("%6ld  ok    (unknown event type dropped)\n", st->line);
+    else
         printf("%6ld  ok    %s\n", st->line, ab_agui_type_name(info.type));
+    return true;
 }
 
 static void finish_stream(struct vstate *st)
 {
-    if (!st->o.lifecycle || !st->run)
-        return;
-    if (ab_lifecycle_state(st->run) == AB_RUN_ACTIVE) {
+    if (st->o.lifecycle && evcheck_run_active(st->chk)) {
         st->failed++;
         printf("   end  FAIL  run_truncated /: the stream ends while a run is still active "
                "(no RUN_FINISHED or RUN_ERROR)\n");
@@ -190,7 +145,8 @@ static int run_validate(struct vstate *st, FILE *in)
         }
         if (cli_blank(&line))
             continue;
-        check_line(st, (const char *)line.data, line.len);
+        if (!check_line(st, (const char *)line.data, line.len))
+            break;
     }
     ab_buf_free(&line);
     if (ferror(in)) {
@@ -204,7 +160,7 @@ static int run_validate(struct vstate *st, FILE *in)
 
 int cmd_validate(int argc, char **argv)
 {
-    struct vstate st = {.lim = ab_limits_default()};
+    struct vstate st = {0};
     int rc = parse_args(argc, argv, &st.o);
     if (rc != 0)
         return rc < 0 ? AB_EXIT_OK : rc;
@@ -216,16 +172,15 @@ int cmd_validate(int argc, char **argv)
             return AB_EXIT_USAGE;
         }
     }
-    if (ab_doc_new(&st.doc) != AB_OK || !(st.acts = act_set_new())) {
+    evcheck_opts_t eo = {
+        .lenient = st.o.lenient, .lifecycle = st.o.lifecycle, .on_warning = on_warning, .ud = &st};
+    if (evcheck_new(&st.chk, &eo) != AB_OK) {
         fprintf(stderr, "agentbus validate: out of memory\n");
         rc = AB_EXIT_FAIL;
     } else {
         rc = run_validate(&st, in);
     }
-    ab_lifecycle_destroy(&st.run);
-    act_set_free(st.acts);
-    ab_doc_destroy(&st.doc);
-    ab_buf_free(&st.mp);
+    evcheck_destroy(&st.chk);
     if (in != stdin)
         fclose(in);
     return rc;

@@ -177,10 +177,18 @@ static ab_status_t fail_key(struct jp *j, ab_status_t code, const char *at, cons
             col++;
     }
     render_path(j, key, path, sizeof(path));
+    char where[64]; /* a one-line text (an event of JSON Lines) has only columns */
+    if (memchr(j->text, '\n', (size_t)(j->end - j->text)))
+        snprintf(where, sizeof(where), "line %lu column %lu", line, col);
+    else
+        snprintf(where, sizeof(where), "column %lu", col);
     if (code == j->bad)
-        return ab_error_set(j->err, code, path, "invalid JSON at line %lu column %lu: %s", line,
-                            col, msg);
-    return ab_error_set(j->err, code, path, "%s (line %lu column %lu)", msg, line, col);
+        ab_error_set(j->err, code, path, "invalid JSON at %s: %s", where, msg);
+    else
+        ab_error_set(j->err, code, path, "%s (%s)", msg, where);
+    ab_error_detail_int(j->err, "line", (int64_t)line);
+    ab_error_detail_int(j->err, "column", (int64_t)col);
+    return code;
 }
 
 #define FAIL(j, at, ...) fail_key((j), (j)->bad, (at), NULL, __VA_ARGS__)

@@ -420,7 +420,7 @@ static void test_usage_errors(void **state)
     }
     static const char *const inputs[][2] = {
         {"[1]", "a RunAgentInput is a JSON object, not array"},
-        {"{\"a\":", "invalid JSON at line"},
+        {"{\"a\":", "invalid JSON at column"},
     };
     char in[64];
     for (size_t i = 0; i < 2; i++) {

@@ -56,6 +56,21 @@ static void expect_error_n(const char *json, size_t len, ab_status_t code, const
     tu_assert_error(&err, code, field);
     if (!strstr(err.message, part))
         fail_msg("%s: message '%s' does not hold '%s'", json, err.message, part);
+    const ab_error_detail_t *line = ab_error_detail(&err, "line");
+    const ab_error_detail_t *col = ab_error_detail(&err, "column");
+    if (code != AB_NOMEM) { /* the position, also as details (the CLI names its input line) */
+        assert_non_null(line);
+        assert_non_null(col);
+        char where[64];
+        snprintf(where, sizeof(where), "column %lld", (long long)col->i);
+        assert_non_null(strstr(err.message, where));
+        if (memchr(json, '\n', len)) {
+            snprintf(where, sizeof(where), "line %lld column", (long long)line->i);
+            assert_non_null(strstr(err.message, where));
+        } else {
+            assert_int_equal(line->i, 1);
+        }
+    }
     assert_int_equal(b.len, 1);
     ab_buf_free(&b);
 }
@@ -138,7 +153,7 @@ static void test_no_infinities(void **state)
 {
     (void)state;
     expect_error("1e400", "", "beyond the range of a double");
-    expect_error("-1e400", "", "line 1 column 1");
+    expect_error("-1e400", "", "at column 1");
     expect_error("{\"a\":[1,\n  -1.8e308]}", "/a/1", "line 2 column 3");
     char big[420] = "[1";
     memset(big + 2, '0', 400); /* an integer of 401 digits: beyond every double */
@@ -196,7 +211,7 @@ static void test_string_errors(void **state)
 {
     (void)state;
     expect_error("\"\\ud800\"", "", "high surrogate \\ud800 is not followed by a low one");
-    expect_error("\"\\ud800\\u0041\"", "", "line 1 column 2");
+    expect_error("\"\\ud800\\u0041\"", "", "at column 2");
     expect_error("[\"\\udc00\"]", "/0", "lone low surrogate \\udc00");
     expect_error("\"\\x\"", "", "invalid escape");
     expect_error("\"\\u12\"", "", "4 hex digits");
@@ -208,7 +223,7 @@ static void test_string_errors(void **state)
     expect_error("\"\xc0\xaf\"", "", "invalid UTF-8");     /* overlong */
     expect_error("\"\xed\xa0\x80\"", "", "invalid UTF-8"); /* an encoded surrogate */
     expect_error("\"\\n\xff\"", "", "invalid UTF-8");      /* after an escape */
-    expect_error("{\"k\":\"\xf4\x90\x80\x80\"}", "/k", "line 1 column 7");
+    expect_error("{\"k\":\"\xf4\x90\x80\x80\"}", "/k", "at column 7");
 }
 
 /* ---- containers and keys ------------------------------------------------- */
@@ -283,7 +298,7 @@ static char *big_object(size_t n, size_t at, size_t a, size_t at2, size_t b)
 static void test_duplicate_keys(void **state)
 {
     (void)state;
-    expect_error("{\"a\":1,\"a\":2}", "/a", "line 1 column 8: duplicate object key");
+    expect_error("{\"a\":1,\"a\":2}", "/a", "at column 8: duplicate object key");
     expect_error("{\"a\":1,\"\\u0061\":2}", "/a", "duplicate object key"); /* after decoding */
     expect_error("{\"o\":{\"b\":1,\"c\":{\"b\":2},\"b\":3}}", "/o/b", "column 25");
     char *s = big_object(40, 39, 7, SIZE_MAX, 0); /* found when the object closes */
@@ -309,18 +324,18 @@ static void test_syntax_errors(void **state)
 {
     (void)state;
     static const char *const cases[][3] = {
-        {"", "", "line 1 column 1: expected a value, found the end of the input"},
+        {"", "", "at column 1: expected a value, found the end of the input"},
         {"  \n ", "", "line 2 column 2: expected a value"},
-        {"[1] x", "", "line 1 column 5: expected the end of the input after the value, found 'x'"},
+        {"[1] x", "", "at column 5: expected the end of the input after the value, found 'x'"},
         {"{}{}", "", "column 3"},
         {"[1 2]", "", "expected ',' or ']', found '2'"},
-        {"[1,]", "/1", "line 1 column 4: expected a value, found ']'"},
+        {"[1,]", "/1", "at column 4: expected a value, found ']'"},
         {"{\"a\":1,}", "", "expected a string key, found '}'"},
         {"{\"a\" 1}", "/a", "expected ':' after the key, found '1'"},
         {"{1:2}", "", "expected a string key, found '1'"},
         {"{\"a\":1 \"b\":2}", "", "expected ',' or '}', found '\"'"},
         {"{\"a\":[1,\n  2,,3]}", "/a/2", "line 2 column 5: expected a value, found ','"},
-        {"[\"\xc3\xa9\", x]", "/1", "line 1 column 7"}, /* columns count characters */
+        {"[\"\xc3\xa9\", x]", "/1", "at column 7"}, /* columns count characters */
         {"01", "", "leading zeros"},
         {"-01", "", "leading zeros"},
         {"1.", "", "expected a digit after '.'"},
@@ -386,7 +401,7 @@ static void test_limits(void **state)
     assert_int_equal(to_mp("[[[[[[[1]]]]]]]", 15, 64, &b, &err), AB_OK);
     expect_error_n("[[[[[[[[1]]]]]]]]", 17, AB_TOO_LARGE, "/0/0/0/0/0/0/0/0", "limit of 8");
     expect_error_n("{\"a\":{\"b\":[[[[[[{}]]]]]]}}", 26, AB_TOO_LARGE, "/a/b/0/0/0/0/0/0",
-                   "line 1 column 17");
+                   "(column 17)");
     /* size: the encoded size is held to max_bytes, exactly */
     ab_buf_reset(&b);
     assert_int_equal(to_mp("[\"abcdefghij\"]", 14, 12, &b, &err), AB_OK);
