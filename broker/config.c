@@ -336,6 +336,16 @@ ab_status_t ab_broker_config_load(ab_broker_config_t *cfg, const char *path, ab_
     return st;
 }
 
+/* Whether @p name is a setting (a probe on a scratch copy of the defaults). */
+static bool known_setting(const char *name)
+{
+    ab_broker_config_t probe;
+    ab_broker_config_defaults(&probe);
+    ab_error_t e = AB_ERROR_INIT;
+    return strcmp(name, "config") == 0 || ab_broker_config_set(&probe, name, "", &e) == AB_OK ||
+           strncmp(e.message, "unknown setting", 15) != 0;
+}
+
 /* Split argv[*i] into flag name and value ("--x=v" or "--x v"); advances *i. */
 static ab_status_t next_flag(int argc, char **argv, int *i, const char **name, const char **value,
                              char *namebuf, size_t size, ab_error_t *err)
@@ -363,8 +373,11 @@ static ab_status_t next_flag(int argc, char **argv, int *i, const char **name, c
         *value = eq + 1;
     } else if (*i + 1 < argc) {
         *value = argv[++*i];
+    } else if (!known_setting(namebuf)) {
+        return ab_error_set(err, AB_INVALID_CONFIG, namebuf, "unknown option '--%s'", namebuf);
     } else {
-        return ab_error_set(err, AB_INVALID_CONFIG, namebuf, "option --%s needs a value", namebuf);
+        return ab_error_set(err, AB_INVALID_CONFIG, namebuf, "option '--%s' needs a value",
+                            namebuf);
     }
     return AB_OK;
 }

@@ -36,7 +36,7 @@ static int parse(int argc, char **argv, cli_dopts_t *d, const char **reason)
     };
     int c;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":h", lo, NULL)) != -1) {
         switch (c) {
         case 'R': *reason = optarg; break;
         case 'h': help(); return -1;

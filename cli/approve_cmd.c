@@ -138,7 +138,7 @@ static int parse(int argc, char **argv, struct aopts *o)
     };
     int c, rc = 0;
     optind = 1;
-    while (rc == 0 && (c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+    while (rc == 0 && (c = getopt_long(argc, argv, ":h", lo, NULL)) != -1) {
         if (c == 'h') {
             help(o->cmd);
             return -1;

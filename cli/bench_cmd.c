@@ -98,7 +98,7 @@ static int take(int c, bench_args_t *a)
         a->bus.snapshot_every = optarg;
         a->seen_bus_only = true;
     } else {
-        return cli_usage_error("bench", "unknown option (see 'agentbus bench --help')");
+        return cli_bad_option("bench", c);
     }
     return 0;
 }
@@ -120,7 +120,7 @@ static int parse(int argc, char **argv, bench_args_t *a, const char **name)
     optind = 1;
     *name = NULL;
     while (optind < argc) {
-        if ((c = getopt_long(argc, argv, "+hs:b:", lo, NULL)) == -1) {
+        if ((c = getopt_long(argc, argv, "+:hs:b:", lo, NULL)) == -1) {
             if (*name != NULL)
                 return cli_usage_error("bench", "unexpected argument '%s'", argv[optind]);
             *name = argv[optind++]; /* options may follow the name */

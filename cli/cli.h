@@ -76,14 +76,17 @@ int cli_parse_request_state(const char *s, ab_request_state_t *out);
  */
 const char *cli_broker_endpoint(const char *flag);
 
+/** The arguments of the running command (set by main before it runs). */
+extern char **cli_argv;
+
 /**
- * The one report of a bad option, for a getopt_long() loop whose optstring
- * starts with ':' (so getopt prints nothing itself): @p c is what it
- * returned ('?' an unknown option, ':' a missing value). Prints "agentbus
- * <cmd>: unknown option '--x'" or "option '--x' needs a value" and the hint.
- * @return AB_EXIT_USAGE. (cli/common.c)
+ * The one report of a bad option, for a getopt_long() loop over cli_argv
+ * whose optstring starts with ':' (so getopt prints nothing itself): @p c is
+ * what it returned ('?' an unknown option, ':' a missing value). Prints
+ * "agentbus <cmd>: unknown option '--x'" or "option '--x' needs a value" and
+ * the hint. @return AB_EXIT_USAGE. (cli/common.c)
  */
-int cli_bad_option(const char *cmd, char **argv, int c);
+int cli_bad_option(const char *cmd, int c);
 
 /** Write @p s as a JSON string (quoted, escaped) to @p out. */
 void cli_json_str(FILE *out, const char *s);

@@ -57,9 +57,11 @@ bool cli_parse_u64(const char *s, uint64_t *out)
     return true;
 }
 
-int cli_bad_option(const char *cmd, char **argv, int c)
+char **cli_argv;
+
+int cli_bad_option(const char *cmd, int c)
 {
-    const char *arg = optind > 0 ? argv[optind - 1] : "";
+    const char *arg = cli_argv && optind > 0 ? cli_argv[optind - 1] : "";
     if (c == ':')
         return cli_usage_error(cmd, "option '%s' needs a value", arg);
     if (optopt && arg[0] == '-' && arg[1] != '-')

@@ -33,7 +33,7 @@ int cmd_conformance(int argc, char **argv)
     char *only[64];
     int nonly = 0, ch, timeout_ms = 5000;
     optind = 1;
-    while ((ch = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+    while ((ch = getopt_long(argc, argv, ":h", lo, NULL)) != -1) {
         if (ch == 'h') {
             print_help();
             return AB_EXIT_OK;
@@ -48,7 +48,7 @@ int cmd_conformance(int argc, char **argv)
                 return cli_usage_error("conformance", "--timeout: 100..600000 ms");
             timeout_ms = (int)v;
         } else
-            return cli_usage_error("conformance", "unknown option");
+            return cli_bad_option("conformance", ch);
     }
     if (optind != argc - 1)
         return cli_usage_error("conformance", "expected one ENDPOINT");

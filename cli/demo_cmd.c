@@ -84,7 +84,7 @@ static int take(int c, demo_opts_t *o)
             return cli_usage_error("demo", "--dispatch-worker needs 1 or 2");
         break;
     case 'h': print_help(); return -1;
-    default: return AB_EXIT_USAGE;
+    default: return cli_bad_option("demo", c);
     }
     return AB_EXIT_OK;
 }
@@ -130,7 +130,7 @@ int cmd_demo(int argc, char **argv)
     demo_opts_t o = {.agents = 3, .runs = 6, .pace_ms = 40, .worker = -1, .audit = cmd_replay};
     int c, rc;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1)
+    while ((c = getopt_long(argc, argv, ":h", lo, NULL)) != -1)
         if ((rc = take(c, &o)) != AB_EXIT_OK)
             return rc < 0 ? AB_EXIT_OK : rc;
     if (optind < argc)

@@ -250,7 +250,7 @@ int cli_dispatch_opt(const char *cmd, int c, cli_dopts_t *d)
             return cli_usage_error(cmd, "--timeout wants milliseconds (1 ... 600000), got '%s'",
                                    optarg);
         return 0;
-    default: return cli_usage_error(cmd, "unknown option");
+    default: return cli_bad_option(cmd, c);
     }
 }
 
@@ -266,7 +266,7 @@ static int run_parse(int argc, char **argv, struct runopts *o)
     };
     int c, rc = 0;
     optind = 1;
-    while (rc == 0 && (c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+    while (rc == 0 && (c = getopt_long(argc, argv, ":h", lo, NULL)) != -1) {
         switch (c) {
         case 't': o->thread = optarg; break;
         case 'r': o->run = optarg; break;
@@ -471,7 +471,7 @@ static int cancel_parse(int argc, char **argv, cli_dopts_t *d, const char **reas
     };
     int c, rc = 0;
     optind = 1;
-    while (rc == 0 && (c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+    while (rc == 0 && (c = getopt_long(argc, argv, ":h", lo, NULL)) != -1) {
         switch (c) {
         case 'R': *reason = optarg; break;
         case 'W': *wait = true; break;

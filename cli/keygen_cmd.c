@@ -50,12 +50,12 @@ static int parse_args(int argc, char **argv, struct kopts *o)
     };
     int c;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
         switch (c) {
         case 'd': o->dir = optarg; break;
         case 'j': o->json = true; break;
         case 'h': print_help(); return -1;
-        default: return cli_usage_error("keygen", "unknown option");
+        default: return cli_bad_option("keygen", c);
         }
     }
     if (optind >= argc)

@@ -4,6 +4,7 @@
 #include "agentbus/nego.h"
 #include "cli.h"
 
+#include <getopt.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -123,6 +124,8 @@ static int run_sub(const struct subcommand *sc, int argc, char **argv)
         if (strcmp(argv[i], "-h") == 0)
             argv[i] = "--help";
     }
+    cli_argv = argv;
+    opterr = 0; /* every command reports its own bad options (cli_bad_option) */
     return sc->fn(argc, argv);
 }
 

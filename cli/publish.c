@@ -136,7 +136,7 @@ static int parse_args(int argc, char **argv, struct popts *o)
                 return cli_usage_error("publish", "--timeout wants milliseconds, got '%s'", optarg);
             break;
         case 'h': print_help(); return -1;
-        default: return cli_bad_option("publish", argv, c);
+        default: return cli_bad_option("publish", c);
         }
     }
     if (argc - optind > 1)

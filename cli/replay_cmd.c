@@ -93,7 +93,7 @@ static int parse_args(int argc, char **argv, struct ropts *o)
     int c;
     optind = 1;
     o->progress = -1;
-    while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":h", lo, NULL)) != -1) {
         switch (c) {
         case 'b': o->broker = optarg; break;
         case 't': o->thread = optarg; break;
@@ -108,7 +108,7 @@ static int parse_args(int argc, char **argv, struct ropts *o)
             o->have_pos = true;
             break;
         case 'h': print_help(); exit(AB_EXIT_OK);
-        default: return AB_EXIT_USAGE;
+        default: return cli_bad_option("replay", c);
         }
     }
     if (optind < argc)

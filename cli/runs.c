@@ -95,7 +95,7 @@ static int parse_args(int argc, char **argv, struct ropts *o)
     };
     int c;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
         switch (c) {
         case 'b': o->broker = optarg; break;
         case 't': o->thread = optarg; break;
@@ -108,7 +108,7 @@ static int parse_args(int argc, char **argv, struct ropts *o)
                 return cli_usage_error("runs", "--timeout wants milliseconds, got '%s'", optarg);
             break;
         case 'h': print_help(); return -1;
-        default: return cli_usage_error("runs", "unknown option");
+        default: return cli_bad_option("runs", c);
         }
     }
     if (optind < argc)

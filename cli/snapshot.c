@@ -53,7 +53,7 @@ static int parse_args(int argc, char **argv, struct sopts *o)
     };
     int c;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
         switch (c) {
         case 'b': o->broker = optarg; break;
         case 'j': o->json = true; break;
@@ -63,7 +63,7 @@ static int parse_args(int argc, char **argv, struct sopts *o)
                                        optarg);
             break;
         case 'h': print_help(); return -1;
-        default: return cli_usage_error("snapshot", "unknown option");
+        default: return cli_bad_option("snapshot", c);
         }
     }
     if (optind >= argc)

@@ -74,7 +74,7 @@ static int parse_args(int argc, char **argv, struct topts *o)
     };
     int c;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":h", lo, NULL)) != -1) {
         switch (c) {
         case 'b': o->broker = optarg; break;
         case 't': o->thread = optarg; break;
@@ -102,7 +102,7 @@ static int parse_args(int argc, char **argv, struct topts *o)
                 return cli_usage_error("tail", "--count needs a positive number");
             break;
         case 'h': print_help(); exit(AB_EXIT_OK);
-        default: return AB_EXIT_USAGE;
+        default: return cli_bad_option("tail", c);
         }
     }
     return AB_EXIT_OK;

@@ -68,13 +68,13 @@ static int parse_args(int argc, char **argv, struct vopts *o)
     };
     int c;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "hq", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":hq", longopts, NULL)) != -1) {
         switch (c) {
         case 'l': o->lifecycle = true; break;
         case 'L': o->lenient = true; break;
         case 'q': o->quiet = true; break;
         case 'h': print_help(); return -1;
-        default: return cli_usage_error("validate", "unknown option");
+        default: return cli_bad_option("validate", c);
         }
     }
     if (argc - optind > 1)

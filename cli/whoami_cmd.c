@@ -114,7 +114,7 @@ int cmd_whoami(int argc, char **argv)
     long timeout_ms = AB_CONN_TIMEOUT_DEFAULT;
     int c;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
         switch (c) {
         case 'b': broker = optarg; break;
         case 'j': json = true; break;
@@ -124,7 +124,7 @@ int cmd_whoami(int argc, char **argv)
                     "whoami", "--timeout wants milliseconds (1 ... 600000), got '%s'", optarg);
             break;
         case 'h': help(); return AB_EXIT_OK;
-        default: return cli_usage_error("whoami", "unknown option");
+        default: return cli_bad_option("whoami", c);
         }
     }
     if (optind < argc)

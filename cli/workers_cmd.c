@@ -112,7 +112,7 @@ static int parse_common(int argc, char **argv, const char *cmd, struct wopts *o,
     };
     int c;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
         switch (c) {
         case 'b': o->broker = optarg; break;
         case 'j': o->json = true; break;
@@ -124,7 +124,7 @@ static int parse_common(int argc, char **argv, const char *cmd, struct wopts *o,
                                        optarg);
             break;
         case 'h': help(); return -1;
-        default: return cli_usage_error(cmd, "unknown option");
+        default: return cli_bad_option(cmd, c);
         }
     }
     return 0;

@@ -246,8 +246,10 @@ static void test_publish_ids_from_flags_and_usage(void **state)
 static void test_version_and_help_everywhere(void **state)
 {
     (void)state;
-    static const char *const cmds[] = {"broker",   "publish", "tail",   "replay", "runs",
-                                       "snapshot", "workers", "whoami", "keygen", "demo"};
+    static const char *const cmds[] = {"broker",   "publish", "tail",   "replay",     "runs",
+                                       "snapshot", "workers", "whoami", "keygen",     "demo",
+                                       "validate", "bench",   "run",    "cancel",     "approve",
+                                       "deny",     "abandon", "invoke", "conformance"};
     char out[OUT_MAX], want[64];
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
         if (it_run_cli(out, "%s --version", cmds[i]) != 0 || strncmp(out, "agentbus ", 9) != 0 ||
@@ -258,6 +260,14 @@ static void test_version_and_help_everywhere(void **state)
             fail_msg("agentbus %s -h: %s", cmds[i], out);
         if (it_run_cli(out, "help %s", cmds[i]) != 0 || strstr(out, want) == NULL)
             fail_msg("agentbus help %s: %s", cmds[i], out);
+        /* one format for a bad option everywhere (and no getopt message before it) */
+        char bad[200];
+        snprintf(bad, sizeof bad,
+                 "agentbus %s: unknown option '--no-such-flag'\n"
+                 "Run 'agentbus %s --help' for usage.\n",
+                 cmds[i], cmds[i]);
+        if (it_run_cli(out, "%s --no-such-flag", cmds[i]) != 2 || strcmp(out, bad) != 0)
+            fail_msg("agentbus %s --no-such-flag: %s", cmds[i], out);
     }
     assert_int_equal(it_run_cli(out, "help nosuch"), 2);
     assert_non_null(strstr(out, "unknown command 'nosuch'"));
