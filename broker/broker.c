@@ -399,6 +399,8 @@ static int teardown(ab_broker_t *h)
     }
     if (h->b.xpub != NULL)
         zmq_close(h->b.xpub);
+    ab__monitor_close(&h->b.cmd_mon); /* the threads that drained them have stopped */
+    ab__monitor_close(&h->b.ev_mon);
     ab__zap_stop(&h->zap); /* its socket closes before the context ends */
     if (h->signals_on)
         teardown_signals();
@@ -465,6 +467,9 @@ static int start_running(ab_broker_t *h)
     b->xpub = bind_endpoint(h, ZMQ_XPUB, h->cfg.events_endpoint, b->events_ep);
     if (b->xpub == NULL)
         return -1;
+    b->started_us = ab__mono_us();
+    (void)ab__monitor_open(&b->cmd_mon, b->zctx, h->router, "command", &b->connections);
+    (void)ab__monitor_open(&b->ev_mon, b->zctx, b->xpub, "event", &b->subscribers);
     if (start_threads(b, &h->t, &h->seq) != 0 || start_cmd(h) != 0) {
         fail_msg(h, AB_INTERNAL, "cannot start the broker's threads");
         return -1;
@@ -486,6 +491,7 @@ static ab_status_t broker_start(const ab_broker_config_t *cfg, bool daemon, ab_b
     ab__access_box_init(&h->b.access);
     h->err = err ? err : &spare;
     ab_log_level_t caller_level = ab__log_set_level(cfg->log_level);
+    bool caller_json = ab__log_set_json(cfg->log_json);
     if (cfg->readers < 1 || cfg->readers > AB_BROKER_MAX_READERS) {
         fail_msg(h, AB_INVALID_CONFIG, "readers must be 1..%d", AB_BROKER_MAX_READERS);
         goto undo;
@@ -507,13 +513,16 @@ static ab_status_t broker_start(const ab_broker_config_t *cfg, bool daemon, ab_b
         goto undo;
     h->err = NULL;
     *out = h;
-    if (!daemon) /* the daemon's main thread logs at its level until it exits */
+    if (!daemon) { /* the daemon's main thread logs at its level until it exits */
         ab__log_set_level(caller_level);
+        ab__log_set_json(caller_json);
+    }
     return AB_OK;
 undo:;
     ab_status_t code = h->err->code != AB_OK ? h->err->code : AB_INTERNAL;
     teardown(h);
     ab__log_set_level(caller_level);
+    ab__log_set_json(caller_json);
     return code;
 }
 
@@ -560,8 +569,10 @@ int ab_broker_destroy(ab_broker_t **hp)
     if (h->cmd_started && !h->cmd_joined)
         ab_broker_stop(h);
     ab_log_level_t caller_level = ab__log_set_level(h->cfg.log_level);
+    bool caller_json = ab__log_set_json(h->cfg.log_json);
     int rc = teardown(h);
     ab__log_set_level(caller_level);
+    ab__log_set_json(caller_json);
     return rc;
 }
 
@@ -592,6 +603,9 @@ static void print_ready(const ab_broker_t *h)
     ab__log(AB_LOG_INFO, "ready: cmd=%s events=%s data=%s instance=%s plugin=%s readers=%u",
             b->cmd_ep, b->events_ep, b->cfg->data_dir, b->instance, b->plugin->name,
             b->cfg->readers);
+    char status[2 * AB_BROKER_ENDPOINT_MAX + 32];
+    snprintf(status, sizeof status, "ready: cmd=%s events=%s", b->cmd_ep, b->events_ep);
+    ab__notify_ready(status);
 }
 
 int ab_broker_run(const ab_broker_config_t *cfg)

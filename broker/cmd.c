@@ -566,11 +566,22 @@ static void worker_news(void *ud, const char *wid, const uint8_t *ident, size_t 
         ab__job_free(job);
 }
 
+/* `stats`: the writer answers, with its commit figures (stats.c); no queue weight. */
+static void stats_request(cmd_t *c, zmq_msg_t *id, const ab_msg_t *m)
+{
+    ab_job_t *job = job_new(AB_JOB_STATS, id, m);
+    if (job == NULL)
+        reply_code(c, id, m->v, m->cid, AB_NOMEM, "", "out of memory");
+    else
+        to_writer(c, id, job);
+}
+
 static void dispatch(cmd_t *c, zmq_msg_t *id, const ab_msg_t *m)
 {
     switch (m->op) {
     case AB_OP_HELLO: welcome(c, id, m); return;
     case AB_OP_PING: pong(c, id, m); return;
+    case AB_OP_STATS: stats_request(c, id, m); return;
     case AB_OP_CLAIM:
     case AB_OP_HEADS: claim_or_heads(c, id, m); return;
     case AB_OP_SERVE:
@@ -803,9 +814,9 @@ static bool on_signal(cmd_t *c, int sigfd)
 int ab__cmd_loop(ab__shared_t *b, void *router, void *wsock, void **rsocks, int sigfd)
 {
     cmd_t c = {.b = b, .router = router, .wsock = wsock, .rsocks = rsocks};
-    ab__thread_start("ab-command", b->cfg->log_level);
+    ab__thread_start("ab-command", b->cfg->log_level, b->cfg->log_json);
     c.nreaders = b->cfg->readers;
-    size_t n = 3 + c.nreaders;
+    size_t n = 4 + c.nreaders;
     zmq_pollitem_t *items = calloc(n, sizeof(*items));
     c.wk = ab__workers_new(router, b->instance);
     if (items == NULL || c.wk == NULL || ab_doc_new(&c.doc) != AB_OK) {
@@ -821,10 +832,12 @@ int ab__cmd_loop(ab__shared_t *b, void *router, void *wsock, void **rsocks, int 
     items[2] = (zmq_pollitem_t){.socket = wsock, .events = ZMQ_POLLIN};
     for (uint32_t i = 0; i < c.nreaders; i++)
         items[3 + i] = (zmq_pollitem_t){.socket = rsocks[i], .events = ZMQ_POLLIN};
+    items[n - 1] = (zmq_pollitem_t){.socket = b->cmd_mon.pair, .events = ZMQ_POLLIN};
+    int npoll = (int)(b->cmd_mon.pair != NULL ? n : n - 1); /* the monitor last, if on */
     int rc = 0;
     while (!(c.stopping && c.writer_done && c.readers_done >= c.nreaders)) {
         long wait = ab__workers_tick(c.wk, ab__mono_ms()); /* leases and call deadlines */
-        if (zmq_poll(items, (int)n, wait) < 0) {
+        if (zmq_poll(items, npoll, wait) < 0) {
             if (zmq_errno() == EINTR)
                 continue;
             ab__log(AB_LOG_ERROR, "poll failed: %s", zmq_strerror(zmq_errno()));
@@ -841,6 +854,8 @@ int ab__cmd_loop(ab__shared_t *b, void *router, void *wsock, void **rsocks, int 
         for (uint32_t i = 0; i < c.nreaders; i++)
             if (items[3 + i].revents & ZMQ_POLLIN)
                 drain_worker(&c, rsocks[i], false);
+        if (npoll == (int)n && (items[n - 1].revents & ZMQ_POLLIN))
+            ab__monitor_drain(&b->cmd_mon);
     }
     if (!c.stopping)
         begin_stop(&c);

@@ -104,6 +104,8 @@ void ab_broker_usage(FILE *out)
             "                          --keys: anyone who can reach the port can read and\n"
             "                          write every thread (logged as a warning at start)\n"
             "  --log-level LEVEL       error, warn, info or debug (default info)\n"
+            "  --log-format FORMAT     text, or json: one object {time, level, msg} a line\n"
+            "                          (default text)\n"
             "  --help                  show this help\n\n"
             "At start the broker prints one line to stdout:\n"
             "  agentbus broker ready cmd=<endpoint> events=<endpoint> data=<dir> instance=<id>\n"
@@ -208,6 +210,13 @@ ab_status_t ab_broker_config_set(ab_broker_config_t *cfg, const char *key, const
         return set_bool(&cfg->insecure, key, value, err);
     if (strcmp(key, "access") == 0)
         return set_str(cfg->access_file, sizeof(cfg->access_file), key, value, err);
+    if (strcmp(key, "log-format") == 0) {
+        if (strcmp(value, "text") != 0 && strcmp(value, "json") != 0)
+            return ab_error_set(err, AB_INVALID_CONFIG, key, "log-format: '%s' is not text or json",
+                                value);
+        cfg->log_json = strcmp(value, "json") == 0;
+        return AB_OK;
+    }
     if (strcmp(key, "durability") == 0 || strcmp(key, "log-level") == 0)
         return set_enum(cfg, key, value, err);
     if (strcmp(key, "readers") == 0)

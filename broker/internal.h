@@ -19,6 +19,7 @@
 #include "agentbus/codec.h"
 #include "agentbus/plugin.h"
 #include "log.h"
+#include "monitor.h"
 #include "sequencer.h"
 
 #include <pthread.h>
@@ -45,6 +46,11 @@ typedef struct ab__shared {
     _Atomic int64_t replay_slots;    /**< replays open or unread (all readers), <= cfg->replays */
     _Atomic bool snap_failed;        /**< the snapshot worker could not start: nothing is stored */
     _Atomic bool dispatch_failed;    /**< dispatch could not load the store's requests */
+    _Atomic int64_t connections;     /**< command connections open (cmd_mon) */
+    _Atomic int64_t subscribers;     /**< event endpoint connections open (ev_mon) */
+    ab__monitor_t cmd_mon;           /**< the ROUTER's monitor, drained by the command thread */
+    ab__monitor_t ev_mon;            /**< the XPUB's monitor, drained by the writer thread */
+    int64_t started_us;              /**< ab__mono_us() at start-up */
     ab__snapcache_t *snaps;  /**< this broker's snapshot builders (readers, snapshot worker) */
     ab__access_box_t access; /**< who may do what (--keys; access.h); cur NULL = no keys */
     char curve_secret[AB_KEY_Z85_SIZE]; /**< the broker's CURVE secret key; "" = no CURVE */
@@ -65,6 +71,7 @@ typedef enum ab_job_kind {
     AB_JOB_WORKER_UP,   /**< command -> writer: worker wid registered (raw: its serve) */
     AB_JOB_WORKER_DOWN, /**< command -> writer: worker wid is gone (raw: NULL) */
     AB_JOB_ACCESS,      /**< command -> writer: the access table was reloaded (narrowed) */
+    AB_JOB_STATS,       /**< command -> writer: a `stats` request, answered by the writer */
 } ab_job_kind_t;
 
 /** One request handed from the command thread to a worker. */
@@ -100,6 +107,9 @@ typedef struct ab_job {
     int64_t recv_us;           /**< PUBLISH: ab__mono_us() when the command thread took it */
     bool narrowed;             /**< ACCESS: some key may read less than before */
 } ab_job_t;
+
+/** Tell a service manager the broker is ready ($NOTIFY_SOCKET; notify.c). */
+void ab__notify_ready(const char *status);
 
 /** Free a job and everything it owns (NULL-safe). */
 void ab__job_free(ab_job_t *job);

@@ -1,9 +1,9 @@
 /*
  * log.h - the broker's log (broker/ only): one line per message on stderr,
- * "<ISO 8601 UTC time> <level> <message>", at the level of the thread that
- * writes it.
+ * "<ISO 8601 UTC time> <level> <message>" or, with --log-format json, one
+ * object {"time","level","msg"}, at the level of the thread that writes it.
  *
- * The level is per thread, not per process: every broker thread sets its own
+ * The level and format are per thread, not per process: every broker thread sets its own
  * from its broker's configuration when it starts (ab__thread_start()), so two
  * brokers with different levels can run in one process and the libraries
  * keep no process-wide setting.
@@ -26,7 +26,10 @@ ab_log_level_t ab__log_set_level(ab_log_level_t level);
  * Start a broker thread: name it (seen in `top -H`, `ps -L`, perf; Linux
  * only, else the name is not set) and set its log level.
  */
-void ab__thread_start(const char *name, ab_log_level_t level);
+void ab__thread_start(const char *name, ab_log_level_t level, bool json);
+
+/** Set the calling thread's log format (true: JSON lines). @return the one it had. */
+bool ab__log_set_json(bool json);
 
 /** Write "<ISO time> <level> message" to stderr (one write per line). */
 void ab__log(ab_log_level_t level, const char *fmt, ...) AB_PRINTF(2, 3);

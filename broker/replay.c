@@ -262,7 +262,7 @@ void *ab__reader_main(void *arg)
     reader_t r = {.b = a->b, .db = a->db, .book = {.b = a->b, .sock = a->sock}};
     char name[16];
     snprintf(name, sizeof(name), "ab-reader-%u", a->index);
-    ab__thread_start(name, a->b->cfg->log_level);
+    ab__thread_start(name, a->b->cfg->log_level, a->b->cfg->log_json);
     size_t ready = 0;
     while (!r.stop) {
         zmq_pollitem_t it = {.socket = r.book.sock, .events = ZMQ_POLLIN};

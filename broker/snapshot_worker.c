@@ -222,7 +222,7 @@ static void compute(ab_snapworker_t *w, const todo_t *q)
 static void *worker_main(void *arg)
 {
     ab_snapworker_t *w = arg;
-    ab__thread_start("ab-snapshot", w->b->cfg->log_level);
+    ab__thread_start("ab-snapshot", w->b->cfg->log_level, w->b->cfg->log_json);
 #ifdef __linux__
     (void)setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), AB_SNAPWORKER_NICE);
 #endif

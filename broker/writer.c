@@ -27,6 +27,7 @@
  */
 #include "ab_common.h"
 #include "dispatch.h"
+#include "stats.h"
 #include "writer_int.h"
 
 #include <stdlib.h>
@@ -48,6 +49,7 @@ typedef struct writer {
     ab__dispatch_t *disp;   /**< run dispatch (dispatch.h); NULL: the plugin stores no requests */
     int64_t slow_logged_us; /**< when the last slow-group line was written */
     uint64_t slow_unlogged; /**< slow groups since, not written */
+    ab__wstats_t stats;     /**< commits, rejections, latency (stats.h) */
 } writer_t;
 
 /* Send one answer to the command thread and release the job. */
@@ -110,6 +112,43 @@ static void do_heads(writer_t *w, ab_job_t *job)
     ab__headlist_free(&hl);
 }
 
+/* `stats`: the writer's figures, the shared counters and the store's. */
+static void do_stats(writer_t *w, ab_job_t *job)
+{
+    ab__shared_t *b = w->b;
+    int64_t now = ab__mono_us();
+    ab_msg_t m = {.op = AB_OP_STATS_REPLY, .v = job->v, .cid = job->cid};
+    ab_stats_reply_t *r = &m.u.stats_reply;
+    ab__wstats_fill(&w->stats, now, r);
+    r->instance = (ab_str_t){b->instance, strlen(b->instance)};
+    r->version = (ab_str_t){AB_VERSION_STRING, strlen(AB_VERSION_STRING)};
+    r->uptime_ms = (uint64_t)(now - b->started_us) / 1000;
+    r->head_pos = atomic_load(&b->head_pos);
+    int64_t q = atomic_load(&b->in_flight), qb = atomic_load(&b->in_flight_bytes);
+    r->queue_events = q > 0 ? (uint64_t)q : 0;
+    r->queue_bytes = qb > 0 ? (uint64_t)qb : 0;
+    int64_t rp = atomic_load(&b->replay_slots), cn = atomic_load(&b->connections);
+    r->replays_open = rp > 0 ? (uint64_t)rp : 0;
+    r->connections = cn > 0 ? (uint64_t)cn : 0;
+    ab__monitor_drain(&b->ev_mon);
+    int64_t sb = atomic_load(&b->subscribers);
+    r->subscribers = sb > 0 ? (uint64_t)sb : 0;
+    ab_plugin_stats_t ps = {0};
+    ab_error_t e = AB_ERROR_INIT;
+    if (b->plugin->stats != NULL && b->plugin->stats(b->wdb, &ps, &e) == AB_OK) {
+        r->store_known = true;
+        r->runs_total = ps.runs_total;
+        r->runs_active = ps.runs_active;
+        r->store_bytes = ps.store_bytes;
+        r->wal_bytes = ps.wal_bytes;
+    } else if (b->plugin->stats != NULL) {
+        char line[512];
+        ab__log(AB_LOG_WARN, "stats: the store's figures are unknown: %s",
+                ab_error_format(&e, line, sizeof line));
+    }
+    finish(w, job, &m, NULL);
+}
+
 /*
  * The access table narrowed what some key may read (cmd.c reload): close the
  * event endpoint and bind it again, so that every subscriber reconnects and
@@ -144,6 +183,8 @@ static void rebind_events(writer_t *w)
     else
         ab__log(AB_LOG_INFO, "access: %s bound again: subscribers reconnect under the new table",
                 b->events_ep);
+    ab__monitor_close(&b->ev_mon); /* every subscriber was cut: a fresh count */
+    (void)ab__monitor_open(&b->ev_mon, b->zctx, s, "event", &b->subscribers);
     b->xpub = s;
     w->fan.xpub = s;
 }
@@ -154,6 +195,7 @@ static void do_single(writer_t *w, ab_job_t *job)
     switch (job->kind) {
     case AB_JOB_CLAIM: do_claim(w, job); return;
     case AB_JOB_HEADS: do_heads(w, job); return;
+    case AB_JOB_STATS: do_stats(w, job); return;
     case AB_JOB_STOP:
         w->stop = true;
         ab__job_free(job);
@@ -235,6 +277,8 @@ static void answer_publish(writer_t *w, ab_job_t *job)
         res[i].status = it->status;
         res[i].pos = it->status == AB_RESULT_REJECTED ? 0 : it->pos;
         res[i].error = it->status == AB_RESULT_REJECTED ? &it->err : NULL;
+        if (it->status == AB_RESULT_REJECTED)
+            ab__wstats_rejected(&w->stats, it->err.code);
     }
     ab_msg_t m = {.op = AB_OP_PUBLISHED, .v = job->v, .cid = job->cid};
     m.u.published.results = res;
@@ -268,12 +312,16 @@ static void committed(writer_t *w, const ab_append_event_t *evs, size_t n, uint6
  * jobs, the thread not running), the store's commit (SQLite: WAL write and
  * fsync), fan-out and answers. docs/PERFORMANCE.md "Latency" uses these lines.
  */
-#define SLOW_GROUP_US 5000
+#define SLOW_GROUP_US  5000
+#define SLOW_COMMIT_US 100000 /* a commit this slow is a warning: the disk, or a stall */
 static void note_slow(writer_t *w, size_t events, int64_t t_recv, int64_t t0, int64_t t1,
                       int64_t t2)
 {
     if (t2 - t_recv < SLOW_GROUP_US)
         return;
+    if (t1 - t0 >= SLOW_COMMIT_US) /* rare: every one is told */
+        ab__log(AB_LOG_WARN, "slow commit: %zu event(s) took %.1f ms in the store's commit", events,
+                (double)(t1 - t0) / 1e3);
     bool every = w->b->cfg->log_level == AB_LOG_DEBUG; /* --log-level debug: each one */
     if (!every && t2 - w->slow_logged_us < 1000000) {
         w->slow_unlogged++;
@@ -309,6 +357,7 @@ static void commit_group(writer_t *w)
         ab__seq_commit(w->seq, atomic_load(&w->b->head_pos) + 1);
     } else if (w->b->plugin->append_batch(w->b->wdb, evs, n, now, &first, &e) == AB_OK) {
         t1 = ab__mono_us();
+        ab__wstats_commit(&w->stats, n, t1 - t0, t1);
         committed(w, evs, n, first, now);
     } else {
         char line[512];
@@ -320,8 +369,10 @@ static void commit_group(writer_t *w)
     for (size_t j = 0; j < w->ngroup; j++)
         answer_publish(w, w->group[j]);
     w->ngroup = 0;
+    int64_t t2 = ab__mono_us();
     if (t_recv != INT64_MAX)
-        note_slow(w, n, t_recv, t0, t1, ab__mono_us());
+        note_slow(w, n, t_recv, t0, t1, t2);
+    ab__wstats_tick(&w->stats, t2);
     ab__snapsched_request(&w->snap);
     ab__dispatch_pump(w->disp); /* requests move and are assigned between groups */
 }
@@ -346,11 +397,14 @@ static ab_status_t commit_item(writer_t *w, ab_seq_item_t *it, ab_error_t *err)
             ab_error_set(err, AB_CONFLICT, "", "the event was not staged as new");
         return err ? err->code : AB_CONFLICT;
     }
+    int64_t t0 = ab__mono_us();
     ab_status_t rc = w->b->plugin->append_batch(w->b->wdb, evs, n, now, &first, err);
     if (rc != AB_OK) {
         ab__seq_abort(w->seq);
         return rc;
     }
+    int64_t t1 = ab__mono_us();
+    ab__wstats_commit(&w->stats, n, t1 - t0, t1);
     ab__snapsched_committed(&w->snap, evs, n);
     ab__dispatch_committed(w->disp, evs, n);
     ab__seq_commit(w->seq, first);
@@ -424,18 +478,22 @@ static ab_job_t *wait_job(writer_t *w)
         w->held = NULL;
         return job;
     }
-    zmq_pollitem_t items[2] = {{.socket = w->sock, .events = ZMQ_POLLIN},
-                               {.socket = w->fan.xpub, .events = ZMQ_POLLIN}};
+    zmq_pollitem_t items[3] = {{.socket = w->sock, .events = ZMQ_POLLIN},
+                               {.socket = w->fan.xpub, .events = ZMQ_POLLIN},
+                               {.socket = w->b->ev_mon.pair, .events = ZMQ_POLLIN}};
+    int npoll = w->b->ev_mon.pair != NULL ? 3 : 2;
     int64_t wait = ab__fanout_tick(&w->fan);
     if (wait > SNAP_POLL_MS && ab__snapsched_busy(&w->snap))
         wait = SNAP_POLL_MS;
     long due = ab__dispatch_tick(w->disp);
     if (due >= 0 && due < wait)
         wait = due;
-    if (zmq_poll(items, 2, (long)wait) < 0)
+    if (zmq_poll(items, npoll, (long)wait) < 0)
         return NULL;
     if (items[1].revents & ZMQ_POLLIN)
         ab__fanout_drain(&w->fan);
+    if (npoll == 3 && (items[2].revents & ZMQ_POLLIN))
+        ab__monitor_drain(&w->b->ev_mon);
     ab__fanout_tick(&w->fan);
     return (items[0].revents & ZMQ_POLLIN) ? ab__job_recv(w->sock, ZMQ_DONTWAIT) : NULL;
 }
@@ -444,7 +502,7 @@ void *ab__writer_main(void *arg)
 {
     ab_writer_args_t *a = arg;
     writer_t w = {.b = a->b, .seq = a->seq, .sock = a->sock};
-    ab__thread_start("ab-writer", a->b->cfg->log_level);
+    ab__thread_start("ab-writer", a->b->cfg->log_level, a->b->cfg->log_json);
     ab__fanout_init(&w.fan, w.b);
     ab__snapsched_start(&w.snap, w.b);
     ab_error_t de = AB_ERROR_INIT;

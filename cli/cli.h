@@ -48,6 +48,7 @@ int cmd_approve(int argc, char **argv);     /* cli/approve_cmd.c */
 int cmd_deny(int argc, char **argv);        /* cli/approve_cmd.c */
 int cmd_keygen(int argc, char **argv);      /* cli/keygen_cmd.c */
 int cmd_whoami(int argc, char **argv);      /* cli/whoami_cmd.c */
+int cmd_status(int argc, char **argv);      /* cli/status_cmd.c */
 
 /** What `agentbus runs --requests` lists (cli/requests_cmd.c). */
 typedef struct cli_requests_opts {
@@ -87,6 +88,10 @@ extern char **cli_argv;
  * the hint. @return AB_EXIT_USAGE. (cli/common.c)
  */
 int cli_bad_option(const char *cmd, int c);
+
+/** Whether standard output is closed at its other end (a pipe whose reader left: `tail |
+ * head -3`) or failed: a follower then stops, exit 0. Never blocks. */
+bool cli_stdout_gone(void);
 
 /** Write @p s as a JSON string (quoted, escaped) to @p out. */
 void cli_json_str(FILE *out, const char *s);

@@ -5,8 +5,10 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* "host:port" and ":port" (no "://") as tcp:// endpoints, the host 127.0.0.1 when omitted. */
 static const char *expand(const char *ep)
@@ -120,4 +122,12 @@ const char *cli_error_text(const ab_error_t *err, char *buf, size_t size)
     else
         snprintf(buf, size, "%s: %s", ab_status_name(err->code), err->message);
     return buf;
+}
+
+bool cli_stdout_gone(void)
+{
+    struct pollfd p = {.fd = STDOUT_FILENO, .events = POLLOUT};
+    if (ferror(stdout))
+        return true;
+    return poll(&p, 1, 0) == 1 && (p.revents & (POLLERR | POLLHUP | POLLNVAL)) != 0;
 }

@@ -31,6 +31,8 @@ static const struct subcommand subcommands[] = {
     {"approve", cmd_approve, "answer an interrupted run's interrupts (approve) and resume it"},
     {"deny", cmd_deny, "answer an interrupted run's interrupts (deny) and resume it"},
     {"keygen", cmd_keygen, "make a CURVE key pair: NAME.key and NAME.key_secret (0600)"},
+    {"status", cmd_status,
+     "what the broker is doing: runs, store, clients, ingest, commit latency"},
     {"whoami", cmd_whoami, "what this client's key may do on the broker (roles, prefixes)"},
     {"demo", cmd_demo, "run a broker with a demo fabric of agents and an observer"},
     {"conformance", cmd_conformance, "check a broker endpoint against docs/PROTOCOL.md"},

@@ -92,6 +92,19 @@ ab_status_t ab_conn_ping(ab_conn_t *c, ab_doc_t *doc, ab_pong_t *out, int timeou
     return st;
 }
 
+ab_status_t ab_conn_stats(ab_conn_t *c, ab_doc_t *doc, ab_stats_reply_t *out, int timeout_ms,
+                          ab_error_t *err)
+{
+    ab_msg_t req = {.op = AB_OP_STATS};
+    ab_msg_t m;
+    ab_status_t st = ab_conn_request(c, &req, NULL, 0, doc, &m, timeout_ms, err);
+    if (st == AB_OK)
+        st = expect_op(&m, AB_OP_STATS_REPLY, err);
+    if (st == AB_OK)
+        *out = m.u.stats_reply;
+    return st;
+}
+
 /* Send a header-only control message (credit/cancel) for stream @p cid. */
 static ab_status_t send_control(ab_conn_t *c, ab_op_t op, uint64_t cid, ab_error_t *err)
 {

@@ -65,6 +65,7 @@ static const ab_plugin_t SQLITE_PLUGIN = {
     .request_thread_open = ab__store_request_thread_open,
     .request_position = ab__store_request_position,
     .request_by_run = ab__store_request_by_run,
+    .stats = ab__store_stats,
 };
 
 const ab_plugin_t *ab__plugin_sqlite(void)

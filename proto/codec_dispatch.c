@@ -7,7 +7,8 @@
  * Invariants:
  *  1. The tables here follow the same rules as codec_cmd.c's (one table per
  *     op, the encoding order is the table's order); codec_cmd.c asks
- *     ab__dispatch_spec() for every op from AB_OP_START_RUN on.
+ *     ab__dispatch_spec() for every op from AB_OP_START_RUN on (the
+ *     dispatch ops, then stats and stats_reply, which came after them).
  *  2. The codec checks shapes only (ids, bounds, a map or an array where
  *     one is due). What an input or a resume list means is the broker's to
  *     judge (agui.h), with the thread's state at hand.
@@ -210,6 +211,37 @@ static const ab_fspec_t notice_f[] = {
     STR("worker", M(u.notice.worker), MIN1, AB_WORKER_NAME_MAX),
 };
 
+/* stats_reply (not dispatch, but after it in the op list: the table runs on) */
+#define SU64(k) U64(#k, M(u.stats_reply.k), REQ)
+static const ab_fspec_t stats_reply_f[] = {
+    HDR,
+    STR("instance", M(u.stats_reply.instance), REQ | MIN1, 0),
+    STR("version", M(u.stats_reply.version), REQ | MIN1, 64),
+    SU64(uptime_ms),
+    SU64(head_pos),
+    {.key = "store_known", .type = &ab__ft_bool, .off = M(u.stats_reply.store_known), .flags = REQ},
+    SU64(runs_total),
+    SU64(runs_active),
+    SU64(store_bytes),
+    SU64(wal_bytes),
+    SU64(connections),
+    SU64(subscribers),
+    SU64(queue_events),
+    SU64(queue_bytes),
+    SU64(replays_open),
+    SU64(commits),
+    SU64(events),
+    SU64(rejected),
+    SU64(commits_per_s),
+    SU64(events_per_s),
+    SU64(commit_p50_us),
+    SU64(commit_p90_us),
+    SU64(commit_p99_us),
+    SU64(commit_max_us),
+    SU64(commit_window),
+};
+#undef SU64
+
 static const ab_ospec_t specs[] = {
     [AB_OP_START_RUN - AB_OP_START_RUN] = SPEC(start_run_f, 0),
     [AB_OP_RUN_ACCEPTED - AB_OP_START_RUN] = SPEC(run_accepted_f, 0),
@@ -227,6 +259,8 @@ static const ab_ospec_t specs[] = {
     [AB_OP_LEAVE - AB_OP_START_RUN] = SPEC(bare_f, 0),
     [AB_OP_LEFT - AB_OP_START_RUN] = SPEC(bare_f, 0),
     [AB_OP_NOTICE - AB_OP_START_RUN] = SPEC(notice_f, 0),
+    [AB_OP_STATS - AB_OP_START_RUN] = SPEC(bare_f, 0),
+    [AB_OP_STATS_REPLY - AB_OP_START_RUN] = SPEC(stats_reply_f, 0),
 };
 _Static_assert(sizeof(specs) / sizeof(specs[0]) == AB_OP_COUNT_ - AB_OP_START_RUN,
                "a table for every dispatch op");

@@ -32,6 +32,7 @@
 #include "agentbus/buf.h"
 #include "agentbus/ids.h"
 #include "agentbus/model.h"
+#include "agentbus/plugin.h"
 #include "agentbus/status.h"
 
 #include <stdbool.h>
@@ -43,7 +44,7 @@ extern "C" {
 #endif
 
 /** Schema version this build creates and understands (PRAGMA user_version). */
-#define AB_STORE_SCHEMA_VERSION 2
+#define AB_STORE_SCHEMA_VERSION 3
 /** File name of the database inside the data directory. */
 #define AB_STORE_DB_NAME "agentbus.db"
 /**
@@ -235,6 +236,10 @@ ab_status_t ab__store_thread_heads(ab_store_t *st, ab_str_t thread, ab_head_cb c
  * @return AB_OK; AB_INVALID_ARGUMENT; AB_UNAVAILABLE; AB_CORRUPT; AB_NOMEM.
  */
 ab_status_t ab__store_head_pos(ab_store_t *st, uint64_t *pos_out, ab_error_t *err) AB_NODISCARD;
+
+/** What the store holds: runs ever recorded and active, the database and WAL sizes
+ *  (store_stats.c); no scan. @return AB_OK or the store's error. */
+ab_status_t ab__store_stats(ab_store_t *st, ab_plugin_stats_t *out, ab_error_t *err) AB_NODISCARD;
 
 /**
  * Store @p doc (@p len bytes, a snapshot document) as the snapshot of

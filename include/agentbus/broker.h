@@ -105,6 +105,8 @@ typedef struct ab_broker_config {
      *  KEYS_DIR/access when it exists, else every key in keys_dir has every role. Needs
      *  keys_dir. Read at start and again at SIGHUP. */
     char access_file[AB_BROKER_PATH_MAX];
+    /** `--log-format json`: each log line is one JSON object {"time","level","msg"}. */
+    bool log_json;
 } ab_broker_config_t;
 
 /** Fill @p cfg with the defaults. */

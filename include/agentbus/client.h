@@ -191,6 +191,15 @@ AB_API AB_NODISCARD ab_status_t ab_conn_ping(ab_conn_t *c, ab_doc_t *doc, ab_pon
                                              int timeout_ms, ab_error_t *err);
 
 /**
+ * Ask what the broker is doing (`stats`, docs/PROTOCOL.md 7.18); *out receives
+ * the `stats_reply` (views into @p doc). Any connection may ask.
+ * @return AB_OK, the broker's error (AB_UNSUPPORTED from a broker before
+ *         `stats`), AB_TIMEOUT, AB_IO or AB_NOMEM.
+ */
+AB_API AB_NODISCARD ab_status_t ab_conn_stats(ab_conn_t *c, ab_doc_t *doc, ab_stats_reply_t *out,
+                                              int timeout_ms, ab_error_t *err);
+
+/**
  * Called once per replayed event with its stamp and envelope bytes
  * (borrowed, valid during the call). Return AB_OK to go on; anything else
  * stops the replay (a `cancel` is sent) and is returned by ab_conn_replay().

@@ -272,7 +272,9 @@ AB_API AB_NODISCARD ab_status_t ab_topic_thread_prefix(ab_buf_t *out, ab_str_t t
     X(REQUESTS_REPLY, "requests_reply", false)                                                     \
     X(LEAVE, "leave", true)                                                                        \
     X(LEFT, "left", false)                                                                         \
-    X(NOTICE, "notice", false)
+    X(NOTICE, "notice", false)                                                                     \
+    X(STATS, "stats", true)                                                                        \
+    X(STATS_REPLY, "stats_reply", false)
 
 /** Message kinds. AB_OP_NONE_ is never on the wire. */
 typedef enum ab_op {
@@ -498,6 +500,37 @@ typedef struct ab_pong {
     ab_str_t instance;
     uint64_t head_pos;
 } ab_pong_t;
+
+/**
+ * STATS_REPLY: what the broker is doing (docs/PROTOCOL.md 7.18). Counters
+ * run from the broker's start; rates and latencies are over a recent window.
+ */
+typedef struct ab_stats_reply {
+    ab_str_t instance;      /**< the broker instance */
+    ab_str_t version;       /**< the broker's package version */
+    uint64_t uptime_ms;     /**< since the broker started */
+    uint64_t head_pos;      /**< the latest commit position */
+    bool store_known;       /**< false: the plugin has no stats; the four below are 0 */
+    uint64_t runs_total;    /**< runs the store ever recorded */
+    uint64_t runs_active;   /**< runs started and not ended */
+    uint64_t store_bytes;   /**< the stored data's size */
+    uint64_t wal_bytes;     /**< the write-ahead log's size */
+    uint64_t connections;   /**< command connections open */
+    uint64_t subscribers;   /**< event endpoint connections open */
+    uint64_t queue_events;  /**< events and writer jobs in the ingest queue now */
+    uint64_t queue_bytes;   /**< publish bytes in the ingest queue now */
+    uint64_t replays_open;  /**< replays open or with unread chunks */
+    uint64_t commits;       /**< group commits */
+    uint64_t events;        /**< events committed */
+    uint64_t rejected;      /**< events rejected */
+    uint64_t commits_per_s; /**< over the last 10 s */
+    uint64_t events_per_s;  /**< over the last 10 s */
+    uint64_t commit_p50_us; /**< commit (write + sync) latency over the last commits */
+    uint64_t commit_p90_us;
+    uint64_t commit_p99_us;
+    uint64_t commit_max_us;
+    uint64_t commit_window; /**< how many commits the percentiles are over (<= 1024) */
+} ab_stats_reply_t;
 
 /** ERROR; the decoded error's cid equals the header's. */
 typedef struct ab_error_msg {
@@ -778,7 +811,7 @@ typedef struct ab_requests_reply {
  * One command, reply or heartbeat header. `v` is required except in hello
  * and error, where 0 means absent. `cid` is the correlation id (0 = none);
  * heartbeats carry none, action calls carry 0. `u` holds the member named
- * after the op; cancel, ping, workers, leave and left have no payload.
+ * after the op; cancel, ping, workers, leave, left and stats have no payload.
  */
 typedef struct ab_msg {
     ab_op_t op;
@@ -824,6 +857,7 @@ typedef struct ab_msg {
         ab_requests_t requests;
         ab_requests_reply_t requests_reply;
         ab_notice_t notice;
+        ab_stats_reply_t stats_reply;
     } u;
 } ab_msg_t;
 

@@ -52,12 +52,21 @@ extern "C" {
  * start and end times), one event-to-append type (ab_append_event_t), one
  * read request and stored row (ab_read_t, ab_row_t). 3: durable run
  * requests for dispatch (the request_* entries, ab_request_t and its kin).
+ * 4: the optional stats entry (ab_plugin_stats_t) behind `agentbus status`.
  */
-#define AB_PLUGIN_ABI_VERSION 3
+#define AB_PLUGIN_ABI_VERSION 4
 /** The one exported entry point of a plugin shared object. */
 #define AB_PLUGIN_ENTRY_SYMBOL "ab_plugin_entry"
 
 typedef struct ab_plugin_db ab_plugin_db_t; /**< a plugin's handle, opaque */
+
+/** What a store holds, for `agentbus status` and the metrics (stats entry). */
+typedef struct ab_plugin_stats {
+    uint64_t runs_total;  /**< runs ever recorded (events, a claim or a request made them) */
+    uint64_t runs_active; /**< runs started and not ended */
+    uint64_t store_bytes; /**< the size of the stored data (SQLite: the database file) */
+    uint64_t wal_bytes;   /**< the size of the write-ahead log not yet checkpointed, 0 = none */
+} ab_plugin_stats_t;
 
 /** Options to open a handle. */
 typedef struct ab_plugin_open_opts {
@@ -160,6 +169,12 @@ typedef struct ab_plugin {
      *  (AB_NOT_FOUND when no request names that run). */
     ab_status_t (*request_by_run)(ab_plugin_db_t *db, ab_str_t thread, ab_str_t run,
                                   ab_request_t *out, ab_buf_t *input, ab_error_t *err);
+
+    /* ---- optional (NULL: `agentbus status` reports the figures as unknown) ---- */
+
+    /** What the store holds now, on the writer handle. Must be cheap (it runs on the
+     *  writer thread, between group commits): no scan of the events or the runs. */
+    ab_status_t (*stats)(ab_plugin_db_t *db, ab_plugin_stats_t *out, ab_error_t *err);
 } ab_plugin_t;
 
 /** Signature of the exported entry point. */

@@ -37,8 +37,30 @@ if grep -l -E '#include <(msgpack|jansson|zmq|sqlite3)\.h>' "$prefix"/include/ag
     fail "an installed header includes a third-party header (above)"
 fi
 
-# The broker, as installed.
-"$prefix/bin/agentbus" broker --data "$tmp/data" --cmd 'tcp://127.0.0.1:*' \
+# The man page and the bash completion, made from the help texts.
+man=$prefix/share/man/man1/agentbus.1
+comp=$prefix/share/bash-completion/completions/agentbus
+[ -e "$man" ] || fail "not installed: share/man/man1/agentbus.1"
+[ -e "$comp" ] || fail "not installed: share/bash-completion/completions/agentbus"
+for c in $("$prefix/bin/agentbus" --help | sed -n '/^commands:/,/^$/s/^  \([a-z][a-z-]*\) .*/\1/p'); do
+    grep -q "^\.SS $c\$" "$man" || fail "the man page has no section for '$c'"
+done
+words=$(bash -c ". '$comp'; COMP_WORDS=(agentbus sta); COMP_CWORD=1; _agentbus; echo \${COMPREPLY[*]}")
+[ "$words" = "status" ] || fail "completing 'agentbus sta' gave '$words', not 'status'"
+words=$(bash -c ". '$comp'; COMP_WORDS=(agentbus status --wa); COMP_CWORD=2; _agentbus; echo \${COMPREPLY[*]}")
+[ "$words" = "--watch" ] || fail "completing 'agentbus status --wa' gave '$words', not '--watch'"
+
+# As a service: the unit names the installed command and settings file.
+unit=$prefix/lib/systemd/system/agentbus-broker.service
+conf=$prefix/etc/agentbus/broker.conf
+[ -e "$unit" ] || fail "not installed: lib/systemd/system/agentbus-broker.service"
+[ -e "$conf" ] || fail "not installed: etc/agentbus/broker.conf"
+grep -q "^ExecStart=$prefix/bin/agentbus broker --config $conf\$" "$unit" ||
+    fail "the unit does not run the installed broker with $conf: $(grep ExecStart "$unit")"
+grep -q '^Type=notify$' "$unit" || fail "the unit does not wait for the broker's readiness"
+
+# The broker, as installed, on the installed settings (the flags win over the file).
+"$prefix/bin/agentbus" broker --config "$conf" --data "$tmp/data" --cmd 'tcp://127.0.0.1:*' \
     --events 'tcp://127.0.0.1:*' >"$tmp/broker.out" 2>"$tmp/broker.err" &
 pid=$!
 ep=""

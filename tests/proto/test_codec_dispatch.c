@@ -1,7 +1,7 @@
 /*
  * test_codec_dispatch.c - the wire codec's dispatch headers (docs/PROTOCOL.md
- * 7.12 - 7.16): a round trip of each, decoding from JSON as another client
- * would write it, and the refusals with the field they name.
+ * 7.12 - 7.16) and stats (7.18): a round trip of each, decoding from JSON as
+ * another client would write it, and the refusals with the field they name.
  */
 #include "codec_fixture.h"
 
@@ -195,6 +195,40 @@ static void test_reason_bound(void **state)
     msg_err(f, json, AB_TOO_LARGE, "reason");
 }
 
+/* stats (7.18): a bare request; a reply of 24 required figures */
+static void test_rt_stats(void **state)
+{
+    fx_t *f = *state;
+    assert_true(ab_op_is_request(AB_OP_STATS));
+    assert_false(ab_op_is_request(AB_OP_STATS_REPLY));
+    ab_msg_t m = mk(AB_OP_STATS, 9), b;
+    msg_rt(f, &m, &b);
+    assert_int_equal(b.op, AB_OP_STATS);
+    m = mk(AB_OP_STATS_REPLY, 9);
+    ab_stats_reply_t *r = &m.u.stats_reply;
+    *r = (ab_stats_reply_t){.instance = S("i"), .version = S("0.1.0"), .store_known = true};
+    uint64_t *fields[] = {&r->uptime_ms,     &r->head_pos,      &r->runs_total,
+                          &r->runs_active,   &r->store_bytes,   &r->wal_bytes,
+                          &r->connections,   &r->subscribers,   &r->queue_events,
+                          &r->queue_bytes,   &r->replays_open,  &r->commits,
+                          &r->events,        &r->rejected,      &r->commits_per_s,
+                          &r->events_per_s,  &r->commit_p50_us, &r->commit_p90_us,
+                          &r->commit_p99_us, &r->commit_max_us, &r->commit_window};
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
+        *fields[i] = 1000 + i; /* each its own value: a swapped pair would show */
+    msg_rt(f, &m, &b);
+    const ab_stats_reply_t *g = &b.u.stats_reply;
+    assert_str(g->instance, "i");
+    assert_str(g->version, "0.1.0");
+    assert_true(g->store_known);
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
+        size_t off = (size_t)((const char *)fields[i] - (const char *)r);
+        assert_int_equal(*(const uint64_t *)(const void *)((const char *)g + off), 1000 + i);
+    }
+    msg_err(f, "{\"op\":\"stats_reply\",\"v\":1,\"cid\":1,\"instance\":\"i\"}", AB_INVALID_ENVELOPE,
+            "version");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -206,6 +240,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_decode_from_json, codec_setup, codec_teardown),
         cmocka_unit_test_setup_teardown(test_refusals, codec_setup, codec_teardown),
         cmocka_unit_test_setup_teardown(test_reason_bound, codec_setup, codec_teardown),
+        cmocka_unit_test_setup_teardown(test_rt_stats, codec_setup, codec_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -422,13 +422,17 @@ static void test_migrates_from_v1(void **state)
     sqlite3 *db = NULL;
     assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL), SQLITE_OK);
     assert_int_equal(
-        sqlite3_exec(db, "DROP TABLE requests; PRAGMA user_version = 1", NULL, NULL, NULL),
+        sqlite3_exec(db, "DROP TABLE requests; DROP INDEX runs_active; PRAGMA user_version = 1",
+                     NULL, NULL, NULL),
         SQLITE_OK);
     sqlite3_close(db);
     ab_store_opts_t ro = {.readonly = true};
     ab_store_t *st = NULL;
     assert_int_equal(ab__store_open(&st, f->dir, &ro, &err), AB_UNSUPPORTED); /* older */
-    f->st = open_ok(f->dir, false);                                           /* migrates 1 -> 2 */
+    f->st = open_ok(f->dir, false); /* migrates 1 -> 2 -> 3 */
+    ab_plugin_stats_t ps;
+    assert_int_equal(ab__store_stats(f->st, &ps, &err), AB_OK); /* runs_active is there again */
+    assert_int_equal(ps.runs_total, 1);
     ab_buf_t bytes = {0};
     assert_int_equal(ab__store_event_bytes(f->st, S("T"), S("r"), 1, &bytes, NULL, &err), AB_OK);
     assert_memory_equal(bytes.data, "e1", 2);
@@ -439,6 +443,47 @@ static void test_migrates_from_v1(void **state)
     f->st = open_ok(f->dir, true); /* now current: a reader opens it */
     ab_request_t got;
     assert_int_equal(ab__store_request_get(f->st, 1, &got, NULL, &err), AB_OK);
+}
+
+/* stats: runs recorded and active follow the appends, without a scan (store_stats.c). */
+static void test_stats(void **state)
+{
+    fx_t *f = *state;
+    f->st = open_ok(f->dir, false);
+    ab_plugin_stats_t ps;
+    ab_error_t err = AB_ERROR_INIT;
+    assert_int_equal(ab__store_stats(f->st, &ps, &err), AB_OK);
+    assert_int_equal(ps.runs_total, 0);
+    assert_int_equal(ps.runs_active, 0);
+    assert_true(ps.store_bytes > 0);
+    const char *runs[] = {"a", "b", "c"};
+    for (int i = 0; i < 3; i++) { /* three runs start */
+        ab_append_event_t ev = {.thread = S("T"),
+                                .run = {runs[i], 1},
+                                .seq = 1,
+                                .epoch = 1,
+                                .bytes = (const uint8_t *)"s",
+                                .len = 1,
+                                .status = AB_RUN_STATUS_ACTIVE};
+        uint64_t first = 0;
+        assert_int_equal(ab__store_append_batch(f->st, &ev, 1, 1000, &first, &err), AB_OK);
+    }
+    ab_append_event_t end = {.thread = S("T"),
+                             .run = S("b"),
+                             .seq = 2,
+                             .epoch = 1,
+                             .bytes = (const uint8_t *)"f",
+                             .len = 1,
+                             .status = AB_RUN_STATUS_FINISHED,
+                             .outcome = AB_OUTCOME_SUCCESS};
+    uint64_t first = 0;
+    assert_int_equal(ab__store_append_batch(f->st, &end, 1, 1000, &first, &err), AB_OK);
+    uint64_t epoch = 0, last = 0;
+    assert_int_equal(ab__store_claim(f->st, S("T"), S("d"), &epoch, &last, &err), AB_OK);
+    assert_int_equal(ab__store_stats(f->st, &ps, &err), AB_OK);
+    assert_int_equal(ps.runs_total, 4); /* a claim records a run too */
+    assert_int_equal(ps.runs_active, 2);
+    assert_true(ps.wal_bytes > 0); /* the appends are in the WAL until a checkpoint */
 }
 
 static void test_bounds(void **state)
@@ -537,6 +582,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_position_and_thread_open, setup, teardown),
         cmocka_unit_test_setup_teardown(test_survives_reopen, setup, teardown),
         cmocka_unit_test_setup_teardown(test_migrates_from_v1, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_stats, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bounds, setup, teardown),
         cmocka_unit_test_setup_teardown(test_refusals_change_nothing, setup, teardown),
     };

@@ -1,0 +1,32 @@
+# Run by `cmake --install` (install(SCRIPT)): the systemd unit and the broker's
+# settings file, under the prefix of this install (--prefix, DESTDIR).
+# Given by the install(CODE) before it: AB_SRC, AB_BINDIR_REL, AB_SYSCONFDIR_REL.
+set(prefix "${CMAKE_INSTALL_PREFIX}")
+if(prefix STREQUAL "/usr" AND NOT IS_ABSOLUTE "${AB_SYSCONFDIR_REL}")
+  set(sysconf "/etc") # as GNUInstallDirs does for the system prefix
+elseif(IS_ABSOLUTE "${AB_SYSCONFDIR_REL}")
+  set(sysconf "${AB_SYSCONFDIR_REL}")
+else()
+  set(sysconf "${prefix}/${AB_SYSCONFDIR_REL}")
+endif()
+set(AB_BINDIR "${prefix}/${AB_BINDIR_REL}")
+set(AB_SYSCONF "${sysconf}")
+set(unit_dir "$ENV{DESTDIR}${prefix}/lib/systemd/system")
+file(MAKE_DIRECTORY "${unit_dir}")
+configure_file("${AB_SRC}/dist/systemd/agentbus-broker.service.in"
+  "${unit_dir}/agentbus-broker.service" @ONLY)
+message(STATUS "Installing: ${unit_dir}/agentbus-broker.service")
+set(conf_dir "$ENV{DESTDIR}${sysconf}/agentbus")
+set(conf "${conf_dir}/broker.conf")
+file(MAKE_DIRECTORY "${conf_dir}")
+if(EXISTS "${conf}")
+  file(READ "${conf}" old)
+  file(READ "${AB_SRC}/dist/broker.conf" new)
+  if(NOT old STREQUAL new)
+    message(STATUS "Keeping ${conf} (changed); the new default is ${conf}.new")
+    configure_file("${AB_SRC}/dist/broker.conf" "${conf}.new" COPYONLY)
+  endif()
+else()
+  configure_file("${AB_SRC}/dist/broker.conf" "${conf}" COPYONLY)
+  message(STATUS "Installing: ${conf}")
+endif()

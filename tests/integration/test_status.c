@@ -1,0 +1,217 @@
+/*
+ * test_status.c - the `stats` request (docs/PROTOCOL.md 7.18) and `agentbus
+ * status` against a real broker: every figure follows what the test did
+ * (runs started and ended, events and commits, a rejection, connections and
+ * subscribers opened and closed), and the command prints it for a person, as
+ * JSON, and again with --watch; the broker's --log-format json and its
+ * systemd readiness message.
+ */
+#include "testutil.h"
+
+#include "broker_proc.h"
+#include "cli_run.h"
+
+#include "agentbus/subscriber.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+
+static ab_stats_reply_t stats(ab_conn_t *c, ab_doc_t *doc)
+{
+    ab_stats_reply_t r;
+    ab_error_t err = AB_ERROR_INIT;
+    if (ab_conn_stats(c, doc, &r, IT_TIMEOUT, &err) != AB_OK)
+        fail_msg("stats: %s: %s", ab_status_name(err.code), err.message);
+    return r;
+}
+
+/* Ask until @p field of the answer is @p want (connection counts follow
+ * socket events, which reach the broker a moment after the act). */
+#define STATS_UNTIL(c, doc, field, want)                                                           \
+    do {                                                                                           \
+        ab_stats_reply_t s_ = stats((c), (doc));                                                   \
+        for (int i_ = 0; i_ < 500 && s_.field != (uint64_t)(want); i_++) {                         \
+            assert_int_equal(ab_conn_wait((c), 10), 0);                                            \
+            s_ = stats((c), (doc));                                                                \
+        }                                                                                          \
+        assert_int_equal(s_.field, (want));                                                        \
+    } while (0)
+
+static int on_event(void *ud, const ab_sub_event_t *e)
+{
+    (void)e;
+    (*(int *)ud)++;
+    return 0;
+}
+
+static void test_stats_follow_the_bus(void **state)
+{
+    it_t *t = *state;
+    IT_REQUIRE_BROKER(t);
+    ab_conn_t *c = it_connect(&t->bp);
+    ab_stats_reply_t s = stats(c, t->doc);
+    assert_true(s.store_known);
+    assert_int_equal(s.runs_total, 0);
+    assert_int_equal(s.head_pos, 0);
+    assert_int_equal(s.commits, 0);
+    assert_true(s.version.len > 0 && s.instance.len == 16);
+    assert_memory_equal(s.instance.ptr, ab_conn_instance(c), 16);
+    STATS_UNTIL(c, t->doc, connections, 1);
+
+    /* two runs started, one of them ended: 6 events */
+    ab_buf_t ev = AB_BUF_INIT;
+    for (uint64_t seq = 1; seq <= 4; seq++) {
+        ab_buf_reset(&ev);
+        it_event(&ev, "t-s", "r-done", seq, 4, 1);
+        assert_int_equal(it_publish1(c, t->doc, &ev, NULL).status, AB_RESULT_ACCEPTED);
+    }
+    for (uint64_t seq = 1; seq <= 2; seq++) {
+        ab_buf_reset(&ev);
+        it_event(&ev, "t-s", "r-open", seq, 0, 1);
+        assert_int_equal(it_publish1(c, t->doc, &ev, NULL).status, AB_RESULT_ACCEPTED);
+    }
+    ab_buf_reset(&ev); /* a gap: rejected, and counted */
+    it_event(&ev, "t-s", "r-open", 9, 0, 1);
+    assert_int_equal(it_publish1(c, t->doc, &ev, NULL).status, AB_RESULT_REJECTED);
+    ab_buf_free(&ev);
+    s = stats(c, t->doc);
+    assert_int_equal(s.runs_total, 2);
+    assert_int_equal(s.runs_active, 1);
+    assert_int_equal(s.events, 6);
+    assert_int_equal(s.commits, 6); /* one event per request, one group each */
+    assert_int_equal(s.rejected, 1);
+    assert_int_equal(s.head_pos, 6);
+    assert_int_equal(s.commit_window, 6);
+    assert_true(s.commit_p50_us <= s.commit_p99_us && s.commit_p99_us <= s.commit_max_us);
+    assert_true(s.store_bytes > 0);
+    assert_int_equal(s.queue_events, 0);
+
+    /* a second connection and a subscriber come and go */
+    ab_conn_t *c2 = it_connect(&t->bp);
+    STATS_UNTIL(c, t->doc, connections, 2);
+    int got = 0;
+    ab_sub_opts_t so = {.scope = AB_SUB_ALL, .on_event = on_event, .ud = &got};
+    ab_sub_t *sub = NULL;
+    ab_error_t err = AB_ERROR_INIT;
+    assert_int_equal(ab_sub_new(&sub, t->bp.cmd, &so, &err), AB_OK);
+    assert_int_equal(ab_sub_poll(sub, 100, &err), AB_OK);
+    STATS_UNTIL(c, t->doc, subscribers, 1);
+    ab_sub_destroy(&sub);
+    ab_conn_destroy(&c2);
+    STATS_UNTIL(c, t->doc, subscribers, 0);
+    STATS_UNTIL(c, t->doc, connections, 1);
+    ab_conn_destroy(&c);
+}
+
+static void test_status_command(void **state)
+{
+    it_t *t = *state;
+    IT_REQUIRE_BROKER(t);
+    char out[OUT_MAX];
+    ab_conn_t *c = it_connect(&t->bp);
+    ab_buf_t ev = AB_BUF_INIT;
+    it_event(&ev, "t-c", "r-c", 1, 0, 1);
+    assert_int_equal(it_publish1(c, t->doc, &ev, NULL).status, AB_RESULT_ACCEPTED);
+    ab_buf_free(&ev);
+    ab_conn_destroy(&c);
+    assert_int_equal(it_run_cli(out, "status --broker %s", t->bp.cmd), 0);
+    assert_non_null(strstr(out, "store    runs 1 (1 active)"));
+    assert_non_null(strstr(out, "head position 1"));
+    assert_non_null(strstr(out, "totals   1 commits  1 events  0 rejected"));
+    assert_int_equal(it_run_cli(out, "status --broker %s --json", t->bp.cmd), 0);
+    assert_non_null(strstr(out, ",\"head_pos\":1,\"store_known\":true,\"runs_total\":1,"
+                                "\"runs_active\":1,"));
+    assert_non_null(strstr(out, ",\"events\":1,\"rejected\":0,"));
+    /* --watch: one object per refresh, then --count ends it */
+    assert_int_equal(it_run_cli(out, "status --broker %s --json --watch 1 --count 2", t->bp.cmd),
+                     0);
+    char *second = strstr(out, "}\n{\"broker\":");
+    assert_non_null(second);
+    assert_null(strstr(second + 2, "}\n{"));
+    assert_int_equal(it_run_cli(out, "status --broker %s --count 2", t->bp.cmd), 2);
+    assert_non_null(strstr(out, "--count goes with --watch"));
+}
+
+/* --log-format json: every line one object; the connection lines are there at debug. */
+static void test_log_json(void **state)
+{
+    (void)state;
+    if (!bp_available())
+        skip();
+    bp_t b;
+    memset(&b, 0, sizeof b);
+    snprintf(b.log, sizeof b.log, "/tmp/ab_it_status_log_%d", (int)getpid());
+    unlink(b.log);
+    const char *extra[] = {"--log-format", "json", "--log-level", "debug", NULL};
+    assert_int_equal(bp_start(&b, NULL, extra), 0);
+    ab_conn_t *c = it_connect(&b);
+    assert_true(bp_wait_log(&b, "\"level\":\"debug\",\"msg\":\"command connection opened", 1,
+                            IT_TIMEOUT) >= 1);
+    ab_conn_destroy(&c);
+    assert_true(bp_wait_log(&b, "\"msg\":\"command connection closed", 1, IT_TIMEOUT) >= 1);
+    assert_true(bp_wait_log(&b, "\"level\":\"info\",\"msg\":\"ready: cmd=", 1, 0) >= 1);
+    FILE *f = fopen(b.log, "r");
+    assert_non_null(f);
+    char line[2048];
+    int lines = 0;
+    while (fgets(line, sizeof line, f)) { /* each line a whole object, nothing else */
+        lines++;
+        size_t n = strlen(line);
+        if (strncmp(line, "{\"time\":\"", 9) != 0 || n < 3 || strcmp(line + n - 3, "\"}\n") != 0)
+            fail_msg("not one JSON object: %s", line);
+    }
+    fclose(f);
+    assert_true(lines >= 3);
+    bp_cleanup(&b);
+    unlink(b.log);
+    char out[OUT_MAX];
+    assert_int_equal(it_run_cli(out, "broker --log-format yaml"), 2);
+    assert_non_null(strstr(out, "log-format: 'yaml' is not text or json"));
+}
+
+/* Type=notify readiness: READY=1 on $NOTIFY_SOCKET once both endpoints are bound. */
+static void test_notify_ready(void **state)
+{
+    (void)state;
+    if (!bp_available())
+        skip();
+    int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    assert_true(fd >= 0);
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    snprintf(sa.sun_path, sizeof sa.sun_path, "/tmp/ab_it_notify_%d", (int)getpid());
+    unlink(sa.sun_path);
+    assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+    setenv("NOTIFY_SOCKET", sa.sun_path, 1);
+    bp_t b;
+    memset(&b, 0, sizeof b);
+    int started = bp_start(&b, NULL, NULL);
+    unsetenv("NOTIFY_SOCKET");
+    assert_int_equal(started, 0);
+    struct pollfd pfd = {.fd = fd, .events = POLLIN};
+    assert_int_equal(poll(&pfd, 1, IT_TIMEOUT), 1);
+    char msg[600];
+    ssize_t n = recv(fd, msg, sizeof msg - 1, 0);
+    assert_true(n > 0);
+    msg[n] = '\0';
+    assert_non_null(strstr(msg, "READY=1\n"));
+    char want[200];
+    snprintf(want, sizeof want, "STATUS=ready: cmd=%s events=", b.cmd);
+    assert_non_null(strstr(msg, want));
+    snprintf(want, sizeof want, "MAINPID=%ld", (long)b.pid);
+    assert_non_null(strstr(msg, want));
+    bp_cleanup(&b);
+    close(fd);
+    unlink(sa.sun_path);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_stats_follow_the_bus, it_setup, it_teardown),
+        cmocka_unit_test_setup_teardown(test_status_command, it_setup, it_teardown),
+        cmocka_unit_test(test_log_json),
+        cmocka_unit_test(test_notify_ready),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
