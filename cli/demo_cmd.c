@@ -31,7 +31,7 @@ static void print_help(void)
            "               worker of agent demo-py with $AGENTBUS_PYTHON (default python3) and\n"
            "               dispatch a run to it: interrupted, approved, resumed\n"
            "  --json       observer events as JSON Lines on stdout (the rest on stderr)\n"
-           "  --no-color   no colour (colour is used only on a terminal)\n"
+           "  --no-color   no colour (also $NO_COLOR; colour only on a terminal)\n"
            "  --secure     run with CURVE keys and an access file (made under DATA/keys):\n"
            "               the agents may publish and serve, this console observe and\n"
            "               control, each only the demo's threads; shows a refusal of each\n"

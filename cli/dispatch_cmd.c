@@ -216,7 +216,7 @@ static void run_help(void)
         "                     reject, or interrupt (cancel it, then run this one)\n"
         "  --no-follow        print the acceptance and exit\n"
         "  --json             JSON Lines: the acceptance, then each event as tail --json\n"
-        "  --no-color         no colour (colour is used only on a terminal)\n"
+        "  --no-color         no colour (also $NO_COLOR; colour only on a terminal)\n"
         "  --broker ENDPOINT  command endpoint (default $AGENTBUS_BROKER, else " AB_DEFAULT_BROKER
         ")\n"
         "  --timeout MS       bound of each request (default 5000)\n"

@@ -51,7 +51,7 @@ static void print_help(void)
         "  --after-pos P    the whole bus after commit position P (no --thread)\n"
         "  --after-seq S    run R after seq S (needs --run)\n"
         "  --json           JSON Lines: {thread,run,seq,epoch,ts,pos,time_us,event}\n"
-        "  --no-color       no colour (colour is used only on a terminal)\n"
+        "  --no-color       no colour (also $NO_COLOR; colour only on a terminal)\n"
         "  --for SECONDS    stop after SECONDS      --count N   stop after N events\n"
         "  -h, --help       show this help\n");
 }
@@ -159,7 +159,7 @@ static int run_loop(struct tstate *ts, ab_sub_t *s)
     bool away = false;
     while (!cli_stop && !(ts->o.count && ts->seen >= ts->o.count)) {
         long left = end ? end - ab__mono_ms() : 250;
-        if (left <= 0)
+        if (left <= 0 || cli_stdout_gone()) /* `tail | head -3`: the reader left */
             break;
         if (cli_sub_step(s, left < 250 ? (int)left : 250, "tail", &away) != 0)
             return AB_EXIT_FAIL;
@@ -198,6 +198,25 @@ static void say_if_new(const struct topts *o, const char *ep)
     ab_doc_destroy(&doc);
 }
 
+/* The banner on stderr: what is watched, from where, and from which point. */
+static void banner(const struct topts *o, const char *ep)
+{
+    char what[600], from[80];
+    if (o->thread && o->run)
+        snprintf(what, sizeof what, "run %s of thread %s", o->run, o->thread);
+    else if (o->thread)
+        snprintf(what, sizeof what, "thread %s", o->thread);
+    else
+        snprintf(what, sizeof what, "every thread");
+    if (o->have_pos)
+        snprintf(from, sizeof from, "after position %llu", (unsigned long long)o->after_pos);
+    else if (o->have_seq)
+        snprintf(from, sizeof from, "after seq %llu", (unsigned long long)o->after_seq);
+    else
+        snprintf(from, sizeof from, "%s", o->from_start ? "from the start" : "from now on");
+    fprintf(stderr, "agentbus tail: watching %s at %s, %s (Ctrl-C stops)\n", what, ep, from);
+}
+
 int cmd_tail(int argc, char **argv)
 {
     struct tstate ts = {.seen = 0};
@@ -217,6 +236,7 @@ int cmd_tail(int argc, char **argv)
         cli_printer_free(&ts.pr);
         return AB_EXIT_FAIL;
     }
+    banner(&ts.o, ep);
     say_if_new(&ts.o, ep);
     cli_catch_signals();
     rc = run_loop(&ts, s);

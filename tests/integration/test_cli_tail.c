@@ -227,6 +227,93 @@ static void test_render_error_notice(void **state)
     tu_ctx_free(&tu);
 }
 
+/* Render @p n events given as (run, JSON body) pairs of thread t; the output into @p buf. */
+static char *render_all(tu_ctx_t *tu, const char *const (*evs)[2], size_t n)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    assert_non_null(f);
+    tail_view_t v;
+    tail_view_init(&v, f, false);
+    for (size_t i = 0; i < n; i++) {
+        ab_event_t ev = {.v = 1,
+                         .thread = {"t", 1},
+                         .run = {evs[i][0], strlen(evs[i][0])},
+                         .seq = i + 1,
+                         .epoch = 1};
+        ab_stamp_t st = {.pos = i + 1, .time_us = 1700000000000000};
+        ev.body = tu_json(tu, evs[i][1]);
+        tail_view_event(&v, &ev, &st);
+    }
+    tail_view_finish(&v);
+    fclose(f);
+    return buf;
+}
+
+/* Two runs streaming text at once: each message is read whole, not a line per token; a
+ * tool call continued after an interruption has no stray '('; one-liners (issue 16). */
+static void test_render_interleaved(void **state)
+{
+    (void)state;
+    tu_ctx_t tu;
+    tu_ctx_init(&tu);
+    static const char *const evs[][2] = {
+        {"a", "{\"type\":\"TEXT_MESSAGE_START\",\"messageId\":\"ma\",\"role\":\"assistant\"}"},
+        {"b", "{\"type\":\"TEXT_MESSAGE_START\",\"messageId\":\"mb\",\"role\":\"assistant\"}"},
+        {"a", "{\"type\":\"TEXT_MESSAGE_CONTENT\",\"messageId\":\"ma\",\"delta\":\"Hel\"}"},
+        {"b", "{\"type\":\"TEXT_MESSAGE_CONTENT\",\"messageId\":\"mb\",\"delta\":\"Wor\"}"},
+        {"a", "{\"type\":\"TEXT_MESSAGE_CONTENT\",\"messageId\":\"ma\",\"delta\":\"lo\"}"},
+        {"b", "{\"type\":\"TEXT_MESSAGE_CONTENT\",\"messageId\":\"mb\",\"delta\":\"ld\"}"},
+        {"b", "{\"type\":\"TEXT_MESSAGE_END\",\"messageId\":\"mb\"}"},
+        {"a", "{\"type\":\"TEXT_MESSAGE_END\",\"messageId\":\"ma\"}"},
+        {"a", "{\"type\":\"TOOL_CALL_START\",\"toolCallId\":\"c\",\"toolCallName\":\"get\"}"},
+        {"a", "{\"type\":\"TOOL_CALL_ARGS\",\"toolCallId\":\"c\",\"delta\":\"{\\\"q\\\"\"}"},
+        {"b", "{\"type\":\"STEP_STARTED\",\"stepName\":\"plan\"}"},
+        {"a", "{\"type\":\"TOOL_CALL_ARGS\",\"toolCallId\":\"c\",\"delta\":\":1}\"}"},
+        {"a", "{\"type\":\"TOOL_CALL_END\",\"toolCallId\":\"c\"}"},
+        {"b", "{\"type\":\"CUSTOM\",\"name\":\"agentkit.task\",\"value\":{\"id\":\"t1\","
+              "\"title\":\"Book\",\"status\":\"running\",\"refs\":[1]}}"},
+        {"b", "{\"type\":\"REASONING_START\",\"messageId\":\"r\"}"},
+        {"b", "{\"type\":\"REASONING_MESSAGE_START\",\"messageId\":\"rm\",\"role\":\"reasoning\"}"},
+        {"b", "{\"type\":\"REASONING_MESSAGE_CONTENT\",\"messageId\":\"rm\",\"delta\":\"hmm\"}"},
+        {"b", "{\"type\":\"REASONING_MESSAGE_END\",\"messageId\":\"rm\"}"},
+        {"b", "{\"type\":\"STEP_FINISHED\",\"stepName\":\"plan\"}"},
+    };
+    char *out = render_all(&tu, evs, sizeof evs / sizeof evs[0]);
+    print_message("%s", out);
+    assert_non_null(strstr(out, "t/a #1  assistant: Hello\n")); /* kept the line */
+    assert_non_null(strstr(out, "t/b #2  assistant: World\n")); /* gathered, one line */
+    assert_null(strstr(out, "Wor\n"));
+    assert_non_null(strstr(out, "t/a #9  tool get({\"q\"\n"));
+    assert_non_null(strstr(out, "t/b #11  step plan started\n"));
+    assert_non_null(strstr(out, "t/a #12  tool get(...:1})\n")); /* continued, balanced */
+    assert_non_null(strstr(out, "t/b #14  agentkit.task: id=t1, title=Book, status=running "
+                                "(1 more field)\n"));
+    assert_non_null(strstr(out, "t/b #15  reasoning started\n"));
+    assert_non_null(strstr(out, "t/b #16  reasoning: hmm\n"));
+    assert_non_null(strstr(out, "t/b #19  step plan finished\n"));
+    free(out);
+    tu_ctx_free(&tu);
+}
+
+/* NO_COLOR set and not empty turns colour off whatever the caller asked (issue 16). */
+static void test_no_color(void **state)
+{
+    (void)state;
+    tail_view_t v;
+    unsetenv("NO_COLOR");
+    tail_view_init(&v, stdout, true);
+    assert_true(v.color);
+    setenv("NO_COLOR", "", 1); /* empty: as if unset */
+    tail_view_init(&v, stdout, true);
+    assert_true(v.color);
+    setenv("NO_COLOR", "1", 1);
+    tail_view_init(&v, stdout, true);
+    assert_false(v.color);
+    unsetenv("NO_COLOR");
+}
+
 /* tail waits for a thread (or run) with no event yet, and says so on stderr; not for one that has.
  */
 static void test_tail_says_it_waits(void **state)
@@ -259,6 +346,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_tail_human_view, it_setup, it_teardown),
         cmocka_unit_test_setup_teardown(test_replay_export_and_verify, it_setup, it_teardown),
         cmocka_unit_test(test_render_error_notice),
+        cmocka_unit_test(test_no_color),
+        cmocka_unit_test(test_render_interleaved),
         cmocka_unit_test_setup_teardown(test_tail_says_it_waits, it_setup, it_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -522,8 +522,8 @@ static void test_demo_tail_json_validates(void **state)
     snprintf(tailf, sizeof(tailf), "%s/tail.jsonl", dir);
     snprintf(cmd, sizeof(cmd),
              "timeout -s KILL 60 %s tail --broker '%s' --json --from-start --count %ld "
-             "--for 30 >'%s' 2>&1; echo \"exit=$?\"",
-             AB_AGENTBUS_BIN, t->bp.cmd, total, tailf);
+             "--for 30 >'%s' 2>'%s.err'; echo \"exit=$?\"; cat '%s.err'",
+             AB_AGENTBUS_BIN, t->bp.cmd, total, tailf, tailf, tailf);
     assert_int_equal(run_cmd(cmd, out, sizeof(out)), 0);
     if (strstr(out, "exit=0") == NULL)
         fail_msg("agentbus tail: %s", out);
