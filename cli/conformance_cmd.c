@@ -11,13 +11,16 @@
 
 static void print_help(void)
 {
-    printf("usage: agentbus conformance ENDPOINT [--only NAME] [--timeout MS]\n\n"
+    printf("usage: agentbus conformance ENDPOINT [--only NAME] [--timeout MS] [--json]\n\n"
            "Check a broker's command endpoint against docs/PROTOCOL.md, through the wire only.\n"
            "Prints PASS/FAIL/SKIP per check and 'N passed, M failed, K skipped'; exits 1 when\n"
            "any check failed. See docs/CONFORMANCE.md.\n\n"
            "options:\n"
            "  --only NAME    run one check (repeatable)\n"
-           "  --timeout MS   bound of each request (default 5000)\n\n"
+           "  --timeout MS   bound of each request (default 5000)\n"
+           "  --json         one JSON object per line: {\"check\",\"result\",\"reason\"}, then\n"
+           "                 {\"cleanup\":{\"ended\",\"failed\"}} and "
+           "{\"passed\",\"failed\",\"skipped\"}\n\n"
            "checks:");
     for (size_t i = 0; i < conf_ncheck(); i++)
         printf(" %s", conf_check_name(i));
@@ -28,10 +31,12 @@ int cmd_conformance(int argc, char **argv)
 {
     static const struct option lo[] = {{"only", required_argument, NULL, 'o'},
                                        {"timeout", required_argument, NULL, 't'},
+                                       {"json", no_argument, NULL, 'j'},
                                        {"help", no_argument, NULL, 'h'},
                                        {NULL, 0, NULL, 0}};
     char *only[64];
     int nonly = 0, ch, timeout_ms = 5000;
+    bool json = false;
     optind = 1;
     while ((ch = getopt_long(argc, argv, ":h", lo, NULL)) != -1) {
         if (ch == 'h') {
@@ -42,6 +47,8 @@ int cmd_conformance(int argc, char **argv)
                 return cli_usage_error("conformance", "unknown check '%s'", optarg);
             if (nonly < (int)(sizeof(only) / sizeof(only[0])))
                 only[nonly++] = optarg;
+        } else if (ch == 'j') {
+            json = true;
         } else if (ch == 't') {
             long v;
             if (!cli_parse_long(optarg, 100, 600000, &v))
@@ -52,5 +59,5 @@ int cmd_conformance(int argc, char **argv)
     }
     if (optind != argc - 1)
         return cli_usage_error("conformance", "expected one ENDPOINT");
-    return conf_run(argv[optind], timeout_ms, only, nonly) == 0 ? AB_EXIT_OK : AB_EXIT_FAIL;
+    return conf_run(argv[optind], timeout_ms, only, nonly, json) == 0 ? AB_EXIT_OK : AB_EXIT_FAIL;
 }

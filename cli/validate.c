@@ -29,6 +29,7 @@ struct vopts {
     bool lifecycle;
     bool lenient;
     bool quiet;
+    bool json;
     const char *path;
 };
 
@@ -43,7 +44,7 @@ struct vstate {
 
 static void print_help(void)
 {
-    printf("usage: agentbus validate [--lifecycle] [--lenient] [--quiet] [FILE]\n\n"
+    printf("usage: agentbus validate [--lifecycle] [--lenient] [--quiet] [--json] [FILE]\n\n"
            "Check AG-UI 1.0 events, one JSON object per line, from FILE or standard input.\n"
            "Prints one line per event (ok, or FAIL with the error code, JSON path and reason)\n"
            "and ends with 'N passed, M failed'. Exit status 0 only when every event passes.\n\n"
@@ -54,17 +55,18 @@ static void print_help(void)
            "  --lenient    the consumer's view: unknown event types and fields are warnings\n"
            "               (default is the producer's strict view, where they are errors)\n"
            "  --quiet      print only failures, warnings and the summary\n"
+           "  --json       one JSON object per line instead: {\"line\",\"ok\",\"type\"} or\n"
+           "               {\"line\",\"ok\":false,\"error\":{\"code\",\"message\",\"pointer\"}},\n"
+           "               {\"line\",\"warning\",\"pointer\"}, then {\"passed\",\"failed\"}\n"
            "  -h, --help   show this help\n");
 }
 
 static int parse_args(int argc, char **argv, struct vopts *o)
 {
     static const struct option longopts[] = {
-        {"lifecycle", no_argument, NULL, 'l'},
-        {"lenient", no_argument, NULL, 'L'},
-        {"quiet", no_argument, NULL, 'q'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
+        {"lifecycle", no_argument, NULL, 'l'}, {"lenient", no_argument, NULL, 'L'},
+        {"quiet", no_argument, NULL, 'q'},     {"json", no_argument, NULL, 'j'},
+        {"help", no_argument, NULL, 'h'},      {NULL, 0, NULL, 0},
     };
     int c;
     optind = 1;
@@ -73,6 +75,7 @@ static int parse_args(int argc, char **argv, struct vopts *o)
         case 'l': o->lifecycle = true; break;
         case 'L': o->lenient = true; break;
         case 'q': o->quiet = true; break;
+        case 'j': o->json = true; break;
         case 'h': print_help(); return -1;
         default: return cli_bad_option("validate", c);
         }
@@ -86,12 +89,26 @@ static int parse_args(int argc, char **argv, struct vopts *o)
 static void on_warning(void *ud, const char *path, const char *msg)
 {
     struct vstate *st = ud;
+    if (st->o.json) {
+        printf("{\"line\":%ld,\"warning\":", st->line);
+        cli_json_str(stdout, msg);
+        printf(",\"pointer\":");
+        cli_json_str(stdout, path);
+        printf("}\n");
+        return;
+    }
     printf("%6ld  warn  %s: %s\n", st->line, path[0] ? path : "/", msg);
 }
 
 static void report_fail(struct vstate *st, const ab_error_t *err)
 {
     st->failed++;
+    if (st->o.json) {
+        printf("{\"line\":%ld,\"ok\":false,\"error\":", st->line);
+        cli_json_error(stdout, err);
+        printf("}\n");
+        return;
+    }
     printf("%6ld  FAIL  %s %s: %s\n", st->line, ab_status_name(err->code),
            err->field[0] ? err->field : "/", err->message);
 }
@@ -115,6 +132,12 @@ static bool check_line(struct vstate *st, const char *text, size_t len)
     st->passed++;
     if (st->o.quiet)
         return true;
+    if (st->o.json) {
+        printf("{\"line\":%ld,\"ok\":true,\"type\":", st->line);
+        cli_json_str(stdout, info.type == AB_AGUI_UNKNOWN ? "" : ab_agui_type_name(info.type));
+        printf("}\n");
+        return true;
+    }
     if (info.type == AB_AGUI_UNKNOWN) /* lenient: dropped, as consumers must */
         printf("%6ld  ok    (unknown event type dropped)\n", st->line);
     else
@@ -125,6 +148,14 @@ static bool check_line(struct vstate *st, const char *text, size_t len)
 static void finish_stream(struct vstate *st)
 {
     if (st->o.lifecycle && evcheck_run_active(st->chk)) {
+        if (st->o.json) {
+            ab_error_t e = AB_ERROR_INIT;
+            ab_error_set(&e, AB_INVALID_EVENT, "",
+                         "run_truncated: the stream ends while a run is still active");
+            st->line = -1;
+            report_fail(st, &e);
+            return;
+        }
         st->failed++;
         printf("   end  FAIL  run_truncated /: the stream ends while a run is still active "
                "(no RUN_FINISHED or RUN_ERROR)\n");
@@ -154,7 +185,10 @@ static int run_validate(struct vstate *st, FILE *in)
         return AB_EXIT_FAIL;
     }
     finish_stream(st);
-    printf("%ld passed, %ld failed\n", st->passed, st->failed);
+    if (st->o.json)
+        printf("{\"passed\":%ld,\"failed\":%ld}\n", st->passed, st->failed);
+    else
+        printf("%ld passed, %ld failed\n", st->passed, st->failed);
     return st->failed ? AB_EXIT_FAIL : AB_EXIT_OK;
 }
 

@@ -75,15 +75,30 @@ static int run_all(conf_t *cf, char **only, int nonly)
         if (!want)
             continue;
         conf_result_t r = run_one(cf, &checks[i]);
-        if (r == CONF_PASS)
-            printf("PASS %s\n", checks[i].name), npass++;
+        npass += r == CONF_PASS;
+        nskip += r == CONF_SKIP;
+        nfail += r == CONF_FAIL;
+        if (cf->json) {
+            static const char *const names[] = {"pass", "fail", "skip"};
+            printf("{\"check\":\"%s\",\"result\":\"%s\"", checks[i].name, names[r]);
+            if (r != CONF_PASS) {
+                printf(",\"reason\":");
+                conf_json_str(cf->reason);
+            }
+            printf("}\n");
+        } else if (r == CONF_PASS)
+            printf("PASS %s\n", checks[i].name);
         else if (r == CONF_SKIP)
-            printf("SKIP %s: %s\n", checks[i].name, cf->reason), nskip++;
+            printf("SKIP %s: %s\n", checks[i].name, cf->reason);
         else
-            printf("FAIL %s: %s\n", checks[i].name, cf->reason), nfail++;
+            printf("FAIL %s: %s\n", checks[i].name, cf->reason);
         fflush(stdout);
     }
-    printf("%d passed, %d failed, %d skipped\n", npass, nfail, nskip);
+    conf_cleanup(cf);
+    if (cf->json)
+        printf("{\"passed\":%d,\"failed\":%d,\"skipped\":%d}\n", npass, nfail, nskip);
+    else
+        printf("%d passed, %d failed, %d skipped\n", npass, nfail, nskip);
     return nfail ? 1 : 0;
 }
 
@@ -105,9 +120,9 @@ bool conf_check_known(const char *name)
     return false;
 }
 
-int conf_run(const char *endpoint, int timeout_ms, char **only, int nonly)
+int conf_run(const char *endpoint, int timeout_ms, char **only, int nonly, bool json)
 {
-    conf_t cf = {.endpoint = endpoint, .timeout_ms = timeout_ms};
+    conf_t cf = {.endpoint = endpoint, .timeout_ms = timeout_ms, .json = json};
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     snprintf(cf.prefix, sizeof(cf.prefix), "conf-%ld-%lx%05lx", (long)getpid(), (long)ts.tv_sec,

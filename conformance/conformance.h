@@ -10,7 +10,7 @@
  * conformance_seq.c (negotiation, ordering, gap, duplicate, conflict),
  * conformance_errors.c (fencing, terminal runs, typed errors),
  * conformance_replay.c (replay seams), conformance_caps.c (heartbeats, flow
- * control, capabilities).
+ * control, capabilities), conformance_cleanup.c (ending the runs left active).
  *
  * Invariants:
  *  1. Every check uses fresh thread/run ids (conf_id()), so the suite runs
@@ -41,6 +41,7 @@ typedef enum conf_result { CONF_PASS = 0, CONF_FAIL, CONF_SKIP } conf_result_t;
 /** State of one suite run; the per-check fields are reset by the runner. */
 typedef struct conf {
     const char *endpoint; /* command endpoint */
+    bool json;            /* --json: one object per line */
     int timeout_ms;       /* bound of each request */
     char prefix[64];      /* unique per suite run: conf-<pid>-<time> */
     unsigned serial;      /* ids made so far */
@@ -50,6 +51,9 @@ typedef struct conf {
     ab_doc_t *tmp;    /* scratch doc (envelope decoding) */
     void *sub;        /* SUB socket, or NULL */
     char reason[512]; /* why the check failed or was skipped */
+    /* every id conf_id() made, for the cleanup (conformance_cleanup.c) */
+    char **ids;
+    size_t nids, cap_ids;
 } conf_t;
 
 /* ---- the suite (conformance.c) ------------------------------------------- */
@@ -63,9 +67,11 @@ bool conf_check_known(const char *name);
 /**
  * Run the checks named in @p only (all of them when @p nonly is 0) against
  * @p endpoint, each request bounded by @p timeout_ms; print a line per check
- * and the totals to stdout. @return 0 when none failed, else 1.
+ * and the totals to stdout (with @p json, one JSON object per line:
+ * {"check","result","reason"?}, then {"cleanup":{"ended","failed"}} and
+ * {"passed","failed","skipped"}). @return 0 when none failed, else 1.
  */
-int conf_run(const char *endpoint, int timeout_ms, char **only, int nonly);
+int conf_run(const char *endpoint, int timeout_ms, char **only, int nonly, bool json);
 
 /** A check: fills cf->reason on FAIL/SKIP. */
 typedef conf_result_t (*conf_fn)(conf_t *cf);
@@ -78,7 +84,16 @@ conf_result_t conf_fail(conf_t *cf, const char *fmt, ...) __attribute__((format(
 /** CONF_SKIP with "capability NAME not announced" unless NAME is available/degraded. */
 conf_result_t conf_need(conf_t *cf, const char *cap);
 
-/** Write a fresh id "<prefix>-<tag>-<n>" into @p out. */
+/** Print @p s as a JSON string on stdout. */
+void conf_json_str(const char *s);
+
+/** Note an id the suite made (the cleanup asks for it as a thread). */
+void conf_note_id(conf_t *cf, const char *id);
+
+/** End every run the checks left active (a claim and a RUN_ERROR each); prints what it did. */
+void conf_cleanup(conf_t *cf);
+
+/** Write a fresh id "<prefix>-<tag>-<n>" into @p out (noted for the cleanup). */
 void conf_id(conf_t *cf, char *out, size_t size, const char *tag);
 
 /** Open another connection to the endpoint; NULL (reason set) on failure. */

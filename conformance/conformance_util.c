@@ -42,6 +42,7 @@ conf_result_t conf_need(conf_t *cf, const char *cap)
 void conf_id(conf_t *cf, char *out, size_t size, const char *tag)
 {
     snprintf(out, size, "%s-%s-%u", cf->prefix, tag, ++cf->serial);
+    conf_note_id(cf, out);
 }
 
 ab_conn_t *conf_connect(conf_t *cf, const uint32_t *versions, size_t n, ab_error_t *err)

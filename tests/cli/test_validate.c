@@ -138,6 +138,35 @@ static void test_stdin_and_summary(void **state)
     free(r.out);
 }
 
+/* --json: one object per line, the field as a JSON Pointer; and "not JSON Lines" (issue 16). */
+static void test_json_output_and_not_jsonl(void **state)
+{
+    (void)state;
+    char cmd[4096];
+    snprintf(cmd, sizeof(cmd),
+             "printf '%%s\\n' '{\"type\":\"RUN_STARTED\",\"threadId\":\"t\",\"runId\":\"r\","
+             "\"protocolVersion\":\"1.0\"}' '{\"type\":\"TEXT_MESSAGE_START\"}' "
+             "| %s validate --json 2>&1",
+             AB_AGENTBUS_BIN);
+    struct run_result r = run(cmd);
+    assert_int_equal(r.status, 1);
+    assert_non_null(strstr(r.out, "{\"line\":1,\"ok\":true,\"type\":\"RUN_STARTED\"}\n"));
+    assert_non_null(strstr(r.out, "{\"line\":2,\"ok\":false,\"error\":{\"code\":"
+                                  "\"invalid_event\",\"message\":"));
+    assert_non_null(strstr(r.out, "\"pointer\":\"/messageId\"}}\n"));
+    assert_non_null(strstr(r.out, "{\"passed\":1,\"failed\":1}\n"));
+    free(r.out);
+    /* a pretty-printed file: said once, not a failure per line */
+    snprintf(cmd, sizeof(cmd), "printf '{\\n  \"type\": \"RUN_STARTED\"\\n}\\n' | %s validate 2>&1",
+             AB_AGENTBUS_BIN);
+    r = run(cmd);
+    assert_int_equal(r.status, 1);
+    assert_non_null(strstr(r.out, "1  FAIL  invalid_event /: not JSON Lines: a line holds only "
+                                  "'{' (pretty-printed JSON?)"));
+    assert_non_null(strstr(r.out, "0 passed, 1 failed\n"));
+    free(r.out);
+}
+
 static void test_lenient_warns_on_unknown_material(void **state)
 {
     (void)state;
@@ -201,6 +230,7 @@ int main(void)
         cmocka_unit_test(test_valid_streams_pass),
         cmocka_unit_test(test_invalid_streams_fail_where_expected),
         cmocka_unit_test(test_stdin_and_summary),
+        cmocka_unit_test(test_json_output_and_not_jsonl),
         cmocka_unit_test(test_lenient_warns_on_unknown_material),
         cmocka_unit_test(test_truncated_run_fails_with_lifecycle),
         cmocka_unit_test(test_usage_errors),

@@ -62,6 +62,16 @@ static void test_conformance_full_suite(void **state)
     char out[OUT_MAX];
     assert_int_equal(it_run_cli(out, "conformance %s", t->bp.cmd), 0);
     assert_all_pass(out);
+    assert_non_null(strstr(out, "cleanup: ended ")); /* the checks leave some runs open */
+    assert_null(strstr(out, "stays active"));
+    /* and the broker is left with none active (issue 16) */
+    ab_conn_t *c = it_connect(&t->bp);
+    ab_stats_reply_t st;
+    ab_error_t err = AB_ERROR_INIT;
+    assert_int_equal(ab_conn_stats(c, t->doc, &st, IT_TIMEOUT, &err), AB_OK);
+    assert_true(st.runs_total > 0);
+    assert_int_equal(st.runs_active, 0);
+    ab_conn_destroy(&c);
     /* again on the same broker: every check uses fresh ids */
     assert_int_equal(it_run_cli(out, "conformance --timeout 5000 %s", t->bp.cmd), 0);
     assert_all_pass(out);
@@ -78,6 +88,10 @@ static void test_conformance_only_gap(void **state)
     for (size_t i = 0; i < NCHECKS; i++)
         if (strcmp(check_names[i], "gap") != 0)
             assert_null(strstr(out, check_names[i]));
+    assert_int_equal(it_run_cli(out, "conformance %s --only gap --json", t->bp.cmd), 0);
+    assert_non_null(strstr(out, "{\"check\":\"gap\",\"result\":\"pass\"}\n"));
+    assert_non_null(strstr(out, "{\"cleanup\":{\"ended\":"));
+    assert_non_null(strstr(out, "{\"passed\":1,\"failed\":0,\"skipped\":0}\n"));
 }
 
 static void test_conformance_usage_and_unreachable(void **state)
