@@ -34,6 +34,7 @@ static const struct subcommand subcommands[] = {
     {"status", cmd_status,
      "what the broker is doing: runs, store, clients, ingest, commit latency"},
     {"whoami", cmd_whoami, "what this client's key may do on the broker (roles, prefixes)"},
+    {"gateway", cmd_gateway, "serve the bus over HTTP: AG-UI runs, resumable SSE, JSON, observer"},
     {"demo", cmd_demo, "run a broker with a demo fabric of agents and an observer"},
     {"conformance", cmd_conformance, "check a broker endpoint against docs/PROTOCOL.md"},
     {"validate", cmd_validate, "check AG-UI 1.0 events (JSON Lines) and their run lifecycle"},

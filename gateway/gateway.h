@@ -1,0 +1,215 @@
+/*
+ * gateway.h - internals of `agentbus gateway`, the HTTP/SSE front of a bus
+ * (docs/GATEWAY.md). The gateway is a client of the broker (the client
+ * library) and an HTTP server (libmicrohttpd, one thread per connection).
+ *
+ * Files:
+ *   gw_route.c   decoding what HTTP hands in: the path into a route with its
+ *                ids, the event cursor (Last-Event-ID / ?after=), the token
+ *                file. Pure functions with no I/O: the fuzz target's subject.
+ *   gw_server.c  the daemon: request contexts, bodies, access, CORS, errors,
+ *                metrics, dispatch to the handlers.
+ *   gw_sse.c     event streams: a pump thread per stream feeding a bounded
+ *                queue that the connection's thread drains into SSE frames.
+ *   gw_api.c     the JSON endpoints (snapshot, runs, events as JSON Lines,
+ *                cancel, resume, actions, workers) and POST /agents/{agent}.
+ *
+ * Cursor: the SSE `id:` of an event is its commit position (broker stamp
+ * `pos`, docs/PROTOCOL.md section 5); resuming after cursor P sends exactly
+ * the events of the scope whose pos is above P (gw_sse.c explains how).
+ */
+#ifndef AB_GATEWAY_H
+#define AB_GATEWAY_H
+
+#include "agentbus/buf.h"
+#include "agentbus/status.h"
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/** Defaults of the limits (docs/GATEWAY.md "Limits"). */
+#define AB_GW_BODY_MAX_DEFAULT  (1u << 20) /* request body bytes */
+#define AB_GW_SSE_BUF_DEFAULT   (1u << 20) /* bytes queued for one stream before it is cut */
+#define AB_GW_STREAMS_DEFAULT   256        /* open event streams */
+#define AB_GW_CONNS_DEFAULT     512        /* HTTP connections */
+#define AB_GW_HEARTBEAT_DEFAULT 15000      /* ms of silence before a ": hb" comment */
+#define AB_GW_SLOW_DEFAULT      5000       /* ms a stream's queue may stay full before a cut */
+#define AB_GW_TIMEOUT_DEFAULT   5000       /* ms per broker request */
+#define AB_GW_TOKENS_MAX        1024       /* entries of a token file */
+#define AB_GW_TOKEN_MAX         256        /* bytes of a token */
+#define AB_GW_PATH_SEGMENTS_MAX 6
+
+/** Gateway options (cli/gateway_cmd.c fills them). */
+typedef struct ab__gw_opts {
+    const char *broker;   /**< command endpoint of the broker */
+    const char *host;     /**< listen address (numeric IPv4) */
+    unsigned port;        /**< 0 = any free port (printed in the ready line) */
+    const char *tokens;   /**< token file, or NULL: no tokens (loopback only) */
+    const char *keys_dir; /**< with tokens: where NAME.key_secret of each identity lives */
+    const char *cors;     /**< Access-Control-Allow-Origin value, or NULL */
+    size_t body_max;      /**< request body bytes */
+    size_t sse_buf;       /**< queued bytes per stream; a full queue holds the pump back */
+    int slow_ms;          /**< a queue full for this long cuts the client */
+    unsigned streams_max; /**< open event streams */
+    unsigned conns_max;   /**< HTTP connections */
+    int heartbeat_ms;     /**< idle time before a heartbeat comment */
+    int timeout_ms;       /**< per broker request */
+} ab__gw_opts_t;
+
+/* ---- routes (gw_route.c) ------------------------------------------------ */
+
+typedef enum ab__gw_route_kind {
+    AB_GW_R_NONE = 0,      /**< no such path */
+    AB_GW_R_HEALTH,        /**< GET /healthz */
+    AB_GW_R_METRICS,       /**< GET /metrics */
+    AB_GW_R_PAGE,          /**< GET / (the observer page) */
+    AB_GW_R_THREAD_EVENTS, /**< GET /threads/{t}/events (SSE) */
+    AB_GW_R_SNAPSHOT,      /**< GET /threads/{t}/snapshot */
+    AB_GW_R_RUNS,          /**< GET /threads/{t}/runs */
+    AB_GW_R_RUN_EVENTS,    /**< GET /threads/{t}/runs/{r}/events (JSON Lines) */
+    AB_GW_R_CANCEL,        /**< POST /threads/{t}/runs/{r}/cancel */
+    AB_GW_R_RESUME,        /**< POST /threads/{t}/runs/{r}/resume */
+    AB_GW_R_AGENT_RUN,     /**< POST /agents/{a} */
+    AB_GW_R_ACTION,        /**< POST /agents/{a}/actions/{action} */
+    AB_GW_R_WORKERS,       /**< GET /workers */
+} ab__gw_route_kind_t;
+
+/** A decoded route: ids percent-decoded, NUL-terminated, each checked. */
+typedef struct ab__gw_route {
+    ab__gw_route_kind_t kind;
+    const char *method; /**< the method the route wants ("GET" / "POST") */
+    char thread[AB_GW_TOKEN_MAX + 1];
+    char run[AB_GW_TOKEN_MAX + 1];
+    char agent[AB_GW_TOKEN_MAX + 1];
+    char action[AB_GW_TOKEN_MAX + 1];
+} ab__gw_route_t;
+
+/**
+ * Decode @p path (the request target before '?', still percent-encoded)
+ * into @p out. Each segment is percent-decoded; ids must pass ab_id_check().
+ * @return AB_OK (out->kind AB_GW_R_NONE when no route matches: a 404);
+ *         AB_INVALID_ARGUMENT naming the segment ("path/thread" ...) for a
+ *         bad escape or a bad id. Never reads past @p len.
+ */
+ab_status_t ab__gw_route_parse(const char *path, size_t len, ab__gw_route_t *out, ab_error_t *err);
+
+/**
+ * Parse an event cursor: a decimal commit position (1..2^64-1 digits only,
+ * no sign, no spaces, at most 20 digits) or "0". @p field names it in the
+ * error ("Last-Event-ID" or "after").
+ * @return AB_OK, or AB_INVALID_ARGUMENT with a message saying what is wrong.
+ */
+ab_status_t ab__gw_cursor_parse(const char *s, size_t len, const char *field, uint64_t *out,
+                                ab_error_t *err);
+
+/** One token file entry. */
+typedef struct ab__gw_token {
+    char token[AB_GW_TOKEN_MAX + 1];
+    char identity[AB_GW_TOKEN_MAX + 1];
+} ab__gw_token_t;
+
+/**
+ * Parse a token file's text: one "TOKEN IDENTITY" per line (blank lines and
+ * lines starting with '#' ignored; TOKEN printable ASCII without spaces, 16..256
+ * bytes; IDENTITY an id). At most AB_GW_TOKENS_MAX entries, tokens distinct.
+ * @param out  receives a malloc'd array (free()) of *n entries on AB_OK.
+ * @return AB_OK, AB_INVALID_CONFIG naming "line N", AB_TOO_LARGE, AB_NOMEM.
+ */
+ab_status_t ab__gw_tokens_parse(const char *text, size_t len, ab__gw_token_t **out, size_t *n,
+                                ab_error_t *err);
+
+/* ---- the server (gw_server.c) ------------------------------------------- */
+
+typedef struct ab__gw ab__gw_t;
+
+/** Counters of /metrics. */
+typedef struct ab__gw_metrics {
+    atomic_uint_fast64_t requests; /**< requests answered */
+    atomic_uint_fast64_t errors;   /**< of which with a status >= 400 */
+    atomic_uint_fast64_t unauthorized;
+    atomic_uint_fast64_t streams; /**< event streams open now */
+    atomic_uint_fast64_t streams_total;
+    atomic_uint_fast64_t events_sent; /**< events written into streams */
+    atomic_uint_fast64_t slow_cut;    /**< streams cut for a full queue */
+    atomic_uint_fast64_t runs_started;
+} ab__gw_metrics_t;
+
+/**
+ * Start the gateway: load the token file, bind, start the daemon. The
+ * listening address is in ab__gw_url().
+ * @return AB_OK; AB_INVALID_CONFIG (token file, a non-loopback bind without
+ *         tokens), AB_IO (bind), AB_NOMEM.
+ */
+ab_status_t ab__gw_start(ab__gw_t **out, const ab__gw_opts_t *opts, ab_error_t *err);
+
+/** Stop the daemon (closing every stream) and free. NULL-safe. */
+void ab__gw_stop(ab__gw_t **gw);
+
+/** "http://HOST:PORT" of a started gateway. */
+const char *ab__gw_url(const ab__gw_t *gw);
+
+/** The gateway's options (as started) and counters. */
+const ab__gw_opts_t *ab__gw_options(const ab__gw_t *gw);
+ab__gw_metrics_t *ab__gw_counters(ab__gw_t *gw);
+/** The ZeroMQ context every broker connection shares. */
+void *ab__gw_zmq(const ab__gw_t *gw);
+
+/* ---- handlers (gw_api.c, gw_sse.c) -------------------------------------- */
+
+struct MHD_Connection;
+struct MHD_Response;
+
+/** What a request handler was given: its route and what the server decoded. */
+typedef struct ab__gw_req {
+    ab__gw_t *gw;
+    struct MHD_Connection *conn;
+    const ab__gw_route_t *route;
+    const char *body; /**< the body (NUL-terminated), NULL for none */
+    size_t body_len;
+    const char *key_file; /**< the identity's secret key file (tokens), or NULL */
+    /** Where a handler puts its answer; ab__gw_reply*() fill them. */
+    unsigned status;
+    struct MHD_Response *resp;
+} ab__gw_req_t;
+
+/** Answer JSON text (copied) with @p status. @return AB_OK or AB_NOMEM. */
+ab_status_t ab__gw_reply_json(ab__gw_req_t *r, unsigned status, const char *json, size_t len,
+                              const char *content_type);
+/** Answer the bus's typed error as JSON ({"error": {...}}), the status chosen by its code. */
+void ab__gw_reply_error(ab__gw_req_t *r, const ab_error_t *err);
+/** The HTTP status of an error code (400, 404, 409, 413, 503 ...). */
+unsigned ab__gw_http_status(ab_status_t code);
+/** Append the error as a JSON object {"code", "message", "field", "retryable", "details"}. */
+ab_status_t ab__gw_error_json(ab_buf_t *out, const ab_error_t *err);
+
+/**
+ * Open a broker connection for this request (the identity's key when the
+ * gateway has tokens). @return as ab_conn_new().
+ */
+struct ab_conn;
+ab_status_t ab__gw_connect(ab__gw_req_t *r, struct ab_conn **out, ab_error_t *err);
+
+/** GET /threads/{t}/events (gw_sse.c). */
+void ab__gw_thread_events(ab__gw_req_t *r);
+/**
+ * Stream run (@p thread, @p run) from its start to its terminal event
+ * (POST /agents, gw_sse.c).
+ */
+void ab__gw_run_stream(ab__gw_req_t *r, const char *thread, const char *run);
+
+/** JSON endpoints (gw_api.c). */
+void ab__gw_snapshot(ab__gw_req_t *r);
+void ab__gw_runs(ab__gw_req_t *r);
+void ab__gw_run_events(ab__gw_req_t *r);
+void ab__gw_cancel(ab__gw_req_t *r);
+void ab__gw_resume(ab__gw_req_t *r);
+void ab__gw_action(ab__gw_req_t *r);
+void ab__gw_workers(ab__gw_req_t *r);
+void ab__gw_agent_run(ab__gw_req_t *r);
+
+/** The observer page (gw_page.c): its bytes. */
+const char *ab__gw_page(size_t *len);
+
+#endif

@@ -1,0 +1,578 @@
+/*
+ * gw_api.c - the JSON endpoints of the gateway and POST /agents/{agent}
+ * (docs/GATEWAY.md): each opens one broker connection for the request (with
+ * the token's identity), makes its call(s) and answers JSON, or the bus's
+ * typed error as {"error": {...}} with the matching HTTP status.
+ *
+ * Invariants:
+ *  1. A JSON body is parsed by the bus's own JSON parser (RFC 8259 exactly,
+ *     duplicate keys refused) with the gateway's body limit; a bad one is
+ *     invalid_argument naming the JSON pointer under "body".
+ *  2. Requests that start something carry an idempotency key derived from
+ *     what names them (thread and run), so a client that repeats a POST gets
+ *     the first answer again, not a second run.
+ *  3. A run's export (JSON Lines) is held whole before it is sent: at most
+ *     AB_GW_EXPORT_MAX bytes, else too_large.
+ */
+#include "gateway.h"
+
+#include "ab_common.h"
+#include "agentbus/client.h"
+#include "agentbus/ids.h"
+#include "agentbus/json.h"
+#include "agentbus/subscriber.h"
+
+#include <microhttpd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define AB_GW_EXPORT_MAX (64u << 20)
+
+#define SV(s) ((ab_str_t){(s), strlen(s)})
+
+/* Everything one JSON endpoint holds; freed by call_end(). */
+typedef struct call {
+    ab__gw_req_t *r;
+    ab_conn_t *c;
+    ab_doc_t *doc;  /* replies */
+    ab_doc_t *bdoc; /* the body */
+    ab_buf_t bmp;   /* the body as msgpack */
+    ab_buf_t out;
+    const ab_val_t *body;
+    ab_error_t err;
+} call_t;
+
+static ab_status_t call_begin(call_t *k, ab__gw_req_t *r)
+{
+    memset(k, 0, sizeof *k);
+    k->r = r;
+    k->bmp = (ab_buf_t)AB_BUF_INIT;
+    k->out = (ab_buf_t)AB_BUF_INIT;
+    if (ab_doc_new(&k->doc) != AB_OK || ab_doc_new(&k->bdoc) != AB_OK)
+        return ab_error_set(&k->err, AB_NOMEM, NULL, "out of memory");
+    return ab__gw_connect(r, &k->c, &k->err);
+}
+
+static void call_free(call_t *k)
+{
+    ab_conn_destroy(&k->c);
+    ab_doc_destroy(&k->doc);
+    ab_doc_destroy(&k->bdoc);
+    ab_buf_free(&k->bmp);
+    ab_buf_free(&k->out);
+}
+
+/* Answer k->out (on AB_OK) or the error, and free. */
+static void call_end(call_t *k, ab_status_t rc, const char *ctype)
+{
+    if (rc == AB_OK)
+        rc = ab__gw_reply_json(k->r, 200, (const char *)k->out.data, k->out.len, ctype);
+    if (rc != AB_OK) {
+        if (k->err.code == AB_OK)
+            ab_error_set(&k->err, rc, NULL, "%s", ab_status_str(rc));
+        ab__gw_reply_error(k->r, &k->err);
+    }
+    call_free(k);
+}
+
+/* Parse the body as JSON (invariant 1); @p need: an empty body is refused. */
+static ab_status_t parse_body(call_t *k, bool need)
+{
+    const ab__gw_req_t *r = k->r;
+    if (r->body == NULL) {
+        if (!need)
+            return AB_OK;
+        return ab_error_set(&k->err, AB_INVALID_ARGUMENT, "body",
+                            "this endpoint wants a JSON body");
+    }
+    ab_limits_t lim = ab_limits_default();
+    uint32_t max = (uint32_t)ab__gw_options(r->gw)->body_max * 2 + 64;
+    ab_status_t rc = ab_json_to_msgpack(r->body, r->body_len, lim.max_depth, max,
+                                        AB_INVALID_ARGUMENT, &k->bmp, &k->err);
+    if (rc == AB_OK)
+        rc = ab_doc_parse(k->bdoc, k->bmp.data, k->bmp.len, max, lim.max_depth, AB_INVALID_ARGUMENT,
+                          &k->body, &k->err);
+    if (rc != AB_OK)
+        ab_error_prefix_field(&k->err, "body");
+    return rc;
+}
+
+static ab_status_t out_str(call_t *k, const char *s)
+{
+    return ab_buf_append(&k->out, s, strlen(s));
+}
+
+static ab_status_t out_q(call_t *k, ab_str_t s)
+{
+    return ab_json_quote(&k->out, s.ptr ? s.ptr : "", s.ptr ? s.len : 0);
+}
+
+static ab_status_t out_u(call_t *k, uint64_t v)
+{
+    char b[24];
+    int n = snprintf(b, sizeof b, "%llu", (unsigned long long)v);
+    return ab_buf_append(&k->out, b, (size_t)n);
+}
+
+/* A string member of the body map, NULL when absent; refused when not a string id. */
+static ab_status_t body_id(call_t *k, const char *key, bool need, char *dst, size_t cap)
+{
+    const ab_val_t *v = ab_val_get(k->body, key);
+    char field[48];
+    snprintf(field, sizeof field, "body/%s", key);
+    if (v == NULL && !need) {
+        dst[0] = '\0';
+        return AB_OK;
+    }
+    if (v == NULL || v->type != AB_VAL_STR)
+        return ab_error_set(&k->err, AB_INVALID_ARGUMENT, field, "want a string id");
+    if (ab_id_check(v->u.s, v->len, 0, field, &k->err) != AB_OK || v->len >= cap) {
+        k->err.code = AB_INVALID_ARGUMENT;
+        return AB_INVALID_ARGUMENT;
+    }
+    memcpy(dst, v->u.s, v->len);
+    dst[v->len] = '\0';
+    return AB_OK;
+}
+
+/* "gw-<16 hex of the thread's hash>-<what>": a key unique per (thread, what). */
+static ab_status_t make_key(call_t *k, const char *tag, const char *thread, const char *what,
+                            char *key, size_t cap)
+{
+    int n = snprintf(key, cap, "gw%s-%016llx-%s", tag,
+                     (unsigned long long)ab__fnv64(thread, strlen(thread)), what);
+    if (n < 0 || (size_t)n >= cap || (size_t)n > AB_ID_MAX_BYTES)
+        return ab_error_set(&k->err, AB_INVALID_ARGUMENT, "body/runId",
+                            "run id too long to make an idempotency key (at most %d bytes)",
+                            AB_ID_MAX_BYTES - 24);
+    return AB_OK;
+}
+
+/* ---- snapshot, runs, workers ------------------------------------------------------ */
+
+void ab__gw_snapshot(ab__gw_req_t *r)
+{
+    call_t k;
+    ab_msg_t m;
+    ab_status_t rc = call_begin(&k, r);
+    ab_msg_t q = {.op = AB_OP_SNAPSHOT, .u.snapshot = {.thread = SV(r->route->thread)}};
+    if (rc == AB_OK)
+        rc = ab_conn_request(k.c, &q, NULL, 0, k.doc, &m, 0, &k.err);
+    if (rc == AB_OK && (m.op != AB_OP_SNAPSHOT_REPLY || m.u.snapshot_reply.snapshot == NULL))
+        rc = ab_error_set(&k.err, AB_INVALID_ENVELOPE, "op", "not a snapshot_reply");
+    if (rc == AB_OK)
+        rc = ab_val_to_json(m.u.snapshot_reply.snapshot, &k.out);
+    if (rc == AB_OK)
+        rc = out_str(&k, "\n");
+    call_end(&k, rc, NULL);
+}
+
+static const char *outcome_name(ab_agui_outcome_t o)
+{
+    return o == AB_OUTCOME_INTERRUPT   ? "interrupt"
+           : o == AB_OUTCOME_CANCELLED ? "cancelled"
+                                       : "success";
+}
+
+static ab_status_t put_head(call_t *k, const ab_head_t *h)
+{
+    ab_status_t rc = out_str(k, "{\"run\":");
+    if (rc == AB_OK)
+        rc = out_q(k, h->run);
+    if (rc == AB_OK)
+        rc = out_str(k, ",\"status\":\"");
+    if (rc == AB_OK)
+        rc = out_str(k, ab_run_status_name(h->status));
+    if (rc == AB_OK && h->status == AB_RUN_STATUS_FINISHED) {
+        rc = out_str(k, "\",\"outcome\":\"");
+        if (rc == AB_OK)
+            rc = out_str(k, outcome_name(h->outcome));
+    }
+    if (rc == AB_OK)
+        rc = out_str(k, "\",\"last_seq\":");
+    if (rc == AB_OK)
+        rc = out_u(k, h->last_seq);
+    if (rc == AB_OK)
+        rc = out_str(k, ",\"last_pos\":");
+    if (rc == AB_OK)
+        rc = out_u(k, h->last_pos);
+    if (rc == AB_OK)
+        rc = out_str(k, ",\"epoch\":");
+    if (rc == AB_OK)
+        rc = out_u(k, h->epoch);
+    if (rc == AB_OK)
+        rc = out_str(k, h->orphaned ? ",\"orphaned\":true}" : "}");
+    return rc;
+}
+
+void ab__gw_runs(ab__gw_req_t *r)
+{
+    call_t k;
+    ab_heads_reply_t h;
+    ab_heads_t q = {.thread = SV(r->route->thread)};
+    ab_status_t rc = call_begin(&k, r);
+    if (rc == AB_OK)
+        rc = ab_conn_heads(k.c, &q, k.doc, &h, 0, &k.err);
+    if (rc == AB_OK)
+        rc = out_str(&k, "{\"thread\":");
+    if (rc == AB_OK)
+        rc = out_q(&k, q.thread);
+    if (rc == AB_OK)
+        rc = out_str(&k, ",\"head_pos\":");
+    if (rc == AB_OK)
+        rc = out_u(&k, h.head_pos);
+    if (rc == AB_OK)
+        rc = out_str(&k, ",\"runs\":[");
+    for (size_t i = 0; rc == AB_OK && i < h.nheads; i++) {
+        if (i > 0)
+            rc = out_str(&k, ",");
+        if (rc == AB_OK)
+            rc = put_head(&k, &h.heads[i]);
+    }
+    if (rc == AB_OK)
+        rc = out_str(&k, "]}\n");
+    call_end(&k, rc, NULL);
+}
+
+static ab_status_t put_agent(call_t *k, const ab_served_agent_t *a)
+{
+    ab_status_t rc = out_str(k, "{\"name\":");
+    if (rc == AB_OK)
+        rc = out_q(k, a->name);
+    if (rc == AB_OK)
+        rc = out_str(k, ",\"capacity\":");
+    if (rc == AB_OK)
+        rc = out_u(k, a->capacity);
+    if (rc == AB_OK)
+        rc = out_str(k, ",\"actions\":[");
+    for (size_t i = 0; rc == AB_OK && i < a->nactions; i++) {
+        rc = i ? out_str(k, ",") : AB_OK;
+        if (rc == AB_OK)
+            rc = out_q(k, a->actions[i]);
+    }
+    return rc == AB_OK ? out_str(k, "]}") : rc;
+}
+
+static ab_status_t put_worker(call_t *k, const ab_worker_info_t *w)
+{
+    ab_status_t rc = out_str(k, "{\"id\":");
+    if (rc == AB_OK)
+        rc = out_q(k, w->worker_id);
+    if (rc == AB_OK)
+        rc = out_str(k, ",\"name\":");
+    if (rc == AB_OK)
+        rc = out_q(k, w->worker);
+    if (rc == AB_OK)
+        rc = out_str(k, ",\"lease_ms\":");
+    if (rc == AB_OK)
+        rc = out_u(k, w->lease_ms);
+    if (rc == AB_OK)
+        rc = out_str(k, ",\"idle_ms\":");
+    if (rc == AB_OK)
+        rc = out_u(k, w->idle_ms);
+    if (rc == AB_OK)
+        rc = out_str(k, ",\"calls\":");
+    if (rc == AB_OK)
+        rc = out_u(k, w->calls);
+    if (rc == AB_OK)
+        rc = out_str(k, ",\"agents\":[");
+    for (size_t i = 0; rc == AB_OK && i < w->nagents; i++) {
+        rc = i ? out_str(k, ",") : AB_OK;
+        if (rc == AB_OK)
+            rc = put_agent(k, &w->agents[i]);
+    }
+    return rc == AB_OK ? out_str(k, "]}") : rc;
+}
+
+void ab__gw_workers(ab__gw_req_t *r)
+{
+    call_t k;
+    ab_workers_reply_t w;
+    ab_status_t rc = call_begin(&k, r);
+    if (rc == AB_OK)
+        rc = ab_conn_workers(k.c, k.doc, &w, 0, &k.err);
+    if (rc == AB_OK)
+        rc = out_str(&k, "{\"workers\":[");
+    for (size_t i = 0; rc == AB_OK && i < w.nworkers; i++) {
+        rc = i ? out_str(&k, ",") : AB_OK;
+        if (rc == AB_OK)
+            rc = put_worker(&k, &w.workers[i]);
+    }
+    if (rc == AB_OK)
+        rc = out_str(&k, "]}\n");
+    call_end(&k, rc, NULL);
+}
+
+/* ---- a run's events as JSON Lines ------------------------------------------------- */
+
+typedef struct export
+{
+    call_t *k;
+    ab_doc_t *edoc;
+}
+export_t;
+
+static ab_status_t export_row(void *ud, const ab_stamp_t *st, const uint8_t *ev, size_t len,
+                              ab_error_t *err)
+{
+    export_t *x = ud;
+    call_t *k = x->k;
+    ab_event_t e;
+    ab_status_t rc = ab_event_decode(x->edoc, ev, len, NULL, &e, err);
+    char head[96];
+    int n =
+        snprintf(head, sizeof head,
+                 "{\"pos\":%llu,\"time\":%lld,\"seq\":%llu,\"event\":", (unsigned long long)st->pos,
+                 (long long)st->time_us, (unsigned long long)e.seq);
+    if (rc == AB_OK)
+        rc = ab_buf_append(&k->out, head, (size_t)n);
+    if (rc == AB_OK)
+        rc = ab_val_to_json(e.body, &k->out);
+    if (rc == AB_OK)
+        rc = ab_buf_append(&k->out, "}\n", 2);
+    if (rc == AB_OK && k->out.len > AB_GW_EXPORT_MAX)
+        rc =
+            ab_error_set(err, AB_TOO_LARGE, NULL, "the export is above %u bytes", AB_GW_EXPORT_MAX);
+    return rc;
+}
+
+void ab__gw_run_events(ab__gw_req_t *r)
+{
+    call_t k;
+    export_t x = {.k = &k};
+    ab_status_t rc = call_begin(&k, r);
+    ab_replay_end_t end;
+    ab_msg_t q = {.op = AB_OP_REPLAY};
+    q.u.replay = (ab_replay_t){
+        .scope = AB_REPLAY_RUN, .thread = SV(r->route->thread), .run = SV(r->route->run)};
+    if (rc == AB_OK)
+        rc = ab_doc_new(&x.edoc);
+    if (rc == AB_OK)
+        rc = ab_conn_replay(k.c, &q, export_row, &x, k.doc, &end, 0, &k.err);
+    if (rc == AB_OK && end.events == 0 &&
+        (end.nheads == 0 || end.heads[0].status == AB_RUN_STATUS_UNKNOWN))
+        rc = ab_error_set(&k.err, AB_NOT_FOUND, "path/run", "run %s of thread %s has no event",
+                          r->route->run, r->route->thread);
+    ab_doc_destroy(&x.edoc);
+    call_end(&k, rc, "application/jsonl");
+}
+
+/* ---- cancel, resume, actions ---------------------------------------------------- */
+
+static const char *cancel_name(ab_cancel_outcome_t o)
+{
+    return o == AB_CANCEL_DEQUEUED    ? "dequeued"
+           : o == AB_CANCEL_DELIVERED ? "delivered"
+           : o == AB_CANCEL_NO_OWNER  ? "no_owner"
+                                      : "ended";
+}
+
+void ab__gw_cancel(ab__gw_req_t *r)
+{
+    call_t k;
+    ab_cancel_reply_t a;
+    ab_status_t rc = call_begin(&k, r);
+    if (rc == AB_OK)
+        rc = parse_body(&k, false);
+    const ab_val_t *why = ab_val_get(k.body, "reason");
+    if (rc == AB_OK && why && why->type != AB_VAL_STR)
+        rc = ab_error_set(&k.err, AB_INVALID_ARGUMENT, "body/reason", "want a string");
+    ab_cancel_run_t q = {.thread = SV(r->route->thread), .run = SV(r->route->run)};
+    if (why && why->type == AB_VAL_STR)
+        q.reason = (ab_str_t){why->u.s, why->len};
+    if (rc == AB_OK)
+        rc = ab_conn_cancel_run(k.c, &q, k.doc, &a, 0, &k.err);
+    if (rc == AB_OK)
+        rc = out_str(&k, "{\"outcome\":\"");
+    if (rc == AB_OK)
+        rc = out_str(&k, cancel_name(a.outcome));
+    if (rc == AB_OK)
+        rc = out_str(&k, "\",\"request\":");
+    if (rc == AB_OK)
+        rc = out_u(&k, a.request);
+    if (rc == AB_OK)
+        rc = out_str(&k, "}\n");
+    call_end(&k, rc, NULL);
+}
+
+static ab_status_t put_accepted(call_t *k, const ab_run_accepted_t *a)
+{
+    ab_status_t rc = out_str(k, "{\"request\":");
+    if (rc == AB_OK)
+        rc = out_u(k, a->request);
+    if (rc == AB_OK)
+        rc = out_str(k, ",\"agent\":");
+    if (rc == AB_OK)
+        rc = out_q(k, a->agent);
+    if (rc == AB_OK)
+        rc = out_str(k, ",\"thread\":");
+    if (rc == AB_OK)
+        rc = out_q(k, a->thread);
+    if (rc == AB_OK)
+        rc = out_str(k, ",\"run\":");
+    if (rc == AB_OK)
+        rc = out_q(k, a->run);
+    if (rc == AB_OK)
+        rc = out_str(k, ",\"state\":\"");
+    if (rc == AB_OK)
+        rc = out_str(k, ab_request_state_name(a->state));
+    if (rc == AB_OK)
+        rc = out_str(k, a->existing ? "\",\"existing\":true}\n" : "\",\"existing\":false}\n");
+    return rc;
+}
+
+/* {"decisions": {ID: "approve"|"deny"|"cancel"}} as a ResumeEntry array (msgpack JSON). */
+static ab_status_t decisions_json(call_t *k, const ab_val_t *d, ab_buf_t *json)
+{
+    if (d == NULL || d->type != AB_VAL_MAP || d->len == 0)
+        return ab_error_set(&k->err, AB_INVALID_ARGUMENT, "body/decisions",
+                            "want an object of interrupt id -> \"approve\", \"deny\" or "
+                            "\"cancel\"");
+    ab_status_t rc = ab_buf_append(json, "[", 1);
+    for (size_t i = 0; rc == AB_OK && i < d->len; i++) {
+        const ab_kv_t *kv = &d->u.pairs[i];
+        const ab_val_t *v = &kv->val;
+        const char *tail = ab_val_str_eq(v, "approve")  ? ",\"status\":\"resolved\",\"payload\":"
+                                                          "{\"approved\":true}}"
+                           : ab_val_str_eq(v, "deny")   ? ",\"status\":\"resolved\",\"payload\":"
+                                                          "{\"approved\":false}}"
+                           : ab_val_str_eq(v, "cancel") ? ",\"status\":\"cancelled\"}"
+                                                        : NULL;
+        if (tail == NULL)
+            return ab_error_set(&k->err, AB_INVALID_ARGUMENT, "body/decisions",
+                                "interrupt %.*s: want \"approve\", \"deny\" or \"cancel\"",
+                                (int)kv->klen, kv->key);
+        rc = ab_buf_append(json, i ? ",{\"interruptId\":" : "{\"interruptId\":", i ? 16 : 15);
+        if (rc == AB_OK)
+            rc = ab_json_quote(json, kv->key, kv->klen);
+        if (rc == AB_OK)
+            rc = ab_buf_append(json, tail, strlen(tail));
+    }
+    return rc == AB_OK ? ab_buf_append(json, "]", 1) : rc;
+}
+
+/* The resume array: body.resume as given, or body.decisions turned into one. */
+static ab_status_t resume_array(call_t *k, ab_doc_t *doc, ab_buf_t *mp, const ab_val_t **out)
+{
+    const ab_val_t *raw = ab_val_get(k->body, "resume");
+    if (raw != NULL) {
+        *out = raw;
+        return AB_OK;
+    }
+    ab_buf_t json = AB_BUF_INIT;
+    ab_limits_t lim = ab_limits_default();
+    ab_status_t rc = decisions_json(k, ab_val_get(k->body, "decisions"), &json);
+    if (rc == AB_OK)
+        rc = ab_json_to_msgpack((const char *)json.data, json.len, lim.max_depth, 1u << 24,
+                                AB_INVALID_ARGUMENT, mp, &k->err);
+    if (rc == AB_OK)
+        rc = ab_doc_parse(doc, mp->data, mp->len, 1u << 24, lim.max_depth, AB_INVALID_ARGUMENT, out,
+                          &k->err);
+    ab_buf_free(&json);
+    return rc;
+}
+
+void ab__gw_resume(ab__gw_req_t *r)
+{
+    call_t k;
+    ab_run_accepted_t a;
+    ab_doc_t *rdoc = NULL;
+    ab_buf_t rmp = AB_BUF_INIT;
+    const ab_val_t *arr = NULL;
+    char key[AB_ID_MAX_BYTES + 64], agent[AB_ID_MAX_BYTES + 1], nrun[AB_ID_MAX_BYTES + 1];
+    ab_status_t rc = call_begin(&k, r);
+    if (rc == AB_OK)
+        rc = parse_body(&k, true);
+    if (rc == AB_OK)
+        rc = body_id(&k, "agent", false, agent, sizeof agent);
+    if (rc == AB_OK)
+        rc = body_id(&k, "newRunId", false, nrun, sizeof nrun);
+    if (rc == AB_OK && (rc = ab_doc_new(&rdoc)) == AB_OK)
+        rc = resume_array(&k, rdoc, &rmp, &arr);
+    if (rc == AB_OK)
+        rc = make_key(&k, "r", r->route->thread, r->route->run, key, sizeof key);
+    ab_resume_run_t q = {
+        .thread = SV(r->route->thread), .run = SV(r->route->run), .resume = arr, .key = SV(key)};
+    if (agent[0] && rc == AB_OK)
+        q.agent = SV(agent);
+    if (nrun[0] && rc == AB_OK)
+        q.new_run = SV(nrun);
+    if (rc == AB_OK)
+        rc = ab_conn_resume_run(k.c, &q, k.doc, &a, 0, &k.err);
+    if (rc == AB_OK)
+        rc = put_accepted(&k, &a);
+    call_end(&k, rc, NULL);
+    ab_doc_destroy(&rdoc);
+    ab_buf_free(&rmp);
+}
+
+void ab__gw_action(ab__gw_req_t *r)
+{
+    call_t k;
+    ab_action_reply_t a;
+    const char *thread = MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, "thread");
+    ab_status_t rc = call_begin(&k, r);
+    if (rc == AB_OK && thread && ab_id_check(thread, strlen(thread), 0, "thread", &k.err) != AB_OK)
+        rc = k.err.code = AB_INVALID_ARGUMENT;
+    if (rc == AB_OK)
+        rc = parse_body(&k, false); /* checked here: the payload is JSON, errors name "body" */
+    if (rc == AB_OK)
+        rc = ab_conn_invoke_action(k.c, r->route->agent, r->route->action, r->body, thread, 0,
+                                   k.doc, &a, &k.err);
+    if (rc == AB_OK)
+        rc = out_str(&k, "{\"worker\":");
+    if (rc == AB_OK)
+        rc = out_q(&k, a.worker_id);
+    if (rc == AB_OK)
+        rc = out_str(&k, ",\"result\":");
+    if (rc == AB_OK)
+        rc = a.result ? ab_val_to_json(a.result, &k.out) : out_str(&k, "null");
+    if (rc == AB_OK)
+        rc = out_str(&k, "}\n");
+    call_end(&k, rc, NULL);
+}
+
+/* ---- POST /agents/{agent} -------------------------------------------------------- */
+
+static bool wants_json_only(ab__gw_req_t *r)
+{
+    const char *a = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Accept");
+    return a && strstr(a, "text/event-stream") == NULL && strstr(a, "application/json") != NULL;
+}
+
+void ab__gw_agent_run(ab__gw_req_t *r)
+{
+    call_t k;
+    ab_run_accepted_t a;
+    char thread[AB_ID_MAX_BYTES + 1], run[AB_ID_MAX_BYTES + 1], key[AB_ID_MAX_BYTES + 64];
+    ab_status_t rc = call_begin(&k, r);
+    if (rc == AB_OK)
+        rc = parse_body(&k, true);
+    if (rc == AB_OK && k.body->type != AB_VAL_MAP)
+        rc = ab_error_set(&k.err, AB_INVALID_ARGUMENT, "body",
+                          "want a RunAgentInput object, got %s", ab_val_type_name(k.body->type));
+    if (rc == AB_OK)
+        rc = body_id(&k, "threadId", true, thread, sizeof thread);
+    if (rc == AB_OK)
+        rc = body_id(&k, "runId", true, run, sizeof run);
+    if (rc == AB_OK)
+        rc = make_key(&k, "", thread, run, key, sizeof key);
+    ab_start_run_t q = {.agent = SV(r->route->agent), .input = k.body};
+    if (rc == AB_OK) {
+        q.thread = SV(thread);
+        q.run = SV(run);
+        q.key = SV(key);
+        rc = ab_conn_start_run(k.c, &q, k.doc, &a, 0, &k.err);
+    }
+    if (rc == AB_OK)
+        atomic_fetch_add(&ab__gw_counters(r->gw)->runs_started, 1);
+    if (rc != AB_OK || wants_json_only(r)) {
+        if (rc == AB_OK)
+            rc = put_accepted(&k, &a);
+        call_end(&k, rc, NULL);
+        return;
+    }
+    call_free(&k);
+    ab__gw_run_stream(r, thread, run);
+}

@@ -1,0 +1,135 @@
+/*
+ * fuzz_gateway.c - libFuzzer target for what the HTTP gateway decodes from
+ * its clients and its operator (gateway/gw_route.c): the request path into a
+ * route with percent-decoded ids, the event cursor (Last-Event-ID, ?after=)
+ * and the token file.
+ *
+ * Input: the first byte picks the decoder (0: path, 1: cursor, 2: token
+ * file); the rest is its input, any bytes.
+ *
+ * Checks, for any input; a violation calls abort():
+ *  1. path: AB_OK or AB_INVALID_ARGUMENT whose field starts with "path/";
+ *     on AB_OK a route's ids are non-empty, NUL-free, at most 256 bytes, and
+ *     pass ab_id_check(); a path that does not start with '/' is no route;
+ *  2. cursor: AB_OK exactly when the input is "0" or 1..20 digits without a
+ *     leading zero whose value fits 64 bits, and then the value prints back
+ *     as the same digits; a refusal names the field it was given;
+ *  3. token file: AB_OK or AB_INVALID_CONFIG / AB_TOO_LARGE with field
+ *     "tokens"; on AB_OK every token is 16..256 printable bytes, tokens are
+ *     distinct, and each token is found in the input.
+ * ASan/UBSan watch the rest.
+ */
+#include "gateway.h"
+
+#include "agentbus/ids.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static void check_id(const char *id)
+{
+    size_t n = strlen(id);
+    ab_error_t e = AB_ERROR_INIT;
+    if (n == 0 || n > AB_GW_TOKEN_MAX || ab_id_check(id, n, 0, "id", &e) != AB_OK)
+        abort();
+}
+
+static void fuzz_path(const char *p, size_t n)
+{
+    ab__gw_route_t r;
+    ab_error_t e = AB_ERROR_INIT;
+    ab_status_t rc = ab__gw_route_parse(p, n, &r, &e);
+    if (rc != AB_OK) {
+        if (rc != AB_INVALID_ARGUMENT || strncmp(e.field, "path/", 5) != 0)
+            abort();
+        return;
+    }
+    if ((n == 0 || p[0] != '/') && r.kind != AB_GW_R_NONE)
+        abort();
+    if (r.thread[0])
+        check_id(r.thread);
+    if (r.run[0])
+        check_id(r.run);
+    if (r.agent[0])
+        check_id(r.agent);
+    if (r.action[0])
+        check_id(r.action);
+    if ((r.kind == AB_GW_R_THREAD_EVENTS || r.kind == AB_GW_R_SNAPSHOT) && !r.thread[0])
+        abort();
+}
+
+static void fuzz_cursor(const char *p, size_t n)
+{
+    uint64_t v = 0;
+    ab_error_t e = AB_ERROR_INIT;
+    ab_status_t rc = ab__gw_cursor_parse(p, n, "after", &v, &e);
+    bool digits = n > 0 && n <= 20 && (n == 1 || p[0] != '0');
+    for (size_t i = 0; i < n && digits; i++)
+        digits = p[i] >= '0' && p[i] <= '9';
+    if (rc == AB_OK) {
+        char back[32];
+        int k = snprintf(back, sizeof back, "%" PRIu64, v);
+        if (!digits || (size_t)k != n || memcmp(back, p, n) != 0)
+            abort();
+    } else if (rc != AB_INVALID_ARGUMENT || strcmp(e.field, "after") != 0 || (digits && n < 20)) {
+        abort();
+    }
+}
+
+static bool found_in(const char *hay, size_t n, const char *needle, size_t l)
+{
+    for (size_t i = 0; i + l <= n; i++)
+        if (memcmp(hay + i, needle, l) == 0)
+            return true;
+    return false;
+}
+
+static void fuzz_tokens(const char *p, size_t n)
+{
+    ab__gw_token_t *t = NULL;
+    size_t nt = 0;
+    ab_error_t e = AB_ERROR_INIT;
+    ab_status_t rc = ab__gw_tokens_parse(p, n, &t, &nt, &e);
+    if (rc != AB_OK) {
+        if ((rc != AB_INVALID_CONFIG && rc != AB_TOO_LARGE && rc != AB_NOMEM) ||
+            strcmp(e.field, "tokens") != 0 || t != NULL)
+            abort();
+        return;
+    }
+    for (size_t i = 0; i < nt; i++) {
+        size_t l = strlen(t[i].token);
+        if (l < 16 || l > AB_GW_TOKEN_MAX)
+            abort();
+        for (size_t j = 0; j < l; j++)
+            if (t[i].token[j] <= ' ' || t[i].token[j] >= 0x7f)
+                abort();
+        for (size_t j = 0; j < i; j++)
+            if (strcmp(t[i].token, t[j].token) == 0)
+                abort();
+        if (!found_in(p, n, t[i].token, l))
+            abort();
+        check_id(t[i].identity);
+    }
+    free(t);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    if (size == 0)
+        return 0;
+    char *p = malloc(size); /* exactly the input: ASan sees any read past it */
+    if (p == NULL)
+        return 0;
+    memcpy(p, data + 1, size - 1);
+    switch (data[0] % 3) {
+    case 0: fuzz_path(p, size - 1); break;
+    case 1: fuzz_cursor(p, size - 1); break;
+    default: fuzz_tokens(p, size - 1); break;
+    }
+    free(p);
+    return 0;
+}

@@ -1,0 +1,469 @@
+/*
+ * test_gateway.c - `agentbus gateway` as a process between a real broker
+ * (with examples/worker serving agent "demo") and HTTP clients on loopback:
+ *  - /healthz, an unknown path, a wrong method, all typed;
+ *  - POST /agents/demo streams the run's events as SSE, ids increasing,
+ *    ending after RUN_FINISHED; Accept: application/json gets the acceptance;
+ *  - resume at every point of a live run: for each k the client disconnects
+ *    after k events and reconnects with Last-Event-ID, and the events it got
+ *    are exactly the run's (as the JSON Lines export lists them), once each;
+ *    ?after= does the same;
+ *  - two clients on one thread see the same events;
+ *  - malformed requests (bad JSON, a huge body, bad ids, bad cursors, a bad
+ *    RunAgentInput) are answered with the bus's typed error;
+ *  - a slow client is cut at --sse-buffer and resumes without loss;
+ *  - a gateway killed mid-stream: a new one resumes the client exactly;
+ *  - cancel, resume (approve per interrupt id), actions, workers, snapshot,
+ *    runs and /metrics.
+ */
+#include "testutil.h"
+
+#include "gw_proc.h"
+#include "worker_proc.h"
+
+#include "agentbus/producer.h"
+
+#define BODY_MAX 65536
+
+typedef struct gt {
+    it_t *it;
+    wproc_t w;
+    gwp_t g;
+} gt_t;
+
+static gt_t G;
+
+/* Broker (from it_setup), a worker for agent "demo" and a gateway with @p extra args. */
+static void start_all(void **state, const char *const *extra)
+{
+    memset(&G, 0, sizeof G);
+    G.it = *state;
+    IT_REQUIRE_BROKER(G.it);
+    const char *wargs[] = {G.it->bp.cmd, "w1", "demo", "echo", NULL};
+    worker_start_args(&G.w, wargs);
+    assert_int_equal(gw_start(&G.g, G.it->bp.cmd, extra), 0);
+}
+
+static int teardown(void **state)
+{
+    if (G.g.pid > 0)
+        gw_stop(&G.g, true);
+    return teardown_worker(state);
+}
+
+static char body[BODY_MAX];
+
+/* A RunAgentInput for thread @p t, run @p r with the worker's forwardedProps. */
+static const char *input(const char *t, const char *r, const char *props)
+{
+    static char in[1024];
+    snprintf(in, sizeof in,
+             "{\"threadId\":\"%s\",\"runId\":\"%s\",\"messages\":[],\"tools\":[],\"context\":[],"
+             "\"state\":{},\"forwardedProps\":%s}",
+             t, r, props ? props : "{}");
+    return in;
+}
+
+/* Read a stream to its end (at most @p max events); the count; ids into @p ids. */
+static size_t read_all(gw_sse_t *s, uint64_t *ids, size_t max, char types[][32])
+{
+    gw_ev_t e;
+    size_t n = 0;
+    int rc;
+    while (n < max && (rc = gw_sse_next(s, &e, IT_TIMEOUT)) == 1) {
+        ids[n] = e.id;
+        if (types) {
+            const char *t = strstr(e.data, "\"type\":\"");
+            snprintf(types[n], 32, "%.*s", t ? (int)strcspn(t + 8, "\"") : 0, t ? t + 8 : "");
+        }
+        n++;
+    }
+    return n;
+}
+
+/* Start a run through POST /agents/demo and read its stream to the end. */
+static size_t run_stream(const char *t, const char *r, const char *props, uint64_t *ids,
+                         char types[][32])
+{
+    gw_sse_t s;
+    assert_int_equal(gw_sse_open(&s, &G.g, "POST", "/agents/demo", "Accept: text/event-stream\r\n",
+                                 input(t, r, props), 0),
+                     0);
+    size_t n = read_all(&s, ids, 64, types);
+    assert_int_equal(s.status, 200);
+    gw_sse_close(&s);
+    return n;
+}
+
+static void test_health_and_routes(void **state)
+{
+    start_all(state, NULL);
+    assert_int_equal(gw_http(&G.g, "GET", "/healthz", NULL, NULL, body, sizeof body), 200);
+    assert_non_null(strstr(body, "\"ok\":true"));
+    assert_int_equal(gw_http(&G.g, "GET", "/nope", NULL, NULL, body, sizeof body), 404);
+    assert_non_null(strstr(body, "\"code\":\"not_found\""));
+    assert_int_equal(gw_http(&G.g, "POST", "/healthz", NULL, "{}", body, sizeof body), 501);
+    assert_non_null(strstr(body, "\"field\":\"method\""));
+    assert_int_equal(gw_http(&G.g, "GET", "/", NULL, NULL, body, sizeof body), 200);
+    assert_non_null(strstr(body, "agentbus observer"));
+}
+
+static void test_agent_run_streams_to_its_end(void **state)
+{
+    start_all(state, NULL);
+    uint64_t ids[64];
+    char types[64][32];
+    size_t n = run_stream("t-run", "r-1", "{\"steps\":3}", ids, types);
+    assert_int_equal(n, 7); /* RUN_STARTED, START, 3 x CONTENT, END, RUN_FINISHED */
+    assert_string_equal(types[0], "RUN_STARTED");
+    assert_string_equal(types[n - 1], "RUN_FINISHED");
+    for (size_t i = 1; i < n; i++)
+        assert_true(ids[i] > ids[i - 1]);
+    /* The same POST again (same runId) is the same run: its events again, not a second run. */
+    uint64_t again[64];
+    assert_int_equal(run_stream("t-run", "r-1", "{\"steps\":3}", again, NULL), n);
+    assert_memory_equal(ids, again, n * sizeof ids[0]);
+    assert_int_equal(gw_http(&G.g, "POST", "/agents/demo", "Accept: application/json\r\n",
+                             input("t-run", "r-2", NULL), body, sizeof body),
+                     200);
+    assert_non_null(strstr(body, "\"run\":\"r-2\""));
+    assert_int_equal(gw_http(&G.g, "GET", "/threads/t-run/runs", NULL, NULL, body, sizeof body),
+                     200);
+    assert_non_null(
+        strstr(body, "\"run\":\"r-1\",\"status\":\"finished\",\"outcome\":\"success\""));
+}
+
+/* The run's event ids as its JSON Lines export lists them. */
+static size_t export_ids(const char *t, const char *r, uint64_t *ids, size_t max)
+{
+    char path[256];
+    snprintf(path, sizeof path, "/threads/%s/runs/%s/events", t, r);
+    assert_int_equal(gw_http(&G.g, "GET", path, NULL, NULL, body, sizeof body), 200);
+    size_t n = 0;
+    for (const char *p = body; (p = strstr(p, "{\"pos\":")) != NULL && n < max; p++)
+        ids[n++] = strtoull(p + 7, NULL, 10);
+    return n;
+}
+
+/* Disconnect after k events of a live run, reconnect with the last id: exactly the run. */
+static void resume_after(const char *t, const char *r, size_t k, bool header)
+{
+    char path[300], hdr[128];
+    gw_sse_t s;
+    gw_ev_t e;
+    uint64_t got[64];
+    size_t n = 0;
+    snprintf(path, sizeof path, "/threads/%s/events", t);
+    assert_int_equal(gw_sse_open(&s, &G.g, "GET", path, "", NULL, 0), 0);
+    assert_int_equal(gw_http(&G.g, "POST", "/agents/demo", "Accept: application/json\r\n",
+                             input(t, r, "{\"steps\":5,\"step_ms\":20}"), body, sizeof body),
+                     200);
+    while (n < k && gw_sse_next(&s, &e, IT_TIMEOUT) == 1)
+        got[n++] = e.id;
+    assert_int_equal(n, k);
+    gw_sse_close(&s);
+    if (header) {
+        snprintf(hdr, sizeof hdr, "Last-Event-ID: %llu\r\n", (unsigned long long)got[k - 1]);
+        assert_int_equal(gw_sse_open(&s, &G.g, "GET", path, hdr, NULL, 0), 0);
+    } else {
+        snprintf(path, sizeof path, "/threads/%s/events?after=%llu", t,
+                 (unsigned long long)got[k - 1]);
+        assert_int_equal(gw_sse_open(&s, &G.g, "GET", path, "", NULL, 0), 0);
+    }
+    while (n < 64 && gw_sse_next(&s, &e, IT_TIMEOUT) == 1) {
+        got[n++] = e.id;
+        if (strstr(e.data, "\"RUN_FINISHED\""))
+            break;
+    }
+    gw_sse_close(&s);
+    uint64_t want[64];
+    size_t nw = export_ids(t, r, want, 64);
+    assert_int_equal(nw, 9);
+    assert_int_equal(n, nw);
+    assert_memory_equal(got, want, n * sizeof got[0]);
+}
+
+static void test_resume_at_every_point(void **state)
+{
+    start_all(state, NULL);
+    for (size_t k = 1; k < 9; k++) {
+        char t[32];
+        snprintf(t, sizeof t, "t-resume-%zu", k);
+        resume_after(t, "r", k, true);
+    }
+    resume_after("t-resume-q", "r", 4, false);
+    /* A thread stream from 0 after the run: the run's events, then the next run's live. */
+    gw_sse_t s;
+    gw_ev_t e;
+    assert_int_equal(
+        gw_sse_open(&s, &G.g, "GET", "/threads/t-resume-3/events?after=0", "", NULL, 0), 0);
+    uint64_t want[64];
+    size_t nw = export_ids("t-resume-3", "r", want, 64);
+    for (size_t i = 0; i < nw; i++) {
+        assert_int_equal(gw_sse_next(&s, &e, IT_TIMEOUT), 1);
+        assert_int_equal(e.id, want[i]);
+    }
+    assert_int_equal(gw_http(&G.g, "POST", "/agents/demo", "Accept: application/json\r\n",
+                             input("t-resume-3", "r-next", NULL), body, sizeof body),
+                     200);
+    assert_int_equal(gw_sse_next(&s, &e, IT_TIMEOUT), 1);
+    assert_true(e.id > want[nw - 1]);
+    assert_non_null(strstr(e.data, "\"runId\":\"r-next\""));
+    gw_sse_close(&s);
+}
+
+static void test_two_clients_one_thread(void **state)
+{
+    start_all(state, NULL);
+    gw_sse_t a, b;
+    gw_ev_t ea, eb;
+    assert_int_equal(gw_sse_open(&a, &G.g, "GET", "/threads/t-two/events", "", NULL, 0), 0);
+    assert_int_equal(gw_sse_open(&b, &G.g, "GET", "/threads/t-two/events", "", NULL, 0), 0);
+    assert_int_equal(gw_http(&G.g, "POST", "/agents/demo", "Accept: application/json\r\n",
+                             input("t-two", "r", "{\"steps\":4}"), body, sizeof body),
+                     200);
+    for (int i = 0; i < 8; i++) {
+        assert_int_equal(gw_sse_next(&a, &ea, IT_TIMEOUT), 1);
+        assert_int_equal(gw_sse_next(&b, &eb, IT_TIMEOUT), 1);
+        assert_int_equal(ea.id, eb.id);
+        assert_string_equal(ea.data, eb.data);
+    }
+    assert_non_null(strstr(ea.data, "\"RUN_FINISHED\""));
+    gw_sse_close(&a);
+    gw_sse_close(&b);
+}
+
+/* Status @p st and an error body of @p code naming @p field. */
+static void refused(int got, int st, const char *code, const char *field)
+{
+    char want[128];
+    if (got != st)
+        fail_msg("want status %d, got %d: %s", st, got, body);
+    snprintf(want, sizeof want, "\"code\":\"%s\"", code);
+    if (!strstr(body, want))
+        fail_msg("want %s, got %s", want, body);
+    if (field) {
+        snprintf(want, sizeof want, "\"field\":\"%s", field);
+        if (!strstr(body, want))
+            fail_msg("want field %s, got %s", field, body);
+    }
+}
+
+static void test_malformed_requests(void **state)
+{
+    const char *extra[] = {"--max-body", "4096", NULL};
+    start_all(state, extra);
+    refused(gw_http(&G.g, "POST", "/agents/demo", NULL, "{\"threadId\":", body, sizeof body), 400,
+            "invalid_argument", "body");
+    refused(gw_http(&G.g, "POST", "/agents/demo", NULL, "{\"a\":1,\"a\":2}", body, sizeof body),
+            400, "invalid_argument", "body");
+    refused(gw_http(&G.g, "POST", "/agents/demo", NULL, "[1]", body, sizeof body), 400,
+            "invalid_argument", "body");
+    refused(gw_http(&G.g, "POST", "/agents/demo", NULL, "{\"runId\":\"r\"}", body, sizeof body),
+            400, "invalid_argument", "body/threadId");
+    refused(gw_http(&G.g, "POST", "/agents/demo", NULL,
+                    "{\"threadId\":\"t\",\"runId\":\"r\",\"messages\":7}", body, sizeof body),
+            400, "invalid_event", "input/messages");
+    char *huge = malloc(10000);
+    assert_non_null(huge);
+    memset(huge, ' ', 9999);
+    huge[9999] = '\0';
+    huge[0] = '{';
+    huge[9998] = '}';
+    refused(gw_http(&G.g, "POST", "/agents/demo", NULL, huge, body, sizeof body), 413, "too_large",
+            "body");
+    free(huge);
+    refused(gw_http(&G.g, "GET", "/threads/a%ZZ/events", NULL, NULL, body, sizeof body), 400,
+            "invalid_argument", "path/thread");
+    refused(gw_http(&G.g, "GET", "/threads/a%01b/snapshot", NULL, NULL, body, sizeof body), 400,
+            "invalid_argument", "path/thread");
+    refused(gw_http(&G.g, "POST", "/agents/%00/actions/x", NULL, NULL, body, sizeof body), 400,
+            "invalid_argument", "path/agent");
+    refused(gw_http(&G.g, "GET", "/threads/t/events", "Last-Event-ID: abc\r\n", NULL, body,
+                    sizeof body),
+            400, "invalid_argument", "Last-Event-ID");
+    refused(gw_http(&G.g, "GET", "/threads/t/events?after=-1", NULL, NULL, body, sizeof body), 400,
+            "invalid_argument", "after");
+    refused(gw_http(&G.g, "GET", "/threads/t/events?after=99999999999999999999", NULL, NULL, body,
+                    sizeof body),
+            400, "invalid_argument", "after");
+    refused(gw_http(&G.g, "GET", "/threads/none/snapshot", NULL, NULL, body, sizeof body), 404,
+            "not_found", NULL);
+    refused(gw_http(&G.g, "GET", "/threads/none/runs/r/events", NULL, NULL, body, sizeof body), 404,
+            "not_found", NULL);
+    /* After all that the gateway still serves. */
+    assert_int_equal(gw_http(&G.g, "GET", "/healthz", NULL, NULL, body, sizeof body), 200);
+}
+
+/* Publish @p n padded events of run (t, r) with a producer of the test's own. */
+static void publish_run(const char *t, const char *r, uint64_t n, size_t pad)
+{
+    ab_producer_t *p = NULL;
+    ab_error_t err = AB_ERROR_INIT;
+    ab_producer_opts_t po = {.timeout_ms = IT_TIMEOUT};
+    assert_int_equal(ab_producer_new(&p, G.it->bp.cmd, &po, &err), AB_OK);
+    assert_int_equal(ab_producer_claim(p, t, r, NULL, &err), AB_OK);
+    static char ev[12000];
+    for (uint64_t seq = 1; seq <= n; seq++) {
+        it_body(ev, sizeof ev, t, r, seq, n, pad);
+        if (ab_producer_publish_json(p, ev, strlen(ev), &err) != AB_OK)
+            fail_msg("publish %llu: %s", (unsigned long long)seq, err.message);
+    }
+    assert_int_equal(ab_producer_flush(p, 30000, &err), AB_OK);
+    ab_producer_destroy(&p);
+}
+
+static uint64_t metric(const char *name)
+{
+    assert_int_equal(gw_http(&G.g, "GET", "/metrics", NULL, NULL, body, sizeof body), 200);
+    char key[128];
+    snprintf(key, sizeof key, "\n%s ", name);
+    const char *m = strstr(body, key);
+    assert_non_null(m);
+    return strtoull(m + strlen(key), NULL, 10);
+}
+
+static void test_slow_client_cut_and_resumed(void **state)
+{
+    const char *extra[] = {"--sse-buffer", "65536", "--slow-ms", "300", NULL};
+    start_all(state, extra);
+    gw_sse_t s;
+    gw_ev_t e;
+    /* A client that reads nothing, with a small receive buffer. */
+    assert_int_equal(gw_sse_open(&s, &G.g, "GET", "/threads/t-slow/events", "", NULL, 4096), 0);
+    const uint64_t n = 1200; /* 1200 events of 8 KiB: more than the socket buffers hold */
+    publish_run("t-slow", "r", n, 8000);
+    long deadline = ab__mono_ms() + 4 * IT_TIMEOUT;
+    while (metric("agentbus_gateway_slow_clients_cut_total") == 0 && ab__mono_ms() < deadline)
+        poll(NULL, 0, 50);
+    assert_int_equal(metric("agentbus_gateway_slow_clients_cut_total"), 1);
+    /* Read what arrived before the cut, then resume from the last whole event. */
+    uint64_t last = 0, count = 0;
+    int rc;
+    while ((rc = gw_sse_next(&s, &e, IT_TIMEOUT)) == 1) {
+        assert_int_equal(e.id, last + 1); /* this bus numbers one run's events without gaps */
+        last = e.id;
+        count++;
+    }
+    assert_int_equal(rc, 0); /* the gateway closed it */
+    gw_sse_close(&s);
+    assert_true(count < n);
+    char hdr[64];
+    snprintf(hdr, sizeof hdr, "Last-Event-ID: %llu\r\n", (unsigned long long)last);
+    assert_int_equal(gw_sse_open(&s, &G.g, "GET", "/threads/t-slow/events", hdr, NULL, 0), 0);
+    while (count < n && gw_sse_next(&s, &e, IT_TIMEOUT) == 1) {
+        assert_int_equal(e.id, last + 1);
+        last = e.id;
+        count++;
+    }
+    assert_int_equal(count, n);
+    gw_sse_close(&s);
+}
+
+static void test_gateway_restart_mid_stream(void **state)
+{
+    start_all(state, NULL);
+    gw_sse_t s;
+    gw_ev_t e;
+    uint64_t got[64], n = 0;
+    assert_int_equal(gw_sse_open(&s, &G.g, "GET", "/threads/t-gwr/events", "", NULL, 0), 0);
+    assert_int_equal(gw_http(&G.g, "POST", "/agents/demo", "Accept: application/json\r\n",
+                             input("t-gwr", "r", "{\"steps\":8,\"step_ms\":30}"), body,
+                             sizeof body),
+                     200);
+    while (n < 3 && gw_sse_next(&s, &e, IT_TIMEOUT) == 1)
+        got[n++] = e.id;
+    assert_int_equal(n, 3);
+    assert_int_equal(gw_stop(&G.g, true), 0); /* SIGKILL mid-run */
+    gw_sse_close(&s);
+    assert_int_equal(gw_start(&G.g, G.it->bp.cmd, NULL), 0);
+    char hdr[64];
+    snprintf(hdr, sizeof hdr, "Last-Event-ID: %llu\r\n", (unsigned long long)got[n - 1]);
+    assert_int_equal(gw_sse_open(&s, &G.g, "GET", "/threads/t-gwr/events", hdr, NULL, 0), 0);
+    while (n < 64 && gw_sse_next(&s, &e, IT_TIMEOUT) == 1) {
+        got[n++] = e.id;
+        if (strstr(e.data, "\"RUN_FINISHED\""))
+            break;
+    }
+    gw_sse_close(&s);
+    uint64_t want[64];
+    size_t nw = export_ids("t-gwr", "r", want, 64);
+    assert_int_equal(n, nw);
+    assert_memory_equal(got, want, n * sizeof got[0]);
+}
+
+static void test_json_endpoints(void **state)
+{
+    start_all(state, NULL);
+    uint64_t ids[64];
+    char types[64][32];
+    /* An interrupting run, approved per interrupt id: the worker runs the continuation. */
+    size_t n = run_stream("t-int", "r-1", "{\"steps\":1,\"interrupt\":true}", ids, types);
+    assert_string_equal(types[n - 1], "RUN_FINISHED");
+    assert_int_equal(gw_http(&G.g, "GET", "/threads/t-int/runs", NULL, NULL, body, sizeof body),
+                     200);
+    assert_non_null(strstr(body, "\"outcome\":\"interrupt\""));
+    refused(gw_http(&G.g, "POST", "/threads/t-int/runs/r-1/resume", NULL,
+                    "{\"decisions\":{\"approve-1\":\"maybe\"}}", body, sizeof body),
+            400, "invalid_argument", "body/decisions");
+    refused(gw_http(&G.g, "POST", "/threads/t-int/runs/r-1/resume", NULL,
+                    "{\"decisions\":{\"other\":\"approve\"}}", body, sizeof body),
+            409, "conflict", NULL);
+    assert_int_equal(gw_http(&G.g, "POST", "/threads/t-int/runs/r-1/resume", NULL,
+                             "{\"decisions\":{\"approve-1\":\"approve\"},\"newRunId\":\"r-2\"}",
+                             body, sizeof body),
+                     200);
+    assert_non_null(strstr(body, "\"run\":\"r-2\""));
+    gw_sse_t s;
+    gw_ev_t e;
+    assert_int_equal(gw_sse_open(&s, &G.g, "GET", "/threads/t-int/events", "", NULL, 0), 0);
+    bool resumed = false;
+    while (!resumed && gw_sse_next(&s, &e, IT_TIMEOUT) == 1)
+        resumed = strstr(e.data, "\"runId\":\"r-2\"") && strstr(e.data, "RUN_FINISHED");
+    gw_sse_close(&s);
+    assert_true(resumed);
+    /* A long run cancelled: delivered, and it ends cancelled. */
+    assert_int_equal(gw_http(&G.g, "POST", "/agents/demo", "Accept: application/json\r\n",
+                             input("t-can", "r", "{\"steps\":500,\"step_ms\":20}"), body,
+                             sizeof body),
+                     200);
+    assert_int_equal(gw_sse_open(&s, &G.g, "GET", "/threads/t-can/events", "", NULL, 0), 0);
+    assert_int_equal(gw_sse_next(&s, &e, IT_TIMEOUT), 1); /* RUN_STARTED: it is running */
+    assert_int_equal(gw_http(&G.g, "POST", "/threads/t-can/runs/r/cancel", NULL,
+                             "{\"reason\":\"test\"}", body, sizeof body),
+                     200);
+    assert_non_null(strstr(body, "\"outcome\":\"delivered\""));
+    bool cancelled = false;
+    while (!cancelled && gw_sse_next(&s, &e, IT_TIMEOUT) == 1)
+        cancelled = strstr(e.data, "\"cancelled\"") != NULL;
+    gw_sse_close(&s);
+    assert_true(cancelled);
+    /* Actions, workers, snapshot, metrics. */
+    assert_int_equal(gw_http(&G.g, "POST", "/agents/demo/actions/echo?thread=t-int", NULL,
+                             "{\"x\":[1,2]}", body, sizeof body),
+                     200);
+    assert_non_null(strstr(body, "\"result\":{\"x\":[1,2]}"));
+    assert_int_equal(gw_http(&G.g, "GET", "/workers", NULL, NULL, body, sizeof body), 200);
+    assert_non_null(strstr(body, "\"name\":\"demo\""));
+    assert_int_equal(gw_http(&G.g, "GET", "/threads/t-int/snapshot", NULL, NULL, body, sizeof body),
+                     200);
+    assert_non_null(strstr(body, "\"threadId\":\"t-int\""));
+    assert_true(metric("agentbus_gateway_events_sent_total") > 0);
+    assert_true(metric("agentbus_gateway_runs_started_total") >= 2);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_health_and_routes, it_setup, teardown),
+        cmocka_unit_test_setup_teardown(test_agent_run_streams_to_its_end, it_setup, teardown),
+        cmocka_unit_test_setup_teardown(test_resume_at_every_point, it_setup, teardown),
+        cmocka_unit_test_setup_teardown(test_two_clients_one_thread, it_setup, teardown),
+        cmocka_unit_test_setup_teardown(test_malformed_requests, it_setup, teardown),
+        cmocka_unit_test_setup_teardown(test_slow_client_cut_and_resumed, it_setup, teardown),
+        cmocka_unit_test_setup_teardown(test_gateway_restart_mid_stream, it_setup, teardown),
+        cmocka_unit_test_setup_teardown(test_json_endpoints, it_setup, teardown),
+    };
+    signal(SIGPIPE, SIG_IGN);
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
