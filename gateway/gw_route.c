@@ -220,15 +220,16 @@ static ab_status_t token_line(const char *p, size_t len, size_t line, ab__gw_tok
     while (i < len && (p[i] == ' ' || p[i] == '\t'))
         i++;
     size_t st = i;
-    while (i < len && p[i] != ' ' && p[i] != '\t')
+    while (i < len && token_char(p[i]))
         i++;
     size_t il = i - st;
     while (i < len && (p[i] == ' ' || p[i] == '\t' || p[i] == '\r'))
         i++;
-    if (il == 0 || i != len)
+    if (st == tl || il == 0 || i != len)
         return ab_error_set(err, AB_INVALID_CONFIG, "tokens",
-                            "line %zu: want \"TOKEN IDENTITY\" (two words)", line);
-    if (il > AB_GW_TOKEN_MAX || ab_id_check(p + st, il, 64, "identity", err) != AB_OK)
+                            "line %zu: want \"TOKEN IDENTITY\" (two words of printable ASCII)",
+                            line);
+    if (il > 64 || ab_id_check(p + st, il, 64, "identity", err) != AB_OK)
         return ab_error_set(err, AB_INVALID_CONFIG, "tokens",
                             "line %zu: the identity is not a name of at most 64 bytes", line);
     memcpy(t->token, p, tl);

@@ -7,7 +7,7 @@
 # "AG-UI 1.0: where the event rules come from"); point there instead.
 #
 # Text files only (grep -I); build directories, .git and the fuzz corpora
-# (generated inputs) are not searched. The patterns are split in two so that
+# (generated inputs) and node_modules (installed packages) are not searched. The patterns are split in two so that
 # this file does not match itself.
 set -eu
 root=${1:?usage: self_contained.sh SOURCE_DIR}
@@ -15,7 +15,7 @@ design='DESIGN''\.md'
 shared='\.\./shared''/|/work/shared''/'
 agui='agui-1\.0''\.md'
 hits=$(cd "$root" && grep -rInE "$design|$shared|$agui" \
-    --exclude-dir=.git --exclude-dir='build*' --exclude-dir=corpus . || true)
+    --exclude-dir=.git --exclude-dir='build*' --exclude-dir=corpus --exclude-dir=node_modules . || true)
 if [ -n "$hits" ]; then
     echo "references to files outside the repository (point to docs/ARCHITECTURE.md instead):"
     echo "$hits"
