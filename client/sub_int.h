@@ -49,7 +49,9 @@ void ab__sub_fifo_free(sub_fifo_t *f);
 
 /* The subscriber (client/subscriber.c, sub_sync.c, sub_live.c). */
 struct ab_sub {
-    ab_sub_opts_t o; /* copied; thread/run point at the owned copies below */
+    ab_sub_opts_t o;  /* copied; thread/run/key/server_key point at the owned copies below */
+    ab_keypair_t key; /* o.key's copy */
+    char server_key[AB_KEY_Z85_SIZE];
     char *endpoint, *thread, *run;
     void *ctx;
     bool own_ctx;

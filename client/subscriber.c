@@ -146,7 +146,11 @@ static ab_status_t reconnect(ab_sub_t *s, int wait_ms, ab_error_t *err)
     ab_conn_destroy(&s->conn);
     ab__sub_fifo_clear(&s->fifo);
     s->last_hb_ms = ab__mono_ms(); /* next attempt after another silence */
-    ab_conn_opts_t co = {.zmq_ctx = s->ctx, .client_name = "agentbus-sub", .timeout_ms = wait_ms};
+    ab_conn_opts_t co = {.zmq_ctx = s->ctx,
+                         .client_name = "agentbus-sub",
+                         .timeout_ms = wait_ms,
+                         .key = s->o.key,
+                         .server_key = s->o.server_key};
     ab_status_t rc = ab_conn_new(&s->conn, s->endpoint, &co, err);
     if (rc == AB_OK)
         rc = ab__sub_live_open(s, err);
@@ -179,6 +183,14 @@ ab_status_t ab_sub_new(ab_sub_t **out, const char *endpoint, const ab_sub_opts_t
     s->o.run = s->run;
     s->o.cursors = NULL;
     s->o.ncursors = 0;
+    if (opts->key) { /* both or neither: ab_conn_new() refuses one alone */
+        s->key = *opts->key;
+        s->o.key = &s->key;
+    }
+    if (opts->server_key) {
+        snprintf(s->server_key, sizeof s->server_key, "%s", opts->server_key);
+        s->o.server_key = s->server_key;
+    }
     s->o.timeout_ms = opts->timeout_ms > 0 ? opts->timeout_ms : 5000;
     s->o.silence_ms = opts->silence_ms > 0 ? opts->silence_ms : AB_SUB_SILENCE_DEFAULT_MS;
     s->o.reconnect_max_ms =

@@ -43,6 +43,7 @@
 #define AGENTBUS_SUBSCRIBER_H
 
 #include "agentbus/codec.h"
+#include "agentbus/keys.h"
 #include "agentbus/status.h"
 
 #ifdef __cplusplus
@@ -133,6 +134,15 @@ typedef struct ab_sub_opts {
      * of the subscriber's CPU per event (docs/PERFORMANCE.md, fan-out).
      */
     bool skip_body;
+    /**
+     * CURVE, as ab_conn_opts_t key and server_key (client.h): this client's
+     * key pair and the broker's public key (Z85), both or neither; copied.
+     * Neither: the environment's AGENTBUS_KEY / AGENTBUS_SERVER_KEY, when
+     * set. For a process that subscribes as several identities (the HTTP
+     * gateway, one per bearer token).
+     */
+    const ab_keypair_t *key;
+    const char *server_key;
 } ab_sub_opts_t;
 
 typedef struct ab_sub ab_sub_t;

@@ -6,7 +6,9 @@
  * refused at the handshake (no welcome ever comes) and the refusal is logged
  * with the key's fingerprint (a listed key that names the wrong broker key
  * gets no answer either); the environment's AGENTBUS_KEY and
- * AGENTBUS_SERVER_KEY work like the options; a keys directory without the
+ * AGENTBUS_SERVER_KEY work like the options; a subscriber given the keys
+ * in its options (no environment) gets live events, one given an unknown key
+ * is refused; a keys directory without the
  * broker's own key pair keeps the broker from starting.
  */
 #include "testutil.h"
@@ -135,6 +137,47 @@ static void test_known_key_works(void **state)
     ab_conn_destroy(&c);
 }
 
+/* ab_sub_opts_t key / server_key: the subscriber's own keys, copied, no environment. */
+static void test_subscriber_keys_in_options(void **state)
+{
+    cfx_t *f = *state;
+    if (!f->it.available)
+        skip();
+    ab_conn_t *c = NULL;
+    assert_int_equal(connect_as(f, &f->alice, &c, IT_TIMEOUT), AB_OK);
+    int got = 0;
+    ab_keypair_t alice = f->alice;
+    char srv[AB_KEY_Z85_SIZE];
+    snprintf(srv, sizeof srv, "%s", f->broker.public_key);
+    ab_sub_opts_t so = {.scope = AB_SUB_THREAD, .thread = "t-o", .on_event = on_event, .ud = &got};
+    so.key = &alice;
+    so.server_key = srv;
+    ab_sub_t *s = NULL;
+    ab_error_t err = AB_ERROR_INIT;
+    assert_int_equal(ab_sub_new(&s, f->it.bp.cmd, &so, &err), AB_OK);
+    memset(&alice, 0, sizeof alice); /* copied: reconnects do not read the caller's again */
+    memset(srv, 0, sizeof srv);
+    assert_int_equal(ab_sub_poll(s, 200, &err), AB_OK);
+    ab_claimed_t cl;
+    assert_int_equal(ab_conn_claim(c, "t-o", "r-o", f->it.doc, &cl, IT_TIMEOUT, &err), AB_OK);
+    ab_buf_t ev = AB_BUF_INIT;
+    it_event(&ev, "t-o", "r-o", 1, 2, cl.epoch);
+    ab_result_t r = it_publish1(c, f->it.doc, &ev, NULL);
+    assert_int_equal(r.status, AB_RESULT_ACCEPTED);
+    for (int i = 0; i < 100 && got == 0; i++)
+        assert_int_equal(ab_sub_poll(s, 20, &err), AB_OK);
+    assert_int_equal(got, 1);
+    ab_sub_destroy(&s);
+    /* An unknown key in the options: no welcome, refused at once as a timeout. */
+    so.key = &f->mallory;
+    so.server_key = f->broker.public_key;
+    so.timeout_ms = 300;
+    assert_int_equal(ab_sub_new(&s, f->it.bp.cmd, &so, &err), AB_TIMEOUT);
+    assert_null(s);
+    ab_buf_free(&ev);
+    ab_conn_destroy(&c);
+}
+
 static void test_unknown_and_no_key_refused(void **state)
 {
     cfx_t *f = *state;
@@ -216,6 +259,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_known_key_works, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_subscriber_keys_in_options, setup, teardown),
         cmocka_unit_test_setup_teardown(test_unknown_and_no_key_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cli_global_key_options, setup, teardown),
         cmocka_unit_test_setup_teardown(test_broker_without_its_key_refuses_to_start, setup,
