@@ -168,7 +168,11 @@ typedef struct ab__gw_req {
     const ab__gw_route_t *route;
     const char *body; /**< the body (NUL-terminated), NULL for none */
     size_t body_len;
-    const char *key_file; /**< the identity's secret key file (tokens), or NULL */
+    /** With tokens: the token's identity (its key pair) and the broker's public key
+     *  (Z85), which every broker connection of the request uses; else NULL. */
+    const struct ab_keypair *key;
+    const char *server_key;
+    const char *identity;
     /** Where a handler puts its answer; ab__gw_reply*() fill them. */
     unsigned status;
     struct MHD_Response *resp;

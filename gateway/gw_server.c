@@ -34,7 +34,7 @@
 
 typedef struct gw_ident {
     ab__gw_token_t t;
-    char key_file[4096];
+    ab_keypair_t kp; /* IDENTITY.key_secret of --keys */
 } gw_ident_t;
 
 struct ab__gw {
@@ -44,6 +44,7 @@ struct ab__gw {
     char url[80];
     gw_ident_t *idents;
     size_t nidents;
+    char server_key[AB_KEY_Z85_SIZE]; /* the broker's public key, with tokens */
     ab__gw_metrics_t m;
 };
 
@@ -84,7 +85,7 @@ unsigned ab__gw_http_status(ab_status_t code)
     switch (code) {
     case AB_OK: return 200;
     case AB_NOT_FOUND: return 404;
-    case AB_UNAUTHORIZED: return 401;
+    case AB_UNAUTHORIZED: return 403; /* the broker's refusal; a bad token is 401 */
     case AB_CONFLICT:
     case AB_RUN_TERMINAL:
     case AB_FENCED: return 409;
@@ -183,29 +184,11 @@ void ab__gw_reply_error(ab__gw_req_t *r, const ab_error_t *err)
 
 ab_status_t ab__gw_connect(ab__gw_req_t *r, ab_conn_t **out, ab_error_t *err)
 {
-    ab_keypair_t kp, srv;
     ab_conn_opts_t co = {.zmq_ctx = r->gw->zmq,
                          .client_name = "agentbus-gateway",
-                         .timeout_ms = r->gw->o.timeout_ms};
-    if (r->key_file) {
-        ab_status_t rc = ab_keypair_read(&kp, r->key_file, err);
-        const char *sf = getenv("AGENTBUS_SERVER_KEY");
-        char dirkey[4200];
-        struct stat st;
-        if (rc == AB_OK && sf && stat(sf, &st) == 0 && S_ISDIR(st.st_mode)) {
-            snprintf(dirkey, sizeof dirkey, "%s/broker.key", sf);
-            sf = dirkey;
-        }
-        if (rc == AB_OK && (sf == NULL || *sf == '\0'))
-            rc = ab_error_set(err, AB_INVALID_CONFIG, "server-key",
-                              "the gateway has tokens but no --server-key of the broker");
-        if (rc == AB_OK)
-            rc = ab_keypair_read(&srv, sf, err);
-        if (rc != AB_OK)
-            return rc;
-        co.key = &kp;
-        co.server_key = srv.public_key;
-    }
+                         .timeout_ms = r->gw->o.timeout_ms,
+                         .key = r->key,
+                         .server_key = r->server_key};
     return ab_conn_new(out, r->gw->o.broker, &co, err);
 }
 
@@ -234,7 +217,7 @@ static enum MHD_Result send_reply(ab__gw_t *gw, ab__gw_req_t *r)
     atomic_fetch_add(&gw->m.requests, 1);
     if (r->status >= 400)
         atomic_fetch_add(&gw->m.errors, 1);
-    if (r->status == 401)
+    if (r->status == 401 || r->status == 403)
         atomic_fetch_add(&gw->m.unauthorized, 1);
     enum MHD_Result ok = MHD_queue_response(r->conn, r->status, r->resp);
     MHD_destroy_response(r->resp);
@@ -445,13 +428,21 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     ab__gw_req_t r = {.gw = gw, .conn = conn, .route = &ctx->route};
     if (ctx->refused || ctx->too_large) {
         ab__gw_reply_error(&r, &ctx->err);
+        if (ctx->err.code == AB_UNAUTHORIZED && r.resp) { /* the gateway's own refusal */
+            r.status = 401;
+            MHD_add_response_header(r.resp, "WWW-Authenticate", "Bearer realm=\"agentbus\"");
+        }
         return send_reply(gw, &r);
     }
     if (ctx->body.len > 0 && ab_buf_append(&ctx->body, "", 1) == AB_OK) {
         r.body = (const char *)ctx->body.data;
         r.body_len = ctx->body.len - 1;
     }
-    r.key_file = ctx->ident ? ctx->ident->key_file : NULL;
+    if (ctx->ident) {
+        r.key = &ctx->ident->kp;
+        r.server_key = gw->server_key;
+        r.identity = ctx->ident->t.identity;
+    }
     dispatch(&r);
     return send_reply(gw, &r);
 }
@@ -480,33 +471,61 @@ static size_t keep_escapes(void *cls, struct MHD_Connection *c, char *s)
 
 /* ---- start and stop ------------------------------------------------------------ */
 
+/* The broker's public key for the token identities' connections: AGENTBUS_SERVER_KEY (the
+ * global --server-key), a key file or the broker's keys directory. */
+static ab_status_t load_server_key(ab__gw_t *gw, ab_error_t *err)
+{
+    const char *sf = getenv("AGENTBUS_SERVER_KEY");
+    char dirkey[4200];
+    struct stat st;
+    if (sf == NULL || *sf == '\0')
+        return ab_error_set(err, AB_INVALID_CONFIG, "server-key",
+                            "--tokens needs the broker's public key: agentbus --server-key FILE "
+                            "gateway ...");
+    if (stat(sf, &st) == 0 && S_ISDIR(st.st_mode)) {
+        snprintf(dirkey, sizeof dirkey, "%s/broker.key", sf);
+        sf = dirkey;
+    }
+    ab_keypair_t srv;
+    ab_status_t rc = ab_keypair_read(&srv, sf, err);
+    if (rc == AB_OK)
+        memcpy(gw->server_key, srv.public_key, sizeof gw->server_key);
+    return rc;
+}
+
+/* The token file, and the secret key of each identity it names (--keys DIR). */
 static ab_status_t load_tokens(ab__gw_t *gw, ab_error_t *err)
 {
     FILE *f = fopen(gw->o.tokens, "rb");
     if (f == NULL)
         return ab_error_set(err, AB_INVALID_CONFIG, "tokens", "cannot open %s", gw->o.tokens);
-    char *text = malloc(AB_GW_TOKENS_MAX * 600 + 1);
-    size_t n = text ? fread(text, 1, AB_GW_TOKENS_MAX * 600, f) : 0;
+    size_t cap = AB_GW_TOKENS_MAX * 600;
+    char *text = malloc(cap + 1);
+    size_t n = text ? fread(text, 1, cap + 1, f) : 0;
     fclose(f);
     ab__gw_token_t *t = NULL;
     size_t nt = 0;
-    ab_status_t rc = text ? ab__gw_tokens_parse(text, n, &t, &nt, err)
-                          : ab_error_set(err, AB_NOMEM, NULL, "out of memory");
+    ab_status_t rc =
+        text == NULL ? ab_error_set(err, AB_NOMEM, NULL, "out of memory")
+        : n > cap    ? ab_error_set(err, AB_TOO_LARGE, "tokens", "%s is too large", gw->o.tokens)
+                     : ab__gw_tokens_parse(text, n, &t, &nt, err);
     free(text);
     if (rc == AB_OK && nt == 0)
         rc = ab_error_set(err, AB_INVALID_CONFIG, "tokens", "%s lists no token", gw->o.tokens);
     if (rc == AB_OK && (gw->idents = calloc(nt, sizeof *gw->idents)) == NULL)
         rc = ab_error_set(err, AB_NOMEM, NULL, "out of memory");
     for (size_t i = 0; rc == AB_OK && i < nt; i++) {
+        char path[4400];
         gw->idents[i].t = t[i];
-        snprintf(gw->idents[i].key_file, sizeof gw->idents[i].key_file, "%s/%s.key_secret",
-                 gw->o.keys_dir ? gw->o.keys_dir : ".", t[i].identity);
-        ab_keypair_t kp;
-        rc = ab_keypair_read(&kp, gw->idents[i].key_file, err);
+        snprintf(path, sizeof path, "%s/%s.key_secret", gw->o.keys_dir ? gw->o.keys_dir : ".",
+                 t[i].identity);
+        rc = ab_keypair_read(&gw->idents[i].kp, path, err);
+        if (rc == AB_OK && gw->idents[i].kp.secret_key[0] == '\0')
+            rc = ab_error_set(err, AB_INVALID_CONFIG, "keys", "%s holds no secret key", path);
         gw->nidents = i + 1;
     }
     free(t);
-    return rc;
+    return rc == AB_OK ? load_server_key(gw, err) : rc;
 }
 
 static ab_status_t bind_addr(const ab__gw_t *gw, struct sockaddr_in *sa, ab_error_t *err)

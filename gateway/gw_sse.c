@@ -360,9 +360,7 @@ static ab_status_t thread_cursors(ab__gw_req_t *r, const char *t, uint64_t p, cu
                                   ab_error_t *err)
 {
     memset(out, 0, sizeof *out);
-    if (p == 0)
-        return AB_OK;
-    ab_conn_t *c = NULL;
+    ab_conn_t *c = NULL; /* heads also at cursor 0: a refusal (access, no broker) is answered */
     ab_doc_t *doc = NULL;
     ab_heads_reply_t h;
     ab_heads_t q = {.thread = {t, strlen(t)}};
@@ -402,6 +400,8 @@ static ab_status_t sub_open(ab__gw_req_t *r, ab_sub_opts_t *so, gw_stream_t *s, 
     so->zmq_ctx = ab__gw_zmq(r->gw);
     so->timeout_ms = ab__gw_options(r->gw)->timeout_ms;
     so->rcvhwm = AB_GW_SUB_HWM;
+    so->key = r->key;
+    so->server_key = r->server_key;
     return ab_sub_new(out, ab__gw_options(r->gw)->broker, so, err);
 }
 
