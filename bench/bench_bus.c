@@ -579,8 +579,8 @@ static int bench_zmq(const bench_opts_t *o)
 
 bool bench_is_bus(const char *name)
 {
-    static const char *const names[] = {"ingest", "latency", "replay",   "zmq",
-                                        "fanout", "actions", "dispatch", "scale"};
+    static const char *const names[] = {"ingest",  "latency",  "replay", "zmq",    "fanout",
+                                        "actions", "dispatch", "scale",  "gateway"};
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
         if (name != NULL && strcmp(name, names[i]) == 0)
             return true;
@@ -591,6 +591,8 @@ int bench_bus(const char *name, const bench_opts_t *o)
 {
     if (strcmp(name, "zmq") == 0)
         return bench_zmq(o);
+    if (strcmp(name, "gateway") == 0)
+        return bench_gateway(o);
     if (strcmp(name, "actions") == 0 || strcmp(name, "dispatch") == 0) {
         g_snapshot_every = o->snapshot_every;
         return strcmp(name, "actions") == 0 ? bench_actions(o) : bench_dispatch(o);

@@ -100,6 +100,8 @@ double self_cpu_s(void);
 int bench_actions(const bench_opts_t *o);
 /** `agentbus bench dispatch` (bench/bench_dispatch.c). */
 int bench_dispatch(const bench_opts_t *o);
+/** `agentbus bench gateway` (bench/bench_gateway.c). */
+int bench_gateway(const bench_opts_t *o);
 /** `agentbus bench fanout` (bench/bench_fanout.c). */
 int bench_fanout(const bench_opts_t *o, void *ctx, const bodies_t *b);
 

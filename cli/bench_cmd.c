@@ -50,7 +50,9 @@ static void help(void)
            "             round trip; runs started and ended per second with 4 workers\n"
            "  actions    invoke_action -> worker -> action_reply round trips: p50/p99/max one\n"
            "             at a time and calls/s with 32 in flight (1 and 4 worker threads),\n"
-           "             beside a raw ZeroMQ two-hop relay measured in the same run\n\n"
+           "             beside a raw ZeroMQ two-hop relay measured in the same run\n"
+           "  gateway    the HTTP gateway: events/s to 1 and 100 SSE clients of a thread and\n"
+           "             publish -> SSE latency p50/p99, beside ZeroMQ subscribers\n\n"
            "options:\n"
            "  --seconds S         measuring time per row (default 2 for proto and reducer,\n"
            "                      5 for the bus benchmarks)\n"
@@ -146,7 +148,8 @@ int cmd_bench(int argc, char **argv)
         return rc < 0 ? AB_EXIT_OK : rc;
     if (name == NULL)
         return cli_usage_error("bench", "name a benchmark: proto, reducer, snapshot, ingest, "
-                                        "latency, replay, zmq, fanout, actions, dispatch");
+                                        "latency, replay, zmq, fanout, actions, dispatch, "
+                                        "gateway");
     bool bus = bench_is_bus(name);
     if (a.seen_bus_only && !bus)
         return cli_usage_error("bench", "--broker, --rounds, --frame-per-event and "

@@ -558,7 +558,7 @@ ab_status_t ab__gw_start(ab__gw_t **out, const ab__gw_opts_t *opts, ab_error_t *
         rc = ab_error_set(err, AB_IO, NULL, "zmq_ctx_new failed");
     if (rc == AB_OK) {
         gw->d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
-                                     MHD_USE_POLL | MHD_USE_ERROR_LOG,
+                                     MHD_USE_POLL, /* no MHD log: a client gone is no error */
                                  0, NULL, NULL, on_request, gw, MHD_OPTION_SOCK_ADDR,
                                  (struct sockaddr *)&sa, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
                                  gw, MHD_OPTION_UNESCAPE_CALLBACK, keep_escapes, gw,
