@@ -40,7 +40,7 @@ static const struct subcommand subcommands[] = {
     {"validate", cmd_validate, "check AG-UI 1.0 events (JSON Lines) and their run lifecycle"},
     {"bench", cmd_bench,
      "measure the bus: protocol, reducer, snapshot, ingest, latency, scale, replay, fan-out, "
-     "actions, dispatch, raw ZeroMQ"},
+     "actions, dispatch, raw ZeroMQ, the HTTP gateway"},
 };
 
 #define NSUB (sizeof(subcommands) / sizeof(subcommands[0]))

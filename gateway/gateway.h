@@ -74,6 +74,7 @@ typedef enum ab__gw_route_kind {
     AB_GW_R_AGENT_RUN,     /**< POST /agents/{a} */
     AB_GW_R_ACTION,        /**< POST /agents/{a}/actions/{action} */
     AB_GW_R_WORKERS,       /**< GET /workers */
+    AB_GW_R_THREADS,       /**< GET /threads */
 } ab__gw_route_kind_t;
 
 /** A decoded route: ids percent-decoded, NUL-terminated, each checked. */
@@ -212,6 +213,8 @@ void ab__gw_resume(ab__gw_req_t *r);
 void ab__gw_action(ab__gw_req_t *r);
 void ab__gw_workers(ab__gw_req_t *r);
 void ab__gw_agent_run(ab__gw_req_t *r);
+/** GET /threads (gw_threads.c). */
+void ab__gw_threads(ab__gw_req_t *r);
 
 /** The observer page (gw_page.c): its bytes. */
 const char *ab__gw_page(size_t *len);

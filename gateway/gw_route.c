@@ -162,6 +162,8 @@ ab_status_t ab__gw_route_parse(const char *path, size_t len, ab__gw_route_t *out
         r.kind = AB_GW_R_METRICS;
     else if (s.n == 1 && is(&s, 0, "workers"))
         r.kind = AB_GW_R_WORKERS;
+    else if (s.n == 1 && is(&s, 0, "threads"))
+        r.kind = AB_GW_R_THREADS;
     else if (is(&s, 0, "threads"))
         rc = thread_route(&s, &r, err);
     else if (is(&s, 0, "agents"))

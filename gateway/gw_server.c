@@ -319,6 +319,7 @@ static void dispatch(ab__gw_req_t *r)
     case AB_GW_R_AGENT_RUN: ab__gw_agent_run(r); break;
     case AB_GW_R_ACTION: ab__gw_action(r); break;
     case AB_GW_R_WORKERS: ab__gw_workers(r); break;
+    case AB_GW_R_THREADS: ab__gw_threads(r); break;
     case AB_GW_R_NONE: break;
     }
 }
