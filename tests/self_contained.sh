@@ -6,9 +6,10 @@
 # (docs/ARCHITECTURE.md: "The promises", "Processes, sockets and threads",
 # "AG-UI 1.0: where the event rules come from"); point there instead.
 #
-# Text files only (grep -I); build directories, .git and the fuzz corpora
-# (generated inputs) and node_modules (installed packages) are not searched. The patterns are split in two so that
-# this file does not match itself.
+# Text files only (grep -I); build directories, .git, the fuzz corpora
+# (generated inputs) and node_modules (installed npm packages) are not
+# searched. The patterns are split in two so that this file does not match
+# itself.
 set -eu
 root=${1:?usage: self_contained.sh SOURCE_DIR}
 design='DESIGN''\.md'
