@@ -200,9 +200,10 @@ ab_status_t ab__gw_connect(ab__gw_req_t *r, struct ab_conn **out, ab_error_t *er
 void ab__gw_thread_events(ab__gw_req_t *r);
 /**
  * Stream run (@p thread, @p run) from its start to its terminal event
- * (POST /agents, gw_sse.c).
+ * (POST /agents, gw_sse.c); @p request: its run request, watched for a
+ * cancel before the run starts (0: none).
  */
-void ab__gw_run_stream(ab__gw_req_t *r, const char *thread, const char *run);
+void ab__gw_run_stream(ab__gw_req_t *r, const char *thread, const char *run, uint64_t request);
 
 /** JSON endpoints (gw_api.c). */
 void ab__gw_snapshot(ab__gw_req_t *r);

@@ -573,6 +573,7 @@ void ab__gw_agent_run(ab__gw_req_t *r)
         call_end(&k, rc, NULL);
         return;
     }
+    uint64_t request = a.request;
     call_free(&k);
-    ab__gw_run_stream(r, thread, run);
+    ab__gw_run_stream(r, thread, run, request);
 }

@@ -29,6 +29,10 @@
  *  4. The pump owns the subscriber; the reader touches only the queue and
  *     the flags, under the stream's mutex. The free callback stops and joins
  *     the pump before anything is freed.
+ *  5. A run stream whose run has not sent its first event asks the broker
+ *     every CHECK_MS whether the run's request was cancelled before it
+ *     started (then no event will ever come): the stream then ends with an
+ *     error frame of code request_aborted instead of waiting forever.
  */
 #include "gateway.h"
 
@@ -44,8 +48,9 @@
 #include <string.h>
 #include <time.h>
 
-#define POLL_MS 200 /* pump's poll slice: how soon it sees a stop */
-#define WAIT_MS 250 /* reader's wait slice: how soon it sees a stop or a heartbeat */
+#define POLL_MS  200  /* pump's poll slice: how soon it sees a stop */
+#define WAIT_MS  250  /* reader's wait slice: how soon it sees a stop or a heartbeat */
+#define CHECK_MS 1000 /* a run stream's request check before the run's first event */
 /* A stream's SUB keeps at most this many live messages (each at most 32 KiB of records,
  * docs/PROTOCOL.md 6.2) while the pump waits for its client; past it they are dropped
  * and the subscriber fills the hole by replay. */
@@ -67,6 +72,13 @@ typedef struct gw_stream {
     int64_t last_out_ms;
     ab_buf_t frame; /* pump's scratch */
     ab_error_t err; /* a fatal subscriber error, sent as an error event */
+    /* A run stream of POST /agents: its request, asked about until the run's first event
+     * (invariant 5); the connection's keys are the request's (they live with the gateway). */
+    uint64_t request;
+    bool seen_event;
+    int64_t next_check_ms;
+    const ab_keypair_t *key;
+    const char *server_key;
 } gw_stream_t;
 
 /* ---- the pump ----------------------------------------------------------------- */
@@ -156,6 +168,7 @@ static int on_event(void *ud, const ab_sub_event_t *e)
         return 1;
     }
     s->after_pos = e->stamp.pos;
+    s->seen_event = true;
     atomic_fetch_add(&ab__gw_counters(s->gw)->events_sent, 1);
     return last ? 1 : 0;
 }
@@ -182,10 +195,46 @@ static bool pump_goes_on(gw_stream_t *s)
     return on;
 }
 
+/* Whether the stream's request is cancelled (invariant 5); false when unknown. */
+static bool request_cancelled(gw_stream_t *s)
+{
+    ab_conn_t *c = NULL;
+    ab_doc_t *doc = NULL;
+    ab_requests_reply_t r;
+    ab_conn_opts_t co = {.zmq_ctx = ab__gw_zmq(s->gw),
+                         .client_name = "agentbus-gateway",
+                         .timeout_ms = ab__gw_options(s->gw)->timeout_ms,
+                         .key = s->key,
+                         .server_key = s->server_key};
+    ab_requests_t q = {.state = AB_REQ_CANCELLED, .after = s->request - 1, .limit = 1};
+    bool cancelled = ab_doc_new(&doc) == AB_OK &&
+                     ab_conn_new(&c, ab__gw_options(s->gw)->broker, &co, NULL) == AB_OK &&
+                     ab_conn_requests(c, &q, doc, &r, 0, NULL) == AB_OK && r.nrequests == 1 &&
+                     r.requests[0].request == s->request;
+    ab_conn_destroy(&c);
+    ab_doc_destroy(&doc);
+    return cancelled;
+}
+
+static void check_request(gw_stream_t *s)
+{
+    if (s->request == 0 || s->seen_event || ab__mono_ms() < s->next_check_ms)
+        return;
+    s->next_check_ms = ab__mono_ms() + CHECK_MS;
+    if (!request_cancelled(s))
+        return;
+    ab_error_t err = AB_ERROR_INIT;
+    ab_error_set(&err, AB_REQUEST_ABORTED, "run",
+                 "the run's request %llu was cancelled before the run started",
+                 (unsigned long long)s->request);
+    fail(s, &err);
+}
+
 static void *pump_main(void *arg)
 {
     gw_stream_t *s = arg;
     while (pump_goes_on(s)) {
+        check_request(s);
         ab_error_t err = AB_ERROR_INIT;
         ab_status_t rc = ab_sub_poll(s->sub, POLL_MS, &err);
         if (rc == AB_OK || rc == AB_REQUEST_ABORTED || ab_status_retryable(rc) || rc == AB_IO)
@@ -436,7 +485,7 @@ void ab__gw_thread_events(ab__gw_req_t *r)
     stream_open(r, &sub, s);
 }
 
-void ab__gw_run_stream(ab__gw_req_t *r, const char *thread, const char *run)
+void ab__gw_run_stream(ab__gw_req_t *r, const char *thread, const char *run, uint64_t request)
 {
     ab_error_t err = AB_ERROR_INIT;
     ab_sub_t *sub = NULL;
@@ -444,6 +493,10 @@ void ab__gw_run_stream(ab__gw_req_t *r, const char *thread, const char *run)
     if (s == NULL)
         return;
     s->end_at_terminal = true;
+    s->request = request;
+    s->next_check_ms = ab__mono_ms() + CHECK_MS;
+    s->key = r->key;
+    s->server_key = r->server_key;
     ab_sub_opts_t so = {.scope = AB_SUB_RUN, .thread = thread, .run = run};
     if (sub_open(r, &so, s, &sub, &err) != AB_OK) {
         stream_free(s);

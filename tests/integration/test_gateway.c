@@ -14,7 +14,8 @@
  *  - a slow client is cut at --sse-buffer and resumes without loss;
  *  - a gateway killed mid-stream: a new one resumes the client exactly;
  *  - cancel, resume (approve per interrupt id), actions, workers, snapshot,
- *    runs and /metrics.
+ *    runs and /metrics; a POST /agents stream whose queued run is cancelled
+ *    before it starts ends with an error frame (request_aborted).
  */
 #include "testutil.h"
 
@@ -438,6 +439,20 @@ static void test_json_endpoints(void **state)
         cancelled = strstr(e.data, "\"cancelled\"") != NULL;
     gw_sse_close(&s);
     assert_true(cancelled);
+    /* A run queued for an agent nobody serves, cancelled before it starts: its stream ends
+     * with a typed error instead of waiting for ever. */
+    assert_int_equal(gw_sse_open(&s, &G.g, "POST", "/agents/ghost", "Accept: text/event-stream\r\n",
+                                 input("t-ghost", "r", NULL), 0),
+                     0);
+    assert_int_equal(
+        gw_http(&G.g, "POST", "/threads/t-ghost/runs/r/cancel", NULL, NULL, body, sizeof body),
+        200);
+    assert_non_null(strstr(body, "\"outcome\":\"dequeued\""));
+    assert_int_equal(gw_sse_next(&s, &e, 3 * IT_TIMEOUT), 1);
+    assert_string_equal(e.event, "error");
+    assert_non_null(strstr(e.data, "\"code\":\"request_aborted\""));
+    assert_int_equal(gw_sse_next(&s, &e, IT_TIMEOUT), 0); /* and it ends */
+    gw_sse_close(&s);
     /* Actions, workers, snapshot, metrics. */
     assert_int_equal(gw_http(&G.g, "POST", "/agents/demo/actions/echo?thread=t-int", NULL,
                              "{\"x\":[1,2]}", body, sizeof body),
