@@ -12,6 +12,8 @@
  *  - malformed requests (bad JSON, a huge body, bad ids, bad cursors, a bad
  *    RunAgentInput) are answered with the bus's typed error;
  *  - a slow client is cut at --sse-buffer and resumes without loss;
+ *  - heartbeat comments on an idle stream, CORS headers and preflight,
+ *    --max-streams (429), a stream released once its client left;
  *  - a gateway killed mid-stream: a new one resumes the client exactly;
  *  - cancel, resume (approve per interrupt id), actions, workers, snapshot,
  *    runs and /metrics; a POST /agents stream whose queued run is cancelled
@@ -467,6 +469,61 @@ static void test_json_endpoints(void **state)
     assert_true(metric("agentbus_gateway_runs_started_total") >= 2);
 }
 
+/* Raw bytes of an answer or stream until @p needle arrived (bounded); true when it did. */
+static bool raw_until(int fd, const char *needle, char *buf, size_t cap)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    for (long end = ab__mono_ms() + IT_TIMEOUT; ab__mono_ms() < end && used + 1 < cap;) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (poll(&p, 1, 50) <= 0)
+            continue;
+        ssize_t n = read(fd, buf + used, cap - 1 - used);
+        if (n <= 0)
+            break;
+        used += (size_t)n;
+        buf[used] = '\0';
+        if (strstr(buf, needle))
+            return true;
+    }
+    return false;
+}
+
+static void test_heartbeat_cors_and_stream_limit(void **state)
+{
+    const char *extra[] = {"--heartbeat", "200", "--max-streams", "2", "--cors", "*", NULL};
+    start_all(state, extra);
+    /* An idle stream gets heartbeat comments. */
+    int a = gw_send(&G.g, "GET", "/threads/t-idle/events", "", NULL, 0, 0);
+    assert_true(a >= 0);
+    assert_true(raw_until(a, "\n\n: hb\n\n", body, sizeof body));
+    assert_non_null(strstr(body, "Content-Type: text/event-stream"));
+    assert_non_null(strstr(body, "Access-Control-Allow-Origin: *"));
+    /* A third stream is refused while two are open; after one leaves it is not. */
+    int b = gw_send(&G.g, "GET", "/threads/t-idle/events", "", NULL, 0, 0);
+    assert_true(raw_until(b, ": agentbus", body, sizeof body));
+    refused(gw_http(&G.g, "GET", "/threads/t-idle/events", NULL, NULL, body, sizeof body), 429,
+            "overloaded", "streams");
+    assert_non_null(strstr(body, "\"limit\":2"));
+    close(b);
+    long deadline = ab__mono_ms() + IT_TIMEOUT; /* noticed at its next heartbeat */
+    while (metric("agentbus_gateway_streams_open") != 1 && ab__mono_ms() < deadline)
+        poll(NULL, 0, 20);
+    assert_int_equal(metric("agentbus_gateway_streams_open"), 1);
+    int c = gw_send(&G.g, "GET", "/threads/t-idle/events", "", NULL, 0, 0);
+    assert_true(raw_until(c, ": agentbus", body, sizeof body));
+    close(c);
+    close(a);
+    /* A CORS preflight: 204 with the allowed headers, no token or body needed. */
+    int p = gw_send(&G.g, "OPTIONS", "/agents/demo", "Origin: http://example.test\r\n", NULL, 0, 0);
+    assert_true(raw_until(p, "\r\n\r\n", body, sizeof body));
+    close(p);
+    assert_non_null(strstr(body, " 204 "));
+    assert_non_null(strstr(body, "Access-Control-Allow-Headers: Authorization, Content-Type, "
+                                 "Last-Event-ID"));
+    assert_non_null(strstr(body, "Access-Control-Allow-Methods: GET, POST, OPTIONS"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -478,6 +535,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_slow_client_cut_and_resumed, it_setup, teardown),
         cmocka_unit_test_setup_teardown(test_gateway_restart_mid_stream, it_setup, teardown),
         cmocka_unit_test_setup_teardown(test_json_endpoints, it_setup, teardown),
+        cmocka_unit_test_setup_teardown(test_heartbeat_cors_and_stream_limit, it_setup, teardown),
     };
     signal(SIGPIPE, SIG_IGN);
     return cmocka_run_group_tests(tests, NULL, NULL);
