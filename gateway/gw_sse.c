@@ -33,6 +33,13 @@
  *     every CHECK_MS whether the run's request was cancelled before it
  *     started (then no event will ever come): the stream then ends with an
  *     error frame of code request_aborted instead of waiting forever.
+ *  6. Order: the subscriber delivers each run in seq order, and a thread in
+ *     commit order unless it lost live messages while several runs of the
+ *     thread were written at once: a run's hole is then filled after later
+ *     events of another run went out. Such an event is still sent (with its
+ *     own pos) and counted (metric reordered); a client that resumes from an
+ *     id sent after it but before the event was could miss it
+ *     (docs/GATEWAY.md "Event ids and resuming").
  */
 #include "gateway.h"
 
@@ -68,7 +75,8 @@ typedef struct gw_stream {
     size_t q_off;
     bool done, cut, stop; /* under mu */
     bool end_at_terminal;
-    uint64_t after_pos;
+    uint64_t after_pos; /* the request's cursor: events at or below it are not sent */
+    uint64_t max_pos;   /* the highest pos sent */
     int64_t last_out_ms;
     ab_buf_t frame; /* pump's scratch */
     ab_error_t err; /* a fatal subscriber error, sent as an error event */
@@ -167,7 +175,10 @@ static int on_event(void *ud, const ab_sub_event_t *e)
             atomic_fetch_add(&ab__gw_counters(s->gw)->slow_cut, 1);
         return 1;
     }
-    s->after_pos = e->stamp.pos;
+    if (e->stamp.pos < s->max_pos) /* invariant 6 */
+        atomic_fetch_add(&ab__gw_counters(s->gw)->reordered, 1);
+    else
+        s->max_pos = e->stamp.pos;
     s->seen_event = true;
     atomic_fetch_add(&ab__gw_counters(s->gw)->events_sent, 1);
     return last ? 1 : 0;
