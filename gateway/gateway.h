@@ -155,6 +155,8 @@ const char *ab__gw_url(const ab__gw_t *gw);
 /** The gateway's options (as started) and counters. */
 const ab__gw_opts_t *ab__gw_options(const ab__gw_t *gw);
 ab__gw_metrics_t *ab__gw_counters(ab__gw_t *gw);
+/** True once ab__gw_stop() began: every stream ends at its next wake-up. */
+bool ab__gw_stopping(ab__gw_t *gw);
 /** The ZeroMQ context every broker connection shares. */
 void *ab__gw_zmq(const ab__gw_t *gw);
 

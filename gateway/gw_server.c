@@ -46,6 +46,7 @@ struct ab__gw {
     size_t nidents;
     char server_key[AB_KEY_Z85_SIZE]; /* the broker's public key, with tokens */
     ab__gw_metrics_t m;
+    atomic_bool stopping;
 };
 
 /* Per request, kept by MHD between the calls of the handler. */
@@ -66,6 +67,11 @@ const ab__gw_opts_t *ab__gw_options(const ab__gw_t *gw)
 ab__gw_metrics_t *ab__gw_counters(ab__gw_t *gw)
 {
     return &gw->m;
+}
+
+bool ab__gw_stopping(ab__gw_t *gw)
+{
+    return atomic_load(&gw->stopping);
 }
 
 void *ab__gw_zmq(const ab__gw_t *gw)
@@ -590,6 +596,7 @@ void ab__gw_stop(ab__gw_t **gwp)
     ab__gw_t *gw = gwp ? *gwp : NULL;
     if (gw == NULL)
         return;
+    atomic_store(&gw->stopping, true); /* streams end at their next wake-up (WAIT_MS) */
     if (gw->d)
         MHD_stop_daemon(gw->d);
     if (gw->zmq)

@@ -289,7 +289,7 @@ static ssize_t reader(void *cls, uint64_t pos, char *buf, size_t max)
             out = MHD_CONTENT_READER_END_WITH_ERROR;
             break;
         }
-        if (s->done || s->stop) {
+        if (s->done || s->stop || ab__gw_stopping(s->gw)) {
             out = MHD_CONTENT_READER_END_OF_STREAM;
             break;
         }

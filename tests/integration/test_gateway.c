@@ -446,6 +446,7 @@ static void test_json_endpoints(void **state)
     assert_int_equal(gw_sse_open(&s, &G.g, "POST", "/agents/ghost", "Accept: text/event-stream\r\n",
                                  input("t-ghost", "r", NULL), 0),
                      0);
+    assert_int_equal(gw_sse_status(&s, IT_TIMEOUT), 200); /* accepted: now it can be cancelled */
     assert_int_equal(
         gw_http(&G.g, "POST", "/threads/t-ghost/runs/r/cancel", NULL, NULL, body, sizeof body),
         200);
@@ -467,6 +468,15 @@ static void test_json_endpoints(void **state)
     assert_non_null(strstr(body, "\"threadId\":\"t-int\""));
     assert_true(metric("agentbus_gateway_events_sent_total") > 0);
     assert_true(metric("agentbus_gateway_runs_started_total") >= 2);
+    /* SIGTERM: every stream closed, exit 0 (under ASan: nothing leaked either). */
+    assert_int_equal(gw_sse_open(&s, &G.g, "GET", "/threads/t-int/events", "", NULL, 0), 0);
+    assert_int_equal(gw_sse_next(&s, &e, IT_TIMEOUT), 1);
+    assert_int_equal(gw_stop(&G.g, false), 0);
+    int rc;
+    while ((rc = gw_sse_next(&s, &e, IT_TIMEOUT)) == 1) /* what was sent before, then the end */
+        ;
+    assert_int_equal(rc, 0);
+    gw_sse_close(&s);
 }
 
 /* Raw bytes of an answer or stream until @p needle arrived (bounded); true when it did. */

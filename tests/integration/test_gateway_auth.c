@@ -200,6 +200,7 @@ static void test_tokens_act_as_their_identity(void **state)
         if (st != 403 || !strstr(body, "\"code\":\"unauthorized\""))
             fail_msg("viewer GET %s: want 403 unauthorized, got %d %s", b[i], st, body);
     }
+    assert_int_equal(gw_stop(&F.g, false), 0); /* SIGTERM: exit 0 (under ASan: no leak) */
 }
 
 static void test_no_tokens_loopback_only(void **state)

@@ -281,4 +281,31 @@ static inline int gw_sse_next(gw_sse_t *s, gw_ev_t *e, long ms)
     }
 }
 
+/* Wait (bounded) for the answer's status line and headers: the gateway has made the stream
+ * (for POST /agents: the run is accepted). @return the HTTP status, or -1. */
+static inline int gw_sse_status(gw_sse_t *s, long ms)
+{
+    long deadline = ab__mono_ms() + ms;
+    while (!s->headers_done && ab__mono_ms() < deadline) {
+        s->buf[s->used] = '\0';
+        char *h = strstr(s->buf, "\r\n\r\n");
+        if (h) {
+            sscanf(s->buf, "HTTP/1.%*d %d", &s->status);
+            size_t skip = (size_t)(h + 4 - s->buf);
+            memmove(s->buf, h + 4, s->used - skip);
+            s->used -= skip;
+            s->headers_done = true;
+            break;
+        }
+        struct pollfd p = {.fd = s->fd, .events = POLLIN};
+        if (poll(&p, 1, 50) <= 0)
+            continue;
+        ssize_t r = read(s->fd, s->buf + s->used, sizeof s->buf - 1 - s->used);
+        if (r <= 0)
+            break;
+        s->used += (size_t)r;
+    }
+    return s->headers_done ? s->status : -1;
+}
+
 #endif /* AB_TESTS_GW_PROC_H */
