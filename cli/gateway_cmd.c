@@ -117,8 +117,7 @@ static int parse(int argc, char **argv, ab__gw_opts_t *o, char *host, size_t cap
                                           {NULL, 0, NULL, 0}};
     int c, rc = 0;
     optind = 1;
-    opterr = 0;
-    while (rc == 0 && (c = getopt_long(argc, argv, "", longs, NULL)) != -1) {
+    while (rc == 0 && (c = getopt_long(argc, argv, ":h", longs, NULL)) != -1) {
         switch (c) {
         case 'h': help(); return -1;
         case 'B': o->broker = optarg; break;
@@ -127,8 +126,7 @@ static int parse(int argc, char **argv, ab__gw_opts_t *o, char *host, size_t cap
         case 'k': o->keys_dir = optarg; break;
         case 'c': o->cors = optarg; break;
         case '?':
-            return cli_usage_error("gateway", "unknown option or missing value: %s",
-                                   argv[optind - 1]);
+        case ':': return cli_bad_option("gateway", c);
         default: rc = parse_limit(c, optarg, o);
         }
     }

@@ -246,10 +246,10 @@ static void test_publish_ids_from_flags_and_usage(void **state)
 static void test_version_and_help_everywhere(void **state)
 {
     (void)state;
-    static const char *const cmds[] = {"broker",   "publish", "tail",   "replay",     "runs",
-                                       "snapshot", "workers", "whoami", "keygen",     "demo",
-                                       "validate", "bench",   "run",    "cancel",     "approve",
-                                       "deny",     "abandon", "invoke", "conformance"};
+    static const char *const cmds[] = {
+        "broker",  "publish", "tail",    "replay",   "runs",        "snapshot", "workers",
+        "whoami",  "keygen",  "demo",    "validate", "bench",       "run",      "cancel",
+        "approve", "deny",    "abandon", "invoke",   "conformance", "gateway",  "status"};
     char out[OUT_MAX], want[64];
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
         if (it_run_cli(out, "%s --version", cmds[i]) != 0 || strncmp(out, "agentbus ", 9) != 0 ||
