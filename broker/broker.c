@@ -29,6 +29,7 @@
  */
 #include "exposure.h"
 #include "loader.h"
+#include "metrics.h"
 #include "snap_internal.h"
 #include "zap.h"
 
@@ -70,6 +71,7 @@ struct ab_broker {
     bool cmd_started, cmd_joined;
     int rc; /* the command loop's */
     ab_error_t *err;
+    ab__metrics_t *metrics; /* --metrics, or NULL */
 };
 
 static int sig_wfd = -1; /* the daemon's self-pipe, written by the handlers */
@@ -391,6 +393,7 @@ static int start_cmd(ab_broker_t *h)
 static int teardown(ab_broker_t *h)
 {
     int rc = h->cmd_started ? ab_broker_wait(h) : 1;
+    ab__metrics_stop(&h->metrics); /* it reads the shared figures: before they go */
     stop_threads(&h->b, &h->t, h->cmd_started);
     if (h->router != NULL) {
         int linger = FINAL_LINGER_MS;
@@ -413,6 +416,7 @@ static int teardown(ab_broker_t *h)
     ab__snapcache_destroy(&h->b.snaps); /* every thread that used it has joined */
     close_store(&h->b, &h->lib);
     ab__access_box_free(&h->b.access);
+    ab__statbox_destroy(&h->b.stats);
     if (rc == 0)
         ab__log(AB_LOG_INFO, "stopped");
     free(h);
@@ -470,6 +474,11 @@ static int start_running(ab_broker_t *h)
     b->started_us = ab__mono_us();
     (void)ab__monitor_open(&b->cmd_mon, b->zctx, h->router, "command", &b->connections);
     (void)ab__monitor_open(&b->ev_mon, b->zctx, b->xpub, "event", &b->subscribers);
+    if (h->cfg.metrics[0] != '\0' &&
+        ab__metrics_start(&h->metrics, b, h->cfg.metrics, &e) != AB_OK) {
+        fail(h, "cannot start the metrics listener", &e);
+        return -1;
+    }
     if (start_threads(b, &h->t, &h->seq) != 0 || start_cmd(h) != 0) {
         fail_msg(h, AB_INTERNAL, "cannot start the broker's threads");
         return -1;
@@ -489,6 +498,7 @@ static ab_status_t broker_start(const ab_broker_config_t *cfg, bool daemon, ab_b
     h->pipe[0] = h->pipe[1] = -1;
     h->daemon = daemon;
     ab__access_box_init(&h->b.access);
+    ab__statbox_init(&h->b.stats);
     h->err = err ? err : &spare;
     ab_log_level_t caller_level = ab__log_set_level(cfg->log_level);
     bool caller_json = ab__log_set_json(cfg->log_json);

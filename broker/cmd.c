@@ -566,14 +566,12 @@ static void worker_news(void *ud, const char *wid, const uint8_t *ident, size_t 
         ab__job_free(job);
 }
 
-/* `stats`: the writer answers, with its commit figures (stats.c); no queue weight. */
+/* `stats`: answered here from the shared figures (stats_reply.c), never queued. */
 static void stats_request(cmd_t *c, zmq_msg_t *id, const ab_msg_t *m)
 {
-    ab_job_t *job = job_new(AB_JOB_STATS, id, m);
-    if (job == NULL)
-        reply_code(c, id, m->v, m->cid, AB_NOMEM, "", "out of memory");
-    else
-        to_writer(c, id, job);
+    ab_msg_t r = {.op = AB_OP_STATS_REPLY, .v = m->v, .cid = m->cid};
+    ab__stats_fill(c->b, &r.u.stats_reply);
+    reply(c, id, &r);
 }
 
 static void dispatch(cmd_t *c, zmq_msg_t *id, const ab_msg_t *m)

@@ -21,6 +21,7 @@
 #include "agentbus/broker.h"
 #include "exposure.h"
 #include "log.h"
+#include "metrics.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -104,6 +105,8 @@ void ab_broker_usage(FILE *out)
             "                          --keys: anyone who can reach the port can read and\n"
             "                          write every thread (logged as a warning at start)\n"
             "  --log-level LEVEL       error, warn, info or debug (default info)\n"
+            "  --metrics HOST:PORT     Prometheus metrics at http://HOST:PORT/metrics (:PORT is\n"
+            "                          127.0.0.1:PORT; default off)\n"
             "  --log-format FORMAT     text, or json: one object {time, level, msg} a line\n"
             "                          (default text)\n"
             "  --help                  show this help\n\n"
@@ -210,6 +213,8 @@ ab_status_t ab_broker_config_set(ab_broker_config_t *cfg, const char *key, const
         return set_bool(&cfg->insecure, key, value, err);
     if (strcmp(key, "access") == 0)
         return set_str(cfg->access_file, sizeof(cfg->access_file), key, value, err);
+    if (strcmp(key, "metrics") == 0)
+        return set_str(cfg->metrics, sizeof(cfg->metrics), key, value, err);
     if (strcmp(key, "log-format") == 0) {
         if (strcmp(value, "text") != 0 && strcmp(value, "json") != 0)
             return ab_error_set(err, AB_INVALID_CONFIG, key, "log-format: '%s' is not text or json",
@@ -406,6 +411,9 @@ static ab_status_t check_config(const ab_broker_config_t *cfg, ab_error_t *err)
         return ab_error_set(err, AB_INVALID_CONFIG, "queue-mib",
                             "queue-mib (%u MiB) must be at least max-publish-bytes (%u bytes)",
                             cfg->queue_mib, cfg->limits.max_publish_bytes);
+    struct sockaddr_in sa;
+    if (cfg->metrics[0] != '\0' && ab__metrics_parse(cfg->metrics, &sa, err) != AB_OK)
+        return AB_INVALID_CONFIG;
     if (cfg->replays_per_conn > cfg->replays)
         return ab_error_set(err, AB_INVALID_CONFIG, "replays-per-connection",
                             "replays-per-connection (%u) must be at most replays (%u)",

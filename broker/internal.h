@@ -21,6 +21,7 @@
 #include "log.h"
 #include "monitor.h"
 #include "sequencer.h"
+#include "stats.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -51,6 +52,7 @@ typedef struct ab__shared {
     ab__monitor_t cmd_mon;           /**< the ROUTER's monitor, drained by the command thread */
     ab__monitor_t ev_mon;            /**< the XPUB's monitor, drained by the writer thread */
     int64_t started_us;              /**< ab__mono_us() at start-up */
+    ab__statbox_t stats;             /**< the writer's and the store's figures (stats.h) */
     ab__snapcache_t *snaps;  /**< this broker's snapshot builders (readers, snapshot worker) */
     ab__access_box_t access; /**< who may do what (--keys; access.h); cur NULL = no keys */
     char curve_secret[AB_KEY_Z85_SIZE]; /**< the broker's CURVE secret key; "" = no CURVE */
@@ -71,7 +73,6 @@ typedef enum ab_job_kind {
     AB_JOB_WORKER_UP,   /**< command -> writer: worker wid registered (raw: its serve) */
     AB_JOB_WORKER_DOWN, /**< command -> writer: worker wid is gone (raw: NULL) */
     AB_JOB_ACCESS,      /**< command -> writer: the access table was reloaded (narrowed) */
-    AB_JOB_STATS,       /**< command -> writer: a `stats` request, answered by the writer */
 } ab_job_kind_t;
 
 /** One request handed from the command thread to a worker. */
@@ -107,6 +108,9 @@ typedef struct ab_job {
     int64_t recv_us;           /**< PUBLISH: ab__mono_us() when the command thread took it */
     bool narrowed;             /**< ACCESS: some key may read less than before */
 } ab_job_t;
+
+/** A stats_reply from the shared figures; any thread (stats_reply.c). */
+void ab__stats_fill(ab__shared_t *b, ab_stats_reply_t *r);
 
 /** Tell a service manager the broker is ready ($NOTIFY_SOCKET; notify.c). */
 void ab__notify_ready(const char *status);

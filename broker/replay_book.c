@@ -294,6 +294,12 @@ void ab__rb_start(ab__rbook_t *bk, ab_job_t *job)
     s->peer->active_ms = s->sent_ms = ab__mono_ms();
     atomic_fetch_add(&bk->b->replay_slots, 1);
     bk->s[bk->ns++] = s;
+    static const char *const scopes[] = {"?", "run", "thread", "all"};
+    ab__log(AB_LOG_DEBUG, "replay opened (cid %llu): scope %s%s%.*s, window %u chunks",
+            (unsigned long long)job->cid,
+            scopes[rq->scope >= AB_REPLAY_RUN && rq->scope <= AB_REPLAY_ALL ? rq->scope : 0],
+            rq->thread.len ? " thread " : "", (int)rq->thread.len,
+            rq->thread.ptr ? rq->thread.ptr : "", s->credits);
 }
 
 /* ---- credit, cancel, refusals ----------------------------------------------- */
@@ -323,6 +329,8 @@ void ab__rb_steer(ab__rbook_t *bk, ab_job_t *job)
     if (s != NULL && job->kind == AB_JOB_CREDIT) {
         credit(bk, s, job->chunks);
     } else if (s != NULL && !s->ended) {
+        ab__log(AB_LOG_DEBUG, "replay cancelled by the client (cid %llu)",
+                (unsigned long long)job->cid);
         fail_session(bk, s, AB_REQUEST_ABORTED, "replay cancelled by the client");
     } else if (s != NULL || recently_ended(bk, session_key(job))) {
         ab__log(AB_LOG_DEBUG, "replay: %s for an ended replay (cid %llu) ignored",

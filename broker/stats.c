@@ -8,7 +8,11 @@
  *     the current one (whole seconds), divided by their number; a bucket is
  *     reused when its second comes round again.
  *  3. Percentiles are nearest-rank over a sorted copy of the ring, made only
- *     when asked (a stats request), never on the commit path.
+ *     when asked (a stats request, a metrics scrape), never on the commit path.
+ *  4. The box (ab__statbox_t) is the only shared part: the writer copies its
+ *     figures in after each group and the store's about once a second; the
+ *     readers copy them out. A reader never waits for the writer's work,
+ *     only for a copy of a few KiB.
  */
 #include "stats.h"
 #include "log.h"
@@ -98,4 +102,40 @@ void ab__wstats_fill(const ab__wstats_t *s, int64_t now_us, ab_stats_reply_t *ou
     out->commit_p99_us = rank(sorted, s->nlat, 99);
     out->commit_max_us = s->nlat ? sorted[s->nlat - 1] : 0;
     out->commit_window = s->nlat;
+}
+
+void ab__statbox_init(ab__statbox_t *b)
+{
+    memset(b, 0, sizeof(*b));
+    pthread_mutex_init(&b->mu, NULL);
+}
+
+void ab__statbox_destroy(ab__statbox_t *b)
+{
+    pthread_mutex_destroy(&b->mu);
+}
+
+void ab__statbox_publish(ab__statbox_t *b, const ab__wstats_t *w)
+{
+    pthread_mutex_lock(&b->mu);
+    memcpy(&b->w, w, sizeof(*w));
+    pthread_mutex_unlock(&b->mu);
+}
+
+void ab__statbox_store(ab__statbox_t *b, const ab_plugin_stats_t *s, bool known, int64_t now_us)
+{
+    pthread_mutex_lock(&b->mu);
+    b->store = *s;
+    b->store_known = known;
+    b->store_us = now_us;
+    pthread_mutex_unlock(&b->mu);
+}
+
+void ab__statbox_read(ab__statbox_t *b, ab__wstats_t *w, ab_plugin_stats_t *s, bool *known)
+{
+    pthread_mutex_lock(&b->mu);
+    memcpy(w, &b->w, sizeof(*w));
+    *s = b->store;
+    *known = b->store_known;
+    pthread_mutex_unlock(&b->mu);
 }

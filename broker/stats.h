@@ -7,8 +7,11 @@
 #define AB_BROKER_STATS_H
 
 #include "agentbus/codec.h"
+#include "agentbus/plugin.h"
 #include "agentbus/status.h"
 
+#include <pthread.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -31,6 +34,35 @@ typedef struct ab__wstats {
     uint64_t unlogged;
     int64_t logged_us; /**< when the last rejection line was written */
 } ab__wstats_t;
+
+/** How often the writer asks the store for its figures (runs, sizes). */
+#define AB__STATS_STORE_US 1000000LL
+
+/**
+ * What `stats` and the metrics read, without asking the writer: the
+ * writer's figures as of its last group, and the store's as of its last
+ * refresh (at most AB__STATS_STORE_US old). Guarded by mu; the writer
+ * publishes into it, the command and metrics threads copy out of it.
+ */
+typedef struct ab__statbox {
+    pthread_mutex_t mu;
+    ab__wstats_t w;
+    ab_plugin_stats_t store;
+    bool store_known;
+    int64_t store_us; /**< when the store's figures were read; 0 = never */
+} ab__statbox_t;
+
+void ab__statbox_init(ab__statbox_t *b);
+void ab__statbox_destroy(ab__statbox_t *b);
+
+/** The writer's figures after a group (a copy, under the lock). */
+void ab__statbox_publish(ab__statbox_t *b, const ab__wstats_t *w);
+
+/** The store's figures (@p known false: the plugin has none). */
+void ab__statbox_store(ab__statbox_t *b, const ab_plugin_stats_t *s, bool known, int64_t now_us);
+
+/** A consistent copy of everything. */
+void ab__statbox_read(ab__statbox_t *b, ab__wstats_t *w, ab_plugin_stats_t *s, bool *known);
 
 /** A group of @p events committed in @p dur_us, at monotonic time @p now_us. */
 void ab__wstats_commit(ab__wstats_t *s, size_t events, int64_t dur_us, int64_t now_us);

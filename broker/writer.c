@@ -49,7 +49,8 @@ typedef struct writer {
     ab__dispatch_t *disp;   /**< run dispatch (dispatch.h); NULL: the plugin stores no requests */
     int64_t slow_logged_us; /**< when the last slow-group line was written */
     uint64_t slow_unlogged; /**< slow groups since, not written */
-    ab__wstats_t stats;     /**< commits, rejections, latency (stats.h) */
+    ab__wstats_t stats;     /**< commits, rejections, latency (stats.h); copied to b->stats */
+    int64_t store_stats_us; /**< when the store's figures were last read */
 } writer_t;
 
 /* Send one answer to the command thread and release the job. */
@@ -79,6 +80,16 @@ static void do_claim(writer_t *w, ab_job_t *job)
         return;
     }
     ab__dispatch_claimed(w->disp, job->thread, job->run, &job->identity, c->epoch);
+    if (c->epoch > 1) /* a new writer fences the one before it */
+        ab__log(AB_LOG_INFO,
+                "claim: run %.*s of thread %.*s at epoch %llu (epoch %llu fenced; "
+                "last seq %llu)",
+                (int)job->run.len, job->run.ptr, (int)job->thread.len, job->thread.ptr,
+                (unsigned long long)c->epoch, (unsigned long long)(c->epoch - 1),
+                (unsigned long long)c->last_seq);
+    else
+        ab__log(AB_LOG_DEBUG, "claim: run %.*s of thread %.*s at epoch 1", (int)job->run.len,
+                job->run.ptr, (int)job->thread.len, job->thread.ptr);
     c->thread = job->thread;
     c->run = job->run;
     finish(w, job, &m, NULL);
@@ -112,41 +123,22 @@ static void do_heads(writer_t *w, ab_job_t *job)
     ab__headlist_free(&hl);
 }
 
-/* `stats`: the writer's figures, the shared counters and the store's. */
-static void do_stats(writer_t *w, ab_job_t *job)
+/* About once a second, the store's figures into the stats box (they need the writer's handle). */
+static void refresh_store_stats(writer_t *w, int64_t now)
 {
     ab__shared_t *b = w->b;
-    int64_t now = ab__mono_us();
-    ab_msg_t m = {.op = AB_OP_STATS_REPLY, .v = job->v, .cid = job->cid};
-    ab_stats_reply_t *r = &m.u.stats_reply;
-    ab__wstats_fill(&w->stats, now, r);
-    r->instance = (ab_str_t){b->instance, strlen(b->instance)};
-    r->version = (ab_str_t){AB_VERSION_STRING, strlen(AB_VERSION_STRING)};
-    r->uptime_ms = (uint64_t)(now - b->started_us) / 1000;
-    r->head_pos = atomic_load(&b->head_pos);
-    int64_t q = atomic_load(&b->in_flight), qb = atomic_load(&b->in_flight_bytes);
-    r->queue_events = q > 0 ? (uint64_t)q : 0;
-    r->queue_bytes = qb > 0 ? (uint64_t)qb : 0;
-    int64_t rp = atomic_load(&b->replay_slots), cn = atomic_load(&b->connections);
-    r->replays_open = rp > 0 ? (uint64_t)rp : 0;
-    r->connections = cn > 0 ? (uint64_t)cn : 0;
-    ab__monitor_drain(&b->ev_mon);
-    int64_t sb = atomic_load(&b->subscribers);
-    r->subscribers = sb > 0 ? (uint64_t)sb : 0;
+    if (now - w->store_stats_us < AB__STATS_STORE_US)
+        return;
+    w->store_stats_us = now;
     ab_plugin_stats_t ps = {0};
     ab_error_t e = AB_ERROR_INIT;
-    if (b->plugin->stats != NULL && b->plugin->stats(b->wdb, &ps, &e) == AB_OK) {
-        r->store_known = true;
-        r->runs_total = ps.runs_total;
-        r->runs_active = ps.runs_active;
-        r->store_bytes = ps.store_bytes;
-        r->wal_bytes = ps.wal_bytes;
-    } else if (b->plugin->stats != NULL) {
+    bool known = b->plugin->stats != NULL && b->plugin->stats(b->wdb, &ps, &e) == AB_OK;
+    if (b->plugin->stats != NULL && !known) {
         char line[512];
-        ab__log(AB_LOG_WARN, "stats: the store's figures are unknown: %s",
+        ab__log(AB_LOG_DEBUG, "stats: the store's figures are unknown: %s",
                 ab_error_format(&e, line, sizeof line));
     }
-    finish(w, job, &m, NULL);
+    ab__statbox_store(&b->stats, &ps, known, now);
 }
 
 /*
@@ -195,7 +187,6 @@ static void do_single(writer_t *w, ab_job_t *job)
     switch (job->kind) {
     case AB_JOB_CLAIM: do_claim(w, job); return;
     case AB_JOB_HEADS: do_heads(w, job); return;
-    case AB_JOB_STATS: do_stats(w, job); return;
     case AB_JOB_STOP:
         w->stop = true;
         ab__job_free(job);
@@ -277,8 +268,6 @@ static void answer_publish(writer_t *w, ab_job_t *job)
         res[i].status = it->status;
         res[i].pos = it->status == AB_RESULT_REJECTED ? 0 : it->pos;
         res[i].error = it->status == AB_RESULT_REJECTED ? &it->err : NULL;
-        if (it->status == AB_RESULT_REJECTED)
-            ab__wstats_rejected(&w->stats, it->err.code);
     }
     ab_msg_t m = {.op = AB_OP_PUBLISHED, .v = job->v, .cid = job->cid};
     m.u.published.results = res;
@@ -337,6 +326,17 @@ static void note_slow(writer_t *w, size_t events, int64_t t_recv, int64_t t0, in
     w->slow_unlogged = 0;
 }
 
+/* The group's events that will be answered rejected (or undecided: answered so too). */
+static void count_rejected(writer_t *w)
+{
+    for (size_t j = 0; j < w->ngroup; j++)
+        for (uint32_t i = 0; i < w->group[j]->count; i++) {
+            const ab_seq_item_t *it = &w->group[j]->items[i];
+            if (it->status != AB_RESULT_ACCEPTED && it->status != AB_RESULT_DUPLICATE)
+                ab__wstats_rejected(&w->stats, it->err.code ? it->err.code : AB_INTERNAL);
+        }
+}
+
 /* Stage, commit, fan out and answer the jobs of the current group. */
 static void commit_group(writer_t *w)
 {
@@ -361,11 +361,14 @@ static void commit_group(writer_t *w)
         committed(w, evs, n, first, now);
     } else {
         char line[512];
-        ab__log(AB_LOG_WARN, "group commit of %zu events failed: %s", n,
+        ab__log(AB_LOG_ERROR, "store error: group commit of %zu events failed: %s", n,
                 ab_error_format(&e, line, sizeof(line)));
         ab__seq_abort(w->seq);
         fail_staged(w, &e);
     }
+    count_rejected(w);
+    ab__statbox_publish(&w->b->stats, &w->stats); /* before the answers: a client that asks
+                                                     `stats` after its answer sees its group */
     for (size_t j = 0; j < w->ngroup; j++)
         answer_publish(w, w->group[j]);
     w->ngroup = 0;
@@ -405,6 +408,7 @@ static ab_status_t commit_item(writer_t *w, ab_seq_item_t *it, ab_error_t *err)
     }
     int64_t t1 = ab__mono_us();
     ab__wstats_commit(&w->stats, n, t1 - t0, t1);
+    ab__statbox_publish(&w->b->stats, &w->stats);
     ab__snapsched_committed(&w->snap, evs, n);
     ab__dispatch_committed(w->disp, evs, n);
     ab__seq_commit(w->seq, first);
@@ -514,6 +518,7 @@ void *ab__writer_main(void *arg)
     ab__dispatch_set_commit(w.disp, commit_own, &w);
     while (!w.stop) {
         ab__snapsched_collect(&w.snap);
+        refresh_store_stats(&w, ab__mono_us());
         ab_job_t *job = wait_job(&w);
         if (job == NULL)
             continue;

@@ -115,7 +115,7 @@ int cli_refused(const char *cmd, const ab_error_t *err)
 {
     char buf[900];
     const ab_error_detail_t *d = ab_error_detail(err, "interruptId");
-    fprintf(stderr, "agentbus %s: %s", cmd, ab_error_format(err, buf, sizeof(buf)));
+    fprintf(stderr, "agentbus %s: %s", cmd, cli_error_text(err, buf, sizeof(buf)));
     if (d && d->kind == AB_DETAIL_STR)
         fprintf(stderr, " [interrupt %s]", d->s);
     fprintf(stderr, "%s\n", err->retryable ? " (retryable)" : "");

@@ -3,6 +3,7 @@
  */
 #include "agentbus/nego.h"
 #include "cli.h"
+#include "store.h"
 
 #include <getopt.h>
 #include <stdarg.h>
@@ -104,7 +105,7 @@ static int global_opts(int argc, char **argv)
 }
 
 /* agentbus --version (and every command's --version): the package, the protocol versions
- * it speaks and the libzmq it runs on. */
+ * it speaks, the libzmq and the SQLite it runs on. */
 static int print_version(void)
 {
     size_t n = 0;
@@ -114,7 +115,8 @@ static int print_version(void)
     printf("agentbus %s (protocol", AB_VERSION_STRING);
     for (size_t i = 0; i < n; i++)
         printf("%s%u", i ? "," : " ", v[i]);
-    printf("; libzmq %d.%d.%d%s)\n", major, minor, patch, zmq_has("curve") ? " with CURVE" : "");
+    printf("; libzmq %d.%d.%d%s; SQLite %s)\n", major, minor, patch,
+           zmq_has("curve") ? " with CURVE" : "", ab__store_sqlite_version());
     return AB_EXIT_OK;
 }
 

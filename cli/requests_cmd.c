@@ -153,7 +153,7 @@ int cli_list_requests(const cli_requests_opts_t *o)
         printf("%zu request%s\n", n, n == 1 ? "" : "s");
     if (rc != AB_OK) {
         char buf[900];
-        fprintf(stderr, "agentbus runs: %s\n", ab_error_format(&err, buf, sizeof(buf)));
+        fprintf(stderr, "agentbus runs: %s\n", cli_error_text(&err, buf, sizeof(buf)));
     }
     ab_buf_free(&line);
     ab_conn_destroy(&c);

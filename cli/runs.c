@@ -379,7 +379,7 @@ int cmd_runs(int argc, char **argv)
         (void)collect(&st, &err);
     if (err.code != AB_OK) {
         char buf[768];
-        fprintf(stderr, "agentbus runs: %s\n", ab_error_format(&err, buf, sizeof(buf)));
+        fprintf(stderr, "agentbus runs: %s\n", cli_error_text(&err, buf, sizeof(buf)));
         rc = AB_EXIT_FAIL;
     } else {
         if (!st.o.json)

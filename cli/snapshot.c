@@ -204,7 +204,7 @@ int cmd_snapshot(int argc, char **argv)
         st = ab_snapshot_from_value(doc, &snap, &err);
     if (st != AB_OK) {
         char buf[768];
-        fprintf(stderr, "agentbus snapshot: %s\n", ab_error_format(&err, buf, sizeof(buf)));
+        fprintf(stderr, "agentbus snapshot: %s\n", cli_error_text(&err, buf, sizeof(buf)));
         rc = AB_EXIT_FAIL;
     } else if (o.json) {
         fwrite(text.data, 1, text.len, stdout);

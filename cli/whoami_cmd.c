@@ -135,7 +135,7 @@ int cmd_whoami(int argc, char **argv)
     ab_error_t err = AB_ERROR_INIT;
     if (ab_conn_new(&conn, ep, &co, &err) != AB_OK) {
         char buf[768];
-        fprintf(stderr, "agentbus whoami: %s%s\n", ab_error_format(&err, buf, sizeof(buf)),
+        fprintf(stderr, "agentbus whoami: %s%s\n", cli_error_text(&err, buf, sizeof(buf)),
                 err.code == AB_TIMEOUT ? " (a broker with keys never answers a key it does not "
                                          "know)"
                                        : "");

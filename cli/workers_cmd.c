@@ -31,7 +31,7 @@ static void put(ab_buf_t *b, const void *p, size_t n)
 static int fail(const char *cmd, const ab_error_t *err)
 {
     char buf[768];
-    fprintf(stderr, "agentbus %s: %s\n", cmd, ab_error_format(err, buf, sizeof(buf)));
+    fprintf(stderr, "agentbus %s: %s\n", cmd, cli_error_text(err, buf, sizeof(buf)));
     return AB_EXIT_FAIL;
 }
 

@@ -237,6 +237,9 @@ ab_status_t ab__store_thread_heads(ab_store_t *st, ab_str_t thread, ab_head_cb c
  */
 ab_status_t ab__store_head_pos(ab_store_t *st, uint64_t *pos_out, ab_error_t *err) AB_NODISCARD;
 
+/** The SQLite library the store runs on ("3.40.1"). */
+const char *ab__store_sqlite_version(void);
+
 /** What the store holds: runs ever recorded and active, the database and WAL sizes
  *  (store_stats.c); no scan. @return AB_OK or the store's error. */
 ab_status_t ab__store_stats(ab_store_t *st, ab_plugin_stats_t *out, ab_error_t *err) AB_NODISCARD;

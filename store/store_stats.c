@@ -53,3 +53,8 @@ ab_status_t ab__store_stats(ab_store_t *st, ab_plugin_stats_t *out, ab_error_t *
     *out = s;
     return AB_OK;
 }
+
+const char *ab__store_sqlite_version(void)
+{
+    return sqlite3_libversion();
+}

@@ -107,6 +107,8 @@ typedef struct ab_broker_config {
     char access_file[AB_BROKER_PATH_MAX];
     /** `--log-format json`: each log line is one JSON object {"time","level","msg"}. */
     bool log_json;
+    /** `--metrics HOST:PORT`: Prometheus text at http://HOST:PORT/metrics; "" = off. */
+    char metrics[AB_BROKER_ENDPOINT_MAX];
 } ab_broker_config_t;
 
 /** Fill @p cfg with the defaults. */

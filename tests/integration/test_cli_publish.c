@@ -253,7 +253,8 @@ static void test_version_and_help_everywhere(void **state)
     char out[OUT_MAX], want[64];
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
         if (it_run_cli(out, "%s --version", cmds[i]) != 0 || strncmp(out, "agentbus ", 9) != 0 ||
-            strstr(out, "(protocol ") == NULL || strstr(out, "libzmq ") == NULL)
+            strstr(out, "(protocol ") == NULL || strstr(out, "libzmq ") == NULL ||
+            strstr(out, "; SQLite 3.") == NULL)
             fail_msg("agentbus %s --version: %s", cmds[i], out);
         snprintf(want, sizeof want, "usage: agentbus %s", cmds[i]);
         if (it_run_cli(out, "%s -h", cmds[i]) != 0 || strstr(out, want) == NULL)

@@ -13,6 +13,8 @@
 
 #include "agentbus/subscriber.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -50,8 +52,8 @@ static void test_stats_follow_the_bus(void **state)
     it_t *t = *state;
     IT_REQUIRE_BROKER(t);
     ab_conn_t *c = it_connect(&t->bp);
+    STATS_UNTIL(c, t->doc, store_known, 1);
     ab_stats_reply_t s = stats(c, t->doc);
-    assert_true(s.store_known);
     assert_int_equal(s.runs_total, 0);
     assert_int_equal(s.head_pos, 0);
     assert_int_equal(s.commits, 0);
@@ -75,9 +77,9 @@ static void test_stats_follow_the_bus(void **state)
     it_event(&ev, "t-s", "r-open", 9, 0, 1);
     assert_int_equal(it_publish1(c, t->doc, &ev, NULL).status, AB_RESULT_REJECTED);
     ab_buf_free(&ev);
+    STATS_UNTIL(c, t->doc, runs_total, 2); /* the store's figures: a second old at most */
+    STATS_UNTIL(c, t->doc, runs_active, 1);
     s = stats(c, t->doc);
-    assert_int_equal(s.runs_total, 2);
-    assert_int_equal(s.runs_active, 1);
     assert_int_equal(s.events, 6);
     assert_int_equal(s.commits, 6); /* one event per request, one group each */
     assert_int_equal(s.rejected, 1);
@@ -114,6 +116,7 @@ static void test_status_command(void **state)
     it_event(&ev, "t-c", "r-c", 1, 0, 1);
     assert_int_equal(it_publish1(c, t->doc, &ev, NULL).status, AB_RESULT_ACCEPTED);
     ab_buf_free(&ev);
+    STATS_UNTIL(c, t->doc, runs_active, 1);
     ab_conn_destroy(&c);
     assert_int_equal(it_run_cli(out, "status --broker %s", t->bp.cmd), 0);
     assert_non_null(strstr(out, "store    runs 1 (1 active)"));
@@ -148,6 +151,17 @@ static void test_log_json(void **state)
     ab_conn_t *c = it_connect(&b);
     assert_true(bp_wait_log(&b, "\"level\":\"debug\",\"msg\":\"command connection opened", 1,
                             IT_TIMEOUT) >= 1);
+    ab_doc_t *doc = NULL;
+    assert_int_equal(ab_doc_new(&doc), AB_OK);
+    ab_claimed_t cl;
+    ab_error_t err = AB_ERROR_INIT;
+    for (int i = 0; i < 2; i++) /* the second claim fences the first: said at info */
+        assert_int_equal(ab_conn_claim(c, "t-l", "r-l", doc, &cl, IT_TIMEOUT, &err), AB_OK);
+    assert_true(bp_wait_log(&b,
+                            "\"level\":\"info\",\"msg\":\"claim: run r-l of thread t-l at "
+                            "epoch 2 (epoch 1 fenced; last seq 0)\"",
+                            1, IT_TIMEOUT) >= 1);
+    ab_doc_destroy(&doc);
     ab_conn_destroy(&c);
     assert_true(bp_wait_log(&b, "\"msg\":\"command connection closed", 1, IT_TIMEOUT) >= 1);
     assert_true(bp_wait_log(&b, "\"level\":\"info\",\"msg\":\"ready: cmd=", 1, 0) >= 1);
@@ -168,6 +182,76 @@ static void test_log_json(void **state)
     char out[OUT_MAX];
     assert_int_equal(it_run_cli(out, "broker --log-format yaml"), 2);
     assert_non_null(strstr(out, "log-format: 'yaml' is not text or json"));
+}
+
+/* One HTTP/1.0 request to 127.0.0.1:@p port; the whole answer into @p out. @return its length. */
+static size_t http(int port, const char *request, char *out, size_t size)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_port = htons((uint16_t)port),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    assert_true(fd >= 0);
+    assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+    size_t len = strlen(request);
+    assert_int_equal(write(fd, request, len), (ssize_t)len);
+    size_t n = 0;
+    ssize_t k;
+    while (n + 1 < size && (k = read(fd, out + n, size - n - 1)) > 0)
+        n += (size_t)k;
+    out[n] = '\0';
+    close(fd);
+    return n;
+}
+
+/* --metrics: the figures of stats as Prometheus text; other paths and methods refused. */
+static void test_metrics(void **state)
+{
+    (void)state;
+    if (!bp_available())
+        skip();
+    int port = bp_free_port();
+    char addr[32];
+    snprintf(addr, sizeof addr, "127.0.0.1:%d", port);
+    const char *extra[] = {"--metrics", addr, NULL};
+    bp_t b;
+    memset(&b, 0, sizeof b);
+    assert_int_equal(bp_start(&b, NULL, extra), 0);
+    ab_conn_t *c = it_connect(&b);
+    ab_doc_t *doc = NULL;
+    assert_int_equal(ab_doc_new(&doc), AB_OK);
+    ab_buf_t ev = AB_BUF_INIT;
+    for (uint64_t seq = 1; seq <= 3; seq++) {
+        ab_buf_reset(&ev);
+        it_event(&ev, "t-m", "r-m", seq, 0, 1);
+        assert_int_equal(it_publish1(c, doc, &ev, NULL).status, AB_RESULT_ACCEPTED);
+    }
+    ab_buf_free(&ev);
+    STATS_UNTIL(c, doc, runs_active, 1); /* the store's figures are in the box */
+    static char out[16384];
+    http(port, "GET /metrics HTTP/1.0\r\n\r\n", out, sizeof out);
+    assert_int_equal(strncmp(out + 8, " 200 ", 5), 0); /* HTTP/1.x 200 */
+    assert_non_null(strstr(out, "Content-Type: text/plain; version=0.0.4"));
+    assert_non_null(strstr(out, "\n# TYPE agentbus_events_committed_total counter\n"
+                                "agentbus_events_committed_total 3\n"));
+    assert_non_null(strstr(out, "\nagentbus_head_position 3\n"));
+    assert_non_null(strstr(out, "\nagentbus_store_runs_active 1\n"));
+    assert_non_null(strstr(out, "\nagentbus_connections 1\n"));
+    assert_non_null(strstr(out, "agentbus_commit_seconds{quantile=\"0.99\"} "));
+    assert_non_null(strstr(out, "agentbus_info{version=\""));
+    http(port, "GET /nope HTTP/1.0\r\n\r\n", out, sizeof out);
+    assert_int_equal(strncmp(out + 8, " 404 ", 5), 0);
+    http(port, "POST /metrics HTTP/1.0\r\nContent-Length: 3\r\n\r\nabc", out, sizeof out);
+    assert_int_equal(strncmp(out + 8, " 405 ", 5), 0);
+    assert_non_null(strstr(out, "Allow: GET, HEAD"));
+    http(port, "garbage\r\n\r\n", out, sizeof out); /* libmicrohttpd's to refuse */
+    assert_null(strstr(out, " 200 "));
+    ab_doc_destroy(&doc);
+    ab_conn_destroy(&c);
+    bp_cleanup(&b);
+    char cli[OUT_MAX];
+    assert_int_equal(it_run_cli(cli, "broker --metrics 127.0.0.1"), 2);
+    assert_non_null(strstr(cli, "metrics: '127.0.0.1' is not HOST:PORT"));
 }
 
 /* Type=notify readiness: READY=1 on $NOTIFY_SOCKET once both endpoints are bound. */
@@ -212,6 +296,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_status_command, it_setup, it_teardown),
         cmocka_unit_test(test_log_json),
         cmocka_unit_test(test_notify_ready),
+        cmocka_unit_test(test_metrics),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
