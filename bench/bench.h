@@ -11,6 +11,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 
 #define AB_BENCH_OK   0
 #define AB_BENCH_FAIL 1
@@ -38,5 +39,19 @@ bool bench_is_bus(const char *name);
 
 /** Run the bus benchmark @p name with @p o (bench_is_bus(name) must hold). */
 int bench_bus(const char *name, const bench_opts_t *o);
+
+/* ---- --json (bench_json.c) ---------------------------------------------- */
+
+/** Write the rows as JSON to @p out from now on (NULL: off). */
+void bench_json_open(FILE *out);
+
+/** Whether --json is on. */
+bool bench_json_on(void);
+
+/**
+ * One result row as JSON (nothing without --json): @p bench, a @p row label,
+ * then (const char *name, double value) pairs ending with NULL.
+ */
+void bench_emit(const char *bench, const char *row, ...);
 
 #endif /* AB_BENCH_H */

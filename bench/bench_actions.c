@@ -36,6 +36,7 @@
 #include "bench_int.h"
 
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -143,6 +144,9 @@ static void row_print(const char *label, const row_t *r)
     char broker[48] = "";
     if (r->cpu_broker >= 0)
         snprintf(broker, sizeof(broker), "broker %.1f us, ", r->cpu_broker);
+    bench_emit("actions", label, "per_s", r->rate, "p50_us", r->p50, "p99_us", r->p99, "max_us",
+               r->max, "round_trips", (double)r->n, "cpu_broker_us",
+               r->cpu_broker >= 0 ? r->cpu_broker : NAN, "cpu_bench_us", r->cpu_bench, NULL);
     printf("actions %-38s %8.0f /s  p50 %6.0f us  p99 %6.0f us  max %7.0f us  (%llu round "
            "trips; CPU per round trip: %sbench process %.1f us)\n",
            label, r->rate, r->p50, r->p99, r->max, (unsigned long long)r->n, broker, r->cpu_bench);

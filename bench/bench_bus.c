@@ -37,6 +37,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <math.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -391,6 +392,10 @@ double ingest_row_runs(const bench_opts_t *o, void *ctx, const bodies_t *b, cons
     }
     long rss = ch.pid ? peak_rss_kib(ch.pid) : 0;
     double per = acked ? 1e6 / (double)acked : 0;
+    bench_emit("ingest", durability, "events_per_s", rate, "rejected", (double)rej, "duplicates",
+               (double)dup, "broker_peak_rss_mib", rss ? (double)rss / 1024 : NAN,
+               "cpu_producers_us_per_event", pcpu * per, "cpu_broker_us_per_event", bcpu * per,
+               NULL);
     printf("ingest  durability=%-7s %10.0f events/s acked  (%d producers, %d runs, %d B events, "
            "batch %d, %d in flight%s; rejected %llu, duplicate %llu; broker peak RSS %s%ld MiB; "
            "CPU per event: producers %.2f us, broker %.2f us)\n",
@@ -440,6 +445,8 @@ static int replay_one(const char *ep, void *ctx, const char *label, const ab_msg
     if (ab_conn_replay(c, q, count_row, &k, doc, NULL, 10000, &err) != AB_OK)
         goto out;
     double dt = ab__mono_s() - t0;
+    bench_emit("replay", label, "events", (double)k.events, "seconds", dt, "events_per_s",
+               (double)k.events / dt, "mb_per_s", (double)k.bytes / dt / 1e6, NULL);
     printf("replay  %-24s %9llu events in %6.3f s: %10.0f events/s  %7.1f MB/s  (window 64, "
            "chunks of 1024)\n",
            label, (unsigned long long)k.events, dt, (double)k.events / dt,
@@ -565,6 +572,8 @@ static int bench_zmq(const bench_opts_t *o)
     zmq_send(push, "", 0, 0);
     pthread_join(th, NULL);
     double tp = (double)pull.count / (ab__mono_s() - t0);
+    bench_emit("zmq", "DEALER/ROUTER round trips", "per_s", rt, NULL);
+    bench_emit("zmq", "PUSH/PULL one-way", "per_s", tp, "bytes", (double)EVENT_SIZE, NULL);
     printf("zmq     DEALER/ROUTER round trips (64 B, 1 in flight): %10.0f /s\n", rt);
     printf("zmq     PUSH/PULL one-way %d B messages:              %10.0f /s\n", EVENT_SIZE, tp);
     zmq_close(d);

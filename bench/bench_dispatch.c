@@ -61,6 +61,10 @@ static void lat_print(const char *what, const char *dur, lat_t *l)
     double p50 = l->n ? l->v[l->n / 2] * 1e6 : 0;
     double p99 = l->n ? l->v[(size_t)((double)l->n * 0.99)] * 1e6 : 0;
     double mx = l->n ? l->v[l->n - 1] * 1e6 : 0;
+    char row[96];
+    snprintf(row, sizeof row, "%s %s", what, dur);
+    bench_emit("dispatch", row, "p50_us", p50, "p99_us", p99, "max_us", mx, "rounds", (double)l->n,
+               NULL);
     printf("dispatch %-34s %-7s p50 %7.0f us  p99 %7.0f us  max %7.0f us  (%zu rounds)\n", what,
            dur, p50, p99, mx, l->n);
 }

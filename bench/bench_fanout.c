@@ -266,6 +266,7 @@ static int fan_bus(const bench_opts_t *o, void *ctx, const bodies_t *b, int nsub
     }
     if (nsub == 0) {
         *solo = ingest;
+        bench_emit("fanout", "bus, no subscriber", "ingest_per_s", ingest, NULL);
         printf("fanout  bus, no subscriber: ingest %8.0f ev/s acked (the ceiling of every row "
                "below)\n",
                ingest);
@@ -278,6 +279,11 @@ static int fan_bus(const bench_opts_t *o, void *ctx, const bodies_t *b, int nsub
     else if (skip_body)
         snprintf(hwm, sizeof(hwm), ", bodies not decoded");
     *pct = raw_min > 0 ? 100 * min / raw_min : 0;
+    char row[80];
+    snprintf(row, sizeof row, "bus %d subscriber%s%s", nsub, nsub > 1 ? "s" : "", hwm);
+    bench_emit("fanout", row, "ingest_per_s", ingest, "delivered_min_per_s", min,
+               "delivered_mean_per_s", mean, "share_of_raw", *pct / 100, "recovered", (double)rec,
+               "all_delivered", failed ? 0.0 : 1.0, NULL);
     printf("fanout  bus %d subscriber%s%s: ingest %8.0f ev/s acked; delivered per subscriber min "
            "%8.0f mean %8.0f ev/s (%3.0f%% of raw %.0f msg/s measured just before, %3.0f%% of "
            "ingest); recovered by catch-up %llu "
@@ -348,6 +354,10 @@ int bench_fanout(const bench_opts_t *o, void *ctx, const bodies_t *b)
             fprintf(stderr, "agentbus bench: raw PUB/SUB: a subscriber never connected\n");
             return AB_BENCH_FAIL;
         }
+        char row[48];
+        snprintf(row, sizeof row, "raw zmq PUB/SUB, %d subscriber%s", counts[k],
+                 counts[k] > 1 ? "s" : "");
+        bench_emit("fanout", row, "min_per_s", raw[k][0], "mean_per_s", raw[k][1], NULL);
         printf("fanout  raw zmq PUB/SUB %d B, %d subscriber%s: per subscriber min %9.0f mean "
                "%9.0f msg/s\n",
                EVENT_SIZE, counts[k], counts[k] > 1 ? "s" : " ", raw[k][0], raw[k][1]);

@@ -337,6 +337,9 @@ static double tput_row(const char *ep, unsigned port, int n, bool sse, const cha
     if (!ok)
         return -1;
     double rate = (double)GW_EVENTS / (t1 - t0);
+    char row[64];
+    snprintf(row, sizeof row, "%s, %d client(s)", sse ? "gateway SSE" : "ZeroMQ subscriber", n);
+    bench_emit("gateway", row, "events_per_s_each", rate, "events_per_s_all", rate * n, NULL);
     printf("  %-26s %3d client(s)  %9.0f events/s each  %10.0f events/s in all  (publish "
            "%.0f events/s)\n",
            sse ? "gateway SSE" : "ZeroMQ subscriber", n, rate, rate * n, (double)GW_EVENTS / pub);
@@ -361,6 +364,8 @@ static void print_lat(const char *what, const double *sent, const double *got, s
         return;
     }
     qsort(v, m, sizeof *v, cmp_dbl);
+    bench_emit("gateway", what, "p50_us", v[m / 2], "p99_us", v[(m * 99) / 100], "max_us", v[m - 1],
+               "samples", (double)m, NULL);
     printf("  %-26s p50 %7.0f us  p99 %7.0f us  max %7.0f us  (%zu events at %.0f/s)\n", what,
            v[m / 2], v[(m * 99) / 100], v[m - 1], m, GW_LAT_RATE);
     free(v);

@@ -64,6 +64,8 @@ static dist_t dist_of(double *v, size_t n)
 
 static void print_dist(const char *label, const dist_t *d, const char *extra)
 {
+    bench_emit("latency", label, "p50_us", d->p50, "p90_us", d->p90, "p99_us", d->p99, "p999_us",
+               d->p999, "max_us", d->max, "samples", (double)d->n, NULL);
     printf("latency %-44s p50 %7.0f  p90 %7.0f  p99 %7.0f  p99.9 %7.0f  max %8.0f us  (%zu)%s\n",
            label, d->p50, d->p90, d->p99, d->p999, d->max, d->n, extra ? extra : "");
 }
@@ -424,6 +426,9 @@ int bench_scale(const bench_opts_t *o, void *ctx, const bodies_t *b)
             return AB_BENCH_FAIL;
         if (i == 0)
             base = r;
+        char row[48];
+        snprintf(row, sizeof row, "%d runs in flight", runs[i]);
+        bench_emit("scale", row, "events_per_s", r, "share_of_base", r / base, NULL);
         printf("scale   ingest, %6d runs in flight (each batch spread over them): %8.0f events/s "
                "acked, %3.0f%% of the %d-run figure of this run\n",
                runs[i], r, 100 * r / base, runs[0]);

@@ -169,6 +169,8 @@ static int measure(const char *label, size_t target, double seconds, bool valida
     } while (t1 - t0 < seconds);
     double eps = (double)events / (t1 - t0);
     double mbps = eps * ((double)c.bytes / NEVENTS) / 1e6;
+    bench_emit("proto", label, "bytes", (double)(c.bytes / NEVENTS), "events_per_s", eps,
+               "mb_per_s", mbps, NULL);
     printf("%-28s %6zu B  %12.0f events/s  %8.1f MB/s  %7.1f ns/event\n", label, c.bytes / NEVENTS,
            eps, mbps, 1e9 / eps);
     ab_doc_destroy(&doc);

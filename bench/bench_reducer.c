@@ -212,6 +212,7 @@ static int reducer_row(const stream_t *s, const char *label, int row, double sec
         t1 = cpu_s();
     } while (t1 - t0 < seconds);
     double eps = (double)events / (t1 - t0);
+    bench_emit("reducer", label, "events_per_s", eps, NULL);
     printf("%-34s %12.0f events/s  %7.1f ns/event\n", label, eps, 1e9 / eps);
     ab_doc_destroy(&doc);
     if (bad) {
@@ -375,6 +376,9 @@ static int snapshot_row(const char *label, int runs, uint64_t len, bool last_act
         goto out;
     /* the first answer after the publish is the cold one; the others find the thread cached */
     qsort(times + 1, SNAP_TRIES - 1, sizeof(times[0]), cmp_double);
+    bench_emit("snapshot", label, "events", (double)total, "first_ms", times[0] * 1e3, "p50_ms",
+               times[1 + (SNAP_TRIES - 1) / 2] * 1e3, "max_ms", times[SNAP_TRIES - 1] * 1e3,
+               "after_restart_ms", restart * 1e3, "kib", (double)(reply_bytes / 1024), NULL);
     printf("%-44s %7llu events  SNAPSHOT first %6.1f ms, then p50 %5.1f ms max %5.1f ms; "
            "after a restart %6.1f ms  (%zu KiB as JSON; published in %.1f s)\n",
            label, (unsigned long long)total, times[0] * 1e3, times[1 + (SNAP_TRIES - 1) / 2] * 1e3,

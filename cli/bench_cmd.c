@@ -17,8 +17,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
-enum { OPT_SIZE = 1, OPT_ROUNDS, OPT_FRAME, OPT_SNAP };
+enum { OPT_SIZE = 1, OPT_ROUNDS, OPT_FRAME, OPT_SNAP, OPT_JSON };
 
 typedef struct bench_args {
     bench_opts_t bus;
@@ -27,6 +28,7 @@ typedef struct bench_args {
     bool seen_bus_only, seen_size;
     bool seen_rounds; /* --rounds: fanout only */
     bool seen_frame;  /* --frame-per-event: the benchmarks that publish */
+    bool json;        /* --json: rows as JSON on stdout, the human lines on stderr */
 } bench_args_t;
 
 static void help(void)
@@ -63,7 +65,10 @@ static void help(void)
            "                      and print the median share of raw\n"
            "  --frame-per-event   ingest, latency, replay, fanout: publish one frame per\n"
            "                      envelope, not packed\n"
-           "  --snapshot-every N  bus benchmarks: the broker children's --snapshot-every\n\n"
+           "  --snapshot-every N  bus benchmarks: the broker children's --snapshot-every\n"
+           "  --json              each result row also as one JSON object on stdout\n"
+           "                      ({\"bench\",\"row\", figure: number ...}); the human lines\n"
+           "                      go to stderr\n\n"
            "Figures and the machine they were measured on: docs/PERFORMANCE.md.\n");
 }
 
@@ -90,6 +95,8 @@ static int take(int c, bench_args_t *a)
             return cli_usage_error("bench", "--rounds takes a whole number from 1 to 64");
         a->bus.rounds = (int)r;
         a->seen_bus_only = a->seen_rounds = true;
+    } else if (c == OPT_JSON) {
+        a->json = true;
     } else if (c == OPT_FRAME) {
         a->bus.frame_per_event = true;
         a->seen_bus_only = a->seen_frame = true;
@@ -105,6 +112,23 @@ static int take(int c, bench_args_t *a)
     return 0;
 }
 
+/* --json: the rows go to the real stdout as JSON; fd 1 (every human line, the
+ * brokers the rows start) becomes stderr. @return 0 or -1 (said). */
+static int json_stdout(void)
+{
+    fflush(stdout);
+    int real = dup(STDOUT_FILENO);
+    FILE *out = real >= 0 ? fdopen(real, "w") : NULL;
+    if (out == NULL || dup2(STDERR_FILENO, STDOUT_FILENO) < 0) {
+        fprintf(stderr, "agentbus bench: --json: cannot keep standard output apart\n");
+        if (out)
+            fclose(out);
+        return -1;
+    }
+    bench_json_open(out);
+    return 0;
+}
+
 /* Options and the one benchmark name. @return 0, -1 after --help, or AB_EXIT_USAGE. */
 static int parse(int argc, char **argv, bench_args_t *a, const char **name)
 {
@@ -115,6 +139,7 @@ static int parse(int argc, char **argv, bench_args_t *a, const char **name)
         {"rounds", required_argument, NULL, OPT_ROUNDS},
         {"frame-per-event", no_argument, NULL, OPT_FRAME},
         {"snapshot-every", required_argument, NULL, OPT_SNAP},
+        {"json", no_argument, NULL, OPT_JSON},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -162,6 +187,8 @@ int cmd_bench(int argc, char **argv)
                                         "(ingest, latency, replay, fanout)");
     if (a.seen_size && strcmp(name, "proto") != 0)
         return cli_usage_error("bench", "--size is for bench proto");
+    if (a.json && json_stdout() != 0)
+        return AB_EXIT_FAIL;
     if (strcmp(name, "proto") == 0)
         return bench_proto(a.seconds > 0 ? a.seconds : 2.0, a.size);
     if (strcmp(name, "reducer") == 0)

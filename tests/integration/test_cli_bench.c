@@ -1,7 +1,8 @@
 /*
  * test_cli_bench.c - `agentbus bench` refuses what a benchmark does not take
  * (cli/bench_cmd.c invariant 2) with a usage error (exit 2) naming the
- * option, before it starts anything.
+ * option, before it starts anything; --json puts the rows on stdout as JSON
+ * and the human lines on stderr.
  */
 #include "testutil.h"
 
@@ -32,10 +33,42 @@ static void test_options_a_benchmark_does_not_take(void **state)
     refused("", "name a benchmark");
 }
 
+/* --json: the rows as JSON objects on stdout, the human lines on stderr (issue 16). */
+static void test_json_rows(void **state)
+{
+    (void)state;
+    char out[OUT_MAX], cmd[512];
+    snprintf(cmd, sizeof cmd, "%s bench zmq --seconds 0.3 --json 2>/dev/null", AB_AGENTBUS_BIN);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    size_t n = fread(out, 1, sizeof out - 1, p);
+    out[n] = '\0';
+    assert_int_equal(pclose(p), 0);
+    assert_non_null(strstr(out, "{\"bench\":\"zmq\",\"row\":\"DEALER/ROUTER round trips\","
+                                "\"per_s\":"));
+    assert_non_null(strstr(out, "{\"bench\":\"zmq\",\"row\":\"PUSH/PULL one-way\",\"per_s\":"));
+    assert_null(strstr(out, "zmq     "));              /* no human line on stdout */
+    for (char *l = out; *l; l = strchr(l, '\n') + 1) { /* every line one object */
+        if (strncmp(l, "{\"bench\":", 9) != 0)
+            fail_msg("not a JSON row: %s", l);
+        if (!strchr(l, '\n'))
+            break;
+    }
+    snprintf(cmd, sizeof cmd, "%s bench proto --seconds 0.1 --json 2>&1 >/dev/null",
+             AB_AGENTBUS_BIN);
+    assert_non_null(p = popen(cmd, "r"));
+    n = fread(out, 1, sizeof out - 1, p);
+    out[n] = '\0';
+    assert_int_equal(pclose(p), 0);
+    assert_non_null(strstr(out, "decode + validate")); /* the human lines, on stderr */
+    assert_null(strstr(out, "{\"bench\""));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_options_a_benchmark_does_not_take),
+        cmocka_unit_test(test_json_rows),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,68 @@
+/*
+ * bench_json.c - `agentbus bench --json`: each result row also as one JSON
+ * object on the real standard output, {"bench","row", figure: number...};
+ * the human lines then go to standard error (cli/bench_cmd.c points fd 1
+ * there and hands the real standard output to bench_json_open()).
+ *
+ * Invariants:
+ *  1. One object per row, one line each, flushed as it is made, so a
+ *     consumer sees a row as soon as its figure is known.
+ *  2. Figure names are fixed per benchmark (docs/PERFORMANCE.md "Reading
+ *     bench --json"); a number that is not finite is written as null.
+ */
+#include "bench.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+
+static FILE *json_out;
+
+bool bench_json_on(void)
+{
+    return json_out != NULL;
+}
+
+void bench_json_open(FILE *out)
+{
+    json_out = out;
+}
+
+static void put_str(const char *s)
+{
+    fputc('"', json_out);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\')
+            fprintf(json_out, "\\%c", *p);
+        else if (*p < 0x20)
+            fprintf(json_out, "\\u%04x", *p);
+        else
+            fputc(*p, json_out);
+    }
+    fputc('"', json_out);
+}
+
+void bench_emit(const char *bench, const char *row, ...)
+{
+    if (json_out == NULL)
+        return;
+    fputs("{\"bench\":", json_out);
+    put_str(bench);
+    fputs(",\"row\":", json_out);
+    put_str(row);
+    va_list ap;
+    va_start(ap, row);
+    const char *key;
+    while ((key = va_arg(ap, const char *)) != NULL) {
+        double v = va_arg(ap, double);
+        fputc(',', json_out);
+        put_str(key);
+        if (isfinite(v))
+            fprintf(json_out, ":%.10g", v);
+        else
+            fputs(":null", json_out);
+    }
+    va_end(ap);
+    fputs("}\n", json_out);
+    fflush(json_out);
+}
