@@ -44,13 +44,14 @@ typedef struct writer {
     size_t ngroup, cap;
     ab_job_t *held; /**< a non-publish job received while filling a group */
     bool stop;
-    ab__fanout_t fan;       /**< live messages and heartbeats */
-    ab__snapsched_t snap;   /**< durable snapshot scheduling */
-    ab__dispatch_t *disp;   /**< run dispatch (dispatch.h); NULL: the plugin stores no requests */
-    int64_t slow_logged_us; /**< when the last slow-group line was written */
-    uint64_t slow_unlogged; /**< slow groups since, not written */
-    ab__wstats_t stats;     /**< commits, rejections, latency (stats.h); copied to b->stats */
-    int64_t store_stats_us; /**< when the store's figures were last read */
+    ab__fanout_t fan;        /**< live messages and heartbeats */
+    ab__snapsched_t snap;    /**< durable snapshot scheduling */
+    ab__dispatch_t *disp;    /**< run dispatch (dispatch.h); NULL: the plugin stores no requests */
+    int64_t slow_logged_us;  /**< when the last slow-group line was written */
+    uint64_t slow_unlogged;  /**< slow groups since, not written */
+    ab__wstats_t stats;      /**< commits, rejections, latency (stats.h); copied to b->stats */
+    int64_t store_stats_us;  /**< when the store's figures were last read */
+    uint64_t ckpt_slow_seen; /**< slow checkpoints already logged */
 } writer_t;
 
 /* Send one answer to the command thread and release the job. */
@@ -139,6 +140,14 @@ static void refresh_store_stats(writer_t *w, int64_t now)
                 ab_error_format(&e, line, sizeof line));
     }
     ab__statbox_store(&b->stats, &ps, known, now);
+    if (known && ps.checkpoints_slow > w->ckpt_slow_seen) /* at most a line a second */
+        ab__log(AB_LOG_WARN,
+                "slow checkpoint: %llu WAL checkpoint(s) of 100 ms or more since the last "
+                "such line, the latest %.1f ms (the longest since start %.1f ms)",
+                (unsigned long long)(ps.checkpoints_slow - w->ckpt_slow_seen),
+                (double)ps.checkpoint_last_slow_us / 1e3, (double)ps.checkpoint_max_us / 1e3);
+    if (known)
+        w->ckpt_slow_seen = ps.checkpoints_slow;
 }
 
 /*

@@ -30,6 +30,7 @@
 
 #include <pthread.h>
 #include <stdlib.h>
+#include <time.h>
 
 struct ab_store_ckpt {
     pthread_t th;
@@ -40,7 +41,42 @@ struct ab_store_ckpt {
     bool busy; /* a checkpoint is running on the thread */
     bool hold; /* the writer checkpoints itself: the thread waits */
     pthread_cond_t idle;
+    /* figures (under mu) for the stats entry: every checkpoint, by either thread */
+    uint64_t n, slow; /* checkpoints run; those of AB_STORE_CKPT_SLOW_US or more */
+    uint64_t last_slow_us, max_us;
 };
+
+static int64_t mono_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* Count one checkpoint of @p us (with c->mu held). */
+static void note_ckpt(ab_store_ckpt_t *c, int64_t us)
+{
+    c->n++;
+    if ((uint64_t)us > c->max_us)
+        c->max_us = (uint64_t)us;
+    if (us >= AB_STORE_CKPT_SLOW_US) {
+        c->slow++;
+        c->last_slow_us = (uint64_t)us;
+    }
+}
+
+void ab__store_ckpt_figures(ab_store_t *st, ab_plugin_stats_t *out)
+{
+    ab_store_ckpt_t *c = st->ckpt;
+    if (c == NULL)
+        return;
+    pthread_mutex_lock(&c->mu);
+    out->checkpoints = c->n;
+    out->checkpoints_slow = c->slow;
+    out->checkpoint_last_slow_us = c->last_slow_us;
+    out->checkpoint_max_us = c->max_us;
+    pthread_mutex_unlock(&c->mu);
+}
 
 static void *ckpt_main(void *arg)
 {
@@ -55,8 +91,11 @@ static void *ckpt_main(void *arg)
         c->busy = true;
         pthread_mutex_unlock(&c->mu);
         /* PASSIVE: never waits for the writer or readers (invariant 2) */
+        int64_t t0 = mono_us();
         (void)sqlite3_wal_checkpoint_v2(c->db, NULL, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
+        int64_t dt = mono_us() - t0;
         pthread_mutex_lock(&c->mu);
+        note_ckpt(c, dt);
         c->busy = false;
         pthread_cond_broadcast(&c->idle);
     }
@@ -88,9 +127,12 @@ static int on_wal(void *arg, sqlite3 *db, const char *name, int pages)
             pthread_cond_wait(&c->idle, &c->mu);
         pthread_mutex_unlock(&c->mu);
     }
+    int64_t t0 = mono_us();
     (void)sqlite3_wal_checkpoint_v2(db, name, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
+    int64_t dt = mono_us() - t0;
     if (c != NULL) {
         pthread_mutex_lock(&c->mu);
+        note_ckpt(c, dt);
         c->hold = false;
         pthread_mutex_unlock(&c->mu);
     }

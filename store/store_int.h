@@ -147,6 +147,12 @@ void ab__store_ckpt_start(ab_store_t *st);
 /* Stop it and close its connection (before st->db closes). */
 void ab__store_ckpt_stop(ab_store_t *st);
 
+/** A checkpoint this long or longer counts as slow (the broker warns of it). */
+#define AB_STORE_CKPT_SLOW_US 100000
+
+/** The checkpoints' figures into @p out (nothing without a checkpointer). */
+void ab__store_ckpt_figures(ab_store_t *st, ab_plugin_stats_t *out);
+
 /* Prepare the file for SQLite (store_file.c): a writer creates the directory,
  * builds a new store where no database exists, takes the exclusive lock
  * (opts->exclusive) and refuses an empty file; every handle registers the

@@ -50,6 +50,7 @@ ab_status_t ab__store_stats(ab_store_t *st, ab_plugin_stats_t *out, ab_error_t *
     snprintf(wal, sizeof(wal), "%s-wal", st->path);
     if (stat(wal, &sb) == 0)
         s.wal_bytes = (uint64_t)sb.st_size;
+    ab__store_ckpt_figures(st, &s);
     *out = s;
     return AB_OK;
 }

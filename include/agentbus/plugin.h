@@ -66,6 +66,10 @@ typedef struct ab_plugin_stats {
     uint64_t runs_active; /**< runs started and not ended */
     uint64_t store_bytes; /**< the size of the stored data (SQLite: the database file) */
     uint64_t wal_bytes;   /**< the size of the write-ahead log not yet checkpointed, 0 = none */
+    uint64_t checkpoints; /**< WAL checkpoints since the handle opened (0: none or n/a) */
+    uint64_t checkpoints_slow;        /**< of which took 100 ms or more */
+    uint64_t checkpoint_last_slow_us; /**< the latest slow one's duration */
+    uint64_t checkpoint_max_us;       /**< the longest one's */
 } ab_plugin_stats_t;
 
 /** Options to open a handle. */

@@ -38,17 +38,25 @@
 #include <sys/socket.h>
 #include <zmq.h>
 
+/* The bound of the broker's growth (docs/RELIABILITY.md). Under ThreadSanitizer the
+ * broker's RSS also holds the sanitizer's shadow memory (several bytes per byte the broker
+ * touches) and its per-thread histories, so the TSan run checks twice the bound; the
+ * normal and ASan runs check the bound itself. */
+#if defined(__SANITIZE_THREAD__)
+#define HOSTILE_BOUND_MIB 128
+#else
 #define HOSTILE_BOUND_MIB 64
-#define NEVENTS           50000 /* events in the store before the hostile clients */
-#define PUB_BATCH         1000
-#define GOOD_DEADLINE_MS  5000 /* ping + publish + replay of the good client */
-#define VANISHERS         8
-#define SILENT_ZMQ        64
-#define SILENT_TCP        64
-#define FLOOD_MSGS        20000
-#define FLOOD_MS          20000 /* bound of the whole flood */
-#define CONNS             2000
-#define CONN_BATCH        50
+#endif
+#define NEVENTS          50000 /* events in the store before the hostile clients */
+#define PUB_BATCH        1000
+#define GOOD_DEADLINE_MS 5000 /* ping + publish + replay of the good client */
+#define VANISHERS        8
+#define SILENT_ZMQ       64
+#define SILENT_TCP       64
+#define FLOOD_MSGS       20000
+#define FLOOD_MS         20000 /* bound of the whole flood */
+#define CONNS            2000
+#define CONN_BATCH       50
 
 typedef struct hs {
     bp_t bp;

@@ -106,6 +106,16 @@ static void test_background_checkpoint(void **state)
     if (file_size(f->db) <= before)
         fail_msg("no checkpoint within 10 s: db %ld bytes, wal %ld", file_size(f->db),
                  file_size(f->wal));
+    ab_plugin_stats_t ps = {0}; /* counted, with its duration, for `stats` */
+    ab_error_t err = AB_ERROR_INIT;
+    for (int i = 0; i < 1000 && ps.checkpoints == 0; i++) { /* the count follows the copy */
+        assert_int_equal(ab__store_stats(st, &ps, &err), AB_OK);
+        if (ps.checkpoints == 0)
+            nanosleep(&ms, NULL);
+    }
+    assert_true(ps.checkpoints >= 1);
+    assert_true(ps.checkpoints_slow <= ps.checkpoints);
+    assert_true(ps.checkpoint_max_us >= ps.checkpoint_last_slow_us);
     ab__store_close(&st);
 }
 
