@@ -163,7 +163,9 @@ static int open_store(ab_broker_t *h)
         return -1;
     }
     b->plugin = h->lib.plugin;
-    ab_plugin_open_opts_t o = {.data_dir = cfg->data_dir, .durability = cfg->durability};
+    ab_plugin_open_opts_t o = {.data_dir = cfg->data_dir,
+                               .durability = cfg->durability,
+                               .conninfo = cfg->pg_conninfo[0] ? cfg->pg_conninfo : NULL};
     if (b->plugin->open(&o, &b->wdb, &e) != AB_OK) {
         fail(h, "cannot open the store", &e);
         if (h->daemon && e.code == AB_CORRUPT) /* never started afresh by itself */

@@ -72,7 +72,9 @@ void ab_broker_usage(FILE *out)
             "  --durability MODE       fsync (survives power loss) or process (survives a\n"
             "                          broker crash) (default fsync)\n"
             "  --plugin NAME|PATH      persistence plugin: sqlite or a shared object path\n"
-            "                          (default %s)\n"
+            "                          (default %s); postgres is the PostgreSQL module\n"
+            "  --pg CONNINFO           the postgres plugin's libpq connection string, e.g.\n"
+            "                          'host=a,b dbname=bus target_session_attrs=read-write'\n"
             "  --readers N             replay reader threads, 1..%d (default %d)\n"
             "  --queue N               events in flight in the ingest queue (default %d)\n"
             "  --queue-mib MIB         bytes of publishes in flight in the ingest queue, at\n"
@@ -103,21 +105,7 @@ void ab_broker_usage(FILE *out)
             "                          has every role); reread at SIGHUP\n"
             "  --insecure              allow binding an endpoint that is not loopback without\n"
             "                          --keys: anyone who can reach the port can read and\n"
-            "                          write every thread (logged as a warning at start)\n"
-            "  --log-level LEVEL       error, warn, info or debug (default info)\n"
-            "  --metrics HOST:PORT     Prometheus metrics at http://HOST:PORT/metrics (:PORT is\n"
-            "                          127.0.0.1:PORT; default off)\n"
-            "  --log-format FORMAT     text, or json: one object {time, level, msg} a line\n"
-            "                          (default text)\n"
-            "  --help                  show this help\n\n"
-            "At start the broker prints one line to stdout:\n"
-            "  agentbus broker ready cmd=<endpoint> events=<endpoint> data=<dir> instance=<id>\n"
-            "Without --keys, --cmd and --events must be loopback (127.x.x.x, localhost,\n"
-            "[::1]) or ipc:// or inproc://; any other address (*, 0.0.0.0, an interface)\n"
-            "is refused unless --insecure is given.\n"
-            "SIGINT/SIGTERM stop it after acknowledging every queued request (exit 0).\n"
-            "SIGHUP rereads the access file (a wrong one is logged and the old one kept).\n"
-            "Exit status: 0 clean stop, 1 failed to start or failed, 2 usage error.\n",
+            "                          write every thread (logged as a warning at start)\n",
             AB_BROKER_DEFAULT_DATA, AB_BROKER_DEFAULT_CMD, AB_BROKER_DEFAULT_EVENTS,
             AB_BROKER_DEFAULT_PLUGIN, AB_BROKER_MAX_READERS, AB_BROKER_DEFAULT_READERS,
             AB_BROKER_DEFAULT_QUEUE, AB_BROKER_DEFAULT_QUEUE_MIB, AB_BROKER_DEFAULT_GROUP_MAX,
@@ -125,6 +113,21 @@ void ab_broker_usage(FILE *out)
             AB_BROKER_DEFAULT_REPLAYS_CONN, d.max_replay_bytes, AB_BROKER_DEFAULT_REPLAY_MIB,
             AB_BROKER_DEFAULT_REPLAY_IDLE, AB_BROKER_DEFAULT_HWM, AB_BROKER_DEFAULT_SNAP_EVERY,
             AB_BROKER_DEFAULT_SNAP_MEMORY);
+    fputs("  --log-level LEVEL       error, warn, info or debug (default info)\n"
+          "  --metrics HOST:PORT     Prometheus metrics at http://HOST:PORT/metrics (:PORT is\n"
+          "                          127.0.0.1:PORT; default off)\n"
+          "  --log-format FORMAT     text, or json: one object {time, level, msg} a line\n"
+          "                          (default text)\n"
+          "  --help                  show this help\n\n"
+          "At start the broker prints one line to stdout:\n"
+          "  agentbus broker ready cmd=<endpoint> events=<endpoint> data=<dir> instance=<id>\n"
+          "Without --keys, --cmd and --events must be loopback (127.x.x.x, localhost,\n"
+          "[::1]) or ipc:// or inproc://; any other address (*, 0.0.0.0, an interface)\n"
+          "is refused unless --insecure is given.\n"
+          "SIGINT/SIGTERM stop it after acknowledging every queued request (exit 0).\n"
+          "SIGHUP rereads the access file (a wrong one is logged and the old one kept).\n"
+          "Exit status: 0 clean stop, 1 failed to start or failed, 2 usage error.\n",
+          out);
 }
 
 static ab_status_t parse_u32(const char *key, const char *value, uint64_t lo, uint64_t hi,
@@ -207,6 +210,8 @@ ab_status_t ab_broker_config_set(ab_broker_config_t *cfg, const char *key, const
         return set_endpoint(cfg->events_endpoint, key, value, err);
     if (strcmp(key, "plugin") == 0)
         return set_str(cfg->plugin, sizeof(cfg->plugin), key, value, err);
+    if (strcmp(key, "pg") == 0)
+        return set_str(cfg->pg_conninfo, sizeof(cfg->pg_conninfo), key, value, err);
     if (strcmp(key, "keys") == 0)
         return set_str(cfg->keys_dir, sizeof(cfg->keys_dir), key, value, err);
     if (strcmp(key, "insecure") == 0)

@@ -250,8 +250,10 @@ ab_snapworker_t *ab__snapworker_start(ab__shared_t *b)
 {
     ab_snapworker_t *w = calloc(1, sizeof(*w));
     ab_error_t e = AB_ERROR_INIT;
-    ab_plugin_open_opts_t o = {
-        .data_dir = b->cfg->data_dir, .durability = b->cfg->durability, .readonly = true};
+    ab_plugin_open_opts_t o = {.data_dir = b->cfg->data_dir,
+                               .durability = b->cfg->durability,
+                               .readonly = true,
+                               .conninfo = b->cfg->pg_conninfo[0] ? b->cfg->pg_conninfo : NULL};
     if (w == NULL || (w->todo = calloc(AB_SNAPWORKER_QUEUE, sizeof(*w->todo))) == NULL)
         goto fail;
     w->b = b;

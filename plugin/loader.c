@@ -13,13 +13,24 @@
  *     a failed load leaks nothing.
  *  3. dlopen() uses RTLD_NOW (missing symbols fail at load, not at the first
  *     call) and RTLD_LOCAL (a plugin's symbols never satisfy another's).
+ *  4. A bare name other than "sqlite" is a module of this build or install:
+ *     "postgres" is libagentbus-postgres.so, looked for in $AGENTBUS_PLUGIN_DIR,
+ *     beside the running executable (a build tree) and in the installed
+ *     plugin directory (AB_PLUGIN_INSTALL_DIR), in that order.
  */
 #include "loader.h"
 #include "agentbus/plugin.h"
 
 #include <dlfcn.h>
 #include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+#ifndef AB_PLUGIN_INSTALL_DIR
+#define AB_PLUGIN_INSTALL_DIR "/usr/local/lib/agentbus"
+#endif
 
 static ab_status_t check_version(const ab_plugin_t *p, const char *what, ab_error_t *err)
 {
@@ -81,6 +92,11 @@ static bool requests_whole(const ab_plugin_t *p)
     return !any || ab__plugin_dispatches(p);
 }
 
+bool ab__plugin_shared(const ab_plugin_t *p)
+{
+    return p && p->wake_fd && p->wake_drain;
+}
+
 static ab_status_t check_table(const ab_plugin_t *p, const char *what, ab_error_t *err)
 {
     if (!p)
@@ -101,6 +117,10 @@ static ab_status_t check_table(const ab_plugin_t *p, const char *what, ab_error_
                             "plugin %s (%s) implements only some request_* functions: a plugin "
                             "that dispatches implements all seven, one that cannot leaves all NULL",
                             what, p->name);
+    if (!p->wake_fd != !p->wake_drain)
+        return ab_error_set(err, AB_INVALID_CONFIG, "wake_fd",
+                            "plugin %s (%s) implements only one of wake_fd and wake_drain", what,
+                            p->name);
     return AB_OK;
 }
 
@@ -137,6 +157,44 @@ cleanup:
     return s;
 }
 
+/* The directory of the running executable into @p dir (no trailing '/'). */
+static bool exe_dir(char *dir, size_t cap)
+{
+    ssize_t n = readlink("/proc/self/exe", dir, cap - 1);
+    if (n <= 0)
+        return false;
+    dir[n] = '\0';
+    char *slash = strrchr(dir, '/');
+    if (!slash)
+        return false;
+    *slash = '\0';
+    return true;
+}
+
+/* A module by name (invariant 4): the first of the candidate files that exists. */
+static ab_status_t load_named(const char *name, ab_plugin_lib_t *out, ab_error_t *err)
+{
+    char dirs[3][4096] = {{0}};
+    const char *env = getenv("AGENTBUS_PLUGIN_DIR");
+    if (env && *env)
+        snprintf(dirs[0], sizeof dirs[0], "%s", env);
+    if (!exe_dir(dirs[1], sizeof dirs[1]))
+        dirs[1][0] = '\0';
+    snprintf(dirs[2], sizeof dirs[2], "%s", AB_PLUGIN_INSTALL_DIR);
+    char path[4200];
+    for (int i = 0; i < 3; i++) {
+        if (!dirs[i][0])
+            continue;
+        snprintf(path, sizeof path, "%s/libagentbus-%s.so", dirs[i], name);
+        if (access(path, R_OK) == 0)
+            return load_path(path, out, err);
+    }
+    return ab_error_set(err, AB_NOT_FOUND, "plugin",
+                        "plugin %s: libagentbus-%s.so is not in $AGENTBUS_PLUGIN_DIR, beside the "
+                        "agentbus executable (%s) nor in %s",
+                        name, name, dirs[1][0] ? dirs[1] : "?", AB_PLUGIN_INSTALL_DIR);
+}
+
 ab_status_t ab__plugin_load(const char *name_or_path, ab_plugin_lib_t *out, ab_error_t *err)
 {
     if (!out)
@@ -152,9 +210,11 @@ ab_status_t ab__plugin_load(const char *name_or_path, ab_plugin_lib_t *out, ab_e
     }
     if (strchr(name_or_path, '/'))
         return load_path(name_or_path, out, err);
+    if (strcmp(name_or_path, "postgres") == 0)
+        return load_named(name_or_path, out, err);
     return ab_error_set(err, AB_NOT_FOUND, "plugin",
-                        "unknown plugin %s: the built-in one is \"sqlite\"; give any other as a "
-                        "path containing '/'",
+                        "unknown plugin %s: the built-in one is \"sqlite\", the module "
+                        "\"postgres\"; give any other as a path containing '/'",
                         name_or_path);
 }
 

@@ -21,8 +21,9 @@ typedef struct ab_plugin_lib {
 } ab_plugin_lib_t;
 
 /**
- * Load a plugin: "sqlite" (or NULL) is the built-in one; anything containing
- * a '/' is a path given to dlopen(). Checks the entry symbol, abi_version and
+ * Load a plugin: "sqlite" (or NULL) is the built-in one; "postgres" is the
+ * module libagentbus-postgres.so found as loader.c says (invariant 4);
+ * anything containing a '/' is a path given to dlopen(). Checks the entry symbol, abi_version and
  * struct_size.
  * @return AB_OK; AB_NOT_FOUND (no such file / no entry symbol, message has
  *         dlerror()); AB_UNSUPPORTED (ABI mismatch, details "expected" and
@@ -37,6 +38,13 @@ AB_NODISCARD ab_status_t ab__plugin_load(const char *name_or_path, ab_plugin_lib
  * broker over one that does not announces `dispatch` unsupported.
  */
 bool ab__plugin_dispatches(const ab_plugin_t *p);
+
+/**
+ * Whether several writers may share the plugin's store (its wake_fd and
+ * wake_drain entries are set, ABI 4): the broker then fans out the other
+ * writers' commits and retries a batch the store refused as a conflict.
+ */
+bool ab__plugin_shared(const ab_plugin_t *p);
 
 /** Unload (dlclose) a plugin loaded by path; no-op for built-ins. */
 void ab__plugin_unload(ab_plugin_lib_t *lib);

@@ -109,6 +109,10 @@ typedef struct ab_broker_config {
     bool log_json;
     /** `--metrics HOST:PORT`: Prometheus text at http://HOST:PORT/metrics; "" = off. */
     char metrics[AB_BROKER_ENDPOINT_MAX];
+
+    /** `--pg CONNINFO`: the PostgreSQL plugin's libpq connection string (docs/SCALING.md),
+     *  handed to the plugin as ab_plugin_open_opts_t.conninfo; "" = none. */
+    char pg_conninfo[AB_BROKER_PATH_MAX];
 } ab_broker_config_t;
 
 /** Fill @p cfg with the defaults. */

@@ -52,7 +52,9 @@ extern "C" {
  * start and end times), one event-to-append type (ab_append_event_t), one
  * read request and stored row (ab_read_t, ab_row_t). 3: durable run
  * requests for dispatch (the request_* entries, ab_request_t and its kin).
- * 4: the optional stats entry (ab_plugin_stats_t) behind `agentbus status`.
+ * 4: the optional stats entry (ab_plugin_stats_t) behind `agentbus status`;
+ * the open option conninfo and the optional wake_fd/wake_drain pair of a
+ * store shared by several brokers (docs/SCALING.md).
  */
 #define AB_PLUGIN_ABI_VERSION 4
 /** The one exported entry point of a plugin shared object. */
@@ -77,6 +79,10 @@ typedef struct ab_plugin_open_opts {
     const char *data_dir;       /**< NUL-terminated; created if missing (writer) */
     ab_durability_t durability; /**< writer only */
     bool readonly;              /**< a replay reader's handle */
+    /** The plugin's connection string (NUL-terminated; NULL = none), for a
+     *  plugin over a database server: PostgreSQL's libpq conninfo, given to
+     *  the broker with --pg. The SQLite plugin ignores it. */
+    const char *conninfo;
 } ab_plugin_open_opts_t;
 
 /**
@@ -179,6 +185,23 @@ typedef struct ab_plugin {
     /** What the store holds now, on the writer handle. Must be cheap (it runs on the
      *  writer thread, between group commits): no scan of the events or the runs. */
     ab_status_t (*stats)(ab_plugin_db_t *db, ab_plugin_stats_t *out, ab_error_t *err);
+
+    /*
+     * A store shared by several brokers (ABI 4; docs/SCALING.md). Both or
+     * none (the loader refuses one alone). NULL: this broker is the store's
+     * only writer (SQLite, which locks its directory), so every committed
+     * event is its own. Set: other writers may commit; the broker then reads
+     * the positions it did not commit itself (read, scope ALL) and fans them
+     * out in position order, and answers an AB_CONFLICT of append_batch by
+     * reloading the heads of the batch's runs and staging the batch again.
+     */
+    /** A descriptor that becomes readable when another writer may have
+     *  committed (the broker polls it; never read or closed by the broker);
+     *  -1 when there is none now (the broker then looks at its poll timeout). */
+    int (*wake_fd)(ab_plugin_db_t *db);
+    /** Consume what made wake_fd readable (no blocking); AB_UNAVAILABLE when
+     *  the connection is lost (wake_fd may change once it is back). */
+    ab_status_t (*wake_drain)(ab_plugin_db_t *db, ab_error_t *err);
 } ab_plugin_t;
 
 /** Signature of the exported entry point. */

@@ -1,0 +1,568 @@
+/*
+ * pg_conn.c - the PostgreSQL plugin's connection: connecting (and again after
+ * a lost connection), the schema, the prepared statements, binary parameters
+ * and results, and the mapping of PostgreSQL errors to ab_status_t.
+ *
+ * Invariants:
+ *  1. A handle's connection is either NULL or fully set up: schema checked
+ *     (writer: created if missing, under an advisory lock so that two brokers
+ *     starting together create it once), every statement prepared, the
+ *     session's synchronous_commit set and, for a writer, LISTEN issued.
+ *  2. A failure that leaves the connection broken (PQstatus not OK, SQLSTATE
+ *     class 08, admin shutdown, read-only transaction after a failover)
+ *     closes it and is AB_UNAVAILABLE (retryable); the next call connects
+ *     again. Nothing is retried inside a call: a batch whose answer was lost
+ *     is in doubt and the broker settles it by re-sending (docs/SCALING.md).
+ *  3. Every parameter is sent in binary with its type given; every result is
+ *     asked for in binary.
+ */
+#include "pg_int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SCHEMA_VERSION 1
+#define SCHEMA_LOCK    "7301975019" /* pg_advisory_xact_lock key of the schema setup */
+
+#define RUN_COLS                                                                                   \
+    "thread, run, coalesce(parent_run, ''), epoch, last_seq, last_pos,"                            \
+    " coalesce(status, CASE WHEN last_seq > 0 THEN 'active' ELSE '' END), coalesce(outcome, ''),"  \
+    " started_us, coalesce(ended_us, 0)"
+#define EV_COLS "pos, commit_us, seq, thread, run, data"
+#define REQ_COLS                                                                                   \
+    "id, key, agent, thread, run, run_named, state, worker, epoch, attempts, created_us,"          \
+    " updated_us"
+
+static const char *const SCHEMA =
+    "CREATE TABLE IF NOT EXISTS ab_head(id int PRIMARY KEY, v bigint NOT NULL);"
+    "INSERT INTO ab_head VALUES (1, 0), (2, 0) ON CONFLICT DO NOTHING;"
+    "CREATE TABLE IF NOT EXISTS ab_runs(thread text NOT NULL, run text NOT NULL,"
+    " ord bigserial, epoch bigint NOT NULL, last_seq bigint NOT NULL, last_pos bigint NOT NULL,"
+    " status text, outcome text, parent_run text, started_us bigint NOT NULL, ended_us bigint,"
+    " PRIMARY KEY(thread, run));"
+    "CREATE INDEX IF NOT EXISTS ab_runs_by_thread ON ab_runs(thread, ord);"
+    "CREATE TABLE IF NOT EXISTS ab_events(pos bigint PRIMARY KEY, thread text NOT NULL,"
+    " run text NOT NULL, seq bigint NOT NULL, commit_us bigint NOT NULL, data bytea NOT NULL,"
+    " UNIQUE(thread, run, seq));"
+    "CREATE INDEX IF NOT EXISTS ab_events_by_thread ON ab_events(thread, pos);"
+    "CREATE TABLE IF NOT EXISTS ab_snapshots(thread text PRIMARY KEY, pos bigint NOT NULL,"
+    " doc bytea NOT NULL);"
+    "CREATE TABLE IF NOT EXISTS ab_requests(id bigint PRIMARY KEY, key text NOT NULL UNIQUE,"
+    " agent text NOT NULL, thread text NOT NULL, run text NOT NULL, run_named bool NOT NULL,"
+    " state text NOT NULL, worker text NOT NULL DEFAULT '', epoch bigint NOT NULL DEFAULT 0,"
+    " attempts int NOT NULL DEFAULT 0, created_us bigint NOT NULL, updated_us bigint NOT NULL,"
+    " input bytea NOT NULL, UNIQUE(thread, run));"
+    "CREATE INDEX IF NOT EXISTS ab_requests_queue ON ab_requests(agent, state, id);"
+    "CREATE INDEX IF NOT EXISTS ab_requests_by_state ON ab_requests(state, id);"
+    "CREATE INDEX IF NOT EXISTS ab_requests_open ON ab_requests(thread, id)"
+    " WHERE state IN ('queued', 'assigned', 'started');"
+    /* The conditional append (docs/SCALING.md "Appends"): lock the batch's runs
+     * in (thread, run) order, refuse a stale epoch or a seq that does not
+     * follow the stored last seq, then take the positions from the counter
+     * row (held to commit: positions grow in commit order), insert the
+     * events and move the runs' heads. */
+    "CREATE OR REPLACE FUNCTION ab_append(p_commit bigint, r_thread text[], r_run text[],"
+    " r_first bigint[], r_last bigint[], r_epoch bigint[], r_lastoff bigint[], r_status text[],"
+    " r_outcome text[], r_parent text[], e_run int[], e_seq bigint[], e_data bytea[])"
+    " RETURNS bigint LANGUAGE plpgsql AS $f$"
+    " DECLARE v_first bigint; v_n bigint := cardinality(e_seq); bad record;"
+    " BEGIN"
+    "  INSERT INTO ab_runs(thread, run, epoch, last_seq, last_pos, started_us)"
+    "   SELECT t, r, 0, 0, 0, p_commit FROM unnest(r_thread, r_run) AS u(t, r)"
+    "   ORDER BY t, r ON CONFLICT (thread, run) DO NOTHING;"
+    "  PERFORM 1 FROM ab_runs x WHERE (x.thread, x.run) IN"
+    "   (SELECT * FROM unnest(r_thread, r_run)) ORDER BY x.thread, x.run FOR UPDATE;"
+    "  SELECT u.r, u.e, u.f, x.epoch AS se, x.last_seq AS sl INTO bad"
+    "   FROM unnest(r_thread, r_run, r_epoch, r_first) AS u(t, r, e, f)"
+    "   JOIN ab_runs x ON x.thread = u.t AND x.run = u.r"
+    "   WHERE u.e < x.epoch OR u.f <> x.last_seq + 1 LIMIT 1;"
+    "  IF FOUND THEN"
+    "   IF bad.e < bad.se THEN"
+    "    RAISE EXCEPTION USING ERRCODE = 'AB001', DETAIL = bad.se::text, MESSAGE ="
+    "     format('run %s: epoch %s is stale: the store holds epoch %s', bad.r, bad.e, bad.se);"
+    "   END IF;"
+    "   RAISE EXCEPTION USING ERRCODE = 'AB002', DETAIL = bad.sl::text, MESSAGE ="
+    "    format('run %s: seq %s does not follow the stored last seq %s', bad.r, bad.f, bad.sl);"
+    "  END IF;"
+    "  UPDATE ab_head SET v = v + v_n WHERE id = 1 RETURNING v - v_n + 1 INTO v_first;"
+    "  INSERT INTO ab_events(pos, thread, run, seq, commit_us, data)"
+    "   SELECT v_first + u.o - 1, r_thread[u.ri], r_run[u.ri], u.s, p_commit, u.d"
+    "   FROM unnest(e_run, e_seq, e_data) WITH ORDINALITY AS u(ri, s, d, o);"
+    "  UPDATE ab_runs x SET epoch = greatest(x.epoch, u.e), last_seq = u.l,"
+    "   last_pos = v_first + u.lo, status = coalesce(u.st, x.status),"
+    "   outcome = coalesce(u.oc, x.outcome), parent_run = coalesce(u.pr, x.parent_run),"
+    "   ended_us = CASE WHEN u.st IN ('finished', 'errored') THEN p_commit ELSE x.ended_us END"
+    "   FROM unnest(r_thread, r_run, r_epoch, r_last, r_lastoff, r_status, r_outcome, r_parent)"
+    "    AS u(t, r, e, l, lo, st, oc, pr)"
+    "   WHERE x.thread = u.t AND x.run = u.r;"
+    "  PERFORM pg_notify('ab_events', (v_first + v_n - 1)::text);"
+    "  RETURN v_first;"
+    " END $f$;";
+
+static const struct {
+    const char *sql;
+    int n;
+    Oid types[PG_MAX_PARAMS];
+} Q[PQ_COUNT_] = {
+    [PQ_APPEND] = {"SELECT ab_append($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
+                   13,
+                   {PG_INT8, PG_TEXTA, PG_TEXTA, PG_INT8A, PG_INT8A, PG_INT8A, PG_INT8A, PG_TEXTA,
+                    PG_TEXTA, PG_TEXTA, PG_INT4A, PG_INT8A, PG_BYTEAA}},
+    [PQ_CLAIM] = {"INSERT INTO ab_runs(thread, run, epoch, last_seq, last_pos, started_us)"
+                  " VALUES($1, $2, 1, 0, 0, $3) ON CONFLICT (thread, run)"
+                  " DO UPDATE SET epoch = ab_runs.epoch + 1 RETURNING epoch, last_seq",
+                  3,
+                  {PG_TEXT, PG_TEXT, PG_INT8}},
+    [PQ_HEAD] = {"SELECT " RUN_COLS " FROM ab_runs WHERE thread = $1 AND run = $2",
+                 2,
+                 {PG_TEXT, PG_TEXT}},
+    [PQ_THREAD_HEADS] = {"SELECT " RUN_COLS " FROM ab_runs WHERE thread = $1 ORDER BY ord",
+                         1,
+                         {PG_TEXT}},
+    [PQ_HEAD_POS] = {"SELECT v FROM ab_head WHERE id = 1", 0, {0}},
+    [PQ_READ_RUN] = {"SELECT " EV_COLS " FROM ab_events WHERE thread = $1 AND run = $2"
+                     " AND seq > $3 ORDER BY seq LIMIT $4",
+                     4,
+                     {PG_TEXT, PG_TEXT, PG_INT8, PG_INT8}},
+    [PQ_READ_THREAD] = {"SELECT " EV_COLS " FROM ab_events WHERE thread = $1 AND pos > $2"
+                        " ORDER BY pos LIMIT $3",
+                        3,
+                        {PG_TEXT, PG_INT8, PG_INT8}},
+    [PQ_READ_ALL] = {"SELECT " EV_COLS " FROM ab_events WHERE pos > $1 ORDER BY pos LIMIT $2",
+                     2,
+                     {PG_INT8, PG_INT8}},
+    [PQ_EVENT] = {"SELECT data, pos FROM ab_events WHERE thread = $1 AND run = $2 AND seq = $3",
+                  3,
+                  {PG_TEXT, PG_TEXT, PG_INT8}},
+    [PQ_SNAP_PUT] = {"INSERT INTO ab_snapshots(thread, pos, doc) VALUES($1, $2, $3)"
+                     " ON CONFLICT (thread) DO UPDATE SET pos = excluded.pos, doc = excluded.doc"
+                     " WHERE excluded.pos > ab_snapshots.pos",
+                     3,
+                     {PG_TEXT, PG_INT8, PG_BYTEA}},
+    [PQ_SNAP_GET] = {"SELECT doc, pos FROM ab_snapshots WHERE thread = $1", 1, {PG_TEXT}},
+    /* a put: the key's row if it exists (existing = true), else a new queued
+     * one with the next id from the counter row (ids grow in commit order) */
+    [PQ_REQ_PUT] = {"WITH old AS (SELECT " REQ_COLS ", input FROM ab_requests WHERE key = $1),"
+                    " nid AS (UPDATE ab_head SET v = v + 1 WHERE id = 2"
+                    "  AND NOT EXISTS (SELECT 1 FROM old) RETURNING v),"
+                    " ins AS (INSERT INTO ab_requests(id, key, agent, thread, run, run_named,"
+                    "  state, created_us, updated_us, input) SELECT v, $1, $2, $3, $4, $5,"
+                    "  'queued', $6, $6, $7 FROM nid RETURNING " REQ_COLS ", input)"
+                    " SELECT *, true FROM old UNION ALL SELECT *, false FROM ins",
+                    7,
+                    {PG_TEXT, PG_TEXT, PG_TEXT, PG_TEXT, PG_BOOL, PG_INT8, PG_BYTEA}},
+    [PQ_REQ_BY_ID] = {"SELECT " REQ_COLS ", input FROM ab_requests WHERE id = $1", 1, {PG_INT8}},
+    [PQ_REQ_BY_KEY] = {"SELECT " REQ_COLS ", input FROM ab_requests WHERE key = $1", 1, {PG_TEXT}},
+    [PQ_REQ_BY_RUN] = {"SELECT " REQ_COLS ", input FROM ab_requests WHERE thread = $1"
+                       " AND run = $2",
+                       2,
+                       {PG_TEXT, PG_TEXT}},
+    [PQ_REQ_MOVE] = {"UPDATE ab_requests SET state = $3, worker = $4, epoch = $5,"
+                     " attempts = attempts + CASE WHEN $3 = 'assigned' THEN 1 ELSE 0 END,"
+                     " updated_us = $6 WHERE id = $1 AND state = $2 AND epoch = $7"
+                     " RETURNING " REQ_COLS,
+                     7,
+                     {PG_INT8, PG_TEXT, PG_TEXT, PG_TEXT, PG_INT8, PG_INT8, PG_INT8}},
+    [PQ_REQ_LIST_STATE] = {"SELECT " REQ_COLS " FROM ab_requests WHERE state = $1 AND id > $2"
+                           " ORDER BY id LIMIT $3",
+                           3,
+                           {PG_TEXT, PG_INT8, PG_INT8}},
+    [PQ_REQ_LIST_AGENT] = {"SELECT " REQ_COLS " FROM ab_requests WHERE agent = $1"
+                           " AND state = $2 AND id > $3 ORDER BY id LIMIT $4",
+                           4,
+                           {PG_TEXT, PG_TEXT, PG_INT8, PG_INT8}},
+    [PQ_REQ_THREAD_OPEN] = {"SELECT " REQ_COLS " FROM ab_requests WHERE thread = $1"
+                            " AND state IN ('queued', 'assigned', 'started') ORDER BY id",
+                            1,
+                            {PG_TEXT}},
+    [PQ_REQ_AHEAD] = {"SELECT count(*) FROM ab_requests WHERE agent ="
+                      " (SELECT agent FROM ab_requests WHERE id = $1)"
+                      " AND state = 'queued' AND id < $1",
+                      1,
+                      {PG_INT8}},
+};
+
+/* ---- errors --------------------------------------------------------------- */
+
+static bool conn_lost(const ab_plugin_db_t *db, const char *state)
+{
+    if (!db->conn || PQstatus(db->conn) != CONNECTION_OK)
+        return true;
+    if (!state)
+        return false;
+    /* 08: connection exception; 57P0x: shutdown; 25006: read-only (a standby now) */
+    return strncmp(state, "08", 2) == 0 || strncmp(state, "57P0", 4) == 0 ||
+           strcmp(state, "25006") == 0;
+}
+
+static void drop_conn(ab_plugin_db_t *db)
+{
+    if (db->conn)
+        PQfinish(db->conn);
+    db->conn = NULL;
+    db->listening = false;
+}
+
+ab_status_t ab__pg_fail(ab_plugin_db_t *db, PGresult *r, const char *what, ab_error_t *err)
+{
+    const char *state = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
+    const char *msg = r ? PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY) : NULL;
+    if (!msg)
+        msg = db->conn ? PQerrorMessage(db->conn) : "no connection";
+    ab_status_t code = AB_INTERNAL;
+    const char *field = "postgres";
+    if (state && (strcmp(state, "AB001") == 0 || strcmp(state, "AB002") == 0)) {
+        code = AB_CONFLICT;
+        field = state[4] == '1' ? "epoch" : "seq";
+    } else if (state && strcmp(state, "23505") == 0) {
+        code = AB_CONFLICT;
+        field = "seq";
+    } else if (conn_lost(db, state) ||
+               (state && (strncmp(state, "40", 2) == 0 || strncmp(state, "53", 2) == 0 ||
+                          strcmp(state, "55P03") == 0))) {
+        code = AB_UNAVAILABLE;
+    }
+    ab_error_set(err, code, field, "postgres: %s: %s", what, msg);
+    if (state)
+        ab_error_detail_str(err, "sqlstate", state);
+    if (code == AB_CONFLICT && state && state[0] == 'A') {
+        const char *d = PQresultErrorField(r, PG_DIAG_MESSAGE_DETAIL);
+        if (d)
+            ab_error_detail_int(err, field[0] == 'e' ? "epoch" : "last_seq", strtoll(d, NULL, 10));
+    }
+    if (err && code == AB_UNAVAILABLE)
+        err->retryable = true;
+    if (code == AB_UNAVAILABLE && conn_lost(db, state))
+        drop_conn(db);
+    if (r)
+        PQclear(r);
+    return code;
+}
+
+/* ---- connecting ------------------------------------------------------------ */
+
+/* Run a command (no result rows wanted); @return AB_OK or the failure. */
+static ab_status_t run_cmd(ab_plugin_db_t *db, const char *sql, const char *what, ab_error_t *err)
+{
+    PGresult *r = PQexec(db->conn, sql);
+    ExecStatusType st = r ? PQresultStatus(r) : PGRES_FATAL_ERROR;
+    if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK) {
+        PQclear(r);
+        return AB_OK;
+    }
+    return ab__pg_fail(db, r, what, err);
+}
+
+/* The stored schema version (0 = none yet), inside the setup transaction. */
+static ab_status_t schema_version(ab_plugin_db_t *db, long *v, ab_error_t *err)
+{
+    PGresult *r = PQexec(db->conn, "SELECT v FROM ab_meta WHERE k = 'schema'");
+    if (!r || PQresultStatus(r) != PGRES_TUPLES_OK)
+        return ab__pg_fail(db, r, "schema version", err);
+    *v = PQntuples(r) ? strtol(PQgetvalue(r, 0, 0), NULL, 10) : 0;
+    PQclear(r);
+    return AB_OK;
+}
+
+/* Create what is missing (invariant 1); a newer schema is refused unchanged. */
+static ab_status_t setup_schema(ab_plugin_db_t *db, ab_error_t *err)
+{
+    ab_status_t s = run_cmd(db,
+                            "BEGIN; SELECT pg_advisory_xact_lock(" SCHEMA_LOCK ");"
+                            " CREATE TABLE IF NOT EXISTS ab_meta(k text PRIMARY KEY, v bigint)",
+                            "schema", err);
+    long v = 0;
+    if (s == AB_OK)
+        s = schema_version(db, &v, err);
+    if (s == AB_OK && v > SCHEMA_VERSION) {
+        s = ab_error_set(err, AB_UNSUPPORTED, "schema",
+                         "postgres: database schema version %ld is newer than this build (%d)", v,
+                         SCHEMA_VERSION);
+        ab_error_detail_int(err, "theirs", v);
+        ab_error_detail_int(err, "ours", SCHEMA_VERSION);
+    }
+    if (s == AB_OK && v < SCHEMA_VERSION)
+        s = run_cmd(db, SCHEMA, "schema", err);
+    if (s == AB_OK && v < SCHEMA_VERSION)
+        s = run_cmd(db, "INSERT INTO ab_meta VALUES ('schema', 1) ON CONFLICT (k) DO NOTHING",
+                    "schema", err);
+    if (s == AB_OK)
+        return run_cmd(db, "COMMIT", "schema", err);
+    if (db->conn)
+        PQclear(PQexec(db->conn, "ROLLBACK"));
+    return s;
+}
+
+static ab_status_t prepare_all(ab_plugin_db_t *db, ab_error_t *err)
+{
+    for (int i = 0; i < PQ_COUNT_; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "q%d", i);
+        PGresult *r = PQprepare(db->conn, name, Q[i].sql, Q[i].n, Q[i].types);
+        if (!r || PQresultStatus(r) != PGRES_COMMAND_OK)
+            return ab__pg_fail(db, r, "prepare", err);
+        PQclear(r);
+    }
+    return AB_OK;
+}
+
+/* Server notices (CREATE ... IF NOT EXISTS skipping) are not the broker's output. */
+static void quiet(void *arg, const char *message)
+{
+    (void)arg, (void)message;
+}
+
+static ab_status_t connect_db(ab_plugin_db_t *db, ab_error_t *err)
+{
+    db->conn = PQconnectdb(db->conninfo);
+    if (db->conn)
+        PQsetNoticeProcessor(db->conn, quiet, NULL);
+    if (!db->conn || PQstatus(db->conn) != CONNECTION_OK) {
+        ab_error_set(err, AB_UNAVAILABLE, "pg", "postgres: cannot connect: %s",
+                     db->conn ? PQerrorMessage(db->conn) : "out of memory");
+        if (err)
+            err->retryable = true;
+        drop_conn(db);
+        return AB_UNAVAILABLE;
+    }
+    ab_status_t s = AB_OK;
+    if (!db->readonly)
+        s = setup_schema(db, err);
+    if (s == AB_OK && !db->readonly)
+        s = run_cmd(db,
+                    db->durability == AB_DURABILITY_PROCESS ? "SET synchronous_commit = off"
+                                                            : "SET synchronous_commit = on",
+                    "synchronous_commit", err);
+    if (s == AB_OK && !db->readonly)
+        s = run_cmd(db, "LISTEN ab_events", "listen", err);
+    if (s == AB_OK)
+        s = prepare_all(db, err);
+    if (s != AB_OK) {
+        drop_conn(db);
+        return s;
+    }
+    db->listening = !db->readonly;
+    return AB_OK;
+}
+
+ab_status_t ab__pg_ready(ab_plugin_db_t *db, ab_error_t *err)
+{
+    if (!db)
+        return ab_error_set(err, AB_INVALID_ARGUMENT, "store", "postgres: NULL handle");
+    if (db->conn && PQstatus(db->conn) == CONNECTION_OK)
+        return AB_OK;
+    drop_conn(db);
+    return connect_db(db, err);
+}
+
+static ab_status_t pg_open(const ab_plugin_open_opts_t *opts, ab_plugin_db_t **out, ab_error_t *err)
+{
+    if (!opts || !out)
+        return ab_error_set(err, AB_INVALID_ARGUMENT, "pg", "postgres plugin: NULL options");
+    if (!opts->conninfo || !*opts->conninfo)
+        return ab_error_set(err, AB_INVALID_CONFIG, "pg",
+                            "postgres plugin: no connection string (give --pg CONNINFO, e.g. "
+                            "'host=127.0.0.1 port=5432 dbname=agentbus')");
+    ab_plugin_db_t *db = calloc(1, sizeof *db);
+    if (!db || !(db->conninfo = strdup(opts->conninfo))) {
+        free(db);
+        return ab_error_set(err, AB_NOMEM, "pg", "out of memory");
+    }
+    db->readonly = opts->readonly;
+    db->durability = opts->durability;
+    ab_status_t s = connect_db(db, err);
+    if (s != AB_OK) {
+        free(db->conninfo);
+        free(db);
+        return s;
+    }
+    *out = db;
+    return AB_OK;
+}
+
+static void pg_close(ab_plugin_db_t *db)
+{
+    if (!db)
+        return;
+    drop_conn(db);
+    ab__pg_stage_free(db);
+    free(db->conninfo);
+    free(db);
+}
+
+/* ---- running statements ------------------------------------------------------- */
+
+PGresult *ab__pg_exec(ab_plugin_db_t *db, int which, const pg_params_t *p, const char *what,
+                      ab_error_t *err)
+{
+    if (ab__pg_ready(db, err) != AB_OK)
+        return NULL;
+    char name[16];
+    snprintf(name, sizeof name, "q%d", which);
+    PGresult *r = PQexecPrepared(db->conn, name, p ? p->n : 0, p ? p->val : NULL, p ? p->len : NULL,
+                                 p ? p->fmt : NULL, 1);
+    ExecStatusType st = r ? PQresultStatus(r) : PGRES_FATAL_ERROR;
+    if (st == PGRES_TUPLES_OK || st == PGRES_COMMAND_OK)
+        return r;
+    ab__pg_fail(db, r, what, err);
+    return NULL;
+}
+
+static void put_be(uint8_t *p, uint64_t v, int n)
+{
+    for (int i = n - 1; i >= 0; i--, v >>= 8)
+        p[i] = (uint8_t)v;
+}
+
+static void p_add(pg_params_t *p, const void *v, size_t len)
+{
+    p->val[p->n] = v;
+    p->len[p->n] = (int)len;
+    p->fmt[p->n] = 1;
+    p->n++;
+}
+
+void ab__pg_p_text(pg_params_t *p, ab_str_t s)
+{
+    p_add(p, s.ptr ? s.ptr : "", s.ptr ? s.len : 0);
+}
+
+void ab__pg_p_cstr(pg_params_t *p, const char *s)
+{
+    p_add(p, s, strlen(s));
+}
+
+void ab__pg_p_i64(pg_params_t *p, int64_t v)
+{
+    put_be(p->num[p->n], (uint64_t)v, 8);
+    p_add(p, p->num[p->n], 8);
+}
+
+void ab__pg_p_i32(pg_params_t *p, int32_t v)
+{
+    put_be(p->num[p->n], (uint32_t)v, 4);
+    p_add(p, p->num[p->n], 4);
+}
+
+void ab__pg_p_bool(pg_params_t *p, bool v)
+{
+    p->num[p->n][0] = v ? 1 : 0;
+    p_add(p, p->num[p->n], 1);
+}
+
+void ab__pg_p_bytes(pg_params_t *p, const uint8_t *b, size_t len)
+{
+    static const uint8_t none[1] = {0};
+    p_add(p, len ? (const void *)b : none, len);
+}
+
+void ab__pg_p_null(pg_params_t *p)
+{
+    p->val[p->n] = NULL;
+    p->len[p->n] = 0;
+    p->fmt[p->n] = 1;
+    p->n++;
+}
+
+int64_t ab__pg_i64(const PGresult *r, int row, int col)
+{
+    const uint8_t *v = (const uint8_t *)PQgetvalue(r, row, col);
+    int n = PQgetlength(r, row, col);
+    uint64_t x = 0;
+    for (int i = 0; i < n; i++)
+        x = (x << 8) | v[i];
+    if (n == 4)
+        return (int32_t)(uint32_t)x;
+    return (int64_t)x;
+}
+
+ab_str_t ab__pg_str(const PGresult *r, int row, int col)
+{
+    return (ab_str_t){.ptr = PQgetvalue(r, row, col), .len = (size_t)PQgetlength(r, row, col)};
+}
+
+void ab__pg_copy(char *dst, size_t cap, const PGresult *r, int row, int col)
+{
+    ab_str_t s = ab__pg_str(r, row, col);
+    size_t n = s.len < cap - 1 ? s.len : cap - 1;
+    if (n)
+        memcpy(dst, s.ptr, n);
+    dst[n] = '\0';
+}
+
+ab_status_t ab__pg_check_id(ab_str_t id, const char *field, ab_error_t *err)
+{
+    if (!id.ptr || id.len == 0 || id.len > AB_ID_MAX_BYTES)
+        return ab_error_set(err, AB_INVALID_ARGUMENT, field, "postgres: %s id must be 1..%d bytes",
+                            field, AB_ID_MAX_BYTES);
+    return AB_OK;
+}
+
+ab_status_t ab__pg_check_writer(ab_plugin_db_t *db, const char *what, ab_error_t *err)
+{
+    if (!db)
+        return ab_error_set(err, AB_INVALID_ARGUMENT, "store", "postgres: NULL handle");
+    if (db->readonly)
+        return ab_error_set(err, AB_INVALID_ARGUMENT, "store",
+                            "postgres: %s needs a writer handle (this one is read-only)", what);
+    return AB_OK;
+}
+
+/* ---- waking a broker when another writer committed ------------------------------ */
+
+static int pg_wake_fd(ab_plugin_db_t *db)
+{
+    if (!db || !db->conn || !db->listening || PQstatus(db->conn) != CONNECTION_OK)
+        return -1;
+    return PQsocket(db->conn);
+}
+
+static ab_status_t pg_wake_drain(ab_plugin_db_t *db, ab_error_t *err)
+{
+    if (!db)
+        return ab_error_set(err, AB_INVALID_ARGUMENT, "store", "postgres: NULL handle");
+    if (!db->conn || PQstatus(db->conn) != CONNECTION_OK)
+        return ab__pg_ready(db, err);
+    if (!PQconsumeInput(db->conn))
+        return ab__pg_fail(db, NULL, "notifications", err);
+    PGnotify *n;
+    while ((n = PQnotifies(db->conn)) != NULL)
+        PQfreemem(n);
+    return AB_OK;
+}
+
+static const ab_plugin_t PG_PLUGIN = {
+    .abi_version = AB_PLUGIN_ABI_VERSION,
+    .struct_size = sizeof(ab_plugin_t),
+    .name = "postgres",
+    .open = pg_open,
+    .close = pg_close,
+    .append_batch = ab__pg_append_batch,
+    .claim = ab__pg_claim,
+    .head = ab__pg_head,
+    .thread_heads = ab__pg_thread_heads,
+    .head_pos = ab__pg_head_pos,
+    .read = ab__pg_read,
+    .event_bytes = ab__pg_event_bytes,
+    .snapshot_put = ab__pg_snapshot_put,
+    .snapshot_get = ab__pg_snapshot_get,
+    .request_put = ab__pg_request_put,
+    .request_get = ab__pg_request_get,
+    .request_by_key = ab__pg_request_by_key,
+    .request_move = ab__pg_request_move,
+    .request_list = ab__pg_request_list,
+    .request_thread_open = ab__pg_request_thread_open,
+    .request_position = ab__pg_request_position,
+    .request_by_run = ab__pg_request_by_run,
+    .wake_fd = pg_wake_fd,
+    .wake_drain = pg_wake_drain,
+};
+
+/** The plugin entry point (AB_PLUGIN_ENTRY_SYMBOL). */
+__attribute__((visibility("default"))) const ab_plugin_t *ab_plugin_entry(void);
+
+const ab_plugin_t *ab_plugin_entry(void)
+{
+    return &PG_PLUGIN;
+}

@@ -1,0 +1,469 @@
+/*
+ * test_pg_plugin.c - the PostgreSQL plugin through its function table, on a
+ * server of its own (pg_fixture.h): loading by name, dense positions and
+ * reads of every scope, heads and claims, exact bytes, all-or-nothing
+ * batches, the conditional append across two connections (a seq committed
+ * by one is refused to the other; a writer fenced by a claim on one
+ * connection is refused on the other), a tailing reader that never skips
+ * under concurrent commits from two connections, run requests shared by two
+ * connections, snapshots, and a connection killed under the handle.
+ *
+ * One server for the file (group setup); each test uses fresh thread ids.
+ */
+#include "pg_fixture.h"
+
+#include "agentbus/plugin.h"
+#include "loader.h"
+#include "testutil.h"
+
+#include <libgen.h>
+#include <pthread.h>
+#include <stdatomic.h>
+
+static pgfx_t g_pg;
+static ab_plugin_lib_t g_lib;
+static const ab_plugin_t *P;
+static unsigned g_serial;
+
+static int group_setup(void **state)
+{
+    (void)state;
+    int rc = pgfx_init(&g_pg);
+    if (rc == 77) {
+        fprintf(stderr, "no PostgreSQL server binaries here (pg_config --bindir): skipped\n");
+        exit(77);
+    }
+    if (rc != 0 || pgfx_start(&g_pg, NULL) != 0)
+        return -1;
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s", AB_PG_MODULE);
+    setenv("AGENTBUS_PLUGIN_DIR", dirname(dir), 1);
+    ab_error_t err = AB_ERROR_INIT;
+    if (ab__plugin_load("postgres", &g_lib, &err) != AB_OK) {
+        fprintf(stderr, "load: %s\n", err.message);
+        return -1;
+    }
+    P = g_lib.plugin;
+    return 0;
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    ab__plugin_unload(&g_lib);
+    pgfx_cleanup(&g_pg);
+    return 0;
+}
+
+static ab_str_t S(const char *s)
+{
+    return (ab_str_t){.ptr = s, .len = strlen(s)};
+}
+
+static ab_plugin_db_t *open_db(bool readonly)
+{
+    ab_plugin_open_opts_t o = {
+        .data_dir = "/nonexistent", .readonly = readonly, .conninfo = g_pg.conninfo};
+    ab_plugin_db_t *db = NULL;
+    ab_error_t err = AB_ERROR_INIT;
+    ab_status_t s = P->open(&o, &db, &err);
+    if (s != AB_OK)
+        fail_msg("open: %s: %s", ab_status_name(s), err.message);
+    return db;
+}
+
+static void fresh(char *out, size_t cap, const char *what)
+{
+    snprintf(out, cap, "%s-%d-%u", what, (int)getpid(), ++g_serial);
+}
+
+static ab_append_event_t ev(const char *thread, const char *run, uint64_t seq, uint64_t epoch,
+                            const char *body)
+{
+    return (ab_append_event_t){.thread = S(thread),
+                               .run = S(run),
+                               .seq = seq,
+                               .epoch = epoch,
+                               .bytes = (const uint8_t *)body,
+                               .len = strlen(body)};
+}
+
+typedef struct acc {
+    char text[4096];
+    uint64_t last_pos;
+    uint32_t n;
+} acc_t;
+
+static int acc_row(void *ud, const ab_row_t *row)
+{
+    acc_t *a = ud;
+    size_t l = strlen(a->text);
+    snprintf(a->text + l, sizeof a->text - l, "%s%.*s/%llu:%.*s", l ? " " : "", (int)row->run.len,
+             row->run.ptr, (unsigned long long)row->seq, (int)row->len, (const char *)row->bytes);
+    if (a->last_pos)
+        assert_int_equal(row->pos, a->last_pos + 1);
+    a->last_pos = row->pos;
+    a->n++;
+    return 0;
+}
+
+static void test_load_by_name(void **state)
+{
+    (void)state;
+    assert_string_equal(P->name, "postgres");
+    assert_int_equal(P->abi_version, AB_PLUGIN_ABI_VERSION);
+    assert_true(ab__plugin_dispatches(P));
+    assert_true(ab__plugin_shared(P));
+    assert_false(ab__plugin_shared(ab__plugin_sqlite()));
+    /* no conninfo: a typed refusal naming --pg */
+    ab_plugin_open_opts_t o = {.data_dir = "/tmp"};
+    ab_plugin_db_t *db = NULL;
+    ab_error_t err = AB_ERROR_INIT;
+    assert_int_equal(P->open(&o, &db, &err), AB_INVALID_CONFIG);
+    assert_non_null(strstr(err.message, "--pg"));
+    assert_null(db);
+    /* a server that is not there: unavailable, retryable */
+    ab_error_clear(&err);
+    o.conninfo = "host=127.0.0.1 port=1 connect_timeout=2";
+    assert_int_equal(P->open(&o, &db, &err), AB_UNAVAILABLE);
+    assert_true(err.retryable);
+}
+
+static void test_append_read_heads(void **state)
+{
+    (void)state;
+    ab_plugin_db_t *db = open_db(false), *rd = open_db(true);
+    char th[64];
+    fresh(th, sizeof th, "th");
+    ab_error_t err = AB_ERROR_INIT;
+    uint64_t base = 0, first = 0, epoch = 0, last = 9;
+    assert_int_equal(P->head_pos(db, &base, &err), AB_OK);
+    assert_int_equal(P->claim(db, S(th), S("r1"), &epoch, &last, &err), AB_OK);
+    assert_int_equal(epoch, 1);
+    assert_int_equal(last, 0);
+    ab_append_event_t b[5] = {ev(th, "r1", 1, 1, "a1"), ev(th, "r2", 1, 1, "b1"),
+                              ev(th, "r1", 2, 1, "a2"), ev(th, "r2", 2, 1, "b2"),
+                              ev(th, "r1", 3, 1, "a3")};
+    b[0].status = AB_RUN_STATUS_ACTIVE;
+    b[4].status = AB_RUN_STATUS_FINISHED;
+    b[4].outcome = AB_OUTCOME_SUCCESS;
+    b[1].parent_run = S("r1");
+    assert_int_equal(P->append_batch(db, b, 5, 1234, &first, &err), AB_OK);
+    assert_int_equal(first, base + 1);
+    uint64_t hp = 0;
+    assert_int_equal(P->head_pos(rd, &hp, &err), AB_OK);
+    assert_int_equal(hp, base + 5);
+    acc_t a = {0};
+    uint32_t n = 0;
+    ab_read_t q = {.scope = AB_REPLAY_THREAD, .thread = S(th), .limit = 100};
+    assert_int_equal(P->read(rd, &q, acc_row, &a, &n, &err), AB_OK);
+    assert_string_equal(a.text, "r1/1:a1 r2/1:b1 r1/2:a2 r2/2:b2 r1/3:a3");
+    assert_int_equal(n, 5);
+    memset(&a, 0, sizeof a);
+    q = (ab_read_t){
+        .scope = AB_REPLAY_RUN, .thread = S(th), .run = S("r1"), .after_seq = 1, .limit = 1};
+    assert_int_equal(P->read(rd, &q, acc_row, &a, &n, &err), AB_OK);
+    assert_string_equal(a.text, "r1/2:a2");
+    memset(&a, 0, sizeof a);
+    q = (ab_read_t){.scope = AB_REPLAY_ALL, .after_pos = base + 3, .limit = 10};
+    assert_int_equal(P->read(rd, &q, acc_row, &a, &n, &err), AB_OK);
+    assert_string_equal(a.text, "r2/2:b2 r1/3:a3");
+    ab_run_head_t h;
+    assert_int_equal(P->head(rd, S(th), S("r1"), &h, &err), AB_OK);
+    assert_int_equal(h.last_seq, 3);
+    assert_int_equal(h.last_pos, base + 5);
+    assert_int_equal(h.status, AB_RUN_STATUS_FINISHED);
+    assert_int_equal(h.outcome, AB_OUTCOME_SUCCESS);
+    assert_int_equal(h.ended_us, 1234);
+    assert_int_equal(P->head(rd, S(th), S("r2"), &h, &err), AB_OK);
+    assert_string_equal(h.parent_run, "r1");
+    assert_int_equal(h.status, AB_RUN_STATUS_ACTIVE); /* has events, no status stored */
+    assert_int_equal(P->head(rd, S(th), S("nope"), &h, &err), AB_OK);
+    assert_int_equal(h.status, AB_RUN_STATUS_UNKNOWN);
+    assert_string_equal(h.run, "nope");
+    ab_buf_t bytes = {0};
+    uint64_t pos = 0;
+    assert_int_equal(P->event_bytes(rd, S(th), S("r2"), 2, &bytes, &pos, &err), AB_OK);
+    assert_int_equal(bytes.len, 2);
+    assert_memory_equal(bytes.data, "b2", 2);
+    assert_int_equal(pos, base + 4);
+    assert_int_equal(P->event_bytes(rd, S(th), S("r2"), 3, &bytes, &pos, &err), AB_NOT_FOUND);
+    ab_buf_free(&bytes);
+    P->close(rd);
+    P->close(db);
+}
+
+static void test_conditional_append_two_connections(void **state)
+{
+    (void)state;
+    ab_plugin_db_t *a = open_db(false), *b = open_db(false);
+    char th[64];
+    fresh(th, sizeof th, "th");
+    ab_error_t err = AB_ERROR_INIT;
+    uint64_t first = 0, base = 0, epoch = 0, last = 0, hp = 0;
+    assert_int_equal(P->head_pos(a, &base, &err), AB_OK);
+    ab_append_event_t e1 = ev(th, "r", 1, 1, "x");
+    assert_int_equal(P->append_batch(a, &e1, 1, 1, &first, &err), AB_OK);
+    /* b's view is stale: seq 1 again is refused, and so is a gap */
+    ab_append_event_t e1b[2] = {ev(th, "other", 1, 1, "o"), ev(th, "r", 1, 1, "y")};
+    assert_int_equal(P->append_batch(b, e1b, 2, 1, &first, &err), AB_CONFLICT);
+    tu_assert_error(&err, AB_CONFLICT, "seq");
+    assert_int_equal(ab_error_detail(&err, "last_seq")->i, 1);
+    ab_error_clear(&err);
+    ab_append_event_t e3 = ev(th, "r", 3, 1, "z");
+    assert_int_equal(P->append_batch(b, &e3, 1, 1, &first, &err), AB_CONFLICT);
+    ab_error_clear(&err);
+    /* nothing of a refused batch is stored, not even its other run */
+    assert_int_equal(P->head_pos(a, &hp, &err), AB_OK);
+    assert_int_equal(hp, base + 1);
+    ab_run_head_t h;
+    assert_int_equal(P->head(a, S(th), S("other"), &h, &err), AB_OK);
+    assert_int_equal(h.last_seq, 0);
+    /* fencing: b claims (epoch 2); a's writer at epoch 1 is refused */
+    assert_int_equal(P->claim(b, S(th), S("r"), &epoch, &last, &err), AB_OK);
+    assert_int_equal(epoch, 2);
+    assert_int_equal(last, 1);
+    ab_append_event_t e2 = ev(th, "r", 2, 1, "late");
+    assert_int_equal(P->append_batch(a, &e2, 1, 1, &first, &err), AB_CONFLICT);
+    tu_assert_error(&err, AB_CONFLICT, "epoch");
+    assert_int_equal(ab_error_detail(&err, "epoch")->i, 2);
+    ab_error_clear(&err);
+    e2.epoch = 2;
+    assert_int_equal(P->append_batch(a, &e2, 1, 1, &first, &err), AB_OK);
+    assert_int_equal(first, base + 2);
+    /* inside one batch a run's seqs must follow each other */
+    ab_append_event_t gap[2] = {ev(th, "g", 1, 1, "1"), ev(th, "g", 3, 1, "3")};
+    assert_int_equal(P->append_batch(a, gap, 2, 1, &first, &err), AB_CONFLICT);
+    P->close(a);
+    P->close(b);
+}
+
+/* ---- a tailing reader under concurrent commits ------------------------------------ */
+
+#define TAIL_BATCHES 150
+#define TAIL_BATCH   40
+
+typedef struct tail_writer {
+    int id;
+    char thread[64];
+    ab_status_t failed;
+} tail_writer_t;
+
+static atomic_int g_writers_done;
+
+static void *tail_write(void *arg)
+{
+    tail_writer_t *w = arg;
+    ab_plugin_db_t *db = open_db(false);
+    ab_append_event_t evs[TAIL_BATCH];
+    char runs[4][16];
+    for (int r = 0; r < 4; r++)
+        snprintf(runs[r], sizeof runs[r], "r%d", r);
+    for (int b = 0; b < TAIL_BATCHES && !w->failed; b++) {
+        for (int i = 0; i < TAIL_BATCH; i++)
+            evs[i] = ev(w->thread, runs[i % 4], (uint64_t)(b * (TAIL_BATCH / 4) + i / 4 + 1), 1,
+                        "payload-of-an-event");
+        uint64_t first = 0;
+        ab_error_t err = AB_ERROR_INIT;
+        w->failed = P->append_batch(db, evs, TAIL_BATCH, b, &first, &err);
+    }
+    P->close(db);
+    atomic_fetch_add(&g_writers_done, 1);
+    return NULL;
+}
+
+typedef struct tail_state {
+    uint64_t last;
+    uint64_t seen;
+    bool skipped;
+} tail_state_t;
+
+static int tail_row(void *ud, const ab_row_t *row)
+{
+    tail_state_t *t = ud;
+    if (row->pos != t->last + 1)
+        t->skipped = true;
+    t->last = row->pos;
+    t->seen++;
+    return 0;
+}
+
+static void test_tailing_reader_never_skips(void **state)
+{
+    (void)state;
+    ab_plugin_db_t *rd = open_db(true);
+    ab_error_t err = AB_ERROR_INIT;
+    tail_state_t t = {0};
+    assert_int_equal(P->head_pos(rd, &t.last, &err), AB_OK);
+    uint64_t start = t.last;
+    tail_writer_t w[2] = {{.id = 0}, {.id = 1}};
+    pthread_t th[2];
+    atomic_store(&g_writers_done, 0);
+    for (int i = 0; i < 2; i++) {
+        fresh(w[i].thread, sizeof w[i].thread, "tail");
+        assert_int_equal(pthread_create(&th[i], NULL, tail_write, &w[i]), 0);
+    }
+    uint64_t want = 2u * TAIL_BATCHES * TAIL_BATCH;
+    long end = pgfx_now_ms() + 60000;
+    while (t.seen < want && pgfx_now_ms() < end) {
+        bool done = atomic_load(&g_writers_done) == 2;
+        ab_read_t q = {.scope = AB_REPLAY_ALL, .after_pos = t.last, .limit = 97};
+        uint32_t n = 0;
+        assert_int_equal(P->read(rd, &q, tail_row, &t, &n, &err), AB_OK);
+        assert_false(t.skipped);
+        if (n == 0 && done)
+            break;
+    }
+    for (int i = 0; i < 2; i++) {
+        pthread_join(th[i], NULL);
+        assert_int_equal(w[i].failed, AB_OK);
+    }
+    assert_int_equal(t.seen, want);
+    assert_int_equal(t.last, start + want);
+    P->close(rd);
+}
+
+/* ---- requests ------------------------------------------------------------------------ */
+
+static int count_req(void *ud, const ab_request_t *r)
+{
+    (void)r;
+    (*(int *)ud)++;
+    return 0;
+}
+
+static void test_requests_shared(void **state)
+{
+    (void)state;
+    ab_plugin_db_t *a = open_db(false), *b = open_db(false);
+    char key[64], key2[64], th[64];
+    fresh(key, sizeof key, "key");
+    fresh(key2, sizeof key2, "key");
+    fresh(th, sizeof th, "th");
+    ab_error_t err = AB_ERROR_INIT;
+    ab_request_new_t nr = {.key = S(key),
+                           .agent = S("agent-x"),
+                           .thread = S(th),
+                           .run = S("r1"),
+                           .run_named = true,
+                           .input = (const uint8_t *)"in",
+                           .input_len = 2};
+    ab_request_t r1, r2, r3;
+    bool existing = true;
+    assert_int_equal(P->request_put(a, &nr, &r1, &existing, &err), AB_OK);
+    assert_false(existing);
+    assert_int_equal(r1.state, AB_REQ_QUEUED);
+    /* the same key through the other connection: the stored request */
+    assert_int_equal(P->request_put(b, &nr, &r2, &existing, &err), AB_OK);
+    assert_true(existing);
+    assert_int_equal(r2.id, r1.id);
+    nr.input_len = 1;
+    assert_int_equal(P->request_put(b, &nr, &r2, &existing, &err), AB_CONFLICT);
+    tu_assert_error(&err, AB_CONFLICT, "key");
+    ab_error_clear(&err);
+    /* another key for the same run */
+    nr.key = S(key2);
+    assert_int_equal(P->request_put(b, &nr, &r2, &existing, &err), AB_CONFLICT);
+    tu_assert_error(&err, AB_CONFLICT, "run");
+    ab_error_clear(&err);
+    nr.run = S("r2");
+    assert_int_equal(P->request_put(b, &nr, &r2, &existing, &err), AB_OK);
+    assert_true(r2.id > r1.id);
+    uint64_t ahead = 9;
+    assert_int_equal(P->request_position(a, r2.id, &ahead, &err), AB_OK);
+    assert_true(ahead >= 1);
+    /* compare-and-set moves from both connections: one wins */
+    ab_request_move_t mv = {
+        .expect_state = AB_REQ_QUEUED, .state = AB_REQ_ASSIGNED, .worker = S("w1"), .epoch = 1};
+    assert_int_equal(P->request_move(a, r1.id, &mv, &r3, &err), AB_OK);
+    assert_int_equal(r3.attempts, 1);
+    assert_string_equal(r3.worker, "w1");
+    assert_int_equal(P->request_move(b, r1.id, &mv, &r3, &err), AB_CONFLICT);
+    tu_assert_error(&err, AB_CONFLICT, "state");
+    ab_error_clear(&err);
+    mv = (ab_request_move_t){.expect_state = AB_REQ_ASSIGNED, .state = AB_REQ_ENDED};
+    assert_int_equal(P->request_move(b, r1.id, &mv, &r3, &err), AB_INVALID_ARGUMENT);
+    ab_error_clear(&err);
+    int n = 0;
+    assert_int_equal(P->request_thread_open(b, S(th), count_req, &n, &err), AB_OK);
+    assert_int_equal(n, 2);
+    ab_buf_t in = {0};
+    assert_int_equal(P->request_by_run(b, S(th), S("r2"), &r3, &in, &err), AB_OK);
+    assert_int_equal(r3.id, r2.id);
+    assert_int_equal(in.len, 1);
+    assert_int_equal(P->request_by_key(b, S(key), &r3, NULL, &err), AB_OK);
+    assert_int_equal(r3.state, AB_REQ_ASSIGNED);
+    uint32_t cnt = 0;
+    n = 0;
+    assert_int_equal(
+        P->request_list(b, AB_REQ_QUEUED, S("agent-x"), 0, 100, count_req, &n, &cnt, &err), AB_OK);
+    assert_true(cnt >= 1);
+    ab_buf_free(&in);
+    P->close(a);
+    P->close(b);
+}
+
+static void test_snapshots(void **state)
+{
+    (void)state;
+    ab_plugin_db_t *db = open_db(false);
+    char th[64];
+    fresh(th, sizeof th, "snap");
+    ab_error_t err = AB_ERROR_INIT;
+    ab_buf_t doc = {0};
+    uint64_t pos = 0;
+    assert_int_equal(P->snapshot_get(db, S(th), &doc, &pos, &err), AB_NOT_FOUND);
+    ab_error_clear(&err);
+    assert_int_equal(P->snapshot_put(db, S(th), 10, (const uint8_t *)"ten", 3, &err), AB_OK);
+    assert_int_equal(P->snapshot_put(db, S(th), 5, (const uint8_t *)"five", 4, &err), AB_OK);
+    assert_int_equal(P->snapshot_get(db, S(th), &doc, &pos, &err), AB_OK);
+    assert_int_equal(pos, 10);
+    assert_memory_equal(doc.data, "ten", 3);
+    ab_buf_free(&doc);
+    P->close(db);
+}
+
+/* The server ends the handle's connection: the call fails retryable, the next reconnects. */
+static void test_reconnect_after_lost_connection(void **state)
+{
+    (void)state;
+    ab_plugin_db_t *db = open_db(false);
+    PGconn *admin = pgfx_connect(&g_pg);
+    assert_non_null(admin);
+    char th[64];
+    fresh(th, sizeof th, "re");
+    ab_error_t err = AB_ERROR_INIT;
+    uint64_t first = 0;
+    ab_append_event_t e = ev(th, "r", 1, 1, "x");
+    assert_int_equal(P->append_batch(db, &e, 1, 1, &first, &err), AB_OK);
+    assert_true(pgfx_scalar(admin,
+                            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+                            " WHERE query LIKE 'LISTEN%' OR query LIKE 'SELECT ab_append%'") >= 1);
+    e = ev(th, "r", 2, 1, "y");
+    ab_status_t s = P->append_batch(db, &e, 1, 1, &first, &err);
+    if (s != AB_OK) {
+        assert_int_equal(s, AB_UNAVAILABLE);
+        assert_true(err.retryable);
+        ab_error_clear(&err);
+        assert_int_equal(P->append_batch(db, &e, 1, 1, &first, &err), AB_OK);
+    }
+    ab_run_head_t h;
+    assert_int_equal(P->head(db, S(th), S("r"), &h, &err), AB_OK);
+    assert_int_equal(h.last_seq, 2);
+    PQfinish(admin);
+    P->close(db);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_load_by_name),
+        cmocka_unit_test(test_append_read_heads),
+        cmocka_unit_test(test_conditional_append_two_connections),
+        cmocka_unit_test(test_tailing_reader_never_skips),
+        cmocka_unit_test(test_requests_shared),
+        cmocka_unit_test(test_snapshots),
+        cmocka_unit_test(test_reconnect_after_lost_connection),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
