@@ -27,6 +27,7 @@
  */
 #include "ab_common.h"
 #include "dispatch.h"
+#include "follow.h"
 #include "stats.h"
 #include "writer_int.h"
 
@@ -47,6 +48,7 @@ typedef struct writer {
     ab__fanout_t fan;        /**< live messages and heartbeats */
     ab__snapsched_t snap;    /**< durable snapshot scheduling */
     ab__dispatch_t *disp;    /**< run dispatch (dispatch.h); NULL: the plugin stores no requests */
+    ab__follow_t follow;     /**< other brokers' commits to a shared store (follow.h) */
     int64_t slow_logged_us;  /**< when the last slow-group line was written */
     uint64_t slow_unlogged;  /**< slow groups since, not written */
     ab__wstats_t stats;      /**< commits, rejections, latency (stats.h); copied to b->stats */
@@ -294,6 +296,7 @@ static void committed(writer_t *w, const ab_append_event_t *evs, size_t n, uint6
     ab__dispatch_committed(w->disp, evs, n);
     ab__seq_commit(w->seq, first);
     atomic_store(&w->b->head_pos, first + n - 1);
+    ab__follow_before(&w->follow, &w->fan, first);
     for (size_t j = 0; j < w->ngroup; j++) {
         const ab_job_t *job = w->group[j];
         for (uint32_t i = 0; i < job->count; i++)
@@ -301,6 +304,31 @@ static void committed(writer_t *w, const ab_append_event_t *evs, size_t n, uint6
                 ab__fanout_event(&w->fan, &job->items[i], now);
     }
     ab__fanout_flush(&w->fan); /* before any answer (invariant 2) */
+    ab__follow_after(&w->follow, &w->fan, first + n - 1);
+}
+
+/*
+ * Commit the staged group. A shared store refuses a batch as AB_CONFLICT when
+ * another broker committed to one of its runs (this broker's cached head was
+ * stale): the abort drops the group's runs from the cache, and the group is
+ * staged again against the stored heads (answered duplicate, gap, fenced ...
+ * as the store now says), a few times at most.
+ */
+static ab_status_t append_group(writer_t *w, int64_t now, const ab_append_event_t **evs, size_t *n,
+                                uint64_t *first, ab_error_t *e)
+{
+    ab_status_t rc = w->b->plugin->append_batch(w->b->wdb, *evs, *n, now, first, e);
+    for (int again = 0; rc == AB_CONFLICT && w->follow.on && again < 3; again++) {
+        ab__seq_abort(w->seq);
+        ab_error_clear(e);
+        for (size_t j = 0; j < w->ngroup; j++)
+            ab__seq_stage(w->seq, w->group[j]->items, w->group[j]->count);
+        *evs = ab__seq_pending(w->seq, n);
+        if (*n == 0)
+            return AB_OK;
+        rc = w->b->plugin->append_batch(w->b->wdb, *evs, *n, now, first, e);
+    }
+    return rc;
 }
 
 /*
@@ -362,9 +390,10 @@ static void commit_group(writer_t *w)
     uint64_t first = 0;
     ab_error_t e = AB_ERROR_INIT;
     int64_t t1 = t0;
-    if (n == 0) {
+    ab_status_t rc = n == 0 ? AB_OK : append_group(w, now, &evs, &n, &first, &e);
+    if (rc == AB_OK && n == 0) {
         ab__seq_commit(w->seq, atomic_load(&w->b->head_pos) + 1);
-    } else if (w->b->plugin->append_batch(w->b->wdb, evs, n, now, &first, &e) == AB_OK) {
+    } else if (rc == AB_OK) {
         t1 = ab__mono_us();
         ab__wstats_commit(&w->stats, n, t1 - t0, t1);
         committed(w, evs, n, first, now);
@@ -422,8 +451,10 @@ static ab_status_t commit_item(writer_t *w, ab_seq_item_t *it, ab_error_t *err)
     ab__dispatch_committed(w->disp, evs, n);
     ab__seq_commit(w->seq, first);
     atomic_store(&w->b->head_pos, first);
+    ab__follow_before(&w->follow, &w->fan, first);
     ab__fanout_event(&w->fan, it, now);
     ab__fanout_flush(&w->fan);
+    ab__follow_after(&w->follow, &w->fan, first);
     ab__snapsched_request(&w->snap);
     return AB_OK;
 }
@@ -491,22 +522,33 @@ static ab_job_t *wait_job(writer_t *w)
         w->held = NULL;
         return job;
     }
-    zmq_pollitem_t items[3] = {{.socket = w->sock, .events = ZMQ_POLLIN},
-                               {.socket = w->fan.xpub, .events = ZMQ_POLLIN},
-                               {.socket = w->b->ev_mon.pair, .events = ZMQ_POLLIN}};
-    int npoll = w->b->ev_mon.pair != NULL ? 3 : 2;
+    zmq_pollitem_t items[4] = {{.socket = w->sock, .events = ZMQ_POLLIN},
+                               {.socket = w->fan.xpub, .events = ZMQ_POLLIN}};
+    int nitems = 2, ifollow = -1, imon = -1;
+    int ffd = ab__follow_fd(&w->follow);
+    if (ffd >= 0) {
+        ifollow = nitems;
+        items[nitems++] = (zmq_pollitem_t){.fd = ffd, .events = ZMQ_POLLIN};
+    }
+    if (w->b->ev_mon.pair != NULL) {
+        imon = nitems;
+        items[nitems++] = (zmq_pollitem_t){.socket = w->b->ev_mon.pair, .events = ZMQ_POLLIN};
+    }
     int64_t wait = ab__fanout_tick(&w->fan);
     if (wait > SNAP_POLL_MS && ab__snapsched_busy(&w->snap))
         wait = SNAP_POLL_MS;
     long due = ab__dispatch_tick(w->disp);
     if (due >= 0 && due < wait)
         wait = due;
-    if (zmq_poll(items, npoll, (long)wait) < 0)
+    int ready = zmq_poll(items, nitems, (long)wait);
+    if (ready < 0)
         return NULL;
     if (items[1].revents & ZMQ_POLLIN)
         ab__fanout_drain(&w->fan);
-    if (npoll == 3 && (items[2].revents & ZMQ_POLLIN))
+    if (imon >= 0 && (items[imon].revents & ZMQ_POLLIN))
         ab__monitor_drain(&w->b->ev_mon);
+    if (w->follow.on && (ready == 0 || (ifollow >= 0 && (items[ifollow].revents & ZMQ_POLLIN))))
+        ab__follow_poll(&w->follow, &w->fan);
     ab__fanout_tick(&w->fan);
     return (items[0].revents & ZMQ_POLLIN) ? ab__job_recv(w->sock, ZMQ_DONTWAIT) : NULL;
 }
@@ -517,6 +559,7 @@ void *ab__writer_main(void *arg)
     writer_t w = {.b = a->b, .seq = a->seq, .sock = a->sock};
     ab__thread_start("ab-writer", a->b->cfg->log_level, a->b->cfg->log_json);
     ab__fanout_init(&w.fan, w.b);
+    ab__follow_init(&w.follow, w.b, w.seq);
     ab__snapsched_start(&w.snap, w.b);
     ab_error_t de = AB_ERROR_INIT;
     if (ab__dispatch_new(&w.disp, w.b, w.seq, w.sock, &de) != AB_OK) {
@@ -543,6 +586,7 @@ void *ab__writer_main(void *arg)
     zmq_close(w.sock);
     free(w.group);
     ab__fanout_free(&w.fan);
+    ab__follow_free(&w.follow);
     ab__seq_destroy(&w.seq);
     return NULL;
 }

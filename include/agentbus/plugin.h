@@ -199,9 +199,11 @@ typedef struct ab_plugin {
      *  committed (the broker polls it; never read or closed by the broker);
      *  -1 when there is none now (the broker then looks at its poll timeout). */
     int (*wake_fd)(ab_plugin_db_t *db);
-    /** Consume what made wake_fd readable (no blocking); AB_UNAVAILABLE when
-     *  the connection is lost (wake_fd may change once it is back). */
-    ab_status_t (*wake_drain)(ab_plugin_db_t *db, ab_error_t *err);
+    /** Consume what made wake_fd readable, and what the plugin had already
+     *  received, without blocking; *woken = how many wake-ups that was (0:
+     *  nothing new since the last drain). AB_UNAVAILABLE when the connection
+     *  is lost (wake_fd may change once it is back). */
+    ab_status_t (*wake_drain)(ab_plugin_db_t *db, uint32_t *woken, ab_error_t *err);
 } ab_plugin_t;
 
 /** Signature of the exported entry point. */

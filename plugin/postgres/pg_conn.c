@@ -518,8 +518,10 @@ static int pg_wake_fd(ab_plugin_db_t *db)
     return PQsocket(db->conn);
 }
 
-static ab_status_t pg_wake_drain(ab_plugin_db_t *db, ab_error_t *err)
+static ab_status_t pg_wake_drain(ab_plugin_db_t *db, uint32_t *woken, ab_error_t *err)
 {
+    if (woken)
+        *woken = 0;
     if (!db)
         return ab_error_set(err, AB_INVALID_ARGUMENT, "store", "postgres: NULL handle");
     if (!db->conn || PQstatus(db->conn) != CONNECTION_OK)
@@ -527,8 +529,11 @@ static ab_status_t pg_wake_drain(ab_plugin_db_t *db, ab_error_t *err)
     if (!PQconsumeInput(db->conn))
         return ab__pg_fail(db, NULL, "notifications", err);
     PGnotify *n;
-    while ((n = PQnotifies(db->conn)) != NULL)
+    while ((n = PQnotifies(db->conn)) != NULL) {
         PQfreemem(n);
+        if (woken)
+            (*woken)++;
+    }
     return AB_OK;
 }
 

@@ -1,0 +1,145 @@
+/*
+ * follow.c - the writer's follower of a shared store: the other brokers'
+ * committed events, read back by position and fanned out in position order
+ * among this broker's own (follow.h; docs/SCALING.md "Several brokers").
+ *
+ * Invariants:
+ *  1. Positions are fanned out in ascending order, each once: `fanned` only
+ *     grows, an own commit [first, last] is fanned out only after every
+ *     position below first (they are committed and visible once the own
+ *     commit returned: the store's positions grow in commit order), and
+ *     reads start after `fanned`.
+ *  2. A run with an event of another broker is evicted from the sequencer's
+ *     cache (never while a group is staged: the follower runs between
+ *     groups), so its next event here is checked against the stored head.
+ *  3. A read that fails (the store is unreachable) leaves `fanned` where it
+ *     was; the next wake or own commit reads from there again. A live
+ *     message lost that way is what subscribers already recover from the
+ *     store by position (PROTOCOL.md: live is best effort, replay is exact).
+ *  4. Nothing here runs unless the plugin is shared (f->on).
+ */
+#include "follow.h"
+#include "loader.h"
+#include "seq_internal.h"
+#include "writer_int.h"
+
+#include <string.h>
+
+#define FOLLOW_PAGE 1024 /* rows per read */
+
+void ab__follow_init(ab__follow_t *f, ab__shared_t *b, ab_seq_t *seq)
+{
+    memset(f, 0, sizeof *f);
+    f->b = b;
+    f->seq = seq;
+    f->on = ab__plugin_shared(b->plugin) && ab_doc_new(&f->doc) == AB_OK;
+    f->fanned = atomic_load(&b->head_pos);
+}
+
+void ab__follow_free(ab__follow_t *f)
+{
+    ab_doc_destroy(&f->doc);
+    f->on = false;
+}
+
+typedef struct page {
+    ab__follow_t *f;
+    ab__fanout_t *fan;
+    bool broken; /* a row out of order: stop (invariant 1) */
+} page_t;
+
+/* Fan out one row of another broker. */
+static int fan_row(void *ud, const ab_row_t *row)
+{
+    page_t *pg = ud;
+    ab__follow_t *f = pg->f;
+    if (row->pos != f->fanned + 1) {
+        pg->broken = true;
+        return 1;
+    }
+    f->fanned = row->pos;
+    ab_event_t ev;
+    ab_error_t e = AB_ERROR_INIT;
+    ab_doc_reset(f->doc);
+    if (ab_event_decode(f->doc, row->bytes, row->len, &f->b->cfg->limits, &ev, &e) != AB_OK)
+        return 0; /* stored by a broker that accepted it: cannot happen; a live loss */
+    ab_agui_info_t info;
+    memset(&info, 0, sizeof info);
+    if (ab_event_by_broker(ev.body))
+        info.type = AB_AGUI_RUN_ERROR; /* the stamp's author (fanout.c) */
+    ab_seq_item_t it = {
+        .ev = &ev, .info = &info, .bytes = row->bytes, .len = row->len, .pos = row->pos};
+    ab__fanout_event(pg->fan, &it, row->commit_us);
+    ab__seq_run_t *r = ab__seq_find(f->seq, row->thread, row->run);
+    if (r)
+        ab__seq_evict(f->seq, r);
+    f->remote++;
+    return 0;
+}
+
+/* Fan out the rows after `fanned` up to @p upto (0 = as far as there are). */
+static void catch_up(ab__follow_t *f, ab__fanout_t *fan, uint64_t upto)
+{
+    ab_plugin_db_t *db = f->b->wdb;
+    for (;;) {
+        uint64_t want = FOLLOW_PAGE;
+        if (upto) {
+            if (f->fanned >= upto)
+                break;
+            if (upto - f->fanned < want)
+                want = upto - f->fanned;
+        }
+        ab_read_t q = {.scope = AB_REPLAY_ALL, .after_pos = f->fanned, .limit = (uint32_t)want};
+        page_t pg = {.f = f, .fan = fan};
+        uint32_t n = 0;
+        ab_error_t e = AB_ERROR_INIT;
+        if (f->b->plugin->read(db, &q, fan_row, &pg, &n, &e) != AB_OK) {
+            char line[512];
+            ab__log(AB_LOG_WARN, "reading other brokers' events after %llu: %s",
+                    (unsigned long long)f->fanned, ab_error_format(&e, line, sizeof line));
+            break;
+        }
+        if (pg.broken || n < want)
+            break;
+    }
+    ab__fanout_flush(fan);
+    uint64_t head = atomic_load(&f->b->head_pos);
+    if (f->fanned > head)
+        atomic_store(&f->b->head_pos, f->fanned);
+}
+
+void ab__follow_before(ab__follow_t *f, ab__fanout_t *fan, uint64_t first)
+{
+    if (f->on && first > f->fanned + 1)
+        catch_up(f, fan, first - 1);
+}
+
+void ab__follow_after(ab__follow_t *f, ab__fanout_t *fan, uint64_t last)
+{
+    if (!f->on)
+        return;
+    if (last > f->fanned)
+        f->fanned = last;
+    catch_up(f, fan, 0);
+}
+
+int ab__follow_fd(const ab__follow_t *f)
+{
+    return f->on ? f->b->plugin->wake_fd(f->b->wdb) : -1;
+}
+
+void ab__follow_poll(ab__follow_t *f, ab__fanout_t *fan)
+{
+    if (!f->on)
+        return;
+    ab_error_t e = AB_ERROR_INIT;
+    uint32_t woken = 0;
+    if (f->b->plugin->wake_drain(f->b->wdb, &woken, &e) != AB_OK)
+        return; /* reconnects at the next call; the poll timeout brings us back */
+    /* a notification may arrive while reading: read again until none came */
+    for (int i = 0; i < 64; i++) {
+        catch_up(f, fan, 0);
+        if (f->b->plugin->wake_drain(f->b->wdb, &woken, &e) != AB_OK || woken == 0)
+            break;
+    }
+}

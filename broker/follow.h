@@ -1,0 +1,49 @@
+/*
+ * follow.h - fanning out what other brokers committed to a shared store
+ * (broker/ only; docs/SCALING.md "Several brokers").
+ *
+ * A store is shared when its plugin has the wake_fd/wake_drain entries
+ * (plugin ABI 4: PostgreSQL); then other brokers commit to it too. The
+ * writer thread keeps `fanned`, the highest position it has fanned out, and
+ * fans out every position in order, its own and the others': before its own
+ * commit's events it reads the positions in between from the store, after
+ * them it reads what followed, and when the plugin's descriptor wakes it (or
+ * its poll times out) it reads what is new. A run another broker wrote to is
+ * dropped from this broker's sequencer cache, so its next event here is
+ * checked against the stored head. Nothing here runs for an SQLite store.
+ */
+#ifndef AB_BROKER_FOLLOW_H
+#define AB_BROKER_FOLLOW_H
+
+#include "internal.h"
+#include "sequencer.h"
+
+struct ab__fanout;
+
+/** The writer's follower of a shared store (a member of the writer). */
+typedef struct ab__follow {
+    bool on;         /**< the store is shared (ab__plugin_shared) */
+    uint64_t fanned; /**< every position up to this one was fanned out */
+    ab__shared_t *b;
+    ab_seq_t *seq;
+    ab_doc_t *doc;   /**< decoding the envelopes read back */
+    uint64_t remote; /**< events of other brokers fanned out (for the logs and tests) */
+} ab__follow_t;
+
+/** Set @p f up at start (fanned = the store's head position). */
+void ab__follow_init(ab__follow_t *f, ab__shared_t *b, ab_seq_t *seq);
+void ab__follow_free(ab__follow_t *f);
+
+/** Before fanning out an own commit at @p first: the other brokers' events below it. */
+void ab__follow_before(ab__follow_t *f, struct ab__fanout *fan, uint64_t first);
+
+/** After fanning out an own commit ending at @p last: what followed it. */
+void ab__follow_after(ab__follow_t *f, struct ab__fanout *fan, uint64_t last);
+
+/** The descriptor to poll beside the writer's sockets, or -1. */
+int ab__follow_fd(const ab__follow_t *f);
+
+/** The descriptor woke or the poll timed out: fan out what is new. */
+void ab__follow_poll(ab__follow_t *f, struct ab__fanout *fan);
+
+#endif /* AB_BROKER_FOLLOW_H */
