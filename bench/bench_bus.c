@@ -460,7 +460,7 @@ out:
     return rc;
 }
 
-static int bench_replay(const bench_opts_t *o, void *ctx, const bodies_t *b)
+int bench_replay(const bench_opts_t *o, void *ctx, const bodies_t *b)
 {
     child_t ch;
     const char *ep;
@@ -588,8 +588,8 @@ static int bench_zmq(const bench_opts_t *o)
 
 bool bench_is_bus(const char *name)
 {
-    static const char *const names[] = {"ingest",  "latency",  "replay", "zmq",    "fanout",
-                                        "actions", "dispatch", "scale",  "gateway"};
+    static const char *const names[] = {"ingest",  "latency",  "replay", "zmq",     "fanout",
+                                        "actions", "dispatch", "scale",  "gateway", "pg"};
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
         if (name != NULL && strcmp(name, names[i]) == 0)
             return true;
@@ -623,6 +623,8 @@ int bench_bus(const char *name, const bench_opts_t *o)
         rc = bench_scale(o, ctx, &b);
     else if (strcmp(name, "fanout") == 0)
         rc = bench_fanout(o, ctx, &b);
+    else if (strcmp(name, "pg") == 0)
+        rc = bench_pg(o, ctx, &b);
     else
         rc = bench_replay(o, ctx, &b);
     bodies_free(&b);

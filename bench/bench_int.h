@@ -102,6 +102,11 @@ int bench_actions(const bench_opts_t *o);
 int bench_dispatch(const bench_opts_t *o);
 /** `agentbus bench gateway` (bench/bench_gateway.c). */
 int bench_gateway(const bench_opts_t *o);
+/** `agentbus bench replay` (bench_bus.c): its rows against o->broker or a child. */
+int bench_replay(const bench_opts_t *o, void *ctx, const bodies_t *b);
+/** `agentbus bench pg` (bench/bench_pg.c): the PostgreSQL plugin beside SQLite; fails
+ *  at once in a build without libpq. */
+int bench_pg(const bench_opts_t *o, void *ctx, const bodies_t *b);
 /** `agentbus bench fanout` (bench/bench_fanout.c). */
 int bench_fanout(const bench_opts_t *o, void *ctx, const bodies_t *b);
 

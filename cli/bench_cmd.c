@@ -54,7 +54,10 @@ static void help(void)
            "             at a time and calls/s with 32 in flight (1 and 4 worker threads),\n"
            "             beside a raw ZeroMQ two-hop relay measured in the same run\n"
            "  gateway    the HTTP gateway: events/s to 1 and 100 SSE clients of a thread and\n"
-           "             publish -> SSE latency p50/p99, beside ZeroMQ subscribers\n\n"
+           "             publish -> SSE latency p50/p99, beside ZeroMQ subscribers\n"
+           "  pg         the PostgreSQL plugin beside an SQLite broker in the same run: ingest\n"
+           "             with 1 and 2 brokers, with and without a synchronous standby, replay,\n"
+           "             publish-to-ack p50/p99 and the failover stall (servers it starts)\n\n"
            "options:\n"
            "  --seconds S         measuring time per row (default 2 for proto and reducer,\n"
            "                      5 for the bus benchmarks)\n"
@@ -174,7 +177,7 @@ int cmd_bench(int argc, char **argv)
     if (name == NULL)
         return cli_usage_error("bench", "name a benchmark: proto, reducer, snapshot, ingest, "
                                         "latency, replay, zmq, fanout, actions, dispatch, "
-                                        "gateway");
+                                        "gateway, pg");
     bool bus = bench_is_bus(name);
     if (a.seen_bus_only && !bus)
         return cli_usage_error("bench", "--broker, --rounds, --frame-per-event and "

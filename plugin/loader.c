@@ -174,18 +174,18 @@ static bool exe_dir(char *dir, size_t cap)
 /* A module by name (invariant 4): the first of the candidate files that exists. */
 static ab_status_t load_named(const char *name, ab_plugin_lib_t *out, ab_error_t *err)
 {
-    char dirs[3][4096] = {{0}};
+    char dirs[3][2048] = {{0}};
     const char *env = getenv("AGENTBUS_PLUGIN_DIR");
     if (env && *env)
         snprintf(dirs[0], sizeof dirs[0], "%s", env);
     if (!exe_dir(dirs[1], sizeof dirs[1]))
         dirs[1][0] = '\0';
     snprintf(dirs[2], sizeof dirs[2], "%s", AB_PLUGIN_INSTALL_DIR);
-    char path[4200];
+    char path[2048 + 64];
     for (int i = 0; i < 3; i++) {
         if (!dirs[i][0])
             continue;
-        snprintf(path, sizeof path, "%s/libagentbus-%s.so", dirs[i], name);
+        snprintf(path, sizeof path, "%.2000s/libagentbus-%.16s.so", dirs[i], name);
         if (access(path, R_OK) == 0)
             return load_path(path, out, err);
     }

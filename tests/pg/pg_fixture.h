@@ -22,7 +22,9 @@
 #ifndef AB_TESTS_PG_FIXTURE_H
 #define AB_TESTS_PG_FIXTURE_H
 
-#define _GNU_SOURCE
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* nftw, prctl: before any system header of the including file */
+#endif
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
