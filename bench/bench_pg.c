@@ -178,6 +178,7 @@ static void *stall_main(void *arg)
     snprintf(thread, sizeof thread, "pg-stall-%d", (int)getpid());
     if (ab_producer_new(&p, s->ep, &o, &err) != AB_OK ||
         ab_producer_claim(p, thread, "r", NULL, &err) != AB_OK) {
+        fprintf(stderr, "agentbus bench: failover producer: %s\n", err.message);
         s->failed = 1;
         ab_producer_destroy(&p);
         return NULL;
@@ -186,7 +187,9 @@ static void *stall_main(void *arg)
     for (uint64_t seq = 1; !atomic_load(&s->stop); seq++) {
         if (seq == 1)
             snprintf(body, sizeof body,
-                     "{\"type\":\"RUN_STARTED\",\"threadId\":\"%s\",\"runId\":\"r\"}", thread);
+                     "{\"type\":\"RUN_STARTED\",\"threadId\":\"%s\",\"runId\":\"r\","
+                     "\"protocolVersion\":\"1.0\"}",
+                     thread);
         else if (seq == 2)
             snprintf(body, sizeof body, "{\"type\":\"TEXT_MESSAGE_START\",\"messageId\":\"m\"}");
         else
@@ -194,6 +197,7 @@ static void *stall_main(void *arg)
                      "{\"type\":\"TEXT_MESSAGE_CONTENT\",\"messageId\":\"m\",\"delta\":\"x\"}");
         if (ab_producer_publish_json(p, body, strlen(body), &err) != AB_OK ||
             ab_producer_flush(p, 30000, &err) != AB_OK) {
+            fprintf(stderr, "agentbus bench: failover producer: %s\n", err.message);
             s->failed = 1;
             break;
         }
@@ -230,7 +234,7 @@ static int failover_row(pgb_t *g)
     pthread_join(th, NULL);
     brokers_stop(g);
     if (s.failed || promoted != 1) {
-        fprintf(stderr, "agentbus bench: failover row failed\n");
+        fprintf(stderr, "agentbus bench: failover row failed (promoted: %lld)\n", promoted);
         return -1;
     }
     double after = s.worst_end > t_promoted ? s.worst_end - t_promoted : 0;

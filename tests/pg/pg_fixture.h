@@ -336,8 +336,9 @@ static inline int pgfx_standby(pgfx_t *sb, const pgfx_t *primary, const char *na
     char conn[300];
     snprintf(conn, sizeof conn, "host=127.0.0.1 port=%d user=agentbus application_name=%s",
              primary->port, name);
-    char *argv[] = {"pg_basebackup", "-D",        sb->data, "-d", conn, "-R", "-X",
-                    "stream",        "--no-sync", NULL};
+    /* -c fast: an immediate checkpoint (the default spreads it over minutes) */
+    char *argv[] = {"pg_basebackup", "-D", sb->data, "-d",        conn, "-R", "-c",
+                    "fast",          "-X", "stream", "--no-sync", NULL};
     if (pgfx_run(sb, "basebackup.log", argv) != 0)
         return -1;
     return pgfx_start(sb, extra);
