@@ -331,8 +331,12 @@ static ab_status_t connect_db(ab_plugin_db_t *db, ab_error_t *err)
         s = setup_schema(db, err);
     if (s == AB_OK && !db->readonly)
         s = run_cmd(db,
-                    db->durability == AB_DURABILITY_PROCESS ? "SET synchronous_commit = off"
-                                                            : "SET synchronous_commit = on",
+                    db->durability == AB_DURABILITY_PROCESS
+                        ? "SET synchronous_commit = off"
+                        /* fsync: at least `on`; a stronger remote_apply set for the role or
+                         * in the conninfo's options is kept */
+                        : "SELECT set_config('synchronous_commit', 'on', false) WHERE"
+                          " current_setting('synchronous_commit') <> 'remote_apply'",
                     "synchronous_commit", err);
     if (s == AB_OK && !db->readonly)
         s = run_cmd(db, "LISTEN ab_events", "listen", err);
