@@ -29,10 +29,27 @@
     "thread, run, coalesce(parent_run, ''), epoch, last_seq, last_pos,"                            \
     " coalesce(status, CASE WHEN last_seq > 0 THEN 'active' ELSE '' END), coalesce(outcome, ''),"  \
     " started_us, coalesce(ended_us, 0)"
-#define EV_COLS "pos, commit_us, seq, thread, run, data"
+/* the global batch holding position $N + 1 starts at this chunk (0: none yet) */
+#define BATCH_OF(n)                                                                                \
+    "coalesce((SELECT batch_first FROM ab_chunks WHERE first_pos <= $" n " + 1"                    \
+    " ORDER BY first_pos DESC LIMIT 1), 0)"
 #define REQ_COLS                                                                                   \
     "id, key, agent, thread, run, run_named, state, worker, epoch, attempts, created_us,"          \
     " updated_us"
+
+/* A thread's chunks from the batch holding $2 + 1 (and from batch $4) on,
+ * whole batches, up to the batch of its $3-th chunk; the last column: that
+ * batch (0: not cut, nothing follows). */
+#define READ_THREAD_SQL                                                                            \
+    "WITH s AS (SELECT " BATCH_OF(                                                                 \
+        "2") " AS b),"                                                                             \
+             " e AS (SELECT (SELECT x.batch_first FROM ab_chunks x, s WHERE x.thread = $1"         \
+             " AND x.first_pos >= s.b AND x.batch_first >= $4 ORDER BY x.first_pos"                \
+             " OFFSET $3 - 1 LIMIT 1) AS b)"                                                       \
+             " SELECT c.batch_first, c.commit_us, c.run, c.data, coalesce(e.b, 0)"                 \
+             " FROM ab_chunks c, s, e WHERE c.thread = $1 AND c.first_pos >= s.b"                  \
+             " AND c.batch_first >= $4 AND (e.b IS NULL OR c.batch_first <= e.b) ORDER BY "        \
+             "c.first_pos"
 
 static const char *const SCHEMA =
     "CREATE TABLE IF NOT EXISTS ab_head(id int PRIMARY KEY, v bigint NOT NULL);"
@@ -42,10 +59,12 @@ static const char *const SCHEMA =
     " status text, outcome text, parent_run text, started_us bigint NOT NULL, ended_us bigint,"
     " PRIMARY KEY(thread, run));"
     "CREATE INDEX IF NOT EXISTS ab_runs_by_thread ON ab_runs(thread, ord);"
-    "CREATE TABLE IF NOT EXISTS ab_events(pos bigint PRIMARY KEY, thread text NOT NULL,"
-    " run text NOT NULL, seq bigint NOT NULL, commit_us bigint NOT NULL, data bytea NOT NULL,"
-    " UNIQUE(thread, run, seq));"
-    "CREATE INDEX IF NOT EXISTS ab_events_by_thread ON ab_events(thread, pos);"
+    /* one chunk per run per batch: first_pos = the position of its first event */
+    "CREATE TABLE IF NOT EXISTS ab_chunks(first_pos bigint PRIMARY KEY, thread text NOT NULL,"
+    " run text NOT NULL, first_seq bigint NOT NULL, last_seq bigint NOT NULL,"
+    " batch_first bigint NOT NULL, commit_us bigint NOT NULL, data bytea NOT NULL,"
+    " UNIQUE(thread, run, last_seq));"
+    "CREATE INDEX IF NOT EXISTS ab_chunks_by_thread ON ab_chunks(thread, first_pos);"
     "CREATE TABLE IF NOT EXISTS ab_snapshots(thread text PRIMARY KEY, pos bigint NOT NULL,"
     " doc bytea NOT NULL);"
     "CREATE TABLE IF NOT EXISTS ab_requests(id bigint PRIMARY KEY, key text NOT NULL UNIQUE,"
@@ -64,9 +83,9 @@ static const char *const SCHEMA =
      * events and move the runs' heads. */
     "CREATE OR REPLACE FUNCTION ab_append(p_commit bigint, r_thread text[], r_run text[],"
     " r_first bigint[], r_last bigint[], r_epoch bigint[], r_lastoff bigint[], r_status text[],"
-    " r_outcome text[], r_parent text[], e_run int[], e_seq bigint[], e_data bytea[])"
+    " r_outcome text[], r_parent text[], r_firstoff bigint[], r_data bytea[], v_n bigint)"
     " RETURNS bigint LANGUAGE plpgsql AS $f$"
-    " DECLARE v_first bigint; v_n bigint := cardinality(e_seq); bad record;"
+    " DECLARE v_first bigint; bad record;"
     " BEGIN"
     "  INSERT INTO ab_runs(thread, run, epoch, last_seq, last_pos, started_us)"
     "   SELECT t, r, 0, 0, 0, p_commit FROM unnest(r_thread, r_run) AS u(t, r)"
@@ -86,9 +105,10 @@ static const char *const SCHEMA =
     "    format('run %s: seq %s does not follow the stored last seq %s', bad.r, bad.f, bad.sl);"
     "  END IF;"
     "  UPDATE ab_head SET v = v + v_n WHERE id = 1 RETURNING v - v_n + 1 INTO v_first;"
-    "  INSERT INTO ab_events(pos, thread, run, seq, commit_us, data)"
-    "   SELECT v_first + u.o - 1, r_thread[u.ri], r_run[u.ri], u.s, p_commit, u.d"
-    "   FROM unnest(e_run, e_seq, e_data) WITH ORDINALITY AS u(ri, s, d, o);"
+    "  INSERT INTO ab_chunks(first_pos, thread, run, first_seq, last_seq, batch_first,"
+    "   commit_us, data) SELECT v_first + u.fo, u.t, u.r, u.f, u.l, v_first, p_commit, u.d"
+    "   FROM unnest(r_thread, r_run, r_first, r_last, r_firstoff, r_data)"
+    "    AS u(t, r, f, l, fo, d);"
     "  UPDATE ab_runs x SET epoch = greatest(x.epoch, u.e), last_seq = u.l,"
     "   last_pos = v_first + u.lo, status = coalesce(u.st, x.status),"
     "   outcome = coalesce(u.oc, x.outcome), parent_run = coalesce(u.pr, x.parent_run),"
@@ -108,7 +128,7 @@ static const struct {
     [PQ_APPEND] = {"SELECT ab_append($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
                    13,
                    {PG_INT8, PG_TEXTA, PG_TEXTA, PG_INT8A, PG_INT8A, PG_INT8A, PG_INT8A, PG_TEXTA,
-                    PG_TEXTA, PG_TEXTA, PG_INT4A, PG_INT8A, PG_BYTEAA}},
+                    PG_TEXTA, PG_TEXTA, PG_INT8A, PG_BYTEAA, PG_INT8}},
     [PQ_CLAIM] = {"INSERT INTO ab_runs(thread, run, epoch, last_seq, last_pos, started_us)"
                   " VALUES($1, $2, 1, 0, 0, $3) ON CONFLICT (thread, run)"
                   " DO UPDATE SET epoch = ab_runs.epoch + 1 RETURNING epoch, last_seq",
@@ -121,18 +141,21 @@ static const struct {
                          1,
                          {PG_TEXT}},
     [PQ_HEAD_POS] = {"SELECT v FROM ab_head WHERE id = 1", 0, {0}},
-    [PQ_READ_RUN] = {"SELECT " EV_COLS " FROM ab_events WHERE thread = $1 AND run = $2"
-                     " AND seq > $3 ORDER BY seq LIMIT $4",
+    /* a run's chunks holding seqs in ($3, $3 + $4] (a run's seqs are dense) */
+    [PQ_READ_RUN] = {"SELECT batch_first, commit_us, data FROM ab_chunks WHERE thread = $1"
+                     " AND run = $2 AND last_seq > $3 AND first_seq <= $3 + $4"
+                     " ORDER BY last_seq",
                      4,
                      {PG_TEXT, PG_TEXT, PG_INT8, PG_INT8}},
-    [PQ_READ_THREAD] = {"SELECT " EV_COLS " FROM ab_events WHERE thread = $1 AND pos > $2"
-                        " ORDER BY pos LIMIT $3",
-                        3,
-                        {PG_TEXT, PG_INT8, PG_INT8}},
-    [PQ_READ_ALL] = {"SELECT " EV_COLS " FROM ab_events WHERE pos > $1 ORDER BY pos LIMIT $2",
+    [PQ_READ_THREAD] = {READ_THREAD_SQL, 4, {PG_TEXT, PG_INT8, PG_INT8, PG_INT8}},
+    /* every chunk holding a position in ($1, $1 + $2] (positions are dense) */
+    [PQ_READ_ALL] = {"SELECT batch_first, commit_us, thread, run, data FROM ab_chunks"
+                     " WHERE first_pos >= " BATCH_OF("1") " AND first_pos <= $1 + $2"
+                                                          " ORDER BY first_pos",
                      2,
                      {PG_INT8, PG_INT8}},
-    [PQ_EVENT] = {"SELECT data, pos FROM ab_events WHERE thread = $1 AND run = $2 AND seq = $3",
+    [PQ_EVENT] = {"SELECT batch_first, data FROM ab_chunks WHERE thread = $1 AND run = $2"
+                  " AND last_seq >= $3 AND first_seq <= $3 ORDER BY last_seq LIMIT 1",
                   3,
                   {PG_TEXT, PG_TEXT, PG_INT8}},
     [PQ_SNAP_PUT] = {"INSERT INTO ab_snapshots(thread, pos, doc) VALUES($1, $2, $3)"

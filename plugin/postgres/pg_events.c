@@ -1,7 +1,7 @@
 /*
- * pg_events.c - the PostgreSQL plugin's events: the conditional append of a
- * batch, claims, heads, reads by scope, exact bytes and snapshots
- * (docs/SCALING.md "Layout", "Appends", "Positions").
+ * pg_events.c - the PostgreSQL plugin's writes and heads: the conditional
+ * append of a batch (one chunk row per run), claims, heads and snapshots
+ * (docs/SCALING.md "Layout", "Appends", "Positions"; reads: pg_read.c).
  *
  * Invariants:
  *  1. A batch is one call of the ab_append() function, hence one transaction:
@@ -11,7 +11,9 @@
  *     last seq + 1 refuses the whole batch with AB_CONFLICT (field epoch or
  *     seq), so two brokers can never both commit seq N of a run.
  *  2. Inside a batch a run's events must have consecutive seqs; the plugin
- *     refuses anything else before sending (AB_CONFLICT, nothing stored).
+ *     refuses anything else before sending (AB_CONFLICT, nothing stored). A
+ *     run's events of the batch go into one chunk row (pg_int.h "Chunks"),
+ *     whose key is the position of its first event.
  *  3. Positions come from the counter row ab_head(id 1), updated in the
  *     append's transaction and so locked until its commit: the next batch
  *     of any connection takes its positions only after this one is visible,
@@ -38,14 +40,13 @@ enum {
     A_STATUS,
     A_OUTCOME,
     A_PARENT,
-    A_ERUN,
-    A_ESEQ,
-    A_EDATA,
+    A_FIRSTOFF,
+    A_DATA,
     A_COUNT_
 };
 
 static const Oid ELEM[A_COUNT_] = {PG_TEXT, PG_TEXT, PG_INT8, PG_INT8, PG_INT8, PG_INT8,
-                                   PG_TEXT, PG_TEXT, PG_TEXT, PG_INT4, PG_INT8, PG_BYTEA};
+                                   PG_TEXT, PG_TEXT, PG_TEXT, PG_INT8, PG_BYTEA};
 
 static int64_t now_us(void)
 {
@@ -114,13 +115,6 @@ static bool arr_i64(pg_bytes_t *a, int64_t v)
     return arr_put(a, b, 8);
 }
 
-static bool arr_i32(pg_bytes_t *a, int32_t v)
-{
-    uint8_t b[4];
-    be32(b, (uint32_t)v);
-    return arr_put(a, b, 4);
-}
-
 static bool arr_text(pg_bytes_t *a, const char *s)
 {
     return arr_put(a, s, s ? strlen(s) : 0);
@@ -130,7 +124,6 @@ void ab__pg_stage_free(ab_plugin_db_t *db)
 {
     for (int i = 0; i < A_COUNT_; i++)
         free(db->arr[i].data);
-    free(db->run_of);
 }
 
 /* ---- staging a batch ------------------------------------------------------------ */
@@ -169,6 +162,35 @@ static ab_status_t check_event(const ab_append_event_t *ev, ab_error_t *err)
     return s;
 }
 
+/*
+ * The run's chunk as one element of the data array: per event a record
+ * (pg_int.h "Chunks") of the position offset in the batch, the length, the
+ * seq and the producer's bytes, copied once from where the caller holds them.
+ */
+static bool put_chunk(pg_bytes_t *a, const ev_ref_t *refs, size_t lo, size_t hi)
+{
+    size_t len = 0;
+    for (size_t i = lo; i < hi; i++)
+        len += PG_REC_HDR + refs[i].ev->len;
+    if (len > INT32_MAX || !bytes_room(a, 4 + len))
+        return false;
+    uint8_t *p = a->data + a->len;
+    be32(p, (uint32_t)len);
+    p += 4;
+    for (size_t i = lo; i < hi; i++) {
+        const ab_append_event_t *e = refs[i].ev;
+        be32(p, refs[i].idx);
+        be32(p + 4, (uint32_t)e->len);
+        be32(p + 8, (uint32_t)(e->seq >> 32));
+        be32(p + 12, (uint32_t)e->seq);
+        if (e->len)
+            memcpy(p + PG_REC_HDR, e->bytes, e->len);
+        p += PG_REC_HDR + e->len;
+    }
+    a->len += 4 + len;
+    return true;
+}
+
 /* The run-level arrays of one run: its events are refs[lo..hi). */
 static ab_status_t stage_run(ab_plugin_db_t *db, const ev_ref_t *refs, size_t lo, size_t hi,
                              ab_error_t *err)
@@ -205,7 +227,9 @@ static ab_status_t stage_run(ab_plugin_db_t *db, const ev_ref_t *refs, size_t lo
               arr_text(&db->arr[A_STATUS], STATUS_TEXT[status]) &&
               arr_text(&db->arr[A_OUTCOME], OUTCOME_TEXT[outcome]) &&
               (parent ? arr_put(&db->arr[A_PARENT], parent->parent_run.ptr, parent->parent_run.len)
-                      : arr_put(&db->arr[A_PARENT], NULL, 0));
+                      : arr_put(&db->arr[A_PARENT], NULL, 0)) &&
+              arr_i64(&db->arr[A_FIRSTOFF], refs[lo].idx) &&
+              put_chunk(&db->arr[A_DATA], refs, lo, hi);
     return ok ? AB_OK : ab_error_set(err, AB_NOMEM, "store", "out of memory (batch)");
 }
 
@@ -235,13 +259,10 @@ static ab_status_t stage(ab_plugin_db_t *db, const ab_append_event_t *evs, size_
     qsort(refs, n, sizeof *refs, cmp_ref);
     size_t runs = count_runs(refs, n);
     bool ok = true;
-    for (int a = 0; a < A_ERUN; a++)
+    for (int a = 0; a < A_COUNT_; a++)
         ok = ok && arr_begin(&db->arr[a], ELEM[a], runs);
-    for (int a = A_ERUN; a < A_COUNT_; a++)
-        ok = ok && arr_begin(&db->arr[a], ELEM[a], n);
     if (!ok)
         return ab_error_set(err, AB_NOMEM, "store", "out of memory (batch)");
-    size_t run = 0;
     for (size_t lo = 0; lo < n;) {
         size_t hi = lo + 1;
         while (hi < n && !cmp_str(refs[hi].ev->thread, refs[lo].ev->thread) &&
@@ -250,16 +271,9 @@ static ab_status_t stage(ab_plugin_db_t *db, const ab_append_event_t *evs, size_
         ab_status_t s = stage_run(db, refs, lo, hi, err);
         if (s != AB_OK)
             return s;
-        run++;
-        for (size_t i = lo; i < hi; i++)
-            db->run_of[refs[i].idx] = (uint32_t)run; /* 1-based, as SQL arrays */
         lo = hi;
     }
-    for (size_t i = 0; ok && i < n; i++)
-        ok = arr_i32(&db->arr[A_ERUN], (int32_t)db->run_of[i]) &&
-             arr_i64(&db->arr[A_ESEQ], (int64_t)evs[i].seq) &&
-             arr_put(&db->arr[A_EDATA], evs[i].len ? (const void *)evs[i].bytes : "", evs[i].len);
-    return ok ? AB_OK : ab_error_set(err, AB_NOMEM, "store", "out of memory (batch)");
+    return AB_OK;
 }
 
 ab_status_t ab__pg_append_batch(ab_plugin_db_t *db, const ab_append_event_t *evs, size_t n,
@@ -272,14 +286,6 @@ ab_status_t ab__pg_append_batch(ab_plugin_db_t *db, const ab_append_event_t *evs
         return ab_error_set(err, AB_INVALID_ARGUMENT, "events", "postgres: NULL argument");
     if (n == 0 || n > INT32_MAX)
         return ab_error_set(err, AB_INVALID_ARGUMENT, "events", "postgres: empty batch");
-    if (n > db->ev_cap) {
-        uint32_t *ro = realloc(db->run_of, n * sizeof *ro);
-        if (ro)
-            db->run_of = ro;
-        if (!ro)
-            return ab_error_set(err, AB_NOMEM, "store", "out of memory (batch)");
-        db->ev_cap = n;
-    }
     ev_ref_t *refs = malloc(n * sizeof *refs);
     if (!refs)
         return ab_error_set(err, AB_NOMEM, "store", "out of memory (batch)");
@@ -294,6 +300,7 @@ ab_status_t ab__pg_append_batch(ab_plugin_db_t *db, const ab_append_event_t *evs
         p.len[p.n] = (int)db->arr[a].len;
         p.fmt[p.n++] = 1;
     }
+    ab__pg_p_i64(&p, (int64_t)n);
     PGresult *r = ab__pg_exec(db, PQ_APPEND, &p, "append", err);
     if (!r)
         return err ? err->code : AB_UNAVAILABLE;
@@ -419,104 +426,6 @@ ab_status_t ab__pg_head_pos(ab_plugin_db_t *db, uint64_t *pos, ab_error_t *err)
     *pos = PQntuples(r) ? (uint64_t)ab__pg_i64(r, 0, 0) : 0;
     PQclear(r);
     return AB_OK;
-}
-
-/* ---- reads -------------------------------------------------------------------------- */
-
-static ab_status_t bind_read(const ab_read_t *q, pg_params_t *p, int *which, ab_error_t *err)
-{
-    ab_status_t s = AB_OK;
-    if (q->scope == AB_REPLAY_RUN || q->scope == AB_REPLAY_THREAD)
-        s = ab__pg_check_id(q->thread, "thread", err);
-    if (s == AB_OK && q->scope == AB_REPLAY_RUN)
-        s = ab__pg_check_id(q->run, "run", err);
-    if (s != AB_OK)
-        return s;
-    switch (q->scope) {
-    case AB_REPLAY_RUN:
-        *which = PQ_READ_RUN;
-        ab__pg_p_text(p, q->thread);
-        ab__pg_p_text(p, q->run);
-        ab__pg_p_i64(p, q->after_seq > INT64_MAX ? INT64_MAX : (int64_t)q->after_seq);
-        break;
-    case AB_REPLAY_THREAD:
-        *which = PQ_READ_THREAD;
-        ab__pg_p_text(p, q->thread);
-        ab__pg_p_i64(p, q->after_pos > INT64_MAX ? INT64_MAX : (int64_t)q->after_pos);
-        break;
-    case AB_REPLAY_ALL:
-        *which = PQ_READ_ALL;
-        ab__pg_p_i64(p, q->after_pos > INT64_MAX ? INT64_MAX : (int64_t)q->after_pos);
-        break;
-    default: return ab_error_set(err, AB_INVALID_ARGUMENT, "scope", "postgres: unknown scope");
-    }
-    ab__pg_p_i64(p, q->limit);
-    return AB_OK;
-}
-
-ab_status_t ab__pg_read(ab_plugin_db_t *db, const ab_read_t *req, ab_row_cb cb, void *ud,
-                        uint32_t *count, ab_error_t *err)
-{
-    if (!req || req->limit == 0)
-        return ab_error_set(err, AB_INVALID_ARGUMENT, "limit",
-                            "postgres: read needs a request and a limit >= 1");
-    pg_params_t p = {0};
-    int which = 0;
-    ab_status_t s = bind_read(req, &p, &which, err);
-    if (s != AB_OK)
-        return s;
-    PGresult *r = ab__pg_exec(db, which, &p, "read", err);
-    if (!r)
-        return err ? err->code : AB_UNAVAILABLE;
-    uint32_t n = 0;
-    for (int i = 0; i < PQntuples(r); i++) {
-        ab_row_t row = {.pos = (uint64_t)ab__pg_i64(r, i, 0),
-                        .commit_us = ab__pg_i64(r, i, 1),
-                        .seq = (uint64_t)ab__pg_i64(r, i, 2),
-                        .thread = ab__pg_str(r, i, 3),
-                        .run = ab__pg_str(r, i, 4),
-                        .bytes = (const uint8_t *)PQgetvalue(r, i, 5),
-                        .len = (size_t)PQgetlength(r, i, 5)};
-        n++;
-        if (cb && cb(ud, &row) != 0)
-            break;
-    }
-    PQclear(r);
-    if (count)
-        *count = n;
-    return AB_OK;
-}
-
-ab_status_t ab__pg_event_bytes(ab_plugin_db_t *db, ab_str_t thread, ab_str_t run, uint64_t seq,
-                               ab_buf_t *out, uint64_t *pos, ab_error_t *err)
-{
-    ab_status_t s = ab__pg_check_id(thread, "thread", err);
-    if (s == AB_OK)
-        s = ab__pg_check_id(run, "run", err);
-    if (s != AB_OK)
-        return s;
-    pg_params_t p = {0};
-    ab__pg_p_text(&p, thread);
-    ab__pg_p_text(&p, run);
-    ab__pg_p_i64(&p, seq > INT64_MAX ? INT64_MAX : (int64_t)seq);
-    PGresult *r = ab__pg_exec(db, PQ_EVENT, &p, "event bytes", err);
-    if (!r)
-        return err ? err->code : AB_UNAVAILABLE;
-    if (PQntuples(r) == 0) {
-        PQclear(r);
-        return ab_error_set(err, AB_NOT_FOUND, "seq", "postgres: no event %.*s/%llu", (int)run.len,
-                            run.ptr, (unsigned long long)seq);
-    }
-    if (out) {
-        ab_buf_reset(out);
-        size_t len = (size_t)PQgetlength(r, 0, 0);
-        if (len && ab_buf_append(out, PQgetvalue(r, 0, 0), len) != AB_OK)
-            s = ab_error_set(err, AB_NOMEM, "store", "out of memory");
-    }
-    if (s == AB_OK && pos)
-        *pos = (uint64_t)ab__pg_i64(r, 0, 1);
-    PQclear(r);
-    return s;
 }
 
 /* ---- snapshots ------------------------------------------------------------------------ */

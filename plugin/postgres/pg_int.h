@@ -14,6 +14,7 @@
 #define AB_PG_INT_H
 
 #include "agentbus/plugin.h"
+#include "pg_chunk.h"
 
 #include <libpq-fe.h>
 #include <stdbool.h>
@@ -27,7 +28,6 @@
 #define PG_TEXT   25
 #define PG_TEXTA  1009
 #define PG_INT8A  1016
-#define PG_INT4A  1007
 #define PG_BYTEAA 1001
 
 /** The prepared statements (SQL in pg_conn.c's table). */
@@ -81,8 +81,6 @@ struct ab_plugin_db {
     bool listening; /**< LISTEN issued on this connection (writer) */
     /* append staging, reused across batches */
     pg_bytes_t arr[12];
-    uint32_t *run_of; /**< per event: index of its run in the batch's run list */
-    size_t ev_cap;
 };
 
 /* ---- pg_conn.c ---------------------------------------------------------- */

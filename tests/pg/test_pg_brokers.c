@@ -246,8 +246,10 @@ static void test_fencing_across_brokers(void **state)
     PGconn *c = pgfx_connect(&g_pg);
     assert_non_null(c);
     char sql[512];
-    snprintf(sql, sizeof sql, "SELECT count(*) FROM ab_events WHERE thread = '%s' AND run = 'r'",
-             th);
+    snprintf(
+        sql, sizeof sql,
+        "SELECT sum(last_seq - first_seq + 1) FROM ab_chunks WHERE thread = '%s' AND run = 'r'",
+        th);
     assert_int_equal(pgfx_scalar(c, sql), 8);
     snprintf(sql, sizeof sql, "SELECT epoch FROM ab_runs WHERE thread = '%s' AND run = 'r'", th);
     assert_int_equal(pgfx_scalar(c, sql), (long long)ab_producer_epoch(p2));

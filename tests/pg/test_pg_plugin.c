@@ -238,6 +238,78 @@ static void test_conditional_append_two_connections(void **state)
     P->close(b);
 }
 
+/* Batches interleave the runs of two threads; a thread read paged with a small
+ * limit and the whole-bus read paged likewise both see every event once, in
+ * position order (chunks of one batch interleave their positions). */
+typedef struct pager {
+    uint64_t last, n;
+    bool unordered;
+    char want_thread[64];
+    bool foreign;
+} pager_t;
+
+static int page_row(void *ud, const ab_row_t *row)
+{
+    pager_t *pg = ud;
+    if (row->pos <= pg->last)
+        pg->unordered = true;
+    if (pg->want_thread[0] && (row->thread.len != strlen(pg->want_thread) ||
+                               memcmp(row->thread.ptr, pg->want_thread, row->thread.len) != 0))
+        pg->foreign = true;
+    pg->last = row->pos;
+    pg->n++;
+    return 0;
+}
+
+static void test_paging_interleaved_batches(void **state)
+{
+    (void)state;
+    ab_plugin_db_t *db = open_db(false), *rd = open_db(true);
+    char t1[64], t2[64];
+    fresh(t1, sizeof t1, "pa");
+    fresh(t2, sizeof t2, "pb");
+    ab_error_t err = AB_ERROR_INIT;
+    uint64_t base = 0, first = 0;
+    assert_int_equal(P->head_pos(db, &base, &err), AB_OK);
+    static const char *const runs[] = {"a", "b", "c"};
+    ab_append_event_t evs[30];
+    for (int b = 0; b < 4; b++) {
+        for (int i = 0; i < 30; i++)
+            evs[i] = ev(i % 2 ? t2 : t1, runs[(i / 2) % 3], (uint64_t)(b * 5 + i / 6 + 1), 1, "e");
+        assert_int_equal(P->append_batch(db, evs, 30, 1, &first, &err), AB_OK);
+    }
+    for (uint32_t limit = 1; limit <= 8; limit += 7) {
+        pager_t pg = {.last = 0};
+        snprintf(pg.want_thread, sizeof pg.want_thread, "%s", t1);
+        ab_read_t q = {.scope = AB_REPLAY_THREAD, .thread = S(t1), .limit = limit};
+        uint32_t n = limit;
+        while (n == limit) {
+            q.after_pos = pg.last;
+            assert_int_equal(P->read(rd, &q, page_row, &pg, &n, &err), AB_OK);
+        }
+        assert_int_equal(pg.n, 60);
+        assert_false(pg.unordered);
+        assert_false(pg.foreign);
+        pager_t all = {.last = base};
+        q = (ab_read_t){.scope = AB_REPLAY_ALL, .limit = limit};
+        n = limit;
+        while (n == limit) {
+            q.after_pos = all.last;
+            assert_int_equal(P->read(rd, &q, page_row, &all, &n, &err), AB_OK);
+        }
+        assert_int_equal(all.n, 120);
+        assert_false(all.unordered);
+        assert_int_equal(all.last, base + 120);
+    }
+    ab_buf_t bytes = {0};
+    uint64_t pos = 0;
+    assert_int_equal(P->event_bytes(rd, S(t2), S("c"), 17, &bytes, &pos, &err), AB_OK);
+    assert_true(pos > base);
+    ab_buf_free(&bytes);
+    P->close(rd);
+    P->close(db);
+}
+
 /* ---- a tailing reader under concurrent commits ------------------------------------ */
 
 #define TAIL_BATCHES 150
@@ -460,6 +532,7 @@ int main(void)
         cmocka_unit_test(test_load_by_name),
         cmocka_unit_test(test_append_read_heads),
         cmocka_unit_test(test_conditional_append_two_connections),
+        cmocka_unit_test(test_paging_interleaved_batches),
         cmocka_unit_test(test_tailing_reader_never_skips),
         cmocka_unit_test(test_requests_shared),
         cmocka_unit_test(test_snapshots),

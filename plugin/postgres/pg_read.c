@@ -1,0 +1,312 @@
+/*
+ * pg_read.c - the PostgreSQL plugin's reads: rows of a run, a thread or
+ * everything after a cursor, unpacked from the chunks (one row per run per
+ * batch, pg_int.h "Chunks"), and the exact bytes of one event.
+ *
+ * Invariants:
+ *  1. Rows are delivered in ascending position order, at most req->limit of
+ *     them, and fewer only when no more are committed: a caller that pages
+ *     until a short page has read everything.
+ *  2. Scope all reads by windows of positions: positions are dense, so the
+ *     chunks holding positions (P, P + W] are exactly those from the batch
+ *     holding P + 1 up to first position P + W; each position lands in its
+ *     slot, and the first empty slot is the end of what is committed.
+ *  3. Scope thread reads whole batches (a batch's chunks interleave their
+ *     positions), from the batch holding P + 1 up to the batch of its
+ *     THREAD_CHUNKS-th chunk, and sorts their records by position; a pass
+ *     that delivered fewer than the limit reads on from the next batch.
+ *     Scope run reads the chunks holding seqs (S, S + limit]: a run's seqs
+ *     are dense, so that is exactly one page.
+ *  4. A malformed chunk (a record running past its end) is AB_CORRUPT naming
+ *     the run; nothing past it is delivered.
+ *  5. Every result is cleared before returning; callbacks get views into it.
+ */
+#include "pg_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define ALL_WINDOW    4096 /* positions per read of scope all */
+#define THREAD_CHUNKS 32   /* chunks (and their whole batches) per pass of scope thread */
+
+static ab_status_t corrupt(ab_str_t run, ab_error_t *err)
+{
+    return ab_error_set(err, AB_CORRUPT, "data", "postgres: a stored chunk of run %.*s is damaged",
+                        (int)run.len, run.ptr);
+}
+
+static int64_t clamp(uint64_t v)
+{
+    return v > INT64_MAX ? INT64_MAX : (int64_t)v;
+}
+
+/* ---- scope run -------------------------------------------------------------------- */
+
+static ab_status_t read_run(ab_plugin_db_t *db, const ab_read_t *q, ab_row_cb cb, void *ud,
+                            uint32_t *count, ab_error_t *err)
+{
+    pg_params_t p = {0};
+    ab__pg_p_text(&p, q->thread);
+    ab__pg_p_text(&p, q->run);
+    ab__pg_p_i64(&p, clamp(q->after_seq));
+    ab__pg_p_i64(&p, q->limit);
+    PGresult *r = ab__pg_exec(db, PQ_READ_RUN, &p, "read", err);
+    if (!r)
+        return err ? err->code : AB_UNAVAILABLE;
+    ab_status_t s = AB_OK;
+    uint32_t n = 0;
+    bool stop = false;
+    for (int i = 0; !stop && s == AB_OK && i < PQntuples(r); i++) {
+        uint64_t bf = (uint64_t)ab__pg_i64(r, i, 0);
+        int64_t cu = ab__pg_i64(r, i, 1);
+        const uint8_t *d = (const uint8_t *)PQgetvalue(r, i, 2);
+        size_t len = (size_t)PQgetlength(r, i, 2), at = 0;
+        pg_rec_t rec;
+        int k;
+        while (!stop && (k = ab__pg_chunk_next(d, len, &at, &rec)) == 1) {
+            if (rec.seq <= q->after_seq)
+                continue;
+            ab_row_t row = {.pos = bf + rec.off,
+                            .commit_us = cu,
+                            .seq = rec.seq,
+                            .thread = q->thread,
+                            .run = q->run,
+                            .bytes = rec.bytes,
+                            .len = rec.len};
+            n++;
+            stop = (cb && cb(ud, &row) != 0) || n >= q->limit;
+        }
+        if (!stop && k < 0)
+            s = corrupt(q->run, err);
+    }
+    PQclear(r);
+    if (s == AB_OK && count)
+        *count = n;
+    return s;
+}
+
+/* ---- scope all ---------------------------------------------------------------------- */
+
+typedef struct slot {
+    const PGresult *r;
+    int row;
+    pg_rec_t rec;
+} slot_t;
+
+/* Place the records of @p r with positions in (after, after + w] into @p slots. */
+static ab_status_t fill_slots(const PGresult *r, int data_col, int run_col, uint64_t after,
+                              uint32_t w, slot_t *slots, ab_error_t *err)
+{
+    for (int i = 0; i < PQntuples(r); i++) {
+        uint64_t bf = (uint64_t)ab__pg_i64(r, i, 0);
+        const uint8_t *d = (const uint8_t *)PQgetvalue(r, i, data_col);
+        size_t len = (size_t)PQgetlength(r, i, data_col), at = 0;
+        pg_rec_t rec;
+        int k;
+        while ((k = ab__pg_chunk_next(d, len, &at, &rec)) == 1) {
+            uint64_t pos = bf + rec.off;
+            if (pos > after && pos - after <= w)
+                slots[pos - after - 1] = (slot_t){.r = r, .row = i, .rec = rec};
+        }
+        if (k < 0)
+            return corrupt(ab__pg_str(r, i, run_col), err);
+    }
+    return AB_OK;
+}
+
+static ab_status_t read_all(ab_plugin_db_t *db, const ab_read_t *q, ab_row_cb cb, void *ud,
+                            uint32_t *count, ab_error_t *err)
+{
+    slot_t *slots = malloc(ALL_WINDOW * sizeof *slots);
+    if (!slots)
+        return ab_error_set(err, AB_NOMEM, "store", "out of memory (read)");
+    uint64_t after = q->after_pos;
+    uint32_t n = 0;
+    bool end = false;
+    ab_status_t s = AB_OK;
+    while (s == AB_OK && !end && n < q->limit) {
+        uint32_t w = q->limit - n < ALL_WINDOW ? q->limit - n : ALL_WINDOW;
+        pg_params_t p = {0};
+        ab__pg_p_i64(&p, clamp(after));
+        ab__pg_p_i64(&p, w);
+        PGresult *r = ab__pg_exec(db, PQ_READ_ALL, &p, "read", err);
+        if (!r) {
+            s = err ? err->code : AB_UNAVAILABLE;
+            break;
+        }
+        memset(slots, 0, w * sizeof *slots);
+        s = fill_slots(r, 4, 3, after, w, slots, err);
+        for (uint32_t i = 0; s == AB_OK && !end && i < w; i++) {
+            if (!slots[i].r) {
+                end = true; /* invariant 2: nothing committed past here */
+                break;
+            }
+            const slot_t *sl = &slots[i];
+            ab_row_t row = {.pos = after + 1,
+                            .commit_us = ab__pg_i64(r, sl->row, 1),
+                            .seq = sl->rec.seq,
+                            .thread = ab__pg_str(r, sl->row, 2),
+                            .run = ab__pg_str(r, sl->row, 3),
+                            .bytes = sl->rec.bytes,
+                            .len = sl->rec.len};
+            after++;
+            n++;
+            end = cb && cb(ud, &row) != 0;
+        }
+        PQclear(r);
+    }
+    free(slots);
+    if (s == AB_OK && count)
+        *count = n;
+    return s;
+}
+
+/* ---- scope thread -------------------------------------------------------------------- */
+
+static int cmp_slot(const void *x, const void *y)
+{
+    const slot_t *a = x, *b = y;
+    uint64_t pa = (uint64_t)ab__pg_i64(a->r, a->row, 0) + a->rec.off;
+    uint64_t pb = (uint64_t)ab__pg_i64(b->r, b->row, 0) + b->rec.off;
+    return (pa > pb) - (pa < pb);
+}
+
+/* One read of whole batches from batch *from on (invariant 3); *last = the
+ * last position delivered, *from = the batch after the last one read, 0 when
+ * nothing follows. */
+static ab_status_t thread_pass(ab_plugin_db_t *db, const ab_read_t *q, uint64_t after,
+                               uint32_t want, ab_row_cb cb, void *ud, uint32_t *n, bool *stop,
+                               uint64_t *last, uint64_t *from, ab_error_t *err)
+{
+    pg_params_t p = {0};
+    ab__pg_p_text(&p, q->thread);
+    ab__pg_p_i64(&p, clamp(after));
+    ab__pg_p_i64(&p, want);
+    ab__pg_p_i64(&p, clamp(*from));
+    PGresult *r = ab__pg_exec(db, PQ_READ_THREAD, &p, "read", err);
+    if (!r)
+        return err ? err->code : AB_UNAVAILABLE;
+    uint64_t cut = PQntuples(r) > 0 ? (uint64_t)ab__pg_i64(r, 0, 4) : 0;
+    *from = cut ? cut + 1 : 0;
+    size_t nrec = 0, cap = 0;
+    slot_t *recs = NULL;
+    ab_status_t s = AB_OK;
+    for (int i = 0; s == AB_OK && i < PQntuples(r); i++) {
+        const uint8_t *d = (const uint8_t *)PQgetvalue(r, i, 3);
+        size_t len = (size_t)PQgetlength(r, i, 3), at = 0;
+        uint64_t bf = (uint64_t)ab__pg_i64(r, i, 0);
+        pg_rec_t rec;
+        int k;
+        while (s == AB_OK && (k = ab__pg_chunk_next(d, len, &at, &rec)) == 1) {
+            if (bf + rec.off <= after)
+                continue;
+            if (nrec == cap) {
+                slot_t *g = realloc(recs, (cap = cap ? cap * 2 : 256) * sizeof *g);
+                if (!g)
+                    s = ab_error_set(err, AB_NOMEM, "store", "out of memory (read)");
+                else
+                    recs = g;
+            }
+            if (s == AB_OK)
+                recs[nrec++] = (slot_t){.r = r, .row = i, .rec = rec};
+        }
+        if (s == AB_OK && k < 0)
+            s = corrupt(ab__pg_str(r, i, 2), err);
+    }
+    if (s == AB_OK && nrec > 1)
+        qsort(recs, nrec, sizeof *recs, cmp_slot);
+    for (size_t i = 0; s == AB_OK && !*stop && i < nrec && *n < q->limit; i++) {
+        const slot_t *sl = &recs[i];
+        ab_row_t row = {.pos = (uint64_t)ab__pg_i64(r, sl->row, 0) + sl->rec.off,
+                        .commit_us = ab__pg_i64(r, sl->row, 1),
+                        .seq = sl->rec.seq,
+                        .thread = q->thread,
+                        .run = ab__pg_str(r, sl->row, 2),
+                        .bytes = sl->rec.bytes,
+                        .len = sl->rec.len};
+        (*n)++;
+        *last = row.pos;
+        *stop = cb && cb(ud, &row) != 0;
+    }
+    if (*n >= q->limit)
+        *stop = true;
+    free(recs);
+    PQclear(r);
+    return s;
+}
+
+static ab_status_t read_thread(ab_plugin_db_t *db, const ab_read_t *q, ab_row_cb cb, void *ud,
+                               uint32_t *count, ab_error_t *err)
+{
+    uint64_t after = q->after_pos, from = 0;
+    uint32_t n = 0;
+    bool stop = false;
+    ab_status_t s = AB_OK;
+    do { /* every record past `after` of the batches read was delivered, or stop */
+        uint32_t want = q->limit - n < THREAD_CHUNKS ? q->limit - n : THREAD_CHUNKS;
+        s = thread_pass(db, q, after, want, cb, ud, &n, &stop, &after, &from, err);
+    } while (s == AB_OK && !stop && from != 0);
+    if (s == AB_OK && count)
+        *count = n;
+    return s;
+}
+
+ab_status_t ab__pg_read(ab_plugin_db_t *db, const ab_read_t *req, ab_row_cb cb, void *ud,
+                        uint32_t *count, ab_error_t *err)
+{
+    if (!req || req->limit == 0)
+        return ab_error_set(err, AB_INVALID_ARGUMENT, "limit",
+                            "postgres: read needs a request and a limit >= 1");
+    ab_status_t s = AB_OK;
+    if (req->scope == AB_REPLAY_RUN || req->scope == AB_REPLAY_THREAD)
+        s = ab__pg_check_id(req->thread, "thread", err);
+    if (s == AB_OK && req->scope == AB_REPLAY_RUN)
+        s = ab__pg_check_id(req->run, "run", err);
+    if (s != AB_OK)
+        return s;
+    switch (req->scope) {
+    case AB_REPLAY_RUN: return read_run(db, req, cb, ud, count, err);
+    case AB_REPLAY_THREAD: return read_thread(db, req, cb, ud, count, err);
+    case AB_REPLAY_ALL: return read_all(db, req, cb, ud, count, err);
+    default: return ab_error_set(err, AB_INVALID_ARGUMENT, "scope", "postgres: unknown scope");
+    }
+}
+
+ab_status_t ab__pg_event_bytes(ab_plugin_db_t *db, ab_str_t thread, ab_str_t run, uint64_t seq,
+                               ab_buf_t *out, uint64_t *pos, ab_error_t *err)
+{
+    ab_status_t s = ab__pg_check_id(thread, "thread", err);
+    if (s == AB_OK)
+        s = ab__pg_check_id(run, "run", err);
+    if (s != AB_OK)
+        return s;
+    pg_params_t p = {0};
+    ab__pg_p_text(&p, thread);
+    ab__pg_p_text(&p, run);
+    ab__pg_p_i64(&p, clamp(seq));
+    PGresult *r = ab__pg_exec(db, PQ_EVENT, &p, "event bytes", err);
+    if (!r)
+        return err ? err->code : AB_UNAVAILABLE;
+    pg_rec_t rec = {0};
+    int k = 0;
+    if (PQntuples(r) > 0) {
+        const uint8_t *d = (const uint8_t *)PQgetvalue(r, 0, 1);
+        size_t len = (size_t)PQgetlength(r, 0, 1), at = 0;
+        while ((k = ab__pg_chunk_next(d, len, &at, &rec)) == 1 && rec.seq != seq)
+            ;
+    }
+    if (k < 0)
+        s = corrupt(run, err);
+    else if (k == 0)
+        s = ab_error_set(err, AB_NOT_FOUND, "seq", "postgres: no event %.*s/%llu", (int)run.len,
+                         run.ptr, (unsigned long long)seq);
+    if (s == AB_OK && out) {
+        ab_buf_reset(out);
+        if (rec.len && ab_buf_append(out, rec.bytes, rec.len) != AB_OK)
+            s = ab_error_set(err, AB_NOMEM, "store", "out of memory");
+    }
+    if (s == AB_OK && pos)
+        *pos = (uint64_t)ab__pg_i64(r, 0, 0) + rec.off;
+    PQclear(r);
+    return s;
+}
