@@ -13,10 +13,9 @@
  *     slot, and the first empty slot is the end of what is committed.
  *  3. Scope thread reads whole batches (a batch's chunks interleave their
  *     positions), from the batch holding P + 1 up to the batch of its
- *     THREAD_CHUNKS-th chunk, and sorts their records by position; a pass
- *     that delivered fewer than the limit reads on from the next batch.
- *     Scope run reads the chunks holding seqs (S, S + limit]: a run's seqs
- *     are dense, so that is exactly one page.
+ *     k-th chunk (k = 4 at first, doubled per pass up to 256), and sorts their records by position;
+ * a pass that delivered fewer than the limit reads on from the next batch. Scope run reads the
+ * chunks holding seqs (S, S + limit]: a run's seqs are dense, so that is exactly one page.
  *  4. A malformed chunk (a record running past its end) is AB_CORRUPT naming
  *     the run; nothing past it is delivered.
  *  5. Every result is cleared before returning; callbacks get views into it.
@@ -26,8 +25,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define ALL_WINDOW    4096 /* positions per read of scope all */
-#define THREAD_CHUNKS 32   /* chunks (and their whole batches) per pass of scope thread */
+#define ALL_WINDOW 4096 /* positions per read of scope all */
+/* chunks (and their whole batches) per pass of scope thread: 4, doubled per pass up to 256 */
+#define THREAD_CHUNKS_MIN 4
+#define THREAD_CHUNKS_MAX 256
 
 static ab_status_t corrupt(ab_str_t run, ab_error_t *err)
 {
@@ -239,12 +240,14 @@ static ab_status_t read_thread(ab_plugin_db_t *db, const ab_read_t *q, ab_row_cb
                                uint32_t *count, ab_error_t *err)
 {
     uint64_t after = q->after_pos, from = 0;
-    uint32_t n = 0;
+    uint32_t n = 0, chunks = THREAD_CHUNKS_MIN;
     bool stop = false;
     ab_status_t s = AB_OK;
     do { /* every record past `after` of the batches read was delivered, or stop */
-        uint32_t want = q->limit - n < THREAD_CHUNKS ? q->limit - n : THREAD_CHUNKS;
+        uint32_t want = q->limit - n < chunks ? q->limit - n : chunks;
         s = thread_pass(db, q, after, want, cb, ud, &n, &stop, &after, &from, err);
+        if (chunks < THREAD_CHUNKS_MAX)
+            chunks *= 2; /* short pass: the thread's chunks are small, take more */
     } while (s == AB_OK && !stop && from != 0);
     if (s == AB_OK && count)
         *count = n;
