@@ -129,7 +129,8 @@ static int ack_latency(const char *ep, void *ctx, const bodies_t *b, double seco
 
 static int add_standby(pgb_t *g)
 {
-    const char *conf[] = {"synchronous_standby_names=", "wal_retrieve_retry_interval=200ms", NULL};
+    const char *conf[] = {"synchronous_standby_names=", "wal_retrieve_retry_interval=200ms",
+                          "max_wal_size=8GB", "checkpoint_timeout=30min", NULL};
     if (pgfx_standby(&g->sb, &g->pri, "sb1", conf) != 0)
         return -1;
     g->has_sb = true;
@@ -257,7 +258,9 @@ int bench_pg(const bench_opts_t *o, void *ctx, const bodies_t *b)
     pgb_t g;
     memset(&g, 0, sizeof g);
     int rc = pgfx_init(&g.pri);
-    if (rc != 0 || pgfx_start(&g.pri, NULL) != 0) {
+    /* no checkpoint inside a row: a 4 s row writes several hundred MB of WAL */
+    const char *conf[] = {"max_wal_size=8GB", "checkpoint_timeout=30min", NULL};
+    if (rc != 0 || pgfx_start(&g.pri, conf) != 0) {
         fprintf(stderr, "agentbus bench: cannot start a PostgreSQL server (initdb %s)\n",
                 rc == 77 ? "not found: pg_config --bindir" : "or postgres failed");
         pgfx_cleanup(&g.pri);

@@ -13,7 +13,8 @@
  *     slot, and the first empty slot is the end of what is committed.
  *  3. Scope thread reads whole batches (a batch's chunks interleave their
  *     positions), from the batch holding P + 1 up to the batch of its
- *     k-th chunk (k = 4 at first, doubled per pass up to 256), and sorts their records by position;
+ *     k-th chunk (k = 4 first, then what the rest of the page needs at
+ *     the size of the chunks read, at most 256), and sorts their records by position;
  * a pass that delivered fewer than the limit reads on from the next batch. Scope run reads the
  * chunks holding seqs (S, S + limit]: a run's seqs are dense, so that is exactly one page.
  *  4. A malformed chunk (a record running past its end) is AB_CORRUPT naming
@@ -26,7 +27,8 @@
 #include <string.h>
 
 #define ALL_WINDOW 4096 /* positions per read of scope all */
-/* chunks (and their whole batches) per pass of scope thread: 4, doubled per pass up to 256 */
+/* chunks (and their whole batches) per pass of scope thread: 4 first, then as many as the rest
+ * of the page needs at the size of the chunks just read, at most 256 */
 #define THREAD_CHUNKS_MIN 4
 #define THREAD_CHUNKS_MAX 256
 
@@ -92,6 +94,7 @@ typedef struct slot {
     const PGresult *r;
     int row;
     pg_rec_t rec;
+    uint64_t pos;
 } slot_t;
 
 /* Place the records of @p r with positions in (after, after + w] into @p slots. */
@@ -167,17 +170,15 @@ static ab_status_t read_all(ab_plugin_db_t *db, const ab_read_t *q, ab_row_cb cb
 static int cmp_slot(const void *x, const void *y)
 {
     const slot_t *a = x, *b = y;
-    uint64_t pa = (uint64_t)ab__pg_i64(a->r, a->row, 0) + a->rec.off;
-    uint64_t pb = (uint64_t)ab__pg_i64(b->r, b->row, 0) + b->rec.off;
-    return (pa > pb) - (pa < pb);
+    return (a->pos > b->pos) - (a->pos < b->pos);
 }
 
 /* One read of whole batches from batch *from on (invariant 3); *last = the
  * last position delivered, *from = the batch after the last one read, 0 when
- * nothing follows. */
+ * nothing follows; *per = records per chunk read (at least 1). */
 static ab_status_t thread_pass(ab_plugin_db_t *db, const ab_read_t *q, uint64_t after,
                                uint32_t want, ab_row_cb cb, void *ud, uint32_t *n, bool *stop,
-                               uint64_t *last, uint64_t *from, ab_error_t *err)
+                               uint64_t *last, uint64_t *from, uint32_t *per, ab_error_t *err)
 {
     pg_params_t p = {0};
     ab__pg_p_text(&p, q->thread);
@@ -189,7 +190,7 @@ static ab_status_t thread_pass(ab_plugin_db_t *db, const ab_read_t *q, uint64_t 
         return err ? err->code : AB_UNAVAILABLE;
     uint64_t cut = PQntuples(r) > 0 ? (uint64_t)ab__pg_i64(r, 0, 4) : 0;
     *from = cut ? cut + 1 : 0;
-    size_t nrec = 0, cap = 0;
+    size_t nrec = 0, cap = 0, seen = 0;
     slot_t *recs = NULL;
     ab_status_t s = AB_OK;
     for (int i = 0; s == AB_OK && i < PQntuples(r); i++) {
@@ -199,6 +200,7 @@ static ab_status_t thread_pass(ab_plugin_db_t *db, const ab_read_t *q, uint64_t 
         pg_rec_t rec;
         int k;
         while (s == AB_OK && (k = ab__pg_chunk_next(d, len, &at, &rec)) == 1) {
+            seen++;
             if (bf + rec.off <= after)
                 continue;
             if (nrec == cap) {
@@ -209,7 +211,7 @@ static ab_status_t thread_pass(ab_plugin_db_t *db, const ab_read_t *q, uint64_t 
                     recs = g;
             }
             if (s == AB_OK)
-                recs[nrec++] = (slot_t){.r = r, .row = i, .rec = rec};
+                recs[nrec++] = (slot_t){.r = r, .row = i, .rec = rec, .pos = bf + rec.off};
         }
         if (s == AB_OK && k < 0)
             s = corrupt(ab__pg_str(r, i, 2), err);
@@ -218,7 +220,7 @@ static ab_status_t thread_pass(ab_plugin_db_t *db, const ab_read_t *q, uint64_t 
         qsort(recs, nrec, sizeof *recs, cmp_slot);
     for (size_t i = 0; s == AB_OK && !*stop && i < nrec && *n < q->limit; i++) {
         const slot_t *sl = &recs[i];
-        ab_row_t row = {.pos = (uint64_t)ab__pg_i64(r, sl->row, 0) + sl->rec.off,
+        ab_row_t row = {.pos = sl->pos,
                         .commit_us = ab__pg_i64(r, sl->row, 1),
                         .seq = sl->rec.seq,
                         .thread = q->thread,
@@ -231,6 +233,8 @@ static ab_status_t thread_pass(ab_plugin_db_t *db, const ab_read_t *q, uint64_t 
     }
     if (*n >= q->limit)
         *stop = true;
+    *per = PQntuples(r) > 0 && seen > (size_t)PQntuples(r) ? (uint32_t)(seen / (size_t)PQntuples(r))
+                                                           : 1;
     free(recs);
     PQclear(r);
     return s;
@@ -245,9 +249,12 @@ static ab_status_t read_thread(ab_plugin_db_t *db, const ab_read_t *q, ab_row_cb
     ab_status_t s = AB_OK;
     do { /* every record past `after` of the batches read was delivered, or stop */
         uint32_t want = q->limit - n < chunks ? q->limit - n : chunks;
-        s = thread_pass(db, q, after, want, cb, ud, &n, &stop, &after, &from, err);
-        if (chunks < THREAD_CHUNKS_MAX)
-            chunks *= 2; /* short pass: the thread's chunks are small, take more */
+        uint32_t per = 1;
+        s = thread_pass(db, q, after, want, cb, ud, &n, &stop, &after, &from, &per, err);
+        /* next pass: about the chunks the rest of the page needs, at these chunks' size */
+        chunks = (q->limit - n) / per + 1;
+        if (chunks > THREAD_CHUNKS_MAX)
+            chunks = THREAD_CHUNKS_MAX;
     } while (s == AB_OK && !stop && from != 0);
     if (s == AB_OK && count)
         *count = n;
