@@ -6,7 +6,8 @@
  * producers ride it out (their batches in doubt are re-sent and answered
  * accepted or duplicate); afterwards every event every producer had
  * published is acknowledged and stored on the promoted standby exactly once,
- * every run contiguous from seq 1.
+ * every run contiguous from seq 1, and a whole-bus subscriber on one broker
+ * received every event exactly once, in position order.
  *
  * AB_PG_KILL_REPEAT=N repeats the whole cycle N times (the long mode; the
  * normal suite runs it once).
@@ -15,6 +16,7 @@
 #include "testutil.h"
 
 #include "agentbus/producer.h"
+#include "agentbus/subscriber.h"
 #include "broker_proc.h"
 
 #include <pthread.h>
@@ -33,6 +35,57 @@ typedef struct prod {
 } prod_t;
 
 static atomic_int g_stop;
+
+/* A whole-bus subscriber on broker A, polled by its own thread through the failover. */
+typedef struct watch {
+    const bp_t *broker;
+    prod_t *p;
+    atomic_int stop;
+    uint64_t last_seq[PRODUCERS];
+    uint64_t total, last_pos;
+    bool hole, foreign, failed;
+} watch_t;
+
+static int watch_event(void *ud, const ab_sub_event_t *e)
+{
+    watch_t *w = ud;
+    if (w->last_pos && e->stamp.pos != w->last_pos + 1)
+        w->hole = true;
+    w->last_pos = e->stamp.pos;
+    w->total++;
+    for (int i = 0; i < PRODUCERS; i++)
+        if (e->ev.thread.len == strlen(w->p[i].thread) &&
+            memcmp(e->ev.thread.ptr, w->p[i].thread, e->ev.thread.len) == 0) {
+            if (e->ev.seq != w->last_seq[i] + 1)
+                w->hole = true;
+            w->last_seq[i] = e->ev.seq;
+            return 0;
+        }
+    w->foreign = true;
+    return 0;
+}
+
+static void *watch_main(void *arg)
+{
+    watch_t *w = arg;
+    ab_sub_opts_t o = {.scope = AB_SUB_ALL,
+                       .on_event = watch_event,
+                       .ud = w,
+                       .timeout_ms = 3000,
+                       .silence_ms = 2000};
+    ab_sub_t *sub = NULL;
+    ab_error_t err = AB_ERROR_INIT;
+    if (ab_sub_new(&sub, w->broker->cmd, &o, &err) != AB_OK) {
+        w->failed = true;
+        return NULL;
+    }
+    while (!atomic_load(&w->stop)) {
+        ab_error_clear(&err);
+        (void)!ab_sub_poll(sub, 50, &err); /* errors while the database is away: it retries */
+    }
+    ab_sub_destroy(&sub);
+    return NULL;
+}
 static unsigned g_serial;
 
 static void *produce(void *arg)
@@ -144,11 +197,18 @@ static void one_cycle(void)
     pthread_t th[PRODUCERS];
     memset(p, 0, sizeof p);
     atomic_store(&g_stop, 0);
+    watch_t w;
+    memset(&w, 0, sizeof w);
+    w.broker = &a;
+    w.p = p;
+    atomic_init(&w.stop, 0);
+    pthread_t wth;
     for (int i = 0; i < PRODUCERS; i++) {
         p[i].broker = i % 2 ? &b : &a;
         snprintf(p[i].thread, sizeof p[i].thread, "kill-%d-%u-%d", (int)getpid(), ++g_serial, i);
         assert_int_equal(pthread_create(&th[i], NULL, produce, &p[i]), 0);
     }
+    assert_int_equal(pthread_create(&wth, NULL, watch_main, &w), 0);
     /* under load: every producer has had events acknowledged */
     PGconn *c = pgfx_connect(&pri);
     assert_non_null(c);
@@ -171,6 +231,22 @@ static void one_cycle(void)
             print_message("producer %d: %s\n", i, p[i].why);
     }
     check_stored(&sb, p, PRODUCERS);
+    uint64_t want = 0;
+    for (int i = 0; i < PRODUCERS; i++)
+        want += p[i].published;
+    end = pgfx_now_ms() + 20000;
+    while (w.total < want && pgfx_now_ms() < end) /* the subscriber's own thread catches up */
+        pgfx_sleep_ms(20);
+    atomic_store(&w.stop, 1);
+    pthread_join(wth, NULL);
+    print_message("subscriber: %llu events, last position %llu\n", (unsigned long long)w.total,
+                  (unsigned long long)w.last_pos);
+    assert_false(w.failed);
+    assert_false(w.hole);
+    assert_false(w.foreign);
+    assert_int_equal(w.total, want);
+    for (int i = 0; i < PRODUCERS; i++)
+        assert_int_equal(w.last_seq[i], p[i].published);
     assert_int_equal(bp_stop(&a), 0);
     assert_int_equal(bp_stop(&b), 0);
     bp_cleanup(&a);
