@@ -86,6 +86,7 @@ static double pg_ingest(pgb_t *g, const bench_opts_t *o, void *ctx, const bodies
     uint64_t rej = 0;
     for (int i = 0; i < PRODUCERS; i++)
         rej += ps[i].rejected;
+    bench_emit("pg", label, "events_per_s", rate, "rejected", (double)rej, NULL);
     printf("pg ingest  %-40s %10.0f events/s acked  (%d producers, %d runs, %d B, batch %d, "
            "%d in flight; rejected %llu)\n",
            label, rate, PRODUCERS, tmpl.nruns * PRODUCERS, EVENT_SIZE, BATCH, PIPE,
@@ -120,6 +121,8 @@ static int ack_latency(const char *ep, void *ctx, const bodies_t *b, double seco
         return -1;
     }
     qsort(p.lat, p.nlat, sizeof(double), cmp_d);
+    bench_emit("pg", label, "p50_us", p.lat[p.nlat / 2] * 1e6, "p99_us",
+               p.lat[(size_t)((double)p.nlat * 0.99)] * 1e6, "samples", (double)p.nlat, NULL);
     printf("pg latency %-40s p50 %7.0f us  p99 %7.0f us  (%zu samples, 1 event/publish, "
            "1,000/s)\n",
            label, p.lat[p.nlat / 2] * 1e6, p.lat[(size_t)((double)p.nlat * 0.99)] * 1e6, p.nlat);
@@ -239,6 +242,8 @@ static int failover_row(pgb_t *g)
         return -1;
     }
     double after = s.worst_end > t_promoted ? s.worst_end - t_promoted : 0;
+    bench_emit("pg", "failover", "longest_ack_wait_s", s.worst, "promotion_s", t_promoted - t_kill,
+               "first_ack_after_promotion_s", after, "acks", (double)s.acked, NULL);
     printf("pg failover longest ack wait %7.3f s; promotion took %.3f s after the kill; first ack "
            "%.3f s after the promotion returned (%llu acks, 1 event at a time)\n",
            s.worst, t_promoted - t_kill, after, (unsigned long long)s.acked);
