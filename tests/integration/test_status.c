@@ -19,6 +19,17 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 
+/* The broker a test starts itself (not the fixture's): stopped by pid after the test, also
+ * when it failed half way. */
+static bp_t own;
+
+static int stop_own(void **state)
+{
+    (void)state;
+    bp_cleanup(&own);
+    return 0;
+}
+
 static ab_stats_reply_t stats(ab_conn_t *c, ab_doc_t *doc)
 {
     ab_stats_reply_t r;
@@ -142,14 +153,14 @@ static void test_log_json(void **state)
     (void)state;
     if (!bp_available())
         skip();
-    bp_t b;
-    memset(&b, 0, sizeof b);
-    snprintf(b.log, sizeof b.log, "/tmp/ab_it_status_log_%d", (int)getpid());
-    unlink(b.log);
+    bp_t *b = &own; /* stopped by stop_own() whatever the outcome */
+    memset(b, 0, sizeof *b);
+    snprintf(b->log, sizeof b->log, "/tmp/ab_it_status_log_%d", (int)getpid());
+    unlink(b->log);
     const char *extra[] = {"--log-format", "json", "--log-level", "debug", NULL};
-    assert_int_equal(bp_start(&b, NULL, extra), 0);
-    ab_conn_t *c = it_connect(&b);
-    assert_true(bp_wait_log(&b, "\"level\":\"debug\",\"msg\":\"command connection opened", 1,
+    assert_int_equal(bp_start(b, NULL, extra), 0);
+    ab_conn_t *c = it_connect(b);
+    assert_true(bp_wait_log(b, "\"level\":\"debug\",\"msg\":\"command connection opened", 1,
                             IT_TIMEOUT) >= 1);
     ab_doc_t *doc = NULL;
     assert_int_equal(ab_doc_new(&doc), AB_OK);
@@ -157,15 +168,15 @@ static void test_log_json(void **state)
     ab_error_t err = AB_ERROR_INIT;
     for (int i = 0; i < 2; i++) /* the second claim fences the first: said at info */
         assert_int_equal(ab_conn_claim(c, "t-l", "r-l", doc, &cl, IT_TIMEOUT, &err), AB_OK);
-    assert_true(bp_wait_log(&b,
+    assert_true(bp_wait_log(b,
                             "\"level\":\"info\",\"msg\":\"claim: run r-l of thread t-l at "
                             "epoch 2 (epoch 1 fenced; last seq 0)\"",
                             1, IT_TIMEOUT) >= 1);
     ab_doc_destroy(&doc);
     ab_conn_destroy(&c);
-    assert_true(bp_wait_log(&b, "\"msg\":\"command connection closed", 1, IT_TIMEOUT) >= 1);
-    assert_true(bp_wait_log(&b, "\"level\":\"info\",\"msg\":\"ready: cmd=", 1, 0) >= 1);
-    FILE *f = fopen(b.log, "r");
+    assert_true(bp_wait_log(b, "\"msg\":\"command connection closed", 1, IT_TIMEOUT) >= 1);
+    assert_true(bp_wait_log(b, "\"level\":\"info\",\"msg\":\"ready: cmd=", 1, 0) >= 1);
+    FILE *f = fopen(b->log, "r");
     assert_non_null(f);
     char line[2048];
     int lines = 0;
@@ -177,8 +188,8 @@ static void test_log_json(void **state)
     }
     fclose(f);
     assert_true(lines >= 3);
-    bp_cleanup(&b);
-    unlink(b.log);
+    bp_cleanup(b);
+    unlink(b->log);
     char out[OUT_MAX];
     assert_int_equal(it_run_cli(out, "broker --log-format yaml"), 2);
     assert_non_null(strstr(out, "log-format: 'yaml' is not text or json"));
@@ -214,10 +225,10 @@ static void test_metrics(void **state)
     char addr[32];
     snprintf(addr, sizeof addr, "127.0.0.1:%d", port);
     const char *extra[] = {"--metrics", addr, NULL};
-    bp_t b;
-    memset(&b, 0, sizeof b);
-    assert_int_equal(bp_start(&b, NULL, extra), 0);
-    ab_conn_t *c = it_connect(&b);
+    bp_t *b = &own; /* stopped by stop_own() whatever the outcome */
+    memset(b, 0, sizeof *b);
+    assert_int_equal(bp_start(b, NULL, extra), 0);
+    ab_conn_t *c = it_connect(b);
     ab_doc_t *doc = NULL;
     assert_int_equal(ab_doc_new(&doc), AB_OK);
     ab_buf_t ev = AB_BUF_INIT;
@@ -248,7 +259,7 @@ static void test_metrics(void **state)
     assert_null(strstr(out, " 200 "));
     ab_doc_destroy(&doc);
     ab_conn_destroy(&c);
-    bp_cleanup(&b);
+    bp_cleanup(b);
     char cli[OUT_MAX];
     assert_int_equal(it_run_cli(cli, "broker --metrics 127.0.0.1"), 2);
     assert_non_null(strstr(cli, "metrics: '127.0.0.1' is not HOST:PORT"));
@@ -267,9 +278,9 @@ static void test_notify_ready(void **state)
     unlink(sa.sun_path);
     assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof sa), 0);
     setenv("NOTIFY_SOCKET", sa.sun_path, 1);
-    bp_t b;
-    memset(&b, 0, sizeof b);
-    int started = bp_start(&b, NULL, NULL);
+    bp_t *b = &own; /* stopped by stop_own() whatever the outcome */
+    memset(b, 0, sizeof *b);
+    int started = bp_start(b, NULL, NULL);
     unsetenv("NOTIFY_SOCKET");
     assert_int_equal(started, 0);
     struct pollfd pfd = {.fd = fd, .events = POLLIN};
@@ -280,11 +291,11 @@ static void test_notify_ready(void **state)
     msg[n] = '\0';
     assert_non_null(strstr(msg, "READY=1\n"));
     char want[200];
-    snprintf(want, sizeof want, "STATUS=ready: cmd=%s events=", b.cmd);
+    snprintf(want, sizeof want, "STATUS=ready: cmd=%s events=", b->cmd);
     assert_non_null(strstr(msg, want));
-    snprintf(want, sizeof want, "MAINPID=%ld", (long)b.pid);
+    snprintf(want, sizeof want, "MAINPID=%ld", (long)b->pid);
     assert_non_null(strstr(msg, want));
-    bp_cleanup(&b);
+    bp_cleanup(b);
     close(fd);
     unlink(sa.sun_path);
 }
@@ -294,9 +305,9 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_stats_follow_the_bus, it_setup, it_teardown),
         cmocka_unit_test_setup_teardown(test_status_command, it_setup, it_teardown),
-        cmocka_unit_test(test_log_json),
-        cmocka_unit_test(test_notify_ready),
-        cmocka_unit_test(test_metrics),
+        cmocka_unit_test_teardown(test_log_json, stop_own),
+        cmocka_unit_test_teardown(test_notify_ready, stop_own),
+        cmocka_unit_test_teardown(test_metrics, stop_own),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
