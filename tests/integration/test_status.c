@@ -290,7 +290,7 @@ static void test_notify_ready(void **state)
     assert_true(n > 0);
     msg[n] = '\0';
     assert_non_null(strstr(msg, "READY=1\n"));
-    char want[200];
+    char want[2048];
     snprintf(want, sizeof want, "STATUS=ready: cmd=%s events=", b->cmd);
     assert_non_null(strstr(msg, want));
     snprintf(want, sizeof want, "MAINPID=%ld", (long)b->pid);
