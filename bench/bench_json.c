@@ -10,11 +10,13 @@
  *  2. Figure names are fixed per benchmark (docs/PERFORMANCE.md "Reading
  *     bench --json"); a number that is not finite is written as null.
  */
+#include "agentbus/json.h"
 #include "bench.h"
 
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 static FILE *json_out;
 
@@ -30,16 +32,12 @@ void bench_json_open(FILE *out)
 
 static void put_str(const char *s)
 {
-    fputc('"', json_out);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\')
-            fprintf(json_out, "\\%c", *p);
-        else if (*p < 0x20)
-            fprintf(json_out, "\\u%04x", *p);
-        else
-            fputc(*p, json_out);
-    }
-    fputc('"', json_out);
+    ab_buf_t b = AB_BUF_INIT;
+    if (ab_json_quote(&b, s, strlen(s)) == AB_OK)
+        fwrite(b.data, 1, b.len, json_out);
+    else
+        fputs("null", json_out); /* out of memory */
+    ab_buf_free(&b);
 }
 
 void bench_emit(const char *bench, const char *row, ...)

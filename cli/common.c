@@ -1,6 +1,7 @@
 /*
  * common.c - helpers shared by the client subcommands.
  */
+#include "agentbus/json.h"
 #include "cli.h"
 
 #include <errno.h>
@@ -73,16 +74,12 @@ int cli_bad_option(const char *cmd, int c)
 
 void cli_json_str(FILE *out, const char *s)
 {
-    fputc('"', out);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\')
-            fprintf(out, "\\%c", *p);
-        else if (*p < 0x20)
-            fprintf(out, "\\u%04x", *p);
-        else
-            fputc(*p, out);
-    }
-    fputc('"', out);
+    ab_buf_t b = AB_BUF_INIT;
+    if (ab_json_quote(&b, s, strlen(s)) == AB_OK)
+        fwrite(b.data, 1, b.len, out);
+    else
+        fputs("null", out); /* out of memory */
+    ab_buf_free(&b);
 }
 
 /* A wire field ("event/messageId", "seq") as a JSON Pointer: an event's own

@@ -302,14 +302,6 @@ static const char *fmt_time(int64_t us, char *buf, size_t size)
     return buf;
 }
 
-static void print_json_str(const char *s)
-{
-    ab_buf_t b = AB_BUF_INIT;
-    if (ab_json_quote(&b, s, strlen(s)) == AB_OK)
-        fwrite(b.data, 1, b.len, stdout);
-    ab_buf_free(&b);
-}
-
 static void print_row(const struct rstate *st, const struct run_row *r)
 {
     char t1[40], t2[40];
@@ -327,9 +319,9 @@ static void print_row(const struct rstate *st, const struct run_row *r)
         return;
     }
     printf("{\"thread\":");
-    print_json_str(r->thread);
+    cli_json_str(stdout, r->thread);
     printf(",\"run\":");
-    print_json_str(r->run);
+    cli_json_str(stdout, r->run);
     printf(",\"status\":\"%s\",%s\"outcome\":", ab_run_status_name(r->head.status),
            r->head.orphaned ? "\"orphaned\":true," : "");
     oc ? printf("\"%s\"", oc) : printf("null");

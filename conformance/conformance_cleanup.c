@@ -14,6 +14,8 @@
  */
 #include "conformance.h"
 
+#include "agentbus/json.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,16 +26,12 @@
 
 void conf_json_str(const char *s)
 {
-    putchar('"');
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\')
-            printf("\\%c", *p);
-        else if (*p < 0x20)
-            printf("\\u%04x", *p);
-        else
-            putchar(*p);
-    }
-    putchar('"');
+    ab_buf_t b = AB_BUF_INIT;
+    if (ab_json_quote(&b, s, strlen(s)) == AB_OK)
+        fwrite(b.data, 1, b.len, stdout);
+    else
+        fputs("null", stdout); /* out of memory */
+    ab_buf_free(&b);
 }
 
 void conf_note_id(conf_t *cf, const char *id)
