@@ -86,11 +86,12 @@ void ab__snapworker_request(ab_snapworker_t *w, ab_str_t thread, bool run_end);
 /** Whether requests are queued or being computed, or documents wait to be collected. */
 bool ab__snapworker_busy(ab_snapworker_t *w);
 /**
- * Called by ab__snapworker_collect() per computed snapshot: @p text is the
- * JSON document to store, or empty when it is not to be stored; @p size is
- * the document's size (JSON, or msgpack when not converted).
+ * Called by ab__snapworker_collect() per computed snapshot: @p doc is the
+ * document to store in its binary form (one msgpack map, read back by
+ * ab_snapshot_load()), or empty when it is not to be stored; @p size is the
+ * document's size.
  */
-typedef void (*ab_snapworker_cb)(void *ud, ab_str_t thread, uint64_t pos, const ab_buf_t *text,
+typedef void (*ab_snapworker_cb)(void *ud, ab_str_t thread, uint64_t pos, const ab_buf_t *doc,
                                  size_t size);
 /** Hand every computed snapshot to @p cb (on the caller's thread). @return how many. */
 size_t ab__snapworker_collect(ab_snapworker_t *w, ab_snapworker_cb cb, void *ud);

@@ -5,8 +5,9 @@
  *
  * ab__snapshot_current() takes the thread's builder from the broker's
  * cache (snapcache.c) when there is one; otherwise it starts from the latest
- * stored snapshot when the plugin has snapshot_get (ab_snapshot_parse, then
- * ab_snapshot_builder_from), or from nothing. It then folds the thread's
+ * stored snapshot when the plugin has snapshot_get (ab_snapshot_load(), the
+ * binary form or older brokers' JSON text, then ab_snapshot_builder_from()),
+ * or from nothing. It then folds the thread's
  * events after the builder's position (plugin read, scope thread,
  * after_pos, pages of PAGE_ROWS). A stored snapshot that does not parse, or
  * names another thread, or whose checkpoint is not its row's position or lies
@@ -134,7 +135,7 @@ static ab_status_t start_builder(ab__shared_t *b, ab_plugin_db_t *db, ab_str_t t
         ab_status_t st = p->snapshot_get(db, thread, &text, &pos, &e);
         ab_snapshot_t *snap = NULL;
         if (st == AB_OK)
-            st = ab_snapshot_parse((const char *)text.data, text.len, &snap, &e);
+            st = ab_snapshot_load(text.data, text.len, &snap, &e);
         ab_buf_free(&text);
         if (st == AB_OK) {
             const char *tid = ab_snapshot_thread_id(snap);

@@ -20,9 +20,12 @@
  *     events), so a clean shutdown usually stores the snapshots of the runs
  *     that ended, and never waits long; what is dropped only makes the next
  *     SNAPSHOT answer fold more.
+ *  5. A document is handed on in its binary stored form, the msgpack map
+ *     ab_snapshot_builder_msgpack() writes (ab_snapshot_load() reads it, and
+ *     the JSON text older brokers stored), so storing costs no conversion and
+ *     a cold SNAPSHOT no JSON parse.
  */
 #include "ab_common.h"
-#include "agentbus/json.h"
 #include "snap_internal.h"
 
 #include <pthread.h>
@@ -45,7 +48,7 @@ typedef struct todo {
 typedef struct done {
     tid_t thread;
     uint64_t pos;
-    ab_buf_t text;
+    ab_buf_t stored;
     size_t size;
 } done_t;
 
@@ -105,8 +108,8 @@ void ab__snapworker_request(ab_snapworker_t *w, ab_str_t t, bool run_end)
         ab__log(AB_LOG_WARN, "snapshot queue full: snapshot of %.*s skipped", (int)t.len, t.ptr);
 }
 
-/* Record a computed document (replacing an older one of the thread); takes @p text. */
-static void add_done(ab_snapworker_t *w, const char *thread, uint64_t pos, ab_buf_t *text,
+/* Record a computed document (replacing an older one of the thread); takes @p stored. */
+static void add_done(ab_snapworker_t *w, const char *thread, uint64_t pos, ab_buf_t *stored,
                      size_t size)
 {
     pthread_mutex_lock(&w->mu);
@@ -125,30 +128,14 @@ static void add_done(ab_snapworker_t *w, const char *thread, uint64_t pos, ab_bu
         strcpy(d->thread, thread);
     }
     if (d != NULL && pos >= d->pos) {
-        ab_buf_free(&d->text);
-        d->text = *text;
+        ab_buf_free(&d->stored);
+        d->stored = *stored;
         d->pos = pos;
         d->size = size;
-        *text = (ab_buf_t)AB_BUF_INIT;
+        *stored = (ab_buf_t)AB_BUF_INIT;
     }
     pthread_mutex_unlock(&w->mu);
-    ab_buf_free(text);
-}
-
-/* msgpack document -> JSON text (what the plugin stores). */
-static ab_status_t to_json(const ab_buf_t *mp, ab_buf_t *text, ab_error_t *err)
-{
-    ab_doc_t *doc = NULL;
-    const ab_val_t *root = NULL;
-    if (mp->len > UINT32_MAX)
-        return ab_error_set(err, AB_TOO_LARGE, "", "snapshot larger than 4 GiB");
-    ab_status_t st = ab_doc_new(&doc);
-    if (st == AB_OK)
-        st = ab_doc_parse(doc, mp->data, mp->len, UINT32_MAX, UINT32_MAX, AB_INTERNAL, &root, err);
-    if (st == AB_OK && ab_val_to_json(root, text) != AB_OK)
-        st = ab_error_set(err, AB_NOMEM, "", "out of memory encoding the snapshot");
-    ab_doc_destroy(&doc);
-    return st;
+    ab_buf_free(stored);
 }
 
 /*
@@ -188,7 +175,7 @@ static void compute(ab_snapworker_t *w, const todo_t *q)
     const char *thread = q->thread;
     ab_error_t e = AB_ERROR_INIT;
     ab_snapent_t *ent = NULL;
-    ab_buf_t mp = AB_BUF_INIT, text = AB_BUF_INIT;
+    ab_buf_t mp = AB_BUF_INIT, stored = AB_BUF_INIT;
     ab_str_t t = {thread, strlen(thread)};
     /* every-N only: capped by --snapshot-memory (a run end is always computed) */
     size_t cap = q->run_end ? 0 : (size_t)w->b->cfg->snapshot_memory << 20;
@@ -199,24 +186,27 @@ static void compute(ab_snapworker_t *w, const todo_t *q)
     if (st == AB_OK)
         ent->unmeasured = 0; /* the encoding measured the projection */
     if (st == AB_OK)
-        ab__snapcache_put(w->b->snaps, ent); /* before the text: the builder is free again */
+        ab__snapcache_put(w->b->snaps,
+                          ent); /* before the document is handed on: the builder is free again */
     else
         ab__snapcache_discard(w->b->snaps, ent);
     size_t size = mp.len;
-    if (st == AB_OK && (q->run_end || mp.len <= AB_MAX_REPLY_BYTES))
-        st = to_json(&mp, &text, &e);
+    if (st == AB_OK && (q->run_end || mp.len <= AB_MAX_REPLY_BYTES)) {
+        stored = mp; /* the binary stored form (ab_snapshot_load) */
+        mp = (ab_buf_t)AB_BUF_INIT;
+    }
     ab_buf_free(&mp);
     if (st == AB_OK) {
-        add_done(w, thread, pos, &text, text.len > 0 ? text.len : size);
+        add_done(w, thread, pos, &stored, stored.len > 0 ? stored.len : size);
     } else if (st == AB_TOO_LARGE) { /* over --snapshot-memory: the writer stops asking */
-        add_done(w, thread, 0, &text, (size_t)w->b->cfg->snapshot_memory << 20);
+        add_done(w, thread, 0, &stored, (size_t)w->b->cfg->snapshot_memory << 20);
         ab__log(AB_LOG_INFO, "snapshot of %s not stored: %s", thread, e.message);
     } else if (st != AB_NOT_FOUND && st != AB_REQUEST_ABORTED) {
         char line[512];
         ab__log(AB_LOG_WARN, "cannot compute the snapshot of %s: %s", thread,
                 ab_error_format(&e, line, sizeof(line)));
     }
-    ab_buf_free(&text);
+    ab_buf_free(&stored);
 }
 
 static void *worker_main(void *arg)
@@ -296,8 +286,8 @@ size_t ab__snapworker_collect(ab_snapworker_t *w, ab_snapworker_cb cb, void *ud)
     w->ndone = w->done_cap = 0;
     pthread_mutex_unlock(&w->mu);
     for (size_t i = 0; i < n; i++) {
-        cb(ud, (ab_str_t){d[i].thread, strlen(d[i].thread)}, d[i].pos, &d[i].text, d[i].size);
-        ab_buf_free(&d[i].text);
+        cb(ud, (ab_str_t){d[i].thread, strlen(d[i].thread)}, d[i].pos, &d[i].stored, d[i].size);
+        ab_buf_free(&d[i].stored);
     }
     free(d);
     return n;

@@ -72,6 +72,36 @@ AB_NODISCARD ab_status_t ab__snapshot_builder_document(const ab_snapshot_builder
  */
 AB_NODISCARD ab_status_t ab__snapshot_validate(const json_t *doc, ab_error_t *err);
 
+/** One activeEvents item as the rules read it (a field that is absent or of the wrong type
+ *  reads as 0 / NULL / false, which breaks rule "active-events"). */
+typedef struct sn_item {
+    const char *run;     /**< NUL-terminated, or NULL */
+    json_int_t seq, pos; /**< 0 when absent or not an integer */
+    bool shape_ok;       /**< the item is a map whose "event" is a map with a string type */
+} sn_item_t;
+
+/** Fill @p it with item @p i of @p ud; @p run is a buffer of AB_ID_MAX_BYTES + 1 bytes for
+ *  a run id that must be copied to be NUL-terminated. */
+typedef void (*sn_item_fn)(const void *ud, size_t i, sn_item_t *it, char *run);
+
+/**
+ * ab__snapshot_validate() with the @p n active events given by @p fn instead of the
+ * document's own activeEvents (which is then not read): the binary stored form's events,
+ * kept packed.
+ */
+AB_NODISCARD ab_status_t ab__snapshot_validate_items(const json_t *doc, size_t n, sn_item_fn fn,
+                                                     const void *ud, ab_error_t *err);
+
+/**
+ * The snapshot of a binary stored document (ab_snapshot_load()): @p root is the parsed
+ * msgpack map. Every key but activeEvents becomes the jansson document; the active events
+ * are validated from @p root and kept packed (not as jansson trees), so that
+ * ab_snapshot_builder_from() copies them as bytes.
+ * @return as ab__snapshot_validate(), plus AB_NOMEM.
+ */
+AB_NODISCARD ab_status_t ab__snapshot_from_binary(const ab_val_t *root, ab_snapshot_t **out,
+                                                  ab_error_t *err);
+
 /**
  * Validate @p doc and wrap it as a snapshot (takes a new reference to it;
  * the caller keeps its own).
@@ -80,7 +110,12 @@ AB_NODISCARD ab_status_t ab__snapshot_validate(const json_t *doc, ab_error_t *er
 AB_NODISCARD ab_status_t ab__snapshot_from_json(const json_t *doc, ab_snapshot_t **out,
                                                 ab_error_t *err);
 
-/** The validated document (borrowed, valid until ab_snapshot_destroy()). */
+/** The whole document, activeEvents included also for the binary form (a new reference;
+ *  NULL = no memory). */
+json_t *ab__snapshot_full_document(const ab_snapshot_t *s);
+
+/** The validated document (borrowed, valid until ab_snapshot_destroy()); for the binary
+ *  form its activeEvents is empty (ab__snapshot_full_document() has them). */
 const json_t *ab__snapshot_document(const ab_snapshot_t *s);
 
 /* ---- JSON Patch ---------------------------------------------------------- */

@@ -103,9 +103,49 @@ ab_status_t ab_snapshot_from_value(const ab_val_t *doc, ab_snapshot_t **out, ab_
     return st;
 }
 
+/* Whether @p b starts a msgpack map: fixmap, map 16 or map 32 (no JSON text starts so). */
+static bool msgpack_map_start(uint8_t b)
+{
+    return (b & 0xf0) == 0x80 || b == 0xde || b == 0xdf;
+}
+
+ab_status_t ab_snapshot_load(const uint8_t *data, size_t len, ab_snapshot_t **out, ab_error_t *err)
+{
+    if (data == NULL || out == NULL)
+        return ab_error_set(err, AB_INVALID_ARGUMENT, NULL, "NULL argument");
+    if (len == 0 || !msgpack_map_start(data[0]))
+        return ab_snapshot_parse((const char *)data, len, out, err);
+    if (len > UINT32_MAX)
+        return ab_error_set(err, AB_TOO_LARGE, "", "stored snapshot larger than 4 GiB");
+    ab_doc_t *doc = NULL;
+    const ab_val_t *root = NULL;
+    if (ab_doc_new(&doc) != AB_OK)
+        return ab_error_set(err, AB_NOMEM, NULL, "out of memory");
+    ab_error_t pe = AB_ERROR_INIT;
+    ab_status_t st = ab_doc_parse(doc, data, len, UINT32_MAX, TEXT_DEPTH, AB_CORRUPT, &root, &pe);
+    if (st == AB_CORRUPT || st == AB_TOO_LARGE) {
+        st = ab_error_set(err, AB_CORRUPT, pe.field, "snapshot rule 'msgpack': %s", pe.message);
+        ab_error_detail_str(err, "rule", "msgpack");
+    } else if (st != AB_OK) {
+        st = ab_error_set(err, st, NULL, "%s", pe.message);
+    } else {
+        st = ab__snapshot_from_binary(root, out, err);
+    }
+    ab_error_clear(&pe);
+    ab_doc_destroy(&doc);
+    return st;
+}
+
 ab_status_t ab_snapshot_json(const ab_snapshot_t *s, ab_buf_t *out, ab_error_t *err)
 {
-    return to_text(s ? ab__snapshot_document(s) : NULL, out, err);
+    if (s == NULL)
+        return to_text(NULL, out, err);
+    json_t *doc = ab__snapshot_full_document(s);
+    if (doc == NULL)
+        return ab_error_set(err, AB_NOMEM, NULL, "out of memory");
+    ab_status_t st = to_text(doc, out, err);
+    json_decref(doc);
+    return st;
 }
 
 const char *ab_snapshot_thread_id(const ab_snapshot_t *s)

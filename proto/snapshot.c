@@ -30,6 +30,9 @@
 
 struct ab_snapshot {
     json_t *doc;
+    /** binary stored form only: the active events, packed (a builder with no reducer);
+     *  doc's activeEvents is then an empty array. NULL for a document read as JSON. */
+    ab_snapshot_builder_t *kept;
 };
 
 static ab_status_t nomem(ab_error_t *err)
@@ -138,6 +141,19 @@ static ab_status_t restore_events(ab_snapshot_builder_t *b, const json_t *events
     return st;
 }
 
+/* The packed events of a binary snapshot, copied as bytes into the builder. */
+static ab_status_t copy_kept(ab_snapshot_builder_t *b, const ab_snapshot_builder_t *k)
+{
+    if (k->nev == 0)
+        return AB_OK;
+    b->ev = ab__malloc(k->nev * sizeof(*b->ev));
+    if (!b->ev || ab_buf_append(&b->bytes, k->bytes.data, k->bytes.len) != AB_OK)
+        return AB_NOMEM;
+    memcpy(b->ev, k->ev, k->nev * sizeof(*b->ev));
+    b->nev = b->evcap = k->nev;
+    return AB_OK;
+}
+
 ab_status_t ab_snapshot_builder_from(ab_snapshot_builder_t **out, const ab_snapshot_t *s,
                                      ab_error_t *err)
 {
@@ -159,7 +175,10 @@ ab_status_t ab_snapshot_builder_from(ab_snapshot_builder_t **out, const ab_snaps
     }
     if (st == AB_OK && !b->runs)
         st = nomem(err);
-    if (st == AB_OK && restore_events(b, json_object_get(s->doc, "activeEvents")) != AB_OK)
+    if (st == AB_OK && s->kept != NULL && copy_kept(b, s->kept) != AB_OK)
+        st = nomem(err);
+    else if (st == AB_OK && s->kept == NULL &&
+             restore_events(b, json_object_get(s->doc, "activeEvents")) != AB_OK)
         st = nomem(err);
     if (st == AB_OK)
         st = ab_snapshot_restore(s, &b->r, err);
@@ -312,8 +331,138 @@ ab_status_t ab__snapshot_from_json(const json_t *doc, ab_snapshot_t **out, ab_er
     if (!s)
         return nomem(err);
     s->doc = json_incref((json_t *)(uintptr_t)doc);
+    s->kept = NULL;
     *out = s;
     return AB_OK;
+}
+
+/* The fields of activeEvents item @p e in one pass (absent ones stay NULL). */
+static void item_fields(const ab_val_t *e, const ab_val_t **f /* run, seq, pos, event */)
+{
+    static const char *const names[4] = {"run", "seq", "pos", "event"};
+    f[0] = f[1] = f[2] = f[3] = NULL;
+    if (e->type != AB_VAL_MAP)
+        return;
+    for (uint32_t i = 0; i < e->len; i++) {
+        const ab_kv_t *kv = &e->u.pairs[i];
+        for (int k = 0; k < 4; k++)
+            if (kv->klen == strlen(names[k]) && memcmp(kv->key, names[k], kv->klen) == 0)
+                f[k] = &kv->val;
+    }
+}
+
+/* sn_item_fn over the msgpack array activeEvents of a binary document. */
+static void val_item(const void *ud, size_t i, sn_item_t *it, char *run)
+{
+    const ab_val_t *f[4];
+    item_fields(&((const ab_val_t *)ud)->u.items[i], f);
+    const ab_val_t *r = f[0], *type = ab_val_get(f[3], "type");
+    if (r && r->type == AB_VAL_STR && r->len <= AB_ID_MAX_BYTES && !memchr(r->u.s, 0, r->len)) {
+        memcpy(run, r->u.s, r->len);
+        run[r->len] = '\0';
+        it->run = run;
+    }
+    it->seq = f[1] && f[1]->type == AB_VAL_INT ? f[1]->u.i : 0;
+    it->pos = f[2] && f[2]->type == AB_VAL_INT ? f[2]->u.i : 0;
+    it->shape_ok = f[3] && f[3]->type == AB_VAL_MAP && type && type->type == AB_VAL_STR;
+}
+
+/* @p root (a map) as jansson, its activeEvents an empty array; NULL = no memory. */
+static json_t *doc_without_events(const ab_val_t *root)
+{
+    ab_kv_t *pairs = ab__malloc((root->len ? root->len : 1) * sizeof(*pairs));
+    if (!pairs)
+        return NULL;
+    static const ab_val_t empty = {.type = AB_VAL_ARRAY};
+    for (uint32_t i = 0; i < root->len; i++) {
+        pairs[i] = root->u.pairs[i];
+        if (pairs[i].klen == 12 && memcmp(pairs[i].key, "activeEvents", 12) == 0)
+            pairs[i].val = empty;
+    }
+    ab_val_t copy = {.type = AB_VAL_MAP, .len = root->len, .u.pairs = pairs};
+    json_t *j = ab__val_to_jansson(&copy);
+    ab__free(pairs);
+    return j;
+}
+
+/* The validated active events of @p events packed into a bare builder. */
+static ab_status_t pack_events(const ab_val_t *events, ab_snapshot_builder_t **out)
+{
+    ab_snapshot_builder_t *k;
+    if (builder_alloc(&k, NULL) != AB_OK)
+        return AB_NOMEM;
+    char run[AB_ID_MAX_BYTES + 1];
+    for (uint32_t i = 0; i < events->len; i++) {
+        sn_item_t it = {0};
+        const ab_val_t *f[4];
+        val_item(events, i, &it, run);
+        item_fields(&events->u.items[i], f);
+        if (keep_val(k, it.run, (uint64_t)it.seq, (uint64_t)it.pos, f[3]) != AB_OK) {
+            ab_snapshot_builder_destroy(&k);
+            return AB_NOMEM;
+        }
+    }
+    *out = k;
+    return AB_OK;
+}
+
+/* A binary document without an activeEvents array: refused as its JSON text would be. */
+static ab_status_t refuse_whole(const ab_val_t *root, ab_error_t *err)
+{
+    json_t *all = ab__val_to_jansson(root);
+    if (!all)
+        return nomem(err);
+    ab_status_t st = ab__snapshot_validate(all, err);
+    json_decref(all);
+    if (st == AB_OK) /* cannot pass without activeEvents; kept as a guard */
+        st = ab_error_set(err, AB_CORRUPT, "/activeEvents",
+                          "snapshot rule 'active-events': activeEvents is missing or not an array");
+    return st;
+}
+
+ab_status_t ab__snapshot_from_binary(const ab_val_t *root, ab_snapshot_t **out, ab_error_t *err)
+{
+    if (!root || !out)
+        return ab_error_set(err, AB_INVALID_ARGUMENT, NULL, "NULL argument");
+    const ab_val_t *events = ab_val_get(root, "activeEvents");
+    if (root->type != AB_VAL_MAP || !events || events->type != AB_VAL_ARRAY)
+        return refuse_whole(root, err);
+    json_t *doc = doc_without_events(root);
+    if (!doc)
+        return nomem(err);
+    ab_status_t st = ab__snapshot_validate_items(doc, events->len, val_item, events, err);
+    ab_snapshot_t *s = NULL;
+    if (st == AB_OK && !(s = ab__calloc(1, sizeof *s)))
+        st = nomem(err);
+    if (st == AB_OK && pack_events(events, &s->kept) != AB_OK)
+        st = nomem(err);
+    if (st != AB_OK) {
+        ab_snapshot_destroy(&s);
+        json_decref(doc);
+        return st;
+    }
+    s->doc = doc;
+    *out = s;
+    return AB_OK;
+}
+
+json_t *ab__snapshot_full_document(const ab_snapshot_t *s)
+{
+    if (!s)
+        return NULL;
+    if (!s->kept)
+        return json_incref(s->doc);
+    json_t *copy = json_copy(s->doc), *events = ab__sn_events_json(s->kept);
+    if (!copy || !events) {
+        json_decref(copy);
+        json_decref(events);
+        return NULL;
+    }
+    if (json_object_set_new(copy, "activeEvents", events) != 0) { /* events taken either way */
+        json_decref(copy);
+        return NULL;
+    }
+    return copy;
 }
 
 ab_status_t ab_snapshot_parse(const char *text, size_t len, ab_snapshot_t **out, ab_error_t *err)
@@ -340,6 +489,7 @@ void ab_snapshot_destroy(ab_snapshot_t **sp)
     if (!sp || !*sp)
         return;
     json_decref((*sp)->doc);
+    ab_snapshot_builder_destroy(&(*sp)->kept);
     ab__free(*sp);
     *sp = NULL;
 }

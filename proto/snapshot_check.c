@@ -242,54 +242,65 @@ static ab_status_t check_active_runs(chk_t *c)
     return AB_OK;
 }
 
+/* "/activeEvents/<i>" into @p f (only when a rule breaks: the loop is hot). */
+static const char *item_ptr(char *f, size_t n, size_t i)
+{
+    snprintf(f, n, "/activeEvents/%zu", i);
+    return f;
+}
+
 /* One activeEvents item against the run's previous seq (tracked in @p last). */
-static ab_status_t check_event(chk_t *c, size_t i, const json_t *e, json_t *last,
+static ab_status_t check_event(chk_t *c, size_t i, const sn_item_t *it, json_t *last,
                                json_int_t *prev_pos)
 {
     char f[64];
-    snprintf(f, sizeof f, "/activeEvents/%zu", i);
-    const char *run = json_string_value(json_object_get(e, "run"));
-    const json_t *seq = json_object_get(e, "seq"), *pos = json_object_get(e, "pos");
-    const json_t *ev = json_object_get(e, "event");
-    if (!run || !is_count(seq, 1) || !is_count(pos, 1) || !json_is_object(ev) ||
-        !json_is_string(json_object_get(ev, "type")))
-        return rule(c, "active-events", f,
+    const char *run = it->run;
+    if (!it->shape_ok || !run || it->seq < 1 || it->pos < 1)
+        return rule(c, "active-events", item_ptr(f, sizeof f, i),
                     "an active event is {run, seq >= 1, pos >= 1, event with a type}");
     if (!listed(c->active, run, SIZE_MAX))
-        return rule(c, "active-event-run", f, "event of run '%s', which is not active", run);
-    json_int_t s = json_integer_value(seq), p = json_integer_value(pos);
+        return rule(c, "active-event-run", item_ptr(f, sizeof f, i),
+                    "event of run '%s', which is not active", run);
+    json_int_t s = it->seq, p = it->pos;
     json_t *prev = json_object_get(last, run);
-    const json_t *started = json_object_get(proj_run(c, run), "startedSeq");
-    json_int_t start = json_is_integer(started) ? json_integer_value(started) : 1;
-    if (!prev && s > start)
-        return rule(c, "active-event-start", f,
-                    "the events of run '%s' start at seq %lld, after its start %lld", run,
-                    (long long)s, (long long)start);
-    if (prev && s != json_integer_value(prev) + 1)
-        return rule(c, "active-event-order", f, "seq %lld of run '%s' does not follow %lld",
-                    (long long)s, run, (long long)json_integer_value(prev));
+    if (!prev) {
+        const json_t *started = json_object_get(proj_run(c, run), "startedSeq");
+        json_int_t start = json_is_integer(started) ? json_integer_value(started) : 1;
+        if (s > start)
+            return rule(c, "active-event-start", item_ptr(f, sizeof f, i),
+                        "the events of run '%s' start at seq %lld, after its start %lld", run,
+                        (long long)s, (long long)start);
+    } else if (s != json_integer_value(prev) + 1) {
+        return rule(c, "active-event-order", item_ptr(f, sizeof f, i),
+                    "seq %lld of run '%s' does not follow %lld", (long long)s, run,
+                    (long long)json_integer_value(prev));
+    }
     if (p <= *prev_pos || p > c->position)
-        return rule(c, "active-event-position", f,
+        return rule(c, "active-event-position", item_ptr(f, sizeof f, i),
                     "pos %lld is not after the previous event's or beyond checkpoint %lld",
                     (long long)p, (long long)c->position);
     *prev_pos = p;
-    if (json_object_set_new(last, run, json_integer(s)) != 0)
+    if (prev != NULL ? json_integer_set(prev, s) != 0
+                     : json_object_set_new(last, run, json_integer(s)) != 0)
         return ab_error_set(c->err, AB_NOMEM, NULL, "out of memory");
     return AB_OK;
 }
 
-static ab_status_t check_active_events(chk_t *c)
+/* The @p n active events given by @p fn: each valid, and every active run's ending at its
+ * checkpoint seq. */
+static ab_status_t check_active_events(chk_t *c, size_t n, sn_item_fn fn, const void *ud)
 {
-    const json_t *events = json_object_get(c->doc, "activeEvents");
-    if (!json_is_array(events))
-        return rule(c, "active-events", "/activeEvents", "activeEvents is missing or not an array");
     json_t *last = json_object();
     if (!last)
         return ab_error_set(c->err, AB_NOMEM, NULL, "out of memory");
     json_int_t prev_pos = 0;
     ab_status_t st = AB_OK;
-    for (size_t i = 0; st == AB_OK && i < json_array_size(events); i++)
-        st = check_event(c, i, json_array_get(events, i), last, &prev_pos);
+    char run[AB_ID_MAX_BYTES + 1];
+    for (size_t i = 0; st == AB_OK && i < n; i++) {
+        sn_item_t it = {0};
+        fn(ud, i, &it, run);
+        st = check_event(c, i, &it, last, &prev_pos);
+    }
     size_t i;
     json_t *v;
     json_array_foreach(c->active, i, v)
@@ -304,17 +315,51 @@ static ab_status_t check_active_events(chk_t *c)
     return st;
 }
 
+/* sn_item_fn over the JSON array activeEvents. */
+static void json_item(const void *ud, size_t i, sn_item_t *it, char *run)
+{
+    (void)run;
+    const json_t *e = json_array_get(ud, i);
+    const json_t *seq = json_object_get(e, "seq"), *pos = json_object_get(e, "pos");
+    const json_t *ev = json_object_get(e, "event");
+    it->run = json_string_value(json_object_get(e, "run"));
+    it->seq = json_is_integer(seq) ? json_integer_value(seq) : 0;
+    it->pos = json_is_integer(pos) ? json_integer_value(pos) : 0;
+    it->shape_ok = json_is_object(ev) && json_is_string(json_object_get(ev, "type"));
+}
+
+/* Every rule up to activeRuns (invariant 1). */
+static ab_status_t check_head(chk_t *c)
+{
+    if (!c->doc)
+        return ab_error_set(c->err, AB_INVALID_ARGUMENT, NULL, "NULL snapshot document");
+    if (!json_is_object(c->doc))
+        return rule(c, "json", "", "the snapshot is not a JSON object");
+    ab_status_t st;
+    if ((st = check_top(c)) != AB_OK || (st = check_projection(c)) != AB_OK ||
+        (st = check_runs(c)) != AB_OK || (st = check_lanes(c)) != AB_OK ||
+        (st = check_checkpoint(c)) != AB_OK || (st = check_active_runs(c)) != AB_OK)
+        return st;
+    return AB_OK;
+}
+
+ab_status_t ab__snapshot_validate_items(const json_t *doc, size_t n, sn_item_fn fn, const void *ud,
+                                        ab_error_t *err)
+{
+    chk_t c = {.doc = doc, .err = err};
+    ab_status_t st = check_head(&c);
+    return st != AB_OK ? st : check_active_events(&c, n, fn, ud);
+}
+
 ab_status_t ab__snapshot_validate(const json_t *doc, ab_error_t *err)
 {
     chk_t c = {.doc = doc, .err = err};
-    if (!doc)
-        return ab_error_set(err, AB_INVALID_ARGUMENT, NULL, "NULL snapshot document");
-    if (!json_is_object(doc))
-        return rule(&c, "json", "", "the snapshot is not a JSON object");
-    ab_status_t st;
-    if ((st = check_top(&c)) != AB_OK || (st = check_projection(&c)) != AB_OK ||
-        (st = check_runs(&c)) != AB_OK || (st = check_lanes(&c)) != AB_OK ||
-        (st = check_checkpoint(&c)) != AB_OK || (st = check_active_runs(&c)) != AB_OK)
+    ab_status_t st = check_head(&c);
+    if (st != AB_OK)
         return st;
-    return check_active_events(&c);
+    const json_t *events = json_object_get(doc, "activeEvents");
+    if (!json_is_array(events))
+        return rule(&c, "active-events", "/activeEvents",
+                    "activeEvents is missing or not an array");
+    return check_active_events(&c, json_array_size(events), json_item, events);
 }

@@ -134,6 +134,20 @@ AB_API AB_NODISCARD ab_status_t ab_snapshot_parse(const char *json, size_t len, 
 AB_API AB_NODISCARD ab_status_t ab_snapshot_from_value(const ab_val_t *doc, ab_snapshot_t **out,
                                                        ab_error_t *err);
 
+/**
+ * Read a stored snapshot document in either of its stored forms and validate
+ * it as ab_snapshot_parse() does: the binary form (the document as one
+ * msgpack map, what ab_snapshot_builder_msgpack() writes and the broker
+ * stores) or JSON text (what brokers before the binary form stored). The
+ * form is told by the first byte: a msgpack map starts 0x80-0x8f, 0xde or
+ * 0xdf, none of which JSON text can start with.
+ * @param out  out: the snapshot, written only on AB_OK.
+ * @return as ab_snapshot_parse(); a binary document that is not one msgpack
+ *         map breaks rule "msgpack" (AB_CORRUPT, detail "rule").
+ */
+AB_API AB_NODISCARD ab_status_t ab_snapshot_load(const uint8_t *data, size_t len,
+                                                 ab_snapshot_t **out, ab_error_t *err);
+
 /** Free a parsed snapshot. NULL-safe; sets *s = NULL. */
 AB_API void ab_snapshot_destroy(ab_snapshot_t **s);
 

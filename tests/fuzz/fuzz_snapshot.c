@@ -5,7 +5,8 @@
  * snapshot (proto/snapshot*.c). A stored snapshot is data the broker reads
  * back from disk at every cold SNAPSHOT request.
  *
- * Input: snapshot document text, optionally followed by one NUL byte and
+ * Input: a binary snapshot document (first byte a msgpack map's: the whole
+ * input, no events), or snapshot document text, optionally followed by one NUL byte and
  * events to continue it with, one JSON object per line in the fixture
  * format of the fixture threads (tests/fixtures/threads, NAME.jsonl):
  *   {"run": "run-1", "seq": 4, "event": {"type": "TEXT_MESSAGE_END", ...}}
@@ -36,6 +37,10 @@
  *     builder, or the first half folded, written out, parsed, restored and
  *     the rest folded, or folded into the plain restored reducer, all give
  *     the same document (projection);
+ *  6. the msgpack of the text, read as the binary stored form
+ *     (ab_snapshot_load), is answered as the text: same status and message;
+ *  7. an input that starts as a msgpack map is a binary document, refused as
+ *     in 1 or restored and written as in 2 and 3;
  * and ASan/UBSan find nothing.
  */
 #include "agentbus/agui.h"
@@ -357,12 +362,58 @@ static void run(const ab_snapshot_t *s, const char *events, size_t elen)
     ab_doc_destroy(&d);
 }
 
+/*
+ * Invariant 6: the binary stored form. The text's msgpack (when the JSON bridge reads it) is
+ * answered by ab_snapshot_load() as the text is by ab_snapshot_parse(): same status and
+ * message.
+ */
+static void check_binary_of_text(const char *text, size_t len)
+{
+    ab_buf_t mp = AB_BUF_INIT;
+    ab_error_t err = AB_ERROR_INIT, pe = AB_ERROR_INIT;
+    ab_snapshot_t *s = NULL, *parsed = NULL;
+    const ab_error_t *perr = &pe;
+    if (ab_snapshot_parse(text, len, &parsed, &pe) != AB_OK)
+        parsed = NULL;
+    if (ab_json_to_msgpack(text, len, 512, UINT32_MAX, AB_INVALID_ARGUMENT, &mp, &err) == AB_OK &&
+        mp.len > 0 && ((mp.data[0] & 0xf0) == 0x80 || mp.data[0] == 0xde || mp.data[0] == 0xdf)) {
+        ab_status_t st = ab_snapshot_load(mp.data, mp.len, &s, &err);
+        if ((st == AB_OK) != (parsed != NULL) ||
+            (st != AB_OK && strcmp(err.message, perr->message) != 0))
+            die("the binary form and the text are answered differently");
+        if (st == AB_OK && ab_snapshot_position(s) != ab_snapshot_position(parsed))
+            die("the binary form's position differs");
+    }
+    ab_snapshot_destroy(&s);
+    ab_snapshot_destroy(&parsed);
+    ab_buf_free(&mp);
+}
+
+/* Invariant 7: input that starts as a msgpack map is a binary document: refused as
+ * invariant 1 says, or restored and continued (with no events) as invariant 2. */
+static void binary_input(const uint8_t *data, size_t size)
+{
+    ab_snapshot_t *s = NULL;
+    ab_error_t err = AB_ERROR_INIT;
+    ab_status_t st = ab_snapshot_load(data, size, &s, &err);
+    if (st != AB_OK)
+        check_refusal(st, &err);
+    else
+        run(s, "", 0);
+    ab_snapshot_destroy(&s);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+    if (size > 0 && ((data[0] & 0xf0) == 0x80 || data[0] == 0xde || data[0] == 0xdf)) {
+        binary_input(data, size);
+        return 0;
+    }
     const char *text = (const char *)data;
     const char *nul = memchr(text, '\0', size);
     size_t tlen = nul ? (size_t)(nul - text) : size;
     ab_snapshot_t *s = parse_checked(text, tlen);
+    check_binary_of_text(text, tlen);
     if (s != NULL)
         run(s, nul ? nul + 1 : "", nul ? size - tlen - 1 : 0);
     ab_snapshot_destroy(&s);

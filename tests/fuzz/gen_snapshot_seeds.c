@@ -11,14 +11,17 @@
  * seed-NAME-kK is the snapshot document of the first k events, as the
  * builder writes it (ab_snapshot_builder_json: what the persistence plugin
  * stores), then, when k < n, a NUL byte and the fixture's remaining lines,
- * which the harness folds into the restored snapshot. The check keeps the
+ * which the harness folds into the restored snapshot; seed-NAME-kK-bin is
+ * the same document in its binary stored form (ab_snapshot_builder_msgpack:
+ * what the broker stores), alone. The check keeps the
  * seeds in step with the snapshot format: a format change that is not
  * followed by new seeds would leave a corpus of documents the validator
  * refuses at the first rule.
  *
  * Invariants:
  *  1. Output is a pure function of the fixtures and this file.
- *  2. Every seed's document passes ab_snapshot_parse().
+ *  2. Every seed's document passes ab_snapshot_parse() (text) or
+ *     ab_snapshot_load() (binary).
  */
 #include "agentbus/json.h"
 #include "agentbus/snapshot.h"
@@ -26,6 +29,8 @@
 #include <jansson.h>
 
 #include <dirent.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -107,8 +112,8 @@ static int feed(ab_snapshot_builder_t *b, const char *line, size_t i, ab_doc_t *
     return rc;
 }
 
-/* The seed of the first @p k lines of @p fx into @p out. */
-static int build(const fixture_t *fx, size_t k, ab_buf_t *out)
+/* The seed of the first @p k lines of @p fx into @p out (@p binary: the stored form alone). */
+static int build(const fixture_t *fx, size_t k, bool binary, ab_buf_t *out)
 {
     ab_snapshot_builder_t *b = NULL;
     ab_doc_t *doc = NULL;
@@ -120,6 +125,13 @@ static int build(const fixture_t *fx, size_t k, ab_buf_t *out)
         if (feed(b, fx->line[i], i, doc) != 0)
             goto done;
     ab_snapshot_t *s = NULL;
+    if (binary) {
+        if (ab_snapshot_builder_msgpack(b, UINT32_MAX, SIZE_MAX, out, &err) == AB_OK &&
+            ab_snapshot_load(out->data, out->len, &s, &err) == AB_OK)
+            rc = 0;
+        ab_snapshot_destroy(&s);
+        goto done;
+    }
     if (ab_snapshot_builder_json(b, out, &err) != AB_OK ||
         ab_snapshot_parse((const char *)out->data, out->len, &s, &err) != AB_OK)
         goto done;
@@ -169,10 +181,12 @@ static int one_fixture(const char *fixtures, const char *name, const char *dir, 
     }
     const size_t cuts[] = {1, fx.n / 2, fx.n};
     int rc = 0;
-    for (size_t c = 0; rc == 0 && c < sizeof cuts / sizeof cuts[0]; c++) {
+    for (size_t c = 0; rc == 0 && c < 2 * (sizeof cuts / sizeof cuts[0]); c++) {
         ab_buf_t b = AB_BUF_INIT;
-        snprintf(path, sizeof path, "%s/seed-%s-k%zu", dir, name, cuts[c]);
-        rc = build(&fx, cuts[c], &b) == 0 && emit(path, &b, check) == 0 ? 0 : -1;
+        bool bin = c >= sizeof cuts / sizeof cuts[0];
+        size_t k = cuts[c % (sizeof cuts / sizeof cuts[0])];
+        snprintf(path, sizeof path, "%s/seed-%s-k%zu%s", dir, name, k, bin ? "-bin" : "");
+        rc = build(&fx, k, bin, &b) == 0 && emit(path, &b, check) == 0 ? 0 : -1;
         *count += rc == 0;
         ab_buf_free(&b);
     }

@@ -342,7 +342,10 @@ static void test_requests_assigned_and_orphaned(void **state)
     ab_conn_t *wc = it_connect(&t->bp);
     ab_served_agent_t agents[] = {{{"holder", 6}, 1, NULL, 0}};
     ab_msg_t m = {.op = AB_OP_SERVE}, r;
-    m.u.serve = (ab_serve_t){{"raw-w", 5}, agents, 1, AB_LEASE_MS_MIN};
+    /* a lease of 3 s, renewed (ping) before each command that expects it held: a loaded
+     * machine can take longer than the 1 s minimum to run one CLI process (ASan), and the
+     * orphan below must still come within IT_TIMEOUT of the worker going away */
+    m.u.serve = (ab_serve_t){{"raw-w", 5}, agents, 1, 3000};
     ab_error_t err = AB_ERROR_INIT;
     assert_int_equal(ab_conn_request(wc, &m, NULL, 0, t->doc, &r, IT_TIMEOUT, &err), AB_OK);
     char out[OUT_MAX];
@@ -352,7 +355,10 @@ static void test_requests_assigned_and_orphaned(void **state)
     assert_int_equal(ab_conn_recv(wc, 0, t->doc, &m, IT_TIMEOUT, &err), AB_OK);
     assert_int_equal(m.op, AB_OP_ASSIGN);
     uint64_t epoch = m.u.assign.epoch;
+    ab_pong_t pong;
+    assert_int_equal(ab_conn_ping(wc, t->doc, &pong, IT_TIMEOUT, &err), AB_OK);
     assert_true(requests_show(t, "\"state\":\"assigned\",\"worker\":\"raw-w\"", "\"attempts\":1"));
+    assert_int_equal(ab_conn_ping(wc, t->doc, &pong, IT_TIMEOUT, &err), AB_OK);
     rc = it_run_cli(out, "runs --requests --state assigned --broker %s", t->bp.cmd);
     assert_int_equal(rc, 0);
     assert_non_null(strstr(out, "assigned  raw-w"));

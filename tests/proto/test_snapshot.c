@@ -160,12 +160,44 @@ static void check_encoders(ab_snapshot_builder_t *b, const json_t *doc, const ch
     ab_buf_free(&back);
 }
 
+/*
+ * The binary stored form of @p b (what the broker stores) loads back: the loaded snapshot's
+ * document is @p doc (activeEvents included), and a builder continued from it with the
+ * events after k ends at @p full_doc, as from the JSON text.
+ */
+static void check_binary(ab_snapshot_builder_t *b, const json_t *doc, const json_t *lines, size_t k,
+                         const json_t *full_doc, const char *name)
+{
+    ab_error_t err = AB_ERROR_INIT;
+    ab_buf_t mp = AB_BUF_INIT, text = AB_BUF_INIT;
+    assert_int_equal(ab_snapshot_builder_msgpack(b, UINT32_MAX, SIZE_MAX, &mp, &err), AB_OK);
+    ab_snapshot_t *s = NULL;
+    if (ab_snapshot_load(mp.data, mp.len, &s, &err) != AB_OK)
+        fail_msg("%s k=%zu: binary load: %s (at %s)", name, k, err.message, err.field);
+    assert_int_equal(ab_snapshot_position(s), k);
+    assert_int_equal(ab_snapshot_json(s, &text, &err), AB_OK);
+    json_t *got = json_loadb((const char *)text.data, text.len, JSON_ALLOW_NUL, NULL);
+    expect_json(got, doc, name, k);
+    json_decref(got);
+    ab_snapshot_builder_t *c = NULL;
+    assert_int_equal(ab_snapshot_builder_from(&c, s, &err), AB_OK);
+    feed_lines(c, lines, k, json_array_size(lines));
+    json_t *cont = document(c);
+    expect_json(cont, full_doc, name, k);
+    json_decref(cont);
+    ab_snapshot_builder_destroy(&c);
+    ab_snapshot_destroy(&s);
+    ab_buf_free(&mp);
+    ab_buf_free(&text);
+}
+
 static void check_split(const json_t *lines, size_t k, const json_t *full_doc, const char *name)
 {
     size_t n = json_array_size(lines);
     ab_snapshot_builder_t *b = builder_after(lines, k);
     json_t *doc = document(b);
     check_encoders(b, doc, name, k);
+    check_binary(b, doc, lines, k, full_doc, name);
     assert_int_equal(ab_snapshot_builder_position(b), k);
     ab_snapshot_builder_destroy(&b);
     ab_snapshot_t *s = reparse(doc);
@@ -342,6 +374,24 @@ static json_t *base_doc(void)
     return doc;
 }
 
+/* The binary stored form of JSON @p text is refused by ab_snapshot_load() exactly as the
+ * text was (@p want: the text's error): same code, rule, field and message. */
+static void expect_rule_binary(const char *text, const ab_error_t *want)
+{
+    ab_buf_t mp = AB_BUF_INIT;
+    ab_error_t err = AB_ERROR_INIT;
+    assert_int_equal(
+        ab_json_to_msgpack(text, strlen(text), 512, UINT32_MAX, AB_INVALID_ARGUMENT, &mp, &err),
+        AB_OK);
+    ab_snapshot_t *s = NULL;
+    assert_int_equal(ab_snapshot_load(mp.data, mp.len, &s, &err), want->code);
+    assert_null(s);
+    assert_string_equal(err.field, want->field);
+    assert_string_equal(err.message, want->message);
+    assert_string_equal(ab_error_detail(&err, "rule")->s, ab_error_detail(want, "rule")->s);
+    ab_buf_free(&mp);
+}
+
 /* Apply JSON Patch @p patch to the base document; expect rule @p rule. */
 static void expect_rule(const char *patch, const char *rule, const char *field)
 {
@@ -364,6 +414,7 @@ static void expect_rule(const char *patch, const char *rule, const char *field)
     char quoted[64];
     snprintf(quoted, sizeof quoted, "'%s'", rule);
     assert_non_null(strstr(err.message, quoted));
+    expect_rule_binary(text, &err);
     free(text);
     json_decref(doc);
 }
@@ -397,6 +448,27 @@ static void test_rule_json(void **state)
         assert_string_equal(ab_error_detail(&err, "rule")->s, "json");
         assert_null(s);
     }
+    /* the binary form: a map cut short, trailing bytes, a bad string inside */
+    static const uint8_t *const bin[] = {(const uint8_t *)"\x81\xa3"
+                                                          "abc",
+                                         (const uint8_t *)"\x80\x01",
+                                         (const uint8_t *)"\x81\xa1\xff\x01"};
+    static const size_t binlen[] = {5, 2, 4};
+    for (size_t i = 0; i < sizeof bin / sizeof bin[0]; i++) {
+        ab_snapshot_t *s = NULL;
+        ab_error_t err = AB_ERROR_INIT;
+        assert_int_equal(ab_snapshot_load(bin[i], binlen[i], &s, &err), AB_CORRUPT);
+        assert_string_equal(ab_error_detail(&err, "rule")->s, "msgpack");
+        assert_non_null(strstr(err.message, "snapshot rule 'msgpack'"));
+        assert_null(s);
+    }
+    /* an empty map is a binary document that breaks the first rule, as "{}" does */
+    ab_snapshot_t *s = NULL;
+    ab_error_t e1 = AB_ERROR_INIT, e2 = AB_ERROR_INIT;
+    assert_int_equal(ab_snapshot_load((const uint8_t *)"\x80", 1, &s, &e1), AB_CORRUPT);
+    assert_int_equal(ab_snapshot_parse("{}", 2, &s, &e2), AB_CORRUPT);
+    assert_string_equal(e1.message, e2.message);
+    assert_int_equal(ab_snapshot_load(NULL, 0, &s, &e1), AB_INVALID_ARGUMENT);
 }
 
 #define RULE_TEST(fn, rule, ...)                                                                   \
