@@ -3,9 +3,15 @@
  * size, and where that time goes (see docs/OPERATIONS.md "Restart time" and
  * docs/PERFORMANCE.md "Restart").
  *
- * Usage: restart_bench AGENTBUS_BIN DIR [--starts N] [--crash EVENTS] SIZE...
+ * Usage: restart_bench AGENTBUS_BIN DIR [--starts N] [--probe] [--crash EVENTS] SIZE...
  *   SIZE...        store sizes in events, ascending (e.g. 64000 1000000 2000000)
  *   --starts N     broker starts timed per size (default 7; the median is shown)
+ *   --probe        at each size, also what a client feels on a store that big
+ *                  (probe.c): a run of PROBE_EVENTS real envelopes is appended
+ *                  through the plugin, then a broker (fsync durability) is
+ *                  started and asked to replay it (events/s), and one producer
+ *                  publishes PROBE_ACKS events of a new run one at a time, at
+ *                  most 1,000 a second (publish -> `published` p50, p99, max)
  *   --crash EVENTS after the last size, 3 times: a child process appends EVENTS
  *                  more and exits without closing (leaving its WAL); the
  *                  writer's open without quick_check is timed (WAL recovery);
@@ -26,6 +32,7 @@
  *  2. A failed call aborts with its message: no figure without its store.
  */
 #include "ab_common.h"
+#include "agentbus/client.h"
 #include "agentbus/plugin.h"
 #include "loader.h"
 #include "store.h"
@@ -118,8 +125,13 @@ static double time_open(const char *dir, ab_store_opts_t o, bool beside)
     return t[1];
 }
 
-/* fork/exec the broker, wait for its ready line; returns ms, or -1. Stops it. */
-static double time_start(const char *bin, const char *dir)
+/*
+ * fork/exec the broker (@p durability), wait for its ready line; returns ms,
+ * or -1. With @p keep the broker is left running: its pid in *keep, its
+ * command endpoint in @p ep (@p eplen bytes); else it is stopped.
+ */
+static double start_broker(const char *bin, const char *dir, const char *durability, pid_t *keep,
+                           char *ep, size_t eplen)
 {
     int fds[2];
     if (pipe(fds) != 0)
@@ -133,7 +145,7 @@ static double time_start(const char *bin, const char *dir)
         if (freopen("/dev/null", "w", stderr) == NULL)
             _exit(126);
         execl(bin, bin, "broker", "--data", dir, "--cmd", "tcp://127.0.0.1:*", "--events",
-              "tcp://127.0.0.1:*", "--durability", "process", (char *)NULL);
+              "tcp://127.0.0.1:*", "--durability", durability, (char *)NULL);
         _exit(127);
     }
     close(fds[1]);
@@ -154,12 +166,176 @@ static double time_start(const char *bin, const char *dir)
             break;
         }
     }
-    if (pid > 0) {
+    const char *cmd = ms >= 0 ? strstr(buf, "cmd=") : NULL;
+    if (keep != NULL && cmd != NULL) {
+        snprintf(ep, eplen, "%.*s", (int)strcspn(cmd + 4, " \n"), cmd + 4);
+        *keep = pid;
+    } else if (pid > 0) {
         kill(pid, SIGTERM);
         waitpid(pid, NULL, 0);
     }
     close(fds[0]);
-    return ms;
+    return keep != NULL && cmd == NULL ? -1 : ms;
+}
+
+static double time_start(const char *bin, const char *dir)
+{
+    return start_broker(bin, dir, "process", NULL, NULL, 0);
+}
+
+/* ---- --probe: replay and publish latency on a store of this size ------------------ */
+
+#define PROBE_EVENTS 100000
+#define PROBE_ACKS   2000
+
+/* A real envelope (about 256 bytes) of @p run's event @p seq: RUN_STARTED, then text. */
+static void probe_envelope(ab_buf_t *out, const char *thread, const char *run, uint64_t seq)
+{
+    char json[512];
+    ab_error_t err = AB_ERROR_INIT;
+    if (seq == 1)
+        snprintf(json, sizeof json,
+                 "{\"type\":\"RUN_STARTED\",\"threadId\":\"%s\",\"runId\":\"%s\","
+                 "\"protocolVersion\":\"1.0\"}",
+                 thread, run);
+    else if (seq == 2)
+        snprintf(json, sizeof json,
+                 "{\"type\":\"TEXT_MESSAGE_START\",\"messageId\":\"m\",\"role\":\"assistant\"}");
+    else
+        snprintf(json, sizeof json,
+                 "{\"type\":\"TEXT_MESSAGE_CONTENT\",\"messageId\":\"m\",\"delta\":\"%0160llu\"}",
+                 (unsigned long long)seq);
+    ab_buf_reset(out);
+    if (ab_envelope_json(out, 1, thread, run, seq, 1, json, &err) != AB_OK)
+        die("envelope", &err);
+}
+
+/* Append the probe run (PROBE_EVENTS envelopes) of size @p k through the plugin. */
+static void probe_grow(const ab_plugin_t *p, const char *dir, const char *thread, const char *run)
+{
+    ab_error_t err = AB_ERROR_INIT;
+    ab_plugin_open_opts_t o = {.data_dir = dir, .durability = AB_DURABILITY_PROCESS};
+    ab_plugin_db_t *db = NULL;
+    if (p->open(&o, &db, &err) != AB_OK)
+        die("open (probe)", &err);
+    static ab_buf_t env[BATCH];
+    static ab_append_event_t evs[BATCH];
+    for (uint64_t seq = 1; seq <= PROBE_EVENTS; seq += BATCH) {
+        for (size_t i = 0; i < BATCH; i++) {
+            probe_envelope(&env[i], thread, run, seq + i);
+            evs[i] = (ab_append_event_t){.thread = {thread, strlen(thread)},
+                                         .run = {run, strlen(run)},
+                                         .seq = seq + i,
+                                         .epoch = 1,
+                                         .bytes = env[i].data,
+                                         .len = env[i].len,
+                                         .status = seq + i == 1 ? AB_RUN_STATUS_ACTIVE
+                                                                : AB_RUN_STATUS_UNKNOWN};
+        }
+        uint64_t first = 0;
+        if (p->append_batch(db, evs, BATCH, 1, &first, &err) != AB_OK)
+            die("append_batch (probe)", &err);
+    }
+    for (size_t i = 0; i < BATCH; i++)
+        ab_buf_free(&env[i]);
+    p->close(db);
+}
+
+static ab_status_t probe_count(void *ud, const ab_stamp_t *st, const uint8_t *ev, size_t len,
+                               ab_error_t *err)
+{
+    (void)st, (void)ev, (void)len, (void)err;
+    ++*(uint64_t *)ud;
+    return AB_OK;
+}
+
+/* Replay the probe run; events/s. */
+static double probe_replay(ab_conn_t *c, const char *thread, const char *run)
+{
+    ab_msg_t q = {.op = AB_OP_REPLAY};
+    q.u.replay.scope = AB_REPLAY_RUN;
+    q.u.replay.thread = (ab_str_t){thread, strlen(thread)};
+    q.u.replay.run = (ab_str_t){run, strlen(run)};
+    ab_doc_t *doc = NULL;
+    ab_error_t err = AB_ERROR_INIT;
+    uint64_t got = 0;
+    if (ab_doc_new(&doc) != AB_OK)
+        exit(1);
+    double t0 = ab__mono_s();
+    if (ab_conn_replay(c, &q, probe_count, &got, doc, NULL, 30000, &err) != AB_OK)
+        die("replay (probe)", &err);
+    double dt = ab__mono_s() - t0;
+    ab_doc_destroy(&doc);
+    if (got != PROBE_EVENTS) {
+        fprintf(stderr, "restart_bench: the probe replay gave %llu events of %d\n",
+                (unsigned long long)got, PROBE_EVENTS);
+        exit(1);
+    }
+    return (double)got / dt;
+}
+
+/* PROBE_ACKS publishes of one event each, one in flight, at most 1,000/s: sorted us in @p t. */
+static void probe_acks(ab_conn_t *c, const char *thread, const char *run, double *t)
+{
+    ab_doc_t *doc = NULL;
+    ab_error_t err = AB_ERROR_INIT;
+    ab_claimed_t cl;
+    ab_buf_t env = AB_BUF_INIT;
+    if (ab_doc_new(&doc) != AB_OK || ab_conn_claim(c, thread, run, doc, &cl, 10000, &err) != AB_OK)
+        die("claim (probe)", &err);
+    double next = ab__mono_s();
+    for (int i = 0; i < PROBE_ACKS; i++) {
+        while (ab__mono_s() < next)
+            ; /* pace: a publish at most every millisecond (the light load of bench latency) */
+        next += 0.001;
+        probe_envelope(&env, thread, run, (uint64_t)i + 1);
+        const ab_result_t *res = NULL;
+        double t0 = ab__mono_s();
+        if (ab_conn_publish(c, &env, 1, doc, &res, 10000, &err) != AB_OK)
+            die("publish (probe)", &err);
+        t[i] = 1e6 * (ab__mono_s() - t0);
+        if (res[0].status != AB_RESULT_ACCEPTED) {
+            fprintf(stderr, "restart_bench: probe publish %d not accepted: %s\n", i + 1,
+                    res[0].error ? res[0].error->message : "(no error)");
+            exit(1);
+        }
+    }
+    ab_buf_free(&env);
+    ab_doc_destroy(&doc);
+    qsort(t, PROBE_ACKS, sizeof t[0], cmp_double);
+}
+
+/* The probe of size index @p k (invariant 1: the plugin is closed before the broker starts);
+ * @return the events it added to the store. */
+static size_t probe_size(const ab_plugin_t *p, const char *bin, const char *dir, size_t k)
+{
+    char thread[32], run[32], ack_run[32], ep[256];
+    snprintf(thread, sizeof thread, "probe-thread-%zu", k);
+    snprintf(run, sizeof run, "probe-%zu", k);
+    snprintf(ack_run, sizeof ack_run, "ack-%zu", k);
+    probe_grow(p, dir, thread, run);
+    pid_t pid = -1;
+    if (start_broker(bin, dir, "fsync", &pid, ep, sizeof ep) < 0) {
+        fprintf(stderr, "restart_bench: no ready line from the probe broker\n");
+        exit(1);
+    }
+    ab_conn_t *c = NULL;
+    ab_error_t err = AB_ERROR_INIT;
+    ab_conn_opts_t co = {.client_name = "restart-bench", .timeout_ms = 10000};
+    if (ab_conn_new(&c, ep, &co, &err) != AB_OK)
+        die("connect (probe)", &err);
+    double rate = probe_replay(c, thread, run);
+    static double t[PROBE_ACKS];
+    probe_acks(c, thread, ack_run, t);
+    ab_conn_destroy(&c);
+    kill(pid, SIGTERM);
+    waitpid(pid, NULL, 0);
+    printf("          probe: replay of one run of %d events %9.0f events/s | publish -> published, "
+           "1 event, fsync, <= 1,000/s: p50 %6.0f us, p99 %6.0f us, max %7.0f us (n=%d)\n",
+           PROBE_EVENTS, rate, t[PROBE_ACKS / 2], t[PROBE_ACKS * 99 / 100], t[PROBE_ACKS - 1],
+           PROBE_ACKS);
+    fflush(stdout);
+    return PROBE_EVENTS + PROBE_ACKS;
 }
 
 static void report_size(const char *bin, const char *dir, size_t events, int starts)
@@ -248,15 +424,19 @@ int main(int argc, char **argv)
 {
     if (argc < 4) {
         fprintf(stderr,
-                "usage: restart_bench AGENTBUS_BIN DIR [--starts N] [--crash EVENTS] SIZE...\n");
+                "usage: restart_bench AGENTBUS_BIN DIR [--starts N] [--probe] [--crash EVENTS] "
+                "SIZE...\n");
         return 2;
     }
     const char *bin = argv[1], *dir = argv[2];
     int starts = 7;
+    bool probe = false;
     size_t crash = 0, sizes[MAXSIZES], nsizes = 0;
     for (int i = 3; i < argc; i++) {
         if (strcmp(argv[i], "--starts") == 0 && i + 1 < argc)
             starts = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--probe") == 0)
+            probe = true;
         else if (strcmp(argv[i], "--crash") == 0 && i + 1 < argc)
             crash = (size_t)strtoull(argv[++i], NULL, 10) / BATCH * BATCH;
         else if (nsizes < MAXSIZES)
@@ -275,6 +455,8 @@ int main(int argc, char **argv)
             have = sizes[i];
         }
         report_size(bin, dir, have, starts);
+        if (probe)
+            have += probe_size(p, bin, dir, i);
     }
     for (int i = 0; crash > 0 && i < 3; i++)
         report_crash(p, bin, dir, crash);
