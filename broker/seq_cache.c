@@ -130,6 +130,15 @@ static void insert(ab_seq_t *s, ab__seq_run_t *r)
     *b = r;
     lru_push_front(s, r);
     s->count++;
+    r->mem = 0;
+    ab__seq_count(s, r);
+}
+
+void ab__seq_count(ab_seq_t *s, ab__seq_run_t *r)
+{
+    size_t m = ab__seq_run_memory(r);
+    s->run_bytes = s->run_bytes - r->mem + m;
+    r->mem = m;
 }
 
 void ab__seq_evict(ab_seq_t *s, ab__seq_run_t *r)
@@ -141,13 +150,14 @@ void ab__seq_evict(ab_seq_t *s, ab__seq_run_t *r)
         *p = r->hnext;
     lru_unlink(r);
     s->count--;
+    s->run_bytes -= r->mem;
     run_free(r);
 }
 
 void ab__seq_trim(ab_seq_t *s, const ab__seq_run_t *keep)
 {
     ab__seq_run_t *r = s->lru.lru_prev;
-    while (s->count > s->max_runs && r != &s->lru) {
+    while ((s->count > s->max_runs || s->run_bytes > s->max_run_bytes) && r != &s->lru) {
         ab__seq_run_t *prev = r->lru_prev;
         if (r != keep && r->group_gen != s->gen)
             ab__seq_evict(s, r);

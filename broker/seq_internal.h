@@ -17,6 +17,8 @@
 #define AB__SEQ_MAX_TOOL_CALLS 1024u
 #define AB__SEQ_MAX_IDS        1024u
 #define AB__SEQ_MAX_RUNS       4096u
+/** Bytes of cached run states (ab__seq_run_memory()) kept at most, default. */
+#define AB__SEQ_MAX_RUN_BYTES (64u << 20)
 /** Rows per plugin read while rebuilding a run's checker. */
 #define AB__SEQ_PAGE 256u
 /** Thread states cached (docs/SEQUENCER.md "Memory bound"). */
@@ -44,6 +46,7 @@ typedef struct ab__seq_run {
     size_t staged_cap;
     uint64_t group_gen; /**< == seq->gen: in the current group */
     uint8_t level;      /**< AB__SEQ_LEVEL_*: top-level or child run (resume rule) */
+    size_t mem;         /**< its ab__seq_run_memory() as last counted in run_bytes */
 } ab__seq_run_t;
 
 /** ab__seq_run_t.level: not known yet (loaded from the store), top-level, child run. */
@@ -123,6 +126,8 @@ struct ab_seq {
     const ab_plugin_t *plugin;
     ab_plugin_db_t *db;
     uint32_t max_runs;
+    size_t max_run_bytes; /**< bound on run_bytes (trim evicts past it too) */
+    size_t run_bytes;     /**< sum of the cached runs' counted memory */
     ab_lifecycle_limits_t limits;
     /* cache */
     ab__seq_run_t **buckets;
@@ -174,6 +179,8 @@ ab_status_t ab__seq_get(ab_seq_t *s, ab_str_t thread, ab_str_t run, ab__seq_run_
 
 /** Drop one run from the cache and free it. */
 void ab__seq_evict(ab_seq_t *s, ab__seq_run_t *r);
+/** Count @p r's memory (now) in s->run_bytes, replacing what was counted for it. */
+void ab__seq_count(ab_seq_t *s, ab__seq_run_t *r);
 
 /** Evict least recently used runs outside the group until count <= max_runs. */
 void ab__seq_trim(ab_seq_t *s, const ab__seq_run_t *keep);

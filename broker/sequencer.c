@@ -43,6 +43,7 @@ ab_status_t ab__seq_new(ab_seq_t **out, const ab_plugin_t *plugin, ab_plugin_db_
     s->db = db;
     s->gen = 1;
     s->max_runs = opts && opts->max_runs ? opts->max_runs : AB__SEQ_MAX_RUNS;
+    s->max_run_bytes = opts && opts->max_run_bytes ? opts->max_run_bytes : AB__SEQ_MAX_RUN_BYTES;
     ab_lifecycle_limits_t def = {AB__SEQ_MAX_OPEN, AB__SEQ_MAX_TOOL_CALLS, AB__SEQ_MAX_IDS};
     s->limits = def;
     if (opts &&
@@ -345,6 +346,8 @@ void ab__seq_commit(ab_seq_t *s, uint64_t first_pos)
         r->last_seq = r->staged_seq;
         if (r->status == AB_RUN_STATUS_FINISHED || r->status == AB_RUN_STATUS_ERRORED)
             ab__seq_evict(s, r);
+        else
+            ab__seq_count(s, r); /* its checker grew or shrank with the group */
     }
     end_group(s, true);
     ab__seq_trim(s, NULL);

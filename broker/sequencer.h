@@ -38,9 +38,10 @@
  * message "an earlier event of this run in the batch was rejected").
  * Other runs in the same call are unaffected.
  *
- * Memory: at most max_runs run states are cached (each bounded by the
- * lifecycle limits); finished runs are dropped after commit, idle active runs
- * are evicted least-recently-used first. An evicted active run is rebuilt by
+ * Memory: at most max_runs run states, holding at most max_run_bytes in all
+ * (each bounded by the lifecycle limits), are cached; finished runs are
+ * dropped after commit, idle active runs are evicted least-recently-used
+ * first when either bound is passed. An evicted active run is rebuilt by
  * reading its events back through the plugin and re-feeding a fresh
  * lifecycle checker (cost proportional to the run's length). At most
  * max_threads thread states (each a few hundred bytes: the thread's latest
@@ -59,8 +60,9 @@
 typedef struct ab_seq ab_seq_t;
 
 typedef struct ab_seq_opts {
-    uint32_t max_runs;               /**< cached run states, default 4096 */
-    uint32_t max_threads;            /**< cached thread states (resume rule), default 4096 */
+    uint32_t max_runs;    /**< cached run states, default 4096 */
+    size_t max_run_bytes; /**< their memory (ab__seq_memory's run part), default 64 MiB */
+    uint32_t max_threads; /**< cached thread states (resume rule), default 4096 */
     ab_lifecycle_limits_t lifecycle; /**< per-run checker limits; zero = broker defaults */
 } ab_seq_opts_t;
 

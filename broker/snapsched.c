@@ -12,8 +12,8 @@
  *     after the group's answers. The worker computes the document off the
  *     writer thread from committed events only; the writer stores it
  *     (snapshot_put) between groups. A failed group is counted nowhere.
- *  2. The counts live in a bounded map of at most AB_BROKER_CACHED_RUNS
- *     threads (the sequencer's cached runs), open addressing with linear
+ *  2. The counts live in a bounded map of at most COUNT_THREADS (4096)
+ *     threads (about 2.4 MiB of slots), open addressing with linear
  *     probing, no tombstones: when it is full a new thread evicts the one
  *     nearest its home slot, whose count and document size restart at 0
  *     (its next snapshot comes up to N events later; the SNAPSHOT answer
@@ -29,7 +29,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define COUNT_SLOTS (2u * AB_BROKER_CACHED_RUNS) /* power of two, load at most 1/2 */
+#define COUNT_THREADS 4096u                /* threads whose counts are kept (invariant 2) */
+#define COUNT_SLOTS   (2u * COUNT_THREADS) /* power of two, load at most 1/2 */
 
 struct ab__snapcount {
     uint32_t len;      /**< 0 = free (thread ids are never empty) */
@@ -127,7 +128,7 @@ static ab__snapcount_t *count_slot(ab__snapsched_t *s, ab_str_t thread)
     if (s->counts == NULL && (s->counts = calloc(COUNT_SLOTS, sizeof(*s->counts))) == NULL)
         return NULL;
     size_t home = count_home(thread), i = home;
-    if (s->ncounts >= AB_BROKER_CACHED_RUNS) {
+    if (s->ncounts >= COUNT_THREADS) {
         /* evict the entry nearest the home slot; its count restarts (invariant 2) */
         size_t v = home;
         while (s->counts[v].len == 0)

@@ -72,8 +72,9 @@ typedef enum ab_log_level {
 #define AB_BROKER_DEFAULT_REPLAYS_CONN 8    /* ... on one connection */
 #define AB_BROKER_DEFAULT_REPLAY_MIB   128  /* unread replay bytes, all connections */
 #define AB_BROKER_DEFAULT_REPLAY_IDLE  60   /* s a connection may leave replay chunks unread */
-#define AB_BROKER_CACHED_RUNS          4096 /* the sequencer's cached run states */
-#define AB_BROKER_MAX_READERS          64
+#define AB_BROKER_CACHED_RUNS                                                                      \
+    131072 /* the sequencer's cached run states (and at most 64 MiB of them) */
+#define AB_BROKER_MAX_READERS 64
 
 /** Every setting of the broker. */
 typedef struct ab_broker_config {

@@ -543,6 +543,52 @@ static void test_claim(void **state)
     fx_free(f);
 }
 
+/*
+ * The cache is bounded by bytes as well as by count: with room for 1000 runs but only
+ * about three runs' worth of bytes, the cached runs' memory never passes the byte bound
+ * after a commit, and an evicted run, reloaded from the store, goes on at its next seq.
+ */
+static void test_cache_byte_bound(void **state)
+{
+    (void)state;
+    /* one run's memory: what a second cached run adds (the group arrays exist by then) */
+    fx_t *probe = fx_new(1000);
+    ab_seq_item_t a = pub(probe, started(probe, "t1", "pa", 1, 1));
+    expect_accepted(&a, 1);
+    size_t m1 = ab__seq_memory(probe->s);
+    ab_seq_item_t b = pub(probe, started(probe, "t1", "pb", 1, 1));
+    expect_accepted(&b, 2);
+    size_t per_run = ab__seq_memory(probe->s) - m1;
+    fx_free(probe);
+    assert_true(per_run > 0);
+    size_t bound = 3 * per_run + per_run / 2; /* room for three runs, not four */
+
+    fx_t *f = calloc(1, sizeof(*f));
+    assert_non_null(f);
+    f->plugin = fp_plugin();
+    f->dbp = &f->db;
+    ab_seq_opts_t o = {.max_runs = 1000, .max_run_bytes = bound};
+    ab_error_t err = AB_ERROR_INIT;
+    assert_int_equal(ab__seq_new(&f->s, f->plugin, f->dbp, &o, &err), AB_OK);
+    static const char *const runs[] = {"r0", "r1", "r2", "r3", "r4", "r5", "r6", "r7"};
+    for (int i = 0; i < 8; i++) {
+        ab_seq_item_t it = pub(f, started(f, "t1", runs[i], 1, 1));
+        expect_accepted(&it, (uint64_t)i + 1);
+        assert_int_equal(ab__seq_cached_runs(f->s), i < 3 ? i + 1 : 3);
+    }
+    /* r0 was evicted long ago: its next event is checked against the store's head */
+    ab_seq_item_t next = pub(f, mk(f, "t1", "r0", 2, 1,
+                                   "{\"type\":\"TEXT_MESSAGE_START\",\"messageId\":\"m\","
+                                   "\"role\":\"assistant\"}"));
+    expect_accepted(&next, 9);
+    ab_seq_item_t gap = pub(f, mk(f, "t1", "r1", 3, 1,
+                                  "{\"type\":\"TEXT_MESSAGE_START\",\"messageId\":\"m\","
+                                  "\"role\":\"assistant\"}"));
+    assert_int_equal(gap.status, AB_RESULT_REJECTED);
+    assert_int_equal(gap.err.code, AB_GAP);
+    fx_free(f);
+}
+
 static void test_cache_bound_and_memory(void **state)
 {
     (void)state;
@@ -657,6 +703,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_next_seq_accepted),
+        cmocka_unit_test(test_cache_byte_bound),
         cmocka_unit_test(test_pending_fields),
         cmocka_unit_test(test_duplicate_committed),
         cmocka_unit_test(test_duplicate_same_group),
