@@ -77,6 +77,11 @@ class Replay:
 
     async def next_chunk(self) -> list[wire.Event] | None:
         """The events of the next chunk, or None once ``replay_end`` came."""
+        c = await self.next_chunk_ex()
+        return None if c is None else c[0]
+
+    async def next_chunk_ex(self) -> tuple[list[wire.Event], bool] | None:
+        """next_chunk() with wire.decode_chunk()'s "positions consecutive" flag."""
         if self._done:
             return None
         t = self.conn.timeout if self.timeout is None else self.timeout
@@ -106,7 +111,7 @@ class Replay:
             frame = rest[0].buffer
             if len(frame) != wire.need(h, "bytes", int):
                 raise errors.InvalidEnvelope("records frame is not `bytes` long", field="bytes")
-            evs = wire.decode_records(frame, True)
+            evs, consecutive = wire.decode_chunk(frame, True)
             if len(evs) != wire.need(h, "count", int):
                 raise errors.InvalidEnvelope("records frame does not hold `count` records",
                                              field="count")
@@ -115,7 +120,7 @@ class Replay:
             await self._abandon()
             raise
         self.events += len(evs)
-        return evs
+        return evs, consecutive
 
     def _finish(self) -> None:
         self._done = True

@@ -282,7 +282,7 @@ class AsyncSubscriber:
                 self._replay = await self.client.replay("thread", thread=self.thread,
                                                         cursors=self.cursors, window=self.window,
                                                         chunk_events=self.chunk_events)
-        chunk = await self._replay.next_chunk()
+        chunk = await self._replay.next_chunk_ex()
         if chunk is None:
             end = self._replay.end or {}
             self._head_seen = max(self._head_seen, end.get("head_pos", 0))
@@ -291,7 +291,13 @@ class AsyncSubscriber:
             self._worked()
             self._last_heard = self._loop().time()  # the broker answered: not silent
             return
-        for ev in chunk:
+        evs, consecutive = chunk
+        if self.scope == "all" and consecutive and evs:
+            # one judgement for the chunk: positions p, p+1, ... (the usual case)
+            skip = max(0, min(len(evs), self.position - evs[0].pos + 1))
+            self._deliver(evs, skip, "replayed")
+            return
+        for ev in evs:
             if self.scope == "all":
                 if ev.pos <= self.position:
                     self.stats["duplicates"] += 1
@@ -311,6 +317,18 @@ class AsyncSubscriber:
             self.stats["delivered"] += 1
             self.stats["replayed"] += 1
             self._ready.append(ev)
+
+    def _deliver(self, evs: list[wire.Event], skip: int, kind: str) -> None:
+        """Scope all: hand out @p evs (consecutive positions) after their first @p skip,
+        which are at or below the cursor (duplicates)."""
+        took = len(evs) - skip
+        self.stats["duplicates"] += skip
+        if took <= 0:
+            return
+        self.position = evs[-1].pos
+        self.stats["delivered"] += took
+        self.stats[kind] += took
+        self._ready.extend(evs[skip:] if skip else evs)
 
     async def _live_step(self, deadline: float) -> None:
         loop = self._loop()
@@ -345,11 +363,20 @@ class AsyncSubscriber:
         if len(frames) != 2 or not t.startswith(b"ev\x00"):
             return  # a notice (6.4) or something this client does not understand
         try:
-            evs = wire.decode_records(frames[1].buffer, False)
+            evs, consecutive = wire.decode_chunk(frames[1].buffer, False)
             bad = False
         except errors.AgentbusError as e:
             evs = getattr(e, "good", [])  # the records before the bad one may be used (6.2)
-            bad = True
+            consecutive, bad = False, True
+        if self.scope == "all" and consecutive and evs:
+            # one judgement for the message: positions p, p+1, ...; the first one past
+            # the cursor must be the cursor + 1, else it is a hole
+            skip = self.position - evs[0].pos + 1
+            if skip < 0:
+                self._hole()
+                return
+            self._deliver(evs, min(skip, len(evs)), "live")
+            return
         for ev in evs:
             if not self._judge(ev):
                 return

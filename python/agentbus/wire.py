@@ -286,64 +286,107 @@ def split_records(frame: Any) -> list[tuple[bytes, bytes]]:
     raise e
 
 
+# The stamp as this broker writes it (section 5): {"pos": uint, "time": int} with pos in
+# the smallest of uint 8/16/32/64 and time a uint 64, keyed by its length.  Bytes of one
+# of these shapes are exactly that map; any other stamp goes through msgpack.
+_STAMP_TIME = b"\xa4time\xcf"
+_STAMPS = {5 + 1 + w + 6 + 8: (struct.Struct(f">6s{c}6sQ").unpack_from, b"\x82\xa3pos" + bytes([m]))
+           for w, c, m in ((1, "B", 0xCC), (2, "H", 0xCD), (4, "I", 0xCE), (8, "Q", 0xCF))}
+
+
+def _stamp(b: bytes) -> tuple[int, int, str | None]:
+    """(pos, time, by) of a stamp in any valid encoding; ValueError if it is not one."""
+    st = msgpack.unpackb(b)
+    if type(st) is not dict:
+        raise ValueError
+    pos, tm, by = st["pos"], st["time"], st.get("by")
+    if (type(pos) is not int or pos < 1 or type(tm) is not int
+            or len(st) != (2 if by is None else 3) or (by is not None and by != "broker")):
+        raise ValueError
+    return pos, tm, by
+
+
+_MALFORMED = (ValueError, KeyError, TypeError, struct.error, msgpack.ExtraData,
+              msgpack.FormatError, msgpack.StackError, UnicodeDecodeError)
+
+
 def decode_records(frame: Any, replayed: bool) -> list[Event]:
     """The events of a records frame, each envelope and stamp checked as
-    decode_envelope() and decode_stamp() do (the hot path of every subscriber: one
-    function, no per-record calls but msgpack's).  A malformed frame raises like
+    decode_envelope() and decode_stamp() do.  A malformed frame raises like
     split_records(), with the records before the bad one in ``good``."""
-    buf = frame if isinstance(frame, memoryview) else memoryview(frame)
+    return decode_chunk(frame, replayed)[0]
+
+
+def decode_chunk(frame: Any, replayed: bool) -> tuple[list[Event], bool]:
+    """decode_records() and whether the positions are consecutive (each record's ``pos``
+    the previous one's + 1), which lets a subscriber judge the seam once per chunk.
+
+    The hot path of every subscriber, written as one loop with no per-record calls but
+    msgpack's and struct's: the frame is copied to bytes once and each stamp and envelope
+    is a slice of it (one copy, the ``raw`` the event keeps).  Every record is checked
+    in full here, before anything is handed out: lengths against what is left, the stamp
+    a map of ``pos`` (uint >= 1), ``time`` (int) and at most ``by`` "broker", the
+    envelope exactly one msgpack map of the seven fields of section 4 (v 1, ids strings,
+    seq and epoch uints >= 1, ts an int, event a map), nothing after either value.
+    """
+    buf = frame if type(frame) is bytes else bytes(frame)
     n = len(buf)
     off = 0
     out: list[Event] = []
+    append = out.append
     unpack = _U32.unpack_from
     unp = msgpack.unpackb
     new = Event.__new__
-    while off < n:
-        try:
-            if off + 4 > n:
+    prev = 0
+    consecutive = True
+    try:
+        while off < n:
+            sl, = unpack(buf, off)  # struct.error when fewer than 4 bytes are left
+            s0 = off + 4
+            off = s0 + sl
+            el, = unpack(buf, off)  # also when the stamp ran past the end
+            e0 = off + 4
+            off = e0 + el
+            if sl > 64 or off > n:
                 raise ValueError
-            sl = unpack(buf, off)[0]
-            off += 4
-            if sl > 64 or off + sl + 4 > n:
-                raise ValueError
-            st = unp(buf[off:off + sl])
-            off += sl
-            el = unpack(buf, off)[0]
-            off += 4
-            end = off + el
-            if end > n:
-                raise ValueError
-            raw = bytes(buf[off:end])
-            off = end
+            fs = _STAMPS.get(sl)
+            if fs is not None:
+                pre, pos, mid, tm = fs[0](buf, s0)
+                by = None
+                if pre != fs[1] or mid != _STAMP_TIME or pos < 1:
+                    pos, tm, by = _stamp(buf[s0:s0 + sl])
+            else:
+                pos, tm, by = _stamp(buf[s0:s0 + sl])
+            raw = buf[e0:off]
             env = unp(raw)
-            ev = new(Event)
-            if (type(env) is not dict or len(env) != 7 or env["v"] != VERSION
-                    or type(st) is not dict):
+            if type(env) is not dict or len(env) != 7 or env["v"] != VERSION:
                 raise ValueError
-            ev.thread = env["thread"]
-            ev.run = env["run"]
+            ev = new(Event)
+            ev.thread = th = env["thread"]
+            ev.run = ru = env["run"]
             ev.seq = seq = env["seq"]
             ev.epoch = ep = env["epoch"]
-            ev.ts = env["ts"]
+            ev.ts = ts = env["ts"]
             ev.body = body = env["event"]
-            ev.pos = pos = st["pos"]
-            ev.time_us = st["time"]
-            ev.by = st.get("by")
+            ev.pos = pos
+            ev.time_us = tm
+            ev.by = by
             if (type(seq) is not int or seq < 1 or type(ep) is not int or ep < 1
-                    or type(pos) is not int or pos < 1 or type(body) is not dict
-                    or type(ev.thread) is not str or type(ev.run) is not str
-                    or (ev.by is not None and ev.by != "broker") or len(st) > 3):
+                    or type(body) is not dict or type(th) is not str or type(ru) is not str
+                    or type(ts) is not int):
                 raise ValueError
+            if pos != prev + 1:
+                consecutive = prev == 0
+            prev = pos
             ev.replayed = replayed
             ev.raw = raw
-            out.append(ev)
-        except (ValueError, KeyError, TypeError, msgpack.ExtraData, msgpack.FormatError,
-                msgpack.StackError, UnicodeDecodeError):
-            e = errors.InvalidEnvelope("records frame: a malformed record", field="bytes",
-                                       details={"record": len(out)})
-            e.good = out  # type: ignore[attr-defined]
-            raise e from None
-    return out
+            append(ev)
+    except _MALFORMED:
+        e = errors.InvalidEnvelope("records frame: a malformed record", field="bytes",
+                                   details={"record": len(out)})
+        e.good = out  # type: ignore[attr-defined]
+        raise e from None
+    return out, consecutive
 
 
 def pack_records(pairs: Iterable[tuple[bytes, bytes]]) -> bytes:

@@ -177,3 +177,84 @@ def test_asyncio_subscriber_and_producer(broker, ids):
     out = asyncio.run(asyncio.wait_for(main(), 20))
     assert [s for s, _ in out] == list(range(1, 11))
     assert out[0][1] == "RUN_STARTED" and out[-1][1] == "RUN_FINISHED"
+
+
+class _Frame:
+    """What the subscriber reads of a zmq.Frame."""
+
+    def __init__(self, b: bytes):
+        self.bytes, self.buffer = b, memoryview(b)
+
+
+def _records(positions, bad_last=False):
+    from agentbus import wire
+    env = wire.packb({"v": 1, "thread": "t", "run": "r", "seq": 1, "epoch": 1, "ts": 0,
+                      "event": {"type": "CUSTOM", "name": "n", "value": 1}})
+    pairs = [(wire.packb({"pos": p, "time": 5}), env) for p in positions]
+    if bad_last:
+        pairs[-1] = (pairs[-1][0], env[:-1])
+    return [_Frame(b"ev\x00t\x00r\x00"), _Frame(wire.pack_records(pairs))]
+
+
+def _live(positions_list, position=10):
+    """An AsyncSubscriber (scope all, cursor @p position) fed these live messages
+    directly: (delivered positions, stats, whether it wants a replay)."""
+    async def go():
+        s = agentbus.AsyncSubscriber("tcp://127.0.0.1:1", after_pos=position)
+        s._connected, s._need_sync = True, False
+        for m in positions_list:
+            await s._on_message(_records(*m) if isinstance(m, tuple) else _records(m))
+            if s._need_sync:
+                break
+        out = [e.pos for e in s._ready]
+        await s.close()
+        return out, s.stats, s._need_sync, s.position
+    return asyncio.run(go())
+
+
+def test_live_seam_per_message_matches_per_event_rules():
+    # duplicates at the start of a consecutive message, then the rest delivered
+    got, st, resync, pos = _live([[8, 9, 10, 11, 12], [13, 14]])
+    assert got == [11, 12, 13, 14] and st["duplicates"] == 3 and not resync and pos == 14
+    assert st["live"] == st["delivered"] == 4
+    # all duplicates: nothing delivered, cursor unchanged
+    got, st, resync, pos = _live([[9, 10]])
+    assert got == [] and st["duplicates"] == 2 and not resync and pos == 10
+    # a consecutive message past the cursor + 1: a hole, nothing of it delivered
+    got, st, resync, pos = _live([[11], [13, 14, 15]])
+    assert got == [11] and resync and st["holes"] == 1 and pos == 11
+    # not consecutive: judged per event, delivered up to the hole
+    got, st, resync, pos = _live([[11, 12, 14, 15]])
+    assert got == [11, 12] and resync and st["holes"] == 1 and pos == 12
+    # a malformed last record: the ones before it are used, then a hole
+    got, st, resync, pos = _live([([11, 12, 13], True)])
+    assert got == [11, 12] and resync and st["holes"] == 1 and pos == 12
+
+
+def test_replay_seam_per_chunk_matches_per_event_rules():
+    from agentbus import wire
+
+    class FakeReplay:
+        def __init__(self, chunks):
+            self.chunks, self.end = list(chunks), {"head_pos": 0}
+
+        async def next_chunk_ex(self):
+            if not self.chunks:
+                return None
+            return wire.decode_chunk(_records(self.chunks.pop(0))[1].bytes, True)
+
+    async def go(chunks):
+        s = agentbus.AsyncSubscriber("tcp://127.0.0.1:1", after_pos=10)
+        s._replay = FakeReplay(chunks)
+        while s._need_sync:
+            await s._sync_step()
+        out = [e.pos for e in s._ready]
+        await s.close()
+        return out, s.stats, s.position
+
+    got, st, pos = asyncio.run(go([[9, 10, 11, 12], [13, 14]]))
+    assert got == [11, 12, 13, 14] and st["duplicates"] == 2 and pos == 14
+    assert st["replayed"] == st["delivered"] == 4
+    # positions may skip in a replay: not consecutive, judged per event
+    got, st, pos = asyncio.run(go([[10, 12, 15], [15, 16]]))
+    assert got == [12, 15, 16] and st["duplicates"] == 2 and pos == 16

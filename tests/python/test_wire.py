@@ -144,3 +144,93 @@ def test_decode_header_refusals():
         wire.decode_header(msgpack.packb({"op": "x", "cid": 1}) + b"\x00")  # trailing byte
     with pytest.raises(errors.IncompatibleVersion):
         wire.decode_header(msgpack.packb({"op": "pong", "v": 2, "cid": 1}))
+
+
+def _envelope(seq: int = 1, **over) -> bytes:
+    env = {"v": 1, "thread": "t1", "run": "r1", "seq": seq, "epoch": 1, "ts": 5,
+           "event": {"type": "RUN_STARTED", "threadId": "t1", "runId": "r1"}}
+    env.update(over)
+    return msgpack.packb(env)
+
+
+def _frame(stamps, env: bytes = ENV_13_1) -> bytes:
+    return wire.pack_records([(s if isinstance(s, bytes) else msgpack.packb(s), env)
+                              for s in stamps])
+
+
+# Stamps in every width of pos (fixint, uint 8/16/32/64), the broker's time (uint 64) and
+# others (int 64, small): the decoder's fixed-shape path and msgpack agree on each.
+STAMP_CASES = [
+    {"pos": 1, "time": 1700000000000123},
+    {"pos": 200, "time": 1700000000000123},
+    {"pos": 40000, "time": 1700000000000123},
+    {"pos": 70000, "time": 1700000000000123},
+    {"pos": 1 << 40, "time": 1700000000000123},
+    {"pos": (1 << 64) - 1, "time": (1 << 64) - 1},
+    {"pos": 70000, "time": -5},
+    {"pos": 70000, "time": 7},
+    {"time": 1700000000000123, "pos": 70000},
+    {"pos": 70000, "time": 1700000000000123, "by": "broker"},
+]
+
+
+@pytest.mark.parametrize("stamp", STAMP_CASES)
+def test_stamp_shapes_decode_as_msgpack_does(stamp):
+    (ev,) = wire.decode_records(_frame([stamp]), False)
+    assert (ev.pos, ev.time_us, ev.by) == (stamp["pos"], stamp["time"], stamp.get("by"))
+
+
+def _u(marker: int, width: int, value: int) -> bytes:
+    return bytes([marker]) + value.to_bytes(width, "big")
+
+
+T64 = _u(0xCF, 8, 1700000000000123)
+
+
+@pytest.mark.parametrize("stamp", [
+    b"\x82\xa3pos" + _u(0xCC, 1, 0) + b"\xa4time" + T64,  # pos 0, each width
+    b"\x82\xa3pos" + _u(0xCD, 2, 0) + b"\xa4time" + T64,
+    b"\x82\xa3pos" + _u(0xCE, 4, 0) + b"\xa4time" + T64,
+    b"\x82\xa3pos" + _u(0xCF, 8, 0) + b"\xa4time" + T64,
+    b"\x82\xa3pos" + _u(0xCE, 4, 9) + b"\xa4tim\xa0" + T64,  # a near-miss key, same length
+    b"\x82\xa3pos" + _u(0xCE, 4, 9) + b"\xa4time\xc3" + bytes(8),  # time true + junk
+    b"\x82\xa3pos" + _u(0xCE, 4, 9) + b"\xa4time" + T64 + b"\xc0",  # trailing byte
+    b"\x81\xa3pos" + _u(0xCE, 4, 9) + b"\xa4time" + T64,  # a map of 1 + extra data
+    msgpack.packb({"pos": 9, "time": 1.5}),
+    msgpack.packb({"pos": 9}),
+    msgpack.packb({"pos": True, "time": 5}),
+    msgpack.packb({"pos": 9, "time": 5, "by": "producer"}),
+    msgpack.packb({"pos": 9, "time": 5, "by": None}),
+    msgpack.packb({"pos": 9, "time": 5, "extra": 1}),
+    msgpack.packb([9, 5]),
+    msgpack.packb({"pos": 9, "time": 5, "p": "x" * 60}),  # above 64 bytes
+])
+def test_malformed_stamps_are_typed_errors(stamp):
+    good = msgpack.packb({"pos": 70000, "time": 5})
+    with pytest.raises(errors.InvalidEnvelope) as ei:
+        wire.decode_records(_frame([good, stamp]), False)
+    assert ei.value.details["record"] == 1 and len(ei.value.good) == 1
+
+
+@pytest.mark.parametrize("env", [
+    _envelope(ts=1.5), _envelope(ts=None), _envelope(seq=0), _envelope(epoch=True),
+    _envelope(thread=7), _envelope(event=[1]), _envelope(v=2), _envelope() + b"\xc0",
+    _envelope()[:-1], msgpack.packb([1, 2, 3, 4, 5, 6, 7]), b"\xc1",
+])
+def test_malformed_envelopes_are_typed_errors(env):
+    good = {"pos": 70000, "time": 5}
+    frame = wire.pack_records([(msgpack.packb(good), _envelope()),
+                               (msgpack.packb({"pos": 70001, "time": 5}), env)])
+    with pytest.raises(errors.InvalidEnvelope) as ei:
+        wire.decode_records(frame, True)
+    assert ei.value.details["record"] == 1 and [e.pos for e in ei.value.good] == [70000]
+
+
+@pytest.mark.parametrize("positions,consecutive", [
+    ([7], True), ([70000, 70001, 70002], True), ([1, 2], True), ([5, 7, 8], False),
+    ([5, 6, 8], False), ([5, 5], False), ([6, 5], False), ([1, 3, 4, 5], False),
+])
+def test_decode_chunk_says_whether_positions_are_consecutive(positions, consecutive):
+    evs, cons = wire.decode_chunk(_frame([{"pos": p, "time": 5} for p in positions]), False)
+    assert [e.pos for e in evs] == positions and cons is consecutive
+    assert wire.decode_chunk(b"", False) == ([], True)
