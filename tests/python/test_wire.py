@@ -234,3 +234,51 @@ def test_decode_chunk_says_whether_positions_are_consecutive(positions, consecut
     evs, cons = wire.decode_chunk(_frame([{"pos": p, "time": 5} for p in positions]), False)
     assert [e.pos for e in evs] == positions and cons is consecutive
     assert wire.decode_chunk(b"", False) == ([], True)
+
+
+def test_envelope_shapes_decode_as_msgpack_does():
+    """Every record equals msgpack's reading of its envelope, whichever way it is read:
+    seq, epoch and ts in each width, runs alternating, keys in another order, a longer
+    str header for the same thread, and ts negative or a signed int."""
+    envs = []
+    for i, n in enumerate([1, 127, 128, 255, 256, 65535, 65536, (1 << 32) - 1, 1 << 32,
+                           (1 << 64) - 1]):
+        envs.append(_envelope(seq=n, epoch=n, ts=n))
+        envs.append(_envelope(seq=i + 1, run="r2", thread="t2"))
+        envs.append(_envelope(seq=i + 1, run="r3"))  # same thread, the run's last byte
+    envs.append(_envelope(ts=-1))
+    envs.append(_envelope(ts=-(1 << 40)))
+    reordered = msgpack.unpackb(_envelope(seq=9))
+    envs.append(msgpack.packb(dict(reversed(list(reordered.items())))))
+    envs.append(b"\x87\xa1v\x01\xa6thread\xd9\x02t1" + _envelope(seq=3)[14:])  # str 8 header
+    envs.append(b"\x87\xa1v\x01\xa6thread\xa2t1\xa3run\xa2r1\xa3seq\xd0\x05"  # int 8 seq
+                + _envelope(seq=5)[_envelope(seq=5).index(b"\xa5epoch"):])
+    frame = wire.pack_records([(msgpack.packb({"pos": k + 1, "time": 5}), e)
+                               for k, e in enumerate(envs)])
+    evs = wire.decode_records(frame, False)
+    assert len(evs) == len(envs)
+    for ev, raw in zip(evs, envs):
+        want = msgpack.unpackb(raw)
+        assert (ev.thread, ev.run, ev.seq, ev.epoch, ev.ts, ev.body, ev.raw) == (
+            want["thread"], want["run"], want["seq"], want["epoch"], want["ts"],
+            want["event"], raw)
+
+
+@pytest.mark.parametrize("tail", [
+    b"\xa3seq\x01\xa5epoch\x01\xa2ts\x05\xa5event\x80\xc0",  # a byte after the event map
+    b"\xa3seq\x01\xa5epoch\x01\xa2ts\x05\xa5event",  # no event map
+    b"\xa3seq\x01\xa5epoch\x01\xa2ts\x05\xa5event\x81\xa1a",  # event map cut short
+    b"\xa3seq\x01\xa5epoch\x01\xa2ts\x05\xa5evenu\x80",  # a wrong key, same length
+    b"\xa3seq\x01\xa5epoch\x01\xa2ts\x05\xa5event\x90",  # event an array
+    b"\xa3seq\x00\xa5epoch\x01\xa2ts\x05\xa5event\x80",  # seq 0
+    b"\xa3seq\x01\xa5epoch\xcd\x00",  # cut inside epoch
+    b"\xa3seq\xcf\x00\x00",  # cut inside seq
+    b"\xa3seq\x01\xa5epoch\x01\xa2ts\xcb" + bytes(8) + b"\xa5event\x80",  # ts a float
+])
+def test_malformed_envelope_tails_after_a_good_record_are_typed_errors(tail):
+    head = b"\x87\xa1v\x01\xa6thread\xa2t1\xa3run\xa2r1"
+    frame = wire.pack_records([(msgpack.packb({"pos": 1, "time": 5}), _envelope()),
+                               (msgpack.packb({"pos": 2, "time": 5}), head + tail)])
+    with pytest.raises(errors.InvalidEnvelope) as ei:
+        wire.decode_records(frame, False)
+    assert ei.value.details["record"] == 1 and [e.pos for e in ei.value.good] == [1]
