@@ -12,6 +12,10 @@ C-client figure taken on the same broker in the same run:
            and `agentbus bench ingest --broker` (4 C producer threads)
   live     events/s delivered live to one Python Subscriber (scope all) while
            `agentbus bench ingest --broker` publishes;  C: that ingest's own figure
+  live1    events/s delivered live to one Python Subscriber (scope all) while one C
+           producer, `agentbus publish --batch 1024`, publishes a run of 300,000 events
+           at its own pace (near the target rate, not a flood of four);  C: that
+           publisher's own figure.  Delivered >= published means the subscriber kept up
   store    events/s delivered to one Python Subscriber catching up from position 0 (the
            store: replay chunks of 1024);  C: `agentbus replay --all` of the same events
            (one C client; its figure includes writing them as JSON Lines)
@@ -72,9 +76,9 @@ def py_ingest(ep: str, seconds: float) -> tuple[int, float]:
     return done, time.perf_counter() - t0
 
 
-def c_publish(bin_: str, ep: str, n: int) -> float:
-    t, r = "bench-c", f"c-publish-{os.getpid()}"
-    lines = "".join(json.dumps(e) + "\n" for e in run_events(t, r, n)).encode()
+def c_publish(bin_: str, ep: str, n: int, lines: bytes | None = None) -> float:
+    if lines is None:
+        lines = c_lines(n, f"c-publish-{os.getpid()}")
     t0 = time.perf_counter()
     out = subprocess.run([bin_, "publish", "--broker", ep, "--batch", "1024", "--timeout",
                           "30000"], input=lines, capture_output=True, check=True)
@@ -83,17 +87,26 @@ def c_publish(bin_: str, ep: str, n: int) -> float:
     return n / (int(m.group(1)) / 1000) if m else n / wall
 
 
+def c_lines(n: int, run: str) -> bytes:
+    """A run of @p n events as JSON Lines for `agentbus publish`."""
+    return "".join(json.dumps(e) + "\n" for e in run_events("bench-c", run, n)).encode()
+
+
 def c_bench_ingest(bin_: str, ep: str, seconds: float) -> str:
     out = subprocess.run([bin_, "bench", "ingest", "--broker", ep, "--seconds", str(seconds)],
                          capture_output=True, check=True, timeout=seconds * 4 + 60)
     return out.stdout.decode().strip()
 
 
-def py_live(bin_: str, ep: str, seconds: float) -> tuple[int, float, dict, str]:
+def py_live(bin_: str, ep: str, seconds: float, producer=None) -> tuple[int, float, dict, str]:
+    """Delivered events/s from the first event to the last while @p producer (default:
+    the 4-thread C ingest for @p seconds) runs in a thread; its result string beside."""
     s = agentbus.Subscriber(ep, scope="all", from_now=True)
     assert s.wait_synced(10)
     res: dict = {}
-    th = threading.Thread(target=lambda: res.setdefault("c", c_bench_ingest(bin_, ep, seconds)))
+    if producer is None:
+        producer = lambda: c_bench_ingest(bin_, ep, seconds)  # noqa: E731
+    th = threading.Thread(target=lambda: res.setdefault("c", producer()))
     th.start()
     n, first, last = 0, None, None
     while th.is_alive() or n == 0:
@@ -157,6 +170,14 @@ def main() -> None:
                   f"{st['replayed']}, holes {st['holes']}, replays {st['replays']}, "
                   f"connects {st['reconnects']}, silences {st['silences']}, failures {st['failures']})")
             print(f"live    the C publisher meanwhile: {cline}")
+            lines = c_lines(300000, f"c-live1-{os.getpid()}")
+            n, dt, st, rate = py_live(a.bin, b.endpoint, a.seconds,
+                                      lambda: c_publish(a.bin, b.endpoint, 300000, lines))
+            print(f"live1   python, 1 subscriber:      {n / dt if dt else 0:12,.0f} events/s "
+                  f"delivered ({n} events in {dt:.2f} s; live {st['live']}, replayed "
+                  f"{st['replayed']}, holes {st['holes']}, replays {st['replays']})")
+            print(f"live1   C agentbus publish meanwhile, 1 producer: {rate:9,.0f} events/s acked "
+                  "(300000 events, JSON Lines in)")
             with agentbus.Client(b.endpoint) as c:
                 head = c.ping()["head_pos"]
             n, dt = py_store(b.endpoint, head)
