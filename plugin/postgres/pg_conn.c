@@ -22,7 +22,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define SCHEMA_VERSION 1
+#define SCHEMA_VERSION 2
+#define AB_PG_STR_(x)  #x
+#define AB_PG_STR(x)   AB_PG_STR_(x)
 #define SCHEMA_LOCK    "7301975019" /* pg_advisory_xact_lock key of the schema setup */
 
 #define RUN_COLS                                                                                   \
@@ -51,7 +53,8 @@
              " AND c.batch_first >= $4 AND (e.b IS NULL OR c.batch_first <= e.b) ORDER BY "        \
              "c.first_pos"
 
-static const char *const SCHEMA =
+/* The schema, in parts (each under C's 4095-byte string bound), run in order. */
+static const char *const SCHEMA[] = {
     "CREATE TABLE IF NOT EXISTS ab_head(id int PRIMARY KEY, v bigint NOT NULL);"
     "INSERT INTO ab_head VALUES (1, 0), (2, 0) ON CONFLICT DO NOTHING;"
     "CREATE TABLE IF NOT EXISTS ab_runs(thread text NOT NULL, run text NOT NULL,"
@@ -59,6 +62,12 @@ static const char *const SCHEMA =
     " status text, outcome text, parent_run text, started_us bigint NOT NULL, ended_us bigint,"
     " PRIMARY KEY(thread, run));"
     "CREATE INDEX IF NOT EXISTS ab_runs_by_thread ON ab_runs(thread, ord);"
+    /* schema 2, for the stats entry (pg_stats.c): the active runs on a partial
+     * index, and ab_head(id 3) = the runs ever recorded, counted by every
+     * insert into ab_runs (ab_append, ab_claim); counted once when a schema 1
+     * database is upgraded */
+    "CREATE INDEX IF NOT EXISTS ab_runs_active ON ab_runs(thread) WHERE status = 'active';"
+    "INSERT INTO ab_head SELECT 3, count(*) FROM ab_runs ON CONFLICT DO NOTHING;"
     /* one chunk per run per batch: first_pos = the position of its first event */
     "CREATE TABLE IF NOT EXISTS ab_chunks(first_pos bigint PRIMARY KEY, thread text NOT NULL,"
     " run text NOT NULL, first_seq bigint NOT NULL, last_seq bigint NOT NULL,"
@@ -75,7 +84,7 @@ static const char *const SCHEMA =
     "CREATE INDEX IF NOT EXISTS ab_requests_queue ON ab_requests(agent, state, id);"
     "CREATE INDEX IF NOT EXISTS ab_requests_by_state ON ab_requests(state, id);"
     "CREATE INDEX IF NOT EXISTS ab_requests_open ON ab_requests(thread, id)"
-    " WHERE state IN ('queued', 'assigned', 'started');"
+    " WHERE state IN ('queued', 'assigned', 'started');",
     /* The conditional append (docs/SCALING.md "Appends"): lock the batch's runs
      * in (thread, run) order, refuse a stale epoch or a seq that does not
      * follow the stored last seq, then take the positions from the counter
@@ -85,11 +94,13 @@ static const char *const SCHEMA =
     " r_first bigint[], r_last bigint[], r_epoch bigint[], r_lastoff bigint[], r_status text[],"
     " r_outcome text[], r_parent text[], r_firstoff bigint[], r_data bytea[], v_n bigint)"
     " RETURNS bigint LANGUAGE plpgsql AS $f$"
-    " DECLARE v_first bigint; bad record;"
+    " DECLARE v_first bigint; v_new bigint; bad record;"
     " BEGIN"
     "  INSERT INTO ab_runs(thread, run, epoch, last_seq, last_pos, started_us)"
     "   SELECT t, r, 0, 0, 0, p_commit FROM unnest(r_thread, r_run) AS u(t, r)"
     "   ORDER BY t, r ON CONFLICT (thread, run) DO NOTHING;"
+    "  GET DIAGNOSTICS v_new = ROW_COUNT;"
+    "  IF v_new > 0 THEN UPDATE ab_head SET v = v + v_new WHERE id = 3; END IF;"
     "  PERFORM 1 FROM ab_runs x WHERE (x.thread, x.run) IN"
     "   (SELECT * FROM unnest(r_thread, r_run)) ORDER BY x.thread, x.run FOR UPDATE;"
     "  SELECT u.r, u.e, u.f, x.epoch AS se, x.last_seq AS sl INTO bad"
@@ -118,7 +129,23 @@ static const char *const SCHEMA =
     "   WHERE x.thread = u.t AND x.run = u.r;"
     "  PERFORM pg_notify('ab_events', (v_first + v_n - 1)::text);"
     "  RETURN v_first;"
-    " END $f$;";
+    " END $f$;",
+    /* A claim: bump the run's epoch, or create the run at epoch 1 (and count
+     * it). Each statement sees what committed before it (READ COMMITTED), so
+     * the update finds a run another broker created while the insert waited. */
+    "CREATE OR REPLACE FUNCTION ab_claim(p_thread text, p_run text, p_now bigint,"
+    " OUT epoch bigint, OUT last_seq bigint) LANGUAGE plpgsql AS $f$"
+    " BEGIN"
+    "  INSERT INTO ab_runs(thread, run, epoch, last_seq, last_pos, started_us)"
+    "   VALUES (p_thread, p_run, 1, 0, 0, p_now) ON CONFLICT (thread, run) DO NOTHING;"
+    "  IF FOUND THEN"
+    "   UPDATE ab_head SET v = v + 1 WHERE id = 3;"
+    "   epoch := 1; last_seq := 0; RETURN;"
+    "  END IF;"
+    "  UPDATE ab_runs x SET epoch = x.epoch + 1 WHERE x.thread = p_thread AND x.run = p_run"
+    "   RETURNING x.epoch, x.last_seq INTO epoch, last_seq;"
+    " END $f$;",
+};
 
 static const struct {
     const char *sql;
@@ -129,9 +156,7 @@ static const struct {
                    13,
                    {PG_INT8, PG_TEXTA, PG_TEXTA, PG_INT8A, PG_INT8A, PG_INT8A, PG_INT8A, PG_TEXTA,
                     PG_TEXTA, PG_TEXTA, PG_INT8A, PG_BYTEAA, PG_INT8}},
-    [PQ_CLAIM] = {"INSERT INTO ab_runs(thread, run, epoch, last_seq, last_pos, started_us)"
-                  " VALUES($1, $2, 1, 0, 0, $3) ON CONFLICT (thread, run)"
-                  " DO UPDATE SET epoch = ab_runs.epoch + 1 RETURNING epoch, last_seq",
+    [PQ_CLAIM] = {"SELECT epoch, last_seq FROM ab_claim($1, $2, $3)",
                   3,
                   {PG_TEXT, PG_TEXT, PG_INT8}},
     [PQ_HEAD] = {"SELECT " RUN_COLS " FROM ab_runs WHERE thread = $1 AND run = $2",
@@ -204,6 +229,20 @@ static const struct {
                       " AND state = 'queued' AND id < $1",
                       1,
                       {PG_INT8}},
+    /* the stats entry (pg_stats.c): a counter row, a count over the partial
+     * index of the active runs, the tables' sizes (a stat of each file) and
+     * the WAL written since the last checkpoint's redo point (0 when the role
+     * may not read the control file) */
+    [PQ_STATS] = {"SELECT (SELECT v FROM ab_head WHERE id = 3),"
+                  " (SELECT count(*) FROM ab_runs WHERE status = 'active'),"
+                  " (SELECT sum(pg_total_relation_size(t))::bigint FROM unnest(ARRAY['ab_meta',"
+                  " 'ab_head', 'ab_runs', 'ab_chunks', 'ab_snapshots', 'ab_requests']::regclass[])"
+                  " AS t),"
+                  " CASE WHEN has_function_privilege('pg_control_checkpoint()', 'execute')"
+                  " THEN greatest(pg_wal_lsn_diff(pg_current_wal_lsn(),"
+                  " (SELECT redo_lsn FROM pg_control_checkpoint())), 0)::bigint ELSE 0 END",
+                  0,
+                  {0}},
 };
 
 /* ---- errors --------------------------------------------------------------- */
@@ -305,10 +344,12 @@ static ab_status_t setup_schema(ab_plugin_db_t *db, ab_error_t *err)
         ab_error_detail_int(err, "theirs", v);
         ab_error_detail_int(err, "ours", SCHEMA_VERSION);
     }
+    for (size_t i = 0; s == AB_OK && v < SCHEMA_VERSION && i < sizeof SCHEMA / sizeof *SCHEMA; i++)
+        s = run_cmd(db, SCHEMA[i], "schema", err);
     if (s == AB_OK && v < SCHEMA_VERSION)
-        s = run_cmd(db, SCHEMA, "schema", err);
-    if (s == AB_OK && v < SCHEMA_VERSION)
-        s = run_cmd(db, "INSERT INTO ab_meta VALUES ('schema', 1) ON CONFLICT (k) DO NOTHING",
+        s = run_cmd(db,
+                    "INSERT INTO ab_meta VALUES ('schema', " AB_PG_STR(
+                        SCHEMA_VERSION) ") ON CONFLICT (k) DO UPDATE SET v = excluded.v",
                     "schema", err);
     if (s == AB_OK)
         return run_cmd(db, "COMMIT", "schema", err);
@@ -587,6 +628,7 @@ static const ab_plugin_t PG_PLUGIN = {
     .request_thread_open = ab__pg_request_thread_open,
     .request_position = ab__pg_request_position,
     .request_by_run = ab__pg_request_by_run,
+    .stats = ab__pg_stats,
     .wake_fd = pg_wake_fd,
     .wake_drain = pg_wake_drain,
 };

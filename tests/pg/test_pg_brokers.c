@@ -6,7 +6,8 @@
  * other broker's live, and a whole-bus subscriber sees the positions without
  * a hole); fencing across brokers (a writer fenced by a claim on the other
  * broker is refused, though its own broker's cache still held its epoch);
- * one broker SIGKILLed while the other goes on.
+ * one broker SIGKILLed while the other goes on; the plugin's store figures
+ * through `stats` and `agentbus status --json` on either broker.
  *
  * One server and two brokers for the file (group setup); fresh ids per test.
  */
@@ -297,6 +298,79 @@ static void test_resent_through_other_broker_is_duplicate(void **state)
     ab_conn_destroy(&cb);
 }
 
+/* ---- the plugin's figures (stats entry) ------------------------------------------------------ */
+
+static long long sql_count(const char *sql)
+{
+    PGconn *c = pgfx_connect(&g_pg);
+    assert_non_null(c);
+    long long n = pgfx_scalar(c, sql);
+    PQfinish(c);
+    return n;
+}
+
+/* The broker's store figures, once they are @p total runs (@p active of them
+ * active): the writer reads them about once a second. */
+static ab_stats_reply_t stats_until(const bp_t *b, long long total, long long active)
+{
+    ab_conn_t *c = it_connect(b);
+    ab_doc_t *doc = NULL;
+    assert_int_equal(ab_doc_new(&doc), AB_OK);
+    ab_stats_reply_t r;
+    for (int i = 0; i < 500; i++) {
+        ab_error_t err = AB_ERROR_INIT;
+        if (ab_conn_stats(c, doc, &r, IT_TIMEOUT, &err) != AB_OK)
+            fail_msg("stats: %s", err.message);
+        if (r.store_known && r.runs_total == (uint64_t)total && r.runs_active == (uint64_t)active)
+            break;
+        assert_int_equal(ab_conn_wait(c, 10), 0);
+    }
+    ab_doc_destroy(&doc);
+    ab_conn_destroy(&c);
+    return r;
+}
+
+static void test_status_reports_the_plugins_figures(void **state)
+{
+    (void)state;
+    char th[64], out[OUT_MAX], want[160];
+    fresh(th, sizeof th, "stat");
+    long long before = sql_count("SELECT count(*) FROM ab_runs");
+    long long active0 = sql_count("SELECT count(*) FROM ab_runs WHERE status = 'active'");
+    ab_producer_t *pa = producer(&g_a), *pb = producer(&g_b);
+    ab_error_t err = AB_ERROR_INIT;
+    assert_int_equal(ab_producer_claim(pa, th, "done", NULL, &err), AB_OK);
+    publish(pa, th, "done", 1, 4, 4); /* started and finished */
+    assert_int_equal(ab_producer_claim(pb, th, "open", NULL, &err), AB_OK);
+    publish(pb, th, "open", 1, 2, 0); /* started, still active */
+    assert_int_equal(ab_producer_flush(pa, IT_TIMEOUT, &err), AB_OK);
+    assert_int_equal(ab_producer_flush(pb, IT_TIMEOUT, &err), AB_OK);
+    ab_producer_destroy(&pa);
+    pa = producer(&g_a);
+    assert_int_equal(ab_producer_claim(pa, th, "claimed", NULL, &err), AB_OK); /* a run too */
+    assert_int_equal(ab_producer_claim(pb, th, "claimed", NULL, &err), AB_OK); /* not again */
+    ab_producer_destroy(&pa);
+    ab_producer_destroy(&pb);
+    assert_int_equal(sql_count("SELECT count(*) FROM ab_runs"), before + 3);
+    long long active = active0 + 1;
+    assert_int_equal(sql_count("SELECT count(*) FROM ab_runs WHERE status = 'active'"), active);
+    /* each broker reports the database's figures, its own runs and the other's */
+    for (int i = 0; i < 2; i++) {
+        ab_stats_reply_t r = stats_until(i ? &g_b : &g_a, before + 3, active);
+        assert_true(r.store_known);
+        assert_int_equal(r.runs_total, before + 3);
+        assert_int_equal(r.runs_active, active);
+        assert_true(r.store_bytes > 0);
+    }
+    assert_int_equal(it_run_cli(out, "status --broker %s --json", g_b.cmd), 0);
+    snprintf(want, sizeof want, ",\"store_known\":true,\"runs_total\":%lld,\"runs_active\":%lld,",
+             before + 3, active);
+    assert_non_null(strstr(out, want));
+    assert_null(strstr(out, "\"store_bytes\":0,"));
+    assert_int_equal(it_run_cli(out, "status --broker %s", g_a.cmd), 0);
+    assert_null(strstr(out, "reports no figures"));
+}
+
 /* ---- a broker lost -------------------------------------------------------------------------- */
 
 static void test_broker_killed_other_goes_on(void **state)
@@ -339,6 +413,7 @@ int main(void)
         cmocka_unit_test(test_fanout_across_brokers_exactly_once),
         cmocka_unit_test(test_fencing_across_brokers),
         cmocka_unit_test(test_resent_through_other_broker_is_duplicate),
+        cmocka_unit_test(test_status_reports_the_plugins_figures),
         cmocka_unit_test(test_broker_killed_other_goes_on),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
