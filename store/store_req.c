@@ -18,15 +18,11 @@
  *     store never parses them.
  *  5. Every statement is reset (and its bindings cleared) before returning.
  */
+#include "req_check.h"
 #include "store_int.h"
 
 #include <string.h>
 #include <time.h>
-
-/* Indexed by ab_request_state_t. */
-static const char *const STATE_TEXT[] = {NULL,      "queued",    "assigned",
-                                         "started", "cancelled", "ended"};
-#define N_STATES 6
 
 #define REQ_COLS                                                                                   \
     "id, key, agent, thread, run, run_named, state, worker, epoch, attempts, created_us,"          \
@@ -80,14 +76,6 @@ void ab__store_req_finalize(ab_store_t *st)
     }
 }
 
-static ab_request_state_t state_of(const unsigned char *t)
-{
-    for (int i = 1; t && i < N_STATES; i++)
-        if (strcmp(STATE_TEXT[i], (const char *)t) == 0)
-            return (ab_request_state_t)i;
-    return AB_REQ_NONE;
-}
-
 static void copy_col(char *dst, size_t max, sqlite3_stmt *q, int col)
 {
     const unsigned char *t = sqlite3_column_text(q, col);
@@ -109,7 +97,8 @@ static void fill_req(sqlite3_stmt *q, ab_request_t *out)
     copy_col(out->thread, AB_ID_MAX_BYTES, q, 3);
     copy_col(out->run, AB_ID_MAX_BYTES, q, 4);
     out->run_named = sqlite3_column_int(q, 5) != 0;
-    out->state = state_of(sqlite3_column_text(q, 6));
+    const char *state = (const char *)sqlite3_column_text(q, 6); /* then its size */
+    out->state = ab__req_state_of(state, (size_t)sqlite3_column_bytes(q, 6));
     copy_col(out->worker, AB_REQUEST_WORKER_MAX_BYTES, q, 7);
     out->epoch = (uint64_t)sqlite3_column_int64(q, 8);
     out->attempts = (uint32_t)sqlite3_column_int64(q, 9);
@@ -127,28 +116,6 @@ static ab_status_t check_write(ab_store_t *st, const char *what, ab_error_t *err
     if (st->in_txn)
         return ab_error_set(err, AB_INVALID_ARGUMENT, "store",
                             "store: %s cannot run inside an open event batch", what);
-    return AB_OK;
-}
-
-static ab_status_t check_new(const ab_request_new_t *r, ab_error_t *err)
-{
-    ab_status_t s = ab__store_check_id(r->key, "key", err);
-    if (s == AB_OK)
-        s = ab__store_check_id(r->agent, "agent", err);
-    if (s == AB_OK)
-        s = ab__store_check_id(r->thread, "thread", err);
-    if (s == AB_OK)
-        s = ab__store_check_id(r->run, "run", err);
-    if (s != AB_OK)
-        return s;
-    if (!r->input && r->input_len > 0)
-        return ab_error_set(err, AB_INVALID_ARGUMENT, "input", "store: NULL input with a length");
-    if (r->input_len > AB_REQUEST_INPUT_MAX_BYTES) {
-        ab_error_set(err, AB_TOO_LARGE, "input", "store: request input of %zu bytes is over %u",
-                     r->input_len, AB_REQUEST_INPUT_MAX_BYTES);
-        ab_error_detail_int(err, "max", AB_REQUEST_INPUT_MAX_BYTES);
-        return AB_TOO_LARGE;
-    }
     return AB_OK;
 }
 
@@ -186,14 +153,8 @@ static ab_status_t put_lookup(ab_store_t *st, const ab_request_new_t *r, ab_requ
     if (rc == SQLITE_ROW) {
         const char *field = differs(q, r);
         fill_req(q, out);
-        if (field) {
-            ab_error_set(err, AB_CONFLICT, "key",
-                         "idempotency key %.*s names request %llu, whose %s differs",
-                         (int)r->key.len, r->key.ptr, (unsigned long long)out->id, field);
-            ab_error_detail_int(err, "id", (int64_t)out->id);
-            ab_error_detail_str(err, "differs", field);
-            s = AB_CONFLICT;
-        }
+        if (field)
+            s = ab__req_key_differs(r->key, out->id, field, err);
     } else if (rc != SQLITE_DONE) {
         s = ab__store_sqlerr(st, rc, "request key", err);
     }
@@ -221,9 +182,7 @@ static ab_status_t put_insert(ab_store_t *st, const ab_request_new_t *r, ab_requ
     if (rc == SQLITE_ROW)
         return AB_OK;
     if ((rc & 0xff) == SQLITE_CONSTRAINT) /* the key was looked up: (thread, run) is taken */
-        return ab_error_set(err, AB_CONFLICT, "run",
-                            "run %.*s of thread %.*s belongs to another request", (int)r->run.len,
-                            r->run.ptr, (int)r->thread.len, r->thread.ptr);
+        return ab__req_run_taken(r->thread, r->run, err);
     return ab__store_sqlerr(st, rc, "request put", err);
 }
 
@@ -242,7 +201,7 @@ ab_status_t ab__store_request_put(ab_store_t *st, const ab_request_new_t *req, a
         return s;
     if (!req || !out)
         return ab_error_set(err, AB_INVALID_ARGUMENT, "request", "store: NULL request or out");
-    s = check_new(req, err);
+    s = ab__req_check_new("store", req, err);
     if (s == AB_OK)
         s = step_simple(st, Q_BEGIN, "request put", err);
     if (s != AB_OK)
@@ -329,34 +288,6 @@ ab_status_t ab__store_request_by_run(ab_store_t *st, ab_str_t thread, ab_str_t r
     return get_row(st, RQ_BY_RUN, "run", out, input, err);
 }
 
-/* The moves of ab_request_state_t (invariant 3). */
-static bool legal_move(ab_request_state_t from, ab_request_state_t to)
-{
-    switch (from) {
-    case AB_REQ_QUEUED: return to == AB_REQ_ASSIGNED || to == AB_REQ_CANCELLED;
-    case AB_REQ_ASSIGNED:
-        return to == AB_REQ_QUEUED || to == AB_REQ_ASSIGNED || to == AB_REQ_STARTED ||
-               to == AB_REQ_CANCELLED;
-    case AB_REQ_STARTED: return to == AB_REQ_STARTED || to == AB_REQ_ENDED;
-    default: return false;
-    }
-}
-
-static ab_status_t check_move(const ab_request_move_t *mv, ab_error_t *err)
-{
-    unsigned from = (unsigned)mv->expect_state, to = (unsigned)mv->state;
-    if (from >= N_STATES || to >= N_STATES || !legal_move(mv->expect_state, mv->state)) {
-        ab_error_set(err, AB_INVALID_ARGUMENT, "state", "store: a request cannot move %s -> %s",
-                     from < N_STATES && from ? STATE_TEXT[from] : "?",
-                     to < N_STATES && to ? STATE_TEXT[to] : "?");
-        return AB_INVALID_ARGUMENT;
-    }
-    if ((!mv->worker.ptr && mv->worker.len) || mv->worker.len > AB_REQUEST_WORKER_MAX_BYTES)
-        return ab_error_set(err, AB_INVALID_ARGUMENT, "worker",
-                            "store: worker id must be 0..%d bytes", AB_REQUEST_WORKER_MAX_BYTES);
-    return AB_OK;
-}
-
 /* After a move changed nothing: why (the request is gone or moved on). */
 static ab_status_t move_refused(ab_store_t *st, uint64_t id, ab_error_t *err)
 {
@@ -364,13 +295,7 @@ static ab_status_t move_refused(ab_store_t *st, uint64_t id, ab_error_t *err)
     ab_status_t s = ab__store_request_get(st, id, &cur, NULL, err);
     if (s != AB_OK)
         return s;
-    const char *now = cur.state ? STATE_TEXT[cur.state] : "?";
-    ab_error_set(err, AB_CONFLICT, "state",
-                 "request %llu moved on: it is %s at epoch %llu now (nothing changed)",
-                 (unsigned long long)id, now, (unsigned long long)cur.epoch);
-    ab_error_detail_str(err, "state", now);
-    ab_error_detail_int(err, "epoch", (int64_t)cur.epoch);
-    return AB_CONFLICT;
+    return ab__req_refused(id, &cur, err);
 }
 
 ab_status_t ab__store_request_move(ab_store_t *st, uint64_t id, const ab_request_move_t *mv,
@@ -380,13 +305,13 @@ ab_status_t ab__store_request_move(ab_store_t *st, uint64_t id, const ab_request
     if (s == AB_OK && !mv)
         s = ab_error_set(err, AB_INVALID_ARGUMENT, "request", "store: NULL move");
     if (s == AB_OK)
-        s = check_move(mv, err);
+        s = ab__req_check_move("store", mv, err);
     if (s != AB_OK)
         return s;
     sqlite3_stmt *q = st->rq[RQ_MOVE];
     sqlite3_bind_int64(q, 1, ab__store_i64(id));
-    sqlite3_bind_text(q, 2, STATE_TEXT[mv->expect_state], -1, SQLITE_STATIC);
-    sqlite3_bind_text(q, 3, STATE_TEXT[mv->state], -1, SQLITE_STATIC);
+    sqlite3_bind_text(q, 2, ab__req_state_name(mv->expect_state), -1, SQLITE_STATIC);
+    sqlite3_bind_text(q, 3, ab__req_state_name(mv->state), -1, SQLITE_STATIC);
     sqlite3_bind_text(q, 4, mv->worker.ptr ? mv->worker.ptr : "", (int)mv->worker.len,
                       SQLITE_STATIC);
     sqlite3_bind_int64(q, 5, ab__store_i64(mv->epoch));
@@ -430,23 +355,18 @@ ab_status_t ab__store_request_list(ab_store_t *st, ab_request_state_t state, ab_
                                    uint64_t after_id, uint32_t limit, ab_request_cb cb, void *ud,
                                    uint32_t *count, ab_error_t *err)
 {
-    if (!st || limit == 0 || state <= AB_REQ_NONE || (unsigned)state >= N_STATES)
-        return ab_error_set(err, AB_INVALID_ARGUMENT, "state",
-                            "store: request list needs a handle, a state and a limit >= 1");
-    if (agent.ptr) {
-        ab_status_t s = ab__store_check_id(agent, "agent", err);
-        if (s != AB_OK)
-            return s;
-    }
+    ab_status_t s = ab__req_check_list("store", st != NULL, state, agent, limit, err);
+    if (s != AB_OK)
+        return s;
     sqlite3_stmt *q = st->rq[agent.ptr ? RQ_LIST_AGENT : RQ_LIST_STATE];
     int i = 1;
     if (agent.ptr)
         sqlite3_bind_text(q, i++, agent.ptr, (int)agent.len, SQLITE_STATIC);
-    sqlite3_bind_text(q, i++, STATE_TEXT[state], -1, SQLITE_STATIC);
+    sqlite3_bind_text(q, i++, ab__req_state_name(state), -1, SQLITE_STATIC);
     sqlite3_bind_int64(q, i++, ab__store_i64(after_id));
     sqlite3_bind_int64(q, i, limit);
     uint32_t n = 0;
-    ab_status_t s = deliver(st, q, cb, ud, &n, err);
+    s = deliver(st, q, cb, ud, &n, err);
     if (s != AB_OK)
         return s;
     if (count)

@@ -17,6 +17,7 @@
  *     asked for in binary.
  */
 #include "pg_int.h"
+#include "req_check.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -561,10 +562,7 @@ void ab__pg_copy(char *dst, size_t cap, const PGresult *r, int row, int col)
 
 ab_status_t ab__pg_check_id(ab_str_t id, const char *field, ab_error_t *err)
 {
-    if (!id.ptr || id.len == 0 || id.len > AB_ID_MAX_BYTES)
-        return ab_error_set(err, AB_INVALID_ARGUMENT, field, "postgres: %s id must be 1..%d bytes",
-                            field, AB_ID_MAX_BYTES);
-    return AB_OK;
+    return ab__req_check_id("postgres", id, field, err);
 }
 
 ab_status_t ab__pg_check_writer(ab_plugin_db_t *db, const char *what, ab_error_t *err)

@@ -14,27 +14,16 @@
  *  3. The input bytes are stored and compared byte for byte, never parsed.
  */
 #include "pg_int.h"
+#include "req_check.h"
 
 #include <string.h>
 #include <time.h>
-
-static const char *const STATE_TEXT[] = {NULL,      "queued",    "assigned",
-                                         "started", "cancelled", "ended"};
-#define N_STATES 6
 
 static int64_t now_us(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
-static ab_request_state_t state_of(ab_str_t t)
-{
-    for (int i = 1; i < N_STATES; i++)
-        if (t.len == strlen(STATE_TEXT[i]) && memcmp(t.ptr, STATE_TEXT[i], t.len) == 0)
-            return (ab_request_state_t)i;
-    return AB_REQ_NONE;
 }
 
 /* Columns REQ_COLS of row @p i into @p out. */
@@ -47,7 +36,8 @@ static void fill_req(const PGresult *r, int i, ab_request_t *out)
     ab__pg_copy(out->thread, sizeof out->thread, r, i, 3);
     ab__pg_copy(out->run, sizeof out->run, r, i, 4);
     out->run_named = PQgetvalue(r, i, 5)[0] != 0;
-    out->state = state_of(ab__pg_str(r, i, 6));
+    ab_str_t st = ab__pg_str(r, i, 6);
+    out->state = ab__req_state_of(st.ptr, st.len);
     ab__pg_copy(out->worker, sizeof out->worker, r, i, 7);
     out->epoch = (uint64_t)ab__pg_i64(r, i, 8);
     out->attempts = (uint32_t)ab__pg_i64(r, i, 9);
@@ -75,29 +65,6 @@ static const char *differs(const PGresult *r, const ab_request_new_t *q)
     return NULL;
 }
 
-static ab_status_t check_new(const ab_request_new_t *r, ab_error_t *err)
-{
-    ab_status_t s = ab__pg_check_id(r->key, "key", err);
-    if (s == AB_OK)
-        s = ab__pg_check_id(r->agent, "agent", err);
-    if (s == AB_OK)
-        s = ab__pg_check_id(r->thread, "thread", err);
-    if (s == AB_OK)
-        s = ab__pg_check_id(r->run, "run", err);
-    if (s != AB_OK)
-        return s;
-    if (!r->input && r->input_len > 0)
-        return ab_error_set(err, AB_INVALID_ARGUMENT, "input",
-                            "postgres: NULL input with a length");
-    if (r->input_len > AB_REQUEST_INPUT_MAX_BYTES) {
-        ab_error_set(err, AB_TOO_LARGE, "input", "postgres: request input of %zu bytes is over %u",
-                     r->input_len, AB_REQUEST_INPUT_MAX_BYTES);
-        ab_error_detail_int(err, "max", AB_REQUEST_INPUT_MAX_BYTES);
-        return AB_TOO_LARGE;
-    }
-    return AB_OK;
-}
-
 /* One put statement; *again = the insert lost a race on the key. */
 static ab_status_t put_once(ab_plugin_db_t *db, const ab_request_new_t *q, ab_request_t *out,
                             bool *existing, bool *again, ab_error_t *err)
@@ -117,9 +84,7 @@ static ab_status_t put_once(ab_plugin_db_t *db, const ab_request_new_t *q, ab_re
         bool uniq = e.code == AB_CONFLICT && d && strcmp(d->s, "23505") == 0;
         *again = uniq && strstr(e.message, "ab_requests_key_key") != NULL; /* the key's index */
         if (uniq && !*again)
-            return ab_error_set(err, AB_CONFLICT, "run",
-                                "run %.*s of thread %.*s belongs to another request",
-                                (int)q->run.len, q->run.ptr, (int)q->thread.len, q->thread.ptr);
+            return ab__req_run_taken(q->thread, q->run, err);
         if (!*again && err)
             *err = e;
         return e.code;
@@ -128,14 +93,8 @@ static ab_status_t put_once(ab_plugin_db_t *db, const ab_request_new_t *q, ab_re
     fill_req(r, 0, out);
     *existing = PQgetvalue(r, 0, 13)[0] != 0;
     const char *field = *existing ? differs(r, q) : NULL;
-    if (field) {
-        ab_error_set(err, AB_CONFLICT, "key",
-                     "idempotency key %.*s names request %llu, whose %s differs", (int)q->key.len,
-                     q->key.ptr, (unsigned long long)out->id, field);
-        ab_error_detail_int(err, "id", (int64_t)out->id);
-        ab_error_detail_str(err, "differs", field);
-        s = AB_CONFLICT;
-    }
+    if (field)
+        s = ab__req_key_differs(q->key, out->id, field, err);
     PQclear(r);
     return s;
 }
@@ -147,7 +106,7 @@ ab_status_t ab__pg_request_put(ab_plugin_db_t *db, const ab_request_new_t *req, 
     if (s == AB_OK && (!req || !out))
         s = ab_error_set(err, AB_INVALID_ARGUMENT, "request", "postgres: NULL request or out");
     if (s == AB_OK)
-        s = check_new(req, err);
+        s = ab__req_check_new("postgres", req, err);
     if (s != AB_OK)
         return s;
     ab_request_t rec;
@@ -225,45 +184,13 @@ ab_status_t ab__pg_request_by_run(ab_plugin_db_t *db, ab_str_t thread, ab_str_t 
     return get_row(db, PQ_REQ_BY_RUN, &p, "run", out, input, err);
 }
 
-static bool legal_move(ab_request_state_t from, ab_request_state_t to)
-{
-    switch (from) {
-    case AB_REQ_QUEUED: return to == AB_REQ_ASSIGNED || to == AB_REQ_CANCELLED;
-    case AB_REQ_ASSIGNED:
-        return to == AB_REQ_QUEUED || to == AB_REQ_ASSIGNED || to == AB_REQ_STARTED ||
-               to == AB_REQ_CANCELLED;
-    case AB_REQ_STARTED: return to == AB_REQ_STARTED || to == AB_REQ_ENDED;
-    default: return false;
-    }
-}
-
-static ab_status_t check_move(const ab_request_move_t *mv, ab_error_t *err)
-{
-    unsigned from = (unsigned)mv->expect_state, to = (unsigned)mv->state;
-    if (from >= N_STATES || to >= N_STATES || !legal_move(mv->expect_state, mv->state))
-        return ab_error_set(err, AB_INVALID_ARGUMENT, "state",
-                            "postgres: a request cannot move %s -> %s",
-                            from < N_STATES && from ? STATE_TEXT[from] : "?",
-                            to < N_STATES && to ? STATE_TEXT[to] : "?");
-    if ((!mv->worker.ptr && mv->worker.len) || mv->worker.len > AB_REQUEST_WORKER_MAX_BYTES)
-        return ab_error_set(err, AB_INVALID_ARGUMENT, "worker",
-                            "postgres: worker id must be 0..%d bytes", AB_REQUEST_WORKER_MAX_BYTES);
-    return AB_OK;
-}
-
 static ab_status_t move_refused(ab_plugin_db_t *db, uint64_t id, ab_error_t *err)
 {
     ab_request_t cur;
     ab_status_t s = ab__pg_request_get(db, id, &cur, NULL, err);
     if (s != AB_OK)
         return s;
-    const char *now = cur.state ? STATE_TEXT[cur.state] : "?";
-    ab_error_set(err, AB_CONFLICT, "state",
-                 "request %llu moved on: it is %s at epoch %llu now (nothing changed)",
-                 (unsigned long long)id, now, (unsigned long long)cur.epoch);
-    ab_error_detail_str(err, "state", now);
-    ab_error_detail_int(err, "epoch", (int64_t)cur.epoch);
-    return AB_CONFLICT;
+    return ab__req_refused(id, &cur, err);
 }
 
 ab_status_t ab__pg_request_move(ab_plugin_db_t *db, uint64_t id, const ab_request_move_t *mv,
@@ -273,13 +200,13 @@ ab_status_t ab__pg_request_move(ab_plugin_db_t *db, uint64_t id, const ab_reques
     if (s == AB_OK && !mv)
         s = ab_error_set(err, AB_INVALID_ARGUMENT, "request", "postgres: NULL move");
     if (s == AB_OK)
-        s = check_move(mv, err);
+        s = ab__req_check_move("postgres", mv, err);
     if (s != AB_OK)
         return s;
     pg_params_t p = {0};
     ab__pg_p_i64(&p, id > INT64_MAX ? INT64_MAX : (int64_t)id);
-    ab__pg_p_cstr(&p, STATE_TEXT[mv->expect_state]);
-    ab__pg_p_cstr(&p, STATE_TEXT[mv->state]);
+    ab__pg_p_cstr(&p, ab__req_state_name(mv->expect_state));
+    ab__pg_p_cstr(&p, ab__req_state_name(mv->state));
     ab__pg_p_text(&p,
                   (ab_str_t){.ptr = mv->worker.ptr ? mv->worker.ptr : "", .len = mv->worker.len});
     ab__pg_p_i64(&p, (int64_t)mv->epoch);
@@ -324,18 +251,13 @@ ab_status_t ab__pg_request_list(ab_plugin_db_t *db, ab_request_state_t state, ab
                                 uint64_t after_id, uint32_t limit, ab_request_cb cb, void *ud,
                                 uint32_t *count, ab_error_t *err)
 {
-    if (!db || limit == 0 || state <= AB_REQ_NONE || (unsigned)state >= N_STATES)
-        return ab_error_set(err, AB_INVALID_ARGUMENT, "state",
-                            "postgres: request list needs a handle, a state and a limit >= 1");
-    if (agent.ptr) {
-        ab_status_t s = ab__pg_check_id(agent, "agent", err);
-        if (s != AB_OK)
-            return s;
-    }
+    ab_status_t s = ab__req_check_list("postgres", db != NULL, state, agent, limit, err);
+    if (s != AB_OK)
+        return s;
     pg_params_t p = {0};
     if (agent.ptr)
         ab__pg_p_text(&p, agent);
-    ab__pg_p_cstr(&p, STATE_TEXT[state]);
+    ab__pg_p_cstr(&p, ab__req_state_name(state));
     ab__pg_p_i64(&p, after_id > INT64_MAX ? INT64_MAX : (int64_t)after_id);
     ab__pg_p_i64(&p, limit);
     return deliver(db, agent.ptr ? PQ_REQ_LIST_AGENT : PQ_REQ_LIST_STATE, &p, cb, ud, count, err);

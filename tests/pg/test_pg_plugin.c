@@ -452,9 +452,22 @@ static void test_requests_shared(void **state)
     assert_string_equal(r3.worker, "w1");
     assert_int_equal(P->request_move(b, r1.id, &mv, &r3, &err), AB_CONFLICT);
     tu_assert_error(&err, AB_CONFLICT, "state");
+    char want[128];
+    snprintf(want, sizeof want,
+             "request %llu moved on: it is assigned at epoch 1 now (nothing changed)",
+             (unsigned long long)r1.id);
+    assert_string_equal(err.message, want);
     ab_error_clear(&err);
     mv = (ab_request_move_t){.expect_state = AB_REQ_ASSIGNED, .state = AB_REQ_ENDED};
     assert_int_equal(P->request_move(b, r1.id, &mv, &r3, &err), AB_INVALID_ARGUMENT);
+    assert_string_equal(err.message, "postgres: a request cannot move assigned -> ended");
+    ab_error_clear(&err);
+    nr.input_len = AB_REQUEST_INPUT_MAX_BYTES + 1; /* refused before anything is sent */
+    assert_int_equal(P->request_put(b, &nr, &r3, &existing, &err), AB_TOO_LARGE);
+    snprintf(want, sizeof want, "postgres: request input of %u bytes is over %u",
+             AB_REQUEST_INPUT_MAX_BYTES + 1, AB_REQUEST_INPUT_MAX_BYTES);
+    assert_string_equal(err.message, want);
+    nr.input_len = 1;
     ab_error_clear(&err);
     int n = 0;
     assert_int_equal(P->request_thread_open(b, S(th), count_req, &n, &err), AB_OK);

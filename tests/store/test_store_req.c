@@ -295,6 +295,8 @@ static void test_move_compare(void **state)
     assert_int_equal(move(f->st, id, AB_REQ_QUEUED, 0, AB_REQ_ASSIGNED, "w2", 6, NULL, &err),
                      AB_CONFLICT);
     tu_assert_error(&err, AB_CONFLICT, "state");
+    assert_string_equal(err.message, "request 1 moved on: it is assigned at epoch 5 now (nothing "
+                                     "changed)");
     const ab_error_detail_t *d = ab_error_detail(&err, "state");
     assert_non_null(d);
     assert_string_equal(d->s, "assigned");
@@ -316,6 +318,7 @@ static void test_move_compare(void **state)
     assert_int_equal(move(f->st, id, AB_REQ_STARTED, 6, AB_REQ_QUEUED, NULL, 0, NULL, &err),
                      AB_INVALID_ARGUMENT);
     tu_assert_error(&err, AB_INVALID_ARGUMENT, "state");
+    assert_string_equal(err.message, "store: a request cannot move started -> queued");
     /* an orphan continued by another worker's claim, then ended */
     move_ok(f->st, id, AB_REQ_STARTED, 6, AB_REQ_STARTED, "w3", 7);
     move_ok(f->st, id, AB_REQ_STARTED, 7, AB_REQ_ENDED, "w3", 7);
@@ -332,6 +335,7 @@ static void test_move_compare(void **state)
     assert_int_equal(move(f->st, id2, AB_REQ_QUEUED, 0, AB_REQ_ASSIGNED, big, 1, NULL, &err),
                      AB_INVALID_ARGUMENT);
     tu_assert_error(&err, AB_INVALID_ARGUMENT, "worker");
+    assert_non_null(strstr(err.message, "store: worker id must be 0.."));
     big[AB_REQUEST_WORKER_MAX_BYTES] = '\0'; /* exactly the maximum */
     assert_int_equal(move(f->st, id2, AB_REQ_QUEUED, 0, AB_REQ_ASSIGNED, big, 1, &r, &err), AB_OK);
     assert_int_equal(strlen(r.worker), AB_REQUEST_WORKER_MAX_BYTES);
