@@ -488,6 +488,84 @@ static void test_requests_shared(void **state)
     P->close(b);
 }
 
+static long long sql1(const char *sql)
+{
+    PGconn *c = pgfx_connect(&g_pg);
+    assert_non_null(c);
+    long long n = pgfx_scalar(c, sql);
+    PQfinish(c);
+    return n;
+}
+
+static void sql_exec(const char *sql)
+{
+    PGconn *c = pgfx_connect(&g_pg);
+    assert_non_null(c);
+    PGresult *r = PQexec(c, sql);
+    assert_int_equal(PQresultStatus(r), PGRES_COMMAND_OK);
+    PQclear(r);
+    PQfinish(c);
+}
+
+static ab_plugin_stats_t stats_of(ab_plugin_db_t *db)
+{
+    ab_plugin_stats_t ps;
+    ab_error_t err = AB_ERROR_INIT;
+    assert_non_null(P->stats);
+    if (P->stats(db, &ps, &err) != AB_OK)
+        fail_msg("stats: %s", err.message);
+    return ps;
+}
+
+#define RUNS_SQL   "SELECT count(*) FROM ab_runs"
+#define ACTIVE_SQL "SELECT count(*) FROM ab_runs WHERE status = 'active'"
+
+/* The stats entry counts what the tables hold: runs made by a claim or by an append, each
+ * once, and active ones; a schema 1 database (no counter row, no index) is upgraded at the
+ * next writer's open and counted there. */
+static void test_stats_and_schema_upgrade(void **state)
+{
+    (void)state;
+    ab_plugin_db_t *db = open_db(false);
+    char th[64];
+    fresh(th, sizeof th, "stats");
+    ab_error_t err = AB_ERROR_INIT;
+    uint64_t epoch = 0, last = 0, first = 0;
+    ab_plugin_stats_t ps = stats_of(db);
+    long long runs = sql1(RUNS_SQL), active = sql1(ACTIVE_SQL);
+    assert_int_equal(ps.runs_total, runs);
+    assert_int_equal(ps.runs_active, active);
+    assert_true(ps.store_bytes > 0);
+    assert_int_equal(P->claim(db, S(th), S("c"), &epoch, &last, &err), AB_OK);
+    assert_int_equal(P->claim(db, S(th), S("c"), &epoch, &last, &err), AB_OK); /* not again */
+    assert_int_equal(epoch, 2);
+    ab_append_event_t b[3] = {ev(th, "a", 1, 0, "a1"), ev(th, "f", 1, 0, "f1"),
+                              ev(th, "f", 2, 0, "f2")};
+    b[0].status = AB_RUN_STATUS_ACTIVE;
+    b[1].status = AB_RUN_STATUS_ACTIVE;
+    b[2].status = AB_RUN_STATUS_FINISHED;
+    assert_int_equal(P->append_batch(db, b, 3, 1, &first, &err), AB_OK);
+    ab_append_event_t more = ev(th, "a", 2, 0, "a2"); /* an existing run: not counted again */
+    assert_int_equal(P->append_batch(db, &more, 1, 1, &first, &err), AB_OK);
+    ps = stats_of(db);
+    assert_int_equal(ps.runs_total, runs + 3);
+    assert_int_equal(sql1(RUNS_SQL), runs + 3);
+    assert_int_equal(ps.runs_active, active + 1);
+    P->close(db);
+    /* back to schema 1, as a database made by the previous build */
+    sql_exec("BEGIN; DROP INDEX ab_runs_active; DELETE FROM ab_head WHERE id = 3;"
+             " UPDATE ab_meta SET v = 1 WHERE k = 'schema'; COMMIT");
+    db = open_db(false);
+    assert_int_equal(sql1("SELECT v FROM ab_meta WHERE k = 'schema'"), 2);
+    assert_int_equal(sql1("SELECT count(*) FROM pg_indexes WHERE indexname = 'ab_runs_active'"), 1);
+    ps = stats_of(db);
+    assert_int_equal(ps.runs_total, runs + 3);
+    assert_int_equal(ps.runs_active, active + 1);
+    assert_int_equal(P->claim(db, S(th), S("c2"), &epoch, &last, &err), AB_OK);
+    assert_int_equal(stats_of(db).runs_total, runs + 4);
+    P->close(db);
+}
+
 static void test_snapshots(void **state)
 {
     (void)state;
@@ -548,6 +626,7 @@ int main(void)
         cmocka_unit_test(test_paging_interleaved_batches),
         cmocka_unit_test(test_tailing_reader_never_skips),
         cmocka_unit_test(test_requests_shared),
+        cmocka_unit_test(test_stats_and_schema_upgrade),
         cmocka_unit_test(test_snapshots),
         cmocka_unit_test(test_reconnect_after_lost_connection),
     };
