@@ -15,6 +15,10 @@
  *     checkpoint (what a crash would replay), 0 when the role may not read
  *     the control file. PostgreSQL spreads its checkpoints over time and a
  *     commit never waits for one, so the checkpoint figures stay 0 (n/a).
+ *  3. The figures never connect: with the connection lost they are
+ *     AB_UNAVAILABLE (the broker shows them as unknown) until the next write
+ *     reconnects, so an outage does not add a connection attempt a second
+ *     to the writer thread's work.
  */
 #include "pg_int.h"
 
@@ -22,6 +26,12 @@ ab_status_t ab__pg_stats(ab_plugin_db_t *db, ab_plugin_stats_t *out, ab_error_t 
 {
     if (!db || !out)
         return ab_error_set(err, AB_INVALID_ARGUMENT, "store", "postgres: NULL handle or out");
+    if (!db->conn || PQstatus(db->conn) != CONNECTION_OK) {
+        ab_error_set(err, AB_UNAVAILABLE, "pg", "postgres: stats: not connected");
+        if (err)
+            err->retryable = true;
+        return AB_UNAVAILABLE;
+    }
     PGresult *r = ab__pg_exec(db, PQ_STATS, NULL, "stats", err);
     if (!r)
         return err ? err->code : AB_UNAVAILABLE;

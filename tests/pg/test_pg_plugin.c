@@ -617,6 +617,37 @@ static void test_reconnect_after_lost_connection(void **state)
     P->close(db);
 }
 
+/* With the connection lost the figures are unavailable and do not reconnect; the next write
+ * does, and the figures are back. */
+static void test_stats_never_reconnect(void **state)
+{
+    (void)state;
+    ab_plugin_db_t *db = open_db(false);
+    PGconn *admin = pgfx_connect(&g_pg);
+    assert_non_null(admin);
+    char th[64];
+    fresh(th, sizeof th, "st-re");
+    ab_error_t err = AB_ERROR_INIT;
+    uint64_t first = 0;
+    ab_append_event_t e = ev(th, "r", 1, 1, "x");
+    assert_int_equal(P->append_batch(db, &e, 1, 1, &first, &err), AB_OK);
+    assert_true(pgfx_scalar(admin, "SELECT count(pg_terminate_backend(pid, 10000)) FROM"
+                                   " pg_stat_activity WHERE query LIKE 'SELECT ab_append%'") >= 1);
+    ab_plugin_stats_t ps;
+    assert_int_equal(P->stats(db, &ps, &err), AB_UNAVAILABLE); /* finds it lost */
+    ab_error_clear(&err);
+    assert_int_equal(P->stats(db, &ps, &err), AB_UNAVAILABLE);
+    assert_string_equal(err.message, "postgres: stats: not connected");
+    assert_true(err.retryable);
+    ab_error_clear(&err);
+    e = ev(th, "r", 2, 1, "y");
+    assert_int_equal(P->append_batch(db, &e, 1, 1, &first, &err), AB_OK); /* reconnects */
+    assert_int_equal(P->stats(db, &ps, &err), AB_OK);
+    assert_true(ps.runs_total >= 1);
+    PQfinish(admin);
+    P->close(db);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -629,6 +660,7 @@ int main(void)
         cmocka_unit_test(test_stats_and_schema_upgrade),
         cmocka_unit_test(test_snapshots),
         cmocka_unit_test(test_reconnect_after_lost_connection),
+        cmocka_unit_test(test_stats_never_reconnect),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
