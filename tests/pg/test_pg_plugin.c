@@ -6,7 +6,9 @@
  * by one is refused to the other; a writer fenced by a claim on one
  * connection is refused on the other), a tailing reader that never skips
  * under concurrent commits from two connections, run requests shared by two
- * connections, snapshots, and a connection killed under the handle.
+ * connections, the stats entry (and a schema 1 database upgraded), two
+ * claims of one new run racing, snapshots, and a connection killed under the
+ * handle.
  *
  * One server for the file (group setup); each test uses fresh thread ids.
  */
@@ -566,6 +568,58 @@ static void test_stats_and_schema_upgrade(void **state)
     P->close(db);
 }
 
+typedef struct claimer {
+    ab_plugin_db_t *db;
+    const char *thread;
+    uint64_t epoch;
+    ab_status_t s;
+} claimer_t;
+
+static void *claim_thread(void *arg)
+{
+    claimer_t *c = arg;
+    ab_error_t err = AB_ERROR_INIT;
+    uint64_t last = 0;
+    c->s = P->claim(c->db, S(c->thread), S("r"), &c->epoch, &last, &err);
+    return NULL;
+}
+
+/* Two claims of one new run at once (two brokers): the second waits for the first's insert
+ * and then bumps the epoch the first made; the run is counted once. */
+static void test_claims_of_a_new_run_race(void **state)
+{
+    (void)state;
+    ab_plugin_db_t *db = open_db(false);
+    char th[64], sql[256];
+    fresh(th, sizeof th, "race");
+    long long runs = sql1("SELECT v FROM ab_head WHERE id = 3");
+    PGconn *other = pgfx_connect(&g_pg);
+    assert_non_null(other);
+    snprintf(sql, sizeof sql, "BEGIN; SELECT * FROM ab_claim('%s', 'r', 0)", th);
+    PGresult *r = PQexec(other, sql);
+    assert_int_equal(PQresultStatus(r), PGRES_TUPLES_OK);
+    assert_string_equal(PQgetvalue(r, 0, 0), "1"); /* the first claim: epoch 1, not committed */
+    PQclear(r);
+    claimer_t c = {.db = db, .thread = th};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, claim_thread, &c), 0);
+    /* the handshake: the plugin's claim is waiting for the first one's lock */
+    long end = pgfx_now_ms() + 20000;
+    while (sql1("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                " AND query LIKE '%ab_claim%'") == 0 &&
+           pgfx_now_ms() < end)
+        pgfx_sleep_ms(5);
+    r = PQexec(other, "COMMIT");
+    assert_int_equal(PQresultStatus(r), PGRES_COMMAND_OK);
+    PQclear(r);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    assert_int_equal(c.s, AB_OK);
+    assert_int_equal(c.epoch, 2);
+    assert_int_equal(sql1("SELECT v FROM ab_head WHERE id = 3"), runs + 1);
+    PQfinish(other);
+    P->close(db);
+}
+
 static void test_snapshots(void **state)
 {
     (void)state;
@@ -658,6 +712,7 @@ int main(void)
         cmocka_unit_test(test_tailing_reader_never_skips),
         cmocka_unit_test(test_requests_shared),
         cmocka_unit_test(test_stats_and_schema_upgrade),
+        cmocka_unit_test(test_claims_of_a_new_run_race),
         cmocka_unit_test(test_snapshots),
         cmocka_unit_test(test_reconnect_after_lost_connection),
         cmocka_unit_test(test_stats_never_reconnect),
