@@ -321,6 +321,16 @@ static inline long long pgfx_scalar(PGconn *c, const char *sql)
     return v;
 }
 
+/* pgfx_scalar() on a connection of its own (-1 when it cannot connect). */
+static inline long long pgfx_scalar1(const pgfx_t *f, const char *sql)
+{
+    PGconn *c = pgfx_connect(f);
+    long long n = c ? pgfx_scalar(c, sql) : -1;
+    if (c)
+        PQfinish(c);
+    return n;
+}
+
 /*
  * Make @p sb a streaming standby of the running @p primary (pg_basebackup
  * -R, so it connects back as application_name @p name) and start it.

@@ -302,11 +302,7 @@ static void test_resent_through_other_broker_is_duplicate(void **state)
 
 static long long sql_count(const char *sql)
 {
-    PGconn *c = pgfx_connect(&g_pg);
-    assert_non_null(c);
-    long long n = pgfx_scalar(c, sql);
-    PQfinish(c);
-    return n;
+    return pgfx_scalar1(&g_pg, sql);
 }
 
 /* The broker's store figures, once they are @p total runs (@p active of them

@@ -492,11 +492,7 @@ static void test_requests_shared(void **state)
 
 static long long sql1(const char *sql)
 {
-    PGconn *c = pgfx_connect(&g_pg);
-    assert_non_null(c);
-    long long n = pgfx_scalar(c, sql);
-    PQfinish(c);
-    return n;
+    return pgfx_scalar1(&g_pg, sql);
 }
 
 static void sql_exec(const char *sql)
@@ -640,34 +636,37 @@ static void test_snapshots(void **state)
     P->close(db);
 }
 
-/* The server ends the handle's connection: the call fails retryable, the next reconnects. */
-static void test_reconnect_after_lost_connection(void **state)
+/* A writer handle with a run of thread @p th at seq 1, whose connection the server has ended
+ * (the handle does not know yet). */
+static ab_plugin_db_t *lost_connection(const char *th)
 {
-    (void)state;
     ab_plugin_db_t *db = open_db(false);
-    PGconn *admin = pgfx_connect(&g_pg);
-    assert_non_null(admin);
-    char th[64];
-    fresh(th, sizeof th, "re");
     ab_error_t err = AB_ERROR_INIT;
     uint64_t first = 0;
     ab_append_event_t e = ev(th, "r", 1, 1, "x");
     assert_int_equal(P->append_batch(db, &e, 1, 1, &first, &err), AB_OK);
-    assert_true(pgfx_scalar(admin,
-                            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
-                            " WHERE query LIKE 'LISTEN%' OR query LIKE 'SELECT ab_append%'") >= 1);
-    e = ev(th, "r", 2, 1, "y");
-    ab_status_t s = P->append_batch(db, &e, 1, 1, &first, &err);
-    if (s != AB_OK) {
-        assert_int_equal(s, AB_UNAVAILABLE);
-        assert_true(err.retryable);
-        ab_error_clear(&err);
-        assert_int_equal(P->append_batch(db, &e, 1, 1, &first, &err), AB_OK);
-    }
+    assert_true(sql1("SELECT count(pg_terminate_backend(pid, 10000)) FROM pg_stat_activity"
+                     " WHERE query LIKE 'SELECT ab_append%'") >= 1);
+    return db;
+}
+
+/* The server ends the handle's connection: the call fails retryable, the next reconnects. */
+static void test_reconnect_after_lost_connection(void **state)
+{
+    (void)state;
+    char th[64];
+    fresh(th, sizeof th, "re");
+    ab_plugin_db_t *db = lost_connection(th);
+    ab_error_t err = AB_ERROR_INIT;
+    uint64_t first = 0;
+    ab_append_event_t e = ev(th, "r", 2, 1, "y");
+    assert_int_equal(P->append_batch(db, &e, 1, 1, &first, &err), AB_UNAVAILABLE);
+    assert_true(err.retryable);
+    ab_error_clear(&err);
+    assert_int_equal(P->append_batch(db, &e, 1, 1, &first, &err), AB_OK);
     ab_run_head_t h;
     assert_int_equal(P->head(db, S(th), S("r"), &h, &err), AB_OK);
     assert_int_equal(h.last_seq, 2);
-    PQfinish(admin);
     P->close(db);
 }
 
@@ -676,17 +675,10 @@ static void test_reconnect_after_lost_connection(void **state)
 static void test_stats_never_reconnect(void **state)
 {
     (void)state;
-    ab_plugin_db_t *db = open_db(false);
-    PGconn *admin = pgfx_connect(&g_pg);
-    assert_non_null(admin);
     char th[64];
     fresh(th, sizeof th, "st-re");
+    ab_plugin_db_t *db = lost_connection(th);
     ab_error_t err = AB_ERROR_INIT;
-    uint64_t first = 0;
-    ab_append_event_t e = ev(th, "r", 1, 1, "x");
-    assert_int_equal(P->append_batch(db, &e, 1, 1, &first, &err), AB_OK);
-    assert_true(pgfx_scalar(admin, "SELECT count(pg_terminate_backend(pid, 10000)) FROM"
-                                   " pg_stat_activity WHERE query LIKE 'SELECT ab_append%'") >= 1);
     ab_plugin_stats_t ps;
     assert_int_equal(P->stats(db, &ps, &err), AB_UNAVAILABLE); /* finds it lost */
     ab_error_clear(&err);
@@ -694,11 +686,11 @@ static void test_stats_never_reconnect(void **state)
     assert_string_equal(err.message, "postgres: stats: not connected");
     assert_true(err.retryable);
     ab_error_clear(&err);
-    e = ev(th, "r", 2, 1, "y");
+    uint64_t first = 0;
+    ab_append_event_t e = ev(th, "r", 2, 1, "y");
     assert_int_equal(P->append_batch(db, &e, 1, 1, &first, &err), AB_OK); /* reconnects */
     assert_int_equal(P->stats(db, &ps, &err), AB_OK);
     assert_true(ps.runs_total >= 1);
-    PQfinish(admin);
     P->close(db);
 }
 
