@@ -322,7 +322,9 @@ static const ab_fspec_t replay_thread_f[] = {REPLAY_HDR,
                                               .off = M(u.replay.cursors),
                                               .off_n = M(u.replay.ncursors),
                                               .flags = REQ,
-                                              .lim = AB_LIM_BATCH}};
+                                              .lim = AB_LIM_BATCH},
+                                             /* optional (0 = absent): rows with pos > it */
+                                             U64("after_pos", M(u.replay.after_pos), 0)};
 static const ab_fspec_t replay_all_f[] = {REPLAY_HDR, U64("after_pos", M(u.replay.after_pos), REQ)};
 static const ab_fspec_t credit_f[] = {
     HDR, {.key = "chunks", .type = &ab__ft_u32, .off = M(u.credit.chunks), .flags = REQ | MIN1}};
@@ -763,7 +765,7 @@ ab_read_t ab_replay_read(const ab_replay_t *r, uint32_t limit)
         q.run = r->run;
         q.after_seq = r->after_seq;
     }
-    if (r->scope == AB_REPLAY_ALL)
+    if (r->scope == AB_REPLAY_ALL || r->scope == AB_REPLAY_THREAD)
         q.after_pos = r->after_pos;
     return q;
 }

@@ -430,7 +430,8 @@ typedef struct ab_heads_reply {
  * REPLAY. Which fields apply depends on scope; the encoder ignores (and
  * the decoder leaves zero) the fields of the other scopes.
  *  run:    thread, run, after_seq
- *  thread: thread, cursors (may be empty)
+ *  thread: thread, cursors (may be empty), after_pos (0 = absent: from the
+ *          thread's first event; else only rows with pos > after_pos)
  *  all:    after_pos
  * chunk_events: 0 when encoding means "omit" (the peer uses the default);
  * a decoded request always holds the effective value (default 256).
@@ -459,9 +460,9 @@ AB_API ab_head_t ab_head_view(const ab_run_head_t *h);
 
 /**
  * The first read of replay request @p r: its scope and cursor (scope run:
- * thread, run, after_seq; thread: thread, from position 0, the per-run
- * cursors being filters the reader applies to rows; all: after_pos), at most
- * @p limit rows. Strings point into @p r's.
+ * thread, run, after_seq; thread: thread and after_pos (0 when absent: from
+ * the thread's start), the per-run cursors being filters the reader applies
+ * to rows; all: after_pos), at most @p limit rows. Strings point into @p r's.
  */
 AB_API ab_read_t ab_replay_read(const ab_replay_t *r, uint32_t limit);
 

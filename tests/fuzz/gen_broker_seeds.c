@@ -117,6 +117,11 @@ static const char *const s_replay_thread[] = {FULL_RUN, BARRIER, MSG,
                                                 ",\"scope\":\"thread\",\"window\":2,\"thread\":\"" T
                                                 "\",\"cursors\":{\"" R "\":1}"),
                                               NULL};
+static const char *const s_replay_thread_pos[] = {
+    FULL_RUN, BARRIER, MSG,
+    H("replay", 13,
+      ",\"scope\":\"thread\",\"window\":2,\"thread\":\"" T "\",\"cursors\":{},\"after_pos\":2"),
+    NULL};
 static const char *const s_replay_all[] = {
     MSG, H("replay", 12, ",\"scope\":\"all\",\"window\":1,\"chunk_events\":1,\"after_pos\":0"), MSG,
     H("cancel", 12, ""), NULL};
@@ -163,6 +168,7 @@ static const seed_t SEEDS[] = {
     {"two-runs", 0x00, s_two_runs},
     {"replay-run", 0x00, s_replay_run},
     {"replay-thread", 0x01, s_replay_thread},
+    {"replay-thread-pos", 0x01, s_replay_thread_pos},
     {"replay-all", 0x00, s_replay_all},
     {"heads", 0x00, s_heads},
     {"snapshot", 0x00, s_snapshot},

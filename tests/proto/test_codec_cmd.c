@@ -222,6 +222,23 @@ static void test_rt_replay(void **state)
     assert_str(b.u.replay.cursors[0].run, "r1");
     assert_int_equal(b.u.replay.cursors[0].after_seq, 5);
     assert_null(b.u.replay.run.ptr);
+    assert_int_equal(b.u.replay.after_pos, 0); /* absent */
+    assert_int_equal(ab_replay_read(&b.u.replay, 10).after_pos, 0);
+
+    /* thread scope with a position lower bound (optional after_pos), no cursors */
+    m.u.replay = (ab_replay_t){.scope = AB_REPLAY_THREAD,
+                               .window = 2,
+                               .chunk_events = 8,
+                               .thread = S("t"),
+                               .after_pos = 123456789012ull};
+    msg_rt(f, &m, &b);
+    assert_int_equal(b.u.replay.scope, AB_REPLAY_THREAD);
+    assert_int_equal(b.u.replay.ncursors, 0);
+    assert_int_equal(b.u.replay.after_pos, 123456789012ull);
+    ab_read_t rd = ab_replay_read(&b.u.replay, 10);
+    assert_int_equal(rd.scope, AB_REPLAY_THREAD);
+    assert_int_equal(rd.after_pos, 123456789012ull);
+    assert_str(rd.thread, "t");
 
     m.u.replay =
         (ab_replay_t){.scope = AB_REPLAY_ALL, .window = 64, .chunk_events = 1024, .after_pos = 99};
@@ -513,6 +530,15 @@ static void test_cmd_replay_errors(void **state)
     snprintf(json, sizeof(json), "%s\"scope\":\"all\",\"after_pos\":5,\"cursors\":{}}", base);
     msg_err(f, json, AB_INVALID_ENVELOPE, "cursors");
     snprintf(json, sizeof(json), "%s\"scope\":\"thread\",\"thread\":\"t\"}", base);
+    msg_err(f, json, AB_INVALID_ENVELOPE, "cursors");
+    /* thread scope's optional after_pos: a uint, never without the cursors */
+    snprintf(json, sizeof(json),
+             "%s\"scope\":\"thread\",\"thread\":\"t\",\"cursors\":{},\"after_pos\":-1}", base);
+    msg_err(f, json, AB_INVALID_ENVELOPE, "after_pos");
+    snprintf(json, sizeof(json),
+             "%s\"scope\":\"thread\",\"thread\":\"t\",\"cursors\":{},\"after_pos\":\"5\"}", base);
+    msg_err(f, json, AB_INVALID_ENVELOPE, "after_pos");
+    snprintf(json, sizeof(json), "%s\"scope\":\"thread\",\"thread\":\"t\",\"after_pos\":5}", base);
     msg_err(f, json, AB_INVALID_ENVELOPE, "cursors");
     snprintf(json, sizeof(json), "%s\"after_pos\":5}", base);
     msg_err(f, json, AB_INVALID_ENVELOPE, "scope");
