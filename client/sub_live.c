@@ -37,6 +37,8 @@ ab_status_t ab__sub_live_open(ab_sub_t *s, ab_error_t *err)
     zmq_setsockopt(sock, ZMQ_LINGER, &zero, sizeof(zero));
     if (s->o.rcvhwm > 0)
         zmq_setsockopt(sock, ZMQ_RCVHWM, &s->o.rcvhwm, sizeof(s->o.rcvhwm));
+    if (s->o.rcvbuf > 0)
+        zmq_setsockopt(sock, ZMQ_RCVBUF, &s->o.rcvbuf, sizeof(s->o.rcvbuf));
     if (ab__conn_curve_apply(s->conn, sock) != 0) { /* the conn's CURVE keys (client.h) */
         zmq_close(sock);
         return ab_error_set(err, AB_IO, NULL, "cannot use the CURVE keys on the event socket");

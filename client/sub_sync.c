@@ -8,8 +8,12 @@
  *  1. An event is delivered only when it is the next one: seq == cursor + 1
  *     of its run (scopes run, thread), or, for scope all, pos == last pos + 1
  *     live or any pos > last pos from a replay (positions are commit order
- *     and the replay is authoritative). The cursor advances before the
- *     callback runs, so a stop never re-delivers.
+ *     and the replay is authoritative). An ordered thread (opts.ordered)
+ *     follows the rule of scope all with synced_pos, the position up to
+ *     which every event of the thread was delivered: live only pos ==
+ *     synced_pos + 1, from its replay (scope thread, after_pos = synced_pos)
+ *     any pos above it. The cursor advances before the callback runs, so a
+ *     stop never re-delivers.
  *  2. A live event past the cursor + 1 is a hole: the FIFO is dropped and a
  *     replay from the cursor is asked for; nothing past a hole is delivered.
  *  3. A replay that skips a seq is AB_CORRUPT, never delivered through.
@@ -44,6 +48,11 @@ static int classify(const ab_sub_t *s, const ab_event_t *ev, const ab_stamp_t *s
             return K_DUP;
         return st->pos == s->last_pos + 1 ? K_NEXT : K_HOLE;
     }
+    if (s->o.ordered) { /* everything of the thread up to synced_pos was delivered */
+        if (st->pos <= s->synced_pos)
+            return K_DUP;
+        return st->pos == s->synced_pos + 1 ? K_NEXT : K_HOLE;
+    }
     uint64_t cur = ab__sub_map_get(&s->map, ev->run.ptr, ev->run.len);
     if (ev->seq <= cur)
         return K_DUP;
@@ -54,7 +63,7 @@ static int classify(const ab_sub_t *s, const ab_event_t *ev, const ab_stamp_t *s
 static ab_status_t deliver(ab_sub_t *s, const ab_event_t *ev, const ab_stamp_t *st,
                            const uint8_t *b, size_t len, bool replayed, ab_error_t *err)
 {
-    if (s->o.scope != AB_SUB_ALL &&
+    if (s->o.scope != AB_SUB_ALL && !s->o.ordered &&
         ab__sub_map_set(&s->map, ev->run.ptr, ev->run.len, ev->seq) != AB_OK)
         return ab_error_set(err, AB_NOMEM, NULL, "out of memory");
     if (st->pos > s->last_pos)
@@ -81,7 +90,7 @@ static ab_status_t on_row(void *ud, const ab_stamp_t *st, const uint8_t *b, size
     int k = classify(s, &ev, st);
     if (k == K_DUP)
         return AB_OK;
-    if (k == K_HOLE && s->o.scope != AB_SUB_ALL)
+    if (k == K_HOLE && s->o.scope != AB_SUB_ALL && !s->o.ordered)
         return ab_error_set(err, AB_CORRUPT, "seq", "replay of run '%.*s' skipped to seq %llu",
                             (int)ev.run.len, ev.run.ptr, (unsigned long long)ev.seq);
     rc = deliver(s, &ev, st, b, len, true, err);
@@ -108,6 +117,8 @@ static ab_status_t build_request(ab_sub_t *s, ab_msg_t *q, ab_error_t *err)
         return AB_OK;
     }
     r->scope = AB_REPLAY_THREAD;
+    if (s->o.ordered)
+        r->after_pos = s->synced_pos; /* the map is empty: no cursors */
     if (s->map.n > s->lim.max_batch)
         return ab_error_set(err, AB_TOO_LARGE, "cursors",
                             "%zu run cursors exceed the broker's max_batch %u", s->map.n,

@@ -50,6 +50,11 @@ static ab_status_t check_opts(const ab_sub_opts_t *o, ab_error_t *err)
         return ab_error_set(err, AB_INVALID_ARGUMENT, "scope", "scope must be run, thread or all");
     if (o->scope != AB_SUB_ALL && (!o->thread || !*o->thread))
         return ab_error_set(err, AB_INVALID_ARGUMENT, "thread", "a thread id is required");
+    if (o->ordered && o->scope != AB_SUB_THREAD)
+        return ab_error_set(err, AB_INVALID_ARGUMENT, "ordered", "ordered is for scope thread");
+    if (o->ordered && o->ncursors > 0)
+        return ab_error_set(err, AB_INVALID_ARGUMENT, "cursors",
+                            "an ordered thread subscription's cursor is after_pos, not cursors");
     if (o->scope == AB_SUB_RUN && (!o->run || !*o->run))
         return ab_error_set(err, AB_INVALID_ARGUMENT, "run", "a run id is required");
     if (o->reconnect_base_ms < 0)
@@ -98,6 +103,8 @@ static ab_status_t init_cursor(ab_sub_t *s, const ab_sub_opts_t *o, ab_error_t *
         s->last_pos = s->synced_pos = o->after_pos;
         rc = ab_buf_append(&s->topic, AB_TOPIC_EVENTS, AB_TOPIC_EVENTS_LEN);
     } else if (o->scope == AB_SUB_THREAD) {
+        if (o->ordered)
+            s->last_pos = s->synced_pos = o->after_pos;
         rc = ab_topic_thread_prefix(&s->topic, (ab_str_t){s->thread, strlen(s->thread)}, err);
         for (size_t i = 0; rc == AB_OK && i < o->ncursors; i++)
             rc = ab__sub_map_set(&s->map, o->cursors[i].run, strlen(o->cursors[i].run),
@@ -117,7 +124,7 @@ static ab_status_t init_cursor(ab_sub_t *s, const ab_sub_opts_t *o, ab_error_t *
 static ab_status_t start_now(ab_sub_t *s, ab_error_t *err)
 {
     ab_status_t rc;
-    if (s->o.scope == AB_SUB_ALL) {
+    if (s->o.scope == AB_SUB_ALL || s->o.ordered) {
         ab_pong_t p;
         rc = ab_conn_ping(s->conn, s->doc, &p, s->o.timeout_ms, err);
         if (rc == AB_OK)

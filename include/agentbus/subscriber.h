@@ -10,7 +10,8 @@
  * sees every event of a run exactly once, in seq order, with its broker
  * stamp. The subscriber replays from its cursor again when:
  *   - a live event shows a hole (seq > cursor + 1 for its run; for scope
- *     "all", pos > last pos + 1) - it never delivers past a hole;
+ *     "all" and an ordered thread, pos > last pos + 1) - it never delivers
+ *     past a hole;
  *   - a heartbeat's head_pos shows it is behind (a dropped tail);
  *   - the live buffer overflowed opts->max_pending during a replay;
  *   - the broker restarted (a heartbeat with a new instance id) or fell
@@ -34,7 +35,7 @@
  * a run.
  *
  * Memory: bounded by opts->max_pending buffered live events (plus the
- * cursor map: one entry per run of a subscribed thread). A subscriber far
+ * cursor map: one entry per run of a subscribed thread, none when ordered). A subscriber far
  * behind drops its live buffer and catches up from the store.
  *
  * Thread-safety: one thread at a time per ab_sub_t.
@@ -113,7 +114,7 @@ typedef struct ab_sub_opts {
     uint64_t after_seq;             /**< AB_SUB_RUN cursor */
     const ab_sub_cursor_t *cursors; /**< AB_SUB_THREAD cursors; runs absent start at seq 1 */
     size_t ncursors;
-    uint64_t after_pos; /**< AB_SUB_ALL cursor: events with pos > after_pos */
+    uint64_t after_pos; /**< AB_SUB_ALL (and ordered AB_SUB_THREAD) cursor: pos > after_pos */
     ab_sub_cb on_event; /**< required */
     void *ud;
     ab_sub_notice_cb on_notice; /**< optional (same @p ud): notices about the thread */
@@ -121,7 +122,8 @@ typedef struct ab_sub_opts {
     int silence_ms;             /**< 0 = AB_SUB_SILENCE_DEFAULT_MS */
     int timeout_ms;             /**< per request to the broker; 0 = 5000 */
     int rcvhwm;                 /**< SUB receive high-water mark; 0 = ZeroMQ's default */
-    void *zmq_ctx;              /**< borrowed ZeroMQ context; NULL = own one */
+    int rcvbuf;    /**< SUB's kernel receive buffer, bytes (SO_RCVBUF); 0 = the system's */
+    void *zmq_ctx; /**< borrowed ZeroMQ context; NULL = own one */
     /** First reconnect backoff ceiling, ms; 0 = AB_SUB_RECONNECT_BASE_DEFAULT_MS;
      *  at most reconnect_max_ms (a larger one is lowered to it). < 0 is refused. */
     int reconnect_base_ms;
@@ -134,6 +136,19 @@ typedef struct ab_sub_opts {
      * of the subscriber's CPU per event (docs/PERFORMANCE.md, fan-out).
      */
     bool skip_body;
+    /**
+     * AB_SUB_THREAD only: deliver the thread in strict commit-position
+     * order, with a position cursor (after_pos, as AB_SUB_ALL; cursors must
+     * be empty). A live event is delivered straight away only when its pos
+     * is the one after the last position known complete (nothing of any run
+     * can lie in between); any other live event makes the subscriber replay
+     * the thread from that position (`replay` scope thread with `after_pos`,
+     * docs/PROTOCOL.md 7.6) and buffer what comes live meanwhile (at most
+     * max_pending). So every delivered pos is above the previous one and
+     * "everything of the thread up to the last delivered pos" holds at every
+     * event: ab_sub_position() is an exact cursor. Keeps no per-run map.
+     */
+    bool ordered;
     /**
      * CURVE, as ab_conn_opts_t key and server_key (client.h): this client's
      * key pair and the broker's public key (Z85), both or neither; copied.

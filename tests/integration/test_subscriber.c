@@ -5,7 +5,9 @@
  * id), scope "all" from a commit position, and "from now"; a callback that
  * stops in the middle of a live message, with bodies not decoded; a broker
  * frozen with SIGSTOP: the reconnect attempts back off (the delays drawn
- * grow to the cap), and once it runs again every event arrives exactly once.
+ * grow to the cap), and once it runs again every event arrives exactly once;
+ * an ordered thread subscription (two runs in turns, a tiny high-water mark)
+ * delivers strictly by position and resumes exactly from any position.
  */
 #include "testutil.h"
 
@@ -211,6 +213,128 @@ static void test_holes_from_tiny_hwm(void **state)
     ab_conn_destroy(&c);
 }
 
+/* Runs "a" and "b" of @p thread, seqs @p from..to, in turns within each publish (so every
+ * event is a live message of its own), 100 of each per publish. */
+static void publish_mixed(ab_conn_t *c, ab_doc_t *doc, const char *thread, uint64_t from,
+                          uint64_t to)
+{
+    enum { B = 200 };
+    static ab_buf_t batch[B];
+    ab_error_t err = AB_ERROR_INIT;
+    for (uint64_t s = from; s <= to;) {
+        size_t n = 0;
+        for (; n + 1 < B && s <= to; s++)
+            for (int i = 0; i < 2; i++, n++) {
+                char body[4096];
+                it_body(body, sizeof(body), thread, i ? "b" : "a", s, 0, 2000);
+                batch[n] = (ab_buf_t)AB_BUF_INIT;
+                assert_int_equal(
+                    ab_envelope_json(&batch[n], 1, thread, i ? "b" : "a", s, 1, body, &err), AB_OK);
+            }
+        const ab_result_t *res = NULL;
+        if (ab_conn_publish(c, batch, n, doc, &res, IT_TIMEOUT, &err) != AB_OK)
+            fail_msg("publish: %s", err.message);
+        for (size_t i = 0; i < n; i++) {
+            if (res[i].status != AB_RESULT_ACCEPTED)
+                fail_msg("event %zu: %s", i, res[i].error ? res[i].error->message : "?");
+            ab_buf_free(&batch[i]);
+        }
+    }
+}
+
+/* Ordered thread subscription: commit positions in a fixed array, strictly increasing. */
+typedef struct ordrec {
+    uint64_t pos[2000];
+    size_t n;
+} ordrec_t;
+
+static int on_ordered(void *ud, const ab_sub_event_t *e)
+{
+    ordrec_t *r = ud;
+    if (r->n > 0 && e->stamp.pos <= r->pos[r->n - 1])
+        fail_msg("pos %llu delivered after pos %llu (%s)", (unsigned long long)e->stamp.pos,
+                 (unsigned long long)r->pos[r->n - 1], e->replayed ? "replayed" : "live");
+    assert_true(r->n < 2000);
+    r->pos[r->n++] = e->stamp.pos;
+    return 0;
+}
+
+static void poll_ordered(ab_sub_t *s, ordrec_t *r, size_t total)
+{
+    long deadline = ab__mono_ms() + 30000;
+    while (r->n < total && ab__mono_ms() < deadline) {
+        ab_error_t err = AB_ERROR_INIT;
+        ab_status_t rc = ab_sub_poll(s, 100, &err);
+        if (rc != AB_OK && !ab_status_retryable(rc))
+            fail_msg("poll: %s: %s", ab_status_name(rc), err.message);
+    }
+    assert_int_equal(r->n, total);
+}
+
+/* Two runs of a thread written in turns (and another thread in between, so positions of
+ * the thread are not contiguous), a tiny high-water mark and a subscriber that polls only
+ * now and then: an ordered thread subscription delivers strictly by position, every event
+ * once, and a new one from any delivered position gets exactly the rest. */
+static void test_ordered_thread_holes(void **state)
+{
+    enum { PER = 300 };
+    it_t *t = *state;
+    IT_REQUIRE_BROKER(t);
+    ab_conn_t *c = it_connect(&t->bp);
+    static ordrec_t r, r2;
+    memset(&r, 0, sizeof r);
+    ab_sub_opts_t o = {.scope = AB_SUB_THREAD,
+                       .thread = "ord",
+                       .ordered = true,
+                       .rcvhwm = 1,
+                       .on_event = on_ordered,
+                       .ud = &r};
+    ab_error_t err = AB_ERROR_INIT;
+    ab_sub_t *s = NULL;
+    /* ordered is for scope thread, with a position cursor only */
+    ab_sub_cursor_t cur = {"a", 1};
+    ab_sub_opts_t bad = o;
+    bad.cursors = &cur;
+    bad.ncursors = 1;
+    assert_int_equal(ab_sub_new(&s, t->bp.cmd, &bad, &err), AB_INVALID_ARGUMENT);
+    assert_string_equal(err.field, "cursors");
+    ab_error_clear(&err);
+    bad = o;
+    bad.scope = AB_SUB_ALL;
+    assert_int_equal(ab_sub_new(&s, t->bp.cmd, &bad, &err), AB_INVALID_ARGUMENT);
+    assert_string_equal(err.field, "ordered");
+    ab_error_clear(&err);
+    assert_int_equal(ab_sub_new(&s, t->bp.cmd, &o, &err), AB_OK);
+    assert_int_equal(ab_sub_poll(s, 300, &err), AB_OK);
+    for (uint64_t from = 1; from <= PER; from += 100) {
+        publish_mixed(c, t->doc, "ord", from, from + 99);
+        uint64_t x = from / 100 + 1; /* another thread takes positions in between */
+        publish_range(c, t->doc, "ord-other", "x", x, x, 0, NULL);
+        assert_int_equal(ab_sub_poll(s, 0, &err), AB_OK);
+    }
+    poll_ordered(s, &r, 2 * PER);
+    ab_sub_stats_t st = ab_sub_stats(s);
+    print_message("holes %llu, replays %llu, dups %llu\n", (unsigned long long)st.holes,
+                  (unsigned long long)st.replays, (unsigned long long)st.dups);
+    assert_true(st.replays >= 2); /* gaps of position (lost, or another thread's): replayed */
+    assert_int_equal(ab_sub_position(s), r.pos[2 * PER - 1]);
+    ab_sub_destroy(&s);
+    /* resume from the position of event k: exactly the events after it */
+    for (size_t k = 0; k < 2 * PER; k += 97) {
+        memset(&r2, 0, sizeof r2);
+        ab_sub_opts_t o2 = o;
+        o2.ud = &r2;
+        o2.after_pos = r.pos[k];
+        assert_int_equal(ab_sub_new(&s, t->bp.cmd, &o2, &err), AB_OK);
+        poll_ordered(s, &r2, 2 * PER - k - 1);
+        assert_memory_equal(r2.pos, r.pos + k + 1, r2.n * sizeof r.pos[0]);
+        assert_int_equal(ab_sub_poll(s, 300, &err), AB_OK); /* nothing more */
+        assert_int_equal(r2.n, 2 * PER - k - 1);
+        ab_sub_destroy(&s);
+    }
+    ab_conn_destroy(&c);
+}
+
 static char restart_cmd[64], restart_ev[64];
 
 static int setup_fixed_ports(void **state)
@@ -373,6 +497,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_seam_and_resume, it_setup, it_teardown),
         cmocka_unit_test_setup_teardown(test_holes_from_tiny_hwm, setup_hwm, it_teardown),
+        cmocka_unit_test_setup_teardown(test_ordered_thread_holes, setup_hwm, it_teardown),
         cmocka_unit_test_setup_teardown(test_broker_restart, setup_fixed_ports, it_teardown),
         cmocka_unit_test_setup_teardown(test_scope_all_and_from_now, it_setup, it_teardown),
         cmocka_unit_test_setup_teardown(test_stop_mid_message_skip_body, it_setup, it_teardown),
