@@ -135,7 +135,6 @@ typedef struct ab__gw_metrics {
     atomic_uint_fast64_t events_sent; /**< events written into streams */
     atomic_uint_fast64_t slow_cut;    /**< streams cut for a full queue */
     atomic_uint_fast64_t runs_started;
-    atomic_uint_fast64_t reordered; /**< events sent after a later one (gw_sse.c invariant 6) */
 } ab__gw_metrics_t;
 
 /**

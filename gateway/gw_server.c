@@ -290,18 +290,14 @@ static void metrics(ab__gw_req_t *r)
         "agentbus_gateway_slow_clients_cut_total %llu\n"
         "# HELP agentbus_gateway_runs_started_total Runs started by POST /agents.\n"
         "# TYPE agentbus_gateway_runs_started_total counter\n"
-        "agentbus_gateway_runs_started_total %llu\n"
-        "# HELP agentbus_gateway_reordered_total Events sent after a later one of their thread.\n"
-        "# TYPE agentbus_gateway_reordered_total counter\n"
-        "agentbus_gateway_reordered_total %llu\n",
+        "agentbus_gateway_runs_started_total %llu\n",
         (unsigned long long)atomic_load(&m->requests), (unsigned long long)atomic_load(&m->errors),
         (unsigned long long)atomic_load(&m->unauthorized),
         (unsigned long long)atomic_load(&m->streams),
         (unsigned long long)atomic_load(&m->streams_total),
         (unsigned long long)atomic_load(&m->events_sent),
         (unsigned long long)atomic_load(&m->slow_cut),
-        (unsigned long long)atomic_load(&m->runs_started),
-        (unsigned long long)atomic_load(&m->reordered));
+        (unsigned long long)atomic_load(&m->runs_started));
     ab__gw_reply_json(r, 200, buf, (size_t)n, "text/plain; version=0.0.4");
 }
 

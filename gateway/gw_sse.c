@@ -10,13 +10,16 @@
  * reader) drains onto the socket.
  *
  * Invariants:
- *  1. The SSE id of an event is its commit position `pos`. A stream with
- *     cursor P sends exactly the events of its scope with pos > P, in commit
- *     order, each once: the subscriber starts, per run, at the run's last
- *     seq when that run's last event is at or below P (heads), else at the
- *     run's start, and every event with pos <= P is dropped here. So the
- *     cursors only save replay work; correctness rests on the pos filter and
- *     on the subscriber's seam (no duplicate, no hole).
+ *  1. The SSE id of an event is its commit position `pos`. A thread stream
+ *     with cursor P sends exactly the events of the thread with pos > P, in
+ *     strictly increasing pos, each once: its subscriber is an ordered
+ *     thread subscription from P (agentbus/subscriber.h `ordered`), which
+ *     delivers a live event only when nothing of the thread can lie between
+ *     it and the last one delivered, and otherwise replays the thread from
+ *     that position (scope thread, after_pos) before live delivery goes on.
+ *     So after every frame sent, "every event of the thread up to this id
+ *     was sent" holds, and a client resuming from any id it read loses
+ *     nothing. A run stream is its run in seq order (commit order too).
  *  2. Bounded: a stream's queue holds at most opts.sse_buf bytes (or one
  *     event when a single one is larger). An event that does not fit makes
  *     the pump wait for the reader to make room (so a replay runs at the
@@ -33,13 +36,6 @@
  *     every CHECK_MS whether the run's request was cancelled before it
  *     started (then no event will ever come): the stream then ends with an
  *     error frame of code request_aborted instead of waiting forever.
- *  6. Order: the subscriber delivers each run in seq order, and a thread in
- *     commit order unless it lost live messages while several runs of the
- *     thread were written at once: a run's hole is then filled after later
- *     events of another run went out. Such an event is still sent (with its
- *     own pos) and counted (metric reordered); a client that resumes from an
- *     id sent after it but before the event was could miss it
- *     (docs/GATEWAY.md "Event ids and resuming").
  */
 #include "gateway.h"
 
@@ -62,6 +58,10 @@
  * docs/PROTOCOL.md 6.2) while the pump waits for its client; past it they are dropped
  * and the subscriber fills the hole by replay. */
 #define AB_GW_SUB_HWM 64
+/* ... and its kernel receive buffer at most this many bytes: without a bound TCP's
+ * autotuning lets one stream's socket hold tens of MiB (net.ipv4.tcp_rmem) while the pump
+ * waits for a slow client. */
+#define AB_GW_SUB_RCVBUF (256 * 1024)
 
 typedef struct gw_stream {
     ab__gw_t *gw;
@@ -76,7 +76,6 @@ typedef struct gw_stream {
     bool done, cut, stop; /* under mu */
     bool end_at_terminal;
     uint64_t after_pos; /* the request's cursor: events at or below it are not sent */
-    uint64_t max_pos;   /* the highest pos sent */
     int64_t last_out_ms;
     ab_buf_t frame; /* pump's scratch */
     ab_error_t err; /* a fatal subscriber error, sent as an error event */
@@ -175,10 +174,6 @@ static int on_event(void *ud, const ab_sub_event_t *e)
             atomic_fetch_add(&ab__gw_counters(s->gw)->slow_cut, 1);
         return 1;
     }
-    if (e->stamp.pos < s->max_pos) /* invariant 6 */
-        atomic_fetch_add(&ab__gw_counters(s->gw)->reordered, 1);
-    else
-        s->max_pos = e->stamp.pos;
     s->seen_event = true;
     atomic_fetch_add(&ab__gw_counters(s->gw)->events_sent, 1);
     return last ? 1 : 0;
@@ -401,26 +396,11 @@ static ab_status_t request_cursor(ab__gw_req_t *r, uint64_t *out, ab_error_t *er
     return AB_OK;
 }
 
-typedef struct cursors {
-    ab_sub_cursor_t *v;
-    char **runs;
-    size_t n;
-} cursors_t;
-
-static void cursors_free(cursors_t *c)
+/* Whether the broker serves thread @p t to this request (access, a broker at all): asked
+ * before the response starts, so a refusal is an HTTP error, not an error frame. */
+static ab_status_t thread_check(ab__gw_req_t *r, const char *t, ab_error_t *err)
 {
-    for (size_t i = 0; i < c->n; i++)
-        free(c->runs[i]);
-    free(c->runs);
-    free(c->v);
-}
-
-/* Per-run cursors of thread @p t at position P (invariant 1): the runs done by then. */
-static ab_status_t thread_cursors(ab__gw_req_t *r, const char *t, uint64_t p, cursors_t *out,
-                                  ab_error_t *err)
-{
-    memset(out, 0, sizeof *out);
-    ab_conn_t *c = NULL; /* heads also at cursor 0: a refusal (access, no broker) is answered */
+    ab_conn_t *c = NULL;
     ab_doc_t *doc = NULL;
     ab_heads_reply_t h;
     ab_heads_t q = {.thread = {t, strlen(t)}};
@@ -429,24 +409,6 @@ static ab_status_t thread_cursors(ab__gw_req_t *r, const char *t, uint64_t p, cu
         rc = ab__gw_connect(r, &c, err);
     if (rc == AB_OK)
         rc = ab_conn_heads(c, &q, doc, &h, 0, err);
-    size_t cap = rc == AB_OK ? ab_conn_limits(c)->max_batch : 0;
-    if (rc == AB_OK && h.nheads > 0) {
-        out->v = calloc(h.nheads, sizeof *out->v);
-        out->runs = calloc(h.nheads, sizeof *out->runs);
-        if (!out->v || !out->runs)
-            rc = ab_error_set(err, AB_NOMEM, NULL, "out of memory");
-    }
-    for (size_t i = h.nheads; rc == AB_OK && i-- > 0 && out->n < cap;) {
-        const ab_head_t *hd = &h.heads[i]; /* newest runs first: they matter most */
-        if (hd->last_pos == 0 || hd->last_pos > p)
-            continue;
-        if ((out->runs[out->n] = strndup(hd->run.ptr, hd->run.len)) == NULL) {
-            rc = ab_error_set(err, AB_NOMEM, NULL, "out of memory");
-            break;
-        }
-        out->v[out->n].run = out->runs[out->n];
-        out->v[out->n++].after_seq = hd->last_seq;
-    }
     ab_conn_destroy(&c);
     ab_doc_destroy(&doc);
     return rc;
@@ -460,6 +422,7 @@ static ab_status_t sub_open(ab__gw_req_t *r, ab_sub_opts_t *so, gw_stream_t *s, 
     so->zmq_ctx = ab__gw_zmq(r->gw);
     so->timeout_ms = ab__gw_options(r->gw)->timeout_ms;
     so->rcvhwm = AB_GW_SUB_HWM;
+    so->rcvbuf = AB_GW_SUB_RCVBUF;
     so->key = r->key;
     so->server_key = r->server_key;
     return ab_sub_new(out, ab__gw_options(r->gw)->broker, so, err);
@@ -469,24 +432,20 @@ void ab__gw_thread_events(ab__gw_req_t *r)
 {
     ab_error_t err = AB_ERROR_INIT;
     uint64_t after = 0;
-    cursors_t cur = {0};
     ab_sub_t *sub = NULL;
     gw_stream_t *s = NULL;
     ab_status_t rc = request_cursor(r, &after, &err);
     if (rc == AB_OK)
-        rc = thread_cursors(r, r->route->thread, after, &cur, &err);
-    if (rc == AB_OK && (s = stream_new(r)) == NULL) {
-        cursors_free(&cur);
+        rc = thread_check(r, r->route->thread, &err);
+    if (rc == AB_OK && (s = stream_new(r)) == NULL)
         return;
-    }
-    ab_sub_opts_t so = {.scope = AB_SUB_THREAD, .thread = r->route->thread};
-    so.cursors = cur.v;
-    so.ncursors = cur.n;
+    /* invariant 1: the thread in commit order from the cursor, a position */
+    ab_sub_opts_t so = {
+        .scope = AB_SUB_THREAD, .thread = r->route->thread, .ordered = true, .after_pos = after};
     if (rc == AB_OK) {
         s->after_pos = after;
         rc = sub_open(r, &so, s, &sub, &err);
     }
-    cursors_free(&cur);
     if (rc != AB_OK) {
         if (s)
             stream_free(s);
