@@ -14,7 +14,8 @@
  *  2. Order: scope run by seq; scopes thread and all by commit position. The
  *     cursor advances past every row read, so no event is sent twice and
  *     none is skipped (thread scope skips exactly the rows at or below the
- *     request's per-run cursor).
+ *     request's per-run cursor; its optional after_pos is where the first
+ *     read starts, ab_replay_read).
  *  3. `replay_end` is sent when a read returns fewer rows than asked and the
  *     chunk was not cut short by its byte room (caught up); its head_pos
  *     was read before that read, so every event up to head_pos has been sent

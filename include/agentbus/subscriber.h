@@ -122,8 +122,7 @@ typedef struct ab_sub_opts {
     int silence_ms;             /**< 0 = AB_SUB_SILENCE_DEFAULT_MS */
     int timeout_ms;             /**< per request to the broker; 0 = 5000 */
     int rcvhwm;                 /**< SUB receive high-water mark; 0 = ZeroMQ's default */
-    int rcvbuf;    /**< SUB's kernel receive buffer, bytes (SO_RCVBUF); 0 = the system's */
-    void *zmq_ctx; /**< borrowed ZeroMQ context; NULL = own one */
+    void *zmq_ctx;              /**< borrowed ZeroMQ context; NULL = own one */
     /** First reconnect backoff ceiling, ms; 0 = AB_SUB_RECONNECT_BASE_DEFAULT_MS;
      *  at most reconnect_max_ms (a larger one is lowered to it). < 0 is refused. */
     int reconnect_base_ms;
@@ -137,6 +136,17 @@ typedef struct ab_sub_opts {
      */
     bool skip_body;
     /**
+     * CURVE, as ab_conn_opts_t key and server_key (client.h): this client's
+     * key pair and the broker's public key (Z85), both or neither; copied.
+     * Neither: the environment's AGENTBUS_KEY / AGENTBUS_SERVER_KEY, when
+     * set. For a process that subscribes as several identities (the HTTP
+     * gateway, one per bearer token).
+     */
+    const ab_keypair_t *key;
+    const char *server_key;
+    /* Added after the fields above (kept in place for programs built against them). */
+    int rcvbuf; /**< SUB's kernel receive buffer, bytes (SO_RCVBUF); 0 = the system's */
+    /**
      * AB_SUB_THREAD only: deliver the thread in strict commit-position
      * order, with a position cursor (after_pos, as AB_SUB_ALL; cursors must
      * be empty). A live event is delivered straight away only when its pos
@@ -149,15 +159,6 @@ typedef struct ab_sub_opts {
      * event: ab_sub_position() is an exact cursor. Keeps no per-run map.
      */
     bool ordered;
-    /**
-     * CURVE, as ab_conn_opts_t key and server_key (client.h): this client's
-     * key pair and the broker's public key (Z85), both or neither; copied.
-     * Neither: the environment's AGENTBUS_KEY / AGENTBUS_SERVER_KEY, when
-     * set. For a process that subscribes as several identities (the HTTP
-     * gateway, one per bearer token).
-     */
-    const ab_keypair_t *key;
-    const char *server_key;
 } ab_sub_opts_t;
 
 typedef struct ab_sub ab_sub_t;
