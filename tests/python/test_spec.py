@@ -48,8 +48,9 @@ def test_field_named_refusals(broker, ids):
             "heads_both": await refusal(c.request("heads", {"runs": [{"thread": t, "run": r}],
                                                             "thread": t})),
             "heads_none": await refusal(c.request("heads")),
+            # thread scope's optional after_pos (PROTOCOL.md 7.6) must be a uint
             "thread_after_pos": await refusal(c.request("replay", {
-                "scope": "thread", "window": 1, "thread": t, "cursors": {}, "after_pos": 0})),
+                "scope": "thread", "window": 1, "thread": t, "cursors": {}, "after_pos": "0"})),
             "window_0": await refusal(c.request("replay", {"scope": "all", "window": 0,
                                                            "after_pos": 0})),
             "window_big": await refusal(c.request("replay", {"scope": "all", "window": 65,
