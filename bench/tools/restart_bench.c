@@ -305,6 +305,17 @@ static void probe_acks(ab_conn_t *c, const char *thread, const char *run, double
     qsort(t, PROBE_ACKS, sizeof t[0], cmp_double);
 }
 
+static pid_t probe_pid = -1; /* the probe's broker while it runs */
+
+static void stop_probe_broker(void)
+{
+    if (probe_pid > 0) {
+        kill(probe_pid, SIGTERM);
+        waitpid(probe_pid, NULL, 0);
+        probe_pid = -1;
+    }
+}
+
 /* The probe of size index @p k (invariant 1: the plugin is closed before the broker starts);
  * @return the events it added to the store. */
 static size_t probe_size(const ab_plugin_t *p, const char *bin, const char *dir, size_t k)
@@ -315,10 +326,14 @@ static size_t probe_size(const ab_plugin_t *p, const char *bin, const char *dir,
     snprintf(ack_run, sizeof ack_run, "ack-%zu", k);
     probe_grow(p, dir, thread, run);
     pid_t pid = -1;
+    static bool registered;
+    if (!registered) /* a failed probe exits: its broker must not outlive it */
+        registered = atexit(stop_probe_broker) == 0;
     if (start_broker(bin, dir, "fsync", &pid, ep, sizeof ep) < 0) {
         fprintf(stderr, "restart_bench: no ready line from the probe broker\n");
         exit(1);
     }
+    probe_pid = pid;
     ab_conn_t *c = NULL;
     ab_error_t err = AB_ERROR_INIT;
     ab_conn_opts_t co = {.client_name = "restart-bench", .timeout_ms = 10000};
@@ -328,8 +343,7 @@ static size_t probe_size(const ab_plugin_t *p, const char *bin, const char *dir,
     static double t[PROBE_ACKS];
     probe_acks(c, thread, ack_run, t);
     ab_conn_destroy(&c);
-    kill(pid, SIGTERM);
-    waitpid(pid, NULL, 0);
+    stop_probe_broker();
     printf("          probe: replay of one run of %d events %9.0f events/s | publish -> published, "
            "1 event, fsync, <= 1,000/s: p50 %6.0f us, p99 %6.0f us, max %7.0f us (n=%d)\n",
            PROBE_EVENTS, rate, t[PROBE_ACKS / 2], t[PROBE_ACKS * 99 / 100], t[PROBE_ACKS - 1],
