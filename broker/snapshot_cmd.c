@@ -6,7 +6,7 @@
  * ab__snapshot_current() takes the thread's builder from the broker's
  * cache (snapcache.c) when there is one; otherwise it starts from the latest
  * stored snapshot when the plugin has snapshot_get (ab_snapshot_load(), the
- * binary form or older brokers' JSON text, then ab_snapshot_builder_from()),
+ * binary form or older brokers' JSON text, then ab_snapshot_builder_take()),
  * or from nothing. It then folds the thread's
  * events after the builder's position (plugin read, scope thread,
  * after_pos, pages of PAGE_ROWS). A stored snapshot that does not parse, or
@@ -148,10 +148,11 @@ static ab_status_t start_builder(ab__shared_t *b, ab_plugin_db_t *db, ab_str_t t
                                   (unsigned long long)at, (unsigned long long)pos,
                                   (unsigned long long)head);
         }
-        if (st == AB_OK)
-            st = ab_snapshot_builder_from(&f->sb, snap, &e);
+        uint64_t at_pos = st == AB_OK ? ab_snapshot_position(snap) : 0;
+        if (st == AB_OK) /* the snapshot's trees move into the builder: no copy */
+            st = ab_snapshot_builder_take(&f->sb, &snap, &e);
         if (st == AB_OK) {
-            f->last_pos = ab_snapshot_position(snap);
+            f->last_pos = at_pos;
             *from_stored = true;
         }
         ab_snapshot_destroy(&snap);

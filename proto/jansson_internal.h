@@ -46,6 +46,12 @@ const json_t *ab__reducer_lanes(const ab_reducer_t *r);
 AB_NODISCARD ab_status_t ab__reducer_from_state(ab_reducer_t **out, const json_t *projection,
                                                 const json_t *lanes, ab_error_t *err);
 
+/** ab__reducer_from_state(); with @p take the reducer holds references to the projection's
+ *  values instead of deep copies (the caller gives its trees up: nothing else may read or
+ *  change them afterwards). */
+AB_NODISCARD ab_status_t ab__reducer_from_state_ex(ab_reducer_t **out, const json_t *projection,
+                                                   const json_t *lanes, bool take, ab_error_t *err);
+
 /**
  * Convert a value tree to a new jansson value (strings and keys copied,
  * NUL-safe). Numbers keep their type and value, except an integer above

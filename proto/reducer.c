@@ -680,7 +680,8 @@ const json_t *ab__reducer_lanes(const ab_reducer_t *r)
 }
 
 /* Copy projection key @p key into r (type-checked against the empty value). */
-static ab_status_t load_key(ab_reducer_t *r, const json_t *p, const char *key, ab_error_t *err)
+static ab_status_t load_key(ab_reducer_t *r, const json_t *p, const char *key, bool take,
+                            ab_error_t *err)
 {
     json_t *want = json_object_get(r->root, key);
     json_t *got = json_object_get(p, key);
@@ -690,7 +691,7 @@ static ab_status_t load_key(ab_reducer_t *r, const json_t *p, const char *key, a
         return ab_error_set(err, AB_INVALID_ARGUMENT, field,
                             "projection key '%s' missing or not %s", key,
                             json_is_array(want) ? "an array" : "a value");
-    json_t *copy = json_deep_copy(got);
+    json_t *copy = take ? json_incref(got) : json_deep_copy(got);
     for (int i = 0; i < RD_NCOLL; i++)
         if (strcmp(r->coll[i].name, key) == 0) {
             ab__rd_replace(r, &r->coll[i], copy);
@@ -720,6 +721,12 @@ static ab_status_t check_lanes(const json_t *lanes, ab_error_t *err)
 ab_status_t ab__reducer_from_state(ab_reducer_t **out, const json_t *p, const json_t *lanes,
                                    ab_error_t *err)
 {
+    return ab__reducer_from_state_ex(out, p, lanes, false, err);
+}
+
+ab_status_t ab__reducer_from_state_ex(ab_reducer_t **out, const json_t *p, const json_t *lanes,
+                                      bool take, ab_error_t *err)
+{
     const char *thread = json_string_value(json_object_get(p, "threadId"));
     if (!out || !json_is_object(p) || !thread)
         return ab_error_set(err, AB_INVALID_ARGUMENT, "/threadId",
@@ -733,10 +740,12 @@ ab_status_t ab__reducer_from_state(ab_reducer_t **out, const json_t *p, const js
         return st;
     static const char *const plain[] = {"state", "approvals", "interactions", "warnings"};
     for (size_t i = 0; st == AB_OK && i < sizeof plain / sizeof plain[0]; i++)
-        st = load_key(r, p, plain[i], err);
+        st = load_key(r, p, plain[i], take, err);
     for (int i = 0; st == AB_OK && i < RD_NCOLL; i++)
-        st = load_key(r, p, coll_defs[i].name, err);
-    json_t *lc = lanes ? json_deep_copy(lanes) : NULL;
+        st = load_key(r, p, coll_defs[i].name, take, err);
+    json_t *lc = !lanes ? NULL
+                 : take ? json_incref((json_t *)(uintptr_t)lanes)
+                        : json_deep_copy(lanes);
     if (st == AB_OK && lanes && (!lc || json_object_update(r->lanes, lc) != 0))
         r->oom = true;
     json_decref(lc);

@@ -154,17 +154,18 @@ static ab_status_t copy_kept(ab_snapshot_builder_t *b, const ab_snapshot_builder
     return AB_OK;
 }
 
-ab_status_t ab_snapshot_builder_from(ab_snapshot_builder_t **out, const ab_snapshot_t *s,
-                                     ab_error_t *err)
+/* The builder of @p s; with @p take it moves the snapshot's trees and events instead of
+ * copying them (ab_snapshot_builder_take: the snapshot is destroyed right after). */
+static ab_status_t builder_of(ab_snapshot_builder_t **out, ab_snapshot_t *s, bool take,
+                              ab_error_t *err)
 {
-    if (!out || !s)
-        return ab_error_set(err, AB_INVALID_ARGUMENT, NULL, "builder needs a snapshot");
     ab_snapshot_builder_t *b;
     ab_status_t st = builder_alloc(&b, err);
     if (st != AB_OK)
         return st;
     const json_t *cp = json_object_get(s->doc, "checkpoint");
-    b->runs = json_deep_copy(json_object_get(cp, "runs"));
+    json_t *runs = json_object_get(cp, "runs");
+    b->runs = take ? json_incref(runs) : json_deep_copy(runs);
     b->pos = (uint64_t)json_integer_value(json_object_get(cp, "position"));
     size_t i;
     json_t *id;
@@ -175,19 +176,49 @@ ab_status_t ab_snapshot_builder_from(ab_snapshot_builder_t **out, const ab_snaps
     }
     if (st == AB_OK && !b->runs)
         st = nomem(err);
-    if (st == AB_OK && s->kept != NULL && copy_kept(b, s->kept) != AB_OK)
+    if (st == AB_OK && s->kept != NULL && take) {
+        b->ev = s->kept->ev; /* moved: the snapshot's kept builder gives them up */
+        b->nev = s->kept->nev;
+        b->evcap = s->kept->evcap;
+        b->bytes = s->kept->bytes;
+        s->kept->ev = NULL;
+        s->kept->nev = s->kept->evcap = 0;
+        s->kept->bytes = (ab_buf_t)AB_BUF_INIT;
+    } else if (st == AB_OK && s->kept != NULL && copy_kept(b, s->kept) != AB_OK) {
         st = nomem(err);
-    else if (st == AB_OK && s->kept == NULL &&
-             restore_events(b, json_object_get(s->doc, "activeEvents")) != AB_OK)
+    } else if (st == AB_OK && s->kept == NULL &&
+               restore_events(b, json_object_get(s->doc, "activeEvents")) != AB_OK) {
         st = nomem(err);
+    }
     if (st == AB_OK)
-        st = ab_snapshot_restore(s, &b->r, err);
+        st = ab__reducer_from_state_ex(&b->r, json_object_get(s->doc, "projection"),
+                                       json_object_get(s->doc, "lanes"), take, err);
     if (st != AB_OK) {
         ab_snapshot_builder_destroy(&b);
         return st;
     }
     *out = b;
     return AB_OK;
+}
+
+ab_status_t ab_snapshot_builder_from(ab_snapshot_builder_t **out, const ab_snapshot_t *s,
+                                     ab_error_t *err)
+{
+    if (!out || !s)
+        return ab_error_set(err, AB_INVALID_ARGUMENT, NULL, "builder needs a snapshot");
+    return builder_of(out, (ab_snapshot_t *)(uintptr_t)s, false, err);
+}
+
+ab_status_t ab_snapshot_builder_take(ab_snapshot_builder_t **out, ab_snapshot_t **sp,
+                                     ab_error_t *err)
+{
+    if (!out || !sp || !*sp)
+        return ab_error_set(err, AB_INVALID_ARGUMENT, NULL, "builder needs a snapshot");
+    ab_snapshot_t *s = *sp;
+    /* only a document nothing else holds may give its trees up */
+    ab_status_t st = builder_of(out, s, s->doc->refcount == 1, err);
+    ab_snapshot_destroy(sp);
+    return st;
 }
 
 void ab_snapshot_builder_destroy(ab_snapshot_builder_t **bp)

@@ -320,7 +320,7 @@ static void stop_probe_broker(void)
  * @return the events it added to the store. */
 static size_t probe_size(const ab_plugin_t *p, const char *bin, const char *dir, size_t k)
 {
-    char thread[32], run[32], ack_run[32], ep[256];
+    char thread[48], run[48], ack_run[48], ep[256];
     snprintf(thread, sizeof thread, "probe-thread-%zu", k);
     snprintf(run, sizeof run, "probe-%zu", k);
     snprintf(ack_run, sizeof ack_run, "ack-%zu", k);

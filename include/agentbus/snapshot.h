@@ -57,6 +57,17 @@ AB_API AB_NODISCARD ab_status_t ab_snapshot_builder_from(ab_snapshot_builder_t *
                                                          const ab_snapshot_t *snap,
                                                          ab_error_t *err);
 
+/**
+ * ab_snapshot_builder_from() that consumes the snapshot: its trees and kept
+ * events are moved into the builder instead of copied (when nothing else
+ * holds the document), which is what a restore followed by
+ * ab_snapshot_destroy() would do, at a fraction of the cost. *@p snap is
+ * destroyed and set to NULL in every case but AB_INVALID_ARGUMENT.
+ * @return as ab_snapshot_builder_from().
+ */
+AB_API AB_NODISCARD ab_status_t ab_snapshot_builder_take(ab_snapshot_builder_t **out,
+                                                         ab_snapshot_t **snap, ab_error_t *err);
+
 /** Free a builder. NULL-safe; sets *b = NULL. */
 AB_API void ab_snapshot_builder_destroy(ab_snapshot_builder_t **b);
 

@@ -187,6 +187,16 @@ static void check_binary(ab_snapshot_builder_t *b, const json_t *doc, const json
     json_decref(cont);
     ab_snapshot_builder_destroy(&c);
     ab_snapshot_destroy(&s);
+    /* the same continuation from a consumed snapshot (its trees moved, not copied) */
+    assert_int_equal(ab_snapshot_load(mp.data, mp.len, &s, &err), AB_OK);
+    assert_int_equal(ab_snapshot_builder_take(&c, &s, &err), AB_OK);
+    assert_null(s);
+    assert_int_equal(ab_snapshot_builder_position(c), k);
+    feed_lines(c, lines, k, json_array_size(lines));
+    cont = document(c);
+    expect_json(cont, full_doc, name, k);
+    json_decref(cont);
+    ab_snapshot_builder_destroy(&c);
     ab_buf_free(&mp);
     ab_buf_free(&text);
 }
@@ -213,8 +223,15 @@ static void check_split(const json_t *lines, size_t k, const json_t *full_doc, c
     expect_json(cont, full_doc, name, k);
     json_decref(cont);
     ab_snapshot_builder_destroy(&b);
-    ab_snapshot_destroy(&s);
+    /* taken from the text's snapshot: the same end */
+    assert_int_equal(ab_snapshot_builder_take(&b, &s, &err), AB_OK);
     assert_null(s);
+    feed_lines(b, lines, k, n);
+    cont = document(b);
+    expect_json(cont, full_doc, name, k);
+    json_decref(cont);
+    ab_snapshot_builder_destroy(&b);
+    assert_int_equal(ab_snapshot_builder_take(&b, &s, &err), AB_INVALID_ARGUMENT);
     json_decref(doc);
 }
 
