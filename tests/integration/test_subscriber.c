@@ -77,6 +77,23 @@ static int on_event(void *ud, const ab_sub_event_t *e)
     return r->stop_every && r->total % r->stop_every == 0;
 }
 
+/* Publish the @p n envelopes of @p batch in one request, each accepted (the test fails
+ * otherwise), then free them; @p last_pos (may be NULL): the last one's position. */
+static void publish_all(ab_conn_t *c, ab_doc_t *doc, ab_buf_t *batch, size_t n, uint64_t *last_pos)
+{
+    ab_error_t err = AB_ERROR_INIT;
+    const ab_result_t *res = NULL;
+    if (ab_conn_publish(c, batch, n, doc, &res, IT_TIMEOUT, &err) != AB_OK)
+        fail_msg("publish: %s", err.message);
+    for (size_t i = 0; i < n; i++) {
+        if (res[i].status != AB_RESULT_ACCEPTED)
+            fail_msg("event %zu: %s", i, res[i].error ? res[i].error->message : "?");
+        if (last_pos)
+            *last_pos = res[i].pos;
+        ab_buf_free(&batch[i]);
+    }
+}
+
 static void publish_range(ab_conn_t *c, ab_doc_t *doc, const char *thread, const char *run,
                           uint64_t from, uint64_t to, size_t pad, uint64_t *last_pos)
 {
@@ -91,16 +108,7 @@ static void publish_range(ab_conn_t *c, ab_doc_t *doc, const char *thread, const
             batch[n] = (ab_buf_t)AB_BUF_INIT;
             assert_int_equal(ab_envelope_json(&batch[n], 1, thread, run, s, 1, body, &err), AB_OK);
         }
-        const ab_result_t *res = NULL;
-        if (ab_conn_publish(c, batch, n, doc, &res, IT_TIMEOUT, &err) != AB_OK)
-            fail_msg("publish: %s", err.message);
-        for (size_t i = 0; i < n; i++) {
-            if (res[i].status != AB_RESULT_ACCEPTED)
-                fail_msg("event %zu: %s", i, res[i].error ? res[i].error->message : "?");
-            if (last_pos)
-                *last_pos = res[i].pos;
-            ab_buf_free(&batch[i]);
-        }
+        publish_all(c, doc, batch, n, last_pos);
     }
 }
 
@@ -231,14 +239,7 @@ static void publish_mixed(ab_conn_t *c, ab_doc_t *doc, const char *thread, uint6
                 assert_int_equal(
                     ab_envelope_json(&batch[n], 1, thread, i ? "b" : "a", s, 1, body, &err), AB_OK);
             }
-        const ab_result_t *res = NULL;
-        if (ab_conn_publish(c, batch, n, doc, &res, IT_TIMEOUT, &err) != AB_OK)
-            fail_msg("publish: %s", err.message);
-        for (size_t i = 0; i < n; i++) {
-            if (res[i].status != AB_RESULT_ACCEPTED)
-                fail_msg("event %zu: %s", i, res[i].error ? res[i].error->message : "?");
-            ab_buf_free(&batch[i]);
-        }
+        publish_all(c, doc, batch, n, NULL);
     }
 }
 
