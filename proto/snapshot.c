@@ -382,11 +382,12 @@ static void item_fields(const ab_val_t *e, const ab_val_t **f /* run, seq, pos, 
     }
 }
 
-/* sn_item_fn over the msgpack array activeEvents of a binary document. */
-static void val_item(const void *ud, size_t i, sn_item_t *it, char *run)
+/* The activeEvents item @p e as the rules read it (@p run: its id's buffer), in one pass;
+ * @p event: its "event" value (NULL when absent). */
+static void val_fields(const ab_val_t *e, sn_item_t *it, char *run, const ab_val_t **event)
 {
     const ab_val_t *f[4];
-    item_fields(&((const ab_val_t *)ud)->u.items[i], f);
+    item_fields(e, f);
     const ab_val_t *r = f[0], *type = ab_val_get(f[3], "type");
     if (r && r->type == AB_VAL_STR && r->len <= AB_ID_MAX_BYTES && !memchr(r->u.s, 0, r->len)) {
         memcpy(run, r->u.s, r->len);
@@ -396,6 +397,14 @@ static void val_item(const void *ud, size_t i, sn_item_t *it, char *run)
     it->seq = f[1] && f[1]->type == AB_VAL_INT ? f[1]->u.i : 0;
     it->pos = f[2] && f[2]->type == AB_VAL_INT ? f[2]->u.i : 0;
     it->shape_ok = f[3] && f[3]->type == AB_VAL_MAP && type && type->type == AB_VAL_STR;
+    *event = f[3];
+}
+
+/* sn_item_fn over the msgpack array activeEvents of a binary document. */
+static void val_item(const void *ud, size_t i, sn_item_t *it, char *run)
+{
+    const ab_val_t *event;
+    val_fields(&((const ab_val_t *)ud)->u.items[i], it, run, &event);
 }
 
 /* @p root (a map) as jansson, its activeEvents an empty array; NULL = no memory. */
@@ -425,10 +434,9 @@ static ab_status_t pack_events(const ab_val_t *events, ab_snapshot_builder_t **o
     char run[AB_ID_MAX_BYTES + 1];
     for (uint32_t i = 0; i < events->len; i++) {
         sn_item_t it = {0};
-        const ab_val_t *f[4];
-        val_item(events, i, &it, run);
-        item_fields(&events->u.items[i], f);
-        if (keep_val(k, it.run, (uint64_t)it.seq, (uint64_t)it.pos, f[3]) != AB_OK) {
+        const ab_val_t *event;
+        val_fields(&events->u.items[i], &it, run, &event);
+        if (keep_val(k, it.run, (uint64_t)it.seq, (uint64_t)it.pos, event) != AB_OK) {
             ab_snapshot_builder_destroy(&k);
             return AB_NOMEM;
         }
