@@ -10,6 +10,7 @@
  *  2. Figure names are fixed per benchmark (docs/PERFORMANCE.md "Reading
  *     bench --json"); a number that is not finite is written as null.
  */
+#include "ab_json_out.h"
 #include "agentbus/json.h"
 #include "bench.h"
 
@@ -32,12 +33,7 @@ void bench_json_open(FILE *out)
 
 static void put_str(const char *s)
 {
-    ab_buf_t b = AB_BUF_INIT;
-    if (ab_json_quote(&b, s, strlen(s)) == AB_OK)
-        fwrite(b.data, 1, b.len, json_out);
-    else
-        fputs("null", json_out); /* out of memory */
-    ab_buf_free(&b);
+    ab__json_str_out(json_out, s);
 }
 
 void bench_emit(const char *bench, const char *row, ...)

@@ -1,6 +1,7 @@
 /*
  * common.c - helpers shared by the client subcommands.
  */
+#include "ab_json_out.h"
 #include "agentbus/json.h"
 #include "cli.h"
 
@@ -74,12 +75,7 @@ int cli_bad_option(const char *cmd, int c)
 
 void cli_json_str(FILE *out, const char *s)
 {
-    ab_buf_t b = AB_BUF_INIT;
-    if (ab_json_quote(&b, s, strlen(s)) == AB_OK)
-        fwrite(b.data, 1, b.len, out);
-    else
-        fputs("null", out); /* out of memory */
-    ab_buf_free(&b);
+    ab__json_str_out(out, s);
 }
 
 /* A wire field ("event/messageId", "seq") as a JSON Pointer: an event's own
