@@ -71,6 +71,7 @@ void ab__store_cache_free(ab_store_t *st)
     free(st->touched);
     free(st->recs);
     ab_buf_free(&st->scratch);
+    ab_buf_free(&st->parents);
     st->slots = NULL;
     st->touched = NULL;
     st->recs = NULL;

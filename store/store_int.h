@@ -35,8 +35,10 @@ typedef struct ab_store_file ab_store_file_t;
 
 /** Bytes of a record header inside a chunk. */
 #define CHUNK_HDR 24
-/** The writer's run cache is dropped at begin when it holds more runs. */
-#define RUN_CACHE_MAX 65536
+/** The writer's run cache is dropped at begin when it holds more runs: as many as the
+ * broker's sequencer caches (AB_BROKER_CACHED_RUNS), so a run the sequencer holds is not
+ * looked up again here. An entry is about 200 bytes plus its two ids (docs/STORE.md). */
+#define RUN_CACHE_MAX 131072
 
 /* Prepared statements, kept for the life of the handle. */
 enum {
@@ -94,8 +96,7 @@ typedef struct run_ent {
     int p_status, p_outcome;
     int64_t p_started_us, p_ended_us;
     bool p_has_parent;
-    size_t p_parent_len;
-    char p_parent[AB_ID_MAX_BYTES + 1];
+    uint32_t p_parent_off, p_parent_len; /* the parent run id, in the store's parents buffer */
 } run_ent_t;
 
 /* One event of the open batch: where its bytes are (the caller's, borrowed
@@ -130,6 +131,7 @@ struct ab_plugin_db {
     stage_rec_t *recs;
     size_t nrecs, recs_cap;
     ab_buf_t scratch; /* one run's chunk at commit; group buffer for reads */
+    ab_buf_t parents; /* the open batch's parent run ids (run_ent_t.p_parent_off) */
     /* writer handles: WAL checkpoints on their own thread (store_ckpt.c) */
     ab_store_ckpt_t *ckpt;
     int wal_pages;

@@ -176,6 +176,7 @@ ab_status_t ab__store_begin(ab_store_t *st, int64_t commit_us, ab_error_t *err)
     st->commit_us = commit_us;
     st->ntouched = 0;
     st->nrecs = 0;
+    ab_buf_reset(&st->parents);
     st->in_txn = true;
     return AB_OK;
 }
@@ -238,9 +239,11 @@ static void stage_state(ab_store_t *st, run_ent_t *e, const ab_append_event_t *e
     }
     if (ev->outcome > AB_OUTCOME_NONE && ev->outcome <= AB_OUTCOME_CANCELLED)
         e->p_outcome = (int)ev->outcome;
-    if (ev->parent_run.ptr) {
-        memcpy(e->p_parent, ev->parent_run.ptr, ev->parent_run.len);
-        e->p_parent_len = ev->parent_run.len;
+    if (ev->parent_run.ptr) { /* room reserved by ab__store_append */
+        e->p_parent_off = (uint32_t)st->parents.len;
+        memcpy(st->parents.data + st->parents.len, ev->parent_run.ptr, ev->parent_run.len);
+        st->parents.len += ev->parent_run.len;
+        e->p_parent_len = (uint32_t)ev->parent_run.len;
         e->p_has_parent = true;
     }
 }
@@ -294,6 +297,9 @@ ab_status_t ab__store_append(ab_store_t *st, const ab_append_event_t *ev, uint64
     if (st->next_pos - st->batch_first >= UINT32_MAX)
         return ab_error_set(err, AB_TOO_LARGE, "store", "store: batch too large");
     s = stage_reserve(st, err);
+    if (s == AB_OK && ev->parent_run.ptr &&
+        ab_buf_reserve(&st->parents, ev->parent_run.len) != AB_OK)
+        s = ab_error_set(err, AB_NOMEM, "store", "out of memory (stage)");
     if (s != AB_OK)
         return s;
     if (fresh)
@@ -410,7 +416,8 @@ static ab_status_t update_run(ab_store_t *st, const run_ent_t *e, ab_error_t *er
     if (e->p_outcome)
         sqlite3_bind_text(q, 4, OUTCOME_TEXT[e->p_outcome], -1, SQLITE_STATIC);
     if (e->p_has_parent)
-        sqlite3_bind_text(q, 5, e->p_parent, (int)e->p_parent_len, SQLITE_STATIC);
+        sqlite3_bind_text(q, 5, (const char *)st->parents.data + e->p_parent_off,
+                          (int)e->p_parent_len, SQLITE_STATIC);
     sqlite3_bind_int64(q, 6, e->p_ended_us);
     return run_q(st, Q_RUN_UPDATE, "run update", err);
 }

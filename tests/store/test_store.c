@@ -587,6 +587,29 @@ static void test_heads_and_state(void **state)
     assert_string_equal(run.run, "nope");
     assert_int_equal(run.epoch, 0);
     assert_int_equal(run.last_pos, 0);
+    /* two runs of one batch, each with its own parent, then a parent in the next batch:
+     * each parent is kept apart (the batch's parents buffer, reset at begin) */
+    begin_at(f->st, 3000);
+    static const char *const kids[][2] = {{"d", "parent-of-d"}, {"e", "b"}};
+    for (size_t i = 0; i < 2; i++) {
+        ev = ev_of("T", kids[i][0], 1, "started");
+        ev.status = AB_RUN_STATUS_ACTIVE;
+        ev.parent_run = (ab_str_t){kids[i][1], strlen(kids[i][1])};
+        assert_int_equal(ab__store_append(f->st, &ev, NULL, &err), AB_OK);
+    }
+    commit_ok(f->st);
+    begin_at(f->st, 4000);
+    ev = ev_of("T", "f", 1, "started");
+    ev.status = AB_RUN_STATUS_ACTIVE;
+    ev.parent_run = S("c");
+    assert_int_equal(ab__store_append(f->st, &ev, NULL, &err), AB_OK);
+    commit_ok(f->st);
+    static const char *const want[][2] = {{"d", "parent-of-d"}, {"e", "b"}, {"f", "c"}};
+    for (size_t i = 0; i < 3; i++) {
+        assert_int_equal(ab__store_head(f->st, S("T"), (ab_str_t){want[i][0], 1}, &run, &err),
+                         AB_OK);
+        assert_string_equal(run.parent_run, want[i][1]);
+    }
 }
 
 static void test_claim_bumps_epoch(void **state)
