@@ -175,13 +175,17 @@ static int send_batch(prod_t *p, ab_conn_t *c, ab_buf_t *frames, uint64_t *seqs,
                       flight_t *f)
 {
     int r = (int)(k % (uint64_t)p->nruns);
-    char thread[32], run[48];
-    snprintf(thread, sizeof(thread), p->thread_fmt, p->id);
-    snprintf(run, sizeof(run), "p%d-r%d%s", p->id, r, p->run_tag);
+    char base[32], thread[48], run[48];
+    snprintf(base, sizeof(base), p->thread_fmt, p->id);
     for (int i = 0; i < p->batch; i++) {
-        if (p->spread) { /* each event of the batch to the next run (bench scale) */
+        if (p->spread) /* each event of the batch to the next run (bench scale) */
             r = (int)((k * (uint64_t)p->batch + (uint64_t)i) % (uint64_t)p->nruns);
+        if (i == 0 || p->spread) {
             snprintf(run, sizeof(run), "p%d-r%d%s", p->id, r, p->run_tag);
+            if (p->runs_per_thread > 0)
+                snprintf(thread, sizeof(thread), "%s-%d", base, r / p->runs_per_thread);
+            else
+                snprintf(thread, sizeof(thread), "%s", base);
         }
         if (build_event(p->bodies, &frames[i], thread, run, ++seqs[r]) != 0)
             return -1;
@@ -367,11 +371,11 @@ int row_begin(const bench_opts_t *o, child_t *ch, const char *durability, const 
 
 double ingest_row(const bench_opts_t *o, void *ctx, const bodies_t *b, const char *durability)
 {
-    return ingest_row_runs(o, ctx, b, durability, RUNS, false);
+    return ingest_row_runs(o, ctx, b, durability, RUNS, false, 0);
 }
 
 double ingest_row_runs(const bench_opts_t *o, void *ctx, const bodies_t *b, const char *durability,
-                       int runs, bool spread)
+                       int runs, bool spread, int runs_per_thread)
 {
     child_t ch;
     const char *ep;
@@ -380,6 +384,7 @@ double ingest_row_runs(const bench_opts_t *o, void *ctx, const bodies_t *b, cons
     prod_t tmpl = load_producer(ep, ctx, b, o->seconds, "ingest-%d");
     tmpl.nruns = runs / PRODUCERS > 0 ? runs / PRODUCERS : 1;
     tmpl.spread = spread; /* bench scale: every run gets events all the time */
+    tmpl.runs_per_thread = runs_per_thread;
     prod_t ps[PRODUCERS];
     double c0 = self_cpu_s(), b0 = ch.pid ? proc_cpu_s(ch.pid) : 0;
     double rate = run_producers(&tmpl, PRODUCERS, ps);

@@ -54,6 +54,9 @@ typedef struct prod {
      * holds an earlier row's or run's, so the load is not answered as duplicates */
     char run_tag[24];
     bool spread; /* each event of a batch goes to the next run, not the batch to one run */
+    /* runs per thread (0 = all of a producer's runs in its one thread): run r is in thread
+     * "<thread_fmt>-<r / runs_per_thread>" */
+    int runs_per_thread;
     /* bench latency's delivery rows: the send time of batch k (ab__mono_s()), k < nsent;
      * NULL = not kept */
     _Atomic double *sent;
@@ -81,10 +84,12 @@ double run_producers_into(prod_t *ps, int n);
 /** One ingest row (bench ingest): acknowledged events/s printed and returned, or -1. */
 double ingest_row(const bench_opts_t *o, void *ctx, const bodies_t *b, const char *durability);
 /** An ingest row with @p runs runs in flight (spread over the producers); @p spread: each
- * event of a batch to the next run (so every run gets events all the time). */
+ * event of a batch to the next run (so every run gets events all the time);
+ * @p runs_per_thread: prod_t.runs_per_thread. */
 double ingest_row_runs(const bench_opts_t *o, void *ctx, const bodies_t *b, const char *durability,
-                       int runs, bool spread);
-/** `agentbus bench scale` (bench_latency.c): ingest with 100, 10,000 and 100,000 runs. */
+                       int runs, bool spread, int runs_per_thread);
+/** `agentbus bench scale` (bench_latency.c): ingest with 100, 10,000 and 100,000 runs in
+ * 4 threads, and 100,000 runs in a thread each. */
 int bench_scale(const bench_opts_t *o, void *ctx, const bodies_t *b);
 /** `agentbus bench latency` (bench_latency.c). */
 int bench_latency(const bench_opts_t *o, void *ctx, const bodies_t *b);
