@@ -57,6 +57,7 @@ typedef struct fold {
     uint64_t max_events; /**< 0 = no limit */
     size_t bytes;
     size_t memory_max; /**< 0, or the builder's cap in bytes */
+    ab_buf_t stored;   /**< the stored document's bytes when a reply may carry them as they are */
     ab_status_t st;
     ab_error_t *err;
 } fold_t;
@@ -122,42 +123,69 @@ static ab_status_t fold_thread(ab__shared_t *b, ab_plugin_db_t *db, ab_str_t thr
     return AB_OK;
 }
 
+/* The nesting limit of the document inside a snapshot_reply (its map is depth 2 of the reply). */
+static uint32_t reply_depth(const ab_limits_t *lim)
+{
+    return lim->max_depth > 1 ? lim->max_depth - 1 : 1;
+}
+
+/*
+ * Whether the stored bytes (@p len) of @p s can be a reply's document as they are: the
+ * binary form (validated by ab_snapshot_load), within the reply's depth and size. Then a
+ * SNAPSHOT that folds nothing after a restart sends them without encoding the state again.
+ */
+static bool reply_ready(const ab__shared_t *b, const ab_snapshot_t *s, size_t len)
+{
+    uint32_t depth = ab_snapshot_binary_depth(s);
+    return depth > 0 && depth <= reply_depth(&b->cfg->limits) && len <= AB_MAX_REPLY_BYTES - 4096;
+}
+
+/* The stored snapshot of @p thread, loaded and checked against its row and the head. */
+static ab_status_t load_stored(ab__shared_t *b, ab_plugin_db_t *db, ab_str_t thread,
+                               ab_buf_t *bytes, ab_snapshot_t **snap, ab_error_t *e)
+{
+    uint64_t pos = 0;
+    ab_status_t st = b->plugin->snapshot_get(db, thread, bytes, &pos, e);
+    if (st == AB_OK)
+        st = ab_snapshot_load(bytes->data, bytes->len, snap, e);
+    if (st != AB_OK)
+        return st;
+    const char *tid = ab_snapshot_thread_id(*snap);
+    uint64_t at = ab_snapshot_position(*snap), head = atomic_load(&b->head_pos);
+    if (tid == NULL || strlen(tid) != thread.len || memcmp(tid, thread.ptr, thread.len))
+        return ab_error_set(e, AB_CORRUPT, "threadId", "stored snapshot of another thread");
+    if (at != pos || at > head)
+        return ab_error_set(
+            e, AB_CORRUPT, "checkpoint", "stored snapshot at position %llu (row %llu, head %llu)",
+            (unsigned long long)at, (unsigned long long)pos, (unsigned long long)head);
+    return AB_OK;
+}
+
 /* Start @p f->sb from the stored snapshot of @p thread, if any (else a fresh builder). */
 static ab_status_t start_builder(ab__shared_t *b, ab_plugin_db_t *db, ab_str_t thread, fold_t *f,
                                  bool *from_stored)
 {
-    const ab_plugin_t *p = b->plugin;
     *from_stored = false;
-    if (p->snapshot_get != NULL) {
-        ab_buf_t text = AB_BUF_INIT;
-        uint64_t pos = 0;
+    if (b->plugin->snapshot_get != NULL) {
+        ab_buf_t bytes = AB_BUF_INIT;
         ab_error_t e = AB_ERROR_INIT;
-        ab_status_t st = p->snapshot_get(db, thread, &text, &pos, &e);
         ab_snapshot_t *snap = NULL;
-        if (st == AB_OK)
-            st = ab_snapshot_load(text.data, text.len, &snap, &e);
-        ab_buf_free(&text);
-        if (st == AB_OK) {
-            const char *tid = ab_snapshot_thread_id(snap);
-            uint64_t at = ab_snapshot_position(snap), head = atomic_load(&b->head_pos);
-            if (tid == NULL || strlen(tid) != thread.len || memcmp(tid, thread.ptr, thread.len))
-                st = ab_error_set(&e, AB_CORRUPT, "threadId", "stored snapshot of another thread");
-            else if (at != pos || at > head)
-                st = ab_error_set(&e, AB_CORRUPT, "checkpoint",
-                                  "stored snapshot at position %llu (row %llu, head %llu)",
-                                  (unsigned long long)at, (unsigned long long)pos,
-                                  (unsigned long long)head);
-        }
+        ab_status_t st = load_stored(b, db, thread, &bytes, &snap, &e);
         uint64_t at_pos = st == AB_OK ? ab_snapshot_position(snap) : 0;
+        bool keep = st == AB_OK && reply_ready(b, snap, bytes.len);
         if (st == AB_OK) /* the snapshot's trees move into the builder: no copy */
             st = ab_snapshot_builder_take(&f->sb, &snap, &e);
+        ab_snapshot_destroy(&snap);
+        if (st == AB_OK && keep) {
+            f->stored = bytes;
+            bytes = (ab_buf_t)AB_BUF_INIT;
+        }
+        ab_buf_free(&bytes);
         if (st == AB_OK) {
             f->last_pos = at_pos;
             *from_stored = true;
-        }
-        ab_snapshot_destroy(&snap);
-        if (st == AB_OK)
             return AB_OK;
+        }
         if (st == AB_NOMEM)
             return ab_error_set(f->err, AB_NOMEM, "", "out of memory restoring a snapshot");
         if (st != AB_NOT_FOUND) {
@@ -186,6 +214,12 @@ static ab_status_t entry_new(ab__shared_t *b, ab_plugin_db_t *db, ab_str_t threa
         return st;
     }
     e->sb = f->sb;
+    if (f->stored.len > 0) { /* the reply at the stored position is these bytes */
+        e->reply = f->stored;
+        e->reply_pos = f->last_pos;
+        e->unmeasured = f->stored.len; /* the projection is not measured until encoded */
+        f->stored = (ab_buf_t)AB_BUF_INIT;
+    }
     *out = e;
     return AB_OK;
 }
@@ -232,11 +266,9 @@ static ab_status_t entry_encode(ab_snapent_t *e, const ab_limits_t *lim, ab_erro
     uint64_t pos = ab_snapshot_builder_position(e->sb);
     if (e->reply.len > 0 && e->reply_pos == pos)
         return AB_OK;
-    /* the snapshot map sits at depth 2 of the reply header */
-    uint32_t depth = lim->max_depth > 1 ? lim->max_depth - 1 : 1;
     ab_buf_reset(&e->reply);
-    ab_status_t st =
-        ab_snapshot_builder_msgpack(e->sb, depth, AB_MAX_REPLY_BYTES - 4096, &e->reply, err);
+    ab_status_t st = ab_snapshot_builder_msgpack(e->sb, reply_depth(lim), AB_MAX_REPLY_BYTES - 4096,
+                                                 &e->reply, err);
     if (st != AB_OK) {
         ab_buf_free(&e->reply);
         return st;

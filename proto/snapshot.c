@@ -33,6 +33,8 @@ struct ab_snapshot {
     /** binary stored form only: the active events, packed (a builder with no reducer);
      *  doc's activeEvents is then an empty array. NULL for a document read as JSON. */
     ab_snapshot_builder_t *kept;
+    /** binary stored form only: the document's nesting depth (root = 1); else 0 */
+    uint32_t depth;
 };
 
 static ab_status_t nomem(ab_error_t *err)
@@ -481,8 +483,14 @@ ab_status_t ab__snapshot_from_binary(const ab_val_t *root, ab_snapshot_t **out, 
         return st;
     }
     s->doc = doc;
+    s->depth = val_depth(root);
     *out = s;
     return AB_OK;
+}
+
+uint32_t ab_snapshot_binary_depth(const ab_snapshot_t *s)
+{
+    return s ? s->depth : 0;
 }
 
 json_t *ab__snapshot_full_document(const ab_snapshot_t *s)

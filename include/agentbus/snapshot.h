@@ -186,6 +186,16 @@ AB_API const char *ab_snapshot_active_run(const ab_snapshot_t *s, size_t i);
 AB_API uint64_t ab_snapshot_position(const ab_snapshot_t *s);
 
 /**
+ * The nesting depth (the root map is depth 1) of a document ab_snapshot_load()
+ * read in its binary form; 0 for one read as JSON text or given as a value.
+ * A caller that holds the loaded bytes may send them on as the document (for
+ * example as the `snapshot` of a reply) when this depth and their length fit
+ * its limits: they passed every rule, and are the same map
+ * ab_snapshot_builder_msgpack() writes for the same state.
+ */
+AB_API uint32_t ab_snapshot_binary_depth(const ab_snapshot_t *s);
+
+/**
  * A reducer that continues exactly where the snapshot's ended: folding the
  * events after checkpoint.position gives the projection of all events.
  * @param out  out: the reducer (caller destroys it), written only on AB_OK.
