@@ -145,10 +145,14 @@ static double start_broker(const char *bin, const char *dir, const char *durabil
         dup2(fds[1], STDOUT_FILENO);
         close(fds[0]);
         close(fds[1]);
-        if (freopen("/dev/null", "w", stderr) == NULL)
+        /* AB_BENCH_BROKER_LOG=FILE: the brokers log at debug to FILE (slow groups, snapshot
+         * stores: for naming stalls), else their stderr is dropped */
+        const char *log = getenv("AB_BENCH_BROKER_LOG");
+        if (freopen(log && *log ? log : "/dev/null", log && *log ? "a" : "w", stderr) == NULL)
             _exit(126);
         execl(bin, bin, "broker", "--data", dir, "--cmd", "tcp://127.0.0.1:*", "--events",
-              "tcp://127.0.0.1:*", "--durability", durability, (char *)NULL);
+              "tcp://127.0.0.1:*", "--durability", durability, "--log-level",
+              log && *log ? "debug" : "info", (char *)NULL);
         _exit(127);
     }
     close(fds[1]);
