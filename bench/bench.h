@@ -23,6 +23,8 @@ typedef struct bench_opts {
     int rounds;                 /**< fanout: rounds of the 4-subscriber rows (1 ... 64) */
     bool frame_per_event;       /**< producers do not pack publishes */
     const char *snapshot_every; /**< the broker children's --snapshot-every; NULL: theirs */
+    double rate;                /**< ingest: events/s of all producers together; 0 = as fast as
+                                     they can */
 } bench_opts_t;
 
 /** `bench proto`: decode + validate on one core; @p only_size 0 = 256 B and 2 KiB rows. */

@@ -385,6 +385,7 @@ double ingest_row_runs(const bench_opts_t *o, void *ctx, const bodies_t *b, cons
     tmpl.nruns = runs / PRODUCERS > 0 ? runs / PRODUCERS : 1;
     tmpl.spread = spread; /* bench scale: every run gets events all the time */
     tmpl.runs_per_thread = runs_per_thread;
+    tmpl.rate = o->rate / PRODUCERS; /* --rate: shared by the producers (0 = flat out) */
     prod_t ps[PRODUCERS];
     double c0 = self_cpu_s(), b0 = ch.pid ? proc_cpu_s(ch.pid) : 0;
     double rate = run_producers(&tmpl, PRODUCERS, ps);

@@ -19,7 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 
-enum { OPT_SIZE = 1, OPT_ROUNDS, OPT_FRAME, OPT_SNAP, OPT_JSON };
+enum { OPT_SIZE = 1, OPT_ROUNDS, OPT_FRAME, OPT_SNAP, OPT_JSON, OPT_RATE };
 
 typedef struct bench_args {
     bench_opts_t bus;
@@ -28,6 +28,7 @@ typedef struct bench_args {
     bool seen_bus_only, seen_size;
     bool seen_rounds; /* --rounds: fanout only */
     bool seen_frame;  /* --frame-per-event: the benchmarks that publish */
+    bool seen_rate;   /* --rate: ingest only */
     bool json;        /* --json: rows as JSON on stdout, the human lines on stderr */
 } bench_args_t;
 
@@ -66,6 +67,8 @@ static void help(void)
            "  --broker ENDPOINT   bus benchmarks: a running broker instead of one per row\n"
            "                      (durability is then the broker's)\n"
            "  --rounds N          fanout: repeat the 4-subscriber rows N times (1 ... 64)\n"
+           "  --rate N            ingest: publish N events/s in all (the 4 producers share\n"
+           "                      it) instead of as fast as the broker acknowledges\n"
            "                      and print the median share of raw\n"
            "  --frame-per-event   ingest, latency, replay, fanout: publish one frame per\n"
            "                      envelope, not packed\n"
@@ -99,6 +102,12 @@ static int take(int c, bench_args_t *a)
             return cli_usage_error("bench", "--rounds takes a whole number from 1 to 64");
         a->bus.rounds = (int)r;
         a->seen_bus_only = a->seen_rounds = true;
+    } else if (c == OPT_RATE) {
+        double r = strtod(optarg, &end);
+        if (*end || !isdigit((unsigned char)optarg[0]) || r < 1 || r > 1e8)
+            return cli_usage_error("bench", "--rate takes events per second in [1, 100000000]");
+        a->bus.rate = r;
+        a->seen_bus_only = a->seen_rate = true;
     } else if (c == OPT_JSON) {
         a->json = true;
     } else if (c == OPT_FRAME) {
@@ -144,6 +153,7 @@ static int parse(int argc, char **argv, bench_args_t *a, const char **name)
         {"frame-per-event", no_argument, NULL, OPT_FRAME},
         {"snapshot-every", required_argument, NULL, OPT_SNAP},
         {"json", no_argument, NULL, OPT_JSON},
+        {"rate", required_argument, NULL, OPT_RATE},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -181,10 +191,13 @@ int cmd_bench(int argc, char **argv)
                                         "gateway, pg");
     bool bus = bench_is_bus(name);
     if (a.seen_bus_only && !bus)
-        return cli_usage_error("bench", "--broker, --rounds, --frame-per-event and "
-                                        "--snapshot-every are for the bus benchmarks");
+        return cli_usage_error("bench", "--broker, --rounds, --frame-per-event, "
+                                        "--snapshot-every and --rate are for the bus "
+                                        "benchmarks");
     if (a.seen_rounds && strcmp(name, "fanout") != 0)
         return cli_usage_error("bench", "--rounds is for bench fanout");
+    if (a.seen_rate && strcmp(name, "ingest") != 0)
+        return cli_usage_error("bench", "--rate is for bench ingest");
     if (a.seen_frame &&
         (strcmp(name, "zmq") == 0 || strcmp(name, "actions") == 0 || strcmp(name, "dispatch") == 0))
         return cli_usage_error("bench", "--frame-per-event is for the benchmarks that publish "

@@ -29,6 +29,10 @@ static void test_options_a_benchmark_does_not_take(void **state)
     refused("proto --broker tcp://127.0.0.1:1", "are for the bus benchmarks");
     refused("ingest --size 256", "--size is for bench proto");
     refused("fanout --rounds 65", "--rounds takes a whole number from 1 to 64");
+    refused("latency --rate 1000", "--rate is for bench ingest");
+    refused("ingest --rate 0", "--rate takes events per second in [1, 100000000]");
+    refused("ingest --rate 10x", "--rate takes events per second");
+    refused("proto --rate 1000", "are for the bus benchmarks");
     refused("nosuch", "unknown benchmark 'nosuch'");
     refused("", "name a benchmark");
 }
