@@ -16,6 +16,10 @@ C-client figure taken on the same broker in the same run:
            producer, `agentbus publish --batch 1024`, publishes a run of 300,000 events
            at its own pace (near the target rate, not a flood of four);  C: that
            publisher's own figure.  Delivered >= published means the subscriber kept up
+  paced    events/s delivered live to one Python Subscriber (scope all) while
+           `agentbus bench ingest --broker --rate R` publishes R events/s (--paced R,
+           default 120,000: above the 100,000 target);  C: that ingest's own figure.  No
+           holes and nothing replayed means the subscriber kept up live at that rate
   store    events/s delivered to one Python Subscriber catching up from position 0 (the
            store: replay chunks of 1024);  C: `agentbus replay --all` of the same events
            (one C client; its figure includes writing them as JSON Lines)
@@ -92,9 +96,11 @@ def c_lines(n: int, run: str) -> bytes:
     return "".join(json.dumps(e) + "\n" for e in run_events("bench-c", run, n)).encode()
 
 
-def c_bench_ingest(bin_: str, ep: str, seconds: float) -> str:
-    out = subprocess.run([bin_, "bench", "ingest", "--broker", ep, "--seconds", str(seconds)],
-                         capture_output=True, check=True, timeout=seconds * 4 + 60)
+def c_bench_ingest(bin_: str, ep: str, seconds: float, rate: float = 0) -> str:
+    cmd = [bin_, "bench", "ingest", "--broker", ep, "--seconds", str(seconds)]
+    if rate > 0:
+        cmd += ["--rate", str(int(rate))]
+    out = subprocess.run(cmd, capture_output=True, check=True, timeout=seconds * 4 + 60)
     return out.stdout.decode().strip()
 
 
@@ -153,6 +159,8 @@ def main() -> None:
     ap.add_argument("--bin", default=os.path.join(os.path.dirname(HERE), "build-rel", "agentbus"))
     ap.add_argument("--seconds", type=float, default=5.0)
     ap.add_argument("--durability", default="process", choices=["process", "fsync"])
+    ap.add_argument("--paced", type=float, default=120000.0,
+                    help="events/s of the paced row's C producers (0: skip the row)")
     a = ap.parse_args()
     import conftest
     conftest.BIN = a.bin
@@ -178,6 +186,15 @@ def main() -> None:
                   f"{st['replayed']}, holes {st['holes']}, replays {st['replays']})")
             print(f"live1   C agentbus publish meanwhile, 1 producer: {rate:9,.0f} events/s acked "
                   "(300000 events, JSON Lines in)")
+            if a.paced > 0:
+                n, dt, st, cline = py_live(a.bin, b.endpoint, a.seconds,
+                                           lambda: c_bench_ingest(a.bin, b.endpoint, a.seconds,
+                                                                  a.paced))
+                print(f"paced   python, 1 subscriber:      {n / dt if dt else 0:12,.0f} events/s "
+                      f"delivered ({n} events in {dt:.2f} s; live {st['live']}, replayed "
+                      f"{st['replayed']}, holes {st['holes']}, replays {st['replays']})")
+                print(f"paced   the C publisher meanwhile (--rate {a.paced:.0f}): "
+                      f"{cline.splitlines()[0] if cline else ''}")
             with agentbus.Client(b.endpoint) as c:
                 head = c.ping()["head_pos"]
             n, dt = py_store(b.endpoint, head)
