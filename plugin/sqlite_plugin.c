@@ -66,6 +66,7 @@ static const ab_plugin_t SQLITE_PLUGIN = {
     .request_position = ab__store_request_position,
     .request_by_run = ab__store_request_by_run,
     .stats = ab__store_stats,
+    .snapshot_put_part = ab__store_snapshot_put_part,
 };
 
 const ab_plugin_t *ab__plugin_sqlite(void)

@@ -78,6 +78,11 @@ static const char *const MIGRATIONS[AB_STORE_SCHEMA_VERSION] = {
     " WHERE state IN ('queued','assigned','started');",
     /* 2 -> 3: the active runs, counted without a scan (store_stats.c) */
     "CREATE INDEX runs_active ON runs(status) WHERE status = 'active';",
+    /* 3 -> 4: snapshots stored in parts (store_snap.c; docs/STORE.md "Snapshots") */
+    "ALTER TABLE snapshots ADD COLUMN parts INTEGER NOT NULL DEFAULT 0;"
+    "CREATE TABLE snapshot_parts("
+    " rowid INTEGER PRIMARY KEY, thread TEXT NOT NULL, pos INTEGER NOT NULL,"
+    " idx INTEGER NOT NULL, data BLOB NOT NULL, UNIQUE(thread, pos, idx));",
 };
 
 static ab_status_t rc_status(int rc)

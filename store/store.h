@@ -44,7 +44,7 @@ extern "C" {
 #endif
 
 /** Schema version this build creates and understands (PRAGMA user_version). */
-#define AB_STORE_SCHEMA_VERSION 3
+#define AB_STORE_SCHEMA_VERSION 4
 /** File name of the database inside the data directory. */
 #define AB_STORE_DB_NAME "agentbus.db"
 /**
@@ -255,6 +255,22 @@ ab_status_t ab__store_stats(ab_store_t *st, ab_plugin_stats_t *out, ab_error_t *
  */
 ab_status_t ab__store_snapshot_put(ab_store_t *st, ab_str_t thread, uint64_t pos,
                                    const uint8_t *doc, size_t len, ab_error_t *err) AB_NODISCARD;
+
+/**
+ * Store the snapshot of @p thread at @p pos in parts, one transaction per
+ * call, so that no call writes more than one part: parts idx 0, 1, ... in
+ * order, @p last on the final one, which makes the document of parts
+ * 0 … idx the stored snapshot (if @p pos is above the stored one, as
+ * ab__store_snapshot_put). Each call also deletes at most one part of this
+ * thread that no stored snapshot uses (an older document's, or one of a
+ * sequence never finished). Until @p last commits the stored snapshot is the
+ * previous one.
+ * @return AB_OK; AB_INVALID_ARGUMENT (NULL, bad id, empty part, readonly
+ *         handle, @p last with an earlier part missing); AB_UNAVAILABLE; AB_IO.
+ */
+ab_status_t ab__store_snapshot_put_part(ab_store_t *st, ab_str_t thread, uint64_t pos, uint32_t idx,
+                                        const uint8_t *part, size_t len, bool last,
+                                        ab_error_t *err) AB_NODISCARD;
 
 /**
  * The stored snapshot of @p thread: document into @p doc (reset first) and

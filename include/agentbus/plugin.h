@@ -54,9 +54,10 @@ extern "C" {
  * requests for dispatch (the request_* entries, ab_request_t and its kin).
  * 4: the optional stats entry (ab_plugin_stats_t) behind `agentbus status`;
  * the open option conninfo and the optional wake_fd/wake_drain pair of a
- * store shared by several brokers (docs/SCALING.md).
+ * store shared by several brokers (docs/SCALING.md). 5: the optional
+ * snapshot_put_part entry (snapshots stored a part per call).
  */
-#define AB_PLUGIN_ABI_VERSION 4
+#define AB_PLUGIN_ABI_VERSION 5
 /** The one exported entry point of a plugin shared object. */
 #define AB_PLUGIN_ENTRY_SYMBOL "ab_plugin_entry"
 
@@ -204,6 +205,23 @@ typedef struct ab_plugin {
      *  nothing new since the last drain). AB_UNAVAILABLE when the connection
      *  is lost (wake_fd may change once it is back). */
     ab_status_t (*wake_drain)(ab_plugin_db_t *db, uint32_t *woken, ab_error_t *err);
+
+    /*
+     * Optional (ABI 5; NULL: the broker stores every snapshot with one
+     * snapshot_put). Store the snapshot of @p thread at @p pos in parts, a
+     * call per part, so that no call writes more than one part: the broker's
+     * writer stores a large document between group commits without holding
+     * publishes for the whole of it. Parts come in order, @p idx 0, 1, ...;
+     * on @p last the document made of parts 0 … idx (their bytes one after
+     * the other) becomes the stored snapshot, atomically, as snapshot_put
+     * would store it (ignored when @p pos is not above the stored one). A
+     * sequence never finished (an error, a crash, a new sequence for the
+     * thread) leaves the stored snapshot as it was; snapshot_get returns the
+     * document whole either way. Writer handles only.
+     */
+    ab_status_t (*snapshot_put_part)(ab_plugin_db_t *db, ab_str_t thread, uint64_t pos,
+                                     uint32_t idx, const uint8_t *part, size_t len, bool last,
+                                     ab_error_t *err);
 } ab_plugin_t;
 
 /** Signature of the exported entry point. */
