@@ -89,9 +89,10 @@ bool ab__snapworker_busy(ab_snapworker_t *w);
  * Called by ab__snapworker_collect() per computed snapshot: @p doc is the
  * document to store in its binary form (one msgpack map, read back by
  * ab_snapshot_load()), or empty when it is not to be stored; @p size is the
- * document's size.
+ * document's size. The callback may take the document's buffer (leaving
+ * @p doc empty); what it leaves is freed after it returns.
  */
-typedef void (*ab_snapworker_cb)(void *ud, ab_str_t thread, uint64_t pos, const ab_buf_t *doc,
+typedef void (*ab_snapworker_cb)(void *ud, ab_str_t thread, uint64_t pos, ab_buf_t *doc,
                                  size_t size);
 /** Hand every computed snapshot to @p cb (on the caller's thread). @return how many. */
 size_t ab__snapworker_collect(ab_snapworker_t *w, ab_snapworker_cb cb, void *ud);

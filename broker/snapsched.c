@@ -10,8 +10,9 @@
  *     reached --snapshot-every N (0 = off) AND whose committed bytes since
  *     then reached the size of its last document, is handed to the worker,
  *     after the group's answers. The worker computes the document off the
- *     writer thread from committed events only; the writer stores it
- *     (snapshot_put) between groups. A failed group is counted nowhere.
+ *     writer thread from committed events only; the writer stores it between
+ *     groups, a bounded piece at a time (snapstore.c). A failed group is
+ *     counted nowhere.
  *  2. The counts live in a bounded map of at most COUNT_THREADS (4096)
  *     threads (about 2.4 MiB of slots), open addressing with linear
  *     probing, no tombstones: when it is full a new thread evicts the one
@@ -203,33 +204,23 @@ void ab__snapsched_request(ab__snapsched_t *s)
     s->ndue = 0;
 }
 
-/* Store one document computed by the worker (ab_snapworker_cb); learn its size. */
-static void store_doc(void *ud, ab_str_t thread, uint64_t pos, const ab_buf_t *text, size_t size)
+/* Queue one document computed by the worker (ab_snapworker_cb) for storing; learn its size. */
+static void store_doc(void *ud, ab_str_t thread, uint64_t pos, ab_buf_t *doc, size_t size)
 {
     ab__snapsched_t *s = ud;
-    ab_error_t e = AB_ERROR_INIT;
     ab__snapcount_t *c = s->b->cfg->snapshot_every > 0 ? count_slot(s, thread) : NULL;
     if (c != NULL) {
         c->last_doc = size;
-        c->too_large = text->len == 0;
+        c->too_large = doc->len == 0;
     }
-    if (text->len == 0)
-        return; /* too large to answer or to build: not stored (snapshot_worker.c) */
-    int64_t t0 = ab__mono_us();
-    if (s->b->plugin->snapshot_put(s->b->wdb, thread, pos, text->data, text->len, &e) != AB_OK) {
-        char line[512];
-        ab__log(AB_LOG_WARN, "cannot store the snapshot of %.*s: %s", (int)thread.len, thread.ptr,
-                ab_error_format(&e, line, sizeof(line)));
-    }
-    int64_t dt = ab__mono_us() - t0; /* the writer's time: publishes wait meanwhile */
-    if (dt >= 5000)
-        ab__log(AB_LOG_DEBUG, "slow snapshot store: %.*s, %zu bytes, %.1f ms on the writer",
-                (int)thread.len, thread.ptr, text->len, (double)dt / 1e3);
+    if (doc->len > 0) /* else too large to answer or to build: not stored (snapshot_worker.c) */
+        ab__snapstore_add(s, thread, pos, doc);
 }
 
 void ab__snapsched_collect(ab__snapsched_t *s)
 {
-    ab__snapworker_collect(s->worker, store_doc, s);
+    if (s->pend_bytes < AB_SNAP_PENDING_BYTES) /* snapstore.c invariant 2 */
+        ab__snapworker_collect(s->worker, store_doc, s);
 }
 
 bool ab__snapsched_busy(ab__snapsched_t *s)
@@ -240,6 +231,7 @@ bool ab__snapsched_busy(ab__snapsched_t *s)
 void ab__snapsched_stop(ab__snapsched_t *s)
 {
     ab__snapworker_stop(&s->worker, store_doc, s);
+    ab__snapstore_drain(s);
     free(s->due);
     free(s->run_end);
     free(s->counts);

@@ -20,7 +20,9 @@
  *     ingest queue after its answer is handed to the command thread.
  *  5. The loop waits in zmq_poll at most until the next heartbeat is due
  *     (and SNAP_POLL_MS while the snapshot worker is busy, to store its
- *     documents soon); documents are stored between groups.
+ *     documents soon; not at all while a document waits to be stored);
+ *     documents are stored between groups, at most one piece of
+ *     AB_SNAP_PART_BYTES between two (snapstore.c).
  *  6. After the stop job (sent last by the command thread) the writer has
  *     answered everything queued before it; it then stops the snapshot
  *     worker (bounded) and reports "stopped".
@@ -537,6 +539,8 @@ static ab_job_t *wait_job(writer_t *w)
     int64_t wait = ab__fanout_tick(&w->fan);
     if (wait > SNAP_POLL_MS && ab__snapsched_busy(&w->snap))
         wait = SNAP_POLL_MS;
+    if (ab__snapstore_pending(&w->snap))
+        wait = 0; /* a snapshot's next piece is stored after this look for work */
     long due = ab__dispatch_tick(w->disp);
     if (due >= 0 && due < wait)
         wait = due;
@@ -570,6 +574,7 @@ void *ab__writer_main(void *arg)
     ab__dispatch_set_commit(w.disp, commit_own, &w);
     while (!w.stop) {
         ab__snapsched_collect(&w.snap);
+        ab__snapstore_step(&w.snap); /* at most one piece between two groups */
         refresh_store_stats(&w, ab__mono_us());
         ab_job_t *job = wait_job(&w);
         if (job == NULL)

@@ -81,6 +81,10 @@ typedef struct ab__snapsched {
     /* committed events per thread since its last request: open addressing */
     ab__snapcount_t *counts;
     size_t ncounts;
+    /* documents waiting to be stored, oldest first (snapstore.c) */
+    struct ab__snappend *pend;
+    size_t npend, pend_cap;
+    size_t pend_bytes; /**< their bytes not yet stored */
 } ab__snapsched_t;
 
 /** Start the snapshot worker when the plugin stores snapshots; sets b->snap_failed. */
@@ -96,8 +100,26 @@ void ab__snapsched_committed(ab__snapsched_t *s, const ab_append_event_t *evs, s
 /** Hand the threads noted for the last committed group to the worker (after its answers). */
 void ab__snapsched_request(ab__snapsched_t *s);
 
-/** Store every document the worker has computed (between groups). */
+/** Take the documents the worker has computed into the store queue (snapstore.c), while
+ *  the queue holds less than AB_SNAP_PENDING_BYTES. */
 void ab__snapsched_collect(ab__snapsched_t *s);
+
+/* ---- snapstore.c: storing the documents, a bounded piece between groups ----- */
+
+/** Most bytes one ab__snapstore_step() writes when the plugin stores in parts. */
+#define AB_SNAP_PART_BYTES (512u << 10)
+/** The store queue's bound: past it the writer stops collecting from the worker. */
+#define AB_SNAP_PENDING_BYTES (64u << 20)
+
+/** Queue @p doc (taken: left empty) as the snapshot of @p thread at @p pos; a document of
+ *  the thread already waiting is dropped for it. */
+void ab__snapstore_add(ab__snapsched_t *s, ab_str_t thread, uint64_t pos, ab_buf_t *doc);
+/** Store the next piece (a whole small document, or one part); whether more waits. */
+bool ab__snapstore_step(ab__snapsched_t *s);
+/** Whether documents wait to be stored. */
+bool ab__snapstore_pending(const ab__snapsched_t *s);
+/** Store everything waiting (at shutdown), then free the queue. */
+void ab__snapstore_drain(ab__snapsched_t *s);
 
 /** Whether the worker has work queued, in progress or waiting to be collected. */
 bool ab__snapsched_busy(ab__snapsched_t *s);
