@@ -111,12 +111,52 @@ bool ab_event_equal(const ab_event_t *a, const ab_event_t *b)
 _Static_assert(sizeof(ab_author_t) == sizeof(int), "enum size");
 static const char *const author_names[] = {NULL, "broker"};
 
+/* `tprev`: a uint whose 0 is a value (the thread's first event), so its
+ * presence is has_tprev, not a non-zero value as for the other optional uints. */
+static ab_status_t tprev_dec(ab_cctx_t *c, const ab_fspec_t *f, const ab_val_t *v, char *base)
+{
+    uint64_t x = 0;
+    ab_status_t rc = ab__cc_get_uint(c, v, &x);
+    if (rc == AB_OK)
+        rc = ab__cc_check_uint(c, f, x, INT64_MAX, AB_UNIT_VALUE);
+    if (rc != AB_OK)
+        return rc;
+    ab_stamp_t *st = (ab_stamp_t *)(void *)base;
+    st->tprev = x;
+    st->has_tprev = true;
+    return AB_OK;
+}
+
+static ab_status_t tprev_enc(ab_cctx_t *c, const ab_fspec_t *f, const char *base)
+{
+    (void)f;
+    const ab_stamp_t *st = (const ab_stamp_t *)(const void *)base;
+    return ab__cc_pk(c, msgpack_pack_uint64(&c->pk, st->tprev));
+}
+
+static bool tprev_has(const ab_fspec_t *f, const char *base)
+{
+    (void)f;
+    return ((const ab_stamp_t *)(const void *)base)->has_tprev;
+}
+
+static bool tprev_eq(const ab_fspec_t *f, const char *a, const char *b)
+{
+    (void)f;
+    const ab_stamp_t *x = (const ab_stamp_t *)(const void *)a;
+    const ab_stamp_t *y = (const ab_stamp_t *)(const void *)b;
+    return x->has_tprev == y->has_tprev && (!x->has_tprev || x->tprev == y->tprev);
+}
+
+static const ab_ftype_t ft_tprev = {tprev_dec, tprev_enc, tprev_has, tprev_eq};
+
 static const ab_fspec_t stamp_fields[] = {
     {.key = "pos",
      .type = &ab__ft_u64,
      .off = offsetof(ab_stamp_t, pos),
      .flags = AB_F_REQ | AB_F_MIN1},
     {.key = "time", .type = &ab__ft_i64, .off = offsetof(ab_stamp_t, time_us), .flags = AB_F_REQ},
+    {.key = "tprev", .type = &ft_tprev, .off = offsetof(ab_stamp_t, tprev)},
     {.key = "by",
      .type = &ab__ft_enum,
      .off = offsetof(ab_stamp_t, author),
@@ -176,14 +216,22 @@ static uint8_t *put_int(uint8_t *p, int64_t v)
 
 ab_status_t ab_stamp_encode(const ab_stamp_t *st, ab_buf_t *out, ab_error_t *err)
 {
+    if (st != NULL && st->has_tprev && st->tprev >= st->pos)
+        return ab_error_set(err, AB_INVALID_ARGUMENT, "tprev",
+                            "a stamp's tprev %llu is not below its pos %llu",
+                            (unsigned long long)st->tprev, (unsigned long long)st->pos);
     if (st == NULL || out == NULL || st->pos == 0 || st->pos > (uint64_t)INT64_MAX ||
-        st->author != AB_AUTHOR_PRODUCER || ab_buf_reserve(out, 32) != AB_OK)
+        st->author != AB_AUTHOR_PRODUCER || ab_buf_reserve(out, 48) != AB_OK)
         return ab__cc_encode(&stamp_spec, st, out, err);
     uint8_t *p0 = out->data + out->len, *p = p0;
-    memcpy(p, "\x82\xa3pos", 5);
+    memcpy(p, st->has_tprev ? "\x83\xa3pos" : "\x82\xa3pos", 5);
     p = put_uint(p + 5, st->pos);
     memcpy(p, "\xa4time", 5);
     p = put_int(p + 5, st->time_us);
+    if (st->has_tprev) {
+        memcpy(p, "\xa5tprev", 6);
+        p = put_uint(p + 6, st->tprev);
+    }
     out->len += (size_t)(p - p0);
     return AB_OK;
 }
@@ -306,9 +354,9 @@ static bool get_int(const uint8_t **p, const uint8_t *end, bool *neg, uint64_t *
 static bool stamp_fast(const uint8_t *buf, size_t len, ab_stamp_t *out)
 {
     const uint8_t *p = buf, *end = buf + len;
-    bool neg = false;
-    uint64_t pos = 0, t = 0;
-    if (len < 12 || memcmp(p, "\x82\xa3pos", 5) != 0)
+    bool neg = false, three = len >= 1 && p[0] == 0x83;
+    uint64_t pos = 0, t = 0, tp = 0;
+    if (len < 12 || memcmp(p + 1, "\xa3pos", 4) != 0 || (p[0] != 0x82 && !three))
         return false;
     p += 5;
     if (!get_int(&p, end, &neg, &pos) || neg || pos == 0 || pos > (uint64_t)INT64_MAX)
@@ -316,11 +364,23 @@ static bool stamp_fast(const uint8_t *buf, size_t len, ab_stamp_t *out)
     if (end - p < 5 || memcmp(p, "\xa4time", 5) != 0)
         return false;
     p += 5;
-    if (!get_int(&p, end, &neg, &t) || p != end || (!neg && t > (uint64_t)INT64_MAX))
+    if (!get_int(&p, end, &neg, &t) || (!neg && t > (uint64_t)INT64_MAX))
+        return false;
+    if (three) { /* {pos, time, tprev}: the live stamp of a broker that knows tprev */
+        if (end - p < 6 || memcmp(p, "\xa5tprev", 6) != 0)
+            return false;
+        p += 6;
+        bool tneg = false;
+        if (!get_int(&p, end, &tneg, &tp) || tneg || tp >= pos)
+            return false;
+    }
+    if (p != end)
         return false;
     out->pos = pos;
     out->time_us = (int64_t)t;
     out->author = AB_AUTHOR_PRODUCER;
+    out->has_tprev = three;
+    out->tprev = tp;
     return true;
 }
 
@@ -338,8 +398,12 @@ ab_status_t ab_stamp_decode(ab_doc_t *doc, const uint8_t *buf, size_t len, ab_st
     }
     ab_cctx_t c;
     ab__cc_init_decode(&c, doc, NULL, err);
-    ab_stamp_t st = {0, 0, AB_AUTHOR_PRODUCER};
+    ab_stamp_t st = {0, 0, AB_AUTHOR_PRODUCER, false, 0};
     rc = ab__cc_dec_object(&c, &stamp_spec, root, (char *)&st);
+    if (rc == AB_OK && st.has_tprev && st.tprev >= st.pos)
+        rc = ab_error_set(err, AB_INVALID_ENVELOPE, "tprev",
+                          "a stamp's tprev %llu is not below its pos %llu",
+                          (unsigned long long)st.tprev, (unsigned long long)st.pos);
     if (rc == AB_OK)
         *out = st;
     return rc;

@@ -119,11 +119,17 @@ typedef enum ab_author {
     AB_AUTHOR_BROKER,       /**< "broker": the broker itself (abandon_run's RUN_ERROR) */
 } ab_author_t;
 
-/** Broker facts sent beside an event: {pos, time[, by]}. */
+/** Broker facts sent beside an event: {pos, time[, tprev][, by]}. */
 typedef struct ab_stamp {
     uint64_t pos;       /**< global commit position, >= 1 */
     int64_t time_us;    /**< commit time, microseconds since the Unix epoch */
     ab_author_t author; /**< AB_AUTHOR_BROKER: written by the broker, not a producer */
+    /** Live events only (PROTOCOL.md section 5): has_tprev says the broker
+     *  knew the position of the previous event of the same thread, tprev
+     *  (< pos; 0: this is the thread's first event). false: not known (absent
+     *  on the wire: an older broker, a broker that lost track, every replay). */
+    bool has_tprev;
+    uint64_t tprev;
 } ab_stamp_t;
 
 /** The RUN_ERROR code prefix only the broker may write (PROTOCOL.md 7.17). */
@@ -139,13 +145,16 @@ AB_API bool ab_event_by_broker(const ab_val_t *body);
 /** Largest valid stamp frame; longer frames are AB_TOO_LARGE. */
 #define AB_STAMP_MAX_BYTES 64
 
-/** Append the stamp map {pos, time} (and `by` for a broker-authored event).
+/** Append the stamp map {pos, time} (and `tprev` when has_tprev, `by` for a
+ * broker-authored event). pos 0, or a tprev not below pos, is AB_INVALID_ARGUMENT.
  * @return AB_OK, AB_INVALID_ARGUMENT, AB_NOMEM. */
 AB_API AB_NODISCARD ab_status_t ab_stamp_encode(const ab_stamp_t *st, ab_buf_t *out,
                                                 ab_error_t *err);
 
 /**
- * Decode a stamp frame. @p out is written only on AB_OK.
+ * Decode a stamp frame. @p out is written only on AB_OK; has_tprev is false
+ * when the frame has no `tprev` (an older broker, a replay record), and a
+ * `tprev` not below `pos` is AB_INVALID_ENVELOPE naming it.
  * @return AB_OK, AB_INVALID_ENVELOPE, AB_TOO_LARGE or AB_NOMEM.
  */
 AB_API AB_NODISCARD ab_status_t ab_stamp_decode(ab_doc_t *doc, const uint8_t *buf, size_t len,

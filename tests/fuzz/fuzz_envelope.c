@@ -142,7 +142,8 @@ static void check_stamp(const uint8_t *data, size_t size, ab_doc_t *d1)
     ab_status_t rc = ab_stamp_encode(&a, &e1, &err);
     if (rc == AB_OK) {
         must(ab_stamp_decode(d1, e1.data, e1.len, &b, &err) == AB_OK);
-        must(a.pos == b.pos && a.time_us == b.time_us && a.author == b.author);
+        must(a.pos == b.pos && a.time_us == b.time_us && a.author == b.author &&
+             a.has_tprev == b.has_tprev && a.tprev == b.tprev && (!a.has_tprev || a.tprev < a.pos));
     } else {
         must(rc == AB_NOMEM);
     }

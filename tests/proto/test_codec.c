@@ -515,7 +515,7 @@ static void test_event_encode_errors(void **state)
 static void test_stamp(void **state)
 {
     fx_t *f = *state;
-    ab_stamp_t st = {.pos = 123456789012ull, .time_us = -1}, back = {0, 0, AB_AUTHOR_PRODUCER};
+    ab_stamp_t st = {.pos = 123456789012ull, .time_us = -1}, back = {.pos = 0};
     ab_error_t err = AB_ERROR_INIT;
     assert_int_equal(ab_stamp_encode(&st, &f->out, &err), AB_OK);
     assert_true(f->out.len <= AB_STAMP_MAX_BYTES);
@@ -565,7 +565,7 @@ static void test_stamp(void **state)
                           65536, 4294967296ll, INT64_MAX, INT64_MIN};
     for (size_t i = 0; i < sizeof(ps) / sizeof(ps[0]); i++) {
         for (size_t j = 0; j < sizeof(ts) / sizeof(ts[0]); j++) {
-            ab_stamp_t in = {.pos = ps[i], .time_us = ts[j]}, out = {0, 0, AB_AUTHOR_PRODUCER};
+            ab_stamp_t in = {.pos = ps[i], .time_us = ts[j]}, out = {.pos = 0};
             ab_buf_reset(&f->out);
             assert_int_equal(ab_stamp_encode(&in, &f->out, &err), AB_OK);
             assert_true(f->out.len <= AB_STAMP_MAX_BYTES);
@@ -574,6 +574,64 @@ static void test_stamp(void **state)
             assert_true(out.time_us == in.time_us);
         }
     }
+}
+
+/* tprev (PROTOCOL.md section 5): optional, 0 is a value, below pos; absent on older stamps */
+static void test_stamp_tprev(void **state)
+{
+    fx_t *f = *state;
+    ab_error_t err = AB_ERROR_INIT;
+    const uint64_t tps[] = {0, 1, 127, 128, 65536, 4294967296ull};
+    for (size_t i = 0; i < sizeof(tps) / sizeof(tps[0]); i++) {
+        for (int by = 0; by < 2; by++) {
+            ab_stamp_t in = {.pos = tps[i] + 1, .time_us = -5, .has_tprev = true, .tprev = tps[i]};
+            in.author = by ? AB_AUTHOR_BROKER : AB_AUTHOR_PRODUCER;
+            ab_stamp_t out = {.pos = 0};
+            ab_buf_reset(&f->out);
+            assert_int_equal(ab_stamp_encode(&in, &f->out, &err), AB_OK);
+            assert_true(f->out.len <= AB_STAMP_MAX_BYTES);
+            assert_int_equal(ab_stamp_decode(f->doc, f->out.data, f->out.len, &out, &err), AB_OK);
+            assert_true(out.has_tprev);
+            assert_int_equal(out.tprev, tps[i]);
+            assert_int_equal(out.pos, in.pos);
+            assert_true(out.time_us == -5);
+            assert_int_equal(out.author, in.author);
+        }
+    }
+    /* the largest stamp this broker writes fits AB_STAMP_MAX_BYTES */
+    ab_stamp_t big = {.pos = (uint64_t)INT64_MAX,
+                      .time_us = INT64_MIN,
+                      .has_tprev = true,
+                      .tprev = (uint64_t)INT64_MAX - 1,
+                      .author = AB_AUTHOR_BROKER};
+    ab_buf_reset(&f->out);
+    assert_int_equal(ab_stamp_encode(&big, &f->out, &err), AB_OK);
+    assert_true(f->out.len <= AB_STAMP_MAX_BYTES);
+    /* absent: an older broker's stamp, a replay record */
+    ab_stamp_t back = {.has_tprev = true, .tprev = 9};
+    pack_json(f, "{\"time\":3,\"pos\":4}");
+    assert_int_equal(ab_stamp_decode(f->doc, f->in.data, f->in.len, &back, &err), AB_OK);
+    assert_false(back.has_tprev);
+    /* any key order and encoding goes the generic way to the same answer */
+    pack_json(f, "{\"tprev\":0,\"time\":3,\"pos\":4}");
+    assert_int_equal(ab_stamp_decode(f->doc, f->in.data, f->in.len, &back, &err), AB_OK);
+    assert_true(back.has_tprev);
+    assert_int_equal(back.tprev, 0);
+    const char *bad[] = {"{\"pos\":4,\"time\":3,\"tprev\":4}", "{\"pos\":4,\"time\":3,\"tprev\":9}",
+                         "{\"pos\":4,\"time\":3,\"tprev\":-1}",
+                         "{\"pos\":4,\"time\":3,\"tprev\":\"2\"}",
+                         "{\"pos\":4,\"time\":3,\"tprev\":1.5}"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        ab_error_clear(&err);
+        pack_json(f, bad[i]);
+        assert_int_equal(ab_stamp_decode(f->doc, f->in.data, f->in.len, &back, &err),
+                         AB_INVALID_ENVELOPE);
+        tu_assert_error(&err, AB_INVALID_ENVELOPE, "tprev");
+    }
+    ab_error_clear(&err);
+    ab_stamp_t same = {.pos = 4, .time_us = 1, .has_tprev = true, .tprev = 4};
+    assert_int_equal(ab_stamp_encode(&same, &f->out, &err), AB_INVALID_ARGUMENT);
+    tu_assert_error(&err, AB_INVALID_ARGUMENT, "tprev");
 }
 
 static void test_topics(void **state)
@@ -608,11 +666,14 @@ int main(void)
 {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, codec_setup, codec_teardown)
     const struct CMUnitTest tests[] = {
-        T(test_golden_event),        T(test_golden_hello),  T(test_golden_chunk),
-        T(test_golden_packed),       T(test_golden_in_doc), T(test_event_roundtrip),
-        T(test_event_field_errors),  T(test_event_version), T(test_event_ids),
-        T(test_event_not_json_safe), T(test_event_bytes),   T(test_event_limits),
-        T(test_event_encode_errors), T(test_stamp),         T(test_topics),
+        T(test_golden_event),        T(test_golden_hello),
+        T(test_golden_chunk),        T(test_golden_packed),
+        T(test_golden_in_doc),       T(test_event_roundtrip),
+        T(test_event_field_errors),  T(test_event_version),
+        T(test_event_ids),           T(test_event_not_json_safe),
+        T(test_event_bytes),         T(test_event_limits),
+        T(test_event_encode_errors), T(test_stamp),
+        T(test_stamp_tprev),         T(test_topics),
         T(test_event_uint64),
     };
 #undef T
