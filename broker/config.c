@@ -93,6 +93,9 @@ void ab_broker_usage(FILE *out)
             "                          before its replays are cancelled (default %d)\n"
             "  --hwm N                 event endpoint send high-water mark, live messages\n"
             "                          (of up to 256 events) per subscriber (default %d)\n"
+            "  --tprev BOOL            put the thread's previous position (tprev) in live\n"
+            "                          stamps; false for subscribers built before it, which\n"
+            "                          refuse the field (default true)\n"
             "  --snapshot-every N      store a thread's snapshot after every N committed\n"
             "                          events of it (and at least twice its last snapshot's\n"
             "                          size in bytes), 0 = only when a run ends (default %d)\n"
@@ -253,6 +256,12 @@ ab_status_t ab_broker_config_set(ab_broker_config_t *cfg, const char *key, const
         return parse_u32(key, value, 1, 1u << 20, &cfg->replay_mib, err);
     if (strcmp(key, "replay-idle") == 0)
         return parse_u32(key, value, 1, 86400, &cfg->replay_idle_s, err);
+    if (strcmp(key, "tprev") == 0) {
+        bool on = !cfg->no_tprev;
+        ab_status_t rc = set_bool(&on, key, value, err);
+        cfg->no_tprev = !on;
+        return rc;
+    }
     if (strcmp(key, "hwm") == 0)
         return parse_u32(key, value, 1, i31max, &cfg->hwm, err);
     if (strcmp(key, "snapshot-every") == 0)

@@ -19,6 +19,10 @@
  *     unless made here: each is cut to what the subscriber's key may read
  *     (ab__access_topics(), by the table current when it arrives), so an
  *     observer never receives a thread outside its prefixes.
+ *  6. Every event given to ab__fanout_event() is noted in the tprev table
+ *     before anything can fail, so the table sees every committed position
+ *     that comes here, in order; a position that never comes (a follower's
+ *     read that failed) is a gap the table answers around (tprev.h).
  */
 #include "writer_int.h"
 
@@ -30,10 +34,14 @@ void ab__fanout_init(ab__fanout_t *f, ab__shared_t *b)
     f->b = b;
     f->xpub = b->xpub;
     f->next_hb = ab__mono_ms();
+    f->no_tprev = b->cfg->no_tprev;
+    if (ab__tprev_init(&f->tprev, 0, atomic_load(&b->head_pos)) != AB_OK)
+        ab__log(AB_LOG_WARN, "events: no memory for the tprev table: live stamps leave it out");
 }
 
 void ab__fanout_free(ab__fanout_t *f)
 {
+    ab__tprev_free(&f->tprev);
     ab_buf_free(&f->topic);
     ab_buf_free(&f->live);
     ab_buf_free(&f->hb);
@@ -66,6 +74,9 @@ void ab__fanout_flush(ab__fanout_t *f)
 void ab__fanout_event(ab__fanout_t *f, const ab_seq_item_t *it, int64_t time_us)
 {
     ab_stamp_t stamp = {.pos = it->pos, .time_us = time_us};
+    /* noted first, whatever becomes of the message (invariant 6) */
+    if (ab__tprev_note(&f->tprev, it->ev->thread, it->pos, &stamp.tprev))
+        stamp.has_tprev = !f->no_tprev;
     if (it->info && it->info->type == AB_AGUI_RUN_ERROR && ab_event_by_broker(it->ev->body))
         stamp.author = AB_AUTHOR_BROKER; /* abandon_run's RUN_ERROR (PROTOCOL.md section 5) */
     ab_error_t *e = &f->scratch;         /* clear between calls: cleared again after each failure */

@@ -15,6 +15,7 @@
 #define AB_BROKER_WRITER_INT_H
 
 #include "snap_internal.h"
+#include "tprev.h"
 
 /* ---- fanout.c ----------------------------------------------------------- */
 
@@ -34,9 +35,11 @@ typedef struct ab__fanout {
     uint32_t live_n; /**< records in it */
     ab_buf_t hb;     /**< heartbeat encoding */
     ab_error_t
-        scratch;     /**< per-event encode error: clear, set only by a failure and then cleared */
-    int64_t next_hb; /**< ab__mono_ms() when the next heartbeat is due */
-    int sub_opt;     /**< ZMQ_SUBSCRIBE or ZMQ_UNSUBSCRIBE, while a subscription is applied */
+        scratch;       /**< per-event encode error: clear, set only by a failure and then cleared */
+    int64_t next_hb;   /**< ab__mono_ms() when the next heartbeat is due */
+    int sub_opt;       /**< ZMQ_SUBSCRIBE or ZMQ_UNSUBSCRIBE, while a subscription is applied */
+    ab__tprev_t tprev; /**< each thread's last position, for the stamps' tprev (tprev.h) */
+    bool no_tprev;     /**< --tprev false: the stamps leave it out */
 } ab__fanout_t;
 
 /** Set up @p f on broker @p b's XPUB socket; the first heartbeat is due now. */
@@ -44,7 +47,9 @@ void ab__fanout_init(ab__fanout_t *f, ab__shared_t *b);
 
 /**
  * Add committed event @p it (stamped @p pos, @p time_us) to the live message
- * of its run; a message is sent when full or when the run changes. Never
+ * of its run; a message is sent when full or when the run changes. Every
+ * committed event comes here in position order (the follower's too), and is
+ * noted in the tprev table first, also when its message is lost. Never
  * fails: out of memory is a live loss, which subscribers fill from the store.
  */
 void ab__fanout_event(ab__fanout_t *f, const ab_seq_item_t *it, int64_t time_us);

@@ -114,6 +114,9 @@ typedef struct ab_broker_config {
     /** `--pg CONNINFO`: the PostgreSQL plugin's libpq connection string (docs/SCALING.md),
      *  handed to the plugin as ab_plugin_open_opts_t.conninfo; "" = none. */
     char pg_conninfo[AB_BROKER_PATH_MAX];
+    /** `--tprev false`: live stamps carry no `tprev` (docs/PROTOCOL.md section 5), for
+     *  subscribers built before the field, which refuse a stamp that has it. */
+    bool no_tprev;
 } ab_broker_config_t;
 
 /** Fill @p cfg with the defaults. */

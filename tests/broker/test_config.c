@@ -128,6 +128,22 @@ static void test_every_flag(void **state)
     assert_int_equal(cfg.log_level, AB_LOG_DEBUG);
 }
 
+/* --tprev: on by default, off with false (docs/OPERATIONS.md), nothing else. */
+static void test_tprev_flag(void **state)
+{
+    (void)state;
+    ab_broker_config_t cfg;
+    ab_error_t err = AB_ERROR_INIT;
+    ab_broker_config_defaults(&cfg);
+    assert_false(cfg.no_tprev);
+    assert_int_equal(parse(&cfg, 3, ARGV("--tprev", "false"), &err), AB_OK);
+    assert_true(cfg.no_tprev);
+    assert_int_equal(parse(&cfg, 2, ARGV("--tprev=true"), &err), AB_OK);
+    assert_false(cfg.no_tprev);
+    assert_int_equal(parse(&cfg, 3, ARGV("--tprev", "maybe"), &err), AB_INVALID_CONFIG);
+    assert_string_equal(err.field, "tprev");
+}
+
 static void test_help(void **state)
 {
     (void)state;
@@ -330,6 +346,7 @@ static void test_usage_lists_defaults(void **state)
                           "--snapshot-memory",
                           "--keys",
                           "--insecure",
+                          "--tprev",
                           "--config",
                           "--help",
                           "16384",
@@ -351,6 +368,7 @@ int main(void)
         cmocka_unit_test(test_config_file),
         cmocka_unit_test(test_config_file_errors),
         cmocka_unit_test(test_usage_lists_defaults),
+        cmocka_unit_test(test_tprev_flag),
         cmocka_unit_test(test_config_text_nul_and_long_lines),
         cmocka_unit_test(test_config_file_size_bound),
     };
