@@ -10,8 +10,10 @@
  *     live or any pos > last pos from a replay (positions are commit order
  *     and the replay is authoritative). An ordered thread (opts.ordered)
  *     follows the rule of scope all with synced_pos, the position up to
- *     which every event of the thread was delivered: live only pos ==
- *     synced_pos + 1, from its replay (scope thread, after_pos = synced_pos)
+ *     which every event of the thread was delivered: live only when its
+ *     stamp's tprev (the thread has nothing between tprev and pos) is at or
+ *     below synced_pos, or, from a broker that sent no tprev, pos ==
+ *     synced_pos + 1; from its replay (scope thread, after_pos = synced_pos)
  *     any pos above it. The cursor advances before the callback runs, so a
  *     stop never re-delivers.
  *  2. A live event past the cursor + 1 is a hole: the FIFO is dropped and a
@@ -51,6 +53,8 @@ static int classify(const ab_sub_t *s, const ab_event_t *ev, const ab_stamp_t *s
     if (s->o.ordered) { /* everything of the thread up to synced_pos was delivered */
         if (st->pos <= s->synced_pos)
             return K_DUP;
+        if (st->has_tprev) /* nothing of the thread lies between tprev and pos */
+            return st->tprev <= s->synced_pos ? K_NEXT : K_HOLE;
         return st->pos == s->synced_pos + 1 ? K_NEXT : K_HOLE;
     }
     uint64_t cur = ab__sub_map_get(&s->map, ev->run.ptr, ev->run.len);
