@@ -190,12 +190,15 @@ class Event:
 
     ``thread``, ``run``, ``seq``, ``epoch``, ``ts`` (producer ms), ``body`` (the AG-UI event
     dict), ``pos`` and ``time_us`` (the broker stamp), ``by`` ("broker" for an event the
-    broker wrote itself, else None), ``replayed`` (came from the store, not live) and
-    ``raw`` (the envelope bytes exactly as published).
+    broker wrote itself, else None), ``tprev`` (live events: a position below ``pos`` with
+    no event of the thread between the two, the previous event's when the broker knows
+    it, section 5; None when the stamp has none, as on every replayed event and from an
+    older broker), ``replayed`` (came from the store, not live) and ``raw`` (the
+    envelope bytes exactly as published).
     """
 
     __slots__ = ("thread", "run", "seq", "epoch", "ts", "body", "pos", "time_us", "by",
-                 "replayed", "raw")
+                 "tprev", "replayed", "raw")
 
     def __init__(self, env: dict[str, Any], stamp: dict[str, Any], raw: bytes, replayed: bool):
         self.thread = env["thread"]
@@ -207,6 +210,7 @@ class Event:
         self.pos = stamp["pos"]
         self.time_us = stamp["time"]
         self.by = stamp.get("by")
+        self.tprev = stamp.get("tprev")
         self.replayed = replayed
         self.raw = raw
 
@@ -248,6 +252,9 @@ def decode_stamp(raw: bytes) -> dict[str, Any]:
     by = st.get("by")
     if by is not None and by != "broker":
         raise errors.InvalidEnvelope("stamp by is not \"broker\"", field="by")
+    tp = st.get("tprev", 0)
+    if "tprev" in st and (type(tp) is not int or tp < 0 or tp >= st["pos"]):
+        raise errors.InvalidEnvelope("stamp tprev is not a uint below pos", field="tprev")
     return st
 
 
@@ -294,16 +301,18 @@ _STAMPS = {5 + 1 + w + 6 + 8: (struct.Struct(f">6s{c}6sQ").unpack_from, b"\x82\x
            for w, c, m in ((1, "B", 0xCC), (2, "H", 0xCD), (4, "I", 0xCE), (8, "Q", 0xCF))}
 
 
-def _stamp(b: bytes) -> tuple[int, int, str | None]:
-    """(pos, time, by) of a stamp in any valid encoding; ValueError if it is not one."""
+def _stamp(b: bytes) -> tuple[int, int, str | None, int | None]:
+    """(pos, time, by, tprev) of a stamp in any valid encoding; ValueError if it is not one."""
     st = msgpack.unpackb(b)
     if type(st) is not dict:
         raise ValueError
-    pos, tm, by = st["pos"], st["time"], st.get("by")
+    pos, tm, by, tp = st["pos"], st["time"], st.get("by"), st.get("tprev")
     if (type(pos) is not int or pos < 1 or type(tm) is not int
-            or len(st) != (2 if by is None else 3) or (by is not None and by != "broker")):
+            or len(st) != 2 + (by is not None) + (tp is not None)
+            or (by is not None and by != "broker")
+            or (tp is not None and (type(tp) is not int or tp < 0 or tp >= pos))):
         raise ValueError
-    return pos, tm, by
+    return pos, tm, by, tp
 
 
 _MALFORMED = (ValueError, KeyError, TypeError, struct.error, msgpack.ExtraData,
@@ -352,11 +361,11 @@ def decode_chunk(frame: Any, replayed: bool) -> tuple[list[Event], bool]:
             fs = _STAMPS.get(sl)
             if fs is not None:
                 pre, pos, mid, tm = fs[0](buf, s0)
-                by = None
+                by = tp = None
                 if pre != fs[1] or mid != _STAMP_TIME or pos < 1:
-                    pos, tm, by = _stamp(buf[s0:s0 + sl])
+                    pos, tm, by, tp = _stamp(buf[s0:s0 + sl])
             else:
-                pos, tm, by = _stamp(buf[s0:s0 + sl])
+                pos, tm, by, tp = _stamp(buf[s0:s0 + sl])
             raw = buf[e0:off]
             env = unp(raw)
             if type(env) is not dict or len(env) != 7 or env["v"] != VERSION:
@@ -371,6 +380,7 @@ def decode_chunk(frame: Any, replayed: bool) -> tuple[list[Event], bool]:
             ev.pos = pos
             ev.time_us = tm
             ev.by = by
+            ev.tprev = tp
             if (type(seq) is not int or seq < 1 or type(ep) is not int or ep < 1
                     or type(body) is not dict or type(th) is not str or type(ru) is not str
                     or type(ts) is not int):

@@ -258,3 +258,37 @@ def test_replay_seam_per_chunk_matches_per_event_rules():
     # positions may skip in a replay: not consecutive, judged per event
     got, st, pos = asyncio.run(go([[10, 12, 15], [15, 16]]))
     assert got == [12, 15, 16] and st["duplicates"] == 2 and pos == 16
+
+
+def test_live_stamps_carry_tprev(broker, ids):
+    """Live events of two threads written in turns: each live stamp's tprev is the previous
+    event of its thread (PROTOCOL.md section 5: the broker knows both threads, it saw
+    them committed); replayed events have none."""
+    t, r = ids
+    u = t + "-other"
+    s = agentbus.Subscriber(broker.endpoint, scope="all", from_now=True)
+    s.next_batch(0.3)  # the first replay and heartbeat: the subscription is live
+    ps = {}
+    for th in (t, u):
+        ps[th] = agentbus.Producer(broker.endpoint)
+        ps[th].claim(th, r)
+    for i in range(7):
+        for th in (t, u):
+            ev = started(th, r) if i == 0 else {"type": "CUSTOM", "name": "n", "value": i}
+            ps[th].publish(ev)
+            ps[th].flush()
+    for pr in ps.values():
+        pr.close()
+    got = [e for e in s.events(14) if e.thread in (t, u)]
+    s.close()
+    last = {}
+    live = [e for e in got if not e.replayed]
+    assert live
+    for e in got:
+        if not e.replayed:
+            assert e.tprev is not None and e.tprev < e.pos
+            if e.thread in last:
+                assert e.tprev == last[e.thread]
+        else:
+            assert e.tprev is None
+        last[e.thread] = e.pos

@@ -171,6 +171,9 @@ STAMP_CASES = [
     {"pos": 70000, "time": 7},
     {"time": 1700000000000123, "pos": 70000},
     {"pos": 70000, "time": 1700000000000123, "by": "broker"},
+    {"pos": 70000, "time": 1700000000000123, "tprev": 0},
+    {"pos": 70000, "time": 1700000000000123, "tprev": 69999},
+    {"tprev": 5, "pos": 9, "time": 1, "by": "broker"},
 ]
 
 
@@ -178,6 +181,8 @@ STAMP_CASES = [
 def test_stamp_shapes_decode_as_msgpack_does(stamp):
     (ev,) = wire.decode_records(_frame([stamp]), False)
     assert (ev.pos, ev.time_us, ev.by) == (stamp["pos"], stamp["time"], stamp.get("by"))
+    assert ev.tprev == stamp.get("tprev")  # None: absent (replays, older brokers)
+    assert wire.decode_stamp(msgpack.packb(stamp)).get("tprev") == stamp.get("tprev")
 
 
 def _u(marker: int, width: int, value: int) -> bytes:
@@ -202,6 +207,10 @@ T64 = _u(0xCF, 8, 1700000000000123)
     msgpack.packb({"pos": 9, "time": 5, "by": "producer"}),
     msgpack.packb({"pos": 9, "time": 5, "by": None}),
     msgpack.packb({"pos": 9, "time": 5, "extra": 1}),
+    msgpack.packb({"pos": 9, "time": 5, "tprev": 9}),  # tprev below pos only
+    msgpack.packb({"pos": 9, "time": 5, "tprev": -1}),
+    msgpack.packb({"pos": 9, "time": 5, "tprev": None}),
+    msgpack.packb({"pos": 9, "time": 5, "tprev": "3"}),
     msgpack.packb([9, 5]),
     msgpack.packb({"pos": 9, "time": 5, "p": "x" * 60}),  # above 64 bytes
 ])
