@@ -124,10 +124,11 @@ typedef struct ab_stamp {
     uint64_t pos;       /**< global commit position, >= 1 */
     int64_t time_us;    /**< commit time, microseconds since the Unix epoch */
     ab_author_t author; /**< AB_AUTHOR_BROKER: written by the broker, not a producer */
-    /** Live events only (PROTOCOL.md section 5): has_tprev says the broker
-     *  knew the position of the previous event of the same thread, tprev
-     *  (< pos; 0: this is the thread's first event). false: not known (absent
-     *  on the wire: an older broker, a broker that lost track, every replay). */
+    /** Live events only (PROTOCOL.md section 5): has_tprev says the stamp carries
+     *  tprev, a position below pos such that the event's thread has no event
+     *  strictly between the two: its previous event's when the broker knows it
+     *  (0: the thread's first event), else a lower bound. false: absent (an
+     *  older broker, --tprev false, every replay record). */
     bool has_tprev;
     uint64_t tprev;
 } ab_stamp_t;
