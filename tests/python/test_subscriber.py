@@ -260,14 +260,25 @@ def test_replay_seam_per_chunk_matches_per_event_rules():
     assert got == [12, 15, 16] and st["duplicates"] == 2 and pos == 16
 
 
+
 def test_live_stamps_carry_tprev(broker, ids):
-    """Live events of two threads written in turns: each live stamp's tprev is the previous
-    event of its thread (PROTOCOL.md section 5: the broker knows both threads, it saw
-    them committed); replayed events have none."""
+    """Live events of two threads written in turns, read from a raw SUB that a heartbeat
+    proved subscribed (PROTOCOL.md 6.2): every live stamp's tprev is the previous event of
+    its thread (section 5), the events of a thread's first publish excepted (a bound:
+    the module's broker has seen other tests' events)."""
+    import zmq
+
+    from agentbus import wire
     t, r = ids
     u = t + "-other"
-    s = agentbus.Subscriber(broker.endpoint, scope="all", from_now=True)
-    s.next_batch(0.3)  # the first replay and heartbeat: the subscription is live
+    ctx = zmq.Context.instance()
+    sub = ctx.socket(zmq.SUB)
+    sub.setsockopt(zmq.LINGER, 0)
+    for th in (t, u):
+        sub.setsockopt(zmq.SUBSCRIBE, wire.topic(th))
+    sub.setsockopt(zmq.SUBSCRIBE, wire.HEARTBEAT_TOPIC)
+    sub.connect(f"tcp://127.0.0.1:{broker.ev_port}")
+    assert sub.poll(5000) and sub.recv_multipart()[0] == wire.HEARTBEAT_TOPIC
     ps = {}
     for th in (t, u):
         ps[th] = agentbus.Producer(broker.endpoint)
@@ -279,16 +290,20 @@ def test_live_stamps_carry_tprev(broker, ids):
             ps[th].flush()
     for pr in ps.values():
         pr.close()
-    got = [e for e in s.events(14) if e.thread in (t, u)]
-    s.close()
+    got = []
+    while len(got) < 14:
+        assert sub.poll(5000), f"only {len(got)} of 14 live events"
+        topic, frame = sub.recv_multipart()
+        if topic != wire.HEARTBEAT_TOPIC:
+            got += wire.decode_records(frame, False)
+    sub.close()
     last = {}
-    live = [e for e in got if not e.replayed]
-    assert live
     for e in got:
-        if not e.replayed:
-            assert e.tprev is not None and e.tprev < e.pos
-            if e.thread in last:
-                assert e.tprev == last[e.thread]
-        else:
-            assert e.tprev is None
+        assert e.tprev is not None and e.tprev < e.pos
+        if e.thread in last:
+            assert e.tprev == last[e.thread]
         last[e.thread] = e.pos
+    # a replayed stamp has none
+    with agentbus.Client(broker.endpoint) as c:
+        evs = list(c.replay("thread", thread=t, cursors={}))
+    assert len(evs) == 7 and all(e.tprev is None for e in evs)
