@@ -35,9 +35,10 @@ typedef struct ab__fanout {
     uint32_t live_n; /**< records in it */
     ab_buf_t hb;     /**< heartbeat encoding */
     ab_error_t
-        scratch;       /**< per-event encode error: clear, set only by a failure and then cleared */
-    int64_t next_hb;   /**< ab__mono_ms() when the next heartbeat is due */
-    int sub_opt;       /**< ZMQ_SUBSCRIBE or ZMQ_UNSUBSCRIBE, while a subscription is applied */
+        scratch;     /**< per-event encode error: clear, set only by a failure and then cleared */
+    int64_t next_hb; /**< ab__mono_ms() when the next heartbeat is due */
+    int sub_opt;     /**< ZMQ_SUBSCRIBE or ZMQ_UNSUBSCRIBE, while a subscription is applied */
+
     ab__tprev_t tprev; /**< each thread's last position, for the stamps' tprev (tprev.h) */
     bool no_tprev;     /**< --tprev false: the stamps leave it out */
 } ab__fanout_t;
