@@ -8,9 +8,11 @@
  * table answers a position T below it such that the event's thread has no
  * committed event with a position strictly between T and the event's: the
  * position of the thread's previous event when the table holds the thread,
- * else a lower bound it can prove (the positions it has not watched, or an
- * evicted thread's last known one). An ordered thread subscriber that has
- * every event of the thread up to T delivers the event without a replay.
+ * else a higher position below the event's that it can prove (the positions
+ * it has not watched, or an evicted thread's last known one): at or above the
+ * thread's previous event, so a subscriber replays at worst once more. An
+ * ordered thread subscriber that has every event of the thread up to T
+ * delivers the event without a replay.
  *
  * Bounded: AB__TPREV_SETS x AB__TPREV_WAYS threads (16384), fixed-size
  * entries allocated once at start (about 4.6 MiB), no allocation per event.

@@ -127,7 +127,7 @@ typedef struct ab_stamp {
     /** Live events only (PROTOCOL.md section 5): has_tprev says the stamp carries
      *  tprev, a position below pos such that the event's thread has no event
      *  strictly between the two: its previous event's when the broker knows it
-     *  (0: the thread's first event), else a lower bound. false: absent (an
+     *  (0: the thread's first event), else a position between that one and pos. false: absent (an
      *  older broker, --tprev false, every replay record). */
     bool has_tprev;
     uint64_t tprev;
