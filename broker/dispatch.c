@@ -27,6 +27,7 @@
 #include "loader.h"
 
 #include <inttypes.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -103,6 +104,22 @@ void ab__dq_update(ab__dispatch_t *d, const ab_request_t *r)
     d->nq--;
 }
 
+bool ab__dq_mine(const ab__dispatch_t *d, const ab__dreq_t *q)
+{
+    return q->r.broker[0] == '\0' || strcmp(q->r.broker, d->b->instance) == 0;
+}
+
+/* The broker a move to @p to records: none when queued; this one when it assigns or a
+ * worker here adopts a started run; else the holder's (a commit, an end, a cancel). */
+static ab_str_t move_broker(const ab__dispatch_t *d, const ab__dreq_t *q, ab_request_state_t to)
+{
+    if (to == AB_REQ_QUEUED)
+        return (ab_str_t){0};
+    if (to == AB_REQ_ASSIGNED || (to == AB_REQ_STARTED && q->r.state == AB_REQ_STARTED))
+        return sv(d->b->instance);
+    return sv(q->r.broker);
+}
+
 ab_status_t ab__dq_move(ab__dispatch_t *d, ab__dreq_t *q, ab_request_state_t to, const char *worker,
                         uint64_t epoch, ab_error_t *err)
 {
@@ -110,7 +127,8 @@ ab_status_t ab__dq_move(ab__dispatch_t *d, ab__dreq_t *q, ab_request_state_t to,
                             .expect_epoch = q->r.epoch,
                             .state = to,
                             .worker = worker ? sv(worker) : (ab_str_t){0},
-                            .epoch = epoch};
+                            .epoch = epoch,
+                            .broker = move_broker(d, q, to)};
     ab_request_t out;
     ab_status_t rc = d->p->request_move(d->db, q->r.id, &mv, &out, err);
     if (rc == AB_OK)
@@ -130,8 +148,11 @@ bool ab__dq_owner_live(const ab__dispatch_t *d, const char *name)
 
 bool ab__dq_orphaned(const ab__dispatch_t *d, const ab__dreq_t *q)
 {
-    return q->r.state == AB_REQ_STARTED && !ab__dq_owner_live(d, q->r.worker) &&
-           (!q->loaded || ab__mono_ms() >= d->grace_until_ms);
+    if (q->r.state != AB_REQ_STARTED)
+        return false;
+    if (!ab__dq_mine(d, q))
+        return q->lost; /* another broker's: orphaned once its lease ended */
+    return !ab__dq_owner_live(d, q->r.worker) && (!q->loaded || ab__mono_ms() >= d->grace_until_ms);
 }
 
 static ab__dagent_t *serves(const ab__dwk_t *w, const char *agent)
@@ -186,7 +207,8 @@ static void requeue_unowned(ab__dispatch_t *d)
     for (size_t i = 0; i < d->nq;) {
         ab__dreq_t *q = &d->q[i];
         ab_error_t e = AB_ERROR_INIT;
-        if (q->r.state != AB_REQ_ASSIGNED || ab__dq_owner(d, q->r.worker, q->r.agent)) {
+        if (q->r.state != AB_REQ_ASSIGNED || !ab__dq_mine(d, q) ||
+            ab__dq_owner(d, q->r.worker, q->r.agent)) {
             i++;
             continue;
         }
@@ -247,7 +269,7 @@ static void worker_up(ab__dispatch_t *d, ab_job_t *job)
  * built then). Best effort, like live events: a subscriber that misses it
  * finds the orphan in `requests`.
  */
-static void notice_orphan(ab__dispatch_t *d, const ab__dreq_t *q)
+void ab__dq_notice_orphan(ab__dispatch_t *d, const ab__dreq_t *q)
 {
     ab_msg_t m = {.op = AB_OP_NOTICE, .v = 1};
     m.u.notice = (ab_notice_t){AB_NOTICE_ORPHANED, sv(q->r.thread), sv(q->r.run), q->r.id,
@@ -273,10 +295,11 @@ static void worker_down(ab__dispatch_t *d, ab_job_t *job)
     worker_remove(d, w);
     requeue_unowned(d);
     for (size_t i = 0; i < d->nq; i++)
-        if (strcmp(d->q[i].r.worker, name) == 0 && ab__dq_orphaned(d, &d->q[i])) {
+        if (strcmp(d->q[i].r.worker, name) == 0 && ab__dq_mine(d, &d->q[i]) &&
+            ab__dq_orphaned(d, &d->q[i])) {
             ab__log(AB_LOG_WARN, "dispatch: run %s of thread %s is orphaned (worker %s is gone)",
                     d->q[i].r.run, d->q[i].r.thread, name);
-            notice_orphan(d, &d->q[i]);
+            ab__dq_notice_orphan(d, &d->q[i]);
         }
 }
 
@@ -329,7 +352,8 @@ static void count_load(ab__dispatch_t *d)
             d->wk[i].agents[j].used = 0;
     for (size_t k = 0; k < d->nq; k++) {
         const ab_request_t *r = &d->q[k].r;
-        if (r->state != AB_REQ_ASSIGNED && r->state != AB_REQ_STARTED)
+        if ((r->state != AB_REQ_ASSIGNED && r->state != AB_REQ_STARTED) ||
+            !ab__dq_mine(d, &d->q[k]))
             continue;
         for (size_t i = 0; i < d->nwk; i++) {
             ab__dagent_t *a =
@@ -444,11 +468,19 @@ static bool assign(ab__dispatch_t *d, ab__dreq_t *q, ab__dwk_t *w)
     ab_request_t r;
     const ab_val_t *input = NULL;
     bool moved = false;
-    ab_status_t rc = ab__seq_claim(d->seq, sv(q->r.thread), sv(q->r.run), &epoch, &last, &st, &e);
-    if (rc == AB_OK)
-        moved = (rc = ab__dq_move(d, q, AB_REQ_ASSIGNED, w->name, epoch, &e)) == AB_OK;
-    if (rc == AB_OK)
-        rc = d->p->request_get(d->db, id, &r, &d->buf, &e);
+    ab_status_t rc;
+    if (d->takes) { /* claim and move in one transaction (bug 3 of SCALING.md) */
+        if ((rc = ab__dq_take(d, q, w, &r, &e)) == AB_CONFLICT)
+            return false; /* another broker took it, or its thread is busy: refreshed soon */
+        moved = rc == AB_OK;
+        epoch = r.epoch;
+    } else {
+        rc = ab__seq_claim(d->seq, sv(q->r.thread), sv(q->r.run), &epoch, &last, &st, &e);
+        if (rc == AB_OK)
+            moved = (rc = ab__dq_move(d, q, AB_REQ_ASSIGNED, w->name, epoch, &e)) == AB_OK;
+        if (rc == AB_OK)
+            rc = d->p->request_get(d->db, id, &r, &d->buf, &e);
+    }
     if (rc == AB_OK)
         rc = ab_doc_parse(d->idoc, d->buf.data, d->buf.len, UINT32_MAX, UINT32_MAX, AB_INTERNAL,
                           &input, &e);
@@ -482,8 +514,9 @@ static void apply_moves(ab__dispatch_t *d)
         const ab__dmove_t *mv = &d->moves[i];
         uint64_t epoch = mv->to == AB_REQ_STARTED ? mv->epoch : q->r.epoch;
         if (ab__dq_move(d, q, mv->to, q->r.worker, epoch, &e) != AB_OK) {
-            char line[256];
-            ab__log(AB_LOG_WARN, "dispatch: request %" PRIu64 " not moved to %s: %s", mv->id,
+            char line[256]; /* a conflict: another broker made the move first */
+            ab__log(e.code == AB_CONFLICT ? AB_LOG_DEBUG : AB_LOG_WARN,
+                    "dispatch: request %" PRIu64 " not moved to %s: %s", mv->id,
                     ab_request_state_name(mv->to), ab_error_format(&e, line, sizeof(line)));
         }
     }
@@ -529,6 +562,7 @@ static void note_move(ab__dispatch_t *d, uint64_t id, ab_request_state_t to, uin
     }
     d->moves = v;
     d->moves[d->nmoves++] = (ab__dmove_t){id, to, epoch};
+    d->dirty = true; /* a followed commit: the next tick's pump stores it */
 }
 
 void ab__dispatch_committed(ab__dispatch_t *d, const ab_append_event_t *evs, size_t n)
@@ -579,7 +613,10 @@ long ab__dispatch_tick(ab__dispatch_t *d)
     if (d == NULL)
         return -1;
     int64_t now = ab__mono_ms();
+    long sync = ab__dispatch_sync(d, now);
     long backoff = d->nq ? backoff_due(d, now) : -1;
+    if (sync >= 0 && (backoff < 0 || sync < backoff))
+        backoff = sync;
     if (d->dirty)
         ab__dispatch_pump(d);
     if (d->grace_until_ms == 0)
@@ -594,7 +631,7 @@ long ab__dispatch_tick(ab__dispatch_t *d)
             ab__log(AB_LOG_WARN,
                     "dispatch: run %s of thread %s is orphaned (no worker %s after the restart)",
                     d->q[i].r.run, d->q[i].r.thread, d->q[i].r.worker);
-            notice_orphan(d, &d->q[i]);
+            ab__dq_notice_orphan(d, &d->q[i]);
         }
     return backoff;
 }
@@ -620,15 +657,20 @@ static int by_id(const void *a, const void *b)
     return (x->id > y->id) - (x->id < y->id);
 }
 
-static ab_status_t list_open(ab__dispatch_t *d, ab__rlist_t *l, ab_error_t *err)
+ab_status_t ab__dq_list_open(ab__dispatch_t *d, ab__rlist_t *l, size_t cap, ab_error_t *err)
 {
-    static const ab_request_state_t states[] = {AB_REQ_QUEUED, AB_REQ_ASSIGNED, AB_REQ_STARTED};
+    /* held ones first: a table cut at cap keeps what workers hold */
+    static const ab_request_state_t states[] = {AB_REQ_STARTED, AB_REQ_ASSIGNED, AB_REQ_QUEUED};
     for (size_t s = 0; s < 3; s++) {
         uint64_t after = 0;
         uint32_t got = 0;
         do {
             size_t before = l->n;
-            ab_status_t rc = d->p->request_list(d->db, states[s], (ab_str_t){0}, after, 1000,
+            if (l->n >= cap)
+                break;
+            uint32_t page =
+                cap - l->n < AB__DISPATCH_PAGE ? (uint32_t)(cap - l->n) : AB__DISPATCH_PAGE;
+            ab_status_t rc = d->p->request_list(d->db, states[s], (ab_str_t){0}, after, page,
                                                 ab__dq_collect, l, &got, err);
             if (rc != AB_OK)
                 return rc;
@@ -636,9 +678,9 @@ static ab_status_t list_open(ab__dispatch_t *d, ab__rlist_t *l, ab_error_t *err)
                 return ab_error_set(err, AB_NOMEM, "", "out of memory loading requests");
             if (l->n > before)
                 after = l->v[l->n - 1].id;
-        } while (got == 1000);
+        } while (got == AB__DISPATCH_PAGE);
     }
-    if (l->n > AB__DISPATCH_OPEN_MAX)
+    if (l->n > AB__DISPATCH_OPEN_MAX && cap > AB__DISPATCH_OPEN_MAX)
         ab__log(AB_LOG_WARN,
                 "dispatch: %zu open requests in the store, more than the %d the "
                 "broker takes in new",
@@ -649,7 +691,7 @@ static ab_status_t list_open(ab__dispatch_t *d, ab__rlist_t *l, ab_error_t *err)
 }
 
 /* The input's parentRunId of request @p id, into @p out ("" = none). */
-static ab_status_t parent_of(ab__dispatch_t *d, uint64_t id, char *out, size_t size,
+ab_status_t ab__dq_parent_of(ab__dispatch_t *d, uint64_t id, char *out, size_t size,
                              ab_error_t *err)
 {
     ab_request_t r;
@@ -670,7 +712,7 @@ static ab_status_t parent_of(ab__dispatch_t *d, uint64_t id, char *out, size_t s
 
 /* After a restart: an assigned request whose run has not started goes back to the queue;
  * one whose RUN_STARTED (or end) committed before the stop is moved on (invariant 2). */
-static ab_status_t recover(ab__dispatch_t *d, ab__dreq_t *q, ab_error_t *err)
+ab_status_t ab__dq_recover(ab__dispatch_t *d, ab__dreq_t *q, ab_error_t *err)
 {
     if (q->r.state == AB_REQ_QUEUED)
         return AB_OK;
@@ -693,10 +735,10 @@ static ab_status_t recover(ab__dispatch_t *d, ab__dreq_t *q, ab_error_t *err)
 static ab_status_t load(ab__dispatch_t *d, ab_error_t *err)
 {
     ab__rlist_t l = {0};
-    ab_status_t rc = list_open(d, &l, err);
+    ab_status_t rc = ab__dq_list_open(d, &l, SIZE_MAX, err);
     char parent[AB_ID_MAX_BYTES + 1];
     for (size_t i = 0; rc == AB_OK && i < l.n; i++) {
-        rc = parent_of(d, l.v[i].id, parent, sizeof(parent), err);
+        rc = ab__dq_parent_of(d, l.v[i].id, parent, sizeof(parent), err);
         if (rc == AB_OK && !ab__dq_add(d, &l.v[i], parent))
             rc = ab_error_set(err, AB_NOMEM, "", "out of memory loading requests");
         ab__dreq_t *q = rc == AB_OK ? ab__dq_by_id(d, l.v[i].id) : NULL;
@@ -705,8 +747,8 @@ static ab_status_t load(ab__dispatch_t *d, ab_error_t *err)
     }
     for (size_t i = 0; rc == AB_OK && i < l.n; i++) {
         ab__dreq_t *q = ab__dq_by_id(d, l.v[i].id);
-        if (q != NULL)
-            rc = recover(d, q, err);
+        if (q != NULL && ab__dq_mine(d, q)) /* another broker's: its own, or its lease's */
+            rc = ab__dq_recover(d, q, err);
     }
     if (rc == AB_OK && d->nq > 0)
         ab__log(AB_LOG_INFO, "dispatch: %zu open requests", d->nq);
@@ -733,6 +775,8 @@ ab_status_t ab__dispatch_new(ab__dispatch_t **out, ab__shared_t *b, ab_seq_t *se
     d->p = b->plugin;
     d->db = b->wdb;
     d->grace_until_ms = ab__mono_ms() + AB_LEASE_MS_DEFAULT;
+    d->takes = ab__plugin_takes(d->p);
+    ab__dispatch_sync(d, ab__mono_ms()); /* the lease first: this broker is alive from now */
     ab_status_t rc = load(d, err);
     if (rc != AB_OK) {
         ab__dispatch_destroy(&d);
@@ -740,6 +784,12 @@ ab_status_t ab__dispatch_new(ab__dispatch_t **out, ab__shared_t *b, ab_seq_t *se
     }
     *out = d;
     return AB_OK;
+}
+
+void ab__dispatch_stale(ab__dispatch_t *d)
+{
+    if (d != NULL && d->takes)
+        d->stale = true;
 }
 
 void ab__dispatch_access_changed(ab__dispatch_t *d)

@@ -78,6 +78,9 @@ bool ab__dispatch_is_orphan(ab__dispatch_t *d, ab_str_t thread, ab_str_t run);
 /** ms until dispatch next has something to do by itself (orphan grace), -1 = nothing. */
 long ab__dispatch_tick(ab__dispatch_t *d);
 
+/** Another broker put or moved a request (a shared store's wake): refresh the table soon. */
+void ab__dispatch_stale(ab__dispatch_t *d);
+
 /** The access table was reloaded: queued requests may find a worker now. */
 void ab__dispatch_access_changed(ab__dispatch_t *d);
 

@@ -14,7 +14,15 @@ typedef struct ab__dreq {
     char avoid[AB_REQUEST_WORKER_MAX_BYTES + 1]; /**< the worker that declined it last */
     int64_t avoid_until_ms; /**< ... is not given it again before this (mono ms) */
     bool loaded;            /**< read from the store at start-up (its owner may not be back yet) */
+    bool lost;              /**< held through another broker whose lease ended (shared store) */
 } ab__dreq_t;
+
+/** Shared store: how often the lease is renewed and the table refreshed (ms). */
+#define AB__DISPATCH_SYNC_MS 1000
+/** Shared store: the soonest a request wake refreshes the table after the last refresh (ms). */
+#define AB__DISPATCH_REFRESH_MS 100
+/** Rows of a request_list page (start-up, refresh). */
+#define AB__DISPATCH_PAGE 1000
 
 /** How long a declined request is not offered to the worker that declined it (ms). */
 #define AB__DECLINE_BACKOFF_MS 1000
@@ -66,6 +74,11 @@ struct ab__dispatch {
     ab_doc_t *idoc;    /**< stored inputs read back */
     ab_buf_t buf;      /**< scratch: inputs, encodings */
     ab__access_t *acc; /**< during a pump: the access table (NULL = no keys) */
+    /* a store shared by brokers (dispatch_shared.c) */
+    bool takes;              /**< the plugin takes requests (request_take, broker_lease) */
+    bool stale;              /**< another broker moved a request: refresh the table soon */
+    int64_t next_sync_ms;    /**< next lease renewal and refresh (mono ms) */
+    int64_t last_refresh_ms; /**< the last refresh (mono ms) */
 };
 
 /** A growable copy of requests, filled by ab__dq_collect (an ab_request_cb). */
@@ -83,6 +96,19 @@ ab__dreq_t *ab__dq_by_id(ab__dispatch_t *d, uint64_t id);
 bool ab__dq_add(ab__dispatch_t *d, const ab_request_t *r, const char *parent);
 /** Replace the copy of request r->id with @p r; remove it when it is no longer open. */
 void ab__dq_update(ab__dispatch_t *d, const ab_request_t *r);
+/** Whether this broker owns @p q: no broker recorded ("" on SQLite), or this instance. */
+bool ab__dq_mine(const ab__dispatch_t *d, const ab__dreq_t *q);
+/** List the store's open requests (started, assigned, queued), at most @p cap, by id. */
+AB_NODISCARD ab_status_t ab__dq_list_open(ab__dispatch_t *d, ab__rlist_t *l, size_t cap,
+                                          ab_error_t *err);
+/** The input's parentRunId of request @p id, into @p out ("" = none). */
+AB_NODISCARD ab_status_t ab__dq_parent_of(ab__dispatch_t *d, uint64_t id, char *out, size_t size,
+                                          ab_error_t *err);
+/** After a restart (own rows) or a lost broker (its rows): settle an assigned request by
+ *  its run's head (queued again, started or ended: invariant 2). */
+AB_NODISCARD ab_status_t ab__dq_recover(ab__dispatch_t *d, ab__dreq_t *q, ab_error_t *err);
+/** Tell the thread's subscribers that run q is orphaned. */
+void ab__dq_notice_orphan(ab__dispatch_t *d, const ab__dreq_t *q);
 /** Whether a live worker carries the name @p name (clipped). */
 bool ab__dq_owner_live(const ab__dispatch_t *d, const char *name);
 /** Orphaned: started, its owner not live, past the start-up grace. */
@@ -118,6 +144,15 @@ AB_NODISCARD ab_status_t ab__dispatch_run_id(ab__dispatch_t *d, ab__newreq_t *n,
 void ab__dispatch_put(ab__dispatch_t *d, ab_job_t *job, ab__newreq_t *n, ab_if_busy_t if_busy);
 /** Answer run_accepted for request @p id. */
 void ab__dispatch_accepted(ab__dispatch_t *d, ab_job_t *job, uint64_t id, bool existing);
+
+/* dispatch_shared.c */
+/** Take request @p q for worker @p w in one store transaction (plugin request_take): *r =
+ *  the request as assigned (its input in d->buf). AB_CONFLICT: not takeable now. */
+AB_NODISCARD ab_status_t ab__dq_take(ab__dispatch_t *d, ab__dreq_t *q, const ab__dwk_t *w,
+                                     ab_request_t *r, ab_error_t *err);
+/** Renew the lease, settle lost brokers' requests, refresh the table when due; the ms
+ *  until the next of these (-1 when the store is not shared). */
+long ab__dispatch_sync(ab__dispatch_t *d, int64_t now);
 
 /* dispatch_abandon.c */
 void ab__dispatch_abandon(ab__dispatch_t *d, ab_job_t *job, const ab_abandon_run_t *a);

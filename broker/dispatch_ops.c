@@ -175,8 +175,10 @@ void ab__dispatch_put(ab__dispatch_t *d, ab_job_t *job, ab__newreq_t *n, ab_if_b
         fail_err(d, job, &e);
         return;
     }
-    ab_request_new_t nr = {n->key,       n->agent,    n->thread, n->run,
-                           n->run_named, d->buf.data, d->buf.len};
+    ab_request_new_t nr = {n->key,       n->agent,    n->thread,  n->run,
+                           n->run_named, d->buf.data, d->buf.len, {0}};
+    if (parent && parent->type == AB_VAL_STR && parent->len <= AB_ID_MAX_BYTES)
+        nr.parent_run = (ab_str_t){parent->u.s, parent->len}; /* the store's thread rule */
     if (d->p->request_put(d->db, &nr, &r, &existing, &e) != AB_OK) {
         fail_err(d, job, &e);
         return;
@@ -213,7 +215,7 @@ static void decline(ab__dispatch_t *d, ab_job_t *job, const ab_decline_t *dc)
     ab_error_t e = AB_ERROR_INIT;
     ab_msg_t m = {.op = AB_OP_DECLINED, .v = job->v, .cid = job->cid};
     if (q == NULL || q->r.state != AB_REQ_ASSIGNED || q->r.epoch != dc->epoch || w == NULL ||
-        strcmp(w->name, q->r.worker) != 0) {
+        strcmp(w->name, q->r.worker) != 0 || !ab__dq_mine(d, q)) {
         ab_request_t r;
         if (d->p->request_get(d->db, dc->request, &r, NULL, &e) != AB_OK) {
             fail_err(d, job, &e);
@@ -253,7 +255,7 @@ static ab_status_t cancel_one(ab__dispatch_t *d, ab__dreq_t *q, ab_str_t reason,
                               ab_cancel_outcome_t *out, ab_error_t *err)
 {
     ab_request_t r = q->r;
-    ab__dwk_t *w = ab__dq_owner(d, r.worker, r.agent);
+    ab__dwk_t *w = ab__dq_mine(d, q) ? ab__dq_owner(d, r.worker, r.agent) : NULL;
     if (r.state == AB_REQ_STARTED) {
         *out = w ? AB_CANCEL_DELIVERED : AB_CANCEL_NO_OWNER;
         if (w)

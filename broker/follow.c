@@ -19,6 +19,7 @@
  *  4. Nothing here runs unless the plugin is shared (f->on).
  */
 #include "follow.h"
+#include "dispatch.h"
 #include "loader.h"
 #include "seq_internal.h"
 #include "writer_int.h"
@@ -48,6 +49,25 @@ typedef struct page {
     bool broken; /* a row out of order: stop (invariant 1) */
 } page_t;
 
+/* A followed RUN_STARTED / RUN_FINISHED / RUN_ERROR moves its request as an own commit's
+ * would (ab__dispatch_committed): the other broker may have a worker whose request this
+ * broker's table holds. */
+static void note_run(ab__follow_t *f, const ab_event_t *ev, const ab_agui_info_t *info)
+{
+    const ab_val_t *t = ab_val_get(ev->body, "type");
+    ab_append_event_t a = {.thread = ev->thread, .run = ev->run, .epoch = ev->epoch};
+    if (f->disp == NULL || t == NULL || t->type != AB_VAL_STR)
+        return;
+    if (info->type == AB_AGUI_RUN_ERROR || ab_val_str_eq(t, "RUN_ERROR"))
+        a.status = AB_RUN_STATUS_ERRORED;
+    else if (ab_val_str_eq(t, "RUN_STARTED"))
+        a.status = AB_RUN_STATUS_ACTIVE;
+    else if (ab_val_str_eq(t, "RUN_FINISHED"))
+        a.status = AB_RUN_STATUS_FINISHED;
+    if (a.status != AB_RUN_STATUS_UNKNOWN)
+        ab__dispatch_committed(f->disp, &a, 1);
+}
+
 /* Fan out one row of another broker. */
 static int fan_row(void *ud, const ab_row_t *row)
 {
@@ -74,6 +94,7 @@ static int fan_row(void *ud, const ab_row_t *row)
     if (r)
         ab__seq_evict(f->seq, r);
     f->remote++;
+    note_run(f, &ev, &info);
     return 0;
 }
 
@@ -138,6 +159,8 @@ void ab__follow_poll(ab__follow_t *f, ab__fanout_t *fan)
         return; /* reconnects at the next call; the poll timeout brings us back */
     /* a notification may arrive while reading: read again until none came */
     for (int i = 0; i < 64; i++) {
+        if (woken & AB_WAKE_REQUESTS)
+            ab__dispatch_stale(f->disp); /* another broker put or moved a request */
         catch_up(f, fan, 0);
         if (f->b->plugin->wake_drain(f->b->wdb, &woken, &e) != AB_OK || woken == 0)
             break;

@@ -26,8 +26,9 @@ typedef struct ab__follow {
     uint64_t fanned; /**< every position up to this one was fanned out */
     ab__shared_t *b;
     ab_seq_t *seq;
-    ab_doc_t *doc;   /**< decoding the envelopes read back */
-    uint64_t remote; /**< events of other brokers fanned out (for the logs and tests) */
+    ab_doc_t *doc;             /**< decoding the envelopes read back */
+    uint64_t remote;           /**< events of other brokers fanned out (for the logs and tests) */
+    struct ab__dispatch *disp; /**< told of the followed commits and request wakes (or NULL) */
 } ab__follow_t;
 
 /** Set @p f up at start (fanned = the store's head position). */

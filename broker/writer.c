@@ -572,6 +572,7 @@ void *ab__writer_main(void *arg)
         atomic_store(&w.b->dispatch_failed, true);
     }
     ab__dispatch_set_commit(w.disp, commit_own, &w);
+    w.follow.disp = w.disp; /* followed commits move requests too (docs/SCALING.md) */
     while (!w.stop) {
         ab__snapsched_collect(&w.snap);
         ab__snapstore_step(&w.snap); /* at most one piece between two groups */

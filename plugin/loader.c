@@ -97,6 +97,11 @@ bool ab__plugin_shared(const ab_plugin_t *p)
     return p && p->wake_fd && p->wake_drain;
 }
 
+bool ab__plugin_takes(const ab_plugin_t *p)
+{
+    return ab__plugin_dispatches(p) && ab__plugin_shared(p) && p->request_take && p->broker_lease;
+}
+
 static ab_status_t check_table(const ab_plugin_t *p, const char *what, ab_error_t *err)
 {
     if (!p)
@@ -121,6 +126,12 @@ static ab_status_t check_table(const ab_plugin_t *p, const char *what, ab_error_
         return ab_error_set(err, AB_INVALID_CONFIG, "wake_fd",
                             "plugin %s (%s) implements only one of wake_fd and wake_drain", what,
                             p->name);
+    if (!p->request_take != !p->broker_lease ||
+        (p->request_take && (!ab__plugin_dispatches(p) || !ab__plugin_shared(p))))
+        return ab_error_set(err, AB_INVALID_CONFIG, "request_take",
+                            "plugin %s (%s): request_take and broker_lease come together, and "
+                            "only with the request_* functions and wake_fd/wake_drain",
+                            what, p->name);
     return AB_OK;
 }
 

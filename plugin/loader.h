@@ -45,6 +45,8 @@ bool ab__plugin_dispatches(const ab_plugin_t *p);
  * writers' commits and retries a batch the store refused as a conflict.
  */
 bool ab__plugin_shared(const ab_plugin_t *p);
+/** Whether brokers dispatch across the store (ABI 5: request_take and broker_lease set). */
+bool ab__plugin_takes(const ab_plugin_t *p);
 
 /** Unload (dlclose) a plugin loaded by path; no-op for built-ins. */
 void ab__plugin_unload(ab_plugin_lib_t *lib);

@@ -140,6 +140,8 @@ typedef int (*ab_head_cb)(void *ud, const ab_run_head_t *head);
 
 /** Bytes of a worker id in a request's assignment (the broker's registration id). */
 #define AB_REQUEST_WORKER_MAX_BYTES 64
+/** Bytes of a broker instance id in a request's assignment (16 hex chars today). */
+#define AB_REQUEST_BROKER_MAX_BYTES 32
 /**
  * Bytes of a request's input (the RunAgentInput as msgpack, opaque to the
  * store): at most 1 MiB. A start_run whose input is larger is refused.
@@ -174,6 +176,9 @@ typedef struct ab_request_new {
     bool run_named;       /**< the client named the run (else a retry may bring another made id) */
     const uint8_t *input; /**< the RunAgentInput's msgpack, opaque; NULL only with len 0 */
     size_t input_len;     /**< 0..AB_REQUEST_INPUT_MAX_BYTES */
+    /** The input's parentRunId (0..AB_ID_MAX_BYTES; ptr NULL = a top-level run), for
+     *  the thread rule of a store that takes requests itself (request_take). */
+    ab_str_t parent_run;
 } ab_request_new_t;
 
 /**
@@ -193,6 +198,9 @@ typedef struct ab_request {
     uint32_t attempts;                            /**< times it moved to assigned */
     int64_t created_us;
     int64_t updated_us; /**< the last change of state, worker or epoch */
+    /** The instance of the broker whose worker holds it (assigned, started; kept when it
+     *  ends); "" = none, or a store with one broker (SQLite keeps no column for it). */
+    char broker[AB_REQUEST_BROKER_MAX_BYTES + 1];
 } ab_request_t;
 
 /**
@@ -205,6 +213,9 @@ typedef struct ab_request_move {
     ab_request_state_t state; /**< the new state (a legal move, see ab_request_state_t) */
     ab_str_t worker; /**< the new worker, 0..AB_REQUEST_WORKER_MAX_BYTES; ptr NULL = none */
     uint64_t epoch;  /**< the new epoch (0 = none) */
+    /** The broker instance that holds it now, 0..AB_REQUEST_BROKER_MAX_BYTES; ptr NULL =
+     *  none. A store shared by brokers records it; a store with one broker may ignore it. */
+    ab_str_t broker;
 } ab_request_move_t;
 
 /** Callback for a list of requests (borrowed for the call); return non-zero to stop. */

@@ -55,13 +55,20 @@ extern "C" {
  * 4: the optional stats entry (ab_plugin_stats_t) behind `agentbus status`;
  * the open option conninfo and the optional wake_fd/wake_drain pair of a
  * store shared by several brokers (docs/SCALING.md). 5: the optional
- * snapshot_put_part entry (snapshots stored a part per call).
+ * snapshot_put_part entry (snapshots stored a part per call). 6: dispatch
+ * across brokers: ab_request_t.broker, ab_request_move_t.broker,
+ * ab_request_new_t.parent_run, the optional request_take and broker_lease
+ * entries, and wake_drain's bit mask (AB_WAKE_*) instead of a count.
  */
-#define AB_PLUGIN_ABI_VERSION 5
+#define AB_PLUGIN_ABI_VERSION 6
 /** The one exported entry point of a plugin shared object. */
 #define AB_PLUGIN_ENTRY_SYMBOL "ab_plugin_entry"
 
 typedef struct ab_plugin_db ab_plugin_db_t; /**< a plugin's handle, opaque */
+
+/** What woke a shared store's descriptor (wake_drain's mask). */
+#define AB_WAKE_EVENTS   1u /**< another writer may have committed events */
+#define AB_WAKE_REQUESTS 2u /**< another broker put or moved a run request */
 
 /** What a store holds, for `agentbus status` and the metrics (stats entry). */
 typedef struct ab_plugin_stats {
@@ -201,9 +208,10 @@ typedef struct ab_plugin {
      *  -1 when there is none now (the broker then looks at its poll timeout). */
     int (*wake_fd)(ab_plugin_db_t *db);
     /** Consume what made wake_fd readable, and what the plugin had already
-     *  received, without blocking; *woken = how many wake-ups that was (0:
-     *  nothing new since the last drain). AB_UNAVAILABLE when the connection
-     *  is lost (wake_fd may change once it is back). */
+     *  received, without blocking; *woken = what it was, a mask of AB_WAKE_*
+     *  (0: nothing new since the last drain; this handle's own request moves
+     *  do not count). AB_UNAVAILABLE when the connection is lost (wake_fd may
+     *  change once it is back). */
     ab_status_t (*wake_drain)(ab_plugin_db_t *db, uint32_t *woken, ab_error_t *err);
 
     /*
@@ -222,6 +230,30 @@ typedef struct ab_plugin {
     ab_status_t (*snapshot_put_part)(ab_plugin_db_t *db, ab_str_t thread, uint64_t pos,
                                      uint32_t idx, const uint8_t *part, size_t len, bool last,
                                      ab_error_t *err);
+
+    /*
+     * Dispatch across brokers (ABI 6; docs/SCALING.md "Dispatch across
+     * brokers"). Both optional and both or none; only with the request
+     * entries and wake_fd. NULL: this broker is its store's only dispatcher
+     * (SQLite), which assigns with claim and request_move.
+     */
+    /** Take queued request @p id for @p worker of broker @p broker in one
+     *  transaction: the request must still be queued, not locked by another
+     *  taker, and not held back by its thread (another request of the thread
+     *  assigned or started that is not its parent run, or an earlier queued
+     *  one); then its run is claimed (the epoch bumped, as claim) and the
+     *  request moved to assigned at that epoch. *out = the request as
+     *  assigned, its input into @p input (reset first) unless NULL.
+     *  AB_CONFLICT, nothing changed, when it cannot be taken now. */
+    ab_status_t (*request_take)(ab_plugin_db_t *db, uint64_t id, ab_str_t worker, ab_str_t broker,
+                                ab_request_t *out, ab_buf_t *input, ab_error_t *err);
+    /** Renew the lease of broker @p broker until @p alive_until_us (wall
+     *  clock, us) and deliver the assigned and started requests held through
+     *  a broker whose lease ended before @p now_us (a lost broker), in id
+     *  order, at most @p limit. */
+    ab_status_t (*broker_lease)(ab_plugin_db_t *db, ab_str_t broker, int64_t now_us,
+                                int64_t alive_until_us, uint32_t limit, ab_request_cb lost,
+                                void *ud, ab_error_t *err);
 } ab_plugin_t;
 
 /** Signature of the exported entry point. */

@@ -23,7 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define SCHEMA_VERSION 2
+#define SCHEMA_VERSION 3
 #define AB_PG_STR_(x)  #x
 #define AB_PG_STR(x)   AB_PG_STR_(x)
 #define SCHEMA_LOCK    "7301975019" /* pg_advisory_xact_lock key of the schema setup */
@@ -38,7 +38,7 @@
     " ORDER BY first_pos DESC LIMIT 1), 0)"
 #define REQ_COLS                                                                                   \
     "id, key, agent, thread, run, run_named, state, worker, epoch, attempts, created_us,"          \
-    " updated_us"
+    " updated_us, broker"
 
 /* A thread's chunks from the batch holding $2 + 1 (and from batch $4) on,
  * whole batches, up to the batch of its $3-th chunk; the last column: that
@@ -146,6 +146,42 @@ static const char *const SCHEMA[] = {
     "  UPDATE ab_runs x SET epoch = x.epoch + 1 WHERE x.thread = p_thread AND x.run = p_run"
     "   RETURNING x.epoch, x.last_seq INTO epoch, last_seq;"
     " END $f$;",
+    /* schema 3, dispatch across brokers (docs/SCALING.md): which broker's worker
+     * holds a request, its parent run (the thread rule of ab_take), the brokers'
+     * leases, and a notification on every put and move of a request */
+    "ALTER TABLE ab_requests ADD COLUMN IF NOT EXISTS broker text NOT NULL DEFAULT '',"
+    " ADD COLUMN IF NOT EXISTS parent_run text NOT NULL DEFAULT '';"
+    "CREATE INDEX IF NOT EXISTS ab_requests_held ON ab_requests(broker)"
+    " WHERE state IN ('assigned', 'started');"
+    "CREATE TABLE IF NOT EXISTS ab_brokers(instance text PRIMARY KEY,"
+    " alive_until_us bigint NOT NULL);"
+    "CREATE OR REPLACE FUNCTION ab_requests_notify() RETURNS trigger LANGUAGE plpgsql AS $f$"
+    " BEGIN PERFORM pg_notify('ab_requests', NEW.agent); RETURN NULL; END $f$;"
+    "DROP TRIGGER IF EXISTS ab_requests_notify ON ab_requests;"
+    "CREATE TRIGGER ab_requests_notify AFTER INSERT OR UPDATE ON ab_requests"
+    " FOR EACH ROW EXECUTE FUNCTION ab_requests_notify();",
+    /* Take one queued request (plugin.h request_take): lock it unless another
+     * taker holds it (SKIP LOCKED), check the thread rule on the stored rows (a
+     * plain read: a row another taker has locked still counts), claim its run
+     * and move it to assigned at the claim's epoch, all in one transaction: no
+     * claim without the assignment. */
+    "CREATE OR REPLACE FUNCTION ab_take(p_id bigint, p_worker text, p_broker text, p_now bigint)"
+    " RETURNS SETOF ab_requests LANGUAGE plpgsql AS $f$"
+    " DECLARE q ab_requests; v_epoch bigint; v_last bigint;"
+    " BEGIN"
+    "  SELECT * INTO q FROM ab_requests WHERE id = p_id AND state = 'queued'"
+    "   FOR UPDATE SKIP LOCKED;"
+    "  IF NOT FOUND THEN RETURN; END IF;"
+    "  IF NOT EXISTS (SELECT 1 FROM ab_requests o WHERE o.thread = q.thread"
+    "    AND q.parent_run <> '' AND o.run = q.parent_run AND o.state IN ('assigned', 'started'))"
+    "   AND EXISTS (SELECT 1 FROM ab_requests o WHERE o.thread = q.thread AND o.id <> q.id"
+    "    AND (o.state IN ('assigned', 'started') OR (o.state = 'queued' AND o.id < q.id)))"
+    "  THEN RETURN; END IF;"
+    "  SELECT c.epoch, c.last_seq INTO v_epoch, v_last FROM ab_claim(q.thread, q.run, p_now) c;"
+    "  RETURN QUERY UPDATE ab_requests SET state = 'assigned', worker = p_worker,"
+    "   broker = p_broker, epoch = v_epoch, attempts = attempts + 1, updated_us = p_now"
+    "   WHERE id = p_id RETURNING *;"
+    " END $f$;",
 };
 
 static const struct {
@@ -196,11 +232,11 @@ static const struct {
                     " nid AS (UPDATE ab_head SET v = v + 1 WHERE id = 2"
                     "  AND NOT EXISTS (SELECT 1 FROM old) RETURNING v),"
                     " ins AS (INSERT INTO ab_requests(id, key, agent, thread, run, run_named,"
-                    "  state, created_us, updated_us, input) SELECT v, $1, $2, $3, $4, $5,"
-                    "  'queued', $6, $6, $7 FROM nid RETURNING " REQ_COLS ", input)"
+                    "  state, created_us, updated_us, input, parent_run) SELECT v, $1, $2, $3, $4,"
+                    "  $5, 'queued', $6, $6, $7, $8 FROM nid RETURNING " REQ_COLS ", input)"
                     " SELECT *, true FROM old UNION ALL SELECT *, false FROM ins",
-                    7,
-                    {PG_TEXT, PG_TEXT, PG_TEXT, PG_TEXT, PG_BOOL, PG_INT8, PG_BYTEA}},
+                    8,
+                    {PG_TEXT, PG_TEXT, PG_TEXT, PG_TEXT, PG_BOOL, PG_INT8, PG_BYTEA, PG_TEXT}},
     [PQ_REQ_BY_ID] = {"SELECT " REQ_COLS ", input FROM ab_requests WHERE id = $1", 1, {PG_INT8}},
     [PQ_REQ_BY_KEY] = {"SELECT " REQ_COLS ", input FROM ab_requests WHERE key = $1", 1, {PG_TEXT}},
     [PQ_REQ_BY_RUN] = {"SELECT " REQ_COLS ", input FROM ab_requests WHERE thread = $1"
@@ -209,10 +245,10 @@ static const struct {
                        {PG_TEXT, PG_TEXT}},
     [PQ_REQ_MOVE] = {"UPDATE ab_requests SET state = $3, worker = $4, epoch = $5,"
                      " attempts = attempts + CASE WHEN $3 = 'assigned' THEN 1 ELSE 0 END,"
-                     " updated_us = $6 WHERE id = $1 AND state = $2 AND epoch = $7"
+                     " updated_us = $6, broker = $8 WHERE id = $1 AND state = $2 AND epoch = $7"
                      " RETURNING " REQ_COLS,
-                     7,
-                     {PG_INT8, PG_TEXT, PG_TEXT, PG_TEXT, PG_INT8, PG_INT8, PG_INT8}},
+                     8,
+                     {PG_INT8, PG_TEXT, PG_TEXT, PG_TEXT, PG_INT8, PG_INT8, PG_INT8, PG_TEXT}},
     [PQ_REQ_LIST_STATE] = {"SELECT " REQ_COLS " FROM ab_requests WHERE state = $1 AND id > $2"
                            " ORDER BY id LIMIT $3",
                            3,
@@ -230,6 +266,24 @@ static const struct {
                       " AND state = 'queued' AND id < $1",
                       1,
                       {PG_INT8}},
+    [PQ_REQ_TAKE] = {"SELECT " REQ_COLS ", input FROM ab_take($1, $2, $3, $4)",
+                     4,
+                     {PG_INT8, PG_TEXT, PG_TEXT, PG_INT8}},
+    /* a broker's lease; a lease ended a day ago whose broker holds nothing goes */
+    [PQ_LEASE] =
+        {"WITH gone AS (DELETE FROM ab_brokers b WHERE b.alive_until_us < $2 - 86400000000"
+         "  AND NOT EXISTS (SELECT 1 FROM ab_requests r WHERE r.broker = b.instance"
+         "  AND r.state IN ('assigned', 'started')))"
+         " INSERT INTO ab_brokers VALUES ($1, $3) ON CONFLICT (instance) DO UPDATE"
+         " SET alive_until_us = greatest(ab_brokers.alive_until_us, excluded.alive_until_us)",
+         3,
+         {PG_TEXT, PG_INT8, PG_INT8}},
+    /* the requests held through a lost broker (no lease row, or one ended before $2) */
+    [PQ_LOST] = {"SELECT " REQ_COLS " FROM ab_requests r WHERE state IN ('assigned', 'started')"
+                 " AND broker <> '' AND broker <> $1 AND NOT EXISTS (SELECT 1 FROM ab_brokers b"
+                 " WHERE b.instance = r.broker AND b.alive_until_us >= $2) ORDER BY id LIMIT $3",
+                 3,
+                 {PG_TEXT, PG_INT8, PG_INT8}},
     /* the stats entry (pg_stats.c): a counter row, a count over the partial
      * index of the active runs, the tables' sizes (a stat of each file) and
      * the WAL written since the last checkpoint's redo point (0 when the role
@@ -404,7 +458,7 @@ static ab_status_t connect_db(ab_plugin_db_t *db, ab_error_t *err)
                           " current_setting('synchronous_commit') <> 'remote_apply'",
                     "synchronous_commit", err);
     if (s == AB_OK && !db->readonly)
-        s = run_cmd(db, "LISTEN ab_events", "listen", err);
+        s = run_cmd(db, "LISTEN ab_events; LISTEN ab_requests", "listen", err);
     if (s == AB_OK)
         s = prepare_all(db, err);
     if (s != AB_OK) {
@@ -595,10 +649,12 @@ static ab_status_t pg_wake_drain(ab_plugin_db_t *db, uint32_t *woken, ab_error_t
     if (!PQconsumeInput(db->conn))
         return ab__pg_fail(db, NULL, "notifications", err);
     PGnotify *n;
+    int self = PQbackendPID(db->conn);
     while ((n = PQnotifies(db->conn)) != NULL) {
+        uint32_t bit = strcmp(n->relname, "ab_requests") == 0 ? AB_WAKE_REQUESTS : AB_WAKE_EVENTS;
+        if (woken && (bit == AB_WAKE_EVENTS || n->be_pid != self)) /* not our own moves */
+            *woken |= bit;
         PQfreemem(n);
-        if (woken)
-            (*woken)++;
     }
     return AB_OK;
 }
@@ -629,6 +685,8 @@ static const ab_plugin_t PG_PLUGIN = {
     .stats = ab__pg_stats,
     .wake_fd = pg_wake_fd,
     .wake_drain = pg_wake_drain,
+    .request_take = ab__pg_request_take,
+    .broker_lease = ab__pg_broker_lease,
 };
 
 /** The plugin entry point (AB_PLUGIN_ENTRY_SYMBOL). */

@@ -43,7 +43,10 @@ static void fill_req(const PGresult *r, int i, ab_request_t *out)
     out->attempts = (uint32_t)ab__pg_i64(r, i, 9);
     out->created_us = ab__pg_i64(r, i, 10);
     out->updated_us = ab__pg_i64(r, i, 11);
+    ab__pg_copy(out->broker, sizeof out->broker, r, i, 12);
 }
+
+#define INPUT_COL 13 /* after REQ_COLS */
 
 static bool same(const PGresult *r, int col, ab_str_t v)
 {
@@ -60,7 +63,7 @@ static const char *differs(const PGresult *r, const ab_request_new_t *q)
     if (q->run_named && !same(r, 4, q->run))
         return "run";
     ab_str_t in = {.ptr = (const char *)q->input, .len = q->input_len};
-    if (!same(r, 12, in))
+    if (!same(r, INPUT_COL, in))
         return "input";
     return NULL;
 }
@@ -77,6 +80,7 @@ static ab_status_t put_once(ab_plugin_db_t *db, const ab_request_new_t *q, ab_re
     ab__pg_p_bool(&p, q->run_named);
     ab__pg_p_i64(&p, now_us());
     ab__pg_p_bytes(&p, q->input, q->input_len);
+    ab__pg_p_text(&p, q->parent_run);
     ab_error_t e = AB_ERROR_INIT;
     PGresult *r = ab__pg_exec(db, PQ_REQ_PUT, &p, "request put", &e);
     if (!r) {
@@ -91,7 +95,7 @@ static ab_status_t put_once(ab_plugin_db_t *db, const ab_request_new_t *q, ab_re
     }
     ab_status_t s = AB_OK;
     fill_req(r, 0, out);
-    *existing = PQgetvalue(r, 0, 13)[0] != 0;
+    *existing = PQgetvalue(r, 0, INPUT_COL + 1)[0] != 0;
     const char *field = *existing ? differs(r, q) : NULL;
     if (field)
         s = ab__req_key_differs(q->key, out->id, field, err);
@@ -132,10 +136,10 @@ static ab_status_t get_row(ab_plugin_db_t *db, int which, pg_params_t *p, const 
     if (PQntuples(r) == 0) {
         s = ab_error_set(err, AB_NOT_FOUND, field, "postgres: no request with this %s", field);
     } else {
-        size_t n = (size_t)PQgetlength(r, 0, 12);
+        size_t n = (size_t)PQgetlength(r, 0, INPUT_COL);
         if (input) {
             ab_buf_reset(input);
-            if (n > 0 && ab_buf_append(input, PQgetvalue(r, 0, 12), n) != AB_OK)
+            if (n > 0 && ab_buf_append(input, PQgetvalue(r, 0, INPUT_COL), n) != AB_OK)
                 s = ab_error_set(err, AB_NOMEM, "store", "out of memory");
         }
         if (s == AB_OK)
@@ -212,6 +216,7 @@ ab_status_t ab__pg_request_move(ab_plugin_db_t *db, uint64_t id, const ab_reques
     ab__pg_p_i64(&p, (int64_t)mv->epoch);
     ab__pg_p_i64(&p, now_us());
     ab__pg_p_i64(&p, (int64_t)mv->expect_epoch);
+    ab__pg_p_text(&p, mv->broker);
     PGresult *r = ab__pg_exec(db, PQ_REQ_MOVE, &p, "request move", err);
     if (!r)
         return err ? err->code : AB_UNAVAILABLE;
@@ -293,4 +298,58 @@ ab_status_t ab__pg_request_position(ab_plugin_db_t *db, uint64_t id, uint64_t *a
     *ahead = (uint64_t)ab__pg_i64(r, 0, 0);
     PQclear(r);
     return AB_OK;
+}
+
+/* ---- dispatch across brokers (plugin.h ABI 5) ------------------------------------ */
+
+ab_status_t ab__pg_request_take(ab_plugin_db_t *db, uint64_t id, ab_str_t worker, ab_str_t broker,
+                                ab_request_t *out, ab_buf_t *input, ab_error_t *err)
+{
+    ab_status_t s = ab__pg_check_writer(db, "request take", err);
+    if (s == AB_OK && !out)
+        s = ab_error_set(err, AB_INVALID_ARGUMENT, "request", "postgres: NULL out");
+    if (s == AB_OK &&
+        (worker.len > AB_REQUEST_WORKER_MAX_BYTES || broker.len > AB_REQUEST_BROKER_MAX_BYTES))
+        s = ab_error_set(err, AB_INVALID_ARGUMENT, "worker",
+                         "postgres: request take: worker or broker id too long");
+    if (s != AB_OK)
+        return s;
+    pg_params_t p = {0};
+    ab__pg_p_i64(&p, id > INT64_MAX ? INT64_MAX : (int64_t)id);
+    ab__pg_p_text(&p, worker);
+    ab__pg_p_text(&p, broker);
+    ab__pg_p_i64(&p, now_us());
+    s = get_row(db, PQ_REQ_TAKE, &p, "id", out, input, err);
+    if (s == AB_NOT_FOUND) /* taken, locked or held back by its thread: nothing changed */
+        return ab_error_set(err, AB_CONFLICT, "id",
+                            "postgres: request %llu cannot be taken now (not queued, being "
+                            "taken by another broker, or its thread is busy)",
+                            (unsigned long long)id);
+    return s;
+}
+
+ab_status_t ab__pg_broker_lease(ab_plugin_db_t *db, ab_str_t broker, int64_t now_us,
+                                int64_t alive_until_us, uint32_t limit, ab_request_cb lost,
+                                void *ud, ab_error_t *err)
+{
+    ab_status_t s = ab__pg_check_writer(db, "broker lease", err);
+    if (s == AB_OK && (broker.len == 0 || broker.len > AB_REQUEST_BROKER_MAX_BYTES || limit < 1))
+        s = ab_error_set(err, AB_INVALID_ARGUMENT, "broker",
+                         "postgres: broker lease: broker id of 1..%d bytes and a limit >= 1",
+                         AB_REQUEST_BROKER_MAX_BYTES);
+    if (s != AB_OK)
+        return s;
+    pg_params_t p = {0};
+    ab__pg_p_text(&p, broker);
+    ab__pg_p_i64(&p, now_us);
+    ab__pg_p_i64(&p, alive_until_us);
+    PGresult *r = ab__pg_exec(db, PQ_LEASE, &p, "broker lease", err);
+    if (!r)
+        return err ? err->code : AB_UNAVAILABLE;
+    PQclear(r);
+    p = (pg_params_t){0};
+    ab__pg_p_text(&p, broker);
+    ab__pg_p_i64(&p, now_us);
+    ab__pg_p_i64(&p, limit);
+    return deliver(db, PQ_LOST, &p, lost, ud, NULL, err);
 }

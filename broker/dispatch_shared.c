@@ -1,0 +1,163 @@
+/*
+ * dispatch_shared.c - dispatch over a store shared by several brokers
+ * (docs/SCALING.md "Dispatch across brokers"): taking a request in one store
+ * transaction, the broker's lease, the requests of a lost broker, and the
+ * refresh of the table of open requests from the store.
+ *
+ * Invariants:
+ *  1. Nothing here runs unless the plugin takes requests (d->takes: PostgreSQL);
+ *     over SQLite the broker is its store's only dispatcher and its table is
+ *     the truth (dispatch.c invariant 1).
+ *  2. An assignment is one store transaction (request_take): the claim that
+ *     fences the run's earlier writers happens only with the move to assigned,
+ *     so a broker with a stale copy of a request fences nobody.
+ *  3. The table is the store's open requests as of the last refresh (at most
+ *     AB__DISPATCH_SYNC_MS old, AB__DISPATCH_REFRESH_MS after another broker's
+ *     move woke this one), bounded by AB__DISPATCH_OPEN_MAX rows, the held ones
+ *     (assigned, started) first. What only this broker knows of a row (its
+ *     parent run, the decline back-off, loaded, lost) is kept across refreshes.
+ *  4. A broker moves back to the queue, or calls orphaned, only what it owns
+ *     (ab__dq_mine) or what a broker whose lease ended held; every such move is
+ *     a compare-and-set, so of two brokers settling one lost request one wins.
+ */
+#include "dispatch_int.h"
+#include "seq_internal.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static ab_str_t sv(const char *s)
+{
+    return (ab_str_t){s, strlen(s)};
+}
+
+static int64_t wall_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+ab_status_t ab__dq_take(ab__dispatch_t *d, ab__dreq_t *q, const ab__dwk_t *w, ab_request_t *r,
+                        ab_error_t *err)
+{
+    uint64_t id = q->r.id;
+    ab_status_t rc =
+        d->p->request_take(d->db, id, sv(w->name), sv(d->b->instance), r, &d->buf, err);
+    if (rc == AB_CONFLICT) {
+        ab__log(AB_LOG_DEBUG, "dispatch: request %" PRIu64 " not taken: %s", id, err->message);
+        d->stale = true;
+        return rc;
+    }
+    if (rc != AB_OK)
+        return rc;
+    ab__seq_run_t *run = ab__seq_find(d->seq, sv(r->thread), sv(r->run));
+    if (run != NULL)
+        ab__seq_evict(d->seq, run); /* its epoch moved in the store: reload the head */
+    ab__dq_update(d, r);
+    return AB_OK;
+}
+
+/* Replace the table with the store's open requests (invariant 3). */
+static void refresh(ab__dispatch_t *d, int64_t now)
+{
+    ab__rlist_t l = {0};
+    ab_error_t e = AB_ERROR_INIT;
+    ab__dreq_t *v = NULL;
+    d->last_refresh_ms = now;
+    d->stale = false;
+    ab_status_t rc = ab__dq_list_open(d, &l, AB__DISPATCH_OPEN_MAX, &e);
+    if (rc == AB_OK && l.n > 0 && (v = calloc(l.n, sizeof(*v))) == NULL)
+        rc = ab_error_set(&e, AB_NOMEM, "", "out of memory refreshing requests");
+    for (size_t i = 0; rc == AB_OK && i < l.n; i++) {
+        const ab__dreq_t *old = ab__dq_by_id(d, l.v[i].id);
+        if (old != NULL)
+            v[i] = *old;
+        else
+            rc = ab__dq_parent_of(d, l.v[i].id, v[i].parent, sizeof(v[i].parent), &e);
+        v[i].r = l.v[i];
+    }
+    free(l.v);
+    if (rc != AB_OK) {
+        char line[256];
+        ab__log(AB_LOG_WARN, "dispatch: cannot refresh the open requests: %s",
+                ab_error_format(&e, line, sizeof(line)));
+        free(v);
+        d->stale = true; /* again at the next sync */
+        return;
+    }
+    free(d->q);
+    d->q = v;
+    d->nq = d->capq = l.n;
+    d->dirty = true;
+}
+
+/* The requests a lost broker held (broker_lease): settled after the refresh (invariant 4). */
+static void settle_lost(ab__dispatch_t *d, const ab__rlist_t *lost)
+{
+    for (size_t i = 0; i < lost->n; i++) {
+        ab__dreq_t *q = ab__dq_by_id(d, lost->v[i].id);
+        ab_error_t e = AB_ERROR_INIT;
+        if (q == NULL || ab__dq_mine(d, q))
+            continue;
+        uint64_t id = q->r.id;
+        if (q->r.state == AB_REQ_ASSIGNED) {
+            char broker[sizeof(q->r.broker)];
+            memcpy(broker, q->r.broker, sizeof(broker));
+            if (ab__dq_recover(d, q, &e) == AB_OK)
+                ab__log(AB_LOG_INFO, "dispatch: request %" PRIu64 " of lost broker %s settled", id,
+                        broker);
+            else
+                ab__log(e.code == AB_CONFLICT ? AB_LOG_DEBUG : AB_LOG_WARN,
+                        "dispatch: request %" PRIu64 " of lost broker %s: %s", id, broker,
+                        e.message);
+            q = ab__dq_by_id(d, id);
+        }
+        if (q != NULL && q->r.state == AB_REQ_STARTED && !ab__dq_mine(d, q) && !q->lost) {
+            q->lost = true;
+            ab__log(AB_LOG_WARN, "dispatch: run %s of thread %s is orphaned (broker %s is lost)",
+                    q->r.run, q->r.thread, q->r.broker);
+            ab__dq_notice_orphan(d, q);
+        }
+    }
+}
+
+/* Renew this broker's lease; the requests of lost brokers into @p lost. */
+static void lease(ab__dispatch_t *d, ab__rlist_t *lost)
+{
+    ab_error_t e = AB_ERROR_INIT;
+    int64_t now = wall_us();
+    ab_status_t rc = d->p->broker_lease(d->db, sv(d->b->instance), now,
+                                        now + (int64_t)AB_LEASE_MS_DEFAULT * 1000,
+                                        AB__DISPATCH_PAGE, lost ? ab__dq_collect : NULL, lost, &e);
+    if (rc != AB_OK) {
+        char line[256];
+        ab__log(AB_LOG_WARN, "dispatch: cannot renew the broker's lease: %s",
+                ab_error_format(&e, line, sizeof(line)));
+    }
+}
+
+long ab__dispatch_sync(ab__dispatch_t *d, int64_t now)
+{
+    if (d == NULL || !d->takes)
+        return -1;
+    if (now >= d->next_sync_ms) {
+        bool first = d->next_sync_ms == 0; /* at start-up: the lease only, load() follows */
+        ab__rlist_t lost = {0};
+        lease(d, first ? NULL : &lost);
+        if (!first) {
+            refresh(d, now);
+            settle_lost(d, &lost);
+        }
+        free(lost.v);
+        d->next_sync_ms = now + AB__DISPATCH_SYNC_MS;
+    } else if (d->stale && now >= d->last_refresh_ms + AB__DISPATCH_REFRESH_MS) {
+        refresh(d, now);
+    }
+    int64_t due = d->next_sync_ms - now;
+    if (d->stale && d->last_refresh_ms + AB__DISPATCH_REFRESH_MS - now < due)
+        due = d->last_refresh_ms + AB__DISPATCH_REFRESH_MS - now;
+    return due < 0 ? 0 : (long)due;
+}
