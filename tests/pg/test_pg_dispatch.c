@@ -1,0 +1,397 @@
+/*
+ * test_pg_dispatch.c - run dispatch across two broker processes on one
+ * PostgreSQL database (docs/SCALING.md "Dispatch across brokers"): a request
+ * put through one broker is assigned to a worker of the other and its run's
+ * events move it there; requests queued with no worker anywhere are each
+ * served once by a worker that joins later; a request a leaving worker held
+ * is requeued once and taken through the other broker at a higher epoch, the
+ * first worker fenced; two brokers that both hold one queued request and
+ * both have a worker assign it once, and the loser fences nobody (its claim
+ * never happened); a SIGKILLed broker's assignment is settled by the other
+ * once the lost broker's lease has ended. The workers speak the wire
+ * themselves (ab_conn), so each assignment is seen as it arrives.
+ *
+ * One server and two brokers for the file; a fresh agent per test, so no
+ * worker of another test is offered its requests.
+ */
+#include "pg_fixture.h"
+#include "testutil.h"
+
+#include "broker_proc.h"
+
+#define SV(s) ((ab_str_t){(s), strlen(s)})
+
+static pgfx_t g_pg;
+static bp_t g_a, g_b;
+static const char *g_extra[8];
+static unsigned g_serial;
+
+static int group_setup(void **state)
+{
+    (void)state;
+    int rc = pgfx_init(&g_pg);
+    if (rc == 77) {
+        fprintf(stderr, "no PostgreSQL server binaries here (pg_config --bindir): skipped\n");
+        exit(77);
+    }
+    if (rc != 0 || pgfx_start(&g_pg, NULL) != 0)
+        return -1;
+    const char *extra[] = {"--plugin", "postgres", "--pg", g_pg.conninfo, NULL};
+    memcpy(g_extra, extra, sizeof extra);
+    if (bp_start(&g_a, NULL, g_extra) != 0 || bp_start(&g_b, NULL, g_extra) != 0)
+        return -1;
+    return 0;
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    bp_cleanup(&g_a);
+    bp_cleanup(&g_b);
+    pgfx_cleanup(&g_pg);
+    return 0;
+}
+
+static void fresh(char *out, size_t cap, const char *what)
+{
+    snprintf(out, cap, "%s-%d-%u", what, (int)getpid(), ++g_serial);
+}
+
+/* ---- a client or worker connection ---------------------------------------------------------- */
+
+typedef struct side {
+    ab_conn_t *c;
+    ab_doc_t *doc;
+    tu_ctx_t tu;
+} side_t;
+
+static side_t side_new(const bp_t *b)
+{
+    side_t s = {it_connect(b), NULL, {0}};
+    assert_int_equal(ab_doc_new(&s.doc), AB_OK);
+    tu_ctx_init(&s.tu);
+    return s;
+}
+
+static void side_free(side_t *s)
+{
+    ab_conn_destroy(&s->c);
+    ab_doc_destroy(&s->doc);
+    tu_ctx_free(&s->tu);
+}
+
+/* Register @p s as worker @p name serving @p agent with @p cap runs at once. */
+static void serve(side_t *s, const char *name, const char *agent, uint32_t cap)
+{
+    ab_served_agent_t agents[] = {{SV(agent), cap, NULL, 0}};
+    ab_msg_t m = {.op = AB_OP_SERVE}, r;
+    m.u.serve = (ab_serve_t){SV(name), agents, 1, 0};
+    ab_error_t err = AB_ERROR_INIT;
+    assert_int_equal(ab_conn_request(s->c, &m, NULL, 0, s->doc, &r, IT_TIMEOUT, &err), AB_OK);
+    assert_int_equal(r.op, AB_OP_SERVED);
+}
+
+static uint64_t start(side_t *s, const char *agent, const char *thread)
+{
+    char key[96];
+    fresh(key, sizeof key, "key");
+    ab_start_run_t r = {SV(agent), SV(thread),     {0}, tu_json(&s->tu, "{\"messages\":[]}"),
+                        SV(key),   AB_IF_BUSY_OMIT};
+    ab_run_accepted_t a;
+    ab_error_t err = AB_ERROR_INIT;
+    if (ab_conn_start_run(s->c, &r, s->doc, &a, IT_TIMEOUT, &err) != AB_OK)
+        fail_msg("start_run: %s: %s", ab_status_name(err.code), err.message);
+    return a.request;
+}
+
+typedef struct asg {
+    uint64_t request, epoch;
+    uint32_t attempt;
+    char thread[96], run[160];
+    char input[1024]; /* the assignment's input as JSON: RUN_STARTED echoes it */
+} asg_t;
+
+static asg_t asg_of(const ab_msg_t *m)
+{
+    asg_t a = {m->u.assign.request, m->u.assign.epoch, m->u.assign.attempt, "", "", ""};
+    snprintf(a.thread, sizeof a.thread, "%.*s", (int)m->u.assign.thread.len,
+             m->u.assign.thread.ptr);
+    snprintf(a.run, sizeof a.run, "%.*s", (int)m->u.assign.run.len, m->u.assign.run.ptr);
+    ab_buf_t js = AB_BUF_INIT;
+    assert_int_equal(ab_val_to_json(m->u.assign.input, &js), AB_OK);
+    assert_true(js.len < sizeof a.input);
+    memcpy(a.input, js.data, js.len);
+    ab_buf_free(&js);
+    return a;
+}
+
+/* The next unsolicited message on @p w within @p ms: an assignment (fails on anything else). */
+static asg_t next_assign_within(side_t *w, int ms)
+{
+    ab_msg_t m;
+    ab_error_t err = AB_ERROR_INIT;
+    if (ab_conn_recv(w->c, 0, w->doc, &m, ms, &err) != AB_OK)
+        fail_msg("no assignment: %s: %s", ab_status_name(err.code), err.message);
+    if (m.op != AB_OP_ASSIGN)
+        fail_msg("expected assign, got %s", ab_op_name(m.op));
+    return asg_of(&m);
+}
+
+static asg_t next_assign(side_t *w)
+{
+    return next_assign_within(w, IT_TIMEOUT);
+}
+
+/* Whether nothing unsolicited arrives on @p w within @p ms. */
+static bool quiet(side_t *w, int ms)
+{
+    ab_msg_t m;
+    return ab_conn_recv(w->c, 0, w->doc, &m, ms, NULL) == AB_TIMEOUT;
+}
+
+/* Publish event @p seq (@p type) of @p a's run through @p w's broker; the result's status. */
+static ab_result_status_t publish(side_t *w, const asg_t *a, uint64_t seq, const char *type,
+                                  ab_error_t *err)
+{
+    char body[2048];
+    if (strcmp(type, "RUN_STARTED") == 0)
+        snprintf(body, sizeof body,
+                 "{\"type\":\"RUN_STARTED\",\"threadId\":\"%s\",\"runId\":\"%s\","
+                 "\"protocolVersion\":\"1.0\",\"input\":%s}",
+                 a->thread, a->run, a->input);
+    else
+        snprintf(body, sizeof body, "{\"type\":\"%s\",\"threadId\":\"%s\",\"runId\":\"%s\"}", type,
+                 a->thread, a->run);
+    ab_buf_t ev = AB_BUF_INIT;
+    assert_int_equal(ab_envelope_json(&ev, 1, a->thread, a->run, seq, a->epoch, body, NULL), AB_OK);
+    ab_result_t r = it_publish1(w->c, w->doc, &ev, err);
+    ab_buf_free(&ev);
+    return r.status;
+}
+
+static void run_through(side_t *w, const asg_t *a)
+{
+    ab_error_t err = AB_ERROR_INIT;
+    assert_int_equal(publish(w, a, 1, "RUN_STARTED", &err), AB_RESULT_ACCEPTED);
+    assert_int_equal(publish(w, a, 2, "RUN_FINISHED", &err), AB_RESULT_ACCEPTED);
+}
+
+/* The stored state of request @p id, straight from the database. */
+static long long stored(const char *what, uint64_t id)
+{
+    char sql[160];
+    snprintf(sql, sizeof sql, "SELECT %s FROM ab_requests WHERE id = %llu", what,
+             (unsigned long long)id);
+    return pgfx_scalar1(&g_pg, sql);
+}
+
+static long long state_is(uint64_t id, const char *state)
+{
+    char what[96];
+    snprintf(what, sizeof what, "(state = '%s')::int", state);
+    return stored(what, id);
+}
+
+/* Wait until request @p id is stored in @p state (moves follow commits between groups). */
+static void wait_state(uint64_t id, const char *state)
+{
+    long end = pgfx_now_ms() + 10000;
+    while (state_is(id, state) != 1 && pgfx_now_ms() < end)
+        pgfx_sleep_ms(20);
+    if (state_is(id, state) != 1)
+        fail_msg("request %llu is not %s", (unsigned long long)id, state);
+}
+
+static long long run_epoch(const asg_t *a)
+{
+    char sql[400];
+    snprintf(sql, sizeof sql, "SELECT epoch FROM ab_runs WHERE thread = '%s' AND run = '%s'",
+             a->thread, a->run);
+    return pgfx_scalar1(&g_pg, sql);
+}
+
+/* ---- the tests ------------------------------------------------------------------------------ */
+
+/* start_run sent to B reaches the worker on A; the run's events (through A) end it. */
+static void test_put_on_b_assigned_on_a(void **state)
+{
+    (void)state;
+    char agent[64], th[64];
+    fresh(agent, sizeof agent, "ag");
+    fresh(th, sizeof th, "t");
+    side_t wa = side_new(&g_a), cb = side_new(&g_b);
+    serve(&wa, "wa", agent, 1);
+    uint64_t id = start(&cb, agent, th);
+    asg_t g = next_assign(&wa);
+    assert_int_equal(g.request, id);
+    assert_string_equal(g.thread, th);
+    assert_int_equal(g.attempt, 1);
+    assert_int_equal(run_epoch(&g), (long long)g.epoch);
+    run_through(&wa, &g);
+    wait_state(id, "ended");
+    side_free(&wa);
+    side_free(&cb);
+}
+
+/* Requests queued on B with no worker anywhere: a worker joining A serves each once. */
+static void test_queued_served_once_by_late_worker(void **state)
+{
+    (void)state;
+    enum { N = 3 };
+    char agent[64], th[N][64];
+    fresh(agent, sizeof agent, "ag");
+    side_t cb = side_new(&g_b);
+    uint64_t ids[N];
+    for (int i = 0; i < N; i++) {
+        fresh(th[i], sizeof th[i], "t");
+        ids[i] = start(&cb, agent, th[i]);
+    }
+    side_t wa = side_new(&g_a);
+    serve(&wa, "wa", agent, N);
+    bool got[N] = {false};
+    asg_t g[N];
+    for (int k = 0; k < N; k++) {
+        g[k] = next_assign(&wa);
+        int hit = -1;
+        for (int i = 0; i < N; i++)
+            if (ids[i] == g[k].request)
+                hit = i;
+        assert_true(hit >= 0);
+        assert_false(got[hit]); /* each once */
+        got[hit] = true;
+        assert_int_equal(g[k].attempt, 1);
+    }
+    assert_true(quiet(&wa, 1500)); /* and nothing again, after the brokers' next refresh */
+    for (int k = 0; k < N; k++)
+        run_through(&wa, &g[k]);
+    for (int i = 0; i < N; i++)
+        wait_state(ids[i], "ended");
+    side_free(&wa);
+    side_free(&cb);
+}
+
+/* A worker on A leaves holding an assignment: requeued once, taken through B at a higher
+ * epoch; the first worker's events are refused (fenced). */
+static void test_leave_requeued_taken_on_b(void **state)
+{
+    (void)state;
+    char agent[64], th[64];
+    fresh(agent, sizeof agent, "ag");
+    fresh(th, sizeof th, "t");
+    side_t wa = side_new(&g_a), ca = side_new(&g_a);
+    serve(&wa, "wa", agent, 1);
+    uint64_t id = start(&ca, agent, th);
+    asg_t g1 = next_assign(&wa);
+    assert_int_equal(g1.request, id);
+    side_t wb = side_new(&g_b);
+    serve(&wb, "wb", agent, 1);
+    assert_true(quiet(&wb, 300)); /* held through A: B leaves it alone */
+    ab_msg_t m = {.op = AB_OP_LEAVE}, r;
+    ab_error_t err = AB_ERROR_INIT;
+    assert_int_equal(ab_conn_request(wa.c, &m, NULL, 0, wa.doc, &r, IT_TIMEOUT, &err), AB_OK);
+    assert_int_equal(r.op, AB_OP_LEFT);
+    asg_t g2 = next_assign(&wb);
+    assert_int_equal(g2.request, id);
+    assert_int_equal(g2.attempt, 2);
+    assert_true(g2.epoch > g1.epoch);
+    assert_int_equal(publish(&wa, &g1, 1, "RUN_STARTED", &err), AB_RESULT_REJECTED);
+    assert_int_equal(err.code, AB_FENCED);
+    run_through(&wb, &g2);
+    wait_state(id, "ended");
+    assert_int_equal(stored("attempts", id), 2); /* requeued once */
+    assert_true(quiet(&wb, 300));
+    side_free(&wa);
+    side_free(&ca);
+    side_free(&wb);
+}
+
+/* A `requests` answer from @p s's broker (its dispatcher has loaded the store by then). */
+static void answered_requests(side_t *s)
+{
+    ab_requests_t q = {AB_REQ_QUEUED, {0}, 0, 1};
+    ab_requests_reply_t r;
+    ab_error_t err = AB_ERROR_INIT;
+    assert_int_equal(ab_conn_requests(s->c, &q, s->doc, &r, IT_TIMEOUT, &err), AB_OK);
+}
+
+/* Both brokers hold one queued request and get a worker each at once: one assignment, and
+ * the run's epoch is that assignment's (the other broker never claimed it). */
+static void test_two_brokers_one_request(void **state)
+{
+    (void)state;
+    char agent[64], th[64];
+    fresh(agent, sizeof agent, "ag");
+    fresh(th, sizeof th, "t");
+    side_t ca = side_new(&g_a);
+    uint64_t id = start(&ca, agent, th);
+    side_free(&ca);
+    /* both brokers load it at start: each table holds it queued (bug 3's race) */
+    assert_int_equal(bp_stop(&g_a), 0);
+    assert_int_equal(bp_stop(&g_b), 0);
+    assert_int_equal(bp_restart(&g_a), 0);
+    assert_int_equal(bp_restart(&g_b), 0);
+    side_t wa = side_new(&g_a), wb = side_new(&g_b);
+    answered_requests(&wa); /* a dispatch op is answered after the load: both hold it now */
+    answered_requests(&wb);
+    serve(&wa, "wa", agent, 1);
+    serve(&wb, "wb", agent, 1);
+    ab_msg_t m;
+    side_t *win = NULL, *lose = NULL;
+    long end = pgfx_now_ms() + IT_TIMEOUT;
+    while (win == NULL && pgfx_now_ms() < end) {
+        if (ab_conn_recv(wa.c, 0, wa.doc, &m, 20, NULL) == AB_OK && m.op == AB_OP_ASSIGN)
+            win = &wa, lose = &wb;
+        else if (ab_conn_recv(wb.c, 0, wb.doc, &m, 20, NULL) == AB_OK && m.op == AB_OP_ASSIGN)
+            win = &wb, lose = &wa;
+    }
+    assert_non_null(win);
+    asg_t g = asg_of(&m);
+    assert_int_equal(g.request, id);
+    assert_true(quiet(lose, 1500));
+    assert_int_equal(run_epoch(&g), (long long)g.epoch); /* no lost claim bumped it */
+    assert_int_equal(stored("attempts", id), 1);
+    run_through(win, &g);
+    wait_state(id, "ended");
+    side_free(&wa);
+    side_free(&wb);
+}
+
+/* Broker A SIGKILLed while its worker holds an assignment: once A's lease has ended, B
+ * moves the request back to the queue and B's worker runs it. */
+static void test_lost_broker_requeued(void **state)
+{
+    (void)state;
+    char agent[64], th[64];
+    fresh(agent, sizeof agent, "ag");
+    fresh(th, sizeof th, "t");
+    side_t wa = side_new(&g_a), ca = side_new(&g_a);
+    serve(&wa, "wa", agent, 1);
+    uint64_t id = start(&ca, agent, th);
+    asg_t g1 = next_assign(&wa);
+    assert_int_equal(g1.request, id);
+    side_t wb = side_new(&g_b);
+    serve(&wb, "wb", agent, 1);
+    bp_kill(&g_a);
+    asg_t g2 = next_assign_within(&wb, AB_LEASE_MS_DEFAULT + 2 * IT_TIMEOUT);
+    assert_int_equal(g2.request, id);
+    assert_int_equal(g2.attempt, 2);
+    assert_true(g2.epoch > g1.epoch);
+    run_through(&wb, &g2);
+    wait_state(id, "ended");
+    side_free(&wa);
+    side_free(&ca);
+    side_free(&wb);
+    assert_int_equal(bp_restart(&g_a), 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_put_on_b_assigned_on_a),
+        cmocka_unit_test(test_queued_served_once_by_late_worker),
+        cmocka_unit_test(test_leave_requeued_taken_on_b),
+        cmocka_unit_test(test_two_brokers_one_request),
+        cmocka_unit_test(test_lost_broker_requeued),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
