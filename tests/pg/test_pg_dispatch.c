@@ -81,14 +81,20 @@ static void side_free(side_t *s)
 }
 
 /* Register @p s as worker @p name serving @p agent with @p cap runs at once. */
-static void serve(side_t *s, const char *name, const char *agent, uint32_t cap)
+static void serve_lease(side_t *s, const char *name, const char *agent, uint32_t cap,
+                        uint32_t lease_ms)
 {
     ab_served_agent_t agents[] = {{SV(agent), cap, NULL, 0}};
     ab_msg_t m = {.op = AB_OP_SERVE}, r;
-    m.u.serve = (ab_serve_t){SV(name), agents, 1, 0};
+    m.u.serve = (ab_serve_t){SV(name), agents, 1, lease_ms};
     ab_error_t err = AB_ERROR_INIT;
     assert_int_equal(ab_conn_request(s->c, &m, NULL, 0, s->doc, &r, IT_TIMEOUT, &err), AB_OK);
     assert_int_equal(r.op, AB_OP_SERVED);
+}
+
+static void serve(side_t *s, const char *name, const char *agent, uint32_t cap)
+{
+    serve_lease(s, name, agent, cap, 0);
 }
 
 static uint64_t start(side_t *s, const char *agent, const char *thread)
@@ -370,7 +376,7 @@ static void test_lost_broker_requeued(void **state)
     asg_t g1 = next_assign(&wa);
     assert_int_equal(g1.request, id);
     side_t wb = side_new(&g_b);
-    serve(&wb, "wb", agent, 1);
+    serve_lease(&wb, "wb", agent, 1, AB_LEASE_MS_MAX); /* it stays silent past A's lease */
     bp_kill(&g_a);
     asg_t g2 = next_assign_within(&wb, AB_LEASE_MS_DEFAULT + 2 * IT_TIMEOUT);
     assert_int_equal(g2.request, id);
