@@ -216,6 +216,15 @@ static long long run_epoch(const asg_t *a)
     return pgfx_scalar1(&g_pg, sql);
 }
 
+/* A `requests` answer from @p s's broker (its dispatcher has loaded the store by then). */
+static void answered_requests(side_t *s)
+{
+    ab_requests_t q = {AB_REQ_QUEUED, {0}, 0, 1};
+    ab_requests_reply_t r;
+    ab_error_t err = AB_ERROR_INIT;
+    assert_int_equal(ab_conn_requests(s->c, &q, s->doc, &r, IT_TIMEOUT, &err), AB_OK);
+}
+
 /* ---- the tests ------------------------------------------------------------------------------ */
 
 /* start_run sent to B reaches the worker on A; the run's events (through A) end it. */
@@ -289,9 +298,16 @@ static void test_leave_requeued_taken_on_b(void **state)
     uint64_t id = start(&ca, agent, th);
     asg_t g1 = next_assign(&wa);
     assert_int_equal(g1.request, id);
+    /* B restarted loads it as assigned through A: neither its recovery at start (bug 4) nor
+     * a worker registering on B (bug 2) may send it back to the queue */
+    assert_int_equal(bp_stop(&g_b), 0);
+    assert_int_equal(bp_restart(&g_b), 0);
     side_t wb = side_new(&g_b);
+    answered_requests(&wb);
     serve(&wb, "wb", agent, 1);
     assert_true(quiet(&wb, 300)); /* held through A: B leaves it alone */
+    assert_int_equal(state_is(id, "assigned"), 1);
+    assert_int_equal(stored("epoch", id), (long long)g1.epoch);
     ab_msg_t m = {.op = AB_OP_LEAVE}, r;
     ab_error_t err = AB_ERROR_INIT;
     assert_int_equal(ab_conn_request(wa.c, &m, NULL, 0, wa.doc, &r, IT_TIMEOUT, &err), AB_OK);
@@ -309,15 +325,6 @@ static void test_leave_requeued_taken_on_b(void **state)
     side_free(&wa);
     side_free(&ca);
     side_free(&wb);
-}
-
-/* A `requests` answer from @p s's broker (its dispatcher has loaded the store by then). */
-static void answered_requests(side_t *s)
-{
-    ab_requests_t q = {AB_REQ_QUEUED, {0}, 0, 1};
-    ab_requests_reply_t r;
-    ab_error_t err = AB_ERROR_INIT;
-    assert_int_equal(ab_conn_requests(s->c, &q, s->doc, &r, IT_TIMEOUT, &err), AB_OK);
 }
 
 /* Both brokers hold one queued request and get a worker each at once: one assignment, and
