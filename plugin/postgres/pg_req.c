@@ -320,6 +320,8 @@ ab_status_t ab__pg_request_take(ab_plugin_db_t *db, uint64_t id, ab_str_t worker
     ab__pg_p_text(&p, broker);
     ab__pg_p_i64(&p, now_us());
     s = get_row(db, PQ_REQ_TAKE, &p, "id", out, input, err);
+    if (s == AB_NOT_FOUND && err)
+        ab_error_clear(err);
     if (s == AB_NOT_FOUND) /* taken, locked or held back by its thread: nothing changed */
         return ab_error_set(err, AB_CONFLICT, "id",
                             "postgres: request %llu cannot be taken now (not queued, being "

@@ -19,6 +19,7 @@
 #include "testutil.h"
 
 #include <libgen.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 
@@ -580,6 +581,142 @@ static void *claim_thread(void *arg)
     return NULL;
 }
 
+/* ---- dispatch across brokers: request_take, broker_lease, the request wake --------------------
+ */
+
+static ab_request_t put_req(ab_plugin_db_t *db, const char *thread, const char *run,
+                            const char *parent)
+{
+    char key[64];
+    fresh(key, sizeof key, "key");
+    ab_request_new_t nr = {.key = S(key),
+                           .agent = S("agent-t"),
+                           .thread = S(thread),
+                           .run = S(run),
+                           .run_named = true,
+                           .input = (const uint8_t *)"in",
+                           .input_len = 2,
+                           .parent_run = parent ? S(parent) : (ab_str_t){0}};
+    ab_request_t r;
+    bool existing = true;
+    ab_error_t err = AB_ERROR_INIT;
+    assert_int_equal(P->request_put(db, &nr, &r, &existing, &err), AB_OK);
+    assert_false(existing);
+    return r;
+}
+
+static ab_status_t take(ab_plugin_db_t *db, uint64_t id, const char *broker, ab_request_t *out)
+{
+    ab_buf_t in = AB_BUF_INIT;
+    ab_error_t err = AB_ERROR_INIT;
+    ab_status_t rc = P->request_take(db, id, S("w"), S(broker), out, &in, &err);
+    if (rc == AB_OK)
+        assert_true(in.len == 2 && memcmp(in.data, "in", 2) == 0);
+    if (rc == AB_CONFLICT)
+        tu_assert_error(&err, AB_CONFLICT, "id");
+    ab_buf_free(&in);
+    return rc;
+}
+
+static long long runs_of(const char *thread)
+{
+    char sql[160];
+    snprintf(sql, sizeof sql, "SELECT count(*) FROM ab_runs WHERE thread = '%s'", thread);
+    return sql1(sql);
+}
+
+/* The ids the lost-broker callback delivers, among the first 8. */
+typedef struct ids {
+    uint64_t v[64];
+    int n;
+} ids_t;
+
+static int note_id(void *ud, const ab_request_t *r)
+{
+    ids_t *l = ud;
+    if (l->n < 64)
+        l->v[l->n++] = r->id;
+    return 0;
+}
+
+static bool has_id(const ids_t *l, uint64_t id)
+{
+    for (int i = 0; i < l->n; i++)
+        if (l->v[i] == id)
+            return true;
+    return false;
+}
+
+/* request_take: the thread rule on the stored rows, the claim only with the assignment, a
+ * locked row skipped; broker_lease: a lost broker's held requests; wake_drain's mask. */
+static void test_take_and_leases(void **state)
+{
+    (void)state;
+    assert_true(ab__plugin_takes(P));
+    ab_plugin_db_t *a = open_db(false), *b = open_db(false);
+    char th[64], th2[64], ba[32], bb[32];
+    fresh(th, sizeof th, "th");
+    fresh(th2, sizeof th2, "th");
+    fresh(ba, sizeof ba, "ba");
+    fresh(bb, sizeof bb, "bb");
+    ab_request_t r1 = put_req(a, th, "r1", NULL), r2 = put_req(a, th, "r2", NULL), r;
+    /* r2 waits behind r1: refused, and its run was not claimed */
+    assert_int_equal(take(b, r2.id, bb, &r), AB_CONFLICT);
+    assert_int_equal(runs_of(th), 0);
+    uint32_t woken = 0;
+    ab_error_t err = AB_ERROR_INIT;
+    assert_int_equal(P->wake_drain(a, &woken, &err), AB_OK);
+    assert_int_equal(P->wake_drain(b, &woken, &err), AB_OK);
+    assert_int_equal(take(a, r1.id, ba, &r), AB_OK);
+    assert_int_equal(r.state, AB_REQ_ASSIGNED);
+    assert_int_equal(r.epoch, 1);
+    assert_int_equal(r.attempts, 1);
+    assert_string_equal(r.broker, ba);
+    assert_string_equal(r.worker, "w");
+    assert_int_equal(runs_of(th), 1);
+    /* a's own move does not wake a; b is woken for requests */
+    assert_int_equal(P->wake_drain(a, &woken, &err), AB_OK);
+    assert_int_equal(woken & AB_WAKE_REQUESTS, 0);
+    struct pollfd pfd = {.fd = P->wake_fd(b), .events = POLLIN};
+    assert_int_equal(poll(&pfd, 1, 5000), 1);
+    assert_int_equal(P->wake_drain(b, &woken, &err), AB_OK);
+    assert_true(woken & AB_WAKE_REQUESTS);
+    /* taken once; r2's thread is busy now; a child of r1 is not held back */
+    assert_int_equal(take(b, r1.id, bb, &r), AB_CONFLICT);
+    assert_int_equal(take(b, r2.id, bb, &r), AB_CONFLICT);
+    ab_request_t r3 = put_req(b, th, "r3", "r1");
+    assert_int_equal(take(b, r3.id, bb, &r), AB_OK);
+    assert_int_equal(runs_of(th), 2);
+    /* a row another taker holds locked is skipped, not waited for */
+    ab_request_t r4 = put_req(a, th2, "r4", NULL);
+    PGconn *c = pgfx_connect(&g_pg);
+    char sql[160];
+    snprintf(sql, sizeof sql, "BEGIN; SELECT 1 FROM ab_requests WHERE id = %llu FOR UPDATE",
+             (unsigned long long)r4.id);
+    PQclear(PQexec(c, sql));
+    assert_int_equal(take(a, r4.id, ba, &r), AB_CONFLICT);
+    PQclear(PQexec(c, "ROLLBACK"));
+    PQfinish(c);
+    assert_int_equal(take(a, r4.id, ba, &r), AB_OK);
+    /* leases: with ba alive, b sees none of its requests as lost; once ba's lease ended, b
+     * gets ba's two held requests (and not its own r3) */
+    int64_t now = 1000000000000000;
+    ids_t lost = {0};
+    assert_int_equal(P->broker_lease(a, S(ba), now, now + 10000000, 64, NULL, NULL, &err), AB_OK);
+    assert_int_equal(P->broker_lease(b, S(bb), now, now + 10000000, 64, note_id, &lost, &err),
+                     AB_OK);
+    assert_false(has_id(&lost, r1.id) || has_id(&lost, r4.id) || has_id(&lost, r3.id));
+    lost.n = 0;
+    assert_int_equal(
+        P->broker_lease(b, S(bb), now + 10000001, now + 20000001, 64, note_id, &lost, &err), AB_OK);
+    assert_true(has_id(&lost, r1.id) && has_id(&lost, r4.id));
+    assert_false(has_id(&lost, r3.id) || has_id(&lost, r2.id));
+    assert_int_equal(P->broker_lease(a, S(""), now, now, 64, NULL, NULL, &err),
+                     AB_INVALID_ARGUMENT);
+    P->close(a);
+    P->close(b);
+}
+
 /* Two claims of one new run at once (two brokers): the second waits for the first's insert
  * and then bumps the epoch the first made; the run is counted once. */
 static void test_claims_of_a_new_run_race(void **state)
@@ -703,6 +840,7 @@ int main(void)
         cmocka_unit_test(test_paging_interleaved_batches),
         cmocka_unit_test(test_tailing_reader_never_skips),
         cmocka_unit_test(test_requests_shared),
+        cmocka_unit_test(test_take_and_leases),
         cmocka_unit_test(test_stats_and_schema_upgrade),
         cmocka_unit_test(test_claims_of_a_new_run_race),
         cmocka_unit_test(test_snapshots),
