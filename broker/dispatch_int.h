@@ -150,6 +150,9 @@ void ab__dispatch_accepted(ab__dispatch_t *d, ab_job_t *job, uint64_t id, bool e
  *  the request as assigned (its input in d->buf). AB_CONFLICT: not takeable now. */
 AB_NODISCARD ab_status_t ab__dq_take(ab__dispatch_t *d, ab__dreq_t *q, const ab__dwk_t *w,
                                      ab_request_t *r, ab_error_t *err);
+/** Shared store: read the request of run @p run again into the table (before an op acts
+ *  on one run: cancel_run, a claim), so it acts on the stored state, not a second-old copy. */
+void ab__dq_reload_run(ab__dispatch_t *d, ab_str_t thread, ab_str_t run);
 /** Renew the lease, settle lost brokers' requests, refresh the table when due; the ms
  *  until the next of these (-1 when the store is not shared). */
 long ab__dispatch_sync(ab__dispatch_t *d, int64_t now);

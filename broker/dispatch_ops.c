@@ -298,6 +298,7 @@ static void cancel_run(ab__dispatch_t *d, ab_job_t *job, const ab_cancel_run_t *
     ab_error_t e = AB_ERROR_INIT;
     ab_msg_t m = {.op = AB_OP_CANCEL_REPLY, .v = job->v, .cid = job->cid};
     m.u.cancel_reply = (ab_cancel_reply_t){c->thread, c->run, AB_CANCEL_ENDED, 0};
+    ab__dq_reload_run(d, c->thread, c->run); /* another broker may have moved it */
     ab__dreq_t *q = ab__dq_by_run(d, c->thread, c->run);
     if (q != NULL) {
         m.u.cancel_reply.request = q->r.id;
@@ -428,6 +429,7 @@ static void requests(ab__dispatch_t *d, ab_job_t *job, const ab_requests_t *rq)
 ab_status_t ab__dispatch_claim_check(ab__dispatch_t *d, ab_str_t thread, ab_str_t run,
                                      ab_error_t *err)
 {
+    ab__dq_reload_run(d, thread, run); /* a shared store: another broker may hold it */
     ab__dreq_t *q = d ? ab__dq_by_run(d, thread, run) : NULL;
     if (q == NULL || ab__dq_orphaned(d, q))
         return AB_OK;

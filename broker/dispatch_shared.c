@@ -60,6 +60,61 @@ ab_status_t ab__dq_take(ab__dispatch_t *d, ab__dreq_t *q, const ab__dwk_t *w, ab
     return AB_OK;
 }
 
+/*
+ * A request of a worker here that another broker cancelled before RUN_STARTED (cancel_run
+ * through it: its claim fenced the worker, the request left the open ones): tell the worker,
+ * as a cancel through this broker would (PROTOCOL.md 7.13). @p old: the copy before the
+ * refresh, which left the table.
+ */
+static void tell_cancelled(ab__dispatch_t *d, const ab__dreq_t *old)
+{
+    ab_request_t r;
+    ab_error_t e = AB_ERROR_INIT;
+    ab__dwk_t *w = ab__dq_owner(d, old->r.worker, old->r.agent);
+    if (w == NULL || d->p->request_get(d->db, old->r.id, &r, NULL, &e) != AB_OK ||
+        r.state != AB_REQ_CANCELLED)
+        return;
+    ab_msg_t m = {.op = AB_OP_RUN_CANCEL, .v = 1};
+    m.u.run_cancel = (ab_run_cancel_t){old->r.id, sv(old->r.thread), sv(old->r.run), old->r.epoch,
+                                       sv("cancelled through another broker")};
+    ab__dq_send(d, w, &m);
+    ab__log(AB_LOG_INFO, "dispatch: request %" PRIu64 " was cancelled through another broker",
+            old->r.id);
+}
+
+/* Whether request @p id is in the listing @p l (sorted by id). */
+static bool listed(const ab__rlist_t *l, uint64_t id)
+{
+    size_t lo = 0, hi = l->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (l->v[mid].id == id)
+            return true;
+        if (l->v[mid].id < id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return false;
+}
+
+void ab__dq_reload_run(ab__dispatch_t *d, ab_str_t thread, ab_str_t run)
+{
+    ab_request_t r;
+    ab_error_t e = AB_ERROR_INIT;
+    if (d == NULL || !d->takes || d->p->request_by_run(d->db, thread, run, &r, NULL, &e) != AB_OK)
+        return; /* not a dispatched run (or the store is away: the table answers) */
+    if (ab__dq_by_id(d, r.id) != NULL) {
+        ab__dq_update(d, &r);
+        return;
+    }
+    char parent[AB_ID_MAX_BYTES + 1];
+    bool open = r.state == AB_REQ_QUEUED || r.state == AB_REQ_ASSIGNED || r.state == AB_REQ_STARTED;
+    if (open && d->nq < AB__DISPATCH_OPEN_MAX &&
+        ab__dq_parent_of(d, r.id, parent, sizeof(parent), &e) == AB_OK)
+        (void)ab__dq_add(d, &r, parent);
+}
+
 /* Replace the table with the store's open requests (invariant 3). */
 static void refresh(ab__dispatch_t *d, int64_t now)
 {
@@ -79,6 +134,10 @@ static void refresh(ab__dispatch_t *d, int64_t now)
             rc = ab__dq_parent_of(d, l.v[i].id, v[i].parent, sizeof(v[i].parent), &e);
         v[i].r = l.v[i];
     }
+    for (size_t i = 0; rc == AB_OK && i < d->nq; i++)
+        if (d->q[i].r.state == AB_REQ_ASSIGNED && ab__dq_mine(d, &d->q[i]) &&
+            !listed(&l, d->q[i].r.id) && l.n < AB__DISPATCH_OPEN_MAX)
+            tell_cancelled(d, &d->q[i]);
     free(l.v);
     if (rc != AB_OK) {
         char line[256];

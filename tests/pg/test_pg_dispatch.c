@@ -369,6 +369,37 @@ static void test_two_brokers_one_request(void **state)
     side_free(&wb);
 }
 
+/* cancel_run through B of a run assigned to A's worker: dequeued (B's claim fences the
+ * worker), and A, learning of it, sends its worker run_cancel. */
+static void test_cancel_through_b(void **state)
+{
+    (void)state;
+    char agent[64], th[64];
+    fresh(agent, sizeof agent, "ag");
+    fresh(th, sizeof th, "t");
+    side_t wa = side_new(&g_a), cb = side_new(&g_b);
+    serve(&wa, "wa", agent, 1);
+    uint64_t id = start(&cb, agent, th);
+    asg_t g = next_assign(&wa);
+    assert_int_equal(g.request, id);
+    ab_cancel_run_t c = {SV(g.thread), SV(g.run), SV("stop")};
+    ab_cancel_reply_t rep;
+    ab_error_t err = AB_ERROR_INIT;
+    assert_int_equal(ab_conn_cancel_run(cb.c, &c, cb.doc, &rep, IT_TIMEOUT, &err), AB_OK);
+    assert_int_equal(rep.outcome, AB_CANCEL_DEQUEUED);
+    assert_int_equal(rep.request, id);
+    assert_int_equal(state_is(id, "cancelled"), 1);
+    ab_msg_t m;
+    assert_int_equal(ab_conn_recv(wa.c, 0, wa.doc, &m, IT_TIMEOUT, &err), AB_OK);
+    assert_int_equal(m.op, AB_OP_RUN_CANCEL);
+    assert_int_equal(m.u.run_cancel.request, id);
+    assert_int_equal(m.u.run_cancel.epoch, g.epoch);
+    assert_int_equal(publish(&wa, &g, 1, "RUN_STARTED", &err), AB_RESULT_REJECTED);
+    assert_int_equal(err.code, AB_FENCED);
+    side_free(&wa);
+    side_free(&cb);
+}
+
 /* Broker A SIGKILLed while its worker holds an assignment: once A's lease has ended, B
  * moves the request back to the queue and B's worker runs it. */
 static void test_lost_broker_requeued(void **state)
@@ -404,6 +435,7 @@ int main(void)
         cmocka_unit_test(test_queued_served_once_by_late_worker),
         cmocka_unit_test(test_leave_requeued_taken_on_b),
         cmocka_unit_test(test_two_brokers_one_request),
+        cmocka_unit_test(test_cancel_through_b),
         cmocka_unit_test(test_lost_broker_requeued),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
