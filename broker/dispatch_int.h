@@ -150,6 +150,11 @@ void ab__dispatch_accepted(ab__dispatch_t *d, ab_job_t *job, uint64_t id, bool e
  *  the request as assigned (its input in d->buf). AB_CONFLICT: not takeable now. */
 AB_NODISCARD ab_status_t ab__dq_take(ab__dispatch_t *d, ab__dreq_t *q, const ab__dwk_t *w,
                                      ab_request_t *r, ab_error_t *err);
+/** Cancel assigned request @p q in one store transaction (plugin request_cancel): unless its
+ *  RUN_STARTED has committed, its run is claimed (the assignee fenced) and it is stored
+ *  cancelled; the table follows (q is then gone). AB_CONFLICT: it moved on or started (the
+ *  table holds it as stored now). */
+AB_NODISCARD ab_status_t ab__dq_cancel_assigned(ab__dispatch_t *d, ab__dreq_t *q, ab_error_t *err);
 /** Shared store: read the request of run @p run again into the table (before an op acts
  *  on one run: cancel_run, a claim), so it acts on the stored state, not a second-old copy. */
 void ab__dq_reload_run(ab__dispatch_t *d, ab_str_t thread, ab_str_t run);

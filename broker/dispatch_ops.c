@@ -262,6 +262,18 @@ static ab_status_t cancel_one(ab__dispatch_t *d, ab__dreq_t *q, ab_str_t reason,
             send_cancel(d, w, &r, reason);
         return AB_OK;
     }
+    if (r.state == AB_REQ_ASSIGNED && d->takes) { /* claim and move in one transaction */
+        ab_status_t rc = ab__dq_cancel_assigned(d, q, err);
+        ab__dreq_t *now = rc == AB_CONFLICT ? ab__dq_by_run(d, sv(r.thread), sv(r.run)) : NULL;
+        if (now != NULL && now->r.state == AB_REQ_STARTED) { /* it started first */
+            ab_error_clear(err);
+            return cancel_one(d, now, reason, out, err);
+        }
+        if (rc == AB_OK && w)
+            send_cancel(d, w, &r, reason);
+        *out = AB_CANCEL_DEQUEUED;
+        return rc;
+    }
     uint64_t epoch = r.epoch, last = 0;
     ab_run_status_t st;
     ab_status_t rc = AB_OK;

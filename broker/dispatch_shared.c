@@ -98,6 +98,24 @@ static bool listed(const ab__rlist_t *l, uint64_t id)
     return false;
 }
 
+ab_status_t ab__dq_cancel_assigned(ab__dispatch_t *d, ab__dreq_t *q, ab_error_t *err)
+{
+    ab_request_t r;
+    char thread[sizeof(q->r.thread)], run[sizeof(q->r.run)];
+    memcpy(thread, q->r.thread, sizeof(thread));
+    memcpy(run, q->r.run, sizeof(run));
+    ab_status_t rc = d->p->request_cancel(d->db, q->r.id, q->r.epoch, &r, err);
+    if (rc == AB_CONFLICT)
+        ab__dq_reload_run(d, sv(thread), sv(run));
+    if (rc != AB_OK)
+        return rc;
+    ab__seq_run_t *sr = ab__seq_find(d->seq, sv(thread), sv(run));
+    if (sr != NULL)
+        ab__seq_evict(d->seq, sr); /* the claim moved its epoch in the store */
+    ab__dq_update(d, &r);
+    return AB_OK;
+}
+
 void ab__dq_reload_run(ab__dispatch_t *d, ab_str_t thread, ab_str_t run)
 {
     ab_request_t r;

@@ -99,7 +99,8 @@ bool ab__plugin_shared(const ab_plugin_t *p)
 
 bool ab__plugin_takes(const ab_plugin_t *p)
 {
-    return ab__plugin_dispatches(p) && ab__plugin_shared(p) && p->request_take && p->broker_lease;
+    return ab__plugin_dispatches(p) && ab__plugin_shared(p) && p->request_take && p->broker_lease &&
+           p->request_cancel;
 }
 
 static ab_status_t check_table(const ab_plugin_t *p, const char *what, ab_error_t *err)
@@ -126,11 +127,12 @@ static ab_status_t check_table(const ab_plugin_t *p, const char *what, ab_error_
         return ab_error_set(err, AB_INVALID_CONFIG, "wake_fd",
                             "plugin %s (%s) implements only one of wake_fd and wake_drain", what,
                             p->name);
-    if (!p->request_take != !p->broker_lease ||
-        (p->request_take && (!ab__plugin_dispatches(p) || !ab__plugin_shared(p))))
+    bool any = p->request_take || p->broker_lease || p->request_cancel;
+    if (any && !ab__plugin_takes(p))
         return ab_error_set(err, AB_INVALID_CONFIG, "request_take",
-                            "plugin %s (%s): request_take and broker_lease come together, and "
-                            "only with the request_* functions and wake_fd/wake_drain",
+                            "plugin %s (%s): request_take, broker_lease and request_cancel come "
+                            "together, and only with the request_* functions and "
+                            "wake_fd/wake_drain",
                             what, p->name);
     return AB_OK;
 }

@@ -57,8 +57,8 @@ extern "C" {
  * store shared by several brokers (docs/SCALING.md). 5: the optional
  * snapshot_put_part entry (snapshots stored a part per call). 6: dispatch
  * across brokers: ab_request_t.broker, ab_request_move_t.broker,
- * ab_request_new_t.parent_run, the optional request_take and broker_lease
- * entries, and wake_drain's bit mask (AB_WAKE_*) instead of a count.
+ * ab_request_new_t.parent_run, the optional request_take, broker_lease and
+ * request_cancel entries, and wake_drain's bit mask (AB_WAKE_*) instead of a count.
  */
 #define AB_PLUGIN_ABI_VERSION 6
 /** The one exported entry point of a plugin shared object. */
@@ -233,7 +233,7 @@ typedef struct ab_plugin {
 
     /*
      * Dispatch across brokers (ABI 6; docs/SCALING.md "Dispatch across
-     * brokers"). Both optional and both or none; only with the request
+     * brokers"). All three optional and all or none; only with the request
      * entries and wake_fd. NULL: this broker is its store's only dispatcher
      * (SQLite), which assigns with claim and request_move.
      */
@@ -254,6 +254,13 @@ typedef struct ab_plugin {
     ab_status_t (*broker_lease)(ab_plugin_db_t *db, ab_str_t broker, int64_t now_us,
                                 int64_t alive_until_us, uint32_t limit, ab_request_cb lost,
                                 void *ud, ab_error_t *err);
+    /** Cancel request @p id, assigned at @p epoch, in one transaction: unless its run's
+     *  RUN_STARTED of that epoch has committed (the run is active at @p epoch), claim the
+     *  run (fencing the assignee) and move the request to cancelled at the claim's epoch.
+     *  *out = the request as cancelled. AB_CONFLICT, nothing changed, when it is no longer
+     *  assigned at @p epoch or its run has started. */
+    ab_status_t (*request_cancel)(ab_plugin_db_t *db, uint64_t id, uint64_t epoch,
+                                  ab_request_t *out, ab_error_t *err);
 } ab_plugin_t;
 
 /** Signature of the exported entry point. */

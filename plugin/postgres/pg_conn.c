@@ -182,6 +182,23 @@ static const char *const SCHEMA[] = {
     "   broker = p_broker, epoch = v_epoch, attempts = attempts + 1, updated_us = p_now"
     "   WHERE id = p_id RETURNING *;"
     " END $f$;",
+    /* Cancel an assigned request (plugin.h request_cancel): the run's row is locked as
+     * ab_append locks it, so either its RUN_STARTED committed first (the run is active at
+     * the assignment's epoch: refused, nothing claimed) or the claim here fences it. */
+    "CREATE OR REPLACE FUNCTION ab_cancel(p_id bigint, p_epoch bigint, p_now bigint)"
+    " RETURNS SETOF ab_requests LANGUAGE plpgsql AS $f$"
+    " DECLARE q ab_requests; v_epoch bigint; v_last bigint;"
+    " BEGIN"
+    "  SELECT * INTO q FROM ab_requests WHERE id = p_id AND state = 'assigned'"
+    "   AND epoch = p_epoch FOR UPDATE;"
+    "  IF NOT FOUND THEN RETURN; END IF;"
+    "  PERFORM 1 FROM ab_runs x WHERE x.thread = q.thread AND x.run = q.run"
+    "   AND x.epoch = p_epoch AND x.status = 'active' FOR UPDATE;"
+    "  IF FOUND THEN RETURN; END IF;"
+    "  SELECT c.epoch, c.last_seq INTO v_epoch, v_last FROM ab_claim(q.thread, q.run, p_now) c;"
+    "  RETURN QUERY UPDATE ab_requests SET state = 'cancelled', epoch = v_epoch,"
+    "   updated_us = p_now WHERE id = p_id RETURNING *;"
+    " END $f$;",
 };
 
 static const struct {
@@ -266,6 +283,9 @@ static const struct {
                       " AND state = 'queued' AND id < $1",
                       1,
                       {PG_INT8}},
+    [PQ_REQ_CANCEL] = {"SELECT " REQ_COLS ", input FROM ab_cancel($1, $2, $3)",
+                       3,
+                       {PG_INT8, PG_INT8, PG_INT8}},
     [PQ_REQ_TAKE] = {"SELECT " REQ_COLS ", input FROM ab_take($1, $2, $3, $4)",
                      4,
                      {PG_INT8, PG_TEXT, PG_TEXT, PG_INT8}},
@@ -687,6 +707,7 @@ static const ab_plugin_t PG_PLUGIN = {
     .wake_drain = pg_wake_drain,
     .request_take = ab__pg_request_take,
     .broker_lease = ab__pg_broker_lease,
+    .request_cancel = ab__pg_request_cancel,
 };
 
 /** The plugin entry point (AB_PLUGIN_ENTRY_SYMBOL). */

@@ -53,6 +53,7 @@ enum {
     PQ_REQ_THREAD_OPEN,
     PQ_REQ_AHEAD,
     PQ_REQ_TAKE,
+    PQ_REQ_CANCEL,
     PQ_LEASE,
     PQ_LOST,
     PQ_STATS,
@@ -156,6 +157,8 @@ ab_status_t ab__pg_request_by_run(ab_plugin_db_t *db, ab_str_t thread, ab_str_t 
 
 ab_status_t ab__pg_request_take(ab_plugin_db_t *db, uint64_t id, ab_str_t worker, ab_str_t broker,
                                 ab_request_t *out, ab_buf_t *input, ab_error_t *err);
+ab_status_t ab__pg_request_cancel(ab_plugin_db_t *db, uint64_t id, uint64_t epoch,
+                                  ab_request_t *out, ab_error_t *err);
 ab_status_t ab__pg_broker_lease(ab_plugin_db_t *db, ab_str_t broker, int64_t now_us,
                                 int64_t alive_until_us, uint32_t limit, ab_request_cb lost,
                                 void *ud, ab_error_t *err);

@@ -355,3 +355,26 @@ ab_status_t ab__pg_broker_lease(ab_plugin_db_t *db, ab_str_t broker, int64_t now
     ab__pg_p_i64(&p, limit);
     return deliver(db, PQ_LOST, &p, lost, ud, NULL, err);
 }
+
+ab_status_t ab__pg_request_cancel(ab_plugin_db_t *db, uint64_t id, uint64_t epoch,
+                                  ab_request_t *out, ab_error_t *err)
+{
+    ab_status_t s = ab__pg_check_writer(db, "request cancel", err);
+    if (s == AB_OK && !out)
+        s = ab_error_set(err, AB_INVALID_ARGUMENT, "request", "postgres: NULL out");
+    if (s != AB_OK)
+        return s;
+    pg_params_t p = {0};
+    ab__pg_p_i64(&p, id > INT64_MAX ? INT64_MAX : (int64_t)id);
+    ab__pg_p_i64(&p, epoch > INT64_MAX ? INT64_MAX : (int64_t)epoch);
+    ab__pg_p_i64(&p, now_us());
+    s = get_row(db, PQ_REQ_CANCEL, &p, "id", out, NULL, err);
+    if (s == AB_NOT_FOUND && err)
+        ab_error_clear(err);
+    if (s == AB_NOT_FOUND) /* moved on, or its run started: nothing claimed, nothing moved */
+        return ab_error_set(err, AB_CONFLICT, "state",
+                            "postgres: request %llu is no longer assigned at epoch %llu, or its "
+                            "run has started (nothing changed)",
+                            (unsigned long long)id, (unsigned long long)epoch);
+    return s;
+}

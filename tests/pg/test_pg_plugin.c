@@ -717,6 +717,49 @@ static void test_take_and_leases(void **state)
     P->close(b);
 }
 
+static long long run_epoch_of(const char *thread)
+{
+    char sql[160];
+    snprintf(sql, sizeof sql, "SELECT epoch FROM ab_runs WHERE thread = '%s'", thread);
+    return sql1(sql);
+}
+
+/* request_cancel: an assigned request is claimed and cancelled in one transaction, unless its
+ * run's RUN_STARTED of the assignment's epoch committed first (then nothing is claimed). */
+static void test_cancel_assigned(void **state)
+{
+    (void)state;
+    ab_plugin_db_t *a = open_db(false);
+    char th[64], th2[64];
+    fresh(th, sizeof th, "th");
+    fresh(th2, sizeof th2, "th");
+    ab_request_t r1 = put_req(a, th, "r1", NULL), r2 = put_req(a, th2, "r2", NULL), r;
+    ab_error_t err = AB_ERROR_INIT;
+    assert_int_equal(take(a, r1.id, "ba", &r), AB_OK);
+    assert_int_equal(P->request_cancel(a, r1.id, 2, &r, &err), AB_CONFLICT); /* not its epoch */
+    tu_assert_error(&err, AB_CONFLICT, "state");
+    ab_error_clear(&err);
+    assert_int_equal(run_epoch_of(th), 1);
+    assert_int_equal(P->request_cancel(a, r1.id, 1, &r, &err), AB_OK);
+    assert_int_equal(r.state, AB_REQ_CANCELLED);
+    assert_int_equal(r.epoch, 2);
+    assert_int_equal(run_epoch_of(th), 2); /* the assignee is fenced */
+    assert_int_equal(P->request_cancel(a, r1.id, 1, &r, &err), AB_CONFLICT);
+    ab_error_clear(&err);
+    /* r2's RUN_STARTED commits before the cancel: refused, its run not claimed */
+    assert_int_equal(take(a, r2.id, "ba", &r), AB_OK);
+    ab_append_event_t started = ev(th2, "r2", 1, 1, "started");
+    started.status = AB_RUN_STATUS_ACTIVE;
+    uint64_t first = 0;
+    assert_int_equal(P->append_batch(a, &started, 1, 1, &first, &err), AB_OK);
+    assert_int_equal(P->request_cancel(a, r2.id, 1, &r, &err), AB_CONFLICT);
+    ab_error_clear(&err);
+    assert_int_equal(run_epoch_of(th2), 1);
+    assert_int_equal(P->request_get(a, r2.id, &r, NULL, &err), AB_OK);
+    assert_int_equal(r.state, AB_REQ_ASSIGNED);
+    P->close(a);
+}
+
 /* Two claims of one new run at once (two brokers): the second waits for the first's insert
  * and then bumps the epoch the first made; the run is counted once. */
 static void test_claims_of_a_new_run_race(void **state)
@@ -841,6 +884,7 @@ int main(void)
         cmocka_unit_test(test_tailing_reader_never_skips),
         cmocka_unit_test(test_requests_shared),
         cmocka_unit_test(test_take_and_leases),
+        cmocka_unit_test(test_cancel_assigned),
         cmocka_unit_test(test_stats_and_schema_upgrade),
         cmocka_unit_test(test_claims_of_a_new_run_race),
         cmocka_unit_test(test_snapshots),
