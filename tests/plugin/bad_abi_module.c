@@ -1,11 +1,12 @@
 /*
  * bad_abi_module.c - a loadable plugin with a broken function table, for the
- * loader tests. Built three times (tests/CMakeLists.txt): with AB_BAD_ABI=1
+ * loader tests. Built once per variant (tests/CMakeLists.txt): with AB_BAD_ABI=1
  * its table claims ABI AB_PLUGIN_ABI_VERSION + 1; with AB_BAD_OLD=1 the ABI
  * before this one (a module built before the run-request entries); with
  * AB_BAD_NULLFN=1 it has the right ABI but no read function; with
  * AB_BAD_PARTIAL=1 it has every required function but only one of the seven
- * request_* entries; with AB_BAD_NODISPATCH=1 it is a valid table without
+ * request_* entries; with AB_BAD_TAKE=1 it has request_take alone (none of
+ * the entries it comes with); with AB_BAD_NODISPATCH=1 it is a valid table without
  * any request_* entry (a plugin that cannot dispatch, which loads).
  *
  * Invariants:
@@ -84,6 +85,15 @@ static ab_status_t bad_bytes(ab_plugin_db_t *db, ab_str_t t, ab_str_t r, uint64_
     return AB_INTERNAL;
 }
 
+#ifdef AB_BAD_TAKE
+static ab_status_t bad_take(ab_plugin_db_t *db, uint64_t id, ab_str_t w, ab_str_t b,
+                            ab_request_t *out, ab_buf_t *in, ab_error_t *e)
+{
+    (void)db, (void)id, (void)w, (void)b, (void)out, (void)in, (void)e;
+    return AB_INTERNAL;
+}
+#endif
+
 #ifdef AB_BAD_PARTIAL
 static ab_status_t bad_put(ab_plugin_db_t *db, const ab_request_new_t *r, ab_request_t *out,
                            bool *existing, ab_error_t *e)
@@ -116,6 +126,9 @@ static const ab_plugin_t BAD = {
     .event_bytes = bad_bytes,
 #ifdef AB_BAD_PARTIAL
     .request_put = bad_put,
+#endif
+#ifdef AB_BAD_TAKE
+    .request_take = bad_take, /* without the request_* entries, wake_fd and the other two */
 #endif
 };
 

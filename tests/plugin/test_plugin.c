@@ -240,6 +240,18 @@ static void test_load_partial_requests(void **state)
     assert_null(lib.plugin);
 }
 
+/* A module with request_take but without the entries it comes with is refused. */
+static void test_load_take_alone(void **state)
+{
+    (void)state;
+    ab_plugin_lib_t lib = {0};
+    ab_error_t err = AB_ERROR_INIT;
+    assert_int_equal(ab__plugin_load(AB_BAD_TAKE_MODULE, &lib, &err), AB_INVALID_CONFIG);
+    tu_assert_error(&err, AB_INVALID_CONFIG, "request_take");
+    assert_non_null(strstr(err.message, "request_take, broker_lease and request_cancel come"));
+    assert_null(lib.plugin);
+}
+
 /* A module without any request_* entry loads: it cannot dispatch, and says so. */
 static void test_load_without_dispatch(void **state)
 {
@@ -698,6 +710,7 @@ int main(void)
         cmocka_unit_test(test_load_previous_abi),
         cmocka_unit_test(test_load_null_function),
         cmocka_unit_test(test_load_partial_requests),
+        cmocka_unit_test(test_load_take_alone),
         cmocka_unit_test(test_load_without_dispatch),
         cmocka_unit_test_setup_teardown(test_requests_through_table, setup, teardown),
         cmocka_unit_test_setup_teardown(test_positions_contiguous, setup, teardown),
