@@ -7,8 +7,10 @@
  * is requeued once and taken through the other broker at a higher epoch, the
  * first worker fenced; two brokers that both hold one queued request and
  * both have a worker assign it once, and the loser fences nobody (its claim
- * never happened); a SIGKILLed broker's assignment is settled by the other
- * once the lost broker's lease has ended. The workers speak the wire
+ * never happened); cancel_run through one broker of a run assigned through
+ * the other reaches its worker; a SIGKILLed broker's assignment is settled
+ * by the other once the lost broker's lease has ended, and its started run
+ * announced orphaned (continued by a claim through the other broker). The workers speak the wire
  * themselves (ab_conn), so each assignment is seen as it arrives.
  *
  * One server and two brokers for the file; a fresh agent per test, so no
@@ -400,28 +402,65 @@ static void test_cancel_through_b(void **state)
     side_free(&cb);
 }
 
-/* Broker A SIGKILLed while its worker holds an assignment: once A's lease has ended, B
- * moves the request back to the queue and B's worker runs it. */
-static void test_lost_broker_requeued(void **state)
+/* The request @p id as B's `requests` lists it (its table's orphan flag); false when not. */
+static bool listed_as(side_t *s, uint64_t id, ab_request_info_t *out)
+{
+    ab_requests_t q = {AB_REQ_NONE, {0}, id - 1, 1};
+    ab_requests_reply_t r;
+    ab_error_t err = AB_ERROR_INIT;
+    assert_int_equal(ab_conn_requests(s->c, &q, s->doc, &r, IT_TIMEOUT, &err), AB_OK);
+    if (r.nrequests == 0 || r.requests[0].request != id)
+        return false;
+    *out = r.requests[0];
+    return true;
+}
+
+/* Broker A SIGKILLed while its worker holds an assignment and a started run: once A's lease
+ * has ended, B moves the assignment back to the queue (B's worker runs it) and announces the
+ * started run orphaned (never run again by itself; B's worker continues it by a claim). */
+static void test_lost_broker_settled(void **state)
 {
     (void)state;
-    char agent[64], th[64];
+    char agent[64], th1[64], th2[64];
     fresh(agent, sizeof agent, "ag");
-    fresh(th, sizeof th, "t");
+    fresh(th1, sizeof th1, "t");
+    fresh(th2, sizeof th2, "t");
     side_t wa = side_new(&g_a), ca = side_new(&g_a);
-    serve(&wa, "wa", agent, 1);
-    uint64_t id = start(&ca, agent, th);
-    asg_t g1 = next_assign(&wa);
-    assert_int_equal(g1.request, id);
+    serve(&wa, "wa", agent, 2);
+    uint64_t id1 = start(&ca, agent, th1), id2 = start(&ca, agent, th2);
+    asg_t x = next_assign(&wa), y = next_assign(&wa);
+    asg_t g1 = x.request == id1 ? x : y, g2 = x.request == id1 ? y : x;
+    assert_int_equal(g1.request, id1);
+    assert_int_equal(g2.request, id2);
+    ab_error_t err = AB_ERROR_INIT;
+    assert_int_equal(publish(&wa, &g2, 1, "RUN_STARTED", &err), AB_RESULT_ACCEPTED);
+    wait_state(id2, "started");
     side_t wb = side_new(&g_b);
-    serve_lease(&wb, "wb", agent, 1, AB_LEASE_MS_MAX); /* it stays silent past A's lease */
+    serve_lease(&wb, "wb", agent, 2, AB_LEASE_MS_MAX); /* it stays silent past A's lease */
     bp_kill(&g_a);
-    asg_t g2 = next_assign_within(&wb, AB_LEASE_MS_DEFAULT + 2 * IT_TIMEOUT);
-    assert_int_equal(g2.request, id);
-    assert_int_equal(g2.attempt, 2);
-    assert_true(g2.epoch > g1.epoch);
-    run_through(&wb, &g2);
-    wait_state(id, "ended");
+    asg_t g3 = next_assign_within(&wb, AB_LEASE_MS_DEFAULT + 2 * IT_TIMEOUT);
+    assert_int_equal(g3.request, id1);
+    assert_int_equal(g3.attempt, 2);
+    assert_true(g3.epoch > g1.epoch);
+    run_through(&wb, &g3);
+    wait_state(id1, "ended");
+    ab_request_info_t info = {0};
+    long end = pgfx_now_ms() + 2 * IT_TIMEOUT;
+    while (!(listed_as(&wb, id2, &info) && info.orphaned) && pgfx_now_ms() < end)
+        pgfx_sleep_ms(20);
+    assert_true(info.orphaned);
+    assert_int_equal(info.state, AB_REQ_STARTED);
+    assert_true(quiet(&wb, 300)); /* a started run is never assigned again */
+    ab_claimed_t cl;
+    assert_int_equal(ab_conn_claim(wb.c, g2.thread, g2.run, wb.doc, &cl, IT_TIMEOUT, &err), AB_OK);
+    assert_true(cl.epoch > g2.epoch);
+    assert_true(listed_as(&wb, id2, &info));
+    assert_false(info.orphaned);
+    assert_int_equal(info.worker.len, 2);
+    assert_memory_equal(info.worker.ptr, "wb", 2);
+    g2.epoch = cl.epoch;
+    assert_int_equal(publish(&wb, &g2, 2, "RUN_FINISHED", &err), AB_RESULT_ACCEPTED);
+    wait_state(id2, "ended");
     side_free(&wa);
     side_free(&ca);
     side_free(&wb);
@@ -436,7 +475,7 @@ int main(void)
         cmocka_unit_test(test_leave_requeued_taken_on_b),
         cmocka_unit_test(test_two_brokers_one_request),
         cmocka_unit_test(test_cancel_through_b),
-        cmocka_unit_test(test_lost_broker_requeued),
+        cmocka_unit_test(test_lost_broker_settled),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
