@@ -553,9 +553,17 @@ static void test_stats_and_schema_upgrade(void **state)
     P->close(db);
     /* back to schema 1, as a database made by the previous build */
     sql_exec("BEGIN; DROP INDEX ab_runs_active; DELETE FROM ab_head WHERE id = 3;"
+             " DROP TRIGGER ab_requests_notify ON ab_requests; DROP TABLE ab_brokers;"
+             " ALTER TABLE ab_requests DROP COLUMN broker, DROP COLUMN parent_run;"
              " UPDATE ab_meta SET v = 1 WHERE k = 'schema'; COMMIT");
     db = open_db(false);
     assert_int_equal(sql1("SELECT v FROM ab_meta WHERE k = 'schema'"), 3);
+    assert_int_equal(sql1("SELECT count(*) FROM information_schema.columns WHERE table_name ="
+                          " 'ab_requests' AND column_name IN ('broker', 'parent_run')"),
+                     2);
+    assert_int_equal(sql1("SELECT count(*) FROM pg_trigger WHERE tgname = 'ab_requests_notify'"),
+                     1);
+    assert_int_equal(sql1("SELECT count(*) FROM ab_brokers"), 0);
     assert_int_equal(sql1("SELECT count(*) FROM pg_indexes WHERE indexname = 'ab_runs_active'"), 1);
     ps = stats_of(db);
     assert_int_equal(ps.runs_total, runs + 3);
