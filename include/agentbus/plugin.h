@@ -255,7 +255,7 @@ typedef struct ab_plugin {
                                 int64_t alive_until_us, uint32_t limit, ab_request_cb lost,
                                 void *ud, ab_error_t *err);
     /** Cancel request @p id, assigned at @p epoch, in one transaction: unless its run's
-     *  RUN_STARTED of that epoch has committed (the run is active at @p epoch), claim the
+     *  RUN_STARTED has committed (the run has a status: started or ended), claim the
      *  run (fencing the assignee) and move the request to cancelled at the claim's epoch.
      *  *out = the request as cancelled. AB_CONFLICT, nothing changed, when it is no longer
      *  assigned at @p epoch or its run has started. */

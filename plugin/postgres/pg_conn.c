@@ -183,18 +183,19 @@ static const char *const SCHEMA[] = {
     "   WHERE id = p_id RETURNING *;"
     " END $f$;",
     /* Cancel an assigned request (plugin.h request_cancel): the run's row is locked as
-     * ab_append locks it, so either its RUN_STARTED committed first (the run is active at
-     * the assignment's epoch: refused, nothing claimed) or the claim here fences it. */
+     * ab_append locks it (waiting for an append in flight, then reading what it committed),
+     * so either its RUN_STARTED committed first (the run has a status: refused, nothing
+     * claimed) or the claim here fences it. */
     "CREATE OR REPLACE FUNCTION ab_cancel(p_id bigint, p_epoch bigint, p_now bigint)"
     " RETURNS SETOF ab_requests LANGUAGE plpgsql AS $f$"
-    " DECLARE q ab_requests; v_epoch bigint; v_last bigint;"
+    " DECLARE q ab_requests; v_epoch bigint; v_last bigint; v_status text;"
     " BEGIN"
     "  SELECT * INTO q FROM ab_requests WHERE id = p_id AND state = 'assigned'"
     "   AND epoch = p_epoch FOR UPDATE;"
     "  IF NOT FOUND THEN RETURN; END IF;"
-    "  PERFORM 1 FROM ab_runs x WHERE x.thread = q.thread AND x.run = q.run"
-    "   AND x.epoch = p_epoch AND x.status = 'active' FOR UPDATE;"
-    "  IF FOUND THEN RETURN; END IF;"
+    "  SELECT x.status INTO v_status FROM ab_runs x WHERE x.thread = q.thread AND x.run = q.run"
+    "   FOR UPDATE;"
+    "  IF v_status IS NOT NULL THEN RETURN; END IF;"
     "  SELECT c.epoch, c.last_seq INTO v_epoch, v_last FROM ab_claim(q.thread, q.run, p_now) c;"
     "  RETURN QUERY UPDATE ab_requests SET state = 'cancelled', epoch = v_epoch,"
     "   updated_us = p_now WHERE id = p_id RETURNING *;"
