@@ -300,7 +300,7 @@ ab_status_t ab__pg_request_position(ab_plugin_db_t *db, uint64_t id, uint64_t *a
     return AB_OK;
 }
 
-/* ---- dispatch across brokers (plugin.h ABI 5) ------------------------------------ */
+/* ---- dispatch across brokers (plugin.h ABI 6) ------------------------------------ */
 
 ab_status_t ab__pg_request_take(ab_plugin_db_t *db, uint64_t id, ab_str_t worker, ab_str_t broker,
                                 ab_request_t *out, ab_buf_t *input, ab_error_t *err)
