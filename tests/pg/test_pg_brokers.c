@@ -11,7 +11,7 @@
  *
  * One server and two brokers for the file (group setup); fresh ids per test.
  */
-#include "pg_fixture.h"
+#include "pg_brokers.h"
 #include "testutil.h"
 
 #include "agentbus/producer.h"
@@ -29,26 +29,13 @@ static unsigned g_serial;
 static int group_setup(void **state)
 {
     (void)state;
-    int rc = pgfx_init(&g_pg);
-    if (rc == 77) {
-        fprintf(stderr, "no PostgreSQL server binaries here (pg_config --bindir): skipped\n");
-        exit(77);
-    }
-    if (rc != 0 || pgfx_start(&g_pg, NULL) != 0)
-        return -1;
-    const char *extra[] = {"--plugin", "postgres", "--pg", g_pg.conninfo, NULL};
-    memcpy(g_extra, extra, sizeof extra);
-    if (bp_start(&g_a, NULL, g_extra) != 0 || bp_start(&g_b, NULL, g_extra) != 0)
-        return -1;
-    return 0;
+    return pg2_start(&g_pg, &g_a, &g_b, g_extra);
 }
 
 static int group_teardown(void **state)
 {
     (void)state;
-    bp_cleanup(&g_a);
-    bp_cleanup(&g_b);
-    pgfx_cleanup(&g_pg);
+    pg2_stop(&g_pg, &g_a, &g_b);
     return 0;
 }
 
