@@ -71,12 +71,22 @@ void ab__fanout_flush(ab__fanout_t *f)
     f->live_n = 0;
 }
 
+/* The tprev table's counts where a metrics scrape reads them (relaxed: figures only). */
+static void publish_counts(ab__fanout_t *f)
+{
+    atomic_store_explicit(&f->b->tprev_hits, f->tprev.hits, memory_order_relaxed);
+    atomic_store_explicit(&f->b->tprev_misses, f->tprev.misses, memory_order_relaxed);
+    atomic_store_explicit(&f->b->tprev_evictions, f->tprev.evictions, memory_order_relaxed);
+    atomic_store_explicit(&f->b->tprev_gaps, f->tprev.gaps, memory_order_relaxed);
+}
+
 void ab__fanout_event(ab__fanout_t *f, const ab_seq_item_t *it, int64_t time_us)
 {
     ab_stamp_t stamp = {.pos = it->pos, .time_us = time_us};
     /* noted first, whatever becomes of the message (invariant 6) */
     if (ab__tprev_note(&f->tprev, it->ev->thread, it->pos, &stamp.tprev))
         stamp.has_tprev = !f->no_tprev;
+    publish_counts(f);
     if (it->info && it->info->type == AB_AGUI_RUN_ERROR && ab_event_by_broker(it->ev->body))
         stamp.author = AB_AUTHOR_BROKER; /* abandon_run's RUN_ERROR (PROTOCOL.md section 5) */
     ab_error_t *e = &f->scratch;         /* clear between calls: cleared again after each failure */

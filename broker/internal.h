@@ -49,10 +49,13 @@ typedef struct ab__shared {
     _Atomic bool dispatch_failed;    /**< dispatch could not load the store's requests */
     _Atomic int64_t connections;     /**< command connections open (cmd_mon) */
     _Atomic int64_t subscribers;     /**< event endpoint connections open (ev_mon) */
-    ab__monitor_t cmd_mon;           /**< the ROUTER's monitor, drained by the command thread */
-    ab__monitor_t ev_mon;            /**< the XPUB's monitor, drained by the writer thread */
-    int64_t started_us;              /**< ab__mono_us() at start-up */
-    ab__statbox_t stats;             /**< the writer's and the store's figures (stats.h) */
+    /** The writer's tprev table (fanout.c): thread known, not known (a bound answered),
+     *  entries given to another thread, positions that did not follow; for --metrics */
+    _Atomic uint64_t tprev_hits, tprev_misses, tprev_evictions, tprev_gaps;
+    ab__monitor_t cmd_mon;   /**< the ROUTER's monitor, drained by the command thread */
+    ab__monitor_t ev_mon;    /**< the XPUB's monitor, drained by the writer thread */
+    int64_t started_us;      /**< ab__mono_us() at start-up */
+    ab__statbox_t stats;     /**< the writer's and the store's figures (stats.h) */
     ab__snapcache_t *snaps;  /**< this broker's snapshot builders (readers, snapshot worker) */
     ab__access_box_t access; /**< who may do what (--keys; access.h); cur NULL = no keys */
     char curve_secret[AB_KEY_Z85_SIZE]; /**< the broker's CURVE secret key; "" = no CURVE */

@@ -54,6 +54,26 @@ static int metric(char *buf, size_t size, size_t *n, const char *name, const cha
                (unsigned long long)v);
 }
 
+/* The writer's tprev table (docs/PROTOCOL.md section 5): how often a live stamp's tprev was
+ * exact (the thread known) or a bound (a miss: one more replay at most for an ordered
+ * subscriber), entries evicted and positions that did not follow. */
+static int tprev_metrics(ab__shared_t *b, char *buf, size_t size, size_t *n)
+{
+    int rc = metric(buf, size, n, "agentbus_tprev_hits_total", "counter",
+                    "Live events whose thread the tprev table held (tprev exact).",
+                    atomic_load_explicit(&b->tprev_hits, memory_order_relaxed));
+    rc |= metric(buf, size, n, "agentbus_tprev_misses_total", "counter",
+                 "Live events whose thread it did not hold (tprev a bound).",
+                 atomic_load_explicit(&b->tprev_misses, memory_order_relaxed));
+    rc |= metric(buf, size, n, "agentbus_tprev_evictions_total", "counter",
+                 "Threads the tprev table gave up for others.",
+                 atomic_load_explicit(&b->tprev_evictions, memory_order_relaxed));
+    rc |= metric(buf, size, n, "agentbus_tprev_gaps_total", "counter",
+                 "Positions that did not follow the last one the tprev table saw.",
+                 atomic_load_explicit(&b->tprev_gaps, memory_order_relaxed));
+    return rc;
+}
+
 /* The whole answer into @p buf. @return its length, or 0 when it did not fit. */
 static size_t render(ab__shared_t *b, char *buf, size_t size)
 {
@@ -95,6 +115,7 @@ static size_t render(ab__shared_t *b, char *buf, size_t size)
                  "Group commits that stored events.", r.commits);
     rc |= metric(buf, size, &n, "agentbus_events_committed_total", "counter", "Events committed.",
                  r.events);
+    rc |= tprev_metrics(b, buf, size, &n);
     rc |= metric(buf, size, &n, "agentbus_events_rejected_total", "counter",
                  "Events answered rejected.", r.rejected);
     rc |= put(buf, size, &n,

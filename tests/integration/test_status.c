@@ -246,6 +246,10 @@ static void test_metrics(void **state)
     assert_non_null(strstr(out, "\n# TYPE agentbus_events_committed_total counter\n"
                                 "agentbus_events_committed_total 3\n"));
     assert_non_null(strstr(out, "\nagentbus_head_position 3\n"));
+    /* one thread of three events: the first a miss (tprev = the start's head), two hits */
+    assert_non_null(strstr(out, "\nagentbus_tprev_misses_total 1\n"));
+    assert_non_null(strstr(out, "\nagentbus_tprev_hits_total 2\n"));
+    assert_non_null(strstr(out, "\nagentbus_tprev_gaps_total 0\n"));
     assert_non_null(strstr(out, "\nagentbus_store_runs_active 1\n"));
     assert_non_null(strstr(out, "\nagentbus_connections 1\n"));
     assert_non_null(strstr(out, "agentbus_commit_seconds{quantile=\"0.99\"} "));
