@@ -61,16 +61,6 @@ static bool topic_is(const ab_buf_t *t, ab_str_t thread, ab_str_t run)
            memcmp(t->data + p + thread.len + 1, run.ptr, run.len) == 0;
 }
 
-void ab__fanout_flush(ab__fanout_t *f)
-{
-    if (f->live_n == 0)
-        return;
-    zmq_send(f->xpub, f->topic.data, f->topic.len, ZMQ_SNDMORE | ZMQ_DONTWAIT);
-    zmq_send(f->xpub, f->live.data, f->live.len, ZMQ_DONTWAIT);
-    ab_buf_reset(&f->live);
-    f->live_n = 0;
-}
-
 /* The tprev table's counts where a metrics scrape reads them (relaxed: figures only). */
 static void publish_counts(ab__fanout_t *f)
 {
@@ -80,13 +70,23 @@ static void publish_counts(ab__fanout_t *f)
     atomic_store_explicit(&f->b->tprev_gaps, f->tprev.gaps, memory_order_relaxed);
 }
 
+void ab__fanout_flush(ab__fanout_t *f)
+{
+    publish_counts(f); /* once per flush: every caller flushes after its events, before answers */
+    if (f->live_n == 0)
+        return;
+    zmq_send(f->xpub, f->topic.data, f->topic.len, ZMQ_SNDMORE | ZMQ_DONTWAIT);
+    zmq_send(f->xpub, f->live.data, f->live.len, ZMQ_DONTWAIT);
+    ab_buf_reset(&f->live);
+    f->live_n = 0;
+}
+
 void ab__fanout_event(ab__fanout_t *f, const ab_seq_item_t *it, int64_t time_us)
 {
     ab_stamp_t stamp = {.pos = it->pos, .time_us = time_us};
     /* noted first, whatever becomes of the message (invariant 6) */
     if (ab__tprev_note(&f->tprev, it->ev->thread, it->pos, &stamp.tprev))
         stamp.has_tprev = !f->no_tprev;
-    publish_counts(f);
     if (it->info && it->info->type == AB_AGUI_RUN_ERROR && ab_event_by_broker(it->ev->body))
         stamp.author = AB_AUTHOR_BROKER; /* abandon_run's RUN_ERROR (PROTOCOL.md section 5) */
     ab_error_t *e = &f->scratch;         /* clear between calls: cleared again after each failure */

@@ -205,7 +205,7 @@ void ab__snapsched_request(ab__snapsched_t *s)
 }
 
 /* Queue one document computed by the worker (ab_snapworker_cb) for storing; learn its size. */
-static void store_doc(void *ud, ab_str_t thread, uint64_t pos, ab_buf_t *doc, size_t size)
+static void queue_doc(void *ud, ab_str_t thread, uint64_t pos, ab_buf_t *doc, size_t size)
 {
     ab__snapsched_t *s = ud;
     ab__snapcount_t *c = s->b->cfg->snapshot_every > 0 ? count_slot(s, thread) : NULL;
@@ -220,7 +220,7 @@ static void store_doc(void *ud, ab_str_t thread, uint64_t pos, ab_buf_t *doc, si
 void ab__snapsched_collect(ab__snapsched_t *s)
 {
     if (s->pend_bytes < AB_SNAP_PENDING_BYTES) /* snapstore.c invariant 2 */
-        ab__snapworker_collect(s->worker, store_doc, s);
+        ab__snapworker_collect(s->worker, queue_doc, s);
 }
 
 bool ab__snapsched_busy(ab__snapsched_t *s)
@@ -230,7 +230,7 @@ bool ab__snapsched_busy(ab__snapsched_t *s)
 
 void ab__snapsched_stop(ab__snapsched_t *s)
 {
-    ab__snapworker_stop(&s->worker, store_doc, s);
+    ab__snapworker_stop(&s->worker, queue_doc, s);
     ab__snapstore_drain(s);
     free(s->due);
     free(s->run_end);
