@@ -26,18 +26,10 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 static ab_str_t sv(const char *s)
 {
     return (ab_str_t){s, strlen(s)};
-}
-
-static int64_t wall_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
 ab_status_t ab__dq_take(ab__dispatch_t *d, ab__dreq_t *q, const ab__dwk_t *w, ab_request_t *r,
@@ -205,7 +197,7 @@ static void settle_lost(ab__dispatch_t *d, const ab__rlist_t *lost)
 static void lease(ab__dispatch_t *d, ab__rlist_t *lost)
 {
     ab_error_t e = AB_ERROR_INIT;
-    int64_t now = wall_us();
+    int64_t now = ab__now_us();
     ab_status_t rc = d->p->broker_lease(d->db, sv(d->b->instance), now,
                                         now + (int64_t)AB_LEASE_MS_DEFAULT * 1000,
                                         AB__DISPATCH_PAGE, lost ? ab__dq_collect : NULL, lost, &e);
