@@ -56,9 +56,15 @@ static const char *const SQL[Q_COUNT_] = {
     [Q_RUN_GET] = "SELECT rowid, thread_rowid, epoch, " LAST_OF(
         "last_seq", "runs.rowid") " FROM runs WHERE thread = ?1 AND run = ?2",
     [Q_RUN_LAST] = "SELECT " LAST_OF("last_seq", "?1"),
-    [Q_RUN_NEW] = "INSERT INTO runs(thread_rowid, thread, run, epoch, started_us)"
-                  " VALUES(?1, ?2, ?3, ?4, ?5) ON CONFLICT(thread, run)"
-                  " DO UPDATE SET epoch = epoch RETURNING rowid, epoch",
+    /* a new run's row with its batch's state: no UPDATE of it in the same commit */
+    [Q_RUN_NEW] = "INSERT INTO runs(thread_rowid, thread, run, epoch, started_us, status, outcome,"
+                  " parent_run, ended_us) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8,"
+                  " CASE WHEN ?6 IN ('finished', 'errored') THEN ?9 END)"
+                  " ON CONFLICT(thread, run) DO UPDATE SET epoch = max(epoch, excluded.epoch),"
+                  " status = coalesce(excluded.status, status),"
+                  " outcome = coalesce(excluded.outcome, outcome),"
+                  " parent_run = coalesce(excluded.parent_run, parent_run),"
+                  " ended_us = coalesce(excluded.ended_us, ended_us) RETURNING rowid, epoch",
     [Q_CHUNK_INSERT] = "INSERT INTO chunks(run_rowid, thread_rowid, first_seq, last_seq,"
                        " batch_first, batch_last, n, data, rowid, last_pos)"
                        " VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
@@ -351,6 +357,14 @@ static ab_status_t create_run(ab_store_t *st, run_ent_t *e, ab_error_t *err)
     sqlite3_bind_text(q, 3, e->run, (int)e->run_len, SQLITE_STATIC);
     sqlite3_bind_int64(q, 4, ab__store_i64(e->p_epoch));
     sqlite3_bind_int64(q, 5, e->p_started_us);
+    if (e->p_status)
+        sqlite3_bind_text(q, 6, STATUS_TEXT[e->p_status], -1, SQLITE_STATIC);
+    if (e->p_outcome)
+        sqlite3_bind_text(q, 7, OUTCOME_TEXT[e->p_outcome], -1, SQLITE_STATIC);
+    if (e->p_has_parent)
+        sqlite3_bind_text(q, 8, (const char *)st->parents.data + e->p_parent_off,
+                          (int)e->p_parent_len, SQLITE_STATIC);
+    sqlite3_bind_int64(q, 9, e->p_ended_us);
     int rc = sqlite3_step(q);
     if (rc == SQLITE_ROW) {
         e->rowid = sqlite3_column_int64(q, 0);
@@ -429,11 +443,13 @@ static ab_status_t write_batch(ab_store_t *st, ab_error_t *err)
         run_ent_t *e = st->touched[i];
         if (e->p_n == 0)
             continue;
-        if (e->rowid == 0)
+        bool created = e->rowid == 0; /* its row then holds the batch's state already */
+        if (created)
             s = create_run(st, e, err);
         if (s == AB_OK)
             s = insert_chunk(st, e, err);
-        if (s == AB_OK && (e->p_status || e->p_outcome || e->p_has_parent || e->p_epoch > e->epoch))
+        if (s == AB_OK && !created &&
+            (e->p_status || e->p_outcome || e->p_has_parent || e->p_epoch > e->epoch))
             s = update_run(st, e, err);
     }
     return s == AB_OK ? run_q(st, Q_COMMIT, "commit", err) : s;
