@@ -2,7 +2,7 @@
  * store_bench.c - throughput of the persistence plugin's append_batch and
  * replay reads, next to a raw SQLite ceiling (see docs/STORE.md).
  *
- * Usage: store_bench [dir] [events] [fsync|process batch]
+ * Usage: store_bench [dir] [events] [fsync|process batch [read]]
  *        (defaults: /tmp/ab_store_bench, 400000, every case)
  *
  * Workload: 256-byte events over 100 runs of one thread, interleaved round
@@ -31,14 +31,42 @@
 #include <time.h>
 #include <unistd.h>
 
-#define RUNS     100
-#define EV_BYTES 256
-#define PAGE     1000
+#define RUNS_DEFAULT 100
+#define EV_BYTES     256
+#define PAGE         1000
 
-static char run_names[RUNS][16];
+static size_t g_runs = RUNS_DEFAULT;
+static bool g_thread_each; /* every run in a thread of its own */
+static char (*run_names)[32];
 
-static double bench_append(const ab_plugin_t *p, const char *dir, ab_durability_t dur, size_t batch,
-                           size_t total)
+/* The bytes this process has caused to be written to storage (/proc/self/io). */
+static uint64_t io_written(void)
+{
+    FILE *f = fopen("/proc/self/io", "r");
+    char line[128];
+    unsigned long long v = 0;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "write_bytes: %llu", &v) == 1)
+            break;
+    if (f)
+        fclose(f);
+    return v;
+}
+
+typedef struct append_res {
+    double rate;      /* events/s */
+    double io_per_ev; /* bytes written to storage per event */
+} append_res_t;
+
+static ab_str_t thread_of(size_t r)
+{
+    if (g_thread_each)
+        return (ab_str_t){run_names[r], strlen(run_names[r])};
+    return (ab_str_t){"bench-thread", 12};
+}
+
+static append_res_t bench_append(const ab_plugin_t *p, const char *dir, ab_durability_t dur,
+                                 size_t batch, size_t total)
 {
     empty_dir(dir);
     ab_error_t err = AB_ERROR_INIT;
@@ -49,14 +77,17 @@ static double bench_append(const ab_plugin_t *p, const char *dir, ab_durability_
     static uint8_t body[EV_BYTES];
     memset(body, 'x', sizeof body);
     ab_append_event_t *evs = calloc(batch, sizeof *evs);
-    uint64_t seq[RUNS] = {0};
+    uint64_t *seq = calloc(g_runs, sizeof *seq);
+    if (!evs || !seq)
+        die("alloc", &(ab_error_t){.code = AB_NOMEM, .message = "out of memory"});
     size_t next_run = 0;
+    uint64_t io0 = io_written();
     double t0 = ab__mono_s();
     for (size_t done = 0; done < total; done += batch) {
         for (size_t i = 0; i < batch; i++) {
-            size_t r = next_run++ % RUNS;
+            size_t r = next_run++ % g_runs;
             evs[i] = (ab_append_event_t){
-                .thread = {"bench-thread", 12},
+                .thread = thread_of(r),
                 .run = {run_names[r], strlen(run_names[r])},
                 .seq = ++seq[r],
                 .epoch = 1,
@@ -69,14 +100,24 @@ static double bench_append(const ab_plugin_t *p, const char *dir, ab_durability_
         if (p->append_batch(db, evs, batch, 1, &first, &err) != AB_OK)
             die("append_batch", &err);
     }
-    double rate = (double)total / (ab__mono_s() - t0);
+    append_res_t res = {.rate = (double)total / (ab__mono_s() - t0)};
+    res.io_per_ev = (double)(io_written() - io0) / (double)total;
     free(evs);
+    free(seq);
     p->close(db);
-    return rate;
+    return res;
 }
 
-/* Plain INSERTs of 256-byte blobs into a rowid table, same pragmas. */
-static double bench_raw(const char *dir, size_t batch, size_t total)
+/*
+ * Plain INSERTs of 256-byte blobs into a rowid table, same pragmas: a row per
+ * event. With @p indexed the table also has the store's two chunk indexes (by
+ * run and seq, by thread) filled as the workload's runs and threads would fill
+ * them: the ceiling of any layout that stores a row per event and finds a
+ * run's rows by an index, which is what the store's chunks become when every
+ * event of a commit is of another run.
+ */
+static double bench_raw(const char *dir, size_t batch, size_t total, ab_durability_t dur,
+                        bool indexed)
 {
     empty_dir(dir);
     char path[1024];
@@ -85,20 +126,36 @@ static double bench_raw(const char *dir, size_t batch, size_t total)
     sqlite3_stmt *q = NULL;
     sqlite3_open(path, &db);
     sqlite3_exec(db,
-                 "PRAGMA page_size=8192; PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;"
-                 "PRAGMA cache_size=-65536; PRAGMA wal_autocheckpoint=8192;"
-                 "CREATE TABLE e(pos INTEGER PRIMARY KEY, b BLOB)",
+                 dur == AB_DURABILITY_PROCESS
+                     ? "PRAGMA page_size=8192; PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
+                     : "PRAGMA page_size=8192; PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;",
                  NULL, NULL, NULL);
-    sqlite3_prepare_v2(db, "INSERT INTO e VALUES(?1, ?2)", -1, &q, NULL);
+    sqlite3_exec(db,
+                 "PRAGMA cache_size=-65536; PRAGMA wal_autocheckpoint=8192;"
+                 "CREATE TABLE e(pos INTEGER PRIMARY KEY, run INTEGER, thread INTEGER,"
+                 " seq INTEGER, b BLOB)",
+                 NULL, NULL, NULL);
+    if (indexed)
+        sqlite3_exec(db,
+                     "CREATE UNIQUE INDEX e_run ON e(run, seq, pos);"
+                     "CREATE INDEX e_thread ON e(thread);",
+                     NULL, NULL, NULL);
+    sqlite3_prepare_v2(db, "INSERT INTO e VALUES(?1, ?2, ?3, ?4, ?5)", -1, &q, NULL);
     static uint8_t body[EV_BYTES];
     memset(body, 'x', sizeof body);
+    uint64_t *seq = calloc(g_runs, sizeof *seq);
+    size_t next_run = 0;
     double t0 = ab__mono_s();
     sqlite3_int64 pos = 1;
-    for (size_t done = 0; done < total; done += batch) {
+    for (size_t done = 0; seq && done < total; done += batch) {
         sqlite3_exec(db, "BEGIN", NULL, NULL, NULL);
         for (size_t i = 0; i < batch; i++) {
+            size_t r = next_run++ % g_runs;
             sqlite3_bind_int64(q, 1, pos++);
-            sqlite3_bind_blob(q, 2, body, sizeof body, SQLITE_STATIC);
+            sqlite3_bind_int64(q, 2, (sqlite3_int64)r);
+            sqlite3_bind_int64(q, 3, g_thread_each ? (sqlite3_int64)r : 0);
+            sqlite3_bind_int64(q, 4, (sqlite3_int64)++seq[r]);
+            sqlite3_bind_blob(q, 5, body, sizeof body, SQLITE_STATIC);
             if (sqlite3_step(q) != SQLITE_DONE) {
                 fprintf(stderr, "store_bench: raw insert: %s\n", sqlite3_errmsg(db));
                 exit(1);
@@ -108,6 +165,7 @@ static double bench_raw(const char *dir, size_t batch, size_t total)
         sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
     }
     double rate = (double)total / (ab__mono_s() - t0);
+    free(seq);
     sqlite3_finalize(q);
     sqlite3_close(db);
     return rate;
@@ -152,53 +210,93 @@ static void bench_reads(const ab_plugin_t *p, const char *dir, size_t total)
         die("open reader", &err);
     double t0 = ab__mono_s();
     size_t rows = 0;
-    for (int r = 0; r < RUNS; r++) {
+    for (size_t r = 0; r < g_runs; r++) {
         ab_read_t req = {.scope = AB_REPLAY_RUN,
-                         .thread = {"bench-thread", 12},
+                         .thread = thread_of(r),
                          .run = {run_names[r], strlen(run_names[r])},
                          .limit = PAGE};
         rows += read_scope(p, db, req);
     }
     double t1 = ab__mono_s();
     printf("read RUN scope    %7zu rows  %10.0f rows/s\n", rows, (double)rows / (t1 - t0));
-    ab_read_t req = {.scope = AB_REPLAY_THREAD, .thread = {"bench-thread", 12}, .limit = PAGE};
-    rows = read_scope(p, db, req);
-    printf("read THREAD scope %7zu rows  %10.0f rows/s\n", rows,
-           (double)rows / (ab__mono_s() - t1));
     if (rows != total)
-        fprintf(stderr, "store_bench: expected %zu rows\n", total);
+        fprintf(stderr, "store_bench: RUN scope: expected %zu rows\n", total);
+    if (!g_thread_each) {
+        ab_read_t req = {.scope = AB_REPLAY_THREAD, .thread = thread_of(0), .limit = PAGE};
+        rows = read_scope(p, db, req);
+        printf("read THREAD scope %7zu rows  %10.0f rows/s\n", rows,
+               (double)rows / (ab__mono_s() - t1));
+        if (rows != total)
+            fprintf(stderr, "store_bench: THREAD scope: expected %zu rows\n", total);
+    }
     p->close(db);
+}
+
+static void print_append(const char *dur, size_t batch, append_res_t r)
+{
+    printf("append_batch %-7s batch %4zu  %10.0f events/s  %8.0f bytes written/event\n", dur, batch,
+           r.rate, r.io_per_ev);
+}
+
+/* AB_STORE_BENCH_RUNS (1..1000000) and AB_STORE_BENCH_THREAD_EACH=1 shape the workload. */
+static void read_env(void)
+{
+    const char *v = getenv("AB_STORE_BENCH_RUNS");
+    if (v) {
+        char *end = NULL;
+        unsigned long long n = strtoull(v, &end, 10);
+        if (!*v || *end || n < 1 || n > 1000000) {
+            fprintf(stderr, "store_bench: AB_STORE_BENCH_RUNS must be 1..1000000, not '%s'\n", v);
+            exit(2);
+        }
+        g_runs = (size_t)n;
+    }
+    v = getenv("AB_STORE_BENCH_THREAD_EACH");
+    g_thread_each = v && strcmp(v, "1") == 0;
+    run_names = calloc(g_runs, sizeof *run_names);
+    if (!run_names) {
+        fprintf(stderr, "store_bench: out of memory\n");
+        exit(1);
+    }
+    for (size_t r = 0; r < g_runs; r++)
+        snprintf(run_names[r], sizeof run_names[r], "run-%06zu", r);
 }
 
 int main(int argc, char **argv)
 {
     const char *dir = argc > 1 ? argv[1] : "/tmp/ab_store_bench";
     size_t total = argc > 2 ? (size_t)strtoull(argv[2], NULL, 10) : 400000;
-    for (int r = 0; r < RUNS; r++)
-        snprintf(run_names[r], sizeof run_names[r], "run-%03d", r);
+    read_env();
     const ab_plugin_t *p = ab__plugin_sqlite();
-    if (argc > 4) { /* one case only, for profiling: <dir> <events> fsync|process <batch> */
+    printf("%zu events of %d bytes, %zu interleaved runs, %s\n", total, EV_BYTES, g_runs,
+           g_thread_each ? "a thread each" : "one thread");
+    if (argc > 4) { /* one case only: <dir> <events> fsync|process <batch> */
         ab_durability_t d =
             strcmp(argv[3], "process") == 0 ? AB_DURABILITY_PROCESS : AB_DURABILITY_FSYNC;
         size_t b = (size_t)strtoull(argv[4], NULL, 10);
-        printf("append_batch %s batch %zu  %10.0f events/s\n", argv[3], b,
-               bench_append(p, dir, d, b, total));
+        printf("raw sqlite, a row per event          %10.0f events/s\n",
+               bench_raw(dir, b, total, d, false));
+        printf("raw sqlite, a row per event, indexed %10.0f events/s\n",
+               bench_raw(dir, b, total, d, true));
+        print_append(argv[3], b, bench_append(p, dir, d, b, total));
+        if (argc > 5 && strcmp(argv[5], "read") == 0)
+            bench_reads(p, dir, total);
+        free(run_names);
         return 0;
     }
     static const size_t batches[] = {100, 1000, 4000};
-    printf("%zu events of %d bytes, %d interleaved runs, one thread\n", total, EV_BYTES, RUNS);
     for (size_t i = 0; i < 3; i++)
         printf("raw sqlite ceiling  batch %4zu  %10.0f events/s\n", batches[i],
-               bench_raw(dir, batches[i], total));
+               bench_raw(dir, batches[i], total, AB_DURABILITY_FSYNC, false));
     for (int d = 0; d < 2; d++)
         for (size_t i = 0; i < 3; i++)
-            printf("append_batch %-7s batch %4zu  %10.0f events/s\n", d ? "process" : "fsync",
-                   batches[i],
-                   bench_append(p, dir, d ? AB_DURABILITY_PROCESS : AB_DURABILITY_FSYNC, batches[i],
-                                total));
+            print_append(d ? "process" : "fsync", batches[i],
+                         bench_append(p, dir, d ? AB_DURABILITY_PROCESS : AB_DURABILITY_FSYNC,
+                                      batches[i], total));
     bench_append(p, dir, AB_DURABILITY_FSYNC, 4000, total);
     bench_reads(p, dir, total);
     empty_dir(dir);
     rmdir(dir);
+    free(run_names);
     return 0;
 }
