@@ -246,6 +246,75 @@ static int take_reply(prod_t *p, ab_conn_t *c, ab_doc_t *doc, flight_t *fl, int 
     return 0;
 }
 
+/* One producer's connection and in-flight state. */
+typedef struct pump {
+    prod_t *p;
+    ab_conn_t *c;
+    ab_doc_t *doc;
+    ab_buf_t *frames;
+    uint64_t *seqs;
+    flight_t fl[64];
+    int nfl;
+    uint64_t k; /* batches sent */
+} pump_t;
+
+/*
+ * Send batches until @p end (ab__mono_s()) or until @p max_k batches were sent, paced from
+ * @p start by p->rate, with up to p->pipe in flight; then wait for every answer. 0 or -1.
+ */
+static int pump_until(pump_t *u, double start, double end, uint64_t max_k)
+{
+    prod_t *p = u->p;
+    uint64_t k0 = u->k; /* pacing counts this phase's batches */
+    for (;;) {
+        double now = ab__mono_s();
+        double due =
+            p->rate > 0 ? start + (double)((u->k - k0) * (uint64_t)p->batch) / p->rate : now;
+        bool more = now < end && u->k < max_k;
+        if (more && u->nfl < p->pipe && due <= now) {
+            if (send_batch(p, u->c, u->frames, u->seqs, u->k++, &u->fl[u->nfl]) != 0)
+                return -1;
+            u->nfl++;
+            continue;
+        }
+        if (u->nfl == 0 && !more)
+            return 0;
+        /* wait for an ack, or until the next send is due */
+        int wait = u->nfl ? 10000 : (int)((due - now) * 1000) + 1;
+        if (u->nfl < p->pipe && p->rate > 0 && more)
+            wait = (int)((due - now) * 1000) + 1;
+        int rc = ab_conn_wait(u->c, wait);
+        if (rc > 0 && take_reply(p, u->c, u->doc, u->fl, &u->nfl) != 0)
+            return -1;
+        if (rc == 0 && wait >= 10000) {
+            fprintf(stderr, "agentbus bench: no reply within 10 s\n");
+            return -1;
+        }
+    }
+}
+
+/*
+ * bench scale's warm-up: every run gets its first two events (RUN_STARTED, then
+ * TEXT_MESSAGE_START) and their answers before the clock starts, so that the row measures
+ * runs in flight, not runs being started; then all producers start together (the last one
+ * to arrive takes the start time and the CPU readings).
+ */
+static int warm_up(pump_t *u)
+{
+    prod_t *p = u->p;
+    uint64_t batches = (2 * (uint64_t)p->nruns + (uint64_t)p->batch - 1) / (uint64_t)p->batch;
+    int rc = pump_until(u, ab__mono_s(), INFINITY, batches);
+    p->acked = p->rejected = p->duplicates = 0;
+    p->nlat = 0;
+    if (pthread_barrier_wait(&p->gate->barrier) == PTHREAD_BARRIER_SERIAL_THREAD) {
+        p->gate->cpu_self = self_cpu_s();
+        p->gate->cpu_broker = p->gate->broker ? proc_cpu_s(p->gate->broker) : 0;
+        p->gate->t0 = ab__mono_s();
+    }
+    pthread_barrier_wait(&p->gate->barrier); /* t0 is set before anyone measures */
+    return rc;
+}
+
 static void *produce(void *arg)
 {
     prod_t *p = arg;
@@ -253,53 +322,37 @@ static void *produce(void *arg)
                         .client_name = "agentbus-bench",
                         .timeout_ms = 10000,
                         .frame_per_event = g_frame_per_event};
-    ab_conn_t *c = NULL;
-    ab_doc_t *doc = NULL;
     ab_error_t err = AB_ERROR_INIT;
-    ab_buf_t *frames = calloc((size_t)p->batch, sizeof(ab_buf_t));
-    uint64_t *seqs = calloc((size_t)p->nruns, sizeof(uint64_t));
-    flight_t fl[64];
-    int nfl = 0;
-    if (!frames || !seqs || ab_doc_new(&doc) != AB_OK ||
-        ab_conn_new(&c, p->endpoint, &o, &err) != AB_OK) {
+    pump_t u = {.p = p};
+    u.frames = calloc((size_t)p->batch, sizeof(ab_buf_t));
+    u.seqs = calloc((size_t)p->nruns, sizeof(uint64_t));
+    if (!u.frames || !u.seqs || ab_doc_new(&u.doc) != AB_OK ||
+        ab_conn_new(&u.c, p->endpoint, &o, &err) != AB_OK) {
         fprintf(stderr, "agentbus bench: connect: %s\n", err.message);
+        p->failed = 1;
+        if (p->gate) { /* the others wait for this one at the gate */
+            pthread_barrier_wait(&p->gate->barrier);
+            pthread_barrier_wait(&p->gate->barrier);
+        }
+        goto out;
+    }
+    if (p->gate && warm_up(&u) != 0) {
         p->failed = 1;
         goto out;
     }
-    double start = ab__mono_s(), end = start + p->seconds;
-    uint64_t k = 0;
-    for (;;) {
-        double now = ab__mono_s();
-        double due = p->rate > 0 ? start + (double)(k * (uint64_t)p->batch) / p->rate : now;
-        bool more = now < end && (!p->max_events || k * (uint64_t)p->batch < p->max_events);
-        if (more && nfl < p->pipe && due <= now) {
-            if (send_batch(p, c, frames, seqs, k++, &fl[nfl]) != 0) {
-                p->failed = 1;
-                break;
-            }
-            nfl++;
-            continue;
-        }
-        if (nfl == 0 && !more)
-            break;
-        /* wait for an ack, or until the next send is due */
-        int wait = nfl ? 10000 : (int)((due - now) * 1000) + 1;
-        if (nfl < p->pipe && p->rate > 0 && more)
-            wait = (int)((due - now) * 1000) + 1;
-        int rc = ab_conn_wait(c, wait);
-        if ((rc > 0 && take_reply(p, c, doc, fl, &nfl) != 0) || (rc == 0 && wait >= 10000)) {
-            fprintf(stderr, "agentbus bench: no reply within 10 s\n");
-            p->failed = 1;
-            break;
-        }
-    }
+    double start = ab__mono_s();
+    uint64_t max_k = UINT64_MAX; /* batches in all, warm-up included */
+    if (p->max_events)
+        max_k = u.k + (p->max_events + (uint64_t)p->batch - 1) / (uint64_t)p->batch;
+    if (pump_until(&u, start, start + p->seconds, max_k) != 0)
+        p->failed = 1;
 out:
-    for (int i = 0; frames && i < p->batch; i++)
-        ab_buf_free(&frames[i]);
-    free(frames);
-    free(seqs);
-    ab_conn_destroy(&c);
-    ab_doc_destroy(&doc);
+    for (int i = 0; u.frames && i < p->batch; i++)
+        ab_buf_free(&u.frames[i]);
+    free(u.frames);
+    free(u.seqs);
+    ab_conn_destroy(&u.c);
+    ab_doc_destroy(&u.doc);
     return NULL;
 }
 
@@ -350,7 +403,7 @@ double run_producers_into(prod_t *out, int n)
         acked += out[i].acked;
         failed |= out[i].failed;
     }
-    double dt = ab__mono_s() - t0;
+    double dt = ab__mono_s() - (out[0].gate ? out[0].gate->t0 : t0);
     return failed ? -1 : (double)acked / dt;
 }
 
@@ -387,8 +440,25 @@ double ingest_row_runs(const bench_opts_t *o, void *ctx, const bodies_t *b, cons
     tmpl.runs_per_thread = runs_per_thread;
     tmpl.rate = o->rate / PRODUCERS; /* --rate: shared by the producers (0 = flat out) */
     prod_t ps[PRODUCERS];
+    warm_gate_t gate = {.broker = ch.pid};
+    if (spread) { /* runs in flight: started before the clock */
+        pthread_barrier_init(&gate.barrier, NULL, PRODUCERS);
+        tmpl.gate = &gate;
+        gate.t_begin = ab__mono_s();
+    }
     double c0 = self_cpu_s(), b0 = ch.pid ? proc_cpu_s(ch.pid) : 0;
     double rate = run_producers(&tmpl, PRODUCERS, ps);
+    if (spread) {
+        c0 = gate.cpu_self;
+        b0 = gate.cpu_broker;
+        pthread_barrier_destroy(&gate.barrier);
+        double warm = 2.0 * tmpl.nruns * PRODUCERS / (gate.t0 - gate.t_begin);
+        bench_emit("scale", "warm-up", "runs", (double)tmpl.nruns * PRODUCERS, "events_per_s", warm,
+                   NULL);
+        printf("warm-up %d runs started before the clock (RUN_STARTED and one more event "
+               "each): %.2f s, %.0f events/s\n",
+               tmpl.nruns * PRODUCERS, gate.t0 - gate.t_begin, warm);
+    }
     double pcpu = self_cpu_s() - c0, bcpu = ch.pid ? proc_cpu_s(ch.pid) - b0 : 0;
     uint64_t rej = 0, dup = 0, acked = 0;
     for (int i = 0; i < PRODUCERS; i++) {

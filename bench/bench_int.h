@@ -10,6 +10,7 @@
 #include "bench.h"
 #include "spawn.h"
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -37,6 +38,15 @@ typedef struct bodies {
 } bodies_t;
 
 /* One producer thread of a row: its settings, then its results. */
+/* bench scale's start line: producers warm their runs up, then start together. */
+typedef struct warm_gate {
+    pthread_barrier_t barrier;   /* of every producer of the row */
+    pid_t broker;                /* the row's broker child (0: --broker, CPU not read) */
+    double t_begin;              /* ab__mono_s() when the producers were started */
+    double t0;                   /* ab__mono_s() when the clock started */
+    double cpu_self, cpu_broker; /* CPU seconds read then */
+} warm_gate_t;
+
 typedef struct prod {
     const char *endpoint;
     void *ctx;
@@ -57,6 +67,9 @@ typedef struct prod {
     /* runs per thread (0 = all of a producer's runs in its one thread): run r is in thread
      * "<thread_fmt>-<r / runs_per_thread>" */
     int runs_per_thread;
+    /* non-NULL: warm up before the clock (every run's first two events), then start with
+     * the row's other producers (bench scale) */
+    warm_gate_t *gate;
     /* bench latency's delivery rows: the send time of batch k (ab__mono_s()), k < nsent;
      * NULL = not kept */
     _Atomic double *sent;
