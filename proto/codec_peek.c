@@ -19,6 +19,7 @@
  *     such key wins, as a client cannot rely on duplicates anyway.
  */
 #include "agentbus/codec.h"
+#include "value_internal.h"
 
 #include <string.h>
 
@@ -135,6 +136,15 @@ static bool skip(cur_t *c)
         if (!step(c, &pending))
             return false;
     }
+    return true;
+}
+
+bool ab__mp_skip(const uint8_t **p, const uint8_t *end)
+{
+    cur_t c = {*p, end};
+    if (!skip(&c))
+        return false;
+    *p = c.p;
     return true;
 }
 

@@ -129,7 +129,7 @@ ab_status_t ab_snapshot_load(const uint8_t *data, size_t len, ab_snapshot_t **ou
     } else if (st != AB_OK) {
         st = ab_error_set(err, st, NULL, "%s", pe.message);
     } else {
-        st = ab__snapshot_from_binary(root, out, err);
+        st = ab__snapshot_from_binary(root, data, len, out, err);
     }
     ab_error_clear(&pe);
     ab_doc_destroy(&doc);

@@ -16,4 +16,11 @@
  */
 AB_NODISCARD ab_status_t ab__val_pack(msgpack_packer *pk, const ab_val_t *v);
 
+/**
+ * Step over one whole msgpack value at *@p p (everything inside it), checking
+ * only bounds (codec_peek.c). On success *@p p is just past it. @return false
+ * when the value is malformed or runs past @p end (*@p p is then unspecified).
+ */
+bool ab__mp_skip(const uint8_t **p, const uint8_t *end);
+
 #endif /* AB_PROTO_VALUE_INTERNAL_H */

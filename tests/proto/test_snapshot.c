@@ -13,6 +13,7 @@
 #include "jansson_internal.h"
 
 #include <dirent.h>
+#include <msgpack.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -355,6 +356,113 @@ static void expect_refused(ab_snapshot_builder_t *b, const char *run, uint64_t s
     json_decref(after);
 }
 
+/* ---- the binary form written wide ---- */
+
+static void put_be(ab_buf_t *out, uint8_t tag, uint64_t v, int n)
+{
+    uint8_t b[9] = {tag};
+    for (int i = 0; i < n; i++)
+        b[1 + i] = (uint8_t)(v >> (8 * (n - 1 - i)));
+    assert_int_equal(ab_buf_append(out, b, (size_t)n + 1), AB_OK);
+}
+
+/* @p o as msgpack with the widest head of each kind (int 64, float 64, str 32, array 32,
+ * map 32): the same values in other bytes than the builder writes. */
+static void pack_wide(ab_buf_t *out, const msgpack_object *o)
+{
+    double f;
+    uint64_t bits;
+    switch (o->type) {
+    case MSGPACK_OBJECT_NIL: put_be(out, 0xc0, 0, 0); break;
+    case MSGPACK_OBJECT_BOOLEAN: put_be(out, o->via.boolean ? 0xc3 : 0xc2, 0, 0); break;
+    case MSGPACK_OBJECT_POSITIVE_INTEGER: put_be(out, 0xcf, o->via.u64, 8); break;
+    case MSGPACK_OBJECT_NEGATIVE_INTEGER: put_be(out, 0xd3, (uint64_t)o->via.i64, 8); break;
+    case MSGPACK_OBJECT_FLOAT32:
+    case MSGPACK_OBJECT_FLOAT64:
+        f = o->via.f64;
+        memcpy(&bits, &f, sizeof bits);
+        put_be(out, 0xcb, bits, 8);
+        break;
+    case MSGPACK_OBJECT_STR:
+        put_be(out, 0xdb, o->via.str.size, 4);
+        assert_int_equal(ab_buf_append(out, o->via.str.ptr, o->via.str.size), AB_OK);
+        break;
+    case MSGPACK_OBJECT_ARRAY:
+        put_be(out, 0xdd, o->via.array.size, 4);
+        for (uint32_t i = 0; i < o->via.array.size; i++)
+            pack_wide(out, &o->via.array.ptr[i]);
+        break;
+    case MSGPACK_OBJECT_MAP:
+        put_be(out, 0xdf, o->via.map.size, 4);
+        for (uint32_t i = 0; i < o->via.map.size; i++) {
+            pack_wide(out, &o->via.map.ptr[i].key);
+            pack_wide(out, &o->via.map.ptr[i].val);
+        }
+        break;
+    default: fail_msg("pack_wide: msgpack type %d", (int)o->type);
+    }
+}
+
+/* The stored document of @p b, written wide. */
+static void wide_doc(ab_snapshot_builder_t *b, ab_buf_t *out)
+{
+    ab_buf_t mp = AB_BUF_INIT;
+    ab_error_t err = AB_ERROR_INIT;
+    assert_int_equal(ab_snapshot_builder_msgpack(b, UINT32_MAX, SIZE_MAX, &mp, &err), AB_OK);
+    msgpack_unpacked u;
+    msgpack_unpacked_init(&u);
+    assert_int_equal(msgpack_unpack_next(&u, (const char *)mp.data, mp.len, NULL),
+                     MSGPACK_UNPACK_SUCCESS);
+    pack_wide(out, &u.data);
+    msgpack_unpacked_destroy(&u);
+    ab_buf_free(&mp);
+}
+
+/*
+ * A stored document whose every value has another encoding than the builder's loads to the
+ * same snapshot, and its active events are kept as the stored bytes (the builder continued
+ * from it writes them as they were: a longer document), which a continuation then folds and
+ * writes as from the builder's own bytes.
+ */
+static void test_binary_wide_encodings(void **state)
+{
+    (void)state;
+    json_t *lines = thread_lines("full-run");
+    size_t n = json_array_size(lines), k = n / 2;
+    ab_snapshot_builder_t *b = builder_after(lines, k);
+    json_t *doc = document(b);
+    assert_true(json_array_size(json_object_get(doc, "activeEvents")) > 0);
+    ab_buf_t wide = AB_BUF_INIT, text = AB_BUF_INIT, a = AB_BUF_INIT, w = AB_BUF_INIT;
+    wide_doc(b, &wide);
+    ab_error_t err = AB_ERROR_INIT;
+    ab_snapshot_t *s = NULL;
+    if (ab_snapshot_load(wide.data, wide.len, &s, &err) != AB_OK)
+        fail_msg("wide load: %s (at %s)", err.message, err.field);
+    assert_int_equal(ab_snapshot_json(s, &text, &err), AB_OK);
+    json_t *got = json_loadb((const char *)text.data, text.len, JSON_ALLOW_NUL, NULL);
+    expect_json(got, doc, "wide", k);
+    ab_snapshot_builder_t *c = NULL;
+    assert_int_equal(ab_snapshot_builder_take(&c, &s, &err), AB_OK);
+    assert_int_equal(ab_snapshot_builder_msgpack(b, UINT32_MAX, SIZE_MAX, &a, &err), AB_OK);
+    assert_int_equal(ab_snapshot_builder_msgpack(c, UINT32_MAX, SIZE_MAX, &w, &err), AB_OK);
+    assert_true(w.len > a.len); /* the kept events are the wide bytes */
+    feed_lines(b, lines, k, n);
+    feed_lines(c, lines, k, n);
+    json_t *want = document(b), *cont = document(c);
+    expect_json(cont, want, "wide continued", k);
+    json_decref(want);
+    json_decref(cont);
+    json_decref(got);
+    json_decref(doc);
+    json_decref(lines);
+    ab_snapshot_builder_destroy(&b);
+    ab_snapshot_builder_destroy(&c);
+    ab_buf_free(&wide);
+    ab_buf_free(&text);
+    ab_buf_free(&a);
+    ab_buf_free(&w);
+}
+
 static void test_builder_refuses_bad_feed(void **state)
 {
     (void)state;
@@ -612,6 +720,7 @@ int main(void)
         cmocka_unit_test(test_split_every_fixture_every_k),
         cmocka_unit_test(test_builder_keeps_only_active_runs),
         cmocka_unit_test(test_builder_refuses_bad_feed),
+        cmocka_unit_test(test_binary_wide_encodings),
         cmocka_unit_test(test_valid_documents_pass),
         cmocka_unit_test(test_reducer_from_state_checks),
         cmocka_unit_test(test_rule_json),
