@@ -134,6 +134,11 @@ static ab_status_t check_table(const ab_plugin_t *p, const char *what, ab_error_
                             "together, and only with the request_* functions and "
                             "wake_fd/wake_drain",
                             what, p->name);
+    if (p->request_cancel_held && !ab__plugin_takes(p))
+        return ab_error_set(err, AB_INVALID_CONFIG, "request_cancel_held",
+                            "plugin %s (%s): request_cancel_held comes only with request_take, "
+                            "broker_lease and request_cancel",
+                            what, p->name);
     return AB_OK;
 }
 

@@ -201,6 +201,10 @@ typedef struct ab_request {
     /** The instance of the broker whose worker holds it (assigned, started; kept when it
      *  ends); "" = none, or a store with one broker (SQLite keeps no column for it). */
     char broker[AB_REQUEST_BROKER_MAX_BYTES + 1];
+    /** A shared store: the epoch at which a cancel_run through another broker than the
+     *  holder asked the holder to cancel the run (plugin.h request_cancel_held); it applies
+     *  while it equals epoch. 0 = none (always on SQLite). */
+    uint64_t cancel_epoch;
 } ab_request_t;
 
 /**

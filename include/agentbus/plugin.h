@@ -59,8 +59,10 @@ extern "C" {
  * across brokers: ab_request_t.broker, ab_request_move_t.broker,
  * ab_request_new_t.parent_run, the optional request_take, broker_lease and
  * request_cancel entries, and wake_drain's bit mask (AB_WAKE_*) instead of a count.
+ * 7: cancelling a started run across brokers: ab_request_t.cancel_epoch and the
+ * optional request_cancel_held entry.
  */
-#define AB_PLUGIN_ABI_VERSION 6
+#define AB_PLUGIN_ABI_VERSION 7
 /** The one exported entry point of a plugin shared object. */
 #define AB_PLUGIN_ENTRY_SYMBOL "ab_plugin_entry"
 
@@ -261,6 +263,23 @@ typedef struct ab_plugin {
      *  assigned at @p epoch or its run has started. */
     ab_status_t (*request_cancel)(ab_plugin_db_t *db, uint64_t id, uint64_t epoch,
                                   ab_request_t *out, ab_error_t *err);
+
+    /*
+     * Optional (ABI 7; only with request_cancel; NULL: cancel_run through another broker
+     * than the holder of a started run answers no_owner). docs/SCALING.md "Cancelling a
+     * started run across brokers".
+     */
+    /** Ask the holder of request @p id to cancel its run, in one transaction guarded by
+     *  state and epoch: the request must be started at @p epoch, or assigned at @p epoch
+     *  with its run's RUN_STARTED committed (the run has a status). When the lease of the
+     *  broker holding it (ab_request_t.broker) is alive at @p now_us (wall clock, us), its
+     *  cancel_epoch is set to @p epoch (a change that notifies the other brokers, as every
+     *  move does; already set: nothing changes) and *alive = true; else nothing changes
+     *  and *alive = false. *out = the request as stored after it. AB_CONFLICT, nothing
+     *  changed, when it is not held so at @p epoch. */
+    ab_status_t (*request_cancel_held)(ab_plugin_db_t *db, uint64_t id, uint64_t epoch,
+                                       int64_t now_us, ab_request_t *out, bool *alive,
+                                       ab_error_t *err);
 } ab_plugin_t;
 
 /** Signature of the exported entry point. */

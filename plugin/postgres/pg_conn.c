@@ -23,7 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define SCHEMA_VERSION 3
+#define SCHEMA_VERSION 4
 #define AB_PG_STR_(x)  #x
 #define AB_PG_STR(x)   AB_PG_STR_(x)
 #define SCHEMA_LOCK    "7301975019" /* pg_advisory_xact_lock key of the schema setup */
@@ -38,7 +38,7 @@
     " ORDER BY first_pos DESC LIMIT 1), 0)"
 #define REQ_COLS                                                                                   \
     "id, key, agent, thread, run, run_named, state, worker, epoch, attempts, created_us,"          \
-    " updated_us, broker"
+    " updated_us, broker, cancel_epoch"
 
 /* A thread's chunks from the batch holding $2 + 1 (and from batch $4) on,
  * whole batches, up to the batch of its $3-th chunk; the last column: that
@@ -200,6 +200,31 @@ static const char *const SCHEMA[] = {
     "  RETURN QUERY UPDATE ab_requests SET state = 'cancelled', epoch = v_epoch,"
     "   updated_us = p_now WHERE id = p_id RETURNING *;"
     " END $f$;",
+    /* schema 4, cancelling a started run across brokers (plugin.h request_cancel_held):
+     * the epoch at which another broker asked the holder to cancel the run */
+    "ALTER TABLE ab_requests ADD COLUMN IF NOT EXISTS cancel_epoch bigint NOT NULL DEFAULT 0;",
+    /* Mark a held request's cancel (plugin.h request_cancel_held): locked at its epoch while
+     * started, or assigned with its run's RUN_STARTED committed; marked only while the
+     * holding broker's lease is alive (the update's trigger wakes that broker). */
+    "CREATE OR REPLACE FUNCTION ab_cancel_held(p_id bigint, p_epoch bigint, p_now bigint)"
+    " RETURNS TABLE(req ab_requests, alive bool) LANGUAGE plpgsql AS $f$"
+    " DECLARE q ab_requests; v_status text;"
+    " BEGIN"
+    "  SELECT * INTO q FROM ab_requests r WHERE r.id = p_id AND r.epoch = p_epoch"
+    "   AND r.state IN ('assigned', 'started') FOR UPDATE;"
+    "  IF NOT FOUND THEN RETURN; END IF;"
+    "  IF q.state = 'assigned' THEN"
+    "   SELECT x.status INTO v_status FROM ab_runs x WHERE x.thread = q.thread AND x.run = q.run;"
+    "   IF v_status IS NULL THEN RETURN; END IF;"
+    "  END IF;"
+    "  alive := EXISTS (SELECT 1 FROM ab_brokers b WHERE b.instance = q.broker"
+    "   AND b.alive_until_us >= p_now);"
+    "  IF alive AND q.cancel_epoch <> p_epoch THEN"
+    "   UPDATE ab_requests r SET cancel_epoch = p_epoch WHERE r.id = p_id RETURNING * INTO q;"
+    "  END IF;"
+    "  req := q;"
+    "  RETURN NEXT;"
+    " END $f$;",
 };
 
 static const struct {
@@ -287,6 +312,10 @@ static const struct {
     [PQ_REQ_CANCEL] = {"SELECT " REQ_COLS ", input FROM ab_cancel($1, $2, $3)",
                        3,
                        {PG_INT8, PG_INT8, PG_INT8}},
+    [PQ_REQ_CANCEL_HELD] = {"SELECT " REQ_COLS ", input, alive FROM (SELECT (h.req).*, h.alive"
+                            " FROM ab_cancel_held($1, $2, $3) h) s",
+                            3,
+                            {PG_INT8, PG_INT8, PG_INT8}},
     [PQ_REQ_TAKE] = {"SELECT " REQ_COLS ", input FROM ab_take($1, $2, $3, $4)",
                      4,
                      {PG_INT8, PG_TEXT, PG_TEXT, PG_INT8}},
@@ -709,6 +738,7 @@ static const ab_plugin_t PG_PLUGIN = {
     .request_take = ab__pg_request_take,
     .broker_lease = ab__pg_broker_lease,
     .request_cancel = ab__pg_request_cancel,
+    .request_cancel_held = ab__pg_request_cancel_held,
 };
 
 /** The plugin entry point (AB_PLUGIN_ENTRY_SYMBOL). */

@@ -54,6 +54,7 @@ enum {
     PQ_REQ_AHEAD,
     PQ_REQ_TAKE,
     PQ_REQ_CANCEL,
+    PQ_REQ_CANCEL_HELD,
     PQ_LEASE,
     PQ_LOST,
     PQ_STATS,
@@ -159,6 +160,9 @@ ab_status_t ab__pg_request_take(ab_plugin_db_t *db, uint64_t id, ab_str_t worker
                                 ab_request_t *out, ab_buf_t *input, ab_error_t *err);
 ab_status_t ab__pg_request_cancel(ab_plugin_db_t *db, uint64_t id, uint64_t epoch,
                                   ab_request_t *out, ab_error_t *err);
+ab_status_t ab__pg_request_cancel_held(ab_plugin_db_t *db, uint64_t id, uint64_t epoch,
+                                       int64_t now_us, ab_request_t *out, bool *alive,
+                                       ab_error_t *err);
 ab_status_t ab__pg_broker_lease(ab_plugin_db_t *db, ab_str_t broker, int64_t now_us,
                                 int64_t alive_until_us, uint32_t limit, ab_request_cb lost,
                                 void *ud, ab_error_t *err);

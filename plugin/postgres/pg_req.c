@@ -44,9 +44,10 @@ static void fill_req(const PGresult *r, int i, ab_request_t *out)
     out->created_us = ab__pg_i64(r, i, 10);
     out->updated_us = ab__pg_i64(r, i, 11);
     ab__pg_copy(out->broker, sizeof out->broker, r, i, 12);
+    out->cancel_epoch = (uint64_t)ab__pg_i64(r, i, 13);
 }
 
-#define INPUT_COL 13 /* after REQ_COLS */
+#define INPUT_COL 14 /* after REQ_COLS */
 
 static bool same(const PGresult *r, int col, ab_str_t v)
 {
@@ -377,4 +378,34 @@ ab_status_t ab__pg_request_cancel(ab_plugin_db_t *db, uint64_t id, uint64_t epoc
                             "run has started (nothing changed)",
                             (unsigned long long)id, (unsigned long long)epoch);
     return s;
+}
+
+ab_status_t ab__pg_request_cancel_held(ab_plugin_db_t *db, uint64_t id, uint64_t epoch,
+                                       int64_t now_us, ab_request_t *out, bool *alive,
+                                       ab_error_t *err)
+{
+    ab_status_t s = ab__pg_check_writer(db, "request cancel held", err);
+    if (s == AB_OK && (!out || !alive))
+        s = ab_error_set(err, AB_INVALID_ARGUMENT, "request", "postgres: NULL out or alive");
+    if (s != AB_OK)
+        return s;
+    pg_params_t p = {0};
+    ab__pg_p_i64(&p, id > INT64_MAX ? INT64_MAX : (int64_t)id);
+    ab__pg_p_i64(&p, epoch > INT64_MAX ? INT64_MAX : (int64_t)epoch);
+    ab__pg_p_i64(&p, now_us);
+    PGresult *r = ab__pg_exec(db, PQ_REQ_CANCEL_HELD, &p, "request cancel held", err);
+    if (!r)
+        return err ? err->code : AB_UNAVAILABLE;
+    bool found = PQntuples(r) > 0;
+    if (found) {
+        fill_req(r, 0, out);
+        *alive = PQgetvalue(r, 0, INPUT_COL + 1)[0] != 0;
+    }
+    PQclear(r);
+    if (!found) /* not started, nor assigned with its RUN_STARTED committed, at this epoch */
+        return ab_error_set(err, AB_CONFLICT, "state",
+                            "postgres: request %llu is not held at epoch %llu with its run "
+                            "started (nothing changed)",
+                            (unsigned long long)id, (unsigned long long)epoch);
+    return AB_OK;
 }

@@ -22,6 +22,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <time.h>
 
 static pgfx_t g_pg;
 static ab_plugin_lib_t g_lib;
@@ -554,13 +555,15 @@ static void test_stats_and_schema_upgrade(void **state)
     /* back to schema 1, as a database made by the previous build */
     sql_exec("BEGIN; DROP INDEX ab_runs_active; DELETE FROM ab_head WHERE id = 3;"
              " DROP TRIGGER ab_requests_notify ON ab_requests; DROP TABLE ab_brokers;"
-             " ALTER TABLE ab_requests DROP COLUMN broker, DROP COLUMN parent_run;"
+             " ALTER TABLE ab_requests DROP COLUMN broker, DROP COLUMN parent_run,"
+             " DROP COLUMN cancel_epoch;"
              " UPDATE ab_meta SET v = 1 WHERE k = 'schema'; COMMIT");
     db = open_db(false);
-    assert_int_equal(sql1("SELECT v FROM ab_meta WHERE k = 'schema'"), 3);
+    assert_int_equal(sql1("SELECT v FROM ab_meta WHERE k = 'schema'"), 4);
     assert_int_equal(sql1("SELECT count(*) FROM information_schema.columns WHERE table_name ="
-                          " 'ab_requests' AND column_name IN ('broker', 'parent_run')"),
-                     2);
+                          " 'ab_requests' AND column_name IN ('broker', 'parent_run',"
+                          " 'cancel_epoch')"),
+                     3);
     assert_int_equal(sql1("SELECT count(*) FROM pg_trigger WHERE tgname = 'ab_requests_notify'"),
                      1);
     assert_int_equal(sql1("SELECT count(*) FROM ab_brokers"), 0);
@@ -768,6 +771,57 @@ static void test_cancel_assigned(void **state)
     P->close(a);
 }
 
+/* request_cancel_held: only a held request whose RUN_STARTED committed (started, or assigned
+ * in the moment before its move), at its epoch; marked only while its broker's lease is
+ * alive; a second call changes nothing. */
+static void test_cancel_held(void **state)
+{
+    (void)state;
+    ab_plugin_db_t *a = open_db(false);
+    char th[64], bh[64];
+    fresh(th, sizeof th, "th");
+    fresh(bh, sizeof bh, "bh");
+    ab_request_t q = put_req(a, th, "h1", NULL), r;
+    ab_error_t err = AB_ERROR_INIT;
+    bool alive = false;
+    int64_t now = (int64_t)time(NULL) * 1000000;
+    assert_int_equal(take(a, q.id, bh, &r), AB_OK);
+    assert_int_equal(r.cancel_epoch, 0);
+    /* assigned, no RUN_STARTED yet: request_cancel's case, refused here */
+    assert_int_equal(P->request_cancel_held(a, q.id, 1, now, &r, &alive, &err), AB_CONFLICT);
+    tu_assert_error(&err, AB_CONFLICT, "state");
+    ab_error_clear(&err);
+    ab_append_event_t started = ev(th, "h1", 1, 1, "started");
+    started.status = AB_RUN_STATUS_ACTIVE;
+    uint64_t first = 0;
+    assert_int_equal(P->append_batch(a, &started, 1, 1, &first, &err), AB_OK);
+    /* the RUN_STARTED committed, the request still assigned; no lease of bh: not marked */
+    assert_int_equal(P->request_cancel_held(a, q.id, 1, now, &r, &alive, &err), AB_OK);
+    assert_false(alive);
+    assert_int_equal(r.cancel_epoch, 0);
+    assert_int_equal(P->broker_lease(a, S(bh), now, now + 10000000, 1, NULL, NULL, &err), AB_OK);
+    for (int i = 0; i < 2; i++) { /* marked once; the second call finds it marked */
+        alive = false;
+        assert_int_equal(P->request_cancel_held(a, q.id, 1, now, &r, &alive, &err), AB_OK);
+        assert_true(alive);
+        assert_int_equal(r.state, AB_REQ_ASSIGNED);
+        assert_int_equal(r.cancel_epoch, 1);
+        assert_int_equal(r.epoch, 1);
+    }
+    assert_int_equal(P->request_cancel_held(a, q.id, 2, now, &r, &alive, &err), AB_CONFLICT);
+    ab_error_clear(&err);
+    /* started: the same; once bh's lease has ended, not alive (the mark stays as it was) */
+    ab_request_move_t mv = {AB_REQ_ASSIGNED, 1, AB_REQ_STARTED, S("w"), 1, S(bh)};
+    assert_int_equal(P->request_move(a, q.id, &mv, &r, &err), AB_OK);
+    assert_int_equal(r.cancel_epoch, 1);
+    assert_int_equal(P->request_cancel_held(a, q.id, 1, now + 20000000, &r, &alive, &err), AB_OK);
+    assert_false(alive);
+    assert_int_equal(r.state, AB_REQ_STARTED);
+    assert_int_equal(P->request_get(a, q.id, &r, NULL, &err), AB_OK);
+    assert_int_equal(r.cancel_epoch, 1);
+    P->close(a);
+}
+
 /* Two claims of one new run at once (two brokers): the second waits for the first's insert
  * and then bumps the epoch the first made; the run is counted once. */
 static void test_claims_of_a_new_run_race(void **state)
@@ -893,6 +947,7 @@ int main(void)
         cmocka_unit_test(test_requests_shared),
         cmocka_unit_test(test_take_and_leases),
         cmocka_unit_test(test_cancel_assigned),
+        cmocka_unit_test(test_cancel_held),
         cmocka_unit_test(test_stats_and_schema_upgrade),
         cmocka_unit_test(test_claims_of_a_new_run_race),
         cmocka_unit_test(test_snapshots),
