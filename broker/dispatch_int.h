@@ -15,6 +15,7 @@ typedef struct ab__dreq {
     int64_t avoid_until_ms; /**< ... is not given it again before this (mono ms) */
     bool loaded;            /**< read from the store at start-up (its owner may not be back yet) */
     bool lost;              /**< held through another broker whose lease ended (shared store) */
+    uint64_t cancel_told;   /**< shared store: the r.cancel_epoch whose run_cancel went out */
 } ab__dreq_t;
 
 /** Shared store: how often the lease is renewed and the table refreshed (ms). */
@@ -155,6 +156,12 @@ AB_NODISCARD ab_status_t ab__dq_take(ab__dispatch_t *d, ab__dreq_t *q, const ab_
  *  cancelled; the table follows (q is then gone). AB_CONFLICT: it moved on or started (the
  *  table holds it as stored now). */
 AB_NODISCARD ab_status_t ab__dq_cancel_assigned(ab__dispatch_t *d, ab__dreq_t *q, ab_error_t *err);
+/** Shared store: ask the broker holding started request @p q (its RUN_STARTED committed,
+ *  the request started or still assigned) to cancel its run (plugin request_cancel_held);
+ *  *out = delivered when that broker's lease is alive (it sends its worker run_cancel at its
+ *  next refresh), else no_owner. AB_CONFLICT: no longer held so (the table reloaded). */
+AB_NODISCARD ab_status_t ab__dq_cancel_held(ab__dispatch_t *d, ab__dreq_t *q,
+                                            ab_cancel_outcome_t *out, ab_error_t *err);
 /** Shared store: read the request of run @p run again into the table (before an op acts
  *  on one run: cancel_run, a claim), so it acts on the stored state, not a second-old copy. */
 void ab__dq_reload_run(ab__dispatch_t *d, ab_str_t thread, ab_str_t run);

@@ -250,24 +250,68 @@ static void send_cancel(ab__dispatch_t *d, ab__dwk_t *w, const ab_request_t *r, 
     ab__dq_send(d, w, &m);
 }
 
-/* Cancel open request @p q: what happened, or AB_CANCEL_ENDED on a store failure (in *err). */
-static ab_status_t cancel_one(ab__dispatch_t *d, ab__dreq_t *q, ab_str_t reason,
-                              ab_cancel_outcome_t *out, ab_error_t *err)
+/*
+ * Cancel request @p q whose run's RUN_STARTED has committed (started, or still assigned in
+ * the moment before the move to started): its worker here is sent run_cancel; on a shared
+ * store, the broker holding it is asked to send it (ab__dq_cancel_held).
+ */
+static ab_status_t cancel_started(ab__dispatch_t *d, ab__dreq_t *q, ab_str_t reason,
+                                  ab_cancel_outcome_t *out, ab_error_t *err)
+{
+    ab__dwk_t *w = ab__dq_mine(d, q) ? ab__dq_owner(d, q->r.worker, q->r.agent) : NULL;
+    *out = w ? AB_CANCEL_DELIVERED : AB_CANCEL_NO_OWNER;
+    if (w) {
+        ab_request_t r = q->r;
+        send_cancel(d, w, &r, reason);
+        return AB_OK;
+    }
+    if (!d->takes || d->p->request_cancel_held == NULL || ab__dq_mine(d, q) || q->lost)
+        return AB_OK; /* orphaned, or the store cannot ask its holder */
+    return ab__dq_cancel_held(d, q, out, err);
+}
+
+/* After a refused cancel (the table reloaded): what run @p r's request is now, or NULL. */
+static ab__dreq_t *moved_on(ab__dispatch_t *d, const ab_request_t *r, ab_cancel_outcome_t *out,
+                            ab_error_t *err)
+{
+    ab__dreq_t *now = ab__dq_by_run(d, sv(r->thread), sv(r->run));
+    if (now == NULL) { /* ended or cancelled meanwhile */
+        ab_error_clear(err);
+        *out = AB_CANCEL_ENDED;
+    }
+    return now;
+}
+
+/* Cancel open request @p q: what happened, or AB_CANCEL_ENDED on a store failure (in *err).
+ * @p tries bounds the retries after another broker moved it on. */
+static ab_status_t cancel_one_(ab__dispatch_t *d, ab__dreq_t *q, ab_str_t reason,
+                               ab_cancel_outcome_t *out, ab_error_t *err, int tries)
 {
     ab_request_t r = q->r;
     ab__dwk_t *w = ab__dq_mine(d, q) ? ab__dq_owner(d, r.worker, r.agent) : NULL;
     if (r.state == AB_REQ_STARTED) {
-        *out = w ? AB_CANCEL_DELIVERED : AB_CANCEL_NO_OWNER;
-        if (w)
-            send_cancel(d, w, &r, reason);
-        return AB_OK;
+        ab_status_t rc = cancel_started(d, q, reason, out, err);
+        ab__dreq_t *now = rc == AB_CONFLICT ? moved_on(d, &r, out, err) : NULL;
+        if (rc == AB_CONFLICT && now == NULL)
+            return AB_OK;
+        if (now != NULL && tries > 0) {
+            ab_error_clear(err);
+            return cancel_one_(d, now, reason, out, err, tries - 1);
+        }
+        return rc;
     }
     if (r.state == AB_REQ_ASSIGNED && d->takes) { /* claim and move in one transaction */
         ab_status_t rc = ab__dq_cancel_assigned(d, q, err);
-        ab__dreq_t *now = rc == AB_CONFLICT ? ab__dq_by_run(d, sv(r.thread), sv(r.run)) : NULL;
-        if (now != NULL && now->r.state == AB_REQ_STARTED) { /* it started first */
+        ab__dreq_t *now = rc == AB_CONFLICT ? moved_on(d, &r, out, err) : NULL;
+        if (rc == AB_CONFLICT && now == NULL)
+            return AB_OK;
+        if (now != NULL && now->r.state == AB_REQ_ASSIGNED && now->r.epoch == r.epoch) {
+            ab_error_clear(err); /* its RUN_STARTED committed; the move to started follows */
+            return cancel_started(d, now, reason, out, err);
+        }
+        if (now != NULL && tries > 0) { /* it started first, or went back to the queue */
             ab_error_clear(err);
-            return cancel_one(d, now, reason, out, err);
+            return cancel_one_(d, now, reason, out, err, tries - 1);
         }
         if (rc == AB_OK && w)
             send_cancel(d, w, &r, reason);
@@ -286,6 +330,12 @@ static ab_status_t cancel_one(ab__dispatch_t *d, ab__dreq_t *q, ab_str_t reason,
         send_cancel(d, w, &r, reason);
     *out = AB_CANCEL_DEQUEUED;
     return rc;
+}
+
+static ab_status_t cancel_one(ab__dispatch_t *d, ab__dreq_t *q, ab_str_t reason,
+                              ab_cancel_outcome_t *out, ab_error_t *err)
+{
+    return cancel_one_(d, q, reason, out, err, 2);
 }
 
 void ab__dispatch_cancel(ab__dispatch_t *d, ab_str_t thread, const char *reason)

@@ -108,6 +108,53 @@ ab_status_t ab__dq_cancel_assigned(ab__dispatch_t *d, ab__dreq_t *q, ab_error_t 
     return AB_OK;
 }
 
+ab_status_t ab__dq_cancel_held(ab__dispatch_t *d, ab__dreq_t *q, ab_cancel_outcome_t *out,
+                               ab_error_t *err)
+{
+    ab_request_t r;
+    bool alive = false;
+    char thread[sizeof(q->r.thread)], run[sizeof(q->r.run)];
+    memcpy(thread, q->r.thread, sizeof(thread));
+    memcpy(run, q->r.run, sizeof(run));
+    ab_status_t rc =
+        d->p->request_cancel_held(d->db, q->r.id, q->r.epoch, ab__now_us(), &r, &alive, err);
+    if (rc == AB_CONFLICT)
+        ab__dq_reload_run(d, sv(thread), sv(run));
+    if (rc != AB_OK)
+        return rc;
+    ab__dq_update(d, &r);
+    *out = alive ? AB_CANCEL_DELIVERED : AB_CANCEL_NO_OWNER;
+    if (alive)
+        ab__log(AB_LOG_INFO, "dispatch: cancel of run %s asked of broker %s", run, r.broker);
+    return AB_OK;
+}
+
+/*
+ * Requests of workers here whose run another broker was asked to cancel (cancel_run
+ * through it: the request's cancel_epoch is its epoch): send the worker run_cancel with that
+ * epoch, once per epoch, as a cancel through this broker would (PROTOCOL.md 7.13).
+ */
+static void tell_held_cancels(ab__dispatch_t *d)
+{
+    for (size_t i = 0; i < d->nq; i++) {
+        ab__dreq_t *q = &d->q[i];
+        bool held = q->r.state == AB_REQ_STARTED || q->r.state == AB_REQ_ASSIGNED;
+        if (!held || q->r.cancel_epoch == 0 || q->r.cancel_epoch != q->r.epoch ||
+            q->cancel_told == q->r.cancel_epoch || !ab__dq_mine(d, q))
+            continue;
+        ab__dwk_t *w = ab__dq_owner(d, q->r.worker, q->r.agent);
+        if (w == NULL)
+            continue; /* not connected (orphaned): told if it comes back at this epoch */
+        ab_msg_t m = {.op = AB_OP_RUN_CANCEL, .v = 1};
+        m.u.run_cancel = (ab_run_cancel_t){q->r.id, sv(q->r.thread), sv(q->r.run), q->r.epoch,
+                                           sv("cancelled through another broker")};
+        ab__dq_send(d, w, &m);
+        q->cancel_told = q->r.cancel_epoch;
+        ab__log(AB_LOG_INFO, "dispatch: run %s: cancel through another broker sent to %s", q->r.run,
+                w->wid);
+    }
+}
+
 void ab__dq_reload_run(ab__dispatch_t *d, ab_str_t thread, ab_str_t run)
 {
     ab_request_t r;
@@ -161,6 +208,7 @@ static void refresh(ab__dispatch_t *d, int64_t now)
     d->q = v;
     d->nq = d->capq = l.n;
     d->dirty = true;
+    tell_held_cancels(d);
 }
 
 /* The requests a lost broker held (broker_lease): settled after the refresh (invariant 4). */

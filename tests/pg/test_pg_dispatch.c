@@ -389,6 +389,146 @@ static void test_cancel_through_b(void **state)
     side_free(&cb);
 }
 
+/* RUN_FINISHED with outcome cancelled, as PROTOCOL.md 7.13 asks of a cancelled run's owner. */
+static void finish_cancelled(side_t *w, const asg_t *a, uint64_t seq)
+{
+    char body[1024];
+    snprintf(body, sizeof body,
+             "{\"type\":\"RUN_FINISHED\",\"threadId\":\"%s\",\"runId\":\"%s\","
+             "\"outcome\":{\"type\":\"cancelled\"}}",
+             a->thread, a->run);
+    ab_buf_t ev = AB_BUF_INIT;
+    ab_error_t err = AB_ERROR_INIT;
+    assert_int_equal(ab_envelope_json(&ev, 1, a->thread, a->run, seq, a->epoch, body, NULL), AB_OK);
+    assert_int_equal(it_publish1(w->c, w->doc, &ev, &err).status, AB_RESULT_ACCEPTED);
+    ab_buf_free(&ev);
+}
+
+static ab_cancel_outcome_t cancel_via(side_t *s, const asg_t *a)
+{
+    ab_cancel_run_t c = {SV(a->thread), SV(a->run), SV("stop")};
+    ab_cancel_reply_t rep;
+    ab_error_t err = AB_ERROR_INIT;
+    if (ab_conn_cancel_run(s->c, &c, s->doc, &rep, IT_TIMEOUT, &err) != AB_OK)
+        fail_msg("cancel_run: %s: %s", ab_status_name(err.code), err.message);
+    assert_int_equal(rep.request, a->request);
+    return rep.outcome;
+}
+
+/* The next unsolicited message on @p w is run_cancel of @p a's request at its epoch. */
+static void expect_run_cancel(side_t *w, const asg_t *a)
+{
+    ab_msg_t m;
+    ab_error_t err = AB_ERROR_INIT;
+    assert_int_equal(ab_conn_recv(w->c, 0, w->doc, &m, IT_TIMEOUT, &err), AB_OK);
+    assert_int_equal(m.op, AB_OP_RUN_CANCEL);
+    assert_int_equal(m.u.run_cancel.request, a->request);
+    assert_int_equal(m.u.run_cancel.epoch, a->epoch);
+}
+
+static long long run_outcome_cancelled(const asg_t *a)
+{
+    char sql[400];
+    snprintf(sql, sizeof sql,
+             "SELECT (outcome = 'cancelled')::int FROM ab_runs WHERE thread = '%s' AND run = '%s'",
+             a->thread, a->run);
+    return pgfx_scalar1(&g_pg, sql);
+}
+
+/* A run started by A's worker, cancelled through B: delivered (A's lease is alive), A sends
+ * its worker run_cancel at the assignment's epoch, and the worker ends the run cancelled.
+ * Cancelling again changes nothing: the same answer, no second run_cancel. */
+static void test_cancel_started_through_b(void **state)
+{
+    (void)state;
+    char agent[64], th[64];
+    fresh(agent, sizeof agent, "ag");
+    fresh(th, sizeof th, "t");
+    side_t wa = side_new(&g_a), cb = side_new(&g_b);
+    serve(&wa, "wa", agent, 1);
+    uint64_t id = start(&cb, agent, th);
+    asg_t g = next_assign(&wa);
+    assert_int_equal(g.request, id);
+    ab_error_t err = AB_ERROR_INIT;
+    assert_int_equal(publish(&wa, &g, 1, "RUN_STARTED", &err), AB_RESULT_ACCEPTED);
+    wait_state(id, "started");
+    assert_int_equal(cancel_via(&cb, &g), AB_CANCEL_DELIVERED);
+    assert_int_equal(stored("cancel_epoch", id), (long long)g.epoch);
+    expect_run_cancel(&wa, &g);
+    assert_int_equal(cancel_via(&cb, &g), AB_CANCEL_DELIVERED); /* again: nothing new */
+    assert_true(quiet(&wa, 1500));                              /* past A's next refresh */
+    assert_int_equal(run_epoch(&g), (long long)g.epoch);        /* nobody fenced the worker */
+    finish_cancelled(&wa, &g, 2);
+    wait_state(id, "ended");
+    assert_int_equal(run_outcome_cancelled(&g), 1);
+    assert_int_equal(cancel_via(&cb, &g), AB_CANCEL_ENDED);
+    side_free(&wa);
+    side_free(&cb);
+}
+
+/* The moment between the commit of the RUN_STARTED and A's move of the request to started:
+ * made here by giving the run its status in the database (what the RUN_STARTED's commit
+ * does) while the request stays assigned. A cancel through B is then the started case:
+ * delivered, the worker not fenced, its RUN_STARTED still accepted. */
+static void test_cancel_in_the_start_window(void **state)
+{
+    (void)state;
+    char agent[64], th[64], sql[400];
+    fresh(agent, sizeof agent, "ag");
+    fresh(th, sizeof th, "t");
+    side_t wa = side_new(&g_a), cb = side_new(&g_b);
+    serve(&wa, "wa", agent, 1);
+    uint64_t id = start(&cb, agent, th);
+    asg_t g = next_assign(&wa);
+    snprintf(sql, sizeof sql,
+             "UPDATE ab_runs SET status = 'active' WHERE thread = '%s' AND run = '%s' RETURNING 1",
+             g.thread, g.run);
+    assert_int_equal(pgfx_scalar1(&g_pg, sql), 1);
+    assert_int_equal(state_is(id, "assigned"), 1);
+    assert_int_equal(cancel_via(&cb, &g), AB_CANCEL_DELIVERED);
+    assert_int_equal(state_is(id, "assigned"), 1);
+    assert_int_equal(run_epoch(&g), (long long)g.epoch);
+    expect_run_cancel(&wa, &g);
+    ab_error_t err = AB_ERROR_INIT;
+    assert_int_equal(publish(&wa, &g, 1, "RUN_STARTED", &err), AB_RESULT_ACCEPTED);
+    finish_cancelled(&wa, &g, 2);
+    wait_state(id, "ended");
+    assert_int_equal(run_outcome_cancelled(&g), 1);
+    side_free(&wa);
+    side_free(&cb);
+}
+
+/* A started run of a broker that died: once its lease has ended, a cancel through B answers
+ * no_owner and marks nothing (nobody would send it on). */
+static void test_cancel_started_of_dead_broker(void **state)
+{
+    (void)state;
+    char agent[64], th[64], sql[256];
+    fresh(agent, sizeof agent, "ag");
+    fresh(th, sizeof th, "t");
+    side_t wa = side_new(&g_a), cb = side_new(&g_b);
+    serve(&wa, "wa", agent, 1);
+    uint64_t id = start(&cb, agent, th);
+    asg_t g = next_assign(&wa);
+    ab_error_t err = AB_ERROR_INIT;
+    assert_int_equal(publish(&wa, &g, 1, "RUN_STARTED", &err), AB_RESULT_ACCEPTED);
+    wait_state(id, "started");
+    bp_kill(&g_a);
+    /* its lease ends now rather than in AB_LEASE_MS_DEFAULT */
+    snprintf(sql, sizeof sql,
+             "UPDATE ab_brokers SET alive_until_us = 0 WHERE instance ="
+             " (SELECT broker FROM ab_requests WHERE id = %llu) RETURNING 1",
+             (unsigned long long)id);
+    assert_int_equal(pgfx_scalar1(&g_pg, sql), 1);
+    assert_int_equal(cancel_via(&cb, &g), AB_CANCEL_NO_OWNER);
+    assert_int_equal(cancel_via(&cb, &g), AB_CANCEL_NO_OWNER);
+    assert_int_equal(stored("cancel_epoch", id), 0);
+    assert_int_equal(state_is(id, "started"), 1);
+    side_free(&wa);
+    side_free(&cb);
+    assert_int_equal(bp_restart(&g_a), 0);
+}
+
 /* The request @p id as B's `requests` lists it (its table's orphan flag); false when not. */
 static bool listed_as(side_t *s, uint64_t id, ab_request_info_t *out)
 {
@@ -462,6 +602,9 @@ int main(void)
         cmocka_unit_test(test_leave_requeued_taken_on_b),
         cmocka_unit_test(test_two_brokers_one_request),
         cmocka_unit_test(test_cancel_through_b),
+        cmocka_unit_test(test_cancel_started_through_b),
+        cmocka_unit_test(test_cancel_in_the_start_window),
+        cmocka_unit_test(test_cancel_started_of_dead_broker),
         cmocka_unit_test(test_lost_broker_settled),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
