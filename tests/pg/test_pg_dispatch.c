@@ -8,7 +8,10 @@
  * first worker fenced; two brokers that both hold one queued request and
  * both have a worker assign it once, and the loser fences nobody (its claim
  * never happened); cancel_run through one broker of a run assigned through
- * the other reaches its worker; a SIGKILLed broker's assignment is settled
+ * the other reaches its worker; cancel_run through one broker of a run started by the
+ * other's worker is delivered to that worker (also in the moment before the request is
+ * stored started), once however often it is asked, and answered no_owner once that
+ * broker's lease has ended; a SIGKILLed broker's assignment is settled
  * by the other once the lost broker's lease has ended, and its started run
  * announced orphaned (continued by a claim through the other broker). The workers speak the wire
  * themselves (ab_conn), so each assignment is seen as it arrives.
