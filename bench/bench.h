@@ -25,6 +25,8 @@ typedef struct bench_opts {
     const char *snapshot_every; /**< the broker children's --snapshot-every; NULL: theirs */
     double rate;                /**< ingest: events/s of all producers together; 0 = as fast as
                                      they can */
+    const char *workers_broker; /**< dispatch: the workers' broker (another broker on the store
+                                     of --broker); NULL: the workers use the controller's */
 } bench_opts_t;
 
 /** `bench proto`: decode + validate on one core; @p only_size 0 = 256 B and 2 KiB rows. */

@@ -18,6 +18,11 @@
  *            start_runs outstanding on distinct threads. Runs ended per
  *            second, at process and fsync.
  *
+ * With --workers-broker EP (and --broker) the workers serve and publish
+ * through EP, the controller sends start_run, cancel_run and the claims to
+ * --broker: every assignment, cancel and end then crosses brokers
+ * (docs/SCALING.md "Dispatch across brokers"), and the rows say so.
+ *
  * Invariants:
  *  1. Every wait is bounded (ACT_WAIT_MS), and a row fails unless every
  *     request it made was assigned, and (runs/s) every assigned run ended.
@@ -54,6 +59,19 @@ typedef struct lat {
     double *v;
     size_t n;
 } lat_t;
+
+/* The workers' endpoint: --workers-broker, else the controller's @p ep. */
+static const char *workers_ep(const bench_opts_t *o, const char *ep)
+{
+    return o->workers_broker ? o->workers_broker : ep;
+}
+
+/* The row's durability column, marked when the workers are on the other broker. */
+static const char *dur_of(const bench_opts_t *o, const char *durability, char *out, size_t size)
+{
+    snprintf(out, size, "%s%s", durability, o->workers_broker ? " 2brk" : "");
+    return out;
+}
 
 static void lat_print(const char *what, const char *dur, lat_t *l)
 {
@@ -210,9 +228,11 @@ static int latency_row(const bench_opts_t *o, const char *durability, int row)
     f.cancel.v = calloc(D_LAT_ROUND, sizeof(double));
     f.claim.v = calloc(D_LAT_ROUND, sizeof(double));
     int rc = -1;
+    const char *wep = workers_ep(o, ep);
+    char dbuf[32];
     if (f.assign.v && f.cancel.v && f.claim.v && ab_doc_new(&f.doc) == AB_OK &&
-        ab_doc_new(&f.wdoc) == AB_OK && (f.c = connect_to(ep)) && (f.w = connect_to(ep)) &&
-        (f.p = connect_to(ep)) && serve(f.w, f.wdoc, f.agent, 1024) == 0) {
+        ab_doc_new(&f.wdoc) == AB_OK && (f.c = connect_to(ep)) && (f.w = connect_to(wep)) &&
+        (f.p = connect_to(wep)) && serve(f.w, f.wdoc, f.agent, 1024) == 0) {
         rc = 0;
         int i = 0;
         for (; rc == 0 && i < 20; i++) /* warm-up */
@@ -222,9 +242,10 @@ static int latency_row(const bench_opts_t *o, const char *durability, int row)
             rc = round_once(&f, i, true);
     }
     if (rc == 0) {
-        lat_print("start_run -> worker holds assign", durability, &f.assign);
-        lat_print("cancel_run -> owner holds run_cancel", durability, &f.cancel);
-        lat_print("peer: claim round trip (1 write)", durability, &f.claim);
+        const char *dur = dur_of(o, durability, dbuf, sizeof dbuf);
+        lat_print("start_run -> worker holds assign", dur, &f.assign);
+        lat_print("cancel_run -> owner holds run_cancel", dur, &f.cancel);
+        lat_print("peer: claim round trip (1 write)", dur, &f.claim);
     }
     ab_conn_destroy(&f.c);
     ab_conn_destroy(&f.w);
@@ -319,7 +340,7 @@ static int runs_row(const bench_opts_t *o, const char *durability, int row)
     atomic_init(&ended, 0);
     dworker_t w[D_WORKERS];
     for (int i = 0; i < D_WORKERS; i++) {
-        w[i] = (dworker_t){.ep = ep, .agent = agent, .stop = &stop, .ended = &ended};
+        w[i] = (dworker_t){.ep = workers_ep(o, ep), .agent = agent, .stop = &stop, .ended = &ended};
         pthread_create(&w[i].th, NULL, dworker_main, &w[i]);
     }
     ab_doc_t *doc = NULL;
@@ -341,6 +362,8 @@ static int runs_row(const bench_opts_t *o, const char *durability, int row)
             sent = -1;
         } else {
             double cpu = ch.pid ? proc_cpu_s(ch.pid) - cpu0 : -1;
+            char dbuf[32];
+            durability = dur_of(o, durability, dbuf, sizeof dbuf);
             printf("dispatch %-34s %-7s %8.0f runs/s  (%ld runs, %d workers x capacity %d, %d "
                    "outstanding; broker CPU %s%.0f us per run)\n",
                    "runs started and ended", durability, dt > 0 ? (double)(got - e0) / dt : 0, more,

@@ -19,17 +19,18 @@
 #include <string.h>
 #include <unistd.h>
 
-enum { OPT_SIZE = 1, OPT_ROUNDS, OPT_FRAME, OPT_SNAP, OPT_JSON, OPT_RATE };
+enum { OPT_SIZE = 1, OPT_ROUNDS, OPT_FRAME, OPT_SNAP, OPT_JSON, OPT_RATE, OPT_WORKERS };
 
 typedef struct bench_args {
     bench_opts_t bus;
     double seconds; /* 0: the benchmark's default */
     size_t size;
     bool seen_bus_only, seen_size;
-    bool seen_rounds; /* --rounds: fanout only */
-    bool seen_frame;  /* --frame-per-event: the benchmarks that publish */
-    bool seen_rate;   /* --rate: ingest only */
-    bool json;        /* --json: rows as JSON on stdout, the human lines on stderr */
+    bool seen_rounds;  /* --rounds: fanout only */
+    bool seen_frame;   /* --frame-per-event: the benchmarks that publish */
+    bool seen_rate;    /* --rate: ingest only */
+    bool seen_workers; /* --workers-broker: dispatch only, with --broker */
+    bool json;         /* --json: rows as JSON on stdout, the human lines on stderr */
 } bench_args_t;
 
 static void help(void)
@@ -68,6 +69,9 @@ static void help(void)
            "  --size B            proto: only events of about B bytes (128 ... 65536)\n"
            "  --broker ENDPOINT   bus benchmarks: a running broker instead of one per row\n"
            "                      (durability is then the broker's)\n"
+           "  --workers-broker EP dispatch, with --broker: the workers connect to (and publish\n"
+           "                      through) broker EP, another broker on the store of --broker,\n"
+           "                      the controller to --broker: dispatch across brokers\n"
            "  --rounds N          fanout: repeat the 4-subscriber rows N times (1 ... 64)\n"
            "  --rate N            ingest: publish N events/s in all (the 4 producers share\n"
            "                      it) instead of as fast as the broker acknowledges\n"
@@ -110,6 +114,9 @@ static int take(int c, bench_args_t *a)
             return cli_usage_error("bench", "--rate takes events per second in [1, 100000000]");
         a->bus.rate = r;
         a->seen_bus_only = a->seen_rate = true;
+    } else if (c == OPT_WORKERS) {
+        a->bus.workers_broker = optarg;
+        a->seen_bus_only = a->seen_workers = true;
     } else if (c == OPT_JSON) {
         a->json = true;
     } else if (c == OPT_FRAME) {
@@ -156,6 +163,7 @@ static int parse(int argc, char **argv, bench_args_t *a, const char **name)
         {"snapshot-every", required_argument, NULL, OPT_SNAP},
         {"json", no_argument, NULL, OPT_JSON},
         {"rate", required_argument, NULL, OPT_RATE},
+        {"workers-broker", required_argument, NULL, OPT_WORKERS},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -194,8 +202,13 @@ int cmd_bench(int argc, char **argv)
     bool bus = bench_is_bus(name);
     if (a.seen_bus_only && !bus)
         return cli_usage_error("bench", "--broker, --rounds, --frame-per-event, "
-                                        "--snapshot-every and --rate are for the bus "
-                                        "benchmarks");
+                                        "--snapshot-every, --rate and --workers-broker are for "
+                                        "the bus benchmarks");
+    if (a.seen_workers && strcmp(name, "dispatch") != 0)
+        return cli_usage_error("bench", "--workers-broker is for bench dispatch");
+    if (a.seen_workers && a.bus.broker == NULL)
+        return cli_usage_error("bench", "--workers-broker needs --broker (two running brokers "
+                                        "on one shared store)");
     if (a.seen_rounds && strcmp(name, "fanout") != 0)
         return cli_usage_error("bench", "--rounds is for bench fanout");
     if (a.seen_rate && strcmp(name, "ingest") != 0)

@@ -33,6 +33,10 @@ static void test_options_a_benchmark_does_not_take(void **state)
     refused("ingest --rate 0", "--rate takes events per second in [1, 100000000]");
     refused("ingest --rate 10x", "--rate takes events per second");
     refused("proto --rate 1000", "are for the bus benchmarks");
+    refused("ingest --broker tcp://127.0.0.1:1 --workers-broker tcp://127.0.0.1:2",
+            "--workers-broker is for bench dispatch");
+    refused("dispatch --workers-broker tcp://127.0.0.1:2", "--workers-broker needs --broker");
+    refused("proto --workers-broker tcp://127.0.0.1:2", "are for the bus benchmarks");
     refused("nosuch", "unknown benchmark 'nosuch'");
     refused("", "name a benchmark");
 }
