@@ -6,8 +6,9 @@
  * producers ride it out (their batches in doubt are re-sent and answered
  * accepted or duplicate); afterwards every event every producer had
  * published is acknowledged and stored on the promoted standby exactly once,
- * every run contiguous from seq 1, and a whole-bus subscriber on one broker
- * received every event exactly once, in position order.
+ * every run contiguous from seq 1, and a whole-bus subscriber on each broker
+ * received every event exactly once, in position order (the other broker's
+ * commits through the follow path, across the failover too).
  *
  * AB_PG_KILL_REPEAT=N repeats the whole cycle N times (the long mode; the
  * normal suite runs it once).
@@ -36,7 +37,7 @@ typedef struct prod {
 
 static atomic_int g_stop;
 
-/* A whole-bus subscriber on broker A, polled by its own thread through the failover. */
+/* A whole-bus subscriber on one broker, polled by its own thread through the failover. */
 typedef struct watch {
     const bp_t *broker;
     prod_t *p;
@@ -197,18 +198,21 @@ static void one_cycle(void)
     pthread_t th[PRODUCERS];
     memset(p, 0, sizeof p);
     atomic_store(&g_stop, 0);
-    watch_t w;
-    memset(&w, 0, sizeof w);
-    w.broker = &a;
-    w.p = p;
-    atomic_init(&w.stop, 0);
-    pthread_t wth;
+    watch_t w[2]; /* one on each broker */
+    memset(w, 0, sizeof w);
+    pthread_t wth[2];
+    for (int k = 0; k < 2; k++) {
+        w[k].broker = k ? &b : &a;
+        w[k].p = p;
+        atomic_init(&w[k].stop, 0);
+    }
     for (int i = 0; i < PRODUCERS; i++) {
         p[i].broker = i % 2 ? &b : &a;
         snprintf(p[i].thread, sizeof p[i].thread, "kill-%d-%u-%d", (int)getpid(), ++g_serial, i);
         assert_int_equal(pthread_create(&th[i], NULL, produce, &p[i]), 0);
     }
-    assert_int_equal(pthread_create(&wth, NULL, watch_main, &w), 0);
+    for (int k = 0; k < 2; k++)
+        assert_int_equal(pthread_create(&wth[k], NULL, watch_main, &w[k]), 0);
     /* under load: every producer has had events acknowledged */
     PGconn *c = pgfx_connect(&pri);
     assert_non_null(c);
@@ -235,18 +239,20 @@ static void one_cycle(void)
     for (int i = 0; i < PRODUCERS; i++)
         want += p[i].published;
     end = pgfx_now_ms() + 20000;
-    while (w.total < want && pgfx_now_ms() < end) /* the subscriber's own thread catches up */
-        pgfx_sleep_ms(20);
-    atomic_store(&w.stop, 1);
-    pthread_join(wth, NULL);
-    print_message("subscriber: %llu events, last position %llu\n", (unsigned long long)w.total,
-                  (unsigned long long)w.last_pos);
-    assert_false(w.failed);
-    assert_false(w.hole);
-    assert_false(w.foreign);
-    assert_int_equal(w.total, want);
-    for (int i = 0; i < PRODUCERS; i++)
-        assert_int_equal(w.last_seq[i], p[i].published);
+    while ((w[0].total < want || w[1].total < want) && pgfx_now_ms() < end)
+        pgfx_sleep_ms(20); /* the subscribers' own threads catch up */
+    for (int k = 0; k < 2; k++) {
+        atomic_store(&w[k].stop, 1);
+        pthread_join(wth[k], NULL);
+        print_message("subscriber on broker %c: %llu events, last position %llu\n", "AB"[k],
+                      (unsigned long long)w[k].total, (unsigned long long)w[k].last_pos);
+        assert_false(w[k].failed);
+        assert_false(w[k].hole);
+        assert_false(w[k].foreign);
+        assert_int_equal(w[k].total, want);
+        for (int i = 0; i < PRODUCERS; i++)
+            assert_int_equal(w[k].last_seq[i], p[i].published);
+    }
     assert_int_equal(bp_stop(&a), 0);
     assert_int_equal(bp_stop(&b), 0);
     bp_cleanup(&a);
