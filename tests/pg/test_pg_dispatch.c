@@ -469,6 +469,37 @@ static void test_cancel_started_through_b(void **state)
     side_free(&cb);
 }
 
+/* start_run through B with if_busy interrupt on a thread whose run A's worker started: the
+ * worker on A is sent run_cancel; once it ends the run, the new request is assigned. */
+static void test_interrupt_through_b(void **state)
+{
+    (void)state;
+    char agent[64], th[64], key[96];
+    fresh(agent, sizeof agent, "ag");
+    fresh(th, sizeof th, "t");
+    fresh(key, sizeof key, "key");
+    side_t wa = side_new(&g_a), cb = side_new(&g_b);
+    serve(&wa, "wa", agent, 1);
+    uint64_t id = start(&cb, agent, th);
+    asg_t g = next_assign(&wa);
+    ab_error_t err = AB_ERROR_INIT;
+    assert_int_equal(publish(&wa, &g, 1, "RUN_STARTED", &err), AB_RESULT_ACCEPTED);
+    wait_state(id, "started");
+    ab_start_run_t r = {SV(agent), SV(th),
+                        {0},       tu_json(&cb.tu, "{\"messages\":[]}"),
+                        SV(key),   AB_IF_BUSY_INTERRUPT};
+    ab_run_accepted_t a;
+    assert_int_equal(ab_conn_start_run(cb.c, &r, cb.doc, &a, IT_TIMEOUT, &err), AB_OK);
+    expect_run_cancel(&wa, &g);
+    finish_cancelled(&wa, &g, 2);
+    asg_t g2 = next_assign(&wa);
+    assert_int_equal(g2.request, a.request);
+    run_through(&wa, &g2);
+    wait_state(a.request, "ended");
+    side_free(&wa);
+    side_free(&cb);
+}
+
 /* The moment between the commit of the RUN_STARTED and A's move of the request to started:
  * made here by giving the run its status in the database (what the RUN_STARTED's commit
  * does) while the request stays assigned. A cancel through B is then the started case:
@@ -607,6 +638,7 @@ int main(void)
         cmocka_unit_test(test_cancel_through_b),
         cmocka_unit_test(test_cancel_started_through_b),
         cmocka_unit_test(test_cancel_in_the_start_window),
+        cmocka_unit_test(test_interrupt_through_b),
         cmocka_unit_test(test_cancel_started_of_dead_broker),
         cmocka_unit_test(test_lost_broker_settled),
     };
