@@ -1,8 +1,9 @@
 /*
  * dispatch_shared.c - dispatch over a store shared by several brokers
  * (docs/SCALING.md "Dispatch across brokers"): taking a request in one store
- * transaction, the broker's lease, the requests of a lost broker, and the
- * refresh of the table of open requests from the store.
+ * transaction, the broker's lease, the requests of a lost broker, the
+ * refresh of the table of open requests from the store, and cancels across
+ * brokers.
  *
  * Invariants:
  *  1. Nothing here runs unless the plugin takes requests (d->takes: PostgreSQL);
@@ -19,6 +20,10 @@
  *  4. A broker moves back to the queue, or calls orphaned, only what it owns
  *     (ab__dq_mine) or what a broker whose lease ended held; every such move is
  *     a compare-and-set, so of two brokers settling one lost request one wins.
+ *  5. A cancel of a started run that another broker holds claims nothing
+ *     (request_cancel_held marks the request at its epoch, the worker is not
+ *     fenced); the holder sends its worker run_cancel once per marked epoch,
+ *     at the refresh that finds the mark (the mark's update woke it).
  */
 #include "dispatch_int.h"
 #include "seq_internal.h"
