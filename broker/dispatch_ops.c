@@ -338,18 +338,45 @@ static ab_status_t cancel_one(ab__dispatch_t *d, ab__dreq_t *q, ab_str_t reason,
     return cancel_one_(d, q, reason, out, err, 2);
 }
 
+static bool of_thread(const ab__dreq_t *q, ab_str_t thread)
+{
+    return strlen(q->r.thread) == thread.len && memcmp(q->r.thread, thread.ptr, thread.len) == 0;
+}
+
+/* Shared store: read thread @p thread's requests in the table again (another broker may have
+ * assigned or started them since the last refresh), in id order. */
+static void reload_thread(ab__dispatch_t *d, ab_str_t thread)
+{
+    uint64_t after = 0;
+    for (;;) {
+        const ab__dreq_t *next = NULL;
+        for (size_t i = 0; i < d->nq && next == NULL; i++)
+            if (d->q[i].r.id > after && of_thread(&d->q[i], thread))
+                next = &d->q[i];
+        if (next == NULL)
+            return;
+        char run[sizeof(next->r.run)];
+        memcpy(run, next->r.run, sizeof(run));
+        after = next->r.id;
+        ab__dq_reload_run(d, thread, sv(run));
+    }
+}
+
 void ab__dispatch_cancel(ab__dispatch_t *d, ab_str_t thread, const char *reason)
 {
+    if (d->takes)
+        reload_thread(d, thread);
     for (size_t i = 0; i < d->nq; i++) {
         ab__dreq_t *q = &d->q[i];
         ab_cancel_outcome_t out;
         ab_error_t e = AB_ERROR_INIT;
-        if (q->r.state == AB_REQ_QUEUED || strlen(q->r.thread) != thread.len ||
-            memcmp(q->r.thread, thread.ptr, thread.len) != 0 || q->parent[0])
+        if (q->r.state == AB_REQ_QUEUED || !of_thread(q, thread) || q->parent[0])
             continue;
         size_t before = d->nq;
+        char run[sizeof(q->r.run)];
+        memcpy(run, q->r.run, sizeof(run));
         if (cancel_one(d, q, sv(reason), &out, &e) != AB_OK)
-            ab__log(AB_LOG_WARN, "dispatch: cannot interrupt run %s: %s", q->r.run, e.message);
+            ab__log(AB_LOG_WARN, "dispatch: cannot interrupt run %s: %s", run, e.message);
         if (d->nq < before)
             i--; /* it left the table */
     }
