@@ -504,6 +504,39 @@ static bool assign(ab__dispatch_t *d, ab__dreq_t *q, ab__dwk_t *w)
     return true;
 }
 
+static ab_status_t apply_move(ab__dispatch_t *d, ab__dreq_t *q, const ab__dmove_t *mv,
+                              ab_error_t *e)
+{
+    uint64_t epoch = mv->to == AB_REQ_STARTED ? mv->epoch : q->r.epoch;
+    return ab__dq_move(d, q, mv->to, q->r.worker, epoch, e);
+}
+
+/*
+ * Shared store: move @p mv was refused against this broker's copy, which may be stale (another
+ * broker made the move first, or this broker had not yet seen the assignment): read the stored
+ * request and try once more from it when the move starts there (started from assigned at the
+ * RUN_STARTED's epoch, ended from started). From any other state it is not this broker's to make
+ * now: done already, or the request not yet started, which its holder moves first (or, once that
+ * broker's lease has ended, the settlement of its requests).
+ */
+static ab_status_t move_again(ab__dispatch_t *d, const ab__dmove_t *mv, ab_error_t *e)
+{
+    ab_request_t r;
+    ab_error_clear(e);
+    ab_status_t rc = d->p->request_get(d->db, mv->id, &r, NULL, e);
+    if (rc != AB_OK)
+        return rc;
+    ab__dq_update(d, &r);
+    ab__dreq_t *q = ab__dq_by_id(d, mv->id);
+    ab_request_state_t from = mv->to == AB_REQ_STARTED ? AB_REQ_ASSIGNED : AB_REQ_STARTED;
+    if (q == NULL || r.state != from || (mv->to == AB_REQ_STARTED && r.epoch != mv->epoch)) {
+        ab__log(AB_LOG_DEBUG, "dispatch: request %" PRIu64 " is %s: not moved to %s here", mv->id,
+                ab_request_state_name(r.state), ab_request_state_name(mv->to));
+        return AB_OK;
+    }
+    return apply_move(d, q, mv, e);
+}
+
 static void apply_moves(ab__dispatch_t *d)
 {
     for (size_t i = 0; i < d->nmoves; i++) {
@@ -512,8 +545,10 @@ static void apply_moves(ab__dispatch_t *d)
         if (q == NULL)
             continue;
         const ab__dmove_t *mv = &d->moves[i];
-        uint64_t epoch = mv->to == AB_REQ_STARTED ? mv->epoch : q->r.epoch;
-        if (ab__dq_move(d, q, mv->to, q->r.worker, epoch, &e) != AB_OK) {
+        ab_status_t rc = apply_move(d, q, mv, &e);
+        if (rc != AB_OK && rc != AB_UNAVAILABLE && d->takes)
+            rc = move_again(d, mv, &e);
+        if (rc != AB_OK) {
             char line[256]; /* a conflict: another broker made the move first */
             ab__log(e.code == AB_CONFLICT ? AB_LOG_DEBUG : AB_LOG_WARN,
                     "dispatch: request %" PRIu64 " not moved to %s: %s", mv->id,
