@@ -558,6 +558,24 @@ static ab_status_t id_enc(ab_cctx_t *c, const ab_fspec_t *f, const char *base)
 
 const ab_ftype_t ab__ft_id = {id_dec, id_enc, str_has, str_eq};
 
+/* An id or the empty string (a cursor or prefix whose "" means none). */
+static ab_status_t id0_dec(ab_cctx_t *c, const ab_fspec_t *f, const ab_val_t *v, char *base)
+{
+    if (v->type == AB_VAL_STR && v->len == 0) {
+        *AB_FLD(ab_str_t, base, f->off) = (ab_str_t){"", 0};
+        return AB_OK;
+    }
+    return id_dec(c, f, v, base);
+}
+
+static ab_status_t id0_enc(ab_cctx_t *c, const ab_fspec_t *f, const char *base)
+{
+    const ab_str_t *s = AB_CFLD(ab_str_t, base, f->off);
+    return s->len == 0 ? ab__cc_pack_str(c, "", 0) : id_enc(c, f, base);
+}
+
+const ab_ftype_t ab__ft_id0 = {id0_dec, id0_enc, str_has, str_eq};
+
 /* Longest prefix of s[0..n) that is valid UTF-8 (cuts a split character). */
 static size_t utf8_prefix(const char *s, size_t n)
 {

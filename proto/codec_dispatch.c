@@ -2,7 +2,8 @@
  * codec_dispatch.c - the headers of dispatch (agentbus/codec.h,
  * docs/PROTOCOL.md 7.12 - 7.16): start_run, resume_run and their
  * run_accepted; the broker's unsolicited assign and run_cancel and the
- * worker's decline; cancel_run, abandon_run and requests.
+ * worker's decline; cancel_run, abandon_run and requests; and the ops
+ * added after them: stats_reply, threads and threads_reply (7.18, 7.19).
  *
  * Invariants:
  *  1. The tables here follow the same rules as codec_cmd.c's (one table per
@@ -211,6 +212,43 @@ static const ab_fspec_t notice_f[] = {
     STR("worker", M(u.notice.worker), MIN1, AB_WORKER_NAME_MAX),
 };
 
+/* threads and threads_reply (not dispatch either: they came after stats) */
+static const ab_fspec_t threads_f[] = {
+    HDR,
+    {.key = "after", .type = &ab__ft_id0, .off = M(u.threads.after)},
+    {.key = "prefix", .type = &ab__ft_id0, .off = M(u.threads.prefix)},
+    {.key = "limit",
+     .type = &ab__ft_u32,
+     .off = M(u.threads.limit),
+     .flags = MIN1,
+     .max = AB_THREADS_LIMIT_MAX},
+};
+static const ab_fspec_t thread_entry_fields[] = {
+    ID("thread", offsetof(ab_thread_entry_t, thread)),
+    U64("runs", offsetof(ab_thread_entry_t, runs), REQ),
+    {.key = "active",
+     .type = &ab__ft_bool,
+     .off = offsetof(ab_thread_entry_t, active),
+     .flags = REQ},
+    ID("last_run", offsetof(ab_thread_entry_t, last_run)),
+    U64("last_pos", offsetof(ab_thread_entry_t, last_pos), REQ | MIN1),
+};
+LIST_IO(ab_thread_entry_t, thread_entry)
+static const ab_ospec_t thread_entry_spec =
+    SPECX(thread_entry_fields, sizeof(ab_thread_entry_t), .store = thread_entry_store,
+          .load = thread_entry_load);
+static const ab_fspec_t threads_reply_f[] = {
+    HDR,
+    {.key = "threads",
+     .type = &ab__ft_list,
+     .off = M(u.threads_reply.threads),
+     .off_n = M(u.threads_reply.nthreads),
+     .flags = REQ,
+     .max = AB_THREADS_LIMIT_MAX,
+     .sub = &thread_entry_spec},
+    OPT_ID("next", M(u.threads_reply.next)),
+};
+
 /* stats_reply (not dispatch, but after it in the op list: the table runs on) */
 #define SU64(k) U64(#k, M(u.stats_reply.k), REQ)
 static const ab_fspec_t stats_reply_f[] = {
@@ -261,6 +299,8 @@ static const ab_ospec_t specs[] = {
     [AB_OP_NOTICE - AB_OP_START_RUN] = SPEC(notice_f, 0),
     [AB_OP_STATS - AB_OP_START_RUN] = SPEC(bare_f, 0),
     [AB_OP_STATS_REPLY - AB_OP_START_RUN] = SPEC(stats_reply_f, 0),
+    [AB_OP_THREADS - AB_OP_START_RUN] = SPEC(threads_f, 0),
+    [AB_OP_THREADS_REPLY - AB_OP_START_RUN] = SPEC(threads_reply_f, 0),
 };
 _Static_assert(sizeof(specs) / sizeof(specs[0]) == AB_OP_COUNT_ - AB_OP_START_RUN,
                "a table for every dispatch op");

@@ -143,6 +143,7 @@ extern const ab_ftype_t ab__ft_bool;   /* bool */
 extern const ab_ftype_t ab__ft_ver;    /* uint32_t protocol version; 0 = absent */
 extern const ab_ftype_t ab__ft_str;    /* ab_str_t, max bytes */
 extern const ab_ftype_t ab__ft_id;     /* ab_str_t, ids.h rules */
+extern const ab_ftype_t ab__ft_id0;    /* ab_str_t, an id or "" */
 extern const ab_ftype_t ab__ft_cstr;   /* char[max], NUL-terminated, no NUL inside */
 extern const ab_ftype_t ab__ft_enum;   /* int-sized enum named by f->names */
 extern const ab_ftype_t ab__ft_anymap; /* const ab_val_t *, a map */

@@ -284,7 +284,9 @@ AB_API AB_NODISCARD ab_status_t ab_topic_thread_prefix(ab_buf_t *out, ab_str_t t
     X(LEFT, "left", false)                                                                         \
     X(NOTICE, "notice", false)                                                                     \
     X(STATS, "stats", true)                                                                        \
-    X(STATS_REPLY, "stats_reply", false)
+    X(STATS_REPLY, "stats_reply", false)                                                           \
+    X(THREADS, "threads", true)                                                                    \
+    X(THREADS_REPLY, "threads_reply", false)
 
 /** Message kinds. AB_OP_NONE_ is never on the wire. */
 typedef enum ab_op {
@@ -818,6 +820,34 @@ typedef struct ab_requests_reply {
     bool more; /**< more match after the last one listed */
 } ab_requests_reply_t;
 
+/* ---- threads (PROTOCOL.md 7.19) ------------------------------------------ */
+
+/** Most threads one `threads` answer lists, and how many when `limit` is omitted. */
+#define AB_THREADS_LIMIT_MAX     1000
+#define AB_THREADS_LIMIT_DEFAULT 100
+
+/** THREADS: list the threads with stored events, in byte order of their ids. */
+typedef struct ab_threads_req {
+    ab_str_t after;  /**< list ids above this one; ptr NULL or len 0 = from the start */
+    ab_str_t prefix; /**< only ids starting with it; ptr NULL or len 0 = every thread */
+    uint32_t limit;  /**< 1..AB_THREADS_LIMIT_MAX; 0 = omit (default) */
+} ab_threads_req_t;
+
+/** One thread of a threads_reply. */
+typedef struct ab_thread_entry {
+    ab_str_t thread;
+    uint64_t runs;     /**< runs the store has of it */
+    bool active;       /**< one of them is active (started, not ended) */
+    ab_str_t last_run; /**< the run of its newest event */
+    uint64_t last_pos; /**< the commit position of its newest event, >= 1 */
+} ab_thread_entry_t;
+
+typedef struct ab_threads_reply {
+    const ab_thread_entry_t *threads; /**< 0..AB_THREADS_LIMIT_MAX, in byte order of the ids */
+    size_t nthreads;
+    ab_str_t next; /**< more may follow: ask again with after = this; ptr NULL = done */
+} ab_threads_reply_t;
+
 /**
  * One command, reply or heartbeat header. `v` is required except in hello
  * and error, where 0 means absent. `cid` is the correlation id (0 = none);
@@ -869,6 +899,8 @@ typedef struct ab_msg {
         ab_requests_reply_t requests_reply;
         ab_notice_t notice;
         ab_stats_reply_t stats_reply;
+        ab_threads_req_t threads;
+        ab_threads_reply_t threads_reply;
     } u;
 } ab_msg_t;
 

@@ -90,6 +90,7 @@ AB_API AB_NODISCARD ab_status_t ab_caps_require(const ab_cap_t *caps, size_t n, 
 #define AB_CAP_DISPATCH          "dispatch"  /**< start_run, assign, decline, requests */
 #define AB_CAP_CANCEL_RUN        "cancelRun" /**< cancel_run, run_cancel */
 #define AB_CAP_RESUME_RUN        "resumeRun" /**< resume_run */
+#define AB_CAP_THREADS           "threads"   /**< threads (listing the threads) */
 
 #ifdef __cplusplus
 }
