@@ -4,11 +4,13 @@
  * agentbus/plugin.h.
  *
  * Invariants:
- *  1. A table is handed out only after every check passed: abi_version equal
- *     to AB_PLUGIN_ABI_VERSION, struct_size at least sizeof(ab_plugin_t), a
- *     name and every required function pointer of this ABI non-NULL; the
- *     optional groups (snapshots, requests) may be NULL, but the request
- *     entries only all together.
+ *  1. A table is handed out only after every check passed: abi_version from
+ *     AB_PLUGIN_ABI_OLDEST to AB_PLUGIN_ABI_VERSION, struct_size at least
+ *     that ABI's table, a name and every required function pointer non-NULL;
+ *     the optional groups (snapshots, requests) may be NULL, but the request
+ *     entries only all together. An entry added after the oldest ABI
+ *     (threads_list) is read only through ab_plugin_has(), which treats what
+ *     lies past the table's struct_size as NULL.
  *  2. A shared object whose table is refused is dlclose()d before returning:
  *     a failed load leaks nothing.
  *  3. dlopen() uses RTLD_NOW (missing symbols fail at load, not at the first
@@ -32,21 +34,28 @@
 #define AB_PLUGIN_INSTALL_DIR "/usr/local/lib/agentbus"
 #endif
 
+/* The table size ABI @p abi needs (plugin.h: a table of an older ABI is shorter). */
+static size_t table_size(uint32_t abi)
+{
+    return abi == 6 ? AB_PLUGIN_SIZE_ABI6 : sizeof(ab_plugin_t);
+}
+
 static ab_status_t check_version(const ab_plugin_t *p, const char *what, ab_error_t *err)
 {
-    if (p->abi_version != AB_PLUGIN_ABI_VERSION) {
+    if (p->abi_version < AB_PLUGIN_ABI_OLDEST || p->abi_version > AB_PLUGIN_ABI_VERSION) {
         ab_error_set(err, AB_UNSUPPORTED, "abi_version",
-                     "plugin %s was built for ABI %u, this broker speaks ABI %d", what,
-                     (unsigned)p->abi_version, AB_PLUGIN_ABI_VERSION);
+                     "plugin %s was built for ABI %u, this broker speaks ABI %d (and loads %d)",
+                     what, (unsigned)p->abi_version, AB_PLUGIN_ABI_VERSION, AB_PLUGIN_ABI_OLDEST);
         ab_error_detail_int(err, "expected", AB_PLUGIN_ABI_VERSION);
         ab_error_detail_int(err, "actual", p->abi_version);
         return AB_UNSUPPORTED;
     }
-    if (p->struct_size < sizeof(ab_plugin_t)) {
+    size_t need = table_size(p->abi_version);
+    if (p->struct_size < need) {
         ab_error_set(err, AB_UNSUPPORTED, "struct_size",
-                     "plugin %s has a function table of %u bytes, this broker needs %zu (ABI %d)",
-                     what, (unsigned)p->struct_size, sizeof(ab_plugin_t), AB_PLUGIN_ABI_VERSION);
-        ab_error_detail_int(err, "expected", (int64_t)sizeof(ab_plugin_t));
+                     "plugin %s has a function table of %u bytes, this broker needs %zu (ABI %u)",
+                     what, (unsigned)p->struct_size, need, (unsigned)p->abi_version);
+        ab_error_detail_int(err, "expected", (int64_t)need);
         ab_error_detail_int(err, "actual", p->struct_size);
         return AB_UNSUPPORTED;
     }

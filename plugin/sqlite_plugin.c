@@ -67,6 +67,7 @@ static const ab_plugin_t SQLITE_PLUGIN = {
     .request_by_run = ab__store_request_by_run,
     .stats = ab__store_stats,
     .snapshot_put_part = ab__store_snapshot_put_part,
+    .threads_list = ab__store_threads_list,
 };
 
 const ab_plugin_t *ab__plugin_sqlite(void)

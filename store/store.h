@@ -230,6 +230,20 @@ ab_status_t ab__store_thread_heads(ab_store_t *st, ab_str_t thread, ab_head_cb c
                                    ab_error_t *err) AB_NODISCARD;
 
 /**
+ * The threads with at least one committed event whose id sorts after
+ * @p after (bytes unsigned, a shorter id first; len 0: from the first) and
+ * starts with @p prefix (len 0: every thread), in that order, at most
+ * @p limit (>= 1), each given to @p cb (a non-zero return stops; the thread
+ * it had counts); *count = delivered (the plugin's threads_list). One index
+ * range scan (store_threads.c), any handle.
+ * @return AB_OK; AB_INVALID_ARGUMENT (NULL, limit 0, an over-long cursor or
+ *         prefix); AB_UNAVAILABLE; AB_CORRUPT; AB_NOMEM.
+ */
+ab_status_t ab__store_threads_list(ab_store_t *st, ab_str_t after, ab_str_t prefix, uint32_t limit,
+                                   ab_thread_cb cb, void *ud, uint32_t *count,
+                                   ab_error_t *err) AB_NODISCARD;
+
+/**
  * The highest committed commit position (inside the handle's own open
  * transaction: the last one appended in it); 0 for an empty store (the
  * plugin's head_pos()).

@@ -60,6 +60,8 @@ enum {
     Q_EVENT_CHUNK,
     Q_HEAD,
     Q_RUNS_OF_THREAD,
+    Q_THREADS_LIST,   /* store_threads.c */
+    Q_THREAD_FIGURES, /* store_threads.c */
     Q_COUNT_
 };
 

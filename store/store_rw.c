@@ -88,6 +88,21 @@ static const char *const SQL[Q_COUNT_] = {
                       " ORDER BY c.last_seq LIMIT 1",
     [Q_HEAD] = "SELECT " RUN_COLS " FROM runs WHERE thread = ?1 AND run = ?2",
     [Q_RUNS_OF_THREAD] = "SELECT " RUN_COLS " FROM runs WHERE thread = ?1 ORDER BY rowid",
+    /* store_threads.c: ?1 the lower bound (included), ?2 the upper (excluded), ?3 the cursor */
+    [Q_THREADS_LIST] =
+        "SELECT t.rowid, t.thread FROM threads t INDEXED BY sqlite_autoindex_threads_1"
+        " WHERE t.thread >= ?1 AND t.thread < ?2 AND t.thread <> ?3"
+        " AND EXISTS(SELECT 1 FROM chunks WHERE thread_rowid = t.rowid)"
+        " ORDER BY t.thread LIMIT ?4",
+    /* ?1 the thread's rowid, ?2 its id: runs, of which active (as RUN_COLS), newest event */
+    [Q_THREAD_FIGURES] =
+        "SELECT (SELECT count(*) FROM runs WHERE thread = ?2),"
+        " (SELECT count(*) FROM runs WHERE thread = ?2 AND coalesce(status, CASE WHEN"
+        " EXISTS(SELECT 1 FROM chunks WHERE run_rowid = runs.rowid) THEN 'active' END) = 'active'),"
+        " c.last_pos, r.run FROM chunks c JOIN runs r ON r.rowid = c.run_rowid"
+        " WHERE c.thread_rowid = ?1 AND c.rowid >= (SELECT batch_first FROM chunks"
+        " WHERE thread_rowid = ?1 ORDER BY rowid DESC LIMIT 1)"
+        " ORDER BY c.last_pos DESC LIMIT 1",
 };
 
 static const char *const STATUS_TEXT[] = {NULL, "active", "finished", "errored"};

@@ -15,7 +15,7 @@
  *
  * Ownership: ab_str_t and the pointers in ab_append_event_t, ab_row_t and
  * ab_request_new_t are borrowed (their owner says for how long);
- * ab_run_head_t and ab_request_t own copies.
+ * ab_run_head_t, ab_thread_info_t and ab_request_t own copies.
  */
 #ifndef AGENTBUS_MODEL_H
 #define AGENTBUS_MODEL_H
@@ -137,6 +137,21 @@ typedef int (*ab_row_cb)(void *ud, const ab_row_t *row);
 
 /** Callback for a list of heads (borrowed for the call); return non-zero to stop. */
 typedef int (*ab_head_cb)(void *ud, const ab_run_head_t *head);
+
+/**
+ * One thread of the store's thread listing (plugin threads_list): a thread
+ * with at least one committed event.
+ */
+typedef struct ab_thread_info {
+    char thread[AB_ID_MAX_BYTES + 1];
+    uint64_t runs;                      /**< runs of the thread (by events or a claim) */
+    uint64_t runs_active;               /**< of which active: started, not ended */
+    char last_run[AB_ID_MAX_BYTES + 1]; /**< the run of its newest committed event */
+    uint64_t last_pos;                  /**< that event's position, >= 1 */
+} ab_thread_info_t;
+
+/** Callback for a list of threads (borrowed for the call); return non-zero to stop. */
+typedef int (*ab_thread_cb)(void *ud, const ab_thread_info_t *t);
 
 /** Bytes of a worker id in a request's assignment (the broker's registration id). */
 #define AB_REQUEST_WORKER_MAX_BYTES 64

@@ -5,9 +5,9 @@
  * It exports one symbol, AB_PLUGIN_ENTRY_SYMBOL ("ab_plugin_entry"), a
  * function returning a pointer to a constant ab_plugin_t. The broker loads the
  * built-in SQLite plugin by default, or any other shared object by path with
- * dlopen(), and refuses a table whose abi_version differs from
- * AB_PLUGIN_ABI_VERSION (or whose struct_size is smaller than it knows) with
- * a clear error naming both versions.
+ * dlopen(), and refuses a table whose abi_version is not between
+ * AB_PLUGIN_ABI_OLDEST and AB_PLUGIN_ABI_VERSION (or whose struct_size is
+ * smaller than that version's table) with a clear error naming both versions.
  *
  * Threading contract: a plugin handle (ab_plugin_db_t) is used by one thread
  * at a time. The broker opens one writer handle (append, claim, heads, snapshot_put,
@@ -42,6 +42,8 @@
 #include "agentbus/model.h"
 #include "agentbus/status.h"
 
+#include <stddef.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -59,10 +61,16 @@ extern "C" {
  * across brokers: ab_request_t.broker, ab_request_move_t.broker,
  * ab_request_new_t.parent_run, the optional request_take, broker_lease and
  * request_cancel entries, and wake_drain's bit mask (AB_WAKE_*) instead of a count.
- * 7: cancelling a started run across brokers: ab_request_t.cancel_epoch and the
- * optional request_cancel_held entry.
+ * 7: the optional threads_list entry (the `threads` request); cancelling a started run
+ * across brokers: ab_request_t.cancel_epoch and the optional request_cancel_held entry.
+ * ab_request_t grew, and a table of ABI 6 fills it shorter, so no older table loads
+ * (AB_PLUGIN_ABI_OLDEST); an ABI that only adds entries at the end can keep the oldest
+ * where it is: the broker reads entries past a table's struct_size as NULL
+ * (ab_plugin_has()).
  */
 #define AB_PLUGIN_ABI_VERSION 7
+/** The oldest abi_version a broker of this header loads (its later entries read as NULL). */
+#define AB_PLUGIN_ABI_OLDEST 7
 /** The one exported entry point of a plugin shared object. */
 #define AB_PLUGIN_ENTRY_SYMBOL "ab_plugin_entry"
 
@@ -280,7 +288,30 @@ typedef struct ab_plugin {
     ab_status_t (*request_cancel_held)(ab_plugin_db_t *db, uint64_t id, uint64_t epoch,
                                        int64_t now_us, ab_request_t *out, bool *alive,
                                        ab_error_t *err);
+
+    /*
+     * Optional (ABI 7; NULL, or a table of ABI 6: the broker answers `threads`
+     * with `unsupported`). The threads with at least one committed event
+     * whose id sorts after @p after (bytes compared unsigned, a shorter id
+     * first; after.len 0: from the first) and starts with @p prefix (len 0:
+     * every thread), in that order, at most @p limit (>= 1); *count =
+     * delivered. Must be an index range scan that stops after @p limit
+     * threads, never a scan of every thread; any handle (a replay reader's
+     * read-only one in the broker).
+     */
+    ab_status_t (*threads_list)(ab_plugin_db_t *db, ab_str_t after, ab_str_t prefix, uint32_t limit,
+                                ab_thread_cb cb, void *ud, uint32_t *count, ab_error_t *err);
 } ab_plugin_t;
+
+/** Bytes of the table of ABI 6 (the first entry it lacks, threads_list, begins there). */
+#define AB_PLUGIN_SIZE_ABI6 offsetof(ab_plugin_t, threads_list)
+
+/**
+ * Whether table @p p has entry @p field set: within its struct_size and not
+ * NULL. Use it for every entry added after AB_PLUGIN_ABI_OLDEST.
+ */
+#define ab_plugin_has(p, field)                                                                    \
+    ((p)->struct_size >= offsetof(ab_plugin_t, field) + sizeof((p)->field) && (p)->field != NULL)
 
 /** Signature of the exported entry point. */
 typedef const ab_plugin_t *(*ab_plugin_entry_fn)(void);

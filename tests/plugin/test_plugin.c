@@ -190,8 +190,8 @@ static void assert_abi_refused(const char *path, int theirs)
     ab_error_t err = AB_ERROR_INIT;
     assert_int_equal(ab__plugin_load(path, &lib, &err), AB_UNSUPPORTED);
     char want[96];
-    snprintf(want, sizeof want, "was built for ABI %d, this broker speaks ABI %d", theirs,
-             AB_PLUGIN_ABI_VERSION);
+    snprintf(want, sizeof want, "was built for ABI %d, this broker speaks ABI %d (and loads %d)",
+             theirs, AB_PLUGIN_ABI_VERSION, AB_PLUGIN_ABI_OLDEST);
     if (strstr(err.message, want) == NULL)
         fail_msg("message '%s' lacks '%s'", err.message, want);
     tu_assert_error(&err, AB_UNSUPPORTED, "abi_version");
@@ -211,11 +211,28 @@ static void test_load_wrong_abi(void **state)
     assert_abi_refused(AB_BAD_ABI_MODULE, AB_PLUGIN_ABI_VERSION + 1);
 }
 
-/* A module built for the ABI before this one (separate head and event types) is refused too. */
+/* A module built for an ABI older than the oldest one loaded is refused too. */
 static void test_load_previous_abi(void **state)
 {
     (void)state;
-    assert_abi_refused(AB_BAD_OLD_MODULE, AB_PLUGIN_ABI_VERSION - 1);
+    assert_abi_refused(AB_BAD_OLD_MODULE, AB_PLUGIN_ABI_OLDEST - 1);
+}
+
+/* A module of ABI 6 (its table ends before threads_list) loads, and its threads_list reads as
+ * absent even though the bytes past its struct_size hold a pointer. */
+static void test_load_abi6(void **state)
+{
+    (void)state;
+    ab_plugin_lib_t lib = {0};
+    ab_error_t err = AB_ERROR_INIT;
+    ab_status_t s = ab__plugin_load(AB_BAD_ABI6_MODULE, &lib, &err);
+    if (s != AB_OK)
+        fail_msg("load: %s", err.message);
+    assert_int_equal(lib.plugin->abi_version, 6);
+    assert_int_equal(lib.plugin->struct_size, AB_PLUGIN_SIZE_ABI6);
+    assert_false(ab_plugin_has(lib.plugin, threads_list));
+    assert_true(ab_plugin_has(ab__plugin_sqlite(), threads_list));
+    ab__plugin_unload(&lib);
 }
 
 static void test_load_null_function(void **state)
@@ -708,6 +725,7 @@ int main(void)
         cmocka_unit_test(test_load_missing_file),
         cmocka_unit_test(test_load_wrong_abi),
         cmocka_unit_test(test_load_previous_abi),
+        cmocka_unit_test(test_load_abi6),
         cmocka_unit_test(test_load_null_function),
         cmocka_unit_test(test_load_partial_requests),
         cmocka_unit_test(test_load_take_alone),
