@@ -739,6 +739,7 @@ static const ab_plugin_t PG_PLUGIN = {
     .broker_lease = ab__pg_broker_lease,
     .request_cancel = ab__pg_request_cancel,
     .request_cancel_held = ab__pg_request_cancel_held,
+    .threads_list = ab__pg_threads_list,
 };
 
 /** The plugin entry point (AB_PLUGIN_ENTRY_SYMBOL). */

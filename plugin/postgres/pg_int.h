@@ -167,6 +167,10 @@ ab_status_t ab__pg_broker_lease(ab_plugin_db_t *db, ab_str_t broker, int64_t now
                                 int64_t alive_until_us, uint32_t limit, ab_request_cb lost,
                                 void *ud, ab_error_t *err);
 
+/* ---- pg_threads.c --------------------------------------------------------- */
+ab_status_t ab__pg_threads_list(ab_plugin_db_t *db, ab_str_t after, ab_str_t prefix, uint32_t limit,
+                                ab_thread_cb cb, void *ud, uint32_t *count, ab_error_t *err);
+
 /* ---- pg_stats.c ----------------------------------------------------------- */
 ab_status_t ab__pg_stats(ab_plugin_db_t *db, ab_plugin_stats_t *out, ab_error_t *err);
 
