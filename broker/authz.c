@@ -14,7 +14,8 @@
  *  3. A request that names no thread but reaches every thread (the
  *     firehose replay, an action call without a thread) needs its role on
  *     every thread; `requests` needs `control` somewhere and lists only the
- *     threads it covers (dispatch_ops.c).
+ *     threads it covers (dispatch_ops.c), `threads` likewise with `observe`
+ *     (threads_cmd.c).
  */
 #include "authz.h"
 
@@ -115,6 +116,8 @@ bool ab__authorize(const ab__principal_t *p, const ab_msg_t *m, ab_error_t *e)
         return need(p, AB__ROLE_CONTROL, m->u.abandon_run.thread, "abandon runs", e);
     case AB_OP_REQUESTS: /* the answer lists only the threads it may control */
         return need_any(p, AB__ROLE_CONTROL, "list run requests", e);
+    case AB_OP_THREADS: /* the answer lists only the threads it may observe (threads_cmd.c) */
+        return need_any(p, AB__ROLE_OBSERVE, "list threads", e);
     default: return true; /* not a request: answered unsupported by the caller */
     }
 }

@@ -2,7 +2,7 @@
  * cmd.c - the command thread: owns the ROUTER command endpoint, decodes every
  * request, answers the ones it can (hello, ping, errors), hands the rest to
  * the writer (publish, claim, heads) or to a replay reader (replay, credit,
- * cancel, snapshot) and forwards their answers to the clients.
+ * cancel, snapshot, threads) and forwards their answers to the clients.
  *
  * Invariants:
  *  1. Every request gets an answer or a typed `error` echoing its cid (when
@@ -153,6 +153,8 @@ static void welcome(cmd_t *c, zmq_msg_t *id, const ab_msg_t *m)
         {AB_CAP_DISPATCH, sizeof(AB_CAP_DISPATCH) - 1, disp},
         {AB_CAP_CANCEL_RUN, sizeof(AB_CAP_CANCEL_RUN) - 1, disp},
         {AB_CAP_RESUME_RUN, sizeof(AB_CAP_RESUME_RUN) - 1, disp},
+        {AB_CAP_THREADS, sizeof(AB_CAP_THREADS) - 1,
+         ab_plugin_has(pl, threads_list) ? AB_CAP_AVAILABLE : AB_CAP_UNSUPPORTED},
     };
     ab_msg_t w = {.op = AB_OP_WELCOME, .v = chosen, .cid = m->cid};
     w.u.welcome.instance = (ab_str_t){c->b->instance, strlen(c->b->instance)};
@@ -280,7 +282,7 @@ static void claim_or_heads(cmd_t *c, zmq_msg_t *id, const ab_msg_t *m)
 static uint32_t reader_for(cmd_t *c, zmq_msg_t *id, const ab_msg_t *m)
 {
     uint64_t h = ab__fnv64(zmq_msg_data(id), zmq_msg_size(id));
-    if (m->op == AB_OP_SNAPSHOT)
+    if (m->op == AB_OP_SNAPSHOT || m->op == AB_OP_THREADS)
         h = ab__fnv64_more(h, &m->cid, sizeof m->cid);
     return (uint32_t)(h % c->nreaders);
 }
@@ -330,6 +332,22 @@ static void to_reader(cmd_t *c, zmq_msg_t *id, const ab_msg_t *m)
     if (ok && kind == AB_JOB_CREDIT)
         job->chunks = m->u.credit.chunks;
     if (!ok) {
+        ab__job_free(job);
+        reply_code(c, id, m->v, m->cid, AB_NOMEM, "", "out of memory");
+        return;
+    }
+    if (ab__job_send(c->rsocks[reader_for(c, id, m)], job) != 0) {
+        reply_code(c, id, m->v, m->cid, AB_INTERNAL, "", "cannot reach the replay reader");
+        ab__job_free(job);
+    }
+}
+
+/* `threads`: to a reader (spread by connection and cid, as snapshot), with the prefixes
+ * this key may list (threads_cmd.c). */
+static void threads_request(cmd_t *c, zmq_msg_t *id, const ab_msg_t *m)
+{
+    ab_job_t *job = job_new(AB_JOB_THREADS, id, m);
+    if (job == NULL || !ab__threads_job(job, c->acc != NULL ? c->who : NULL, &m->u.threads)) {
         ab__job_free(job);
         reply_code(c, id, m->v, m->cid, AB_NOMEM, "", "out of memory");
         return;
@@ -595,6 +613,7 @@ static void dispatch(cmd_t *c, zmq_msg_t *id, const ab_msg_t *m)
     case AB_OP_REPLAY:
     case AB_OP_CREDIT:
     case AB_OP_SNAPSHOT: to_reader(c, id, m); return;
+    case AB_OP_THREADS: threads_request(c, id, m); return;
     case AB_OP_START_RUN:
     case AB_OP_DECLINE:
     case AB_OP_CANCEL_RUN:

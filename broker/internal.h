@@ -76,6 +76,7 @@ typedef enum ab_job_kind {
     AB_JOB_WORKER_UP,   /**< command -> writer: worker wid registered (raw: its serve) */
     AB_JOB_WORKER_DOWN, /**< command -> writer: worker wid is gone (raw: NULL) */
     AB_JOB_ACCESS,      /**< command -> writer: the access table was reloaded (narrowed) */
+    AB_JOB_THREADS,     /**< command -> reader: a `threads` request (threads_cmd.c) */
 } ab_job_kind_t;
 
 /** One request handed from the command thread to a worker. */
@@ -110,6 +111,10 @@ typedef struct ab_job {
     char key[AB_KEY_Z85_SIZE]; /**< WORKER_UP: the worker's authenticated key; "" = none */
     int64_t recv_us;           /**< PUBLISH: ab__mono_us() when the command thread took it */
     bool narrowed;             /**< ACCESS: some key may read less than before */
+    /* THREADS: the cursor is `thread`; the prefixes to list, in byte order (threads_cmd.c) */
+    ab_str_t *pfx;  /**< strings point into `strings` */
+    uint32_t npfx;  /**< 0: the key may read none of the request's prefix */
+    uint32_t limit; /**< 1..AB_THREADS_LIMIT_MAX */
 } ab_job_t;
 
 /** A stats_reply from the shared figures; any thread (stats_reply.c). */
@@ -201,6 +206,19 @@ typedef struct ab_reader_args {
  * frees nothing (the caller frees @p job).
  */
 void ab__reader_snapshot(ab__shared_t *b, ab_plugin_db_t *db, void *sock, ab_job_t *job);
+
+/**
+ * Fill a THREADS job from request @p r for principal @p who (NULL: no keys,
+ * every thread): the cursor, the prefixes @p who may list within the
+ * request's (broker/threads_cmd.c), the limit. @return false when out of memory.
+ */
+bool ab__threads_job(ab_job_t *job, const ab__principal_t *who, const ab_threads_req_t *r);
+
+/**
+ * Answer a THREADS job on a replay reader: threads_reply from the plugin's
+ * threads_list on @p db, or a typed error, sent on @p sock. Frees nothing.
+ */
+void ab__reader_threads(ab__shared_t *b, ab_plugin_db_t *db, void *sock, ab_job_t *job);
 
 void *ab__writer_main(void *arg);
 void *ab__reader_main(void *arg);

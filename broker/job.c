@@ -56,6 +56,7 @@ void ab__job_free(ab_job_t *job)
     free(job->items);
     free(job->refs);
     free(job->cursors);
+    free(job->pfx);
     free(job->strings);
     free(job->raw);
     free(job);

@@ -63,6 +63,7 @@ static void on_job(reader_t *r, ab_job_t *job)
     case AB_JOB_GONE:
     case AB_JOB_UNDELIVERED: ab__rb_refused(&r->book, job); return;
     case AB_JOB_SNAPSHOT: ab__reader_snapshot(r->b, r->db, r->book.sock, job); break;
+    case AB_JOB_THREADS: ab__reader_threads(r->b, r->db, r->book.sock, job); break;
     case AB_JOB_STOP: r->stop = true; break;
     default: break;
     }

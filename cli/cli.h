@@ -48,6 +48,7 @@ int cmd_approve(int argc, char **argv);     /* cli/approve_cmd.c */
 int cmd_deny(int argc, char **argv);        /* cli/approve_cmd.c */
 int cmd_keygen(int argc, char **argv);      /* cli/keygen_cmd.c */
 int cmd_whoami(int argc, char **argv);      /* cli/whoami_cmd.c */
+int cmd_threads(int argc, char **argv);     /* cli/threads_cmd.c */
 int cmd_status(int argc, char **argv);      /* cli/status_cmd.c */
 int cmd_gateway(int argc, char **argv);     /* cli/gateway_cmd.c (gateway/) */
 

@@ -23,6 +23,7 @@ static const struct subcommand subcommands[] = {
     {"tail", cmd_tail, "watch a thread, a run or everything, live (observer console)"},
     {"replay", cmd_replay, "export runs from the store as JSON Lines; --verify audits them"},
     {"runs", cmd_runs, "list the runs of a thread or of the bus; --requests: dispatched requests"},
+    {"threads", cmd_threads, "list the threads with stored events, by id, a page at a time"},
     {"snapshot", cmd_snapshot, "print the current state of a thread (runs, messages, approvals)"},
     {"workers", cmd_workers, "list the live workers: agents, capacity, actions, leases, load"},
     {"invoke", cmd_invoke, "call an action of an agent on a live worker and print its answer"},

@@ -1,6 +1,6 @@
 /*
  * calls.c - the typed requests of a connection: publish, claim, heads,
- * ping, the credit-driven replay stream, and an envelope builder
+ * ping, stats, threads, the credit-driven replay stream, and an envelope builder
  * (see agentbus/client.h).
  *
  * Invariants:
@@ -102,6 +102,24 @@ ab_status_t ab_conn_stats(ab_conn_t *c, ab_doc_t *doc, ab_stats_reply_t *out, in
         st = expect_op(&m, AB_OP_STATS_REPLY, err);
     if (st == AB_OK)
         *out = m.u.stats_reply;
+    return st;
+}
+
+ab_status_t ab_conn_threads(ab_conn_t *c, const ab_threads_req_t *q, ab_doc_t *doc,
+                            ab_threads_reply_t *out, int timeout_ms, ab_error_t *err)
+{
+    ab_msg_t req = {.op = AB_OP_THREADS};
+    if (q != NULL)
+        req.u.threads = *q;
+    if (req.u.threads.limit > AB_THREADS_LIMIT_MAX)
+        return ab_error_set(err, AB_INVALID_ARGUMENT, "limit", "limit %u is above %d",
+                            req.u.threads.limit, AB_THREADS_LIMIT_MAX);
+    ab_msg_t m;
+    ab_status_t st = ab_conn_request(c, &req, NULL, 0, doc, &m, timeout_ms, err);
+    if (st == AB_OK)
+        st = expect_op(&m, AB_OP_THREADS_REPLY, err);
+    if (st == AB_OK)
+        *out = m.u.threads_reply;
     return st;
 }
 

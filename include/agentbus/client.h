@@ -200,6 +200,23 @@ AB_API AB_NODISCARD ab_status_t ab_conn_stats(ab_conn_t *c, ab_doc_t *doc, ab_st
                                               int timeout_ms, ab_error_t *err);
 
 /**
+ * List one page of the threads with stored events (`threads`, docs/PROTOCOL.md
+ * 7.19): those after q->after (ptr NULL or len 0: from the first), starting
+ * with q->prefix (ptr NULL or len 0: every thread), at most q->limit (0: 100;
+ * at most AB_THREADS_LIMIT_MAX), in byte order of their ids; with keys, only
+ * those the connection's key may observe. *out receives the `threads_reply`
+ * (views into @p doc); when out->next.ptr is set, more may follow: ask again
+ * with after = out->next. Capability `threads`.
+ * @return AB_OK; AB_INVALID_ARGUMENT (a limit above AB_THREADS_LIMIT_MAX, a
+ *         cursor or prefix that is not an id: nothing is sent); the broker's
+ *         error (AB_UNAUTHORIZED without observe, AB_UNSUPPORTED from a broker
+ *         or plugin that cannot list threads); AB_TIMEOUT, AB_IO, AB_NOMEM.
+ */
+AB_API AB_NODISCARD ab_status_t ab_conn_threads(ab_conn_t *c, const ab_threads_req_t *q,
+                                                ab_doc_t *doc, ab_threads_reply_t *out,
+                                                int timeout_ms, ab_error_t *err);
+
+/**
  * Called once per replayed event with its stamp and envelope bytes
  * (borrowed, valid during the call). Return AB_OK to go on; anything else
  * stops the replay (a `cancel` is sent) and is returned by ab_conn_replay().
