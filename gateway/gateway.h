@@ -5,14 +5,14 @@
  *
  * Files:
  *   gw_route.c   decoding what HTTP hands in: the path into a route with its
- *                ids, the event cursor (Last-Event-ID / ?after=), the token
- *                file. Pure functions with no I/O: the fuzz target's subject.
- *   gw_server.c  the daemon: request contexts, bodies, access, CORS, errors,
- *                metrics, dispatch to the handlers.
- *   gw_sse.c     event streams: a pump thread per stream feeding a bounded
+ *                ids, the event cursor (Last-Event-ID / ?after=), the query
+ *                of GET /threads, the token file. Pure functions with no I/O: the fuzz target's
+ * subject. gw_server.c  the daemon: request contexts, bodies, access, CORS, errors, metrics,
+ * dispatch to the handlers. gw_sse.c     event streams: a pump thread per stream feeding a bounded
  *                queue that the connection's thread drains into SSE frames.
  *   gw_api.c     the JSON endpoints (snapshot, runs, events as JSON Lines,
  *                cancel, resume, actions, workers) and POST /agents/{agent}.
+ *   gw_threads.c GET /threads: a page of the broker's `threads` listing.
  *
  * Cursor: the SSE `id:` of an event is its commit position (broker stamp
  * `pos`, docs/PROTOCOL.md section 5); resuming after cursor P sends exactly
@@ -104,6 +104,24 @@ ab_status_t ab__gw_route_parse(const char *path, size_t len, ab__gw_route_t *out
  */
 ab_status_t ab__gw_cursor_parse(const char *s, size_t len, const char *field, uint64_t *out,
                                 ab_error_t *err);
+
+/** The query of GET /threads (ab__gw_threads_query). */
+typedef struct ab__gw_threads_q {
+    char after[AB_GW_TOKEN_MAX + 1];  /**< "" = from the first thread */
+    char prefix[AB_GW_TOKEN_MAX + 1]; /**< "" = every thread */
+    uint32_t limit;                   /**< 1..1000; 0 = absent (the broker's 100) */
+} ab__gw_threads_q_t;
+
+/**
+ * Decode the query parameters of GET /threads, each as the request has it,
+ * still percent-encoded (ptr NULL: absent; `+` is a plus): `after` and
+ * `prefix` decode to empty or an id (ab_id_check, at most 256 bytes, no
+ * NUL), `limit` is decimal digits 1..1000.
+ * @return AB_OK, or AB_INVALID_ARGUMENT naming the parameter.
+ */
+ab_status_t ab__gw_threads_query(const char *after, size_t alen, const char *prefix, size_t plen,
+                                 const char *limit, size_t llen, ab__gw_threads_q_t *out,
+                                 ab_error_t *err);
 
 /** One token file entry. */
 typedef struct ab__gw_token {

@@ -200,6 +200,55 @@ ab_status_t ab__gw_cursor_parse(const char *s, size_t len, const char *field, ui
     return AB_OK;
 }
 
+/* ---- the query of GET /threads ------------------------------------------------ */
+
+/* A percent-encoded id or "" into @p dst (AB_GW_TOKEN_MAX + 1 bytes), decoded. */
+static ab_status_t id_param(const char *s, size_t n, const char *field, char *dst, ab_error_t *err)
+{
+    dst[0] = '\0';
+    if (s == NULL || n == 0)
+        return AB_OK;
+    size_t len = 0;
+    ab_status_t rc = unescape(s, n, dst, AB_GW_TOKEN_MAX + 1, &len, field, err);
+    if (rc != AB_OK)
+        return rc;
+    if (len == 0)
+        return AB_OK;
+    if (memchr(dst, '\0', len) != NULL ||
+        ab_id_check(dst, len, AB_GW_TOKEN_MAX, field, err) != AB_OK) {
+        dst[0] = '\0';
+        ab_error_clear(err);
+        return ab_error_set(err, AB_INVALID_ARGUMENT, field,
+                            "%s must be empty or a thread id (1..%d bytes of UTF-8, no control "
+                            "characters)",
+                            field, AB_GW_TOKEN_MAX);
+    }
+    return AB_OK;
+}
+
+ab_status_t ab__gw_threads_query(const char *after, size_t alen, const char *prefix, size_t plen,
+                                 const char *limit, size_t llen, ab__gw_threads_q_t *out,
+                                 ab_error_t *err)
+{
+    memset(out, 0, sizeof *out);
+    ab_status_t rc = id_param(after, alen, "after", out->after, err);
+    if (rc == AB_OK)
+        rc = id_param(prefix, plen, "prefix", out->prefix, err);
+    if (rc != AB_OK || limit == NULL)
+        return rc;
+    uint32_t v = 0;
+    bool ok = llen > 0 && llen <= 4;
+    for (size_t i = 0; ok && i < llen; i++) {
+        ok = limit[i] >= '0' && limit[i] <= '9';
+        v = v * 10 + (uint32_t)(limit[i] - '0');
+    }
+    if (!ok || v < 1 || v > 1000)
+        return ab_error_set(err, AB_INVALID_ARGUMENT, "limit",
+                            "limit must be a number of threads from 1 to 1000");
+    out->limit = v;
+    return AB_OK;
+}
+
 /* ---- token file ----------------------------------------------------------- */
 
 static bool token_char(char c)

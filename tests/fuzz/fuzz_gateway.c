@@ -4,8 +4,10 @@
  * route with percent-decoded ids, the event cursor (Last-Event-ID, ?after=)
  * and the token file.
  *
- * Input: the first byte picks the decoder (0: path, 1: cursor, 2: token
- * file); the rest is its input, any bytes.
+ * Input: the first byte picks the decoder (0xFF: the query of GET /threads,
+ * its three values `after`, `prefix`, `limit` split by the first two '\n'
+ * of the rest, a missing one absent; else by its value mod 3 - 0: path,
+ * 1: cursor, 2: token file); the rest is its input, any bytes.
  *
  * Checks, for any input; a violation calls abort():
  *  1. path: AB_OK or AB_INVALID_ARGUMENT whose field starts with "path/";
@@ -16,7 +18,10 @@
  *     as the same digits; a refusal names the field it was given;
  *  3. token file: AB_OK or AB_INVALID_CONFIG / AB_TOO_LARGE with field
  *     "tokens"; on AB_OK every token is 16..256 printable bytes, tokens are
- *     distinct, and each token is found in the input.
+ *     distinct, and each token is found in the input;
+ *  4. threads query: AB_OK or AB_INVALID_ARGUMENT naming after, prefix or
+ *     limit; on AB_OK `after` and `prefix` are "" or ids, `limit` is 0 (no
+ *     limit given) or 1..1000 and then given as its digits.
  * ASan/UBSan watch the rest.
  */
 #include "gateway.h"
@@ -117,6 +122,43 @@ static void fuzz_tokens(const char *p, size_t n)
     free(t);
 }
 
+static void fuzz_threads_query(const char *p, size_t n)
+{
+    const char *v[3] = {NULL, NULL, NULL};
+    size_t len[3] = {0, 0, 0};
+    const char *at = p, *end = p + n;
+    for (int i = 0; i < 3 && at <= end; i++) {
+        const char *nl = i < 2 ? memchr(at, '\n', (size_t)(end - at)) : NULL;
+        v[i] = at;
+        len[i] = (size_t)((nl ? nl : end) - at);
+        if (!nl)
+            break;
+        at = nl + 1;
+    }
+    ab__gw_threads_q_t q;
+    ab_error_t e = AB_ERROR_INIT;
+    ab_status_t rc = ab__gw_threads_query(v[0], len[0], v[1], len[1], v[2], len[2], &q, &e);
+    if (rc != AB_OK) {
+        if (rc != AB_INVALID_ARGUMENT ||
+            (strcmp(e.field, "after") != 0 && strcmp(e.field, "prefix") != 0 &&
+             strcmp(e.field, "limit") != 0))
+            abort();
+        return;
+    }
+    if (q.after[0])
+        check_id(q.after);
+    if (q.prefix[0])
+        check_id(q.prefix);
+    if ((v[2] == NULL) != (q.limit == 0) || q.limit > 1000)
+        abort();
+    if (v[2] != NULL) {
+        char back[8];
+        int k = snprintf(back, sizeof back, "%u", q.limit);
+        if ((size_t)k > len[2] || memcmp(back, v[2] + len[2] - (size_t)k, (size_t)k) != 0)
+            abort();
+    }
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size == 0)
@@ -125,6 +167,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (p == NULL)
         return 0;
     memcpy(p, data + 1, size - 1);
+    if (data[0] == 0xFF) {
+        fuzz_threads_query(p, size - 1);
+        free(p);
+        return 0;
+    }
     switch (data[0] % 3) {
     case 0: fuzz_path(p, size - 1); break;
     case 1: fuzz_cursor(p, size - 1); break;

@@ -15,6 +15,8 @@
  *  - heartbeat comments on an idle stream, CORS headers and preflight,
  *    --max-streams (429), a stream released once its client left;
  *  - a gateway killed mid-stream: a new one resumes the client exactly;
+ *  - GET /threads: every thread with events in byte order, paged and
+ *    filtered by its query, its refusals;
  *  - cancel, resume (approve per interrupt id), actions, workers, snapshot,
  *    runs and /metrics; a POST /agents stream whose queued run is cancelled
  *    before it starts ends with an error frame (request_aborted).
@@ -538,6 +540,83 @@ static void test_heartbeat_cors_and_stream_limit(void **state)
     assert_non_null(strstr(body, "Access-Control-Allow-Methods: GET, POST, OPTIONS"));
 }
 
+/* A run of thread @p t written by a producer (not dispatched); @return its last position. */
+static uint64_t produced_run(const char *t, bool finish)
+{
+    ab_conn_t *c = it_connect(&G.it->bp);
+    ab_claimed_t cl;
+    ab_error_t err = AB_ERROR_INIT;
+    assert_int_equal(ab_conn_claim(c, t, "r", G.it->doc, &cl, IT_TIMEOUT, &err), AB_OK);
+    ab_buf_t ev = AB_BUF_INIT;
+    uint64_t pos = 0;
+    for (uint64_t seq = 1; seq <= (finish ? 4u : 1u); seq++) {
+        ab_buf_reset(&ev);
+        it_event(&ev, t, "r", seq, finish ? 4 : 0, cl.epoch);
+        pos = it_publish1(c, G.it->doc, &ev, NULL).pos;
+    }
+    ab_buf_free(&ev);
+    ab_conn_destroy(&c);
+    return pos;
+}
+
+/* The thread ids of a GET /threads answer, in order, as "a,b,". */
+static const char *listed(char *out, size_t cap)
+{
+    out[0] = '\0';
+    for (const char *p = strstr(body, "{\"thread\":\""); p; p = strstr(p + 1, "{\"thread\":\"")) {
+        const char *id = p + 11, *end = strchr(id, '"');
+        size_t used = strlen(out);
+        snprintf(out + used, cap - used, "%.*s,", (int)(end - id), id);
+    }
+    return out;
+}
+
+/* GET /threads: every thread with events (produced ones too), in byte order, paged by
+ * ?after= and ?limit=, filtered by ?prefix= (percent-encoded, multibyte), and the refusals. */
+static void test_threads_listing(void **state)
+{
+    start_all(state, NULL);
+    char ids[512];
+    assert_int_equal(gw_http(&G.g, "GET", "/threads", NULL, NULL, body, sizeof body), 200);
+    assert_string_equal(body, "{\"threads\":[]}\n");
+    produced_run("t-2", true);
+    produced_run("\xc3\xa9", false);
+    uint64_t pos = produced_run("u/1", false);
+    produced_run("t-1", true);
+    assert_int_equal(gw_http(&G.g, "GET", "/threads", NULL, NULL, body, sizeof body), 200);
+    assert_string_equal(listed(ids, sizeof ids), "t-1,t-2,u/1,\xc3\xa9,");
+    assert_null(strstr(body, "\"next\""));
+    assert_int_equal(gw_http(&G.g, "GET", "/threads?limit=2", NULL, NULL, body, sizeof body), 200);
+    assert_string_equal(listed(ids, sizeof ids), "t-1,t-2,");
+    assert_non_null(strstr(body, "],\"next\":\"t-2\"}"));
+    assert_non_null(strstr(body, "{\"thread\":\"t-1\",\"runs\":1,\"active\":false,"));
+    assert_int_equal(
+        gw_http(&G.g, "GET", "/threads?after=t-2&limit=2", NULL, NULL, body, sizeof body), 200);
+    assert_string_equal(listed(ids, sizeof ids), "u/1,\xc3\xa9,");
+    assert_null(strstr(body, "\"next\""));
+    char want[160];
+    snprintf(want, sizeof want,
+             "{\"threads\":[{\"thread\":\"u/1\",\"runs\":1,\"active\":true,\"last_run\":\"r\","
+             "\"last_pos\":%llu}]}\n",
+             (unsigned long long)pos);
+    assert_int_equal(gw_http(&G.g, "GET", "/threads?prefix=u%2F", NULL, NULL, body, sizeof body),
+                     200);
+    assert_string_equal(body, want);
+    assert_int_equal(
+        gw_http(&G.g, "GET", "/threads?prefix=%C3%A9&after=", NULL, NULL, body, sizeof body), 200);
+    assert_string_equal(listed(ids, sizeof ids), "\xc3\xa9,");
+    assert_int_equal(gw_http(&G.g, "GET", "/threads?prefix=zzz", NULL, NULL, body, sizeof body),
+                     200);
+    assert_string_equal(body, "{\"threads\":[]}\n");
+    const char *bad[][2] = {{"/threads?limit=0", "limit"},     {"/threads?limit=1001", "limit"},
+                            {"/threads?limit=abc", "limit"},   {"/threads?limit=", "limit"},
+                            {"/threads?after=a%01", "after"},  {"/threads?prefix=a%00b", "prefix"},
+                            {"/threads?prefix=%FF", "prefix"}, {"/threads?after=%ZZ", "after"}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        refused(gw_http(&G.g, "GET", bad[i][0], NULL, NULL, body, sizeof body), 400,
+                "invalid_argument", bad[i][1]);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -549,6 +628,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_slow_client_cut_and_resumed, it_setup, teardown),
         cmocka_unit_test_setup_teardown(test_gateway_restart_mid_stream, it_setup, teardown),
         cmocka_unit_test_setup_teardown(test_json_endpoints, it_setup, teardown),
+        cmocka_unit_test_setup_teardown(test_threads_listing, it_setup, teardown),
         cmocka_unit_test_setup_teardown(test_heartbeat_cors_and_stream_limit, it_setup, teardown),
     };
     signal(SIGPIPE, SIG_IGN);

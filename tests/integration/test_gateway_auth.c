@@ -5,7 +5,8 @@
  * typed error unauthorized), before its route, method or body is looked at;
  * a known token acts as its identity of the access file, whose roles the
  * broker enforces: an observer of team-a/ reads team-a/ threads and gets 403
- * unauthorized for team-b/ and for starting a run; an admin may start one.
+ * unauthorized for team-b/ and for starting a run; an admin may start one;
+ * GET /threads lists the team-b/ thread to the admin and not to the observer.
  * Without tokens the gateway refuses to listen on a non-loopback address.
  */
 #include "testutil.h"
@@ -200,6 +201,24 @@ static void test_tokens_act_as_their_identity(void **state)
         if (st != 403 || !strstr(body, "\"code\":\"unauthorized\""))
             fail_msg("viewer GET %s: want 403 unauthorized, got %d %s", b[i], st, body);
     }
+    /* GET /threads lists what the token's identity may observe: team-b/1 (written by ops)
+     * is ops's to see, never the viewer's. */
+    const char *inb = "{\"threadId\":\"team-b/1\",\"runId\":\"r1\",\"messages\":[],\"tools\":[],"
+                      "\"context\":[],\"state\":{},\"forwardedProps\":{}}";
+    assert_int_equal(gw_sse_open(&s, &F.g, "POST", "/agents/demo", OPS, inb, 0), 0);
+    for (events = 0; gw_sse_next(&s, &e, IT_TIMEOUT) == 1;)
+        events++;
+    gw_sse_close(&s);
+    assert_int_equal(events, 7);
+    assert_int_equal(gw_http(&F.g, "GET", "/threads", OPS, NULL, body, sizeof body), 200);
+    assert_non_null(strstr(body, "{\"thread\":\"team-a/1\""));
+    assert_non_null(strstr(body, "{\"thread\":\"team-b/1\""));
+    assert_int_equal(gw_http(&F.g, "GET", "/threads", VIEWER, NULL, body, sizeof body), 200);
+    assert_non_null(strstr(body, "{\"thread\":\"team-a/1\""));
+    assert_null(strstr(body, "team-b"));
+    assert_int_equal(
+        gw_http(&F.g, "GET", "/threads?prefix=team-b%2F", VIEWER, NULL, body, sizeof body), 200);
+    assert_string_equal(body, "{\"threads\":[]}\n");
     assert_int_equal(gw_stop(&F.g, false), 0); /* SIGTERM: exit 0 (under ASan: no leak) */
 }
 

@@ -130,18 +130,27 @@ static void test_observer_page_shows_a_thread(void **state)
     worker_start_args(&w, wargs);
     assert_int_equal(gw_start(&gw, t->bp.cmd, NULL), 0);
     write_run(t->bp.cmd);
-    char body[4096];
-    /* A dispatched run: the thread list comes from the broker's run requests. */
-    assert_int_equal(gw_http(&gw, "POST", "/agents/demo", "Accept: application/json\r\n",
-                             "{\"threadId\":\"t-listed\",\"runId\":\"r1\",\"messages\":[],"
-                             "\"tools\":[],\"context\":[],\"state\":{},\"forwardedProps\":{}}",
-                             body, sizeof body),
-                     200);
+    /* A dispatched run (followed to its end, so it has events) and a produced one: the list
+     * (GET /threads) has every thread with events. */
+    gw_sse_t s;
+    gw_ev_t e;
+    assert_int_equal(gw_sse_open(&s, &gw, "POST", "/agents/demo", "",
+                                 "{\"threadId\":\"t-listed\",\"runId\":\"r1\",\"messages\":[],"
+                                 "\"tools\":[],\"context\":[],\"state\":{},\"forwardedProps\":{}}",
+                                 0),
+                     0);
+    int events = 0;
+    while (gw_sse_next(&s, &e, IT_TIMEOUT) == 1)
+        events++;
+    gw_sse_close(&s);
+    assert_true(events > 0);
     char url[256];
     snprintf(url, sizeof url, "http://127.0.0.1:%u/#thread=t-page", gw.port);
     chromium_dom(url);
     shows("<h2 id=\"title\">Thread t-page</h2>");
-    shows("data-thread=\"t-listed\"");                         /* the thread list */
+    shows("data-thread=\"t-listed\""); /* the thread list */
+    shows("data-thread=\"t-page\"");   /* a thread written by a producer is listed too */
+    shows("1 run · idle · r1 @ ");     /* with its runs, whether one is active, its newest */
     shows("<span class=\"text\">What is the weather?</span>"); /* a user message */
     shows("<span class=\"text\">It is sunny in Lyon.</span>"); /* deltas joined */
     shows("<b class=\"name\">get_weather</b>");                /* the tool call */
