@@ -132,6 +132,14 @@ static const char *const s_heads[] = {
     NULL};
 static const char *const s_snapshot[] = {FULL_RUN, BARRIER, MSG,
                                          H("snapshot", 9, ",\"thread\":\"" T "\""), NULL};
+static const char *const s_threads[] = {
+    FULL_RUN, BARRIER,
+    MSG,      H("threads", 14, ""),
+    MSG,      H("threads", 15, ",\"prefix\":\"t-\",\"after\":\"\",\"limit\":1"),
+    MSG,      H("threads", 16, ",\"after\":\"" T "\",\"limit\":1000"),
+    MSG,      H("threads", 17, ",\"limit\":0"),             /* refused: limit */
+    MSG,      H("threads", 18, ",\"prefix\":\"a\\u0001\""), /* refused: prefix */
+    NULL};
 static const char *const s_packed[] = {CLAIM(1),
                                        PACKED(2, 3),
                                        PACK ENV(1, 1, RUN_STARTED) SEP ENV(2, 1, MSG_START)
@@ -174,6 +182,7 @@ static const seed_t SEEDS[] = {
     {"snapshot", 0x00, s_snapshot},
     {"bad-frames", 0x01, s_bad},
     {"packed", 0x00, s_packed},
+    {"threads", 0x00, s_threads},
 };
 
 /* The packed publish frame of the SEP-separated JSON envelopes in @p list. */

@@ -5,7 +5,9 @@
  * `next` absent exactly at the end; prefixes (none matching too); the
  * figures (runs, active, the newest event's run and position as `published`
  * said); a claimed-only thread left out; the broker's refusal of a limit
- * above 1000; `agentbus threads` (text, --json, --all); and, with an access
+ * above 1000; `agentbus threads` (text, --json, --all); a broker over a
+ * plugin of ABI 6 announces `threads` unsupported and answers the request
+ * `unsupported`; and, with an access
  * file, a key sees only the threads of its observe prefixes (two of them,
  * pages crossing from one to the other still full), a key without observe
  * is refused.
@@ -223,6 +225,34 @@ static void test_cli(void **state)
     assert_int_equal(it_run_cli(out, "threads --broker %s --limit 0", t->bp.cmd), 2);
 }
 
+/* A broker over a plugin of ABI 6 (no threads_list): it starts, says `threads` is
+ * unsupported, and answers the request with a typed unsupported naming op. */
+static int abi6_setup(void **state)
+{
+    const char *extra[] = {"--plugin", AB_ABI6_SQLITE_MODULE, NULL};
+    return it_setup_with(state, extra);
+}
+
+static void test_plugin_without_listing(void **state)
+{
+    it_t *t = *state;
+    IT_REQUIRE_BROKER(t);
+    ab_conn_t *c = it_connect(&t->bp);
+    run_of(c, t->doc, "t-1", "r", false); /* the store works */
+    size_t ncaps = 0;
+    const ab_cap_t *caps = ab_conn_caps(c, &ncaps);
+    ab_error_t err = AB_ERROR_INIT;
+    assert_int_equal(ab_caps_require(caps, ncaps, AB_CAP_THREADS, &err), AB_UNSUPPORTED);
+    ab_threads_req_t q = {0};
+    ab_threads_reply_t r;
+    ab_error_clear(&err);
+    assert_int_equal(ab_conn_threads(c, &q, t->doc, &r, IT_TIMEOUT, &err), AB_UNSUPPORTED);
+    assert_string_equal(err.field, "op");
+    assert_non_null(strstr(err.message, "cannot list threads"));
+    assert_false(err.retryable);
+    ab_conn_destroy(&c);
+}
+
 /* ---- with keys --------------------------------------------------------------------------- */
 
 enum { K_ADMIN, K_OBS, K_PUB, NK };
@@ -331,6 +361,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_listing, it_setup, it_teardown),
         cmocka_unit_test_setup_teardown(test_broker_refuses_bad_limit, it_setup, it_teardown),
         cmocka_unit_test_setup_teardown(test_cli, it_setup, it_teardown),
+        cmocka_unit_test_setup_teardown(test_plugin_without_listing, abi6_setup, it_teardown),
         cmocka_unit_test_setup_teardown(test_access_filtering, keys_setup, keys_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
