@@ -1,7 +1,7 @@
 """AsyncClient: the queries and control calls of docs/PROTOCOL.md on one connection —
 heads (7.5), replay with credit (7.6), snapshot (7.8), ping (7.9), workers (7.10),
 invoke_action (7.11), start_run (7.12), cancel_run (7.13), resume_run (7.14), requests
-(7.15), abandon_run (7.17).
+(7.15), abandon_run (7.17), threads (7.19).
 
 Invariants: a replay grants credit for every chunk it receives, also after it was
 abandoned or cancelled (7.6.1 rule 3), and never reuses a cid; its unread chunks are
@@ -345,3 +345,11 @@ class AsyncClient:
         """Dispatched requests (7.15): {"requests": [...], "more": bool}."""
         return await self._req("requests", {"state": state, "agent": agent, "after": after,
                                             "limit": limit}, "requests_reply")
+
+    async def threads(self, *, after: str | None = None, prefix: str | None = None,
+                      limit: int | None = None) -> dict:
+        """One page of the threads with stored events, in byte order of their ids (7.19):
+        {"threads": [{"thread", "runs", "active", "last_run", "last_pos"}...], "next": id}
+        ("next" only while more may follow: pass it as @p after)."""
+        return await self._req("threads", {"after": after, "prefix": prefix, "limit": limit},
+                               "threads_reply")

@@ -62,6 +62,24 @@ def test_heads_and_snapshot(broker, ids):
         assert ei.value.field == "thread" and not ei.value.retryable
 
 
+def test_threads_pages(broker, ids):
+    t, r = ids
+    for k in ("b", "a", "\u00e9"):
+        fill(broker.endpoint, t + "-" + k, r, 4)
+    with agentbus.Client(broker.endpoint) as c:
+        assert c.caps["threads"] == "available"
+        page = c.threads(prefix=t + "-", limit=2)
+        assert [x["thread"] for x in page["threads"]] == [t + "-a", t + "-b"]
+        assert page["next"] == t + "-b"
+        assert page["threads"][0]["runs"] == 1 and page["threads"][0]["active"] is False
+        assert page["threads"][0]["last_run"] == r and page["threads"][0]["last_pos"] >= 4
+        rest = c.threads(prefix=t + "-", after=page["next"])
+        assert [x["thread"] for x in rest["threads"]] == [t + "-\u00e9"] and "next" not in rest
+        with pytest.raises(errors.TooLarge) as ei:
+            c.threads(limit=1001)
+        assert ei.value.field == "limit"
+
+
 def test_replay_scopes_and_credit(broker, ids):
     t, r = ids
     fill(broker.endpoint, t, r, 100)
