@@ -44,6 +44,7 @@ static const struct check checks[] = {
     {"dispatch", conf_check_dispatch},
     {"cancel_run", conf_check_cancel_run},
     {"resume_run", conf_check_resume_run},
+    {"threads", conf_check_threads},
 };
 #define NCHECKS (sizeof(checks) / sizeof(checks[0]))
 

@@ -187,5 +187,6 @@ conf_result_t conf_check_actions(conf_t *cf);    /* conformance_actions.c */
 conf_result_t conf_check_dispatch(conf_t *cf);   /* conformance_dispatch.c */
 conf_result_t conf_check_cancel_run(conf_t *cf); /* conformance_dispatch.c */
 conf_result_t conf_check_resume_run(conf_t *cf); /* conformance_dispatch.c */
+conf_result_t conf_check_threads(conf_t *cf);    /* conformance_threads.c */
 
 #endif

@@ -25,7 +25,7 @@ static const char *const check_names[] = {
     "version",    "ordering",  "gap",          "duplicate",   "conflict",
     "fencing",    "terminal",  "errors",       "replay_run",  "replay_thread",
     "replay_all", "heartbeat", "flow_control", "unsupported", "snapshots",
-    "actions",    "dispatch",  "cancel_run",   "resume_run",
+    "actions",    "dispatch",  "cancel_run",   "resume_run",  "threads",
 };
 #define NCHECKS (sizeof(check_names) / sizeof(check_names[0]))
 
@@ -52,7 +52,7 @@ static void assert_all_pass(const char *out)
         if (!pass && !skip)
             fail_msg("check %s did not pass", check_names[i]);
     }
-    assert_non_null(strstr(out, "18 passed, 0 failed, 1 skipped\n"));
+    assert_non_null(strstr(out, "19 passed, 0 failed, 1 skipped\n"));
 }
 
 static void test_conformance_full_suite(void **state)

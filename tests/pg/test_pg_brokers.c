@@ -71,9 +71,9 @@ static void test_conformance_each_broker(void **state)
     (void)state;
     char out[OUT_MAX];
     assert_int_equal(it_run_cli(out, "conformance %s", g_a.cmd), 0);
-    assert_non_null(strstr(out, "18 passed, 0 failed, 1 skipped\n"));
+    assert_non_null(strstr(out, "19 passed, 0 failed, 1 skipped\n"));
     assert_int_equal(it_run_cli(out, "conformance %s", g_b.cmd), 0);
-    assert_non_null(strstr(out, "18 passed, 0 failed, 1 skipped\n"));
+    assert_non_null(strstr(out, "19 passed, 0 failed, 1 skipped\n"));
 }
 
 /* ---- fan-out across brokers ------------------------------------------------------------- */
