@@ -8,7 +8,8 @@
  * list, the message texts, the tool call, the state after the patch, the
  * run outcomes and approve / deny buttons for the pending interrupt.
  * Chromium dumps the page's DOM after running it; the test reads that.
- * AB_GATEWAY_SCREENSHOT=FILE also writes a screenshot (docs/gateway-observer.png).
+ * AB_GATEWAY_SCREENSHOT=FILE also writes a screenshot of the first test's page
+ * (docs/gateway-observer.png).
  *
  * Reconnect: the page reaches the gateway through a loopback proxy of the
  * test's (cut_proxy_t) that cuts the thread's event stream after a given
@@ -85,12 +86,13 @@ static void write_run(const char *cmd)
     ab_producer_destroy(&p);
 }
 
-/* Chromium: load @p url, run it for a few seconds of virtual time, dump the DOM. */
-static void chromium_dom_budget(const char *url, int budget_ms)
+/* Chromium: load @p url, run it for a few seconds of virtual time, dump the DOM; with
+ * @p screenshot, also write $AB_GATEWAY_SCREENSHOT when it is set. */
+static void chromium_dom_budget(const char *url, int budget_ms, bool screenshot)
 {
     char dir[] = "/tmp/agentbus-chromium-XXXXXX";
     assert_non_null(mkdtemp(dir));
-    const char *shot = getenv("AB_GATEWAY_SCREENSHOT");
+    const char *shot = screenshot ? getenv("AB_GATEWAY_SCREENSHOT") : NULL;
     char cmd[2048];
     snprintf(cmd, sizeof cmd,
              "timeout 60 chromium --headless=new --no-sandbox --disable-gpu --no-first-run "
@@ -108,7 +110,7 @@ static void chromium_dom_budget(const char *url, int budget_ms)
 
 static void chromium_dom(const char *url)
 {
-    chromium_dom_budget(url, 4000);
+    chromium_dom_budget(url, 4000, true); /* the first test's view is the docs' picture */
 }
 
 static void shows(const char *needle)
@@ -412,7 +414,7 @@ typedef struct dom_job {
 
 static void *dom_main(void *arg)
 {
-    chromium_dom_budget(((dom_job_t *)arg)->url, 20000);
+    chromium_dom_budget(((dom_job_t *)arg)->url, 20000, false);
     return NULL;
 }
 
