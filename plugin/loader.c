@@ -8,9 +8,9 @@
  *     AB_PLUGIN_ABI_OLDEST to AB_PLUGIN_ABI_VERSION, struct_size at least
  *     that ABI's table, a name and every required function pointer non-NULL;
  *     the optional groups (snapshots, requests) may be NULL, but the request
- *     entries only all together. An entry added after the oldest ABI
- *     (threads_list) is read only through ab_plugin_has(), which treats what
- *     lies past the table's struct_size as NULL.
+ *     entries only all together. An entry added after the oldest ABI is read
+ *     only through ab_plugin_has(), which treats what lies past the table's
+ *     struct_size as NULL (threads_list is read so already).
  *  2. A shared object whose table is refused is dlclose()d before returning:
  *     a failed load leaks nothing.
  *  3. dlopen() uses RTLD_NOW (missing symbols fail at load, not at the first
@@ -34,10 +34,12 @@
 #define AB_PLUGIN_INSTALL_DIR "/usr/local/lib/agentbus"
 #endif
 
-/* The table size ABI @p abi needs (plugin.h: a table of an older ABI is shorter). */
+/* The table size ABI @p abi needs (plugin.h: a table of an ABI from AB_PLUGIN_ABI_OLDEST on
+ * that only lacks later entries is shorter; none is yet, the oldest being this one). */
 static size_t table_size(uint32_t abi)
 {
-    return abi == 6 ? AB_PLUGIN_SIZE_ABI6 : sizeof(ab_plugin_t);
+    (void)abi;
+    return sizeof(ab_plugin_t);
 }
 
 static ab_status_t check_version(const ab_plugin_t *p, const char *what, ab_error_t *err)

@@ -290,21 +290,16 @@ typedef struct ab_plugin {
                                        ab_error_t *err);
 
     /*
-     * Optional (ABI 7; NULL, or a table of ABI 6: the broker answers `threads`
-     * with `unsupported`). The threads with at least one committed event
-     * whose id sorts after @p after (bytes compared unsigned, a shorter id
-     * first; after.len 0: from the first) and starts with @p prefix (len 0:
-     * every thread), in that order, at most @p limit (>= 1); *count =
-     * delivered. Must be an index range scan that stops after @p limit
-     * threads, never a scan of every thread; any handle (a replay reader's
+     * Optional (ABI 7; NULL: the broker answers `threads` with `unsupported`). The threads with at
+     * least one committed event whose id sorts after @p after (bytes compared unsigned, a shorter
+     * id first; after.len 0: from the first) and starts with @p prefix (len 0: every thread), in
+     * that order, at most @p limit (>= 1); *count = delivered. Must be an index range scan that
+     * stops after @p limit threads, never a scan of every thread; any handle (a replay reader's
      * read-only one in the broker).
      */
     ab_status_t (*threads_list)(ab_plugin_db_t *db, ab_str_t after, ab_str_t prefix, uint32_t limit,
                                 ab_thread_cb cb, void *ud, uint32_t *count, ab_error_t *err);
 } ab_plugin_t;
-
-/** Bytes of the table of ABI 6 (the first entry it lacks, threads_list, begins there). */
-#define AB_PLUGIN_SIZE_ABI6 offsetof(ab_plugin_t, threads_list)
 
 /**
  * Whether table @p p has entry @p field set: within its struct_size and not

@@ -6,7 +6,7 @@
  * figures (runs, active, the newest event's run and position as `published`
  * said); a claimed-only thread left out; the broker's refusal of a limit
  * above 1000; `agentbus threads` (text, --json, --all); a broker over a
- * plugin of ABI 6 announces `threads` unsupported and answers the request
+ * plugin without threads_list announces `threads` unsupported and answers the request
  * `unsupported`; and, with an access
  * file, a key sees only the threads of its observe prefixes (two of them,
  * pages crossing from one to the other still full), a key without observe
@@ -225,11 +225,11 @@ static void test_cli(void **state)
     assert_int_equal(it_run_cli(out, "threads --broker %s --limit 0", t->bp.cmd), 2);
 }
 
-/* A broker over a plugin of ABI 6 (no threads_list): it starts, says `threads` is
+/* A broker over a plugin without threads_list: it starts, says `threads` is
  * unsupported, and answers the request with a typed unsupported naming op. */
-static int abi6_setup(void **state)
+static int nolist_setup(void **state)
 {
-    const char *extra[] = {"--plugin", AB_ABI6_SQLITE_MODULE, NULL};
+    const char *extra[] = {"--plugin", AB_NOLIST_SQLITE_MODULE, NULL};
     return it_setup_with(state, extra);
 }
 
@@ -361,7 +361,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_listing, it_setup, it_teardown),
         cmocka_unit_test_setup_teardown(test_broker_refuses_bad_limit, it_setup, it_teardown),
         cmocka_unit_test_setup_teardown(test_cli, it_setup, it_teardown),
-        cmocka_unit_test_setup_teardown(test_plugin_without_listing, abi6_setup, it_teardown),
+        cmocka_unit_test_setup_teardown(test_plugin_without_listing, nolist_setup, it_teardown),
         cmocka_unit_test_setup_teardown(test_access_filtering, keys_setup, keys_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -2,10 +2,8 @@
  * bad_abi_module.c - a loadable plugin with a broken function table, for the
  * loader tests. Built once per variant (tests/CMakeLists.txt): with AB_BAD_ABI=1
  * its table claims ABI AB_PLUGIN_ABI_VERSION + 1; with AB_BAD_OLD=1 the ABI
- * before the oldest one loaded (AB_PLUGIN_ABI_OLDEST - 1); with AB_BAD_ABI6=1
- * a valid table of ABI 6 (its struct_size ends before threads_list, which it
- * sets anyway: the loader must read it as absent); with
- * AB_BAD_NULLFN=1 it has the right ABI but no read function; with
+ * before the oldest one loaded (AB_PLUGIN_ABI_OLDEST - 1, i.e. ABI 6, whose
+ * ab_request_t was shorter); with AB_BAD_NULLFN=1 it has the right ABI but no read function; with
  * AB_BAD_PARTIAL=1 it has every required function but only one of the seven
  * request_* entries; with AB_BAD_TAKE=1 it has request_take alone (none of
  * the entries it comes with); with AB_BAD_NODISPATCH=1 it is a valid table without
@@ -96,15 +94,6 @@ static ab_status_t bad_take(ab_plugin_db_t *db, uint64_t id, ab_str_t w, ab_str_
 }
 #endif
 
-#ifdef AB_BAD_ABI6
-static ab_status_t bad_threads(ab_plugin_db_t *db, ab_str_t after, ab_str_t prefix, uint32_t limit,
-                               ab_thread_cb cb, void *ud, uint32_t *count, ab_error_t *e)
-{
-    (void)db, (void)after, (void)prefix, (void)limit, (void)cb, (void)ud, (void)count, (void)e;
-    return AB_INTERNAL;
-}
-#endif
-
 #ifdef AB_BAD_PARTIAL
 static ab_status_t bad_put(ab_plugin_db_t *db, const ab_request_new_t *r, ab_request_t *out,
                            bool *existing, ab_error_t *e)
@@ -119,16 +108,10 @@ static const ab_plugin_t BAD = {
     .abi_version = AB_PLUGIN_ABI_VERSION + 1,
 #elif defined(AB_BAD_OLD)
     .abi_version = AB_PLUGIN_ABI_OLDEST - 1,
-#elif defined(AB_BAD_ABI6)
-    .abi_version = 6,
 #else
     .abi_version = AB_PLUGIN_ABI_VERSION,
 #endif
-#ifdef AB_BAD_ABI6
-    .struct_size = AB_PLUGIN_SIZE_ABI6, /* the table an ABI 6 build had */
-#else
     .struct_size = sizeof(ab_plugin_t),
-#endif
     .name = "bad",
     .open = bad_open,
     .close = bad_close,
@@ -146,9 +129,6 @@ static const ab_plugin_t BAD = {
 #endif
 #ifdef AB_BAD_TAKE
     .request_take = bad_take, /* without the request_* entries, wake_fd and the other two */
-#endif
-#ifdef AB_BAD_ABI6
-    .threads_list = bad_threads, /* past its struct_size: must read as absent */
 #endif
 };
 

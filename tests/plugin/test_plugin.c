@@ -218,23 +218,6 @@ static void test_load_previous_abi(void **state)
     assert_abi_refused(AB_BAD_OLD_MODULE, AB_PLUGIN_ABI_OLDEST - 1);
 }
 
-/* A module of ABI 6 (its table ends before threads_list) loads, and its threads_list reads as
- * absent even though the bytes past its struct_size hold a pointer. */
-static void test_load_abi6(void **state)
-{
-    (void)state;
-    ab_plugin_lib_t lib = {0};
-    ab_error_t err = AB_ERROR_INIT;
-    ab_status_t s = ab__plugin_load(AB_BAD_ABI6_MODULE, &lib, &err);
-    if (s != AB_OK)
-        fail_msg("load: %s", err.message);
-    assert_int_equal(lib.plugin->abi_version, 6);
-    assert_int_equal(lib.plugin->struct_size, AB_PLUGIN_SIZE_ABI6);
-    assert_false(ab_plugin_has(lib.plugin, threads_list));
-    assert_true(ab_plugin_has(ab__plugin_sqlite(), threads_list));
-    ab__plugin_unload(&lib);
-}
-
 static void test_load_null_function(void **state)
 {
     (void)state;
@@ -725,7 +708,6 @@ int main(void)
         cmocka_unit_test(test_load_missing_file),
         cmocka_unit_test(test_load_wrong_abi),
         cmocka_unit_test(test_load_previous_abi),
-        cmocka_unit_test(test_load_abi6),
         cmocka_unit_test(test_load_null_function),
         cmocka_unit_test(test_load_partial_requests),
         cmocka_unit_test(test_load_take_alone),
