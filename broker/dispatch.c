@@ -504,9 +504,22 @@ static bool assign(ab__dispatch_t *d, ab__dreq_t *q, ab__dwk_t *w)
     return true;
 }
 
+/*
+ * Make noted move @p mv from the copy @p q as it is now. A move to started is made only from
+ * assigned at the RUN_STARTED's epoch: on a shared store a refresh between the note and now
+ * may show it started already (its holder moved it), and moving it again from there would be
+ * a worker here adopting a started run, recording this broker as its holder (move_broker).
+ */
 static ab_status_t apply_move(ab__dispatch_t *d, ab__dreq_t *q, const ab__dmove_t *mv,
                               ab_error_t *e)
 {
+    if (mv->to == AB_REQ_STARTED && (q->r.state != AB_REQ_ASSIGNED || q->r.epoch != mv->epoch)) {
+        ab__log(AB_LOG_DEBUG,
+                "dispatch: request %" PRIu64 " is %s at epoch %" PRIu64
+                ": not moved to started here",
+                q->r.id, ab_request_state_name(q->r.state), q->r.epoch);
+        return AB_OK;
+    }
     uint64_t epoch = mv->to == AB_REQ_STARTED ? mv->epoch : q->r.epoch;
     return ab__dq_move(d, q, mv->to, q->r.worker, epoch, e);
 }

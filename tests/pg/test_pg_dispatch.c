@@ -609,6 +609,13 @@ static void test_moves_without_warnings(void **state)
     assert_true(quiet(&wa, 300)); /* the brokers' pumps after the last commits */
     assert_int_equal(log_lines(&g_a, " warn ", "not moved to"), 0);
     assert_int_equal(log_lines(&g_b, " warn ", "not moved to"), 0);
+    /* every request kept A, which assigned it, as its holder: B, following A's RUN_STARTED
+     * with a copy a refresh had already shown started, once moved it again as its own */
+    char sql[160];
+    snprintf(sql, sizeof sql,
+             "SELECT count(DISTINCT broker) FROM ab_requests WHERE id BETWEEN %llu AND %llu",
+             (unsigned long long)ids[0], (unsigned long long)ids[N - 1]);
+    assert_int_equal(pgfx_scalar1(&g_pg, sql), 1);
     side_free(&wa);
     side_free(&cb);
 }
