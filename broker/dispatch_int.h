@@ -20,8 +20,15 @@ typedef struct ab__dreq {
 
 /** Shared store: how often the lease is renewed and the table refreshed (ms). */
 #define AB__DISPATCH_SYNC_MS 1000
-/** Shared store: the soonest a request wake refreshes the table after the last refresh (ms). */
-#define AB__DISPATCH_REFRESH_MS 100
+/**
+ * Shared store: the soonest a request wake refreshes the table after the last refresh: one
+ * millisecond per AB__DISPATCH_REFRESH_ROWS_PER_MS rows that refresh read, at least 1 ms and
+ * at most AB__DISPATCH_REFRESH_MS, so that wakes read at most about that many rows a
+ * millisecond however large the table is, and a small table follows another broker's moves
+ * within a few milliseconds (dispatch_shared.c invariant 3).
+ */
+#define AB__DISPATCH_REFRESH_MS          100
+#define AB__DISPATCH_REFRESH_ROWS_PER_MS 10
 /** Rows of a request_list page (start-up, refresh). */
 #define AB__DISPATCH_PAGE 1000
 
@@ -80,6 +87,7 @@ struct ab__dispatch {
     bool stale;              /**< another broker moved a request: refresh the table soon */
     int64_t next_sync_ms;    /**< next lease renewal and refresh (mono ms) */
     int64_t last_refresh_ms; /**< the last refresh (mono ms) */
+    int64_t refresh_gap_ms;  /**< the soonest a wake refreshes after it (AB__DISPATCH_REFRESH_MS) */
 };
 
 /** A growable copy of requests, filled by ab__dq_collect (an ab_request_cb). */

@@ -13,8 +13,9 @@
  *     fences the run's earlier writers happens only with the move to assigned,
  *     so a broker with a stale copy of a request fences nobody.
  *  3. The table is the store's open requests as of the last refresh (at most
- *     AB__DISPATCH_SYNC_MS old, AB__DISPATCH_REFRESH_MS after another broker's
- *     move woke this one), bounded by AB__DISPATCH_OPEN_MAX rows, the held ones
+ *     AB__DISPATCH_SYNC_MS old; after another broker's move woke this one, one
+ *     ms per AB__DISPATCH_REFRESH_ROWS_PER_MS rows the last refresh read, 1 to
+ *     AB__DISPATCH_REFRESH_MS), bounded by AB__DISPATCH_OPEN_MAX rows, the held ones
  *     (assigned, started) first. What only this broker knows of a row (its
  *     parent run, the decline back-off, loaded, lost) is kept across refreshes.
  *  4. A broker moves back to the queue, or calls orphaned, only what it owns
@@ -213,6 +214,11 @@ static void refresh(ab__dispatch_t *d, int64_t now)
     d->q = v;
     d->nq = d->capq = l.n;
     d->dirty = true;
+    d->refresh_gap_ms = (int64_t)(l.n / AB__DISPATCH_REFRESH_ROWS_PER_MS);
+    if (d->refresh_gap_ms < 1)
+        d->refresh_gap_ms = 1;
+    if (d->refresh_gap_ms > AB__DISPATCH_REFRESH_MS)
+        d->refresh_gap_ms = AB__DISPATCH_REFRESH_MS;
     tell_held_cancels(d);
 }
 
@@ -261,6 +267,12 @@ static void lease(ab__dispatch_t *d, ab__rlist_t *lost)
     }
 }
 
+/* The soonest a wake refreshes after the last refresh (invariant 3; before any: the most). */
+static int64_t gap(const ab__dispatch_t *d)
+{
+    return d->refresh_gap_ms > 0 ? d->refresh_gap_ms : AB__DISPATCH_REFRESH_MS;
+}
+
 long ab__dispatch_sync(ab__dispatch_t *d, int64_t now)
 {
     if (d == NULL || !d->takes)
@@ -275,11 +287,11 @@ long ab__dispatch_sync(ab__dispatch_t *d, int64_t now)
         }
         free(lost.v);
         d->next_sync_ms = now + AB__DISPATCH_SYNC_MS;
-    } else if (d->stale && now >= d->last_refresh_ms + AB__DISPATCH_REFRESH_MS) {
+    } else if (d->stale && now >= d->last_refresh_ms + gap(d)) {
         refresh(d, now);
     }
     int64_t due = d->next_sync_ms - now;
-    if (d->stale && d->last_refresh_ms + AB__DISPATCH_REFRESH_MS - now < due)
-        due = d->last_refresh_ms + AB__DISPATCH_REFRESH_MS - now;
+    if (d->stale && d->last_refresh_ms + gap(d) - now < due)
+        due = d->last_refresh_ms + gap(d) - now;
     return due < 0 ? 0 : (long)due;
 }
