@@ -17,6 +17,9 @@
  *     message lost that way is what subscribers already recover from the
  *     store by position (PROTOCOL.md: live is best effort, replay is exact).
  *  4. Nothing here runs unless the plugin is shared (f->on).
+ *  5. A notification is acted on before the writer next sleeps, also when the
+ *     store's client library read it off the descriptor while the writer ran
+ *     its own statements on that connection (ab__follow_pending).
  */
 #include "follow.h"
 #include "dispatch.h"
@@ -149,14 +152,19 @@ int ab__follow_fd(const ab__follow_t *f)
     return f->on ? f->b->plugin->wake_fd(f->b->wdb) : -1;
 }
 
-void ab__follow_poll(ab__follow_t *f, ab__fanout_t *fan)
+/* Drain the notifications and act on them; with @p always, also read when there were none.
+ * @return whether there were any. */
+static bool drain(ab__follow_t *f, ab__fanout_t *fan, bool always)
 {
     if (!f->on)
-        return;
+        return false;
     ab_error_t e = AB_ERROR_INIT;
     uint32_t woken = 0;
     if (f->b->plugin->wake_drain(f->b->wdb, &woken, &e) != AB_OK)
-        return; /* reconnects at the next call; the poll timeout brings us back */
+        return false; /* reconnects at the next call; the poll timeout brings us back */
+    bool any = woken != 0;
+    if (!any && !always)
+        return false;
     /* a notification may arrive while reading: read again until none came */
     for (int i = 0; i < 64; i++) {
         if (woken & AB_WAKE_REQUESTS)
@@ -165,4 +173,15 @@ void ab__follow_poll(ab__follow_t *f, ab__fanout_t *fan)
         if (f->b->plugin->wake_drain(f->b->wdb, &woken, &e) != AB_OK || woken == 0)
             break;
     }
+    return any;
+}
+
+void ab__follow_poll(ab__follow_t *f, ab__fanout_t *fan)
+{
+    drain(f, fan, true);
+}
+
+bool ab__follow_pending(ab__follow_t *f, ab__fanout_t *fan)
+{
+    return drain(f, fan, false);
 }

@@ -47,4 +47,13 @@ int ab__follow_fd(const ab__follow_t *f);
 /** The descriptor woke or the poll timed out: fan out what is new. */
 void ab__follow_poll(ab__follow_t *f, struct ab__fanout *fan);
 
+/**
+ * Before the writer sleeps on the descriptor: act on notifications the store's client
+ * library already read off it during the writer's own statements (the descriptor is then
+ * not readable, and they would wait for the poll's timeout, up to a second); nothing is
+ * read from the store when there are none (invariant 5). @return whether there were any
+ * (the writer then looks for work again before it sleeps).
+ */
+bool ab__follow_pending(ab__follow_t *f, struct ab__fanout *fan);
+
 #endif /* AB_BROKER_FOLLOW_H */

@@ -544,6 +544,10 @@ static ab_job_t *wait_job(writer_t *w)
     long due = ab__dispatch_tick(w->disp);
     if (due >= 0 && due < wait)
         wait = due;
+    /* notifications the store's client read during the statements above (the descriptor is
+     * then not readable): acted on now, and the dispatcher looked at again before sleeping */
+    if (ab__follow_pending(&w->follow, &w->fan))
+        wait = 0;
     int ready = zmq_poll(items, nitems, (long)wait);
     if (ready < 0)
         return NULL;
