@@ -7,13 +7,12 @@
  * after their range, a claimed-only thread left out, the figures (runs,
  * active, the newest event's run and position), and a read-only handle.
  */
-#include "pg_fixture.h"
+#include "pg_module.h"
 
 #include "agentbus/plugin.h"
 #include "loader.h"
 #include "testutil.h"
 
-#include <libgen.h>
 
 static pgfx_t g_pg;
 static ab_plugin_lib_t g_lib;
@@ -22,21 +21,8 @@ static const ab_plugin_t *P;
 static int group_setup(void **state)
 {
     (void)state;
-    int rc = pgfx_init(&g_pg);
-    if (rc == 77) {
-        fprintf(stderr, "no PostgreSQL server binaries here (pg_config --bindir): skipped\n");
-        exit(77);
-    }
-    if (rc != 0 || pgfx_start(&g_pg, NULL) != 0)
+    if (pgmod_setup(&g_pg, &g_lib) != 0)
         return -1;
-    char dir[512];
-    snprintf(dir, sizeof dir, "%s", AB_PG_MODULE);
-    setenv("AGENTBUS_PLUGIN_DIR", dirname(dir), 1);
-    ab_error_t err = AB_ERROR_INIT;
-    if (ab__plugin_load("postgres", &g_lib, &err) != AB_OK) {
-        fprintf(stderr, "load: %s\n", err.message);
-        return -1;
-    }
     P = g_lib.plugin;
     return 0;
 }
@@ -44,8 +30,7 @@ static int group_setup(void **state)
 static int group_teardown(void **state)
 {
     (void)state;
-    ab__plugin_unload(&g_lib);
-    pgfx_cleanup(&g_pg);
+    pgmod_teardown(&g_pg, &g_lib);
     return 0;
 }
 

@@ -1,6 +1,7 @@
 /*
  * store_fixture.h - what the store's tests share: opening a store that must
- * open, and removing the temporary data directory a test made.
+ * open, removing the temporary data directory a test made, and a cmocka
+ * fixture of one such directory (with its store open or not).
  */
 #ifndef AB_TEST_STORE_FIXTURE_H
 #define AB_TEST_STORE_FIXTURE_H
@@ -11,6 +12,7 @@
 
 #include <dirent.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -41,6 +43,39 @@ static inline ab_store_t *open_ok(const char *dir, bool readonly)
     if (s != AB_OK)
         fail_msg("open %s: %s: %s", dir, ab_status_name(s), err.message);
     return st;
+}
+
+/* A test's temporary data directory and its store (NULL until opened). */
+typedef struct sf_fx {
+    char dir[64];
+    ab_store_t *st;
+} sf_fx_t;
+
+/* cmocka setup: a new directory /tmp/ab_<tag>_XXXXXX, its store opened when @p open. */
+static inline int sf_fx_setup(void **state, const char *tag, bool open)
+{
+    sf_fx_t *f = calloc(1, sizeof *f);
+    if (!f)
+        return -1;
+    snprintf(f->dir, sizeof f->dir, "/tmp/ab_%s_XXXXXX", tag);
+    if (!mkdtemp(f->dir)) {
+        free(f);
+        return -1;
+    }
+    if (open)
+        f->st = open_ok(f->dir, false);
+    *state = f;
+    return 0;
+}
+
+/* cmocka teardown of sf_fx_setup(): the store closed, the directory removed. */
+static inline int sf_fx_teardown(void **state)
+{
+    sf_fx_t *f = *state;
+    ab__store_close(&f->st);
+    sf_rm_dir(f->dir);
+    free(f);
+    return 0;
 }
 
 #endif /* AB_TEST_STORE_FIXTURE_H */

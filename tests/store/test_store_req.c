@@ -20,30 +20,16 @@
 #include <string.h>
 #include <unistd.h>
 
-typedef struct fx {
-    char dir[64];
-    ab_store_t *st;
-} fx_t;
+typedef sf_fx_t fx_t;
 
 static int setup(void **state)
 {
-    fx_t *f = calloc(1, sizeof *f);
-    if (!f)
-        return -1;
-    snprintf(f->dir, sizeof f->dir, "/tmp/ab_req_XXXXXX");
-    if (!mkdtemp(f->dir))
-        return -1;
-    *state = f;
-    return 0;
+    return sf_fx_setup(state, "req", false);
 }
 
 static int teardown(void **state)
 {
-    fx_t *f = *state;
-    ab__store_close(&f->st);
-    sf_rm_dir(f->dir);
-    free(f);
-    return 0;
+    return sf_fx_teardown(state);
 }
 
 static ab_str_t S(const char *s)

@@ -17,31 +17,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct fx {
-    char dir[64];
-    ab_store_t *st;
-} fx_t;
+typedef sf_fx_t fx_t;
 
 static int setup(void **state)
 {
-    fx_t *f = calloc(1, sizeof *f);
-    if (!f)
-        return -1;
-    snprintf(f->dir, sizeof f->dir, "/tmp/ab_snap_XXXXXX");
-    if (!mkdtemp(f->dir))
-        return -1;
-    f->st = open_ok(f->dir, false);
-    *state = f;
-    return 0;
+    return sf_fx_setup(state, "snap", true);
 }
 
 static int teardown(void **state)
 {
-    fx_t *f = *state;
-    ab__store_close(&f->st);
-    sf_rm_dir(f->dir);
-    free(f);
-    return 0;
+    return sf_fx_teardown(state);
 }
 
 static const ab_str_t T = {"thread-1", 8};

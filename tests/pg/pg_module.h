@@ -1,0 +1,52 @@
+/*
+ * pg_module.h - a PostgreSQL server of the test's own (pg_fixture.h) and the
+ * postgres plugin loaded as the broker loads it (by name, from the directory
+ * of the module the build made: AB_PG_MODULE), for the tests that drive the
+ * plugin's table directly (test_pg_plugin.c, test_pg_threads.c).
+ *
+ * Header-only, one copy per test.
+ */
+#ifndef AB_TEST_PG_MODULE_H
+#define AB_TEST_PG_MODULE_H
+
+#include "pg_fixture.h"
+
+#include "agentbus/plugin.h"
+#include "loader.h"
+
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+/*
+ * Start @p pg and load the plugin into @p lib. Exits 77 (ctest's skip) where
+ * no PostgreSQL server binaries are installed. @return 0 or -1.
+ */
+static inline int pgmod_setup(pgfx_t *pg, ab_plugin_lib_t *lib)
+{
+    int rc = pgfx_init(pg);
+    if (rc == 77) {
+        fprintf(stderr, "no PostgreSQL server binaries here (pg_config --bindir): skipped\n");
+        exit(77);
+    }
+    if (rc != 0 || pgfx_start(pg, NULL) != 0)
+        return -1;
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s", AB_PG_MODULE);
+    setenv("AGENTBUS_PLUGIN_DIR", dirname(dir), 1);
+    ab_error_t err = AB_ERROR_INIT;
+    if (ab__plugin_load("postgres", lib, &err) != AB_OK) {
+        fprintf(stderr, "load: %s\n", err.message);
+        return -1;
+    }
+    return 0;
+}
+
+/* Unload the plugin and stop and remove the server. */
+static inline void pgmod_teardown(pgfx_t *pg, ab_plugin_lib_t *lib)
+{
+    ab__plugin_unload(lib);
+    pgfx_cleanup(pg);
+}
+
+#endif /* AB_TEST_PG_MODULE_H */
