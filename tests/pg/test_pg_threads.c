@@ -13,7 +13,6 @@
 #include "loader.h"
 #include "testutil.h"
 
-
 static pgfx_t g_pg;
 static ab_plugin_lib_t g_lib;
 static const ab_plugin_t *P;
