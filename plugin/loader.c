@@ -34,14 +34,6 @@
 #define AB_PLUGIN_INSTALL_DIR "/usr/local/lib/agentbus"
 #endif
 
-/* The table size ABI @p abi needs (plugin.h: a table of an ABI from AB_PLUGIN_ABI_OLDEST on
- * that only lacks later entries is shorter; none is yet, the oldest being this one). */
-static size_t table_size(uint32_t abi)
-{
-    (void)abi;
-    return sizeof(ab_plugin_t);
-}
-
 static ab_status_t check_version(const ab_plugin_t *p, const char *what, ab_error_t *err)
 {
     if (p->abi_version < AB_PLUGIN_ABI_OLDEST || p->abi_version > AB_PLUGIN_ABI_VERSION) {
@@ -52,7 +44,9 @@ static ab_status_t check_version(const ab_plugin_t *p, const char *what, ab_erro
         ab_error_detail_int(err, "actual", p->abi_version);
         return AB_UNSUPPORTED;
     }
-    size_t need = table_size(p->abi_version);
+    /* every ABI loaded (the oldest is this one) has the whole table; an older ABI that only
+     * lacks later entries would need less here (plugin.h AB_PLUGIN_ABI_OLDEST) */
+    size_t need = sizeof(ab_plugin_t);
     if (p->struct_size < need) {
         ab_error_set(err, AB_UNSUPPORTED, "struct_size",
                      "plugin %s has a function table of %u bytes, this broker needs %zu (ABI %u)",
