@@ -15,6 +15,9 @@
  *                  max, and how many took over 5 and over 10 ms)
  *   --acks N       the probe's publishes (default PROBE_ACKS, 2,000; 300000 is
  *                  the five minutes of issue 15's "no publish over 10 ms")
+ *   --vs BIN2      the probe also with the broker BIN2 (another build) on the
+ *                  same store, alternating with AGENTBUS_BIN: A B A B ...
+ *   --rounds N     probes per binary and size (default 1), alternating
  *   --crash EVENTS after the last size, 3 times: a child process appends EVENTS
  *                  more and exits without closing (leaving its WAL); the
  *                  writer's open without quick_check is timed (WAL recovery);
@@ -327,7 +330,8 @@ static void stop_probe_broker(void)
 
 /* The probe of size index @p k (invariant 1: the plugin is closed before the broker starts);
  * @return the events it added to the store. */
-static size_t probe_size(const ab_plugin_t *p, const char *bin, const char *dir, size_t k)
+static size_t probe_size(const ab_plugin_t *p, const char *bin, const char *dir, size_t k,
+                         const char *label)
 {
     char thread[48], run[48], ack_run[48], ep[256];
     snprintf(thread, sizeof thread, "probe-thread-%zu", k);
@@ -361,11 +365,12 @@ static size_t probe_size(const ab_plugin_t *p, const char *bin, const char *dir,
         over5 += t[i] > 5000;
         over10 += t[i] > 10000;
     }
-    printf("          probe: replay of one run of %d events %9.0f events/s | publish -> published, "
-           "1 event, fsync, <= 1,000/s: p50 %6.0f us, p99 %6.0f us, p99.9 %6.0f us, max %7.0f us, "
-           "%zu over 5 ms, %zu over 10 ms (n=%zu)\n",
-           PROBE_EVENTS, rate, t[n / 2], t[n * 99 / 100], t[n * 999 / 1000], t[n - 1], over5,
-           over10, n);
+    printf(
+        "          probe %s: replay of one run of %d events %9.0f events/s | publish -> published, "
+        "1 event, fsync, <= 1,000/s: p50 %6.0f us, p99 %6.0f us, p99.9 %6.0f us, max %7.0f us, "
+        "%zu over 5 ms, %zu over 10 ms (n=%zu)\n",
+        label, PROBE_EVENTS, rate, t[n / 2], t[n * 99 / 100], t[n * 999 / 1000], t[n - 1], over5,
+        over10, n);
     fflush(stdout);
     free(t);
     return PROBE_EVENTS + n;
@@ -456,12 +461,15 @@ static void report_crash(const ab_plugin_t *p, const char *bin, const char *dir,
 int main(int argc, char **argv)
 {
     if (argc < 4) {
-        fprintf(stderr, "usage: restart_bench AGENTBUS_BIN DIR [--starts N] [--probe [--acks N]] "
-                        "[--crash EVENTS] SIZE...\n");
+        fprintf(
+            stderr,
+            "usage: restart_bench AGENTBUS_BIN DIR [--starts N] [--probe [--acks N] [--vs BIN2] "
+            "[--rounds N]] "
+            "[--crash EVENTS] SIZE...\n");
         return 2;
     }
-    const char *bin = argv[1], *dir = argv[2];
-    int starts = 7;
+    const char *bin = argv[1], *dir = argv[2], *vs = NULL;
+    int starts = 7, rounds = 1;
     bool probe = false;
     size_t crash = 0, sizes[MAXSIZES], nsizes = 0;
     for (int i = 3; i < argc; i++) {
@@ -471,6 +479,10 @@ int main(int argc, char **argv)
             probe = true;
         else if (strcmp(argv[i], "--acks") == 0 && i + 1 < argc)
             probe_acks_n = (size_t)strtoull(argv[++i], NULL, 10);
+        else if (strcmp(argv[i], "--vs") == 0 && i + 1 < argc)
+            vs = argv[++i];
+        else if (strcmp(argv[i], "--rounds") == 0 && i + 1 < argc)
+            rounds = atoi(argv[++i]);
         else if (strcmp(argv[i], "--crash") == 0 && i + 1 < argc)
             crash = (size_t)strtoull(argv[++i], NULL, 10) / BATCH * BATCH;
         else if (nsizes < MAXSIZES)
@@ -480,19 +492,24 @@ int main(int argc, char **argv)
         probe_acks_n = 1;
     if (starts < 1)
         starts = 1;
+    if (rounds < 1)
+        rounds = 1;
     for (int r = 0; r < RUNS; r++)
         snprintf(run_names[r], sizeof run_names[r], "run-%03d", r);
     const ab_plugin_t *p = ab__plugin_sqlite();
     empty_dir(dir);
-    size_t have = 0;
+    size_t have = 0, nprobe = 0;
     for (size_t i = 0; i < nsizes; i++) {
         if (sizes[i] > have) {
             grow(p, dir, sizes[i] - have);
             have = sizes[i];
         }
         report_size(bin, dir, have, starts);
-        if (probe)
-            have += probe_size(p, bin, dir, i);
+        for (int r = 0; probe && r < rounds; r++) { /* alternating pairs: A B A B */
+            have += probe_size(p, bin, dir, nprobe++, "A");
+            if (vs != NULL)
+                have += probe_size(p, vs, dir, nprobe++, "B");
+        }
     }
     for (int i = 0; crash > 0 && i < 3; i++)
         report_crash(p, bin, dir, crash);
