@@ -15,6 +15,10 @@
  *                  max, and how many took over 5 and over 10 ms)
  *   --acks N       the probe's publishes (default PROBE_ACKS, 2,000; 300000 is
  *                  the five minutes of issue 15's "no publish over 10 ms")
+ *   --floor        after each size's probes, the floor on DIR's disk at the same
+ *                  pace and count: a write + fdatasync of 4,120 bytes (a WAL
+ *                  frame) per millisecond, the file rewritten from its start
+ *                  every 16,384 writes as a WAL is; same figures as the probe
  *   --vs BIN2      the probe also with the broker BIN2 (another build) on the
  *                  same store, alternating with AGENTBUS_BIN: A B A B ...
  *   --rounds N     probes per binary and size (default 1), alternating
@@ -46,6 +50,7 @@
 #include "tool.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -317,6 +322,48 @@ static void probe_acks(ab_conn_t *c, const char *thread, const char *run, double
     qsort(t, probe_acks_n, sizeof t[0], cmp_double);
 }
 
+/* --floor: probe_acks_n write + fdatasync of a WAL frame, paced as the probe's publishes. */
+static void probe_floor(const char *dir)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/floor.tmp", dir);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    size_t n = probe_acks_n;
+    double *t = malloc(n * sizeof(*t));
+    if (fd < 0 || t == NULL) {
+        fprintf(stderr, "restart_bench: cannot write %s\n", path);
+        exit(1);
+    }
+    static char frame[4120];
+    memset(frame, 'f', sizeof frame);
+    double next = ab__mono_s();
+    for (size_t i = 0; i < n; i++) {
+        while (ab__mono_s() < next)
+            ; /* the probe's pace */
+        next += 0.001;
+        off_t at = (off_t)(i % 16384) * (off_t)sizeof frame;
+        double t0 = ab__mono_s();
+        if (pwrite(fd, frame, sizeof frame, at) != (ssize_t)sizeof frame || fdatasync(fd) != 0) {
+            fprintf(stderr, "restart_bench: write + fdatasync of %s failed\n", path);
+            exit(1);
+        }
+        t[i] = 1e6 * (ab__mono_s() - t0);
+    }
+    close(fd);
+    unlink(path);
+    qsort(t, n, sizeof t[0], cmp_double);
+    size_t over5 = 0, over10 = 0;
+    for (size_t i = 0; i < n; i++) {
+        over5 += t[i] > 5000;
+        over10 += t[i] > 10000;
+    }
+    printf("          floor: write + fdatasync of 4120 B, <= 1,000/s: p50 %6.0f us, p99 %6.0f us, "
+           "p99.9 %6.0f us, max %7.0f us, %zu over 5 ms, %zu over 10 ms (n=%zu)\n",
+           t[n / 2], t[n * 99 / 100], t[n * 999 / 1000], t[n - 1], over5, over10, n);
+    fflush(stdout);
+    free(t);
+}
+
 static pid_t probe_pid = -1; /* the probe's broker while it runs */
 
 static void stop_probe_broker(void)
@@ -464,13 +511,13 @@ int main(int argc, char **argv)
         fprintf(
             stderr,
             "usage: restart_bench AGENTBUS_BIN DIR [--starts N] [--probe [--acks N] [--vs BIN2] "
-            "[--rounds N]] "
+            "[--rounds N] [--floor]] "
             "[--crash EVENTS] SIZE...\n");
         return 2;
     }
     const char *bin = argv[1], *dir = argv[2], *vs = NULL;
     int starts = 7, rounds = 1;
-    bool probe = false;
+    bool probe = false, floor_too = false;
     size_t crash = 0, sizes[MAXSIZES], nsizes = 0;
     for (int i = 3; i < argc; i++) {
         if (strcmp(argv[i], "--starts") == 0 && i + 1 < argc)
@@ -479,6 +526,8 @@ int main(int argc, char **argv)
             probe = true;
         else if (strcmp(argv[i], "--acks") == 0 && i + 1 < argc)
             probe_acks_n = (size_t)strtoull(argv[++i], NULL, 10);
+        else if (strcmp(argv[i], "--floor") == 0)
+            floor_too = true;
         else if (strcmp(argv[i], "--vs") == 0 && i + 1 < argc)
             vs = argv[++i];
         else if (strcmp(argv[i], "--rounds") == 0 && i + 1 < argc)
@@ -510,6 +559,8 @@ int main(int argc, char **argv)
             if (vs != NULL)
                 have += probe_size(p, vs, dir, nprobe++, "B");
         }
+        if (probe && floor_too)
+            probe_floor(dir);
     }
     for (int i = 0; crash > 0 && i < 3; i++)
         report_crash(p, bin, dir, crash);
