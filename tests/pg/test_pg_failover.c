@@ -10,8 +10,20 @@
  * received every event exactly once, in position order (the other broker's
  * commits through the follow path, across the failover too).
  *
- * AB_PG_KILL_REPEAT=N repeats the whole cycle N times (the long mode; the
- * normal suite runs it once).
+ * The second test kills a broker too: the primary is SIGKILLed, the standby's
+ * promotion started, and broker B SIGKILLed while it is under way. Broker A
+ * reconnects to the promoted standby by itself and its producers go on; B's
+ * producers stop where B left them (their last batches in doubt). B is
+ * restarted on the new primary; B's runs are continued by claims, one
+ * through A and one through the restarted B, each claim's last seq between
+ * what its old producer had acknowledged and what it had published. Then
+ * every acknowledged event is stored exactly once, every run contiguous from
+ * seq 1, the subscriber on A (the whole time) and a subscriber on the
+ * restarted B (replaying from position 0) each received every stored event
+ * exactly once, in position order.
+ *
+ * AB_PG_KILL_REPEAT=N repeats each test's cycle N times (the long mode; the
+ * normal suite runs each once).
  */
 #include "pg_fixture.h"
 #include "testutil.h"
@@ -33,9 +45,14 @@ typedef struct prod {
     char why[256];
     uint64_t acked;
     uint64_t retries, duplicates;
+    bool on_killed;     /* its broker is SIGKILLed during the failover */
+    uint64_t acked_seq; /* the highest seq acknowledged to it */
+    uint64_t sent_seq;  /* the highest seq it gave an event (acknowledged or not) */
+    uint64_t final_seq; /* on_killed: the run's last seq once continued elsewhere */
 } prod_t;
 
 static atomic_int g_stop;
+static atomic_int g_primary_down; /* set before the primary is killed */
 
 /* A whole-bus subscriber on one broker, polled by its own thread through the failover. */
 typedef struct watch {
@@ -92,7 +109,9 @@ static unsigned g_serial;
 static void *produce(void *arg)
 {
     prod_t *p = arg;
-    ab_producer_opts_t o = {.timeout_ms = 3000,
+    /* a producer of the broker that is killed gives up after a second (its requests time
+     * out); the others ride the failover out */
+    ab_producer_opts_t o = {.timeout_ms = p->on_killed ? 1000 : 3000,
                             .batch_max = 32,
                             .backoff_base_ms = 20,
                             .backoff_max_ms = 200,
@@ -109,14 +128,18 @@ static void *produce(void *arg)
         if (p->failed == AB_OK)
             p->published++;
     }
-    if (p->failed == AB_OK)
+    if (p->failed == AB_OK && !p->on_killed)
         p->failed = ab_producer_flush(pr, 30000, &err);
+    if (p->failed != AB_OK && p->on_killed && atomic_load(&g_primary_down))
+        p->failed = AB_OK; /* its broker went away: what it had acknowledged is checked */
     if (p->failed != AB_OK)
         snprintf(p->why, sizeof p->why, "%s: %s", ab_status_name(err.code), err.message);
     ab_producer_stats_t st = pr ? ab_producer_stats(pr) : (ab_producer_stats_t){0};
     p->acked = st.acked;
     p->retries = st.retries;
     p->duplicates = st.duplicates;
+    p->acked_seq = pr ? ab_producer_acked_seq(pr) : 0;
+    p->sent_seq = pr && ab_producer_next_seq(pr) ? ab_producer_next_seq(pr) - 1 : 0;
     ab_producer_destroy(&pr);
     return NULL;
 }
@@ -135,6 +158,12 @@ static bool wait_sync(const pgfx_t *primary)
     if (c)
         PQfinish(c);
     return ok;
+}
+
+/* The run's last seq: what the producer published, or where its run was continued. */
+static uint64_t expected(const prod_t *p)
+{
+    return p->on_killed ? p->final_seq : p->published;
 }
 
 /* Events stored of each producer's run on @p db: count, max seq. */
@@ -160,9 +189,10 @@ static void check_stored(const pgfx_t *db, prod_t *p, int n)
                       (unsigned long long)p[i].duplicates, (unsigned long long)p[i].retries, count,
                       max);
         assert_int_equal(p[i].failed, AB_OK);
-        assert_int_equal(p[i].acked, p[i].published);
-        assert_int_equal(count, (long long)p[i].published);
-        assert_int_equal(max, (long long)p[i].published);
+        if (!p[i].on_killed)
+            assert_int_equal(p[i].acked, p[i].published);
+        assert_int_equal(count, (long long)expected(&p[i]));
+        assert_int_equal(max, (long long)expected(&p[i]));
         /* the run's chunks follow each other from seq 1: each event once, none missing */
         snprintf(sql, sizeof sql,
                  "SELECT count(*) FROM (SELECT first_seq, lag(last_seq) OVER (ORDER BY first_seq)"
@@ -174,7 +204,76 @@ static void check_stored(const pgfx_t *db, prod_t *p, int n)
     PQfinish(c);
 }
 
-static void one_cycle(void)
+/* Promote the standby. @p wait: until done (pg_promote's own wait), else only started. */
+static void promote(const pgfx_t *sb, bool wait)
+{
+    PGconn *s = pgfx_connect(sb);
+    assert_non_null(s);
+    assert_int_equal(
+        pgfx_scalar(s, wait ? "SELECT pg_promote(true, 30)::int" : "SELECT pg_promote(false)::int"),
+        1);
+    PQfinish(s);
+}
+
+/* Wait (bounded) until @p sb has left recovery: promoted, writable. */
+static void wait_promoted(const pgfx_t *sb)
+{
+    long end = pgfx_now_ms() + 30000;
+    while (pgfx_scalar1(sb, "SELECT (NOT pg_is_in_recovery())::int") != 1 && pgfx_now_ms() < end)
+        pgfx_sleep_ms(10);
+    assert_int_equal(pgfx_scalar1(sb, "SELECT (NOT pg_is_in_recovery())::int"), 1);
+}
+
+/* Continue the run of @p p (its broker was killed) through broker @p to: a claim, whose
+ * last seq holds everything acknowledged and nothing never sent, then @p more events. */
+static void continue_run(prod_t *p, const bp_t *to, int more)
+{
+    ab_producer_opts_t o = {.timeout_ms = 5000, .batch_max = 32};
+    ab_producer_t *pr = NULL;
+    ab_error_t err = AB_ERROR_INIT;
+    uint64_t last = 0;
+    assert_int_equal(ab_producer_new(&pr, to->cmd, &o, &err), AB_OK);
+    assert_int_equal(ab_producer_claim(pr, p->thread, "r", &last, &err), AB_OK);
+    print_message("%s: acknowledged %llu, sent %llu, stored %llu when continued\n", p->thread,
+                  (unsigned long long)p->acked_seq, (unsigned long long)p->sent_seq,
+                  (unsigned long long)last);
+    assert_true(last >= p->acked_seq);
+    assert_true(last <= p->sent_seq);
+    for (int k = 1; k <= more; k++) {
+        char body[512];
+        it_body(body, sizeof body, p->thread, "r", last + (uint64_t)k, 0, 64);
+        assert_int_equal(ab_producer_publish_json(pr, body, strlen(body), &err), AB_OK);
+    }
+    assert_int_equal(ab_producer_flush(pr, 10000, &err), AB_OK);
+    assert_int_equal(ab_producer_acked_seq(pr), last + (uint64_t)more);
+    p->final_seq = last + (uint64_t)more;
+    ab_producer_destroy(&pr);
+}
+
+/* Wait (bounded) until @p w has @p want events, stop it, check it saw each stored one once. */
+static void watch_done(watch_t *w, pthread_t th, const prod_t *p, uint64_t want, char name)
+{
+    long end = pgfx_now_ms() + 20000;
+    while (w->total < want && pgfx_now_ms() < end)
+        pgfx_sleep_ms(20); /* the subscriber's own thread catches up */
+    atomic_store(&w->stop, 1);
+    pthread_join(th, NULL);
+    print_message("subscriber on broker %c: %llu events, last position %llu\n", name,
+                  (unsigned long long)w->total, (unsigned long long)w->last_pos);
+    assert_false(w->failed);
+    assert_false(w->hole);
+    assert_false(w->foreign);
+    assert_int_equal(w->total, want);
+    for (int i = 0; i < PRODUCERS; i++)
+        assert_int_equal(w->last_seq[i], expected(&p[i]));
+}
+
+/*
+ * One cycle: primary and synchronous standby, brokers A and B, producers on both, a
+ * whole-bus subscriber on each; the primary SIGKILLed under load and the standby promoted.
+ * @p kill_b: B is SIGKILLed while the promotion is under way, then restarted (see the top).
+ */
+static void one_cycle(bool kill_b)
 {
     pgfx_t pri, sb;
     assert_int_equal(pgfx_init(&pri), 0);
@@ -198,6 +297,7 @@ static void one_cycle(void)
     pthread_t th[PRODUCERS];
     memset(p, 0, sizeof p);
     atomic_store(&g_stop, 0);
+    atomic_store(&g_primary_down, 0);
     watch_t w[2]; /* one on each broker */
     memset(w, 0, sizeof w);
     pthread_t wth[2];
@@ -208,10 +308,12 @@ static void one_cycle(void)
     }
     for (int i = 0; i < PRODUCERS; i++) {
         p[i].broker = i % 2 ? &b : &a;
+        p[i].on_killed = kill_b && i % 2;
         snprintf(p[i].thread, sizeof p[i].thread, "kill-%d-%u-%d", (int)getpid(), ++g_serial, i);
         assert_int_equal(pthread_create(&th[i], NULL, produce, &p[i]), 0);
     }
-    for (int k = 0; k < 2; k++)
+    int watchers = kill_b ? 1 : 2; /* B's subscriber would die with B: one on the new B below */
+    for (int k = 0; k < watchers; k++)
         assert_int_equal(pthread_create(&wth[k], NULL, watch_main, &w[k]), 0);
     /* under load: every producer has had events acknowledged */
     PGconn *c = pgfx_connect(&pri);
@@ -222,11 +324,15 @@ static void one_cycle(void)
         pgfx_sleep_ms(20);
     pgfx_sleep_ms(300); /* load for a while: a time, not an assertion */
     PQfinish(c);
+    atomic_store(&g_primary_down, 1);
     pgfx_kill(&pri);
-    PGconn *s = pgfx_connect(&sb);
-    assert_non_null(s);
-    assert_int_equal(pgfx_scalar(s, "SELECT pg_promote(true, 30)::int"), 1);
-    PQfinish(s);
+    if (kill_b) {
+        promote(&sb, false);
+        bp_kill(&b); /* while the standby is being promoted */
+        wait_promoted(&sb);
+    } else {
+        promote(&sb, true);
+    }
     pgfx_sleep_ms(500); /* load on the promoted standby for a while */
     atomic_store(&g_stop, 1);
     for (int i = 0; i < PRODUCERS; i++) {
@@ -234,25 +340,19 @@ static void one_cycle(void)
         if (p[i].failed != AB_OK)
             print_message("producer %d: %s\n", i, p[i].why);
     }
+    if (kill_b) {
+        assert_int_equal(bp_restart(&b), 0); /* on the new primary */
+        for (int i = 1; i < PRODUCERS; i += 2)
+            continue_run(&p[i], i == 1 ? &b : &a, 20);
+    }
     check_stored(&sb, p, PRODUCERS);
     uint64_t want = 0;
     for (int i = 0; i < PRODUCERS; i++)
-        want += p[i].published;
-    end = pgfx_now_ms() + 20000;
-    while ((w[0].total < want || w[1].total < want) && pgfx_now_ms() < end)
-        pgfx_sleep_ms(20); /* the subscribers' own threads catch up */
-    for (int k = 0; k < 2; k++) {
-        atomic_store(&w[k].stop, 1);
-        pthread_join(wth[k], NULL);
-        print_message("subscriber on broker %c: %llu events, last position %llu\n", "AB"[k],
-                      (unsigned long long)w[k].total, (unsigned long long)w[k].last_pos);
-        assert_false(w[k].failed);
-        assert_false(w[k].hole);
-        assert_false(w[k].foreign);
-        assert_int_equal(w[k].total, want);
-        for (int i = 0; i < PRODUCERS; i++)
-            assert_int_equal(w[k].last_seq[i], p[i].published);
-    }
+        want += expected(&p[i]);
+    if (kill_b) /* the restarted B replays everything from position 0 */
+        assert_int_equal(pthread_create(&wth[1], NULL, watch_main, &w[1]), 0);
+    for (int k = 0; k < 2; k++)
+        watch_done(&w[k], wth[k], p, want, "AB"[k]);
     assert_int_equal(bp_stop(&a), 0);
     assert_int_equal(bp_stop(&b), 0);
     bp_cleanup(&a);
@@ -261,9 +361,8 @@ static void one_cycle(void)
     pgfx_cleanup(&pri);
 }
 
-static void test_primary_killed_under_load(void **state)
+static void cycles(bool kill_b)
 {
-    (void)state;
     pgfx_t probe;
     memset(&probe, 0, sizeof probe);
     if (!pgfx_find_bindir(&probe))
@@ -271,15 +370,28 @@ static void test_primary_killed_under_load(void **state)
     const char *rep = getenv("AB_PG_KILL_REPEAT");
     int n = rep && atoi(rep) > 0 ? atoi(rep) : 1;
     for (int i = 0; i < n; i++) {
-        print_message("kill cycle %d of %d\n", i + 1, n);
-        one_cycle();
+        print_message("kill cycle %d of %d%s\n", i + 1, n, kill_b ? " (and broker B)" : "");
+        one_cycle(kill_b);
     }
+}
+
+static void test_primary_killed_under_load(void **state)
+{
+    (void)state;
+    cycles(false);
+}
+
+static void test_broker_killed_during_failover(void **state)
+{
+    (void)state;
+    cycles(true);
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_primary_killed_under_load),
+        cmocka_unit_test(test_broker_killed_during_failover),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
