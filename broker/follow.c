@@ -11,7 +11,11 @@
  *     reads start after `fanned`.
  *  2. A run with an event of another broker is evicted from the sequencer's
  *     cache (never while a group is staged: the follower runs between
- *     groups), so its next event here is checked against the stored head.
+ *     groups), so its next event here is checked against the stored head;
+ *     so is the thread's state (seq_thread.c) when the event is one that
+ *     changes it (a run boundary, ACTIVITY_SNAPSHOT, MESSAGES_SNAPSHOT), so
+ *     the resume rule and the activity rule here see the other broker's
+ *     interrupts, answers and activity messages from then on.
  *  3. A read that fails (the store is unreachable) leaves `fanned` where it
  *     was; the next wake or own commit reads from there again. A live
  *     message lost that way is what subscribers already recover from the
@@ -71,6 +75,17 @@ static void note_run(ab__follow_t *f, const ab_event_t *ev, const ab_agui_info_t
         ab__dispatch_committed(f->disp, &a, 1);
 }
 
+/* Whether a followed event changes its thread's state (the sequencer's thread_type()). */
+static bool thread_event(const ab_event_t *ev, const ab_agui_info_t *info)
+{
+    const ab_val_t *t = ab_val_get(ev->body, "type");
+    ab_agui_type_t type = info->type;
+    if (type == AB_AGUI_UNKNOWN && t != NULL && t->type == AB_VAL_STR)
+        type = ab_agui_type_from(t->u.s, t->len);
+    return type == AB_AGUI_RUN_STARTED || type == AB_AGUI_RUN_FINISHED ||
+           type == AB_AGUI_RUN_ERROR || ab__seq_act_event(type);
+}
+
 /* Fan out one row of another broker. */
 static int fan_row(void *ud, const ab_row_t *row)
 {
@@ -96,6 +111,8 @@ static int fan_row(void *ud, const ab_row_t *row)
     ab__seq_run_t *r = ab__seq_find(f->seq, row->thread, row->run);
     if (r)
         ab__seq_evict(f->seq, r);
+    if (thread_event(&ev, &info))
+        ab__seq_thr_forget(f->seq, row->thread);
     f->remote++;
     note_run(f, &ev, &info);
     return 0;

@@ -221,6 +221,11 @@ void ab__seq_thr_end(ab_seq_t *s, bool committed);
 /** Bytes the thread states hold, and their number. */
 size_t ab__seq_thr_memory(const ab_seq_t *s);
 
+/** Drop the cached state of @p thread (both facets), if any: the store holds a thread
+ *  event this sequencer did not stage (another broker's, follow.c). Never while a group
+ *  is staged. */
+void ab__seq_thr_forget(ab_seq_t *s, ab_str_t thread);
+
 /** The resume state of @p thread: cached, else loaded from the store (LRU-bounded). */
 ab_status_t ab__seq_thr_get(ab_seq_t *s, ab_str_t thread, ab__seq_thr_t **out, ab_error_t *err);
 

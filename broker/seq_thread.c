@@ -138,6 +138,13 @@ static void thr_insert(ab_seq_t *s, ab__seq_thr_t *t)
         thr_evict(s, s->tlru.lru_prev);
 }
 
+void ab__seq_thr_forget(ab_seq_t *s, ab_str_t thread)
+{
+    ab__seq_thr_t *t = thr_find(s, thread);
+    if (t)
+        thr_evict(s, t);
+}
+
 size_t ab__seq_thr_memory(const ab_seq_t *s)
 {
     size_t m = s->ntbuckets * sizeof(*s->tbuckets) + s->cap_tev * sizeof(*s->tev);
