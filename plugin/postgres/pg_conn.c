@@ -15,6 +15,11 @@
  *     is in doubt and the broker settles it by re-sending (docs/SCALING.md).
  *  3. Every parameter is sent in binary with its type given; every result is
  *     asked for in binary.
+ *  4. A read is handed on only once the server has answered one more round trip
+ *     after it (still_alive(): not on a `process`-durability handle, whose commits
+ *     are not waited for anyway): a commit made visible by the primary's death
+ *     before its standby had it is never read as stored (docs/SCALING.md
+ *     "Failover").
  */
 #include "pg_int.h"
 #include "req_check.h"
@@ -566,6 +571,49 @@ static void pg_close(ab_plugin_db_t *db)
 
 /* ---- running statements ------------------------------------------------------- */
 
+/* The statements that only read (a transaction of their own that writes nothing). */
+static bool reads_only(int which)
+{
+    switch (which) {
+    case PQ_HEAD:
+    case PQ_THREAD_HEADS:
+    case PQ_HEAD_POS:
+    case PQ_READ_RUN:
+    case PQ_READ_THREAD:
+    case PQ_READ_ALL:
+    case PQ_EVENT:
+    case PQ_SNAP_GET:
+    case PQ_REQ_BY_ID:
+    case PQ_REQ_BY_KEY:
+    case PQ_REQ_BY_RUN:
+    case PQ_REQ_LIST_STATE:
+    case PQ_REQ_LIST_AGENT:
+    case PQ_REQ_THREAD_OPEN:
+    case PQ_REQ_AHEAD:
+    case PQ_LOST: return true;
+    default: return false;
+    }
+}
+
+/*
+ * After a read, whether the server that answered it is still alive (invariant 4): an
+ * empty query, one round trip. When the postmaster dies, a backend waiting for the
+ * synchronous standby's answer stops waiting and its transaction, committed locally but
+ * perhaps never replicated, becomes visible to the other backends still running until
+ * each one notices the death, which a backend does when it next waits for its client:
+ * sent after the read's whole answer arrived, the empty query meets that wait and fails.
+ */
+static bool still_alive(ab_plugin_db_t *db, PGresult **fail)
+{
+    PGresult *z = PQexec(db->conn, "");
+    if (z && PQresultStatus(z) == PGRES_EMPTY_QUERY) {
+        PQclear(z);
+        return true;
+    }
+    *fail = z;
+    return false;
+}
+
 PGresult *ab__pg_exec(ab_plugin_db_t *db, int which, const pg_params_t *p, const char *what,
                       ab_error_t *err)
 {
@@ -576,8 +624,14 @@ PGresult *ab__pg_exec(ab_plugin_db_t *db, int which, const pg_params_t *p, const
     PGresult *r = PQexecPrepared(db->conn, name, p ? p->n : 0, p ? p->val : NULL, p ? p->len : NULL,
                                  p ? p->fmt : NULL, 1);
     ExecStatusType st = r ? PQresultStatus(r) : PGRES_FATAL_ERROR;
-    if (st == PGRES_TUPLES_OK || st == PGRES_COMMAND_OK)
+    PGresult *z = NULL;
+    if ((st == PGRES_TUPLES_OK || st == PGRES_COMMAND_OK) &&
+        (db->durability == AB_DURABILITY_PROCESS || !reads_only(which) || still_alive(db, &z)))
         return r;
+    if (z) { /* the read's rows are not trusted: the failure is the check's */
+        PQclear(r);
+        r = z;
+    }
     ab__pg_fail(db, r, what, err);
     return NULL;
 }

@@ -62,20 +62,36 @@ typedef struct watch {
     uint64_t last_seq[PRODUCERS];
     uint64_t total, last_pos;
     bool hole, foreign, failed;
+    char why[200]; /* the first hole */
+    uint64_t hole_pos;
+    int hole_i; /* its producer (-1: a position hole) */
 } watch_t;
+
+static void hole(watch_t *w, const ab_sub_event_t *e, int i, uint64_t want)
+{
+    if (!w->hole) {
+        snprintf(w->why, sizeof w->why, "pos %llu (after %llu), %.*s seq %llu, expected %llu (%s)",
+                 (unsigned long long)e->stamp.pos, (unsigned long long)w->last_pos,
+                 (int)e->ev.thread.len, e->ev.thread.ptr, (unsigned long long)e->ev.seq,
+                 (unsigned long long)want, e->replayed ? "replayed" : "live");
+        w->hole_pos = e->stamp.pos;
+        w->hole_i = i;
+    }
+    w->hole = true;
+}
 
 static int watch_event(void *ud, const ab_sub_event_t *e)
 {
     watch_t *w = ud;
     if (w->last_pos && e->stamp.pos != w->last_pos + 1)
-        w->hole = true;
+        hole(w, e, -1, w->last_pos + 1);
     w->last_pos = e->stamp.pos;
     w->total++;
     for (int i = 0; i < PRODUCERS; i++)
         if (e->ev.thread.len == strlen(w->p[i].thread) &&
             memcmp(e->ev.thread.ptr, w->p[i].thread, e->ev.thread.len) == 0) {
             if (e->ev.seq != w->last_seq[i] + 1)
-                w->hole = true;
+                hole(w, e, i, w->last_seq[i] + 1);
             w->last_seq[i] = e->ev.seq;
             return 0;
         }
@@ -251,7 +267,27 @@ static void continue_run(prod_t *p, const bp_t *to, int more)
 }
 
 /* Wait (bounded) until @p w has @p want events, stop it, check it saw each stored one once. */
-static void watch_done(watch_t *w, pthread_t th, const prod_t *p, uint64_t want, char name)
+/* The stored chunks around position @p pos (what a hole is compared with). */
+static void print_chunks(const pgfx_t *db, uint64_t pos)
+{
+    PGconn *c = pgfx_connect(db);
+    char sql[256];
+    snprintf(sql, sizeof sql,
+             "SELECT first_pos, thread, first_seq, last_seq, batch_first FROM ab_chunks WHERE"
+             " first_pos BETWEEN %llu AND %llu ORDER BY first_pos",
+             (unsigned long long)(pos > 200 ? pos - 200 : 0), (unsigned long long)pos + 40);
+    PGresult *r = c ? PQexec(c, sql) : NULL;
+    for (int i = 0; r && PQresultStatus(r) == PGRES_TUPLES_OK && i < PQntuples(r); i++)
+        print_message("  chunk at %s: %s seq %s..%s (batch %s)\n", PQgetvalue(r, i, 0),
+                      PQgetvalue(r, i, 1), PQgetvalue(r, i, 2), PQgetvalue(r, i, 3),
+                      PQgetvalue(r, i, 4));
+    PQclear(r);
+    if (c)
+        PQfinish(c);
+}
+
+static void watch_done(watch_t *w, pthread_t th, const prod_t *p, uint64_t want, char name,
+                       const pgfx_t *db)
 {
     long end = pgfx_now_ms() + 20000;
     while (w->total < want && pgfx_now_ms() < end)
@@ -261,6 +297,10 @@ static void watch_done(watch_t *w, pthread_t th, const prod_t *p, uint64_t want,
     print_message("subscriber on broker %c: %llu events, last position %llu\n", name,
                   (unsigned long long)w->total, (unsigned long long)w->last_pos);
     assert_false(w->failed);
+    if (w->hole) {
+        print_message("subscriber on broker %c: a hole at %s\n", name, w->why);
+        print_chunks(db, w->hole_pos);
+    }
     assert_false(w->hole);
     assert_false(w->foreign);
     assert_int_equal(w->total, want);
@@ -352,7 +392,7 @@ static void one_cycle(bool kill_b)
     if (kill_b) /* the restarted B replays everything from position 0 */
         assert_int_equal(pthread_create(&wth[1], NULL, watch_main, &w[1]), 0);
     for (int k = 0; k < 2; k++)
-        watch_done(&w[k], wth[k], p, want, "AB"[k]);
+        watch_done(&w[k], wth[k], p, want, "AB"[k], &sb);
     assert_int_equal(bp_stop(&a), 0);
     assert_int_equal(bp_stop(&b), 0);
     bp_cleanup(&a);
