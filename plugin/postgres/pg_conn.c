@@ -17,9 +17,10 @@
  *     asked for in binary.
  *  4. A read is handed on only once the server has answered one more round trip
  *     after it (still_alive(): not on a `process`-durability handle, whose commits
- *     are not waited for anyway): a commit made visible by the primary's death
- *     before its standby had it is never read as stored (docs/SCALING.md
- *     "Failover").
+ *     are not waited for anyway), so a commit made visible by the primary's death
+ *     before its standby had it is normally not read as stored. Not a proof: a
+ *     backend that finds the empty query already in its socket runs it without
+ *     waiting (docs/SCALING.md "Failover").
  */
 #include "pg_int.h"
 #include "req_check.h"
@@ -601,7 +602,8 @@ static bool reads_only(int which)
  * synchronous standby's answer stops waiting and its transaction, committed locally but
  * perhaps never replicated, becomes visible to the other backends still running until
  * each one notices the death, which a backend does when it next waits for its client:
- * sent after the read's whole answer arrived, the empty query meets that wait and fails.
+ * sent after the read's whole answer arrived, the empty query normally meets that wait and
+ * fails (not when the backend was descheduled before reading its socket again).
  */
 static bool still_alive(ab_plugin_db_t *db, PGresult **fail)
 {

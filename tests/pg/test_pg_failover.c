@@ -23,7 +23,12 @@
  * exactly once, in position order.
  *
  * AB_PG_KILL_REPEAT=N repeats each test's cycle N times (the long mode; the
- * normal suite runs each once).
+ * normal suite runs each once). A failed assertion still stops the cycle's
+ * brokers and servers (the teardown). A subscriber's hole prints the stored
+ * chunks around it: so far a hole has been a read of a commit that the
+ * primary's death made visible before its standby had it (docs/SCALING.md
+ * "Failover": narrowed by the plugin's read check, not closed; about 1 in 95
+ * cycles here).
  */
 #include "pg_fixture.h"
 #include "testutil.h"
@@ -308,6 +313,20 @@ static void watch_done(watch_t *w, pthread_t th, const prod_t *p, uint64_t want,
         assert_int_equal(w->last_seq[i], expected(&p[i]));
 }
 
+/* The cycle's servers and brokers: stopped by cleanup() also when an assertion ends a cycle. */
+static pgfx_t g_pri, g_sb;
+static bp_t g_a, g_b;
+
+static int cleanup(void **state)
+{
+    (void)state;
+    bp_cleanup(&g_a);
+    bp_cleanup(&g_b);
+    pgfx_cleanup(&g_sb);
+    pgfx_cleanup(&g_pri);
+    return 0;
+}
+
 /*
  * One cycle: primary and synchronous standby, brokers A and B, producers on both, a
  * whole-bus subscriber on each; the primary SIGKILLed under load and the standby promoted.
@@ -315,24 +334,24 @@ static void watch_done(watch_t *w, pthread_t th, const prod_t *p, uint64_t want,
  */
 static void one_cycle(bool kill_b)
 {
-    pgfx_t pri, sb;
-    assert_int_equal(pgfx_init(&pri), 0);
+    memset(&g_a, 0, sizeof g_a);
+    memset(&g_b, 0, sizeof g_b);
+    assert_int_equal(pgfx_init(&g_pri), 0);
     const char *pri_conf[] = {"synchronous_standby_names=sb1", "wal_level=replica",
                               "max_wal_senders=4", NULL};
-    assert_int_equal(pgfx_start(&pri, pri_conf), 0);
+    assert_int_equal(pgfx_start(&g_pri, pri_conf), 0);
     const char *sb_conf[] = {"synchronous_standby_names=", "wal_retrieve_retry_interval=200ms",
                              NULL};
-    assert_int_equal(pgfx_standby(&sb, &pri, "sb1", sb_conf), 0);
-    assert_true(wait_sync(&pri));
+    assert_int_equal(pgfx_standby(&g_sb, &g_pri, "sb1", sb_conf), 0);
+    assert_true(wait_sync(&g_pri));
     char conninfo[512];
     snprintf(conninfo, sizeof conninfo,
              "host=127.0.0.1,127.0.0.1 port=%d,%d user=agentbus dbname=postgres"
              " target_session_attrs=read-write connect_timeout=2",
-             pri.port, sb.port);
+             g_pri.port, g_sb.port);
     const char *extra[] = {"--plugin", "postgres", "--pg", conninfo, NULL};
-    bp_t a = {0}, b = {0};
-    assert_int_equal(bp_start(&a, NULL, extra), 0);
-    assert_int_equal(bp_start(&b, NULL, extra), 0);
+    assert_int_equal(bp_start(&g_a, NULL, extra), 0);
+    assert_int_equal(bp_start(&g_b, NULL, extra), 0);
     prod_t p[PRODUCERS];
     pthread_t th[PRODUCERS];
     memset(p, 0, sizeof p);
@@ -342,12 +361,12 @@ static void one_cycle(bool kill_b)
     memset(w, 0, sizeof w);
     pthread_t wth[2];
     for (int k = 0; k < 2; k++) {
-        w[k].broker = k ? &b : &a;
+        w[k].broker = k ? &g_b : &g_a;
         w[k].p = p;
         atomic_init(&w[k].stop, 0);
     }
     for (int i = 0; i < PRODUCERS; i++) {
-        p[i].broker = i % 2 ? &b : &a;
+        p[i].broker = i % 2 ? &g_b : &g_a;
         p[i].on_killed = kill_b && i % 2;
         snprintf(p[i].thread, sizeof p[i].thread, "kill-%d-%u-%d", (int)getpid(), ++g_serial, i);
         assert_int_equal(pthread_create(&th[i], NULL, produce, &p[i]), 0);
@@ -356,7 +375,7 @@ static void one_cycle(bool kill_b)
     for (int k = 0; k < watchers; k++)
         assert_int_equal(pthread_create(&wth[k], NULL, watch_main, &w[k]), 0);
     /* under load: every producer has had events acknowledged */
-    PGconn *c = pgfx_connect(&pri);
+    PGconn *c = pgfx_connect(&g_pri);
     assert_non_null(c);
     long end = pgfx_now_ms() + 20000;
     while (pgfx_scalar(c, "SELECT count(DISTINCT thread) FROM ab_chunks") < PRODUCERS &&
@@ -365,13 +384,13 @@ static void one_cycle(bool kill_b)
     pgfx_sleep_ms(300); /* load for a while: a time, not an assertion */
     PQfinish(c);
     atomic_store(&g_primary_down, 1);
-    pgfx_kill(&pri);
+    pgfx_kill(&g_pri);
     if (kill_b) {
-        promote(&sb, false);
-        bp_kill(&b); /* while the standby is being promoted */
-        wait_promoted(&sb);
+        promote(&g_sb, false);
+        bp_kill(&g_b); /* while the standby is being promoted */
+        wait_promoted(&g_sb);
     } else {
-        promote(&sb, true);
+        promote(&g_sb, true);
     }
     pgfx_sleep_ms(500); /* load on the promoted standby for a while */
     atomic_store(&g_stop, 1);
@@ -381,24 +400,24 @@ static void one_cycle(bool kill_b)
             print_message("producer %d: %s\n", i, p[i].why);
     }
     if (kill_b) {
-        assert_int_equal(bp_restart(&b), 0); /* on the new primary */
+        assert_int_equal(bp_restart(&g_b), 0); /* on the new primary */
         for (int i = 1; i < PRODUCERS; i += 2)
-            continue_run(&p[i], i == 1 ? &b : &a, 20);
+            continue_run(&p[i], i == 1 ? &g_b : &g_a, 20);
     }
-    check_stored(&sb, p, PRODUCERS);
+    check_stored(&g_sb, p, PRODUCERS);
     uint64_t want = 0;
     for (int i = 0; i < PRODUCERS; i++)
         want += expected(&p[i]);
     if (kill_b) /* the restarted B replays everything from position 0 */
         assert_int_equal(pthread_create(&wth[1], NULL, watch_main, &w[1]), 0);
     for (int k = 0; k < 2; k++)
-        watch_done(&w[k], wth[k], p, want, "AB"[k], &sb);
-    assert_int_equal(bp_stop(&a), 0);
-    assert_int_equal(bp_stop(&b), 0);
-    bp_cleanup(&a);
-    bp_cleanup(&b);
-    pgfx_cleanup(&sb);
-    pgfx_cleanup(&pri);
+        watch_done(&w[k], wth[k], p, want, "AB"[k], &g_sb);
+    assert_int_equal(bp_stop(&g_a), 0);
+    assert_int_equal(bp_stop(&g_b), 0);
+    bp_cleanup(&g_a);
+    bp_cleanup(&g_b);
+    pgfx_cleanup(&g_sb);
+    pgfx_cleanup(&g_pri);
 }
 
 static void cycles(bool kill_b)
@@ -430,8 +449,8 @@ static void test_broker_killed_during_failover(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_primary_killed_under_load),
-        cmocka_unit_test(test_broker_killed_during_failover),
+        cmocka_unit_test_teardown(test_primary_killed_under_load, cleanup),
+        cmocka_unit_test_teardown(test_broker_killed_during_failover, cleanup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
