@@ -18,6 +18,9 @@
 #define AB_SNAPCACHE_ENTRIES 1024u
 /** Bound of the worker's queue of threads to snapshot (requests beyond it are dropped). */
 #define AB_SNAPWORKER_QUEUE 4096u
+/** A clean stop asks for the documents of threads with at least this many events since
+ *  their last request (snapsched.c invariant 4) */
+#define AB_SNAP_FLUSH_EVENTS 1024u
 /** On shutdown the worker computes queued requests for at most this long. */
 #define AB_SNAPWORKER_DRAIN_MS 2000
 /** The worker thread's nice value (Linux; lower priority than the bus threads). */

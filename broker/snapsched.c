@@ -23,6 +23,13 @@
  *     reply, or over --snapshot-memory to build) gets no every-N request
  *     until one of its runs ends: each attempt would fold it all again for
  *     nothing.
+ *  4. A clean stop asks for the document of every counted thread with at
+ *     least AB_SNAP_FLUSH_EVENTS committed events since its last request
+ *     (with every-N on or off; invariant 3 applies), before the worker
+ *     drains (snapshot_worker.c invariant 4): after a restart, a SNAPSHOT of
+ *     such a thread starts from a document at the head instead of folding
+ *     up to the bytes of a document again. Threads with fewer are cheap to
+ *     fold and get none, so a stop does not fold every quiet thread.
  */
 #include "ab_common.h"
 #include "writer_int.h"
@@ -171,7 +178,7 @@ static void count_committed(ab__snapsched_t *s, const ab_append_event_t *evs, si
         }
         last->count++;
         last->bytes += evs[i].len;
-        if (last->count >= every && last->bytes >= last->last_doc && !last->too_large)
+        if (every > 0 && last->count >= every && last->bytes >= last->last_doc && !last->too_large)
             note_due(s, t, false);
     }
 }
@@ -188,8 +195,7 @@ void ab__snapsched_committed(ab__snapsched_t *s, const ab_append_event_t *evs, s
         if (c != NULL)
             c->too_large = false; /* its document may fit again */
     }
-    if (s->b->cfg->snapshot_every > 0)
-        count_committed(s, evs, n);
+    count_committed(s, evs, n); /* also with every-N off: the stop's flush reads the counts */
 }
 
 void ab__snapsched_request(ab__snapsched_t *s)
@@ -208,7 +214,7 @@ void ab__snapsched_request(ab__snapsched_t *s)
 static void queue_doc(void *ud, ab_str_t thread, uint64_t pos, ab_buf_t *doc, size_t size)
 {
     ab__snapsched_t *s = ud;
-    ab__snapcount_t *c = s->b->cfg->snapshot_every > 0 ? count_slot(s, thread) : NULL;
+    ab__snapcount_t *c = count_slot(s, thread);
     if (c != NULL) {
         c->last_doc = size;
         c->too_large = doc->len == 0;
@@ -228,8 +234,24 @@ bool ab__snapsched_busy(ab__snapsched_t *s)
     return ab__snapworker_busy(s->worker);
 }
 
+/*
+ * At a clean stop: ask for the document of every thread with at least AB_SNAP_FLUSH_EVENTS
+ * committed events since its last request (invariant 4), so that its first SNAPSHOT after
+ * the restart folds none of them. The worker computes them within its drain time.
+ */
+static void request_flush(ab__snapsched_t *s)
+{
+    for (size_t i = 0; s->counts != NULL && i < COUNT_SLOTS; i++) {
+        const ab__snapcount_t *c = &s->counts[i];
+        if (c->len > 0 && c->count >= AB_SNAP_FLUSH_EVENTS && !c->too_large)
+            ab__snapworker_request(s->worker, (ab_str_t){c->id, c->len}, false);
+    }
+}
+
 void ab__snapsched_stop(ab__snapsched_t *s)
 {
+    if (s->worker != NULL)
+        request_flush(s);
     ab__snapworker_stop(&s->worker, queue_doc, s);
     ab__snapstore_drain(s);
     free(s->due);

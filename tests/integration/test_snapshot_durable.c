@@ -14,7 +14,9 @@
  * an active run stop once its events take more than that (no stored
  * snapshot past the 128th 8 KiB event), while `snapshot` and the run-end
  * snapshot still cover everything; that run-end document, over 2 MiB, is
- * stored in parts and read back whole after a SIGKILL and restart.
+ * stored in parts and read back whole after a SIGKILL and restart. With
+ * --snapshot-every 0, 1,100 events of an active run store nothing until a
+ * clean stop, which stores the thread's document at its last event.
  */
 #include "testutil.h"
 
@@ -216,6 +218,38 @@ static void test_snapshot_every(void **state)
     snapfx_close(&f);
 }
 
+static int setup_every_off(void **state)
+{
+    static const char *const extra[] = {"--snapshot-every", "0", NULL};
+    return it_setup_with(state, extra);
+}
+
+/* A clean stop stores the document of a thread with AB_SNAP_FLUSH_EVENTS (1024) or more
+ * events since its last one (broker/snapsched.c invariant 4), also with every-N off. */
+static void test_snapshot_stop_flush(void **state)
+{
+    it_t *t = *state;
+    IT_REQUIRE_BROKER(t);
+    snapfx_t f = snapfx_open(t, THREAD);
+    char body[512];
+    start_run(&f, "run-1", true);
+    for (uint64_t seq = 3; seq <= 1100; seq++) {
+        snprintf(body, sizeof(body),
+                 "{\"type\":\"TEXT_MESSAGE_CONTENT\",\"messageId\":\"m-1\",\"delta\":\"d%llu \"}",
+                 (unsigned long long)seq);
+        publish_fold(&f, "run-1", seq, body, false);
+    }
+    /* no run ended and every-N is off: nothing is stored while the broker runs */
+    assert_int_equal(snapfx_stored(t->bp.dir, THREAD, NULL, true), 0);
+    ab_conn_destroy(&f.c);
+    assert_int_equal(bp_stop(&t->bp), 0);
+    assert_int_equal(snapfx_stored(t->bp.dir, THREAD, NULL, true), f.last_pos);
+    assert_int_equal(bp_restart(&t->bp), 0);
+    f.c = it_connect(&t->bp);
+    assert_int_equal(snapfx_check(&f), f.last_pos);
+    snapfx_close(&f);
+}
+
 static int setup_memory_cap(void **state)
 {
     static const char *const extra[] = {"--snapshot-every", "20", "--snapshot-memory", "1", NULL};
@@ -270,6 +304,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_snapshot_durable, it_setup, it_teardown),
         cmocka_unit_test_setup_teardown(test_snapshot_every, snapfx_setup_every50, it_teardown),
         cmocka_unit_test_setup_teardown(test_snapshot_memory_cap, setup_memory_cap, it_teardown),
+        cmocka_unit_test_setup_teardown(test_snapshot_stop_flush, setup_every_off, it_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
