@@ -21,23 +21,7 @@
 #define OUT_MAX 16384
 #include "cli_run.h"
 
-static pgfx_t g_pg;
-static bp_t g_a, g_b;
-static const char *g_extra[8];
 static unsigned g_serial;
-
-static int group_setup(void **state)
-{
-    (void)state;
-    return pg2_start(&g_pg, &g_a, &g_b, g_extra);
-}
-
-static int group_teardown(void **state)
-{
-    (void)state;
-    pg2_stop(&g_pg, &g_a, &g_b);
-    return 0;
-}
 
 static void fresh(char *out, size_t cap, const char *what)
 {

@@ -19,6 +19,7 @@
  * One server and two brokers for the file; a fresh agent per test, so no
  * worker of another test is offered its requests.
  */
+#define PG2_OWN_GROUP /* its brokers keep logs (group_setup below) */
 #include "pg_brokers.h"
 #include "testutil.h"
 
@@ -26,9 +27,6 @@
 
 #define SV(s) ((ab_str_t){(s), strlen(s)})
 
-static pgfx_t g_pg;
-static bp_t g_a, g_b;
-static const char *g_extra[8];
 static unsigned g_serial;
 
 static int group_setup(void **state)

@@ -20,23 +20,6 @@
 #include "agentbus/subscriber.h"
 #include "broker_proc.h"
 
-static pgfx_t g_pg;
-static bp_t g_a, g_b;
-static const char *g_extra[8];
-
-static int group_setup(void **state)
-{
-    (void)state;
-    return pg2_start(&g_pg, &g_a, &g_b, g_extra);
-}
-
-static int group_teardown(void **state)
-{
-    (void)state;
-    pg2_stop(&g_pg, &g_a, &g_b);
-    return 0;
-}
-
 typedef struct side {
     ab_conn_t *c;
     ab_doc_t *doc;

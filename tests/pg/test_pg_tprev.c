@@ -21,23 +21,6 @@
 
 #define N 40
 
-static pgfx_t g_pg;
-static bp_t g_a, g_b;
-static const char *g_extra[8];
-
-static int group_setup(void **state)
-{
-    (void)state;
-    return pg2_start(&g_pg, &g_a, &g_b, g_extra);
-}
-
-static int group_teardown(void **state)
-{
-    (void)state;
-    pg2_stop(&g_pg, &g_a, &g_b);
-    return 0;
-}
-
 static ab_producer_t *producer(const bp_t *b, const char *thread, const char *run)
 {
     ab_producer_opts_t o = {.timeout_ms = IT_TIMEOUT, .batch_max = 4};
