@@ -75,15 +75,14 @@ static void note_run(ab__follow_t *f, const ab_event_t *ev, const ab_agui_info_t
         ab__dispatch_committed(f->disp, &a, 1);
 }
 
-/* Whether a followed event changes its thread's state (the sequencer's thread_type()). */
+/* Whether a followed event changes its thread's state (ab__seq_thread_type()). */
 static bool thread_event(const ab_event_t *ev, const ab_agui_info_t *info)
 {
     const ab_val_t *t = ab_val_get(ev->body, "type");
     ab_agui_type_t type = info->type;
     if (type == AB_AGUI_UNKNOWN && t != NULL && t->type == AB_VAL_STR)
         type = ab_agui_type_from(t->u.s, t->len);
-    return type == AB_AGUI_RUN_STARTED || type == AB_AGUI_RUN_FINISHED ||
-           type == AB_AGUI_RUN_ERROR || ab__seq_act_event(type);
+    return ab__seq_thread_type(type);
 }
 
 /* Fan out one row of another broker. */

@@ -248,6 +248,19 @@ static inline bool ab__seq_act_event(ab_agui_type_t t)
     return t == AB_AGUI_ACTIVITY_SNAPSHOT || t == AB_AGUI_MESSAGES_SNAPSHOT;
 }
 
+/** Whether events of type @p t are run boundaries (the resume state's events). */
+static inline bool ab__seq_boundary(ab_agui_type_t t)
+{
+    return t == AB_AGUI_RUN_STARTED || t == AB_AGUI_RUN_FINISHED || t == AB_AGUI_RUN_ERROR;
+}
+
+/** Whether events of type @p t change their thread's state: resume (boundaries) or activity
+ *  (sequencer.c stages them with the thread; follow.c drops the cached state for them). */
+static inline bool ab__seq_thread_type(ab_agui_type_t t)
+{
+    return ab__seq_boundary(t) || ab__seq_act_event(t);
+}
+
 /**
  * The lifecycle checkers' baseline callback (ud = the sequencer): whether
  * the thread of s->cur holds activity message @p id (AB_OK, AB_NOT_FOUND, or

@@ -175,23 +175,12 @@ static ab_status_t check_lifecycle(const ab__seq_run_t *r, const ab_seq_item_t *
     return rc;
 }
 
-static bool boundary(ab_agui_type_t t)
-{
-    return t == AB_AGUI_RUN_STARTED || t == AB_AGUI_RUN_FINISHED || t == AB_AGUI_RUN_ERROR;
-}
-
-/* Events that change their thread's state: resume (boundaries) or activity. */
-static bool thread_type(ab_agui_type_t t)
-{
-    return boundary(t) || ab__seq_act_event(t);
-}
-
 /* Make room for one more staged event of r, so staging itself cannot fail. */
 static ab_status_t reserve_stage(ab_seq_t *s, ab__seq_run_t *r, const ab_seq_item_t *it,
                                  ab_error_t *err)
 {
     size_t nst = (size_t)(r->staged_seq - r->last_seq) + 1;
-    if ((thread_type(it->info->type) && ab__seq_thr_reserve(s) != AB_OK) ||
+    if ((ab__seq_thread_type(it->info->type) && ab__seq_thr_reserve(s) != AB_OK) ||
         ab__seq_reserve((void **)&s->pend, &s->cap_pend, s->npend + 1, sizeof(*s->pend)) ||
         ab__seq_reserve((void **)&s->pend_items, &s->cap_pend_items, s->npend + 1,
                         sizeof(*s->pend_items)) ||
@@ -266,7 +255,8 @@ static ab_status_t decide(ab_seq_t *s, ab__seq_run_t *r, ab_seq_item_t *it)
     /* rule 7 (resume) is checked before rule 6 only where rule 6 cannot refuse (a run's
      * first RUN_STARTED with the envelope's ids), so rule 6 keeps its precedence */
     bool thread_event = false;
-    if ((first_start(r, it) || it->info->type != AB_AGUI_RUN_STARTED) && boundary(it->info->type) &&
+    if ((first_start(r, it) || it->info->type != AB_AGUI_RUN_STARTED) &&
+        ab__seq_boundary(it->info->type) &&
         (rc = ab__seq_thr_check(s, r, it, &thread_event, &it->err)) != AB_OK)
         return rc;
     s->cur = it; /* the thread an ACTIVITY_DELTA's baseline callback asks about */
