@@ -322,6 +322,20 @@ static void probe_acks(ab_conn_t *c, const char *thread, const char *run, double
     qsort(t, probe_acks_n, sizeof t[0], cmp_double);
 }
 
+/* The figures of @p n sorted latencies in us @p t, after @p head, as one line on stdout. */
+static void print_tail(const char *head, const double *t, size_t n)
+{
+    size_t over5 = 0, over10 = 0;
+    for (size_t i = 0; i < n; i++) {
+        over5 += t[i] > 5000;
+        over10 += t[i] > 10000;
+    }
+    printf("%s: p50 %6.0f us, p99 %6.0f us, p99.9 %6.0f us, max %7.0f us, %zu over 5 ms, %zu over "
+           "10 ms (n=%zu)\n",
+           head, t[n / 2], t[n * 99 / 100], t[n * 999 / 1000], t[n - 1], over5, over10, n);
+    fflush(stdout);
+}
+
 /* --floor: probe_acks_n write + fdatasync of a WAL frame, paced as the probe's publishes. */
 static void probe_floor(const char *dir)
 {
@@ -352,15 +366,7 @@ static void probe_floor(const char *dir)
     close(fd);
     unlink(path);
     qsort(t, n, sizeof t[0], cmp_double);
-    size_t over5 = 0, over10 = 0;
-    for (size_t i = 0; i < n; i++) {
-        over5 += t[i] > 5000;
-        over10 += t[i] > 10000;
-    }
-    printf("          floor: write + fdatasync of 4120 B, <= 1,000/s: p50 %6.0f us, p99 %6.0f us, "
-           "p99.9 %6.0f us, max %7.0f us, %zu over 5 ms, %zu over 10 ms (n=%zu)\n",
-           t[n / 2], t[n * 99 / 100], t[n * 999 / 1000], t[n - 1], over5, over10, n);
-    fflush(stdout);
+    print_tail("          floor: write + fdatasync of 4120 B, <= 1,000/s", t, n);
     free(t);
 }
 
@@ -407,18 +413,12 @@ static size_t probe_size(const ab_plugin_t *p, const char *bin, const char *dir,
     probe_acks(c, thread, ack_run, t);
     ab_conn_destroy(&c);
     stop_probe_broker();
-    size_t over5 = 0, over10 = 0;
-    for (size_t i = 0; i < n; i++) {
-        over5 += t[i] > 5000;
-        over10 += t[i] > 10000;
-    }
-    printf(
-        "          probe %s: replay of one run of %d events %9.0f events/s | publish -> published, "
-        "1 event, fsync, <= 1,000/s: p50 %6.0f us, p99 %6.0f us, p99.9 %6.0f us, max %7.0f us, "
-        "%zu over 5 ms, %zu over 10 ms (n=%zu)\n",
-        label, PROBE_EVENTS, rate, t[n / 2], t[n * 99 / 100], t[n * 999 / 1000], t[n - 1], over5,
-        over10, n);
-    fflush(stdout);
+    char head[160];
+    snprintf(head, sizeof head,
+             "          probe %s: replay of one run of %d events %9.0f events/s | publish -> "
+             "published, 1 event, fsync, <= 1,000/s",
+             label, PROBE_EVENTS, rate);
+    print_tail(head, t, n);
     free(t);
     return PROBE_EVENTS + n;
 }
