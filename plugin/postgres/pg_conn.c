@@ -29,7 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define SCHEMA_VERSION 4
+#define SCHEMA_VERSION 5
 #define AB_PG_STR_(x)  #x
 #define AB_PG_STR(x)   AB_PG_STR_(x)
 #define SCHEMA_LOCK    "7301975019" /* pg_advisory_xact_lock key of the schema setup */
@@ -209,6 +209,16 @@ static const char *const SCHEMA[] = {
     /* schema 4, cancelling a started run across brokers (plugin.h request_cancel_held):
      * the epoch at which another broker asked the holder to cancel the run */
     "ALTER TABLE ab_requests ADD COLUMN IF NOT EXISTS cancel_epoch bigint NOT NULL DEFAULT 0;",
+    /* schema 5 (docs/SCALING.md "Compression"): chunks and snapshot documents compressed with
+     * lz4 instead of pglz, whose compression was the server's largest cost of an append; rows
+     * already stored keep their form (both are read). A server built without lz4 (or older
+     * than PostgreSQL 14, which has no per-column method) keeps pglz: EXECUTE defers the
+     * statements' parse so that either refusal is caught here. */
+    "DO $d$ BEGIN"
+    " EXECUTE 'ALTER TABLE ab_chunks ALTER COLUMN data SET COMPRESSION lz4';"
+    " EXECUTE 'ALTER TABLE ab_snapshots ALTER COLUMN doc SET COMPRESSION lz4';"
+    " EXCEPTION WHEN feature_not_supported OR syntax_error THEN NULL;"
+    " END $d$;",
     /* Mark a held request's cancel (plugin.h request_cancel_held): locked at its epoch while
      * started, or assigned with its run's RUN_STARTED committed; marked only while the
      * holding broker's lease is alive (the update's trigger wakes that broker). */

@@ -544,7 +544,7 @@ static void test_stats_and_schema_upgrade(void **state)
              " DROP COLUMN cancel_epoch;"
              " UPDATE ab_meta SET v = 1 WHERE k = 'schema'; COMMIT");
     db = open_db(false);
-    assert_int_equal(sql1("SELECT v FROM ab_meta WHERE k = 'schema'"), 4);
+    assert_int_equal(sql1("SELECT v FROM ab_meta WHERE k = 'schema'"), 5);
     assert_int_equal(sql1("SELECT count(*) FROM information_schema.columns WHERE table_name ="
                           " 'ab_requests' AND column_name IN ('broker', 'parent_run',"
                           " 'cancel_epoch')"),
@@ -558,6 +558,89 @@ static void test_stats_and_schema_upgrade(void **state)
     assert_int_equal(ps.runs_active, active + 1);
     assert_int_equal(P->claim(db, S(th), S("c2"), &epoch, &last, &err), AB_OK);
     assert_int_equal(stats_of(db).runs_total, runs + 4);
+    P->close(db);
+}
+
+/* A compressible body over the TOAST threshold: stored compressed. */
+#define BIG_LEN 3000
+static void big_body(char *out, char tag)
+{
+    for (size_t i = 0; i < BIG_LEN; i++)
+        out[i] = i % 16 == 0 ? tag : (char)('a' + i % 8);
+    out[BIG_LEN] = '\0';
+}
+
+/* Rows of thread @p th whose column is stored with compression method @p method. */
+static long long compressed_with(const char *table, const char *column, const char *th,
+                                 const char *method)
+{
+    char sql[256];
+    snprintf(sql, sizeof sql,
+             "SELECT count(*) FROM %s WHERE thread = '%s' AND pg_column_compression(%s) = '%s'",
+             table, th, column, method);
+    return sql1(sql);
+}
+
+typedef struct big_acc {
+    char tags[8];
+    size_t n;
+} big_acc_t;
+
+static int big_row(void *ud, const ab_row_t *row)
+{
+    big_acc_t *a = ud;
+    char want[BIG_LEN + 1];
+    assert_int_equal(row->len, BIG_LEN);
+    assert_true(a->n < sizeof a->tags);
+    a->tags[a->n] = (char)row->bytes[0];
+    big_body(want, a->tags[a->n]);
+    assert_memory_equal(row->bytes, want, BIG_LEN);
+    a->n++;
+    return 0;
+}
+
+/* Schema 5: chunks and snapshot documents are compressed with lz4; a chunk stored with
+ * pglz before the upgrade is read back beside the lz4 ones, byte for byte. */
+static void test_lz4_compression_upgrade(void **state)
+{
+    (void)state;
+    ab_plugin_db_t *db = open_db(false);
+    char th[64], a[BIG_LEN + 1], b[BIG_LEN + 1], c[BIG_LEN + 1];
+    fresh(th, sizeof th, "lz4");
+    big_body(a, 'A'), big_body(b, 'B'), big_body(c, 'C');
+    ab_error_t err = AB_ERROR_INIT;
+    uint64_t first = 0;
+    ab_append_event_t e = ev(th, "r", 1, 0, a);
+    assert_int_equal(P->append_batch(db, &e, 1, 1, &first, &err), AB_OK);
+    assert_int_equal(compressed_with("ab_chunks", "data", th, "lz4"), 1);
+    assert_int_equal(P->snapshot_put(db, S(th), first, (const uint8_t *)a, BIG_LEN, &err), AB_OK);
+    assert_int_equal(compressed_with("ab_snapshots", "doc", th, "lz4"), 1);
+    /* as a schema 4 database: pglz; the open handle then stores a pglz chunk */
+    sql_exec("BEGIN; ALTER TABLE ab_chunks ALTER COLUMN data SET COMPRESSION pglz;"
+             " ALTER TABLE ab_snapshots ALTER COLUMN doc SET COMPRESSION pglz;"
+             " UPDATE ab_meta SET v = 4 WHERE k = 'schema'; COMMIT");
+    e = ev(th, "r", 2, 0, b);
+    assert_int_equal(P->append_batch(db, &e, 1, 1, &first, &err), AB_OK);
+    assert_int_equal(compressed_with("ab_chunks", "data", th, "pglz"), 1);
+    P->close(db);
+    db = open_db(false); /* upgrades to schema 5 */
+    assert_int_equal(sql1("SELECT v FROM ab_meta WHERE k = 'schema'"), 5);
+    e = ev(th, "r", 3, 0, c);
+    assert_int_equal(P->append_batch(db, &e, 1, 1, &first, &err), AB_OK);
+    assert_int_equal(compressed_with("ab_chunks", "data", th, "lz4"), 2);
+    assert_int_equal(compressed_with("ab_chunks", "data", th, "pglz"), 1);
+    big_acc_t acc = {0};
+    uint32_t n = 0;
+    ab_read_t q = {.scope = AB_REPLAY_RUN, .thread = S(th), .run = S("r"), .limit = 10};
+    assert_int_equal(P->read(db, &q, big_row, &acc, &n, &err), AB_OK);
+    assert_int_equal(acc.n, 3);
+    assert_memory_equal(acc.tags, "ABC", 3);
+    ab_buf_t doc = {0};
+    uint64_t pos = 0;
+    assert_int_equal(P->snapshot_get(db, S(th), &doc, &pos, &err), AB_OK);
+    assert_int_equal(doc.len, BIG_LEN);
+    assert_memory_equal(doc.data, a, BIG_LEN);
+    ab_buf_free(&doc);
     P->close(db);
 }
 
@@ -934,6 +1017,7 @@ int main(void)
         cmocka_unit_test(test_cancel_assigned),
         cmocka_unit_test(test_cancel_held),
         cmocka_unit_test(test_stats_and_schema_upgrade),
+        cmocka_unit_test(test_lz4_compression_upgrade),
         cmocka_unit_test(test_claims_of_a_new_run_race),
         cmocka_unit_test(test_snapshots),
         cmocka_unit_test(test_reconnect_after_lost_connection),
