@@ -94,9 +94,11 @@ typedef struct ab_plugin_stats {
 
 /** Options to open a handle. */
 typedef struct ab_plugin_open_opts {
-    const char *data_dir;       /**< NUL-terminated; created if missing (writer) */
-    ab_durability_t durability; /**< writer only */
-    bool readonly;              /**< a replay reader's handle */
+    const char *data_dir; /**< NUL-terminated; created if missing (writer) */
+    /** The class of the writer's commits; a reader's handle gets the same (the PostgreSQL
+     *  plugin holds back a read under `fsync` until the standby has what it read). */
+    ab_durability_t durability;
+    bool readonly; /**< a replay reader's handle */
     /** The plugin's connection string (NUL-terminated; NULL = none), for a
      *  plugin over a database server: PostgreSQL's libpq conninfo, given to
      *  the broker with --pg. The SQLite plugin ignores it. */

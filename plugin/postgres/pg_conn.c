@@ -15,12 +15,16 @@
  *     is in doubt and the broker settles it by re-sending (docs/SCALING.md).
  *  3. Every parameter is sent in binary with its type given; every result is
  *     asked for in binary.
- *  4. A read is handed on only once the server has answered one more round trip
- *     after it (still_alive(): not on a `process`-durability handle, whose commits
- *     are not waited for anyway), so a commit made visible by the primary's death
- *     before its standby had it is normally not read as stored. Not a proof: a
- *     backend that finds the empty query already in its socket runs it without
- *     waiting (docs/SCALING.md "Failover").
+ *  4. Rows holding positions are handed on only once every position up to the
+ *     highest one read is shown to be durable (ab__pg_settle): this handle's own
+ *     acknowledged commit at or after it - an append, or a settle, a commit of
+ *     its own that writes a WAL record and so waits for the synchronous standby.
+ *     A commit made visible by the primary's death before its standby had it is
+ *     therefore never read as stored (docs/SCALING.md "Failover"). The other
+ *     reads (requests, leases; heads also for their epoch) are handed on once
+ *     the server has answered one more round trip after them (still_alive()),
+ *     which narrows that window but does not close it. Neither on a
+ *     `process`-durability handle, whose commits are not waited for anyway.
  */
 #include "pg_int.h"
 #include "req_check.h"
@@ -364,6 +368,12 @@ static const struct {
                   " (SELECT redo_lsn FROM pg_control_checkpoint())), 0)::bigint ELSE 0 END",
                   0,
                   {0}},
+    /* ab__pg_settle: the head, in a commit that waits for the synchronous standby (a WAL
+     * record of its own: a commit that wrote none would not wait) */
+    [PQ_SETTLE] = {"SELECT (SELECT v FROM ab_head WHERE id = 1),"
+                   " pg_logical_emit_message(true, 'agentbus', '')",
+                   0,
+                   {0}},
 };
 
 /* ---- errors --------------------------------------------------------------- */
@@ -514,7 +524,7 @@ static ab_status_t connect_db(ab_plugin_db_t *db, ab_error_t *err)
     ab_status_t s = AB_OK;
     if (!db->readonly)
         s = setup_schema(db, err);
-    if (s == AB_OK && !db->readonly)
+    if (s == AB_OK) /* every handle: a read-only one commits its settles (invariant 4) */
         s = run_cmd(db,
                     db->durability == AB_DURABILITY_PROCESS
                         ? "SET synchronous_commit = off"
@@ -582,18 +592,15 @@ static void pg_close(ab_plugin_db_t *db)
 
 /* ---- running statements ------------------------------------------------------- */
 
-/* The statements that only read (a transaction of their own that writes nothing). */
-static bool reads_only(int which)
+/* The reads checked by still_alive() (invariant 4): those whose rows carry no
+ * position, and the heads (their epoch moves without one). The reads of events
+ * and snapshots are settled by position instead. */
+static bool checked_alive(int which)
 {
     switch (which) {
     case PQ_HEAD:
     case PQ_THREAD_HEADS:
     case PQ_HEAD_POS:
-    case PQ_READ_RUN:
-    case PQ_READ_THREAD:
-    case PQ_READ_ALL:
-    case PQ_EVENT:
-    case PQ_SNAP_GET:
     case PQ_REQ_BY_ID:
     case PQ_REQ_BY_KEY:
     case PQ_REQ_BY_RUN:
@@ -626,6 +633,36 @@ static bool still_alive(ab_plugin_db_t *db, PGresult **fail)
     return false;
 }
 
+/*
+ * Invariant 4 for positions. The settle's snapshot is taken after the read's, so it sees
+ * every commit the read saw, and its commit record follows theirs in the WAL; its commit
+ * returns only once the synchronous standby has flushed past that record (a dying primary
+ * never answers it: unavailable). Every position up to the head it read is then on the
+ * standby. Positions are taken in commit order (the counter row is held to commit), so an
+ * acknowledged append shows the same for every position up to its last (pg_events.c).
+ */
+ab_status_t ab__pg_settle(ab_plugin_db_t *db, uint64_t pos, ab_error_t *err)
+{
+    if (db->durability == AB_DURABILITY_PROCESS || pos <= db->safe_pos)
+        return AB_OK;
+    PGresult *r = ab__pg_exec(db, PQ_SETTLE, NULL, "settle", err);
+    if (!r)
+        return err ? err->code : AB_UNAVAILABLE;
+    uint64_t head = PQntuples(r) ? (uint64_t)ab__pg_i64(r, 0, 0) : 0;
+    PQclear(r);
+    if (head < pos) { /* a read saw past the head: not the server it read from */
+        ab_error_set(err, AB_UNAVAILABLE, "pg",
+                     "postgres: position %llu read but the head is %llu (a failover between"
+                     " the read and its settle)",
+                     (unsigned long long)pos, (unsigned long long)head);
+        if (err)
+            err->retryable = true;
+        return AB_UNAVAILABLE;
+    }
+    db->safe_pos = head;
+    return AB_OK;
+}
+
 PGresult *ab__pg_exec(ab_plugin_db_t *db, int which, const pg_params_t *p, const char *what,
                       ab_error_t *err)
 {
@@ -638,7 +675,7 @@ PGresult *ab__pg_exec(ab_plugin_db_t *db, int which, const pg_params_t *p, const
     ExecStatusType st = r ? PQresultStatus(r) : PGRES_FATAL_ERROR;
     PGresult *z = NULL;
     if ((st == PGRES_TUPLES_OK || st == PGRES_COMMAND_OK) &&
-        (db->durability == AB_DURABILITY_PROCESS || !reads_only(which) || still_alive(db, &z)))
+        (db->durability == AB_DURABILITY_PROCESS || !checked_alive(which) || still_alive(db, &z)))
         return r;
     if (z) { /* the read's rows are not trusted: the failure is the check's */
         PQclear(r);

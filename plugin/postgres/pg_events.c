@@ -306,6 +306,8 @@ ab_status_t ab__pg_append_batch(ab_plugin_db_t *db, const ab_append_event_t *evs
         return err ? err->code : AB_UNAVAILABLE;
     *first_pos = (uint64_t)ab__pg_i64(r, 0, 0);
     PQclear(r);
+    if (*first_pos + n - 1 > db->safe_pos) /* acknowledged: durable up to its last (settle) */
+        db->safe_pos = *first_pos + n - 1;
     return AB_OK;
 }
 
@@ -384,6 +386,10 @@ ab_status_t ab__pg_head(ab_plugin_db_t *db, ab_str_t thread, ab_str_t run, ab_ru
     PGresult *r = ab__pg_exec(db, PQ_HEAD, &p, "head", err);
     if (!r)
         return err ? err->code : AB_UNAVAILABLE;
+    if (PQntuples(r) > 0 && (s = ab__pg_settle(db, (uint64_t)ab__pg_i64(r, 0, 5), err)) != AB_OK) {
+        PQclear(r);
+        return s;
+    }
     if (PQntuples(r) > 0) {
         fill_head(r, 0, out);
     } else {
@@ -406,6 +412,14 @@ ab_status_t ab__pg_thread_heads(ab_plugin_db_t *db, ab_str_t thread, ab_head_cb 
     PGresult *r = ab__pg_exec(db, PQ_THREAD_HEADS, &p, "thread heads", err);
     if (!r)
         return err ? err->code : AB_UNAVAILABLE;
+    uint64_t top = 0; /* settled before any head is handed on */
+    for (int i = 0; i < PQntuples(r); i++)
+        if ((uint64_t)ab__pg_i64(r, i, 5) > top)
+            top = (uint64_t)ab__pg_i64(r, i, 5);
+    if ((s = ab__pg_settle(db, top, err)) != AB_OK) {
+        PQclear(r);
+        return s;
+    }
     ab_run_head_t h;
     for (int i = 0; i < PQntuples(r); i++) {
         fill_head(r, i, &h);
@@ -423,9 +437,12 @@ ab_status_t ab__pg_head_pos(ab_plugin_db_t *db, uint64_t *pos, ab_error_t *err)
     PGresult *r = ab__pg_exec(db, PQ_HEAD_POS, NULL, "head position", err);
     if (!r)
         return err ? err->code : AB_UNAVAILABLE;
-    *pos = PQntuples(r) ? (uint64_t)ab__pg_i64(r, 0, 0) : 0;
+    uint64_t v = PQntuples(r) ? (uint64_t)ab__pg_i64(r, 0, 0) : 0;
     PQclear(r);
-    return AB_OK;
+    ab_status_t s = ab__pg_settle(db, v, err);
+    if (s == AB_OK)
+        *pos = v;
+    return s;
 }
 
 /* ---- snapshots ------------------------------------------------------------------------ */
@@ -465,7 +482,9 @@ ab_status_t ab__pg_snapshot_get(ab_plugin_db_t *db, ab_str_t thread, ab_buf_t *d
         return ab_error_set(err, AB_NOT_FOUND, "thread", "postgres: no snapshot of %.*s",
                             (int)thread.len, thread.ptr);
     }
-    if (doc) {
+    /* a document up to pos is only as durable as the events up to pos */
+    s = ab__pg_settle(db, (uint64_t)ab__pg_i64(r, 0, 1), err);
+    if (s == AB_OK && doc) {
         ab_buf_reset(doc);
         size_t len = (size_t)PQgetlength(r, 0, 0);
         if (len && ab_buf_append(doc, PQgetvalue(r, 0, 0), len) != AB_OK)

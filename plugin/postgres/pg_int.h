@@ -58,6 +58,7 @@ enum {
     PQ_LEASE,
     PQ_LOST,
     PQ_STATS,
+    PQ_SETTLE,
     PQ_COUNT_
 };
 
@@ -85,6 +86,9 @@ struct ab_plugin_db {
     bool readonly;
     ab_durability_t durability;
     bool listening; /**< LISTEN issued on this connection (writer) */
+    /** Every position up to this one is known to be on the synchronous standby (or, without
+     * one, flushed on the primary): shown by this handle's own acknowledged commit. */
+    uint64_t safe_pos;
     /* append staging, reused across batches */
     pg_bytes_t arr[12];
 };
@@ -96,6 +100,12 @@ ab_status_t ab__pg_ready(ab_plugin_db_t *db, ab_error_t *err);
 /** Run prepared statement @p which with @p p; binary results. NULL on failure (err set). */
 PGresult *ab__pg_exec(ab_plugin_db_t *db, int which, const pg_params_t *p, const char *what,
                       ab_error_t *err);
+/**
+ * Before rows holding positions up to @p pos are handed on: make sure they are
+ * durable (pg_conn.c invariant 4). Free when @p pos <= db->safe_pos or on a
+ * `process` handle; else one commit that waits for the synchronous standby.
+ */
+ab_status_t ab__pg_settle(ab_plugin_db_t *db, uint64_t pos, ab_error_t *err);
 /** The status of a failed result, as the durability contract names them (and err). */
 ab_status_t ab__pg_fail(ab_plugin_db_t *db, PGresult *r, const char *what, ab_error_t *err);
 

@@ -20,6 +20,9 @@
  *  4. A malformed chunk (a record running past its end) is AB_CORRUPT naming
  *     the run; nothing past it is delivered.
  *  5. Every result is cleared before returning; callbacks get views into it.
+ *  6. No row of a result is delivered before its highest position is settled
+ *     (ab__pg_settle, pg_conn.c invariant 4): a read of a commit the standby
+ *     never had is unavailable, not delivered.
  */
 #include "pg_int.h"
 
@@ -43,6 +46,19 @@ static int64_t clamp(uint64_t v)
     return v > INT64_MAX ? INT64_MAX : (int64_t)v;
 }
 
+/* The position of the last record of chunk row @p i (0 when it has none; a malformed one
+ * is reported by the delivery that follows). */
+static uint64_t chunk_last(const PGresult *r, int i, int data_col)
+{
+    const uint8_t *d = (const uint8_t *)PQgetvalue(r, i, data_col);
+    size_t len = (size_t)PQgetlength(r, i, data_col), at = 0;
+    pg_rec_t rec;
+    uint64_t last = 0;
+    while (ab__pg_chunk_next(d, len, &at, &rec) == 1)
+        last = (uint64_t)ab__pg_i64(r, i, 0) + rec.off;
+    return last;
+}
+
 /* ---- scope run -------------------------------------------------------------------- */
 
 static ab_status_t read_run(ab_plugin_db_t *db, const ab_read_t *q, ab_row_cb cb, void *ud,
@@ -56,7 +72,9 @@ static ab_status_t read_run(ab_plugin_db_t *db, const ab_read_t *q, ab_row_cb cb
     PGresult *r = ab__pg_exec(db, PQ_READ_RUN, &p, "read", err);
     if (!r)
         return err ? err->code : AB_UNAVAILABLE;
-    ab_status_t s = AB_OK;
+    /* invariant 6: the last chunk (by seq) holds the run's highest position read */
+    ab_status_t s =
+        PQntuples(r) ? ab__pg_settle(db, chunk_last(r, PQntuples(r) - 1, 2), err) : AB_OK;
     uint32_t n = 0;
     bool stop = false;
     for (int i = 0; !stop && s == AB_OK && i < PQntuples(r); i++) {
@@ -140,6 +158,11 @@ static ab_status_t read_all(ab_plugin_db_t *db, const ab_read_t *q, ab_row_cb cb
         }
         memset(slots, 0, w * sizeof *slots);
         s = fill_slots(r, 4, 3, after, w, slots, err);
+        uint32_t got = 0; /* invariant 6: settled up to the last slot delivered */
+        while (s == AB_OK && got < w && slots[got].r)
+            got++;
+        if (s == AB_OK && got)
+            s = ab__pg_settle(db, after + got, err);
         for (uint32_t i = 0; s == AB_OK && !end && i < w; i++) {
             if (!slots[i].r) {
                 end = true; /* invariant 2: nothing committed past here */
@@ -218,6 +241,8 @@ static ab_status_t thread_pass(ab_plugin_db_t *db, const ab_read_t *q, uint64_t 
     }
     if (s == AB_OK && nrec > 1)
         qsort(recs, nrec, sizeof *recs, cmp_slot);
+    if (s == AB_OK && nrec) /* invariant 6 */
+        s = ab__pg_settle(db, recs[nrec - 1].pos, err);
     for (size_t i = 0; s == AB_OK && !*stop && i < nrec && *n < q->limit; i++) {
         const slot_t *sl = &recs[i];
         ab_row_t row = {.pos = sl->pos,
@@ -310,6 +335,8 @@ ab_status_t ab__pg_event_bytes(ab_plugin_db_t *db, ab_str_t thread, ab_str_t run
     else if (k == 0)
         s = ab_error_set(err, AB_NOT_FOUND, "seq", "postgres: no event %.*s/%llu", (int)run.len,
                          run.ptr, (unsigned long long)seq);
+    if (s == AB_OK) /* invariant 6 */
+        s = ab__pg_settle(db, (uint64_t)ab__pg_i64(r, 0, 0) + rec.off, err);
     if (s == AB_OK && out) {
         ab_buf_reset(out);
         if (rec.len && ab_buf_append(out, rec.bytes, rec.len) != AB_OK)
