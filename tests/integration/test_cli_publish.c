@@ -282,11 +282,11 @@ static void test_publish_unreachable(void **state)
     char ep[160];
     snprintf(ep, sizeof(ep), "%s", t->bp.cmd);
     assert_int_equal(bp_stop(&t->bp), 0);
-    long t0 = ab__mono_ms();
     int rc = it_run_cli(out, "publish --broker %s --timeout 500 %s/streams/valid/full-run.jsonl",
                         ep, AB_FIXTURES_DIR);
     assert_int_equal(rc, 1);
-    /* nothing listens: said at once, naming the endpoint, not after the timeout */
+    /* nothing listens: the refusal named, with the endpoint (a wait to the timeout
+     * would end in the timeout's message instead; no clock is asserted) */
     char want[300];
     snprintf(want, sizeof want,
              "agentbus publish: unavailable: nothing answers at %s "
@@ -294,7 +294,6 @@ static void test_publish_unreachable(void **state)
              ep);
     if (strstr(out, want) == NULL)
         fail_msg("no '%s' in: %s", want, out);
-    assert_true(ab__mono_ms() - t0 < 5000);
     assert_int_equal(it_run_cli(out, "runs --broker %s --timeout 500", ep), 1);
     assert_non_null(strstr(out, "agentbus runs: unavailable: nothing answers at"));
 }

@@ -109,13 +109,13 @@ static void test_conformance_usage_and_unreachable(void **state)
     assert_int_equal(it_run_cli(out, "conformance --help"), 0);
     snprintf(ep, sizeof(ep), "%s", t->bp.cmd);
     assert_int_equal(bp_stop(&t->bp), 0);
-    long t0 = ab__mono_ms();
     assert_int_equal(it_run_cli(out, "conformance %s --timeout 300 --only gap --only errors", ep),
                      1);
     assert_true(has_line(out, "FAIL", "gap"));
     assert_true(has_line(out, "FAIL", "errors"));
     assert_non_null(strstr(out, "0 passed, 2 failed, 0 skipped\n"));
-    assert_true(ab__mono_ms() - t0 < 5000);
+    /* the refusal named (not a wait to the timeout; no clock is asserted) */
+    assert_non_null(strstr(out, "connection refused"));
 }
 
 /* ---- a fake broker announcing durableThreadSnapshots unsupported ---------- */

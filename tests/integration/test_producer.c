@@ -268,7 +268,9 @@ static void test_flush_times_out_without_broker(void **state)
     long took = ab__mono_ms() - t0;
     assert_true(st == AB_TIMEOUT || st == AB_UNAVAILABLE || st == AB_IO);
     assert_true(err.retryable || ab_status_retryable(err.code));
-    assert_true(took >= 1000 && took < 3000);
+    /* it waited for its timeout, not less (a lower bound: load cannot make it fail; how
+     * soon after the timeout it returned is a timing, not asserted) */
+    assert_true(took >= 1000);
     /* nothing was lost: the outbox still holds both events */
     assert_int_equal(ab_producer_stats(p).outbox, 2);
     ab_producer_destroy(&p);
