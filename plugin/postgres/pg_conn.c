@@ -21,7 +21,7 @@
  *     its own that writes a WAL record and so waits for the synchronous standby.
  *     A commit made visible by the primary's death before its standby had it is
  *     therefore never read as stored (docs/SCALING.md "Failover"). The other
- *     reads (requests, leases; heads also for their epoch) are handed on once
+ *     reads (requests, leases; run heads also for their epoch) are handed on once
  *     the server has answered one more round trip after them (still_alive()),
  *     which narrows that window but does not close it. Neither on a
  *     `process`-durability handle, whose commits are not waited for anyway.
@@ -391,6 +391,7 @@ static bool conn_lost(const ab_plugin_db_t *db, const char *state)
 
 static void drop_conn(ab_plugin_db_t *db)
 {
+    ab__pg_ahead_clear(db); /* nothing read on one connection outlives it */
     if (db->conn)
         PQfinish(db->conn);
     db->conn = NULL;
@@ -593,14 +594,13 @@ static void pg_close(ab_plugin_db_t *db)
 /* ---- running statements ------------------------------------------------------- */
 
 /* The reads checked by still_alive() (invariant 4): those whose rows carry no
- * position, and the heads (their epoch moves without one). The reads of events
- * and snapshots are settled by position instead. */
+ * position, and the run heads (their epoch moves without one). The reads of
+ * events, snapshots and the head position are settled by position instead. */
 static bool checked_alive(int which)
 {
     switch (which) {
     case PQ_HEAD:
     case PQ_THREAD_HEADS:
-    case PQ_HEAD_POS:
     case PQ_REQ_BY_ID:
     case PQ_REQ_BY_KEY:
     case PQ_REQ_BY_RUN:

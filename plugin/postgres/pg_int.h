@@ -80,6 +80,31 @@ typedef struct pg_bytes {
     size_t len, cap;
 } pg_bytes_t;
 
+/** One record of a read's result, placed by position (pg_read.c). */
+typedef struct pg_slot {
+    const PGresult *r; /**< the result holding it (NULL: an empty slot) */
+    int row;
+    pg_rec_t rec;
+    uint64_t pos;
+} pg_slot_t;
+
+/**
+ * What a pass of scope thread read past the page it delivered (pg_read.c invariant 7):
+ * the rest of its whole batches, settled, kept for the read that continues the page.
+ */
+typedef struct pg_ahead {
+    PGresult *r;     /**< NULL: nothing kept */
+    pg_slot_t *recs; /**< the pass's records past `after`, by position */
+    size_t next, n;  /**< recs[next..n) not delivered yet */
+    char *thread;    /**< the thread read (a copy) */
+    size_t thread_len;
+    uint64_t last; /**< the position last delivered: a read after it continues this one */
+    uint64_t from; /**< the batch the pass would go on from (0: nothing followed it) */
+} pg_ahead_t;
+
+/** Most chunk bytes a kept pass may hold (one per handle; bigger ones are cleared). */
+#define PG_AHEAD_MAX_BYTES (4u << 20)
+
 struct ab_plugin_db {
     PGconn *conn;
     char *conninfo;
@@ -89,6 +114,7 @@ struct ab_plugin_db {
     /** Every position up to this one is known to be on the synchronous standby (or, without
      * one, flushed on the primary): shown by this handle's own acknowledged commit. */
     uint64_t safe_pos;
+    pg_ahead_t ahead; /**< the rest of the last thread pass (pg_read.c invariant 7) */
     /* append staging, reused across batches */
     pg_bytes_t arr[12];
 };
@@ -106,6 +132,8 @@ PGresult *ab__pg_exec(ab_plugin_db_t *db, int which, const pg_params_t *p, const
  * `process` handle; else one commit that waits for the synchronous standby.
  */
 ab_status_t ab__pg_settle(ab_plugin_db_t *db, uint64_t pos, ab_error_t *err);
+/** Clear what a thread pass kept (pg_read.c): on every dropped connection and at close. */
+void ab__pg_ahead_clear(ab_plugin_db_t *db);
 /** The status of a failed result, as the durability contract names them (and err). */
 ab_status_t ab__pg_fail(ab_plugin_db_t *db, PGresult *r, const char *what, ab_error_t *err);
 

@@ -19,10 +19,19 @@
  * chunks holding seqs (S, S + limit]: a run's seqs are dense, so that is exactly one page.
  *  4. A malformed chunk (a record running past its end) is AB_CORRUPT naming
  *     the run; nothing past it is delivered.
- *  5. Every result is cleared before returning; callbacks get views into it.
+ *  5. Every result is cleared before returning (but the one invariant 7 keeps);
+ *     callbacks get views into it.
  *  6. No row of a result is delivered before its highest position is settled
  *     (ab__pg_settle, pg_conn.c invariant 4): a read of a commit the standby
  *     never had is unavailable, not delivered.
+ *  7. A thread pass that stops before the end of its records (the page's limit,
+ *     or the callback) keeps them with their result (db->ahead, one per handle,
+ *     at most PG_AHEAD_MAX_BYTES of chunks), and a read of that thread after the
+ *     last position delivered takes them first, then goes on from the batch the
+ *     pass would have: a page boundary inside a batch does not read the batch
+ *     twice. They stay right: chunks are never rewritten, and the records are
+ *     settled (invariant 6). A read of scope thread that does not continue
+ *     them, a dropped connection or close clears them.
  */
 #include "pg_int.h"
 
@@ -108,12 +117,7 @@ static ab_status_t read_run(ab_plugin_db_t *db, const ab_read_t *q, ab_row_cb cb
 
 /* ---- scope all ---------------------------------------------------------------------- */
 
-typedef struct slot {
-    const PGresult *r;
-    int row;
-    pg_rec_t rec;
-    uint64_t pos;
-} slot_t;
+typedef pg_slot_t slot_t;
 
 /* Place the records of @p r with positions in (after, after + w] into @p slots. */
 static ab_status_t fill_slots(const PGresult *r, int data_col, int run_col, uint64_t after,
@@ -199,21 +203,74 @@ static int cmp_slot(const void *x, const void *y)
 /* One read of whole batches from batch *from on (invariant 3); *last = the
  * last position delivered, *from = the batch after the last one read, 0 when
  * nothing follows; *per = records per chunk read (at least 1). */
-static ab_status_t thread_pass(ab_plugin_db_t *db, const ab_read_t *q, uint64_t after,
-                               uint32_t want, ab_row_cb cb, void *ud, uint32_t *n, bool *stop,
-                               uint64_t *last, uint64_t *from, uint32_t *per, ab_error_t *err)
+void ab__pg_ahead_clear(ab_plugin_db_t *db)
 {
-    pg_params_t p = {0};
-    ab__pg_p_text(&p, q->thread);
-    ab__pg_p_i64(&p, clamp(after));
-    ab__pg_p_i64(&p, want);
-    ab__pg_p_i64(&p, clamp(*from));
-    PGresult *r = ab__pg_exec(db, PQ_READ_THREAD, &p, "read", err);
-    if (!r)
-        return err ? err->code : AB_UNAVAILABLE;
-    uint64_t cut = PQntuples(r) > 0 ? (uint64_t)ab__pg_i64(r, 0, 4) : 0;
-    *from = cut ? cut + 1 : 0;
-    size_t nrec = 0, cap = 0, seen = 0;
+    pg_ahead_t *a = &db->ahead;
+    PQclear(a->r);
+    free(a->recs);
+    free(a->thread);
+    *a = (pg_ahead_t){0};
+}
+
+/* Invariant 7: keep recs[next..n) of pass result @p r (owned from here on) if small enough;
+ * else clear both. */
+static void ahead_keep(ab_plugin_db_t *db, const ab_read_t *q, PGresult *r, slot_t *recs,
+                       size_t next, size_t n, uint64_t last, uint64_t from)
+{
+    size_t bytes = 0;
+    for (int i = 0; i < PQntuples(r); i++)
+        bytes += (size_t)PQgetlength(r, i, 3);
+    char *t = bytes <= PG_AHEAD_MAX_BYTES ? malloc(q->thread.len + 1) : NULL;
+    if (!t) {
+        free(recs);
+        PQclear(r);
+        return;
+    }
+    memcpy(t, q->thread.ptr, q->thread.len);
+    db->ahead = (pg_ahead_t){.r = r,
+                             .recs = recs,
+                             .next = next,
+                             .n = n,
+                             .thread = t,
+                             .thread_len = q->thread.len,
+                             .last = last,
+                             .from = from};
+}
+
+static bool ahead_continues(const ab_plugin_db_t *db, const ab_read_t *q)
+{
+    const pg_ahead_t *a = &db->ahead;
+    return a->r && q->after_pos == a->last && q->thread.len == a->thread_len &&
+           memcmp(q->thread.ptr, a->thread, a->thread_len) == 0;
+}
+
+/* Deliver recs[*i..nrec) of pass result @p r until the limit or the callback stops. */
+static void deliver_recs(const PGresult *r, const slot_t *recs, size_t nrec, size_t *i,
+                         const ab_read_t *q, ab_row_cb cb, void *ud, uint32_t *n, bool *stop,
+                         uint64_t *last)
+{
+    for (; !*stop && *i < nrec && *n < q->limit; (*i)++) {
+        const slot_t *sl = &recs[*i];
+        ab_row_t row = {.pos = sl->pos,
+                        .commit_us = ab__pg_i64(r, sl->row, 1),
+                        .seq = sl->rec.seq,
+                        .thread = q->thread,
+                        .run = ab__pg_str(r, sl->row, 2),
+                        .bytes = sl->rec.bytes,
+                        .len = sl->rec.len};
+        (*n)++;
+        *last = row.pos;
+        *stop = cb && cb(ud, &row) != 0;
+    }
+    if (*n >= q->limit)
+        *stop = true;
+}
+
+/* The records of pass result @p r past @p after, sorted by position (*out, *nout). */
+static ab_status_t pass_records(const PGresult *r, uint64_t after, slot_t **out, size_t *nout,
+                                size_t *seen, ab_error_t *err)
+{
+    size_t nrec = 0, cap = 0;
     slot_t *recs = NULL;
     ab_status_t s = AB_OK;
     for (int i = 0; s == AB_OK && i < PQntuples(r); i++) {
@@ -223,7 +280,7 @@ static ab_status_t thread_pass(ab_plugin_db_t *db, const ab_read_t *q, uint64_t 
         pg_rec_t rec;
         int k;
         while (s == AB_OK && (k = ab__pg_chunk_next(d, len, &at, &rec)) == 1) {
-            seen++;
+            (*seen)++;
             if (bf + rec.off <= after)
                 continue;
             if (nrec == cap) {
@@ -241,28 +298,56 @@ static ab_status_t thread_pass(ab_plugin_db_t *db, const ab_read_t *q, uint64_t 
     }
     if (s == AB_OK && nrec > 1)
         qsort(recs, nrec, sizeof *recs, cmp_slot);
+    *out = recs;
+    *nout = nrec;
+    return s;
+}
+
+static ab_status_t thread_pass(ab_plugin_db_t *db, const ab_read_t *q, uint64_t after,
+                               uint32_t want, ab_row_cb cb, void *ud, uint32_t *n, bool *stop,
+                               uint64_t *last, uint64_t *from, uint32_t *per, ab_error_t *err)
+{
+    pg_params_t p = {0};
+    ab__pg_p_text(&p, q->thread);
+    ab__pg_p_i64(&p, clamp(after));
+    ab__pg_p_i64(&p, want);
+    ab__pg_p_i64(&p, clamp(*from));
+    PGresult *r = ab__pg_exec(db, PQ_READ_THREAD, &p, "read", err);
+    if (!r)
+        return err ? err->code : AB_UNAVAILABLE;
+    uint64_t cut = PQntuples(r) > 0 ? (uint64_t)ab__pg_i64(r, 0, 4) : 0;
+    *from = cut ? cut + 1 : 0;
+    size_t nrec = 0, seen = 0, i = 0;
+    slot_t *recs = NULL;
+    ab_status_t s = pass_records(r, after, &recs, &nrec, &seen, err);
     if (s == AB_OK && nrec) /* invariant 6 */
         s = ab__pg_settle(db, recs[nrec - 1].pos, err);
-    for (size_t i = 0; s == AB_OK && !*stop && i < nrec && *n < q->limit; i++) {
-        const slot_t *sl = &recs[i];
-        ab_row_t row = {.pos = sl->pos,
-                        .commit_us = ab__pg_i64(r, sl->row, 1),
-                        .seq = sl->rec.seq,
-                        .thread = q->thread,
-                        .run = ab__pg_str(r, sl->row, 2),
-                        .bytes = sl->rec.bytes,
-                        .len = sl->rec.len};
-        (*n)++;
-        *last = row.pos;
-        *stop = cb && cb(ud, &row) != 0;
-    }
-    if (*n >= q->limit)
-        *stop = true;
+    if (s == AB_OK)
+        deliver_recs(r, recs, nrec, &i, q, cb, ud, n, stop, last);
     *per = PQntuples(r) > 0 && seen > (size_t)PQntuples(r) ? (uint32_t)(seen / (size_t)PQntuples(r))
                                                            : 1;
+    if (s == AB_OK && i < nrec) { /* invariant 7 */
+        ahead_keep(db, q, r, recs, i, nrec, *last, *from);
+        return s;
+    }
     free(recs);
     PQclear(r);
     return s;
+}
+
+/* Invariant 7: the kept records first. @return whether the read is done (*from: where to go
+ * on, as after a pass). */
+static bool take_ahead(ab_plugin_db_t *db, const ab_read_t *q, ab_row_cb cb, void *ud, uint32_t *n,
+                       bool *stop, uint64_t *after, uint64_t *from)
+{
+    pg_ahead_t *a = &db->ahead;
+    deliver_recs(a->r, a->recs, a->n, &a->next, q, cb, ud, n, stop, after);
+    a->last = *after;
+    *from = a->from;
+    if (a->next < a->n)
+        return true; /* stopped inside: the rest stays kept */
+    ab__pg_ahead_clear(db);
+    return *stop;
 }
 
 static ab_status_t read_thread(ab_plugin_db_t *db, const ab_read_t *q, ab_row_cb cb, void *ud,
@@ -272,7 +357,14 @@ static ab_status_t read_thread(ab_plugin_db_t *db, const ab_read_t *q, ab_row_cb
     uint32_t n = 0, chunks = THREAD_CHUNKS_MIN;
     bool stop = false;
     ab_status_t s = AB_OK;
-    do { /* every record past `after` of the batches read was delivered, or stop */
+    bool done = false;
+    if (ahead_continues(db, q))
+        done = take_ahead(db, q, cb, ud, &n, &stop, &after, &from);
+    else
+        ab__pg_ahead_clear(db);
+    /* every record past `after` of the batches read so far was delivered; a kept pass that
+     * read everything committed then (from 0) is followed by a fresh look from `after` */
+    while (s == AB_OK && !done) {
         uint32_t want = q->limit - n < chunks ? q->limit - n : chunks;
         uint32_t per = 1;
         s = thread_pass(db, q, after, want, cb, ud, &n, &stop, &after, &from, &per, err);
@@ -280,7 +372,8 @@ static ab_status_t read_thread(ab_plugin_db_t *db, const ab_read_t *q, ab_row_cb
         chunks = (q->limit - n) / per + 1;
         if (chunks > THREAD_CHUNKS_MAX)
             chunks = THREAD_CHUNKS_MAX;
-    } while (s == AB_OK && !stop && from != 0);
+        done = stop || from == 0;
+    }
     if (s == AB_OK && count)
         *count = n;
     return s;

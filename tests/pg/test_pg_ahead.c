@@ -1,0 +1,337 @@
+/*
+ * test_pg_ahead.c - a thread read page by page gives exactly the rows of one
+ * read, whatever the page size and whatever else the handle reads between
+ * pages, and the rest of a pass is served to the page that continues it
+ * (plugin/postgres/pg_read.c invariant 7).
+ *
+ * The events: thread "t" with five runs, thread "u" with two, written in
+ * batches that interleave the runs and the threads (so a batch holds several
+ * chunks of "t" whose positions interleave, and page boundaries fall inside
+ * batches).
+ */
+#include "pg_module.h"
+
+#include "agentbus/plugin.h"
+#include "loader.h"
+#include "testutil.h"
+
+#define RUNS_T  5
+#define RUNS_U  2
+#define BATCHES 24
+#define PER_RUN 3 /* events of each run in each batch */
+#define ROWS_T  (RUNS_T * BATCHES * PER_RUN)
+
+static pgfx_t g_pg;
+static ab_plugin_lib_t g_lib;
+static const ab_plugin_t *P;
+
+static int group_setup(void **state)
+{
+    (void)state;
+    int rc = pgfx_init(&g_pg);
+    if (rc == 77) {
+        fprintf(stderr, "no PostgreSQL server binaries here (pg_config --bindir): skipped\n");
+        exit(77);
+    }
+    if (rc != 0 || pgfx_start(&g_pg, NULL) != 0)
+        return -1;
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s", AB_PG_MODULE);
+    setenv("AGENTBUS_PLUGIN_DIR", dirname(dir), 1);
+    ab_error_t err = AB_ERROR_INIT;
+    if (ab__plugin_load("postgres", &g_lib, &err) != AB_OK) {
+        fprintf(stderr, "load: %s\n", err.message);
+        return -1;
+    }
+    P = g_lib.plugin;
+    return 0;
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    pgmod_teardown(&g_pg, &g_lib);
+    return 0;
+}
+
+static ab_str_t S(const char *s)
+{
+    return (ab_str_t){.ptr = s, .len = strlen(s)};
+}
+
+static ab_plugin_db_t *open_db(bool readonly)
+{
+    ab_plugin_open_opts_t o = {.data_dir = "/nonexistent",
+                               .durability = AB_DURABILITY_FSYNC,
+                               .readonly = readonly,
+                               .conninfo = g_pg.conninfo};
+    ab_plugin_db_t *db = NULL;
+    ab_error_t err = AB_ERROR_INIT;
+    ab_status_t s = P->open(&o, &db, &err);
+    if (s != AB_OK)
+        fail_msg("open: %s: %s", ab_status_name(s), err.message);
+    return db;
+}
+
+/* ---- writing ---------------------------------------------------------------------------- */
+
+#define EV_MAX ((RUNS_T + RUNS_U) * PER_RUN)
+
+typedef struct batch {
+    ab_append_event_t ev[EV_MAX];
+    char body[EV_MAX][48];
+    char run[RUNS_T + RUNS_U][8];
+    size_t n;
+} batch_t;
+
+/* Batch @p b (0-based): PER_RUN events of every run, the runs round robin. */
+static void append_batch(ab_plugin_db_t *w, int b)
+{
+    batch_t *x = calloc(1, sizeof *x);
+    assert_non_null(x);
+    for (int k = 0; k < PER_RUN; k++) {
+        for (int r = 0; r < RUNS_T + RUNS_U; r++) {
+            bool in_t = r < RUNS_T;
+            snprintf(x->run[r], sizeof x->run[r], "r%d", in_t ? r : r - RUNS_T);
+            uint64_t seq = (uint64_t)b * PER_RUN + (uint64_t)k + 1;
+            int len = snprintf(x->body[x->n], sizeof x->body[x->n], "%s/%s/%llu", in_t ? "t" : "u",
+                               x->run[r], (unsigned long long)seq);
+            x->ev[x->n] = (ab_append_event_t){.thread = S(in_t ? "t" : "u"),
+                                              .run = S(x->run[r]),
+                                              .seq = seq,
+                                              .bytes = (const uint8_t *)x->body[x->n],
+                                              .len = (size_t)len};
+            x->n++;
+        }
+    }
+    uint64_t first = 0;
+    ab_error_t err = AB_ERROR_INIT;
+    ab_status_t s = P->append_batch(w, x->ev, x->n, 1, &first, &err);
+    free(x);
+    if (s != AB_OK)
+        fail_msg("append: %s: %s", ab_status_name(s), err.message);
+}
+
+/* Seqs [from, to] of run r of thread v in one batch (one chunk). */
+static void append_v(ab_plugin_db_t *w, uint64_t from, uint64_t to)
+{
+    ab_append_event_t e[16];
+    char body[16][16];
+    size_t n = 0;
+    for (uint64_t s = from; s <= to && n < 16; s++, n++) {
+        int len = snprintf(body[n], sizeof body[n], "v/r/%llu", (unsigned long long)s);
+        e[n] = (ab_append_event_t){.thread = S("v"),
+                                   .run = S("r"),
+                                   .seq = s,
+                                   .bytes = (const uint8_t *)body[n],
+                                   .len = (size_t)len};
+    }
+    uint64_t first = 0;
+    ab_error_t err = AB_ERROR_INIT;
+    assert_int_equal(P->append_batch(w, e, n, 1, &first, &err), AB_OK);
+}
+
+/* ---- reading ---------------------------------------------------------------------------- */
+
+typedef struct got {
+    uint64_t pos;
+    char text[48]; /* the event's bytes: names its thread, run and seq */
+} got_t;
+
+typedef struct rows {
+    got_t *v;
+    size_t n, cap;
+} rows_t;
+
+static int collect(void *ud, const ab_row_t *row)
+{
+    rows_t *rs = ud;
+    if (rs->n == rs->cap)
+        return 1; /* full: the test sized it */
+    got_t *g = &rs->v[rs->n++];
+    g->pos = row->pos;
+    snprintf(g->text, sizeof g->text, "%.*s", (int)row->len, (const char *)row->bytes);
+    return 0;
+}
+
+/* Read scope thread @p thread after @p after, at most @p limit rows, appended to @p rs. */
+static uint32_t read_thread(ab_plugin_db_t *db, const char *thread, uint64_t after, uint32_t limit,
+                            rows_t *rs)
+{
+    ab_read_t q = {
+        .scope = AB_REPLAY_THREAD, .thread = S(thread), .after_pos = after, .limit = limit};
+    uint32_t got = 0;
+    ab_error_t err = AB_ERROR_INIT;
+    ab_status_t s = P->read(db, &q, collect, rs, &got, &err);
+    if (s != AB_OK)
+        fail_msg("read %s: %s: %s", thread, ab_status_name(s), err.message);
+    return got;
+}
+
+static rows_t rows_new(size_t cap)
+{
+    rows_t rs = {.v = calloc(cap, sizeof(got_t)), .cap = cap};
+    assert_non_null(rs.v);
+    return rs;
+}
+
+static void assert_same(const rows_t *a, const rows_t *b)
+{
+    assert_int_equal(a->n, b->n);
+    for (size_t i = 0; i < a->n; i++) {
+        if (a->v[i].pos != b->v[i].pos || strcmp(a->v[i].text, b->v[i].text) != 0)
+            fail_msg("row %zu: pos %llu %s, one read gave pos %llu %s", i,
+                     (unsigned long long)a->v[i].pos, a->v[i].text, (unsigned long long)b->v[i].pos,
+                     b->v[i].text);
+    }
+}
+
+static ab_plugin_db_t *g_w, *g_r;
+static rows_t g_all; /* thread t read at once */
+
+static void test_write_and_read_at_once(void **state)
+{
+    (void)state;
+    g_w = open_db(false);
+    g_r = open_db(true);
+    for (int b = 0; b < BATCHES; b++)
+        append_batch(g_w, b);
+    g_all = rows_new(ROWS_T + 1);
+    assert_int_equal(read_thread(g_r, "t", 0, ROWS_T + 1, &g_all), ROWS_T);
+    for (size_t i = 1; i < g_all.n; i++)
+        assert_true(g_all.v[i].pos > g_all.v[i - 1].pos);
+    for (size_t i = 0; i < g_all.n; i++)
+        assert_int_equal(strncmp(g_all.v[i].text, "t/", 2), 0);
+}
+
+/* Pages of @p limit, each continuing the last; every @p other pages, reads between them. */
+static void page_through(ab_plugin_db_t *db, uint32_t limit, int other)
+{
+    rows_t rs = rows_new(ROWS_T + 1), u = rows_new(RUNS_U * BATCHES * PER_RUN);
+    uint64_t after = 0;
+    int page = 0;
+    for (;;) {
+        size_t before = rs.n;
+        uint32_t got = read_thread(db, "t", after, limit, &rs);
+        assert_int_equal(got, rs.n - before);
+        if (got < limit)
+            break; /* a short page: nothing more committed */
+        after = rs.v[rs.n - 1].pos;
+        if (other && ++page % other == 0) {
+            u.n = 0; /* another thread, then a page of t from elsewhere, on the same handle */
+            assert_int_equal(read_thread(db, "u", 0, (uint32_t)u.cap, &u), u.cap);
+            rows_t one = rows_new(1);
+            assert_int_equal(read_thread(db, "t", 0, 1, &one), 1);
+            assert_int_equal(one.v[0].pos, g_all.v[0].pos);
+            free(one.v);
+        }
+    }
+    assert_same(&rs, &g_all);
+    free(rs.v);
+    free(u.v);
+}
+
+static void test_pages_give_the_rows_of_one_read(void **state)
+{
+    (void)state;
+    const uint32_t limits[] = {1, 2, 3, 5, 7, 16, 50, 101, ROWS_T - 1, ROWS_T};
+    for (size_t i = 0; i < sizeof limits / sizeof limits[0]; i++) {
+        page_through(g_r, limits[i], 0);
+        page_through(g_r, limits[i], 1);
+        page_through(g_r, limits[i], 3);
+    }
+}
+
+/* A callback that stops after @p stop_after rows: the next page continues after the last. */
+typedef struct stopper {
+    rows_t *rs;
+    uint32_t left;
+} stopper_t;
+
+static int stop_early(void *ud, const ab_row_t *row)
+{
+    stopper_t *st = ud;
+    collect(st->rs, row);
+    return --st->left == 0;
+}
+
+static void test_a_callback_stop_is_continued(void **state)
+{
+    (void)state;
+    rows_t rs = rows_new(ROWS_T + 1);
+    uint64_t after = 0;
+    while (rs.n < ROWS_T) {
+        stopper_t st = {.rs = &rs, .left = 4};
+        ab_read_t q = {
+            .scope = AB_REPLAY_THREAD, .thread = S("t"), .after_pos = after, .limit = 1000};
+        uint32_t got = 0;
+        ab_error_t err = AB_ERROR_INIT;
+        assert_int_equal(P->read(g_r, &q, stop_early, &st, &got, &err), AB_OK);
+        assert_true(got >= 1 && got <= 4);
+        after = rs.v[rs.n - 1].pos;
+    }
+    assert_same(&rs, &g_all);
+    free(rs.v);
+}
+
+/* White box: the continuing page is served from the kept pass, not the table. */
+static void test_the_next_page_comes_from_the_kept_pass(void **state)
+{
+    (void)state;
+    rows_t first = rows_new(2), next = rows_new(ROWS_T);
+    assert_int_equal(read_thread(g_r, "t", 0, 2, &first), 2);
+    PGconn *c = pgfx_connect(&g_pg);
+    assert_non_null(c);
+    /* the table's copy goes (as no broker ever does: chunks are never rewritten) */
+    PQclear(PQexec(c, "BEGIN; CREATE TABLE ab_keep AS SELECT * FROM ab_chunks WHERE thread = 't';"
+                      " DELETE FROM ab_chunks WHERE thread = 't'; COMMIT"));
+    assert_int_equal(pgfx_scalar(c, "SELECT count(*) FROM ab_chunks WHERE thread = 't'"), 0);
+    uint32_t got = read_thread(g_r, "t", first.v[1].pos, ROWS_T, &next);
+    assert_true(got >= 1); /* the rest of the first pass's batches, nothing past them */
+    assert_true(got < ROWS_T - 2);
+    for (uint32_t i = 0; i < got; i++)
+        assert_int_equal(next.v[i].pos, g_all.v[2 + i].pos);
+    /* a read that does not continue it finds the table as it is */
+    next.n = 0;
+    assert_int_equal(read_thread(g_r, "t", 0, ROWS_T, &next), 0);
+    PQclear(PQexec(c, "BEGIN; INSERT INTO ab_chunks SELECT * FROM ab_keep; DROP TABLE ab_keep;"
+                      " COMMIT"));
+    assert_int_equal(pgfx_scalar(c, "SELECT (to_regclass('ab_keep') IS NULL)::int"), 1);
+    PQfinish(c);
+    next.n = 0;
+    assert_int_equal(read_thread(g_r, "t", 0, ROWS_T + 1, &next), ROWS_T);
+    free(first.v);
+    free(next.v);
+}
+
+/* A kept pass that had read everything committed: the page goes on to what came after. */
+static void test_commits_after_the_kept_pass_are_read(void **state)
+{
+    (void)state;
+    append_v(g_w, 1, 10); /* one chunk: the first pass reads it all, 6 kept, nothing after */
+    rows_t rs = rows_new(32);
+    assert_int_equal(read_thread(g_r, "v", 0, 4, &rs), 4);
+    append_v(g_w, 11, 15);
+    assert_int_equal(read_thread(g_r, "v", rs.v[3].pos, 32, &rs), 11);
+    for (size_t i = 0; i < rs.n; i++) {
+        char want[48];
+        snprintf(want, sizeof want, "v/r/%zu", i + 1);
+        assert_string_equal(rs.v[i].text, want);
+    }
+    free(rs.v);
+    free(g_all.v);
+    P->close(g_r);
+    P->close(g_w);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_write_and_read_at_once),
+        cmocka_unit_test(test_pages_give_the_rows_of_one_read),
+        cmocka_unit_test(test_a_callback_stop_is_continued),
+        cmocka_unit_test(test_the_next_page_comes_from_the_kept_pass),
+        cmocka_unit_test(test_commits_after_the_kept_pass_are_read),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
