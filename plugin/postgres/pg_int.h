@@ -89,16 +89,18 @@ typedef struct pg_slot {
 } pg_slot_t;
 
 /**
- * What a pass of scope thread read past the page it delivered (pg_read.c invariant 7):
- * the rest of its whole batches, settled, kept for the read that continues the page.
+ * What a read of scope thread or run fetched past the page it delivered (pg_read.c
+ * invariant 7): the rest of its chunks, settled, kept for the read that continues the page.
  */
 typedef struct pg_ahead {
     PGresult *r;     /**< NULL: nothing kept */
-    pg_slot_t *recs; /**< the pass's records past `after`, by position */
+    pg_slot_t *recs; /**< the records not delivered, in the read's order */
     size_t next, n;  /**< recs[next..n) not delivered yet */
-    char *thread;    /**< the thread read (a copy) */
-    size_t thread_len;
-    uint64_t last; /**< the position last delivered: a read after it continues this one */
+    int scope;       /**< AB_REPLAY_THREAD or AB_REPLAY_RUN */
+    char *thread;    /**< the thread read (a copy; then the run's, NUL-separated) */
+    size_t thread_len, run_len;
+    uint64_t last; /**< the position (thread) or seq (run) last delivered: a read after it
+                        continues this one */
     uint64_t from; /**< the batch the pass would go on from (0: nothing followed it) */
 } pg_ahead_t;
 

@@ -24,14 +24,16 @@
  *  6. No row of a result is delivered before its highest position is settled
  *     (ab__pg_settle, pg_conn.c invariant 4): a read of a commit the standby
  *     never had is unavailable, not delivered.
- *  7. A thread pass that stops before the end of its records (the page's limit,
- *     or the callback) keeps them with their result (db->ahead, one per handle,
- *     at most PG_AHEAD_MAX_BYTES of chunks), and a read of that thread after the
- *     last position delivered takes them first, then goes on from the batch the
- *     pass would have: a page boundary inside a batch does not read the batch
- *     twice. They stay right: chunks are never rewritten, and the records are
- *     settled (invariant 6). A read of scope thread that does not continue
- *     them, a dropped connection or close clears them.
+ *  7. A read of scope thread or run that stops before the end of the records it
+ *     fetched (the page's limit, or the callback) keeps them with their result
+ *     (db->ahead, one per handle, at most PG_AHEAD_MAX_BYTES of chunks), and the
+ *     read that continues it (the same thread, or run, after the last position,
+ *     or seq, delivered) takes them first, then goes on from where the first
+ *     would have (a thread pass: the next batch): a page boundary inside a batch
+ *     or a chunk does not read it twice. They stay right: chunks are never
+ *     rewritten, and the records are settled (invariant 6). A read of scope
+ *     thread or run that does not continue them, a dropped connection or close
+ *     clears them.
  */
 #include "pg_int.h"
 
@@ -66,53 +68,6 @@ static uint64_t chunk_last(const PGresult *r, int i, int data_col)
     while (ab__pg_chunk_next(d, len, &at, &rec) == 1)
         last = (uint64_t)ab__pg_i64(r, i, 0) + rec.off;
     return last;
-}
-
-/* ---- scope run -------------------------------------------------------------------- */
-
-static ab_status_t read_run(ab_plugin_db_t *db, const ab_read_t *q, ab_row_cb cb, void *ud,
-                            uint32_t *count, ab_error_t *err)
-{
-    pg_params_t p = {0};
-    ab__pg_p_text(&p, q->thread);
-    ab__pg_p_text(&p, q->run);
-    ab__pg_p_i64(&p, clamp(q->after_seq));
-    ab__pg_p_i64(&p, q->limit);
-    PGresult *r = ab__pg_exec(db, PQ_READ_RUN, &p, "read", err);
-    if (!r)
-        return err ? err->code : AB_UNAVAILABLE;
-    /* invariant 6: the last chunk (by seq) holds the run's highest position read */
-    ab_status_t s =
-        PQntuples(r) ? ab__pg_settle(db, chunk_last(r, PQntuples(r) - 1, 2), err) : AB_OK;
-    uint32_t n = 0;
-    bool stop = false;
-    for (int i = 0; !stop && s == AB_OK && i < PQntuples(r); i++) {
-        uint64_t bf = (uint64_t)ab__pg_i64(r, i, 0);
-        int64_t cu = ab__pg_i64(r, i, 1);
-        const uint8_t *d = (const uint8_t *)PQgetvalue(r, i, 2);
-        size_t len = (size_t)PQgetlength(r, i, 2), at = 0;
-        pg_rec_t rec;
-        int k;
-        while (!stop && (k = ab__pg_chunk_next(d, len, &at, &rec)) == 1) {
-            if (rec.seq <= q->after_seq)
-                continue;
-            ab_row_t row = {.pos = bf + rec.off,
-                            .commit_us = cu,
-                            .seq = rec.seq,
-                            .thread = q->thread,
-                            .run = q->run,
-                            .bytes = rec.bytes,
-                            .len = rec.len};
-            n++;
-            stop = (cb && cb(ud, &row) != 0) || n >= q->limit;
-        }
-        if (!stop && k < 0)
-            s = corrupt(q->run, err);
-    }
-    PQclear(r);
-    if (s == AB_OK && count)
-        *count = n;
-    return s;
 }
 
 /* ---- scope all ---------------------------------------------------------------------- */
@@ -200,9 +155,6 @@ static int cmp_slot(const void *x, const void *y)
     return (a->pos > b->pos) - (a->pos < b->pos);
 }
 
-/* One read of whole batches from batch *from on (invariant 3); *last = the
- * last position delivered, *from = the batch after the last one read, 0 when
- * nothing follows; *per = records per chunk read (at least 1). */
 void ab__pg_ahead_clear(ab_plugin_db_t *db)
 {
     pg_ahead_t *a = &db->ahead;
@@ -212,27 +164,31 @@ void ab__pg_ahead_clear(ab_plugin_db_t *db)
     *a = (pg_ahead_t){0};
 }
 
-/* Invariant 7: keep recs[next..n) of pass result @p r (owned from here on) if small enough;
- * else clear both. */
-static void ahead_keep(ab_plugin_db_t *db, const ab_read_t *q, PGresult *r, slot_t *recs,
-                       size_t next, size_t n, uint64_t last, uint64_t from)
+/* Invariant 7: keep recs[next..n) of result @p r (owned from here on: chunks in column
+ * @p data_col) if small enough; else free both. */
+static void ahead_keep(ab_plugin_db_t *db, const ab_read_t *q, PGresult *r, int data_col,
+                       slot_t *recs, size_t next, size_t n, uint64_t last, uint64_t from)
 {
-    size_t bytes = 0;
+    size_t bytes = 0, rl = q->scope == AB_REPLAY_RUN ? q->run.len : 0;
     for (int i = 0; i < PQntuples(r); i++)
-        bytes += (size_t)PQgetlength(r, i, 3);
-    char *t = bytes <= PG_AHEAD_MAX_BYTES ? malloc(q->thread.len + 1) : NULL;
+        bytes += (size_t)PQgetlength(r, i, data_col);
+    char *t = bytes <= PG_AHEAD_MAX_BYTES ? malloc(q->thread.len + rl + 1) : NULL;
     if (!t) {
         free(recs);
         PQclear(r);
         return;
     }
     memcpy(t, q->thread.ptr, q->thread.len);
+    if (rl)
+        memcpy(t + q->thread.len, q->run.ptr, rl);
     db->ahead = (pg_ahead_t){.r = r,
                              .recs = recs,
                              .next = next,
                              .n = n,
+                             .scope = (int)q->scope,
                              .thread = t,
                              .thread_len = q->thread.len,
+                             .run_len = rl,
                              .last = last,
                              .from = from};
 }
@@ -240,26 +196,34 @@ static void ahead_keep(ab_plugin_db_t *db, const ab_read_t *q, PGresult *r, slot
 static bool ahead_continues(const ab_plugin_db_t *db, const ab_read_t *q)
 {
     const pg_ahead_t *a = &db->ahead;
-    return a->r && q->after_pos == a->last && q->thread.len == a->thread_len &&
-           memcmp(q->thread.ptr, a->thread, a->thread_len) == 0;
+    if (!a->r || a->scope != (int)q->scope || q->thread.len != a->thread_len ||
+        memcmp(q->thread.ptr, a->thread, a->thread_len) != 0)
+        return false;
+    if (q->scope == AB_REPLAY_THREAD)
+        return q->after_pos == a->last;
+    return q->after_seq == a->last && q->run.len == a->run_len &&
+           memcmp(q->run.ptr, a->thread + a->thread_len, a->run_len) == 0;
 }
 
-/* Deliver recs[*i..nrec) of pass result @p r until the limit or the callback stops. */
+/* Deliver recs[*i..nrec) of result @p r until the limit or the callback stops; *last: the
+ * position (scope thread) or seq (scope run) of the last one. Column 1 is the commit time;
+ * scope thread has the run in column 2. */
 static void deliver_recs(const PGresult *r, const slot_t *recs, size_t nrec, size_t *i,
                          const ab_read_t *q, ab_row_cb cb, void *ud, uint32_t *n, bool *stop,
                          uint64_t *last)
 {
+    bool run = q->scope == AB_REPLAY_RUN;
     for (; !*stop && *i < nrec && *n < q->limit; (*i)++) {
         const slot_t *sl = &recs[*i];
         ab_row_t row = {.pos = sl->pos,
                         .commit_us = ab__pg_i64(r, sl->row, 1),
                         .seq = sl->rec.seq,
                         .thread = q->thread,
-                        .run = ab__pg_str(r, sl->row, 2),
+                        .run = run ? q->run : ab__pg_str(r, sl->row, 2),
                         .bytes = sl->rec.bytes,
                         .len = sl->rec.len};
         (*n)++;
-        *last = row.pos;
+        *last = run ? row.seq : row.pos;
         *stop = cb && cb(ud, &row) != 0;
     }
     if (*n >= q->limit)
@@ -303,6 +267,9 @@ static ab_status_t pass_records(const PGresult *r, uint64_t after, slot_t **out,
     return s;
 }
 
+/* One read of whole batches from batch *from on (invariant 3); *last = the
+ * last position delivered, *from = the batch after the last one read, 0 when
+ * nothing follows; *per = records per chunk read (at least 1). */
 static ab_status_t thread_pass(ab_plugin_db_t *db, const ab_read_t *q, uint64_t after,
                                uint32_t want, ab_row_cb cb, void *ud, uint32_t *n, bool *stop,
                                uint64_t *last, uint64_t *from, uint32_t *per, ab_error_t *err)
@@ -327,7 +294,7 @@ static ab_status_t thread_pass(ab_plugin_db_t *db, const ab_read_t *q, uint64_t 
     *per = PQntuples(r) > 0 && seen > (size_t)PQntuples(r) ? (uint32_t)(seen / (size_t)PQntuples(r))
                                                            : 1;
     if (s == AB_OK && i < nrec) { /* invariant 7 */
-        ahead_keep(db, q, r, recs, i, nrec, *last, *from);
+        ahead_keep(db, q, r, 3, recs, i, nrec, *last, *from);
         return s;
     }
     free(recs);
@@ -374,6 +341,87 @@ static ab_status_t read_thread(ab_plugin_db_t *db, const ab_read_t *q, ab_row_cb
             chunks = THREAD_CHUNKS_MAX;
         done = stop || from == 0;
     }
+    if (s == AB_OK && count)
+        *count = n;
+    return s;
+}
+
+/* ---- scope run -------------------------------------------------------------------- */
+
+/* The records of run result @p r with seqs past @p after, in seq order (*out, *nout); on a
+ * damaged chunk, those before it and AB_CORRUPT (invariant 4). */
+static ab_status_t run_records(const PGresult *r, const ab_read_t *q, uint64_t after, slot_t **out,
+                               size_t *nout, ab_error_t *err)
+{
+    size_t nrec = 0, cap = 0;
+    slot_t *recs = NULL;
+    ab_status_t s = AB_OK;
+    for (int i = 0; s == AB_OK && i < PQntuples(r); i++) {
+        uint64_t bf = (uint64_t)ab__pg_i64(r, i, 0);
+        const uint8_t *d = (const uint8_t *)PQgetvalue(r, i, 2);
+        size_t len = (size_t)PQgetlength(r, i, 2), at = 0;
+        pg_rec_t rec;
+        int k;
+        while (s == AB_OK && (k = ab__pg_chunk_next(d, len, &at, &rec)) == 1) {
+            if (rec.seq <= after)
+                continue;
+            if (nrec == cap) {
+                slot_t *g = realloc(recs, (cap = cap ? cap * 2 : 256) * sizeof *g);
+                if (!g)
+                    s = ab_error_set(err, AB_NOMEM, "store", "out of memory (read)");
+                else
+                    recs = g;
+            }
+            if (s == AB_OK)
+                recs[nrec++] = (slot_t){.r = r, .row = i, .rec = rec, .pos = bf + rec.off};
+        }
+        if (s == AB_OK && k < 0)
+            s = corrupt(q->run, err);
+    }
+    *out = recs;
+    *nout = nrec;
+    return s;
+}
+
+static ab_status_t read_run(ab_plugin_db_t *db, const ab_read_t *q, ab_row_cb cb, void *ud,
+                            uint32_t *count, ab_error_t *err)
+{
+    uint64_t after = q->after_seq, from = 0;
+    uint32_t n = 0;
+    bool stop = false;
+    if (ahead_continues(db, q)) { /* invariant 7 */
+        if (take_ahead(db, q, cb, ud, &n, &stop, &after, &from)) {
+            if (count)
+                *count = n;
+            return AB_OK;
+        }
+    } else {
+        ab__pg_ahead_clear(db);
+    }
+    pg_params_t p = {0};
+    ab__pg_p_text(&p, q->thread);
+    ab__pg_p_text(&p, q->run);
+    ab__pg_p_i64(&p, clamp(after));
+    ab__pg_p_i64(&p, q->limit - n);
+    PGresult *r = ab__pg_exec(db, PQ_READ_RUN, &p, "read", err);
+    if (!r)
+        return err ? err->code : AB_UNAVAILABLE;
+    /* invariant 6: the last chunk (by seq) holds the run's highest position read */
+    ab_status_t s =
+        PQntuples(r) ? ab__pg_settle(db, chunk_last(r, PQntuples(r) - 1, 2), err) : AB_OK;
+    slot_t *recs = NULL;
+    size_t nrec = 0, i = 0;
+    ab_status_t bad = s == AB_OK ? run_records(r, q, after, &recs, &nrec, err) : AB_OK;
+    if (s == AB_OK)
+        deliver_recs(r, recs, nrec, &i, q, cb, ud, &n, &stop, &after);
+    if (s == AB_OK && bad == AB_OK && i < nrec) {
+        ahead_keep(db, q, r, 2, recs, i, nrec, after, 0); /* invariant 7 */
+    } else {
+        free(recs);
+        PQclear(r);
+    }
+    if (s == AB_OK)
+        s = bad;
     if (s == AB_OK && count)
         *count = n;
     return s;

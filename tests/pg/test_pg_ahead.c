@@ -1,8 +1,8 @@
 /*
  * test_pg_ahead.c - a thread read page by page gives exactly the rows of one
  * read, whatever the page size and whatever else the handle reads between
- * pages, and the rest of a pass is served to the page that continues it
- * (plugin/postgres/pg_read.c invariant 7).
+ * pages, and the same for a run; what a read fetched past its page is served to
+ * the page that continues it (plugin/postgres/pg_read.c invariant 7).
  *
  * The events: thread "t" with five runs, thread "u" with two, written in
  * batches that interleave the runs and the threads (so a batch holds several
@@ -168,6 +168,23 @@ static uint32_t read_thread(ab_plugin_db_t *db, const char *thread, uint64_t aft
     return got;
 }
 
+/* Read run @p run of thread t after seq @p after, at most @p limit rows, appended to @p rs. */
+static uint32_t read_run(ab_plugin_db_t *db, const char *run, uint64_t after, uint32_t limit,
+                         rows_t *rs)
+{
+    ab_read_t q = {.scope = AB_REPLAY_RUN,
+                   .thread = S("t"),
+                   .run = S(run),
+                   .after_seq = after,
+                   .limit = limit};
+    uint32_t got = 0;
+    ab_error_t err = AB_ERROR_INIT;
+    ab_status_t s = P->read(db, &q, collect, rs, &got, &err);
+    if (s != AB_OK)
+        fail_msg("read run %s: %s: %s", run, ab_status_name(s), err.message);
+    return got;
+}
+
 static rows_t rows_new(size_t cap)
 {
     rows_t rs = {.v = calloc(cap, sizeof(got_t)), .cap = cap};
@@ -242,6 +259,48 @@ static void test_pages_give_the_rows_of_one_read(void **state)
     }
 }
 
+#define ROWS_RUN (BATCHES * PER_RUN)
+
+/* Run r2 page by page (seq = row number), reads of run r0 and of thread u between pages
+ * every @p other pages. */
+static void run_pages(uint32_t limit, int other)
+{
+    rows_t all = rows_new(ROWS_RUN + 1), rs = rows_new(ROWS_RUN + 1), x = rows_new(ROWS_T);
+    assert_int_equal(read_run(g_r, "r2", 0, ROWS_RUN + 1, &all), ROWS_RUN);
+    uint64_t after = 0;
+    int page = 0;
+    for (;;) {
+        uint32_t got = read_run(g_r, "r2", after, limit, &rs);
+        after = rs.n; /* seqs are 1..n */
+        if (got < limit)
+            break;
+        if (other && ++page % other == 0) {
+            x.n = 0;
+            assert_int_equal(read_run(g_r, "r0", 0, 5, &x), 5);
+            assert_true(read_thread(g_r, "u", 0, 3, &x) == 3);
+        }
+    }
+    assert_same(&rs, &all);
+    for (size_t i = 0; i < rs.n; i++) {
+        char want[48];
+        snprintf(want, sizeof want, "t/r2/%zu", i + 1);
+        assert_string_equal(rs.v[i].text, want);
+    }
+    free(all.v);
+    free(rs.v);
+    free(x.v);
+}
+
+static void test_run_pages_give_the_rows_of_one_read(void **state)
+{
+    (void)state;
+    const uint32_t limits[] = {1, 2, 4, 5, 7, 13, ROWS_RUN - 1, ROWS_RUN};
+    for (size_t i = 0; i < sizeof limits / sizeof limits[0]; i++) {
+        run_pages(limits[i], 0);
+        run_pages(limits[i], 2);
+    }
+}
+
 /* A callback that stops after @p stop_after rows: the next page continues after the last. */
 typedef struct stopper {
     rows_t *rs;
@@ -294,11 +353,28 @@ static void test_the_next_page_comes_from_the_kept_pass(void **state)
     /* a read that does not continue it finds the table as it is */
     next.n = 0;
     assert_int_equal(read_thread(g_r, "t", 0, ROWS_T, &next), 0);
+    free(first.v);
+    free(next.v);
+    PQclear(PQexec(c, "BEGIN; INSERT INTO ab_chunks SELECT * FROM ab_keep; COMMIT"));
+
+    /* the same for a run: a page ending inside a chunk (seqs of a run: PER_RUN per chunk) */
+    first = rows_new(1);
+    next = rows_new(ROWS_RUN);
+    assert_int_equal(read_run(g_r, "r1", 0, 1, &first), 1);
+    PQclear(PQexec(c, "DELETE FROM ab_chunks WHERE thread = 't'"));
+    got = read_run(g_r, "r1", 1, ROWS_RUN, &next);
+    assert_int_equal(got, PER_RUN - 1); /* the rest of its chunk, nothing past it */
+    assert_string_equal(next.v[0].text, "t/r1/2");
+    next.n = 0;
+    assert_int_equal(read_run(g_r, "r1", 0, ROWS_RUN, &next), 0);
     PQclear(PQexec(c, "BEGIN; INSERT INTO ab_chunks SELECT * FROM ab_keep; DROP TABLE ab_keep;"
                       " COMMIT"));
     assert_int_equal(pgfx_scalar(c, "SELECT (to_regclass('ab_keep') IS NULL)::int"), 1);
     PQfinish(c);
     next.n = 0;
+    assert_int_equal(read_run(g_r, "r1", 0, ROWS_RUN + 1, &next), ROWS_RUN);
+    free(next.v);
+    next = rows_new(ROWS_T + 1);
     assert_int_equal(read_thread(g_r, "t", 0, ROWS_T + 1, &next), ROWS_T);
     free(first.v);
     free(next.v);
@@ -329,6 +405,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_write_and_read_at_once),
         cmocka_unit_test(test_pages_give_the_rows_of_one_read),
+        cmocka_unit_test(test_run_pages_give_the_rows_of_one_read),
         cmocka_unit_test(test_a_callback_stop_is_continued),
         cmocka_unit_test(test_the_next_page_comes_from_the_kept_pass),
         cmocka_unit_test(test_commits_after_the_kept_pass_are_read),
