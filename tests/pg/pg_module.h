@@ -2,7 +2,8 @@
  * pg_module.h - a PostgreSQL server of the test's own (pg_fixture.h) and the
  * postgres plugin loaded as the broker loads it (by name, from the directory
  * of the module the build made: AB_PG_MODULE), for the tests that drive the
- * plugin's table directly (test_pg_plugin.c, test_pg_threads.c).
+ * plugin's table directly (test_pg_plugin.c, test_pg_threads.c, test_pg_settle.c,
+ * test_pg_ahead.c).
  *
  * Header-only, one copy per test.
  */
@@ -13,23 +14,25 @@
 
 #include "agentbus/plugin.h"
 #include "loader.h"
+#include "testutil.h" /* cmocka's fail_msg */
 
 #include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 /*
- * Start @p pg and load the plugin into @p lib. Exits 77 (ctest's skip) where
- * no PostgreSQL server binaries are installed. @return 0 or -1.
+ * Start @p pg with the server settings @p conf (NULL-terminated "name=value",
+ * or NULL) and load the plugin into @p lib. Exits 77 (ctest's skip) where no
+ * PostgreSQL server binaries are installed. @return 0 or -1.
  */
-static inline int pgmod_setup(pgfx_t *pg, ab_plugin_lib_t *lib)
+static inline int pgmod_setup_conf(pgfx_t *pg, ab_plugin_lib_t *lib, const char *const *conf)
 {
     int rc = pgfx_init(pg);
     if (rc == 77) {
         fprintf(stderr, "no PostgreSQL server binaries here (pg_config --bindir): skipped\n");
         exit(77);
     }
-    if (rc != 0 || pgfx_start(pg, NULL) != 0)
+    if (rc != 0 || pgfx_start(pg, conf) != 0)
         return -1;
     char dir[512];
     snprintf(dir, sizeof dir, "%s", AB_PG_MODULE);
@@ -40,6 +43,28 @@ static inline int pgmod_setup(pgfx_t *pg, ab_plugin_lib_t *lib)
         return -1;
     }
     return 0;
+}
+
+/* pgmod_setup_conf() with the fixture's settings alone. */
+static inline int pgmod_setup(pgfx_t *pg, ab_plugin_lib_t *lib)
+{
+    return pgmod_setup_conf(pg, lib, NULL);
+}
+
+/* A handle of plugin @p P on @p pg's server (a cmocka failure if it cannot open). */
+static inline ab_plugin_db_t *pgmod_open(const ab_plugin_t *P, const pgfx_t *pg, bool readonly,
+                                         ab_durability_t d)
+{
+    ab_plugin_open_opts_t o = {.data_dir = "/nonexistent",
+                               .durability = d,
+                               .readonly = readonly,
+                               .conninfo = pg->conninfo};
+    ab_plugin_db_t *db = NULL;
+    ab_error_t err = AB_ERROR_INIT;
+    ab_status_t s = P->open(&o, &db, &err);
+    if (s != AB_OK)
+        fail_msg("open: %s: %s", ab_status_name(s), err.message);
+    return db;
 }
 
 /* Unload the plugin and stop and remove the server. */

@@ -32,22 +32,9 @@ static const ab_plugin_t *P;
 static int group_setup(void **state)
 {
     (void)state;
-    int rc = pgfx_init(&g_pg);
-    if (rc == 77) {
-        fprintf(stderr, "no PostgreSQL server binaries here (pg_config --bindir): skipped\n");
-        exit(77);
-    }
     const char *conf[] = {"synchronous_standby_names=sb", "synchronous_commit=local", NULL};
-    if (rc != 0 || pgfx_start(&g_pg, conf) != 0)
+    if (pgmod_setup_conf(&g_pg, &g_lib, conf) != 0)
         return -1;
-    char dir[512];
-    snprintf(dir, sizeof dir, "%s", AB_PG_MODULE);
-    setenv("AGENTBUS_PLUGIN_DIR", dirname(dir), 1);
-    ab_error_t err = AB_ERROR_INIT;
-    if (ab__plugin_load("postgres", &g_lib, &err) != AB_OK) {
-        fprintf(stderr, "load: %s\n", err.message);
-        return -1;
-    }
     P = g_lib.plugin;
     return 0;
 }
@@ -66,16 +53,7 @@ static ab_str_t S(const char *s)
 
 static ab_plugin_db_t *open_db(bool readonly, ab_durability_t d)
 {
-    ab_plugin_open_opts_t o = {.data_dir = "/nonexistent",
-                               .durability = d,
-                               .readonly = readonly,
-                               .conninfo = g_pg.conninfo};
-    ab_plugin_db_t *db = NULL;
-    ab_error_t err = AB_ERROR_INIT;
-    ab_status_t s = P->open(&o, &db, &err);
-    if (s != AB_OK)
-        fail_msg("open: %s: %s", ab_status_name(s), err.message);
-    return db;
+    return pgmod_open(P, &g_pg, readonly, d);
 }
 
 static void append(ab_plugin_db_t *w, uint64_t seq)
