@@ -230,22 +230,26 @@ static void deliver_recs(const PGresult *r, const slot_t *recs, size_t nrec, siz
         *stop = true;
 }
 
-/* The records of pass result @p r past @p after, sorted by position (*out, *nout). */
-static ab_status_t pass_records(const PGresult *r, uint64_t after, slot_t **out, size_t *nout,
-                                size_t *seen, ab_error_t *err)
+/* The records of result @p r (chunks in column @p data_col) past @p after: by position for
+ * scope thread (sorted; the run in column 2), by seq for scope run (in result order) — into
+ * *out, *nout; *seen counts every record. On a damaged chunk, those before it and AB_CORRUPT
+ * (invariant 4). */
+static ab_status_t records_of(const PGresult *r, const ab_read_t *q, int data_col, uint64_t after,
+                              slot_t **out, size_t *nout, size_t *seen, ab_error_t *err)
 {
+    bool by_seq = q->scope == AB_REPLAY_RUN;
     size_t nrec = 0, cap = 0;
     slot_t *recs = NULL;
     ab_status_t s = AB_OK;
     for (int i = 0; s == AB_OK && i < PQntuples(r); i++) {
-        const uint8_t *d = (const uint8_t *)PQgetvalue(r, i, 3);
-        size_t len = (size_t)PQgetlength(r, i, 3), at = 0;
+        const uint8_t *d = (const uint8_t *)PQgetvalue(r, i, data_col);
+        size_t len = (size_t)PQgetlength(r, i, data_col), at = 0;
         uint64_t bf = (uint64_t)ab__pg_i64(r, i, 0);
         pg_rec_t rec;
         int k;
         while (s == AB_OK && (k = ab__pg_chunk_next(d, len, &at, &rec)) == 1) {
             (*seen)++;
-            if (bf + rec.off <= after)
+            if ((by_seq ? rec.seq : bf + rec.off) <= after)
                 continue;
             if (nrec == cap) {
                 slot_t *g = realloc(recs, (cap = cap ? cap * 2 : 256) * sizeof *g);
@@ -258,9 +262,9 @@ static ab_status_t pass_records(const PGresult *r, uint64_t after, slot_t **out,
                 recs[nrec++] = (slot_t){.r = r, .row = i, .rec = rec, .pos = bf + rec.off};
         }
         if (s == AB_OK && k < 0)
-            s = corrupt(ab__pg_str(r, i, 2), err);
+            s = corrupt(by_seq ? q->run : ab__pg_str(r, i, 2), err);
     }
-    if (s == AB_OK && nrec > 1)
+    if (s == AB_OK && !by_seq && nrec > 1)
         qsort(recs, nrec, sizeof *recs, cmp_slot);
     *out = recs;
     *nout = nrec;
@@ -286,7 +290,7 @@ static ab_status_t thread_pass(ab_plugin_db_t *db, const ab_read_t *q, uint64_t 
     *from = cut ? cut + 1 : 0;
     size_t nrec = 0, seen = 0, i = 0;
     slot_t *recs = NULL;
-    ab_status_t s = pass_records(r, after, &recs, &nrec, &seen, err);
+    ab_status_t s = records_of(r, q, 3, after, &recs, &nrec, &seen, err);
     if (s == AB_OK && nrec) /* invariant 6 */
         s = ab__pg_settle(db, recs[nrec - 1].pos, err);
     if (s == AB_OK)
@@ -348,41 +352,6 @@ static ab_status_t read_thread(ab_plugin_db_t *db, const ab_read_t *q, ab_row_cb
 
 /* ---- scope run -------------------------------------------------------------------- */
 
-/* The records of run result @p r with seqs past @p after, in seq order (*out, *nout); on a
- * damaged chunk, those before it and AB_CORRUPT (invariant 4). */
-static ab_status_t run_records(const PGresult *r, const ab_read_t *q, uint64_t after, slot_t **out,
-                               size_t *nout, ab_error_t *err)
-{
-    size_t nrec = 0, cap = 0;
-    slot_t *recs = NULL;
-    ab_status_t s = AB_OK;
-    for (int i = 0; s == AB_OK && i < PQntuples(r); i++) {
-        uint64_t bf = (uint64_t)ab__pg_i64(r, i, 0);
-        const uint8_t *d = (const uint8_t *)PQgetvalue(r, i, 2);
-        size_t len = (size_t)PQgetlength(r, i, 2), at = 0;
-        pg_rec_t rec;
-        int k;
-        while (s == AB_OK && (k = ab__pg_chunk_next(d, len, &at, &rec)) == 1) {
-            if (rec.seq <= after)
-                continue;
-            if (nrec == cap) {
-                slot_t *g = realloc(recs, (cap = cap ? cap * 2 : 256) * sizeof *g);
-                if (!g)
-                    s = ab_error_set(err, AB_NOMEM, "store", "out of memory (read)");
-                else
-                    recs = g;
-            }
-            if (s == AB_OK)
-                recs[nrec++] = (slot_t){.r = r, .row = i, .rec = rec, .pos = bf + rec.off};
-        }
-        if (s == AB_OK && k < 0)
-            s = corrupt(q->run, err);
-    }
-    *out = recs;
-    *nout = nrec;
-    return s;
-}
-
 static ab_status_t read_run(ab_plugin_db_t *db, const ab_read_t *q, ab_row_cb cb, void *ud,
                             uint32_t *count, ab_error_t *err)
 {
@@ -410,8 +379,8 @@ static ab_status_t read_run(ab_plugin_db_t *db, const ab_read_t *q, ab_row_cb cb
     ab_status_t s =
         PQntuples(r) ? ab__pg_settle(db, chunk_last(r, PQntuples(r) - 1, 2), err) : AB_OK;
     slot_t *recs = NULL;
-    size_t nrec = 0, i = 0;
-    ab_status_t bad = s == AB_OK ? run_records(r, q, after, &recs, &nrec, err) : AB_OK;
+    size_t nrec = 0, i = 0, seen = 0;
+    ab_status_t bad = s == AB_OK ? records_of(r, q, 2, after, &recs, &nrec, &seen, err) : AB_OK;
     if (s == AB_OK)
         deliver_recs(r, recs, nrec, &i, q, cb, ud, &n, &stop, &after);
     if (s == AB_OK && bad == AB_OK && i < nrec) {
