@@ -51,14 +51,7 @@ static ab_str_t S(const char *s)
 
 static ab_plugin_db_t *open_db(bool readonly)
 {
-    ab_plugin_open_opts_t o = {
-        .data_dir = "/nonexistent", .readonly = readonly, .conninfo = g_pg.conninfo};
-    ab_plugin_db_t *db = NULL;
-    ab_error_t err = AB_ERROR_INIT;
-    ab_status_t s = P->open(&o, &db, &err);
-    if (s != AB_OK)
-        fail_msg("open: %s: %s", ab_status_name(s), err.message);
-    return db;
+    return pgmod_open(P, &g_pg, readonly, AB_DURABILITY_FSYNC); /* the default durability */
 }
 
 static void fresh(char *out, size_t cap, const char *what)
