@@ -3,7 +3,7 @@
  * postgres plugin loaded as the broker loads it (by name, from the directory
  * of the module the build made: AB_PG_MODULE), for the tests that drive the
  * plugin's table directly (test_pg_plugin.c, test_pg_threads.c, test_pg_settle.c,
- * test_pg_ahead.c).
+ * test_pg_ahead.c, test_pg_schema.c), and the shorthand those tests share.
  *
  * Header-only, one copy per test.
  */
@@ -19,6 +19,8 @@
 #include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 /*
  * Start @p pg with the server settings @p conf (NULL-terminated "name=value",
@@ -65,6 +67,46 @@ static inline ab_plugin_db_t *pgmod_open(const ab_plugin_t *P, const pgfx_t *pg,
     if (s != AB_OK)
         fail_msg("open: %s: %s", ab_status_name(s), err.message);
     return db;
+}
+
+/* A view of @p s (NULL: the empty string). */
+static inline ab_str_t S(const char *s)
+{
+    return (ab_str_t){.ptr = s, .len = s ? strlen(s) : 0};
+}
+
+/* A fresh id into @p out: "@p what-PID-N", N counting within the test binary. */
+static inline void pgmod_fresh(char *out, size_t cap, const char *what)
+{
+    static unsigned serial;
+    snprintf(out, cap, "%s-%d-%u", what, (int)getpid(), ++serial);
+}
+
+/* The event @p seq of @p thread / @p run at @p epoch, its bytes @p body (a C string). */
+static inline ab_append_event_t pgmod_ev(const char *thread, const char *run, uint64_t seq,
+                                         uint64_t epoch, const char *body)
+{
+    return (ab_append_event_t){.thread = S(thread),
+                               .run = S(run),
+                               .seq = seq,
+                               .epoch = epoch,
+                               .bytes = (const uint8_t *)body,
+                               .len = strlen(body)};
+}
+
+/* Run @p sql (a command: no rows) on a connection of its own to @p pg's server (a cmocka
+ * failure if it fails). */
+static inline void pgmod_exec(const pgfx_t *pg, const char *sql)
+{
+    PGconn *c = pgfx_connect(pg);
+    if (!c)
+        fail_msg("connect to run: %s", sql);
+    PGresult *r = PQexec(c, sql);
+    ExecStatusType st = PQresultStatus(r);
+    if (st != PGRES_COMMAND_OK)
+        fail_msg("%s: %s", sql, PQresultErrorMessage(r));
+    PQclear(r);
+    PQfinish(c);
 }
 
 /* Unload the plugin and stop and remove the server. */

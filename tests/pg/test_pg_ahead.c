@@ -41,11 +41,6 @@ static int group_teardown(void **state)
     return 0;
 }
 
-static ab_str_t S(const char *s)
-{
-    return (ab_str_t){.ptr = s, .len = strlen(s)};
-}
-
 static ab_plugin_db_t *open_db(bool readonly)
 {
     return pgmod_open(P, &g_pg, readonly, AB_DURABILITY_FSYNC);

@@ -6,9 +6,8 @@
  * by one is refused to the other; a writer fenced by a claim on one
  * connection is refused on the other), a tailing reader that never skips
  * under concurrent commits from two connections, run requests shared by two
- * connections, the stats entry (and a schema 1 database upgraded), two
- * claims of one new run racing, snapshots, and a connection killed under the
- * handle.
+ * connections, two claims of one new run racing, snapshots, and a connection
+ * killed under the handle (the schema's versions: test_pg_schema.c).
  *
  * One server for the file (group setup); each test uses fresh thread ids.
  */
@@ -26,7 +25,6 @@
 static pgfx_t g_pg;
 static ab_plugin_lib_t g_lib;
 static const ab_plugin_t *P;
-static unsigned g_serial;
 
 static int group_setup(void **state)
 {
@@ -44,30 +42,9 @@ static int group_teardown(void **state)
     return 0;
 }
 
-static ab_str_t S(const char *s)
-{
-    return (ab_str_t){.ptr = s, .len = strlen(s)};
-}
-
 static ab_plugin_db_t *open_db(bool readonly)
 {
     return pgmod_open(P, &g_pg, readonly, AB_DURABILITY_FSYNC); /* the default durability */
-}
-
-static void fresh(char *out, size_t cap, const char *what)
-{
-    snprintf(out, cap, "%s-%d-%u", what, (int)getpid(), ++g_serial);
-}
-
-static ab_append_event_t ev(const char *thread, const char *run, uint64_t seq, uint64_t epoch,
-                            const char *body)
-{
-    return (ab_append_event_t){.thread = S(thread),
-                               .run = S(run),
-                               .seq = seq,
-                               .epoch = epoch,
-                               .bytes = (const uint8_t *)body,
-                               .len = strlen(body)};
 }
 
 typedef struct acc {
@@ -116,16 +93,16 @@ static void test_append_read_heads(void **state)
     (void)state;
     ab_plugin_db_t *db = open_db(false), *rd = open_db(true);
     char th[64];
-    fresh(th, sizeof th, "th");
+    pgmod_fresh(th, sizeof th, "th");
     ab_error_t err = AB_ERROR_INIT;
     uint64_t base = 0, first = 0, epoch = 0, last = 9;
     assert_int_equal(P->head_pos(db, &base, &err), AB_OK);
     assert_int_equal(P->claim(db, S(th), S("r1"), &epoch, &last, &err), AB_OK);
     assert_int_equal(epoch, 1);
     assert_int_equal(last, 0);
-    ab_append_event_t b[5] = {ev(th, "r1", 1, 1, "a1"), ev(th, "r2", 1, 1, "b1"),
-                              ev(th, "r1", 2, 1, "a2"), ev(th, "r2", 2, 1, "b2"),
-                              ev(th, "r1", 3, 1, "a3")};
+    ab_append_event_t b[5] = {pgmod_ev(th, "r1", 1, 1, "a1"), pgmod_ev(th, "r2", 1, 1, "b1"),
+                              pgmod_ev(th, "r1", 2, 1, "a2"), pgmod_ev(th, "r2", 2, 1, "b2"),
+                              pgmod_ev(th, "r1", 3, 1, "a3")};
     b[0].status = AB_RUN_STATUS_ACTIVE;
     b[4].status = AB_RUN_STATUS_FINISHED;
     b[4].outcome = AB_OUTCOME_SUCCESS;
@@ -180,19 +157,19 @@ static void test_conditional_append_two_connections(void **state)
     (void)state;
     ab_plugin_db_t *a = open_db(false), *b = open_db(false);
     char th[64];
-    fresh(th, sizeof th, "th");
+    pgmod_fresh(th, sizeof th, "th");
     ab_error_t err = AB_ERROR_INIT;
     uint64_t first = 0, base = 0, epoch = 0, last = 0, hp = 0;
     assert_int_equal(P->head_pos(a, &base, &err), AB_OK);
-    ab_append_event_t e1 = ev(th, "r", 1, 1, "x");
+    ab_append_event_t e1 = pgmod_ev(th, "r", 1, 1, "x");
     assert_int_equal(P->append_batch(a, &e1, 1, 1, &first, &err), AB_OK);
     /* b's view is stale: seq 1 again is refused, and so is a gap */
-    ab_append_event_t e1b[2] = {ev(th, "other", 1, 1, "o"), ev(th, "r", 1, 1, "y")};
+    ab_append_event_t e1b[2] = {pgmod_ev(th, "other", 1, 1, "o"), pgmod_ev(th, "r", 1, 1, "y")};
     assert_int_equal(P->append_batch(b, e1b, 2, 1, &first, &err), AB_CONFLICT);
     tu_assert_error(&err, AB_CONFLICT, "seq");
     assert_int_equal(ab_error_detail(&err, "last_seq")->i, 1);
     ab_error_clear(&err);
-    ab_append_event_t e3 = ev(th, "r", 3, 1, "z");
+    ab_append_event_t e3 = pgmod_ev(th, "r", 3, 1, "z");
     assert_int_equal(P->append_batch(b, &e3, 1, 1, &first, &err), AB_CONFLICT);
     ab_error_clear(&err);
     /* nothing of a refused batch is stored, not even its other run */
@@ -205,7 +182,7 @@ static void test_conditional_append_two_connections(void **state)
     assert_int_equal(P->claim(b, S(th), S("r"), &epoch, &last, &err), AB_OK);
     assert_int_equal(epoch, 2);
     assert_int_equal(last, 1);
-    ab_append_event_t e2 = ev(th, "r", 2, 1, "late");
+    ab_append_event_t e2 = pgmod_ev(th, "r", 2, 1, "late");
     assert_int_equal(P->append_batch(a, &e2, 1, 1, &first, &err), AB_CONFLICT);
     tu_assert_error(&err, AB_CONFLICT, "epoch");
     assert_int_equal(ab_error_detail(&err, "epoch")->i, 2);
@@ -214,7 +191,7 @@ static void test_conditional_append_two_connections(void **state)
     assert_int_equal(P->append_batch(a, &e2, 1, 1, &first, &err), AB_OK);
     assert_int_equal(first, base + 2);
     /* inside one batch a run's seqs must follow each other */
-    ab_append_event_t gap[2] = {ev(th, "g", 1, 1, "1"), ev(th, "g", 3, 1, "3")};
+    ab_append_event_t gap[2] = {pgmod_ev(th, "g", 1, 1, "1"), pgmod_ev(th, "g", 3, 1, "3")};
     assert_int_equal(P->append_batch(a, gap, 2, 1, &first, &err), AB_CONFLICT);
     P->close(a);
     P->close(b);
@@ -248,8 +225,8 @@ static void test_paging_interleaved_batches(void **state)
     (void)state;
     ab_plugin_db_t *db = open_db(false), *rd = open_db(true);
     char t1[64], t2[64];
-    fresh(t1, sizeof t1, "pa");
-    fresh(t2, sizeof t2, "pb");
+    pgmod_fresh(t1, sizeof t1, "pa");
+    pgmod_fresh(t2, sizeof t2, "pb");
     ab_error_t err = AB_ERROR_INIT;
     uint64_t base = 0, first = 0;
     assert_int_equal(P->head_pos(db, &base, &err), AB_OK);
@@ -257,7 +234,8 @@ static void test_paging_interleaved_batches(void **state)
     ab_append_event_t evs[30];
     for (int b = 0; b < 4; b++) {
         for (int i = 0; i < 30; i++)
-            evs[i] = ev(i % 2 ? t2 : t1, runs[(i / 2) % 3], (uint64_t)(b * 5 + i / 6 + 1), 1, "e");
+            evs[i] =
+                pgmod_ev(i % 2 ? t2 : t1, runs[(i / 2) % 3], (uint64_t)(b * 5 + i / 6 + 1), 1, "e");
         assert_int_equal(P->append_batch(db, evs, 30, 1, &first, &err), AB_OK);
     }
     for (uint32_t limit = 1; limit <= 8; limit += 7) {
@@ -315,8 +293,8 @@ static void *tail_write(void *arg)
         snprintf(runs[r], sizeof runs[r], "r%d", r);
     for (int b = 0; b < TAIL_BATCHES && !w->failed; b++) {
         for (int i = 0; i < TAIL_BATCH; i++)
-            evs[i] = ev(w->thread, runs[i % 4], (uint64_t)(b * (TAIL_BATCH / 4) + i / 4 + 1), 1,
-                        "payload-of-an-event");
+            evs[i] = pgmod_ev(w->thread, runs[i % 4], (uint64_t)(b * (TAIL_BATCH / 4) + i / 4 + 1),
+                              1, "payload-of-an-event");
         uint64_t first = 0;
         ab_error_t err = AB_ERROR_INIT;
         w->failed = P->append_batch(db, evs, TAIL_BATCH, b, &first, &err);
@@ -354,7 +332,7 @@ static void test_tailing_reader_never_skips(void **state)
     pthread_t th[2];
     atomic_store(&g_writers_done, 0);
     for (int i = 0; i < 2; i++) {
-        fresh(w[i].thread, sizeof w[i].thread, "tail");
+        pgmod_fresh(w[i].thread, sizeof w[i].thread, "tail");
         assert_int_equal(pthread_create(&th[i], NULL, tail_write, &w[i]), 0);
     }
     uint64_t want = 2u * TAIL_BATCHES * TAIL_BATCH;
@@ -391,9 +369,9 @@ static void test_requests_shared(void **state)
     (void)state;
     ab_plugin_db_t *a = open_db(false), *b = open_db(false);
     char key[64], key2[64], th[64];
-    fresh(key, sizeof key, "key");
-    fresh(key2, sizeof key2, "key");
-    fresh(th, sizeof th, "th");
+    pgmod_fresh(key, sizeof key, "key");
+    pgmod_fresh(key2, sizeof key2, "key");
+    pgmod_fresh(th, sizeof th, "th");
     ab_error_t err = AB_ERROR_INIT;
     ab_request_new_t nr = {.key = S(key),
                            .agent = S("agent-x"),
@@ -475,168 +453,6 @@ static long long sql1(const char *sql)
     return pgfx_scalar1(&g_pg, sql);
 }
 
-static void sql_exec(const char *sql)
-{
-    PGconn *c = pgfx_connect(&g_pg);
-    assert_non_null(c);
-    PGresult *r = PQexec(c, sql);
-    assert_int_equal(PQresultStatus(r), PGRES_COMMAND_OK);
-    PQclear(r);
-    PQfinish(c);
-}
-
-static ab_plugin_stats_t stats_of(ab_plugin_db_t *db)
-{
-    ab_plugin_stats_t ps;
-    ab_error_t err = AB_ERROR_INIT;
-    assert_non_null(P->stats);
-    if (P->stats(db, &ps, &err) != AB_OK)
-        fail_msg("stats: %s", err.message);
-    return ps;
-}
-
-#define RUNS_SQL   "SELECT count(*) FROM ab_runs"
-#define ACTIVE_SQL "SELECT count(*) FROM ab_runs WHERE status = 'active'"
-
-/* The stats entry counts what the tables hold: runs made by a claim or by an append, each
- * once, and active ones; a schema 1 database (no counter row, no index) is upgraded at the
- * next writer's open and counted there. */
-static void test_stats_and_schema_upgrade(void **state)
-{
-    (void)state;
-    ab_plugin_db_t *db = open_db(false);
-    char th[64];
-    fresh(th, sizeof th, "stats");
-    ab_error_t err = AB_ERROR_INIT;
-    uint64_t epoch = 0, last = 0, first = 0;
-    ab_plugin_stats_t ps = stats_of(db);
-    long long runs = sql1(RUNS_SQL), active = sql1(ACTIVE_SQL);
-    assert_int_equal(ps.runs_total, runs);
-    assert_int_equal(ps.runs_active, active);
-    assert_true(ps.store_bytes > 0);
-    assert_int_equal(P->claim(db, S(th), S("c"), &epoch, &last, &err), AB_OK);
-    assert_int_equal(P->claim(db, S(th), S("c"), &epoch, &last, &err), AB_OK); /* not again */
-    assert_int_equal(epoch, 2);
-    ab_append_event_t b[3] = {ev(th, "a", 1, 0, "a1"), ev(th, "f", 1, 0, "f1"),
-                              ev(th, "f", 2, 0, "f2")};
-    b[0].status = AB_RUN_STATUS_ACTIVE;
-    b[1].status = AB_RUN_STATUS_ACTIVE;
-    b[2].status = AB_RUN_STATUS_FINISHED;
-    assert_int_equal(P->append_batch(db, b, 3, 1, &first, &err), AB_OK);
-    ab_append_event_t more = ev(th, "a", 2, 0, "a2"); /* an existing run: not counted again */
-    assert_int_equal(P->append_batch(db, &more, 1, 1, &first, &err), AB_OK);
-    ps = stats_of(db);
-    assert_int_equal(ps.runs_total, runs + 3);
-    assert_int_equal(sql1(RUNS_SQL), runs + 3);
-    assert_int_equal(ps.runs_active, active + 1);
-    P->close(db);
-    /* back to schema 1, as a database made by the previous build */
-    sql_exec("BEGIN; DROP INDEX ab_runs_active; DELETE FROM ab_head WHERE id = 3;"
-             " DROP TRIGGER ab_requests_notify ON ab_requests; DROP TABLE ab_brokers;"
-             " ALTER TABLE ab_requests DROP COLUMN broker, DROP COLUMN parent_run,"
-             " DROP COLUMN cancel_epoch;"
-             " UPDATE ab_meta SET v = 1 WHERE k = 'schema'; COMMIT");
-    db = open_db(false);
-    assert_int_equal(sql1("SELECT v FROM ab_meta WHERE k = 'schema'"), 5);
-    assert_int_equal(sql1("SELECT count(*) FROM information_schema.columns WHERE table_name ="
-                          " 'ab_requests' AND column_name IN ('broker', 'parent_run',"
-                          " 'cancel_epoch')"),
-                     3);
-    assert_int_equal(sql1("SELECT count(*) FROM pg_trigger WHERE tgname = 'ab_requests_notify'"),
-                     1);
-    assert_int_equal(sql1("SELECT count(*) FROM ab_brokers"), 0);
-    assert_int_equal(sql1("SELECT count(*) FROM pg_indexes WHERE indexname = 'ab_runs_active'"), 1);
-    ps = stats_of(db);
-    assert_int_equal(ps.runs_total, runs + 3);
-    assert_int_equal(ps.runs_active, active + 1);
-    assert_int_equal(P->claim(db, S(th), S("c2"), &epoch, &last, &err), AB_OK);
-    assert_int_equal(stats_of(db).runs_total, runs + 4);
-    P->close(db);
-}
-
-/* A compressible body over the TOAST threshold: stored compressed. */
-#define BIG_LEN 3000
-static void big_body(char *out, char tag)
-{
-    for (size_t i = 0; i < BIG_LEN; i++)
-        out[i] = i % 16 == 0 ? tag : (char)('a' + i % 8);
-    out[BIG_LEN] = '\0';
-}
-
-/* Rows of thread @p th whose column is stored with compression method @p method. */
-static long long compressed_with(const char *table, const char *column, const char *th,
-                                 const char *method)
-{
-    char sql[256];
-    snprintf(sql, sizeof sql,
-             "SELECT count(*) FROM %s WHERE thread = '%s' AND pg_column_compression(%s) = '%s'",
-             table, th, column, method);
-    return sql1(sql);
-}
-
-typedef struct big_acc {
-    char tags[8];
-    size_t n;
-} big_acc_t;
-
-static int big_row(void *ud, const ab_row_t *row)
-{
-    big_acc_t *a = ud;
-    char want[BIG_LEN + 1];
-    assert_int_equal(row->len, BIG_LEN);
-    assert_true(a->n < sizeof a->tags);
-    a->tags[a->n] = (char)row->bytes[0];
-    big_body(want, a->tags[a->n]);
-    assert_memory_equal(row->bytes, want, BIG_LEN);
-    a->n++;
-    return 0;
-}
-
-/* Schema 5: chunks and snapshot documents are compressed with lz4; a chunk stored with
- * pglz before the upgrade is read back beside the lz4 ones, byte for byte. */
-static void test_lz4_compression_upgrade(void **state)
-{
-    (void)state;
-    ab_plugin_db_t *db = open_db(false);
-    char th[64], a[BIG_LEN + 1], b[BIG_LEN + 1], c[BIG_LEN + 1];
-    fresh(th, sizeof th, "lz4");
-    big_body(a, 'A'), big_body(b, 'B'), big_body(c, 'C');
-    ab_error_t err = AB_ERROR_INIT;
-    uint64_t first = 0;
-    ab_append_event_t e = ev(th, "r", 1, 0, a);
-    assert_int_equal(P->append_batch(db, &e, 1, 1, &first, &err), AB_OK);
-    assert_int_equal(compressed_with("ab_chunks", "data", th, "lz4"), 1);
-    assert_int_equal(P->snapshot_put(db, S(th), first, (const uint8_t *)a, BIG_LEN, &err), AB_OK);
-    assert_int_equal(compressed_with("ab_snapshots", "doc", th, "lz4"), 1);
-    /* as a schema 4 database: pglz; the open handle then stores a pglz chunk */
-    sql_exec("BEGIN; ALTER TABLE ab_chunks ALTER COLUMN data SET COMPRESSION pglz;"
-             " ALTER TABLE ab_snapshots ALTER COLUMN doc SET COMPRESSION pglz;"
-             " UPDATE ab_meta SET v = 4 WHERE k = 'schema'; COMMIT");
-    e = ev(th, "r", 2, 0, b);
-    assert_int_equal(P->append_batch(db, &e, 1, 1, &first, &err), AB_OK);
-    assert_int_equal(compressed_with("ab_chunks", "data", th, "pglz"), 1);
-    P->close(db);
-    db = open_db(false); /* upgrades to schema 5 */
-    assert_int_equal(sql1("SELECT v FROM ab_meta WHERE k = 'schema'"), 5);
-    e = ev(th, "r", 3, 0, c);
-    assert_int_equal(P->append_batch(db, &e, 1, 1, &first, &err), AB_OK);
-    assert_int_equal(compressed_with("ab_chunks", "data", th, "lz4"), 2);
-    assert_int_equal(compressed_with("ab_chunks", "data", th, "pglz"), 1);
-    big_acc_t acc = {0};
-    uint32_t n = 0;
-    ab_read_t q = {.scope = AB_REPLAY_RUN, .thread = S(th), .run = S("r"), .limit = 10};
-    assert_int_equal(P->read(db, &q, big_row, &acc, &n, &err), AB_OK);
-    assert_int_equal(acc.n, 3);
-    assert_memory_equal(acc.tags, "ABC", 3);
-    ab_buf_t doc = {0};
-    uint64_t pos = 0;
-    assert_int_equal(P->snapshot_get(db, S(th), &doc, &pos, &err), AB_OK);
-    assert_int_equal(doc.len, BIG_LEN);
-    assert_memory_equal(doc.data, a, BIG_LEN);
-    ab_buf_free(&doc);
-    P->close(db);
-}
-
 typedef struct claimer {
     ab_plugin_db_t *db;
     const char *thread;
@@ -660,7 +476,7 @@ static ab_request_t put_req(ab_plugin_db_t *db, const char *thread, const char *
                             const char *parent)
 {
     char key[64];
-    fresh(key, sizeof key, "key");
+    pgmod_fresh(key, sizeof key, "key");
     ab_request_new_t nr = {.key = S(key),
                            .agent = S("agent-t"),
                            .thread = S(thread),
@@ -727,10 +543,10 @@ static void test_take_and_leases(void **state)
     assert_true(ab__plugin_takes(P));
     ab_plugin_db_t *a = open_db(false), *b = open_db(false);
     char th[64], th2[64], ba[32], bb[32];
-    fresh(th, sizeof th, "th");
-    fresh(th2, sizeof th2, "th");
-    fresh(ba, sizeof ba, "ba");
-    fresh(bb, sizeof bb, "bb");
+    pgmod_fresh(th, sizeof th, "th");
+    pgmod_fresh(th2, sizeof th2, "th");
+    pgmod_fresh(ba, sizeof ba, "ba");
+    pgmod_fresh(bb, sizeof bb, "bb");
     ab_request_t r1 = put_req(a, th, "r1", NULL), r2 = put_req(a, th, "r2", NULL), r;
     /* r2 waits behind r1: refused, and its run was not claimed */
     assert_int_equal(take(b, r2.id, bb, &r), AB_CONFLICT);
@@ -803,8 +619,8 @@ static void test_cancel_assigned(void **state)
     (void)state;
     ab_plugin_db_t *a = open_db(false);
     char th[64], th2[64];
-    fresh(th, sizeof th, "th");
-    fresh(th2, sizeof th2, "th");
+    pgmod_fresh(th, sizeof th, "th");
+    pgmod_fresh(th2, sizeof th2, "th");
     ab_request_t r1 = put_req(a, th, "r1", NULL), r2 = put_req(a, th2, "r2", NULL), r;
     ab_error_t err = AB_ERROR_INIT;
     assert_int_equal(take(a, r1.id, "ba", &r), AB_OK);
@@ -820,7 +636,7 @@ static void test_cancel_assigned(void **state)
     ab_error_clear(&err);
     /* r2's RUN_STARTED commits before the cancel: refused, its run not claimed */
     assert_int_equal(take(a, r2.id, "ba", &r), AB_OK);
-    ab_append_event_t started = ev(th2, "r2", 1, 1, "started");
+    ab_append_event_t started = pgmod_ev(th2, "r2", 1, 1, "started");
     started.status = AB_RUN_STATUS_ACTIVE;
     uint64_t first = 0;
     assert_int_equal(P->append_batch(a, &started, 1, 1, &first, &err), AB_OK);
@@ -840,8 +656,8 @@ static void test_cancel_held(void **state)
     (void)state;
     ab_plugin_db_t *a = open_db(false);
     char th[64], bh[64];
-    fresh(th, sizeof th, "th");
-    fresh(bh, sizeof bh, "bh");
+    pgmod_fresh(th, sizeof th, "th");
+    pgmod_fresh(bh, sizeof bh, "bh");
     ab_request_t q = put_req(a, th, "h1", NULL), r;
     ab_error_t err = AB_ERROR_INIT;
     bool alive = false;
@@ -852,7 +668,7 @@ static void test_cancel_held(void **state)
     assert_int_equal(P->request_cancel_held(a, q.id, 1, now, &r, &alive, &err), AB_CONFLICT);
     tu_assert_error(&err, AB_CONFLICT, "state");
     ab_error_clear(&err);
-    ab_append_event_t started = ev(th, "h1", 1, 1, "started");
+    ab_append_event_t started = pgmod_ev(th, "h1", 1, 1, "started");
     started.status = AB_RUN_STATUS_ACTIVE;
     uint64_t first = 0;
     assert_int_equal(P->append_batch(a, &started, 1, 1, &first, &err), AB_OK);
@@ -890,7 +706,7 @@ static void test_claims_of_a_new_run_race(void **state)
     (void)state;
     ab_plugin_db_t *db = open_db(false);
     char th[64], sql[256];
-    fresh(th, sizeof th, "race");
+    pgmod_fresh(th, sizeof th, "race");
     long long runs = sql1("SELECT v FROM ab_head WHERE id = 3");
     PGconn *other = pgfx_connect(&g_pg);
     assert_non_null(other);
@@ -924,7 +740,7 @@ static void test_snapshots(void **state)
     (void)state;
     ab_plugin_db_t *db = open_db(false);
     char th[64];
-    fresh(th, sizeof th, "snap");
+    pgmod_fresh(th, sizeof th, "snap");
     ab_error_t err = AB_ERROR_INIT;
     ab_buf_t doc = {0};
     uint64_t pos = 0;
@@ -946,7 +762,7 @@ static ab_plugin_db_t *lost_connection(const char *th)
     ab_plugin_db_t *db = open_db(false);
     ab_error_t err = AB_ERROR_INIT;
     uint64_t first = 0;
-    ab_append_event_t e = ev(th, "r", 1, 1, "x");
+    ab_append_event_t e = pgmod_ev(th, "r", 1, 1, "x");
     assert_int_equal(P->append_batch(db, &e, 1, 1, &first, &err), AB_OK);
     assert_true(sql1("SELECT count(pg_terminate_backend(pid, 10000)) FROM pg_stat_activity"
                      " WHERE query LIKE 'SELECT ab_append%'") >= 1);
@@ -958,11 +774,11 @@ static void test_reconnect_after_lost_connection(void **state)
 {
     (void)state;
     char th[64];
-    fresh(th, sizeof th, "re");
+    pgmod_fresh(th, sizeof th, "re");
     ab_plugin_db_t *db = lost_connection(th);
     ab_error_t err = AB_ERROR_INIT;
     uint64_t first = 0;
-    ab_append_event_t e = ev(th, "r", 2, 1, "y");
+    ab_append_event_t e = pgmod_ev(th, "r", 2, 1, "y");
     assert_int_equal(P->append_batch(db, &e, 1, 1, &first, &err), AB_UNAVAILABLE);
     assert_true(err.retryable);
     ab_error_clear(&err);
@@ -979,7 +795,7 @@ static void test_stats_never_reconnect(void **state)
 {
     (void)state;
     char th[64];
-    fresh(th, sizeof th, "st-re");
+    pgmod_fresh(th, sizeof th, "st-re");
     ab_plugin_db_t *db = lost_connection(th);
     ab_error_t err = AB_ERROR_INIT;
     ab_plugin_stats_t ps;
@@ -990,7 +806,7 @@ static void test_stats_never_reconnect(void **state)
     assert_true(err.retryable);
     ab_error_clear(&err);
     uint64_t first = 0;
-    ab_append_event_t e = ev(th, "r", 2, 1, "y");
+    ab_append_event_t e = pgmod_ev(th, "r", 2, 1, "y");
     assert_int_equal(P->append_batch(db, &e, 1, 1, &first, &err), AB_OK); /* reconnects */
     assert_int_equal(P->stats(db, &ps, &err), AB_OK);
     assert_true(ps.runs_total >= 1);
@@ -1009,8 +825,6 @@ int main(void)
         cmocka_unit_test(test_take_and_leases),
         cmocka_unit_test(test_cancel_assigned),
         cmocka_unit_test(test_cancel_held),
-        cmocka_unit_test(test_stats_and_schema_upgrade),
-        cmocka_unit_test(test_lz4_compression_upgrade),
         cmocka_unit_test(test_claims_of_a_new_run_race),
         cmocka_unit_test(test_snapshots),
         cmocka_unit_test(test_reconnect_after_lost_connection),

@@ -46,11 +46,6 @@ static int group_teardown(void **state)
     return 0;
 }
 
-static ab_str_t S(const char *s)
-{
-    return (ab_str_t){.ptr = s, .len = strlen(s)};
-}
-
 static ab_plugin_db_t *open_db(bool readonly, ab_durability_t d)
 {
     return pgmod_open(P, &g_pg, readonly, d);

@@ -1,0 +1,204 @@
+/*
+ * test_pg_schema.c - the PostgreSQL plugin's schema and what each version
+ * stores: the stats entry (and a schema 1 database upgraded) and lz4
+ * compression (schema 5, pglz chunks read beside it).
+ *
+ * One server for the file (group setup); each test uses fresh thread ids.
+ */
+#include "pg_module.h"
+
+#include "agentbus/plugin.h"
+#include "testutil.h"
+
+static pgfx_t g_pg;
+static ab_plugin_lib_t g_lib;
+static const ab_plugin_t *P;
+
+static int group_setup(void **state)
+{
+    (void)state;
+    if (pgmod_setup(&g_pg, &g_lib) != 0)
+        return -1;
+    P = g_lib.plugin;
+    return 0;
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    pgmod_teardown(&g_pg, &g_lib);
+    return 0;
+}
+
+static ab_plugin_db_t *open_db(bool readonly)
+{
+    return pgmod_open(P, &g_pg, readonly, AB_DURABILITY_FSYNC); /* the default durability */
+}
+
+static long long sql1(const char *sql)
+{
+    return pgfx_scalar1(&g_pg, sql);
+}
+
+#define SCHEMA_SQL "SELECT v FROM ab_meta WHERE k = 'schema'"
+
+static ab_plugin_stats_t stats_of(ab_plugin_db_t *db)
+{
+    ab_plugin_stats_t ps;
+    ab_error_t err = AB_ERROR_INIT;
+    assert_non_null(P->stats);
+    if (P->stats(db, &ps, &err) != AB_OK)
+        fail_msg("stats: %s", err.message);
+    return ps;
+}
+
+#define RUNS_SQL   "SELECT count(*) FROM ab_runs"
+#define ACTIVE_SQL "SELECT count(*) FROM ab_runs WHERE status = 'active'"
+
+/* The stats entry counts what the tables hold: runs made by a claim or by an append, each
+ * once, and active ones; a schema 1 database (no counter row, no index) is upgraded at the
+ * next writer's open and counted there. */
+static void test_stats_and_schema_upgrade(void **state)
+{
+    (void)state;
+    ab_plugin_db_t *db = open_db(false);
+    char th[64];
+    pgmod_fresh(th, sizeof th, "stats");
+    ab_error_t err = AB_ERROR_INIT;
+    uint64_t epoch = 0, last = 0, first = 0;
+    ab_plugin_stats_t ps = stats_of(db);
+    long long runs = sql1(RUNS_SQL), active = sql1(ACTIVE_SQL);
+    assert_int_equal(ps.runs_total, runs);
+    assert_int_equal(ps.runs_active, active);
+    assert_true(ps.store_bytes > 0);
+    assert_int_equal(P->claim(db, S(th), S("c"), &epoch, &last, &err), AB_OK);
+    assert_int_equal(P->claim(db, S(th), S("c"), &epoch, &last, &err), AB_OK); /* not again */
+    assert_int_equal(epoch, 2);
+    ab_append_event_t b[3] = {pgmod_ev(th, "a", 1, 0, "a1"), pgmod_ev(th, "f", 1, 0, "f1"),
+                              pgmod_ev(th, "f", 2, 0, "f2")};
+    b[0].status = AB_RUN_STATUS_ACTIVE;
+    b[1].status = AB_RUN_STATUS_ACTIVE;
+    b[2].status = AB_RUN_STATUS_FINISHED;
+    assert_int_equal(P->append_batch(db, b, 3, 1, &first, &err), AB_OK);
+    ab_append_event_t more = pgmod_ev(th, "a", 2, 0, "a2"); /* an existing run: not counted again */
+    assert_int_equal(P->append_batch(db, &more, 1, 1, &first, &err), AB_OK);
+    ps = stats_of(db);
+    assert_int_equal(ps.runs_total, runs + 3);
+    assert_int_equal(sql1(RUNS_SQL), runs + 3);
+    assert_int_equal(ps.runs_active, active + 1);
+    P->close(db);
+    /* back to schema 1, as a database made by the previous build */
+    pgmod_exec(&g_pg, "BEGIN; DROP INDEX ab_runs_active; DELETE FROM ab_head WHERE id = 3;"
+                      " DROP TRIGGER ab_requests_notify ON ab_requests; DROP TABLE ab_brokers;"
+                      " ALTER TABLE ab_requests DROP COLUMN broker, DROP COLUMN parent_run,"
+                      " DROP COLUMN cancel_epoch;"
+                      " UPDATE ab_meta SET v = 1 WHERE k = 'schema'; COMMIT");
+    db = open_db(false);
+    assert_int_equal(sql1(SCHEMA_SQL), 5);
+    assert_int_equal(sql1("SELECT count(*) FROM information_schema.columns WHERE table_name ="
+                          " 'ab_requests' AND column_name IN ('broker', 'parent_run',"
+                          " 'cancel_epoch')"),
+                     3);
+    assert_int_equal(sql1("SELECT count(*) FROM pg_trigger WHERE tgname = 'ab_requests_notify'"),
+                     1);
+    assert_int_equal(sql1("SELECT count(*) FROM ab_brokers"), 0);
+    assert_int_equal(sql1("SELECT count(*) FROM pg_indexes WHERE indexname = 'ab_runs_active'"), 1);
+    ps = stats_of(db);
+    assert_int_equal(ps.runs_total, runs + 3);
+    assert_int_equal(ps.runs_active, active + 1);
+    assert_int_equal(P->claim(db, S(th), S("c2"), &epoch, &last, &err), AB_OK);
+    assert_int_equal(stats_of(db).runs_total, runs + 4);
+    P->close(db);
+}
+
+/* A compressible body over the TOAST threshold: stored compressed. */
+#define BIG_LEN 3000
+static void big_body(char *out, char tag)
+{
+    for (size_t i = 0; i < BIG_LEN; i++)
+        out[i] = i % 16 == 0 ? tag : (char)('a' + i % 8);
+    out[BIG_LEN] = '\0';
+}
+
+/* Rows of thread @p th whose column is stored with compression method @p method. */
+static long long compressed_with(const char *table, const char *column, const char *th,
+                                 const char *method)
+{
+    char sql[256];
+    snprintf(sql, sizeof sql,
+             "SELECT count(*) FROM %s WHERE thread = '%s' AND pg_column_compression(%s) = '%s'",
+             table, th, column, method);
+    return sql1(sql);
+}
+
+typedef struct big_acc {
+    char tags[8];
+    size_t n;
+} big_acc_t;
+
+static int big_row(void *ud, const ab_row_t *row)
+{
+    big_acc_t *a = ud;
+    char want[BIG_LEN + 1];
+    assert_int_equal(row->len, BIG_LEN);
+    assert_true(a->n < sizeof a->tags);
+    a->tags[a->n] = (char)row->bytes[0];
+    big_body(want, a->tags[a->n]);
+    assert_memory_equal(row->bytes, want, BIG_LEN);
+    a->n++;
+    return 0;
+}
+
+/* Schema 5: chunks and snapshot documents are compressed with lz4; a chunk stored with
+ * pglz before the upgrade is read back beside the lz4 ones, byte for byte. */
+static void test_lz4_compression_upgrade(void **state)
+{
+    (void)state;
+    ab_plugin_db_t *db = open_db(false);
+    char th[64], a[BIG_LEN + 1], b[BIG_LEN + 1], c[BIG_LEN + 1];
+    pgmod_fresh(th, sizeof th, "lz4");
+    big_body(a, 'A'), big_body(b, 'B'), big_body(c, 'C');
+    ab_error_t err = AB_ERROR_INIT;
+    uint64_t first = 0;
+    ab_append_event_t e = pgmod_ev(th, "r", 1, 0, a);
+    assert_int_equal(P->append_batch(db, &e, 1, 1, &first, &err), AB_OK);
+    assert_int_equal(compressed_with("ab_chunks", "data", th, "lz4"), 1);
+    assert_int_equal(P->snapshot_put(db, S(th), first, (const uint8_t *)a, BIG_LEN, &err), AB_OK);
+    assert_int_equal(compressed_with("ab_snapshots", "doc", th, "lz4"), 1);
+    /* as a schema 4 database: pglz; the open handle then stores a pglz chunk */
+    pgmod_exec(&g_pg, "BEGIN; ALTER TABLE ab_chunks ALTER COLUMN data SET COMPRESSION pglz;"
+                      " ALTER TABLE ab_snapshots ALTER COLUMN doc SET COMPRESSION pglz;"
+                      " UPDATE ab_meta SET v = 4 WHERE k = 'schema'; COMMIT");
+    e = pgmod_ev(th, "r", 2, 0, b);
+    assert_int_equal(P->append_batch(db, &e, 1, 1, &first, &err), AB_OK);
+    assert_int_equal(compressed_with("ab_chunks", "data", th, "pglz"), 1);
+    P->close(db);
+    db = open_db(false); /* upgrades to the current schema */
+    assert_int_equal(sql1(SCHEMA_SQL), 5);
+    e = pgmod_ev(th, "r", 3, 0, c);
+    assert_int_equal(P->append_batch(db, &e, 1, 1, &first, &err), AB_OK);
+    assert_int_equal(compressed_with("ab_chunks", "data", th, "lz4"), 2);
+    assert_int_equal(compressed_with("ab_chunks", "data", th, "pglz"), 1);
+    big_acc_t acc = {0};
+    uint32_t n = 0;
+    ab_read_t q = {.scope = AB_REPLAY_RUN, .thread = S(th), .run = S("r"), .limit = 10};
+    assert_int_equal(P->read(db, &q, big_row, &acc, &n, &err), AB_OK);
+    assert_int_equal(acc.n, 3);
+    assert_memory_equal(acc.tags, "ABC", 3);
+    ab_buf_t doc = {0};
+    uint64_t pos = 0;
+    assert_int_equal(P->snapshot_get(db, S(th), &doc, &pos, &err), AB_OK);
+    assert_int_equal(doc.len, BIG_LEN);
+    assert_memory_equal(doc.data, a, BIG_LEN);
+    ab_buf_free(&doc);
+    P->close(db);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_stats_and_schema_upgrade),
+        cmocka_unit_test(test_lz4_compression_upgrade),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
