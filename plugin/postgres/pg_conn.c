@@ -33,7 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define SCHEMA_VERSION 5
+#define SCHEMA_VERSION 6
 #define AB_PG_STR_(x)  #x
 #define AB_PG_STR(x)   AB_PG_STR_(x)
 #define SCHEMA_LOCK    "7301975019" /* pg_advisory_xact_lock key of the schema setup */
@@ -51,18 +51,20 @@
     " updated_us, broker, cancel_epoch"
 
 /* A thread's chunks from the batch holding $2 + 1 (and from batch $4) on,
- * whole batches, up to the batch of its $3-th chunk; the last column: that
- * batch (0: not cut, nothing follows). */
+ * whole batches but for the chunks holding nothing past $2, up to the batch of
+ * its $3-th such chunk; the last column: that batch (0: not cut, nothing follows).
+ * (A chunk without a last position, stored before schema 6, is always taken.) */
 #define READ_THREAD_SQL                                                                            \
     "WITH s AS (SELECT " BATCH_OF(                                                                 \
         "2") " AS b),"                                                                             \
              " e AS (SELECT (SELECT x.batch_first FROM ab_chunks x, s WHERE x.thread = $1"         \
-             " AND x.first_pos >= s.b AND x.batch_first >= $4 ORDER BY x.first_pos"                \
+             " AND x.first_pos >= s.b AND x.batch_first >= $4"                                     \
+             " AND (x.last_pos IS NULL OR x.last_pos > $2) ORDER BY x.first_pos"                   \
              " OFFSET $3 - 1 LIMIT 1) AS b)"                                                       \
              " SELECT c.batch_first, c.commit_us, c.run, c.data, coalesce(e.b, 0)"                 \
              " FROM ab_chunks c, s, e WHERE c.thread = $1 AND c.first_pos >= s.b"                  \
-             " AND c.batch_first >= $4 AND (e.b IS NULL OR c.batch_first <= e.b) ORDER BY "        \
-             "c.first_pos"
+             " AND c.batch_first >= $4 AND (e.b IS NULL OR c.batch_first <= e.b)"                  \
+             " AND (c.last_pos IS NULL OR c.last_pos > $2) ORDER BY c.first_pos"
 
 /* The schema, in parts (each under C's 4095-byte string bound), run in order. */
 static const char *const SCHEMA[] = {
@@ -85,6 +87,10 @@ static const char *const SCHEMA[] = {
     " batch_first bigint NOT NULL, commit_us bigint NOT NULL, data bytea NOT NULL,"
     " UNIQUE(thread, run, last_seq));"
     "CREATE INDEX IF NOT EXISTS ab_chunks_by_thread ON ab_chunks(thread, first_pos);"
+    /* schema 6: a chunk's last position (set by ab_append; NULL in a chunk stored before), so
+     * that a read after P skips, before their data is sent, the chunks holding nothing past P
+     * (pg_read.c invariants 2 and 3) */
+    "ALTER TABLE ab_chunks ADD COLUMN IF NOT EXISTS last_pos bigint;"
     "CREATE TABLE IF NOT EXISTS ab_snapshots(thread text PRIMARY KEY, pos bigint NOT NULL,"
     " doc bytea NOT NULL);"
     "CREATE TABLE IF NOT EXISTS ab_requests(id bigint PRIMARY KEY, key text NOT NULL UNIQUE,"
@@ -128,9 +134,10 @@ static const char *const SCHEMA[] = {
     "  END IF;"
     "  UPDATE ab_head SET v = v + v_n WHERE id = 1 RETURNING v - v_n + 1 INTO v_first;"
     "  INSERT INTO ab_chunks(first_pos, thread, run, first_seq, last_seq, batch_first,"
-    "   commit_us, data) SELECT v_first + u.fo, u.t, u.r, u.f, u.l, v_first, p_commit, u.d"
-    "   FROM unnest(r_thread, r_run, r_first, r_last, r_firstoff, r_data)"
-    "    AS u(t, r, f, l, fo, d);"
+    "   commit_us, data, last_pos) SELECT v_first + u.fo, u.t, u.r, u.f, u.l, v_first,"
+    "   p_commit, u.d, v_first + u.lo"
+    "   FROM unnest(r_thread, r_run, r_first, r_last, r_firstoff, r_data, r_lastoff)"
+    "    AS u(t, r, f, l, fo, d, lo);"
     "  UPDATE ab_runs x SET epoch = greatest(x.epoch, u.e), last_seq = u.l,"
     "   last_pos = v_first + u.lo, status = coalesce(u.st, x.status),"
     "   outcome = coalesce(u.oc, x.outcome), parent_run = coalesce(u.pr, x.parent_run),"
@@ -273,10 +280,12 @@ static const struct {
                      4,
                      {PG_TEXT, PG_TEXT, PG_INT8, PG_INT8}},
     [PQ_READ_THREAD] = {READ_THREAD_SQL, 4, {PG_TEXT, PG_INT8, PG_INT8, PG_INT8}},
-    /* every chunk holding a position in ($1, $1 + $2] (positions are dense) */
+    /* every chunk holding a position in ($1, $1 + $2] (positions are dense; a chunk stored
+     * before schema 6 has no last position) */
     [PQ_READ_ALL] = {"SELECT batch_first, commit_us, thread, run, data FROM ab_chunks"
-                     " WHERE first_pos >= " BATCH_OF("1") " AND first_pos <= $1 + $2"
-                                                          " ORDER BY first_pos",
+                     " WHERE first_pos >= " BATCH_OF(
+                         "1") " AND first_pos <= $1 + $2"
+                              " AND (last_pos IS NULL OR last_pos > $1) ORDER BY first_pos",
                      2,
                      {PG_INT8, PG_INT8}},
     [PQ_EVENT] = {"SELECT batch_first, data FROM ab_chunks WHERE thread = $1 AND run = $2"

@@ -9,12 +9,15 @@
  *     until a short page has read everything.
  *  2. Scope all reads by windows of positions: positions are dense, so the
  *     chunks holding positions (P, P + W] are exactly those from the batch
- *     holding P + 1 up to first position P + W; each position lands in its
- *     slot, and the first empty slot is the end of what is committed.
+ *     holding P + 1 up to first position P + W whose last position is past P
+ *     (a chunk stored before schema 6 has none and is always fetched); each
+ *     position lands in its slot, and the first empty slot is the end of what
+ *     is committed.
  *  3. Scope thread reads whole batches (a batch's chunks interleave their
  *     positions), from the batch holding P + 1 up to the batch of its
  *     k-th chunk (k = 4 first, then what the rest of the page needs at
- *     the size of the chunks read, at most 256), and sorts their records by position;
+ *     the size of the chunks read, at most 256), but for the chunks whose last
+ *     position is not past P (as in 2), and sorts their records by position;
  * a pass that delivered fewer than the limit reads on from the next batch. Scope run reads the
  * chunks holding seqs (S, S + limit]: a run's seqs are dense, so that is exactly one page.
  *  4. A malformed chunk (a record running past its end) is AB_CORRUPT naming

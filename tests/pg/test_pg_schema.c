@@ -1,7 +1,9 @@
 /*
  * test_pg_schema.c - the PostgreSQL plugin's schema and what each version
- * stores: the stats entry (and a schema 1 database upgraded) and lz4
- * compression (schema 5, pglz chunks read beside it).
+ * stores: the stats entry (and a schema 1 database upgraded), lz4 compression
+ * (schema 5, pglz chunks read beside it) and the chunks' last positions
+ * (schema 6): a read after P never fetches a chunk holding nothing past P, and
+ * a chunk stored before schema 6 (no last position) is still read.
  *
  * One server for the file (group setup); each test uses fresh thread ids.
  */
@@ -41,6 +43,8 @@ static long long sql1(const char *sql)
 }
 
 #define SCHEMA_SQL "SELECT v FROM ab_meta WHERE k = 'schema'"
+
+/* ---- schema 1 to 5 ------------------------------------------------------------------- */
 
 static ab_plugin_stats_t stats_of(ab_plugin_db_t *db)
 {
@@ -94,7 +98,7 @@ static void test_stats_and_schema_upgrade(void **state)
                       " DROP COLUMN cancel_epoch;"
                       " UPDATE ab_meta SET v = 1 WHERE k = 'schema'; COMMIT");
     db = open_db(false);
-    assert_int_equal(sql1(SCHEMA_SQL), 5);
+    assert_int_equal(sql1(SCHEMA_SQL), 6);
     assert_int_equal(sql1("SELECT count(*) FROM information_schema.columns WHERE table_name ="
                           " 'ab_requests' AND column_name IN ('broker', 'parent_run',"
                           " 'cancel_epoch')"),
@@ -174,7 +178,7 @@ static void test_lz4_compression_upgrade(void **state)
     assert_int_equal(compressed_with("ab_chunks", "data", th, "pglz"), 1);
     P->close(db);
     db = open_db(false); /* upgrades to the current schema */
-    assert_int_equal(sql1(SCHEMA_SQL), 5);
+    assert_int_equal(sql1(SCHEMA_SQL), 6);
     e = pgmod_ev(th, "r", 3, 0, c);
     assert_int_equal(P->append_batch(db, &e, 1, 1, &first, &err), AB_OK);
     assert_int_equal(compressed_with("ab_chunks", "data", th, "lz4"), 2);
@@ -194,11 +198,145 @@ static void test_lz4_compression_upgrade(void **state)
     P->close(db);
 }
 
+/* ---- schema 6: the chunks' last positions ------------------------------------------------- */
+
+typedef struct rows {
+    char text[512];
+    uint32_t n;
+} rows_t;
+
+static int note_row(void *ud, const ab_row_t *row)
+{
+    rows_t *a = ud;
+    size_t l = strlen(a->text);
+    snprintf(a->text + l, sizeof a->text - l, "%s%llu:%.*s", l ? " " : "",
+             (unsigned long long)row->pos, (int)row->len, (const char *)row->bytes);
+    a->n++;
+    return 0;
+}
+
+/* Read scope @p scope (thread @p th) after @p after on a handle of its own (nothing kept from
+ * an earlier read); the rows into @p out. */
+static ab_status_t read_after(ab_replay_scope_t scope, const char *th, uint64_t after, rows_t *out)
+{
+    ab_plugin_db_t *rd = open_db(true);
+    ab_read_t q = {.scope = scope, .thread = S(th), .after_pos = after, .limit = 100};
+    ab_error_t err = AB_ERROR_INIT;
+    uint32_t n = 0;
+    *out = (rows_t){0};
+    ab_status_t s = P->read(rd, &q, note_row, out, &n, &err);
+    if (s == AB_OK)
+        assert_int_equal(n, out->n);
+    else
+        assert_int_equal(err.code, s);
+    P->close(rd);
+    return s;
+}
+
+/* The chunk of run @p run in the batch at @p first: damaged (a record whose bytes run past
+ * its end) and given last position @p last ("NULL": as stored before schema 6). */
+static void damage(const char *th, const char *run, uint64_t first, const char *last)
+{
+    char sql[512];
+    snprintf(sql, sizeof sql,
+             "UPDATE ab_chunks SET data = '\\x00000000000003e80000000000000001'::bytea,"
+             " last_pos = %s WHERE thread = '%s' AND run = '%s' AND batch_first = %llu",
+             last, th, run, (unsigned long long)first);
+    pgmod_exec(&g_pg, sql);
+}
+
+/* Each chunk's last position is that of its run's last event in the batch; a read (scope all
+ * or thread) after a position inside a batch does not fetch the chunks delivered whole, and a
+ * chunk without a last position (stored before schema 6) is fetched as before. */
+static void test_chunk_last_pos(void **state)
+{
+    (void)state;
+    ab_plugin_db_t *db = open_db(false);
+    char th[64];
+    pgmod_fresh(th, sizeof th, "lastpos");
+    ab_error_t err = AB_ERROR_INIT;
+    uint64_t p = 0, q = 0;
+    ab_append_event_t b1[5] = {pgmod_ev(th, "a", 1, 0, "a1"), pgmod_ev(th, "b", 1, 0, "b1"),
+                               pgmod_ev(th, "a", 2, 0, "a2"), pgmod_ev(th, "b", 2, 0, "b2"),
+                               pgmod_ev(th, "c", 1, 0, "c1")};
+    assert_int_equal(P->append_batch(db, b1, 5, 1, &p, &err), AB_OK);
+    ab_append_event_t b2 = pgmod_ev(th, "a", 3, 0, "a3");
+    assert_int_equal(P->append_batch(db, &b2, 1, 1, &q, &err), AB_OK);
+    assert_int_equal(q, p + 5);
+    P->close(db);
+    char sql[256];
+    snprintf(sql, sizeof sql,
+             "SELECT string_agg(run || '=' || (last_pos - %llu)::text, ',' ORDER BY first_pos)"
+             " FROM ab_chunks WHERE thread = '%s' AND batch_first = %llu",
+             (unsigned long long)p, th, (unsigned long long)p);
+    PGconn *c = pgfx_connect(&g_pg);
+    assert_non_null(c);
+    PGresult *r = PQexec(c, sql);
+    assert_int_equal(PQresultStatus(r), PGRES_TUPLES_OK);
+    assert_string_equal(PQgetvalue(r, 0, 0), "a=2,b=3,c=4");
+    PQclear(r);
+    PQfinish(c);
+    /* after a2 (p + 2): run a's chunk of the first batch is delivered whole; damaged, it is
+     * not read (a fetch of it would be AB_CORRUPT) */
+    char last[32];
+    snprintf(last, sizeof last, "%llu", (unsigned long long)p + 2);
+    damage(th, "a", p, last);
+    rows_t got;
+    char want[128];
+    snprintf(want, sizeof want, "%llu:b2 %llu:c1 %llu:a3", (unsigned long long)p + 3,
+             (unsigned long long)p + 4, (unsigned long long)p + 5);
+    assert_int_equal(read_after(AB_REPLAY_ALL, NULL, p + 2, &got), AB_OK);
+    assert_string_equal(got.text, want);
+    assert_int_equal(read_after(AB_REPLAY_THREAD, th, p + 2, &got), AB_OK);
+    assert_string_equal(got.text, want);
+    /* the same chunk as one stored before schema 6: fetched, so its damage is seen */
+    damage(th, "a", p, "NULL");
+    assert_int_equal(read_after(AB_REPLAY_ALL, NULL, p + 2, &got), AB_CORRUPT);
+    assert_int_equal(read_after(AB_REPLAY_THREAD, th, p + 2, &got), AB_CORRUPT);
+}
+
+/* A schema 5 database (no last_pos column) is upgraded at the next writer's open: its chunks
+ * (no last position) and the new ones (with one) are read together, in position order. */
+static void test_last_pos_upgrade(void **state)
+{
+    (void)state;
+    ab_plugin_db_t *db = open_db(false);
+    char th[64];
+    pgmod_fresh(th, sizeof th, "lastpos-up");
+    ab_error_t err = AB_ERROR_INIT;
+    uint64_t p = 0, q = 0;
+    ab_append_event_t b1[2] = {pgmod_ev(th, "a", 1, 0, "a1"), pgmod_ev(th, "b", 1, 0, "b1")};
+    assert_int_equal(P->append_batch(db, b1, 2, 1, &p, &err), AB_OK);
+    P->close(db);
+    pgmod_exec(&g_pg, "BEGIN; ALTER TABLE ab_chunks DROP COLUMN last_pos;"
+                      " UPDATE ab_meta SET v = 5 WHERE k = 'schema'; COMMIT");
+    db = open_db(false);
+    assert_int_equal(sql1(SCHEMA_SQL), 6);
+    char sql[192];
+    snprintf(sql, sizeof sql,
+             "SELECT count(*) FROM ab_chunks WHERE thread = '%s' AND last_pos IS NULL", th);
+    assert_int_equal(sql1(sql), 2);
+    ab_append_event_t b2[2] = {pgmod_ev(th, "b", 2, 0, "b2"), pgmod_ev(th, "a", 2, 0, "a2")};
+    assert_int_equal(P->append_batch(db, b2, 2, 1, &q, &err), AB_OK);
+    assert_int_equal(sql1(sql), 2); /* the new chunks have one */
+    P->close(db);
+    rows_t got;
+    char want[128];
+    snprintf(want, sizeof want, "%llu:b1 %llu:b2 %llu:a2", (unsigned long long)p + 1,
+             (unsigned long long)q, (unsigned long long)q + 1);
+    assert_int_equal(read_after(AB_REPLAY_ALL, NULL, p, &got), AB_OK);
+    assert_string_equal(got.text, want);
+    assert_int_equal(read_after(AB_REPLAY_THREAD, th, p, &got), AB_OK);
+    assert_string_equal(got.text, want);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_stats_and_schema_upgrade),
         cmocka_unit_test(test_lz4_compression_upgrade),
+        cmocka_unit_test(test_chunk_last_pos),
+        cmocka_unit_test(test_last_pos_upgrade),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
