@@ -89,17 +89,17 @@ typedef struct pg_slot {
 } pg_slot_t;
 
 /**
- * What a read of scope thread or run fetched past the page it delivered (pg_read.c
- * invariant 7): the rest of its chunks, settled, kept for the read that continues the page.
+ * What a read fetched past the page it delivered (pg_read.c invariant 7): the rest of its
+ * chunks, settled, kept for the read that continues the page.
  */
 typedef struct pg_ahead {
     PGresult *r;     /**< NULL: nothing kept */
     pg_slot_t *recs; /**< the records not delivered, in the read's order */
     size_t next, n;  /**< recs[next..n) not delivered yet */
-    int scope;       /**< AB_REPLAY_THREAD or AB_REPLAY_RUN */
-    char *thread;    /**< the thread read (a copy; then the run's, NUL-separated) */
+    int scope;       /**< the read's ab_replay_scope_t */
+    char *thread;    /**< the thread read (a copy; then the run's; empty for scope all) */
     size_t thread_len, run_len;
-    uint64_t last; /**< the position (thread) or seq (run) last delivered: a read after it
+    uint64_t last; /**< the position (thread, all) or seq (run) last delivered: a read after it
                         continues this one */
     uint64_t from; /**< the batch the pass would go on from (0: nothing followed it) */
 } pg_ahead_t;
@@ -116,7 +116,7 @@ struct ab_plugin_db {
     /** Every position up to this one is known to be on the synchronous standby (or, without
      * one, flushed on the primary): shown by this handle's own acknowledged commit. */
     uint64_t safe_pos;
-    pg_ahead_t ahead; /**< the rest of the last thread pass (pg_read.c invariant 7) */
+    pg_ahead_t ahead; /**< the rest of the last read (pg_read.c invariant 7) */
     /* append staging, reused across batches */
     pg_bytes_t arr[12];
 };

@@ -27,23 +27,25 @@
  *  6. No row of a result is delivered before its highest position is settled
  *     (ab__pg_settle, pg_conn.c invariant 4): a read of a commit the standby
  *     never had is unavailable, not delivered.
- *  7. A read of scope thread or run that stops before the end of the records it
- *     fetched (the page's limit, or the callback) keeps them with their result
- *     (db->ahead, one per handle, at most PG_AHEAD_MAX_BYTES of chunks), and the
- *     read that continues it (the same thread, or run, after the last position,
- *     or seq, delivered) takes them first, then goes on from where the first
- *     would have (a thread pass: the next batch): a page boundary inside a batch
- *     or a chunk does not read it twice. They stay right: chunks are never
- *     rewritten, and the records are settled (invariant 6). A read of scope
- *     thread or run that does not continue them, a dropped connection or close
- *     clears them.
+ *  7. A read that stops before the end of the records it fetched (the page's
+ *     limit, or the callback) keeps them with their result (db->ahead, one per
+ *     handle, at most PG_AHEAD_MAX_BYTES of chunks), and the read that continues
+ *     it (the same scope, thread and run, after the last position, or seq,
+ *     delivered) takes them first, then goes on from where the first would have
+ *     (a thread pass: the next batch): a page boundary inside a batch or a chunk
+ *     does not read it twice. Scope all fetches up to ALL_AHEAD times its limit
+ *     for that, so that pages of everything cost a statement per ALL_AHEAD
+ *     pages. They stay right: chunks are never rewritten, and the records are
+ *     settled (invariant 6). A read that does not continue them, a dropped
+ *     connection or close clears them.
  */
 #include "pg_int.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#define ALL_WINDOW 4096 /* positions per read of scope all */
+#define ALL_WINDOW 4096 /* most positions per read of scope all */
+#define ALL_AHEAD  4    /* a read of scope all fetches up to this many times its limit (kept) */
 /* chunks (and their whole batches) per pass of scope thread: 4 first, then as many as the rest
  * of the page needs at the size of the chunks just read, at most 256 */
 #define THREAD_CHUNKS_MIN 4
@@ -90,64 +92,12 @@ static ab_status_t fill_slots(const PGresult *r, int data_col, int run_col, uint
         while ((k = ab__pg_chunk_next(d, len, &at, &rec)) == 1) {
             uint64_t pos = bf + rec.off;
             if (pos > after && pos - after <= w)
-                slots[pos - after - 1] = (slot_t){.r = r, .row = i, .rec = rec};
+                slots[pos - after - 1] = (slot_t){.r = r, .row = i, .rec = rec, .pos = pos};
         }
         if (k < 0)
             return corrupt(ab__pg_str(r, i, run_col), err);
     }
     return AB_OK;
-}
-
-static ab_status_t read_all(ab_plugin_db_t *db, const ab_read_t *q, ab_row_cb cb, void *ud,
-                            uint32_t *count, ab_error_t *err)
-{
-    slot_t *slots = malloc(ALL_WINDOW * sizeof *slots);
-    if (!slots)
-        return ab_error_set(err, AB_NOMEM, "store", "out of memory (read)");
-    uint64_t after = q->after_pos;
-    uint32_t n = 0;
-    bool end = false;
-    ab_status_t s = AB_OK;
-    while (s == AB_OK && !end && n < q->limit) {
-        uint32_t w = q->limit - n < ALL_WINDOW ? q->limit - n : ALL_WINDOW;
-        pg_params_t p = {0};
-        ab__pg_p_i64(&p, clamp(after));
-        ab__pg_p_i64(&p, w);
-        PGresult *r = ab__pg_exec(db, PQ_READ_ALL, &p, "read", err);
-        if (!r) {
-            s = err ? err->code : AB_UNAVAILABLE;
-            break;
-        }
-        memset(slots, 0, w * sizeof *slots);
-        s = fill_slots(r, 4, 3, after, w, slots, err);
-        uint32_t got = 0; /* invariant 6: settled up to the last slot delivered */
-        while (s == AB_OK && got < w && slots[got].r)
-            got++;
-        if (s == AB_OK && got)
-            s = ab__pg_settle(db, after + got, err);
-        for (uint32_t i = 0; s == AB_OK && !end && i < w; i++) {
-            if (!slots[i].r) {
-                end = true; /* invariant 2: nothing committed past here */
-                break;
-            }
-            const slot_t *sl = &slots[i];
-            ab_row_t row = {.pos = after + 1,
-                            .commit_us = ab__pg_i64(r, sl->row, 1),
-                            .seq = sl->rec.seq,
-                            .thread = ab__pg_str(r, sl->row, 2),
-                            .run = ab__pg_str(r, sl->row, 3),
-                            .bytes = sl->rec.bytes,
-                            .len = sl->rec.len};
-            after++;
-            n++;
-            end = cb && cb(ud, &row) != 0;
-        }
-        PQclear(r);
-    }
-    free(slots);
-    if (s == AB_OK && count)
-        *count = n;
-    return s;
 }
 
 /* ---- scope thread -------------------------------------------------------------------- */
@@ -173,24 +123,26 @@ static void ahead_keep(ab_plugin_db_t *db, const ab_read_t *q, PGresult *r, int 
                        slot_t *recs, size_t next, size_t n, uint64_t last, uint64_t from)
 {
     size_t bytes = 0, rl = q->scope == AB_REPLAY_RUN ? q->run.len : 0;
+    size_t tl = q->scope == AB_REPLAY_ALL ? 0 : q->thread.len;
     for (int i = 0; i < PQntuples(r); i++)
         bytes += (size_t)PQgetlength(r, i, data_col);
-    char *t = bytes <= PG_AHEAD_MAX_BYTES ? malloc(q->thread.len + rl + 1) : NULL;
+    char *t = bytes <= PG_AHEAD_MAX_BYTES ? malloc(tl + rl + 1) : NULL;
     if (!t) {
         free(recs);
         PQclear(r);
         return;
     }
-    memcpy(t, q->thread.ptr, q->thread.len);
+    if (tl)
+        memcpy(t, q->thread.ptr, tl);
     if (rl)
-        memcpy(t + q->thread.len, q->run.ptr, rl);
+        memcpy(t + tl, q->run.ptr, rl);
     db->ahead = (pg_ahead_t){.r = r,
                              .recs = recs,
                              .next = next,
                              .n = n,
                              .scope = (int)q->scope,
                              .thread = t,
-                             .thread_len = q->thread.len,
+                             .thread_len = tl,
                              .run_len = rl,
                              .last = last,
                              .from = from};
@@ -199,8 +151,11 @@ static void ahead_keep(ab_plugin_db_t *db, const ab_read_t *q, PGresult *r, int 
 static bool ahead_continues(const ab_plugin_db_t *db, const ab_read_t *q)
 {
     const pg_ahead_t *a = &db->ahead;
-    if (!a->r || a->scope != (int)q->scope || q->thread.len != a->thread_len ||
-        memcmp(q->thread.ptr, a->thread, a->thread_len) != 0)
+    if (!a->r || a->scope != (int)q->scope)
+        return false;
+    if (q->scope == AB_REPLAY_ALL)
+        return q->after_pos == a->last;
+    if (q->thread.len != a->thread_len || memcmp(q->thread.ptr, a->thread, a->thread_len) != 0)
         return false;
     if (q->scope == AB_REPLAY_THREAD)
         return q->after_pos == a->last;
@@ -209,20 +164,20 @@ static bool ahead_continues(const ab_plugin_db_t *db, const ab_read_t *q)
 }
 
 /* Deliver recs[*i..nrec) of result @p r until the limit or the callback stops; *last: the
- * position (scope thread) or seq (scope run) of the last one. Column 1 is the commit time;
- * scope thread has the run in column 2. */
+ * position (scope thread, all) or seq (scope run) of the last one. Column 1 is the commit
+ * time; scope thread has the run in column 2, scope all the thread in 2 and the run in 3. */
 static void deliver_recs(const PGresult *r, const slot_t *recs, size_t nrec, size_t *i,
                          const ab_read_t *q, ab_row_cb cb, void *ud, uint32_t *n, bool *stop,
                          uint64_t *last)
 {
-    bool run = q->scope == AB_REPLAY_RUN;
+    bool run = q->scope == AB_REPLAY_RUN, all = q->scope == AB_REPLAY_ALL;
     for (; !*stop && *i < nrec && *n < q->limit; (*i)++) {
         const slot_t *sl = &recs[*i];
         ab_row_t row = {.pos = sl->pos,
                         .commit_us = ab__pg_i64(r, sl->row, 1),
                         .seq = sl->rec.seq,
-                        .thread = q->thread,
-                        .run = run ? q->run : ab__pg_str(r, sl->row, 2),
+                        .thread = all ? ab__pg_str(r, sl->row, 2) : q->thread,
+                        .run = run ? q->run : ab__pg_str(r, sl->row, all ? 3 : 2),
                         .bytes = sl->rec.bytes,
                         .len = sl->rec.len};
         (*n)++;
@@ -347,6 +302,64 @@ static ab_status_t read_thread(ab_plugin_db_t *db, const ab_read_t *q, ab_row_cb
         if (chunks > THREAD_CHUNKS_MAX)
             chunks = THREAD_CHUNKS_MAX;
         done = stop || from == 0;
+    }
+    if (s == AB_OK && count)
+        *count = n;
+    return s;
+}
+
+/* ---- scope all (reading) ------------------------------------------------------------- */
+
+/* One window of scope all: positions (*after, *after + w]; delivered up to the limit, the
+ * rest kept (invariant 7). *end: nothing committed past what the window held. */
+static ab_status_t all_window(ab_plugin_db_t *db, const ab_read_t *q, uint32_t w, ab_row_cb cb,
+                              void *ud, uint32_t *n, bool *stop, uint64_t *after, bool *end,
+                              ab_error_t *err)
+{
+    slot_t *slots = calloc(w, sizeof *slots);
+    if (!slots)
+        return ab_error_set(err, AB_NOMEM, "store", "out of memory (read)");
+    pg_params_t p = {0};
+    ab__pg_p_i64(&p, clamp(*after));
+    ab__pg_p_i64(&p, w);
+    PGresult *r = ab__pg_exec(db, PQ_READ_ALL, &p, "read", err);
+    if (!r) {
+        free(slots);
+        return err ? err->code : AB_UNAVAILABLE;
+    }
+    ab_status_t s = fill_slots(r, 4, 3, *after, w, slots, err);
+    size_t got = 0, i = 0; /* invariant 2: the first empty slot ends what is committed */
+    while (s == AB_OK && got < w && slots[got].r)
+        got++;
+    *end = got < w;
+    if (s == AB_OK && got) /* invariant 6: settled up to the last slot delivered or kept */
+        s = ab__pg_settle(db, *after + got, err);
+    if (s == AB_OK)
+        deliver_recs(r, slots, got, &i, q, cb, ud, n, stop, after);
+    if (s == AB_OK && i < got) {
+        ahead_keep(db, q, r, 4, slots, i, got, *after, 0);
+        return s;
+    }
+    free(slots);
+    PQclear(r);
+    return s;
+}
+
+static ab_status_t read_all(ab_plugin_db_t *db, const ab_read_t *q, ab_row_cb cb, void *ud,
+                            uint32_t *count, ab_error_t *err)
+{
+    uint64_t after = q->after_pos, from = 0;
+    uint32_t n = 0;
+    bool stop = false, end = false;
+    ab_status_t s = AB_OK;
+    if (ahead_continues(db, q)) /* invariant 7 */
+        stop = take_ahead(db, q, cb, ud, &n, &stop, &after, &from);
+    else
+        ab__pg_ahead_clear(db);
+    while (s == AB_OK && !end && !stop && n < q->limit) {
+        uint64_t w = (uint64_t)(q->limit - n) * ALL_AHEAD;
+        s = all_window(db, q, w < ALL_WINDOW ? (uint32_t)w : ALL_WINDOW, cb, ud, &n, &stop, &after,
+                       &end, err);
     }
     if (s == AB_OK && count)
         *count = n;

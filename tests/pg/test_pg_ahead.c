@@ -1,8 +1,9 @@
 /*
  * test_pg_ahead.c - a thread read page by page gives exactly the rows of one
  * read, whatever the page size and whatever else the handle reads between
- * pages, and the same for a run; what a read fetched past its page is served to
- * the page that continues it (plugin/postgres/pg_read.c invariant 7).
+ * pages, and the same for a run and for everything; what a read fetched past
+ * its page is served to the page that continues it (plugin/postgres/pg_read.c
+ * invariant 7).
  *
  * The events: thread "t" with five runs, thread "u" with two, written in
  * batches that interleave the runs and the threads (so a batch holds several
@@ -158,6 +159,18 @@ static uint32_t read_run(ab_plugin_db_t *db, const char *run, uint64_t after, ui
     return got;
 }
 
+/* Read scope all after @p after, at most @p limit rows, appended to @p rs. */
+static uint32_t read_all(ab_plugin_db_t *db, uint64_t after, uint32_t limit, rows_t *rs)
+{
+    ab_read_t q = {.scope = AB_REPLAY_ALL, .after_pos = after, .limit = limit};
+    uint32_t got = 0;
+    ab_error_t err = AB_ERROR_INIT;
+    ab_status_t s = P->read(db, &q, collect, rs, &got, &err);
+    if (s != AB_OK)
+        fail_msg("read all: %s: %s", ab_status_name(s), err.message);
+    return got;
+}
+
 static rows_t rows_new(size_t cap)
 {
     rows_t rs = {.v = calloc(cap, sizeof(got_t)), .cap = cap};
@@ -306,6 +319,91 @@ static void test_a_callback_stop_is_continued(void **state)
     free(rs.v);
 }
 
+#define ROWS_ALL ((RUNS_T + RUNS_U) * BATCHES * PER_RUN)
+
+/* Scope all page by page (limit @p limit), a read of thread u and a one-row read of
+ * everything between pages every @p other pages: the rows of one read, positions 1..n. */
+static void all_pages(const rows_t *all, uint32_t limit, int other)
+{
+    rows_t rs = rows_new(ROWS_ALL + 1), x = rows_new(ROWS_T);
+    uint64_t after = 0;
+    int page = 0;
+    for (;;) {
+        size_t before = rs.n;
+        uint32_t got = read_all(g_r, after, limit, &rs);
+        assert_int_equal(got, rs.n - before);
+        if (got < limit)
+            break;
+        after = rs.v[rs.n - 1].pos;
+        if (other && ++page % other == 0) {
+            x.n = 0;
+            assert_int_equal(read_thread(g_r, "u", 0, 3, &x), 3);
+            assert_int_equal(read_all(g_r, 0, 1, &x), 1);
+            assert_int_equal(x.v[3].pos, 1);
+        }
+    }
+    assert_same(&rs, all);
+    free(rs.v);
+    free(x.v);
+}
+
+static void test_all_pages_give_the_rows_of_one_read(void **state)
+{
+    (void)state;
+    rows_t all = rows_new(ROWS_ALL + 1);
+    assert_int_equal(read_all(g_r, 0, ROWS_ALL + 1, &all), ROWS_ALL);
+    for (size_t i = 0; i < all.n; i++)
+        assert_int_equal(all.v[i].pos, i + 1); /* positions are dense */
+    const uint32_t limits[] = {1, 2, 3, 5, 7, 16, 50, 101, 1000, ROWS_ALL - 1, ROWS_ALL};
+    for (size_t i = 0; i < sizeof limits / sizeof limits[0]; i++) {
+        all_pages(&all, limits[i], 0);
+        all_pages(&all, limits[i], 1);
+        all_pages(&all, limits[i], 4);
+    }
+    /* a callback that stops: the next page continues after its last row */
+    rows_t rs = rows_new(ROWS_ALL + 1);
+    while (rs.n < ROWS_ALL) {
+        stopper_t st = {.rs = &rs, .left = 3};
+        ab_read_t q = {
+            .scope = AB_REPLAY_ALL, .after_pos = rs.n ? rs.v[rs.n - 1].pos : 0, .limit = 500};
+        uint32_t got = 0;
+        ab_error_t err = AB_ERROR_INIT;
+        assert_int_equal(P->read(g_r, &q, stop_early, &st, &got, &err), AB_OK);
+        assert_true(got >= 1 && got <= 3);
+    }
+    assert_same(&rs, &all);
+    free(rs.v);
+    free(all.v);
+}
+
+/* White box: a page of scope all fetches up to four times its limit; the page that continues
+ * it is served from what was kept, not the table. */
+static void test_the_next_all_page_comes_from_the_kept_window(void **state)
+{
+    (void)state;
+    rows_t first = rows_new(5), next = rows_new(ROWS_ALL);
+    assert_int_equal(read_all(g_r, 0, 5, &first), 5);
+    PGconn *c = pgfx_connect(&g_pg);
+    assert_non_null(c);
+    PQclear(PQexec(c, "BEGIN; CREATE TABLE ab_keep AS SELECT * FROM ab_chunks;"
+                      " DELETE FROM ab_chunks; COMMIT"));
+    assert_int_equal(pgfx_scalar(c, "SELECT count(*) FROM ab_chunks"), 0);
+    assert_int_equal(read_all(g_r, 5, 100, &next), 15); /* positions 6..20 of the window */
+    for (size_t i = 0; i < next.n; i++)
+        assert_int_equal(next.v[i].pos, 6 + i);
+    next.n = 0;
+    assert_int_equal(read_all(g_r, 20, 100, &next), 0); /* past it: the table as it is */
+    PQclear(PQexec(c, "BEGIN; INSERT INTO ab_chunks SELECT * FROM ab_keep; DROP TABLE ab_keep;"
+                      " COMMIT"));
+    assert_int_equal(pgfx_scalar(c, "SELECT (to_regclass('ab_keep') IS NULL)::int"), 1);
+    PQfinish(c);
+    next.n = 0;
+    assert_int_equal(read_all(g_r, 20, 100, &next), 100);
+    assert_int_equal(next.v[0].pos, 21);
+    free(first.v);
+    free(next.v);
+}
+
 /* White box: the continuing page is served from the kept pass, not the table. */
 static void test_the_next_page_comes_from_the_kept_pass(void **state)
 {
@@ -381,6 +479,8 @@ int main(void)
         cmocka_unit_test(test_run_pages_give_the_rows_of_one_read),
         cmocka_unit_test(test_a_callback_stop_is_continued),
         cmocka_unit_test(test_the_next_page_comes_from_the_kept_pass),
+        cmocka_unit_test(test_all_pages_give_the_rows_of_one_read),
+        cmocka_unit_test(test_the_next_all_page_comes_from_the_kept_window),
         cmocka_unit_test(test_commits_after_the_kept_pass_are_read),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
