@@ -52,18 +52,26 @@
 
 /* A thread's chunks from the batch holding $2 + 1 (and from batch $4) on,
  * whole batches but for the chunks holding nothing past $2, up to the batch of
- * its $3-th such chunk; the last column: that batch (0: not cut, nothing follows).
- * (A chunk without a last position, stored before schema 6, is always taken.) */
+ * its $3-th such chunk (e); the last column: that batch (0: not cut, nothing
+ * follows). The batch's end is the thread's first chunk of a later batch (n):
+ * every bound is a value the scans use as an index condition (a CTE read
+ * through a scalar subquery), so a pass reads only the rows it returns, not
+ * the rest of the thread or of the table. (A chunk without a last position,
+ * stored before schema 6, is always taken.) */
 #define READ_THREAD_SQL                                                                            \
     "WITH s AS (SELECT " BATCH_OF(                                                                 \
         "2") " AS b),"                                                                             \
-             " e AS (SELECT (SELECT x.batch_first FROM ab_chunks x, s WHERE x.thread = $1"         \
-             " AND x.first_pos >= s.b AND x.batch_first >= $4"                                     \
+             " e AS (SELECT (SELECT x.batch_first FROM ab_chunks x WHERE x.thread = $1"            \
+             " AND x.first_pos >= (SELECT b FROM s) AND x.batch_first >= $4"                       \
              " AND (x.last_pos IS NULL OR x.last_pos > $2) ORDER BY x.first_pos"                   \
-             " OFFSET $3 - 1 LIMIT 1) AS b)"                                                       \
-             " SELECT c.batch_first, c.commit_us, c.run, c.data, coalesce(e.b, 0)"                 \
-             " FROM ab_chunks c, s, e WHERE c.thread = $1 AND c.first_pos >= s.b"                  \
-             " AND c.batch_first >= $4 AND (e.b IS NULL OR c.batch_first <= e.b)"                  \
+             " OFFSET $3 - 1 LIMIT 1) AS b),"                                                      \
+             " n AS (SELECT (SELECT y.first_pos FROM ab_chunks y WHERE y.thread = $1"              \
+             " AND y.first_pos > (SELECT b FROM e) AND y.batch_first > (SELECT b FROM e)"          \
+             " ORDER BY y.first_pos LIMIT 1) AS f)"                                                \
+             " SELECT c.batch_first, c.commit_us, c.run, c.data, coalesce((SELECT b FROM e), 0)"   \
+             " FROM ab_chunks c WHERE c.thread = $1 AND c.first_pos >= (SELECT b FROM s)"          \
+             " AND c.first_pos < coalesce((SELECT f FROM n), 9223372036854775807)"                 \
+             " AND c.batch_first >= $4"                                                            \
              " AND (c.last_pos IS NULL OR c.last_pos > $2) ORDER BY c.first_pos"
 
 /* The schema, in parts (each under C's 4095-byte string bound), run in order. */
