@@ -281,10 +281,13 @@ static const struct {
                          1,
                          {PG_TEXT}},
     [PQ_HEAD_POS] = {"SELECT v FROM ab_head WHERE id = 1", 0, {0}},
-    /* a run's chunks holding seqs in ($3, $3 + $4] (a run's seqs are dense) */
+    /* a run's chunks holding seqs in ($3, $3 + $4] (a run's seqs are dense): up to the one
+     * holding $3 + $4, found first, so that both ends are index conditions (a filter on
+     * first_seq would have the scan run to the end of the run) */
     [PQ_READ_RUN] = {"SELECT batch_first, commit_us, data FROM ab_chunks WHERE thread = $1"
-                     " AND run = $2 AND last_seq > $3 AND first_seq <= $3 + $4"
-                     " ORDER BY last_seq",
+                     " AND run = $2 AND last_seq > $3 AND last_seq <= coalesce((SELECT"
+                     " min(last_seq) FROM ab_chunks WHERE thread = $1 AND run = $2"
+                     " AND last_seq >= $3 + $4), 9223372036854775807) ORDER BY last_seq",
                      4,
                      {PG_TEXT, PG_TEXT, PG_INT8, PG_INT8}},
     [PQ_READ_THREAD] = {READ_THREAD_SQL, 4, {PG_TEXT, PG_INT8, PG_INT8, PG_INT8}},
