@@ -57,9 +57,12 @@ static ab_status_t corrupt(ab_str_t run, ab_error_t *err)
                         (int)run.len, run.ptr);
 }
 
-static int64_t clamp(uint64_t v)
+/* Cursor @p v as a parameter that the statement adds @p add to: at most INT64_MAX - @p add, so
+ * that the sum cannot overflow (no stored position or seq comes near: the answer is the same). */
+static int64_t clamp(uint64_t v, uint64_t add)
 {
-    return v > INT64_MAX ? INT64_MAX : (int64_t)v;
+    uint64_t top = (uint64_t)INT64_MAX - add;
+    return v > top ? (int64_t)top : (int64_t)v;
 }
 
 /* The position of the last record of chunk row @p i (0 when it has none; a malformed one
@@ -238,9 +241,9 @@ static ab_status_t thread_pass(ab_plugin_db_t *db, const ab_read_t *q, uint64_t 
 {
     pg_params_t p = {0};
     ab__pg_p_text(&p, q->thread);
-    ab__pg_p_i64(&p, clamp(after));
+    ab__pg_p_i64(&p, clamp(after, 1));
     ab__pg_p_i64(&p, want);
-    ab__pg_p_i64(&p, clamp(*from));
+    ab__pg_p_i64(&p, clamp(*from, 0));
     PGresult *r = ab__pg_exec(db, PQ_READ_THREAD, &p, "read", err);
     if (!r)
         return err ? err->code : AB_UNAVAILABLE;
@@ -320,7 +323,7 @@ static ab_status_t all_window(ab_plugin_db_t *db, const ab_read_t *q, uint32_t w
     if (!slots)
         return ab_error_set(err, AB_NOMEM, "store", "out of memory (read)");
     pg_params_t p = {0};
-    ab__pg_p_i64(&p, clamp(*after));
+    ab__pg_p_i64(&p, clamp(*after, w));
     ab__pg_p_i64(&p, w);
     PGresult *r = ab__pg_exec(db, PQ_READ_ALL, &p, "read", err);
     if (!r) {
@@ -386,7 +389,7 @@ static ab_status_t read_run(ab_plugin_db_t *db, const ab_read_t *q, ab_row_cb cb
     pg_params_t p = {0};
     ab__pg_p_text(&p, q->thread);
     ab__pg_p_text(&p, q->run);
-    ab__pg_p_i64(&p, clamp(after));
+    ab__pg_p_i64(&p, clamp(after, q->limit - n));
     ab__pg_p_i64(&p, q->limit - n);
     PGresult *r = ab__pg_exec(db, PQ_READ_RUN, &p, "read", err);
     if (!r)
@@ -444,7 +447,7 @@ ab_status_t ab__pg_event_bytes(ab_plugin_db_t *db, ab_str_t thread, ab_str_t run
     pg_params_t p = {0};
     ab__pg_p_text(&p, thread);
     ab__pg_p_text(&p, run);
-    ab__pg_p_i64(&p, clamp(seq));
+    ab__pg_p_i64(&p, clamp(seq, 0));
     PGresult *r = ab__pg_exec(db, PQ_EVENT, &p, "event bytes", err);
     if (!r)
         return err ? err->code : AB_UNAVAILABLE;

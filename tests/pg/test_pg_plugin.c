@@ -813,6 +813,39 @@ static void test_stats_never_reconnect(void **state)
     P->close(db);
 }
 
+/* A cursor past any position or seq (up to UINT64_MAX) reads nothing, in every scope: not a
+ * database error from an overflowing bound. */
+static void test_reads_after_the_largest_cursor(void **state)
+{
+    (void)state;
+    ab_plugin_db_t *db = open_db(false);
+    char th[64];
+    pgmod_fresh(th, sizeof th, "huge");
+    ab_error_t err = AB_ERROR_INIT;
+    uint64_t first = 0;
+    ab_append_event_t e = pgmod_ev(th, "r", 1, 0, "x");
+    assert_int_equal(P->append_batch(db, &e, 1, 1, &first, &err), AB_OK);
+    const uint64_t cursors[] = {(uint64_t)INT64_MAX - 1, (uint64_t)INT64_MAX, UINT64_MAX};
+    const ab_replay_scope_t scopes[] = {AB_REPLAY_RUN, AB_REPLAY_THREAD, AB_REPLAY_ALL};
+    for (size_t i = 0; i < sizeof cursors / sizeof *cursors; i++) {
+        for (size_t k = 0; k < sizeof scopes / sizeof *scopes; k++) {
+            ab_read_t q = {.scope = scopes[k],
+                           .thread = S(th),
+                           .run = S("r"),
+                           .after_pos = cursors[i],
+                           .after_seq = cursors[i],
+                           .limit = 1000};
+            uint32_t n = 7;
+            ab_status_t s = P->read(db, &q, NULL, NULL, &n, &err);
+            if (s != AB_OK)
+                fail_msg("scope %d after %llu: %s: %s", (int)scopes[k],
+                         (unsigned long long)cursors[i], ab_status_name(s), err.message);
+            assert_int_equal(n, 0);
+        }
+    }
+    P->close(db);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -829,6 +862,7 @@ int main(void)
         cmocka_unit_test(test_snapshots),
         cmocka_unit_test(test_reconnect_after_lost_connection),
         cmocka_unit_test(test_stats_never_reconnect),
+        cmocka_unit_test(test_reads_after_the_largest_cursor),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
