@@ -116,4 +116,37 @@ static inline void pgmod_teardown(pgfx_t *pg, ab_plugin_lib_t *lib)
     pgfx_cleanup(pg);
 }
 
+#ifdef PGMOD_FILE_SERVER
+/*
+ * With PGMOD_FILE_SERVER defined before this header: one server and the plugin for the whole
+ * test file, g_pg, g_lib and P, started by group_setup() (with the server settings PGMOD_CONF,
+ * a NULL-terminated list, where the file defines it) and stopped by group_teardown(), the
+ * cmocka group's setup and teardown.
+ */
+static pgfx_t g_pg;
+static ab_plugin_lib_t g_lib;
+static const ab_plugin_t *P;
+
+static int group_setup(void **state)
+{
+    (void)state;
+#ifdef PGMOD_CONF
+    const char *conf[] = {PGMOD_CONF, NULL};
+#else
+    const char *const *conf = NULL;
+#endif
+    if (pgmod_setup_conf(&g_pg, &g_lib, conf) != 0)
+        return -1;
+    P = g_lib.plugin;
+    return 0;
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    pgmod_teardown(&g_pg, &g_lib);
+    return 0;
+}
+#endif /* PGMOD_FILE_SERVER */
+
 #endif /* AB_TEST_PG_MODULE_H */

@@ -11,6 +11,7 @@
  *
  * One server for the file (group setup); each test uses fresh thread ids.
  */
+#define PGMOD_FILE_SERVER
 #include "pg_module.h"
 
 #include "agentbus/plugin.h"
@@ -21,26 +22,6 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <time.h>
-
-static pgfx_t g_pg;
-static ab_plugin_lib_t g_lib;
-static const ab_plugin_t *P;
-
-static int group_setup(void **state)
-{
-    (void)state;
-    if (pgmod_setup(&g_pg, &g_lib) != 0)
-        return -1;
-    P = g_lib.plugin;
-    return 0;
-}
-
-static int group_teardown(void **state)
-{
-    (void)state;
-    pgmod_teardown(&g_pg, &g_lib);
-    return 0;
-}
 
 static ab_plugin_db_t *open_db(bool readonly)
 {

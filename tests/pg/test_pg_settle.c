@@ -14,6 +14,8 @@
  * a newer event waits again, until a standby is back. A `process` reader
  * never waits.
  */
+#define PGMOD_FILE_SERVER
+#define PGMOD_CONF "synchronous_standby_names=sb", "synchronous_commit=local"
 #include "pg_module.h"
 
 #include "agentbus/plugin.h"
@@ -24,27 +26,6 @@
 #include <stdatomic.h>
 
 #define WAIT_MS 20000 /* bound of every handshake below */
-
-static pgfx_t g_pg;
-static ab_plugin_lib_t g_lib;
-static const ab_plugin_t *P;
-
-static int group_setup(void **state)
-{
-    (void)state;
-    const char *conf[] = {"synchronous_standby_names=sb", "synchronous_commit=local", NULL};
-    if (pgmod_setup_conf(&g_pg, &g_lib, conf) != 0)
-        return -1;
-    P = g_lib.plugin;
-    return 0;
-}
-
-static int group_teardown(void **state)
-{
-    (void)state;
-    pgmod_teardown(&g_pg, &g_lib);
-    return 0;
-}
 
 static ab_plugin_db_t *open_db(bool readonly, ab_durability_t d)
 {

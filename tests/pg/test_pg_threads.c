@@ -7,31 +7,12 @@
  * after their range, a claimed-only thread left out, the figures (runs,
  * active, the newest event's run and position), and a read-only handle.
  */
+#define PGMOD_FILE_SERVER
 #include "pg_module.h"
 
 #include "agentbus/plugin.h"
 #include "loader.h"
 #include "testutil.h"
-
-static pgfx_t g_pg;
-static ab_plugin_lib_t g_lib;
-static const ab_plugin_t *P;
-
-static int group_setup(void **state)
-{
-    (void)state;
-    if (pgmod_setup(&g_pg, &g_lib) != 0)
-        return -1;
-    P = g_lib.plugin;
-    return 0;
-}
-
-static int group_teardown(void **state)
-{
-    (void)state;
-    pgmod_teardown(&g_pg, &g_lib);
-    return 0;
-}
 
 static ab_plugin_db_t *open_db(bool readonly)
 {
