@@ -11,6 +11,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #define AB_BENCH_OK   0
@@ -27,6 +28,8 @@ typedef struct bench_opts {
                                      they can */
     const char *workers_broker; /**< dispatch: the workers' broker (another broker on the store
                                      of --broker); NULL: the workers use the controller's */
+    uint64_t replay_events;     /**< replay (and pg's replay rows): the events of the run and of
+                                     the thread replayed; 0 = 100,000 */
 } bench_opts_t;
 
 /** `bench proto`: decode + validate on one core; @p only_size 0 = 256 B and 2 KiB rows. */

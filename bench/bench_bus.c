@@ -590,8 +590,27 @@ static int head_pos(const char *ep, void *ctx, uint64_t *pos)
     return rc;
 }
 
+/* @p n events as a row's label says it: 100k, 1M, 2500. */
+static void count_label(char *out, size_t cap, uint64_t n)
+{
+    if (n % 1000000 == 0)
+        snprintf(out, cap, "%lluM", (unsigned long long)(n / 1000000));
+    else if (n % 1000 == 0)
+        snprintf(out, cap, "%lluk", (unsigned long long)(n / 1000));
+    else
+        snprintf(out, cap, "%llu", (unsigned long long)n);
+}
+
 int bench_replay(const bench_opts_t *o, void *ctx, const bodies_t *b)
 {
+    uint64_t events = o->replay_events ? o->replay_events : 100000;
+    char c_run[24], c_thread[24], c_all[24], l_run[64], l_thread[64], l_all[64];
+    count_label(c_run, sizeof c_run, events);
+    count_label(c_thread, sizeof c_thread, events / 10);
+    count_label(c_all, sizeof c_all, 2 * events);
+    snprintf(l_run, sizeof l_run, "one run (%s events)", c_run);
+    snprintf(l_thread, sizeof l_thread, "thread (10 x %s runs)", c_thread);
+    snprintf(l_all, sizeof l_all, "everything (%s events)", c_all);
     child_t ch;
     const char *ep;
     if (row_begin(o, &ch, "process", &ep) != 0)
@@ -605,7 +624,7 @@ int bench_replay(const bench_opts_t *o, void *ctx, const bodies_t *b)
                   .pipe = PIPE,
                   .seconds = 600,
                   .thread_fmt = "replay-run-%d",
-                  .max_events = 100000};
+                  .max_events = events};
     prod_t ten = one;
     ten.nruns = 10;
     ten.thread_fmt = "replay-thread-%d";
@@ -624,9 +643,8 @@ int bench_replay(const bench_opts_t *o, void *ctx, const bodies_t *b)
     ab_msg_t qa = {.op = AB_OP_REPLAY}; /* everything: both loads above, in commit order */
     qa.u.replay.scope = AB_REPLAY_ALL;
     qa.u.replay.after_pos = before;
-    if (replay_one(ep, ctx, "one run (100k events)", &q) == 0 &&
-        replay_one(ep, ctx, "thread (10 x 10k runs)", &qt) == 0 &&
-        replay_one(ep, ctx, "everything (200k events)", &qa) == 0)
+    if (replay_one(ep, ctx, l_run, &q) == 0 && replay_one(ep, ctx, l_thread, &qt) == 0 &&
+        replay_one(ep, ctx, l_all, &qa) == 0)
         rc = AB_BENCH_OK;
 out:
     child_stop(&ch);

@@ -19,7 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 
-enum { OPT_SIZE = 1, OPT_ROUNDS, OPT_FRAME, OPT_SNAP, OPT_JSON, OPT_RATE, OPT_WORKERS };
+enum { OPT_SIZE = 1, OPT_ROUNDS, OPT_FRAME, OPT_SNAP, OPT_JSON, OPT_RATE, OPT_WORKERS, OPT_EVENTS };
 
 typedef struct bench_args {
     bench_opts_t bus;
@@ -30,6 +30,7 @@ typedef struct bench_args {
     bool seen_frame;   /* --frame-per-event: the benchmarks that publish */
     bool seen_rate;    /* --rate: ingest only */
     bool seen_workers; /* --workers-broker: dispatch only, with --broker */
+    bool seen_events;  /* --events: replay and pg only */
     bool json;         /* --json: rows as JSON on stdout, the human lines on stderr */
 } bench_args_t;
 
@@ -48,7 +49,8 @@ static void help(void)
            "  latency    the floor (write+fdatasync, ZeroMQ round trip), publish-to-ack and\n"
            "             publish-to-live-delivery (1 and 4 subscribers) at 1,000 events/s and\n"
            "             at 80%% of the maximum: p50, p90, p99, p99.9, max\n"
-           "  replay     events/s delivered replaying one 100k-event run and a whole thread\n"
+           "  replay     events/s delivered replaying one 100k-event run, a whole thread of\n"
+           "             10 runs and everything both hold (--events: other sizes)\n"
            "  zmq        raw ZeroMQ ceilings on loopback (round trips/s, messages/s)\n"
            "  fanout     live delivery to 1 and 4 subscribers while ingesting, beside raw\n"
            "             ZeroMQ PUB/SUB fan-out measured in the same run\n"
@@ -73,6 +75,8 @@ static void help(void)
            "                      through) broker EP, another broker on the store of --broker,\n"
            "                      the controller to --broker: dispatch across brokers\n"
            "  --rounds N          fanout: repeat the 4-subscriber rows N times (1 ... 64)\n"
+           "  --events N          replay, pg: N events in the run and N in the thread\n"
+           "                      (1000 ... 10000000; default 100000): replay against size\n"
            "  --rate N            ingest: publish N events/s in all (the 4 producers share\n"
            "                      it) instead of as fast as the broker acknowledges\n"
            "                      and print the median share of raw\n"
@@ -114,6 +118,12 @@ static int take(int c, bench_args_t *a)
             return cli_usage_error("bench", "--rate takes events per second in [1, 100000000]");
         a->bus.rate = r;
         a->seen_bus_only = a->seen_rate = true;
+    } else if (c == OPT_EVENTS) {
+        unsigned long long n = strtoull(optarg, &end, 10);
+        if (*end || !isdigit((unsigned char)optarg[0]) || n < 1000 || n > 10000000)
+            return cli_usage_error("bench", "--events takes a whole number in [1000, 10000000]");
+        a->bus.replay_events = n;
+        a->seen_events = true;
     } else if (c == OPT_WORKERS) {
         a->bus.workers_broker = optarg;
         a->seen_bus_only = a->seen_workers = true;
@@ -164,6 +174,7 @@ static int parse(int argc, char **argv, bench_args_t *a, const char **name)
         {"json", no_argument, NULL, OPT_JSON},
         {"rate", required_argument, NULL, OPT_RATE},
         {"workers-broker", required_argument, NULL, OPT_WORKERS},
+        {"events", required_argument, NULL, OPT_EVENTS},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -211,6 +222,8 @@ int cmd_bench(int argc, char **argv)
                                         "on one shared store)");
     if (a.seen_rounds && strcmp(name, "fanout") != 0)
         return cli_usage_error("bench", "--rounds is for bench fanout");
+    if (a.seen_events && strcmp(name, "replay") != 0 && strcmp(name, "pg") != 0)
+        return cli_usage_error("bench", "--events is for bench replay and bench pg");
     if (a.seen_rate && strcmp(name, "ingest") != 0)
         return cli_usage_error("bench", "--rate is for bench ingest");
     if (a.seen_frame &&
