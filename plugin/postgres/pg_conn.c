@@ -7,7 +7,8 @@
  *  1. A handle's connection is either NULL or fully set up: schema checked
  *     (writer: created if missing, under an advisory lock so that two brokers
  *     starting together create it once), every statement prepared, the
- *     session's synchronous_commit set and, for a writer, LISTEN issued.
+ *     session's synchronous_commit and planner settings set and, for a
+ *     writer, LISTEN issued.
  *  2. A failure that leaves the connection broken (PQstatus not OK, SQLSTATE
  *     class 08, admin shutdown, read-only transaction after a failover)
  *     closes it and is AB_UNAVAILABLE (retryable); the next call connects
@@ -286,8 +287,9 @@ static const struct {
      * first_seq would have the scan run to the end of the run) */
     [PQ_READ_RUN] = {"SELECT batch_first, commit_us, data FROM ab_chunks WHERE thread = $1"
                      " AND run = $2 AND last_seq > $3 AND last_seq <= coalesce((SELECT"
-                     " min(last_seq) FROM ab_chunks WHERE thread = $1 AND run = $2"
-                     " AND last_seq >= $3 + $4), 9223372036854775807) ORDER BY last_seq",
+                     " e.last_seq FROM ab_chunks e WHERE e.thread = $1 AND e.run = $2"
+                     " AND e.last_seq >= $3 + $4 ORDER BY e.last_seq LIMIT 1),"
+                     " 9223372036854775807) ORDER BY last_seq",
                      4,
                      {PG_TEXT, PG_TEXT, PG_INT8, PG_INT8}},
     [PQ_READ_THREAD] = {READ_THREAD_SQL, 4, {PG_TEXT, PG_INT8, PG_INT8, PG_INT8}},
@@ -554,6 +556,12 @@ static ab_status_t connect_db(ab_plugin_db_t *db, ab_error_t *err)
                         : "SELECT set_config('synchronous_commit', 'on', false) WHERE"
                           " current_setting('synchronous_commit') <> 'remote_apply'",
                     "synchronous_commit", err);
+    /* Every statement here reads a short range in index order (a bound or a LIMIT); a bitmap
+     * scan reads every row the index condition matches before it sorts them, and the planner
+     * picks one for a small table (and, with a parameter of unknown selectivity, a large one):
+     * tests/pg/test_pg_scans.c counts the buffers. */
+    if (s == AB_OK)
+        s = run_cmd(db, "SET enable_bitmapscan = off", "planner settings", err);
     if (s == AB_OK && !db->readonly)
         s = run_cmd(db, "LISTEN ab_events; LISTEN ab_requests", "listen", err);
     if (s == AB_OK)
