@@ -134,7 +134,7 @@ PGresult *ab__pg_exec(ab_plugin_db_t *db, int which, const pg_params_t *p, const
  * `process` handle; else one commit that waits for the synchronous standby.
  */
 ab_status_t ab__pg_settle(ab_plugin_db_t *db, uint64_t pos, ab_error_t *err);
-/** Clear what a thread pass kept (pg_read.c): on every dropped connection and at close. */
+/** Clear what a read kept (pg_read.c invariant 7): on every dropped connection and at close. */
 void ab__pg_ahead_clear(ab_plugin_db_t *db);
 /** The status of a failed result, as the durability contract names them (and err). */
 ab_status_t ab__pg_fail(ab_plugin_db_t *db, PGresult *r, const char *what, ab_error_t *err);

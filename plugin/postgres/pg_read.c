@@ -267,12 +267,17 @@ static ab_status_t thread_pass(ab_plugin_db_t *db, const ab_read_t *q, uint64_t 
     return s;
 }
 
-/* Invariant 7: the kept records first. @return whether the read is done (*from: where to go
+/* Invariant 7: a read that continues what the handle kept takes those records first; any
+ * other read clears them. @return whether the read is done (*from: where a thread pass goes
  * on, as after a pass). */
 static bool take_ahead(ab_plugin_db_t *db, const ab_read_t *q, ab_row_cb cb, void *ud, uint32_t *n,
                        bool *stop, uint64_t *after, uint64_t *from)
 {
     pg_ahead_t *a = &db->ahead;
+    if (!ahead_continues(db, q)) {
+        ab__pg_ahead_clear(db);
+        return false;
+    }
     deliver_recs(a->r, a->recs, a->n, &a->next, q, cb, ud, n, stop, after);
     a->last = *after;
     *from = a->from;
@@ -289,11 +294,7 @@ static ab_status_t read_thread(ab_plugin_db_t *db, const ab_read_t *q, ab_row_cb
     uint32_t n = 0, chunks = THREAD_CHUNKS_MIN;
     bool stop = false;
     ab_status_t s = AB_OK;
-    bool done = false;
-    if (ahead_continues(db, q))
-        done = take_ahead(db, q, cb, ud, &n, &stop, &after, &from);
-    else
-        ab__pg_ahead_clear(db);
+    bool done = take_ahead(db, q, cb, ud, &n, &stop, &after, &from);
     /* every record past `after` of the batches read so far was delivered; a kept pass that
      * read everything committed then (from 0) is followed by a fresh look from `after` */
     while (s == AB_OK && !done) {
@@ -355,11 +356,8 @@ static ab_status_t read_all(ab_plugin_db_t *db, const ab_read_t *q, ab_row_cb cb
     uint32_t n = 0;
     bool stop = false, end = false;
     ab_status_t s = AB_OK;
-    if (ahead_continues(db, q)) /* invariant 7 */
-        stop = take_ahead(db, q, cb, ud, &n, &stop, &after, &from);
-    else
-        ab__pg_ahead_clear(db);
-    while (s == AB_OK && !end && !stop && n < q->limit) {
+    bool done = take_ahead(db, q, cb, ud, &n, &stop, &after, &from);
+    while (s == AB_OK && !done && !end && !stop && n < q->limit) {
         uint64_t w = (uint64_t)(q->limit - n) * ALL_AHEAD;
         s = all_window(db, q, w < ALL_WINDOW ? (uint32_t)w : ALL_WINDOW, cb, ud, &n, &stop, &after,
                        &end, err);
@@ -377,14 +375,10 @@ static ab_status_t read_run(ab_plugin_db_t *db, const ab_read_t *q, ab_row_cb cb
     uint64_t after = q->after_seq, from = 0;
     uint32_t n = 0;
     bool stop = false;
-    if (ahead_continues(db, q)) { /* invariant 7 */
-        if (take_ahead(db, q, cb, ud, &n, &stop, &after, &from)) {
-            if (count)
-                *count = n;
-            return AB_OK;
-        }
-    } else {
-        ab__pg_ahead_clear(db);
+    if (take_ahead(db, q, cb, ud, &n, &stop, &after, &from)) {
+        if (count)
+            *count = n;
+        return AB_OK;
     }
     pg_params_t p = {0};
     ab__pg_p_text(&p, q->thread);
