@@ -170,6 +170,17 @@ static void assert_same(const rows_t *a, const rows_t *b)
     }
 }
 
+/* The rows of @p rs are one run's seqs 1, 2, ... in order (each event's bytes: @p run_prefix
+ * and its seq). */
+static void assert_seqs(const rows_t *rs, const char *run_prefix)
+{
+    for (size_t i = 0; i < rs->n; i++) {
+        char want[48];
+        snprintf(want, sizeof want, "%s%zu", run_prefix, i + 1);
+        assert_string_equal(rs->v[i].text, want);
+    }
+}
+
 static ab_plugin_db_t *g_w, *g_r;
 static rows_t g_all; /* thread t read at once */
 
@@ -248,11 +259,7 @@ static void run_pages(uint32_t limit, int other)
         }
     }
     assert_same(&rs, &all);
-    for (size_t i = 0; i < rs.n; i++) {
-        char want[48];
-        snprintf(want, sizeof want, "t/r2/%zu", i + 1);
-        assert_string_equal(rs.v[i].text, want);
-    }
+    assert_seqs(&rs, "t/r2/");
     free(all.v);
     free(rs.v);
     free(x.v);
@@ -441,11 +448,7 @@ static void test_commits_after_the_kept_pass_are_read(void **state)
     assert_int_equal(read_thread(g_r, "v", 0, 4, &rs), 4);
     append_v(g_w, 11, 15);
     assert_int_equal(read_thread(g_r, "v", rs.v[3].pos, 32, &rs), 11);
-    for (size_t i = 0; i < rs.n; i++) {
-        char want[48];
-        snprintf(want, sizeof want, "v/r/%zu", i + 1);
-        assert_string_equal(rs.v[i].text, want);
-    }
+    assert_seqs(&rs, "v/r/");
     free(rs.v);
     free(g_all.v);
     P->close(g_r);
