@@ -34,7 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define SCHEMA_VERSION 6
+#define SCHEMA_VERSION 7
 #define AB_PG_STR_(x)  #x
 #define AB_PG_STR(x)   AB_PG_STR_(x)
 #define SCHEMA_LOCK    "7301975019" /* pg_advisory_xact_lock key of the schema setup */
@@ -239,6 +239,10 @@ static const char *const SCHEMA[] = {
     " EXECUTE 'ALTER TABLE ab_snapshots ALTER COLUMN doc SET COMPRESSION lz4';"
     " EXCEPTION WHEN feature_not_supported OR syntax_error THEN NULL;"
     " END $d$;",
+    /* schema 7 (docs/SCALING.md "Compression"): the plugin packs each chunk itself (pg_chunk.h),
+     * so that the server, its standby and every read get fewer bytes; the server no longer tries
+     * to compress what is packed already. A chunk stored before is read as it was stored. */
+    "ALTER TABLE ab_chunks ALTER COLUMN data SET STORAGE EXTERNAL;",
     /* Mark a held request's cancel (plugin.h request_cancel_held): locked at its epoch while
      * started, or assigned with its run's RUN_STARTED committed; marked only while the
      * holding broker's lease is alive (the update's trigger wakes that broker). */

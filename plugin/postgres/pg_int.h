@@ -80,6 +80,18 @@ typedef struct pg_bytes {
     size_t len, cap;
 } pg_bytes_t;
 
+/** A read's result with its chunks unpacked (pg_chunk.h; pg_read.c "rows"). */
+typedef struct pg_rows {
+    PGresult *r;
+    struct pg_view {
+        const uint8_t *p; /**< the plain records of row i: in r, or in buf when packed */
+        size_t len;
+        bool bad; /**< a packed chunk that does not unpack: read as malformed */
+    } * view;
+    uint8_t *buf; /**< the unpacked chunks of the result, one allocation */
+    size_t plain; /**< plain bytes of all its chunks (the bound of what a read keeps) */
+} pg_rows_t;
+
 /** One record of a read's result, placed by position (pg_read.c). */
 typedef struct pg_slot {
     const PGresult *r; /**< the result holding it (NULL: an empty slot) */
@@ -93,7 +105,7 @@ typedef struct pg_slot {
  * chunks, settled, kept for the read that continues the page.
  */
 typedef struct pg_ahead {
-    PGresult *r;     /**< NULL: nothing kept */
+    pg_rows_t rows;  /**< rows.r NULL: nothing kept */
     pg_slot_t *recs; /**< the records not delivered, in the read's order */
     size_t next, n;  /**< recs[next..n) not delivered yet */
     int scope;       /**< the read's ab_replay_scope_t */
@@ -104,7 +116,7 @@ typedef struct pg_ahead {
     uint64_t from; /**< the batch the pass would go on from (0: nothing followed it) */
 } pg_ahead_t;
 
-/** Most chunk bytes a kept pass may hold (one per handle; bigger ones are cleared). */
+/** Most plain chunk bytes a kept pass may hold (one per handle; bigger ones are cleared). */
 #define PG_AHEAD_MAX_BYTES (4u << 20)
 
 struct ab_plugin_db {
@@ -119,6 +131,7 @@ struct ab_plugin_db {
     pg_ahead_t ahead; /**< the rest of the last read (pg_read.c invariant 7) */
     /* append staging, reused across batches */
     pg_bytes_t arr[12];
+    pg_bytes_t pack; /**< a chunk being packed (pg_chunk.h) */
 };
 
 /* ---- pg_conn.c ---------------------------------------------------------- */

@@ -23,7 +23,9 @@
  *  4. A malformed chunk (a record running past its end) is AB_CORRUPT naming
  *     the run; nothing past it is delivered.
  *  5. Every result is cleared before returning (but the one invariant 7 keeps);
- *     callbacks get views into it.
+ *     callbacks get views into it, or into its chunks unpacked (pg_chunk.h:
+ *     a chunk stored packed is unpacked once, when its result arrives; one that
+ *     does not unpack is malformed, as in invariant 4).
  *  6. No row of a result is delivered before its highest position is settled
  *     (ab__pg_settle, pg_conn.c invariant 4): a read of a commit the standby
  *     never had is unavailable, not delivered.
@@ -65,16 +67,64 @@ static int64_t clamp(uint64_t v, uint64_t add)
     return v > top ? (int64_t)top : (int64_t)v;
 }
 
+/* ---- rows: a result with its chunks unpacked (invariant 5) --------------------------- */
+
+static void rows_close(pg_rows_t *rs)
+{
+    PQclear(rs->r);
+    free(rs->view);
+    free(rs->buf);
+    *rs = (pg_rows_t){0};
+}
+
+/* Result @p r (chunks in column @p data_col) into *rs, which owns it from here on (also on
+ * failure: then cleared); the packed chunks unpacked into one allocation. */
+static ab_status_t rows_open(pg_rows_t *rs, PGresult *r, int data_col, ab_error_t *err)
+{
+    int nrow = PQntuples(r);
+    size_t need = 0, plain = 0;
+    *rs = (pg_rows_t){.r = r, .view = calloc(nrow > 0 ? (size_t)nrow : 1, sizeof *rs->view)};
+    for (int i = 0; rs->view && i < nrow; i++) {
+        const uint8_t *d = (const uint8_t *)PQgetvalue(r, i, data_col);
+        size_t len = (size_t)PQgetlength(r, i, data_col);
+        int k = ab__pg_chunk_packed(d, len, &plain);
+        rs->view[i] = (struct pg_view){.p = d, .len = k == 1 ? plain : len, .bad = k < 0};
+        need += k == 1 ? plain : 0;
+        rs->plain += rs->view[i].len;
+    }
+    if (!rs->view || (need && !(rs->buf = malloc(need)))) {
+        rows_close(rs);
+        return ab_error_set(err, AB_NOMEM, "store", "out of memory (read)");
+    }
+    uint8_t *at = rs->buf;
+    for (int i = 0; need && i < nrow; i++) {
+        struct pg_view *v = &rs->view[i];
+        size_t len = (size_t)PQgetlength(r, i, data_col);
+        if (v->bad || ab__pg_chunk_packed(v->p, len, &plain) != 1)
+            continue;
+        v->bad = ab__pg_chunk_unpack(v->p, len, at, plain) != 0;
+        v->p = at;
+        at += plain;
+    }
+    return AB_OK;
+}
+
+/* The next record of row @p i (ab__pg_chunk_next; -1 for a chunk that did not unpack). */
+static int rows_next(const pg_rows_t *rs, int i, size_t *at, pg_rec_t *rec)
+{
+    const struct pg_view *v = &rs->view[i];
+    return v->bad ? -1 : ab__pg_chunk_next(v->p, v->len, at, rec);
+}
+
 /* The position of the last record of chunk row @p i (0 when it has none; a malformed one
  * is reported by the delivery that follows). */
-static uint64_t chunk_last(const PGresult *r, int i, int data_col)
+static uint64_t chunk_last(const pg_rows_t *rs, int i)
 {
-    const uint8_t *d = (const uint8_t *)PQgetvalue(r, i, data_col);
-    size_t len = (size_t)PQgetlength(r, i, data_col), at = 0;
+    size_t at = 0;
     pg_rec_t rec;
     uint64_t last = 0;
-    while (ab__pg_chunk_next(d, len, &at, &rec) == 1)
-        last = (uint64_t)ab__pg_i64(r, i, 0) + rec.off;
+    while (rows_next(rs, i, &at, &rec) == 1)
+        last = (uint64_t)ab__pg_i64(rs->r, i, 0) + rec.off;
     return last;
 }
 
@@ -82,17 +132,17 @@ static uint64_t chunk_last(const PGresult *r, int i, int data_col)
 
 typedef pg_slot_t slot_t;
 
-/* Place the records of @p r with positions in (after, after + w] into @p slots. */
-static ab_status_t fill_slots(const PGresult *r, int data_col, int run_col, uint64_t after,
-                              uint32_t w, slot_t *slots, ab_error_t *err)
+/* Place the records of @p rs with positions in (after, after + w] into @p slots. */
+static ab_status_t fill_slots(const pg_rows_t *rs, int run_col, uint64_t after, uint32_t w,
+                              slot_t *slots, ab_error_t *err)
 {
+    const PGresult *r = rs->r;
     for (int i = 0; i < PQntuples(r); i++) {
         uint64_t bf = (uint64_t)ab__pg_i64(r, i, 0);
-        const uint8_t *d = (const uint8_t *)PQgetvalue(r, i, data_col);
-        size_t len = (size_t)PQgetlength(r, i, data_col), at = 0;
+        size_t at = 0;
         pg_rec_t rec;
         int k;
-        while ((k = ab__pg_chunk_next(d, len, &at, &rec)) == 1) {
+        while ((k = rows_next(rs, i, &at, &rec)) == 1) {
             uint64_t pos = bf + rec.off;
             if (pos > after && pos - after <= w)
                 slots[pos - after - 1] = (slot_t){.r = r, .row = i, .rec = rec, .pos = pos};
@@ -114,32 +164,30 @@ static int cmp_slot(const void *x, const void *y)
 void ab__pg_ahead_clear(ab_plugin_db_t *db)
 {
     pg_ahead_t *a = &db->ahead;
-    PQclear(a->r);
+    rows_close(&a->rows);
     free(a->recs);
     free(a->thread);
     *a = (pg_ahead_t){0};
 }
 
-/* Invariant 7: keep recs[next..n) of result @p r (owned from here on: chunks in column
- * @p data_col) if small enough; else free both. */
-static void ahead_keep(ab_plugin_db_t *db, const ab_read_t *q, PGresult *r, int data_col,
-                       slot_t *recs, size_t next, size_t n, uint64_t last, uint64_t from)
+/* Invariant 7: keep recs[next..n) of *rs (owned from here on; *rs is emptied) if small
+ * enough; else free both. */
+static void ahead_keep(ab_plugin_db_t *db, const ab_read_t *q, pg_rows_t *rs, slot_t *recs,
+                       size_t next, size_t n, uint64_t last, uint64_t from)
 {
-    size_t bytes = 0, rl = q->scope == AB_REPLAY_RUN ? q->run.len : 0;
+    size_t rl = q->scope == AB_REPLAY_RUN ? q->run.len : 0;
     size_t tl = q->scope == AB_REPLAY_ALL ? 0 : q->thread.len;
-    for (int i = 0; i < PQntuples(r); i++)
-        bytes += (size_t)PQgetlength(r, i, data_col);
-    char *t = bytes <= PG_AHEAD_MAX_BYTES ? malloc(tl + rl + 1) : NULL;
+    char *t = rs->plain <= PG_AHEAD_MAX_BYTES ? malloc(tl + rl + 1) : NULL;
     if (!t) {
         free(recs);
-        PQclear(r);
+        rows_close(rs);
         return;
     }
     if (tl)
         memcpy(t, q->thread.ptr, tl);
     if (rl)
         memcpy(t + tl, q->run.ptr, rl);
-    db->ahead = (pg_ahead_t){.r = r,
+    db->ahead = (pg_ahead_t){.rows = *rs,
                              .recs = recs,
                              .next = next,
                              .n = n,
@@ -149,12 +197,13 @@ static void ahead_keep(ab_plugin_db_t *db, const ab_read_t *q, PGresult *r, int 
                              .run_len = rl,
                              .last = last,
                              .from = from};
+    *rs = (pg_rows_t){0};
 }
 
 static bool ahead_continues(const ab_plugin_db_t *db, const ab_read_t *q)
 {
     const pg_ahead_t *a = &db->ahead;
-    if (!a->r || a->scope != (int)q->scope)
+    if (!a->rows.r || a->scope != (int)q->scope)
         return false;
     if (q->scope == AB_REPLAY_ALL)
         return q->after_pos == a->last;
@@ -191,24 +240,24 @@ static void deliver_recs(const PGresult *r, const slot_t *recs, size_t nrec, siz
         *stop = true;
 }
 
-/* The records of result @p r (chunks in column @p data_col) past @p after: by position for
+/* The records of @p rs past @p after: by position for
  * scope thread (sorted; the run in column 2), by seq for scope run (in result order) — into
  * *out, *nout; *seen counts every record. On a damaged chunk, those before it and AB_CORRUPT
  * (invariant 4). */
-static ab_status_t records_of(const PGresult *r, const ab_read_t *q, int data_col, uint64_t after,
-                              slot_t **out, size_t *nout, size_t *seen, ab_error_t *err)
+static ab_status_t records_of(const pg_rows_t *rs, const ab_read_t *q, uint64_t after, slot_t **out,
+                              size_t *nout, size_t *seen, ab_error_t *err)
 {
+    const PGresult *r = rs->r;
     bool by_seq = q->scope == AB_REPLAY_RUN;
     size_t nrec = 0, cap = 0;
     slot_t *recs = NULL;
     ab_status_t s = AB_OK;
     for (int i = 0; s == AB_OK && i < PQntuples(r); i++) {
-        const uint8_t *d = (const uint8_t *)PQgetvalue(r, i, data_col);
-        size_t len = (size_t)PQgetlength(r, i, data_col), at = 0;
+        size_t at = 0;
         uint64_t bf = (uint64_t)ab__pg_i64(r, i, 0);
         pg_rec_t rec;
         int k;
-        while (s == AB_OK && (k = ab__pg_chunk_next(d, len, &at, &rec)) == 1) {
+        while (s == AB_OK && (k = rows_next(rs, i, &at, &rec)) == 1) {
             (*seen)++;
             if ((by_seq ? rec.seq : bf + rec.off) <= after)
                 continue;
@@ -249,21 +298,23 @@ static ab_status_t thread_pass(ab_plugin_db_t *db, const ab_read_t *q, uint64_t 
         return err ? err->code : AB_UNAVAILABLE;
     uint64_t cut = PQntuples(r) > 0 ? (uint64_t)ab__pg_i64(r, 0, 4) : 0;
     *from = cut ? cut + 1 : 0;
-    size_t nrec = 0, seen = 0, i = 0;
+    size_t nrec = 0, seen = 0, i = 0, rows = (size_t)PQntuples(r);
     slot_t *recs = NULL;
-    ab_status_t s = records_of(r, q, 3, after, &recs, &nrec, &seen, err);
+    pg_rows_t rs;
+    ab_status_t s = rows_open(&rs, r, 3, err);
+    if (s == AB_OK)
+        s = records_of(&rs, q, after, &recs, &nrec, &seen, err);
     if (s == AB_OK && nrec) /* invariant 6 */
         s = ab__pg_settle(db, recs[nrec - 1].pos, err);
     if (s == AB_OK)
         deliver_recs(r, recs, nrec, &i, q, cb, ud, n, stop, last);
-    *per = PQntuples(r) > 0 && seen > (size_t)PQntuples(r) ? (uint32_t)(seen / (size_t)PQntuples(r))
-                                                           : 1;
+    *per = rows > 0 && seen > rows ? (uint32_t)(seen / rows) : 1;
     if (s == AB_OK && i < nrec) { /* invariant 7 */
-        ahead_keep(db, q, r, 3, recs, i, nrec, *last, *from);
+        ahead_keep(db, q, &rs, recs, i, nrec, *last, *from);
         return s;
     }
     free(recs);
-    PQclear(r);
+    rows_close(&rs);
     return s;
 }
 
@@ -278,7 +329,7 @@ static bool take_ahead(ab_plugin_db_t *db, const ab_read_t *q, ab_row_cb cb, voi
         ab__pg_ahead_clear(db);
         return false;
     }
-    deliver_recs(a->r, a->recs, a->n, &a->next, q, cb, ud, n, stop, after);
+    deliver_recs(a->rows.r, a->recs, a->n, &a->next, q, cb, ud, n, stop, after);
     a->last = *after;
     *from = a->from;
     if (a->next < a->n)
@@ -331,7 +382,10 @@ static ab_status_t all_window(ab_plugin_db_t *db, const ab_read_t *q, uint32_t w
         free(slots);
         return err ? err->code : AB_UNAVAILABLE;
     }
-    ab_status_t s = fill_slots(r, 4, 3, *after, w, slots, err);
+    pg_rows_t rs;
+    ab_status_t s = rows_open(&rs, r, 4, err);
+    if (s == AB_OK)
+        s = fill_slots(&rs, 3, *after, w, slots, err);
     size_t got = 0, i = 0; /* invariant 2: the first empty slot ends what is committed */
     while (s == AB_OK && got < w && slots[got].r)
         got++;
@@ -341,11 +395,11 @@ static ab_status_t all_window(ab_plugin_db_t *db, const ab_read_t *q, uint32_t w
     if (s == AB_OK)
         deliver_recs(r, slots, got, &i, q, cb, ud, n, stop, after);
     if (s == AB_OK && i < got) {
-        ahead_keep(db, q, r, 4, slots, i, got, *after, 0);
+        ahead_keep(db, q, &rs, slots, i, got, *after, 0);
         return s;
     }
     free(slots);
-    PQclear(r);
+    rows_close(&rs);
     return s;
 }
 
@@ -388,19 +442,23 @@ static ab_status_t read_run(ab_plugin_db_t *db, const ab_read_t *q, ab_row_cb cb
     PGresult *r = ab__pg_exec(db, PQ_READ_RUN, &p, "read", err);
     if (!r)
         return err ? err->code : AB_UNAVAILABLE;
+    pg_rows_t rs;
+    ab_status_t s = rows_open(&rs, r, 2, err);
+    if (s != AB_OK)
+        return s;
     /* invariant 6: the last chunk (by seq) holds the run's highest position read */
-    ab_status_t s =
-        PQntuples(r) ? ab__pg_settle(db, chunk_last(r, PQntuples(r) - 1, 2), err) : AB_OK;
+    if (PQntuples(r))
+        s = ab__pg_settle(db, chunk_last(&rs, PQntuples(r) - 1), err);
     slot_t *recs = NULL;
     size_t nrec = 0, i = 0, seen = 0;
-    ab_status_t bad = s == AB_OK ? records_of(r, q, 2, after, &recs, &nrec, &seen, err) : AB_OK;
+    ab_status_t bad = s == AB_OK ? records_of(&rs, q, after, &recs, &nrec, &seen, err) : AB_OK;
     if (s == AB_OK)
         deliver_recs(r, recs, nrec, &i, q, cb, ud, &n, &stop, &after);
     if (s == AB_OK && bad == AB_OK && i < nrec) {
-        ahead_keep(db, q, r, 2, recs, i, nrec, after, 0); /* invariant 7 */
+        ahead_keep(db, q, &rs, recs, i, nrec, after, 0); /* invariant 7 */
     } else {
         free(recs);
-        PQclear(r);
+        rows_close(&rs);
     }
     if (s == AB_OK)
         s = bad;
@@ -445,14 +503,16 @@ ab_status_t ab__pg_event_bytes(ab_plugin_db_t *db, ab_str_t thread, ab_str_t run
     PGresult *r = ab__pg_exec(db, PQ_EVENT, &p, "event bytes", err);
     if (!r)
         return err ? err->code : AB_UNAVAILABLE;
+    pg_rows_t rs;
+    s = rows_open(&rs, r, 1, err);
+    if (s != AB_OK)
+        return s;
     pg_rec_t rec = {0};
     int k = 0;
-    if (PQntuples(r) > 0) {
-        const uint8_t *d = (const uint8_t *)PQgetvalue(r, 0, 1);
-        size_t len = (size_t)PQgetlength(r, 0, 1), at = 0;
-        while ((k = ab__pg_chunk_next(d, len, &at, &rec)) == 1 && rec.seq != seq)
+    size_t at = 0;
+    if (PQntuples(r) > 0)
+        while ((k = rows_next(&rs, 0, &at, &rec)) == 1 && rec.seq != seq)
             ;
-    }
     if (k < 0)
         s = corrupt(run, err);
     else if (k == 0)
@@ -467,6 +527,6 @@ ab_status_t ab__pg_event_bytes(ab_plugin_db_t *db, ab_str_t thread, ab_str_t run
     }
     if (s == AB_OK && pos)
         *pos = (uint64_t)ab__pg_i64(r, 0, 0) + rec.off;
-    PQclear(r);
+    rows_close(&rs);
     return s;
 }

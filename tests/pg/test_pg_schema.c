@@ -1,9 +1,11 @@
 /*
  * test_pg_schema.c - the PostgreSQL plugin's schema and what each version
- * stores: the stats entry (and a schema 1 database upgraded), lz4 compression
- * (schema 5, pglz chunks read beside it) and the chunks' last positions
- * (schema 6): a read after P never fetches a chunk holding nothing past P, and
- * a chunk stored before schema 6 (no last position) is still read.
+ * stores: the stats entry (and a schema 1 database upgraded), compression
+ * (schema 5: lz4 on the server; schema 7: chunks packed by the plugin, plain
+ * pglz chunks read beside them; a packed chunk that does not unpack is
+ * damaged) and the chunks' last positions (schema 6): a read after P never
+ * fetches a chunk holding nothing past P, and a chunk stored before schema 6
+ * (no last position) is still read.
  *
  * One server for the file (group setup); each test uses fresh thread ids.
  */
@@ -24,6 +26,7 @@ static long long sql1(const char *sql)
 }
 
 #define SCHEMA_SQL "SELECT v FROM ab_meta WHERE k = 'schema'"
+#define SCHEMA_NOW 7 /* the schema this build makes (pg_conn.c SCHEMA_VERSION) */
 
 /* ---- schema 1 to 5 ------------------------------------------------------------------- */
 
@@ -79,7 +82,7 @@ static void test_stats_and_schema_upgrade(void **state)
                       " DROP COLUMN cancel_epoch;"
                       " UPDATE ab_meta SET v = 1 WHERE k = 'schema'; COMMIT");
     db = open_db(false);
-    assert_int_equal(sql1(SCHEMA_SQL), 6);
+    assert_int_equal(sql1(SCHEMA_SQL), SCHEMA_NOW);
     assert_int_equal(sql1("SELECT count(*) FROM information_schema.columns WHERE table_name ="
                           " 'ab_requests' AND column_name IN ('broker', 'parent_run',"
                           " 'cancel_epoch')"),
@@ -134,35 +137,91 @@ static int big_row(void *ud, const ab_row_t *row)
     return 0;
 }
 
-/* Schema 5: chunks and snapshot documents are compressed with lz4; a chunk stored with
- * pglz before the upgrade is read back beside the lz4 ones, byte for byte. */
-static void test_lz4_compression_upgrade(void **state)
+/* Rows of thread @p th whose chunk is stored packed by the plugin (pg_chunk.h, schema 7). */
+static long long packed_chunks(const char *th)
+{
+    char sql[256];
+    snprintf(sql, sizeof sql,
+             "SELECT count(*) FROM ab_chunks WHERE thread = '%s'"
+             " AND substring(data FROM 1 FOR 4) = '\\xffffffff'::bytea",
+             th);
+    return sql1(sql);
+}
+
+/* The stored bytes of run @p run's chunk in thread @p th with last seq @p seq. */
+static long long stored_len(const char *th, const char *run, int seq)
+{
+    char sql[256];
+    snprintf(sql, sizeof sql,
+             "SELECT octet_length(data) FROM ab_chunks WHERE thread = '%s' AND run = '%s'"
+             " AND last_seq = %d",
+             th, run, seq);
+    return sql1(sql);
+}
+
+/* Replace the chunk of @p run with last seq @p seq by @p hex (bytea hex digits). */
+static void set_chunk(const char *th, const char *run, int seq, const char *hex)
+{
+    size_t cap = strlen(hex) + 256;
+    char *sql = malloc(cap);
+    assert_non_null(sql);
+    snprintf(sql, cap,
+             "UPDATE ab_chunks SET data = '\\x%s'::bytea WHERE thread = '%s' AND run = '%s'"
+             " AND last_seq = %d",
+             hex, th, run, seq);
+    pgmod_exec(&g_pg, sql);
+    free(sql);
+}
+
+/* The plain chunk (pg_chunk.h) of one record, offset 0, of @p body at @p seq, as hex. */
+static char *plain_chunk_hex(const char *body, int seq)
+{
+    size_t len = strlen(body);
+    char *hex = malloc(2 * (16 + len) + 1);
+    assert_non_null(hex);
+    int n = sprintf(hex, "00000000%08x%016x", (unsigned)len, (unsigned)seq);
+    for (size_t i = 0; i < len; i++)
+        n += sprintf(hex + n, "%02x", (unsigned char)body[i]);
+    return hex;
+}
+
+/* Schema 5 to 7: chunks are packed by the plugin (schema 7; the server does not compress them
+ * again) and snapshot documents compressed by the server with lz4 (schema 5); a chunk stored
+ * plain before, compressed by the server with pglz as a schema 4 database did, is read back
+ * beside the packed ones, byte for byte. */
+static void test_packed_chunks_upgrade(void **state)
 {
     (void)state;
     ab_plugin_db_t *db = open_db(false);
     char th[64], a[BIG_LEN + 1], b[BIG_LEN + 1], c[BIG_LEN + 1];
-    pgmod_fresh(th, sizeof th, "lz4");
+    pgmod_fresh(th, sizeof th, "pack");
     big_body(a, 'A'), big_body(b, 'B'), big_body(c, 'C');
     ab_error_t err = AB_ERROR_INIT;
     uint64_t first = 0;
     ab_append_event_t e = pgmod_ev(th, "r", 1, 0, a);
     assert_int_equal(P->append_batch(db, &e, 1, 1, &first, &err), AB_OK);
-    assert_int_equal(compressed_with("ab_chunks", "data", th, "lz4"), 1);
+    assert_int_equal(packed_chunks(th), 1);
+    assert_true(stored_len(th, "r", 1) < BIG_LEN / 4); /* the body repeats: LZ4 shrinks it */
+    assert_int_equal(compressed_with("ab_chunks", "data", th, "lz4"), 0); /* not again */
     assert_int_equal(P->snapshot_put(db, S(th), first, (const uint8_t *)a, BIG_LEN, &err), AB_OK);
     assert_int_equal(compressed_with("ab_snapshots", "doc", th, "lz4"), 1);
-    /* as a schema 4 database: pglz; the open handle then stores a pglz chunk */
+    /* as a schema 4 database: pglz, the server compressing; a chunk stored plain then */
     pgmod_exec(&g_pg, "BEGIN; ALTER TABLE ab_chunks ALTER COLUMN data SET COMPRESSION pglz;"
-                      " ALTER TABLE ab_snapshots ALTER COLUMN doc SET COMPRESSION pglz;"
+                      " ALTER TABLE ab_chunks ALTER COLUMN data SET STORAGE EXTENDED;"
                       " UPDATE ab_meta SET v = 4 WHERE k = 'schema'; COMMIT");
     e = pgmod_ev(th, "r", 2, 0, b);
     assert_int_equal(P->append_batch(db, &e, 1, 1, &first, &err), AB_OK);
+    char *hex = plain_chunk_hex(b, 2);
+    set_chunk(th, "r", 2, hex);
+    free(hex);
     assert_int_equal(compressed_with("ab_chunks", "data", th, "pglz"), 1);
+    assert_int_equal(packed_chunks(th), 1);
     P->close(db);
     db = open_db(false); /* upgrades to the current schema */
-    assert_int_equal(sql1(SCHEMA_SQL), 6);
+    assert_int_equal(sql1(SCHEMA_SQL), SCHEMA_NOW);
     e = pgmod_ev(th, "r", 3, 0, c);
     assert_int_equal(P->append_batch(db, &e, 1, 1, &first, &err), AB_OK);
-    assert_int_equal(compressed_with("ab_chunks", "data", th, "lz4"), 2);
+    assert_int_equal(packed_chunks(th), 2);
     assert_int_equal(compressed_with("ab_chunks", "data", th, "pglz"), 1);
     big_acc_t acc = {0};
     uint32_t n = 0;
@@ -172,10 +231,45 @@ static void test_lz4_compression_upgrade(void **state)
     assert_memory_equal(acc.tags, "ABC", 3);
     ab_buf_t doc = {0};
     uint64_t pos = 0;
+    assert_int_equal(P->event_bytes(db, S(th), S("r"), 3, &doc, &pos, &err), AB_OK);
+    assert_int_equal(doc.len, BIG_LEN);
+    assert_memory_equal(doc.data, c, BIG_LEN);
     assert_int_equal(P->snapshot_get(db, S(th), &doc, &pos, &err), AB_OK);
     assert_int_equal(doc.len, BIG_LEN);
     assert_memory_equal(doc.data, a, BIG_LEN);
     ab_buf_free(&doc);
+    P->close(db);
+}
+
+/* A chunk is stored plain when packing would not make it smaller: short, or bytes LZ4 cannot
+ * shrink; both read back. */
+static void test_plain_when_packing_does_not_pay(void **state)
+{
+    (void)state;
+    ab_plugin_db_t *db = open_db(false);
+    char th[64], noise[BIG_LEN + 1];
+    pgmod_fresh(th, sizeof th, "plain");
+    uint32_t x = 2463534242u; /* xorshift: bytes without repeats for LZ4 to find */
+    for (size_t i = 0; i < BIG_LEN; i++) {
+        x ^= x << 13, x ^= x >> 17, x ^= x << 5;
+        noise[i] = (char)(' ' + x % 90);
+    }
+    noise[BIG_LEN] = '\0';
+    ab_error_t err = AB_ERROR_INIT;
+    uint64_t first = 0;
+    ab_append_event_t e[2] = {pgmod_ev(th, "short", 1, 0, "a short one"),
+                              pgmod_ev(th, "noise", 1, 0, noise)};
+    assert_int_equal(P->append_batch(db, e, 2, 1, &first, &err), AB_OK);
+    assert_int_equal(packed_chunks(th), 0);
+    assert_int_equal(stored_len(th, "noise", 1), 16 + BIG_LEN);
+    ab_buf_t out = {0};
+    uint64_t pos = 0;
+    assert_int_equal(P->event_bytes(db, S(th), S("noise"), 1, &out, &pos, &err), AB_OK);
+    assert_int_equal(out.len, BIG_LEN);
+    assert_memory_equal(out.data, noise, BIG_LEN);
+    assert_int_equal(P->event_bytes(db, S(th), S("short"), 1, &out, &pos, &err), AB_OK);
+    assert_int_equal(out.len, strlen("a short one"));
+    ab_buf_free(&out);
     P->close(db);
 }
 
@@ -212,6 +306,77 @@ static ab_status_t read_after(ab_replay_scope_t scope, const char *th, uint64_t 
         assert_int_equal(err.code, s);
     P->close(rd);
     return s;
+}
+
+typedef struct corrupt_acc {
+    char tags[4];
+    size_t n;
+} corrupt_acc_t;
+
+static int tag_row(void *ud, const ab_row_t *row)
+{
+    corrupt_acc_t *a = ud;
+    if (a->n < sizeof a->tags)
+        a->tags[a->n] = row->len ? (char)row->bytes[0] : '?';
+    a->n++;
+    return 0;
+}
+
+/* Run r of @p th read from its start on a fresh handle: what was delivered into *acc. */
+static ab_status_t read_run_r(const char *th, corrupt_acc_t *acc, ab_error_t *err)
+{
+    ab_plugin_db_t *rd = open_db(true);
+    ab_read_t q = {.scope = AB_REPLAY_RUN, .thread = S(th), .run = S("r"), .limit = 10};
+    uint32_t n = 0;
+    *acc = (corrupt_acc_t){0};
+    ab_status_t s = P->read(rd, &q, tag_row, acc, &n, err);
+    P->close(rd);
+    return s;
+}
+
+/* A packed chunk that does not unpack is damaged (AB_CORRUPT naming its run) in every read:
+ * a plain length LZ4 cannot make of the bytes that follow (refused before anything is
+ * allocated for it), or a block that does not decode; the chunk before it is delivered. */
+static void test_damaged_packed_chunk(void **state)
+{
+    (void)state;
+    static const char *const bad[] = {
+        "ffffffff3fffffff00112233",                         /* 1 GiB from 4 bytes */
+        "ffffffff00000010f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0", /* literals past the end */
+    };
+    for (size_t k = 0; k < sizeof bad / sizeof *bad; k++) {
+        ab_plugin_db_t *db = open_db(false);
+        char th[64], a[BIG_LEN + 1], b[BIG_LEN + 1];
+        pgmod_fresh(th, sizeof th, "badpack");
+        big_body(a, 'A'), big_body(b, 'B');
+        ab_error_t err = AB_ERROR_INIT;
+        uint64_t first = 0;
+        ab_append_event_t e = pgmod_ev(th, "r", 1, 0, a);
+        assert_int_equal(P->append_batch(db, &e, 1, 1, &first, &err), AB_OK);
+        e = pgmod_ev(th, "r", 2, 0, b);
+        assert_int_equal(P->append_batch(db, &e, 1, 1, &first, &err), AB_OK);
+        assert_int_equal(packed_chunks(th), 2);
+        P->close(db);
+        corrupt_acc_t acc;
+        assert_int_equal(read_run_r(th, &acc, &err), AB_OK);
+        assert_int_equal(acc.n, 2);
+        set_chunk(th, "r", 2, bad[k]);
+        assert_int_equal(read_run_r(th, &acc, &err), AB_CORRUPT);
+        assert_non_null(strstr(err.message, "run r"));
+        assert_int_equal(acc.n, 1);
+        assert_int_equal(acc.tags[0], 'A');
+        rows_t got;
+        assert_int_equal(read_after(AB_REPLAY_THREAD, th, 0, &got), AB_CORRUPT);
+        assert_int_equal(read_after(AB_REPLAY_ALL, NULL, first - 1, &got), AB_CORRUPT);
+        db = open_db(true);
+        ab_buf_t out = {0};
+        uint64_t pos = 0;
+        assert_int_equal(P->event_bytes(db, S(th), S("r"), 2, &out, &pos, &err), AB_CORRUPT);
+        assert_int_equal(P->event_bytes(db, S(th), S("r"), 1, &out, &pos, &err), AB_OK);
+        assert_int_equal(out.len, BIG_LEN);
+        ab_buf_free(&out);
+        P->close(db);
+    }
 }
 
 /* The chunk of run @p run in the batch at @p first: damaged (a record whose bytes run past
@@ -292,7 +457,7 @@ static void test_last_pos_upgrade(void **state)
     pgmod_exec(&g_pg, "BEGIN; ALTER TABLE ab_chunks DROP COLUMN last_pos;"
                       " UPDATE ab_meta SET v = 5 WHERE k = 'schema'; COMMIT");
     db = open_db(false);
-    assert_int_equal(sql1(SCHEMA_SQL), 6);
+    assert_int_equal(sql1(SCHEMA_SQL), SCHEMA_NOW);
     char sql[192];
     snprintf(sql, sizeof sql,
              "SELECT count(*) FROM ab_chunks WHERE thread = '%s' AND last_pos IS NULL", th);
@@ -315,7 +480,9 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_stats_and_schema_upgrade),
-        cmocka_unit_test(test_lz4_compression_upgrade),
+        cmocka_unit_test(test_packed_chunks_upgrade),
+        cmocka_unit_test(test_plain_when_packing_does_not_pay),
+        cmocka_unit_test(test_damaged_packed_chunk),
         cmocka_unit_test(test_chunk_last_pos),
         cmocka_unit_test(test_last_pos_upgrade),
     };
