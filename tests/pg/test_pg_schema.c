@@ -308,28 +308,14 @@ static ab_status_t read_after(ab_replay_scope_t scope, const char *th, uint64_t 
     return s;
 }
 
-typedef struct corrupt_acc {
-    char tags[4];
-    size_t n;
-} corrupt_acc_t;
-
-static int tag_row(void *ud, const ab_row_t *row)
-{
-    corrupt_acc_t *a = ud;
-    if (a->n < sizeof a->tags)
-        a->tags[a->n] = row->len ? (char)row->bytes[0] : '?';
-    a->n++;
-    return 0;
-}
-
 /* Run r of @p th read from its start on a fresh handle: what was delivered into *acc. */
-static ab_status_t read_run_r(const char *th, corrupt_acc_t *acc, ab_error_t *err)
+static ab_status_t read_run_r(const char *th, big_acc_t *acc, ab_error_t *err)
 {
     ab_plugin_db_t *rd = open_db(true);
     ab_read_t q = {.scope = AB_REPLAY_RUN, .thread = S(th), .run = S("r"), .limit = 10};
     uint32_t n = 0;
-    *acc = (corrupt_acc_t){0};
-    ab_status_t s = P->read(rd, &q, tag_row, acc, &n, err);
+    *acc = (big_acc_t){0};
+    ab_status_t s = P->read(rd, &q, big_row, acc, &n, err);
     P->close(rd);
     return s;
 }
@@ -357,7 +343,7 @@ static void test_damaged_packed_chunk(void **state)
         assert_int_equal(P->append_batch(db, &e, 1, 1, &first, &err), AB_OK);
         assert_int_equal(packed_chunks(th), 2);
         P->close(db);
-        corrupt_acc_t acc;
+        big_acc_t acc;
         assert_int_equal(read_run_r(th, &acc, &err), AB_OK);
         assert_int_equal(acc.n, 2);
         set_chunk(th, "r", 2, bad[k]);
