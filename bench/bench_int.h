@@ -25,6 +25,7 @@
 
 /* Producers' connections: --frame-per-event (a process-wide knob of the rows). */
 extern bool g_frame_per_event;
+extern bool g_text; /* replay --text: content events carry varied text (build_event) */
 /* Broker children: --snapshot-every N when given (NULL: the broker's default). */
 extern const char *g_snapshot_every;
 

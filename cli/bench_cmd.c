@@ -19,7 +19,17 @@
 #include <string.h>
 #include <unistd.h>
 
-enum { OPT_SIZE = 1, OPT_ROUNDS, OPT_FRAME, OPT_SNAP, OPT_JSON, OPT_RATE, OPT_WORKERS, OPT_EVENTS };
+enum {
+    OPT_SIZE = 1,
+    OPT_ROUNDS,
+    OPT_FRAME,
+    OPT_SNAP,
+    OPT_JSON,
+    OPT_RATE,
+    OPT_WORKERS,
+    OPT_EVENTS,
+    OPT_TEXT
+};
 
 typedef struct bench_args {
     bench_opts_t bus;
@@ -31,6 +41,7 @@ typedef struct bench_args {
     bool seen_rate;    /* --rate: ingest only */
     bool seen_workers; /* --workers-broker: dispatch only, with --broker */
     bool seen_events;  /* --events: replay and pg only */
+    bool seen_text;    /* --text: replay only */
     bool json;         /* --json: rows as JSON on stdout, the human lines on stderr */
 } bench_args_t;
 
@@ -82,6 +93,9 @@ static void help(void)
            "                      and print the median share of raw\n"
            "  --frame-per-event   ingest, latency, replay, fanout: publish one frame per\n"
            "                      envelope, not packed\n"
+           "  --text              replay: content events carry 1-4 words of varied text\n"
+           "                      instead of one repeated body (which stores compress far\n"
+           "                      better than real streams)\n"
            "  --snapshot-every N  bus benchmarks: the broker children's --snapshot-every\n"
            "  --json              each result row also as one JSON object on stdout\n"
            "                      ({\"bench\",\"row\", figure: number ...}); the human lines\n"
@@ -129,6 +143,9 @@ static int take(int c, bench_args_t *a)
         a->seen_bus_only = a->seen_workers = true;
     } else if (c == OPT_JSON) {
         a->json = true;
+    } else if (c == OPT_TEXT) {
+        a->bus.text = true;
+        a->seen_text = true;
     } else if (c == OPT_FRAME) {
         a->bus.frame_per_event = true;
         a->seen_bus_only = a->seen_frame = true;
@@ -170,6 +187,7 @@ static int parse(int argc, char **argv, bench_args_t *a, const char **name)
         {"broker", required_argument, NULL, 'b'},
         {"rounds", required_argument, NULL, OPT_ROUNDS},
         {"frame-per-event", no_argument, NULL, OPT_FRAME},
+        {"text", no_argument, NULL, OPT_TEXT},
         {"snapshot-every", required_argument, NULL, OPT_SNAP},
         {"json", no_argument, NULL, OPT_JSON},
         {"rate", required_argument, NULL, OPT_RATE},
@@ -224,6 +242,8 @@ int cmd_bench(int argc, char **argv)
         return cli_usage_error("bench", "--rounds is for bench fanout");
     if (a.seen_events && strcmp(name, "replay") != 0 && strcmp(name, "pg") != 0)
         return cli_usage_error("bench", "--events is for bench replay and bench pg");
+    if (a.seen_text && strcmp(name, "replay") != 0)
+        return cli_usage_error("bench", "--text is for bench replay");
     if (a.seen_rate && strcmp(name, "ingest") != 0)
         return cli_usage_error("bench", "--rate is for bench ingest");
     if (a.seen_frame &&
