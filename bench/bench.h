@@ -23,7 +23,7 @@ typedef struct bench_opts {
     double seconds;             /**< measuring time per row */
     int rounds;                 /**< fanout: rounds of the 4-subscriber rows (1 ... 64) */
     bool frame_per_event;       /**< producers do not pack publishes */
-    bool text;                  /**< replay: content events of varied text (--text) */
+    bool text;                  /**< replay (and pg's replay rows): varied text (--text) */
     const char *snapshot_every; /**< the broker children's --snapshot-every; NULL: theirs */
     double rate;                /**< ingest: events/s of all producers together; 0 = as fast as
                                      they can */

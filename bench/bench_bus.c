@@ -637,6 +637,7 @@ int bench_replay(const bench_opts_t *o, void *ctx, const bodies_t *b)
     count_label(c_run, sizeof c_run, events);
     count_label(c_thread, sizeof c_thread, events / 10);
     count_label(c_all, sizeof c_all, 2 * events);
+    g_text = o->text; /* only while loading this row's store: bench pg's other rows keep the body */
     const char *kind = g_text ? ", text" : ""; /* --text: the rows say so */
     snprintf(l_run, sizeof l_run, "one run (%s events%s)", c_run, kind);
     snprintf(l_thread, sizeof l_thread, "thread (10 x %s runs%s)", c_thread, kind);
@@ -677,6 +678,7 @@ int bench_replay(const bench_opts_t *o, void *ctx, const bodies_t *b)
         replay_one(ep, ctx, l_all, &qa) == 0)
         rc = AB_BENCH_OK;
 out:
+    g_text = false;
     child_stop(&ch);
     return rc;
 }
@@ -791,7 +793,6 @@ int bench_bus(const char *name, const bench_opts_t *o)
         return strcmp(name, "actions") == 0 ? bench_actions(o) : bench_dispatch(o);
     }
     g_frame_per_event = o->frame_per_event;
-    g_text = o->text;
     g_snapshot_every = o->snapshot_every;
     bodies_t b;
     void *ctx = zmq_ctx_new();

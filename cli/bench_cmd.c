@@ -41,7 +41,7 @@ typedef struct bench_args {
     bool seen_rate;    /* --rate: ingest only */
     bool seen_workers; /* --workers-broker: dispatch only, with --broker */
     bool seen_events;  /* --events: replay and pg only */
-    bool seen_text;    /* --text: replay only */
+    bool seen_text;    /* --text: replay and pg only */
     bool json;         /* --json: rows as JSON on stdout, the human lines on stderr */
 } bench_args_t;
 
@@ -93,9 +93,9 @@ static void help(void)
            "                      and print the median share of raw\n"
            "  --frame-per-event   ingest, latency, replay, fanout: publish one frame per\n"
            "                      envelope, not packed\n"
-           "  --text              replay: content events carry 1-4 words of varied text\n"
-           "                      instead of one repeated body (which stores compress far\n"
-           "                      better than real streams)\n"
+           "  --text              replay, pg: the replayed stores' content events carry 1-4\n"
+           "                      words of varied text instead of one repeated body (which\n"
+           "                      stores compress far better than real streams)\n"
            "  --snapshot-every N  bus benchmarks: the broker children's --snapshot-every\n"
            "  --json              each result row also as one JSON object on stdout\n"
            "                      ({\"bench\",\"row\", figure: number ...}); the human lines\n"
@@ -242,8 +242,8 @@ int cmd_bench(int argc, char **argv)
         return cli_usage_error("bench", "--rounds is for bench fanout");
     if (a.seen_events && strcmp(name, "replay") != 0 && strcmp(name, "pg") != 0)
         return cli_usage_error("bench", "--events is for bench replay and bench pg");
-    if (a.seen_text && strcmp(name, "replay") != 0)
-        return cli_usage_error("bench", "--text is for bench replay");
+    if (a.seen_text && strcmp(name, "replay") != 0 && strcmp(name, "pg") != 0)
+        return cli_usage_error("bench", "--text is for bench replay and bench pg");
     if (a.seen_rate && strcmp(name, "ingest") != 0)
         return cli_usage_error("bench", "--rate is for bench ingest");
     if (a.seen_frame &&

@@ -31,8 +31,8 @@ static void test_options_a_benchmark_does_not_take(void **state)
     refused("fanout --rounds 65", "--rounds takes a whole number from 1 to 64");
     refused("latency --rate 1000", "--rate is for bench ingest");
     refused("ingest --events 100000", "--events is for bench replay and bench pg");
-    refused("pg --text", "--text is for bench replay");
-    refused("ingest --text", "--text is for bench replay");
+    refused("latency --text", "--text is for bench replay and bench pg");
+    refused("ingest --text", "--text is for bench replay and bench pg");
     refused("replay --events 999", "--events takes a whole number in [1000, 10000000]");
     refused("replay --events 1e6", "--events takes a whole number");
     refused("pg --events 20000000", "--events takes a whole number in [1000, 10000000]");
