@@ -41,7 +41,6 @@ typedef struct bench_args {
     bool seen_rate;    /* --rate: ingest only */
     bool seen_workers; /* --workers-broker: dispatch only, with --broker */
     bool seen_events;  /* --events: replay and pg only */
-    bool seen_text;    /* --text: replay and pg only */
     bool json;         /* --json: rows as JSON on stdout, the human lines on stderr */
 } bench_args_t;
 
@@ -145,7 +144,6 @@ static int take(int c, bench_args_t *a)
         a->json = true;
     } else if (c == OPT_TEXT) {
         a->bus.text = true;
-        a->seen_text = true;
     } else if (c == OPT_FRAME) {
         a->bus.frame_per_event = true;
         a->seen_bus_only = a->seen_frame = true;
@@ -242,7 +240,7 @@ int cmd_bench(int argc, char **argv)
         return cli_usage_error("bench", "--rounds is for bench fanout");
     if (a.seen_events && strcmp(name, "replay") != 0 && strcmp(name, "pg") != 0)
         return cli_usage_error("bench", "--events is for bench replay and bench pg");
-    if (a.seen_text && strcmp(name, "replay") != 0 && strcmp(name, "pg") != 0)
+    if (a.bus.text && strcmp(name, "replay") != 0 && strcmp(name, "pg") != 0)
         return cli_usage_error("bench", "--text is for bench replay and bench pg");
     if (a.seen_rate && strcmp(name, "ingest") != 0)
         return cli_usage_error("bench", "--rate is for bench ingest");

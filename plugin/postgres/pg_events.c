@@ -175,7 +175,7 @@ static bool put_chunk(pg_bytes_t *a, pg_bytes_t *pack, const ev_ref_t *refs, siz
     size_t len = 0;
     for (size_t i = lo; i < hi; i++)
         len += PG_REC_HDR + refs[i].ev->len;
-    if (len > INT32_MAX || len > PG_PLAIN_MAX || !bytes_room(a, 4 + len))
+    if (len > PG_PLAIN_MAX || !bytes_room(a, 4 + len))
         return false;
     uint8_t *p = a->data + a->len + 4, *plain = p;
     for (size_t i = lo; i < hi; i++) {

@@ -77,18 +77,24 @@ static void rows_close(pg_rows_t *rs)
     *rs = (pg_rows_t){0};
 }
 
-/* Result @p r (chunks in column @p data_col) into *rs, which owns it from here on (also on
- * failure: then cleared); the packed chunks unpacked into one allocation. */
-static ab_status_t rows_open(pg_rows_t *rs, PGresult *r, int data_col, ab_error_t *err)
+/* Run statement @p which (@p what, for its errors) and take its result into *rs (chunks in
+ * column @p data_col), the packed chunks unpacked into one allocation. On failure *rs is
+ * empty. */
+static ab_status_t rows_exec(ab_plugin_db_t *db, int which, const pg_params_t *p, const char *what,
+                             int data_col, pg_rows_t *rs, ab_error_t *err)
 {
-    int nrow = PQntuples(r);
+    *rs = (pg_rows_t){.r = ab__pg_exec(db, which, p, what, err)};
+    if (!rs->r)
+        return err ? err->code : AB_UNAVAILABLE;
+    int nrow = PQntuples(rs->r);
     size_t need = 0, plain = 0;
-    *rs = (pg_rows_t){.r = r, .view = calloc(nrow > 0 ? (size_t)nrow : 1, sizeof *rs->view)};
-    for (int i = 0; rs->view && i < nrow; i++) {
-        const uint8_t *d = (const uint8_t *)PQgetvalue(r, i, data_col);
-        size_t len = (size_t)PQgetlength(r, i, data_col);
+    rs->view = calloc(nrow > 0 ? (size_t)nrow : 1, sizeof *rs->view);
+    for (int i = 0; rs->view && i < nrow; i++) { /* a packed chunk: p NULL until unpacked */
+        const uint8_t *d = (const uint8_t *)PQgetvalue(rs->r, i, data_col);
+        size_t len = (size_t)PQgetlength(rs->r, i, data_col);
         int k = ab__pg_chunk_packed(d, len, &plain);
-        rs->view[i] = (struct pg_view){.p = d, .len = k == 1 ? plain : len, .bad = k < 0};
+        rs->view[i] =
+            (struct pg_view){.p = k == 1 ? NULL : d, .len = k == 1 ? plain : len, .bad = k < 0};
         need += k == 1 ? plain : 0;
         rs->plain += rs->view[i].len;
     }
@@ -97,14 +103,14 @@ static ab_status_t rows_open(pg_rows_t *rs, PGresult *r, int data_col, ab_error_
         return ab_error_set(err, AB_NOMEM, "store", "out of memory (read)");
     }
     uint8_t *at = rs->buf;
-    for (int i = 0; need && i < nrow; i++) {
+    for (int i = 0; i < nrow; i++) {
         struct pg_view *v = &rs->view[i];
-        size_t len = (size_t)PQgetlength(r, i, data_col);
-        if (v->bad || ab__pg_chunk_packed(v->p, len, &plain) != 1)
+        if (v->p)
             continue;
-        v->bad = ab__pg_chunk_unpack(v->p, len, at, plain) != 0;
+        v->bad = ab__pg_chunk_unpack((const uint8_t *)PQgetvalue(rs->r, i, data_col),
+                                     (size_t)PQgetlength(rs->r, i, data_col), at, v->len) != 0;
         v->p = at;
-        at += plain;
+        at += v->len;
     }
     return AB_OK;
 }
@@ -293,17 +299,16 @@ static ab_status_t thread_pass(ab_plugin_db_t *db, const ab_read_t *q, uint64_t 
     ab__pg_p_i64(&p, clamp(after, 1));
     ab__pg_p_i64(&p, want);
     ab__pg_p_i64(&p, clamp(*from, 0));
-    PGresult *r = ab__pg_exec(db, PQ_READ_THREAD, &p, "read", err);
-    if (!r)
-        return err ? err->code : AB_UNAVAILABLE;
+    pg_rows_t rs;
+    ab_status_t s = rows_exec(db, PQ_READ_THREAD, &p, "read", 3, &rs, err);
+    if (s != AB_OK)
+        return s;
+    const PGresult *r = rs.r;
     uint64_t cut = PQntuples(r) > 0 ? (uint64_t)ab__pg_i64(r, 0, 4) : 0;
     *from = cut ? cut + 1 : 0;
     size_t nrec = 0, seen = 0, i = 0, rows = (size_t)PQntuples(r);
     slot_t *recs = NULL;
-    pg_rows_t rs;
-    ab_status_t s = rows_open(&rs, r, 3, err);
-    if (s == AB_OK)
-        s = records_of(&rs, q, after, &recs, &nrec, &seen, err);
+    s = records_of(&rs, q, after, &recs, &nrec, &seen, err);
     if (s == AB_OK && nrec) /* invariant 6 */
         s = ab__pg_settle(db, recs[nrec - 1].pos, err);
     if (s == AB_OK)
@@ -377,15 +382,14 @@ static ab_status_t all_window(ab_plugin_db_t *db, const ab_read_t *q, uint32_t w
     pg_params_t p = {0};
     ab__pg_p_i64(&p, clamp(*after, w));
     ab__pg_p_i64(&p, w);
-    PGresult *r = ab__pg_exec(db, PQ_READ_ALL, &p, "read", err);
-    if (!r) {
-        free(slots);
-        return err ? err->code : AB_UNAVAILABLE;
-    }
     pg_rows_t rs;
-    ab_status_t s = rows_open(&rs, r, 4, err);
-    if (s == AB_OK)
-        s = fill_slots(&rs, 3, *after, w, slots, err);
+    ab_status_t s = rows_exec(db, PQ_READ_ALL, &p, "read", 4, &rs, err);
+    if (s != AB_OK) {
+        free(slots);
+        return s;
+    }
+    const PGresult *r = rs.r;
+    s = fill_slots(&rs, 3, *after, w, slots, err);
     size_t got = 0, i = 0; /* invariant 2: the first empty slot ends what is committed */
     while (s == AB_OK && got < w && slots[got].r)
         got++;
@@ -439,13 +443,11 @@ static ab_status_t read_run(ab_plugin_db_t *db, const ab_read_t *q, ab_row_cb cb
     ab__pg_p_text(&p, q->run);
     ab__pg_p_i64(&p, clamp(after, q->limit - n));
     ab__pg_p_i64(&p, q->limit - n);
-    PGresult *r = ab__pg_exec(db, PQ_READ_RUN, &p, "read", err);
-    if (!r)
-        return err ? err->code : AB_UNAVAILABLE;
     pg_rows_t rs;
-    ab_status_t s = rows_open(&rs, r, 2, err);
+    ab_status_t s = rows_exec(db, PQ_READ_RUN, &p, "read", 2, &rs, err);
     if (s != AB_OK)
         return s;
+    const PGresult *r = rs.r;
     /* invariant 6: the last chunk (by seq) holds the run's highest position read */
     if (PQntuples(r))
         s = ab__pg_settle(db, chunk_last(&rs, PQntuples(r) - 1), err);
@@ -500,13 +502,11 @@ ab_status_t ab__pg_event_bytes(ab_plugin_db_t *db, ab_str_t thread, ab_str_t run
     ab__pg_p_text(&p, thread);
     ab__pg_p_text(&p, run);
     ab__pg_p_i64(&p, clamp(seq, 0));
-    PGresult *r = ab__pg_exec(db, PQ_EVENT, &p, "event bytes", err);
-    if (!r)
-        return err ? err->code : AB_UNAVAILABLE;
     pg_rows_t rs;
-    s = rows_open(&rs, r, 1, err);
+    s = rows_exec(db, PQ_EVENT, &p, "event bytes", 1, &rs, err);
     if (s != AB_OK)
         return s;
+    const PGresult *r = rs.r;
     pg_rec_t rec = {0};
     int k = 0;
     size_t at = 0;
