@@ -108,6 +108,11 @@ bool ab__plugin_takes(const ab_plugin_t *p)
            p->request_cancel;
 }
 
+bool ab__plugin_fences(const ab_plugin_t *p)
+{
+    return ab__plugin_shared(p) && ab_plugin_has(p, append_fenced);
+}
+
 static ab_status_t check_table(const ab_plugin_t *p, const char *what, ab_error_t *err)
 {
     if (!p)
@@ -143,6 +148,11 @@ static ab_status_t check_table(const ab_plugin_t *p, const char *what, ab_error_
         return ab_error_set(err, AB_INVALID_CONFIG, "request_cancel_held",
                             "plugin %s (%s): request_cancel_held comes only with request_take, "
                             "broker_lease and request_cancel",
+                            what, p->name);
+    if (ab_plugin_has(p, append_fenced) && !ab__plugin_shared(p))
+        return ab_error_set(err, AB_INVALID_CONFIG, "append_fenced",
+                            "plugin %s (%s): append_fenced comes only with wake_fd/wake_drain (a "
+                            "store that other brokers write)",
                             what, p->name);
     return AB_OK;
 }

@@ -45,6 +45,9 @@ bool ab__plugin_dispatches(const ab_plugin_t *p);
  * writers' commits and retries a batch the store refused as a conflict.
  */
 bool ab__plugin_shared(const ab_plugin_t *p);
+
+/** Whether a shared store serialises the thread rules (its append_fenced, ABI 8). */
+bool ab__plugin_fences(const ab_plugin_t *p);
 /** Whether brokers dispatch across the store (ABI 6: request_take, broker_lease and
  *  request_cancel set). */
 bool ab__plugin_takes(const ab_plugin_t *p);

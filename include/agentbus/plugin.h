@@ -67,8 +67,10 @@ extern "C" {
  * (AB_PLUGIN_ABI_OLDEST); an ABI that only adds entries at the end can keep the oldest
  * where it is: the broker reads entries past a table's struct_size as NULL
  * (ab_plugin_has()).
+ * 8: the optional append_fenced entry (the thread rules serialised by a shared store); only
+ * an entry at the end, so tables of ABI 7 still load.
  */
-#define AB_PLUGIN_ABI_VERSION 7
+#define AB_PLUGIN_ABI_VERSION 8
 /** The oldest abi_version a broker of this header loads (its later entries read as NULL). */
 #define AB_PLUGIN_ABI_OLDEST 7
 /** The one exported entry point of a plugin shared object. */
@@ -301,6 +303,24 @@ typedef struct ab_plugin {
      */
     ab_status_t (*threads_list)(ab_plugin_db_t *db, ab_str_t after, ab_str_t prefix, uint32_t limit,
                                 ab_thread_cb cb, void *ud, uint32_t *count, ab_error_t *err);
+
+    /*
+     * Optional (ABI 8; only with wake_fd; docs/SCALING.md "Thread rules across brokers").
+     * NULL: a shared store does not serialise the thread rules (within the follow lag two
+     * brokers may decide on one thread from states that lack each other's events).
+     */
+    /** append_batch, fenced by the threads whose state the batch's checks read or change:
+     *  in the same transaction, before the batch takes its positions, refuse it whole with
+     *  AB_CONFLICT (field "thread", detail "thread_pos") when a batch committed after
+     *  position @p seen was fenced by one of @p threads (the @p nthreads ids, repeats
+     *  allowed); else store it and record it as the latest fenced batch of each of them.
+     *  The broker passes as @p seen a position up to which it has applied every committed
+     *  event, its own and the other brokers'. Two batches fenced by one thread therefore
+     *  commit one after the other, and the later one only if its broker had seen the earlier
+     *  one. @p nthreads 0 is append_batch. */
+    ab_status_t (*append_fenced)(ab_plugin_db_t *db, const ab_append_event_t *evs, size_t n,
+                                 const ab_str_t *threads, size_t nthreads, uint64_t seen,
+                                 int64_t commit_us, uint64_t *first_pos, ab_error_t *err);
 } ab_plugin_t;
 
 /**

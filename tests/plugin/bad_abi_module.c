@@ -6,7 +6,8 @@
  * ab_request_t was shorter); with AB_BAD_NULLFN=1 it has the right ABI but no read function; with
  * AB_BAD_PARTIAL=1 it has every required function but only one of the seven
  * request_* entries; with AB_BAD_TAKE=1 it has request_take alone (none of
- * the entries it comes with); with AB_BAD_NODISPATCH=1 it is a valid table without
+ * the entries it comes with); with AB_BAD_FENCE=1 it has append_fenced without
+ * wake_fd/wake_drain; with AB_BAD_NODISPATCH=1 it is a valid table without
  * any request_* entry (a plugin that cannot dispatch, which loads).
  *
  * Invariants:
@@ -94,6 +95,16 @@ static ab_status_t bad_take(ab_plugin_db_t *db, uint64_t id, ab_str_t w, ab_str_
 }
 #endif
 
+#ifdef AB_BAD_FENCE
+static ab_status_t bad_fenced(ab_plugin_db_t *db, const ab_append_event_t *evs, size_t n,
+                              const ab_str_t *th, size_t nth, uint64_t seen, int64_t now,
+                              uint64_t *first, ab_error_t *e)
+{
+    (void)db, (void)evs, (void)n, (void)th, (void)nth, (void)seen, (void)now, (void)first, (void)e;
+    return AB_INTERNAL;
+}
+#endif
+
 #ifdef AB_BAD_PARTIAL
 static ab_status_t bad_put(ab_plugin_db_t *db, const ab_request_new_t *r, ab_request_t *out,
                            bool *existing, ab_error_t *e)
@@ -129,6 +140,9 @@ static const ab_plugin_t BAD = {
 #endif
 #ifdef AB_BAD_TAKE
     .request_take = bad_take, /* without the request_* entries, wake_fd and the other two */
+#endif
+#ifdef AB_BAD_FENCE
+    .append_fenced = bad_fenced, /* without wake_fd/wake_drain */
 #endif
 };
 

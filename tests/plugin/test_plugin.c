@@ -252,6 +252,19 @@ static void test_load_take_alone(void **state)
     assert_null(lib.plugin);
 }
 
+/* A module with append_fenced but no wake_fd/wake_drain (a store no other broker writes) is
+ * refused. */
+static void test_load_fence_unshared(void **state)
+{
+    (void)state;
+    ab_plugin_lib_t lib = {0};
+    ab_error_t err = AB_ERROR_INIT;
+    assert_int_equal(ab__plugin_load(AB_BAD_FENCE_MODULE, &lib, &err), AB_INVALID_CONFIG);
+    tu_assert_error(&err, AB_INVALID_CONFIG, "append_fenced");
+    assert_non_null(strstr(err.message, "append_fenced comes only with wake_fd/wake_drain"));
+    assert_null(lib.plugin);
+}
+
 /* A module without any request_* entry loads: it cannot dispatch, and says so. */
 static void test_load_without_dispatch(void **state)
 {
@@ -711,6 +724,7 @@ int main(void)
         cmocka_unit_test(test_load_null_function),
         cmocka_unit_test(test_load_partial_requests),
         cmocka_unit_test(test_load_take_alone),
+        cmocka_unit_test(test_load_fence_unshared),
         cmocka_unit_test(test_load_without_dispatch),
         cmocka_unit_test_setup_teardown(test_requests_through_table, setup, teardown),
         cmocka_unit_test_setup_teardown(test_positions_contiguous, setup, teardown),
