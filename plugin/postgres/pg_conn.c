@@ -34,7 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define SCHEMA_VERSION 7
+#define SCHEMA_VERSION 8
 #define AB_PG_STR_(x)  #x
 #define AB_PG_STR(x)   AB_PG_STR_(x)
 #define SCHEMA_LOCK    "7301975019" /* pg_advisory_xact_lock key of the schema setup */
@@ -243,6 +243,34 @@ static const char *const SCHEMA[] = {
      * so that the server, its standby and every read get fewer bytes; the server no longer tries
      * to compress what is packed already. A chunk stored before is read as it was stored. */
     "ALTER TABLE ab_chunks ALTER COLUMN data SET STORAGE EXTERNAL;",
+    /* schema 8 (docs/SCALING.md "Thread rules across brokers"): per thread, the last position of
+     * the latest batch fenced by it. A fenced append locks the batch's fencing threads in id
+     * order (before ab_append locks its runs, so no two appends wait on each other in a
+     * circle), refuses the batch when a batch committed past what its broker has seen was
+     * fenced by one of them, and after taking its positions records itself. */
+    "CREATE TABLE IF NOT EXISTS ab_threads(thread text PRIMARY KEY, fence_pos bigint NOT NULL);"
+    "CREATE OR REPLACE FUNCTION ab_append_fenced(p_commit bigint, r_thread text[], r_run text[],"
+    " r_first bigint[], r_last bigint[], r_epoch bigint[], r_lastoff bigint[], r_status text[],"
+    " r_outcome text[], r_parent text[], r_firstoff bigint[], r_data bytea[], v_n bigint,"
+    " f_thread text[], p_seen bigint) RETURNS bigint LANGUAGE plpgsql AS $f$"
+    " DECLARE v_first bigint; bad record;"
+    " BEGIN"
+    "  WITH l AS (INSERT INTO ab_threads AS x(thread, fence_pos)"
+    "   SELECT DISTINCT t, 0 FROM unnest(f_thread) AS u(t) ORDER BY 1"
+    "   ON CONFLICT (thread) DO UPDATE SET fence_pos = x.fence_pos"
+    "   RETURNING x.thread, x.fence_pos)"
+    "  SELECT l.thread, l.fence_pos INTO bad FROM l WHERE l.fence_pos > p_seen LIMIT 1;"
+    "  IF FOUND THEN"
+    "   RAISE EXCEPTION USING ERRCODE = 'AB003', DETAIL = bad.fence_pos::text, MESSAGE ="
+    "    format('thread %s: a batch fenced by it committed at position %s, after position"
+    " %s up to which this broker applied the store''s events', bad.thread, bad.fence_pos,"
+    "     p_seen);"
+    "  END IF;"
+    "  v_first := ab_append(p_commit, r_thread, r_run, r_first, r_last, r_epoch, r_lastoff,"
+    "   r_status, r_outcome, r_parent, r_firstoff, r_data, v_n);"
+    "  UPDATE ab_threads x SET fence_pos = v_first + v_n - 1 WHERE x.thread = ANY(f_thread);"
+    "  RETURN v_first;"
+    " END $f$;",
     /* Mark a held request's cancel (plugin.h request_cancel_held): locked at its epoch while
      * started, or assigned with its run's RUN_STARTED committed; marked only while the
      * holding broker's lease is alive (the update's trigger wakes that broker). */
@@ -276,6 +304,12 @@ static const struct {
                    13,
                    {PG_INT8, PG_TEXTA, PG_TEXTA, PG_INT8A, PG_INT8A, PG_INT8A, PG_INT8A, PG_TEXTA,
                     PG_TEXTA, PG_TEXTA, PG_INT8A, PG_BYTEAA, PG_INT8}},
+    [PQ_APPEND_FENCED] = {"SELECT ab_append_fenced($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11,"
+                          " $12, $13, $14, $15)",
+                          15,
+                          {PG_INT8, PG_TEXTA, PG_TEXTA, PG_INT8A, PG_INT8A, PG_INT8A, PG_INT8A,
+                           PG_TEXTA, PG_TEXTA, PG_TEXTA, PG_INT8A, PG_BYTEAA, PG_INT8, PG_TEXTA,
+                           PG_INT8}},
     [PQ_CLAIM] = {"SELECT epoch, last_seq FROM ab_claim($1, $2, $3)",
                   3,
                   {PG_TEXT, PG_TEXT, PG_INT8}},
@@ -387,7 +421,8 @@ static const struct {
     [PQ_STATS] = {"SELECT (SELECT v FROM ab_head WHERE id = 3),"
                   " (SELECT count(*) FROM ab_runs WHERE status = 'active'),"
                   " (SELECT sum(pg_total_relation_size(t))::bigint FROM unnest(ARRAY['ab_meta',"
-                  " 'ab_head', 'ab_runs', 'ab_chunks', 'ab_snapshots', 'ab_requests']::regclass[])"
+                  " 'ab_head', 'ab_runs', 'ab_chunks', 'ab_snapshots', 'ab_requests',"
+                  " 'ab_threads']::regclass[])"
                   " AS t),"
                   " CASE WHEN has_function_privilege('pg_control_checkpoint()', 'execute')"
                   " THEN greatest(pg_wal_lsn_diff(pg_current_wal_lsn(),"
@@ -432,9 +467,10 @@ ab_status_t ab__pg_fail(ab_plugin_db_t *db, PGresult *r, const char *what, ab_er
         msg = db->conn ? PQerrorMessage(db->conn) : "no connection";
     ab_status_t code = AB_INTERNAL;
     const char *field = "postgres";
-    if (state && (strcmp(state, "AB001") == 0 || strcmp(state, "AB002") == 0)) {
+    if (state && (strcmp(state, "AB001") == 0 || strcmp(state, "AB002") == 0 ||
+                  strcmp(state, "AB003") == 0)) {
         code = AB_CONFLICT;
-        field = state[4] == '1' ? "epoch" : "seq";
+        field = state[4] == '1' ? "epoch" : state[4] == '2' ? "seq" : "thread";
     } else if (state && strcmp(state, "23505") == 0) {
         code = AB_CONFLICT;
         field = "seq";
@@ -449,7 +485,11 @@ ab_status_t ab__pg_fail(ab_plugin_db_t *db, PGresult *r, const char *what, ab_er
     if (code == AB_CONFLICT && state && state[0] == 'A') {
         const char *d = PQresultErrorField(r, PG_DIAG_MESSAGE_DETAIL);
         if (d)
-            ab_error_detail_int(err, field[0] == 'e' ? "epoch" : "last_seq", strtoll(d, NULL, 10));
+            ab_error_detail_int(err,
+                                field[0] == 'e'   ? "epoch"
+                                : field[0] == 's' ? "last_seq"
+                                                  : "thread_pos",
+                                strtoll(d, NULL, 10));
     }
     if (err && code == AB_UNAVAILABLE)
         err->retryable = true;
@@ -851,6 +891,7 @@ static const ab_plugin_t PG_PLUGIN = {
     .open = pg_open,
     .close = pg_close,
     .append_batch = ab__pg_append_batch,
+    .append_fenced = ab__pg_append_fenced,
     .claim = ab__pg_claim,
     .head = ab__pg_head,
     .thread_heads = ab__pg_thread_heads,

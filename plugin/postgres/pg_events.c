@@ -20,6 +20,10 @@
  *     so positions are dense and a reader "after P" never sees a hole that
  *     fills later.
  *  4. Every result is cleared before returning; callbacks get views into it.
+ *  5. A fenced append (plugin.h append_fenced) is one call of ab_append_fenced(), which
+ *     locks the fencing threads' rows of ab_threads in id order before ab_append locks
+ *     the runs, refuses the batch (AB_CONFLICT, field thread) when one of them was last
+ *     fenced past the broker's `seen`, and sets each to the batch's last position.
  */
 #include "pg_int.h"
 
@@ -125,6 +129,7 @@ void ab__pg_stage_free(ab_plugin_db_t *db)
     for (int i = 0; i < A_COUNT_; i++)
         free(db->arr[i].data);
     free(db->pack.data);
+    free(db->fence.data);
 }
 
 /* ---- staging a batch ------------------------------------------------------------ */
@@ -285,8 +290,30 @@ static ab_status_t stage(ab_plugin_db_t *db, const ab_append_event_t *evs, size_
     return AB_OK;
 }
 
-ab_status_t ab__pg_append_batch(ab_plugin_db_t *db, const ab_append_event_t *evs, size_t n,
-                                int64_t commit_us, uint64_t *first_pos, ab_error_t *err)
+/* The fenced append's thread array; each id checked. */
+static ab_status_t stage_fence(ab_plugin_db_t *db, const ab_str_t *threads, size_t nthreads,
+                               ab_error_t *err)
+{
+    if (!threads || nthreads > INT32_MAX)
+        return ab_error_set(err, AB_INVALID_ARGUMENT, "threads", "postgres: bad thread list");
+    if (!arr_begin(&db->fence, PG_TEXT, nthreads))
+        return ab_error_set(err, AB_NOMEM, "store", "out of memory (batch)");
+    for (size_t i = 0; i < nthreads; i++) {
+        ab_status_t s = ab__pg_check_id(threads[i], "threads", err);
+        if (s != AB_OK) {
+            ab_error_detail_int(err, "index", (int64_t)i);
+            return s;
+        }
+        if (!arr_put(&db->fence, threads[i].ptr, threads[i].len))
+            return ab_error_set(err, AB_NOMEM, "store", "out of memory (batch)");
+    }
+    return AB_OK;
+}
+
+/* One append: plain (nthreads 0) or fenced (plugin.h append_fenced). */
+static ab_status_t append(ab_plugin_db_t *db, const ab_append_event_t *evs, size_t n,
+                          const ab_str_t *threads, size_t nthreads, uint64_t seen,
+                          int64_t commit_us, uint64_t *first_pos, ab_error_t *err)
 {
     ab_status_t s = ab__pg_check_writer(db, "append", err);
     if (s != AB_OK)
@@ -295,6 +322,8 @@ ab_status_t ab__pg_append_batch(ab_plugin_db_t *db, const ab_append_event_t *evs
         return ab_error_set(err, AB_INVALID_ARGUMENT, "events", "postgres: NULL argument");
     if (n == 0 || n > INT32_MAX)
         return ab_error_set(err, AB_INVALID_ARGUMENT, "events", "postgres: empty batch");
+    if (nthreads && (s = stage_fence(db, threads, nthreads, err)) != AB_OK)
+        return s;
     ev_ref_t *refs = malloc(n * sizeof *refs);
     if (!refs)
         return ab_error_set(err, AB_NOMEM, "store", "out of memory (batch)");
@@ -310,7 +339,13 @@ ab_status_t ab__pg_append_batch(ab_plugin_db_t *db, const ab_append_event_t *evs
         p.fmt[p.n++] = 1;
     }
     ab__pg_p_i64(&p, (int64_t)n);
-    PGresult *r = ab__pg_exec(db, PQ_APPEND, &p, "append", err);
+    if (nthreads) {
+        p.val[p.n] = (const char *)db->fence.data;
+        p.len[p.n] = (int)db->fence.len;
+        p.fmt[p.n++] = 1;
+        ab__pg_p_i64(&p, (int64_t)seen);
+    }
+    PGresult *r = ab__pg_exec(db, nthreads ? PQ_APPEND_FENCED : PQ_APPEND, &p, "append", err);
     if (!r)
         return err ? err->code : AB_UNAVAILABLE;
     *first_pos = (uint64_t)ab__pg_i64(r, 0, 0);
@@ -318,6 +353,21 @@ ab_status_t ab__pg_append_batch(ab_plugin_db_t *db, const ab_append_event_t *evs
     if (*first_pos + n - 1 > db->safe_pos) /* acknowledged: durable up to its last (settle) */
         db->safe_pos = *first_pos + n - 1;
     return AB_OK;
+}
+
+ab_status_t ab__pg_append_batch(ab_plugin_db_t *db, const ab_append_event_t *evs, size_t n,
+                                int64_t commit_us, uint64_t *first_pos, ab_error_t *err)
+{
+    return append(db, evs, n, NULL, 0, 0, commit_us, first_pos, err);
+}
+
+ab_status_t ab__pg_append_fenced(ab_plugin_db_t *db, const ab_append_event_t *evs, size_t n,
+                                 const ab_str_t *threads, size_t nthreads, uint64_t seen,
+                                 int64_t commit_us, uint64_t *first_pos, ab_error_t *err)
+{
+    if (seen > INT64_MAX)
+        return ab_error_set(err, AB_INVALID_ARGUMENT, "seen", "postgres: position out of range");
+    return append(db, evs, n, threads, nthreads, seen, commit_us, first_pos, err);
 }
 
 /* ---- claims and heads ------------------------------------------------------------ */

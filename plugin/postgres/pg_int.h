@@ -33,6 +33,7 @@
 /** The prepared statements (SQL in pg_conn.c's table). */
 enum {
     PQ_APPEND = 0,
+    PQ_APPEND_FENCED,
     PQ_CLAIM,
     PQ_HEAD,
     PQ_THREAD_HEADS,
@@ -131,7 +132,8 @@ struct ab_plugin_db {
     pg_ahead_t ahead; /**< the rest of the last read (pg_read.c invariant 7) */
     /* append staging, reused across batches */
     pg_bytes_t arr[12];
-    pg_bytes_t pack; /**< a chunk being packed (pg_chunk.h) */
+    pg_bytes_t pack;  /**< a chunk being packed (pg_chunk.h) */
+    pg_bytes_t fence; /**< a fenced append's thread array */
 };
 
 /* ---- pg_conn.c ---------------------------------------------------------- */
@@ -173,6 +175,9 @@ ab_status_t ab__pg_check_writer(ab_plugin_db_t *db, const char *what, ab_error_t
 /* ---- pg_events.c -------------------------------------------------------- */
 ab_status_t ab__pg_append_batch(ab_plugin_db_t *db, const ab_append_event_t *evs, size_t n,
                                 int64_t commit_us, uint64_t *first_pos, ab_error_t *err);
+ab_status_t ab__pg_append_fenced(ab_plugin_db_t *db, const ab_append_event_t *evs, size_t n,
+                                 const ab_str_t *threads, size_t nthreads, uint64_t seen,
+                                 int64_t commit_us, uint64_t *first_pos, ab_error_t *err);
 ab_status_t ab__pg_claim(ab_plugin_db_t *db, ab_str_t thread, ab_str_t run, uint64_t *epoch,
                          uint64_t *last_seq, ab_error_t *err);
 ab_status_t ab__pg_head(ab_plugin_db_t *db, ab_str_t thread, ab_str_t run, ab_run_head_t *out,

@@ -4,7 +4,8 @@
  * reads of every scope, heads and claims, exact bytes, all-or-nothing
  * batches, the conditional append across two connections (a seq committed
  * by one is refused to the other; a writer fenced by a claim on one
- * connection is refused on the other), a tailing reader that never skips
+ * connection is refused on the other), the fenced append of the thread
+ * rules, a tailing reader that never skips
  * under concurrent commits from two connections, run requests shared by two
  * connections, two claims of one new run racing, snapshots, and a connection
  * killed under the handle (the schema's versions: test_pg_schema.c).
@@ -174,6 +175,66 @@ static void test_conditional_append_two_connections(void **state)
     /* inside one batch a run's seqs must follow each other */
     ab_append_event_t gap[2] = {pgmod_ev(th, "g", 1, 1, "1"), pgmod_ev(th, "g", 3, 1, "3")};
     assert_int_equal(P->append_batch(a, gap, 2, 1, &first, &err), AB_CONFLICT);
+    P->close(a);
+    P->close(b);
+}
+
+/*
+ * The fenced append (plugin.h append_fenced): a batch fenced by thread T commits only if
+ * no batch fenced by T committed past the `seen` it carries; a refused batch stores
+ * nothing and moves no fence; an unfenced append and another thread's fence do not count.
+ */
+static void test_fenced_append(void **state)
+{
+    (void)state;
+    ab_plugin_db_t *a = open_db(false), *b = open_db(false);
+    char th[64], other[64];
+    pgmod_fresh(th, sizeof th, "fence");
+    pgmod_fresh(other, sizeof other, "fence-other");
+    assert_true(ab_plugin_has(P, append_fenced));
+    ab_error_t err = AB_ERROR_INIT;
+    uint64_t seen = 0, first = 0, hp = 0;
+    assert_int_equal(P->head_pos(a, &seen, &err), AB_OK);
+    ab_str_t t = S(th), o = S(other), twice[2] = {S(th), S(th)};
+    /* a: a batch fenced by T (named twice: repeats are one), seen = the head */
+    ab_append_event_t a1[2] = {pgmod_ev(th, "ra", 1, 1, "a1"), pgmod_ev(th, "ra", 2, 1, "a2")};
+    assert_int_equal(P->append_fenced(a, a1, 2, twice, 2, seen, 1, &first, &err), AB_OK);
+    uint64_t a_last = first + 1;
+    /* b has not seen it: a batch fenced by T is refused whole, its other run too */
+    ab_append_event_t b1[2] = {pgmod_ev(other, "rx", 1, 1, "x"), pgmod_ev(th, "rb", 1, 1, "b1")};
+    assert_int_equal(P->append_fenced(b, b1, 2, &t, 1, seen, 1, &first, &err), AB_CONFLICT);
+    tu_assert_error(&err, AB_CONFLICT, "thread");
+    assert_int_equal(ab_error_detail(&err, "thread_pos")->i, (int64_t)a_last);
+    ab_error_clear(&err);
+    assert_int_equal(P->head_pos(b, &hp, &err), AB_OK);
+    assert_int_equal(hp, a_last);
+    ab_run_head_t h;
+    assert_int_equal(P->head(b, S(other), S("rx"), &h, &err), AB_OK);
+    assert_int_equal(h.last_seq, 0);
+    /* the same events fenced by another thread only, or not fenced, commit */
+    assert_int_equal(P->append_fenced(b, b1, 1, &o, 1, seen, 1, &first, &err), AB_OK);
+    assert_int_equal(P->append_batch(b, &b1[1], 1, 1, &first, &err), AB_OK);
+    /* b once it has seen a's batch: fenced by T, it commits (the refused batch and the
+     * unfenced one of T after a's did not move T's fence) */
+    ab_append_event_t b2 = pgmod_ev(th, "rb", 2, 1, "b2");
+    assert_int_equal(P->append_fenced(b, &b2, 1, &t, 1, a_last, 1, &first, &err), AB_OK);
+    uint64_t b_last = first;
+    /* now a is behind: fenced by T, seen just below b2, it is refused */
+    ab_append_event_t a3 = pgmod_ev(th, "ra", 3, 1, "a3");
+    assert_int_equal(P->append_fenced(a, &a3, 1, &t, 1, b_last - 1, 1, &first, &err), AB_CONFLICT);
+    assert_int_equal(ab_error_detail(&err, "thread_pos")->i, (int64_t)b_last);
+    ab_error_clear(&err);
+    /* a batch that passes the fence but fails its run check leaves the fence where it was */
+    ab_append_event_t stale = pgmod_ev(th, "ra", 1, 1, "again");
+    assert_int_equal(P->append_fenced(a, &stale, 1, &t, 1, b_last, 1, &first, &err), AB_CONFLICT);
+    tu_assert_error(&err, AB_CONFLICT, "seq");
+    ab_error_clear(&err);
+    assert_int_equal(P->append_fenced(a, &a3, 1, &t, 1, b_last, 1, &first, &err), AB_OK);
+    /* a bad id in the list is refused before anything is sent */
+    ab_str_t bad = {"", 0};
+    assert_int_equal(P->append_fenced(a, &a3, 1, &bad, 1, first, 1, &first, &err),
+                     AB_INVALID_ARGUMENT);
+    ab_error_clear(&err);
     P->close(a);
     P->close(b);
 }
@@ -833,6 +894,7 @@ int main(void)
         cmocka_unit_test(test_load_by_name),
         cmocka_unit_test(test_append_read_heads),
         cmocka_unit_test(test_conditional_append_two_connections),
+        cmocka_unit_test(test_fenced_append),
         cmocka_unit_test(test_paging_interleaved_batches),
         cmocka_unit_test(test_tailing_reader_never_skips),
         cmocka_unit_test(test_requests_shared),
