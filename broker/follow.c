@@ -24,6 +24,11 @@
  *  5. A notification is acted on before the writer next sleeps, also when the
  *     store's client library read it off the descriptor while the writer ran
  *     its own statements on that connection (ab__follow_pending).
+ *  6. Every committed event up to `fanned` is applied to the sequencer's caches:
+ *     its own by the commit, the others' by the evictions of invariant 2. When an
+ *     own commit moves `fanned` over positions a failed read left unread, every
+ *     cached run and thread state is dropped first: what is loaded again from the
+ *     store holds them. So `fanned` is the `seen` of a fenced append (ab__follow_seen).
  */
 #include "follow.h"
 #include "dispatch.h"
@@ -154,10 +159,12 @@ void ab__follow_before(ab__follow_t *f, ab__fanout_t *fan, uint64_t first)
         catch_up(f, fan, first - 1);
 }
 
-void ab__follow_after(ab__follow_t *f, ab__fanout_t *fan, uint64_t last)
+void ab__follow_after(ab__follow_t *f, ab__fanout_t *fan, uint64_t first, uint64_t last)
 {
     if (!f->on)
         return;
+    if (f->fanned + 1 < first) /* the read below first failed: those events are unapplied */
+        ab__seq_forget_all(f->seq);
     if (last > f->fanned)
         f->fanned = last;
     catch_up(f, fan, 0);

@@ -38,8 +38,15 @@ void ab__follow_free(ab__follow_t *f);
 /** Before fanning out an own commit at @p first: the other brokers' events below it. */
 void ab__follow_before(ab__follow_t *f, struct ab__fanout *fan, uint64_t first);
 
-/** After fanning out an own commit ending at @p last: what followed it. */
-void ab__follow_after(ab__follow_t *f, struct ab__fanout *fan, uint64_t last);
+/** After fanning out an own commit [@p first, @p last]: what followed it. */
+void ab__follow_after(ab__follow_t *f, struct ab__fanout *fan, uint64_t first, uint64_t last);
+
+/** The position up to which this broker has applied every committed event, its own and the
+ *  other brokers' (a fenced append's `seen`: invariant 6 of follow.c). */
+static inline uint64_t ab__follow_seen(const ab__follow_t *f)
+{
+    return f->fanned;
+}
 
 /** The descriptor to poll beside the writer's sockets, or -1. */
 int ab__follow_fd(const ab__follow_t *f);

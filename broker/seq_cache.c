@@ -154,6 +154,13 @@ void ab__seq_evict(ab_seq_t *s, ab__seq_run_t *r)
     run_free(r);
 }
 
+void ab__seq_forget_all(ab_seq_t *s)
+{
+    while (s->lru.lru_next != &s->lru)
+        ab__seq_evict(s, s->lru.lru_next);
+    ab__seq_thr_forget_all(s);
+}
+
 void ab__seq_trim(ab_seq_t *s, const ab__seq_run_t *keep)
 {
     ab__seq_run_t *r = s->lru.lru_prev;

@@ -159,6 +159,8 @@ struct ab_seq {
      *  NULL otherwise, in particular while a run is rebuilt from the store. */
     const ab_seq_item_t *cur;
     /* scratch */
+    ab_str_t *fence; /**< ab__seq_fence_threads()'s answer */
+    size_t cap_fence;
     ab_doc_t *doc;
     ab_buf_t bytes;
 };
@@ -225,6 +227,12 @@ size_t ab__seq_thr_memory(const ab_seq_t *s);
  *  event this sequencer did not stage (another broker's, follow.c). Never while a group
  *  is staged. */
 void ab__seq_thr_forget(ab_seq_t *s, ab_str_t thread);
+
+/** Drop every cached thread state / every cached run and thread state: the store holds
+ *  events this sequencer has not applied (follow.c invariant 6). Never while a group is
+ *  staged. */
+void ab__seq_thr_forget_all(ab_seq_t *s);
+void ab__seq_forget_all(ab_seq_t *s);
 
 /** The resume state of @p thread: cached, else loaded from the store (LRU-bounded). */
 ab_status_t ab__seq_thr_get(ab_seq_t *s, ab_str_t thread, ab__seq_thr_t **out, ab_error_t *err);

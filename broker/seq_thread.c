@@ -145,6 +145,12 @@ void ab__seq_thr_forget(ab_seq_t *s, ab_str_t thread)
         thr_evict(s, t);
 }
 
+void ab__seq_thr_forget_all(ab_seq_t *s)
+{
+    while (s->tlru.lru_next != &s->tlru)
+        thr_evict(s, s->tlru.lru_next);
+}
+
 size_t ab__seq_thr_memory(const ab_seq_t *s)
 {
     size_t m = s->ntbuckets * sizeof(*s->tbuckets) + s->cap_tev * sizeof(*s->tev);

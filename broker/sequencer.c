@@ -67,6 +67,7 @@ void ab__seq_destroy(ab_seq_t **sp)
     ab__seq_cache_free(s);
     ab__seq_thr_free(s);
     free(s->pend);
+    free(s->fence);
     free(s->pend_items);
     free(s->dups);
     free(s->grp);
@@ -314,6 +315,24 @@ const ab_append_event_t *ab__seq_pending(const ab_seq_t *s, size_t *n)
 {
     *n = s->npend;
     return s->pend;
+}
+
+const ab_str_t *ab__seq_fence_threads(ab_seq_t *s, size_t *n, bool *nomem)
+{
+    *n = 0;
+    *nomem = false;
+    for (size_t i = 0; i < s->npend; i++) {
+        ab_agui_type_t t = s->pend_items[i]->info->type;
+        if (!ab__seq_thread_type(t) && t != AB_AGUI_ACTIVITY_DELTA)
+            continue;
+        if (ab__seq_reserve((void **)&s->fence, &s->cap_fence, *n + 1, sizeof(*s->fence))) {
+            *nomem = true;
+            *n = 0;
+            return NULL;
+        }
+        s->fence[(*n)++] = s->pend[i].thread;
+    }
+    return *n ? s->fence : NULL;
 }
 
 static void end_group(ab_seq_t *s, bool committed)

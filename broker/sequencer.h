@@ -110,6 +110,15 @@ void ab__seq_stage(ab_seq_t *s, ab_seq_item_t *items, size_t n);
 const ab_append_event_t *ab__seq_pending(const ab_seq_t *s, size_t *n);
 
 /**
+ * The threads whose state the checks of the group's staged events read or that
+ * they change (a run boundary, ACTIVITY_SNAPSHOT, MESSAGES_SNAPSHOT, ACTIVITY_DELTA),
+ * one entry per such event (repeats), for a shared store's append_fenced; views into
+ * the staged events, valid as ab__seq_pending()'s. NULL with *n 0 when there are none;
+ * also NULL (*n 0) when out of memory (with @p nomem set: the caller fails the group).
+ */
+const ab_str_t *ab__seq_fence_threads(ab_seq_t *s, size_t *n, bool *nomem);
+
+/**
  * The group committed: the i-th pending event has position first_pos + i.
  * Fills pos of every ACCEPTED item (and of DUPLICATE items that duplicated
  * an event staged in the same group), advances run states, drops finished

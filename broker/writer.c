@@ -30,6 +30,7 @@
 #include "ab_common.h"
 #include "dispatch.h"
 #include "follow.h"
+#include "loader.h"
 #include "stats.h"
 #include "writer_int.h"
 
@@ -51,6 +52,7 @@ typedef struct writer {
     ab__snapsched_t snap;    /**< durable snapshot scheduling */
     ab__dispatch_t *disp;    /**< run dispatch (dispatch.h); NULL: the plugin stores no requests */
     ab__follow_t follow;     /**< other brokers' commits to a shared store (follow.h) */
+    bool fences;             /**< the shared store serialises the thread rules (append_fenced) */
     int64_t slow_logged_us;  /**< when the last slow-group line was written */
     uint64_t slow_unlogged;  /**< slow groups since, not written */
     ab__wstats_t stats;      /**< commits, rejections, latency (stats.h); copied to b->stats */
@@ -306,7 +308,27 @@ static void committed(writer_t *w, const ab_append_event_t *evs, size_t n, uint6
                 ab__fanout_event(&w->fan, &job->items[i], now);
     }
     ab__fanout_flush(&w->fan); /* before any answer (invariant 2) */
-    ab__follow_after(&w->follow, &w->fan, first + n - 1);
+    ab__follow_after(&w->follow, &w->fan, first, first + n - 1);
+}
+
+/*
+ * Append the staged events. On a store that serialises the thread rules (append_fenced),
+ * the batch is fenced by the threads its checks read or change, at the position up to
+ * which this broker has applied every committed event (the follower's: invariant 1 of
+ * follow.c), so that a thread event another broker committed past it refuses the batch.
+ */
+static ab_status_t store_append(writer_t *w, const ab_append_event_t *evs, size_t n, int64_t now,
+                                uint64_t *first, ab_error_t *e)
+{
+    const ab_plugin_t *p = w->b->plugin;
+    if (!w->fences)
+        return p->append_batch(w->b->wdb, evs, n, now, first, e);
+    size_t nt = 0;
+    bool nomem = false;
+    const ab_str_t *th = ab__seq_fence_threads(w->seq, &nt, &nomem);
+    if (nomem)
+        return ab_error_set(e, AB_NOMEM, NULL, "out of memory listing the group's threads");
+    return p->append_fenced(w->b->wdb, evs, n, th, nt, ab__follow_seen(&w->follow), now, first, e);
 }
 
 /*
@@ -314,21 +336,33 @@ static void committed(writer_t *w, const ab_append_event_t *evs, size_t n, uint6
  * another broker committed to one of its runs (this broker's cached head was
  * stale): the abort drops the group's runs from the cache, and the group is
  * staged again against the stored heads (answered duplicate, gap, fenced ...
- * as the store now says), a few times at most.
+ * as the store now says), a few times at most; then the group fails as unavailable
+ * (retryable), since the refusal was not of one producer's events.
  */
 static ab_status_t append_group(writer_t *w, int64_t now, const ab_append_event_t **evs, size_t *n,
                                 uint64_t *first, ab_error_t *e)
 {
-    ab_status_t rc = w->b->plugin->append_batch(w->b->wdb, *evs, *n, now, first, e);
+    ab_status_t rc = store_append(w, *evs, *n, now, first, e);
     for (int again = 0; rc == AB_CONFLICT && w->follow.on && again < 3; again++) {
         ab__seq_abort(w->seq);
         ab_error_clear(e);
+        ab__follow_poll(&w->follow, &w->fan); /* what the store holds that we did not see */
         for (size_t j = 0; j < w->ngroup; j++)
             ab__seq_stage(w->seq, w->group[j]->items, w->group[j]->count);
         *evs = ab__seq_pending(w->seq, n);
         if (*n == 0)
             return AB_OK;
-        rc = w->b->plugin->append_batch(w->b->wdb, *evs, *n, now, first, e);
+        rc = store_append(w, *evs, *n, now, first, e);
+    }
+    if (rc == AB_CONFLICT && w->follow.on) { /* not the producer's conflict: retryable */
+        char why[256];
+        snprintf(why, sizeof why, "%s", e->message);
+        ab_error_set(e, AB_UNAVAILABLE, "",
+                     "other brokers kept committing to the group's runs "
+                     "or threads (last refusal: %s)",
+                     why);
+        e->retryable = true;
+        rc = AB_UNAVAILABLE;
     }
     return rc;
 }
@@ -441,7 +475,7 @@ static ab_status_t commit_item(writer_t *w, ab_seq_item_t *it, ab_error_t *err)
         return err ? err->code : AB_CONFLICT;
     }
     int64_t t0 = ab__mono_us();
-    ab_status_t rc = w->b->plugin->append_batch(w->b->wdb, evs, n, now, &first, err);
+    ab_status_t rc = store_append(w, evs, n, now, &first, err);
     if (rc != AB_OK) {
         ab__seq_abort(w->seq);
         return rc;
@@ -456,7 +490,7 @@ static ab_status_t commit_item(writer_t *w, ab_seq_item_t *it, ab_error_t *err)
     ab__follow_before(&w->follow, &w->fan, first);
     ab__fanout_event(&w->fan, it, now);
     ab__fanout_flush(&w->fan);
-    ab__follow_after(&w->follow, &w->fan, first);
+    ab__follow_after(&w->follow, &w->fan, first, first);
     ab__snapsched_request(&w->snap);
     return AB_OK;
 }
@@ -568,6 +602,12 @@ void *ab__writer_main(void *arg)
     ab__thread_start("ab-writer", a->b->cfg->log_level, a->b->cfg->log_json);
     ab__fanout_init(&w.fan, w.b);
     ab__follow_init(&w.follow, w.b, w.seq);
+    w.fences = w.follow.on && ab__plugin_fences(w.b->plugin);
+    if (w.follow.on && !w.fences)
+        ab__log(AB_LOG_WARN,
+                "plugin %s has no append_fenced: the thread rules are not "
+                "serialised across the brokers of its store (docs/SCALING.md)",
+                w.b->plugin->name);
     ab__snapsched_start(&w.snap, w.b);
     ab_error_t de = AB_ERROR_INIT;
     if (ab__dispatch_new(&w.disp, w.b, w.seq, w.sock, &de) != AB_OK) {

@@ -20,6 +20,8 @@
 #include "agentbus/subscriber.h"
 #include "broker_proc.h"
 
+#include <pthread.h>
+
 typedef struct side {
     ab_conn_t *c;
     ab_doc_t *doc;
@@ -143,10 +145,172 @@ static void test_resume_rule_sees_the_other_brokers_runs(void **state)
     side_free(&b);
 }
 
+/* ---- within the follow lag: the database serialises the thread rules ---------------- */
+
+/* One publish run on a thread of its own (it waits on a lock the test holds). */
+typedef struct async_put {
+    side_t *s;
+    ab_buf_t ev;
+    pthread_t tid;
+    ab_status_t rc;        /* the request's status */
+    ab_result_status_t st; /* the event's */
+    uint64_t pos;          /* its position when accepted */
+    ab_status_t code;      /* its error's code, AB_OK without one */
+    char field[AB_ERROR_FIELD_MAX];
+} async_put_t;
+
+static void *async_main(void *arg)
+{
+    async_put_t *p = arg;
+    const ab_result_t *res = NULL;
+    ab_error_t err = AB_ERROR_INIT;
+    p->rc = ab_conn_publish(p->s->c, &p->ev, 1, p->s->doc, &res, 20000, &err);
+    if (p->rc == AB_OK) {
+        p->st = res[0].status;
+        p->pos = res[0].pos;
+        p->code = res[0].error ? res[0].error->code : AB_OK;
+        if (res[0].error)
+            snprintf(p->field, sizeof p->field, "%s", res[0].error->field);
+    }
+    return NULL;
+}
+
+static void async_start(async_put_t *p, side_t *s, const char *thread, const char *run,
+                        uint64_t seq, const char *body)
+{
+    memset(p, 0, sizeof *p);
+    p->s = s;
+    it_event_json(&p->ev, thread, run, seq, 1, body);
+    assert_int_equal(pthread_create(&p->tid, NULL, async_main, p), 0);
+}
+
+static void async_join(async_put_t *p)
+{
+    assert_int_equal(pthread_join(p->tid, NULL), 0);
+    ab_buf_free(&p->ev);
+    assert_int_equal(p->rc, AB_OK);
+}
+
+/* Wait (bounded) until @p n statements of the server wait on a lock. */
+static void wait_lock_waiters(PGconn *probe, long long n)
+{
+    long long got = -1;
+    for (long end = pgfx_now_ms() + 10000; pgfx_now_ms() < end; pgfx_sleep_ms(5))
+        if ((got = pgfx_scalar(probe, "SELECT count(*) FROM pg_stat_activity"
+                                      " WHERE wait_event_type = 'Lock'")) >= n)
+            break;
+    assert_int_equal(got, n);
+}
+
+static char *start_body(char *out, size_t cap, const char *thread, const char *run,
+                        const char *resume)
+{
+    snprintf(out, cap,
+             "{\"type\":\"RUN_STARTED\",\"threadId\":\"%s\",\"runId\":\"%s\","
+             "\"protocolVersion\":\"1.0\",\"input\":{\"threadId\":\"%s\",\"runId\":\"%s\","
+             "\"messages\":[]%s%s}}",
+             thread, run, thread, run, resume ? ",\"resume\":" : "", resume ? resume : "");
+    return out;
+}
+
+/*
+ * Publishes through A and B decided in the same moment: the test holds the position
+ * counter's row (ab_head), so A's batch waits inside its transaction after its checks
+ * and B decides on a state that lacks A's event (its follower cannot read an event not
+ * yet committed). Once released, B's fenced append finds A's batch fenced past what B
+ * had seen and is refused; B follows A's event and decides again: as if in order.
+ *  1. A: RUN_FINISHED with interrupt i1; B: a RUN_STARTED with input and no resume.
+ *     Decided apart, both would be accepted; B's is refused (event/input/resume).
+ *  2. A and B: a RUN_STARTED each whose resume answers i1. Only A's is accepted.
+ *  3. A and B: a RUN_STARTED each without input. B's, refused by the fence, is decided
+ *     again after following A's and committed after it.
+ */
+static void test_rules_within_the_follow_lag(void **state)
+{
+    (void)state;
+    char th[64], body[1024];
+    snprintf(th, sizeof th, "lag-%d", (int)getpid());
+    side_t a = side(&g_a), b = side(&g_b), a2 = side(&g_a), b2 = side(&g_b);
+    ab_error_t rej = AB_ERROR_INIT;
+    PGconn *hold = pgfx_connect(&g_pg), *probe = pgfx_connect(&g_pg);
+    assert_non_null(hold);
+    assert_non_null(probe);
+    /* B has the thread (nothing pending); A starts r1, which B follows */
+    assert_int_equal(start(&b, th, "r0", NULL, &rej), AB_RESULT_ACCEPTED);
+    assert_int_equal(finish(&b, th, "r0", 2, false), AB_RESULT_ACCEPTED);
+    snprintf(body, sizeof body,
+             "{\"type\":\"RUN_STARTED\",\"threadId\":\"%s\",\"runId\":\"r1\","
+             "\"protocolVersion\":\"1.0\"}",
+             th);
+    assert_int_equal(put(&a, th, "r1", 1, body, &rej), AB_RESULT_ACCEPTED);
+    wait_followed(&g_b, th, "r1", 1);
+
+    /* 1 */
+    PQclear(PQexec(hold, "BEGIN; SELECT v FROM ab_head WHERE id = 1 FOR UPDATE"));
+    async_put_t pa, pb;
+    snprintf(body, sizeof body,
+             "{\"type\":\"RUN_FINISHED\",\"threadId\":\"%s\",\"runId\":\"r1\","
+             "\"outcome\":{\"type\":\"interrupt\",\"interrupts\":[{\"id\":\"i1\","
+             "\"reason\":\"confirmation\"}]}}",
+             th);
+    char body2[1024];
+    async_start(&pa, &a2, th, "r1", 2, body);
+    wait_lock_waiters(probe, 1);
+    async_start(&pb, &b2, th, "r2", 1, start_body(body2, sizeof body2, th, "r2", NULL));
+    wait_lock_waiters(probe, 2);
+    PQclear(PQexec(hold, "COMMIT"));
+    async_join(&pa);
+    async_join(&pb);
+    assert_int_equal(pa.st, AB_RESULT_ACCEPTED);
+    assert_int_equal(pb.st, AB_RESULT_REJECTED);
+    assert_int_equal(pb.code, AB_CONFLICT);
+    assert_string_equal(pb.field, "event/input/resume");
+
+    /* 2 */
+    const char *answer = "[{\"interruptId\":\"i1\",\"status\":\"resolved\"}]";
+    PQclear(PQexec(hold, "BEGIN; SELECT v FROM ab_head WHERE id = 1 FOR UPDATE"));
+    async_start(&pa, &a2, th, "r3", 1, start_body(body, sizeof body, th, "r3", answer));
+    wait_lock_waiters(probe, 1);
+    async_start(&pb, &b2, th, "r4", 1, start_body(body2, sizeof body2, th, "r4", answer));
+    wait_lock_waiters(probe, 2);
+    PQclear(PQexec(hold, "COMMIT"));
+    async_join(&pa);
+    async_join(&pb);
+    assert_int_equal(pa.st, AB_RESULT_ACCEPTED);
+    assert_int_equal(pb.st, AB_RESULT_REJECTED);
+    assert_int_equal(pb.code, AB_CONFLICT);
+    assert_string_equal(pb.field, "event/input/resume/0/interruptId" /* i1 is answered */);
+
+    /* 3: refused by the fence, B's event is still valid once it has followed A's: the
+     * batch is decided again and committed, after A's */
+    const char *plain = "{\"type\":\"RUN_STARTED\",\"threadId\":\"%s\",\"runId\":\"%s\","
+                        "\"protocolVersion\":\"1.0\"}";
+    PQclear(PQexec(hold, "BEGIN; SELECT v FROM ab_head WHERE id = 1 FOR UPDATE"));
+    snprintf(body, sizeof body, plain, th, "r5");
+    async_start(&pa, &a2, th, "r5", 1, body);
+    wait_lock_waiters(probe, 1);
+    snprintf(body2, sizeof body2, plain, th, "r6");
+    async_start(&pb, &b2, th, "r6", 1, body2);
+    wait_lock_waiters(probe, 2);
+    PQclear(PQexec(hold, "COMMIT"));
+    async_join(&pa);
+    async_join(&pb);
+    assert_int_equal(pa.st, AB_RESULT_ACCEPTED);
+    assert_int_equal(pb.st, AB_RESULT_ACCEPTED);
+    assert_true(pb.pos > pa.pos);
+    PQfinish(hold);
+    PQfinish(probe);
+    side_free(&a);
+    side_free(&b);
+    side_free(&a2);
+    side_free(&b2);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_resume_rule_sees_the_other_brokers_runs),
+        cmocka_unit_test(test_rules_within_the_follow_lag),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
