@@ -213,6 +213,29 @@ static char *start_body(char *out, size_t cap, const char *thread, const char *r
     return out;
 }
 
+/* Two publishes in the same moment (test_rules_within_the_follow_lag): A's (@p ra, seq @p sa, @p
+ * ba) held inside its transaction on the position row that @p hold locks, then B's (@p rb, seq 1,
+ * @p bb); both answered once the row is released. */
+typedef struct race {
+    side_t *a, *b;
+    PGconn *hold, *probe;
+    const char *th;
+} race_t;
+
+static void race(const race_t *x, const char *ra, uint64_t sa, const char *ba, const char *rb,
+                 const char *bb, async_put_t *pa, async_put_t *pb)
+{
+    PQclear(PQexec(x->hold, "BEGIN; SELECT v FROM ab_head WHERE id = 1 FOR UPDATE"));
+    async_start(pa, x->a, x->th, ra, sa, ba);
+    wait_lock_waiters(x->probe, 1);
+    async_start(pb, x->b, x->th, rb, 1, bb);
+    wait_lock_waiters(x->probe, 2);
+    PQclear(PQexec(x->hold, "COMMIT"));
+    async_join(pa);
+    async_join(pb);
+    assert_int_equal(pa->st, AB_RESULT_ACCEPTED);
+}
+
 /*
  * Publishes through A and B decided in the same moment: the test holds the position
  * counter's row (ab_head), so A's batch waits inside its transaction after its checks
@@ -228,78 +251,51 @@ static char *start_body(char *out, size_t cap, const char *thread, const char *r
 static void test_rules_within_the_follow_lag(void **state)
 {
     (void)state;
-    char th[64], body[1024];
+    char th[64], body[1024], body2[1024];
     snprintf(th, sizeof th, "lag-%d", (int)getpid());
     side_t a = side(&g_a), b = side(&g_b), a2 = side(&g_a), b2 = side(&g_b);
     ab_error_t rej = AB_ERROR_INIT;
-    PGconn *hold = pgfx_connect(&g_pg), *probe = pgfx_connect(&g_pg);
-    assert_non_null(hold);
-    assert_non_null(probe);
+    race_t x = {&a2, &b2, pgfx_connect(&g_pg), pgfx_connect(&g_pg), th};
+    assert_non_null(x.hold);
+    assert_non_null(x.probe);
+    const char *plain = "{\"type\":\"RUN_STARTED\",\"threadId\":\"%s\",\"runId\":\"%s\","
+                        "\"protocolVersion\":\"1.0\"}";
     /* B has the thread (nothing pending); A starts r1, which B follows */
     assert_int_equal(start(&b, th, "r0", NULL, &rej), AB_RESULT_ACCEPTED);
     assert_int_equal(finish(&b, th, "r0", 2, false), AB_RESULT_ACCEPTED);
-    snprintf(body, sizeof body,
-             "{\"type\":\"RUN_STARTED\",\"threadId\":\"%s\",\"runId\":\"r1\","
-             "\"protocolVersion\":\"1.0\"}",
-             th);
+    snprintf(body, sizeof body, plain, th, "r1");
     assert_int_equal(put(&a, th, "r1", 1, body, &rej), AB_RESULT_ACCEPTED);
     wait_followed(&g_b, th, "r1", 1);
+    async_put_t pa, pb;
 
     /* 1 */
-    PQclear(PQexec(hold, "BEGIN; SELECT v FROM ab_head WHERE id = 1 FOR UPDATE"));
-    async_put_t pa, pb;
     snprintf(body, sizeof body,
              "{\"type\":\"RUN_FINISHED\",\"threadId\":\"%s\",\"runId\":\"r1\","
              "\"outcome\":{\"type\":\"interrupt\",\"interrupts\":[{\"id\":\"i1\","
              "\"reason\":\"confirmation\"}]}}",
              th);
-    char body2[1024];
-    async_start(&pa, &a2, th, "r1", 2, body);
-    wait_lock_waiters(probe, 1);
-    async_start(&pb, &b2, th, "r2", 1, start_body(body2, sizeof body2, th, "r2", NULL));
-    wait_lock_waiters(probe, 2);
-    PQclear(PQexec(hold, "COMMIT"));
-    async_join(&pa);
-    async_join(&pb);
-    assert_int_equal(pa.st, AB_RESULT_ACCEPTED);
+    race(&x, "r1", 2, body, "r2", start_body(body2, sizeof body2, th, "r2", NULL), &pa, &pb);
     assert_int_equal(pb.st, AB_RESULT_REJECTED);
     assert_int_equal(pb.code, AB_CONFLICT);
     assert_string_equal(pb.field, "event/input/resume");
 
     /* 2 */
     const char *answer = "[{\"interruptId\":\"i1\",\"status\":\"resolved\"}]";
-    PQclear(PQexec(hold, "BEGIN; SELECT v FROM ab_head WHERE id = 1 FOR UPDATE"));
-    async_start(&pa, &a2, th, "r3", 1, start_body(body, sizeof body, th, "r3", answer));
-    wait_lock_waiters(probe, 1);
-    async_start(&pb, &b2, th, "r4", 1, start_body(body2, sizeof body2, th, "r4", answer));
-    wait_lock_waiters(probe, 2);
-    PQclear(PQexec(hold, "COMMIT"));
-    async_join(&pa);
-    async_join(&pb);
-    assert_int_equal(pa.st, AB_RESULT_ACCEPTED);
+    race(&x, "r3", 1, start_body(body, sizeof body, th, "r3", answer), "r4",
+         start_body(body2, sizeof body2, th, "r4", answer), &pa, &pb);
     assert_int_equal(pb.st, AB_RESULT_REJECTED);
     assert_int_equal(pb.code, AB_CONFLICT);
     assert_string_equal(pb.field, "event/input/resume/0/interruptId" /* i1 is answered */);
 
     /* 3: refused by the fence, B's event is still valid once it has followed A's: the
      * batch is decided again and committed, after A's */
-    const char *plain = "{\"type\":\"RUN_STARTED\",\"threadId\":\"%s\",\"runId\":\"%s\","
-                        "\"protocolVersion\":\"1.0\"}";
-    PQclear(PQexec(hold, "BEGIN; SELECT v FROM ab_head WHERE id = 1 FOR UPDATE"));
     snprintf(body, sizeof body, plain, th, "r5");
-    async_start(&pa, &a2, th, "r5", 1, body);
-    wait_lock_waiters(probe, 1);
     snprintf(body2, sizeof body2, plain, th, "r6");
-    async_start(&pb, &b2, th, "r6", 1, body2);
-    wait_lock_waiters(probe, 2);
-    PQclear(PQexec(hold, "COMMIT"));
-    async_join(&pa);
-    async_join(&pb);
-    assert_int_equal(pa.st, AB_RESULT_ACCEPTED);
+    race(&x, "r5", 1, body, "r6", body2, &pa, &pb);
     assert_int_equal(pb.st, AB_RESULT_ACCEPTED);
     assert_true(pb.pos > pa.pos);
-    PQfinish(hold);
-    PQfinish(probe);
+    PQfinish(x.hold);
+    PQfinish(x.probe);
     side_free(&a);
     side_free(&b);
     side_free(&a2);
