@@ -101,6 +101,19 @@ static size_t render(ab__shared_t *b, char *buf, size_t size)
         rc |= metric(buf, size, &n, "agentbus_store_wal_bytes", "gauge",
                      "Size of the write-ahead log.", r.wal_bytes);
     }
+    if (r.replicas_known) {
+        rc |= metric(buf, size, &n, "agentbus_store_replicas", "gauge",
+                     "Standbys streaming the store's changes.", r.replicas);
+        rc |= metric(buf, size, &n, "agentbus_store_replicas_sync", "gauge",
+                     "Standbys a commit waits for.", r.replicas_sync);
+        rc |= metric(buf, size, &n, "agentbus_store_replica_lag_bytes", "gauge",
+                     "WAL the furthest-behind standby has not replayed.", r.replica_lag_bytes);
+        rc |= put(buf, size, &n,
+                  "# HELP agentbus_store_replica_lag_seconds The longest replay lag of a "
+                  "standby.\n# TYPE agentbus_store_replica_lag_seconds gauge\n"
+                  "agentbus_store_replica_lag_seconds %.6f\n",
+                  (double)r.replica_lag_us / 1e6);
+    }
     rc |= metric(buf, size, &n, "agentbus_connections", "gauge",
                  "Connections open on the command endpoint.", r.connections);
     rc |= metric(buf, size, &n, "agentbus_subscribers", "gauge",

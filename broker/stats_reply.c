@@ -37,5 +37,12 @@ void ab__stats_fill(ab__shared_t *b, ab_stats_reply_t *r)
         r->runs_active = ps.runs_active;
         r->store_bytes = ps.store_bytes;
         r->wal_bytes = ps.wal_bytes;
+        r->replicas_known = ps.replicas_known;
+    }
+    if (r->replicas_known) {
+        r->replicas = ps.replicas;
+        r->replicas_sync = ps.replicas_sync;
+        r->replica_lag_bytes = ps.replica_lag_bytes;
+        r->replica_lag_us = ps.replica_lag_us;
     }
 }

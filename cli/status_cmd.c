@@ -118,6 +118,11 @@ static void print_text(const ab_stats_reply_t *r, const char *ep)
     else
         printf("store    (the plugin reports no figures)  head position %llu\n",
                (unsigned long long)r->head_pos);
+    if (r->replicas_known)
+        printf("standby  %llu streaming (%llu synchronous)  replay lag %s, %.1f ms%s\n",
+               (unsigned long long)r->replicas, (unsigned long long)r->replicas_sync,
+               bytes(r->replica_lag_bytes, b1, sizeof b1), (double)r->replica_lag_us / 1000,
+               r->replicas_sync ? "" : "  (no commit waits for a standby)");
     printf("clients  connections %llu  subscribers %llu  replays open %llu\n",
            (unsigned long long)r->connections, (unsigned long long)r->subscribers,
            (unsigned long long)r->replays_open);
@@ -162,6 +167,11 @@ static void print_json(const ab_stats_reply_t *r, const char *ep)
     JU(commit_p99_us);
     JU(commit_max_us);
     JU(commit_window);
+    printf(",\"replicas_known\":%s", r->replicas_known ? "true" : "false");
+    JU(replicas);
+    JU(replicas_sync);
+    JU(replica_lag_bytes);
+    JU(replica_lag_us);
     printf("}\n");
 }
 

@@ -251,6 +251,7 @@ static const ab_fspec_t threads_reply_f[] = {
 
 /* stats_reply (not dispatch, but after it in the op list: the table runs on) */
 #define SU64(k) U64(#k, M(u.stats_reply.k), REQ)
+#define OU64(k) U64(#k, M(u.stats_reply.k), 0) /* added later: optional */
 static const ab_fspec_t stats_reply_f[] = {
     HDR,
     STR("instance", M(u.stats_reply.instance), REQ | MIN1, 0),
@@ -277,8 +278,14 @@ static const ab_fspec_t stats_reply_f[] = {
     SU64(commit_p99_us),
     SU64(commit_max_us),
     SU64(commit_window),
+    {.key = "replicas_known", .type = &ab__ft_bool, .off = M(u.stats_reply.replicas_known)},
+    OU64(replicas),
+    OU64(replicas_sync),
+    OU64(replica_lag_bytes),
+    OU64(replica_lag_us),
 };
 #undef SU64
+#undef OU64
 
 static const ab_ospec_t specs[] = {
     [AB_OP_START_RUN - AB_OP_START_RUN] = SPEC(start_run_f, 0),

@@ -543,6 +543,12 @@ typedef struct ab_stats_reply {
     uint64_t commit_p99_us;
     uint64_t commit_max_us;
     uint64_t commit_window; /**< how many commits the percentiles are over (<= 1024) */
+    /* the store's standbys (optional on the wire: absent = unknown, all 0) */
+    bool replicas_known;        /**< false: no standby figures; the four below are 0 */
+    uint64_t replicas;          /**< standbys streaming the store's changes now */
+    uint64_t replicas_sync;     /**< of which a commit waits for */
+    uint64_t replica_lag_bytes; /**< WAL the furthest-behind standby has not replayed yet */
+    uint64_t replica_lag_us;    /**< the longest replay lag of a standby */
 } ab_stats_reply_t;
 
 /** ERROR; the decoded error's cid equals the header's. */

@@ -67,8 +67,9 @@ extern "C" {
  * (AB_PLUGIN_ABI_OLDEST); an ABI that only adds entries at the end can keep the oldest
  * where it is: the broker reads entries past a table's struct_size as NULL
  * (ab_plugin_has()).
- * 8: the optional append_fenced entry (the thread rules serialised by a shared store); only
- * an entry at the end, so tables of ABI 7 still load.
+ * 8: the optional append_fenced entry (the thread rules serialised by a shared store) and
+ * the standby figures at the end of ab_plugin_stats_t (the broker zeroes the struct before
+ * the stats call); only additions at the end, so tables of ABI 7 still load.
  */
 #define AB_PLUGIN_ABI_VERSION 8
 /** The oldest abi_version a broker of this header loads (its later entries read as NULL). */
@@ -92,6 +93,12 @@ typedef struct ab_plugin_stats {
     uint64_t checkpoints_slow;        /**< of which took 100 ms or more */
     uint64_t checkpoint_last_slow_us; /**< the latest slow one's duration */
     uint64_t checkpoint_max_us;       /**< the longest one's */
+    /* ABI 8: a store's standbys (a table of ABI 7 leaves them as the broker zeroed them) */
+    bool replicas_known;        /**< the plugin reports its standbys (the four below) */
+    uint64_t replicas;          /**< standbys streaming the store's changes now */
+    uint64_t replicas_sync;     /**< of which a commit waits for (synchronous) */
+    uint64_t replica_lag_bytes; /**< WAL the furthest-behind standby has not replayed yet */
+    uint64_t replica_lag_us;    /**< the longest replay lag of a standby, in microseconds */
 } ab_plugin_stats_t;
 
 /** Options to open a handle. */

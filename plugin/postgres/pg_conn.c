@@ -417,7 +417,10 @@ static const struct {
     /* the stats entry (pg_stats.c): a counter row, a count over the partial
      * index of the active runs, the tables' sizes (a stat of each file) and
      * the WAL written since the last checkpoint's redo point (0 when the role
-     * may not read the control file) */
+     * may not read the control file), then the standbys (pg_stat_replication, a
+     * row per WAL sender in shared memory): rows whose details the role may not
+     * see (state NULL: it lacks pg_read_all_stats), streaming ones, synchronous
+     * ones, the largest replay lag in bytes and in microseconds */
     [PQ_STATS] = {"SELECT (SELECT v FROM ab_head WHERE id = 3),"
                   " (SELECT count(*) FROM ab_runs WHERE status = 'active'),"
                   " (SELECT sum(pg_total_relation_size(t))::bigint FROM unnest(ARRAY['ab_meta',"
@@ -426,7 +429,15 @@ static const struct {
                   " AS t),"
                   " CASE WHEN has_function_privilege('pg_control_checkpoint()', 'execute')"
                   " THEN greatest(pg_wal_lsn_diff(pg_current_wal_lsn(),"
-                  " (SELECT redo_lsn FROM pg_control_checkpoint())), 0)::bigint ELSE 0 END",
+                  " (SELECT redo_lsn FROM pg_control_checkpoint())), 0)::bigint ELSE 0 END,"
+                  " (SELECT count(*) FROM pg_stat_replication WHERE state IS NULL),"
+                  " (SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming'),"
+                  " (SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming'"
+                  " AND sync_state IN ('sync', 'quorum')),"
+                  " (SELECT coalesce(max(pg_wal_lsn_diff(pg_current_wal_lsn(), replay_lsn)), 0)"
+                  "::bigint FROM pg_stat_replication),"
+                  " (SELECT coalesce(max(extract(epoch FROM replay_lag) * 1000000), 0)::bigint"
+                  " FROM pg_stat_replication)",
                   0,
                   {0}},
     /* ab__pg_settle: the head, in a commit that waits for the synchronous standby (a WAL

@@ -15,7 +15,13 @@
  *     checkpoint (what a crash would replay), 0 when the role may not read
  *     the control file. PostgreSQL spreads its checkpoints over time and a
  *     commit never waits for one, so the checkpoint figures stay 0 (n/a).
- *  3. The figures never connect: with the connection lost they are
+ *  3. The standbys are the primary's WAL senders (pg_stat_replication): those
+ *     streaming, those a commit waits for (sync or quorum), and the largest
+ *     replay lag in WAL bytes and in time (replay_lag: NULL, so 0, once a
+ *     standby has caught up and nothing is written). Known only when the role
+ *     may see every sender's details (a superuser, or pg_monitor /
+ *     pg_read_all_stats): otherwise replicas_known is false, not 0 standbys.
+ *  4. The figures never connect: with the connection lost they are
  *     AB_UNAVAILABLE (the broker shows them as unknown) until the next write
  *     reconnects, so an outage does not add a connection attempt a second
  *     to the writer thread's work.
@@ -36,10 +42,18 @@ ab_status_t ab__pg_stats(ab_plugin_db_t *db, ab_plugin_stats_t *out, ab_error_t 
     if (!r)
         return err ? err->code : AB_UNAVAILABLE;
     ab_plugin_stats_t s = {0};
-    int64_t v[4] = {0};
-    for (int i = 0; i < 4 && PQntuples(r) == 1; i++)
+    int64_t v[9] = {0};
+    bool row = PQntuples(r) == 1 && PQnfields(r) == 9;
+    for (int i = 0; i < 9 && row; i++)
         v[i] = PQgetisnull(r, 0, i) ? 0 : ab__pg_i64(r, 0, i);
     PQclear(r);
+    s.replicas_known = row && v[4] == 0;
+    if (s.replicas_known) {
+        s.replicas = v[5] > 0 ? (uint64_t)v[5] : 0;
+        s.replicas_sync = v[6] > 0 ? (uint64_t)v[6] : 0;
+        s.replica_lag_bytes = v[7] > 0 ? (uint64_t)v[7] : 0;
+        s.replica_lag_us = v[8] > 0 ? (uint64_t)v[8] : 0;
+    }
     s.runs_total = v[0] > 0 ? (uint64_t)v[0] : 0;
     s.runs_active = v[1] > 0 ? (uint64_t)v[1] : 0;
     s.store_bytes = v[2] > 0 ? (uint64_t)v[2] : 0;

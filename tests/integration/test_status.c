@@ -133,7 +133,9 @@ static void test_status_command(void **state)
     assert_non_null(strstr(out, "store    runs 1 (1 active)"));
     assert_non_null(strstr(out, "head position 1"));
     assert_non_null(strstr(out, "totals   1 commits  1 events  0 rejected"));
+    assert_null(strstr(out, "standby")); /* SQLite has no standbys to report */
     assert_int_equal(it_run_cli(out, "status --broker %s --json", t->bp.cmd), 0);
+    assert_non_null(strstr(out, ",\"replicas_known\":false,\"replicas\":0,"));
     assert_non_null(strstr(out, ",\"head_pos\":1,\"store_known\":true,\"runs_total\":1,"
                                 "\"runs_active\":1,"));
     assert_non_null(strstr(out, ",\"events\":1,\"rejected\":0,"));

@@ -328,14 +328,20 @@ static void test_status_reports_the_plugins_figures(void **state)
         assert_int_equal(r.runs_total, before + 3);
         assert_int_equal(r.runs_active, active);
         assert_true(r.store_bytes > 0);
+        assert_true(r.replicas_known); /* the fixture's superuser sees the WAL senders */
+        assert_int_equal(r.replicas, 0);
+        assert_int_equal(r.replicas_sync, 0);
     }
     assert_int_equal(it_run_cli(out, "status --broker %s --json", g_b.cmd), 0);
     snprintf(want, sizeof want, ",\"store_known\":true,\"runs_total\":%lld,\"runs_active\":%lld,",
              before + 3, active);
     assert_non_null(strstr(out, want));
     assert_null(strstr(out, "\"store_bytes\":0,"));
+    assert_non_null(strstr(out, ",\"replicas_known\":true,\"replicas\":0,\"replicas_sync\":0,"));
     assert_int_equal(it_run_cli(out, "status --broker %s", g_a.cmd), 0);
     assert_null(strstr(out, "reports no figures"));
+    assert_non_null(strstr(out, "standby  0 streaming (0 synchronous)"));
+    assert_non_null(strstr(out, "(no commit waits for a standby)"));
 }
 
 /* ---- a broker lost -------------------------------------------------------------------------- */

@@ -11,7 +11,8 @@
  * no standby has them: its read waits (seen as a backend waiting on SyncRep
  * in pg_stat_activity), and returns the rows once a standby has caught up.
  * What it has settled it reads again without waiting, with the standby gone;
- * a newer event waits again, until a standby is back. A `process` reader
+ * a newer event waits again, until a standby is back. The stats entry reports the
+ * standby streaming and synchronous, and then none. A `process` reader
  * never waits.
  */
 #define PGMOD_FILE_SERVER
@@ -121,6 +122,23 @@ static void join(reader_t *r)
     assert_false(r->out_of_order);
 }
 
+/* Poll (bounded) the stats entry of @p w until it reports @p n streaming standbys, @p sync of
+ * them synchronous (plugin.h ab_plugin_stats_t, the standby figures); fails otherwise. */
+static void wait_replicas(ab_plugin_db_t *w, uint64_t n, uint64_t sync)
+{
+    ab_plugin_stats_t s = {0};
+    for (long end = pgfx_now_ms() + 15000; pgfx_now_ms() < end; pgfx_sleep_ms(20)) {
+        ab_error_t err = AB_ERROR_INIT;
+        memset(&s, 0, sizeof s);
+        assert_int_equal(P->stats(w, &s, &err), AB_OK);
+        if (s.replicas == n && s.replicas_sync == sync)
+            break;
+    }
+    assert_true(s.replicas_known);
+    assert_int_equal(s.replicas, n);
+    assert_int_equal(s.replicas_sync, sync);
+}
+
 static void test_read_waits_for_the_standby(void **state)
 {
     (void)state;
@@ -146,9 +164,11 @@ static void test_read_waits_for_the_standby(void **state)
     join(&r);
     assert_int_equal(r.status, AB_OK);
     assert_int_equal(atomic_load(&r.delivered), 3);
+    wait_replicas(w, 1, 1); /* the stats entry sees it, synchronous */
 
     /* the standby gone: what the reader settled is read again without waiting */
     pgfx_cleanup(&sb);
+    wait_replicas(w, 0, 0);
     append(w, 4);
     start_read(&r, f, 0, 3);
     assert_false(waits_for_standby(c, &r));

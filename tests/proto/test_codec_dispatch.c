@@ -195,7 +195,7 @@ static void test_reason_bound(void **state)
     msg_err(f, json, AB_TOO_LARGE, "reason");
 }
 
-/* stats (7.18): a bare request; a reply of 24 required figures */
+/* stats (7.18): a bare request; a reply of 24 required figures and 5 optional ones */
 static void test_rt_stats(void **state)
 {
     fx_t *f = *state;
@@ -207,13 +207,19 @@ static void test_rt_stats(void **state)
     m = mk(AB_OP_STATS_REPLY, 9);
     ab_stats_reply_t *r = &m.u.stats_reply;
     *r = (ab_stats_reply_t){.instance = S("i"), .version = S("0.1.0"), .store_known = true};
-    uint64_t *fields[] = {&r->uptime_ms,     &r->head_pos,      &r->runs_total,
-                          &r->runs_active,   &r->store_bytes,   &r->wal_bytes,
-                          &r->connections,   &r->subscribers,   &r->queue_events,
-                          &r->queue_bytes,   &r->replays_open,  &r->commits,
-                          &r->events,        &r->rejected,      &r->commits_per_s,
-                          &r->events_per_s,  &r->commit_p50_us, &r->commit_p90_us,
-                          &r->commit_p99_us, &r->commit_max_us, &r->commit_window};
+    /* without the optional standby figures: sent absent, decoded false and 0 */
+    msg_rt(f, &m, &b);
+    assert_false(b.u.stats_reply.replicas_known);
+    assert_int_equal(b.u.stats_reply.replicas_sync, 0);
+    r->replicas_known = true;
+    uint64_t *fields[] = {
+        &r->uptime_ms,     &r->head_pos,      &r->runs_total,    &r->runs_active,
+        &r->store_bytes,   &r->wal_bytes,     &r->connections,   &r->subscribers,
+        &r->queue_events,  &r->queue_bytes,   &r->replays_open,  &r->commits,
+        &r->events,        &r->rejected,      &r->commits_per_s, &r->events_per_s,
+        &r->commit_p50_us, &r->commit_p90_us, &r->commit_p99_us, &r->commit_max_us,
+        &r->commit_window, &r->replicas,      &r->replicas_sync, &r->replica_lag_bytes,
+        &r->replica_lag_us};
     for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
         *fields[i] = 1000 + i; /* each its own value: a swapped pair would show */
     msg_rt(f, &m, &b);
@@ -221,6 +227,7 @@ static void test_rt_stats(void **state)
     assert_str(g->instance, "i");
     assert_str(g->version, "0.1.0");
     assert_true(g->store_known);
+    assert_true(g->replicas_known);
     for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
         size_t off = (size_t)((const char *)fields[i] - (const char *)r);
         assert_int_equal(*(const uint64_t *)(const void *)((const char *)g + off), 1000 + i);
