@@ -34,7 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define SCHEMA_VERSION 8
+#define SCHEMA_VERSION 9
 #define AB_PG_STR_(x)  #x
 #define AB_PG_STR(x)   AB_PG_STR_(x)
 #define SCHEMA_LOCK    "7301975019" /* pg_advisory_xact_lock key of the schema setup */
@@ -115,12 +115,21 @@ static const char *const SCHEMA[] = {
      * in (thread, run) order, refuse a stale epoch or a seq that does not
      * follow the stored last seq, then take the positions from the counter
      * row (held to commit: positions grow in commit order), insert the
-     * events and move the runs' heads. */
+     * events and move the runs' heads. A fenced append (f_thread not NULL,
+     * schema 9: docs/SCALING.md "Thread rules within the follow lag") then,
+     * holding the counter row, records the batch as the latest fenced by each
+     * of f_thread, unless one was fenced past p_seen: one upsert, no row of
+     * ab_threads waited for (only the counter row's holder writes them).
+     * Before schema 9 the function had no f_thread and p_seen: that one is
+     * dropped, or a call of 13 arguments would name two functions. */
+    "DROP FUNCTION IF EXISTS ab_append(bigint, text[], text[], bigint[], bigint[], bigint[],"
+    " bigint[], text[], text[], text[], bigint[], bytea[], bigint);"
     "CREATE OR REPLACE FUNCTION ab_append(p_commit bigint, r_thread text[], r_run text[],"
     " r_first bigint[], r_last bigint[], r_epoch bigint[], r_lastoff bigint[], r_status text[],"
-    " r_outcome text[], r_parent text[], r_firstoff bigint[], r_data bytea[], v_n bigint)"
+    " r_outcome text[], r_parent text[], r_firstoff bigint[], r_data bytea[], v_n bigint,"
+    " f_thread text[] DEFAULT NULL, p_seen bigint DEFAULT 0)"
     " RETURNS bigint LANGUAGE plpgsql AS $f$"
-    " DECLARE v_first bigint; v_new bigint; bad record;"
+    " DECLARE v_first bigint; v_new bigint; v_set bigint; bad record;"
     " BEGIN"
     "  INSERT INTO ab_runs(thread, run, epoch, last_seq, last_pos, started_us)"
     "   SELECT t, r, 0, 0, 0, p_commit FROM unnest(r_thread, r_run) AS u(t, r)"
@@ -142,6 +151,20 @@ static const char *const SCHEMA[] = {
     "    format('run %s: seq %s does not follow the stored last seq %s', bad.r, bad.f, bad.sl);"
     "  END IF;"
     "  UPDATE ab_head SET v = v + v_n WHERE id = 1 RETURNING v - v_n + 1 INTO v_first;"
+    "  IF f_thread IS NOT NULL THEN"
+    "   WITH l AS (INSERT INTO ab_threads AS x(thread, fence_pos)"
+    "    SELECT DISTINCT t, v_first + v_n - 1 FROM unnest(f_thread) AS u(t) ORDER BY 1"
+    "    ON CONFLICT (thread) DO UPDATE SET fence_pos = excluded.fence_pos"
+    "    WHERE x.fence_pos <= p_seen RETURNING 1) SELECT count(*) INTO v_set FROM l;"
+    "   IF v_set < (SELECT count(DISTINCT t) FROM unnest(f_thread) AS u(t)) THEN"
+    "    SELECT x.thread, x.fence_pos INTO bad FROM ab_threads x WHERE x.thread = ANY(f_thread)"
+    "     AND x.fence_pos > p_seen AND x.fence_pos < v_first LIMIT 1;"
+    "    RAISE EXCEPTION USING ERRCODE = 'AB003', DETAIL = bad.fence_pos::text, MESSAGE ="
+    "     format('thread %s: a batch fenced by it committed at position %s, after position"
+    " %s up to which this broker applied the store''s events', bad.thread, bad.fence_pos,"
+    "      p_seen);"
+    "   END IF;"
+    "  END IF;"
     "  INSERT INTO ab_chunks(first_pos, thread, run, first_seq, last_seq, batch_first,"
     "   commit_us, data, last_pos) SELECT v_first + u.fo, u.t, u.r, u.f, u.l, v_first,"
     "   p_commit, u.d, v_first + u.lo"
@@ -243,34 +266,13 @@ static const char *const SCHEMA[] = {
      * so that the server, its standby and every read get fewer bytes; the server no longer tries
      * to compress what is packed already. A chunk stored before is read as it was stored. */
     "ALTER TABLE ab_chunks ALTER COLUMN data SET STORAGE EXTERNAL;",
-    /* schema 8 (docs/SCALING.md "Thread rules across brokers"): per thread, the last position of
-     * the latest batch fenced by it. A fenced append locks the batch's fencing threads in id
-     * order (before ab_append locks its runs, so no two appends wait on each other in a
-     * circle), refuses the batch when a batch committed past what its broker has seen was
-     * fenced by one of them, and after taking its positions records itself. */
+    /* schema 8 (docs/SCALING.md "Thread rules within the follow lag"): per thread, the last
+     * position of the latest batch fenced by it (set by ab_append). Schema 8 had the fence in a
+     * function of its own, which locked the threads before the runs; schema 9 moved it into
+     * ab_append, under the counter row. */
     "CREATE TABLE IF NOT EXISTS ab_threads(thread text PRIMARY KEY, fence_pos bigint NOT NULL);"
-    "CREATE OR REPLACE FUNCTION ab_append_fenced(p_commit bigint, r_thread text[], r_run text[],"
-    " r_first bigint[], r_last bigint[], r_epoch bigint[], r_lastoff bigint[], r_status text[],"
-    " r_outcome text[], r_parent text[], r_firstoff bigint[], r_data bytea[], v_n bigint,"
-    " f_thread text[], p_seen bigint) RETURNS bigint LANGUAGE plpgsql AS $f$"
-    " DECLARE v_first bigint; bad record;"
-    " BEGIN"
-    "  WITH l AS (INSERT INTO ab_threads AS x(thread, fence_pos)"
-    "   SELECT DISTINCT t, 0 FROM unnest(f_thread) AS u(t) ORDER BY 1"
-    "   ON CONFLICT (thread) DO UPDATE SET fence_pos = x.fence_pos"
-    "   RETURNING x.thread, x.fence_pos)"
-    "  SELECT l.thread, l.fence_pos INTO bad FROM l WHERE l.fence_pos > p_seen LIMIT 1;"
-    "  IF FOUND THEN"
-    "   RAISE EXCEPTION USING ERRCODE = 'AB003', DETAIL = bad.fence_pos::text, MESSAGE ="
-    "    format('thread %s: a batch fenced by it committed at position %s, after position"
-    " %s up to which this broker applied the store''s events', bad.thread, bad.fence_pos,"
-    "     p_seen);"
-    "  END IF;"
-    "  v_first := ab_append(p_commit, r_thread, r_run, r_first, r_last, r_epoch, r_lastoff,"
-    "   r_status, r_outcome, r_parent, r_firstoff, r_data, v_n);"
-    "  UPDATE ab_threads x SET fence_pos = v_first + v_n - 1 WHERE x.thread = ANY(f_thread);"
-    "  RETURN v_first;"
-    " END $f$;",
+    "DROP FUNCTION IF EXISTS ab_append_fenced(bigint, text[], text[], bigint[], bigint[],"
+    " bigint[], bigint[], text[], text[], text[], bigint[], bytea[], bigint, text[], bigint);",
     /* Mark a held request's cancel (plugin.h request_cancel_held): locked at its epoch while
      * started, or assigned with its run's RUN_STARTED committed; marked only while the
      * holding broker's lease is alive (the update's trigger wakes that broker). */
@@ -304,7 +306,7 @@ static const struct {
                    13,
                    {PG_INT8, PG_TEXTA, PG_TEXTA, PG_INT8A, PG_INT8A, PG_INT8A, PG_INT8A, PG_TEXTA,
                     PG_TEXTA, PG_TEXTA, PG_INT8A, PG_BYTEAA, PG_INT8}},
-    [PQ_APPEND_FENCED] = {"SELECT ab_append_fenced($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11,"
+    [PQ_APPEND_FENCED] = {"SELECT ab_append($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11,"
                           " $12, $13, $14, $15)",
                           15,
                           {PG_INT8, PG_TEXTA, PG_TEXTA, PG_INT8A, PG_INT8A, PG_INT8A, PG_INT8A,

@@ -20,10 +20,10 @@
  *     so positions are dense and a reader "after P" never sees a hole that
  *     fills later.
  *  4. Every result is cleared before returning; callbacks get views into it.
- *  5. A fenced append (plugin.h append_fenced) is one call of ab_append_fenced(), which
- *     locks the fencing threads' rows of ab_threads in id order before ab_append locks
- *     the runs, refuses the batch (AB_CONFLICT, field thread) when one of them was last
- *     fenced past the broker's `seen`, and sets each to the batch's last position.
+ *  5. A fenced append (plugin.h append_fenced) is one call of ab_append() with the
+ *     fencing threads and `seen`: holding the counter row (so no other append writes
+ *     ab_threads meanwhile) it sets each thread's row to the batch's last position, and
+ *     refuses the batch (AB_CONFLICT, field thread) when one was last fenced past `seen`.
  */
 #include "pg_int.h"
 

@@ -26,7 +26,7 @@ static long long sql1(const char *sql)
 }
 
 #define SCHEMA_SQL "SELECT v FROM ab_meta WHERE k = 'schema'"
-#define SCHEMA_NOW 8 /* the schema this build makes (pg_conn.c SCHEMA_VERSION) */
+#define SCHEMA_NOW 9 /* the schema this build makes (pg_conn.c SCHEMA_VERSION) */
 
 /* ---- schema 1 to 5 ------------------------------------------------------------------- */
 
