@@ -190,6 +190,50 @@ static void test_pending_fields(void **state)
     fx_free(f);
 }
 
+/* The threads a shared store's fenced append is given (ab__seq_fence_threads): one per staged
+ * event whose checks read or change its thread's state, in stage order; content events none. */
+static void test_fence_threads(void **state)
+{
+    (void)state;
+    fx_t *f = fx_new(0);
+    ab_seq_item_t it[7] = {
+        started(f, "t1", "r1", 1, 1),
+        mk(f, "t1", "r1", 2, 1, MSG_START),
+        mk(f, "t1", "r1", 3, 1, MSG_CONTENT),
+        started(f, "t2", "r2", 1, 1),
+        mk(f, "t2", "r2", 2, 1,
+           "{\"type\":\"ACTIVITY_SNAPSHOT\",\"messageId\":\"a1\",\"activityType\":\"plan\","
+           "\"content\":{\"step\":1}}"),
+        mk(f, "t2", "r2", 3, 1,
+           "{\"type\":\"ACTIVITY_DELTA\",\"messageId\":\"a1\",\"activityType\":\"plan\","
+           "\"patch\":[{\"op\":\"replace\",\"path\":\"/step\",\"value\":2}]}"),
+        mk(f, "t1", "r1", 4, 1, MSG_END),
+    };
+    ab__seq_stage(f->s, it, 7);
+    size_t n = 0;
+    bool nomem = true;
+    const ab_str_t *th = ab__seq_fence_threads(f->s, &n, &nomem);
+    assert_false(nomem);
+    assert_int_equal(n, 4);
+    const char *want[] = {"t1", "t2", "t2", "t2"};
+    for (size_t i = 0; i < n; i++) {
+        assert_int_equal(th[i].len, 2);
+        assert_memory_equal(th[i].ptr, want[i], 2);
+    }
+    ab__seq_commit(f->s, 1);
+    for (int i = 0; i < 7; i++)
+        expect_accepted(&it[i], (uint64_t)i + 1);
+    /* a group of content events alone is fenced by nothing */
+    ab_seq_item_t c =
+        mk(f, "t1", "r1", 5, 1, "{\"type\":\"TEXT_MESSAGE_START\",\"messageId\":\"m2\"}");
+    ab__seq_stage(f->s, &c, 1);
+    assert_null(ab__seq_fence_threads(f->s, &n, &nomem));
+    assert_int_equal(n, 0);
+    ab__seq_commit(f->s, 8);
+    expect_accepted(&c, 8);
+    fx_free(f);
+}
+
 static void test_duplicate_committed(void **state)
 {
     (void)state;
@@ -705,6 +749,7 @@ int main(void)
         cmocka_unit_test(test_next_seq_accepted),
         cmocka_unit_test(test_cache_byte_bound),
         cmocka_unit_test(test_pending_fields),
+        cmocka_unit_test(test_fence_threads),
         cmocka_unit_test(test_duplicate_committed),
         cmocka_unit_test(test_duplicate_same_group),
         cmocka_unit_test(test_conflict),
