@@ -314,7 +314,7 @@ static void committed(writer_t *w, const ab_append_event_t *evs, size_t n, uint6
 /*
  * Append the staged events. On a store that serialises the thread rules (append_fenced),
  * the batch is fenced by the threads its checks read or change, at the position up to
- * which this broker has applied every committed event (the follower's: invariant 1 of
+ * which this broker has applied every committed event (the follower's: invariant 6 of
  * follow.c), so that a thread event another broker committed past it refuses the batch.
  */
 static ab_status_t store_append(writer_t *w, const ab_append_event_t *evs, size_t n, int64_t now,
