@@ -262,19 +262,18 @@ static ab_status_t rebuild(ab_seq_t *s, ab__seq_run_t *r, ab_error_t *err)
     return AB_OK;
 }
 
-static ab_status_t load(ab_seq_t *s, ab_str_t thread, ab_str_t run, ab__seq_run_t **out,
-                        ab_error_t *err)
+/* The state of run (thread, run) from its stored head @p head (its checker rebuilt from the
+ * stored events when it is active). */
+static ab_status_t load_head(ab_seq_t *s, ab_str_t thread, ab_str_t run, const ab_run_head_t *head,
+                             ab__seq_run_t **out, ab_error_t *err)
 {
-    ab_run_head_t head;
-    ab_status_t rc = s->plugin->head(s->db, thread, run, &head, err);
-    if (rc != AB_OK)
-        return rc;
+    ab_status_t rc = AB_OK;
     ab__seq_run_t *r = run_new(thread, run);
     if (!r)
         return ab_error_set(err, AB_NOMEM, NULL, "out of memory caching a run");
-    r->epoch = head.epoch;
-    r->last_seq = r->staged_seq = head.last_seq;
-    r->status = head.status;
+    r->epoch = head->epoch;
+    r->last_seq = r->staged_seq = head->last_seq;
+    r->status = head->status;
     if (r->epoch == 0 && r->last_seq > 0)
         r->epoch = 1; /* started without a claim: the implicit epoch 1 */
     if (r->status == AB_RUN_STATUS_FINISHED || r->status == AB_RUN_STATUS_ERRORED)
@@ -298,6 +297,61 @@ done:
 free_run:
     run_free(r);
     return rc;
+}
+
+static ab_status_t load(ab_seq_t *s, ab_str_t thread, ab_str_t run, ab__seq_run_t **out,
+                        ab_error_t *err)
+{
+    ab_run_head_t head;
+    ab_status_t rc = s->plugin->head(s->db, thread, run, &head, err);
+    return rc == AB_OK ? load_head(s, thread, run, &head, out, err) : rc;
+}
+
+static bool str_same(ab_str_t a, ab_str_t b)
+{
+    return a.len == b.len && (a.len == 0 || memcmp(a.ptr, b.ptr, a.len) == 0);
+}
+
+/* Cache run @p thread / @p run from @p head unless it is cached already. */
+static void prefetched(ab_seq_t *s, ab_str_t thread, ab_str_t run, const ab_run_head_t *head)
+{
+    ab__seq_run_t *r = NULL;
+    ab_error_t e = AB_ERROR_INIT;
+    if (ab__seq_find(s, thread, run) || load_head(s, thread, run, head, &r, &e) != AB_OK)
+        return; /* a failed load is done again, and answered, when the run's event is staged */
+    insert(s, r);
+    ab__seq_trim(s, r);
+}
+
+static int prefetch_head(void *ud, const ab_run_head_t *h)
+{
+    ab_seq_t *s = ud;
+    prefetched(s, (ab_str_t){h->thread, strlen(h->thread)}, (ab_str_t){h->run, strlen(h->run)}, h);
+    return 0;
+}
+
+void ab__seq_prefetch(ab_seq_t *s, const ab_seq_item_t *items, size_t n)
+{
+    if (!ab_plugin_has(s->plugin, heads_of))
+        return;
+    size_t k = 0;
+    for (size_t i = 0; i < n && k < AB__SEQ_PREFETCH; i++) {
+        const ab_seq_item_t *it = &items[i];
+        if (it->status == AB_RESULT_REJECTED || !it->ev)
+            continue;
+        if ((k && str_same(s->pf_threads[k - 1], it->ev->thread) &&
+             str_same(s->pf_runs[k - 1], it->ev->run)) ||
+            ab__seq_find(s, it->ev->thread, it->ev->run))
+            continue;
+        if (ab__seq_reserve((void **)&s->pf_threads, &s->cap_pf, k + 1, sizeof(ab_str_t)) ||
+            ab__seq_reserve((void **)&s->pf_runs, &s->cap_pf_runs, k + 1, sizeof(ab_str_t)))
+            break;
+        s->pf_threads[k] = it->ev->thread;
+        s->pf_runs[k++] = it->ev->run;
+    }
+    ab_error_t e = AB_ERROR_INIT;
+    if (k > 0) /* on failure each run's head is read when its event is staged */
+        (void)s->plugin->heads_of(s->db, s->pf_threads, s->pf_runs, k, prefetch_head, s, &e);
 }
 
 ab_status_t ab__seq_get(ab_seq_t *s, ab_str_t thread, ab_str_t run, ab__seq_run_t **out,

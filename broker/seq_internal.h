@@ -25,6 +25,8 @@
 #define AB__SEQ_MAX_THREADS 4096u
 /** Run heads kept per pass while finding a thread's latest run in the store. */
 #define AB__SEQ_SCAN 32u
+/** Runs whose heads one ab__seq_prefetch() reads at most (the rest: a read each). */
+#define AB__SEQ_PREFETCH 1024u
 /** Activity message ids a thread state remembers (docs/SEQUENCER.md section 2b). */
 #define AB__SEQ_MAX_ACTS 64u
 
@@ -161,6 +163,8 @@ struct ab_seq {
     /* scratch */
     ab_str_t *fence; /**< ab__seq_fence_threads()'s answer */
     size_t cap_fence;
+    ab_str_t *pf_threads, *pf_runs; /**< the runs one ab__seq_prefetch() asks for */
+    size_t cap_pf, cap_pf_runs;
     ab_doc_t *doc;
     ab_buf_t bytes;
 };

@@ -68,6 +68,8 @@ void ab__seq_destroy(ab_seq_t **sp)
     ab__seq_thr_free(s);
     free(s->pend);
     free(s->fence);
+    free(s->pf_threads);
+    free(s->pf_runs);
     free(s->pend_items);
     free(s->dups);
     free(s->grp);

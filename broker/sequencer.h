@@ -104,6 +104,16 @@ void ab__seq_destroy(ab_seq_t **s);
 void ab__seq_stage(ab_seq_t *s, ab_seq_item_t *items, size_t n);
 
 /**
+ * Before ab__seq_stage() of @p items: read the stored heads of their runs that are not
+ * cached (at most AB__SEQ_PREFETCH of them) in one plugin call, when the plugin has
+ * heads_of, and cache them, so that staging reads no head per run (a round trip each on a
+ * database server). Changes no answer: a run whose head it did not cache is loaded when
+ * its event is staged, as without it. It may run while a group is staged: the runs it
+ * caches join the group only when their events are staged.
+ */
+void ab__seq_prefetch(ab_seq_t *s, const ab_seq_item_t *items, size_t n);
+
+/**
  * The staged events of the current group, in stage order, ready for
  * append_batch(). Valid until ab__seq_commit()/ab__seq_abort().
  */

@@ -419,8 +419,10 @@ static void commit_group(writer_t *w)
             t_recv = w->group[j]->recv_us;
     int64_t now = ab__now_us(); /* the commit time, also the resume rule's clock */
     ab__seq_set_now(w->seq, now);
-    for (size_t j = 0; j < w->ngroup; j++)
+    for (size_t j = 0; j < w->ngroup; j++) {
+        ab__seq_prefetch(w->seq, w->group[j]->items, w->group[j]->count); /* a read per job */
         ab__seq_stage(w->seq, w->group[j]->items, w->group[j]->count);
+    }
     size_t n = 0;
     const ab_append_event_t *evs = ab__seq_pending(w->seq, &n);
     uint64_t first = 0;

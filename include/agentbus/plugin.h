@@ -67,8 +67,9 @@ extern "C" {
  * (AB_PLUGIN_ABI_OLDEST); an ABI that only adds entries at the end can keep the oldest
  * where it is: the broker reads entries past a table's struct_size as NULL
  * (ab_plugin_has()).
- * 8: the optional append_fenced entry (the thread rules serialised by a shared store) and
- * the standby figures at the end of ab_plugin_stats_t (the broker zeroes the struct before
+ * 8: the optional append_fenced entry (the thread rules serialised by a shared store), the
+ * optional heads_of entry (many heads in one read) and the standby figures at the end of
+ * ab_plugin_stats_t (the broker zeroes the struct before
  * the stats call); only additions at the end, so tables of ABI 7 still load.
  */
 #define AB_PLUGIN_ABI_VERSION 8
@@ -328,6 +329,13 @@ typedef struct ab_plugin {
     ab_status_t (*append_fenced)(ab_plugin_db_t *db, const ab_append_event_t *evs, size_t n,
                                  const ab_str_t *threads, size_t nthreads, uint64_t seen,
                                  int64_t commit_us, uint64_t *first_pos, ab_error_t *err);
+
+    /** Optional (ABI 8; NULL: the broker reads the head of each run it has not cached
+     *  with head, a call each). The heads of the runs (@p threads[i], @p runs[i]) for
+     *  i < @p n, in one read, each as head would give it (an unknown run's with status
+     *  UNKNOWN and its ids filled in), one per entry, in the order asked. */
+    ab_status_t (*heads_of)(ab_plugin_db_t *db, const ab_str_t *threads, const ab_str_t *runs,
+                            size_t n, ab_head_cb cb, void *ud, ab_error_t *err);
 } ab_plugin_t;
 
 /**

@@ -318,6 +318,12 @@ static const struct {
     [PQ_HEAD] = {"SELECT " RUN_COLS " FROM ab_runs WHERE thread = $1 AND run = $2",
                  2,
                  {PG_TEXT, PG_TEXT}},
+    /* heads_of: the stored heads among the runs asked for, with their place in the list */
+    [PQ_HEADS_OF] = {"SELECT " RUN_COLS ", u.i FROM unnest($1::text[], $2::text[])"
+                     " WITH ORDINALITY AS u(t, r, i) JOIN ab_runs x ON x.thread = u.t"
+                     " AND x.run = u.r ORDER BY u.i",
+                     2,
+                     {PG_TEXTA, PG_TEXTA}},
     [PQ_THREAD_HEADS] = {"SELECT " RUN_COLS " FROM ab_runs WHERE thread = $1 ORDER BY ord",
                          1,
                          {PG_TEXT}},
@@ -686,6 +692,7 @@ static bool checked_alive(int which)
     switch (which) {
     case PQ_HEAD:
     case PQ_THREAD_HEADS:
+    case PQ_HEADS_OF:
     case PQ_REQ_BY_ID:
     case PQ_REQ_BY_KEY:
     case PQ_REQ_BY_RUN:
@@ -908,6 +915,7 @@ static const ab_plugin_t PG_PLUGIN = {
     .claim = ab__pg_claim,
     .head = ab__pg_head,
     .thread_heads = ab__pg_thread_heads,
+    .heads_of = ab__pg_heads_of,
     .head_pos = ab__pg_head_pos,
     .read = ab__pg_read,
     .event_bytes = ab__pg_event_bytes,

@@ -489,6 +489,71 @@ ab_status_t ab__pg_thread_heads(ab_plugin_db_t *db, ab_str_t thread, ab_head_cb 
     return AB_OK;
 }
 
+/* heads_of's two id arrays, each id checked. */
+static ab_status_t stage_ids(ab_plugin_db_t *db, const ab_str_t *threads, const ab_str_t *runs,
+                             size_t n, ab_error_t *err)
+{
+    if (!arr_begin(&db->arr[A_THREAD], PG_TEXT, n) || !arr_begin(&db->arr[A_RUN], PG_TEXT, n))
+        return ab_error_set(err, AB_NOMEM, "store", "out of memory (heads)");
+    for (size_t i = 0; i < n; i++) {
+        ab_status_t s = ab__pg_check_id(threads[i], "thread", err);
+        if (s == AB_OK)
+            s = ab__pg_check_id(runs[i], "run", err);
+        if (s != AB_OK) {
+            ab_error_detail_int(err, "index", (int64_t)i);
+            return s;
+        }
+        if (!arr_put(&db->arr[A_THREAD], threads[i].ptr, threads[i].len) ||
+            !arr_put(&db->arr[A_RUN], runs[i].ptr, runs[i].len))
+            return ab_error_set(err, AB_NOMEM, "store", "out of memory (heads)");
+    }
+    return AB_OK;
+}
+
+ab_status_t ab__pg_heads_of(ab_plugin_db_t *db, const ab_str_t *threads, const ab_str_t *runs,
+                            size_t n, ab_head_cb cb, void *ud, ab_error_t *err)
+{
+    if (n == 0)
+        return AB_OK;
+    if (!threads || !runs || n > INT32_MAX)
+        return ab_error_set(err, AB_INVALID_ARGUMENT, "runs", "postgres: bad run list");
+    ab_status_t s = stage_ids(db, threads, runs, n, err);
+    if (s != AB_OK)
+        return s;
+    pg_params_t p = {0};
+    for (int a = A_THREAD; a <= A_RUN; a++) {
+        p.val[p.n] = (const char *)db->arr[a].data;
+        p.len[p.n] = (int)db->arr[a].len;
+        p.fmt[p.n++] = 1;
+    }
+    PGresult *r = ab__pg_exec(db, PQ_HEADS_OF, &p, "heads", err);
+    if (!r)
+        return err ? err->code : AB_UNAVAILABLE;
+    int rows = PQntuples(r);
+    uint64_t top = 0; /* settled before any head is handed on */
+    for (int i = 0; i < rows; i++)
+        if ((uint64_t)ab__pg_i64(r, i, 5) > top)
+            top = (uint64_t)ab__pg_i64(r, i, 5);
+    if ((s = ab__pg_settle(db, top, err)) != AB_OK) {
+        PQclear(r);
+        return s;
+    }
+    ab_run_head_t h;
+    for (size_t i = 0, row = 0; i < n; i++) {
+        if ((int)row < rows && (uint64_t)ab__pg_i64(r, (int)row, 10) == i + 1) {
+            fill_head(r, (int)row++, &h);
+        } else { /* not stored: unknown, as head gives it */
+            memset(&h, 0, sizeof h);
+            memcpy(h.thread, threads[i].ptr, threads[i].len);
+            memcpy(h.run, runs[i].ptr, runs[i].len);
+        }
+        if (cb && cb(ud, &h) != 0)
+            break;
+    }
+    PQclear(r);
+    return AB_OK;
+}
+
 ab_status_t ab__pg_head_pos(ab_plugin_db_t *db, uint64_t *pos, ab_error_t *err)
 {
     if (!pos)

@@ -37,6 +37,7 @@ enum {
     PQ_CLAIM,
     PQ_HEAD,
     PQ_THREAD_HEADS,
+    PQ_HEADS_OF,
     PQ_HEAD_POS,
     PQ_READ_RUN,
     PQ_READ_THREAD,
@@ -182,6 +183,8 @@ ab_status_t ab__pg_claim(ab_plugin_db_t *db, ab_str_t thread, ab_str_t run, uint
                          uint64_t *last_seq, ab_error_t *err);
 ab_status_t ab__pg_head(ab_plugin_db_t *db, ab_str_t thread, ab_str_t run, ab_run_head_t *out,
                         ab_error_t *err);
+ab_status_t ab__pg_heads_of(ab_plugin_db_t *db, const ab_str_t *threads, const ab_str_t *runs,
+                            size_t n, ab_head_cb cb, void *ud, ab_error_t *err);
 ab_status_t ab__pg_thread_heads(ab_plugin_db_t *db, ab_str_t thread, ab_head_cb cb, void *ud,
                                 ab_error_t *err);
 ab_status_t ab__pg_head_pos(ab_plugin_db_t *db, uint64_t *pos, ab_error_t *err);

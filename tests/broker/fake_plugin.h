@@ -37,7 +37,7 @@ struct ab_plugin_db {
     size_t nruns;
     int fail_append; /**< fail the next append_batch calls */
     int fail_read;   /**< fail the next read calls */
-    unsigned appends, claims, heads, reads, event_bytes;
+    unsigned appends, claims, heads, reads, event_bytes, heads_of; /* heads_of: calls */
 };
 
 static bool fp_is(const char *s, ab_str_t v)
@@ -136,6 +136,23 @@ static ab_status_t fp_head(ab_plugin_db_t *db, ab_str_t thread, ab_str_t run, ab
     return AB_OK;
 }
 
+/* heads_of: head for each, in order (fp_plugin_heads_of's table only). */
+static inline ab_status_t fp_heads_of(ab_plugin_db_t *db, const ab_str_t *threads,
+                                      const ab_str_t *runs, size_t n, ab_head_cb cb, void *ud,
+                                      ab_error_t *err)
+{
+    db->heads_of++;
+    unsigned heads = db->heads; /* not counted as head calls */
+    for (size_t i = 0; i < n; i++) {
+        ab_run_head_t h;
+        fp_head(db, threads[i], runs[i], &h, err);
+        if (cb(ud, &h) != 0)
+            break;
+    }
+    db->heads = heads;
+    return AB_OK;
+}
+
 static ab_status_t fp_thread_heads(ab_plugin_db_t *db, ab_str_t thread, ab_head_cb cb, void *ud,
                                    ab_error_t *err)
 {
@@ -215,6 +232,16 @@ static const ab_plugin_t *fp_plugin(void)
         .read = fp_read,
         .event_bytes = fp_event_bytes,
     };
+    return &p;
+}
+
+/* The same with heads_of (ab__seq_prefetch reads the heads of many runs at once). */
+static inline const ab_plugin_t *fp_plugin_heads_of(void)
+{
+    static ab_plugin_t p;
+    p = *fp_plugin();
+    p.name = "fake-heads-of";
+    p.heads_of = fp_heads_of;
     return &p;
 }
 

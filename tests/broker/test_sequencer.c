@@ -234,6 +234,43 @@ static void test_fence_threads(void **state)
     fx_free(f);
 }
 
+/* ab__seq_prefetch with a plugin that has heads_of: one call reads the heads of a job's
+ * uncached runs (stored and new), staging then reads none, and the answers are those of the
+ * per-run reads (a stored run continues at its next seq, a new one starts at 1). */
+static void test_prefetch(void **state)
+{
+    (void)state;
+    fx_t *f = fx_new_on(0, fp_plugin_heads_of(), NULL);
+    ab_seq_item_t a = pub(f, started(f, "t1", "r1", 1, 1));
+    expect_accepted(&a, 1);
+    ab__seq_destroy(&f->s); /* a restarted broker: nothing cached */
+    ab_seq_opts_t o = {0};
+    ab_error_t err = AB_ERROR_INIT;
+    assert_int_equal(ab__seq_new(&f->s, f->plugin, f->dbp, &o, &err), AB_OK);
+    unsigned heads = f->db.heads;
+    ab_seq_item_t it[4] = {mk(f, "t1", "r1", 2, 1, MSG_START), mk(f, "t1", "r1", 3, 1, MSG_CONTENT),
+                           started(f, "t2", "r2", 1, 1), mk(f, "t1", "r1", 2, 1, MSG_START)};
+    ab__seq_prefetch(f->s, it, 4);
+    assert_int_equal(f->db.heads_of, 1);
+    assert_int_equal(ab__seq_cached_runs(f->s), 2);
+    ab__seq_prefetch(f->s, it, 4); /* all cached now: no call */
+    assert_int_equal(f->db.heads_of, 1);
+    ab__seq_stage(f->s, it, 4);
+    assert_int_equal(f->db.heads, heads); /* no head read while staging */
+    ab__seq_commit(f->s, 2);
+    expect_accepted(&it[0], 2);
+    expect_accepted(&it[1], 3);
+    expect_accepted(&it[2], 4);
+    expect_dup(&it[3], 2);
+    /* without heads_of: nothing read ahead, a head per run when staged */
+    fx_t *g = fx_new(0);
+    ab_seq_item_t b = started(g, "t3", "r3", 1, 1);
+    ab__seq_prefetch(g->s, &b, 1);
+    assert_int_equal(ab__seq_cached_runs(g->s), 0);
+    fx_free(g);
+    fx_free(f);
+}
+
 static void test_duplicate_committed(void **state)
 {
     (void)state;
@@ -750,6 +787,7 @@ int main(void)
         cmocka_unit_test(test_cache_byte_bound),
         cmocka_unit_test(test_pending_fields),
         cmocka_unit_test(test_fence_threads),
+        cmocka_unit_test(test_prefetch),
         cmocka_unit_test(test_duplicate_committed),
         cmocka_unit_test(test_duplicate_same_group),
         cmocka_unit_test(test_conflict),

@@ -239,6 +239,55 @@ static void test_fenced_append(void **state)
     P->close(b);
 }
 
+/* heads_of: one head per run asked, in the order asked, stored ones as head gives them and an
+ * unknown one UNKNOWN with its ids; repeats answered each time. */
+typedef struct heads_acc {
+    ab_run_head_t h[8];
+    size_t n;
+} heads_acc_t;
+
+static int acc_head(void *ud, const ab_run_head_t *h)
+{
+    heads_acc_t *a = ud;
+    if (a->n < 8)
+        a->h[a->n] = *h;
+    a->n++;
+    return 0;
+}
+
+static void test_heads_of(void **state)
+{
+    (void)state;
+    ab_plugin_db_t *a = open_db(false);
+    char th[64], th2[64];
+    pgmod_fresh(th, sizeof th, "hof");
+    pgmod_fresh(th2, sizeof th2, "hof2");
+    ab_error_t err = AB_ERROR_INIT;
+    uint64_t first = 0;
+    ab_append_event_t ev[3] = {pgmod_ev(th, "r", 1, 1, "a"), pgmod_ev(th, "r", 2, 1, "b"),
+                               pgmod_ev(th2, "s", 1, 1, "c")};
+    assert_int_equal(P->append_batch(a, ev, 3, 1, &first, &err), AB_OK);
+    ab_str_t t[4] = {S(th), S(th), S(th2), S(th)}, r[4] = {S("r"), S("nope"), S("s"), S("r")};
+    heads_acc_t acc = {0};
+    assert_int_equal(P->heads_of(a, t, r, 4, acc_head, &acc, &err), AB_OK);
+    assert_int_equal(acc.n, 4);
+    ab_run_head_t one;
+    assert_int_equal(P->head(a, S(th), S("r"), &one, &err), AB_OK);
+    assert_memory_equal(&acc.h[0], &one, sizeof one);
+    assert_memory_equal(&acc.h[3], &one, sizeof one);
+    assert_int_equal(acc.h[0].last_seq, 2);
+    assert_int_equal(acc.h[0].last_pos, first + 1);
+    assert_int_equal(acc.h[1].status, AB_RUN_STATUS_UNKNOWN);
+    assert_int_equal(acc.h[1].last_seq, 0);
+    assert_string_equal(acc.h[1].run, "nope");
+    assert_string_equal(acc.h[1].thread, th);
+    assert_string_equal(acc.h[2].run, "s");
+    assert_int_equal(acc.h[2].last_pos, first + 2);
+    ab_str_t bad = {"", 0};
+    assert_int_equal(P->heads_of(a, &bad, r, 1, acc_head, &acc, &err), AB_INVALID_ARGUMENT);
+    P->close(a);
+}
+
 /* Batches interleave the runs of two threads; a thread read paged with a small
  * limit and the whole-bus read paged likewise both see every event once, in
  * position order (chunks of one batch interleave their positions). */
@@ -895,6 +944,7 @@ int main(void)
         cmocka_unit_test(test_append_read_heads),
         cmocka_unit_test(test_conditional_append_two_connections),
         cmocka_unit_test(test_fenced_append),
+        cmocka_unit_test(test_heads_of),
         cmocka_unit_test(test_paging_interleaved_batches),
         cmocka_unit_test(test_tailing_reader_never_skips),
         cmocka_unit_test(test_requests_shared),
