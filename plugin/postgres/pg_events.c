@@ -460,6 +460,20 @@ ab_status_t ab__pg_head(ab_plugin_db_t *db, ab_str_t thread, ab_str_t run, ab_ru
     return AB_OK;
 }
 
+/* Heads (RUN_COLS rows of @p r) are handed on only once settled up to the highest last
+ * position among them (pg_conn.c invariant 4); on failure @p r is cleared. */
+static ab_status_t settle_heads(ab_plugin_db_t *db, PGresult *r, ab_error_t *err)
+{
+    uint64_t top = 0;
+    for (int i = 0; i < PQntuples(r); i++)
+        if ((uint64_t)ab__pg_i64(r, i, 5) > top)
+            top = (uint64_t)ab__pg_i64(r, i, 5);
+    ab_status_t s = ab__pg_settle(db, top, err);
+    if (s != AB_OK)
+        PQclear(r);
+    return s;
+}
+
 ab_status_t ab__pg_thread_heads(ab_plugin_db_t *db, ab_str_t thread, ab_head_cb cb, void *ud,
                                 ab_error_t *err)
 {
@@ -471,14 +485,8 @@ ab_status_t ab__pg_thread_heads(ab_plugin_db_t *db, ab_str_t thread, ab_head_cb 
     PGresult *r = ab__pg_exec(db, PQ_THREAD_HEADS, &p, "thread heads", err);
     if (!r)
         return err ? err->code : AB_UNAVAILABLE;
-    uint64_t top = 0; /* settled before any head is handed on */
-    for (int i = 0; i < PQntuples(r); i++)
-        if ((uint64_t)ab__pg_i64(r, i, 5) > top)
-            top = (uint64_t)ab__pg_i64(r, i, 5);
-    if ((s = ab__pg_settle(db, top, err)) != AB_OK) {
-        PQclear(r);
+    if ((s = settle_heads(db, r, err)) != AB_OK)
         return s;
-    }
     ab_run_head_t h;
     for (int i = 0; i < PQntuples(r); i++) {
         fill_head(r, i, &h);
@@ -530,14 +538,8 @@ ab_status_t ab__pg_heads_of(ab_plugin_db_t *db, const ab_str_t *threads, const a
     if (!r)
         return err ? err->code : AB_UNAVAILABLE;
     int rows = PQntuples(r);
-    uint64_t top = 0; /* settled before any head is handed on */
-    for (int i = 0; i < rows; i++)
-        if ((uint64_t)ab__pg_i64(r, i, 5) > top)
-            top = (uint64_t)ab__pg_i64(r, i, 5);
-    if ((s = ab__pg_settle(db, top, err)) != AB_OK) {
-        PQclear(r);
+    if ((s = settle_heads(db, r, err)) != AB_OK)
         return s;
-    }
     ab_run_head_t h;
     for (size_t i = 0, row = 0; i < n; i++) {
         if ((int)row < rows && (uint64_t)ab__pg_i64(r, (int)row, 10) == i + 1) {
