@@ -307,11 +307,6 @@ static ab_status_t load(ab_seq_t *s, ab_str_t thread, ab_str_t run, ab__seq_run_
     return rc == AB_OK ? load_head(s, thread, run, &head, out, err) : rc;
 }
 
-static bool str_same(ab_str_t a, ab_str_t b)
-{
-    return a.len == b.len && (a.len == 0 || memcmp(a.ptr, b.ptr, a.len) == 0);
-}
-
 /* Cache run @p thread / @p run from @p head unless it is cached already. */
 static void prefetched(ab_seq_t *s, ab_str_t thread, ab_str_t run, const ab_run_head_t *head)
 {
@@ -335,13 +330,16 @@ void ab__seq_prefetch(ab_seq_t *s, const ab_seq_item_t *items, size_t n)
     if (!ab_plugin_has(s->plugin, heads_of))
         return;
     size_t k = 0;
+    const ab_event_t *prev = NULL; /* a job's events come run by run: one lookup per run */
     for (size_t i = 0; i < n && k < AB__SEQ_PREFETCH; i++) {
         const ab_seq_item_t *it = &items[i];
         if (it->status == AB_RESULT_REJECTED || !it->ev)
             continue;
-        if ((k && str_same(s->pf_threads[k - 1], it->ev->thread) &&
-             str_same(s->pf_runs[k - 1], it->ev->run)) ||
-            ab__seq_find(s, it->ev->thread, it->ev->run))
+        const ab_event_t *ev = it->ev;
+        bool same =
+            prev && ab__seq_str_eq(prev->run, ev->run) && ab__seq_str_eq(prev->thread, ev->thread);
+        prev = ev;
+        if (same || ab__seq_find(s, ev->thread, ev->run))
             continue;
         if (ab__seq_reserve((void **)&s->pf_threads, &s->cap_pf, k + 1, sizeof(ab_str_t)) ||
             ab__seq_reserve((void **)&s->pf_runs, &s->cap_pf_runs, k + 1, sizeof(ab_str_t)))

@@ -12,6 +12,8 @@
 
 #include "sequencer.h"
 
+#include <string.h>
+
 /** Broker defaults for the per-run lifecycle limits (docs/SEQUENCER.md). */
 #define AB__SEQ_MAX_OPEN       256u
 #define AB__SEQ_MAX_TOOL_CALLS 1024u
@@ -168,6 +170,12 @@ struct ab_seq {
     ab_doc_t *doc;
     ab_buf_t bytes;
 };
+
+/** Whether two ids are the same bytes. */
+static inline bool ab__seq_str_eq(ab_str_t a, ab_str_t b)
+{
+    return a.len == b.len && (a.len == 0 || memcmp(a.ptr, b.ptr, a.len) == 0);
+}
 
 /** Grow *arr (elements of @p size) to hold at least @p need. AB_OK or AB_NOMEM. */
 ab_status_t ab__seq_reserve(void **arr, size_t *cap, size_t need, size_t size);

@@ -82,15 +82,10 @@ void ab__seq_destroy(ab_seq_t **sp)
 
 /* ---- per-call rejections -------------------------------------------------- */
 
-static bool str_eq(ab_str_t a, ab_str_t b)
-{
-    return a.len == b.len && (a.len == 0 || memcmp(a.ptr, b.ptr, a.len) == 0);
-}
-
 static const ab__seq_rej_t *rej_find(const ab_seq_t *s, const ab_event_t *ev)
 {
     for (size_t i = 0; i < s->nrej; i++)
-        if (str_eq(s->rej[i].thread, ev->thread) && str_eq(s->rej[i].run, ev->run))
+        if (ab__seq_str_eq(s->rej[i].thread, ev->thread) && ab__seq_str_eq(s->rej[i].run, ev->run))
             return &s->rej[i];
     return NULL;
 }
@@ -234,7 +229,7 @@ static bool first_start(const ab__seq_run_t *r, const ab_seq_item_t *it)
 {
     const ab_agui_info_t *in = it->info;
     return in->type == AB_AGUI_RUN_STARTED && r->lc && ab_lifecycle_state(r->lc) == AB_RUN_NEW &&
-           str_eq(in->thread_id, it->ev->thread) && str_eq(in->run_id, it->ev->run);
+           ab__seq_str_eq(in->thread_id, it->ev->thread) && ab__seq_str_eq(in->run_id, it->ev->run);
 }
 
 static ab_status_t decide(ab_seq_t *s, ab__seq_run_t *r, ab_seq_item_t *it)

@@ -311,6 +311,16 @@ static void committed(writer_t *w, const ab_append_event_t *evs, size_t n, uint6
     ab__follow_after(&w->follow, &w->fan, first, first + n - 1);
 }
 
+/* Stage the group's jobs in order, each after reading ahead the heads of its uncached runs
+ * (one read per job on a store with heads_of, instead of one per run). */
+static void stage_group(writer_t *w)
+{
+    for (size_t j = 0; j < w->ngroup; j++) {
+        ab__seq_prefetch(w->seq, w->group[j]->items, w->group[j]->count);
+        ab__seq_stage(w->seq, w->group[j]->items, w->group[j]->count);
+    }
+}
+
 /*
  * Append the staged events. On a store that serialises the thread rules (append_fenced),
  * the batch is fenced by the threads its checks read or change, at the position up to
@@ -347,8 +357,7 @@ static ab_status_t append_group(writer_t *w, int64_t now, const ab_append_event_
         ab__seq_abort(w->seq);
         ab_error_clear(e);
         ab__follow_poll(&w->follow, &w->fan); /* what the store holds that we did not see */
-        for (size_t j = 0; j < w->ngroup; j++)
-            ab__seq_stage(w->seq, w->group[j]->items, w->group[j]->count);
+        stage_group(w);
         *evs = ab__seq_pending(w->seq, n);
         if (*n == 0)
             return AB_OK;
@@ -419,10 +428,7 @@ static void commit_group(writer_t *w)
             t_recv = w->group[j]->recv_us;
     int64_t now = ab__now_us(); /* the commit time, also the resume rule's clock */
     ab__seq_set_now(w->seq, now);
-    for (size_t j = 0; j < w->ngroup; j++) {
-        ab__seq_prefetch(w->seq, w->group[j]->items, w->group[j]->count); /* a read per job */
-        ab__seq_stage(w->seq, w->group[j]->items, w->group[j]->count);
-    }
+    stage_group(w);
     size_t n = 0;
     const ab_append_event_t *evs = ab__seq_pending(w->seq, &n);
     uint64_t first = 0;
