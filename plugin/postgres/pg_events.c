@@ -291,21 +291,22 @@ static ab_status_t stage(ab_plugin_db_t *db, const ab_append_event_t *evs, size_
 }
 
 /* The fenced append's thread array; each id checked. */
-static ab_status_t stage_fence(ab_plugin_db_t *db, const ab_str_t *threads, size_t nthreads,
-                               ab_error_t *err)
+/* @p ids as one text array in @p a, each id checked (@p field names it in an error). */
+static ab_status_t put_ids(pg_bytes_t *a, const ab_str_t *ids, size_t n, const char *field,
+                           ab_error_t *err)
 {
-    if (!threads || nthreads > INT32_MAX)
-        return ab_error_set(err, AB_INVALID_ARGUMENT, "threads", "postgres: bad thread list");
-    if (!arr_begin(&db->fence, PG_TEXT, nthreads))
-        return ab_error_set(err, AB_NOMEM, "store", "out of memory (batch)");
-    for (size_t i = 0; i < nthreads; i++) {
-        ab_status_t s = ab__pg_check_id(threads[i], "threads", err);
+    if ((!ids && n) || n > INT32_MAX)
+        return ab_error_set(err, AB_INVALID_ARGUMENT, field, "postgres: bad id list");
+    if (!arr_begin(a, PG_TEXT, n))
+        return ab_error_set(err, AB_NOMEM, "store", "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        ab_status_t s = ab__pg_check_id(ids[i], field, err);
         if (s != AB_OK) {
             ab_error_detail_int(err, "index", (int64_t)i);
             return s;
         }
-        if (!arr_put(&db->fence, threads[i].ptr, threads[i].len))
-            return ab_error_set(err, AB_NOMEM, "store", "out of memory (batch)");
+        if (!arr_put(a, ids[i].ptr, ids[i].len))
+            return ab_error_set(err, AB_NOMEM, "store", "out of memory");
     }
     return AB_OK;
 }
@@ -322,7 +323,7 @@ static ab_status_t append(ab_plugin_db_t *db, const ab_append_event_t *evs, size
         return ab_error_set(err, AB_INVALID_ARGUMENT, "events", "postgres: NULL argument");
     if (n == 0 || n > INT32_MAX)
         return ab_error_set(err, AB_INVALID_ARGUMENT, "events", "postgres: empty batch");
-    if (nthreads && (s = stage_fence(db, threads, nthreads, err)) != AB_OK)
+    if (nthreads && (s = put_ids(&db->fence, threads, nthreads, "threads", err)) != AB_OK)
         return s;
     ev_ref_t *refs = malloc(n * sizeof *refs);
     if (!refs)
@@ -497,35 +498,14 @@ ab_status_t ab__pg_thread_heads(ab_plugin_db_t *db, ab_str_t thread, ab_head_cb 
     return AB_OK;
 }
 
-/* heads_of's two id arrays, each id checked. */
-static ab_status_t stage_ids(ab_plugin_db_t *db, const ab_str_t *threads, const ab_str_t *runs,
-                             size_t n, ab_error_t *err)
-{
-    if (!arr_begin(&db->arr[A_THREAD], PG_TEXT, n) || !arr_begin(&db->arr[A_RUN], PG_TEXT, n))
-        return ab_error_set(err, AB_NOMEM, "store", "out of memory (heads)");
-    for (size_t i = 0; i < n; i++) {
-        ab_status_t s = ab__pg_check_id(threads[i], "thread", err);
-        if (s == AB_OK)
-            s = ab__pg_check_id(runs[i], "run", err);
-        if (s != AB_OK) {
-            ab_error_detail_int(err, "index", (int64_t)i);
-            return s;
-        }
-        if (!arr_put(&db->arr[A_THREAD], threads[i].ptr, threads[i].len) ||
-            !arr_put(&db->arr[A_RUN], runs[i].ptr, runs[i].len))
-            return ab_error_set(err, AB_NOMEM, "store", "out of memory (heads)");
-    }
-    return AB_OK;
-}
-
 ab_status_t ab__pg_heads_of(ab_plugin_db_t *db, const ab_str_t *threads, const ab_str_t *runs,
                             size_t n, ab_head_cb cb, void *ud, ab_error_t *err)
 {
     if (n == 0)
         return AB_OK;
-    if (!threads || !runs || n > INT32_MAX)
-        return ab_error_set(err, AB_INVALID_ARGUMENT, "runs", "postgres: bad run list");
-    ab_status_t s = stage_ids(db, threads, runs, n, err);
+    ab_status_t s = put_ids(&db->arr[A_THREAD], threads, n, "thread", err);
+    if (s == AB_OK)
+        s = put_ids(&db->arr[A_RUN], runs, n, "run", err);
     if (s != AB_OK)
         return s;
     pg_params_t p = {0};
