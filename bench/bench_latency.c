@@ -214,6 +214,27 @@ static void commit_times(const char *ep, void *ctx, double cm[2])
     ab_doc_destroy(&doc);
 }
 
+/* Every producer's publish-to-ack times together in @p out; frees them. */
+static int acks_of(prod_t *ps, int nprod, dist_t *out)
+{
+    size_t total = 0;
+    for (int i = 0; i < nprod; i++)
+        total += ps[i].nlat;
+    double *all = malloc((total ? total : 1) * sizeof(double));
+    size_t k = 0;
+    for (int i = 0; i < nprod; i++) {
+        if (all)
+            memcpy(all + k, ps[i].lat, ps[i].nlat * sizeof(double));
+        k += ps[i].nlat;
+        free(ps[i].lat);
+        ps[i].lat = NULL;
+    }
+    if (all)
+        *out = dist_of(all, total);
+    free(all);
+    return all ? 0 : -1;
+}
+
 static int ack_row(const bench_opts_t *o, void *ctx, const bodies_t *b, const char *durability,
                    double rate, int batch, int nprod, dist_t *out, double *got, double cm[2])
 {
@@ -227,21 +248,8 @@ static int ack_row(const bench_opts_t *o, void *ctx, const bodies_t *b, const ch
     *got = run_producers(&tmpl, nprod, ps);
     commit_times(ep, ctx, cm);
     child_stop(&ch);
-    size_t total = 0;
-    for (int i = 0; i < nprod; i++)
-        total += ps[i].nlat;
-    double *all = malloc((total ? total : 1) * sizeof(double));
-    size_t k = 0;
-    for (int i = 0; i < nprod; i++) {
-        if (all)
-            memcpy(all + k, ps[i].lat, ps[i].nlat * sizeof(double));
-        k += ps[i].nlat;
-        free(ps[i].lat);
-    }
-    if (all)
-        *out = dist_of(all, total);
-    free(all);
-    return *got < 0 || all == NULL ? -1 : 0;
+    int rc = acks_of(ps, nprod, out);
+    return *got < 0 || rc != 0 ? -1 : 0;
 }
 
 /* ---- publish -> a live subscriber ------------------------------------------- */
@@ -327,8 +335,10 @@ static int open_subs(const char *ep, dsub_t *s, int nsub)
     return 0;
 }
 
+/* Publish -> live callback of @p nsub subscribers in @p out, and in @p acks the
+ * publish -> `published` times of the same publishes (the target compares the two). */
 static int delivery_row(const bench_opts_t *o, void *ctx, const bodies_t *b, double rate, int batch,
-                        int nprod, int nsub, dist_t *out)
+                        int nprod, int nsub, dist_t *out, dist_t *acks)
 {
     child_t ch;
     const char *ep;
@@ -344,6 +354,7 @@ static int delivery_row(const bench_opts_t *o, void *ctx, const bodies_t *b, dou
     pthread_t th[SUBS_MAX];
     prod_t tmpl = lat_producer(ep, ctx, b, o->seconds, rate, batch, nprod);
     tmpl.nsent = (size_t)(o->seconds * rate / batch / nprod) + 1024;
+    tmpl.want_lat = true;
     for (int i = 0; i < nsub; i++)
         s[i] = (dsub_t){.ps = ps, .nprod = nprod, .target = &target, .done = &done};
     int rc = open_subs(ep, s, nsub);
@@ -366,6 +377,7 @@ static int delivery_row(const bench_opts_t *o, void *ctx, const bodies_t *b, dou
             pthread_join(th[i], NULL);
             rc |= s[i].failed ? -1 : 0;
         }
+        rc |= acks_of(ps, nprod, acks);
     }
     /* every subscriber's samples together */
     size_t total = 0;
@@ -397,6 +409,25 @@ static void vs_floor(char *out, size_t size, const dist_t *d, const dist_t *fs, 
              d->p50 - fs->p50, fs->p99 > 0 ? d->p99 / fs->p99 : 0, cm[0], cm[1]);
 }
 
+/* A delivery row and, under it, the acknowledgements of the same publishes. */
+static int delivery_pair(const bench_opts_t *o, void *ctx, const bodies_t *b, double rate,
+                         int batch, int nprod, int nsub, const char *pace)
+{
+    dist_t d, a;
+    char label[96], extra[96];
+    memset(&a, 0, sizeof a);
+    memset(&d, 0, sizeof d);
+    if (delivery_row(o, ctx, b, rate, batch, nprod, nsub, &d, &a) != 0)
+        return -1;
+    snprintf(label, sizeof label, "delivery, %s, fsync, %d subscriber%s", pace, nsub,
+             nsub > 1 ? "s" : "");
+    snprintf(extra, sizeof extra, "  [p50 = its acks' p50 %+.0f us]", d.p50 - a.p50);
+    print_dist(label, &d, extra);
+    snprintf(label, sizeof label, "  its acks (the same publishes)");
+    print_dist(label, &a, NULL);
+    return 0;
+}
+
 int bench_latency(const bench_opts_t *o, void *ctx, const bodies_t *b)
 {
     dist_t fs, zq, d;
@@ -424,16 +455,9 @@ int bench_latency(const bench_opts_t *o, void *ctx, const bodies_t *b)
     snprintf(label, sizeof label, "ack, 80%% of max (%.0f ev/s, batches), fsync", got);
     print_dist(label, &d, NULL);
     for (int nsub = 1; nsub <= SUBS_MAX; nsub += 3) {
-        if (delivery_row(o, ctx, b, PACE_HZ, 1, 1, nsub, &d) != 0)
+        if (delivery_pair(o, ctx, b, PACE_HZ, 1, 1, nsub, "1,000/s") != 0 ||
+            delivery_pair(o, ctx, b, 0.8 * max, BATCH, PRODUCERS, nsub, "80% of max") != 0)
             return AB_BENCH_FAIL;
-        snprintf(label, sizeof label, "delivery, 1,000/s, fsync, %d subscriber%s", nsub,
-                 nsub > 1 ? "s" : "");
-        print_dist(label, &d, NULL);
-        if (delivery_row(o, ctx, b, 0.8 * max, BATCH, PRODUCERS, nsub, &d) != 0)
-            return AB_BENCH_FAIL;
-        snprintf(label, sizeof label, "delivery, 80%% of max, fsync, %d subscriber%s", nsub,
-                 nsub > 1 ? "s" : "");
-        print_dist(label, &d, NULL);
     }
     return AB_BENCH_OK;
 }
