@@ -235,8 +235,15 @@ static inline int pgfx_start(pgfx_t *f, const char *const *extra)
                           "max_connections=60",
                           "-c",
                           "log_min_messages=warning"};
+        /* count first: a loop that both tests extra[i] and indexes it lets
+         * gcc's -Warray-bounds (Release) reason past the array's end */
+        size_t n_extra = 0;
+        while (extra && extra[n_extra])
+            n_extra++;
+        if (n_extra > 15)
+            return -1;
         int n = 15;
-        for (int i = 0; extra && extra[i] && n < 45; i++) {
+        for (size_t i = 0; i < n_extra; i++) {
             argv[n++] = "-c";
             argv[n++] = (char *)(uintptr_t)extra[i]; /* execv takes char *const[] */
         }
