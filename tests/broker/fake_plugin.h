@@ -8,7 +8,9 @@
  * claim bumps the epoch (creating the run at 1), head reports UNKNOWN for a
  * run never seen, read in position order. fail_append (fail_read) makes the
  * next append_batch (read) calls fail with AB_UNAVAILABLE; counters let tests
- * see the calls.
+ * see the calls. fp_plugin_shared() adds wake_fd/wake_drain, so the broker
+ * takes the store as shared by several brokers (its follower reads the
+ * others' events back by position with read, scope AB_REPLAY_ALL).
  */
 #ifndef AB_TESTS_FAKE_PLUGIN_H
 #define AB_TESTS_FAKE_PLUGIN_H
@@ -242,6 +244,32 @@ static inline const ab_plugin_t *fp_plugin_heads_of(void)
     p = *fp_plugin();
     p.name = "fake-heads-of";
     p.heads_of = fp_heads_of;
+    return &p;
+}
+
+/* wake_fd/wake_drain (fp_plugin_shared's table only): no descriptor, never a notification. */
+static inline int fp_wake_fd(ab_plugin_db_t *db)
+{
+    (void)db;
+    return -1;
+}
+
+static inline ab_status_t fp_wake_drain(ab_plugin_db_t *db, uint32_t *woken, ab_error_t *err)
+{
+    (void)db;
+    (void)err;
+    *woken = 0;
+    return AB_OK;
+}
+
+/* The same as a store shared by several brokers (ab__plugin_shared: the follower runs). */
+static inline const ab_plugin_t *fp_plugin_shared(void)
+{
+    static ab_plugin_t p;
+    p = *fp_plugin();
+    p.name = "fake-shared";
+    p.wake_fd = fp_wake_fd;
+    p.wake_drain = fp_wake_drain;
     return &p;
 }
 
