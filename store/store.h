@@ -55,6 +55,16 @@ extern "C" {
 #define AB_STORE_LOCK_NAME "LOCK"
 
 /**
+ * The checkpointer (the background thread of a writer handle) flushes the database
+ * file to the disk after each this many bytes of a checkpoint it wrote, so that no
+ * more than about two such slices are queued ahead of a commit's WAL fsync
+ * (store_pace.c).
+ */
+#define AB_STORE_PACE_BYTES (1 << 20)
+/** The name the checkpointer's VFS is registered under (store_pace.c). */
+#define AB_STORE_PACE_VFS "agentbus-paced"
+
+/**
  * Opaque store handle. It is the built-in SQLite plugin's handle
  * (ab_plugin_db_t of agentbus/plugin.h): that plugin's function table points
  * straight at the functions below that have its signatures, so those take
@@ -257,6 +267,12 @@ const char *ab__store_sqlite_version(void);
 /** What the store holds: runs ever recorded and active, the database and WAL sizes
  *  (store_stats.c); no scan. @return AB_OK or the store's error. */
 ab_status_t ab__store_stats(ab_store_t *st, ab_plugin_stats_t *out, ab_error_t *err) AB_NODISCARD;
+
+/** The checkpointer's VFS's name (registered on the first call), or NULL if it could not be. */
+const char *ab__store_pace_vfs(void);
+/** Slices of checkpoints the checkpointer's VFS flushed in this process so far; in
+ * @p ranged (if not NULL) how many of them with sync_file_range (store_pace.c invariant 4). */
+uint64_t ab__store_pace_slices(uint64_t *ranged);
 
 /**
  * Store @p doc (@p len bytes, a snapshot document) as the snapshot of

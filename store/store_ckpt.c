@@ -146,7 +146,9 @@ void ab__store_ckpt_start(ab_store_t *st)
     ab_store_ckpt_t *c = calloc(1, sizeof(*c));
     if (c == NULL)
         return; /* the writer checkpoints at 4x (invariant 1) */
-    int rc = sqlite3_open_v2(st->path, &c->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL);
+    /* the paced VFS: the database file is written to the disk in slices (store_pace.c) */
+    int rc = sqlite3_open_v2(st->path, &c->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX,
+                             ab__store_pace_vfs());
     /* a connection checkpoints only once it has read the file and so opened the WAL */
     if (rc == SQLITE_OK)
         rc = sqlite3_exec(c->db, "PRAGMA schema_version", NULL, NULL, NULL);

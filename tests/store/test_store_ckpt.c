@@ -5,7 +5,8 @@
  * the background thread while the writer stays open; a long stream of
  * commits keeps the WAL file bounded (a few times wal_pages); a WAL file
  * grown past journal_size_limit is cut back to it when the WAL restarts;
- * everything committed reads back after a reopen.
+ * everything committed reads back after a reopen; a checkpoint of several
+ * slices syncs the database file after each (store/store_pace.c).
  */
 #include "store.h"
 #include "testutil.h"
@@ -175,12 +176,69 @@ static void test_wal_file_cut_back(void **state)
     ab__store_close(&st);
 }
 
+/* The store's own 'rows' of a fresh read-only handle: everything in run r, in order. */
+static uint64_t rows_of_run(const fx_t *f)
+{
+    ab_store_opts_t ro = {.readonly = true};
+    ab_error_t err = AB_ERROR_INIT;
+    ab_store_t *st = NULL;
+    assert_int_equal(ab__store_open(&st, f->dir, &ro, &err), AB_OK);
+    uint64_t n = 0;
+    uint32_t got = 0;
+    ab_read_t req = {.scope = AB_REPLAY_RUN, .thread = {"t", 1}, .run = {"r", 1}, .limit = 5000};
+    assert_int_equal(ab__store_read(st, &req, count_rows, &n, &got, &err), AB_OK);
+    ab__store_close(&st);
+    return n;
+}
+
+/*
+ * store_pace.c: a checkpoint of several AB_STORE_PACE_BYTES flushes the database file
+ * after each slice it wrote (the checkpointer's connection opens it through the paced
+ * VFS), on Linux with sync_file_range on SQLite's own descriptor (invariant 4), and
+ * what it copied is the store's as before.
+ */
+static void test_checkpoint_paced(void **state)
+{
+    fx_t *f = *state;
+    /* 1 MiB of WAL wakes the checkpointer; the writer would do it inline only at 4 MiB */
+    int pages = AB_STORE_PACE_BYTES / 8192;
+    ab_store_opts_t o = {.durability = AB_DURABILITY_PROCESS, .wal_pages = pages};
+    ab_error_t err = AB_ERROR_INIT;
+    ab_store_t *st = NULL;
+    assert_non_null(ab__store_pace_vfs());
+    assert_int_equal(ab__store_open(&st, f->dir, &o, &err), AB_OK);
+    uint64_t ranged0 = 0, ranged = 0;
+    uint64_t slices0 = ab__store_pace_slices(&ranged0);
+    long before = file_size(f->db);
+    commit_events(st, 1, 750, 4000); /* ~3 MB in one commit: about 3 slices */
+    struct timespec ms = {0, 10 * 1000 * 1000};
+    ab_plugin_stats_t ps = {0};
+    for (int i = 0; i < 1000 && ps.checkpoints == 0; i++) { /* bounded: 10 s */
+        assert_int_equal(ab__store_stats(st, &ps, &err), AB_OK);
+        if (ps.checkpoints == 0)
+            nanosleep(&ms, NULL);
+    }
+    assert_true(ps.checkpoints >= 1);
+    long after = file_size(f->db);
+    uint64_t slices = ab__store_pace_slices(&ranged) - slices0;
+    /* one flush per whole slice the checkpoint wrote into the database file */
+    if (slices < 2 || slices > (uint64_t)((after - before) / AB_STORE_PACE_BYTES) + 1)
+        fail_msg("%llu slices flushed for %ld bytes checkpointed", (unsigned long long)slices,
+                 after - before);
+#ifdef __linux__
+    assert_int_equal(ranged - ranged0, slices); /* SQLite's descriptor was found */
+#endif
+    ab__store_close(&st);
+    assert_int_equal(rows_of_run(f), 750);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_background_checkpoint, setup, teardown),
         cmocka_unit_test_setup_teardown(test_wal_bounded_and_complete, setup, teardown),
         cmocka_unit_test_setup_teardown(test_wal_file_cut_back, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_checkpoint_paced, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
