@@ -31,6 +31,9 @@ typedef struct bench_opts {
                                      of --broker); NULL: the workers use the controller's */
     uint64_t replay_events;     /**< replay (and pg's replay rows): the events of the run and of
                                      the thread replayed; 0 = 100,000 */
+    const char *row;            /**< latency: only "light" (the floor, then the light fsync ack
+                                     row) or "loaded" (the fsync maximum, then the 80% ack row),
+                                     `rounds` times; NULL = every row once */
 } bench_opts_t;
 
 /** `bench proto`: decode + validate on one core; @p only_size 0 = 256 B and 2 KiB rows. */

@@ -428,19 +428,65 @@ static int delivery_pair(const bench_opts_t *o, void *ctx, const bodies_t *b, do
     return 0;
 }
 
+/* The floor's two rows. */
+static int floors(const bench_opts_t *o, dist_t *fs, dist_t *zq)
+{
+    if (floor_fsync(o->seconds, fs) != 0 || floor_zmq(o->seconds, zq) != 0)
+        return -1;
+    print_dist("floor: write+fdatasync of 4120 B, 1,000/s", fs, NULL);
+    print_dist("floor: ZeroMQ DEALER/ROUTER round trip", zq, NULL);
+    return 0;
+}
+
+/* The light fsync ack row, beside the floor @p fs. */
+static int light_row(const bench_opts_t *o, void *ctx, const bodies_t *b, const dist_t *fs)
+{
+    dist_t d;
+    double got = 0, cm[2];
+    char extra[200];
+    if (ack_row(o, ctx, b, "fsync", PACE_HZ, 1, 1, &d, &got, cm) != 0)
+        return -1;
+    vs_floor(extra, sizeof extra, &d, fs, cm);
+    print_dist("ack, 1 event/publish, 1,000/s, fsync", &d, extra);
+    return 0;
+}
+
+/* The ack row at 80% of @p max. */
+static int loaded_row(const bench_opts_t *o, void *ctx, const bodies_t *b, double max)
+{
+    dist_t d;
+    double got = 0, cm[2];
+    char label[96];
+    if (ack_row(o, ctx, b, "fsync", 0.8 * max, BATCH, PRODUCERS, &d, &got, cm) != 0)
+        return -1;
+    snprintf(label, sizeof label, "ack, 80%% of max (%.0f ev/s, batches), fsync", got);
+    print_dist(label, &d, NULL);
+    return 0;
+}
+
+/* --row: the floor and the light row, or the maximum and the 80% row; rounds times. */
+static int one_row(const bench_opts_t *o, void *ctx, const bodies_t *b)
+{
+    dist_t fs, zq;
+    bool light = strcmp(o->row, "light") == 0;
+    double max = 0;
+    if (light ? floors(o, &fs, &zq) != 0 : (max = ingest_row(o, ctx, b, "fsync")) <= 0)
+        return AB_BENCH_FAIL;
+    for (int k = 0; k < o->rounds; k++)
+        if (light ? light_row(o, ctx, b, &fs) != 0 : loaded_row(o, ctx, b, max) != 0)
+            return AB_BENCH_FAIL;
+    return AB_BENCH_OK;
+}
+
 int bench_latency(const bench_opts_t *o, void *ctx, const bodies_t *b)
 {
     dist_t fs, zq, d;
     double got = 0, cm[2];
-    char extra[200], label[96];
-    if (floor_fsync(o->seconds, &fs) != 0 || floor_zmq(o->seconds, &zq) != 0)
+    char extra[200];
+    if (o->row != NULL)
+        return one_row(o, ctx, b);
+    if (floors(o, &fs, &zq) != 0 || light_row(o, ctx, b, &fs) != 0)
         return AB_BENCH_FAIL;
-    print_dist("floor: write+fdatasync of 4120 B, 1,000/s", &fs, NULL);
-    print_dist("floor: ZeroMQ DEALER/ROUTER round trip", &zq, NULL);
-    if (ack_row(o, ctx, b, "fsync", PACE_HZ, 1, 1, &d, &got, cm) != 0)
-        return AB_BENCH_FAIL;
-    vs_floor(extra, sizeof extra, &d, &fs, cm);
-    print_dist("ack, 1 event/publish, 1,000/s, fsync", &d, extra);
     if (ack_row(o, ctx, b, "process", PACE_HZ, 1, 1, &d, &got, cm) != 0)
         return AB_BENCH_FAIL;
     snprintf(extra, sizeof extra,
@@ -448,12 +494,8 @@ int bench_latency(const bench_opts_t *o, void *ctx, const bodies_t *b)
              zq.p50 > 0 ? d.p50 / zq.p50 : 0, cm[0], cm[1]);
     print_dist("ack, 1 event/publish, 1,000/s, process", &d, extra);
     double max = ingest_row(o, ctx, b, "fsync");
-    if (max <= 0)
+    if (max <= 0 || loaded_row(o, ctx, b, max) != 0)
         return AB_BENCH_FAIL;
-    if (ack_row(o, ctx, b, "fsync", 0.8 * max, BATCH, PRODUCERS, &d, &got, cm) != 0)
-        return AB_BENCH_FAIL;
-    snprintf(label, sizeof label, "ack, 80%% of max (%.0f ev/s, batches), fsync", got);
-    print_dist(label, &d, NULL);
     for (int nsub = 1; nsub <= SUBS_MAX; nsub += 3) {
         if (delivery_pair(o, ctx, b, PACE_HZ, 1, 1, nsub, "1,000/s") != 0 ||
             delivery_pair(o, ctx, b, 0.8 * max, BATCH, PRODUCERS, nsub, "80% of max") != 0)

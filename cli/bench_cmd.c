@@ -28,7 +28,8 @@ enum {
     OPT_RATE,
     OPT_WORKERS,
     OPT_EVENTS,
-    OPT_TEXT
+    OPT_TEXT,
+    OPT_ROW
 };
 
 typedef struct bench_args {
@@ -41,6 +42,7 @@ typedef struct bench_args {
     bool seen_rate;    /* --rate: ingest only */
     bool seen_workers; /* --workers-broker: dispatch only, with --broker */
     bool seen_events;  /* --events: replay and pg only */
+    bool seen_row;     /* --row: latency only */
     bool json;         /* --json: rows as JSON on stdout, the human lines on stderr */
 } bench_args_t;
 
@@ -84,7 +86,10 @@ static void help(void)
            "  --workers-broker EP dispatch, with --broker: the workers connect to (and publish\n"
            "                      through) broker EP, another broker on the store of --broker,\n"
            "                      the controller to --broker: dispatch across brokers\n"
-           "  --rounds N          fanout: repeat the 4-subscriber rows N times (1 ... 64)\n"
+           "  --rounds N          fanout: repeat the 4-subscriber rows N times (1 ... 64);\n"
+           "                      latency, with --row: repeat that row N times\n"
+           "  --row light|loaded  latency: only the floor and the light fsync ack row, or\n"
+           "                      only the fsync maximum and the ack row at 80%% of it\n"
            "  --events N          replay, pg: N events in the run and N in the thread\n"
            "                      (1000 ... 10000000; default 100000): replay against size\n"
            "  --rate N            ingest: publish N events/s in all (the 4 producers share\n"
@@ -137,6 +142,11 @@ static int take(int c, bench_args_t *a)
             return cli_usage_error("bench", "--events takes a whole number in [1000, 10000000]");
         a->bus.replay_events = n;
         a->seen_events = true;
+    } else if (c == OPT_ROW) {
+        if (strcmp(optarg, "light") != 0 && strcmp(optarg, "loaded") != 0)
+            return cli_usage_error("bench", "--row takes light or loaded");
+        a->bus.row = optarg;
+        a->seen_row = true;
     } else if (c == OPT_WORKERS) {
         a->bus.workers_broker = optarg;
         a->seen_bus_only = a->seen_workers = true;
@@ -191,6 +201,7 @@ static int parse(int argc, char **argv, bench_args_t *a, const char **name)
         {"rate", required_argument, NULL, OPT_RATE},
         {"workers-broker", required_argument, NULL, OPT_WORKERS},
         {"events", required_argument, NULL, OPT_EVENTS},
+        {"row", required_argument, NULL, OPT_ROW},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -236,8 +247,11 @@ int cmd_bench(int argc, char **argv)
     if (a.seen_workers && a.bus.broker == NULL)
         return cli_usage_error("bench", "--workers-broker needs --broker (two running brokers "
                                         "on one shared store)");
-    if (a.seen_rounds && strcmp(name, "fanout") != 0)
-        return cli_usage_error("bench", "--rounds is for bench fanout");
+    if (a.seen_row && strcmp(name, "latency") != 0)
+        return cli_usage_error("bench", "--row is for bench latency");
+    if (a.seen_rounds && strcmp(name, "fanout") != 0 && !a.seen_row)
+        return cli_usage_error("bench", "--rounds is for bench fanout, and bench latency with "
+                                        "--row");
     if (a.seen_events && strcmp(name, "replay") != 0 && strcmp(name, "pg") != 0)
         return cli_usage_error("bench", "--events is for bench replay and bench pg");
     if (a.bus.text && strcmp(name, "replay") != 0 && strcmp(name, "pg") != 0)

@@ -2,7 +2,8 @@
  * test_cli_bench.c - `agentbus bench` refuses what a benchmark does not take
  * (cli/bench_cmd.c invariant 2) with a usage error (exit 2) naming the
  * option, before it starts anything; --json puts the rows on stdout as JSON
- * and the human lines on stderr.
+ * and the human lines on stderr; latency --row runs that row alone, --rounds
+ * times.
  */
 #include "testutil.h"
 
@@ -22,8 +23,11 @@ static void test_options_a_benchmark_does_not_take(void **state)
 {
     (void)state;
     refused("ingest --rounds 3", "--rounds is for bench fanout");
-    refused("latency --rounds 3", "--rounds is for bench fanout");
+    refused("latency --rounds 3", "--rounds is for bench fanout, and bench latency with --row");
     refused("actions --rounds 3", "--rounds is for bench fanout");
+    refused("latency --row heavy", "--row takes light or loaded");
+    refused("ingest --row light", "--row is for bench latency");
+    refused("latency --row loaded --rounds 0", "--rounds takes a whole number from 1 to 64");
     refused("zmq --frame-per-event", "--frame-per-event is for the benchmarks that publish");
     refused("actions --frame-per-event", "--frame-per-event is for the benchmarks that publish");
     refused("proto --broker tcp://127.0.0.1:1", "are for the bus benchmarks");
@@ -78,11 +82,39 @@ static void test_json_rows(void **state)
     assert_null(strstr(out, "{\"bench\""));
 }
 
+static int count_of(const char *s, const char *what)
+{
+    int n = 0;
+    for (const char *p = s; (p = strstr(p, what)) != NULL; p += strlen(what))
+        n++;
+    return n;
+}
+
+/* latency --row light --rounds 2: the two floor rows, then the light fsync ack row twice,
+ * and no other row (bench_latency.c one_row). */
+static void test_latency_one_row(void **state)
+{
+    (void)state;
+    char out[OUT_MAX], cmd[512];
+    snprintf(cmd, sizeof cmd,
+             "%s bench latency --row light --rounds 2 --seconds 0.2 --json 2>/dev/null",
+             AB_AGENTBUS_BIN);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    size_t n = fread(out, 1, sizeof out - 1, p);
+    out[n] = '\0';
+    assert_int_equal(pclose(p), 0);
+    assert_int_equal(count_of(out, "\"row\":\"floor: "), 2);
+    assert_int_equal(count_of(out, "\"row\":\"ack, 1 event/publish, 1,000/s, fsync\""), 2);
+    assert_int_equal(count_of(out, "{\"bench\":"), 4); /* nothing else: no process, 80%, delivery */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_options_a_benchmark_does_not_take),
         cmocka_unit_test(test_json_rows),
+        cmocka_unit_test(test_latency_one_row),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
