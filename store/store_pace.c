@@ -220,7 +220,9 @@ static const sqlite3_io_methods pace_io = {
 /*
  * The descriptor of the default VFS's open file @p real of @p name (invariant 4), or -1.
  * os_unix.c's file begins with its methods, its VFS, its inode entry and the descriptor
- * (so since 2008); the descriptor read there is used only if it is the named file's.
+ * (SQLite 3.40 here); the descriptor read there is used only if fstat shows it is the
+ * named file's, so a changed layout only costs the slices their sync_file_range
+ * (test_store_ckpt.c then fails on Linux, which says so).
  */
 static int real_fd(const sqlite3_file *real, const char *name)
 {
