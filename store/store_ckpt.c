@@ -25,10 +25,14 @@
  *  3. The checkpointer is stopped and its connection closed before the
  *     writer connection closes, so the last close still checkpoints and
  *     removes the WAL as before.
+ *  4. The thread blocks every signal: the process's signals (a broker's
+ *     SIGTERM) go to the embedding program's own threads, never to a
+ *     thread of the store's.
  */
 #include "store_int.h"
 
 #include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -139,6 +143,17 @@ static int on_wal(void *arg, sqlite3 *db, const char *name, int pages)
     return SQLITE_OK;
 }
 
+/* Start the thread with every blockable signal blocked (invariant 4). */
+static int start_thread(ab_store_ckpt_t *c)
+{
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old);
+    int rc = pthread_create(&c->th, NULL, ckpt_main, c);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return rc;
+}
+
 void ab__store_ckpt_start(ab_store_t *st)
 {
     st->wal_pages = st->wal_pages > 0 ? st->wal_pages : AB_STORE_WAL_PAGES;
@@ -155,7 +170,7 @@ void ab__store_ckpt_start(ab_store_t *st)
     if (rc == SQLITE_OK && pthread_mutex_init(&c->mu, NULL) == 0) {
         if (pthread_cond_init(&c->cv, NULL) == 0) {
             if (pthread_cond_init(&c->idle, NULL) == 0) {
-                if (pthread_create(&c->th, NULL, ckpt_main, c) == 0) {
+                if (start_thread(c) == 0) {
                     st->ckpt = c;
                     return;
                 }
