@@ -61,8 +61,6 @@ extern "C" {
  * (store_pace.c).
  */
 #define AB_STORE_PACE_BYTES (1 << 20)
-/** The name the checkpointer's VFS is registered under (store_pace.c). */
-#define AB_STORE_PACE_VFS "agentbus-paced"
 
 /**
  * Opaque store handle. It is the built-in SQLite plugin's handle

@@ -46,14 +46,16 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#define PACE_VFS_NAME "agentbus-paced"
+
 typedef struct pace_file {
-    sqlite3_file base;  /* pMethods = &pace_io once the real file is open */
-    sqlite3_file *real; /* the default VFS's file, after this struct */
-    sqlite3_int64 unsynced;
-    sqlite3_int64 lo, hi;           /* the bytes written since the last slice: [lo, hi) */
-    sqlite3_int64 prev_lo, prev_hi; /* the slice before, whose writeback is in flight */
-    int fd;                         /* the real file's descriptor (invariant 4), else -1 */
-    bool main_db;                   /* the database file: the only one paced */
+    sqlite3_file base;      /* pMethods = &pace_io once the real file is open */
+    sqlite3_file *real;     /* the default VFS's file, after this struct */
+    sqlite3_int64 unsynced; /* bytes written since the last slice */
+    sqlite3_int64 hi;       /* the end of the highest byte written since the last sync */
+    sqlite3_int64 prev_hi;  /* hi at the last slice, whose writeback is in flight */
+    int fd;                 /* the real file's descriptor (invariant 4), else -1 */
+    bool main_db;           /* the database file: the only one paced */
 } pace_file;
 
 static sqlite3_vfs pace_vfs;
@@ -77,9 +79,11 @@ static int p_read(sqlite3_file *f, void *buf, int n, sqlite3_int64 off)
 }
 
 /*
- * The slice just written goes to the disk (invariant 4): its writeback is started and
- * the one before it, started a slice ago, waited for, so at most two slices are in
- * flight; without the descriptor, the file is synced.
+ * The slice just written goes to the disk (invariant 4): the writeback of every dirty
+ * page below hi is started, and that of the pages below the previous slice's end, started
+ * a slice ago, waited for, so at most two slices are in flight (a checkpoint writes its
+ * pages in ascending order, after page 1; clean pages cost nothing); without the
+ * descriptor, the file is synced.
  */
 static int flush_slice(pace_file *p)
 {
@@ -87,12 +91,10 @@ static int flush_slice(pace_file *p)
     if (p->fd >= 0) {
         unsigned wait =
             SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER;
-        if (sync_file_range(p->fd, p->lo, p->hi - p->lo, SYNC_FILE_RANGE_WRITE) != 0)
+        if (sync_file_range(p->fd, 0, p->hi, SYNC_FILE_RANGE_WRITE) != 0)
             return SQLITE_IOERR_FSYNC;
-        if (p->prev_hi > p->prev_lo &&
-            sync_file_range(p->fd, p->prev_lo, p->prev_hi - p->prev_lo, wait) != 0)
+        if (p->prev_hi > 0 && sync_file_range(p->fd, 0, p->prev_hi, wait) != 0)
             return SQLITE_IOERR_FSYNC;
-        p->prev_lo = p->lo;
         p->prev_hi = p->hi;
         atomic_fetch_add(&pace_ranged, 1);
         return SQLITE_OK;
@@ -108,9 +110,7 @@ static int p_write(sqlite3_file *f, const void *buf, int n, sqlite3_int64 off)
     int rc = RM(f)->xWrite(p->real, buf, n, off);
     if (rc != SQLITE_OK || !p->main_db)
         return rc;
-    if (p->unsynced == 0 || off < p->lo)
-        p->lo = off;
-    if (p->unsynced == 0 || off + n > p->hi)
+    if (off + n > p->hi)
         p->hi = off + n;
     p->unsynced += n;
     if (p->unsynced < AB_STORE_PACE_BYTES)
@@ -129,7 +129,7 @@ static int p_sync(sqlite3_file *f, int flags)
 {
     pace_file *p = (pace_file *)f;
     p->unsynced = 0;
-    p->prev_lo = p->prev_hi = 0; /* the sync covers every slice */
+    p->hi = p->prev_hi = 0; /* the sync covers every slice */
     return RM(f)->xSync(p->real, flags);
 }
 
@@ -247,8 +247,7 @@ static int p_open(sqlite3_vfs *vfs, const char *name, sqlite3_file *f, int flags
 {
     (void)vfs;
     pace_file *p = (pace_file *)f;
-    memset(p, 0, sizeof *p);
-    p->base.pMethods = NULL; /* no methods: SQLite calls none, not even xClose */
+    memset(p, 0, sizeof *p); /* no methods: SQLite calls none, not even xClose */
     p->real = (sqlite3_file *)(p + 1);
     p->fd = -1;
     p->main_db = (flags & SQLITE_OPEN_MAIN_DB) != 0;
@@ -268,7 +267,7 @@ static void pace_register(void)
         return;
     pace_vfs = *real_vfs; /* every other entry is the default VFS's own */
     pace_vfs.szOsFile = (int)sizeof(pace_file) + real_vfs->szOsFile;
-    pace_vfs.zName = AB_STORE_PACE_VFS;
+    pace_vfs.zName = PACE_VFS_NAME;
     pace_vfs.pNext = NULL;
     pace_vfs.xOpen = p_open;
     pace_rc = sqlite3_vfs_register(&pace_vfs, 0);
@@ -285,7 +284,7 @@ __attribute__((destructor)) static void pace_unregister(void)
 const char *ab__store_pace_vfs(void)
 {
     pthread_once(&pace_once, pace_register);
-    return pace_rc == SQLITE_OK ? AB_STORE_PACE_VFS : NULL;
+    return pace_rc == SQLITE_OK ? PACE_VFS_NAME : NULL;
 }
 
 uint64_t ab__store_pace_slices(uint64_t *ranged)
