@@ -6,7 +6,7 @@
  * commits keeps the WAL file bounded (a few times wal_pages); a WAL file
  * grown past journal_size_limit is cut back to it when the WAL restarts;
  * everything committed reads back after a reopen; a checkpoint of several
- * slices syncs the database file after each (store/store_pace.c).
+ * slices flushes the database file after each (store/store_pace.c).
  */
 #include "store.h"
 #include "testutil.h"
@@ -94,6 +94,37 @@ static int count_rows(void *ud, const ab_row_t *r)
     return r->seq != *n; /* stop (and fail) on the first seq out of order */
 }
 
+/* The store's figures once it counted a checkpoint (bounded: 10 s). */
+static ab_plugin_stats_t await_checkpoint(ab_store_t *st)
+{
+    struct timespec ms = {0, 10 * 1000 * 1000};
+    ab_plugin_stats_t ps = {0};
+    ab_error_t err = AB_ERROR_INIT;
+    for (int i = 0; i < 1000 && ps.checkpoints == 0; i++) {
+        assert_int_equal(ab__store_stats(st, &ps, &err), AB_OK);
+        if (ps.checkpoints == 0)
+            nanosleep(&ms, NULL);
+    }
+    assert_true(ps.checkpoints >= 1);
+    return ps;
+}
+
+/* Every event of run r, read in order on a fresh read-only handle: their count. */
+static uint64_t rows_of_run(const fx_t *f)
+{
+    ab_store_opts_t ro = {.readonly = true};
+    ab_error_t err = AB_ERROR_INIT;
+    ab_store_t *st = NULL;
+    assert_int_equal(ab__store_open(&st, f->dir, &ro, &err), AB_OK);
+    uint64_t n = 0;
+    uint32_t got = 0;
+    ab_read_t req = {.scope = AB_REPLAY_RUN, .thread = {"t", 1}, .run = {"r", 1}, .limit = 5000};
+    assert_int_equal(ab__store_read(st, &req, count_rows, &n, &got, &err), AB_OK);
+    assert_int_equal(got, n);
+    ab__store_close(&st);
+    return n;
+}
+
 /* 40 pages of WAL (16 < 40 < 64): only the checkpointer moves them into the file. */
 static void test_background_checkpoint(void **state)
 {
@@ -107,14 +138,8 @@ static void test_background_checkpoint(void **state)
     if (file_size(f->db) <= before)
         fail_msg("no checkpoint within 10 s: db %ld bytes, wal %ld", file_size(f->db),
                  file_size(f->wal));
-    ab_plugin_stats_t ps = {0}; /* counted, with its duration, for `stats` */
-    ab_error_t err = AB_ERROR_INIT;
-    for (int i = 0; i < 1000 && ps.checkpoints == 0; i++) { /* the count follows the copy */
-        assert_int_equal(ab__store_stats(st, &ps, &err), AB_OK);
-        if (ps.checkpoints == 0)
-            nanosleep(&ms, NULL);
-    }
-    assert_true(ps.checkpoints >= 1);
+    /* counted, with its duration, for `stats` (the count follows the copy) */
+    ab_plugin_stats_t ps = await_checkpoint(st);
     assert_true(ps.checkpoints_slow <= ps.checkpoints);
     assert_true(ps.checkpoint_max_us >= ps.checkpoint_last_slow_us);
     ab__store_close(&st);
@@ -138,16 +163,7 @@ static void test_wal_bounded_and_complete(void **state)
     if (most > bound)
         fail_msg("WAL reached %ld bytes (bound %ld)", most, bound);
     ab__store_close(&st);
-    ab_store_opts_t ro = {.readonly = true};
-    ab_error_t err = AB_ERROR_INIT;
-    assert_int_equal(ab__store_open(&st, f->dir, &ro, &err), AB_OK);
-    uint64_t n = 0;
-    uint32_t got = 0;
-    ab_read_t req = {.scope = AB_REPLAY_RUN, .thread = {"t", 1}, .run = {"r", 1}, .limit = 5000};
-    assert_int_equal(ab__store_read(st, &req, count_rows, &n, &got, &err), AB_OK);
-    assert_int_equal(n, 2000);
-    assert_int_equal(got, 2000);
-    ab__store_close(&st);
+    assert_int_equal(rows_of_run(f), 2000); /* read and delivered, in order */
 }
 
 /*
@@ -176,21 +192,6 @@ static void test_wal_file_cut_back(void **state)
     ab__store_close(&st);
 }
 
-/* The store's own 'rows' of a fresh read-only handle: everything in run r, in order. */
-static uint64_t rows_of_run(const fx_t *f)
-{
-    ab_store_opts_t ro = {.readonly = true};
-    ab_error_t err = AB_ERROR_INIT;
-    ab_store_t *st = NULL;
-    assert_int_equal(ab__store_open(&st, f->dir, &ro, &err), AB_OK);
-    uint64_t n = 0;
-    uint32_t got = 0;
-    ab_read_t req = {.scope = AB_REPLAY_RUN, .thread = {"t", 1}, .run = {"r", 1}, .limit = 5000};
-    assert_int_equal(ab__store_read(st, &req, count_rows, &n, &got, &err), AB_OK);
-    ab__store_close(&st);
-    return n;
-}
-
 /*
  * store_pace.c: a checkpoint of several AB_STORE_PACE_BYTES flushes the database file
  * after each slice it wrote (the checkpointer's connection opens it through the paced
@@ -211,14 +212,7 @@ static void test_checkpoint_paced(void **state)
     uint64_t slices0 = ab__store_pace_slices(&ranged0);
     long before = file_size(f->db);
     commit_events(st, 1, 750, 4000); /* ~3 MB in one commit: about 3 slices */
-    struct timespec ms = {0, 10 * 1000 * 1000};
-    ab_plugin_stats_t ps = {0};
-    for (int i = 0; i < 1000 && ps.checkpoints == 0; i++) { /* bounded: 10 s */
-        assert_int_equal(ab__store_stats(st, &ps, &err), AB_OK);
-        if (ps.checkpoints == 0)
-            nanosleep(&ms, NULL);
-    }
-    assert_true(ps.checkpoints >= 1);
+    (void)await_checkpoint(st);
     long after = file_size(f->db);
     uint64_t slices = ab__store_pace_slices(&ranged) - slices0;
     /* one flush per whole slice the checkpoint wrote into the database file */
