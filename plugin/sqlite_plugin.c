@@ -68,6 +68,7 @@ static const ab_plugin_t SQLITE_PLUGIN = {
     .stats = ab__store_stats,
     .snapshot_put_part = ab__store_snapshot_put_part,
     .threads_list = ab__store_threads_list,
+    .set_lock_wait = ab__store_set_lock_wait,
 };
 
 const ab_plugin_t *ab__plugin_sqlite(void)

@@ -266,6 +266,10 @@ const char *ab__store_sqlite_version(void);
  *  (store_stats.c); no scan. @return AB_OK or the store's error. */
 ab_status_t ab__store_stats(ab_store_t *st, ab_plugin_stats_t *out, ab_error_t *err) AB_NODISCARD;
 
+/** How long @p st's statements wait for a lock another connection holds: @p ms (0: not at
+ *  all), or the busy timeout it was opened with when @p ms < 0 (the plugin's set_lock_wait). */
+void ab__store_set_lock_wait(ab_store_t *st, int ms);
+
 /** The checkpointer's VFS's name (registered on the first call), or NULL if it could not be. */
 const char *ab__store_pace_vfs(void);
 /** Slices of checkpoints the checkpointer's VFS flushed in this process so far; in

@@ -137,6 +137,7 @@ struct ab_plugin_db {
     /* writer handles: WAL checkpoints on their own thread (store_ckpt.c) */
     ab_store_ckpt_t *ckpt;
     int wal_pages;
+    int busy_ms; /* the busy timeout set at open (ab__store_set_lock_wait restores it) */
     /* the database file (store_file.c) */
     ab_store_file_t *file; /* this process's entry for it; NULL until registered */
     int lock_fd;           /* exclusive handles: the descriptor holding flock; else -1 */

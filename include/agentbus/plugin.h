@@ -71,8 +71,10 @@ extern "C" {
  * optional heads_of entry (many heads in one read) and the standby figures at the end of
  * ab_plugin_stats_t (the broker zeroes the struct before
  * the stats call); only additions at the end, so tables of ABI 7 still load.
+ * 9: the optional set_lock_wait entry (the broker's commits that must not wait for a
+ * lock); an addition at the end, so tables of ABI 7 and 8 still load.
  */
-#define AB_PLUGIN_ABI_VERSION 8
+#define AB_PLUGIN_ABI_VERSION 9
 /** The oldest abi_version a broker of this header loads (its later entries read as NULL). */
 #define AB_PLUGIN_ABI_OLDEST 7
 /** The one exported entry point of a plugin shared object. */
@@ -336,6 +338,14 @@ typedef struct ab_plugin {
      *  UNKNOWN and its ids filled in), one per entry, in the order asked. */
     ab_status_t (*heads_of)(ab_plugin_db_t *db, const ab_str_t *threads, const ab_str_t *runs,
                             size_t n, ab_head_cb cb, void *ud, ab_error_t *err);
+
+    /** Optional (ABI 9). How long the writes of writer handle @p db wait for a lock that
+     *  another process holds before they fail (AB_UNAVAILABLE, nothing written): @p ms
+     *  milliseconds, 0 not at all, or the plugin's own wait when @p ms is negative. The
+     *  broker sets 0 around the commits its command thread makes itself (the lone path,
+     *  docs/ARCHITECTURE.md), which must never wait for a lock, then gives the work to its
+     *  writer if one fails; NULL: the broker makes no such commits with this plugin. */
+    void (*set_lock_wait)(ab_plugin_db_t *db, int ms);
 } ab_plugin_t;
 
 /**
