@@ -419,6 +419,7 @@ static int teardown(ab_broker_t *h)
     close_store(&h->b, &h->lib);
     ab__access_box_free(&h->b.access);
     ab__statbox_destroy(&h->b.stats);
+    pthread_mutex_destroy(&h->b.wlock);
     if (rc == 0)
         ab__log(AB_LOG_INFO, "stopped");
     free(h);
@@ -501,6 +502,7 @@ static ab_status_t broker_start(const ab_broker_config_t *cfg, bool daemon, ab_b
     h->daemon = daemon;
     ab__access_box_init(&h->b.access);
     ab__statbox_init(&h->b.stats);
+    pthread_mutex_init(&h->b.wlock, NULL);
     h->err = err ? err : &spare;
     ab_log_level_t caller_level = ab__log_set_level(cfg->log_level);
     bool caller_json = ab__log_set_json(cfg->log_json);

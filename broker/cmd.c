@@ -26,6 +26,12 @@
  *     User-Id, set by zap.c), looked up in this thread's table before the
  *     request goes anywhere; each event of a publish is checked on its own
  *     thread id. A reload (SIGHUP) replaces the table between two requests.
+ *  7. The lone path (writer.c invariant 7): a publish of at most
+ *     AB__LONE_EVENTS_MAX events is committed on this thread when the writer
+ *     waits for work, has received every job this thread sent it (wsent
+ *     against b->wjobs_taken) and no other request waits on the ROUTER; the
+ *     writer's answers already queued are forwarded first, so the answers of
+ *     one connection never overtake each other.
  */
 #include "ab_common.h"
 #include "authz.h"
@@ -52,6 +58,7 @@ typedef struct cmd {
     ab__workers_t *wk; /* workers and their action calls (workers.h) */
     bool stopping;
     bool writer_done;
+    uint64_t wsent; /* jobs sent to the writer (invariant 7) */
     uint32_t readers_done;
     ab__access_t *acc;          /* this thread's reference to the access table; NULL = no keys */
     const ab__principal_t *who; /* the current request's principal (invariant 6) */
@@ -205,10 +212,19 @@ static bool queue_reserve(cmd_t *c, zmq_msg_t *id, const ab_msg_t *m, int64_t we
     return false;
 }
 
+/* Send @p job to the writer and count it (invariant 7). @return 0 or -1 (still owned). */
+static int send_writer(cmd_t *c, ab_job_t *job)
+{
+    if (ab__job_send(c->wsock, job) != 0)
+        return -1;
+    c->wsent++;
+    return 0;
+}
+
 /* Hand @p job to the writer (queue already reserved); frees it on failure. */
 static void to_writer(cmd_t *c, zmq_msg_t *id, ab_job_t *job)
 {
-    if (ab__job_send(c->wsock, job) == 0)
+    if (send_writer(c, job) == 0)
         return;
     atomic_fetch_sub(&c->b->in_flight, job->weight);
     atomic_fetch_sub(&c->b->in_flight_bytes, job->bytes);
@@ -480,6 +496,43 @@ static int64_t publish_bytes(const ab_job_t *job)
     return n;
 }
 
+static int forward(cmd_t *c, void *from, bool is_reader);
+
+/* Whether another request already waits on the ROUTER. */
+static bool router_busy(cmd_t *c)
+{
+    int ev = 0;
+    size_t len = sizeof(ev);
+    return zmq_getsockopt(c->router, ZMQ_EVENTS, &ev, &len) != 0 || (ev & ZMQ_POLLIN);
+}
+
+/*
+ * The lone path (invariant 7): a small publish, with nothing queued for the writer and no
+ * other request waiting, is committed here while the writer waits, its answer sent straight
+ * to the client. Anything busier goes to the writer, whose groups are what make throughput,
+ * and so does a publish whose lone commit the store refused (it never waits for a lock).
+ * @return true when @p job was taken (answered and freed).
+ */
+static bool commit_lone(cmd_t *c, ab_job_t *job)
+{
+    if (job->count > AB__LONE_EVENTS_MAX || job->bytes > AB__LONE_BYTES_MAX ||
+        c->wsent != atomic_load(&c->b->wjobs_taken) || router_busy(c))
+        return false;
+    ab__writer_t *w = ab__writer_borrow(c->b);
+    if (w == NULL)
+        return false;
+    while (forward(c, c->wsock, false) == 1) /* the writer's answers already sent go first */
+        ;
+    ab__lone_end_t end = ab__writer_commit_lone(w, job, c->router);
+    ab__writer_return(w);
+    if (end == AB__LONE_NUDGE) { /* snapshot documents to collect or dispatch moves */
+        ab_job_t *nudge = job_new(AB_JOB_NUDGE, NULL, NULL);
+        if (nudge == NULL || send_writer(c, nudge) != 0)
+            ab__job_free(nudge); /* the writer's next wake-up does it */
+    }
+    return end != AB__LONE_GIVEN_BACK; /* given back: to the writer, still unanswered */
+}
+
 static void publish(cmd_t *c, zmq_msg_t *id, const ab_msg_t *m, bool more)
 {
     uint32_t count = m->u.publish.count;
@@ -522,7 +575,8 @@ static void publish(cmd_t *c, zmq_msg_t *id, const ab_msg_t *m, bool more)
         goto free_job;
     for (uint32_t i = 0; i < count; i++)
         decode_item(c, job, i);
-    to_writer(c, id, job);
+    if (!commit_lone(c, job))
+        to_writer(c, id, job);
     return;
 free_job:
     ab__job_free(job);
@@ -580,7 +634,7 @@ static void worker_news(void *ud, const char *wid, const uint8_t *ident, size_t 
     snprintf(job->wid, sizeof(job->wid), "%s", wid);
     if (serve != NULL && c->who != NULL) /* called while its serve is handled */
         snprintf(job->key, sizeof(job->key), "%s", ab__principal_key(c->who));
-    if (ab__job_send(c->wsock, job) != 0)
+    if (send_writer(c, job) != 0)
         ab__job_free(job);
 }
 
@@ -763,7 +817,7 @@ static void begin_stop(cmd_t *c)
         ab__workers_set_hook(c->wk, NULL, NULL); /* the writer gets nothing after its stop job */
     ab__workers_stop(c->wk);
     ab_job_t *stop = job_new(AB_JOB_STOP, NULL, NULL);
-    if (stop == NULL || ab__job_send(c->wsock, stop) != 0) {
+    if (stop == NULL || send_writer(c, stop) != 0) {
         ab__job_free(stop);
         c->writer_done = true;
     }
@@ -802,7 +856,7 @@ static void reload(cmd_t *c)
     ab_job_t *job = job_new(AB_JOB_ACCESS, NULL, NULL); /* dispatch looks again; rebind */
     if (job != NULL) {
         job->narrowed = narrowed;
-        if (ab__job_send(c->wsock, job) != 0)
+        if (send_writer(c, job) != 0)
             ab__job_free(job);
     }
 }

@@ -601,6 +601,11 @@ void ab__dispatch_pump(ab__dispatch_t *d)
     d->dirty = false;
 }
 
+bool ab__dispatch_wants_pump(const ab__dispatch_t *d)
+{
+    return d != NULL && (d->nmoves > 0 || d->dirty);
+}
+
 static void note_move(ab__dispatch_t *d, uint64_t id, ab_request_state_t to, uint64_t epoch)
 {
     ab__dmove_t *v = ab__grow(d->moves, &d->capmoves, d->nmoves + 1, sizeof(*v), 16);

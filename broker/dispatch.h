@@ -59,6 +59,9 @@ void ab__dispatch_committed(ab__dispatch_t *d, const ab_append_event_t *evs, siz
 /** Store the noted moves and assign what can be assigned (between groups). */
 void ab__dispatch_pump(ab__dispatch_t *d);
 
+/** Whether ab__dispatch_pump() has anything to do (moves noted, or a change to assign). */
+bool ab__dispatch_wants_pump(const ab__dispatch_t *d);
+
 /**
  * May connection @p identity claim run @p run of @p thread? Not while the
  * run's request is queued, assigned, or started by a live worker: that

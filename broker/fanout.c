@@ -177,3 +177,23 @@ void ab__fanout_drain(ab__fanout_t *f)
     }
     ab__access_unref(&a);
 }
+
+bool ab__fanout_settle(ab__fanout_t *f)
+{
+    for (int i = 0; i < 64; i++) { /* bounded: a flood of subscriptions is left for the caller */
+        int ev = 0;
+        size_t len = sizeof(ev);
+        /* ZMQ_EVENTS processes every pending command (a receive may defer them) */
+        if (zmq_getsockopt(f->xpub, ZMQ_EVENTS, &ev, &len) != 0 || !(ev & ZMQ_POLLIN))
+            return true;
+        ab__fanout_drain(f);
+    }
+    return false;
+}
+
+int ab__fanout_fd(ab__fanout_t *f)
+{
+    int fd = -1;
+    size_t len = sizeof(fd);
+    return zmq_getsockopt(f->xpub, ZMQ_FD, &fd, &len) == 0 ? fd : -1;
+}

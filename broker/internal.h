@@ -59,6 +59,12 @@ typedef struct ab__shared {
     ab__snapcache_t *snaps;  /**< this broker's snapshot builders (readers, snapshot worker) */
     ab__access_box_t access; /**< who may do what (--keys; access.h); cur NULL = no keys */
     char curve_secret[AB_KEY_Z85_SIZE]; /**< the broker's CURVE secret key; "" = no CURVE */
+    /** The lone path (writer.c invariant 7): held by the writer thread except while it waits
+     *  for work; the command thread that takes it commits a lone publish itself. */
+    pthread_mutex_t wlock;
+    struct ab__writer *writer;     /**< under wlock: the running writer, NULL before and after */
+    _Atomic uint64_t wjobs_taken;  /**< jobs the writer has received from the command thread */
+    _Atomic uint64_t lone_commits; /**< publishes the command thread committed (for --metrics) */
 } ab__shared_t;
 
 typedef enum ab_job_kind {
@@ -77,6 +83,7 @@ typedef enum ab_job_kind {
     AB_JOB_WORKER_DOWN, /**< command -> writer: worker wid is gone (raw: NULL) */
     AB_JOB_ACCESS,      /**< command -> writer: the access table was reloaded (narrowed) */
     AB_JOB_THREADS,     /**< command -> reader: a `threads` request (threads_cmd.c) */
+    AB_JOB_NUDGE,       /**< command -> writer: a lone commit left it work (writer.c inv. 7) */
 } ab_job_kind_t;
 
 /** One request handed from the command thread to a worker. */
@@ -182,6 +189,47 @@ ab_head_t *ab__heads_view(const ab_headlist_t *hl);
 
 /** Free the list's memory. */
 void ab__headlist_free(ab_headlist_t *hl);
+
+/* ---- the lone path (writer.c invariant 7) -------------------------------------------- */
+
+/** A publish of at most this many events and bytes of envelopes may be committed by the
+ *  command thread itself: a commit it waits for stays short. */
+#define AB__LONE_EVENTS_MAX 16
+#define AB__LONE_BYTES_MAX  (64 << 10)
+/** A commit (lone or the writer's) that fails or takes longer than this turns the lone path
+ *  off for AB__LONE_BACKOFF_US: the command thread waits for at most one slow commit a
+ *  second, and for none while the store is in trouble. */
+#define AB__LONE_SLOW_US    5000
+#define AB__LONE_BACKOFF_US 1000000
+
+typedef struct ab__writer ab__writer_t;
+
+/**
+ * Take the writer's state for one lone commit: the writer is running, waiting for work (it
+ * holds wlock at every other time) and its store is this broker's alone (no followed shared
+ * store). @return the writer, to be given back with ab__writer_return(); NULL: hand the job
+ * to the writer instead. Command thread only.
+ */
+ab__writer_t *ab__writer_borrow(ab__shared_t *b);
+
+/** How a lone commit ended. */
+typedef enum ab__lone_end {
+    AB__LONE_DONE,      /**< the job was answered and freed */
+    AB__LONE_NUDGE,     /**< the same, and the writer has work left by it (snapshot documents
+                             to collect, dispatch moves): send it an AB_JOB_NUDGE */
+    AB__LONE_GIVEN_BACK /**< the store refused the commit (a lock, a failure): the job is not
+                             answered; hand it to the writer, whose commit waits and answers */
+} ab__lone_end_t;
+
+/**
+ * Commit publish @p job as a group of its own on the calling thread, send its live message
+ * on the event socket and its answer on @p router, as the writer would have; the commit
+ * does not wait for a lock. Send the nudge or the given-back job after ab__writer_return().
+ */
+ab__lone_end_t ab__writer_commit_lone(ab__writer_t *w, ab_job_t *job, void *router);
+
+/** Give the writer's state back (unlocks wlock). */
+void ab__writer_return(ab__writer_t *w);
 
 /* Thread bodies. */
 typedef struct ab_writer_args {

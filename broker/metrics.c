@@ -128,6 +128,9 @@ static size_t render(ab__shared_t *b, char *buf, size_t size)
                  "Group commits that stored events.", r.commits);
     rc |= metric(buf, size, &n, "agentbus_events_committed_total", "counter", "Events committed.",
                  r.events);
+    rc |= metric(buf, size, &n, "agentbus_lone_commits_total", "counter",
+                 "Publishes the command thread committed itself while the writer was idle.",
+                 atomic_load_explicit(&b->lone_commits, memory_order_relaxed));
     rc |= tprev_metrics(b, buf, size, &n);
     rc |= metric(buf, size, &n, "agentbus_events_rejected_total", "counter",
                  "Events answered rejected.", r.rejected);

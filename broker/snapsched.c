@@ -198,8 +198,9 @@ void ab__snapsched_committed(ab__snapsched_t *s, const ab_append_event_t *evs, s
     count_committed(s, evs, n); /* also with every-N off: the stop's flush reads the counts */
 }
 
-void ab__snapsched_request(ab__snapsched_t *s)
+bool ab__snapsched_request(ab__snapsched_t *s)
 {
+    bool any = s->ndue > 0;
     for (size_t i = 0; i < s->ndue; i++) {
         ab_str_t t = {s->due[i], strlen(s->due[i])};
         ab__snapcount_t *c = count_find(s, t);
@@ -208,6 +209,7 @@ void ab__snapsched_request(ab__snapsched_t *s)
         ab__snapworker_request(s->worker, t, s->run_end[i]);
     }
     s->ndue = 0;
+    return any;
 }
 
 /* Queue one document computed by the worker (ab_snapworker_cb) for storing; learn its size. */

@@ -26,6 +26,27 @@
  *  6. After the stop job (sent last by the command thread) the writer has
  *     answered everything queued before it; it then stops the snapshot
  *     worker (bounded) and reports "stopped".
+ *  7. The lone path: the writer's state (sequencer, store handle, event
+ *     socket, counts) is used under b->wlock, which the writer thread holds
+ *     at all times but its wait for work in zmq_poll. While it waits, the
+ *     command thread may take the lock (ab__writer_borrow) and commit one
+ *     small publish itself, as a group of its own, with the same steps and
+ *     order as commit_group(); only its answer goes straight to the ROUTER.
+ *     It does so only when the writer has received every job the command
+ *     thread sent (b->wjobs_taken), so nothing queued is overtaken, and
+ *     after forwarding the writer's answers already sent (cmd.c), so the
+ *     answers of a connection keep their order. The writer waits on the
+ *     event socket's descriptor, not on the socket, and whoever used the
+ *     socket settles it (ab__fanout_settle) before letting go of the lock.
+ *     Work that needs the writer's own socket (dispatch assignments) or
+ *     its later attention (snapshot documents) is left to it: the command
+ *     thread wakes it with an AB_JOB_NUDGE. A lone commit never waits for a
+ *     lock (the plugin's set_lock_wait 0); one the store refuses is not
+ *     answered but handed to the writer, whose commit waits and answers.
+ *     A commit that fails or takes over AB__LONE_SLOW_US, lone or not,
+ *     turns the path off for AB__LONE_BACKOFF_US. No lone
+ *     path with a followed shared store (its notifications are the
+ *     writer's) or a plugin without set_lock_wait.
  */
 #include "ab_common.h"
 #include "dispatch.h"
@@ -40,9 +61,12 @@
 
 #define SNAP_POLL_MS 20 /* longest wait for a job while the snapshot worker is busy */
 
-typedef struct writer {
+typedef struct ab__writer {
     ab__shared_t *b;
     void *sock;
+    void *reply_sock;       /**< where answers go: sock, or the ROUTER during a lone commit */
+    bool lone_ok;           /**< the command thread may borrow this state (invariant 7) */
+    int64_t lone_off_until; /**< ab__mono_us() before which it may not (a slow lone commit) */
     ab_seq_t *seq;
     ab_job_t **group;
     size_t ngroup, cap;
@@ -60,6 +84,15 @@ typedef struct writer {
     uint64_t ckpt_slow_seen; /**< slow checkpoints already logged */
 } writer_t;
 
+/* Receive a job from the command thread and count it (invariant 7). */
+static ab_job_t *take_job(writer_t *w, int flags)
+{
+    ab_job_t *job = ab__job_recv(w->sock, flags);
+    if (job != NULL)
+        atomic_fetch_add(&w->b->wjobs_taken, 1);
+    return job;
+}
+
 /* Send one answer to the command thread and release the job. */
 static void finish(writer_t *w, ab_job_t *job, const ab_msg_t *m, const ab_error_t *e)
 {
@@ -68,10 +101,14 @@ static void finish(writer_t *w, ab_job_t *job, const ab_msg_t *m, const ab_error
      * a queue still counting the answered one (a spurious `overloaded`). */
     atomic_fetch_sub(&w->b->in_flight, job->weight);
     atomic_fetch_sub(&w->b->in_flight_bytes, job->bytes);
-    int rc = m != NULL ? ab__reply_msg(w->sock, &job->identity, m)
-                       : ab__reply_error(w->sock, &job->identity, job->v, job->cid, e);
-    if (rc != 0)
+    void *to = w->reply_sock;
+    int rc = m != NULL ? ab__reply_msg(to, &job->identity, m)
+                       : ab__reply_error(to, &job->identity, job->v, job->cid, e);
+    if (rc != 0 && to == w->sock)
         ab__log(AB_LOG_WARN, "writer: cannot hand a reply to the command thread");
+    else if (rc != 0) /* the ROUTER refused it: the client is gone or not reading (cmd.c) */
+        ab__log(AB_LOG_DEBUG, "dropped a lone publish's reply (cid %llu): %s",
+                (unsigned long long)job->cid, zmq_strerror(zmq_errno()));
     ab__job_free(job);
 }
 
@@ -204,6 +241,10 @@ static void do_single(writer_t *w, ab_job_t *job)
     case AB_JOB_HEADS: do_heads(w, job); return;
     case AB_JOB_STOP:
         w->stop = true;
+        ab__job_free(job);
+        return;
+    case AB_JOB_NUDGE: /* a lone commit left work (invariant 7): snapshots are looked at next */
+        ab__dispatch_pump(w->disp);
         ab__job_free(job);
         return;
     case AB_JOB_ACCESS:
@@ -419,8 +460,28 @@ static void count_rejected(writer_t *w)
         }
 }
 
-/* Stage, commit, fan out and answer the jobs of the current group. */
-static void commit_group(writer_t *w)
+/* The group's commit failed with @p e: on the lone path nothing is answered (the command
+ * thread gives the job to the writer, whose commit waits for a lock); else every staged
+ * event is answered rejected. @return whether the group is still to be answered. */
+static bool group_failed(writer_t *w, const ab_error_t *e, size_t n, bool lone)
+{
+    char line[512];
+    ab__seq_abort(w->seq);
+    if (lone) {
+        ab__log(AB_LOG_INFO, "lone commit refused by the store, the writer takes it: %s",
+                ab_error_format(e, line, sizeof(line)));
+        w->ngroup = 0;
+        return false;
+    }
+    ab__log(AB_LOG_ERROR, "store error: group commit of %zu events failed: %s", n,
+            ab_error_format(e, line, sizeof(line)));
+    fail_staged(w, e);
+    return true;
+}
+
+/* Stage, commit, fan out and answer the jobs of the current group; on the lone path
+ * (@p lone) the dispatch moves are left to the writer (invariant 7). */
+static ab__lone_end_t commit_group(writer_t *w, bool lone)
 {
     int64_t t_recv = INT64_MAX, t0 = ab__mono_us();
     for (size_t j = 0; j < w->ngroup; j++)
@@ -435,18 +496,17 @@ static void commit_group(writer_t *w)
     ab_error_t e = AB_ERROR_INIT;
     int64_t t1 = t0;
     ab_status_t rc = n == 0 ? AB_OK : append_group(w, now, &evs, &n, &first, &e);
+    int64_t tc = ab__mono_us();
+    if (rc != AB_OK || tc - t0 > AB__LONE_SLOW_US) /* a store in trouble: invariant 7 */
+        w->lone_off_until = tc + AB__LONE_BACKOFF_US;
     if (rc == AB_OK && n == 0) {
         ab__seq_commit(w->seq, atomic_load(&w->b->head_pos) + 1);
     } else if (rc == AB_OK) {
-        t1 = ab__mono_us();
+        t1 = tc;
         ab__wstats_commit(&w->stats, n, t1 - t0, t1);
         committed(w, evs, n, first, now);
-    } else {
-        char line[512];
-        ab__log(AB_LOG_ERROR, "store error: group commit of %zu events failed: %s", n,
-                ab_error_format(&e, line, sizeof(line)));
-        ab__seq_abort(w->seq);
-        fail_staged(w, &e);
+    } else if (!group_failed(w, &e, n, lone)) {
+        return AB__LONE_GIVEN_BACK;
     }
     count_rejected(w);
     ab__statbox_publish(&w->b->stats, &w->stats); /* before the answers: a client that asks
@@ -458,8 +518,11 @@ static void commit_group(writer_t *w)
     if (t_recv != INT64_MAX)
         note_slow(w, n, t_recv, t0, t1, t2);
     ab__wstats_tick(&w->stats, t2);
-    ab__snapsched_request(&w->snap);
+    bool left = ab__snapsched_request(&w->snap);
+    if (lone)
+        return left || ab__dispatch_wants_pump(w->disp) ? AB__LONE_NUDGE : AB__LONE_DONE;
     ab__dispatch_pump(w->disp); /* requests move and are assigned between groups */
+    return AB__LONE_DONE;
 }
 
 /* Stage and commit the one item @p it as a group; @return AB_OK with it->pos set. */
@@ -546,7 +609,7 @@ static void fill_group(writer_t *w, ab_job_t *first)
         return;
     }
     while (events < w->b->cfg->group_max) {
-        ab_job_t *job = ab__job_recv(w->sock, ZMQ_DONTWAIT);
+        ab_job_t *job = take_job(w, ZMQ_DONTWAIT);
         if (job == NULL)
             break;
         if (job->kind != AB_JOB_PUBLISH || !group_add(w, job)) {
@@ -555,7 +618,7 @@ static void fill_group(writer_t *w, ab_job_t *first)
         }
         events += job->count;
     }
-    commit_group(w);
+    commit_group(w, false);
 }
 
 /* Wait for the next job (heartbeats while waiting). @return NULL on timeout. */
@@ -568,6 +631,8 @@ static ab_job_t *wait_job(writer_t *w)
     }
     zmq_pollitem_t items[4] = {{.socket = w->sock, .events = ZMQ_POLLIN},
                                {.socket = w->fan.xpub, .events = ZMQ_POLLIN}};
+    if (w->lone_ok) /* the command thread may use the socket meanwhile: wait on its descriptor */
+        items[1] = (zmq_pollitem_t){.fd = ab__fanout_fd(&w->fan), .events = ZMQ_POLLIN};
     int nitems = 2, ifollow = -1, imon = -1;
     int ffd = ab__follow_fd(&w->follow);
     if (ffd >= 0) {
@@ -590,23 +655,73 @@ static ab_job_t *wait_job(writer_t *w)
      * then not readable): acted on now, and the dispatcher looked at again before sleeping */
     if (ab__follow_pending(&w->follow, &w->fan))
         wait = 0;
+    if (w->lone_ok && !ab__fanout_settle(&w->fan))
+        wait = 0;
+    if (w->lone_ok)
+        pthread_mutex_unlock(&w->b->wlock); /* invariant 7: only while waiting */
     int ready = zmq_poll(items, nitems, (long)wait);
+    if (w->lone_ok)
+        pthread_mutex_lock(&w->b->wlock);
     if (ready < 0)
         return NULL;
-    if (items[1].revents & ZMQ_POLLIN)
+    if (w->lone_ok || (items[1].revents & ZMQ_POLLIN))
         ab__fanout_drain(&w->fan);
     if (imon >= 0 && (items[imon].revents & ZMQ_POLLIN))
         ab__monitor_drain(&w->b->ev_mon);
     if (w->follow.on && (ready == 0 || (ifollow >= 0 && (items[ifollow].revents & ZMQ_POLLIN))))
         ab__follow_poll(&w->follow, &w->fan);
     ab__fanout_tick(&w->fan);
-    return (items[0].revents & ZMQ_POLLIN) ? ab__job_recv(w->sock, ZMQ_DONTWAIT) : NULL;
+    return (items[0].revents & ZMQ_POLLIN) ? take_job(w, ZMQ_DONTWAIT) : NULL;
+}
+
+ab__writer_t *ab__writer_borrow(ab__shared_t *b)
+{
+    if (pthread_mutex_trylock(&b->wlock) != 0)
+        return NULL;
+    if (b->writer == NULL || !b->writer->lone_ok || ab__mono_us() < b->writer->lone_off_until) {
+        pthread_mutex_unlock(&b->wlock);
+        return NULL;
+    }
+    return b->writer;
+}
+
+ab__lone_end_t ab__writer_commit_lone(ab__writer_t *w, ab_job_t *job, void *router)
+{
+    ab__lone_end_t end = AB__LONE_DONE;
+    const ab_plugin_t *p = w->b->plugin;
+    w->reply_sock = router;
+    if (!group_add(w, job)) {
+        end = AB__LONE_GIVEN_BACK; /* out of memory here: the writer may do better */
+    } else {
+        bool rejected[AB__LONE_EVENTS_MAX]; /* by the command thread, before any staging */
+        for (uint32_t i = 0; i < job->count; i++)
+            rejected[i] = job->items[i].status == AB_RESULT_REJECTED;
+        /* counted before the answer leaves: a client that reads the metric after it sees it */
+        atomic_fetch_add_explicit(&w->b->lone_commits, 1, memory_order_relaxed);
+        p->set_lock_wait(w->b->wdb, 0); /* never wait for another process's lock here */
+        end = commit_group(w, true);
+        p->set_lock_wait(w->b->wdb, -1);
+        for (uint32_t i = 0; end == AB__LONE_GIVEN_BACK && i < job->count; i++)
+            if (!rejected[i]) /* as the command thread handed it over: the writer decides */
+                job->items[i].status = (ab_result_status_t)0;
+    }
+    w->reply_sock = w->sock;
+    ab__fanout_tick(&w->fan);
+    if (!ab__fanout_settle(&w->fan) && end == AB__LONE_DONE)
+        end = AB__LONE_NUDGE; /* subscriptions kept coming: the writer looks again */
+    return end;
+}
+
+void ab__writer_return(ab__writer_t *w)
+{
+    pthread_mutex_unlock(&w->b->wlock);
 }
 
 void *ab__writer_main(void *arg)
 {
     ab_writer_args_t *a = arg;
-    writer_t w = {.b = a->b, .seq = a->seq, .sock = a->sock};
+    writer_t w = {.b = a->b, .seq = a->seq, .sock = a->sock, .reply_sock = a->sock};
+    pthread_mutex_lock(&w.b->wlock); /* held but while waiting for work (invariant 7) */
     ab__thread_start("ab-writer", a->b->cfg->log_level, a->b->cfg->log_json);
     ab__fanout_init(&w.fan, w.b);
     ab__follow_init(&w.follow, w.b, w.seq);
@@ -625,6 +740,8 @@ void *ab__writer_main(void *arg)
     }
     ab__dispatch_set_commit(w.disp, commit_own, &w);
     w.follow.disp = w.disp; /* followed commits move requests too (docs/SCALING.md) */
+    w.lone_ok = !w.follow.on && ab_plugin_has(w.b->plugin, set_lock_wait);
+    w.b->writer = &w;
     while (!w.stop) {
         ab__snapsched_collect(&w.snap);
         ab__snapstore_step(&w.snap); /* at most one piece between two groups */
@@ -638,6 +755,7 @@ void *ab__writer_main(void *arg)
             do_single(&w, job);
         ab__fanout_tick(&w.fan);
     }
+    w.b->writer = NULL;
     ab__snapsched_stop(&w.snap);
     ab__dispatch_destroy(&w.disp);
     zmq_send(w.sock, "", 0, 0); /* "stopped" */
@@ -646,5 +764,6 @@ void *ab__writer_main(void *arg)
     ab__fanout_free(&w.fan);
     ab__follow_free(&w.follow);
     ab__seq_destroy(&w.seq);
+    pthread_mutex_unlock(&w.b->wlock);
     return NULL;
 }

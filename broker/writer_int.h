@@ -64,6 +64,17 @@ int64_t ab__fanout_tick(ab__fanout_t *f);
 /** Read and drop the subscription messages waiting on the XPUB socket. */
 void ab__fanout_drain(ab__fanout_t *f);
 
+/**
+ * Drain until the socket has no message and no command left, so that its descriptor
+ * (ab__fanout_fd) becomes readable again when the next subscription arrives: the lone
+ * path's writer waits on that descriptor, not on the socket (writer.c invariant 7).
+ * @return false when subscriptions kept coming (bounded): look again without waiting.
+ */
+bool ab__fanout_settle(ab__fanout_t *f);
+
+/** The XPUB socket's ZMQ_FD, or -1. */
+int ab__fanout_fd(ab__fanout_t *f);
+
 /** Free the buffers (the socket is closed by the broker). */
 void ab__fanout_free(ab__fanout_t *f);
 
@@ -103,8 +114,9 @@ void ab__snapsched_start(ab__snapsched_t *s, ab__shared_t *b);
  */
 void ab__snapsched_committed(ab__snapsched_t *s, const ab_append_event_t *evs, size_t n);
 
-/** Hand the threads noted for the last committed group to the worker (after its answers). */
-void ab__snapsched_request(ab__snapsched_t *s);
+/** Hand the threads noted for the last committed group to the worker (after its answers).
+ *  @return whether any was handed (the writer then collects the documents soon). */
+bool ab__snapsched_request(ab__snapsched_t *s);
 
 /** Take the documents the worker has computed into the store queue (snapstore.c), while
  *  the queue holds less than AB_SNAP_PENDING_BYTES. */
