@@ -420,8 +420,8 @@ static int delivery_row(const bench_opts_t *o, void *ctx, const bodies_t *b, dou
 static void vs_floor(char *out, size_t size, const dist_t *d, const floors_t *f, const double cm[2])
 {
     snprintf(out, size,
-             "  [p50 = floor fdatasync p50 + %.0f us (target %.0f); p99 = %.1f x floor p99 "
-             "(target %.0f us); store commit p50 %.0f, p99 %.0f us]",
+             "  [p50 = floor fdatasync p50 + %.0f us, target <= %.0f us; p99 = %.1f x floor p99, "
+             "target <= %.0f us; store commit p50 %.0f, p99 %.0f us]",
              d->p50 - f->fs.p50, f->fs.p50 + f->rt2.p50 + 50,
              f->fs.p99 > 0 ? d->p99 / f->fs.p99 : 0, 2 * f->fs.p99 + 200, cm[0], cm[1]);
 }
