@@ -66,7 +66,7 @@ typedef struct ab__writer {
     void *sock;
     void *reply_sock;       /**< where answers go: sock, or the ROUTER during a lone commit */
     bool lone_ok;           /**< the command thread may borrow this state (invariant 7) */
-    int64_t lone_off_until; /**< ab__mono_us() before which it may not (a slow lone commit) */
+    int64_t lone_off_until; /**< ab__mono_us() before which it may not (a failed or slow commit) */
     ab_seq_t *seq;
     ab_job_t **group;
     size_t ngroup, cap;
