@@ -4,11 +4,14 @@
  * lock at open: test_store_open.c).
  *
  * Each test gets a fresh directory from mkdtemp() and removes it afterwards.
- * The tests never include sqlite3.h: the schema version is read and forged
- * through the documented file header (offset 60, big-endian user_version).
+ * The schema version is read and forged through the documented file header
+ * (offset 60, big-endian user_version), not through SQLite; sqlite3.h comes in
+ * (by store_int.h) for test_lock_wait alone: a second connection holding the
+ * write lock, and the handle's own PRAGMA busy_timeout.
  */
 #include "store.h"
 #include "store_fixture.h"
+#include "store_int.h" /* the handle's connection, for PRAGMA busy_timeout */
 #include "testutil.h"
 
 #include <dirent.h>
@@ -427,6 +430,51 @@ static void test_rollback_leaves_nothing(void **state)
     assert_int_equal(ab__store_commit(f->st, &err), AB_INVALID_ARGUMENT);
 }
 
+/* The busy timeout of @p st's connection, as SQLite reports it. */
+static int busy_timeout_of(ab_store_t *st)
+{
+    sqlite3_stmt *q = NULL;
+    int ms = -1;
+    assert_int_equal(sqlite3_prepare_v2(st->db, "PRAGMA busy_timeout", -1, &q, NULL), SQLITE_OK);
+    if (sqlite3_step(q) == SQLITE_ROW)
+        ms = sqlite3_column_int(q, 0);
+    sqlite3_finalize(q);
+    return ms;
+}
+
+/* set_lock_wait (plugin ABI 9): 0 makes a write against another process's lock fail at
+ * once and leave nothing; a negative wait gives the handle its own busy timeout back. */
+static void test_lock_wait(void **state)
+{
+    fx_t *f = *state;
+    ab_store_opts_t o = {.busy_timeout_ms = 750};
+    ab_error_t err = AB_ERROR_INIT;
+    assert_int_equal(ab__store_open(&f->st, f->dir, &o, &err), AB_OK);
+    assert_int_equal(busy_timeout_of(f->st), 750);
+    ab__store_set_lock_wait(f->st, 0);
+    assert_int_equal(busy_timeout_of(f->st), 0);
+    sqlite3 *other = NULL;
+    assert_int_equal(sqlite3_open(f->db, &other), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(other, "BEGIN IMMEDIATE", NULL, NULL, NULL), SQLITE_OK);
+    ab_status_t s = ab__store_begin(f->st, 1000, &err);
+    if (s == AB_OK) { /* the lock is taken by the first write */
+        ab_append_event_t ev = ev_of("t", "r", 1, "a");
+        uint64_t pos = 0;
+        s = ab__store_append(f->st, &ev, &pos, &err);
+        if (s == AB_OK)
+            s = ab__store_commit(f->st, &err);
+        ab__store_rollback(f->st);
+    }
+    assert_int_equal(s, AB_UNAVAILABLE);
+    sqlite3_exec(other, "ROLLBACK", NULL, NULL, NULL);
+    sqlite3_close(other);
+    ab__store_set_lock_wait(f->st, -1);
+    assert_int_equal(busy_timeout_of(f->st), 750);
+    begin_ok(f->st); /* nothing of the refused write: seq 1 is new */
+    assert_int_equal(append_ok(f->st, "t", "r", 1, "a"), 1);
+    commit_ok(f->st);
+}
+
 static void test_duplicate_seq_conflict(void **state)
 {
     fx_t *f = *state;
@@ -723,6 +771,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_exact_bytes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_append_writes_callers_bytes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_rollback_leaves_nothing, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_lock_wait, setup, teardown),
         cmocka_unit_test_setup_teardown(test_duplicate_seq_conflict, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reads_and_limits, setup, teardown),
         cmocka_unit_test_setup_teardown(test_heads_and_state, setup, teardown),
