@@ -96,6 +96,34 @@ static int open_pipe(int fds[2])
     return 0;
 }
 
+/*
+ * The daemon's signals are taken synchronously: SIGINT, SIGTERM and SIGHUP are blocked in
+ * the main thread before it starts any other (every thread inherits the mask), and one
+ * thread of their own waits for them (sigwaitinfo) and writes them to the self-pipe. The
+ * handler stays installed for a thread that unblocks them. So no handler runs inside the
+ * main thread's pthread_join; under ThreadSanitizer, which runs a handler there from its own
+ * interceptor, a stop was seen to hang (rarely; not proven to be this).
+ */
+static sigset_t sig_set;
+static pthread_t sig_thread;
+static bool sig_thread_on;
+static atomic_bool sig_quit; /* teardown: the next signal the thread takes ends it */
+
+static void *sig_main(void *arg)
+{
+    (void)arg;
+    ab__thread_start("ab-signals", AB_LOG_WARN, false); /* its name; it writes no log */
+    for (;;) {
+        int sig = sigwaitinfo(&sig_set, NULL);
+        if (atomic_load(&sig_quit))
+            return NULL;
+        if (sig > 0)
+            on_signal(sig);
+        else if (errno != EINTR)
+            return NULL;
+    }
+}
+
 static void setup_signals(int wfd)
 {
     sig_wfd = wfd;
@@ -107,14 +135,30 @@ static void setup_signals(int wfd)
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGHUP, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
+    sigemptyset(&sig_set);
+    sigaddset(&sig_set, SIGINT);
+    sigaddset(&sig_set, SIGTERM);
+    sigaddset(&sig_set, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &sig_set, NULL);
+    sig_thread_on = pthread_create(&sig_thread, NULL, sig_main, NULL) == 0;
+    if (!sig_thread_on) /* the handler in the main thread, as before */
+        pthread_sigmask(SIG_UNBLOCK, &sig_set, NULL);
 }
 
 static void teardown_signals(void)
 {
+    if (sig_thread_on) { /* not pthread_cancel: ASan misreads a cancelled thread's stack */
+        atomic_store(&sig_quit, true);
+        pthread_kill(sig_thread, SIGTERM); /* blocked there: its sigwaitinfo takes it */
+        pthread_join(sig_thread, NULL);
+        sig_thread_on = false;
+        atomic_store(&sig_quit, false);
+    }
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
     signal(SIGHUP, SIG_DFL);
     sig_wfd = -1;
+    pthread_sigmask(SIG_UNBLOCK, &sig_set, NULL); /* a signal left pending now acts */
 }
 
 /* Record a start-up failure in h->err (first wins); the daemon also prints it. */
