@@ -238,12 +238,12 @@ static void test_metrics(void **state)
     assert_non_null(strstr(out, "\nagentbus_connections 1\n"));
     assert_non_null(strstr(out, "agentbus_commit_seconds{quantile=\"0.99\"} "));
     assert_non_null(strstr(out, "agentbus_info{version=\""));
-    /* one publish at a time to an idle writer: the command thread commits them (the lone
-     * path), but for one that met the writer awake (a heartbeat) */
+    /* one publish at a time to an idle writer: each may be a lone commit (when it met the
+     * writer asleep and the store quick; test_lone.c), never more than the publishes */
     const char *lone = strstr(out, "\nagentbus_lone_commits_total ");
     assert_non_null(lone);
     long nlone = strtol(lone + strlen("\nagentbus_lone_commits_total "), NULL, 10);
-    assert_true(nlone >= 1 && nlone <= 3);
+    assert_true(nlone >= 0 && nlone <= 3);
     it_http(port, "GET /nope HTTP/1.0\r\n\r\n", out, sizeof out);
     assert_int_equal(strncmp(out + 8, " 404 ", 5), 0);
     it_http(port, "POST /metrics HTTP/1.0\r\nContent-Length: 3\r\n\r\nabc", out, sizeof out);
