@@ -445,7 +445,7 @@ static int delivery_pair(const bench_opts_t *o, void *ctx, const bodies_t *b, do
     return 0;
 }
 
-/* The floor's two rows. */
+/* The floor rows: the fdatasync loop and the round trips of one and two contexts. */
 static int floors(const bench_opts_t *o, floors_t *f)
 {
     if (floor_fsync(o->seconds, &f->fs) != 0 || floor_zmq(o->seconds, false, &f->rt1) != 0 ||

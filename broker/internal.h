@@ -64,7 +64,7 @@ typedef struct ab__shared {
     pthread_mutex_t wlock;
     struct ab__writer *writer;     /**< under wlock: the running writer, NULL before and after */
     _Atomic uint64_t wjobs_taken;  /**< jobs the writer has received from the command thread */
-    _Atomic uint64_t lone_commits; /**< publishes the command thread committed (for --metrics) */
+    _Atomic uint64_t lone_commits; /**< publishes the command thread took to commit (--metrics) */
 } ab__shared_t;
 
 typedef enum ab_job_kind {

@@ -129,7 +129,7 @@ static size_t render(ab__shared_t *b, char *buf, size_t size)
     rc |= metric(buf, size, &n, "agentbus_events_committed_total", "counter", "Events committed.",
                  r.events);
     rc |= metric(buf, size, &n, "agentbus_lone_commits_total", "counter",
-                 "Publishes the command thread committed itself while the writer was idle.",
+                 "Publishes the command thread took to commit itself while the writer was idle.",
                  atomic_load_explicit(&b->lone_commits, memory_order_relaxed));
     rc |= tprev_metrics(b, buf, size, &n);
     rc |= metric(buf, size, &n, "agentbus_events_rejected_total", "counter",
