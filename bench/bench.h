@@ -33,7 +33,9 @@ typedef struct bench_opts {
                                      the thread replayed; 0 = 100,000 */
     const char *row;            /**< latency: only "light" (the floor, then the light fsync ack
                                      row) or "loaded" (the fsync maximum, then the 80% ack row),
-                                     `rounds` times; NULL = every row once */
+                                     `rounds` times; scale: "10000", "100000" or "100000-each",
+                                     that row after the 100-run row, `rounds` times; NULL =
+                                     every row once */
 } bench_opts_t;
 
 /** `bench proto`: decode + validate on one core; @p only_size 0 = 256 B and 2 KiB rows. */

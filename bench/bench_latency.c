@@ -528,25 +528,41 @@ int bench_latency(const bench_opts_t *o, void *ctx, const bodies_t *b)
 
 /* ---- how cost grows with the runs in flight ------------------------------------ */
 
+/* One scale row of @p runs runs in flight (@p per: a thread each); its share of @p base
+ * (0: it is the base). @return its events/s, or -1. */
+static double scale_row(const bench_opts_t *o, void *ctx, const bodies_t *b, int runs, int per,
+                        double base)
+{
+    double r = ingest_row_runs(o, ctx, b, "fsync", runs, true, per);
+    if (r <= 0)
+        return -1;
+    char row[64];
+    snprintf(row, sizeof row, "%d runs in flight%s", runs, per ? ", a thread each" : "");
+    bench_emit("scale", row, "events_per_s", r, "share_of_base", base > 0 ? r / base : 1.0, NULL);
+    printf("scale   ingest, %6d runs in flight (each batch spread over them), %s: %8.0f "
+           "events/s acked, %3.0f%% of the 100-run figure of this run\n",
+           runs, per ? "a thread each " : "in 4 threads  ", r, base > 0 ? 100 * r / base : 100.0);
+    fflush(stdout);
+    return r;
+}
+
 int bench_scale(const bench_opts_t *o, void *ctx, const bodies_t *b)
 {
     /* runs in flight, runs per thread (0 = the 4 producers' 4 threads hold them all) */
     static const int rows[][2] = {{100, 0}, {10000, 0}, {100000, 0}, {100000, 1}};
-    double base = 0;
-    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
-        int runs = rows[i][0], per = rows[i][1];
-        double r = ingest_row_runs(o, ctx, b, "fsync", runs, true, per);
-        if (r <= 0)
+    static const char *const names[] = {"100", "10000", "100000", "100000-each"};
+    size_t n = sizeof rows / sizeof rows[0], only = 0;
+    for (size_t i = 1; o->row != NULL && i < n; i++)
+        if (strcmp(o->row, names[i]) == 0)
+            only = i;
+    int rounds = o->row != NULL ? o->rounds : 1;
+    for (int k = 0; k < rounds; k++) { /* --row: the base, then that row, in turn */
+        double base = scale_row(o, ctx, b, rows[0][0], rows[0][1], 0);
+        for (size_t i = 1; base > 0 && i < n; i++)
+            if ((only == 0 || i == only) && scale_row(o, ctx, b, rows[i][0], rows[i][1], base) < 0)
+                return AB_BENCH_FAIL;
+        if (base <= 0)
             return AB_BENCH_FAIL;
-        if (i == 0)
-            base = r;
-        char row[64];
-        snprintf(row, sizeof row, "%d runs in flight%s", runs, per ? ", a thread each" : "");
-        bench_emit("scale", row, "events_per_s", r, "share_of_base", r / base, NULL);
-        printf("scale   ingest, %6d runs in flight (each batch spread over them), %s: %8.0f "
-               "events/s acked, %3.0f%% of the %d-run figure of this run\n",
-               runs, per ? "a thread each " : "in 4 threads  ", r, 100 * r / base, rows[0][0]);
-        fflush(stdout);
     }
     return AB_BENCH_OK;
 }

@@ -37,12 +37,12 @@ typedef struct bench_args {
     double seconds; /* 0: the benchmark's default */
     size_t size;
     bool seen_bus_only, seen_size;
-    bool seen_rounds;  /* --rounds: fanout only */
+    bool seen_rounds;  /* --rounds: fanout, and latency or scale with --row */
     bool seen_frame;   /* --frame-per-event: the benchmarks that publish */
     bool seen_rate;    /* --rate: ingest only */
     bool seen_workers; /* --workers-broker: dispatch only, with --broker */
     bool seen_events;  /* --events: replay and pg only */
-    bool seen_row;     /* --row: latency only */
+    bool seen_row;     /* --row: latency and scale only */
     bool json;         /* --json: rows as JSON on stdout, the human lines on stderr */
 } bench_args_t;
 
@@ -76,8 +76,8 @@ static void help(void)
            "             latency p50/p99, beside ZeroMQ subscribers\n"
            "  pg         the PostgreSQL plugin beside an SQLite broker in the same run: ingest\n"
            "             with 1 and 2 brokers, with and without a synchronous standby, replay,\n"
-           "             publish-to-ack p50/p99 and the failover stall (servers it starts)\n\n"
-           "options:\n"
+           "             publish-to-ack p50/p99 and the failover stall (servers it starts)\n\n");
+    printf("options:\n"
            "  --seconds S         measuring time per row (default 2 for proto and reducer,\n"
            "                      5 for the bus benchmarks)\n"
            "  --size B            proto: only events of about B bytes (128 ... 65536)\n"
@@ -87,9 +87,11 @@ static void help(void)
            "                      through) broker EP, another broker on the store of --broker,\n"
            "                      the controller to --broker: dispatch across brokers\n"
            "  --rounds N          fanout: repeat the 4-subscriber rows N times (1 ... 64);\n"
-           "                      latency, with --row: repeat that row N times\n"
+           "                      latency and scale, with --row: repeat that row N times\n"
            "  --row light|loaded  latency: only the floor and the light fsync ack row, or\n"
            "                      only the fsync maximum and the ack row at 80%% of it\n"
+           "  --row 10000|100000|100000-each\n"
+           "                      scale: only the 100-run row and that one, in turn\n"
            "  --events N          replay, pg: N events in the run and N in the thread\n"
            "                      (1000 ... 10000000; default 100000): replay against size\n"
            "  --rate N            ingest: publish N events/s in all (the 4 producers share\n"
@@ -143,8 +145,11 @@ static int take(int c, bench_args_t *a)
         a->bus.replay_events = n;
         a->seen_events = true;
     } else if (c == OPT_ROW) {
-        if (strcmp(optarg, "light") != 0 && strcmp(optarg, "loaded") != 0)
-            return cli_usage_error("bench", "--row takes light or loaded");
+        if (strcmp(optarg, "light") != 0 && strcmp(optarg, "loaded") != 0 &&
+            strcmp(optarg, "10000") != 0 && strcmp(optarg, "100000") != 0 &&
+            strcmp(optarg, "100000-each") != 0)
+            return cli_usage_error("bench", "--row takes light or loaded (latency), or 10000, "
+                                            "100000 or 100000-each (scale)");
         a->bus.row = optarg;
         a->seen_row = true;
     } else if (c == OPT_WORKERS) {
@@ -247,11 +252,14 @@ int cmd_bench(int argc, char **argv)
     if (a.seen_workers && a.bus.broker == NULL)
         return cli_usage_error("bench", "--workers-broker needs --broker (two running brokers "
                                         "on one shared store)");
-    if (a.seen_row && strcmp(name, "latency") != 0)
-        return cli_usage_error("bench", "--row is for bench latency");
+    bool latency_row =
+        a.seen_row && (strcmp(a.bus.row, "light") == 0 || strcmp(a.bus.row, "loaded") == 0);
+    if (a.seen_row && strcmp(name, latency_row ? "latency" : "scale") != 0)
+        return cli_usage_error("bench", latency_row ? "--row light|loaded is for bench latency"
+                                                    : "--row RUNS is for bench scale");
     if (a.seen_rounds && strcmp(name, "fanout") != 0 && !a.seen_row)
-        return cli_usage_error("bench", "--rounds is for bench fanout, and bench latency with "
-                                        "--row");
+        return cli_usage_error("bench", "--rounds is for bench fanout, and bench latency or "
+                                        "scale with --row");
     if (a.seen_events && strcmp(name, "replay") != 0 && strcmp(name, "pg") != 0)
         return cli_usage_error("bench", "--events is for bench replay and bench pg");
     if (a.bus.text && strcmp(name, "replay") != 0 && strcmp(name, "pg") != 0)

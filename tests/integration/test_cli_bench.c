@@ -3,7 +3,7 @@
  * (cli/bench_cmd.c invariant 2) with a usage error (exit 2) naming the
  * option, before it starts anything; --json puts the rows on stdout as JSON
  * and the human lines on stderr; latency --row runs that row alone, --rounds
- * times.
+ * times, and scale --row the 100-run row and that one in turn.
  */
 #include "testutil.h"
 
@@ -23,10 +23,16 @@ static void test_options_a_benchmark_does_not_take(void **state)
 {
     (void)state;
     refused("ingest --rounds 3", "--rounds is for bench fanout");
-    refused("latency --rounds 3", "--rounds is for bench fanout, and bench latency with --row");
+    refused("latency --rounds 3",
+            "--rounds is for bench fanout, and bench latency or scale with --row");
+    refused("scale --rounds 3", "--rounds is for bench fanout, and bench latency or scale");
     refused("actions --rounds 3", "--rounds is for bench fanout");
-    refused("latency --row heavy", "--row takes light or loaded");
-    refused("ingest --row light", "--row is for bench latency");
+    refused("latency --row heavy", "--row takes light or loaded (latency), or 10000, 100000");
+    refused("scale --row 1000", "--row takes light or loaded (latency), or 10000, 100000");
+    refused("ingest --row light", "--row light|loaded is for bench latency");
+    refused("scale --row loaded", "--row light|loaded is for bench latency");
+    refused("latency --row 100000", "--row RUNS is for bench scale");
+    refused("ingest --row 100000-each", "--row RUNS is for bench scale");
     refused("latency --row loaded --rounds 0", "--rounds takes a whole number from 1 to 64");
     refused("zmq --frame-per-event", "--frame-per-event is for the benchmarks that publish");
     refused("actions --frame-per-event", "--frame-per-event is for the benchmarks that publish");
@@ -109,12 +115,35 @@ static void test_latency_one_row(void **state)
     assert_int_equal(count_of(out, "{\"bench\":"), 5); /* nothing else: no process, 80%, delivery */
 }
 
+/* scale --row 10000 --rounds 2: the 100-run row and the 10,000-run row, twice, in turn, and
+ * no 100,000-run row (bench_latency.c bench_scale). */
+static void test_scale_one_row(void **state)
+{
+    (void)state;
+    char out[OUT_MAX], cmd[512];
+    snprintf(cmd, sizeof cmd,
+             "%s bench scale --row 10000 --rounds 2 --seconds 0.2 --json 2>/dev/null",
+             AB_AGENTBUS_BIN);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    size_t n = fread(out, 1, sizeof out - 1, p);
+    out[n] = '\0';
+    assert_int_equal(pclose(p), 0);
+    const char *base = "\"row\":\"100 runs in flight\"", *row = "\"row\":\"10000 runs in flight\"";
+    assert_int_equal(count_of(out, base), 2);
+    assert_int_equal(count_of(out, row), 2);
+    assert_int_equal(count_of(out, "\"row\":\"100000 runs"), 0);
+    const char *b2 = strstr(strstr(out, base) + 1, base), *r1 = strstr(out, row);
+    assert_true(r1 != NULL && b2 != NULL && r1 < b2); /* in turn: base, row, base, row */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_options_a_benchmark_does_not_take),
         cmocka_unit_test(test_json_rows),
         cmocka_unit_test(test_latency_one_row),
+        cmocka_unit_test(test_scale_one_row),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
