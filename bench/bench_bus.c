@@ -234,14 +234,19 @@ static int send_batch(prod_t *p, ab_conn_t *c, ab_buf_t *frames, uint64_t *seqs,
  * wall-clock time its answer came (to line it up with a trace of the broker, e.g.
  * strace -ttt), on stderr. For finding stalls; no effect on the figures otherwise.
  */
+static double slow_limit; /* seconds; 0 = off; set once, before any producer thread */
+static pthread_once_t slow_once = PTHREAD_ONCE_INIT;
+
+static void slow_limit_read(void)
+{
+    const char *s = getenv("AB_BENCH_SLOW_US");
+    slow_limit = s && *s ? atof(s) / 1e6 : 0;
+}
+
 static void note_slow(double dt)
 {
-    static double limit = -1;
-    if (limit < 0) {
-        const char *s = getenv("AB_BENCH_SLOW_US");
-        limit = s && *s ? atof(s) / 1e6 : 0;
-    }
-    if (limit <= 0 || dt < limit)
+    pthread_once(&slow_once, slow_limit_read);
+    if (slow_limit <= 0 || dt < slow_limit)
         return;
     struct timespec now;
     clock_gettime(CLOCK_REALTIME, &now);
