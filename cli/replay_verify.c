@@ -17,7 +17,9 @@
  *     RUN_ERROR is the late error AG-UI allows. Anything else after a
  *     terminal event is an event after the end: the run, counted ok when it
  *     ended, becomes failed. Without a terminal event at k - 1, the run's
- *     first events are missing from the store.
+ *     first events are missing from the store; a lookup the store refuses
+ *     as damaged (`corrupt`: a chunk of the run's chain is gone) is such a
+ *     run too, its failure naming the store's words, and the audit goes on.
  *  4. The first failure of a run is kept; the run's later events are only
  *     counted (they would repeat it). Other runs go on being checked.
  *  5. Rule R20 holds across the runs of a thread, as the broker applies it:
@@ -255,9 +257,12 @@ static ab_status_t orphan(verify_t *v, uint64_t h, const ab_event_t *ev, ab_erro
 {
     verify_prev_t prev = {.found = false};
     v->c.lookups++;
-    ab_status_t rc = v->lookup(v->ud, ev->thread, ev->run, ev->seq - 1, &prev, err);
-    if (rc != AB_OK)
+    ab_error_t lerr = AB_ERROR_INIT;
+    ab_status_t rc = v->lookup(v->ud, ev->thread, ev->run, ev->seq - 1, &prev, &lerr);
+    if (rc != AB_OK && rc != AB_CORRUPT) {
+        *err = lerr;
         return rc;
+    }
     bool ended =
         prev.found && (prev.type == AB_AGUI_RUN_FINISHED || prev.type == AB_AGUI_RUN_ERROR);
     ab_agui_info_t in;
@@ -277,7 +282,10 @@ static ab_status_t orphan(verify_t *v, uint64_t h, const ab_event_t *ev, ab_erro
     e->events = 1;
     if (!ended) {
         v->c.runs++;
-        ab_error_set(&verr, AB_GAP, NULL, "expected seq 1");
+        if (rc == AB_CORRUPT) /* invariant 3 */
+            ab_error_set(&verr, AB_GAP, NULL, "expected seq 1; the store: %s", lerr.message);
+        else
+            ab_error_set(&verr, AB_GAP, NULL, "expected seq 1");
         rc = fail_run(v, e, "not contiguous", &verr, ev->seq);
     } else {
         e->events = ev->seq; /* seq 1..k-1 verified when the run ended */

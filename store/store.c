@@ -34,8 +34,10 @@
 
 /* Tuning (measured with bench/tools/store_bench.c, see docs/STORE.md). */
 #define STORE_PAGE_SIZE "8192" /* = AB_STORE_PAGE_BYTES */
-#define WRITER_PRAGMAS  "PRAGMA cache_size=-8192;"
-#define READER_PRAGMAS  "PRAGMA cache_size=-16384;"
+/* temp_store: the statement journal of a commit's statements of many rows (store_commit.c)
+ * is kept in memory, a few pages a statement, instead of a temporary file */
+#define WRITER_PRAGMAS "PRAGMA cache_size=-8192; PRAGMA temp_store=MEMORY;"
+#define READER_PRAGMAS "PRAGMA cache_size=-16384;"
 
 /* Migration steps: steps[i] takes the schema from version i to i + 1. */
 static const char *const MIGRATIONS[AB_STORE_SCHEMA_VERSION] = {
@@ -83,6 +85,28 @@ static const char *const MIGRATIONS[AB_STORE_SCHEMA_VERSION] = {
     "CREATE TABLE snapshot_parts("
     " rowid INTEGER PRIMARY KEY, thread TEXT NOT NULL, pos INTEGER NOT NULL,"
     " idx INTEGER NOT NULL, data BLOB NOT NULL, UNIQUE(thread, pos, idx));",
+    /* 4 -> 5: chains instead of an index entry per chunk (docs/STORE.md "Chains and
+     * anchors"). Every chunk stored before is an anchor of both its chains (distance 0),
+     * so the partial indexes hold exactly what the full ones held; each run and thread
+     * with chunks gets its newest chunk in its tails table, found by the old indexes
+     * before they go. */
+    "ALTER TABLE chunks ADD COLUMN prev_run INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE chunks ADD COLUMN run_dist INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE chunks ADD COLUMN prev_thread INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE chunks ADD COLUMN thread_dist INTEGER NOT NULL DEFAULT 0;"
+    "CREATE TABLE run_tails(rowid INTEGER PRIMARY KEY, chunk INTEGER NOT NULL);"
+    "CREATE TABLE thread_tails(rowid INTEGER PRIMARY KEY, chunk INTEGER NOT NULL);"
+    "INSERT INTO run_tails SELECT rowid, chunk FROM (SELECT r.rowid AS rowid, (SELECT c.rowid"
+    " FROM chunks c WHERE c.run_rowid = r.rowid ORDER BY c.last_seq DESC LIMIT 1) AS chunk"
+    " FROM runs r) WHERE chunk IS NOT NULL;"
+    "INSERT INTO thread_tails SELECT rowid, chunk FROM (SELECT t.rowid AS rowid, (SELECT"
+    " max(c.rowid) FROM chunks c WHERE c.thread_rowid = t.rowid) AS chunk FROM threads t)"
+    " WHERE chunk IS NOT NULL;"
+    "DROP INDEX chunks_by_run;"
+    "CREATE UNIQUE INDEX chunks_by_run ON chunks(run_rowid, last_seq, last_pos)"
+    " WHERE run_dist = 0;"
+    "DROP INDEX chunks_by_thread;"
+    "CREATE INDEX chunks_by_thread ON chunks(thread_rowid) WHERE thread_dist = 0;",
 };
 
 static ab_status_t rc_status(int rc)

@@ -44,7 +44,7 @@ extern "C" {
 #endif
 
 /** Schema version this build creates and understands (PRAGMA user_version). */
-#define AB_STORE_SCHEMA_VERSION 4
+#define AB_STORE_SCHEMA_VERSION 5
 /** File name of the database inside the data directory. */
 #define AB_STORE_DB_NAME "agentbus.db"
 /**

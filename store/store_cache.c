@@ -1,6 +1,8 @@
 /*
  * store_cache.c - the writer's in-memory run cache: (thread, run) -> the
- * run's rowid and last committed seq, so an append needs no SQL at all.
+ * run's rowid, last committed seq and newest chunk, so an append needs no
+ * SQL at all; and its thread cache: a thread's rowid -> its newest chunk,
+ * the tail its next chunk links to.
  *
  * Invariants:
  *  1. An entry's rowid and last_seq are the committed state: they change
@@ -10,6 +12,8 @@
  *     database (PRAGMA data_version changed at begin): it is never stale.
  *  3. Entries are only added or cleared whole (no deletion), so linear
  *     probing needs no tombstones; the table stays at most half full.
+ *  4. The two caches are cleared together: a run entry's pointer to its
+ *     thread's entry never outlives it.
  */
 #include "ab_common.h"
 #include "store_int.h"
@@ -59,8 +63,14 @@ void ab__store_cache_clear(ab_store_t *st)
         free(st->slots[i]);
         st->slots[i] = NULL;
     }
+    for (size_t i = 0; i < st->ntslots; i++) { /* invariant 4 */
+        free(st->tslots[i]);
+        st->tslots[i] = NULL;
+    }
     st->nruns = 0;
+    st->nthreads = 0;
     st->ntouched = 0;
+    st->nttouched = 0;
     st->nrecs = 0;
 }
 
@@ -68,14 +78,21 @@ void ab__store_cache_free(ab_store_t *st)
 {
     ab__store_cache_clear(st);
     free(st->slots);
+    free(st->tslots);
     free(st->touched);
+    free(st->ttouched);
+    free(st->tails);
     free(st->recs);
     ab_buf_free(&st->scratch);
     ab_buf_free(&st->parents);
     st->slots = NULL;
+    st->tslots = NULL;
     st->touched = NULL;
+    st->ttouched = NULL;
+    st->tails = NULL;
     st->recs = NULL;
-    st->nslots = st->touched_cap = st->recs_cap = 0;
+    st->nslots = st->ntslots = st->touched_cap = st->ttouched_cap = st->recs_cap = 0;
+    st->tails_cap = 0;
 }
 
 static size_t slot_of(const ab_store_t *st, uint64_t h, const char *t, size_t tl, const char *r,
@@ -123,6 +140,8 @@ static ab_status_t load_run(ab_store_t *st, run_ent_t *e, ab_error_t *err)
         e->thread_rowid = sqlite3_column_int64(q, 1);
         e->epoch = (uint64_t)sqlite3_column_int64(q, 2);
         e->last_seq = (uint64_t)sqlite3_column_int64(q, 3);
+        e->tail = sqlite3_column_int64(q, 4);
+        e->dist = (uint32_t)sqlite3_column_int64(q, 5);
     }
     ab__store_done(q);
     if (rc == SQLITE_ROW || rc == SQLITE_DONE)
@@ -175,5 +194,77 @@ ab_status_t ab__store_cache_get(ab_store_t *st, ab_str_t t, ab_str_t r, run_ent_
     st->slots[slot_of(st, h, thread, tl, run, rl)] = e;
     st->nruns++;
     *out = e;
+    return AB_OK;
+}
+
+/* ---- threads ------------------------------------------------------------------ */
+
+static size_t tslot_of(const ab_store_t *st, sqlite3_int64 rowid)
+{
+    size_t mask = st->ntslots - 1;
+    size_t i = (size_t)((uint64_t)rowid * 0x9E3779B97F4A7C15ull >> 32) & mask;
+    while (st->tslots[i] && st->tslots[i]->rowid != rowid)
+        i = (i + 1) & mask;
+    return i;
+}
+
+static ab_status_t tgrow(ab_store_t *st, ab_error_t *err)
+{
+    size_t n = st->ntslots ? st->ntslots * 2 : 64, oldn = st->ntslots;
+    thr_ent_t **old = st->tslots, **slots = calloc(n, sizeof *slots);
+    if (!slots)
+        return ab_error_set(err, AB_NOMEM, "store", "out of memory (thread cache)");
+    st->tslots = slots;
+    st->ntslots = n;
+    for (size_t i = 0; i < oldn; i++)
+        if (old[i])
+            st->tslots[tslot_of(st, old[i]->rowid)] = old[i];
+    free(old);
+    return AB_OK;
+}
+
+/* Load a thread's newest chunk and its distance (none: 0, 0). */
+static ab_status_t load_thread(ab_store_t *st, thr_ent_t *t, ab_error_t *err)
+{
+    sqlite3_stmt *q = st->q[Q_THREAD_GET];
+    sqlite3_bind_int64(q, 1, t->rowid);
+    int rc = sqlite3_step(q);
+    if (rc == SQLITE_ROW) {
+        t->tail = sqlite3_column_int64(q, 0);
+        t->dist = (uint32_t)sqlite3_column_int64(q, 1);
+    }
+    ab__store_done(q);
+    if (rc == SQLITE_ROW || rc == SQLITE_DONE)
+        return AB_OK;
+    return ab__store_sqlerr(st, rc, "thread lookup", err);
+}
+
+ab_status_t ab__store_thread_get(ab_store_t *st, sqlite3_int64 rowid, thr_ent_t **out,
+                                 ab_error_t *err)
+{
+    if (st->ntslots) {
+        thr_ent_t *t = st->tslots[tslot_of(st, rowid)];
+        if (t) {
+            *out = t;
+            return AB_OK;
+        }
+    }
+    if ((st->nthreads + 1) * 2 > st->ntslots) {
+        ab_status_t s = tgrow(st, err);
+        if (s != AB_OK)
+            return s;
+    }
+    thr_ent_t *t = calloc(1, sizeof *t);
+    if (!t)
+        return ab_error_set(err, AB_NOMEM, "store", "out of memory (thread cache)");
+    t->rowid = rowid;
+    ab_status_t s = load_thread(st, t, err);
+    if (s != AB_OK) {
+        free(t);
+        return s;
+    }
+    st->tslots[tslot_of(st, rowid)] = t;
+    st->nthreads++;
+    *out = t;
     return AB_OK;
 }

@@ -7,7 +7,10 @@
  * (run, commit) holding that run's consecutive events of the commit as
  * length-prefixed records. A record is CHUNK_HDR bytes of header, little
  * endian: u32 pos offset from the commit's first position, u32 length, u64
- * seq, i64 commit_us; then the event bytes.
+ * seq, i64 commit_us; then the event bytes. A chunk names the previous chunk
+ * of its run and of its thread (two chains, newest first, each ending in its
+ * tails table); every AB_STORE_ANCHOR_EVERY-th chunk of a chain is an
+ * anchor, the only chunks the run and thread indexes hold.
  */
 #ifndef AB_STORE_INT_H
 #define AB_STORE_INT_H
@@ -40,6 +43,18 @@ typedef struct ab_store_file ab_store_file_t;
  * looked up again here. An entry is about 200 bytes plus its two ids (docs/STORE.md). */
 #define RUN_CACHE_MAX 131072
 
+/** Every this many chunks of a run (of a thread) one is an anchor: distance 0 from itself,
+ * its entry in chunks_by_run (chunks_by_thread). A walk reads each chunk it delivers once
+ * whatever this is; it bounds a seek (the chunks read below a cursor before the first one
+ * delivered) and a walk's buffer (docs/STORE.md "Chains and anchors"). */
+#define AB_STORE_ANCHOR_EVERY 64
+
+/** Rows one INSERT of a commit writes at once (chunks, tails): SQLite's cost of a statement
+ * (its cursors, its program's set-up) is paid once for them, not per row. */
+#define AB_STORE_ROWS_PER_INSERT 32
+/** Integer columns of a chunk row as Q_CHUNK_INSERT binds them (its data is an eighth). */
+#define AB_STORE_CHUNK_INTS 13
+
 /* Prepared statements, kept for the life of the handle. */
 enum {
     Q_BEGIN,
@@ -52,12 +67,26 @@ enum {
     Q_RUN_LAST,
     Q_RUN_NEW,
     Q_CHUNK_INSERT,
+    Q_CHUNK_INSERT_N, /* AB_STORE_ROWS_PER_INSERT chunks at once (built at prepare) */
+    Q_RUN_TAIL_PUT,
+    Q_RUN_TAIL_PUT_N,
+    Q_THREAD_TAIL_PUT,
+    Q_THREAD_TAIL_PUT_N,
+    Q_THREAD_GET,
     Q_RUN_UPDATE,
     Q_CLAIM,
-    Q_READ_RUN,
-    Q_READ_THREAD,
     Q_READ_ALL,
-    Q_EVENT_CHUNK,
+    Q_RUN_ROWID,        /* store_walk.c: a run's rowid */
+    Q_THREAD_ROWID,     /* store_walk.c: a thread's rowid */
+    Q_RUN_ANCHOR,       /* store_walk.c: a run's first anchor above a seq */
+    Q_THREAD_ANCHOR,    /* store_walk.c: a thread's first anchor above a rowid */
+    Q_RUN_TAIL,         /* store_walk.c: a run's newest chunk */
+    Q_THREAD_TAIL,      /* store_walk.c: a thread's newest chunk */
+    Q_CHUNK_LINK,       /* store_walk.c: a chunk's owners, links and distances */
+    Q_RUN_ANCHOR_BELOW, /* store_walk.c: a run's last anchor at or below a seq */
+    Q_RUN_RANGE,        /* store_walk.c: a run's chunks between two rowids, by scan */
+    Q_THREAD_RANGE,     /* store_walk.c: a thread's chunks between two rowids, by scan */
+    Q_CHUNK_DATA,       /* store_read.c: a chunk's records, with its thread and run ids */
     Q_HEAD,
     Q_RUNS_OF_THREAD,
     Q_THREADS_LIST,   /* store_threads.c */
@@ -87,10 +116,14 @@ typedef struct run_ent {
     uint64_t hash;
     sqlite3_int64 rowid; /* 0 = no row yet (created at commit) */
     sqlite3_int64 thread_rowid;
-    uint64_t last_seq; /* committed */
-    uint64_t epoch;    /* committed, as far as this handle knows (a claim may raise it) */
+    uint64_t last_seq;   /* committed */
+    uint64_t epoch;      /* committed, as far as this handle knows (a claim may raise it) */
+    sqlite3_int64 tail;  /* committed: the run's newest chunk (0: none) */
+    uint32_t dist;       /* committed: that chunk's run_dist */
+    struct thr_ent *thr; /* its thread's entry, once a commit looked it up (store_cache.c) */
     /* staging, valid while batch == the handle's batch number */
     uint64_t batch;
+    uint32_t p_dist; /* the run_dist of the chunk this batch writes */
     uint64_t p_last_seq, p_first_seq, p_first_pos, p_last_pos, p_epoch;
     uint32_t p_n;
     size_t p_bytes;         /* the chunk's size: its records' headers and bytes */
@@ -100,6 +133,16 @@ typedef struct run_ent {
     bool p_has_parent;
     uint32_t p_parent_off, p_parent_len; /* the parent run id, in the store's parents buffer */
 } run_ent_t;
+
+/* A thread known to the writer: the tail of its chain, committed and staged. */
+typedef struct thr_ent {
+    sqlite3_int64 rowid; /* threads.rowid */
+    sqlite3_int64 tail;  /* committed: the thread's newest chunk (0: none) */
+    uint32_t dist;       /* committed: that chunk's thread_dist */
+    uint64_t batch;      /* p_ fields valid while == the handle's batch number */
+    sqlite3_int64 p_tail;
+    uint32_t p_dist;
+} thr_ent_t;
 
 /* One event of the open batch: where its bytes are (the caller's, borrowed
  * until commit or rollback), what its record header holds, the next of its run. */
@@ -127,13 +170,26 @@ struct ab_plugin_db {
     /* writer run cache: open addressing, no deletion (cleared whole) */
     run_ent_t **slots;
     size_t nslots, nruns;
+    /* writer thread cache (store_cache.c): open addressing by rowid, cleared with the runs */
+    thr_ent_t **tslots;
+    size_t ntslots, nthreads;
     /* the open batch */
     run_ent_t **touched;
     size_t ntouched, touched_cap;
+    thr_ent_t **ttouched; /* its threads, in the order their first chunk was written */
+    size_t nttouched, ttouched_cap;
     stage_rec_t *recs;
     size_t nrecs, recs_cap;
-    ab_buf_t scratch; /* one run's chunk at commit; group buffer for reads */
-    ab_buf_t parents; /* the open batch's parent run ids (run_ent_t.p_parent_off) */
+    ab_buf_t scratch; /* the pending chunks' records at commit; group buffer for reads */
+    /* rows of the commit not yet inserted (store_commit.c) */
+    struct pending_chunk {
+        sqlite3_int64 v[AB_STORE_CHUNK_INTS];
+        size_t off, len; /* its records, in scratch */
+    } pend[AB_STORE_ROWS_PER_INSERT];
+    size_t npend;
+    sqlite3_int64 *tails; /* the commit's new tails: (rowid, chunk) pairs */
+    size_t tails_cap;     /* in pairs' halves */
+    ab_buf_t parents;     /* the open batch's parent run ids (run_ent_t.p_parent_off) */
     /* writer handles: WAL checkpoints on their own thread (store_ckpt.c) */
     ab_store_ckpt_t *ckpt;
     int wal_pages;
@@ -191,6 +247,17 @@ ab_status_t ab__store_req_prepare(ab_store_t *st, ab_error_t *err);
 /* Finalise them (ab__store_close()). */
 void ab__store_req_finalize(ab_store_t *st);
 
+/* Step statement @p which (no row wanted) and reset it; @p what names it in errors. */
+ab_status_t ab__store_run_q(ab_store_t *st, int which, const char *what, ab_error_t *err);
+/* Step a one-row statement whose column 0 is an integer into *out; reset it. */
+ab_status_t ab__store_int_q(ab_store_t *st, int which, const char *what, sqlite3_int64 *out,
+                            ab_error_t *err);
+/* A writer handle, inside a transaction (@p want_txn) or outside one; else the error. */
+ab_status_t ab__store_check_writer(ab_store_t *st, bool want_txn, ab_error_t *err);
+/* The runs table's status and outcome texts by ab_run_status_t / ab_agui_outcome_t. */
+extern const char *const ab__store_status_text[4];
+extern const char *const ab__store_outcome_text[4];
+
 /* Reset a statement and clear its bindings. */
 void ab__store_done(sqlite3_stmt *q);
 
@@ -204,6 +271,36 @@ sqlite3_int64 ab__store_i64(uint64_t v);
  * run. *out is owned by the cache. */
 ab_status_t ab__store_cache_get(ab_store_t *st, ab_str_t thread, ab_str_t run, run_ent_t **out,
                                 ab_error_t *err);
+
+/* Find (or load from thread_tails) the cache entry of thread @p rowid. *out is owned by
+ * the cache and lives until it is cleared. */
+ab_status_t ab__store_thread_get(ab_store_t *st, sqlite3_int64 rowid, thr_ent_t **out,
+                                 ab_error_t *err);
+
+/* The distance of the chunk after one at distance @p d: an anchor (0) every
+ * AB_STORE_ANCHOR_EVERY chunks. */
+static inline uint32_t ab__store_next_dist(uint32_t d)
+{
+    return d + 1 >= AB_STORE_ANCHOR_EVERY ? 0 : d + 1;
+}
+
+/* A walk along one chain (store_walk.c): a run's chunks with last_seq above a seq, or a
+ * thread's with rowid above a rowid, oldest first, one segment between two anchors at a
+ * time. Inside one read transaction. */
+typedef struct ab__walk {
+    ab_store_t *st;
+    bool thread;                                  /* the thread chain (else the run chain) */
+    bool done;                                    /* the segment in seg is the chain's last */
+    sqlite3_int64 owner;                          /* the run's or thread's rowid */
+    sqlite3_int64 lower;                          /* the bound: a seq (run) or a rowid (thread) */
+    sqlite3_int64 seg[2 * AB_STORE_ANCHOR_EVERY]; /* twice: room for a recovered segment */
+    size_t n, i;
+} ab__walk_t;
+
+void ab__walk_init(ab__walk_t *w, ab_store_t *st, bool thread, sqlite3_int64 owner,
+                   sqlite3_int64 lower);
+/* The next chunk's rowid into *chunk, 0 after the last; AB_CORRUPT on a broken chain. */
+ab_status_t ab__walk_next(ab__walk_t *w, sqlite3_int64 *chunk, ab_error_t *err);
 
 /* Drop every cache entry (after a failed commit or another writer's commit). */
 void ab__store_cache_clear(ab_store_t *st);

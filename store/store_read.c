@@ -3,18 +3,25 @@
  * everything after a position, and one event's exact bytes.
  *
  * Invariants:
- *  1. Rows are delivered in ascending position order. A run's chunks are
- *     read in seq order (chunks_by_run) and their records are already in
- *     position order. Thread and all reads fetch chunks in rowid order (a
- *     chunk's rowid is its first position, so the chunks of one commit are
- *     adjacent), starting at the first chunk of the commit holding
- *     after_pos + 1: the chunks of one commit are gathered into a group,
- *     sorted by position and delivered before the next commit's.
+ *  1. Rows are delivered in ascending position order. A run's chunks come
+ *     in seq order (its chain, store_walk.c) and their records are already
+ *     in position order. Thread and all reads take chunks in rowid order
+ *     (the thread's chain; the table) starting at the first chunk of the
+ *     commit holding after_pos + 1 (a chunk's rowid is its first position,
+ *     so a commit's chunks are adjacent): the chunks of one commit are
+ *     gathered into a group, sorted by position and delivered before the
+ *     next commit's.
  *  2. A record that runs past the end of its chunk is AB_CORRUPT, never an
  *     out-of-bounds read.
- *  3. The statement is always reset before returning, so no read
- *     transaction stays open and borrowed row pointers never outlive the
- *     callback.
+ *  3. A read is one read transaction (its own, unless the handle has one
+ *     open), so a walk's statements see one committed state; every
+ *     statement is reset before returning, so no read transaction stays
+ *     open and borrowed row pointers never outlive the callback.
+ *  4. A thread read delivers only chunks whose run is of that thread: a
+ *     chunk whose thread and run's thread differ is AB_CORRUPT.
+ *  5. Whatever the stored data, a read delivers rows strictly above its
+ *     cursor and rising (a run's by seq, the others by position): a row at
+ *     or below the last ends the read with AB_CORRUPT.
  */
 #include "ab_common.h"
 #include "store_int.h"
@@ -70,6 +77,9 @@ typedef struct reader {
     uint32_t limit;
     uint32_t n;
     bool stop;
+    bool by_seq;   /* a run's read: rows rise by seq (else by position) */
+    bool disorder; /* a row at or below the last one: the read ends, AB_CORRUPT */
+    uint64_t last; /* the last row's seq or position (at first, the cursor) */
 } reader_t;
 
 static ab_str_t col_str(sqlite3_stmt *q, int col)
@@ -80,6 +90,12 @@ static ab_str_t col_str(sqlite3_stmt *q, int col)
 
 static void emit(reader_t *rd, const rec_t *r, ab_str_t thread, ab_str_t run)
 {
+    uint64_t key = rd->by_seq ? r->seq : r->pos;
+    if (key <= rd->last) { /* invariant 5 */
+        rd->disorder = rd->stop = true;
+        return;
+    }
+    rd->last = key;
     ab_row_t row = {.pos = r->pos,
                     .seq = r->seq,
                     .commit_us = r->commit_us,
@@ -92,46 +108,70 @@ static void emit(reader_t *rd, const rec_t *r, ab_str_t thread, ab_str_t run)
         rd->stop = true;
 }
 
-static ab_status_t finish(reader_t *rd, sqlite3_stmt *q, int rc, bool bad, uint32_t *delivered,
-                          ab_error_t *err)
+/* The rowid of @p thread's run @p run into *rowid (0: no such run), by Q_RUN_ROWID. */
+static ab_status_t run_rowid(ab_store_t *st, ab_str_t thread, ab_str_t run, sqlite3_int64 *rowid,
+                             ab_error_t *err)
 {
+    sqlite3_stmt *q = st->q[Q_RUN_ROWID];
+    sqlite3_bind_text(q, 1, thread.ptr, (int)thread.len, SQLITE_STATIC);
+    sqlite3_bind_text(q, 2, run.ptr, (int)run.len, SQLITE_STATIC);
+    int rc = sqlite3_step(q);
+    *rowid = rc == SQLITE_ROW ? sqlite3_column_int64(q, 0) : 0;
     ab__store_done(q);
-    if (bad)
-        return damaged(rd->st, err);
-    if (rc != SQLITE_DONE && rc != SQLITE_ROW)
-        return ab__store_sqlerr(rd->st, rc, "read", err);
-    if (delivered)
-        *delivered = rd->n;
-    return AB_OK;
+    return rc == SQLITE_ROW || rc == SQLITE_DONE ? AB_OK : ab__store_sqlerr(st, rc, "read", err);
 }
 
-/* Scope run: the run's chunks in seq order (invariant 1). */
+/* Step Q_CHUNK_DATA on chunk @p c: its row, or AB_CORRUPT when a chain named a missing one.
+ * The caller resets the statement. */
+static ab_status_t chunk_row(ab_store_t *st, sqlite3_int64 c, ab_error_t *err)
+{
+    sqlite3_stmt *q = st->q[Q_CHUNK_DATA];
+    sqlite3_bind_int64(q, 1, c);
+    int rc = sqlite3_step(q);
+    if (rc == SQLITE_ROW)
+        return AB_OK;
+    if (rc == SQLITE_DONE)
+        return ab_error_set(err, AB_CORRUPT, "store",
+                            "database %s is damaged: chunk %lld or its run is missing", st->path,
+                            (long long)c);
+    return ab__store_sqlerr(st, rc, "read", err);
+}
+
+/* Scope run: the run's chunks in seq order, along its chain (invariant 1). */
 static ab_status_t read_run(ab_store_t *st, const ab_read_t *req, reader_t *rd, uint32_t *delivered,
                             ab_error_t *err)
 {
-    ab_status_t s = ab__store_check_id(req->thread, "thread", err);
-    if (s == AB_OK)
-        s = ab__store_check_id(req->run, "run", err);
+    sqlite3_int64 rowid = 0;
+    ab_status_t s = run_rowid(st, req->thread, req->run, &rowid, err);
+    ab__walk_t w;
+    ab__walk_init(&w, st, false, rowid, ab__store_i64(req->after_seq));
+    bool bad = false;
+    sqlite3_stmt *q = st->q[Q_CHUNK_DATA];
+    while (s == AB_OK && rowid != 0 && !rd->stop && !bad) {
+        sqlite3_int64 c = 0;
+        s = ab__walk_next(&w, &c, err);
+        if (s != AB_OK || c == 0)
+            break;
+        s = chunk_row(st, c, err);
+        if (s == AB_OK) {
+            uint64_t bf = (uint64_t)sqlite3_column_int64(q, 0);
+            const uint8_t *data = sqlite3_column_blob(q, 1);
+            size_t size = (size_t)sqlite3_column_bytes(q, 1), off = 0;
+            ab_str_t t = col_str(q, 2), r = col_str(q, 3);
+            rec_t rec;
+            while (!rd->stop && next_rec(data, size, bf, &off, &rec, &bad))
+                if (rec.seq > req->after_seq)
+                    emit(rd, &rec, t, r);
+        }
+        ab__store_done(q);
+    }
     if (s != AB_OK)
         return s;
-    sqlite3_stmt *q = st->q[Q_READ_RUN];
-    sqlite3_bind_text(q, 1, req->thread.ptr, (int)req->thread.len, SQLITE_STATIC);
-    sqlite3_bind_text(q, 2, req->run.ptr, (int)req->run.len, SQLITE_STATIC);
-    sqlite3_bind_int64(q, 3, ab__store_i64(req->after_seq));
-    bool bad = false;
-    int rc = SQLITE_DONE;
-    while (!rd->stop && !bad && (rc = sqlite3_step(q)) == SQLITE_ROW) {
-        uint64_t bf = (uint64_t)sqlite3_column_int64(q, 0);
-        const uint8_t *data = sqlite3_column_blob(q, 1);
-        size_t size = (size_t)sqlite3_column_bytes(q, 1);
-        ab_str_t t = col_str(q, 2), r = col_str(q, 3);
-        size_t off = 0;
-        rec_t rec;
-        while (!rd->stop && next_rec(data, size, bf, &off, &rec, &bad))
-            if (rec.seq > req->after_seq)
-                emit(rd, &rec, t, r);
-    }
-    return finish(rd, q, rd->stop ? SQLITE_DONE : rc, bad, delivered, err);
+    if (bad)
+        return damaged(st, err);
+    if (delivered)
+        *delivered = rd->n;
+    return AB_OK;
 }
 
 /* A commit's records gathered from its chunks (thread and all scopes). */
@@ -192,31 +232,119 @@ static void group_flush(group_t *g, reader_t *rd)
     ab_buf_reset(g->buf);
 }
 
-/* Deliver the rows of a statement over chunks ordered by commit. */
-static ab_status_t read_grouped(ab_store_t *st, sqlite3_stmt *q, uint64_t after_pos, reader_t *rdp,
+/* Where a grouped read takes its chunks from: the table's statement (all), or a thread's
+ * chain and Q_CHUNK_DATA (thread). */
+typedef struct source {
+    sqlite3_stmt *q; /* stepped: every row a chunk, in rowid order */
+    ab__walk_t *walk;
+} source_t;
+
+/* The next chunk's row on the statement into *q (NULL at the end). */
+static ab_status_t source_next(ab_store_t *st, source_t *src, sqlite3_stmt **q, ab_error_t *err)
+{
+    *q = NULL;
+    if (src->walk == NULL) {
+        int rc = sqlite3_step(src->q);
+        if (rc == SQLITE_ROW)
+            *q = src->q;
+        return rc == SQLITE_ROW || rc == SQLITE_DONE ? AB_OK
+                                                     : ab__store_sqlerr(st, rc, "read", err);
+    }
+    ab__store_done(st->q[Q_CHUNK_DATA]);
+    sqlite3_int64 c = 0;
+    ab_status_t s = ab__walk_next(src->walk, &c, err);
+    if (s != AB_OK || c == 0 || (s = chunk_row(st, c, err)) != AB_OK)
+        return s;
+    if (sqlite3_column_int(st->q[Q_CHUNK_DATA], 4) != 1) /* invariant 4 */
+        return ab_error_set(err, AB_CORRUPT, "store",
+                            "database %s is damaged: chunk %lld is in a thread its run is not in",
+                            st->path, (long long)c);
+    *q = st->q[Q_CHUNK_DATA];
+    return AB_OK;
+}
+
+/* Deliver the rows of chunks ordered by commit. */
+static ab_status_t read_grouped(ab_store_t *st, source_t *src, uint64_t after_pos, reader_t *rd,
                                 uint32_t *delivered, ab_error_t *err)
 {
-    reader_t rd = *rdp;
     group_t g = {.buf = &st->scratch};
     ab_buf_reset(g.buf);
     bool bad = false;
     int64_t cur = -1;
-    int rc = SQLITE_DONE;
-    while (!rd.stop && !bad && (rc = sqlite3_step(q)) == SQLITE_ROW) {
+    ab_status_t s = AB_OK;
+    sqlite3_stmt *q = NULL;
+    while (!rd->stop && !bad && (s = source_next(st, src, &q, err)) == AB_OK && q != NULL) {
         int64_t bf = sqlite3_column_int64(q, 0);
         if (bf != cur)
-            group_flush(&g, &rd);
+            group_flush(&g, rd);
         cur = bf;
-        if (!rd.stop && group_add(&g, q, after_pos, &bad) != AB_OK) {
-            ab__store_done(q);
-            free(g.recs);
-            return ab_error_set(err, AB_NOMEM, "store", "out of memory (read)");
+        if (!rd->stop && group_add(&g, q, after_pos, &bad) != AB_OK) {
+            s = ab_error_set(err, AB_NOMEM, "store", "out of memory (read)");
+            break;
         }
     }
-    if (!bad && (rc == SQLITE_DONE || rd.stop))
-        group_flush(&g, &rd);
+    if (s == AB_OK && !bad)
+        group_flush(&g, rd);
+    ab__store_done(st->q[Q_CHUNK_DATA]);
+    if (src->q)
+        ab__store_done(src->q);
     free(g.recs);
-    return finish(&rd, q, rd.stop ? SQLITE_DONE : rc, bad, delivered, err);
+    if (s != AB_OK)
+        return s;
+    if (bad)
+        return damaged(st, err);
+    if (delivered)
+        *delivered = rd->n;
+    return AB_OK;
+}
+
+/* Scope thread: its chunks from the first of the commit holding after_pos + 1, along its
+ * chain (invariant 1). */
+static ab_status_t read_thread(ab_store_t *st, const ab_read_t *req, reader_t *rd,
+                               uint32_t *delivered, ab_error_t *err)
+{
+    sqlite3_stmt *q = st->q[Q_THREAD_ROWID];
+    sqlite3_bind_text(q, 1, req->thread.ptr, (int)req->thread.len, SQLITE_STATIC);
+    sqlite3_bind_int64(q, 2, ab__store_i64(req->after_pos));
+    int rc = sqlite3_step(q);
+    sqlite3_int64 rowid = rc == SQLITE_ROW ? sqlite3_column_int64(q, 0) : 0;
+    sqlite3_int64 start = rc == SQLITE_ROW ? sqlite3_column_int64(q, 1) : 0;
+    ab__store_done(q);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+        return ab__store_sqlerr(st, rc, "read", err);
+    if (rowid == 0) {
+        if (delivered)
+            *delivered = 0;
+        return AB_OK;
+    }
+    ab__walk_t w;
+    ab__walk_init(&w, st, true, rowid, start - 1);
+    source_t src = {.walk = &w};
+    return read_grouped(st, &src, req->after_pos, rd, delivered, err);
+}
+
+static ab_status_t read_scope(ab_store_t *st, const ab_read_t *req, reader_t *rd, uint32_t *count,
+                              ab_error_t *err)
+{
+    ab_status_t s = AB_OK;
+    switch (req->scope) {
+    case AB_REPLAY_RUN:
+        s = ab__store_check_id(req->thread, "thread", err);
+        if (s == AB_OK)
+            s = ab__store_check_id(req->run, "run", err);
+        return s == AB_OK ? read_run(st, req, rd, count, err) : s;
+    case AB_REPLAY_THREAD:
+        s = ab__store_check_id(req->thread, "thread", err);
+        return s == AB_OK ? read_thread(st, req, rd, count, err) : s;
+    case AB_REPLAY_ALL: {
+        source_t src = {.q = st->q[Q_READ_ALL]};
+        sqlite3_bind_int64(src.q, 1, ab__store_i64(req->after_pos));
+        return read_grouped(st, &src, req->after_pos, rd, count, err);
+    }
+    default:
+        return ab_error_set(err, AB_INVALID_ARGUMENT, "scope", "store: unknown scope %d",
+                            (int)req->scope);
+    }
 }
 
 ab_status_t ab__store_read(ab_store_t *st, const ab_read_t *req, ab_row_cb cb, void *ud,
@@ -226,28 +354,44 @@ ab_status_t ab__store_read(ab_store_t *st, const ab_read_t *req, ab_row_cb cb, v
         return ab_error_set(err, AB_INVALID_ARGUMENT, "store", "store: NULL handle or request");
     if (req->limit == 0)
         return ab_error_set(err, AB_INVALID_ARGUMENT, "limit", "store: limit must be >= 1");
-    reader_t rd = {.st = st, .cb = cb, .ud = ud, .limit = req->limit};
-    ab_status_t s = AB_OK;
-    sqlite3_stmt *q = NULL;
-    switch (req->scope) {
-    case AB_REPLAY_RUN: return read_run(st, req, &rd, count, err);
-    case AB_REPLAY_THREAD:
-        s = ab__store_check_id(req->thread, "thread", err);
-        if (s != AB_OK)
-            return s;
-        q = st->q[Q_READ_THREAD];
-        sqlite3_bind_text(q, 1, req->thread.ptr, (int)req->thread.len, SQLITE_STATIC);
-        sqlite3_bind_int64(q, 2, ab__store_i64(req->after_pos));
-        break;
-    case AB_REPLAY_ALL:
-        q = st->q[Q_READ_ALL];
-        sqlite3_bind_int64(q, 1, ab__store_i64(req->after_pos));
-        break;
-    default:
-        return ab_error_set(err, AB_INVALID_ARGUMENT, "scope", "store: unknown scope %d",
-                            (int)req->scope);
+    bool by_seq = req->scope == AB_REPLAY_RUN;
+    reader_t rd = {.st = st,
+                   .cb = cb,
+                   .ud = ud,
+                   .limit = req->limit,
+                   .by_seq = by_seq,
+                   .last = by_seq ? req->after_seq : req->after_pos};
+    bool own = sqlite3_get_autocommit(st->db) != 0; /* invariant 3 */
+    int rc = own ? sqlite3_exec(st->db, "BEGIN", NULL, NULL, NULL) : SQLITE_OK;
+    if (rc != SQLITE_OK)
+        return ab__store_sqlerr(st, rc, "read", err);
+    ab_status_t s = read_scope(st, req, &rd, count, err);
+    if (s == AB_OK && rd.disorder)
+        s = ab_error_set(err, AB_CORRUPT, "store",
+                         "database %s is damaged: its rows are out of order after %s %llu",
+                         st->path, by_seq ? "seq" : "position", (unsigned long long)rd.last);
+    if (own)
+        sqlite3_exec(st->db, "COMMIT", NULL, NULL, NULL); /* a read: nothing to lose */
+    return s;
+}
+
+/* ab__store_event_bytes: keep the row of the wanted seq. */
+typedef struct one_event {
+    uint64_t seq, pos;
+    ab_buf_t *out;
+    bool found, nomem;
+} one_event_t;
+
+static int keep_event(void *ud, const ab_row_t *row)
+{
+    one_event_t *o = ud;
+    if (row->seq == o->seq) {
+        o->found = true;
+        o->pos = row->pos;
+        ab_buf_reset(o->out);
+        o->nomem = row->len && ab_buf_append(o->out, row->bytes, row->len) != AB_OK;
     }
-    return read_grouped(st, q, req->after_pos, &rd, count, err);
+    return 1; /* one row is all it reads */
 }
 
 ab_status_t ab__store_event_bytes(ab_store_t *st, ab_str_t thread, ab_str_t run, uint64_t seq,
@@ -255,39 +399,21 @@ ab_status_t ab__store_event_bytes(ab_store_t *st, ab_str_t thread, ab_str_t run,
 {
     if (!st || !out)
         return ab_error_set(err, AB_INVALID_ARGUMENT, "store", "store: NULL handle or out");
-    ab_status_t s = ab__store_check_id(thread, "thread", err);
-    if (s == AB_OK)
-        s = ab__store_check_id(run, "run", err);
+    if (seq == 0)
+        return ab_error_set(err, AB_NOT_FOUND, "seq", "run %.*s has no seq 0", (int)run.len,
+                            run.ptr);
+    one_event_t o = {.seq = seq, .out = out};
+    ab_read_t req = {
+        .scope = AB_REPLAY_RUN, .thread = thread, .run = run, .after_seq = seq - 1, .limit = 1};
+    ab_status_t s = ab__store_read(st, &req, keep_event, &o, NULL, err);
     if (s != AB_OK)
         return s;
-    sqlite3_stmt *q = st->q[Q_EVENT_CHUNK];
-    sqlite3_bind_text(q, 1, thread.ptr, (int)thread.len, SQLITE_STATIC);
-    sqlite3_bind_text(q, 2, run.ptr, (int)run.len, SQLITE_STATIC);
-    sqlite3_bind_int64(q, 3, ab__store_i64(seq));
-    int rc = sqlite3_step(q);
-    bool bad = false, found = false;
-    rec_t rec;
-    if (rc == SQLITE_ROW) {
-        const uint8_t *data = sqlite3_column_blob(q, 1);
-        size_t size = (size_t)sqlite3_column_bytes(q, 1), off = 0;
-        uint64_t bf = (uint64_t)sqlite3_column_int64(q, 0);
-        while (!found && next_rec(data, size, bf, &off, &rec, &bad))
-            found = rec.seq == seq;
-        ab_buf_reset(out);
-        if (found && rec.len && ab_buf_append(out, rec.bytes, rec.len) != AB_OK)
-            s = ab_error_set(err, AB_NOMEM, "store", "out of memory");
-    }
-    ab__store_done(q);
-    if (s != AB_OK)
-        return s;
-    if (bad)
-        return damaged(st, err);
-    if (rc != SQLITE_ROW && rc != SQLITE_DONE)
-        return ab__store_sqlerr(st, rc, "event", err);
-    if (!found)
+    if (o.nomem)
+        return ab_error_set(err, AB_NOMEM, "store", "out of memory");
+    if (!o.found)
         return ab_error_set(err, AB_NOT_FOUND, "seq", "run %.*s has no seq %llu", (int)run.len,
                             run.ptr, (unsigned long long)seq);
     if (pos_out)
-        *pos_out = rec.pos;
+        *pos_out = o.pos;
     return AB_OK;
 }

@@ -16,9 +16,6 @@
 #include <string.h>
 #include <time.h>
 
-static const char *const STATUS_TEXT[] = {NULL, "active", "finished", "errored"};
-static const char *const OUTCOME_TEXT[] = {NULL, "success", "interrupt", "cancelled"};
-
 static int64_t now_us(void)
 {
     struct timespec ts;
@@ -123,8 +120,9 @@ static void fill_run(sqlite3_stmt *q, ab_run_head_t *out)
     out->epoch = (uint64_t)sqlite3_column_int64(q, 3);
     out->last_seq = (uint64_t)sqlite3_column_int64(q, 4);
     out->last_pos = (uint64_t)sqlite3_column_int64(q, 5);
-    out->status = (ab_run_status_t)text_index(STATUS_TEXT, 4, sqlite3_column_text(q, 6));
-    out->outcome = (ab_agui_outcome_t)text_index(OUTCOME_TEXT, 4, sqlite3_column_text(q, 7));
+    out->status = (ab_run_status_t)text_index(ab__store_status_text, 4, sqlite3_column_text(q, 6));
+    out->outcome =
+        (ab_agui_outcome_t)text_index(ab__store_outcome_text, 4, sqlite3_column_text(q, 7));
     out->started_us = sqlite3_column_int64(q, 8);
     out->ended_us = sqlite3_column_int64(q, 9);
 }

@@ -1,6 +1,6 @@
 /*
- * store_rw.c - group commits (begin, staged appends, commit), claims, heads
- * and the statements of the event store.
+ * store_rw.c - the statements of the event store, opening a group commit and
+ * staging its appends (the commit itself: store_commit.c).
  *
  * Invariants:
  *  1. pos is assigned densely: at BEGIN IMMEDIATE the handle reads the
@@ -11,15 +11,9 @@
  *     bytes are, without copying them (they are borrowed until commit or
  *     rollback); a refused event leaves the stage untouched. Nothing is
  *     written to SQLite before ab__store_commit().
- *  3. ab__store_commit() writes, per run touched by the batch, one chunk row
- *     (its events of the batch, in position order, gathered once from the
- *     caller's bytes) and, only when the batch changes the run's state
- *     (status, outcome, parent, higher epoch), one update of its runs row,
- *     then COMMITs. A run's last seq and position
- *     are those of its newest chunk, so the common batch updates no runs
- *     row at all. Any failure rolls back the whole transaction
- *     and clears the run cache: nothing is half-applied, nothing is cached
- *     that is not committed.
+ *  3. A run's last seq and position are those of its newest chunk, which
+ *     run_tails names (docs/STORE.md "Chains and anchors"), so the common
+ *     batch updates no runs row at all.
  *  4. Every statement is reset (and its bindings cleared) before returning.
  */
 #include "ab_common.h"
@@ -28,22 +22,27 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* A run's last seq and position live in its newest chunk (chunks_by_run). */
+/* A run's last seq and position live in its newest chunk, which run_tails names. */
 #define LAST_OF(col, run)                                                                          \
-    "coalesce((SELECT " col " FROM chunks WHERE run_rowid = " run                                  \
-    " ORDER BY last_seq DESC LIMIT 1), 0)"
+    "coalesce((SELECT c." col " FROM run_tails t JOIN chunks c ON c.rowid = t.chunk"               \
+    " WHERE t.rowid = " run "), 0)"
 #define RUN_LAST_SEQ LAST_OF("last_seq", "runs.rowid")
 #define RUN_LAST_POS LAST_OF("last_pos", "runs.rowid")
 /* status NULL: 'active' once the run has events, else unknown (claimed only) */
 #define RUN_COLS                                                                                   \
     "thread, run, coalesce(parent_run, ''), epoch, " RUN_LAST_SEQ ", " RUN_LAST_POS                \
-    ", coalesce(status, CASE WHEN " RUN_LAST_SEQ " > 0 THEN 'active' END),"                        \
-    " coalesce(outcome, ''), started_us, coalesce(ended_us, 0)"
+    ", coalesce(status, CASE WHEN EXISTS(SELECT 1 FROM run_tails WHERE rowid = runs.rowid)"        \
+    " THEN 'active' END), coalesce(outcome, ''), started_us, coalesce(ended_us, 0)"
 #define CHUNK_COLS "c.batch_first, c.data, r.thread, r.run"
 /* rowid of the first chunk of the commit holding position ?N + 1 */
 #define START_ROWID(n)                                                                             \
     "coalesce((SELECT batch_first FROM chunks WHERE rowid <= ?" n " + 1"                           \
     " ORDER BY rowid DESC LIMIT 1), 0)"
+#define LINK_COLS "run_rowid, prev_run, run_dist, last_seq, thread_rowid, prev_thread, thread_dist"
+/* a chunk's columns as written (store_commit.c binds them in this order, data the 8th) */
+#define CHUNK_INSERT_HEAD                                                                          \
+    "INSERT INTO chunks(run_rowid, thread_rowid, first_seq, last_seq, batch_first, batch_last,"    \
+    " n, data, rowid, last_pos, prev_run, run_dist, prev_thread, thread_dist)"
 
 static const char *const SQL[Q_COUNT_] = {
     [Q_BEGIN] = "BEGIN IMMEDIATE",
@@ -53,8 +52,14 @@ static const char *const SQL[Q_COUNT_] = {
     [Q_DATA_VERSION] = "PRAGMA data_version",
     [Q_THREAD_PUT] = "INSERT INTO threads(thread) VALUES(?1) ON CONFLICT(thread)"
                      " DO UPDATE SET thread = excluded.thread RETURNING rowid",
-    [Q_RUN_GET] = "SELECT rowid, thread_rowid, epoch, " LAST_OF(
-        "last_seq", "runs.rowid") " FROM runs WHERE thread = ?1 AND run = ?2",
+    /* a run's committed state, and its newest chunk with that chunk's distance */
+    [Q_RUN_GET] =
+        "SELECT r.rowid, r.thread_rowid, r.epoch, coalesce(c.last_seq, 0),"
+        " coalesce(c.rowid, 0), coalesce(c.run_dist, 0) FROM runs r"
+        " LEFT JOIN run_tails t ON t.rowid = r.rowid LEFT JOIN chunks c ON c.rowid = t.chunk"
+        " WHERE r.thread = ?1 AND r.run = ?2",
+    [Q_THREAD_GET] = "SELECT c.rowid, c.thread_dist FROM thread_tails t JOIN chunks c"
+                     " ON c.rowid = t.chunk WHERE t.rowid = ?1",
     [Q_RUN_LAST] = "SELECT " LAST_OF("last_seq", "?1"),
     /* a new run's row with its batch's state: no UPDATE of it in the same commit */
     [Q_RUN_NEW] = "INSERT INTO runs(thread_rowid, thread, run, epoch, started_us, status, outcome,"
@@ -65,9 +70,12 @@ static const char *const SQL[Q_COUNT_] = {
                   " outcome = coalesce(excluded.outcome, outcome),"
                   " parent_run = coalesce(excluded.parent_run, parent_run),"
                   " ended_us = coalesce(excluded.ended_us, ended_us) RETURNING rowid, epoch",
-    [Q_CHUNK_INSERT] = "INSERT INTO chunks(run_rowid, thread_rowid, first_seq, last_seq,"
-                       " batch_first, batch_last, n, data, rowid, last_pos)"
-                       " VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+    [Q_CHUNK_INSERT] =
+        CHUNK_INSERT_HEAD " VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+    [Q_RUN_TAIL_PUT] = "INSERT INTO run_tails(rowid, chunk) VALUES(?1, ?2)"
+                       " ON CONFLICT(rowid) DO UPDATE SET chunk = excluded.chunk",
+    [Q_THREAD_TAIL_PUT] = "INSERT INTO thread_tails(rowid, chunk) VALUES(?1, ?2)"
+                          " ON CONFLICT(rowid) DO UPDATE SET chunk = excluded.chunk",
     [Q_RUN_UPDATE] = "UPDATE runs SET epoch = max(epoch, ?2), status = coalesce(?3, status),"
                      " outcome = coalesce(?4, outcome), parent_run = coalesce(?5, parent_run),"
                      " ended_us = CASE WHEN ?3 IN ('finished', 'errored') THEN ?6"
@@ -75,42 +83,104 @@ static const char *const SQL[Q_COUNT_] = {
     [Q_CLAIM] = "INSERT INTO runs(thread_rowid, thread, run, epoch, started_us)"
                 " VALUES(?1, ?2, ?3, 1, ?4) ON CONFLICT(thread, run)"
                 " DO UPDATE SET epoch = epoch + 1 RETURNING epoch, rowid",
-    [Q_READ_RUN] = "SELECT " CHUNK_COLS " FROM runs r JOIN chunks c ON c.run_rowid = r.rowid"
-                   " WHERE r.thread = ?1 AND r.run = ?2 AND c.last_seq > ?3"
-                   " ORDER BY c.last_seq",
-    [Q_READ_THREAD] = "SELECT " CHUNK_COLS " FROM chunks c JOIN runs r ON r.rowid = c.run_rowid"
-                      " WHERE c.thread_rowid = (SELECT rowid FROM threads WHERE thread = ?1)"
-                      " AND c.rowid >= " START_ROWID("2") " ORDER BY c.rowid",
     [Q_READ_ALL] = "SELECT " CHUNK_COLS " FROM chunks c JOIN runs r ON r.rowid = c.run_rowid"
                    " WHERE c.rowid >= " START_ROWID("1") " ORDER BY c.rowid",
-    [Q_EVENT_CHUNK] = "SELECT " CHUNK_COLS " FROM runs r JOIN chunks c ON c.run_rowid = r.rowid"
-                      " WHERE r.thread = ?1 AND r.run = ?2 AND c.last_seq >= ?3"
-                      " ORDER BY c.last_seq LIMIT 1",
+    [Q_RUN_ROWID] = "SELECT rowid FROM runs WHERE thread = ?1 AND run = ?2",
+    [Q_THREAD_ROWID] = "SELECT rowid, " START_ROWID("2") " FROM threads WHERE thread = ?1",
+    /* the partial indexes: a term run_dist = 0 (thread_dist = 0) lets the planner use them */
+    [Q_RUN_ANCHOR] = "SELECT rowid, last_seq FROM chunks INDEXED BY chunks_by_run"
+                     " WHERE run_rowid = ?1 AND run_dist = 0 AND last_seq > ?2"
+                     " ORDER BY last_seq LIMIT 1",
+    [Q_THREAD_ANCHOR] = "SELECT rowid, rowid FROM chunks INDEXED BY chunks_by_thread"
+                        " WHERE thread_rowid = ?1 AND thread_dist = 0 AND rowid > ?2"
+                        " ORDER BY rowid LIMIT 1",
+    [Q_RUN_TAIL] = "SELECT chunk FROM run_tails WHERE rowid = ?1",
+    [Q_THREAD_TAIL] = "SELECT chunk FROM thread_tails WHERE rowid = ?1",
+    [Q_CHUNK_LINK] = "SELECT " LINK_COLS " FROM chunks WHERE rowid = ?1",
+    [Q_RUN_ANCHOR_BELOW] = "SELECT rowid FROM chunks INDEXED BY chunks_by_run"
+                           " WHERE run_rowid = ?1 AND run_dist = 0 AND last_seq <= ?2"
+                           " ORDER BY last_seq DESC LIMIT 1",
+    /* a damaged chain's repair (store_walk.c invariant 5): a range of the table, scanned */
+    [Q_RUN_RANGE] = "SELECT rowid FROM chunks WHERE rowid > ?1 AND rowid < ?2"
+                    " AND run_rowid = ?3 AND last_seq > ?4 ORDER BY rowid",
+    [Q_THREAD_RANGE] = "SELECT rowid FROM chunks WHERE rowid > ?1 AND rowid < ?2"
+                       " AND thread_rowid = ?3 AND ?4 = ?4 ORDER BY rowid",
+    /* the 5th column: whether the chunk's thread is its run's (a thread read checks it) */
+    [Q_CHUNK_DATA] = "SELECT " CHUNK_COLS ", r.thread_rowid = c.thread_rowid FROM chunks c"
+                     " JOIN runs r ON r.rowid = c.run_rowid WHERE c.rowid = ?1",
     [Q_HEAD] = "SELECT " RUN_COLS " FROM runs WHERE thread = ?1 AND run = ?2",
     [Q_RUNS_OF_THREAD] = "SELECT " RUN_COLS " FROM runs WHERE thread = ?1 ORDER BY rowid",
     /* store_threads.c: ?1 the lower bound (included), ?2 the upper (excluded), ?3 the cursor */
     [Q_THREADS_LIST] =
         "SELECT t.rowid, t.thread FROM threads t INDEXED BY sqlite_autoindex_threads_1"
         " WHERE t.thread >= ?1 AND t.thread < ?2 AND t.thread <> ?3"
-        " AND EXISTS(SELECT 1 FROM chunks WHERE thread_rowid = t.rowid)"
+        " AND EXISTS(SELECT 1 FROM thread_tails WHERE rowid = t.rowid)"
         " ORDER BY t.thread LIMIT ?4",
-    /* ?1 the thread's rowid, ?2 its id: runs, of which active (as RUN_COLS), newest event */
+    /* ?1 the thread's rowid, ?2 its id: runs, of which active (as RUN_COLS), newest event:
+     * the highest last_pos of the thread's chunks in its newest chunk's commit, found by
+     * walking its chain back from the tail while in that commit (links only ever point to
+     * lower rowids, so the walk ends on any data) */
     [Q_THREAD_FIGURES] =
-        "SELECT (SELECT count(*) FROM runs WHERE thread = ?2),"
+        "WITH RECURSIVE w(id, bf) AS (SELECT t.chunk, c.batch_first FROM thread_tails t"
+        " JOIN chunks c ON c.rowid = t.chunk WHERE t.rowid = ?1"
+        " UNION ALL SELECT c.prev_thread, w.bf FROM w JOIN chunks c ON c.rowid = w.id"
+        " WHERE c.prev_thread >= w.bf AND c.prev_thread < w.id)"
+        " SELECT (SELECT count(*) FROM runs WHERE thread = ?2),"
         " (SELECT count(*) FROM runs WHERE thread = ?2 AND coalesce(status, CASE WHEN"
-        " EXISTS(SELECT 1 FROM chunks WHERE run_rowid = runs.rowid) THEN 'active' END) = 'active'),"
-        " c.last_pos, r.run FROM chunks c JOIN runs r ON r.rowid = c.run_rowid"
-        " WHERE c.thread_rowid = ?1 AND c.rowid >= (SELECT batch_first FROM chunks"
-        " WHERE thread_rowid = ?1 ORDER BY rowid DESC LIMIT 1)"
-        " ORDER BY c.last_pos DESC LIMIT 1",
+        " EXISTS(SELECT 1 FROM run_tails WHERE rowid = runs.rowid) THEN 'active' END) = 'active'),"
+        " c.last_pos, r.run FROM w JOIN chunks c ON c.rowid = w.id JOIN runs r"
+        " ON r.rowid = c.run_rowid ORDER BY c.last_pos DESC LIMIT 1",
 };
 
-static const char *const STATUS_TEXT[] = {NULL, "active", "finished", "errored"};
-static const char *const OUTCOME_TEXT[] = {NULL, "success", "interrupt", "cancelled"};
+const char *const ab__store_status_text[4] = {NULL, "active", "finished", "errored"};
+const char *const ab__store_outcome_text[4] = {NULL, "success", "interrupt", "cancelled"};
+
+/* The statements of many rows at once (Q_*_N): @p head, then AB_STORE_ROWS_PER_INSERT times
+ * @p row joined by commas, then @p tail; NULL when out of memory. */
+static char *rows_sql(const char *head, const char *row, const char *tail)
+{
+    size_t hl = strlen(head), rl = strlen(row), tl = strlen(tail);
+    char *sql = malloc(hl + AB_STORE_ROWS_PER_INSERT * (rl + 1) + tl + 1), *p = sql;
+    if (!sql)
+        return NULL;
+    memcpy(p, head, hl);
+    p += hl;
+    for (int i = 0; i < AB_STORE_ROWS_PER_INSERT; i++) {
+        if (i > 0)
+            *p++ = ',';
+        memcpy(p, row, rl);
+        p += rl;
+    }
+    memcpy(p, tail, tl + 1);
+    return sql;
+}
+
+static ab_status_t prepare_rows(ab_store_t *st, int which, ab_error_t *err)
+{
+    static const char *const TAIL = " ON CONFLICT(rowid) DO UPDATE SET chunk = excluded.chunk";
+    char *sql = NULL;
+    if (which == Q_CHUNK_INSERT_N)
+        sql = rows_sql(CHUNK_INSERT_HEAD " VALUES", "(?,?,?,?,?,?,?,?,?,?,?,?,?,?)", "");
+    else
+        sql = rows_sql(which == Q_RUN_TAIL_PUT_N ? "INSERT INTO run_tails(rowid, chunk) VALUES"
+                                                 : "INSERT INTO thread_tails(rowid, chunk) VALUES",
+                       "(?,?)", TAIL);
+    if (!sql)
+        return ab_error_set(err, AB_NOMEM, "store", "out of memory (prepare)");
+    int rc = sqlite3_prepare_v3(st->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &st->q[which], NULL);
+    free(sql);
+    return rc == SQLITE_OK ? AB_OK : ab__store_sqlerr(st, rc, "prepare", err);
+}
 
 ab_status_t ab__store_prepare(ab_store_t *st, ab_error_t *err)
 {
     for (int i = 0; i < Q_COUNT_; i++) {
+        if (SQL[i] == NULL) { /* Q_*_N */
+            ab_status_t s = prepare_rows(st, i, err);
+            if (s != AB_OK)
+                return s;
+            continue;
+        }
         int rc = sqlite3_prepare_v3(st->db, SQL[i], -1, SQLITE_PREPARE_PERSISTENT, &st->q[i], NULL);
         if (rc != SQLITE_OK)
             return ab__store_sqlerr(st, rc, "prepare", err);
@@ -126,7 +196,7 @@ void ab__store_done(sqlite3_stmt *q)
 }
 
 /* Step a statement that returns no row (or whose row is ignored) and reset it. */
-static ab_status_t run_q(ab_store_t *st, int which, const char *what, ab_error_t *err)
+ab_status_t ab__store_run_q(ab_store_t *st, int which, const char *what, ab_error_t *err)
 {
     int rc = sqlite3_step(st->q[which]);
     ab__store_done(st->q[which]);
@@ -136,8 +206,8 @@ static ab_status_t run_q(ab_store_t *st, int which, const char *what, ab_error_t
 }
 
 /* Step a one-row statement returning an integer in column 0; reset it. */
-static ab_status_t int_q(ab_store_t *st, int which, const char *what, sqlite3_int64 *out,
-                         ab_error_t *err)
+ab_status_t ab__store_int_q(ab_store_t *st, int which, const char *what, sqlite3_int64 *out,
+                            ab_error_t *err)
 {
     sqlite3_stmt *q = st->q[which];
     int rc = sqlite3_step(q);
@@ -160,7 +230,7 @@ ab_status_t ab__store_check_id(ab_str_t id, const char *field, ab_error_t *err)
     return AB_OK;
 }
 
-static ab_status_t check_writer(ab_store_t *st, bool want_txn, ab_error_t *err)
+ab_status_t ab__store_check_writer(ab_store_t *st, bool want_txn, ab_error_t *err)
 {
     if (!st)
         return ab_error_set(err, AB_INVALID_ARGUMENT, "store", "store: NULL handle");
@@ -175,20 +245,20 @@ static ab_status_t check_writer(ab_store_t *st, bool want_txn, ab_error_t *err)
 
 ab_status_t ab__store_begin(ab_store_t *st, int64_t commit_us, ab_error_t *err)
 {
-    ab_status_t s = check_writer(st, false, err);
+    ab_status_t s = ab__store_check_writer(st, false, err);
     if (s == AB_OK)
-        s = run_q(st, Q_BEGIN, "begin", err);
+        s = ab__store_run_q(st, Q_BEGIN, "begin", err);
     if (s != AB_OK)
         return s;
     sqlite3_int64 version = 0, max_pos = 0;
-    s = int_q(st, Q_DATA_VERSION, "begin", &version, err);
+    s = ab__store_int_q(st, Q_DATA_VERSION, "begin", &version, err);
     if (s == AB_OK)
-        s = int_q(st, Q_MAX_POS, "begin", &max_pos, err);
+        s = ab__store_int_q(st, Q_MAX_POS, "begin", &max_pos, err);
     if (s != AB_OK) {
-        run_q(st, Q_ROLLBACK, "rollback", NULL);
+        ab__store_run_q(st, Q_ROLLBACK, "rollback", NULL);
         return s;
     }
-    if (version != st->data_version || st->nruns > RUN_CACHE_MAX)
+    if (version != st->data_version || st->nruns > RUN_CACHE_MAX || st->nthreads > RUN_CACHE_MAX)
         ab__store_cache_clear(st); /* another connection wrote: the cache may be stale */
     st->data_version = version;
     st->next_pos = (uint64_t)max_pos + 1;
@@ -303,7 +373,7 @@ static ab_status_t seq_conflict(const ab_append_event_t *ev, uint64_t last, ab_e
 ab_status_t ab__store_append(ab_store_t *st, const ab_append_event_t *ev, uint64_t *pos_out,
                              ab_error_t *err)
 {
-    ab_status_t s = check_writer(st, true, err);
+    ab_status_t s = ab__store_check_writer(st, true, err);
     if (s == AB_OK)
         s = check_event(ev, err);
     run_ent_t *e = NULL;
@@ -358,153 +428,15 @@ ab_status_t ab__store_append_batch(ab_store_t *st, const ab_append_event_t *evs,
     return AB_OK;
 }
 
-/* Create the runs row of a run first seen in this batch (or made by a claim). */
-static ab_status_t create_run(ab_store_t *st, run_ent_t *e, ab_error_t *err)
-{
-    sqlite3_stmt *q = st->q[Q_THREAD_PUT];
-    sqlite3_bind_text(q, 1, e->thread, (int)e->thread_len, SQLITE_STATIC);
-    ab_status_t s = int_q(st, Q_THREAD_PUT, "thread", &e->thread_rowid, err);
-    if (s != AB_OK)
-        return s;
-    q = st->q[Q_RUN_NEW];
-    sqlite3_bind_int64(q, 1, e->thread_rowid);
-    sqlite3_bind_text(q, 2, e->thread, (int)e->thread_len, SQLITE_STATIC);
-    sqlite3_bind_text(q, 3, e->run, (int)e->run_len, SQLITE_STATIC);
-    sqlite3_bind_int64(q, 4, ab__store_i64(e->p_epoch));
-    sqlite3_bind_int64(q, 5, e->p_started_us);
-    if (e->p_status)
-        sqlite3_bind_text(q, 6, STATUS_TEXT[e->p_status], -1, SQLITE_STATIC);
-    if (e->p_outcome)
-        sqlite3_bind_text(q, 7, OUTCOME_TEXT[e->p_outcome], -1, SQLITE_STATIC);
-    if (e->p_has_parent)
-        sqlite3_bind_text(q, 8, (const char *)st->parents.data + e->p_parent_off,
-                          (int)e->p_parent_len, SQLITE_STATIC);
-    sqlite3_bind_int64(q, 9, e->p_ended_us);
-    int rc = sqlite3_step(q);
-    if (rc == SQLITE_ROW) {
-        e->rowid = sqlite3_column_int64(q, 0);
-        e->epoch = (uint64_t)sqlite3_column_int64(q, 1);
-    }
-    ab__store_done(q);
-    return rc == SQLITE_ROW ? AB_OK : ab__store_sqlerr(st, rc, "run create", err);
-}
-
-/*
- * Build the run's chunk of this batch in st->scratch: for each of its events
- * the record header, then its bytes copied from where the caller holds them
- * (the producer's frame). This is the one copy the store makes of an event
- * before SQLite (docs/ARCHITECTURE.md "Copies of event bytes").
- */
-static ab_status_t gather_chunk(ab_store_t *st, const run_ent_t *e, ab_error_t *err)
-{
-    ab_buf_reset(&st->scratch);
-    if (ab_buf_reserve(&st->scratch, e->p_bytes) != AB_OK)
-        return ab_error_set(err, AB_NOMEM, "store", "out of memory (chunk)");
-    uint8_t *p = st->scratch.data;
-    for (int32_t i = e->p_head; i >= 0; i = st->recs[i].next) {
-        const stage_rec_t *r = &st->recs[i];
-        ab__store_put_u32(p, r->pos_off);
-        ab__store_put_u32(p + 4, r->len);
-        ab__store_put_u64(p + 8, r->seq);
-        ab__store_put_u64(p + 16, (uint64_t)st->commit_us);
-        if (r->len)
-            memcpy(p + CHUNK_HDR, r->bytes, r->len);
-        p += CHUNK_HDR + r->len;
-    }
-    st->scratch.len = e->p_bytes;
-    return AB_OK;
-}
-
-/* Insert the run's chunk of this batch. */
-static ab_status_t insert_chunk(ab_store_t *st, run_ent_t *e, ab_error_t *err)
-{
-    ab_status_t s = gather_chunk(st, e, err);
-    if (s != AB_OK)
-        return s;
-    sqlite3_stmt *q = st->q[Q_CHUNK_INSERT];
-    sqlite3_bind_int64(q, 1, e->rowid);
-    sqlite3_bind_int64(q, 2, e->thread_rowid);
-    sqlite3_bind_int64(q, 3, ab__store_i64(e->p_first_seq));
-    sqlite3_bind_int64(q, 4, ab__store_i64(e->p_last_seq));
-    sqlite3_bind_int64(q, 5, ab__store_i64(st->batch_first));
-    sqlite3_bind_int64(q, 6, ab__store_i64(st->next_pos - 1));
-    sqlite3_bind_int64(q, 7, e->p_n);
-    sqlite3_bind_blob64(q, 8, st->scratch.data, st->scratch.len, SQLITE_STATIC);
-    sqlite3_bind_int64(q, 9, ab__store_i64(e->p_first_pos));
-    sqlite3_bind_int64(q, 10, ab__store_i64(e->p_last_pos));
-    return run_q(st, Q_CHUNK_INSERT, "append", err);
-}
-
-static ab_status_t update_run(ab_store_t *st, const run_ent_t *e, ab_error_t *err)
-{
-    sqlite3_stmt *q = st->q[Q_RUN_UPDATE];
-    sqlite3_bind_int64(q, 1, e->rowid);
-    sqlite3_bind_int64(q, 2, ab__store_i64(e->p_epoch));
-    if (e->p_status)
-        sqlite3_bind_text(q, 3, STATUS_TEXT[e->p_status], -1, SQLITE_STATIC);
-    if (e->p_outcome)
-        sqlite3_bind_text(q, 4, OUTCOME_TEXT[e->p_outcome], -1, SQLITE_STATIC);
-    if (e->p_has_parent)
-        sqlite3_bind_text(q, 5, (const char *)st->parents.data + e->p_parent_off,
-                          (int)e->p_parent_len, SQLITE_STATIC);
-    sqlite3_bind_int64(q, 6, e->p_ended_us);
-    return run_q(st, Q_RUN_UPDATE, "run update", err);
-}
-
-static ab_status_t write_batch(ab_store_t *st, ab_error_t *err)
-{
-    ab_status_t s = AB_OK;
-    for (size_t i = 0; s == AB_OK && i < st->ntouched; i++) {
-        run_ent_t *e = st->touched[i];
-        if (e->p_n == 0)
-            continue;
-        bool created = e->rowid == 0; /* its row then holds the batch's state already */
-        if (created)
-            s = create_run(st, e, err);
-        if (s == AB_OK)
-            s = insert_chunk(st, e, err);
-        if (s == AB_OK && !created &&
-            (e->p_status || e->p_outcome || e->p_has_parent || e->p_epoch > e->epoch))
-            s = update_run(st, e, err);
-    }
-    return s == AB_OK ? run_q(st, Q_COMMIT, "commit", err) : s;
-}
-
-ab_status_t ab__store_commit(ab_store_t *st, ab_error_t *err)
-{
-    ab_status_t s = check_writer(st, true, err);
-    if (s != AB_OK)
-        return s;
-    s = write_batch(st, err);
-    st->in_txn = false;
-    if (s != AB_OK) {
-        if (!sqlite3_get_autocommit(st->db))
-            run_q(st, Q_ROLLBACK, "rollback", NULL);
-        ab__store_cache_clear(st); /* rowids of this batch's new runs are gone */
-        st->batch++;
-        return s;
-    }
-    for (size_t i = 0; i < st->ntouched; i++) {
-        run_ent_t *e = st->touched[i];
-        if (e->p_n)
-            e->last_seq = e->p_last_seq;
-        if (e->p_n && e->p_epoch > e->epoch)
-            e->epoch = e->p_epoch;
-    }
-    st->ntouched = 0;
-    st->nrecs = 0;
-    st->batch++;
-    return AB_OK;
-}
-
 void ab__store_rollback(ab_store_t *st)
 {
     if (!st || !st->in_txn)
         return;
     if (!sqlite3_get_autocommit(st->db))
-        run_q(st, Q_ROLLBACK, "rollback", NULL);
+        ab__store_run_q(st, Q_ROLLBACK, "rollback", NULL);
     st->in_txn = false;
     st->ntouched = 0;
+    st->nttouched = 0;
     st->nrecs = 0;
     st->batch++;
 }

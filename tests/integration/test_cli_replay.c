@@ -5,7 +5,8 @@
  * streams built in memory, with a store lookup the test controls: many
  * interleaved runs verify while it holds only the runs in progress; a late
  * RUN_ERROR after RUN_FINISHED is accepted after the run was forgotten;
- * events after the end, and a run whose first events are missing, fail.
+ * events after the end, and a run whose first events are missing, fail; a
+ * lookup refused as damaged fails its run and the audit goes on.
  *
  * Then the command against a real broker: a few hundred runs published
  * interleaved, one with a late RUN_ERROR, three left open, and two broken
@@ -34,6 +35,7 @@ typedef struct fed {
 } fed_t;
 
 typedef struct vfx {
+    ab_status_t refuse; /* the lookup's answer when not AB_OK (a damaged store, say) */
     ab_doc_t *doc;
     ab_buf_t env;
     fed_t *fed;
@@ -50,9 +52,11 @@ enum { STORE = 1, JUDGE = 2, BOTH = 3 };
 static ab_status_t fx_lookup(void *ud, ab_str_t thread, ab_str_t run, uint64_t seq,
                              verify_prev_t *out, ab_error_t *err)
 {
-    (void)err;
     vfx_t *f = ud;
     *out = (verify_prev_t){.found = false};
+    if (f->refuse != AB_OK)
+        return ab_error_set(err, f->refuse, "store", "the store refused seq %llu",
+                            (unsigned long long)seq);
     for (size_t i = 0; i < f->nfed; i++) {
         const fed_t *e = &f->fed[i];
         if (e->seq == seq && strlen(e->thread) == thread.len && strlen(e->run) == run.len &&
@@ -250,6 +254,41 @@ static void test_verifier_missing_start(void **state)
     assert_non_null(strstr(out, "run t/lateless: 1 events, FAILED: not contiguous at seq 2: "
                                 "expected seq 1\n"));
     assert_non_null(strstr(out, "verified: 0 runs ok, 3 failed, 0 still active\n"));
+    fx_close(&f);
+}
+
+/* A lookup the store refuses as damaged (a broken chain, docs/STORE.md "Chains and
+ * anchors") fails that run with the store's words and the audit goes on; any other refusal
+ * still ends it. */
+static void test_verifier_damaged_store(void **state)
+{
+    (void)state;
+    vfx_t f;
+    fx_open(&f);
+    f.refuse = AB_CORRUPT;
+    fx_event(&f, "t", "broken", 3, 0, BOTH);
+    f.refuse = AB_OK;
+    for (uint64_t s = 1; s <= 4; s++)
+        fx_event(&f, "t", "fine", s, 4, BOTH);
+    uint64_t failed = 0;
+    const char *out = fx_finish(&f, &failed);
+    print_message("%s", out);
+    assert_int_equal(failed, 1);
+    assert_non_null(strstr(out, "run t/broken: 1 events, FAILED: not contiguous at seq 3: "
+                                "expected seq 1; the store: the store refused seq 2\n"));
+    assert_non_null(strstr(out, "verified: 1 runs ok, 1 failed, 0 still active\n"));
+    fx_close(&f);
+
+    fx_open(&f);
+    f.refuse = AB_UNAVAILABLE;
+    ab_error_t err = AB_ERROR_INIT;
+    assert_int_equal(ab_envelope_json(&f.env, 1, "t", "r", 2, 1,
+                                      "{\"type\":\"TEXT_MESSAGE_END\",\"messageId\":\"m\"}", &err),
+                     AB_OK);
+    ab_event_t ev;
+    assert_int_equal(ab_event_decode(f.doc, f.env.data, f.env.len, NULL, &ev, &err), AB_OK);
+    assert_int_equal(verify_event(f.v, &ev, &err), AB_UNAVAILABLE);
+    assert_non_null(strstr(err.message, "the store refused seq 1"));
     fx_close(&f);
 }
 
@@ -535,6 +574,7 @@ int main(void)
         cmocka_unit_test(test_verifier_interleaved_bounded),
         cmocka_unit_test(test_verifier_after_the_end),
         cmocka_unit_test(test_verifier_missing_start),
+        cmocka_unit_test(test_verifier_damaged_store),
         cmocka_unit_test(test_verifier_activity_across_runs),
         cmocka_unit_test_setup_teardown(test_cli_verify_many_runs, it_setup, it_teardown),
         cmocka_unit_test_setup_teardown(test_cli_not_found, it_setup, it_teardown),

@@ -413,6 +413,7 @@ static void test_migrates_from_v1(void **state)
     assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL), SQLITE_OK);
     assert_int_equal(
         sqlite3_exec(db,
+                     SF_V5_TO_V4_SQL
                      "DROP TABLE requests; DROP INDEX runs_active; DROP TABLE snapshot_parts; "
                      "ALTER TABLE snapshots DROP COLUMN parts; PRAGMA user_version = 1",
                      NULL, NULL, NULL),
@@ -421,7 +422,7 @@ static void test_migrates_from_v1(void **state)
     ab_store_opts_t ro = {.readonly = true};
     ab_store_t *st = NULL;
     assert_int_equal(ab__store_open(&st, f->dir, &ro, &err), AB_UNSUPPORTED); /* older */
-    f->st = open_ok(f->dir, false); /* migrates 1 -> 2 -> 3 -> 4 */
+    f->st = open_ok(f->dir, false); /* migrates 1 -> 2 -> 3 -> 4 -> 5 */
     ab_plugin_stats_t ps;
     assert_int_equal(ab__store_stats(f->st, &ps, &err), AB_OK); /* runs_active is there again */
     assert_int_equal(ps.runs_total, 1);
