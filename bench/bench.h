@@ -33,8 +33,8 @@ typedef struct bench_opts {
                                      the thread replayed; 0 = 100,000 */
     const char *row;            /**< latency: only "light" (the floor, then the light fsync ack
                                      row) or "loaded" (the fsync maximum, then the 80% ack row),
-                                     `rounds` times; scale: "10000", "100000" or "100000-each",
-                                     that row after the 100-run row, `rounds` times; NULL =
+                                     `rounds` times; scale: a row bench_scale_row_known()
+                                     takes, after the 100-run row, `rounds` times; NULL =
                                      every row once */
 } bench_opts_t;
 
@@ -49,6 +49,10 @@ int bench_snapshot(void);
 
 /** Whether @p name is a bus benchmark (ingest, latency, replay, zmq, fanout, actions). */
 bool bench_is_bus(const char *name);
+
+/** Whether @p name is a row `bench scale --row` takes ("10000", "100000", "100000-each", and
+ * each with "-scatter"). */
+bool bench_scale_row_known(const char *name);
 
 /** Run the bus benchmark @p name with @p o (bench_is_bus(name) must hold). */
 int bench_bus(const char *name, const bench_opts_t *o);

@@ -208,8 +208,12 @@ static int send_batch(prod_t *p, ab_conn_t *c, ab_buf_t *frames, uint64_t *seqs,
     char base[32], thread[48], run[48];
     snprintf(base, sizeof(base), p->thread_fmt, p->id);
     for (int i = 0; i < p->batch; i++) {
-        if (p->spread) /* each event of the batch to the next run (bench scale) */
-            r = (int)((k * (uint64_t)p->batch + (uint64_t)i) % (uint64_t)p->nruns);
+        uint64_t ev = k * (uint64_t)p->batch + (uint64_t)i; /* the producer's ev-th event */
+        if (p->spread == SPREAD_TURN ||
+            (p->spread == SPREAD_SCATTER && ev < 2 * (uint64_t)p->nruns))
+            r = (int)(ev % (uint64_t)p->nruns); /* the warm-up starts every run in turn */
+        else if (p->spread == SPREAD_SCATTER)
+            r = (int)(ev * 7919 % (uint64_t)p->nruns);
         if (i == 0 || p->spread) {
             snprintf(run, sizeof(run), "p%d-r%d%s", p->id, r, p->run_tag);
             if (p->runs_per_thread > 0)
@@ -459,11 +463,11 @@ int row_begin(const bench_opts_t *o, child_t *ch, const char *durability, const 
 
 double ingest_row(const bench_opts_t *o, void *ctx, const bodies_t *b, const char *durability)
 {
-    return ingest_row_runs(o, ctx, b, durability, RUNS, false, 0);
+    return ingest_row_runs(o, ctx, b, durability, RUNS, SPREAD_NONE, 0);
 }
 
 double ingest_row_runs(const bench_opts_t *o, void *ctx, const bodies_t *b, const char *durability,
-                       int runs, bool spread, int runs_per_thread)
+                       int runs, spread_t spread, int runs_per_thread)
 {
     child_t ch;
     const char *ep;

@@ -38,6 +38,13 @@ typedef struct bodies {
     const ab_val_t *content;
 } bodies_t;
 
+/* How bench scale sends a batch's events to a producer's R runs (event k of the row, warm-up
+ * included, is the producer's k-th): SPREAD_TURN to run k mod R, each run in turn;
+ * SPREAD_SCATTER, after the warm-up, to run 7919 k mod R, neighbours in a batch 7919 runs apart
+ * (7919 is prime and R is 2^i 5^j, so every run still gets one event in every R), as runs that
+ * publish whenever their agent speaks arrive at a broker. */
+typedef enum spread { SPREAD_NONE, SPREAD_TURN, SPREAD_SCATTER } spread_t;
+
 /* One producer thread of a row: its settings, then its results. */
 /* bench scale's start line: producers warm their runs up, then start together. */
 typedef struct warm_gate {
@@ -64,7 +71,7 @@ typedef struct prod {
     /* appended to every run id ("" = none): fresh runs on a broker (--broker) that already
      * holds an earlier row's or run's, so the load is not answered as duplicates */
     char run_tag[24];
-    bool spread; /* each event of a batch goes to the next run, not the batch to one run */
+    spread_t spread; /* how a batch's events go to runs (bench scale), or one run a batch */
     /* runs per thread (0 = all of a producer's runs in its one thread): run r is in thread
      * "<thread_fmt>-<r / runs_per_thread>" */
     int runs_per_thread;
@@ -98,12 +105,13 @@ double run_producers_into(prod_t *ps, int n);
 /** One ingest row (bench ingest): acknowledged events/s printed and returned, or -1. */
 double ingest_row(const bench_opts_t *o, void *ctx, const bodies_t *b, const char *durability);
 /** An ingest row with @p runs runs in flight (spread over the producers); @p spread: each
- * event of a batch to the next run (so every run gets events all the time);
- * @p runs_per_thread: prod_t.runs_per_thread. */
+ * event of a batch to another run (so every run gets events all the time), SPREAD_NONE for
+ * a batch to one run; @p runs_per_thread: prod_t.runs_per_thread. */
 double ingest_row_runs(const bench_opts_t *o, void *ctx, const bodies_t *b, const char *durability,
-                       int runs, bool spread, int runs_per_thread);
+                       int runs, spread_t spread, int runs_per_thread);
 /** `agentbus bench scale` (bench_latency.c): ingest with 100, 10,000 and 100,000 runs in
- * 4 threads, and 100,000 runs in a thread each. */
+ * 4 threads, and 100,000 runs in a thread each, each batch's events to the runs in turn and
+ * scattered over them. */
 int bench_scale(const bench_opts_t *o, void *ctx, const bodies_t *b);
 /** `agentbus bench latency` (bench_latency.c). */
 int bench_latency(const bench_opts_t *o, void *ctx, const bodies_t *b);

@@ -528,41 +528,65 @@ int bench_latency(const bench_opts_t *o, void *ctx, const bodies_t *b)
 
 /* ---- how cost grows with the runs in flight ------------------------------------ */
 
-/* One scale row of @p runs runs in flight (@p per: a thread each); its share of @p base
- * (0: it is the base). @return its events/s, or -1. */
-static double scale_row(const bench_opts_t *o, void *ctx, const bodies_t *b, int runs, int per,
+/* A row of bench scale: runs in flight, runs per thread (0 = the 4 producers' 4 threads hold
+ * them all), how a batch's events go to them, its --row name. */
+typedef struct scale_row {
+    int runs, per;
+    spread_t spread;
+    const char *name;
+} scale_row_t;
+
+static const scale_row_t SCALE_ROWS[] = {
+    {100, 0, SPREAD_TURN, "100"}, /* the base of every other row's share */
+    {10000, 0, SPREAD_TURN, "10000"},
+    {100000, 0, SPREAD_TURN, "100000"},
+    {100000, 1, SPREAD_TURN, "100000-each"},
+    {10000, 0, SPREAD_SCATTER, "10000-scatter"},
+    {100000, 0, SPREAD_SCATTER, "100000-scatter"},
+    {100000, 1, SPREAD_SCATTER, "100000-each-scatter"},
+};
+
+/* One scale row; its share of @p base (0: it is the base). @return its events/s, or -1. */
+static double scale_row(const bench_opts_t *o, void *ctx, const bodies_t *b, const scale_row_t *row,
                         double base)
 {
-    double r = ingest_row_runs(o, ctx, b, "fsync", runs, true, per);
+    double r = ingest_row_runs(o, ctx, b, "fsync", row->runs, row->spread, row->per);
     if (r <= 0)
         return -1;
-    char row[64];
-    snprintf(row, sizeof row, "%d runs in flight%s", runs, per ? ", a thread each" : "");
-    bench_emit("scale", row, "events_per_s", r, "share_of_base", base > 0 ? r / base : 1.0, NULL);
-    printf("scale   ingest, %6d runs in flight (each batch spread over them), %s: %8.0f "
-           "events/s acked, %3.0f%% of the 100-run figure of this run\n",
-           runs, per ? "a thread each " : "in 4 threads  ", r, base > 0 ? 100 * r / base : 100.0);
+    bool scatter = row->spread == SPREAD_SCATTER;
+    char label[80];
+    snprintf(label, sizeof label, "%d runs in flight%s%s", row->runs,
+             row->per ? ", a thread each" : "", scatter ? ", scattered" : "");
+    bench_emit("scale", label, "events_per_s", r, "share_of_base", base > 0 ? r / base : 1.0, NULL);
+    printf("scale   ingest, %6d runs in flight, %s, %s: %8.0f events/s acked, %3.0f%% of the "
+           "100-run figure of this run\n",
+           row->runs, row->per ? "a thread each" : "in 4 threads ",
+           scatter ? "batches scattered over them" : "batches over them in turn ", r,
+           base > 0 ? 100 * r / base : 100.0);
     fflush(stdout);
     return r;
 }
 
+bool bench_scale_row_known(const char *name)
+{
+    for (size_t i = 1; i < sizeof SCALE_ROWS / sizeof SCALE_ROWS[0]; i++)
+        if (strcmp(name, SCALE_ROWS[i].name) == 0)
+            return true;
+    return false;
+}
+
 int bench_scale(const bench_opts_t *o, void *ctx, const bodies_t *b)
 {
-    /* runs in flight, runs per thread (0 = the 4 producers' 4 threads hold them all) */
-    static const int rows[][2] = {{100, 0}, {10000, 0}, {100000, 0}, {100000, 1}};
-    static const char *const names[] = {"100", "10000", "100000", "100000-each"};
-    size_t n = sizeof rows / sizeof rows[0], only = 0;
-    for (size_t i = 1; o->row != NULL && i < n; i++)
-        if (strcmp(o->row, names[i]) == 0)
-            only = i;
+    size_t n = sizeof SCALE_ROWS / sizeof SCALE_ROWS[0];
     int rounds = o->row != NULL ? o->rounds : 1;
     for (int k = 0; k < rounds; k++) { /* --row: the base, then that row, in turn */
-        double base = scale_row(o, ctx, b, rows[0][0], rows[0][1], 0);
-        for (size_t i = 1; base > 0 && i < n; i++)
-            if ((only == 0 || i == only) && scale_row(o, ctx, b, rows[i][0], rows[i][1], base) < 0)
-                return AB_BENCH_FAIL;
+        double base = scale_row(o, ctx, b, &SCALE_ROWS[0], 0);
         if (base <= 0)
             return AB_BENCH_FAIL;
+        for (size_t i = 1; i < n; i++)
+            if ((o->row == NULL || strcmp(o->row, SCALE_ROWS[i].name) == 0) &&
+                scale_row(o, ctx, b, &SCALE_ROWS[i], base) < 0)
+                return AB_BENCH_FAIL;
     }
     return AB_BENCH_OK;
 }

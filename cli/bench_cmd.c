@@ -56,8 +56,9 @@ static void help(void)
            "  ingest     acknowledged events/s (fsync and process durability), broker peak RSS\n"
            "  scale      fsync ingest with 100, 10,000 and 100,000 runs in flight at once in 4\n"
            "             threads, and 100,000 runs in a thread each, beside the 100-run figure\n"
-           "             of the same run (the broker caches 131,072 runs); the runs are started\n"
-           "             before the clock, at a rate it prints (warm-up)\n"
+           "             of the same run (the broker caches 131,072 runs); each batch's events\n"
+           "             go to the runs in turn, then (-scatter rows) to runs 7919 apart; the\n"
+           "             runs are started before the clock, at a rate it prints (warm-up)\n"
            "  latency    the floor (write+fdatasync, ZeroMQ round trip), publish-to-ack and\n"
            "             publish-to-live-delivery (1 and 4 subscribers) at 1,000 events/s and\n"
            "             at 80%% of the maximum: p50, p90, p99, p99.9, max\n"
@@ -90,7 +91,7 @@ static void help(void)
            "                      latency and scale, with --row: repeat that row N times\n"
            "  --row light|loaded  latency: only the floor and the light fsync ack row, or\n"
            "                      only the fsync maximum and the ack row at 80%% of it\n"
-           "  --row 10000|100000|100000-each\n"
+           "  --row 10000|100000|100000-each[-scatter]\n"
            "                      scale: only the 100-run row and that one, in turn\n"
            "  --events N          replay, pg: N events in the run and N in the thread\n"
            "                      (1000 ... 10000000; default 100000): replay against size\n"
@@ -146,10 +147,10 @@ static int take(int c, bench_args_t *a)
         a->seen_events = true;
     } else if (c == OPT_ROW) {
         if (strcmp(optarg, "light") != 0 && strcmp(optarg, "loaded") != 0 &&
-            strcmp(optarg, "10000") != 0 && strcmp(optarg, "100000") != 0 &&
-            strcmp(optarg, "100000-each") != 0)
+            !bench_scale_row_known(optarg))
             return cli_usage_error("bench", "--row takes light or loaded (latency), or 10000, "
-                                            "100000 or 100000-each (scale)");
+                                            "100000 or 100000-each, each also with -scatter "
+                                            "(scale)");
         a->bus.row = optarg;
         a->seen_row = true;
     } else if (c == OPT_WORKERS) {

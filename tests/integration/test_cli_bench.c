@@ -29,10 +29,12 @@ static void test_options_a_benchmark_does_not_take(void **state)
     refused("actions --rounds 3", "--rounds is for bench fanout");
     refused("latency --row heavy", "--row takes light or loaded (latency), or 10000, 100000");
     refused("scale --row 1000", "--row takes light or loaded (latency), or 10000, 100000");
+    refused("scale --row 100-scatter", "each also with -scatter (scale)");
     refused("ingest --row light", "--row light|loaded is for bench latency");
     refused("scale --row loaded", "--row light|loaded is for bench latency");
     refused("latency --row 100000", "--row RUNS is for bench scale");
     refused("ingest --row 100000-each", "--row RUNS is for bench scale");
+    refused("latency --row 10000-scatter", "--row RUNS is for bench scale");
     refused("latency --row loaded --rounds 0", "--rounds takes a whole number from 1 to 64");
     refused("zmq --frame-per-event", "--frame-per-event is for the benchmarks that publish");
     refused("actions --frame-per-event", "--frame-per-event is for the benchmarks that publish");
