@@ -84,6 +84,9 @@ void ab__store_cache_free(ab_store_t *st)
     free(st->tails);
     free(st->recs);
     ab_buf_free(&st->scratch);
+    free(st->resume);
+    st->resume = NULL;
+    st->resume_ok = false;
     ab_buf_free(&st->parents);
     st->slots = NULL;
     st->tslots = NULL;

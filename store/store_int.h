@@ -181,6 +181,11 @@ struct ab_plugin_db {
     stage_rec_t *recs;
     size_t nrecs, recs_cap;
     ab_buf_t scratch; /* the pending chunks' records at commit; group buffer for reads */
+    /* the walk a paged read stopped in, to go on with when the next read starts at its
+     * cursor (store_read.c invariant 6): NULL until a read keeps one */
+    struct ab__walk *resume;
+    bool resume_ok;        /* *resume is valid */
+    uint64_t resume_after; /* the cursor (a run's seq, a thread's position) it goes on from */
     /* rows of the commit not yet inserted (store_commit.c) */
     struct pending_chunk {
         sqlite3_int64 v[AB_STORE_CHUNK_INTS];
@@ -295,6 +300,7 @@ typedef struct ab__walk {
     sqlite3_int64 lower;                          /* the bound: a seq (run) or a rowid (thread) */
     sqlite3_int64 seg[2 * AB_STORE_ANCHOR_EVERY]; /* twice: room for a recovered segment */
     size_t n, i;
+    unsigned fills; /* segments filled so far: seg[] indexes of two reads compare within one */
 } ab__walk_t;
 
 void ab__walk_init(ab__walk_t *w, ab_store_t *st, bool thread, sqlite3_int64 owner,

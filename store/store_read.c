@@ -22,6 +22,18 @@
  *  5. Whatever the stored data, a read delivers rows strictly above its
  *     cursor and rising (a run's by seq, the others by position): a row at
  *     or below the last ends the read with AB_CORRUPT.
+ *  6. A run or thread read that stops at its limit in a segment below an
+ *     anchor keeps its walk, at the chunk (a run) or the commit's first
+ *     chunk (a thread) it stopped in, with its last row as the cursor; a
+ *     read of the same chain from exactly that cursor goes on with it
+ *     instead of walking the segment down again (a paged replay would walk
+ *     up to AB_STORE_ANCHOR_EVERY links per page). Sound because a
+ *     committed chunk is never changed or deleted and a segment below an
+ *     anchor never grows; so only a read in its own transaction (whose
+ *     chunks are all committed) keeps its walk, and never one in the
+ *     chain's last segment, which later commits extend. Records at or
+ *     below the cursor in the chunk gone on from are skipped as on a fresh
+ *     walk.
  */
 #include "ab_common.h"
 #include "store_int.h"
@@ -80,7 +92,34 @@ typedef struct reader {
     bool by_seq;   /* a run's read: rows rise by seq (else by position) */
     bool disorder; /* a row at or below the last one: the read ends, AB_CORRUPT */
     uint64_t last; /* the last row's seq or position (at first, the cursor) */
+    bool keep;     /* the read's own transaction: it may keep its walk (invariant 6) */
 } reader_t;
+
+/* Start walking @p owner's chain above @p lower for a read from cursor @p after: the walk a
+ * read kept there, or a fresh one (invariant 6). */
+static void walk_take(ab_store_t *st, ab__walk_t *w, bool thread, sqlite3_int64 owner,
+                      sqlite3_int64 lower, uint64_t after)
+{
+    if (st->resume_ok && st->resume->thread == thread && st->resume->owner == owner &&
+        st->resume_after == after)
+        *w = *st->resume;
+    else
+        ab__walk_init(w, st, thread, owner, lower);
+    st->resume_ok = false;
+}
+
+/* Keep @p w to go on at seg[@p at] from cursor rd->last, when invariant 6 allows. */
+static void walk_keep(ab_store_t *st, const ab__walk_t *w, size_t at, const reader_t *rd)
+{
+    if (!rd->keep || !rd->stop || rd->disorder || w->done || at >= w->n)
+        return;
+    if (st->resume == NULL && (st->resume = malloc(sizeof *st->resume)) == NULL)
+        return; /* nothing kept: the next read walks afresh */
+    *st->resume = *w;
+    st->resume->i = at;
+    st->resume_after = rd->last;
+    st->resume_ok = true;
+}
 
 static ab_str_t col_str(sqlite3_stmt *q, int col)
 {
@@ -144,7 +183,7 @@ static ab_status_t read_run(ab_store_t *st, const ab_read_t *req, reader_t *rd, 
     sqlite3_int64 rowid = 0;
     ab_status_t s = run_rowid(st, req->thread, req->run, &rowid, err);
     ab__walk_t w;
-    ab__walk_init(&w, st, false, rowid, ab__store_i64(req->after_seq));
+    walk_take(st, &w, false, rowid, ab__store_i64(req->after_seq), req->after_seq);
     bool bad = false;
     sqlite3_stmt *q = st->q[Q_CHUNK_DATA];
     while (s == AB_OK && rowid != 0 && !rd->stop && !bad) {
@@ -165,6 +204,8 @@ static ab_status_t read_run(ab_store_t *st, const ab_read_t *req, reader_t *rd, 
         }
         ab__store_done(q);
     }
+    if (s == AB_OK && !bad && w.i > 0)
+        walk_keep(st, &w, w.i - 1, rd); /* the chunk it stopped in */
     if (s != AB_OK)
         return s;
     if (bad)
@@ -273,18 +314,28 @@ static ab_status_t read_grouped(ab_store_t *st, source_t *src, uint64_t after_po
     int64_t cur = -1;
     ab_status_t s = AB_OK;
     sqlite3_stmt *q = NULL;
+    const ab__walk_t *w = src->walk;
+    size_t at = 0;      /* the walk's index of the chunk the gathered commit began with */
+    unsigned fills = 0; /* and its segment (invariant 6) */
     while (!rd->stop && !bad && (s = source_next(st, src, &q, err)) == AB_OK && q != NULL) {
         int64_t bf = sqlite3_column_int64(q, 0);
-        if (bf != cur)
+        if (bf != cur) {
             group_flush(&g, rd);
+            if (rd->stop)
+                break;
+            at = w ? w->i - 1 : 0;
+            fills = w ? w->fills : 0;
+        }
         cur = bf;
-        if (!rd->stop && group_add(&g, q, after_pos, &bad) != AB_OK) {
+        if (group_add(&g, q, after_pos, &bad) != AB_OK) {
             s = ab_error_set(err, AB_NOMEM, "store", "out of memory (read)");
             break;
         }
     }
     if (s == AB_OK && !bad)
         group_flush(&g, rd);
+    if (s == AB_OK && !bad && w && fills == w->fills)
+        walk_keep(st, w, at, rd);
     ab__store_done(st->q[Q_CHUNK_DATA]);
     if (src->q)
         ab__store_done(src->q);
@@ -318,7 +369,7 @@ static ab_status_t read_thread(ab_store_t *st, const ab_read_t *req, reader_t *r
         return AB_OK;
     }
     ab__walk_t w;
-    ab__walk_init(&w, st, true, rowid, start - 1);
+    walk_take(st, &w, true, rowid, start - 1, req->after_pos);
     source_t src = {.walk = &w};
     return read_grouped(st, &src, req->after_pos, rd, delivered, err);
 }
@@ -362,6 +413,7 @@ ab_status_t ab__store_read(ab_store_t *st, const ab_read_t *req, ab_row_cb cb, v
                    .by_seq = by_seq,
                    .last = by_seq ? req->after_seq : req->after_pos};
     bool own = sqlite3_get_autocommit(st->db) != 0; /* invariant 3 */
+    rd.keep = own;
     int rc = own ? sqlite3_exec(st->db, "BEGIN", NULL, NULL, NULL) : SQLITE_OK;
     if (rc != SQLITE_OK)
         return ab__store_sqlerr(st, rc, "read", err);

@@ -187,6 +187,7 @@ static ab_status_t fill(ab__walk_t *w, sqlite3_int64 top, ab_error_t *err)
         w->seg[below + i] = down[n - 1 - i];
     w->n = below + n;
     w->i = 0;
+    w->fills++;
     return AB_OK;
 }
 

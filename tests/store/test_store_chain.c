@@ -166,6 +166,49 @@ static int on_row(void *ud, const ab_row_t *row)
     return 0;
 }
 
+static void check_caught_up(check_t *k);
+
+/* One page of at most @p page rows of @p scope from k->after, checked against the model; a
+ * short page must mean caught up, as a replay takes it; k->after moves to its last row.
+ * @return the rows delivered. */
+static uint32_t read_page(ab_store_t *st, check_t *k, ab_replay_scope_t scope, uint32_t page)
+{
+    char tname[16], rname[16];
+    names(k->run >= 0 ? k->run : k->thread, tname, rname);
+    ab_read_t req = {.scope = scope, .limit = page};
+    if (scope != AB_REPLAY_ALL)
+        req.thread = (ab_str_t){tname, strlen(tname)};
+    if (scope == AB_REPLAY_RUN) {
+        req.run = (ab_str_t){rname, strlen(rname)};
+        req.after_seq = k->after;
+    } else {
+        req.after_pos = k->after;
+    }
+    ab_error_t err = AB_ERROR_INIT;
+    uint32_t n = 0;
+    k->delivered = 0;
+    if (ab__store_read(st, &req, on_row, k, &n, &err) != AB_OK)
+        fail_msg("read: %s", err.message);
+    assert_int_equal(n, k->delivered);
+    if (n > 0)
+        k->after = scope == AB_REPLAY_RUN ? k->m->ev[k->at - 1].seq : k->last_pos;
+    if (n < page) {
+        check_t end = *k;
+        check_caught_up(&end);
+    }
+    return n;
+}
+
+/* Nothing the model has for @p k is left after k->at. */
+static void check_caught_up(check_t *k)
+{
+    while (k->at < k->m->n && !wanted(k, &k->m->ev[k->at]))
+        k->at++;
+    if (k->at != k->m->n)
+        fail_msg("the read ended before the model's row at pos %llu",
+                 (unsigned long long)k->m->ev[k->at].pos);
+}
+
 /* Read scope @p scope from @p after in pages of @p page rows to the end; every row is the
  * model's next, and nothing the model has is left out. */
 static void read_all_pages(ab_store_t *st, const model_t *m, ab_replay_scope_t scope, int run,
@@ -258,6 +301,47 @@ static void test_reads_across_anchors(void **state)
     ab__store_close(&f->st); /* and again from a reader of the closed file */
     f->st = open_ok(f->dir, true);
     check_reads(f->st, &f->m);
+}
+
+/* Paged reads go on from where the last page stopped (store_read.c invariant 6) while
+ * commits land between the pages, on the handle that reads: the pages of one run, of one
+ * thread, and of two runs and a thread taking turns give exactly the model's rows, the ones
+ * committed after the read began included. */
+static void test_paged_reads_across_commits(void **state)
+{
+    fx_t *f = *state;
+    model_t *m = &f->m;
+    write_commits(f->st, m, COMMITS);
+    check_t one = {.m = m, .run = 0, .thread = -1};
+    check_t thr = {.m = m, .run = -1, .thread = 1};
+    check_t turn[3] = {{.m = m, .run = 1, .thread = -1},
+                       {.m = m, .run = 2, .thread = -1},
+                       {.m = m, .run = -1, .thread = 2}};
+    for (int i = 0; i < 400; i++) { /* two pages in a row: the second goes on, commits between */
+        bool commit = i % 3 == 0 && i < 300;
+        read_page(f->st, &one, AB_REPLAY_RUN, 5);
+        if (commit)
+            write_commits(f->st, m, 2);
+        read_page(f->st, &one, AB_REPLAY_RUN, 5);
+        read_page(f->st, &thr, AB_REPLAY_THREAD, 11);
+        if (commit)
+            write_commits(f->st, m, 2);
+        read_page(f->st, &thr, AB_REPLAY_THREAD, 11);
+        check_t *k = &turn[i % 3];
+        read_page(f->st, k, i % 3 == 2 ? AB_REPLAY_THREAD : AB_REPLAY_RUN, 9);
+    }
+    while (read_page(f->st, &one, AB_REPLAY_RUN, 5) > 0)
+        ;
+    while (read_page(f->st, &thr, AB_REPLAY_THREAD, 11) > 0)
+        ;
+    check_caught_up(&one);
+    check_caught_up(&thr);
+    for (int t = 0; t < 3; t++) {
+        while (read_page(f->st, &turn[t], t == 2 ? AB_REPLAY_THREAD : AB_REPLAY_RUN, 9) > 0)
+            ;
+        check_caught_up(&turn[t]);
+    }
+    assert_true(m->seq[0] > 2 * AB_STORE_ANCHOR_EVERY); /* pages crossed anchors */
 }
 
 /* Run @p sql on the database of @p dir (the store closed). */
@@ -484,6 +568,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_reads_across_anchors, setup, teardown),
         cmocka_unit_test_setup_teardown(test_migrates_from_v4, setup, teardown),
         cmocka_unit_test_setup_teardown(test_gone_chunk_is_read_around, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_paged_reads_across_commits, setup, teardown),
         cmocka_unit_test_setup_teardown(test_damaged_chains_are_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_rows_out_of_order_are_refused, setup, teardown),
     };
