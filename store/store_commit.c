@@ -30,6 +30,20 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Bind a run's pending status, outcome, parent and end to parameters @p col .. col + 3 (an
+ * unset one stays NULL). */
+static void bind_state(ab_store_t *st, sqlite3_stmt *q, const run_ent_t *e, int col)
+{
+    if (e->p_status)
+        sqlite3_bind_text(q, col, ab__store_status_text[e->p_status], -1, SQLITE_STATIC);
+    if (e->p_outcome)
+        sqlite3_bind_text(q, col + 1, ab__store_outcome_text[e->p_outcome], -1, SQLITE_STATIC);
+    if (e->p_has_parent)
+        sqlite3_bind_text(q, col + 2, (const char *)st->parents.data + e->p_parent_off,
+                          (int)e->p_parent_len, SQLITE_STATIC);
+    sqlite3_bind_int64(q, col + 3, e->p_ended_us);
+}
+
 /* Create the runs row of a run first seen in this batch (or made by a claim). */
 static ab_status_t create_run(ab_store_t *st, run_ent_t *e, ab_error_t *err)
 {
@@ -44,14 +58,7 @@ static ab_status_t create_run(ab_store_t *st, run_ent_t *e, ab_error_t *err)
     sqlite3_bind_text(q, 3, e->run, (int)e->run_len, SQLITE_STATIC);
     sqlite3_bind_int64(q, 4, ab__store_i64(e->p_epoch));
     sqlite3_bind_int64(q, 5, e->p_started_us);
-    if (e->p_status)
-        sqlite3_bind_text(q, 6, ab__store_status_text[e->p_status], -1, SQLITE_STATIC);
-    if (e->p_outcome)
-        sqlite3_bind_text(q, 7, ab__store_outcome_text[e->p_outcome], -1, SQLITE_STATIC);
-    if (e->p_has_parent)
-        sqlite3_bind_text(q, 8, (const char *)st->parents.data + e->p_parent_off,
-                          (int)e->p_parent_len, SQLITE_STATIC);
-    sqlite3_bind_int64(q, 9, e->p_ended_us);
+    bind_state(st, q, e, 6);
     int rc = sqlite3_step(q);
     if (rc == SQLITE_ROW) {
         e->rowid = sqlite3_column_int64(q, 0);
@@ -66,14 +73,7 @@ static ab_status_t update_run(ab_store_t *st, const run_ent_t *e, ab_error_t *er
     sqlite3_stmt *q = st->q[Q_RUN_UPDATE];
     sqlite3_bind_int64(q, 1, e->rowid);
     sqlite3_bind_int64(q, 2, ab__store_i64(e->p_epoch));
-    if (e->p_status)
-        sqlite3_bind_text(q, 3, ab__store_status_text[e->p_status], -1, SQLITE_STATIC);
-    if (e->p_outcome)
-        sqlite3_bind_text(q, 4, ab__store_outcome_text[e->p_outcome], -1, SQLITE_STATIC);
-    if (e->p_has_parent)
-        sqlite3_bind_text(q, 5, (const char *)st->parents.data + e->p_parent_off,
-                          (int)e->p_parent_len, SQLITE_STATIC);
-    sqlite3_bind_int64(q, 6, e->p_ended_us);
+    bind_state(st, q, e, 3);
     return ab__store_run_q(st, Q_RUN_UPDATE, "run update", err);
 }
 

@@ -176,6 +176,20 @@ static ab_status_t chunk_row(ab_store_t *st, sqlite3_int64 c, ab_error_t *err)
     return ab__store_sqlerr(st, rc, "read", err);
 }
 
+/* How a scope's read ends: @p s, else AB_CORRUPT for a damaged record, else AB_OK with the
+ * rows delivered into *delivered. */
+static ab_status_t read_end(ab_store_t *st, ab_status_t s, bool bad, const reader_t *rd,
+                            uint32_t *delivered, ab_error_t *err)
+{
+    if (s != AB_OK)
+        return s;
+    if (bad)
+        return damaged(st, err);
+    if (delivered)
+        *delivered = rd->n;
+    return AB_OK;
+}
+
 /* Scope run: the run's chunks in seq order, along its chain (invariant 1). */
 static ab_status_t read_run(ab_store_t *st, const ab_read_t *req, reader_t *rd, uint32_t *delivered,
                             ab_error_t *err)
@@ -206,13 +220,7 @@ static ab_status_t read_run(ab_store_t *st, const ab_read_t *req, reader_t *rd, 
     }
     if (s == AB_OK && !bad && w.i > 0)
         walk_keep(st, &w, w.i - 1, rd); /* the chunk it stopped in */
-    if (s != AB_OK)
-        return s;
-    if (bad)
-        return damaged(st, err);
-    if (delivered)
-        *delivered = rd->n;
-    return AB_OK;
+    return read_end(st, s, bad, rd, delivered, err);
 }
 
 /* A commit's records gathered from its chunks (thread and all scopes). */
@@ -340,13 +348,7 @@ static ab_status_t read_grouped(ab_store_t *st, source_t *src, uint64_t after_po
     if (src->q)
         ab__store_done(src->q);
     free(g.recs);
-    if (s != AB_OK)
-        return s;
-    if (bad)
-        return damaged(st, err);
-    if (delivered)
-        *delivered = rd->n;
-    return AB_OK;
+    return read_end(st, s, bad, rd, delivered, err);
 }
 
 /* Scope thread: its chunks from the first of the commit holding after_pos + 1, along its
