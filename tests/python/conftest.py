@@ -29,25 +29,50 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+class PortTaken(RuntimeError):
+    """The broker could not bind a port it was given (restart())."""
+
+
+def _port_of(line: str, key: str) -> int:
+    word = next(w for w in line.split() if w.startswith(key + "="))
+    return int(word.rsplit(":", 1)[1])
+
+
 class Broker:
-    """One broker child on a data directory; restart() keeps directory and ports."""
+    """One broker child on a data directory; restart() keeps directory and ports.
+
+    The first start lets the broker pick its ports (tcp://127.0.0.1:*) and reads them from
+    its ready line: a port picked here and bound later could be taken in between, for
+    instance as the local port of another test's outgoing connection. A restart binds the
+    same ports again, and tries again for a while if one is still taken."""
 
     def __init__(self, data: str, extra: list[str] | None = None):
         self.data = data
         self.extra = list(extra or [])
-        self.cmd_port, self.ev_port = free_port(), free_port()
-        self.endpoint = f"tcp://127.0.0.1:{self.cmd_port}"
+        self.cmd_port = self.ev_port = 0  # known after the first start
+        self.endpoint = ""
         self.proc: subprocess.Popen | None = None
         self.instance = ""
         self.log = os.path.join(data, "broker.log")
 
     def start(self, timeout: float = 10.0) -> "Broker":
-        argv = [BIN, "broker", "--data", self.data, "--cmd", self.endpoint,
-                "--events", f"tcp://127.0.0.1:{self.ev_port}", "--durability", "process",
-                *self.extra]
-        with open(self.log, "ab") as log:
-            self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=log)
         end = time.monotonic() + timeout
+        while True:
+            try:
+                return self._start_once(end, timeout)
+            except PortTaken:
+                if time.monotonic() > end:
+                    raise
+                time.sleep(0.1)
+
+    def _start_once(self, end: float, timeout: float) -> "Broker":
+        cmd = f"tcp://127.0.0.1:{self.cmd_port or '*'}"
+        ev = f"tcp://127.0.0.1:{self.ev_port or '*'}"
+        argv = [BIN, "broker", "--data", self.data, "--cmd", cmd, "--events", ev,
+                "--durability", "process", *self.extra]
+        with open(self.log, "ab") as log:
+            since = log.tell()  # this start's part of the log
+            self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=log)
         buf = b""
         while b"\n" not in buf:
             left = end - time.monotonic()
@@ -57,11 +82,20 @@ class Broker:
                 raise RuntimeError(f"broker not ready within {timeout}s: {self.tail()}")
             chunk = os.read(self.proc.stdout.fileno(), 4096)
             if not chunk:
+                self.proc.wait(10)
+                self._close()
+                with open(self.log, "rb") as f:
+                    f.seek(since)
+                    said = f.read().decode(errors="replace")
+                if self.cmd_port and "Address already in use" in said:
+                    raise PortTaken(said)
                 raise RuntimeError(f"broker exited: {self.tail()}")
             buf += chunk
         line = buf.split(b"\n")[0].decode()
         assert line.startswith("agentbus broker ready "), line
         self.instance = line.rsplit("instance=", 1)[1]
+        self.cmd_port, self.ev_port = _port_of(line, "cmd"), _port_of(line, "events")
+        self.endpoint = f"tcp://127.0.0.1:{self.cmd_port}"
         return self
 
     def tail(self) -> str:
