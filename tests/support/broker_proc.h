@@ -331,19 +331,38 @@ static inline int bp_run_second(const char *dir, char *err, size_t size)
 
 /* ---- client-side helpers shared by tests/integration ------------------ */
 
-/* A free TCP port on 127.0.0.1 (bound and released; -1 on failure). */
-static inline int bp_free_port(void)
+/* Whether @p port can be bound on 127.0.0.1 now. */
+static inline bool bp_port_free(int port)
 {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof(a);
-    int port = -1;
-    if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
-        getsockname(fd, (struct sockaddr *)&a, &len) == 0)
-        port = ntohs(a.sin_port);
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_port = htons((uint16_t)port),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    bool ok = fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
     if (fd >= 0)
         close(fd);
-    return port;
+    return ok;
+}
+
+/*
+ * A free TCP port on 127.0.0.1 for a listener the test binds later (-1 on failure). Taken
+ * from 20000-32767, below Linux's default range of ephemeral ports (32768-60999): a port
+ * the kernel handed out and the test released could become the local port of another
+ * test's outgoing connection before the broker binds it (seen in CI as "Address already
+ * in use"); ports outside that range are only ever taken by another listener.
+ */
+static inline int bp_free_port(void)
+{
+    static _Thread_local unsigned seed;
+    if (seed == 0)
+        seed = (unsigned)getpid() * 2654435761u ^ (unsigned)time(NULL);
+    for (int i = 0; i < 200; i++) {
+        seed = seed * 1103515245u + 12345u;
+        int port = 20000 + (int)((seed >> 8) % 12768u);
+        if (bp_port_free(port))
+            return port;
+    }
+    return -1;
 }
 
 /*
