@@ -208,12 +208,10 @@ static int send_batch(prod_t *p, ab_conn_t *c, ab_buf_t *frames, uint64_t *seqs,
     char base[32], thread[48], run[48];
     snprintf(base, sizeof(base), p->thread_fmt, p->id);
     for (int i = 0; i < p->batch; i++) {
-        uint64_t ev = k * (uint64_t)p->batch + (uint64_t)i; /* the producer's ev-th event */
-        if (p->spread == SPREAD_TURN ||
-            (p->spread == SPREAD_SCATTER && ev < 2 * (uint64_t)p->nruns))
-            r = (int)(ev % (uint64_t)p->nruns); /* the warm-up starts every run in turn */
-        else if (p->spread == SPREAD_SCATTER)
-            r = (int)(ev * 7919 % (uint64_t)p->nruns);
+        uint64_t ev = k * (uint64_t)p->batch + (uint64_t)i, R = (uint64_t)p->nruns;
+        bool warm = ev < 2 * R; /* the warm-up starts every run in turn */
+        if (p->spread != SPREAD_NONE)
+            r = (int)((p->spread == SPREAD_SCATTER && !warm ? ev * 7919 : ev) % R);
         if (i == 0 || p->spread) {
             snprintf(run, sizeof(run), "p%d-r%d%s", p->id, r, p->run_tag);
             if (p->runs_per_thread > 0)

@@ -39,6 +39,15 @@
 #define WRITER_PRAGMAS "PRAGMA cache_size=-8192; PRAGMA temp_store=MEMORY;"
 #define READER_PRAGMAS "PRAGMA cache_size=-16384;"
 
+/* Schema 5's tails tables and partial indexes of anchors, made by both forms of 4 -> 5. */
+#define TAILS_TABLES                                                                               \
+    "CREATE TABLE run_tails(rowid INTEGER PRIMARY KEY, chunk INTEGER NOT NULL);"                   \
+    "CREATE TABLE thread_tails(rowid INTEGER PRIMARY KEY, chunk INTEGER NOT NULL);"
+#define ANCHOR_INDEXES                                                                             \
+    "CREATE UNIQUE INDEX chunks_by_run ON chunks(run_rowid, last_seq, last_pos)"                   \
+    " WHERE run_dist = 0;"                                                                         \
+    "CREATE INDEX chunks_by_thread ON chunks(thread_rowid) WHERE thread_dist = 0;"
+
 /* Migration steps: steps[i] takes the schema from version i to i + 1. */
 static const char *const MIGRATIONS[AB_STORE_SCHEMA_VERSION] = {
     /* 0 -> 1: the initial schema */
@@ -93,20 +102,14 @@ static const char *const MIGRATIONS[AB_STORE_SCHEMA_VERSION] = {
     "ALTER TABLE chunks ADD COLUMN prev_run INTEGER NOT NULL DEFAULT 0;"
     "ALTER TABLE chunks ADD COLUMN run_dist INTEGER NOT NULL DEFAULT 0;"
     "ALTER TABLE chunks ADD COLUMN prev_thread INTEGER NOT NULL DEFAULT 0;"
-    "ALTER TABLE chunks ADD COLUMN thread_dist INTEGER NOT NULL DEFAULT 0;"
-    "CREATE TABLE run_tails(rowid INTEGER PRIMARY KEY, chunk INTEGER NOT NULL);"
-    "CREATE TABLE thread_tails(rowid INTEGER PRIMARY KEY, chunk INTEGER NOT NULL);"
+    "ALTER TABLE chunks ADD COLUMN thread_dist INTEGER NOT NULL DEFAULT 0;" TAILS_TABLES
     "INSERT INTO run_tails SELECT rowid, chunk FROM (SELECT r.rowid AS rowid, (SELECT c.rowid"
     " FROM chunks c WHERE c.run_rowid = r.rowid ORDER BY c.last_seq DESC LIMIT 1) AS chunk"
     " FROM runs r) WHERE chunk IS NOT NULL;"
     "INSERT INTO thread_tails SELECT rowid, chunk FROM (SELECT t.rowid AS rowid, (SELECT"
     " max(c.rowid) FROM chunks c WHERE c.thread_rowid = t.rowid) AS chunk FROM threads t)"
     " WHERE chunk IS NOT NULL;"
-    "DROP INDEX chunks_by_run;"
-    "CREATE UNIQUE INDEX chunks_by_run ON chunks(run_rowid, last_seq, last_pos)"
-    " WHERE run_dist = 0;"
-    "DROP INDEX chunks_by_thread;"
-    "CREATE INDEX chunks_by_thread ON chunks(thread_rowid) WHERE thread_dist = 0;",
+    "DROP INDEX chunks_by_run; DROP INDEX chunks_by_thread;" ANCHOR_INDEXES,
 };
 
 /* Migration 4 -> 5 when the chunks table is empty (a new store, or one that never stored an
@@ -124,12 +127,7 @@ static const char *const MIGRATIONS[AB_STORE_SCHEMA_VERSION] = {
     " batch_first INTEGER NOT NULL, batch_last INTEGER NOT NULL, n INTEGER NOT NULL,"              \
     " prev_run INTEGER NOT NULL DEFAULT 0, run_dist INTEGER NOT NULL DEFAULT 0,"                   \
     " prev_thread INTEGER NOT NULL DEFAULT 0, thread_dist INTEGER NOT NULL DEFAULT 0,"             \
-    " data BLOB NOT NULL);"                                                                        \
-    "CREATE TABLE run_tails(rowid INTEGER PRIMARY KEY, chunk INTEGER NOT NULL);"                   \
-    "CREATE TABLE thread_tails(rowid INTEGER PRIMARY KEY, chunk INTEGER NOT NULL);"                \
-    "CREATE UNIQUE INDEX chunks_by_run ON chunks(run_rowid, last_seq, last_pos)"                   \
-    " WHERE run_dist = 0;"                                                                         \
-    "CREATE INDEX chunks_by_thread ON chunks(thread_rowid) WHERE thread_dist = 0;"
+    " data BLOB NOT NULL);" TAILS_TABLES ANCHOR_INDEXES
 
 /* The SQL that takes the schema from @p v to v + 1 (MIGRATIONS, or MIGRATE_4_5_EMPTY). */
 static ab_status_t migration_step(ab_store_t *st, int v, const char **sql, ab_error_t *err);

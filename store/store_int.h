@@ -44,9 +44,10 @@ typedef struct ab_store_file ab_store_file_t;
 #define RUN_CACHE_MAX 131072
 
 /** Every this many chunks of a run (of a thread) one is an anchor: distance 0 from itself,
- * its entry in chunks_by_run (chunks_by_thread). A walk reads each chunk it delivers once
- * whatever this is; it bounds a seek (the chunks read below a cursor before the first one
- * delivered) and a walk's buffer (docs/STORE.md "Chains and anchors"). */
+ * its entry in chunks_by_run (chunks_by_thread). A walk looks each chunk it delivers up
+ * twice (links, then data) whatever this is; it bounds a seek (the chunks read below a
+ * cursor before the first one delivered) and a walk's buffer (docs/STORE.md "Chains and
+ * anchors"). */
 #define AB_STORE_ANCHOR_EVERY 64
 
 /** Rows one INSERT of a commit writes at once (chunks, tails): SQLite's cost of a statement

@@ -408,14 +408,14 @@ ab_status_t ab__store_read(ab_store_t *st, const ab_read_t *req, ab_row_cb cb, v
     if (req->limit == 0)
         return ab_error_set(err, AB_INVALID_ARGUMENT, "limit", "store: limit must be >= 1");
     bool by_seq = req->scope == AB_REPLAY_RUN;
+    bool own = sqlite3_get_autocommit(st->db) != 0; /* invariant 3 */
     reader_t rd = {.st = st,
                    .cb = cb,
                    .ud = ud,
                    .limit = req->limit,
                    .by_seq = by_seq,
-                   .last = by_seq ? req->after_seq : req->after_pos};
-    bool own = sqlite3_get_autocommit(st->db) != 0; /* invariant 3 */
-    rd.keep = own;
+                   .last = by_seq ? req->after_seq : req->after_pos,
+                   .keep = own};
     int rc = own ? sqlite3_exec(st->db, "BEGIN", NULL, NULL, NULL) : SQLITE_OK;
     if (rc != SQLITE_OK)
         return ab__store_sqlerr(st, rc, "read", err);

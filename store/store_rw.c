@@ -38,7 +38,9 @@
 #define START_ROWID(n)                                                                             \
     "coalesce((SELECT batch_first FROM chunks WHERE rowid <= ?" n " + 1"                           \
     " ORDER BY rowid DESC LIMIT 1), 0)"
-#define LINK_COLS "run_rowid, prev_run, run_dist, last_seq, thread_rowid, prev_thread, thread_dist"
+/* a tails row written whether the run or thread has one yet or not */
+#define TAIL_UPSERT " ON CONFLICT(rowid) DO UPDATE SET chunk = excluded.chunk"
+#define LINK_COLS   "run_rowid, prev_run, run_dist, last_seq, thread_rowid, prev_thread, thread_dist"
 /* a chunk's columns as written (store_commit.c binds them in this order, data the 8th) */
 #define CHUNK_INSERT_HEAD                                                                          \
     "INSERT INTO chunks(run_rowid, thread_rowid, first_seq, last_seq, batch_first, batch_last,"    \
@@ -72,10 +74,8 @@ static const char *const SQL[Q_COUNT_] = {
                   " ended_us = coalesce(excluded.ended_us, ended_us) RETURNING rowid, epoch",
     [Q_CHUNK_INSERT] =
         CHUNK_INSERT_HEAD " VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
-    [Q_RUN_TAIL_PUT] = "INSERT INTO run_tails(rowid, chunk) VALUES(?1, ?2)"
-                       " ON CONFLICT(rowid) DO UPDATE SET chunk = excluded.chunk",
-    [Q_THREAD_TAIL_PUT] = "INSERT INTO thread_tails(rowid, chunk) VALUES(?1, ?2)"
-                          " ON CONFLICT(rowid) DO UPDATE SET chunk = excluded.chunk",
+    [Q_RUN_TAIL_PUT] = "INSERT INTO run_tails(rowid, chunk) VALUES(?1, ?2)" TAIL_UPSERT,
+    [Q_THREAD_TAIL_PUT] = "INSERT INTO thread_tails(rowid, chunk) VALUES(?1, ?2)" TAIL_UPSERT,
     [Q_RUN_UPDATE] = "UPDATE runs SET epoch = max(epoch, ?2), status = coalesce(?3, status),"
                      " outcome = coalesce(?4, outcome), parent_run = coalesce(?5, parent_run),"
                      " ended_us = CASE WHEN ?3 IN ('finished', 'errored') THEN ?6"
@@ -157,14 +157,13 @@ static char *rows_sql(const char *head, const char *row, const char *tail)
 
 static ab_status_t prepare_rows(ab_store_t *st, int which, ab_error_t *err)
 {
-    static const char *const TAIL = " ON CONFLICT(rowid) DO UPDATE SET chunk = excluded.chunk";
     char *sql = NULL;
     if (which == Q_CHUNK_INSERT_N)
         sql = rows_sql(CHUNK_INSERT_HEAD " VALUES", "(?,?,?,?,?,?,?,?,?,?,?,?,?,?)", "");
     else
         sql = rows_sql(which == Q_RUN_TAIL_PUT_N ? "INSERT INTO run_tails(rowid, chunk) VALUES"
                                                  : "INSERT INTO thread_tails(rowid, chunk) VALUES",
-                       "(?,?)", TAIL);
+                       "(?,?)", TAIL_UPSERT);
     if (!sql)
         return ab_error_set(err, AB_NOMEM, "store", "out of memory (prepare)");
     int rc = sqlite3_prepare_v3(st->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &st->q[which], NULL);
