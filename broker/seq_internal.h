@@ -187,9 +187,29 @@ void ab__seq_cache_free(ab_seq_t *s);
 /** A cached run or NULL; a hit becomes most recently used. */
 ab__seq_run_t *ab__seq_find(ab_seq_t *s, ab_str_t thread, ab_str_t run);
 
-/** The run's state, loaded from the store on a miss (may evict others). */
-ab_status_t ab__seq_get(ab_seq_t *s, ab_str_t thread, ab_str_t run, ab__seq_run_t **out,
-                        ab_error_t *err);
+/** The cache's hash of a run's key. */
+uint64_t ab__seq_key_hash(ab_str_t thread, ab_str_t run);
+
+/** How many items ahead of the stage loop ab__seq_ahead() asks for buckets (a power of 2). */
+#define AB__SEQ_AHEAD 16u
+
+/** The hashes of the items whose buckets were asked for, by item index mod AB__SEQ_AHEAD. */
+typedef struct ab__seq_ahead {
+    uint64_t h[AB__SEQ_AHEAD];
+} ab__seq_ahead_t;
+
+/**
+ * Called at step @p i (0, 1, ... in order) of a loop that looks up the runs of @p items:
+ * prefetches what the lookups of later items will read (seq_cache.c invariant 6) and
+ * returns item i's ab__seq_key_hash() (0 for an item without an event).
+ */
+uint64_t ab__seq_ahead(const ab_seq_t *s, const ab_seq_item_t *items, size_t n, size_t i,
+                       ab__seq_ahead_t *a);
+
+/** The run's state, loaded from the store on a miss (may evict others); @p hash is
+ *  ab__seq_key_hash(thread, run). */
+ab_status_t ab__seq_get(ab_seq_t *s, ab_str_t thread, ab_str_t run, uint64_t hash,
+                        ab__seq_run_t **out, ab_error_t *err);
 
 /** Drop one run from the cache and free it. */
 void ab__seq_evict(ab_seq_t *s, ab__seq_run_t *r);

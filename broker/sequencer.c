@@ -272,7 +272,8 @@ static void reject_earlier(ab_seq_item_t *it, ab_status_t code)
     it->status = AB_RESULT_REJECTED;
 }
 
-static void stage_one(ab_seq_t *s, ab_seq_item_t *it)
+/* Stage one item; @p hash is its run's ab__seq_key_hash(). */
+static void stage_one(ab_seq_t *s, ab_seq_item_t *it, uint64_t hash)
 {
     if (it->status == AB_RESULT_REJECTED) {
         if (it->ev)
@@ -288,7 +289,7 @@ static void stage_one(ab_seq_t *s, ab_seq_item_t *it)
         return;
     }
     ab__seq_run_t *r = NULL;
-    ab_status_t rc = ab__seq_get(s, it->ev->thread, it->ev->run, &r, &it->err);
+    ab_status_t rc = ab__seq_get(s, it->ev->thread, it->ev->run, hash, &r, &it->err);
     if (rc == AB_OK)
         rc = decide(s, r, it);
     if (rc != AB_OK) {
@@ -303,8 +304,11 @@ static void stage_one(ab_seq_t *s, ab_seq_item_t *it)
 void ab__seq_stage(ab_seq_t *s, ab_seq_item_t *items, size_t n)
 {
     s->nrej = 0;
-    for (size_t i = 0; i < n; i++)
-        stage_one(s, &items[i]);
+    ab__seq_ahead_t a;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t h = ab__seq_ahead(s, items, n, i, &a);
+        stage_one(s, &items[i], h);
+    }
     s->nrej = 0; /* the views belong to this call's items */
 }
 

@@ -14,6 +14,8 @@
  *     probing needs no tombstones; the table stays at most half full.
  *  4. The two caches are cleared together: a run entry's pointer to its
  *     thread's entry never outlives it.
+ *  5. ab__store_cache_ahead() only asks the CPU to load what a later lookup
+ *     will read (prefetch hints, which never fault): no state, no answer.
  */
 #include "ab_common.h"
 #include "store_int.h"
@@ -112,6 +114,57 @@ static size_t slot_of(const ab_store_t *st, uint64_t h, const char *t, size_t tl
     }
 }
 
+uint64_t ab__store_cache_hash(ab_str_t thread, ab_str_t run)
+{
+    /* asked before the ids are checked: a NULL id hashes as empty, and is refused later */
+    return hash_ids(thread.ptr, thread.ptr ? thread.len : 0, run.ptr, run.ptr ? run.len : 0);
+}
+
+/*
+ * Lookups ahead of a batch's appends (invariant 5). With 100,000 runs cached a lookup
+ * misses the CPU's caches twice in a row (the slot, then the entry it points to) and
+ * its thread's entry once more; at step @p i the slot of event i + AB__STORE_AHEAD is
+ * asked for, the entry of event i + AB__STORE_AHEAD / 2 (its slot asked for half the
+ * distance ago: most lookups end at their first slot) and the thread entry of event
+ * i + AB__STORE_AHEAD / 4, so the misses of several events overlap. The ring keeps
+ * the hashes of events i .. i + AB__STORE_AHEAD - 1 (index mod AB__STORE_AHEAD), each
+ * computed once: the lookup of event i takes it from there.
+ */
+static void ahead_slot(const ab_store_t *st, const ab_append_event_t *ev, uint64_t *ring, size_t k)
+{
+    uint64_t h = ab__store_cache_hash(ev->thread, ev->run);
+    ring[k % AB__STORE_AHEAD] = h;
+    if (st->nslots) /* none before the first lookup grows the table */
+        __builtin_prefetch(&st->slots[h & (st->nslots - 1)]);
+}
+
+static const run_ent_t *ahead_ent(const ab_store_t *st, const uint64_t *ring, size_t k)
+{
+    return st->nslots ? st->slots[ring[k % AB__STORE_AHEAD] & (st->nslots - 1)] : NULL;
+}
+
+uint64_t ab__store_cache_ahead(const ab_store_t *st, const ab_append_event_t *evs, size_t n,
+                               size_t i, uint64_t *ring)
+{
+    if (i == 0)
+        for (size_t k = 0; k < AB__STORE_AHEAD && k < n; k++)
+            ahead_slot(st, &evs[k], ring, k);
+    uint64_t mine = ring[i % AB__STORE_AHEAD];
+    const run_ent_t *e =
+        i + AB__STORE_AHEAD / 4 < n ? ahead_ent(st, ring, i + AB__STORE_AHEAD / 4) : NULL;
+    if (e && e->thr)
+        __builtin_prefetch(e->thr);
+    e = i + AB__STORE_AHEAD / 2 < n ? ahead_ent(st, ring, i + AB__STORE_AHEAD / 2) : NULL;
+    if (e) {
+        const char *p = (const char *)e;
+        for (size_t off = 0; off < sizeof *e + 64; off += 64) /* the entry and its key */
+            __builtin_prefetch(p + off);
+    }
+    if (i + AB__STORE_AHEAD < n) /* its ring slot is event i's, no longer needed */
+        ahead_slot(st, &evs[i + AB__STORE_AHEAD], ring, i + AB__STORE_AHEAD);
+    return mine;
+}
+
 static ab_status_t grow(ab_store_t *st, ab_error_t *err)
 {
     size_t n = st->nslots ? st->nslots * 2 : 256;
@@ -168,12 +221,11 @@ static run_ent_t *new_ent(const char *t, size_t tl, const char *r, size_t rl, ui
     return e;
 }
 
-ab_status_t ab__store_cache_get(ab_store_t *st, ab_str_t t, ab_str_t r, run_ent_t **out,
+ab_status_t ab__store_cache_get(ab_store_t *st, ab_str_t t, ab_str_t r, uint64_t h, run_ent_t **out,
                                 ab_error_t *err)
 {
     const char *thread = t.ptr, *run = r.ptr;
     size_t tl = t.len, rl = r.len;
-    uint64_t h = hash_ids(thread, tl, run, rl);
     if (st->nslots) {
         run_ent_t *e = st->slots[slot_of(st, h, thread, tl, run, rl)];
         if (e) {

@@ -273,10 +273,23 @@ ab_status_t ab__store_check_id(ab_str_t id, const char *field, ab_error_t *err);
 /* Clamp a u64 to SQLite's signed range. */
 sqlite3_int64 ab__store_i64(uint64_t v);
 
+/* The run cache's hash of a run's key. */
+uint64_t ab__store_cache_hash(ab_str_t thread, ab_str_t run);
+
 /* Find (or load from the runs table, or create unsaved) the cache entry of a
- * run. *out is owned by the cache. */
-ab_status_t ab__store_cache_get(ab_store_t *st, ab_str_t thread, ab_str_t run, run_ent_t **out,
-                                ab_error_t *err);
+ * run; @p hash is ab__store_cache_hash(thread, run). *out is owned by the cache. */
+ab_status_t ab__store_cache_get(ab_store_t *st, ab_str_t thread, ab_str_t run, uint64_t hash,
+                                run_ent_t **out, ab_error_t *err);
+
+/* How many events ahead of a batch's appends ab__store_cache_ahead() asks for slots. */
+#define AB__STORE_AHEAD 16u
+
+/* Called at step @p i (0, 1, ... in order) of a loop appending @p evs, with a ring of
+ * AB__STORE_AHEAD hashes kept between steps: prefetches what the cache lookups of later
+ * events will read (store_cache.c invariant 5) and returns event i's
+ * ab__store_cache_hash(). */
+uint64_t ab__store_cache_ahead(const ab_store_t *st, const ab_append_event_t *evs, size_t n,
+                               size_t i, uint64_t *ring);
 
 /* Find (or load from thread_tails) the cache entry of thread @p rowid. *out is owned by
  * the cache and lives until it is cleared. */

@@ -369,15 +369,16 @@ static ab_status_t seq_conflict(const ab_append_event_t *ev, uint64_t last, ab_e
     return AB_CONFLICT;
 }
 
-ab_status_t ab__store_append(ab_store_t *st, const ab_append_event_t *ev, uint64_t *pos_out,
-                             ab_error_t *err)
+/* ab__store_append() with the run cache's hash of the event's run given. */
+static ab_status_t append_h(ab_store_t *st, const ab_append_event_t *ev, uint64_t hash,
+                            uint64_t *pos_out, ab_error_t *err)
 {
     ab_status_t s = ab__store_check_writer(st, true, err);
     if (s == AB_OK)
         s = check_event(ev, err);
     run_ent_t *e = NULL;
     if (s == AB_OK)
-        s = ab__store_cache_get(st, ev->thread, ev->run, &e, err);
+        s = ab__store_cache_get(st, ev->thread, ev->run, hash, &e, err);
     if (s != AB_OK)
         return s;
     bool fresh = e->batch != st->batch;
@@ -401,6 +402,14 @@ ab_status_t ab__store_append(ab_store_t *st, const ab_append_event_t *ev, uint64
     return AB_OK;
 }
 
+ab_status_t ab__store_append(ab_store_t *st, const ab_append_event_t *ev, uint64_t *pos_out,
+                             ab_error_t *err)
+{
+    if (!ev) /* check_event() answers it */
+        return append_h(st, ev, 0, pos_out, err);
+    return append_h(st, ev, ab__store_cache_hash(ev->thread, ev->run), pos_out, err);
+}
+
 ab_status_t ab__store_append_batch(ab_store_t *st, const ab_append_event_t *evs, size_t n,
                                    int64_t commit_us, uint64_t *first_pos, ab_error_t *err)
 {
@@ -412,8 +421,10 @@ ab_status_t ab__store_append_batch(ab_store_t *st, const ab_append_event_t *evs,
     if (s != AB_OK)
         return s;
     uint64_t first = st->next_pos;
+    uint64_t ring[AB__STORE_AHEAD];
     for (size_t i = 0; i < n; i++) {
-        s = ab__store_append(st, &evs[i], NULL, err);
+        uint64_t h = ab__store_cache_ahead(st, evs, n, i, ring);
+        s = append_h(st, &evs[i], h, NULL, err);
         if (s != AB_OK) {
             ab_error_detail_int(err, "index", (int64_t)i);
             ab__store_rollback(st);

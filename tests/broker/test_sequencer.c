@@ -2,7 +2,7 @@
  * test_sequencer.c - the broker sequencer (broker/sequencer.h) against an
  * in-memory fake plugin: every rule one by one, batches with several runs,
  * pre-rejected items, abort and reload, eviction and checker rebuild, claim,
- * and the cache bound.
+ * the cache bound, and a group over more runs than its lookups look ahead.
  */
 #include "testutil.h"
 
@@ -738,6 +738,123 @@ static void rm_dir(const char *dir)
     rmdir(dir);
 }
 
+/* ---- a group over more runs than the lookups look ahead ------------------- */
+
+#define MANY_RUNS  40
+#define MANY_ITEMS 201 /* 200 events of the 40 runs in no order, one undecodable item */
+
+typedef struct many {
+    char run[MANY_RUNS][8];
+    char thread[3][4];
+    uint64_t next[MANY_RUNS]; /**< the seq each run's next event takes */
+} many_t;
+
+/*
+ * One group over 40 runs whose events come in no order (run 7 k mod 40 at step k, so a
+ * run's events are 40 items apart, beyond AB__SEQ_AHEAD), with a gap in run 3 at item 110
+ * and an undecodable item at 50: every lookup must find its own run, through the hashes
+ * the stage loop computes ahead (seq_cache.c invariant 6) and, on the SQLite plugin, the
+ * store's (store_cache.c invariant 5).
+ */
+/* Counts a run's rows, each of which must carry the seq after the one before. */
+static int seq_row(void *ud, const ab_row_t *row)
+{
+    uint64_t *n = ud;
+    assert_int_equal(row->seq, *n + 1);
+    (*n)++;
+    return 0;
+}
+
+static void many_runs(fx_t *f)
+{
+    static many_t m;
+    memset(&m, 0, sizeof m);
+    for (int t = 0; t < 3; t++)
+        snprintf(m.thread[t], sizeof m.thread[t], "t%d", t);
+    ab_seq_item_t start[MANY_RUNS];
+    for (int r = 0; r < MANY_RUNS; r++) {
+        snprintf(m.run[r], sizeof m.run[r], "r%02d", r);
+        start[r] = started(f, m.thread[r % 3], m.run[r], 1, 1);
+        m.next[r] = 2;
+    }
+    assert_int_equal(group(f, start, MANY_RUNS), AB_OK);
+    for (int r = 0; r < MANY_RUNS; r++)
+        expect_accepted(&start[r], (uint64_t)r + 1);
+    ab_seq_item_t it[MANY_ITEMS];
+    int run_of[MANY_ITEMS];
+    for (int i = 0, k = 0; i < MANY_ITEMS; i++) {
+        if (i == 50) {
+            it[i] = started(f, "t0", "r00", 1, 1);
+            it[i].status = AB_RESULT_REJECTED;
+            it[i].ev = NULL; /* undecodable: no run */
+            ab_error_set(&it[i].err, AB_INVALID_ENVELOPE, "seq", "bad envelope");
+            run_of[i] = -1;
+            continue;
+        }
+        int r = (7 * k++) % MANY_RUNS;
+        uint64_t seq = m.next[r]++;
+        if (i == 110) {
+            assert_int_equal(r, 3);
+            seq++; /* a gap: this and run 3's later events of the group are refused */
+        }
+        it[i] = mk(f, m.thread[r % 3], m.run[r], seq, 1, seq == 2 ? MSG_START : MSG_CONTENT);
+        run_of[i] = r;
+    }
+    assert_int_equal(group(f, it, MANY_ITEMS), AB_OK);
+    uint64_t pos = MANY_RUNS, last[MANY_RUNS];
+    for (int r = 0; r < MANY_RUNS; r++)
+        last[r] = 1;
+    for (int i = 0; i < MANY_ITEMS; i++) {
+        int r = run_of[i];
+        if (r < 0) {
+            expect_rejected(&it[i], AB_INVALID_ENVELOPE, "seq");
+        } else if (r == 3 && i >= 110) {
+            assert_int_equal(it[i].status, AB_RESULT_REJECTED);
+            assert_int_equal(it[i].err.code, AB_GAP); /* the later ones: as the first */
+            if (i > 110)
+                assert_non_null(strstr(it[i].err.message, "earlier event of this run"));
+        } else {
+            expect_accepted(&it[i], ++pos);
+            last[r] = it[i].ev->seq;
+        }
+    }
+    for (int r = 0; r < MANY_RUNS; r++) { /* every run's state is its own */
+        ab_run_head_t h;
+        ab_error_t err = AB_ERROR_INIT;
+        ab_str_t t = {m.thread[r % 3], strlen(m.thread[r % 3])}, run = {m.run[r], strlen(m.run[r])};
+        assert_int_equal(f->plugin->head(f->dbp, t, run, &h, &err), AB_OK);
+        assert_int_equal(h.last_seq, last[r]);
+        ab_read_t req = {.scope = AB_REPLAY_RUN, .thread = t, .run = run, .limit = UINT32_MAX};
+        uint64_t rows = 0;
+        uint32_t n = 0;
+        assert_int_equal(f->plugin->read(f->dbp, &req, seq_row, &rows, &n, &err), AB_OK);
+        assert_int_equal(rows, last[r]); /* stored whole: 1 .. last, in order */
+        ab_seq_item_t next = pub(f, mk(f, m.thread[r % 3], m.run[r], last[r] + 1, 1, MSG_CONTENT));
+        expect_accepted(&next, ++pos);
+    }
+}
+
+static void test_group_over_many_runs(void **state)
+{
+    (void)state;
+    fx_t *f = fx_new(8); /* fewer than the group's runs: none of them is evicted while staged */
+    many_runs(f);
+    fx_free(f);
+    char dir[] = "/tmp/ab-seq-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    const ab_plugin_t *pl = ab__plugin_sqlite();
+    ab_plugin_open_opts_t oo = {.data_dir = dir, .durability = AB_DURABILITY_PROCESS};
+    ab_plugin_db_t *db = NULL;
+    ab_error_t err = AB_ERROR_INIT;
+    if (pl->open(&oo, &db, &err) != AB_OK)
+        fail_msg("sqlite open: %s", err.message);
+    f = fx_new_on(0, pl, db);
+    many_runs(f);
+    fx_free(f);
+    pl->close(db);
+    rm_dir(dir);
+}
+
 static void test_sqlite_plugin(void **state)
 {
     (void)state;
@@ -808,6 +925,7 @@ int main(void)
         cmocka_unit_test(test_cache_bound_and_memory),
         cmocka_unit_test(test_memory_grows_with_open_items),
         cmocka_unit_test(test_sqlite_plugin),
+        cmocka_unit_test(test_group_over_many_runs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
