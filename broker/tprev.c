@@ -27,9 +27,13 @@ ab_status_t ab__tprev_init(ab__tprev_t *t, size_t nsets, uint64_t head)
     while (n < (nsets ? nsets : AB__TPREV_SETS))
         n <<= 1;
     t->floor = t->last = head;
-    t->ent = calloc(n * AB__TPREV_WAYS, sizeof(*t->ent));
+    size_t tags = n * AB__TPREV_WAYS * sizeof(*t->tag); /* a multiple of 64 */
+    t->tag = aligned_alloc(64, tags);
+    if (t->tag != NULL)
+        memset(t->tag, 0, tags);
+    t->ids = calloc(n * AB__TPREV_WAYS, sizeof(*t->ids));
     t->evicted = calloc(n, sizeof(*t->evicted));
-    if (t->ent == NULL || t->evicted == NULL) {
+    if (t->tag == NULL || t->ids == NULL || t->evicted == NULL) {
         ab__tprev_free(t);
         return AB_NOMEM;
     }
@@ -39,50 +43,54 @@ ab_status_t ab__tprev_init(ab__tprev_t *t, size_t nsets, uint64_t head)
 
 void ab__tprev_free(ab__tprev_t *t)
 {
-    free(t->ent);
+    free(t->tag);
+    free(t->ids);
     free(t->evicted);
-    t->ent = NULL;
+    t->tag = NULL;
+    t->ids = NULL;
     t->evicted = NULL;
     t->nsets = 0;
 }
 
-static bool ent_is(const ab__tprev_ent_t *e, uint64_t h, ab_str_t thread)
+static bool ent_is(const ab__tprev_t *t, size_t i, uint64_t h, ab_str_t thread)
 {
-    return e->pos != 0 && e->hash == h && e->len == thread.len &&
-           memcmp(e->id, thread.ptr, thread.len) == 0;
+    const ab__tprev_tag_t *g = &t->tag[i];
+    return g->pos != 0 && g->hash == h && t->ids[i].len == thread.len &&
+           memcmp(t->ids[i].id, thread.ptr, thread.len) == 0;
 }
 
-/* The entry of @p thread in its set, taking the lowest one (counted as
+/* The tag of @p thread's entry in its set, taking the lowest one (counted as
  * evicted, invariant 2) when it has none; @p held says which. */
-static ab__tprev_ent_t *slot(ab__tprev_t *t, ab_str_t thread, size_t *set, bool *held)
+static ab__tprev_tag_t *slot(ab__tprev_t *t, ab_str_t thread, size_t *set, bool *held)
 {
     uint64_t h = ab__fnv64(thread.ptr, thread.len);
     *set = (size_t)(h & (t->nsets - 1));
-    ab__tprev_ent_t *row = &t->ent[*set * AB__TPREV_WAYS], *low = row;
-    for (size_t i = 0; i < AB__TPREV_WAYS; i++) {
-        if (ent_is(&row[i], h, thread)) {
+    size_t first = *set * AB__TPREV_WAYS, low = first;
+    for (size_t i = first; i < first + AB__TPREV_WAYS; i++) {
+        if (ent_is(t, i, h, thread)) {
             *held = true;
-            return &row[i];
+            return &t->tag[i];
         }
-        if (row[i].pos < low->pos)
-            low = &row[i];
+        if (t->tag[i].pos < t->tag[low].pos)
+            low = i;
     }
     *held = false;
-    if (low->pos != 0) {
-        if (low->pos > t->evicted[*set])
-            t->evicted[*set] = low->pos;
+    ab__tprev_tag_t *g = &t->tag[low];
+    if (g->pos != 0) {
+        if (g->pos > t->evicted[*set])
+            t->evicted[*set] = g->pos;
         t->evictions++;
     }
-    low->hash = h;
-    low->len = (uint16_t)thread.len;
-    memcpy(low->id, thread.ptr, thread.len);
-    low->pos = 0;
-    return low;
+    g->hash = h;
+    g->pos = 0;
+    t->ids[low].len = (uint16_t)thread.len;
+    memcpy(t->ids[low].id, thread.ptr, thread.len);
+    return g;
 }
 
 bool ab__tprev_note(ab__tprev_t *t, ab_str_t thread, uint64_t pos, uint64_t *prev)
 {
-    if (t->ent == NULL || thread.len > AB_ID_MAX_BYTES || thread.len == 0)
+    if (t->tag == NULL || thread.len > AB_ID_MAX_BYTES || thread.len == 0)
         return false;
     if (pos <= t->last) { /* not growing: claim nothing at or below the last one (invariant 1) */
         t->gaps++;
@@ -96,7 +104,7 @@ bool ab__tprev_note(ab__tprev_t *t, ab_str_t thread, uint64_t pos, uint64_t *pre
     t->last = pos;
     size_t set = 0;
     bool held = false;
-    ab__tprev_ent_t *e = slot(t, thread, &set, &held);
+    ab__tprev_tag_t *e = slot(t, thread, &set, &held);
     uint64_t known = held ? e->pos : t->evicted[set];
     if (held)
         t->hits++;
@@ -111,6 +119,6 @@ size_t ab__tprev_count(const ab__tprev_t *t)
 {
     size_t n = 0;
     for (size_t i = 0; i < t->nsets * AB__TPREV_WAYS; i++)
-        n += t->ent[i].pos != 0;
+        n += t->tag[i].pos != 0;
     return n;
 }
