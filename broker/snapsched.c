@@ -13,10 +13,9 @@
  *     writer thread from committed events only; the writer stores it between
  *     groups, a bounded piece at a time (snapstore.c). A failed group is
  *     counted nowhere.
- *  2. The counts live in a bounded map of at most COUNT_THREADS (4096)
- *     threads (about 2.4 MiB of slots), open addressing with linear
- *     probing, no tombstones: when it is full a new thread evicts the one
- *     nearest its home slot, whose count and document size restart at 0
+ *  2. The counts live in a bounded map of at most AB__SNAPCOUNT_THREADS
+ *     (4096) threads (snapcount.h): when it is full a new thread evicts the
+ *     one nearest its home slot, whose count and document size restart at 0
  *     (its next snapshot comes up to N events later; the SNAPSHOT answer
  *     stays current).
  *  3. A thread whose last document could not be stored (too large for a
@@ -36,18 +35,6 @@
 
 #include <stdlib.h>
 #include <string.h>
-
-#define COUNT_THREADS 4096u                /* threads whose counts are kept (invariant 2) */
-#define COUNT_SLOTS   (2u * COUNT_THREADS) /* power of two, load at most 1/2 */
-
-struct ab__snapcount {
-    uint32_t len;      /**< 0 = free (thread ids are never empty) */
-    uint32_t count;    /**< committed events since the last snapshot request */
-    uint64_t bytes;    /**< their envelope bytes */
-    uint64_t last_doc; /**< size of the last stored document (0 = unknown) */
-    bool too_large;    /**< its last document could not be stored (invariant 3) */
-    char id[AB_ID_MAX_BYTES];
-};
 
 void ab__snapsched_start(ab__snapsched_t *s, ab__shared_t *b)
 {
@@ -87,72 +74,6 @@ static void note_due(ab__snapsched_t *s, ab_str_t thread, bool run_end)
     s->ndue++;
 }
 
-static size_t count_home(ab_str_t thread)
-{
-    uint64_t h = ab__fnv64(thread.ptr, thread.len);
-    return (size_t)(h & (COUNT_SLOTS - 1));
-}
-
-/* Free slot @p i, shifting later entries of its cluster back (no tombstones). */
-static void count_remove(ab__snapsched_t *s, size_t i)
-{
-    ab__snapcount_t *c = s->counts;
-    size_t j = i;
-    for (;;) {
-        c[i].len = 0;
-        for (;;) {
-            j = (j + 1) & (COUNT_SLOTS - 1);
-            if (c[j].len == 0) {
-                s->ncounts--;
-                return;
-            }
-            size_t k = count_home((ab_str_t){c[j].id, c[j].len});
-            /* c[j] may move to i when its home k is not cyclically in (i, j] */
-            if (i <= j ? (i >= k || k > j) : (i >= k && k > j))
-                break;
-        }
-        c[i] = c[j];
-        i = j;
-    }
-}
-
-/* The slot of @p thread if it has one. */
-static ab__snapcount_t *count_find(ab__snapsched_t *s, ab_str_t thread)
-{
-    if (s->counts == NULL || thread.len == 0 || thread.len > AB_ID_MAX_BYTES)
-        return NULL;
-    for (size_t i = count_home(thread); s->counts[i].len != 0; i = (i + 1) & (COUNT_SLOTS - 1))
-        if (s->counts[i].len == thread.len && memcmp(s->counts[i].id, thread.ptr, thread.len) == 0)
-            return &s->counts[i];
-    return NULL;
-}
-
-/* The slot of @p thread: found, or claimed (evicting one when full); NULL when unusable. */
-static ab__snapcount_t *count_slot(ab__snapsched_t *s, ab_str_t thread)
-{
-    ab__snapcount_t *found = count_find(s, thread);
-    if (found != NULL || thread.len == 0 || thread.len > AB_ID_MAX_BYTES)
-        return found;
-    if (s->counts == NULL && (s->counts = calloc(COUNT_SLOTS, sizeof(*s->counts))) == NULL)
-        return NULL;
-    size_t home = count_home(thread), i = home;
-    if (s->ncounts >= COUNT_THREADS) {
-        /* evict the entry nearest the home slot; its count restarts (invariant 2) */
-        size_t v = home;
-        while (s->counts[v].len == 0)
-            v = (v + 1) & (COUNT_SLOTS - 1);
-        count_remove(s, v);
-    }
-    while (s->counts[i].len != 0)
-        i = (i + 1) & (COUNT_SLOTS - 1);
-    ab__snapcount_t *c = &s->counts[i];
-    memset(c, 0, offsetof(ab__snapcount_t, id));
-    c->len = (uint32_t)thread.len;
-    memcpy(c->id, thread.ptr, thread.len);
-    s->ncounts++;
-    return c;
-}
-
 /*
  * Count the committed events of a group; note the threads due an every-N
  * snapshot: since their last request, at least snapshot_every events AND at
@@ -171,7 +92,7 @@ static void count_committed(ab__snapsched_t *s, const ab_append_event_t *evs, si
         /* events of a group mostly share a thread: skip the lookup then */
         if (last == NULL || t.len != last_thread.len ||
             memcmp(t.ptr, last_thread.ptr, t.len) != 0) {
-            last = count_slot(s, t);
+            last = ab__snapcount_slot(&s->counts, t);
             last_thread = t;
             if (last == NULL)
                 continue;
@@ -191,7 +112,7 @@ void ab__snapsched_committed(ab__snapsched_t *s, const ab_append_event_t *evs, s
         if (evs[i].status != AB_RUN_STATUS_FINISHED && evs[i].status != AB_RUN_STATUS_ERRORED)
             continue;
         note_due(s, evs[i].thread, true);
-        ab__snapcount_t *c = count_find(s, evs[i].thread);
+        ab__snapcount_t *c = ab__snapcount_find(&s->counts, evs[i].thread);
         if (c != NULL)
             c->too_large = false; /* its document may fit again */
     }
@@ -203,7 +124,7 @@ bool ab__snapsched_request(ab__snapsched_t *s)
     bool any = s->ndue > 0;
     for (size_t i = 0; i < s->ndue; i++) {
         ab_str_t t = {s->due[i], strlen(s->due[i])};
-        ab__snapcount_t *c = count_find(s, t);
+        ab__snapcount_t *c = ab__snapcount_find(&s->counts, t);
         if (c != NULL)
             c->count = 0, c->bytes = 0;
         ab__snapworker_request(s->worker, t, s->run_end[i]);
@@ -216,7 +137,7 @@ bool ab__snapsched_request(ab__snapsched_t *s)
 static void queue_doc(void *ud, ab_str_t thread, uint64_t pos, ab_buf_t *doc, size_t size)
 {
     ab__snapsched_t *s = ud;
-    ab__snapcount_t *c = count_slot(s, thread);
+    ab__snapcount_t *c = ab__snapcount_slot(&s->counts, thread);
     if (c != NULL) {
         c->last_doc = size;
         c->too_large = doc->len == 0;
@@ -243,8 +164,8 @@ bool ab__snapsched_busy(ab__snapsched_t *s)
  */
 static void request_flush(ab__snapsched_t *s)
 {
-    for (size_t i = 0; s->counts != NULL && i < COUNT_SLOTS; i++) {
-        const ab__snapcount_t *c = &s->counts[i];
+    for (size_t i = 0; s->counts.slot != NULL && i < AB__SNAPCOUNT_SLOTS; i++) {
+        const ab__snapcount_t *c = &s->counts.slot[i];
         if (c->len > 0 && c->count >= AB_SNAP_FLUSH_EVENTS && !c->too_large)
             ab__snapworker_request(s->worker, (ab_str_t){c->id, c->len}, false);
     }
@@ -258,6 +179,6 @@ void ab__snapsched_stop(ab__snapsched_t *s)
     ab__snapstore_drain(s);
     free(s->due);
     free(s->run_end);
-    free(s->counts);
+    ab__snapcount_free(&s->counts);
     memset(s, 0, sizeof(*s));
 }

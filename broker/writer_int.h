@@ -15,6 +15,7 @@
 #define AB_BROKER_WRITER_INT_H
 
 #include "snap_internal.h"
+#include "snapcount.h"
 #include "tprev.h"
 
 /* ---- fanout.c ----------------------------------------------------------- */
@@ -80,8 +81,6 @@ void ab__fanout_free(ab__fanout_t *f);
 
 /* ---- snapsched.c ---------------------------------------------------------- */
 
-typedef struct ab__snapcount ab__snapcount_t; /* one thread's counts (snapsched.c) */
-
 /**
  * Durable snapshot scheduling (docs/REDUCER.md section 6): after a group
  * commit, the threads due a snapshot go to the snapshot worker; the
@@ -95,9 +94,7 @@ typedef struct ab__snapsched {
     char (*due)[AB_ID_MAX_BYTES + 1];
     bool *run_end; /**< per entry of due: a run ended (else every-N) */
     size_t ndue, due_cap;
-    /* committed events per thread since its last request: open addressing */
-    ab__snapcount_t *counts;
-    size_t ncounts;
+    ab__snapcounts_t counts; /**< committed events per thread since its last request */
     /* documents waiting to be stored, oldest first (snapstore.c) */
     struct ab__snappend *pend;
     size_t npend, pend_cap;
