@@ -405,9 +405,8 @@ static ab_status_t append_h(ab_store_t *st, const ab_append_event_t *ev, uint64_
 ab_status_t ab__store_append(ab_store_t *st, const ab_append_event_t *ev, uint64_t *pos_out,
                              ab_error_t *err)
 {
-    if (!ev) /* check_event() answers it */
-        return append_h(st, ev, 0, pos_out, err);
-    return append_h(st, ev, ab__store_cache_hash(ev->thread, ev->run), pos_out, err);
+    uint64_t hash = ev ? ab__store_cache_hash(ev->thread, ev->run) : 0; /* NULL: refused */
+    return append_h(st, ev, hash, pos_out, err);
 }
 
 ab_status_t ab__store_append_batch(ab_store_t *st, const ab_append_event_t *evs, size_t n,

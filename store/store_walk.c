@@ -15,18 +15,18 @@
  *     a distance that does not count down by one, a run's seqs that do not
  *     fall, or an anchor above the bound met on the way down is AB_CORRUPT:
  *     no damage makes a walk loop or deliver out of order.
- *  5. A link to a chunk that is gone (a row deleted by hand, say) does not
- *     end the walk: the owner's chunks between the anchor below the bound
- *     and the missing one are found by a range scan of the table instead,
- *     so a read still delivers every chunk that is stored, and the hole
- *     shows as missing seqs or positions, as it would with an index. Such
- *     a segment may be twice as long; longer still is AB_CORRUPT.
  *  2. The key is a run's last_seq or a thread chunk's rowid; a segment's
  *     chunks all have keys above the bound, and the bound then moves to
  *     the anchor's key, so no chunk is delivered twice.
  *  3. The caller holds one read transaction across the walk, so every
  *     statement sees the same committed chains.
  *  4. Every statement is reset (and its bindings cleared) before returning.
+ *  5. A link to a chunk that is gone (a row deleted by hand, say) does not
+ *     end the walk: the owner's chunks between the anchor below the bound
+ *     and the missing one are found by a range scan of the table instead,
+ *     so a read still delivers every chunk that is stored, and the hole
+ *     shows as missing seqs or positions, as it would with an index. Such
+ *     a segment may be twice as long; longer still is AB_CORRUPT.
  */
 #include "ab_common.h"
 #include "store_int.h"

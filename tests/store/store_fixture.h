@@ -64,10 +64,12 @@ typedef struct sf_fx {
     ab_store_t *st;
 } sf_fx_t;
 
-/* cmocka setup: a new directory /tmp/ab_<tag>_XXXXXX, its store opened when @p open. */
-static inline int sf_fx_setup(void **state, const char *tag, bool open)
+/* cmocka setup: a new directory /tmp/ab_<tag>_XXXXXX, its store opened when @p open, in a
+ * zeroed block of @p size bytes that starts with the sf_fx_t (a test's own fixture around it;
+ * sf_fx_teardown() frees it). */
+static inline int sf_fx_setup_sized(void **state, const char *tag, bool open, size_t size)
 {
-    sf_fx_t *f = calloc(1, sizeof *f);
+    sf_fx_t *f = calloc(1, size);
     if (!f)
         return -1;
     snprintf(f->dir, sizeof f->dir, "/tmp/ab_%s_XXXXXX", tag);
@@ -79,6 +81,12 @@ static inline int sf_fx_setup(void **state, const char *tag, bool open)
         f->st = open_ok(f->dir, false);
     *state = f;
     return 0;
+}
+
+/* cmocka setup: a new directory /tmp/ab_<tag>_XXXXXX, its store opened when @p open. */
+static inline int sf_fx_setup(void **state, const char *tag, bool open)
+{
+    return sf_fx_setup_sized(state, tag, open, sizeof(sf_fx_t));
 }
 
 /* cmocka teardown of sf_fx_setup(): the store closed, the directory removed. */

@@ -38,35 +38,23 @@ typedef struct model {
     uint32_t rng;
 } model_t;
 
+/* The store's fixture (first, so sf_fx_teardown() frees the whole) and the model. */
 typedef struct fx {
-    char dir[64];
-    ab_store_t *st;
+    sf_fx_t sf;
     model_t m;
 } fx_t;
 
 static int setup(void **state)
 {
-    fx_t *f = calloc(1, sizeof *f);
-    if (!f)
-        return -1;
-    snprintf(f->dir, sizeof f->dir, "/tmp/ab_chain_XXXXXX");
-    if (!mkdtemp(f->dir)) {
-        free(f);
-        return -1;
-    }
-    f->st = open_ok(f->dir, false);
-    f->m.rng = 12345;
-    *state = f;
-    return 0;
+    int rc = sf_fx_setup_sized(state, "chain", true, sizeof(fx_t));
+    if (rc == 0)
+        ((fx_t *)*state)->m.rng = 12345;
+    return rc;
 }
 
 static int teardown(void **state)
 {
-    fx_t *f = *state;
-    ab__store_close(&f->st);
-    sf_rm_dir(f->dir);
-    free(f);
-    return 0;
+    return sf_fx_teardown(state);
 }
 
 static uint32_t rnd(model_t *m, uint32_t n)
@@ -294,13 +282,13 @@ static void check_reads(ab_store_t *st, model_t *m)
 static void test_reads_across_anchors(void **state)
 {
     fx_t *f = *state;
-    write_commits(f->st, &f->m, COMMITS);
+    write_commits(f->sf.st, &f->m, COMMITS);
     for (int r = 0; r < RUNS; r++)
         assert_true(f->m.seq[r] > 2 * AB_STORE_ANCHOR_EVERY);
-    check_reads(f->st, &f->m);
-    ab__store_close(&f->st); /* and again from a reader of the closed file */
-    f->st = open_ok(f->dir, true);
-    check_reads(f->st, &f->m);
+    check_reads(f->sf.st, &f->m);
+    ab__store_close(&f->sf.st); /* and again from a reader of the closed file */
+    f->sf.st = open_ok(f->sf.dir, true);
+    check_reads(f->sf.st, &f->m);
 }
 
 /* Paged reads go on from where the last page stopped (store_read.c invariant 6) while
@@ -311,7 +299,7 @@ static void test_paged_reads_across_commits(void **state)
 {
     fx_t *f = *state;
     model_t *m = &f->m;
-    write_commits(f->st, m, COMMITS);
+    write_commits(f->sf.st, m, COMMITS);
     check_t one = {.m = m, .run = 0, .thread = -1};
     check_t thr = {.m = m, .run = -1, .thread = 1};
     check_t turn[3] = {{.m = m, .run = 1, .thread = -1},
@@ -319,25 +307,25 @@ static void test_paged_reads_across_commits(void **state)
                        {.m = m, .run = -1, .thread = 2}};
     for (int i = 0; i < 400; i++) { /* two pages in a row: the second goes on, commits between */
         bool commit = i % 3 == 0 && i < 300;
-        read_page(f->st, &one, AB_REPLAY_RUN, 5);
+        read_page(f->sf.st, &one, AB_REPLAY_RUN, 5);
         if (commit)
-            write_commits(f->st, m, 2);
-        read_page(f->st, &one, AB_REPLAY_RUN, 5);
-        read_page(f->st, &thr, AB_REPLAY_THREAD, 11);
+            write_commits(f->sf.st, m, 2);
+        read_page(f->sf.st, &one, AB_REPLAY_RUN, 5);
+        read_page(f->sf.st, &thr, AB_REPLAY_THREAD, 11);
         if (commit)
-            write_commits(f->st, m, 2);
-        read_page(f->st, &thr, AB_REPLAY_THREAD, 11);
+            write_commits(f->sf.st, m, 2);
+        read_page(f->sf.st, &thr, AB_REPLAY_THREAD, 11);
         check_t *k = &turn[i % 3];
-        read_page(f->st, k, i % 3 == 2 ? AB_REPLAY_THREAD : AB_REPLAY_RUN, 9);
+        read_page(f->sf.st, k, i % 3 == 2 ? AB_REPLAY_THREAD : AB_REPLAY_RUN, 9);
     }
-    while (read_page(f->st, &one, AB_REPLAY_RUN, 5) > 0)
+    while (read_page(f->sf.st, &one, AB_REPLAY_RUN, 5) > 0)
         ;
-    while (read_page(f->st, &thr, AB_REPLAY_THREAD, 11) > 0)
+    while (read_page(f->sf.st, &thr, AB_REPLAY_THREAD, 11) > 0)
         ;
     check_caught_up(&one);
     check_caught_up(&thr);
     for (int t = 0; t < 3; t++) {
-        while (read_page(f->st, &turn[t], t == 2 ? AB_REPLAY_THREAD : AB_REPLAY_RUN, 9) > 0)
+        while (read_page(f->sf.st, &turn[t], t == 2 ? AB_REPLAY_THREAD : AB_REPLAY_RUN, 9) > 0)
             ;
         check_caught_up(&turn[t]);
     }
@@ -384,25 +372,25 @@ static int64_t int_on(const char *dir, const char *sql)
 static void test_migrates_from_v4(void **state)
 {
     fx_t *f = *state;
-    assert_int_equal(int_on(f->dir, LINKS_BEFORE_DATA), 1); /* a new store's layout */
-    write_commits(f->st, &f->m, COMMITS / 2);
-    ab__store_close(&f->st);
-    exec_on(f->dir, SF_V5_TO_V4_SQL);
-    assert_int_equal(int_on(f->dir, "PRAGMA user_version"), 4);
-    f->st = open_ok(f->dir, false); /* migrates 4 -> 5 */
-    assert_int_equal(int_on(f->dir, "PRAGMA user_version"), AB_STORE_SCHEMA_VERSION);
+    assert_int_equal(int_on(f->sf.dir, LINKS_BEFORE_DATA), 1); /* a new store's layout */
+    write_commits(f->sf.st, &f->m, COMMITS / 2);
+    ab__store_close(&f->sf.st);
+    exec_on(f->sf.dir, SF_V5_TO_V4_SQL);
+    assert_int_equal(int_on(f->sf.dir, "PRAGMA user_version"), 4);
+    f->sf.st = open_ok(f->sf.dir, false); /* migrates 4 -> 5 */
+    assert_int_equal(int_on(f->sf.dir, "PRAGMA user_version"), AB_STORE_SCHEMA_VERSION);
     /* every old chunk is an anchor of both chains, every run and thread has its tail */
-    assert_int_equal(int_on(f->dir, "SELECT count(*) FROM chunks WHERE run_dist <> 0"
-                                    " OR thread_dist <> 0 OR prev_run <> 0"),
+    assert_int_equal(int_on(f->sf.dir, "SELECT count(*) FROM chunks WHERE run_dist <> 0"
+                                       " OR thread_dist <> 0 OR prev_run <> 0"),
                      0);
-    assert_int_equal(int_on(f->dir, "SELECT count(*) FROM run_tails"), RUNS);
-    assert_int_equal(int_on(f->dir, "SELECT count(*) FROM thread_tails"), THREADS);
+    assert_int_equal(int_on(f->sf.dir, "SELECT count(*) FROM run_tails"), RUNS);
+    assert_int_equal(int_on(f->sf.dir, "SELECT count(*) FROM thread_tails"), THREADS);
     /* its rows are kept where they are (no copy at the first start): the links come last */
-    assert_int_equal(int_on(f->dir, LINKS_BEFORE_DATA), 0);
-    check_reads(f->st, &f->m);
-    write_commits(f->st, &f->m, COMMITS);
-    assert_true(int_on(f->dir, "SELECT count(*) FROM chunks WHERE run_dist > 0") > 0);
-    check_reads(f->st, &f->m);
+    assert_int_equal(int_on(f->sf.dir, LINKS_BEFORE_DATA), 0);
+    check_reads(f->sf.st, &f->m);
+    write_commits(f->sf.st, &f->m, COMMITS);
+    assert_true(int_on(f->sf.dir, "SELECT count(*) FROM chunks WHERE run_dist > 0") > 0);
+    check_reads(f->sf.st, &f->m);
 }
 
 /* ---- damage ------------------------------------------------------------------------ */
@@ -411,28 +399,23 @@ static void test_migrates_from_v4(void **state)
 static void two_runs(fx_t *f, int n)
 {
     for (int i = 0; i < n; i++) {
-        char b1[32], b2[32];
-        snprintf(b1, sizeof b1, "r0#%d", i + 1);
-        snprintf(b2, sizeof b2, "q0#%d", i + 1);
-        ab_append_event_t evs[2] = {
-            {.thread = {"t0", 2},
-             .run = {"r0", 2},
-             .seq = (uint64_t)i + 1,
-             .epoch = 1,
-             .bytes = (const uint8_t *)b1,
-             .len = strlen(b1)},
-            {.thread = {"t0", 2},
-             .run = {"q0", 2},
-             .seq = (uint64_t)i + 1,
-             .epoch = 1,
-             .bytes = (const uint8_t *)b2,
-             .len = strlen(b2)},
-        };
+        static const char *const ids[2] = {"r0", "q0"};
+        char b[2][32];
+        ab_append_event_t evs[2];
+        for (int k = 0; k < 2; k++) {
+            snprintf(b[k], sizeof b[k], "%s#%d", ids[k], i + 1);
+            evs[k] = (ab_append_event_t){.thread = {"t0", 2},
+                                         .run = {ids[k], 2},
+                                         .seq = (uint64_t)i + 1,
+                                         .epoch = 1,
+                                         .bytes = (const uint8_t *)b[k],
+                                         .len = strlen(b[k])};
+        }
         uint64_t first = 0;
         ab_error_t err = AB_ERROR_INIT;
-        assert_int_equal(ab__store_append_batch(f->st, evs, 2, 1000, &first, &err), AB_OK);
+        assert_int_equal(ab__store_append_batch(f->sf.st, evs, 2, 1000, &first, &err), AB_OK);
     }
-    ab__store_close(&f->st);
+    ab__store_close(&f->sf.st);
 }
 
 /* The seqs a read of run @p run delivers, as "1,2,3,"; its status. */
@@ -470,21 +453,21 @@ static void test_gone_chunk_is_read_around(void **state)
 {
     fx_t *f = *state;
     two_runs(f, 5);
-    exec_on(f->dir, "DELETE FROM chunks WHERE rowid = " R0_CHUNK(3));
-    f->st = open_ok(f->dir, true);
+    exec_on(f->sf.dir, "DELETE FROM chunks WHERE rowid = " R0_CHUNK(3));
+    f->sf.st = open_ok(f->sf.dir, true);
     char out[256];
     ab_error_t err = AB_ERROR_INIT;
-    assert_int_equal(read_seqs(f->st, "r0", out, &err), AB_OK);
+    assert_int_equal(read_seqs(f->sf.st, "r0", out, &err), AB_OK);
     assert_string_equal(out, "1,2,4,5,");
-    assert_int_equal(read_seqs(f->st, "q0", out, &err), AB_OK);
+    assert_int_equal(read_seqs(f->sf.st, "q0", out, &err), AB_OK);
     assert_string_equal(out, "1,2,3,4,5,");
     uint32_t n = 0;
-    assert_int_equal(read_thread_n(f->st, &n, &err), AB_OK);
+    assert_int_equal(read_thread_n(f->sf.st, &n, &err), AB_OK);
     assert_int_equal(n, 9);
-    ab__store_close(&f->st); /* the run's newest chunk gone: the tail names a missing row */
-    exec_on(f->dir, "DELETE FROM chunks WHERE rowid = " R0_CHUNK(5));
-    f->st = open_ok(f->dir, true);
-    assert_int_equal(read_seqs(f->st, "r0", out, &err), AB_OK);
+    ab__store_close(&f->sf.st); /* the run's newest chunk gone: the tail names a missing row */
+    exec_on(f->sf.dir, "DELETE FROM chunks WHERE rowid = " R0_CHUNK(5));
+    f->sf.st = open_ok(f->sf.dir, true);
+    assert_int_equal(read_seqs(f->sf.st, "r0", out, &err), AB_OK);
     assert_string_equal(out, "1,2,4,");
 }
 
@@ -492,18 +475,18 @@ static void test_gone_chunk_is_read_around(void **state)
  * still reads. */
 static void damaged(fx_t *f, const char *sql, const char *why)
 {
-    exec_on(f->dir, sql);
-    f->st = open_ok(f->dir, true);
+    exec_on(f->sf.dir, sql);
+    f->sf.st = open_ok(f->sf.dir, true);
     char out[256];
     ab_error_t err = AB_ERROR_INIT;
-    assert_int_equal(read_seqs(f->st, "r0", out, &err), AB_CORRUPT);
+    assert_int_equal(read_seqs(f->sf.st, "r0", out, &err), AB_CORRUPT);
     if (strstr(err.message, "is damaged: the chain of run ") == NULL ||
         strstr(err.message, why) == NULL)
         fail_msg("'%s' does not say '%s'", err.message, why);
     ab_error_t e2 = AB_ERROR_INIT;
-    assert_int_equal(read_seqs(f->st, "q0", out, &e2), AB_OK);
+    assert_int_equal(read_seqs(f->sf.st, "q0", out, &e2), AB_OK);
     assert_string_equal(out, "1,2,3,4,5,");
-    ab__store_close(&f->st);
+    ab__store_close(&f->sf.st);
 }
 
 static void copy_file(const char *from, const char *to)
@@ -527,22 +510,22 @@ static void test_rows_out_of_order_are_refused(void **state)
 {
     fx_t *f = *state;
     two_runs(f, 5);
-    exec_on(f->dir, "UPDATE chunks SET data = (SELECT data FROM chunks WHERE rowid = " R0_CHUNK(
-                        1) ") WHERE rowid = " R0_CHUNK(3));
-    f->st = open_ok(f->dir, true);
+    exec_on(f->sf.dir, "UPDATE chunks SET data = (SELECT data FROM chunks WHERE rowid = " R0_CHUNK(
+                           1) ") WHERE rowid = " R0_CHUNK(3));
+    f->sf.st = open_ok(f->sf.dir, true);
     char out[256];
     ab_error_t err = AB_ERROR_INIT;
-    assert_int_equal(read_seqs(f->st, "r0", out, &err), AB_CORRUPT);
+    assert_int_equal(read_seqs(f->sf.st, "r0", out, &err), AB_CORRUPT);
     assert_string_equal(out, "1,2,");
     assert_non_null(strstr(err.message, "is damaged: its rows are out of order after seq 2"));
     ab_error_t e2 = AB_ERROR_INIT;
-    assert_int_equal(read_seqs(f->st, "q0", out, &e2), AB_OK);
+    assert_int_equal(read_seqs(f->sf.st, "q0", out, &e2), AB_OK);
     assert_string_equal(out, "1,2,3,4,5,");
     uint32_t n = 0;
     ab_error_t e3 = AB_ERROR_INIT;
     /* a thread's rows rise by position, which a record keeps relative to its commit: the
      * copied record is at the place of the one it replaced, so the thread reads whole */
-    assert_int_equal(read_thread_n(f->st, &n, &e3), AB_OK);
+    assert_int_equal(read_thread_n(f->sf.st, &n, &e3), AB_OK);
     assert_int_equal(n, 10);
 }
 
@@ -551,7 +534,7 @@ static void test_damaged_chains_are_refused(void **state)
     fx_t *f = *state;
     two_runs(f, 5);
     char path[128];
-    snprintf(path, sizeof path, "%s/%s", f->dir, AB_STORE_DB_NAME);
+    snprintf(path, sizeof path, "%s/%s", f->sf.dir, AB_STORE_DB_NAME);
     /* keep the intact file to damage it anew each time */
     char keep[160];
     snprintf(keep, sizeof keep, "%s.keep", path);
