@@ -36,6 +36,9 @@ typedef struct bench_opts {
                                      `rounds` times; scale: a row bench_scale_row_known()
                                      takes, after the 100-run row, `rounds` times; NULL =
                                      every row once */
+    bool stalls;                /**< latency: log every sample over 5 ms and the bench
+                                     process's own timer stalls, and say how many of the one
+                                     overlapped the other (bench/stalls.h) */
 } bench_opts_t;
 
 /** `bench proto`: decode + validate on one core; @p only_size 0 = 256 B and 2 KiB rows. */

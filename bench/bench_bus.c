@@ -277,6 +277,8 @@ static int take_reply(prod_t *p, ab_conn_t *c, ab_doc_t *doc, flight_t *fl, int 
             if (p->lat && p->nlat < LAT_MAX)
                 p->lat[p->nlat++] = dt;
             note_slow(dt);
+            if (p->slow)
+                bench_spans_note(p->slow, fl[i].t0, dt, BENCH_SLOW_S);
             fl[i] = fl[--*nfl];
             break;
         }

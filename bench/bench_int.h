@@ -9,6 +9,7 @@
 #include "agentbus/client.h"
 #include "bench.h"
 #include "spawn.h"
+#include "stalls.h"
 
 #include <pthread.h>
 #include <stdbool.h>
@@ -88,6 +89,7 @@ typedef struct prod {
     uint64_t duplicates; /* counted in acked too: the broker found them already stored */
     double *lat;         /* publish-to-ack seconds, LAT_MAX entries, may be NULL */
     size_t nlat;
+    bench_spans_t *slow; /* non-NULL: publishes acked after BENCH_SLOW_S or more (--stalls) */
     int failed;
 } prod_t;
 

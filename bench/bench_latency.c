@@ -21,6 +21,9 @@
  * ratio to the floor and the broker's own store commit time over its last
  * 1,024 commits (`stats`, asked before the row's broker stops): the ack less
  * the commit is the path around it (sockets, thread hand-offs, staging).
+ * With --stalls every floor and ack row is followed by a `stalls` line: its
+ * samples over 5 ms, and how many of them overlapped a stall of the bench
+ * process's own 1 ms timer thread (bench/stalls.h).
  * Figures only: nothing here asserts a time.
  */
 #include "ab_common.h"
@@ -92,9 +95,66 @@ static void sleep_until(double t)
     nanosleep(&ts, NULL);
 }
 
+/* ---- --stalls: slow samples beside the process's timer stalls (stalls.h) -------- */
+
+typedef struct watch {
+    bench_meter_t *meter; /* NULL: --stalls is off (or the thread could not start) */
+    bench_spans_t slow;
+} watch_t;
+
+/* Start watching a row: its slow samples go to w->slow (NULL from watch_log() when off). */
+static void watch_begin(const bench_opts_t *o, watch_t *w)
+{
+    memset(w, 0, sizeof(*w));
+    if (!o->stalls)
+        return;
+    if (bench_spans_init(&w->slow) != 0 || (w->meter = bench_meter_start()) == NULL) {
+        fprintf(stderr, "agentbus bench: --stalls: cannot start the timer thread\n");
+        bench_spans_free(&w->slow);
+    }
+}
+
+static bench_spans_t *watch_log(watch_t *w)
+{
+    return w->meter ? &w->slow : NULL;
+}
+
+/* Stop watching; print what the row's slow samples overlapped, under the row @p label
+ * (NULL: the row failed, print nothing). */
+static void watch_end(watch_t *w, const char *label)
+{
+    if (w->meter == NULL)
+        return;
+    bench_spans_t late;
+    bench_meter_stop(w->meter, &late);
+    w->meter = NULL;
+    if (label == NULL) {
+        bench_spans_free(&late);
+        bench_spans_free(&w->slow);
+        return;
+    }
+    size_t over10 = 0, during = bench_spans_overlap(&w->slow, &late);
+    for (size_t i = 0; i < w->slow.n; i++)
+        over10 += w->slow.v[i].dt >= 0.010;
+    double slow = (double)bench_spans_count(&w->slow), stalls = (double)bench_spans_count(&late);
+    char row[96];
+    snprintf(row, sizeof row, "stalls: %s", label);
+    bench_emit("latency", row, "over_5ms", slow, "over_10ms", (double)over10, "max_us",
+               w->slow.max * 1e6, "during_a_stall", (double)during, "timer_stalls", stalls,
+               "timer_max_us", late.max * 1e6, NULL);
+    printf("stalls  %-44s %.0f over 5 ms (%zu over 10 ms), %zu of them during a stall of this "
+           "process's timer; timer stalls over 2 ms %.0f, longest %.1f ms\n",
+           label, slow, over10, during, stalls, late.max * 1e3);
+    if (w->slow.over > 0 || late.over > 0)
+        printf("stalls  (more than %d spans: the overlap counts the first %d only)\n", BENCH_SPANS,
+               BENCH_SPANS);
+    bench_spans_free(&late);
+    bench_spans_free(&w->slow);
+}
+
 /* ---- the floor -------------------------------------------------------------- */
 
-static int floor_fsync(double seconds, dist_t *out)
+static int floor_fsync(double seconds, bench_spans_t *slow, dist_t *out)
 {
     const char *t = getenv("TMPDIR");
     char path[512];
@@ -117,7 +177,10 @@ static int floor_fsync(double seconds, dist_t *out)
         double t0 = ab__mono_s();
         if (pwrite(fd, frame, sizeof frame, off) != (ssize_t)sizeof frame || fdatasync(fd) != 0)
             rc = -1;
-        v[n++] = ab__mono_s() - t0;
+        v[n] = ab__mono_s() - t0;
+        if (slow)
+            bench_spans_note(slow, t0, v[n], BENCH_SLOW_S);
+        n++;
     }
     close(fd);
     if (rc == 0)
@@ -144,7 +207,7 @@ static void *echo_main(void *arg)
 }
 
 /* The round trip floor; @p two: the DEALER in a context of its own (its own I/O thread). */
-static int floor_zmq(double seconds, bool two, dist_t *out)
+static int floor_zmq(double seconds, bool two, bench_spans_t *slow, dist_t *out)
 {
     void *ctx = zmq_ctx_new(), *dctx = two ? zmq_ctx_new() : ctx;
     void *r = zmq_socket(ctx, ZMQ_ROUTER), *d = zmq_socket(dctx, ZMQ_DEALER);
@@ -175,7 +238,10 @@ static int floor_zmq(double seconds, bool two, dist_t *out)
         double t0 = ab__mono_s();
         if (zmq_send(d, msg, sizeof msg, 0) < 0 || zmq_recv(d, back, sizeof back, 0) < 0)
             break;
-        v[n++] = ab__mono_s() - t0;
+        v[n] = ab__mono_s() - t0;
+        if (slow)
+            bench_spans_note(slow, t0, v[n], BENCH_SLOW_S);
+        n++;
     }
     zmq_close(d);
     if (two)
@@ -249,7 +315,8 @@ static int acks_of(prod_t *ps, int nprod, dist_t *out)
 }
 
 static int ack_row(const bench_opts_t *o, void *ctx, const bodies_t *b, const char *durability,
-                   double rate, int batch, int nprod, dist_t *out, double *got, double cm[2])
+                   double rate, int batch, int nprod, dist_t *out, double *got, double cm[2],
+                   watch_t *w)
 {
     child_t ch;
     const char *ep;
@@ -258,7 +325,21 @@ static int ack_row(const bench_opts_t *o, void *ctx, const bodies_t *b, const ch
     prod_t tmpl = lat_producer(ep, ctx, b, o->seconds, rate, batch, nprod);
     tmpl.want_lat = true;
     prod_t ps[PRODUCERS];
-    *got = run_producers(&tmpl, nprod, ps);
+    bench_spans_t slow[PRODUCERS]; /* each producer's own; merged into the watch's after */
+    bench_spans_t *all = watch_log(w);
+    for (int i = 0; i < nprod; i++) {
+        ps[i] = tmpl;
+        if (all && bench_spans_init(&slow[i]) == 0) /* else it only counts */
+            ps[i].slow = &slow[i];
+    }
+    *got = run_producers_into(ps, nprod);
+    for (int i = 0; all && i < nprod; i++) {
+        for (size_t k = 0; k < slow[i].n; k++)
+            bench_spans_note(all, slow[i].v[k].t0, slow[i].v[k].dt, BENCH_SLOW_S);
+        all->over += slow[i].over;
+        all->max = slow[i].max > all->max ? slow[i].max : all->max;
+        bench_spans_free(&slow[i]);
+    }
     commit_times(ep, ctx, cm);
     child_stop(&ch);
     int rc = acks_of(ps, nprod, out);
@@ -448,12 +529,22 @@ static int delivery_pair(const bench_opts_t *o, void *ctx, const bodies_t *b, do
 /* The floor rows: the fdatasync loop and the round trips of one and two contexts. */
 static int floors(const bench_opts_t *o, floors_t *f)
 {
-    if (floor_fsync(o->seconds, &f->fs) != 0 || floor_zmq(o->seconds, false, &f->rt1) != 0 ||
-        floor_zmq(o->seconds, true, &f->rt2) != 0)
-        return -1;
-    print_dist("floor: write+fdatasync of 4120 B, 1,000/s", &f->fs, NULL);
-    print_dist("floor: ZeroMQ DEALER/ROUTER round trip", &f->rt1, NULL);
-    print_dist("floor: ZeroMQ round trip, two contexts", &f->rt2, NULL);
+    static const char *const label[3] = {"floor: write+fdatasync of 4120 B, 1,000/s",
+                                         "floor: ZeroMQ DEALER/ROUTER round trip",
+                                         "floor: ZeroMQ round trip, two contexts"};
+    dist_t *d[3] = {&f->fs, &f->rt1, &f->rt2};
+    for (int i = 0; i < 3; i++) {
+        watch_t w;
+        watch_begin(o, &w);
+        int rc = i == 0 ? floor_fsync(o->seconds, watch_log(&w), d[i])
+                        : floor_zmq(o->seconds, i == 2, watch_log(&w), d[i]);
+        if (rc != 0) {
+            watch_end(&w, NULL);
+            return -1;
+        }
+        print_dist(label[i], d[i], NULL);
+        watch_end(&w, label[i]);
+    }
     return 0;
 }
 
@@ -463,10 +554,16 @@ static int light_row(const bench_opts_t *o, void *ctx, const bodies_t *b, const 
     dist_t d;
     double got = 0, cm[2];
     char extra[240];
-    if (ack_row(o, ctx, b, "fsync", PACE_HZ, 1, 1, &d, &got, cm) != 0)
+    const char *label = "ack, 1 event/publish, 1,000/s, fsync";
+    watch_t w;
+    watch_begin(o, &w);
+    if (ack_row(o, ctx, b, "fsync", PACE_HZ, 1, 1, &d, &got, cm, &w) != 0) {
+        watch_end(&w, NULL);
         return -1;
+    }
     vs_floor(extra, sizeof extra, &d, f, cm);
-    print_dist("ack, 1 event/publish, 1,000/s, fsync", &d, extra);
+    print_dist(label, &d, extra);
+    watch_end(&w, label);
     return 0;
 }
 
@@ -476,10 +573,15 @@ static int loaded_row(const bench_opts_t *o, void *ctx, const bodies_t *b, doubl
     dist_t d;
     double got = 0, cm[2];
     char label[96];
-    if (ack_row(o, ctx, b, "fsync", 0.8 * max, BATCH, PRODUCERS, &d, &got, cm) != 0)
+    watch_t w;
+    watch_begin(o, &w);
+    if (ack_row(o, ctx, b, "fsync", 0.8 * max, BATCH, PRODUCERS, &d, &got, cm, &w) != 0) {
+        watch_end(&w, NULL);
         return -1;
+    }
     snprintf(label, sizeof label, "ack, 80%% of max (%.0f ev/s, batches), fsync", got);
     print_dist(label, &d, NULL);
+    watch_end(&w, "ack, 80% of max, fsync");
     return 0;
 }
 
@@ -497,24 +599,36 @@ static int one_row(const bench_opts_t *o, void *ctx, const bodies_t *b)
     return AB_BENCH_OK;
 }
 
-int bench_latency(const bench_opts_t *o, void *ctx, const bodies_t *b)
+/* The light process ack row, in round trips of the floors @p f. */
+static int process_row(const bench_opts_t *o, void *ctx, const bodies_t *b, const floors_t *f)
 {
-    floors_t f;
     dist_t d;
     double got = 0, cm[2];
     char extra[200];
-    if (o->row != NULL)
-        return one_row(o, ctx, b);
-    if (floors(o, &f) != 0 || light_row(o, ctx, b, &f) != 0)
-        return AB_BENCH_FAIL;
-    if (ack_row(o, ctx, b, "process", PACE_HZ, 1, 1, &d, &got, cm) != 0)
-        return AB_BENCH_FAIL;
+    const char *label = "ack, 1 event/publish, 1,000/s, process";
+    watch_t w;
+    watch_begin(o, &w);
+    if (ack_row(o, ctx, b, "process", PACE_HZ, 1, 1, &d, &got, cm, &w) != 0) {
+        watch_end(&w, NULL);
+        return -1;
+    }
     snprintf(extra, sizeof extra,
              "  [p50 = %.1f ZeroMQ round trips of two contexts (%.1f of one); store commit "
              "p50 %.0f, p99 %.0f us]",
-             f.rt2.p50 > 0 ? d.p50 / f.rt2.p50 : 0, f.rt1.p50 > 0 ? d.p50 / f.rt1.p50 : 0, cm[0],
-             cm[1]);
-    print_dist("ack, 1 event/publish, 1,000/s, process", &d, extra);
+             f->rt2.p50 > 0 ? d.p50 / f->rt2.p50 : 0, f->rt1.p50 > 0 ? d.p50 / f->rt1.p50 : 0,
+             cm[0], cm[1]);
+    print_dist(label, &d, extra);
+    watch_end(&w, label);
+    return 0;
+}
+
+int bench_latency(const bench_opts_t *o, void *ctx, const bodies_t *b)
+{
+    floors_t f;
+    if (o->row != NULL)
+        return one_row(o, ctx, b);
+    if (floors(o, &f) != 0 || light_row(o, ctx, b, &f) != 0 || process_row(o, ctx, b, &f) != 0)
+        return AB_BENCH_FAIL;
     double max = ingest_row(o, ctx, b, "fsync");
     if (max <= 0 || loaded_row(o, ctx, b, max) != 0)
         return AB_BENCH_FAIL;

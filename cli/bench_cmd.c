@@ -29,7 +29,8 @@ enum {
     OPT_WORKERS,
     OPT_EVENTS,
     OPT_TEXT,
-    OPT_ROW
+    OPT_ROW,
+    OPT_STALLS
 };
 
 typedef struct bench_args {
@@ -93,6 +94,9 @@ static void help(void)
            "                      only the fsync maximum and the ack row at 80%% of it\n"
            "  --row 10000|100000|100000-each[-scatter]\n"
            "                      scale: only the 100-run row and that one, in turn\n"
+           "  --stalls            latency: after each floor and ack row, its samples over\n"
+           "                      5 ms and how many overlapped a stall (a wake-up 2 ms late\n"
+           "                      or more) of a 1 ms timer thread in this process\n"
            "  --events N          replay, pg: N events in the run and N in the thread\n"
            "                      (1000 ... 10000000; default 100000): replay against size\n"
            "  --rate N            ingest: publish N events/s in all (the 4 producers share\n"
@@ -160,6 +164,8 @@ static int take(int c, bench_args_t *a)
         a->json = true;
     } else if (c == OPT_TEXT) {
         a->bus.text = true;
+    } else if (c == OPT_STALLS) {
+        a->bus.stalls = true;
     } else if (c == OPT_FRAME) {
         a->bus.frame_per_event = true;
         a->seen_bus_only = a->seen_frame = true;
@@ -208,6 +214,7 @@ static int parse(int argc, char **argv, bench_args_t *a, const char **name)
         {"workers-broker", required_argument, NULL, OPT_WORKERS},
         {"events", required_argument, NULL, OPT_EVENTS},
         {"row", required_argument, NULL, OPT_ROW},
+        {"stalls", no_argument, NULL, OPT_STALLS},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -263,6 +270,8 @@ int cmd_bench(int argc, char **argv)
                                         "scale with --row");
     if (a.seen_events && strcmp(name, "replay") != 0 && strcmp(name, "pg") != 0)
         return cli_usage_error("bench", "--events is for bench replay and bench pg");
+    if (a.bus.stalls && strcmp(name, "latency") != 0)
+        return cli_usage_error("bench", "--stalls is for bench latency");
     if (a.bus.text && strcmp(name, "replay") != 0 && strcmp(name, "pg") != 0)
         return cli_usage_error("bench", "--text is for bench replay and bench pg");
     if (a.seen_rate && strcmp(name, "ingest") != 0)

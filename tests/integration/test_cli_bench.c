@@ -9,6 +9,7 @@
 
 #include "cli_run.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 static void refused(const char *args, const char *says)
@@ -45,6 +46,8 @@ static void test_options_a_benchmark_does_not_take(void **state)
     refused("ingest --events 100000", "--events is for bench replay and bench pg");
     refused("latency --text", "--text is for bench replay and bench pg");
     refused("ingest --text", "--text is for bench replay and bench pg");
+    refused("ingest --stalls", "--stalls is for bench latency");
+    refused("scale --row 10000 --stalls", "--stalls is for bench latency");
     refused("replay --events 999", "--events takes a whole number in [1000, 10000000]");
     refused("replay --events 1e6", "--events takes a whole number");
     refused("pg --events 20000000", "--events takes a whole number in [1000, 10000000]");
@@ -115,6 +118,33 @@ static void test_latency_one_row(void **state)
     assert_int_equal(count_of(out, "\"row\":\"floor: "), 3); /* fdatasync, two round trips */
     assert_int_equal(count_of(out, "\"row\":\"ack, 1 event/publish, 1,000/s, fsync\""), 2);
     assert_int_equal(count_of(out, "{\"bench\":"), 5); /* nothing else: no process, 80%, delivery */
+    assert_int_equal(count_of(out, "\"row\":\"stalls: "), 0); /* only with --stalls */
+}
+
+/* latency --row light --stalls: a stalls row after each of the three floors and the ack row,
+ * with its figures; the samples over 5 ms it counts are a part of the row's samples. */
+static void test_latency_stalls(void **state)
+{
+    (void)state;
+    char out[OUT_MAX], cmd[512];
+    snprintf(cmd, sizeof cmd,
+             "%s bench latency --row light --seconds 0.2 --stalls --json 2>/dev/null",
+             AB_AGENTBUS_BIN);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    size_t n = fread(out, 1, sizeof out - 1, p);
+    out[n] = '\0';
+    assert_int_equal(pclose(p), 0);
+    assert_int_equal(count_of(out, "\"row\":\"stalls: floor: "), 3);
+    const char *ack = strstr(out, "\"row\":\"stalls: ack, 1 event/publish, 1,000/s, fsync\"");
+    assert_non_null(ack);
+    const char *row = strstr(out, "\"row\":\"ack, 1 event/publish, 1,000/s, fsync\"");
+    assert_true(row != NULL && row < ack); /* after its row */
+    const char *over = strstr(ack, "\"over_5ms\":"), *samples = strstr(row, "\"samples\":");
+    assert_true(over != NULL && samples != NULL && strstr(ack, "\"timer_stalls\":") != NULL);
+    assert_true(atof(over + 11) <= atof(samples + 10));
+    const char *during = strstr(ack, "\"during_a_stall\":");
+    assert_true(during != NULL && atof(during + 17) <= atof(over + 11));
 }
 
 /* scale --row 10000 --rounds 2: the 100-run row and the 10,000-run row, twice, in turn, and
@@ -145,6 +175,7 @@ int main(void)
         cmocka_unit_test(test_options_a_benchmark_does_not_take),
         cmocka_unit_test(test_json_rows),
         cmocka_unit_test(test_latency_one_row),
+        cmocka_unit_test(test_latency_stalls),
         cmocka_unit_test(test_scale_one_row),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
