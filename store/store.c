@@ -39,14 +39,10 @@
 #define WRITER_PRAGMAS "PRAGMA cache_size=-8192; PRAGMA temp_store=MEMORY;"
 #define READER_PRAGMAS "PRAGMA cache_size=-16384;"
 
-/* Schema 5's tails tables and partial indexes of anchors, made by both forms of 4 -> 5. */
+/* Schema 5's tails tables, made by both forms of 4 -> 5. */
 #define TAILS_TABLES                                                                               \
     "CREATE TABLE run_tails(rowid INTEGER PRIMARY KEY, chunk INTEGER NOT NULL);"                   \
     "CREATE TABLE thread_tails(rowid INTEGER PRIMARY KEY, chunk INTEGER NOT NULL);"
-#define ANCHOR_INDEXES                                                                             \
-    "CREATE UNIQUE INDEX chunks_by_run ON chunks(run_rowid, last_seq, last_pos)"                   \
-    " WHERE run_dist = 0;"                                                                         \
-    "CREATE INDEX chunks_by_thread ON chunks(thread_rowid) WHERE thread_dist = 0;"
 
 /* Migration steps: steps[i] takes the schema from version i to i + 1. */
 static const char *const MIGRATIONS[AB_STORE_SCHEMA_VERSION] = {
@@ -109,7 +105,7 @@ static const char *const MIGRATIONS[AB_STORE_SCHEMA_VERSION] = {
     "INSERT INTO thread_tails SELECT rowid, chunk FROM (SELECT t.rowid AS rowid, (SELECT"
     " max(c.rowid) FROM chunks c WHERE c.thread_rowid = t.rowid) AS chunk FROM threads t)"
     " WHERE chunk IS NOT NULL;"
-    "DROP INDEX chunks_by_run; DROP INDEX chunks_by_thread;" ANCHOR_INDEXES,
+    "DROP INDEX chunks_by_run; DROP INDEX chunks_by_thread;" AB__ANCHOR_INDEXES,
 };
 
 /* Migration 4 -> 5 when the chunks table is empty (a new store, or one that never stored an
@@ -117,17 +113,10 @@ static const char *const MIGRATIONS[AB_STORE_SCHEMA_VERSION] = {
  * columns in their declared order, so the links MIGRATIONS[4] adds sit behind the data, and
  * a walk then reads every overflow page of a big chunk to find its link (docs/STORE.md
  * "Chains and anchors"). A store with chunks keeps its rows: copying them would take about
- * 6.5 s and twice the database's size in WAL per million events at the first start. */
+ * 6.5 s and twice the database's size in WAL per million events at the first start; `agentbus
+ * relayout` does it offline (store_relayout.c). */
 #define MIGRATE_4_5_EMPTY                                                                          \
-    "DROP TABLE chunks;"                                                                           \
-    "CREATE TABLE chunks("                                                                         \
-    " rowid INTEGER PRIMARY KEY,"                                                                  \
-    " run_rowid INTEGER NOT NULL, thread_rowid INTEGER NOT NULL,"                                  \
-    " first_seq INTEGER NOT NULL, last_seq INTEGER NOT NULL, last_pos INTEGER NOT NULL,"           \
-    " batch_first INTEGER NOT NULL, batch_last INTEGER NOT NULL, n INTEGER NOT NULL,"              \
-    " prev_run INTEGER NOT NULL DEFAULT 0, run_dist INTEGER NOT NULL DEFAULT 0,"                   \
-    " prev_thread INTEGER NOT NULL DEFAULT 0, thread_dist INTEGER NOT NULL DEFAULT 0,"             \
-    " data BLOB NOT NULL);" TAILS_TABLES ANCHOR_INDEXES
+    "DROP TABLE chunks;" AB__CHUNKS_TABLE("chunks") TAILS_TABLES AB__ANCHOR_INDEXES
 
 /* The SQL that takes the schema from @p v to v + 1 (MIGRATIONS, or MIGRATE_4_5_EMPTY). */
 static ab_status_t migration_step(ab_store_t *st, int v, const char **sql, ab_error_t *err);

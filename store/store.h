@@ -259,6 +259,35 @@ ab_status_t ab__store_threads_list(ab_store_t *st, ab_str_t after, ab_str_t pref
  */
 ab_status_t ab__store_head_pos(ab_store_t *st, uint64_t *pos_out, ab_error_t *err) AB_NODISCARD;
 
+/** What ab__store_relayout() found and did. */
+typedef struct ab_store_relayout {
+    bool needed;         /**< the links were after the data: the table was rewritten */
+    uint64_t chunks;     /**< chunk rows rewritten (0 when not needed) */
+    uint64_t last_pos;   /**< the highest chunk rowid (a position) when it began */
+    uint64_t free_bytes; /**< free pages in the file after it (the old table's, which later
+                              writes reuse), in bytes */
+} ab_store_relayout_t;
+
+/** Progress of ab__store_relayout(): @p chunks rewritten so far, up to position @p pos of
+ * @p pos_max (chunks go in position order). */
+typedef void (*ab_store_progress_fn)(void *ud, uint64_t chunks, uint64_t pos, uint64_t pos_max);
+
+/**
+ * Rewrite the chunks table of a store migrated from schema 4 with events in schema 5's
+ * column order, its links before its data (store_relayout.c; docs/STORE.md "Opening, checks
+ * and migrations"), so its runs replay as fast as a new store's. Meant for an exclusive
+ * writer handle while no broker runs: it holds the write lock throughout. One transaction:
+ * all or nothing; an error, a crash or a kill leaves the store as it was. Nothing is written
+ * when the links already come first (out->needed false) or when the filesystem has less free
+ * space than twice the database file. @p progress (may be NULL) is called every 4,096
+ * chunks.
+ * @return AB_OK; AB_INVALID_ARGUMENT (NULL, readonly handle, a transaction open);
+ *         AB_UNAVAILABLE (too little free space: details need_bytes and free_bytes; busy,
+ *         I/O, full); AB_CORRUPT; AB_NOMEM.
+ */
+ab_status_t ab__store_relayout(ab_store_t *st, ab_store_progress_fn progress, void *ud,
+                               ab_store_relayout_t *out, ab_error_t *err) AB_NODISCARD;
+
 /** The SQLite library the store runs on ("3.40.1"). */
 const char *ab__store_sqlite_version(void);
 

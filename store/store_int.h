@@ -50,6 +50,38 @@ typedef struct ab_store_file ab_store_file_t;
  * anchors"). */
 #define AB_STORE_ANCHOR_EVERY 64
 
+/* Schema 5's chunks table under @p name, its links before its data: SQLite keeps a row's
+ * columns in their declared order, so a walk reads a chunk's links without the overflow pages
+ * of its data (store.c MIGRATE_4_5_EMPTY, store_relayout.c). */
+#define AB__CHUNKS_TABLE(name)                                                                     \
+    "CREATE TABLE " name "("                                                                       \
+    " rowid INTEGER PRIMARY KEY,"                                                                  \
+    " run_rowid INTEGER NOT NULL, thread_rowid INTEGER NOT NULL,"                                  \
+    " first_seq INTEGER NOT NULL, last_seq INTEGER NOT NULL, last_pos INTEGER NOT NULL,"           \
+    " batch_first INTEGER NOT NULL, batch_last INTEGER NOT NULL, n INTEGER NOT NULL,"              \
+    " prev_run INTEGER NOT NULL DEFAULT 0, run_dist INTEGER NOT NULL DEFAULT 0,"                   \
+    " prev_thread INTEGER NOT NULL DEFAULT 0, thread_dist INTEGER NOT NULL DEFAULT 0,"             \
+    " data BLOB NOT NULL);"
+/* Schema 5's partial indexes of the anchors (store.c, store_relayout.c). */
+#define AB__ANCHOR_INDEXES                                                                         \
+    "CREATE UNIQUE INDEX chunks_by_run ON chunks(run_rowid, last_seq, last_pos)"                   \
+    " WHERE run_dist = 0;"                                                                         \
+    "CREATE INDEX chunks_by_thread ON chunks(thread_rowid) WHERE thread_dist = 0;"
+
+/* SQL that turns a store of schema 5 back into one of schema 4, as an older build wrote it:
+ * no chains, no tails, every chunk in the run and thread indexes (store.c, migration 4 -> 5).
+ * For the migration tests and the relayout measurement (bench/tools/store_bench.c); any chunk
+ * a build of schema 5 wrote becomes one an older build could have written, since schema 4
+ * only needs the index entries. Never run by the store itself. */
+#define AB__V5_TO_V4_SQL                                                                           \
+    "DROP TABLE run_tails; DROP TABLE thread_tails;"                                               \
+    "DROP INDEX chunks_by_run; DROP INDEX chunks_by_thread;"                                       \
+    "ALTER TABLE chunks DROP COLUMN prev_run; ALTER TABLE chunks DROP COLUMN run_dist;"            \
+    "ALTER TABLE chunks DROP COLUMN prev_thread; ALTER TABLE chunks DROP COLUMN thread_dist;"      \
+    "CREATE UNIQUE INDEX chunks_by_run ON chunks(run_rowid, last_seq, last_pos);"                  \
+    "CREATE INDEX chunks_by_thread ON chunks(thread_rowid);"                                       \
+    "PRAGMA user_version = 4;"
+
 /** Rows one INSERT of a commit writes at once (chunks, tails): SQLite's cost of a statement
  * (its cursors, its program's set-up) is paid once for them, not per row. */
 #define AB_STORE_ROWS_PER_INSERT 32

@@ -9,6 +9,7 @@
 #include "testutil.h"
 
 #include "store.h"
+#include "store_int.h"
 
 #include <dirent.h>
 #include <stdio.h>
@@ -33,18 +34,8 @@ static inline void sf_rm_dir(const char *dir)
     rmdir(dir);
 }
 
-/* SQL that turns a store of schema 5 back into one of schema 4, as an older build wrote it:
- * no chains, no tails, every chunk in the run and thread indexes (store/store.c, migration
- * 4 -> 5). For the migration tests; any chunk a build of schema 5 wrote becomes one an
- * older build could have written, since schema 4 only needs the index entries. */
-#define SF_V5_TO_V4_SQL                                                                            \
-    "DROP TABLE run_tails; DROP TABLE thread_tails;"                                               \
-    "DROP INDEX chunks_by_run; DROP INDEX chunks_by_thread;"                                       \
-    "ALTER TABLE chunks DROP COLUMN prev_run; ALTER TABLE chunks DROP COLUMN run_dist;"            \
-    "ALTER TABLE chunks DROP COLUMN prev_thread; ALTER TABLE chunks DROP COLUMN thread_dist;"      \
-    "CREATE UNIQUE INDEX chunks_by_run ON chunks(run_rowid, last_seq, last_pos);"                  \
-    "CREATE INDEX chunks_by_thread ON chunks(thread_rowid);"                                       \
-    "PRAGMA user_version = 4;"
+/* SQL that turns a store of schema 5 back into one of schema 4 (store_int.h). */
+#define SF_V5_TO_V4_SQL AB__V5_TO_V4_SQL
 
 /* Open the store of @p dir; fails the test when it does not open. */
 static inline ab_store_t *open_ok(const char *dir, bool readonly)

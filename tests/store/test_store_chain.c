@@ -2,8 +2,8 @@
  * test_store_chain.c - schema 5's chains and anchors (docs/STORE.md "Chains and anchors"):
  * reads of runs, threads and everything from every kind of cursor give exactly what a model
  * of the appends says, across many anchors of each chain; a store of schema 4 migrates and
- * its chunks chain on; damaged chains are refused (AB_CORRUPT, never a loop) or, when a chunk
- * is gone, read around.
+ * its chunks chain on, and `agentbus relayout` puts its links before its data; damaged chains are
+ * refused (AB_CORRUPT, never a loop) or, when a chunk is gone, read around.
  *
  * The workload is pseudo-random from a fixed seed: commits that touch a few of RUNS runs in
  * THREADS threads with one to three events each, so every run gets hundreds of chunks (more
@@ -393,6 +393,73 @@ static void test_migrates_from_v4(void **state)
     check_reads(f->sf.st, &f->m);
 }
 
+/* Every column of every chunk but data, folded into one number (its order and values). */
+#define CHUNKS_SUM                                                                                 \
+    "SELECT sum((rowid * 1000003 + run_rowid * 10007 + thread_rowid * 101 + first_seq * 13"        \
+    " + last_seq * 7 + last_pos * 3 + batch_first * 5 + batch_last * 11 + n * 17 + prev_run * 19"  \
+    " + run_dist * 23 + prev_thread * 29 + thread_dist * 31 + length(data) * 37) % 1000000007)"    \
+    " FROM chunks"
+
+typedef struct progress {
+    int calls;
+    uint64_t chunks, pos, pos_max;
+} progress_t;
+
+static void on_progress(void *ud, uint64_t chunks, uint64_t pos, uint64_t pos_max)
+{
+    progress_t *p = ud;
+    assert_true(chunks > p->chunks && pos > p->pos && pos <= pos_max); /* forward, in order */
+    *p = (progress_t){p->calls + 1, chunks, pos, pos_max};
+}
+
+/* `agentbus relayout` (store_relayout.c): a store migrated from schema 4 with events gets its
+ * links before its data, every chunk and column kept, reads whole before and after on the
+ * same handle, chains going on; a new store, or one done, is left alone; a failure changes
+ * nothing; a readonly handle is refused. */
+static void test_relayout(void **state)
+{
+    fx_t *f = *state;
+    ab_store_relayout_t r;
+    ab_error_t err = AB_ERROR_INIT;
+    assert_int_equal(ab__store_relayout(f->sf.st, NULL, NULL, &r, &err), AB_OK);
+    assert_false(r.needed); /* a new store's layout */
+    write_commits(f->sf.st, &f->m, COMMITS / 2);
+    ab__store_close(&f->sf.st);
+    exec_on(f->sf.dir, SF_V5_TO_V4_SQL);
+    f->sf.st = open_ok(f->sf.dir, false);        /* migrates: the links after the data */
+    write_commits(f->sf.st, &f->m, COMMITS / 2); /* chained chunks after the migration */
+    assert_int_equal(int_on(f->sf.dir, LINKS_BEFORE_DATA), 0);
+    int64_t n = int_on(f->sf.dir, "SELECT count(*) FROM chunks"),
+            sum = int_on(f->sf.dir, CHUNKS_SUM);
+    /* a failure (here the copy's table is in the way) leaves it as it was */
+    exec_on(f->sf.dir, "CREATE TABLE chunks_relayout(x)");
+    assert_int_not_equal(ab__store_relayout(f->sf.st, NULL, NULL, &r, &err), AB_OK);
+    exec_on(f->sf.dir, "DROP TABLE chunks_relayout");
+    assert_int_equal(int_on(f->sf.dir, LINKS_BEFORE_DATA), 0);
+    assert_int_equal(int_on(f->sf.dir, CHUNKS_SUM), sum);
+    progress_t p = {0};
+    assert_int_equal(ab__store_relayout(f->sf.st, on_progress, &p, &r, &err), AB_OK);
+    assert_true(r.needed);
+    assert_int_equal(r.chunks, (uint64_t)n);
+    assert_int_equal(p.calls, (n + 4095) / 4096);
+    assert_int_equal(p.chunks, (uint64_t)n);
+    assert_int_equal(p.pos, r.last_pos);
+    assert_int_equal(r.last_pos, (uint64_t)int_on(f->sf.dir, "SELECT max(rowid) FROM chunks"));
+    assert_int_equal(int_on(f->sf.dir, LINKS_BEFORE_DATA), 1);
+    assert_int_equal(int_on(f->sf.dir, CHUNKS_SUM), sum);
+    assert_int_equal(int_on(f->sf.dir, "SELECT count(*) FROM sqlite_master WHERE name IN"
+                                       " ('chunks_by_run', 'chunks_by_thread', 'chunks_relayout')"),
+                     2);
+    check_reads(f->sf.st, &f->m);
+    write_commits(f->sf.st, &f->m, COMMITS / 4);
+    check_reads(f->sf.st, &f->m);
+    assert_int_equal(ab__store_relayout(f->sf.st, NULL, NULL, &r, &err), AB_OK);
+    assert_false(r.needed); /* done once */
+    ab_store_t *ro = open_ok(f->sf.dir, true);
+    assert_int_equal(ab__store_relayout(ro, NULL, NULL, &r, &err), AB_INVALID_ARGUMENT);
+    ab__store_close(&ro);
+}
+
 /* ---- damage ------------------------------------------------------------------------ */
 
 /* Run r0 of thread t0 in @p n commits of one event each, with run q0 of t0 beside it. */
@@ -560,6 +627,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_reads_across_anchors, setup, teardown),
         cmocka_unit_test_setup_teardown(test_migrates_from_v4, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_relayout, setup, teardown),
         cmocka_unit_test_setup_teardown(test_gone_chunk_is_read_around, setup, teardown),
         cmocka_unit_test_setup_teardown(test_paged_reads_across_commits, setup, teardown),
         cmocka_unit_test_setup_teardown(test_damaged_chains_are_refused, setup, teardown),
