@@ -51,6 +51,7 @@ int cmd_whoami(int argc, char **argv);      /* cli/whoami_cmd.c */
 int cmd_threads(int argc, char **argv);     /* cli/threads_cmd.c */
 int cmd_status(int argc, char **argv);      /* cli/status_cmd.c */
 int cmd_gateway(int argc, char **argv);     /* cli/gateway_cmd.c (gateway/) */
+int cmd_relayout(int argc, char **argv);    /* cli/relayout_cmd.c (store/) */
 
 /** What `agentbus runs --requests` lists (cli/requests_cmd.c). */
 typedef struct cli_requests_opts {

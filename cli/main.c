@@ -35,6 +35,8 @@ static const struct subcommand subcommands[] = {
     {"keygen", cmd_keygen, "make a CURVE key pair: NAME.key and NAME.key_secret (0600)"},
     {"status", cmd_status,
      "what the broker is doing: runs, store, clients, ingest, commit latency"},
+    {"relayout", cmd_relayout,
+     "rewrite a store migrated from schema 4 in the current layout (no broker running)"},
     {"whoami", cmd_whoami, "what this client's key may do on the broker (roles, prefixes)"},
     {"gateway", cmd_gateway, "serve the bus over HTTP: AG-UI runs, resumable SSE, JSON, observer"},
     {"demo", cmd_demo, "run a broker with a demo fabric of agents and an observer"},
