@@ -2,23 +2,28 @@
  * store_bench.c - throughput of the persistence plugin's append_batch and
  * replay reads, next to a raw SQLite ceiling (see docs/STORE.md).
  *
- * Usage: store_bench [dir] [events] [fsync|process batch [read]]
+ * Usage: store_bench [dir] [events] [fsync|process batch [read|relayout]]
  *        (defaults: /tmp/ab_store_bench, 400000, every case)
  *
  * Workload: 256-byte events over 100 runs of one thread, interleaved round
  * robin, in batches of 100, 1000 and 4000 events, at fsync and process
  * durability, each in a fresh database. Then replay of the last database:
  * every run by RUN scope and the thread by THREAD scope, 1000 rows a page.
+ * With `relayout` instead: half the events, the store made one of schema 4
+ * and migrated, the other half, reads, ab__store_relayout() timed, reads.
  *
  * Invariants:
  *  1. Every database starts empty (the directory is emptied first) and is
- *     written through the public plugin table only (raw ceiling aside).
+ *     written through the public plugin table only (raw ceiling and the
+ *     relayout's schema-4 store and ab__store_relayout() aside).
  *  2. A failed call aborts the program with its message: no number is
  *     printed for a run that did not store everything.
  */
 #include "ab_common.h"
 #include "agentbus/plugin.h"
 #include "loader.h"
+#include "store.h"
+#include "store_int.h"
 #define TOOL_NAME "store_bench"
 #include "tool.h"
 
@@ -68,22 +73,19 @@ static ab_str_t thread_of(size_t r)
     return (ab_str_t){"bench-thread", 12};
 }
 
-static append_res_t bench_append(const ab_plugin_t *p, const char *dir, ab_durability_t dur,
-                                 size_t batch, size_t total)
+/* Append @p total events (after the warm-up) in batches of @p batch to the open @p db, each
+ * run's seqs going on from @p seq (g_runs entries); the clock and the bytes written start
+ * after the warm-up. */
+static append_res_t append_events(const ab_plugin_t *p, ab_plugin_db_t *db, size_t batch,
+                                  size_t total, size_t warm, uint64_t *seq)
 {
-    empty_dir(dir);
     ab_error_t err = AB_ERROR_INIT;
-    ab_plugin_open_opts_t o = {.data_dir = dir, .durability = dur};
-    ab_plugin_db_t *db = NULL;
-    if (p->open(&o, &db, &err) != AB_OK)
-        die("open", &err);
     static uint8_t body[EV_BYTES];
     memset(body, 'x', sizeof body);
     ab_append_event_t *evs = calloc(batch, sizeof *evs);
-    uint64_t *seq = calloc(g_runs, sizeof *seq);
-    if (!evs || !seq)
+    if (!evs)
         die("alloc", &(ab_error_t){.code = AB_NOMEM, .message = "out of memory"});
-    size_t next_run = 0, warm = g_warm ? 2 * g_runs : 0;
+    size_t next_run = 0;
     uint64_t io0 = io_written();
     double t0 = ab__mono_s();
     for (size_t done = 0; done < warm + total; done += batch) {
@@ -111,6 +113,28 @@ static append_res_t bench_append(const ab_plugin_t *p, const char *dir, ab_durab
     append_res_t res = {.rate = (double)total / (ab__mono_s() - t0)};
     res.io_per_ev = (double)(io_written() - io0) / (double)total;
     free(evs);
+    return res;
+}
+
+static ab_plugin_db_t *open_writer(const ab_plugin_t *p, const char *dir, ab_durability_t dur)
+{
+    ab_error_t err = AB_ERROR_INIT;
+    ab_plugin_open_opts_t o = {.data_dir = dir, .durability = dur};
+    ab_plugin_db_t *db = NULL;
+    if (p->open(&o, &db, &err) != AB_OK)
+        die("open", &err);
+    return db;
+}
+
+static append_res_t bench_append(const ab_plugin_t *p, const char *dir, ab_durability_t dur,
+                                 size_t batch, size_t total)
+{
+    empty_dir(dir);
+    ab_plugin_db_t *db = open_writer(p, dir, dur);
+    uint64_t *seq = calloc(g_runs, sizeof *seq);
+    if (!seq)
+        die("alloc", &(ab_error_t){.code = AB_NOMEM, .message = "out of memory"});
+    append_res_t res = append_events(p, db, batch, total, g_warm ? 2 * g_runs : 0, seq);
     free(seq);
     p->close(db);
     return res;
@@ -240,6 +264,47 @@ static void bench_reads(const ab_plugin_t *p, const char *dir, size_t total)
     p->close(db);
 }
 
+/* `relayout` (docs/PERFORMANCE.md "Relayout of a migrated store"): half the events written
+ * by this build, the store turned into one of schema 4 and migrated by a writer's open (the
+ * links after the data), the other half written after the migration (chained chunks, which
+ * reads walk); read; ab__store_relayout() timed; read again. */
+static void bench_relayout(const ab_plugin_t *p, const char *dir, ab_durability_t dur, size_t batch,
+                           size_t total)
+{
+    empty_dir(dir);
+    uint64_t *seq = calloc(g_runs, sizeof *seq);
+    if (!seq)
+        die("alloc", &(ab_error_t){.code = AB_NOMEM, .message = "out of memory"});
+    ab_plugin_db_t *db = open_writer(p, dir, dur);
+    append_events(p, db, batch, total / 2, 0, seq);
+    p->close(db);
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", dir, AB_STORE_DB_NAME);
+    sqlite3 *raw = NULL;
+    if (sqlite3_open(path, &raw) != SQLITE_OK ||
+        sqlite3_exec(raw, AB__V5_TO_V4_SQL, NULL, NULL, NULL) != SQLITE_OK) {
+        fprintf(stderr, "store_bench: cannot make %s a schema-4 store: %s\n", path,
+                sqlite3_errmsg(raw));
+        exit(1);
+    }
+    sqlite3_close(raw);
+    db = open_writer(p, dir, dur); /* migrates 4 -> 5: the links after the data */
+    append_events(p, db, batch, total - total / 2, 0, seq);
+    free(seq);
+    printf("migrated from schema 4 at half the events, links after the data:\n");
+    bench_reads(p, dir, total);
+    ab_error_t err = AB_ERROR_INIT;
+    ab_store_relayout_t r;
+    double t0 = ab__mono_s();
+    if (ab__store_relayout((ab_store_t *)db, NULL, NULL, &r, &err) != AB_OK)
+        die("relayout", &err);
+    printf("relayout          %7llu chunks %9.2f s\n", (unsigned long long)r.chunks,
+           ab__mono_s() - t0);
+    p->close(db);
+    printf("relaid out, links before the data:\n");
+    bench_reads(p, dir, total);
+}
+
 static void print_append(const char *dur, size_t batch, append_res_t r)
 {
     printf("append_batch %-7s batch %4zu  %10.0f events/s  %8.0f bytes written/event\n", dur, batch,
@@ -296,6 +361,11 @@ int main(int argc, char **argv)
                    bench_raw(dir, b, total, d, false));
             printf("raw sqlite, a row per event, indexed %10.0f events/s\n",
                    bench_raw(dir, b, total, d, true));
+        }
+        if (argc > 5 && strcmp(argv[5], "relayout") == 0) {
+            bench_relayout(p, dir, d, b, total);
+            free(run_names);
+            return 0;
         }
         print_append(argv[3], b, bench_append(p, dir, d, b, total));
         if (argc > 5 && strcmp(argv[5], "read") == 0)
