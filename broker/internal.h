@@ -30,6 +30,10 @@
 typedef struct ab__snapcache ab__snapcache_t; /* snap_internal.h */
 
 /** State shared by every thread; set up before the threads start. */
+/* The parts of a group's time from receipt to answers (writer.c note_slow, metrics.c). */
+enum { AB__SLOW_WAIT, AB__SLOW_COMMIT, AB__SLOW_ANSWER };
+#define AB__SLOW_GROUP_US 5000 /* a group answered this long after receipt is slow */
+
 typedef struct ab__shared {
     const ab_broker_config_t *cfg;
     void *zctx;
@@ -65,6 +69,9 @@ typedef struct ab__shared {
     struct ab__writer *writer;     /**< under wlock: the running writer, NULL before and after */
     _Atomic uint64_t wjobs_taken;  /**< jobs the writer has received from the command thread */
     _Atomic uint64_t lone_commits; /**< publishes the command thread took to commit (--metrics) */
+    /** groups answered AB__SLOW_GROUP_US or more after their first publish's receipt, by the
+     * part that took longest: AB__SLOW_WAIT, AB__SLOW_COMMIT, AB__SLOW_ANSWER (--metrics) */
+    _Atomic uint64_t slow_groups[3];
 } ab__shared_t;
 
 typedef enum ab_job_kind {

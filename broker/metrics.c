@@ -74,6 +74,22 @@ static int tprev_metrics(ab__shared_t *b, char *buf, size_t size, size_t *n)
     return rc;
 }
 
+/* Groups answered 5 ms or more after receipt, by the part that took longest (writer.c
+ * note_slow): waiting for the writer, the store's commit, fan-out and answers. */
+static int slow_metrics(ab__shared_t *b, char *buf, size_t size, size_t *n)
+{
+    static const char *const part[3] = {"writer_wait", "commit", "answers"};
+    int rc = put(buf, size, n,
+                 "# HELP agentbus_slow_groups_total Group commits answered 5 ms or more after "
+                 "their first publish arrived, by the part that took longest.\n"
+                 "# TYPE agentbus_slow_groups_total counter\n");
+    for (int i = 0; i < 3; i++)
+        rc |=
+            put(buf, size, n, "agentbus_slow_groups_total{part=\"%s\"} %llu\n", part[i],
+                (unsigned long long)atomic_load_explicit(&b->slow_groups[i], memory_order_relaxed));
+    return rc;
+}
+
 /* The whole answer into @p buf. @return its length, or 0 when it did not fit. */
 static size_t render(ab__shared_t *b, char *buf, size_t size)
 {
@@ -132,6 +148,7 @@ static size_t render(ab__shared_t *b, char *buf, size_t size)
                  "Publishes the command thread took to commit itself while the writer was idle.",
                  atomic_load_explicit(&b->lone_commits, memory_order_relaxed));
     rc |= tprev_metrics(b, buf, size, &n);
+    rc |= slow_metrics(b, buf, size, &n);
     rc |= metric(buf, size, &n, "agentbus_events_rejected_total", "counter",
                  "Events answered rejected.", r.rejected);
     rc |= put(buf, size, &n,

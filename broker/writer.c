@@ -418,19 +418,24 @@ static ab_status_t append_group(writer_t *w, int64_t now, const ab_append_event_
 }
 
 /*
- * A group whose first publish waited more than SLOW_GROUP_US from the command
+ * A group whose first publish waited more than AB__SLOW_GROUP_US from the command
  * thread's receipt to its answers is logged (info, at most once a second, the
  * others counted; every one at debug), with where the time went: waiting for the writer (other
  * jobs, the thread not running), the store's commit (SQLite: WAL write and
- * fsync), fan-out and answers. docs/PERFORMANCE.md "Latency" uses these lines.
+ * fsync), fan-out and answers. Every one is counted by the part that took
+ * longest (`agentbus_slow_groups_total`). docs/PERFORMANCE.md "Latency" uses these.
  */
-#define SLOW_GROUP_US  5000
 #define SLOW_COMMIT_US 100000 /* a commit this slow is a warning: the disk, or a stall */
 static void note_slow(writer_t *w, size_t events, int64_t t_recv, int64_t t0, int64_t t1,
                       int64_t t2)
 {
-    if (t2 - t_recv < SLOW_GROUP_US)
+    if (t2 - t_recv < AB__SLOW_GROUP_US)
         return;
+    int64_t wait = t0 - t_recv, commit = t1 - t0, answer = t2 - t1; /* counted, all of them */
+    int part = commit >= wait && commit >= answer ? AB__SLOW_COMMIT
+               : wait >= answer                   ? AB__SLOW_WAIT
+                                                  : AB__SLOW_ANSWER;
+    atomic_fetch_add_explicit(&w->b->slow_groups[part], 1, memory_order_relaxed);
     if (t1 - t0 >= SLOW_COMMIT_US) /* rare: every one is told */
         ab__log(AB_LOG_WARN, "slow commit: %zu event(s) took %.1f ms in the store's commit", events,
                 (double)(t1 - t0) / 1e3);
@@ -499,10 +504,11 @@ static ab__lone_end_t commit_group(writer_t *w, bool lone)
     int64_t tc = ab__mono_us();
     if (rc != AB_OK || tc - t0 > AB__LONE_SLOW_US) /* a store in trouble: invariant 7 */
         w->lone_off_until = tc + AB__LONE_BACKOFF_US;
+    if (n > 0)
+        t1 = tc; /* the store's part, committed or not (a failed one may have waited a lock) */
     if (rc == AB_OK && n == 0) {
         ab__seq_commit(w->seq, atomic_load(&w->b->head_pos) + 1);
     } else if (rc == AB_OK) {
-        t1 = tc;
         ab__wstats_commit(&w->stats, n, t1 - t0, t1);
         committed(w, evs, n, first, now);
     } else if (!group_failed(w, &e, n, lone)) {
