@@ -1,6 +1,7 @@
 /*
  * store.h - the event store on SQLite (see docs/STORE.md); private to the build:
- * the SQLite plugin, the store's tests and benchmarks use it, nothing installs it.
+ * the SQLite plugin, `agentbus relayout` (cli/relayout_cmd.c), the store's tests
+ * and benchmarks use it, nothing installs it.
  *
  * One database, <dir>/agentbus.db, in WAL mode. Events are stored as the
  * producer's exact bytes, each with a global commit position `pos` (1, 2, 3
