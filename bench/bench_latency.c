@@ -314,14 +314,30 @@ static int acks_of(prod_t *ps, int nprod, dist_t *out)
     return all ? 0 : -1;
 }
 
+/* Every producer's slow publishes into @p all, the row's log; frees theirs. */
+static void merge_slow(bench_spans_t *all, bench_spans_t *slow, int nprod)
+{
+    for (int i = 0; all && i < nprod; i++) {
+        for (size_t k = 0; k < slow[i].n; k++)
+            bench_spans_note(all, slow[i].v[k].t0, slow[i].v[k].dt, BENCH_SLOW_S);
+        all->over += slow[i].over;
+        all->max = slow[i].max > all->max ? slow[i].max : all->max;
+        bench_spans_free(&slow[i]);
+    }
+}
+
+/* An ack row; with --stalls it starts @p w, which the caller ends after printing the row
+ * (a failed row ends it here). */
 static int ack_row(const bench_opts_t *o, void *ctx, const bodies_t *b, const char *durability,
                    double rate, int batch, int nprod, dist_t *out, double *got, double cm[2],
                    watch_t *w)
 {
     child_t ch;
     const char *ep;
+    memset(w, 0, sizeof(*w));
     if (row_begin(o, &ch, durability, &ep) != 0)
         return -1;
+    watch_begin(o, w);
     prod_t tmpl = lat_producer(ep, ctx, b, o->seconds, rate, batch, nprod);
     tmpl.want_lat = true;
     prod_t ps[PRODUCERS];
@@ -333,17 +349,14 @@ static int ack_row(const bench_opts_t *o, void *ctx, const bodies_t *b, const ch
             ps[i].slow = &slow[i];
     }
     *got = run_producers_into(ps, nprod);
-    for (int i = 0; all && i < nprod; i++) {
-        for (size_t k = 0; k < slow[i].n; k++)
-            bench_spans_note(all, slow[i].v[k].t0, slow[i].v[k].dt, BENCH_SLOW_S);
-        all->over += slow[i].over;
-        all->max = slow[i].max > all->max ? slow[i].max : all->max;
-        bench_spans_free(&slow[i]);
-    }
+    merge_slow(all, slow, nprod);
     commit_times(ep, ctx, cm);
     child_stop(&ch);
     int rc = acks_of(ps, nprod, out);
-    return *got < 0 || rc != 0 ? -1 : 0;
+    if (*got >= 0 && rc == 0)
+        return 0;
+    watch_end(w, NULL);
+    return -1;
 }
 
 /* ---- publish -> a live subscriber ------------------------------------------- */
@@ -556,11 +569,8 @@ static int light_row(const bench_opts_t *o, void *ctx, const bodies_t *b, const 
     char extra[240];
     const char *label = "ack, 1 event/publish, 1,000/s, fsync";
     watch_t w;
-    watch_begin(o, &w);
-    if (ack_row(o, ctx, b, "fsync", PACE_HZ, 1, 1, &d, &got, cm, &w) != 0) {
-        watch_end(&w, NULL);
+    if (ack_row(o, ctx, b, "fsync", PACE_HZ, 1, 1, &d, &got, cm, &w) != 0)
         return -1;
-    }
     vs_floor(extra, sizeof extra, &d, f, cm);
     print_dist(label, &d, extra);
     watch_end(&w, label);
@@ -574,11 +584,8 @@ static int loaded_row(const bench_opts_t *o, void *ctx, const bodies_t *b, doubl
     double got = 0, cm[2];
     char label[96];
     watch_t w;
-    watch_begin(o, &w);
-    if (ack_row(o, ctx, b, "fsync", 0.8 * max, BATCH, PRODUCERS, &d, &got, cm, &w) != 0) {
-        watch_end(&w, NULL);
+    if (ack_row(o, ctx, b, "fsync", 0.8 * max, BATCH, PRODUCERS, &d, &got, cm, &w) != 0)
         return -1;
-    }
     snprintf(label, sizeof label, "ack, 80%% of max (%.0f ev/s, batches), fsync", got);
     print_dist(label, &d, NULL);
     watch_end(&w, "ack, 80% of max, fsync");
@@ -607,11 +614,8 @@ static int process_row(const bench_opts_t *o, void *ctx, const bodies_t *b, cons
     char extra[200];
     const char *label = "ack, 1 event/publish, 1,000/s, process";
     watch_t w;
-    watch_begin(o, &w);
-    if (ack_row(o, ctx, b, "process", PACE_HZ, 1, 1, &d, &got, cm, &w) != 0) {
-        watch_end(&w, NULL);
+    if (ack_row(o, ctx, b, "process", PACE_HZ, 1, 1, &d, &got, cm, &w) != 0)
         return -1;
-    }
     snprintf(extra, sizeof extra,
              "  [p50 = %.1f ZeroMQ round trips of two contexts (%.1f of one); store commit "
              "p50 %.0f, p99 %.0f us]",

@@ -354,6 +354,11 @@ void ab__walk_init(ab__walk_t *w, ab_store_t *st, bool thread, sqlite3_int64 own
 /* The next chunk's rowid into *chunk, 0 after the last; AB_CORRUPT on a broken chain. */
 ab_status_t ab__walk_next(ab__walk_t *w, sqlite3_int64 *chunk, ab_error_t *err);
 
+/* One integer of a one-row query (a pragma, a count) into *out; errors name @p what
+ * (store_stats.c). */
+ab_status_t ab__store_one_int(ab_store_t *st, const char *sql, const char *what, int64_t *out,
+                              ab_error_t *err);
+
 /* Drop every cache entry (after a failed commit or another writer's commit). */
 void ab__store_cache_clear(ab_store_t *st);
 

@@ -46,19 +46,6 @@
 #define SWAP_TABLES                                                                                \
     "DROP TABLE chunks; ALTER TABLE chunks_relayout RENAME TO chunks;" AB__ANCHOR_INDEXES
 
-/* One integer of a one-row query into @p out. */
-static ab_status_t int_of(ab_store_t *st, const char *sql, sqlite3_int64 *out, ab_error_t *err)
-{
-    sqlite3_stmt *q = NULL;
-    int rc = sqlite3_prepare_v2(st->db, sql, -1, &q, NULL);
-    if (rc == SQLITE_OK)
-        rc = sqlite3_step(q);
-    if (rc == SQLITE_ROW)
-        *out = sqlite3_column_int64(q, 0);
-    sqlite3_finalize(q);
-    return rc == SQLITE_ROW ? AB_OK : ab__store_sqlerr(st, rc, "relayout", err);
-}
-
 /* Invariant 2: the filesystem of the database must have twice its size free. */
 static ab_status_t room_for_copy(ab_store_t *st, ab_error_t *err)
 {
@@ -115,8 +102,9 @@ static ab_status_t copy_chunks(ab_store_t *st, sqlite3_int64 pos_max, ab_store_p
 static ab_status_t relayout_txn(ab_store_t *st, ab_store_progress_fn progress, void *ud,
                                 ab_store_relayout_t *out, ab_error_t *err)
 {
-    sqlite3_int64 pos_max = 0;
-    ab_status_t s = int_of(st, "SELECT coalesce(max(rowid), 0) FROM chunks", &pos_max, err);
+    int64_t pos_max = 0;
+    ab_status_t s = ab__store_one_int(st, "SELECT coalesce(max(rowid), 0) FROM chunks", "relayout",
+                                      &pos_max, err);
     int rc = s == AB_OK
                  ? sqlite3_exec(st->db, AB__CHUNKS_TABLE("chunks_relayout"), NULL, NULL, NULL)
                  : SQLITE_OK;
@@ -139,8 +127,8 @@ ab_status_t ab__store_relayout(ab_store_t *st, ab_store_progress_fn progress, vo
         return ab_error_set(err, AB_INVALID_ARGUMENT, "store",
                             "relayout needs a writer handle with no transaction open");
     ab_store_relayout_t r = {0};
-    sqlite3_int64 before = 0;
-    ab_status_t s = int_of(st, LINKS_BEFORE_DATA, &before, err);
+    int64_t before = 0;
+    ab_status_t s = ab__store_one_int(st, LINKS_BEFORE_DATA, "relayout", &before, err);
     if (s != AB_OK || before) {
         if (s == AB_OK)
             *out = r; /* invariant 2: nothing to do */
@@ -162,8 +150,8 @@ ab_status_t ab__store_relayout(ab_store_t *st, ab_store_progress_fn progress, vo
     /* the copy is in the WAL: move it into the file and cut the WAL back (best effort; the
      * checkpointer does it later otherwise) */
     sqlite3_exec(st->db, "PRAGMA wal_checkpoint(TRUNCATE)", NULL, NULL, NULL);
-    sqlite3_int64 free_pages = 0;
-    if (int_of(st, "PRAGMA freelist_count", &free_pages, err) == AB_OK)
+    int64_t free_pages = 0;
+    if (ab__store_one_int(st, "PRAGMA freelist_count", "relayout", &free_pages, err) == AB_OK)
         r.free_bytes = (uint64_t)free_pages * AB_STORE_PAGE_BYTES;
     *out = r;
     return AB_OK;

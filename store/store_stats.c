@@ -16,16 +16,26 @@
 #include <stdio.h>
 #include <sys/stat.h>
 
-static ab_status_t one_int(ab_store_t *st, const char *sql, uint64_t *out, ab_error_t *err)
+ab_status_t ab__store_one_int(ab_store_t *st, const char *sql, const char *what, int64_t *out,
+                              ab_error_t *err)
 {
     sqlite3_stmt *q = NULL;
     int rc = sqlite3_prepare_v2(st->db, sql, -1, &q, NULL);
     if (rc == SQLITE_OK)
         rc = sqlite3_step(q);
     if (rc == SQLITE_ROW)
-        *out = (uint64_t)sqlite3_column_int64(q, 0);
+        *out = sqlite3_column_int64(q, 0);
     sqlite3_finalize(q);
-    return rc == SQLITE_ROW ? AB_OK : ab__store_sqlerr(st, rc, "stats", err);
+    return rc == SQLITE_ROW ? AB_OK : ab__store_sqlerr(st, rc, what, err);
+}
+
+static ab_status_t one_int(ab_store_t *st, const char *sql, uint64_t *out, ab_error_t *err)
+{
+    int64_t v = 0;
+    ab_status_t s = ab__store_one_int(st, sql, "stats", &v, err);
+    if (s == AB_OK)
+        *out = (uint64_t)v;
+    return s;
 }
 
 ab_status_t ab__store_stats(ab_store_t *st, ab_plugin_stats_t *out, ab_error_t *err)

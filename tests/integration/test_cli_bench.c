@@ -101,20 +101,26 @@ static int count_of(const char *s, const char *what)
     return n;
 }
 
+/* `agentbus bench ARGS --json`, its rows (stdout) into @p out; fails the test unless it
+ * exits 0. */
+static void json_rows(char *out, const char *args)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "%s bench %s --json 2>/dev/null", AB_AGENTBUS_BIN, args);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    size_t n = fread(out, 1, OUT_MAX - 1, p);
+    out[n] = '\0';
+    assert_int_equal(pclose(p), 0);
+}
+
 /* latency --row light --rounds 2: the three floor rows, then the light fsync ack row twice,
  * and no other row (bench_latency.c one_row). */
 static void test_latency_one_row(void **state)
 {
     (void)state;
-    char out[OUT_MAX], cmd[512];
-    snprintf(cmd, sizeof cmd,
-             "%s bench latency --row light --rounds 2 --seconds 0.2 --json 2>/dev/null",
-             AB_AGENTBUS_BIN);
-    FILE *p = popen(cmd, "r");
-    assert_non_null(p);
-    size_t n = fread(out, 1, sizeof out - 1, p);
-    out[n] = '\0';
-    assert_int_equal(pclose(p), 0);
+    char out[OUT_MAX];
+    json_rows(out, "latency --row light --rounds 2 --seconds 0.2");
     assert_int_equal(count_of(out, "\"row\":\"floor: "), 3); /* fdatasync, two round trips */
     assert_int_equal(count_of(out, "\"row\":\"ack, 1 event/publish, 1,000/s, fsync\""), 2);
     assert_int_equal(count_of(out, "{\"bench\":"), 5); /* nothing else: no process, 80%, delivery */
@@ -126,15 +132,8 @@ static void test_latency_one_row(void **state)
 static void test_latency_stalls(void **state)
 {
     (void)state;
-    char out[OUT_MAX], cmd[512];
-    snprintf(cmd, sizeof cmd,
-             "%s bench latency --row light --seconds 0.2 --stalls --json 2>/dev/null",
-             AB_AGENTBUS_BIN);
-    FILE *p = popen(cmd, "r");
-    assert_non_null(p);
-    size_t n = fread(out, 1, sizeof out - 1, p);
-    out[n] = '\0';
-    assert_int_equal(pclose(p), 0);
+    char out[OUT_MAX];
+    json_rows(out, "latency --row light --seconds 0.2 --stalls");
     assert_int_equal(count_of(out, "\"row\":\"stalls: floor: "), 3);
     const char *ack = strstr(out, "\"row\":\"stalls: ack, 1 event/publish, 1,000/s, fsync\"");
     assert_non_null(ack);
@@ -152,15 +151,8 @@ static void test_latency_stalls(void **state)
 static void test_scale_one_row(void **state)
 {
     (void)state;
-    char out[OUT_MAX], cmd[512];
-    snprintf(cmd, sizeof cmd,
-             "%s bench scale --row 10000 --rounds 2 --seconds 0.2 --json 2>/dev/null",
-             AB_AGENTBUS_BIN);
-    FILE *p = popen(cmd, "r");
-    assert_non_null(p);
-    size_t n = fread(out, 1, sizeof out - 1, p);
-    out[n] = '\0';
-    assert_int_equal(pclose(p), 0);
+    char out[OUT_MAX];
+    json_rows(out, "scale --row 10000 --rounds 2 --seconds 0.2");
     const char *base = "\"row\":\"100 runs in flight\"", *row = "\"row\":\"10000 runs in flight\"";
     assert_int_equal(count_of(out, base), 2);
     assert_int_equal(count_of(out, row), 2);
