@@ -59,7 +59,9 @@
 #include <string.h>
 #include <time.h>
 
-#define SNAP_POLL_MS 20 /* longest wait for a job while the snapshot worker is busy */
+#define SNAP_POLL_MS 20  /* longest wait for a job while the snapshot worker is busy */
+#define BUSY_RING    8   /* the writer's last pieces of work kept for the slow-group line */
+#define BUSY_MIN_US  200 /* a piece shorter than this is not kept */
 
 typedef struct ab__writer {
     ab__shared_t *b;
@@ -82,7 +84,39 @@ typedef struct ab__writer {
     ab__wstats_t stats;      /**< commits, rejections, latency (stats.h); copied to b->stats */
     int64_t store_stats_us;  /**< when the store's figures were last read */
     uint64_t ckpt_slow_seen; /**< slow checkpoints already logged */
+    /** the writer's last pieces of work of BUSY_MIN_US or more, for the slow-group line */
+    struct busy {
+        const char *what;
+        int64_t from, to; /* ab__mono_us() */
+    } busy[BUSY_RING];
+    unsigned nbusy; /**< pieces noted; the last BUSY_RING are kept */
 } writer_t;
+
+/* Note a piece of the writer's work that began at @p from and ends now (kept when it took
+ * BUSY_MIN_US or more): a publish that waited for the writer meanwhile is told it. */
+static void busy_note(writer_t *w, const char *what, int64_t from)
+{
+    int64_t to = ab__mono_us();
+    if (to - from >= BUSY_MIN_US)
+        w->busy[w->nbusy++ % BUSY_RING] = (struct busy){what, from, to};
+}
+
+/* What of [from, to] the writer spent on its noted work, as "; of it: WHAT N.N ms, ..." in
+ * @p out (empty when nothing overlaps). */
+static void busy_during(const writer_t *w, int64_t from, int64_t to, char *out, size_t size)
+{
+    size_t n = 0;
+    out[0] = '\0';
+    for (unsigned i = 0; i < BUSY_RING && i < w->nbusy; i++) {
+        const struct busy *b = &w->busy[i];
+        int64_t lo = b->from > from ? b->from : from, hi = b->to < to ? b->to : to;
+        if (hi <= lo || n >= size)
+            continue;
+        int k = snprintf(out + n, size - n, "%s%s %.1f ms", n ? ", " : "; of it: ", b->what,
+                         (double)(hi - lo) / 1e3);
+        n += k > 0 ? (size_t)k : 0;
+    }
+}
 
 /* Receive a job from the command thread and count it (invariant 7). */
 static ab_job_t *take_job(writer_t *w, int flags)
@@ -422,7 +456,10 @@ static ab_status_t append_group(writer_t *w, int64_t now, const ab_append_event_
  * thread's receipt to its answers is logged (info, at most once a second, the
  * others counted; every one at debug), with where the time went: waiting for the writer (other
  * jobs, the thread not running), the store's commit (SQLite: WAL write and
- * fsync), fan-out and answers. Every one is counted by the part that took
+ * fsync), fan-out and answers; of the wait, what the writer was doing meanwhile
+ * (its last BUSY_RING pieces of work of BUSY_MIN_US or more: storing snapshots,
+ * reading the store's figures, an earlier group, a command job; the rest of the
+ * wait it was idle or not running). Every one is counted by the part that took
  * longest (`agentbus_slow_groups_total`). docs/PERFORMANCE.md "Latency" uses these.
  */
 #define SLOW_COMMIT_US 100000 /* a commit this slow is a warning: the disk, or a stall */
@@ -444,10 +481,12 @@ static void note_slow(writer_t *w, size_t events, int64_t t_recv, int64_t t0, in
         w->slow_unlogged++;
         return;
     }
+    char during[256];
+    busy_during(w, t_recv, t0, during, sizeof during);
     ab__log(every ? AB_LOG_DEBUG : AB_LOG_INFO,
             "slow group: %zu event(s) answered %.1f ms after receipt: %.1f ms waiting for the "
-            "writer, %.1f ms in the store's commit, %.1f ms fan-out and answers%s",
-            events, (double)(t2 - t_recv) / 1e3, (double)(t0 - t_recv) / 1e3,
+            "writer%s, %.1f ms in the store's commit, %.1f ms fan-out and answers%s",
+            events, (double)(t2 - t_recv) / 1e3, (double)(t0 - t_recv) / 1e3, during,
             (double)(t1 - t0) / 1e3, (double)(t2 - t1) / 1e3,
             w->slow_unlogged ? " (and more slow groups since the last line)" : "");
     w->slow_logged_us = t2;
@@ -723,6 +762,30 @@ void ab__writer_return(ab__writer_t *w)
     pthread_mutex_unlock(&w->b->wlock);
 }
 
+/* One turn of the writer's loop: the snapshot worker's documents, the store's figures, then
+ * one job (a publish with all queued behind it as a group), each noted for busy_during(). */
+static void writer_turn(writer_t *w)
+{
+    int64_t a = ab__mono_us();
+    ab__snapsched_collect(&w->snap);
+    ab__snapstore_step(&w->snap); /* at most one piece between two groups */
+    busy_note(w, "storing snapshots", a);
+    a = ab__mono_us();
+    refresh_store_stats(w, a);
+    busy_note(w, "reading the store's figures", a);
+    ab_job_t *job = wait_job(w);
+    if (job == NULL)
+        return;
+    a = ab__mono_us();
+    bool publish = job->kind == AB_JOB_PUBLISH;
+    if (publish)
+        fill_group(w, job);
+    else
+        do_single(w, job);
+    ab__fanout_tick(&w->fan);
+    busy_note(w, publish ? "an earlier group" : "a command job", a);
+}
+
 void *ab__writer_main(void *arg)
 {
     ab_writer_args_t *a = arg;
@@ -748,19 +811,8 @@ void *ab__writer_main(void *arg)
     w.follow.disp = w.disp; /* followed commits move requests too (docs/SCALING.md) */
     w.lone_ok = !w.follow.on && ab_plugin_has(w.b->plugin, set_lock_wait);
     w.b->writer = &w;
-    while (!w.stop) {
-        ab__snapsched_collect(&w.snap);
-        ab__snapstore_step(&w.snap); /* at most one piece between two groups */
-        refresh_store_stats(&w, ab__mono_us());
-        ab_job_t *job = wait_job(&w);
-        if (job == NULL)
-            continue;
-        if (job->kind == AB_JOB_PUBLISH)
-            fill_group(&w, job);
-        else
-            do_single(&w, job);
-        ab__fanout_tick(&w.fan);
-    }
+    while (!w.stop)
+        writer_turn(&w);
     w.b->writer = NULL;
     ab__snapsched_stop(&w.snap);
     ab__dispatch_destroy(&w.disp);
