@@ -393,8 +393,9 @@ typedef struct it {
     ab_doc_t *doc;
 } it_t;
 
-/* cmocka setup: start a broker with @p extra args, or note it is not built. */
-static inline int it_setup_with(void **state, const char *const *extra)
+/* cmocka setup: start a broker with @p extra args, its log also written to the file @p log
+ * when not NULL (for bp_wait_log; removed first), or note it is not built. */
+static inline int it_setup_log(void **state, const char *const *extra, const char *log)
 {
     it_t *t = calloc(1, sizeof(*t));
     *state = t;
@@ -403,7 +404,17 @@ static inline int it_setup_with(void **state, const char *const *extra)
     t->available = bp_available();
     if (!t->available)
         return 0;
+    if (log != NULL) {
+        snprintf(t->bp.log, sizeof t->bp.log, "%s", log);
+        unlink(t->bp.log);
+    }
     return bp_start(&t->bp, NULL, extra);
+}
+
+/* cmocka setup: start a broker with @p extra args, or note it is not built. */
+static inline int it_setup_with(void **state, const char *const *extra)
+{
+    return it_setup_log(state, extra, NULL);
 }
 
 static inline int it_setup(void **state)
