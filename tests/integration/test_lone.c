@@ -179,7 +179,7 @@ static void test_lone_commit_never_waits(void **state)
  * store; B, sent while it waits, queues behind it; the lock is released 20 ms after B is
  * sent (the wait under test is a duration), A commits, then B, whose slow-group line (every
  * one at --log-level debug) names the earlier group. When B still joined A's group (it
- * arrived before the writer took A), there was no wait: tried again, at most 3 times. */
+ * arrived before the writer took A), there was no wait: tried again, at most 10 times. */
 static void test_wait_is_named(void **state)
 {
     it_t *t = *state;
@@ -191,7 +191,7 @@ static void test_wait_is_named(void **state)
     assert_true(rc_send(s, &buf, 5000));
     assert_int_equal(next_reply(s, t->doc).op, AB_OP_WELCOME);
     const char *needle = "of it: an earlier group";
-    for (int k = 0; k < 3 && bp_wait_log(&t->bp, needle, 1, 0) < 1; k++) {
+    for (int k = 0; k < 10 && bp_wait_log(&t->bp, needle, 1, 0) < 1; k++) {
         for (int i = 0; i < 2; i++) {
             char run[16];
             snprintf(run, sizeof run, "w%d-%d", k, i);
