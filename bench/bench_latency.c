@@ -119,6 +119,26 @@ static bench_spans_t *watch_log(watch_t *w)
     return w->meter ? &w->slow : NULL;
 }
 
+/* The stalls line of a row (@p label) from its slow samples and the timer's stalls. */
+static void watch_report(const watch_t *w, const bench_spans_t *late, const char *label)
+{
+    size_t over10 = 0, during = bench_spans_overlap(&w->slow, late);
+    for (size_t i = 0; i < w->slow.n; i++)
+        over10 += w->slow.v[i].dt >= 0.010;
+    double slow = (double)bench_spans_count(&w->slow), stalls = (double)bench_spans_count(late);
+    char row[96];
+    snprintf(row, sizeof row, "stalls: %s", label);
+    bench_emit("latency", row, "over_5ms", slow, "over_10ms", (double)over10, "max_us",
+               w->slow.max * 1e6, "during_a_stall", (double)during, "timer_stalls", stalls,
+               "timer_max_us", late->max * 1e6, NULL);
+    printf("stalls  %-44s %.0f over 5 ms (%zu over 10 ms), %zu of them during a stall of this "
+           "process's timer; timer stalls over 2 ms %.0f, longest %.1f ms\n",
+           label, slow, over10, during, stalls, late->max * 1e3);
+    if (w->slow.over > 0 || late->over > 0)
+        printf("stalls  (more than %d spans: the overlap counts the first %d only)\n", BENCH_SPANS,
+               BENCH_SPANS);
+}
+
 /* Stop watching; print what the row's slow samples overlapped, under the row @p label
  * (NULL: the row failed, print nothing). */
 static void watch_end(watch_t *w, const char *label)
@@ -128,26 +148,8 @@ static void watch_end(watch_t *w, const char *label)
     bench_spans_t late;
     bench_meter_stop(w->meter, &late);
     w->meter = NULL;
-    if (label == NULL) {
-        bench_spans_free(&late);
-        bench_spans_free(&w->slow);
-        return;
-    }
-    size_t over10 = 0, during = bench_spans_overlap(&w->slow, &late);
-    for (size_t i = 0; i < w->slow.n; i++)
-        over10 += w->slow.v[i].dt >= 0.010;
-    double slow = (double)bench_spans_count(&w->slow), stalls = (double)bench_spans_count(&late);
-    char row[96];
-    snprintf(row, sizeof row, "stalls: %s", label);
-    bench_emit("latency", row, "over_5ms", slow, "over_10ms", (double)over10, "max_us",
-               w->slow.max * 1e6, "during_a_stall", (double)during, "timer_stalls", stalls,
-               "timer_max_us", late.max * 1e6, NULL);
-    printf("stalls  %-44s %.0f over 5 ms (%zu over 10 ms), %zu of them during a stall of this "
-           "process's timer; timer stalls over 2 ms %.0f, longest %.1f ms\n",
-           label, slow, over10, during, stalls, late.max * 1e3);
-    if (w->slow.over > 0 || late.over > 0)
-        printf("stalls  (more than %d spans: the overlap counts the first %d only)\n", BENCH_SPANS,
-               BENCH_SPANS);
+    if (label != NULL)
+        watch_report(w, &late, label);
     bench_spans_free(&late);
     bench_spans_free(&w->slow);
 }
@@ -326,15 +328,14 @@ static void merge_slow(bench_spans_t *all, bench_spans_t *slow, int nprod)
     }
 }
 
-/* An ack row; with --stalls it starts @p w, which the caller ends after printing the row
- * (a failed row ends it here). */
+/* An ack row; it starts @p w (watching with --stalls), which the caller ends after printing
+ * the row (a failed row ends it here, or never started it). */
 static int ack_row(const bench_opts_t *o, void *ctx, const bodies_t *b, const char *durability,
                    double rate, int batch, int nprod, dist_t *out, double *got, double cm[2],
                    watch_t *w)
 {
     child_t ch;
     const char *ep;
-    memset(w, 0, sizeof(*w));
     if (row_begin(o, &ch, durability, &ep) != 0)
         return -1;
     watch_begin(o, w);

@@ -29,11 +29,11 @@
 
 typedef struct ab__snapcache ab__snapcache_t; /* snap_internal.h */
 
-/** State shared by every thread; set up before the threads start. */
 /* The parts of a group's time from receipt to answers (writer.c note_slow, metrics.c). */
 enum { AB__SLOW_WAIT, AB__SLOW_COMMIT, AB__SLOW_ANSWER };
 #define AB__SLOW_GROUP_US 5000 /* a group answered this long after receipt is slow */
 
+/** State shared by every thread; set up before the threads start. */
 typedef struct ab__shared {
     const ab_broker_config_t *cfg;
     void *zctx;

@@ -473,9 +473,9 @@ static void note_slow(writer_t *w, size_t events, int64_t t_recv, int64_t t0, in
                : wait >= answer                   ? AB__SLOW_WAIT
                                                   : AB__SLOW_ANSWER;
     atomic_fetch_add_explicit(&w->b->slow_groups[part], 1, memory_order_relaxed);
-    if (t1 - t0 >= SLOW_COMMIT_US) /* rare: every one is told */
+    if (commit >= SLOW_COMMIT_US) /* rare: every one is told */
         ab__log(AB_LOG_WARN, "slow commit: %zu event(s) took %.1f ms in the store's commit", events,
-                (double)(t1 - t0) / 1e3);
+                (double)commit / 1e3);
     bool every = w->b->cfg->log_level == AB_LOG_DEBUG; /* --log-level debug: each one */
     if (!every && t2 - w->slow_logged_us < 1000000) {
         w->slow_unlogged++;
@@ -486,8 +486,8 @@ static void note_slow(writer_t *w, size_t events, int64_t t_recv, int64_t t0, in
     ab__log(every ? AB_LOG_DEBUG : AB_LOG_INFO,
             "slow group: %zu event(s) answered %.1f ms after receipt: %.1f ms waiting for the "
             "writer%s, %.1f ms in the store's commit, %.1f ms fan-out and answers%s",
-            events, (double)(t2 - t_recv) / 1e3, (double)(t0 - t_recv) / 1e3, during,
-            (double)(t1 - t0) / 1e3, (double)(t2 - t1) / 1e3,
+            events, (double)(t2 - t_recv) / 1e3, (double)wait / 1e3, during, (double)commit / 1e3,
+            (double)answer / 1e3,
             w->slow_unlogged ? " (and more slow groups since the last line)" : "");
     w->slow_logged_us = t2;
     w->slow_unlogged = 0;

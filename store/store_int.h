@@ -68,6 +68,13 @@ typedef struct ab_store_file ab_store_file_t;
     " WHERE run_dist = 0;"                                                                         \
     "CREATE INDEX chunks_by_thread ON chunks(thread_rowid) WHERE thread_dist = 0;"
 
+/* 1 when every link column of chunks comes before its data (AB__CHUNKS_TABLE's order), 0 when
+ * a migration with events added them behind it (store_relayout.c, the tests). */
+#define AB__LINKS_BEFORE_DATA_SQL                                                                  \
+    "SELECT max(cid) < (SELECT cid FROM pragma_table_info('chunks') WHERE name = 'data')"          \
+    " FROM pragma_table_info('chunks') WHERE name IN ('prev_run', 'run_dist', 'prev_thread',"      \
+    " 'thread_dist')"
+
 /* SQL that turns a store of schema 5 back into one of schema 4, as an older build wrote it:
  * no chains, no tails, every chunk in the run and thread indexes (store.c, migration 4 -> 5).
  * For the migration tests and the relayout measurement (bench/tools/store_bench.c); any chunk

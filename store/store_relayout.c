@@ -29,12 +29,6 @@
 
 #define RELAYOUT_BATCH 4096
 
-/* Whether every link column of chunks comes before its data. */
-#define LINKS_BEFORE_DATA                                                                          \
-    "SELECT (SELECT max(cid) FROM pragma_table_info('chunks') WHERE name IN ('prev_run',"          \
-    " 'run_dist', 'prev_thread', 'thread_dist')) < (SELECT cid FROM pragma_table_info('chunks')"   \
-    " WHERE name = 'data')"
-
 #define CHUNK_COLUMNS                                                                              \
     "rowid, run_rowid, thread_rowid, first_seq, last_seq, last_pos, batch_first, batch_last, n,"   \
     " prev_run, run_dist, prev_thread, thread_dist, data"
@@ -128,7 +122,7 @@ ab_status_t ab__store_relayout(ab_store_t *st, ab_store_progress_fn progress, vo
                             "relayout needs a writer handle with no transaction open");
     ab_store_relayout_t r = {0};
     int64_t before = 0;
-    ab_status_t s = ab__store_one_int(st, LINKS_BEFORE_DATA, "relayout", &before, err);
+    ab_status_t s = ab__store_one_int(st, AB__LINKS_BEFORE_DATA_SQL, "relayout", &before, err);
     if (s != AB_OK || before) {
         if (s == AB_OK)
             *out = r; /* invariant 2: nothing to do */
@@ -151,7 +145,8 @@ ab_status_t ab__store_relayout(ab_store_t *st, ab_store_progress_fn progress, vo
      * checkpointer does it later otherwise) */
     sqlite3_exec(st->db, "PRAGMA wal_checkpoint(TRUNCATE)", NULL, NULL, NULL);
     int64_t free_pages = 0;
-    if (ab__store_one_int(st, "PRAGMA freelist_count", "relayout", &free_pages, err) == AB_OK)
+    ab_error_t ignored = AB_ERROR_INIT; /* a figure only: the relayout itself is done */
+    if (ab__store_one_int(st, "PRAGMA freelist_count", "relayout", &free_pages, &ignored) == AB_OK)
         r.free_bytes = (uint64_t)free_pages * AB_STORE_PAGE_BYTES;
     *out = r;
     return AB_OK;

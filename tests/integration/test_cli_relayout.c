@@ -13,44 +13,11 @@
 #include "broker_proc.h"
 #include "cli_run.h"
 
-#include <sqlite3.h>
 #include <sys/stat.h>
 
 #define RUNS    6
 #define COMMITS 40
 #define SEQS    (2 * COMMITS)
-
-/* Run @p sql on the database of @p dir, or read one integer from it (@p out non-NULL). */
-static void sql_on(const char *dir, const char *sql, int64_t *out)
-{
-    char path[512];
-    snprintf(path, sizeof path, "%s/%s", dir, AB_STORE_DB_NAME);
-    sqlite3 *db = NULL;
-    sqlite3_stmt *q = NULL;
-    assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL), SQLITE_OK);
-    if (out == NULL) {
-        if (sqlite3_exec(db, sql, NULL, NULL, NULL) != SQLITE_OK)
-            fail_msg("%s: %s", sql, sqlite3_errmsg(db));
-    } else {
-        assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &q, NULL), SQLITE_OK);
-        assert_int_equal(sqlite3_step(q), SQLITE_ROW);
-        *out = sqlite3_column_int64(q, 0);
-        sqlite3_finalize(q);
-    }
-    sqlite3_close(db);
-}
-
-static int64_t int_on(const char *dir, const char *sql)
-{
-    int64_t v = 0;
-    sql_on(dir, sql, &v);
-    return v;
-}
-
-#define LINKS_BEFORE_DATA                                                                          \
-    "SELECT max(cid) < (SELECT cid FROM pragma_table_info('chunks') WHERE name = 'data')"          \
-    " FROM pragma_table_info('chunks') WHERE name IN ('prev_run', 'run_dist', 'prev_thread',"      \
-    " 'thread_dist')"
 
 /* @p commits commits, each with one event of every run, from seq @p from on. */
 static void write_events(const char *dir, int commits, uint64_t from)
@@ -127,22 +94,22 @@ static void test_migrated_store(void **state)
     memcpy(dir, t->bp.dir, sizeof dir);
     assert_int_equal(bp_stop(&t->bp), 0);
     write_events(dir, COMMITS, 1);
-    sql_on(dir, SF_V5_TO_V4_SQL, NULL);
+    sf_exec(dir, SF_V5_TO_V4_SQL);
     assert_int_equal(bp_restart(&t->bp), 0); /* migrates: the links after the data */
     assert_int_equal(bp_stop(&t->bp), 0);
     write_events(dir, COMMITS, COMMITS + 1); /* chained chunks after the migration */
-    assert_int_equal(int_on(dir, LINKS_BEFORE_DATA), 0);
-    int64_t chunks = int_on(dir, "SELECT count(*) FROM chunks");
+    assert_int_equal(sf_int(dir, AB__LINKS_BEFORE_DATA_SQL), 0);
+    int64_t chunks = sf_int(dir, "SELECT count(*) FROM chunks");
     assert_int_equal(bp_restart(&t->bp), 0);
     assert_int_equal(it_run_cli(out, "relayout --data %s", dir), 1); /* invariant 2 */
     snprintf(want, sizeof want, "in use by another broker (pid %ld)", (long)t->bp.pid);
     assert_non_null(strstr(out, want));
-    assert_int_equal(int_on(dir, LINKS_BEFORE_DATA), 0);
+    assert_int_equal(sf_int(dir, AB__LINKS_BEFORE_DATA_SQL), 0);
     assert_int_equal(bp_stop(&t->bp), 0);
     assert_int_equal(it_run_cli(out, "relayout --data %s --json", dir), 0);
     snprintf(want, sizeof want, "\"needed\":true,\"chunks\":%lld,", (long long)chunks);
     assert_non_null(strstr(out, want));
-    assert_int_equal(int_on(dir, LINKS_BEFORE_DATA), 1);
+    assert_int_equal(sf_int(dir, AB__LINKS_BEFORE_DATA_SQL), 1);
     assert_int_equal(events_in(dir), RUNS * SEQS);
     assert_int_equal(bp_restart(&t->bp), 0);
     ab_conn_t *c = it_connect(&t->bp);

@@ -34,6 +34,36 @@ static inline void sf_rm_dir(const char *dir)
     rmdir(dir);
 }
 
+/* Run @p sql on the database of @p dir with a connection of its own; fails the test on an
+ * error. */
+static inline void sf_exec(const char *dir, const char *sql)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", dir, AB_STORE_DB_NAME);
+    sqlite3 *db = NULL;
+    assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL), SQLITE_OK);
+    if (sqlite3_exec(db, sql, NULL, NULL, NULL) != SQLITE_OK)
+        fail_msg("%s: %s", sql, sqlite3_errmsg(db));
+    sqlite3_close(db);
+}
+
+/* The one integer @p sql answers on the database of @p dir (a reader of its own). */
+static inline int64_t sf_int(const char *dir, const char *sql)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", dir, AB_STORE_DB_NAME);
+    sqlite3 *db = NULL;
+    sqlite3_stmt *q = NULL;
+    assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    if (sqlite3_prepare_v2(db, sql, -1, &q, NULL) != SQLITE_OK)
+        fail_msg("%s: %s", sql, sqlite3_errmsg(db));
+    assert_int_equal(sqlite3_step(q), SQLITE_ROW);
+    int64_t v = sqlite3_column_int64(q, 0);
+    sqlite3_finalize(q);
+    sqlite3_close(db);
+    return v;
+}
+
 /* SQL that turns a store of schema 5 back into one of schema 4 (store_int.h). */
 #define SF_V5_TO_V4_SQL AB__V5_TO_V4_SQL
 

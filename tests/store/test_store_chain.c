@@ -332,64 +332,29 @@ static void test_paged_reads_across_commits(void **state)
     assert_true(m->seq[0] > 2 * AB_STORE_ANCHOR_EVERY); /* pages crossed anchors */
 }
 
-/* Run @p sql on the database of @p dir (the store closed). */
-static void exec_on(const char *dir, const char *sql)
-{
-    char path[128];
-    snprintf(path, sizeof path, "%s/%s", dir, AB_STORE_DB_NAME);
-    sqlite3 *db = NULL;
-    assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL), SQLITE_OK);
-    int rc = sqlite3_exec(db, sql, NULL, NULL, NULL);
-    if (rc != SQLITE_OK)
-        fail_msg("%s: %s", sql, sqlite3_errmsg(db));
-    sqlite3_close(db);
-}
-
-static int64_t int_on(const char *dir, const char *sql)
-{
-    char path[128];
-    snprintf(path, sizeof path, "%s/%s", dir, AB_STORE_DB_NAME);
-    sqlite3 *db = NULL;
-    sqlite3_stmt *q = NULL;
-    assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
-    assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &q, NULL), SQLITE_OK);
-    assert_int_equal(sqlite3_step(q), SQLITE_ROW);
-    int64_t v = sqlite3_column_int64(q, 0);
-    sqlite3_finalize(q);
-    sqlite3_close(db);
-    return v;
-}
-
-/* 1 when every link column of chunks comes before its data (store.c MIGRATE_4_5_EMPTY: a
- * walk then reads a chunk's links without its data's overflow pages). */
-#define LINKS_BEFORE_DATA                                                                          \
-    "SELECT max(cid) < (SELECT cid FROM pragma_table_info('chunks') WHERE name = 'data')"          \
-    " FROM pragma_table_info('chunks') WHERE name IN ('prev_run', 'run_dist', 'prev_thread',"      \
-    " 'thread_dist')"
-
 /* A schema-4 store (a full index entry per chunk, no chains) migrates: its events read back
  * whole, and new chunks chain on from its runs' and threads' newest chunks. */
 static void test_migrates_from_v4(void **state)
 {
     fx_t *f = *state;
-    assert_int_equal(int_on(f->sf.dir, LINKS_BEFORE_DATA), 1); /* a new store's layout */
+    assert_int_equal(sf_int(f->sf.dir, AB__LINKS_BEFORE_DATA_SQL), 1); /* a new store's layout */
     write_commits(f->sf.st, &f->m, COMMITS / 2);
     ab__store_close(&f->sf.st);
-    exec_on(f->sf.dir, SF_V5_TO_V4_SQL);
-    assert_int_equal(int_on(f->sf.dir, "PRAGMA user_version"), 4);
+    sf_exec(f->sf.dir, SF_V5_TO_V4_SQL);
+    assert_int_equal(sf_int(f->sf.dir, "PRAGMA user_version"), 4);
     f->sf.st = open_ok(f->sf.dir, false); /* migrates 4 -> 5 */
-    assert_int_equal(int_on(f->sf.dir, "PRAGMA user_version"), AB_STORE_SCHEMA_VERSION);
+    assert_int_equal(sf_int(f->sf.dir, "PRAGMA user_version"), AB_STORE_SCHEMA_VERSION);
     /* every old chunk is an anchor of both chains, every run and thread has its tail */
-    assert_int_equal(int_on(f->sf.dir, "SELECT count(*) FROM chunks WHERE run_dist <> 0"
+    assert_int_equal(sf_int(f->sf.dir, "SELECT count(*) FROM chunks WHERE run_dist <> 0"
                                        " OR thread_dist <> 0 OR prev_run <> 0"),
                      0);
-    assert_int_equal(int_on(f->sf.dir, "SELECT count(*) FROM run_tails"), RUNS);
-    assert_int_equal(int_on(f->sf.dir, "SELECT count(*) FROM thread_tails"), THREADS);
+    assert_int_equal(sf_int(f->sf.dir, "SELECT count(*) FROM run_tails"), RUNS);
+    assert_int_equal(sf_int(f->sf.dir, "SELECT count(*) FROM thread_tails"), THREADS);
     /* its rows are kept where they are (no copy at the first start): the links come last */
-    assert_int_equal(int_on(f->sf.dir, LINKS_BEFORE_DATA), 0);
+    assert_int_equal(sf_int(f->sf.dir, AB__LINKS_BEFORE_DATA_SQL), 0);
     check_reads(f->sf.st, &f->m);
     write_commits(f->sf.st, &f->m, COMMITS);
-    assert_true(int_on(f->sf.dir, "SELECT count(*) FROM chunks WHERE run_dist > 0") > 0);
+    assert_true(sf_int(f->sf.dir, "SELECT count(*) FROM chunks WHERE run_dist > 0") > 0);
     check_reads(f->sf.st, &f->m);
 }
 
@@ -425,18 +390,18 @@ static void test_relayout(void **state)
     assert_false(r.needed); /* a new store's layout */
     write_commits(f->sf.st, &f->m, COMMITS / 2);
     ab__store_close(&f->sf.st);
-    exec_on(f->sf.dir, SF_V5_TO_V4_SQL);
+    sf_exec(f->sf.dir, SF_V5_TO_V4_SQL);
     f->sf.st = open_ok(f->sf.dir, false);        /* migrates: the links after the data */
     write_commits(f->sf.st, &f->m, COMMITS / 2); /* chained chunks after the migration */
-    assert_int_equal(int_on(f->sf.dir, LINKS_BEFORE_DATA), 0);
-    int64_t n = int_on(f->sf.dir, "SELECT count(*) FROM chunks"),
-            sum = int_on(f->sf.dir, CHUNKS_SUM);
+    assert_int_equal(sf_int(f->sf.dir, AB__LINKS_BEFORE_DATA_SQL), 0);
+    int64_t n = sf_int(f->sf.dir, "SELECT count(*) FROM chunks"),
+            sum = sf_int(f->sf.dir, CHUNKS_SUM);
     /* a failure (here the copy's table is in the way) leaves it as it was */
-    exec_on(f->sf.dir, "CREATE TABLE chunks_relayout(x)");
+    sf_exec(f->sf.dir, "CREATE TABLE chunks_relayout(x)");
     assert_int_not_equal(ab__store_relayout(f->sf.st, NULL, NULL, &r, &err), AB_OK);
-    exec_on(f->sf.dir, "DROP TABLE chunks_relayout");
-    assert_int_equal(int_on(f->sf.dir, LINKS_BEFORE_DATA), 0);
-    assert_int_equal(int_on(f->sf.dir, CHUNKS_SUM), sum);
+    sf_exec(f->sf.dir, "DROP TABLE chunks_relayout");
+    assert_int_equal(sf_int(f->sf.dir, AB__LINKS_BEFORE_DATA_SQL), 0);
+    assert_int_equal(sf_int(f->sf.dir, CHUNKS_SUM), sum);
     progress_t p = {0};
     assert_int_equal(ab__store_relayout(f->sf.st, on_progress, &p, &r, &err), AB_OK);
     assert_true(r.needed);
@@ -444,10 +409,10 @@ static void test_relayout(void **state)
     assert_int_equal(p.calls, (n + 4095) / 4096);
     assert_int_equal(p.chunks, (uint64_t)n);
     assert_int_equal(p.pos, r.last_pos);
-    assert_int_equal(r.last_pos, (uint64_t)int_on(f->sf.dir, "SELECT max(rowid) FROM chunks"));
-    assert_int_equal(int_on(f->sf.dir, LINKS_BEFORE_DATA), 1);
-    assert_int_equal(int_on(f->sf.dir, CHUNKS_SUM), sum);
-    assert_int_equal(int_on(f->sf.dir, "SELECT count(*) FROM sqlite_master WHERE name IN"
+    assert_int_equal(r.last_pos, (uint64_t)sf_int(f->sf.dir, "SELECT max(rowid) FROM chunks"));
+    assert_int_equal(sf_int(f->sf.dir, AB__LINKS_BEFORE_DATA_SQL), 1);
+    assert_int_equal(sf_int(f->sf.dir, CHUNKS_SUM), sum);
+    assert_int_equal(sf_int(f->sf.dir, "SELECT count(*) FROM sqlite_master WHERE name IN"
                                        " ('chunks_by_run', 'chunks_by_thread', 'chunks_relayout')"),
                      2);
     check_reads(f->sf.st, &f->m);
@@ -520,7 +485,7 @@ static void test_gone_chunk_is_read_around(void **state)
 {
     fx_t *f = *state;
     two_runs(f, 5);
-    exec_on(f->sf.dir, "DELETE FROM chunks WHERE rowid = " R0_CHUNK(3));
+    sf_exec(f->sf.dir, "DELETE FROM chunks WHERE rowid = " R0_CHUNK(3));
     f->sf.st = open_ok(f->sf.dir, true);
     char out[256];
     ab_error_t err = AB_ERROR_INIT;
@@ -532,7 +497,7 @@ static void test_gone_chunk_is_read_around(void **state)
     assert_int_equal(read_thread_n(f->sf.st, &n, &err), AB_OK);
     assert_int_equal(n, 9);
     ab__store_close(&f->sf.st); /* the run's newest chunk gone: the tail names a missing row */
-    exec_on(f->sf.dir, "DELETE FROM chunks WHERE rowid = " R0_CHUNK(5));
+    sf_exec(f->sf.dir, "DELETE FROM chunks WHERE rowid = " R0_CHUNK(5));
     f->sf.st = open_ok(f->sf.dir, true);
     assert_int_equal(read_seqs(f->sf.st, "r0", out, &err), AB_OK);
     assert_string_equal(out, "1,2,4,");
@@ -542,7 +507,7 @@ static void test_gone_chunk_is_read_around(void **state)
  * still reads. */
 static void damaged(fx_t *f, const char *sql, const char *why)
 {
-    exec_on(f->sf.dir, sql);
+    sf_exec(f->sf.dir, sql);
     f->sf.st = open_ok(f->sf.dir, true);
     char out[256];
     ab_error_t err = AB_ERROR_INIT;
@@ -577,7 +542,7 @@ static void test_rows_out_of_order_are_refused(void **state)
 {
     fx_t *f = *state;
     two_runs(f, 5);
-    exec_on(f->sf.dir, "UPDATE chunks SET data = (SELECT data FROM chunks WHERE rowid = " R0_CHUNK(
+    sf_exec(f->sf.dir, "UPDATE chunks SET data = (SELECT data FROM chunks WHERE rowid = " R0_CHUNK(
                            1) ") WHERE rowid = " R0_CHUNK(3));
     f->sf.st = open_ok(f->sf.dir, true);
     char out[256];
