@@ -106,6 +106,10 @@ static const char *const MIGRATIONS[AB_STORE_SCHEMA_VERSION] = {
     " max(c.rowid) FROM chunks c WHERE c.thread_rowid = t.rowid) AS chunk FROM threads t)"
     " WHERE chunk IS NOT NULL;"
     "DROP INDEX chunks_by_run; DROP INDEX chunks_by_thread;" AB__ANCHOR_INDEXES,
+    /* 5 -> 6: tails in two levels (docs/STORE.md "Tails in two levels"): the recent tables
+     * start empty, so every tail is where schema 5 kept it */
+    "CREATE TABLE run_tails_recent(rowid INTEGER PRIMARY KEY, chunk INTEGER NOT NULL);"
+    "CREATE TABLE thread_tails_recent(rowid INTEGER PRIMARY KEY, chunk INTEGER NOT NULL);",
 };
 
 /* Migration 4 -> 5 when the chunks table is empty (a new store, or one that never stored an
@@ -380,6 +384,8 @@ ab_status_t ab__store_open(ab_store_t **out, const char *dir, const ab_store_opt
         s = ab__store_prepare(st, err);
     if (s == AB_OK)
         s = ab__store_req_prepare(st, err);
+    if (s == AB_OK && !o->readonly)
+        s = ab__store_tails_init(st, o->tails_recent > 0 ? (size_t)o->tails_recent : 0, err);
     if (s == AB_OK && !o->readonly)
         ab__store_ckpt_start(st); /* checkpoints off this thread (store_ckpt.c) */
     if (s != AB_OK) {

@@ -45,7 +45,7 @@ extern "C" {
 #endif
 
 /** Schema version this build creates and understands (PRAGMA user_version). */
-#define AB_STORE_SCHEMA_VERSION 5
+#define AB_STORE_SCHEMA_VERSION 6
 /** File name of the database inside the data directory. */
 #define AB_STORE_DB_NAME "agentbus.db"
 /**
@@ -94,6 +94,12 @@ typedef struct ab_store_opts {
      * 0 = 8192 (64 MiB: the file stays within 256 MiB, cut back to 128 MiB).
      */
     int wal_pages;
+    /**
+     * Writer handles: rows the recent tails tables may reach before a commit
+     * merges them into the main ones (docs/STORE.md "Tails in two levels").
+     * 0 = AB_STORE_TAILS_RECENT; the tests set a few to merge often.
+     */
+    int tails_recent;
 } ab_store_opts_t;
 
 /**

@@ -10,7 +10,7 @@
  *     batch in position order, gathered once from the caller's bytes; an
  *     UPDATE of its runs row only when the batch changes its state (status,
  *     outcome, parent, a higher epoch). Then one tail row per run and per
- *     thread written to, then COMMIT.
+ *     thread written to, in the recent tails tables, then COMMIT.
  *  2. Chains: a chunk links to the previous chunk of its run and of its
  *     thread, both of lower rowid (chunks are written in the order of their
  *     rowids, the positions of their first events). Its distance in each
@@ -23,6 +23,11 @@
  *     ran; tails sorted by rowid.
  *  4. Nothing of the batch reaches the caches before COMMIT succeeded; any
  *     failure rolls back and clears both caches (store_cache.c).
+ *  5. Tails in two levels (docs/STORE.md): st->tails_recent is never below
+ *     the rows of the larger recent tails table (a commit adds what it
+ *     upserted, as if every row were new). A commit that takes it to
+ *     tails_recent_max or more also moves both recent tables into the main
+ *     ones, in the same transaction, and it starts again from 0.
  */
 #include "ab_common.h"
 #include "store_int.h"
@@ -225,7 +230,37 @@ static ab_status_t write_tails(ab_store_t *st, ab_error_t *err)
         pairs[2 * i] = st->ttouched[i]->rowid;
         pairs[2 * i + 1] = st->ttouched[i]->p_tail;
     }
-    return s == AB_OK ? put_tails(st, false, pairs, st->nttouched, err) : s;
+    if (s == AB_OK)
+        s = put_tails(st, false, pairs, st->nttouched, err);
+    st->p_tails_recent = st->tails_recent + (k > st->nttouched ? k : st->nttouched);
+    return s;
+}
+
+/* Move both recent tails tables into the main ones when they may have reached their bound
+ * (invariant 5): one pass over each main table in rowid order, every page of it written at
+ * most once, instead of every commit writing pages all over it. */
+static ab_status_t merge_tails(ab_store_t *st, ab_error_t *err)
+{
+    if (st->p_tails_recent < st->tails_recent_max)
+        return AB_OK;
+    static const int steps[] = {Q_RUN_TAILS_MERGE, Q_RUN_TAILS_CLEAR, Q_THREAD_TAILS_MERGE,
+                                Q_THREAD_TAILS_CLEAR};
+    ab_status_t s = AB_OK;
+    for (size_t i = 0; s == AB_OK && i < sizeof steps / sizeof *steps; i++)
+        s = ab__store_run_q(st, steps[i], "merge tails", err);
+    st->p_tails_recent = 0;
+    return s;
+}
+
+ab_status_t ab__store_tails_init(ab_store_t *st, size_t max, ab_error_t *err)
+{
+    st->tails_recent_max = max > 0 ? max : AB_STORE_TAILS_RECENT;
+    sqlite3_stmt *q = st->q[Q_TAILS_RECENT];
+    int rc = sqlite3_step(q);
+    if (rc == SQLITE_ROW)
+        st->tails_recent = (size_t)sqlite3_column_int64(q, 0);
+    ab__store_done(q);
+    return rc == SQLITE_ROW ? AB_OK : ab__store_sqlerr(st, rc, "count recent tails", err);
 }
 
 /* ---- the batch ------------------------------------------------------------------ */
@@ -253,6 +288,8 @@ static ab_status_t write_batch(ab_store_t *st, ab_error_t *err)
         s = flush_chunks(st, err);
     if (s == AB_OK)
         s = write_tails(st, err);
+    if (s == AB_OK)
+        s = merge_tails(st, err);
     return s == AB_OK ? ab__store_run_q(st, Q_COMMIT, "commit", err) : s;
 }
 
@@ -274,6 +311,7 @@ static void committed(ab_store_t *st)
         t->tail = t->p_tail;
         t->dist = t->p_dist;
     }
+    st->tails_recent = st->p_tails_recent;
 }
 
 ab_status_t ab__store_commit(ab_store_t *st, ab_error_t *err)

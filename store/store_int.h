@@ -50,6 +50,14 @@ typedef struct ab_store_file ab_store_file_t;
  * anchors"). */
 #define AB_STORE_ANCHOR_EVERY 64
 
+/** Rows the recent tails tables (run_tails_recent, thread_tails_recent) may reach before a
+ * commit merges them into run_tails and thread_tails (docs/STORE.md "Tails in two levels").
+ * A commit over runs in no order then rewrites the pages of the small tables (this many rows
+ * of about 12 bytes: a dozen pages) instead of nearly every page of the big ones; the merge
+ * rewrites those once every this many new tails. Measured in docs/PERFORMANCE.md "Tails in
+ * two levels". */
+#define AB_STORE_TAILS_RECENT 8192
+
 /* Schema 5's chunks table under @p name, its links before its data: SQLite keeps a row's
  * columns in their declared order, so a walk reads a chunk's links without the overflow pages
  * of its data (store.c MIGRATE_4_5_EMPTY, store_relayout.c). */
@@ -75,13 +83,23 @@ typedef struct ab_store_file ab_store_file_t;
     " FROM pragma_table_info('chunks') WHERE name IN ('prev_run', 'run_dist', 'prev_thread',"      \
     " 'thread_dist')"
 
-/* SQL that turns a store of schema 5 back into one of schema 4, as an older build wrote it:
+/* SQL that turns a store of schema 6 back into one of schema 5, as a build of schema 5 wrote
+ * it: one level of tails (store.c, migration 5 -> 6; for the migration test). */
+#define AB__V6_TO_V5_SQL                                                                           \
+    "INSERT INTO run_tails SELECT rowid, chunk FROM run_tails_recent WHERE true"                   \
+    " ON CONFLICT(rowid) DO UPDATE SET chunk = excluded.chunk;"                                    \
+    "INSERT INTO thread_tails SELECT rowid, chunk FROM thread_tails_recent WHERE true"             \
+    " ON CONFLICT(rowid) DO UPDATE SET chunk = excluded.chunk;"                                    \
+    "DROP TABLE run_tails_recent; DROP TABLE thread_tails_recent; PRAGMA user_version = 5;"
+
+/* SQL that turns a store of schema 6 back into one of schema 4, as an older build wrote it:
  * no chains, no tails, every chunk in the run and thread indexes (store.c, migration 4 -> 5).
  * For the migration tests and the relayout measurement (bench/tools/store_bench.c); any chunk
- * a build of schema 5 wrote becomes one an older build could have written, since schema 4
+ * a build of schema 5 or 6 wrote becomes one an older build could have written, since schema 4
  * only needs the index entries. Never run by the store itself. */
-#define AB__V5_TO_V4_SQL                                                                           \
+#define AB__TO_V4_SQL                                                                              \
     "DROP TABLE run_tails; DROP TABLE thread_tails;"                                               \
+    "DROP TABLE run_tails_recent; DROP TABLE thread_tails_recent;"                                 \
     "DROP INDEX chunks_by_run; DROP INDEX chunks_by_thread;"                                       \
     "ALTER TABLE chunks DROP COLUMN prev_run; ALTER TABLE chunks DROP COLUMN run_dist;"            \
     "ALTER TABLE chunks DROP COLUMN prev_thread; ALTER TABLE chunks DROP COLUMN thread_dist;"      \
@@ -131,6 +149,11 @@ enum {
     Q_RUNS_OF_THREAD,
     Q_THREADS_LIST,   /* store_threads.c */
     Q_THREAD_FIGURES, /* store_threads.c */
+    Q_TAILS_RECENT,   /* store_commit.c: the rows of the larger recent tails table */
+    Q_RUN_TAILS_MERGE,
+    Q_RUN_TAILS_CLEAR,
+    Q_THREAD_TAILS_MERGE,
+    Q_THREAD_TAILS_CLEAR,
     Q_COUNT_
 };
 
@@ -234,7 +257,11 @@ struct ab_plugin_db {
     size_t npend;
     sqlite3_int64 *tails; /* the commit's new tails: (rowid, chunk) pairs */
     size_t tails_cap;     /* in pairs' halves */
-    ab_buf_t parents;     /* the open batch's parent run ids (run_ent_t.p_parent_off) */
+    /* writer handles: the recent tails tables (store_commit.c) */
+    size_t tails_recent_max; /* merged into the main ones at this many rows */
+    size_t tails_recent;     /* committed: at least the rows of the larger one */
+    size_t p_tails_recent;   /* what tails_recent becomes when the open commit commits */
+    ab_buf_t parents;        /* the open batch's parent run ids (run_ent_t.p_parent_off) */
     /* writer handles: WAL checkpoints on their own thread (store_ckpt.c) */
     ab_store_ckpt_t *ckpt;
     int wal_pages;
@@ -247,6 +274,10 @@ struct ab_plugin_db {
     bool marked_checked; /* this handle told the file entry it ran quick_check */
     bool opening;        /* inside ab__store_open() */
 };
+
+/* A writer's recent tails: merged at @p max rows (0: AB_STORE_TAILS_RECENT); counts what the
+ * recent tables hold now (store_commit.c invariant 5). */
+ab_status_t ab__store_tails_init(ab_store_t *st, size_t max, ab_error_t *err);
 
 /* Start the checkpointer of a writer handle (falls back to inline checkpoints). */
 void ab__store_ckpt_start(ab_store_t *st);

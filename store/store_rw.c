@@ -12,8 +12,11 @@
  *     rollback); a refused event leaves the stage untouched. Nothing is
  *     written to SQLite before ab__store_commit().
  *  3. A run's last seq and position are those of its newest chunk, which
- *     run_tails names (docs/STORE.md "Chains and anchors"), so the common
+ *     its tail names (docs/STORE.md "Chains and anchors"), so the common
  *     batch updates no runs row at all.
+ *  5. A tail is read as TAIL_OF: the recent table's row if it has one, else
+ *     the main table's (docs/STORE.md "Tails in two levels"); tails are
+ *     written only to the recent tables (store_commit.c merges them).
  *  4. Every statement is reset (and its bindings cleared) before returning.
  */
 #include "ab_common.h"
@@ -22,17 +25,24 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* A run's last seq and position live in its newest chunk, which run_tails names. */
+/* The newest chunk of run (thread) @p key, NULL when it has none (invariant 5). */
+#define TAIL_OF(table, key)                                                                        \
+    "coalesce((SELECT chunk FROM " table "_recent WHERE rowid = " key "),"                         \
+    " (SELECT chunk FROM " table " WHERE rowid = " key "))"
+#define RUN_TAIL(key)    TAIL_OF("run_tails", key)
+#define THREAD_TAIL(key) TAIL_OF("thread_tails", key)
+/* A run's last seq and position live in its newest chunk, which its tail names. */
 #define LAST_OF(col, run)                                                                          \
-    "coalesce((SELECT c." col " FROM run_tails t JOIN chunks c ON c.rowid = t.chunk"               \
-    " WHERE t.rowid = " run "), 0)"
+    "coalesce((SELECT c." col " FROM chunks c WHERE c.rowid = " RUN_TAIL(run) "), 0)"
 #define RUN_LAST_SEQ LAST_OF("last_seq", "runs.rowid")
 #define RUN_LAST_POS LAST_OF("last_pos", "runs.rowid")
 /* status NULL: 'active' once the run has events, else unknown (claimed only) */
 #define RUN_COLS                                                                                   \
     "thread, run, coalesce(parent_run, ''), epoch, " RUN_LAST_SEQ ", " RUN_LAST_POS                \
-    ", coalesce(status, CASE WHEN EXISTS(SELECT 1 FROM run_tails WHERE rowid = runs.rowid)"        \
-    " THEN 'active' END), coalesce(outcome, ''), started_us, coalesce(ended_us, 0)"
+    ", coalesce(status, CASE WHEN " RUN_TAIL(                                                      \
+        "runs.rowid") " IS NOT NULL"                                                               \
+                      " THEN 'active' END), coalesce(outcome, ''), started_us, "                   \
+                      "coalesce(ended_us, 0)"
 #define CHUNK_COLS "c.batch_first, c.data, r.thread, r.run"
 /* rowid of the first chunk of the commit holding position ?N + 1 */
 #define START_ROWID(n)                                                                             \
@@ -55,13 +65,11 @@ static const char *const SQL[Q_COUNT_] = {
     [Q_THREAD_PUT] = "INSERT INTO threads(thread) VALUES(?1) ON CONFLICT(thread)"
                      " DO UPDATE SET thread = excluded.thread RETURNING rowid",
     /* a run's committed state, and its newest chunk with that chunk's distance */
-    [Q_RUN_GET] =
-        "SELECT r.rowid, r.thread_rowid, r.epoch, coalesce(c.last_seq, 0),"
-        " coalesce(c.rowid, 0), coalesce(c.run_dist, 0) FROM runs r"
-        " LEFT JOIN run_tails t ON t.rowid = r.rowid LEFT JOIN chunks c ON c.rowid = t.chunk"
-        " WHERE r.thread = ?1 AND r.run = ?2",
-    [Q_THREAD_GET] = "SELECT c.rowid, c.thread_dist FROM thread_tails t JOIN chunks c"
-                     " ON c.rowid = t.chunk WHERE t.rowid = ?1",
+    [Q_RUN_GET] = "SELECT r.rowid, r.thread_rowid, r.epoch, coalesce(c.last_seq, 0),"
+                  " coalesce(c.rowid, 0), coalesce(c.run_dist, 0) FROM runs r"
+                  " LEFT JOIN chunks c ON c.rowid = " RUN_TAIL(
+                      "r.rowid") " WHERE r.thread = ?1 AND r.run = ?2",
+    [Q_THREAD_GET] = "SELECT rowid, thread_dist FROM chunks WHERE rowid = " THREAD_TAIL("?1"),
     [Q_RUN_LAST] = "SELECT " LAST_OF("last_seq", "?1"),
     /* a new run's row with its batch's state: no UPDATE of it in the same commit */
     [Q_RUN_NEW] = "INSERT INTO runs(thread_rowid, thread, run, epoch, started_us, status, outcome,"
@@ -74,8 +82,9 @@ static const char *const SQL[Q_COUNT_] = {
                   " ended_us = coalesce(excluded.ended_us, ended_us) RETURNING rowid, epoch",
     [Q_CHUNK_INSERT] =
         CHUNK_INSERT_HEAD " VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
-    [Q_RUN_TAIL_PUT] = "INSERT INTO run_tails(rowid, chunk) VALUES(?1, ?2)" TAIL_UPSERT,
-    [Q_THREAD_TAIL_PUT] = "INSERT INTO thread_tails(rowid, chunk) VALUES(?1, ?2)" TAIL_UPSERT,
+    [Q_RUN_TAIL_PUT] = "INSERT INTO run_tails_recent(rowid, chunk) VALUES(?1, ?2)" TAIL_UPSERT,
+    [Q_THREAD_TAIL_PUT] =
+        "INSERT INTO thread_tails_recent(rowid, chunk) VALUES(?1, ?2)" TAIL_UPSERT,
     [Q_RUN_UPDATE] = "UPDATE runs SET epoch = max(epoch, ?2), status = coalesce(?3, status),"
                      " outcome = coalesce(?4, outcome), parent_run = coalesce(?5, parent_run),"
                      " ended_us = CASE WHEN ?3 IN ('finished', 'errored') THEN ?6"
@@ -94,8 +103,9 @@ static const char *const SQL[Q_COUNT_] = {
     [Q_THREAD_ANCHOR] = "SELECT rowid, rowid FROM chunks INDEXED BY chunks_by_thread"
                         " WHERE thread_rowid = ?1 AND thread_dist = 0 AND rowid > ?2"
                         " ORDER BY rowid LIMIT 1",
-    [Q_RUN_TAIL] = "SELECT chunk FROM run_tails WHERE rowid = ?1",
-    [Q_THREAD_TAIL] = "SELECT chunk FROM thread_tails WHERE rowid = ?1",
+    /* NULL (read as 0, an empty chain) when the run or thread has no chunk */
+    [Q_RUN_TAIL] = "SELECT " RUN_TAIL("?1"),
+    [Q_THREAD_TAIL] = "SELECT " THREAD_TAIL("?1"),
     [Q_CHUNK_LINK] = "SELECT " LINK_COLS " FROM chunks WHERE rowid = ?1",
     [Q_RUN_ANCHOR_BELOW] = "SELECT rowid FROM chunks INDEXED BY chunks_by_run"
                            " WHERE run_rowid = ?1 AND run_dist = 0 AND last_seq <= ?2"
@@ -114,22 +124,33 @@ static const char *const SQL[Q_COUNT_] = {
     [Q_THREADS_LIST] =
         "SELECT t.rowid, t.thread FROM threads t INDEXED BY sqlite_autoindex_threads_1"
         " WHERE t.thread >= ?1 AND t.thread < ?2 AND t.thread <> ?3"
-        " AND EXISTS(SELECT 1 FROM thread_tails WHERE rowid = t.rowid)"
-        " ORDER BY t.thread LIMIT ?4",
+        " AND " THREAD_TAIL("t.rowid") " IS NOT NULL"
+                                       " ORDER BY t.thread LIMIT ?4",
     /* ?1 the thread's rowid, ?2 its id: runs, of which active (as RUN_COLS), newest event:
      * the highest last_pos of the thread's chunks in its newest chunk's commit, found by
      * walking its chain back from the tail while in that commit (links only ever point to
      * lower rowids, so the walk ends on any data) */
     [Q_THREAD_FIGURES] =
-        "WITH RECURSIVE w(id, bf) AS (SELECT t.chunk, c.batch_first FROM thread_tails t"
-        " JOIN chunks c ON c.rowid = t.chunk WHERE t.rowid = ?1"
-        " UNION ALL SELECT c.prev_thread, w.bf FROM w JOIN chunks c ON c.rowid = w.id"
-        " WHERE c.prev_thread >= w.bf AND c.prev_thread < w.id)"
-        " SELECT (SELECT count(*) FROM runs WHERE thread = ?2),"
-        " (SELECT count(*) FROM runs WHERE thread = ?2 AND coalesce(status, CASE WHEN"
-        " EXISTS(SELECT 1 FROM run_tails WHERE rowid = runs.rowid) THEN 'active' END) = 'active'),"
-        " c.last_pos, r.run FROM w JOIN chunks c ON c.rowid = w.id JOIN runs r"
-        " ON r.rowid = c.run_rowid ORDER BY c.last_pos DESC LIMIT 1",
+        "WITH RECURSIVE w(id, bf) AS (SELECT c.rowid, c.batch_first FROM chunks c"
+        " WHERE c.rowid = " THREAD_TAIL(
+            "?1") " UNION ALL SELECT c.prev_thread, w.bf FROM w JOIN chunks c ON c.rowid = w.id"
+                  " WHERE c.prev_thread >= w.bf AND c.prev_thread < w.id)"
+                  " SELECT (SELECT count(*) FROM runs WHERE thread = ?2),"
+                  " (SELECT count(*) FROM runs WHERE thread = ?2 AND coalesce(status, CASE "
+                  "WHEN " RUN_TAIL(
+                      "runs.rowid") " IS NOT NULL THEN 'active' END) = 'active'),"
+                                    " c.last_pos, r.run FROM w JOIN chunks c ON c.rowid = w.id "
+                                    "JOIN runs r"
+                                    " ON r.rowid = c.run_rowid ORDER BY c.last_pos DESC LIMIT 1",
+    /* store_commit.c: the recent tails tables and their merge into the main ones */
+    [Q_TAILS_RECENT] = "SELECT max((SELECT count(*) FROM run_tails_recent),"
+                       " (SELECT count(*) FROM thread_tails_recent))",
+    [Q_RUN_TAILS_MERGE] = "INSERT INTO run_tails(rowid, chunk) SELECT rowid, chunk"
+                          " FROM run_tails_recent WHERE true" TAIL_UPSERT,
+    [Q_RUN_TAILS_CLEAR] = "DELETE FROM run_tails_recent",
+    [Q_THREAD_TAILS_MERGE] = "INSERT INTO thread_tails(rowid, chunk) SELECT rowid, chunk"
+                             " FROM thread_tails_recent WHERE true" TAIL_UPSERT,
+    [Q_THREAD_TAILS_CLEAR] = "DELETE FROM thread_tails_recent",
 };
 
 const char *const ab__store_status_text[4] = {NULL, "active", "finished", "errored"};
@@ -161,8 +182,9 @@ static ab_status_t prepare_rows(ab_store_t *st, int which, ab_error_t *err)
     if (which == Q_CHUNK_INSERT_N)
         sql = rows_sql(CHUNK_INSERT_HEAD " VALUES", "(?,?,?,?,?,?,?,?,?,?,?,?,?,?)", "");
     else
-        sql = rows_sql(which == Q_RUN_TAIL_PUT_N ? "INSERT INTO run_tails(rowid, chunk) VALUES"
-                                                 : "INSERT INTO thread_tails(rowid, chunk) VALUES",
+        sql = rows_sql(which == Q_RUN_TAIL_PUT_N
+                           ? "INSERT INTO run_tails_recent(rowid, chunk) VALUES"
+                           : "INSERT INTO thread_tails_recent(rowid, chunk) VALUES",
                        "(?,?)", TAIL_UPSERT);
     if (!sql)
         return ab_error_set(err, AB_NOMEM, "store", "out of memory (prepare)");

@@ -282,7 +282,7 @@ static void bench_relayout(const ab_plugin_t *p, const char *dir, ab_durability_
     snprintf(path, sizeof path, "%s/%s", dir, AB_STORE_DB_NAME);
     sqlite3 *raw = NULL;
     if (sqlite3_open(path, &raw) != SQLITE_OK ||
-        sqlite3_exec(raw, AB__V5_TO_V4_SQL, NULL, NULL, NULL) != SQLITE_OK) {
+        sqlite3_exec(raw, AB__TO_V4_SQL, NULL, NULL, NULL) != SQLITE_OK) {
         fprintf(stderr, "store_bench: cannot make %s a schema-4 store: %s\n", path,
                 sqlite3_errmsg(raw));
         exit(1);

@@ -66,7 +66,9 @@ static void build(void)
     snprintf(g_dir, sizeof g_dir, "/tmp/ab_fuzzchain_XXXXXX");
     if (!mkdtemp(g_dir))
         die("mkdtemp", NULL);
-    ab_store_opts_t o = {.durability = AB_DURABILITY_PROCESS};
+    /* tails merged every few commits: both levels hold tails (docs/STORE.md "Tails in two
+     * levels"), some of the main ones older than the recent ones of the same run */
+    ab_store_opts_t o = {.durability = AB_DURABILITY_PROCESS, .tails_recent = 9};
     ab_error_t err = AB_ERROR_INIT;
     if (ab__store_open(&g_st, g_dir, &o, &err) != AB_OK)
         die("open", &err);
@@ -93,6 +95,13 @@ static void build(void)
             die("append", &err);
     }
     sqlite3_stmt *q = NULL;
+    if (sqlite3_prepare_v2(g_st->db, /* a recent tail shadows an older one of the main table */
+                           "SELECT count(*) FROM run_tails_recent n JOIN run_tails m"
+                           " ON m.rowid = n.rowid WHERE n.chunk > m.chunk",
+                           -1, &q, NULL) ||
+        sqlite3_step(q) != SQLITE_ROW || sqlite3_column_int64(q, 0) == 0)
+        die("the tails are not in two levels", NULL);
+    sqlite3_finalize(q);
     if (sqlite3_prepare_v2(g_st->db, "SELECT rowid FROM chunks ORDER BY rowid", -1, &q, NULL))
         die("prepare", NULL);
     while (sqlite3_step(q) == SQLITE_ROW) {
@@ -117,6 +126,9 @@ static const char *const EDIT_SQL[] = {
     "UPDATE run_tails SET chunk = ?1 WHERE rowid = 1 + ?2 % 7",
     "UPDATE thread_tails SET chunk = ?1 WHERE rowid = 1 + ?2 % 3",
     "UPDATE chunks SET first_seq = ?1 % 200 WHERE rowid = ?2",
+    "UPDATE run_tails_recent SET chunk = ?1 WHERE rowid = 1 + ?2 % 7",
+    "UPDATE thread_tails_recent SET chunk = ?1 WHERE rowid = 1 + ?2 % 3",
+    "DELETE FROM run_tails_recent WHERE rowid = 1 + ?2 % 7 AND ?1 = ?1",
 };
 
 static void edit(const uint8_t *e)

@@ -94,7 +94,7 @@ static void test_migrated_store(void **state)
     memcpy(dir, t->bp.dir, sizeof dir);
     assert_int_equal(bp_stop(&t->bp), 0);
     write_events(dir, COMMITS, 1);
-    sf_exec(dir, SF_V5_TO_V4_SQL);
+    sf_exec(dir, SF_TO_V4_SQL);
     assert_int_equal(bp_restart(&t->bp), 0); /* migrates: the links after the data */
     assert_int_equal(bp_stop(&t->bp), 0);
     write_events(dir, COMMITS, COMMITS + 1); /* chained chunks after the migration */

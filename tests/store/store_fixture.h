@@ -64,8 +64,8 @@ static inline int64_t sf_int(const char *dir, const char *sql)
     return v;
 }
 
-/* SQL that turns a store of schema 5 back into one of schema 4 (store_int.h). */
-#define SF_V5_TO_V4_SQL AB__V5_TO_V4_SQL
+/* SQL that turns a store of this build's schema back into one of schema 4 (store_int.h). */
+#define SF_TO_V4_SQL AB__TO_V4_SQL
 
 /* Open the store of @p dir; fails the test when it does not open. */
 static inline ab_store_t *open_ok(const char *dir, bool readonly)

@@ -3,7 +3,9 @@
  * reads of runs, threads and everything from every kind of cursor give exactly what a model
  * of the appends says, across many anchors of each chain; a store of schema 4 migrates and
  * its chunks chain on, and `agentbus relayout` puts its links before its data; damaged chains are
- * refused (AB_CORRUPT, never a loop) or, when a chunk is gone, read around.
+ * refused (AB_CORRUPT, never a loop) or, when a chunk is gone, read around. Tails in two levels
+ * (schema 6, docs/STORE.md "Tails in two levels"): the same reads with recent tables merged
+ * every few commits, their bound kept across a restart, and a store of schema 5 migrating.
  *
  * The workload is pseudo-random from a fixed seed: commits that touch a few of RUNS runs in
  * THREADS threads with one to three events each, so every run gets hundreds of chunks (more
@@ -55,6 +57,31 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     return sf_fx_teardown(state);
+}
+
+/* The recent tails tables merge at this many rows: every few commits of the workload. */
+#define MERGE_AT 8
+
+static ab_store_t *open_merging(const char *dir)
+{
+    ab_store_opts_t o = {.tails_recent = MERGE_AT};
+    ab_error_t err = AB_ERROR_INIT;
+    ab_store_t *st = NULL;
+    if (ab__store_open(&st, dir, &o, &err) != AB_OK)
+        fail_msg("open: %s", err.message);
+    return st;
+}
+
+/* setup(), the store reopened to merge its tails every few commits. */
+static int setup_merging(void **state)
+{
+    int rc = setup(state);
+    if (rc == 0) {
+        fx_t *f = *state;
+        ab__store_close(&f->sf.st);
+        f->sf.st = open_merging(f->sf.dir);
+    }
+    return rc;
 }
 
 static uint32_t rnd(model_t *m, uint32_t n)
@@ -232,6 +259,8 @@ static void read_all_pages(ab_store_t *st, const model_t *m, ab_replay_scope_t s
                  (unsigned long long)m->ev[k.at].pos);
 }
 
+static void check_heads(ab_store_t *st, const model_t *m);
+
 /* Every scope from cursors at its start, inside, on anchors' neighbourhoods, at its end. */
 static void check_reads(ab_store_t *st, model_t *m)
 {
@@ -266,7 +295,13 @@ static void check_reads(ab_store_t *st, model_t *m)
         assert_memory_equal(b.data, want, b.len);
         ab_buf_free(&b);
     }
-    for (int r = 0; r < RUNS; r++) { /* heads: the tail's last seq */
+    check_heads(st, m);
+}
+
+/* Every run's head: the last seq of its tail's chunk. */
+static void check_heads(ab_store_t *st, const model_t *m)
+{
+    for (int r = 0; r < RUNS; r++) {
         char t[16], rn[16];
         names(r, t, rn);
         ab_run_head_t h;
@@ -340,7 +375,7 @@ static void test_migrates_from_v4(void **state)
     assert_int_equal(sf_int(f->sf.dir, AB__LINKS_BEFORE_DATA_SQL), 1); /* a new store's layout */
     write_commits(f->sf.st, &f->m, COMMITS / 2);
     ab__store_close(&f->sf.st);
-    sf_exec(f->sf.dir, SF_V5_TO_V4_SQL);
+    sf_exec(f->sf.dir, SF_TO_V4_SQL);
     assert_int_equal(sf_int(f->sf.dir, "PRAGMA user_version"), 4);
     f->sf.st = open_ok(f->sf.dir, false); /* migrates 4 -> 5 */
     assert_int_equal(sf_int(f->sf.dir, "PRAGMA user_version"), AB_STORE_SCHEMA_VERSION);
@@ -355,6 +390,65 @@ static void test_migrates_from_v4(void **state)
     check_reads(f->sf.st, &f->m);
     write_commits(f->sf.st, &f->m, COMMITS);
     assert_true(sf_int(f->sf.dir, "SELECT count(*) FROM chunks WHERE run_dist > 0") > 0);
+    check_reads(f->sf.st, &f->m);
+}
+
+/* Rows of the recent run tails; with @p shadowing, only those whose run also has an older
+ * tail in the main table (the recent one must win). */
+static int64_t recent_tails(const char *dir, bool shadowing)
+{
+    return sf_int(dir, shadowing ? "SELECT count(*) FROM run_tails_recent r JOIN run_tails m"
+                                   " ON m.rowid = r.rowid WHERE r.chunk > m.chunk"
+                                 : "SELECT count(*) FROM run_tails_recent");
+}
+
+/* Tails in two levels: merged every few commits, the recent tables never reach their bound
+ * after a commit, a recent tail wins over the older one of the main table in every read and
+ * head, and a restarted writer counts what the recent tables hold (else they would outgrow
+ * the bound) and chains on from both levels. */
+static void test_tails_in_two_levels(void **state)
+{
+    fx_t *f = *state;
+    bool shadowed = false;
+    for (int step = 0; step < 60; step++) {
+        write_commits(f->sf.st, &f->m, 7);
+        assert_true(recent_tails(f->sf.dir, false) < MERGE_AT);
+        shadowed = shadowed || recent_tails(f->sf.dir, true) > 0;
+        check_heads(f->sf.st, &f->m);
+    }
+    assert_true(shadowed);
+    assert_int_equal(sf_int(f->sf.dir, "SELECT count(*) FROM run_tails"), RUNS);
+    check_reads(f->sf.st, &f->m);
+    while (recent_tails(f->sf.dir, false) == 0) /* restart with rows in the recent tables */
+        write_commits(f->sf.st, &f->m, 1);
+    ab__store_close(&f->sf.st);
+    f->sf.st = open_merging(f->sf.dir);
+    for (int step = 0; step < 20; step++) {
+        write_commits(f->sf.st, &f->m, 1);
+        assert_true(recent_tails(f->sf.dir, false) < MERGE_AT);
+    }
+    check_reads(f->sf.st, &f->m);
+    ab__store_close(&f->sf.st);
+    f->sf.st = open_ok(f->sf.dir, true);
+    check_reads(f->sf.st, &f->m);
+}
+
+/* A store of schema 5 (one level of tails) migrates to 6: the recent tables start empty,
+ * its events read back whole and its chains go on. */
+static void test_migrates_from_v5(void **state)
+{
+    fx_t *f = *state;
+    write_commits(f->sf.st, &f->m, COMMITS / 2);
+    ab__store_close(&f->sf.st);
+    sf_exec(f->sf.dir, AB__V6_TO_V5_SQL);
+    assert_int_equal(sf_int(f->sf.dir, "PRAGMA user_version"), 5);
+    assert_int_equal(sf_int(f->sf.dir, "SELECT count(*) FROM run_tails"), RUNS);
+    f->sf.st = open_ok(f->sf.dir, false);
+    assert_int_equal(sf_int(f->sf.dir, "PRAGMA user_version"), AB_STORE_SCHEMA_VERSION);
+    assert_int_equal(recent_tails(f->sf.dir, false), 0);
+    check_reads(f->sf.st, &f->m);
+    write_commits(f->sf.st, &f->m, COMMITS / 2);
+    assert_true(recent_tails(f->sf.dir, true) > 0);
     check_reads(f->sf.st, &f->m);
 }
 
@@ -390,7 +484,7 @@ static void test_relayout(void **state)
     assert_false(r.needed); /* a new store's layout */
     write_commits(f->sf.st, &f->m, COMMITS / 2);
     ab__store_close(&f->sf.st);
-    sf_exec(f->sf.dir, SF_V5_TO_V4_SQL);
+    sf_exec(f->sf.dir, SF_TO_V4_SQL);
     f->sf.st = open_ok(f->sf.dir, false);        /* migrates: the links after the data */
     write_commits(f->sf.st, &f->m, COMMITS / 2); /* chained chunks after the migration */
     assert_int_equal(sf_int(f->sf.dir, AB__LINKS_BEFORE_DATA_SQL), 0);
@@ -597,6 +691,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_paged_reads_across_commits, setup, teardown),
         cmocka_unit_test_setup_teardown(test_damaged_chains_are_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_rows_out_of_order_are_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_reads_across_anchors, setup_merging, teardown),
+        cmocka_unit_test_setup_teardown(test_paged_reads_across_commits, setup_merging, teardown),
+        cmocka_unit_test_setup_teardown(test_tails_in_two_levels, setup_merging, teardown),
+        cmocka_unit_test_setup_teardown(test_migrates_from_v5, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -413,7 +413,7 @@ static void test_migrates_from_v1(void **state)
     assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL), SQLITE_OK);
     assert_int_equal(
         sqlite3_exec(db,
-                     SF_V5_TO_V4_SQL
+                     SF_TO_V4_SQL
                      "DROP TABLE requests; DROP INDEX runs_active; DROP TABLE snapshot_parts; "
                      "ALTER TABLE snapshots DROP COLUMN parts; PRAGMA user_version = 1",
                      NULL, NULL, NULL),
