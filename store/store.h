@@ -100,6 +100,14 @@ typedef struct ab_store_opts {
      * 0 = AB_STORE_TAILS_RECENT; the tests set a few to merge often.
      */
     int tails_recent;
+    /**
+     * Writer handles: a commit's tails of runs (of threads) go straight to
+     * the main table while the recent one is empty and they fall in at most
+     * this many ranges of rowids (docs/STORE.md "Tails in two levels").
+     * 0 = AB_STORE_TAILS_DIRECT; -1 = never (the tests, to use the recent
+     * tables whatever the runs).
+     */
+    int tails_direct;
 } ab_store_opts_t;
 
 /**

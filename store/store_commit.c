@@ -10,7 +10,7 @@
  *     batch in position order, gathered once from the caller's bytes; an
  *     UPDATE of its runs row only when the batch changes its state (status,
  *     outcome, parent, a higher epoch). Then one tail row per run and per
- *     thread written to, in the recent tails tables, then COMMIT.
+ *     thread written to (invariant 5), then COMMIT.
  *  2. Chains: a chunk links to the previous chunk of its run and of its
  *     thread, both of lower rowid (chunks are written in the order of their
  *     rowids, the positions of their first events). Its distance in each
@@ -23,11 +23,15 @@
  *     ran; tails sorted by rowid.
  *  4. Nothing of the batch reaches the caches before COMMIT succeeded; any
  *     failure rolls back and clears both caches (store_cache.c).
- *  5. Tails in two levels (docs/STORE.md): st->tails_recent is never below
- *     the rows of the larger recent tails table (a commit adds what it
- *     upserted, as if every row were new). A commit that takes it to
- *     tails_recent_max or more also moves both recent tables into the main
- *     ones, in the same transaction, and it starts again from 0.
+ *  5. Tails in two levels (docs/STORE.md): st->tails_recent[t] is never
+ *     below the rows of recent tails table t (a commit adds what it upserted
+ *     there, as if every row were new), so 0 means it is empty. A commit's
+ *     tails of a table go to its main table only while the recent one is
+ *     empty (else an older recent row would hide them) and they fall in at
+ *     most tails_direct ranges of rowids; else to the recent table. A commit
+ *     that takes either count to tails_recent_max or more also moves both
+ *     recent tables into the main ones, in the same transaction, and both
+ *     counts start again from 0.
  */
 #include "ab_common.h"
 #include "store_int.h"
@@ -189,24 +193,39 @@ static int cmp_pair(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* Upsert @p n (rowid, chunk) pairs into run_tails (@p run) or thread_tails, in rowid order
- * (invariant 3): a statement of many rows then changes a few neighbouring pages, not one
- * page a row, which is what SQLite's statement journal copies. */
-static ab_status_t put_tails(ab_store_t *st, bool run, sqlite3_int64 *pairs, size_t n,
+/* Whether @p n tails, sorted by rowid, go to the recent table of @p thread (invariant 5). */
+static bool to_recent(const ab_store_t *st, bool thread, const sqlite3_int64 *pairs, size_t n)
+{
+    if (st->tails_recent[thread] > 0)
+        return true;
+    int ranges = 0; /* with tails_direct -1, the first range is already one too many */
+    for (size_t i = 0; i < n; i++)
+        if (i == 0 || pairs[2 * i] >> AB_STORE_TAILS_RANGE_BITS !=
+                          pairs[2 * i - 2] >> AB_STORE_TAILS_RANGE_BITS)
+            if (++ranges > st->tails_direct)
+                return true;
+    return false;
+}
+
+/* Upsert @p n (rowid, chunk) pairs into the tails of runs (of threads when @p thread), in
+ * rowid order (invariant 3): a statement of many rows then changes a few neighbouring pages,
+ * not one page a row, which is what SQLite's statement journal copies. */
+static ab_status_t put_tails(ab_store_t *st, bool thread, sqlite3_int64 *pairs, size_t n,
                              ab_error_t *err)
 {
     qsort(pairs, n, 2 * sizeof *pairs, cmp_pair);
+    bool recent = to_recent(st, thread, pairs, n);
+    st->p_tails_recent[thread] = st->tails_recent[thread] + (recent ? n : 0);
     ab_status_t s = AB_OK;
     for (size_t i = 0; s == AB_OK && i < n;) {
         bool block = n - i >= AB_STORE_ROWS_PER_INSERT;
-        int which = run ? (block ? Q_RUN_TAIL_PUT_N : Q_RUN_TAIL_PUT)
-                        : (block ? Q_THREAD_TAIL_PUT_N : Q_THREAD_TAIL_PUT);
+        int which = Q_TAIL_PUT + AB_TAIL_Q(thread, recent, block);
         size_t k = block ? AB_STORE_ROWS_PER_INSERT : 1;
         for (size_t j = 0; j < k; j++, i++) {
             sqlite3_bind_int64(st->q[which], 2 * (int)j + 1, pairs[2 * i]);
             sqlite3_bind_int64(st->q[which], 2 * (int)j + 2, pairs[2 * i + 1]);
         }
-        s = ab__store_run_q(st, which, run ? "run tail" : "thread tail", err);
+        s = ab__store_run_q(st, which, thread ? "thread tail" : "run tail", err);
     }
     return s;
 }
@@ -225,15 +244,12 @@ static ab_status_t write_tails(ab_store_t *st, ab_error_t *err)
             pairs[2 * k] = st->touched[i]->rowid;
             pairs[2 * k++ + 1] = ab__store_i64(st->touched[i]->p_first_pos);
         }
-    ab_status_t s = put_tails(st, true, pairs, k, err);
+    ab_status_t s = put_tails(st, false, pairs, k, err);
     for (size_t i = 0; i < st->nttouched; i++) {
         pairs[2 * i] = st->ttouched[i]->rowid;
         pairs[2 * i + 1] = st->ttouched[i]->p_tail;
     }
-    if (s == AB_OK)
-        s = put_tails(st, false, pairs, st->nttouched, err);
-    st->p_tails_recent = st->tails_recent + (k > st->nttouched ? k : st->nttouched);
-    return s;
+    return s == AB_OK ? put_tails(st, true, pairs, st->nttouched, err) : s;
 }
 
 /* Move both recent tails tables into the main ones when they may have reached their bound
@@ -241,24 +257,26 @@ static ab_status_t write_tails(ab_store_t *st, ab_error_t *err)
  * most once, instead of every commit writing pages all over it. */
 static ab_status_t merge_tails(ab_store_t *st, ab_error_t *err)
 {
-    if (st->p_tails_recent < st->tails_recent_max)
+    if (st->p_tails_recent[0] < st->tails_recent_max &&
+        st->p_tails_recent[1] < st->tails_recent_max)
         return AB_OK;
     static const int steps[] = {Q_RUN_TAILS_MERGE, Q_RUN_TAILS_CLEAR, Q_THREAD_TAILS_MERGE,
                                 Q_THREAD_TAILS_CLEAR};
     ab_status_t s = AB_OK;
     for (size_t i = 0; s == AB_OK && i < sizeof steps / sizeof *steps; i++)
         s = ab__store_run_q(st, steps[i], "merge tails", err);
-    st->p_tails_recent = 0;
+    st->p_tails_recent[0] = st->p_tails_recent[1] = 0;
     return s;
 }
 
-ab_status_t ab__store_tails_init(ab_store_t *st, size_t max, ab_error_t *err)
+ab_status_t ab__store_tails_init(ab_store_t *st, size_t max, int direct, ab_error_t *err)
 {
     st->tails_recent_max = max > 0 ? max : AB_STORE_TAILS_RECENT;
+    st->tails_direct = direct == 0 ? AB_STORE_TAILS_DIRECT : direct < 0 ? -1 : direct;
     sqlite3_stmt *q = st->q[Q_TAILS_RECENT];
     int rc = sqlite3_step(q);
-    if (rc == SQLITE_ROW)
-        st->tails_recent = (size_t)sqlite3_column_int64(q, 0);
+    for (int t = 0; rc == SQLITE_ROW && t < 2; t++)
+        st->tails_recent[t] = (size_t)sqlite3_column_int64(q, t);
     ab__store_done(q);
     return rc == SQLITE_ROW ? AB_OK : ab__store_sqlerr(st, rc, "count recent tails", err);
 }
@@ -311,7 +329,8 @@ static void committed(ab_store_t *st)
         t->tail = t->p_tail;
         t->dist = t->p_dist;
     }
-    st->tails_recent = st->p_tails_recent;
+    st->tails_recent[0] = st->p_tails_recent[0];
+    st->tails_recent[1] = st->p_tails_recent[1];
 }
 
 ab_status_t ab__store_commit(ab_store_t *st, ab_error_t *err)

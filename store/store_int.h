@@ -57,6 +57,12 @@ typedef struct ab_store_file ab_store_file_t;
  * rewrites those once every this many new tails. Measured in docs/PERFORMANCE.md "Tails in
  * two levels". */
 #define AB_STORE_TAILS_RECENT 8192
+/** A commit's tails of one table go straight to the main table, as with one level, when the
+ * recent table is empty and they fall in at most this many ranges of
+ * 2^AB_STORE_TAILS_RANGE_BITS rowids (about a page and a half of a tails table each): runs
+ * that speak in turn, or a store of a few thousand runs, would only pay for the copy. */
+#define AB_STORE_TAILS_DIRECT     16
+#define AB_STORE_TAILS_RANGE_BITS 10
 
 /* Schema 5's chunks table under @p name, its links before its data: SQLite keeps a row's
  * columns in their declared order, so a walk reads a chunk's links without the overflow pages
@@ -126,10 +132,11 @@ enum {
     Q_RUN_NEW,
     Q_CHUNK_INSERT,
     Q_CHUNK_INSERT_N, /* AB_STORE_ROWS_PER_INSERT chunks at once (built at prepare) */
-    Q_RUN_TAIL_PUT,
-    Q_RUN_TAIL_PUT_N,
-    Q_THREAD_TAIL_PUT,
-    Q_THREAD_TAIL_PUT_N,
+    /* eight upserts of tails (built at prepare): Q_TAIL_PUT + AB_TAIL_Q(thread, recent, many),
+     * into run_tails or thread_tails, the main table or the recent one, one row or
+     * AB_STORE_ROWS_PER_INSERT */
+    Q_TAIL_PUT,
+    Q_TAIL_PUT_LAST_ = Q_TAIL_PUT + 7,
     Q_THREAD_GET,
     Q_RUN_UPDATE,
     Q_CLAIM,
@@ -156,6 +163,10 @@ enum {
     Q_THREAD_TAILS_CLEAR,
     Q_COUNT_
 };
+
+/* The offset from Q_TAIL_PUT of the upsert of tails into run_tails (thread_tails when
+ * @p thread), the recent table when @p recent, AB_STORE_ROWS_PER_INSERT rows when @p many. */
+#define AB_TAIL_Q(thread, recent, many) (4 * (thread) + 2 * (recent) + (many))
 
 /* Prepared statements of the run requests (store_req.c). */
 enum {
@@ -258,10 +269,11 @@ struct ab_plugin_db {
     sqlite3_int64 *tails; /* the commit's new tails: (rowid, chunk) pairs */
     size_t tails_cap;     /* in pairs' halves */
     /* writer handles: the recent tails tables (store_commit.c) */
-    size_t tails_recent_max; /* merged into the main ones at this many rows */
-    size_t tails_recent;     /* committed: at least the rows of the larger one */
-    size_t p_tails_recent;   /* what tails_recent becomes when the open commit commits */
-    ab_buf_t parents;        /* the open batch's parent run ids (run_ent_t.p_parent_off) */
+    size_t tails_recent_max;  /* merged into the main ones at this many rows */
+    int tails_direct;         /* AB_STORE_TAILS_DIRECT, or -1: never straight to the main ones */
+    size_t tails_recent[2];   /* committed: at least the rows of the run's, the thread's */
+    size_t p_tails_recent[2]; /* what tails_recent becomes when the open commit commits */
+    ab_buf_t parents;         /* the open batch's parent run ids (run_ent_t.p_parent_off) */
     /* writer handles: WAL checkpoints on their own thread (store_ckpt.c) */
     ab_store_ckpt_t *ckpt;
     int wal_pages;
@@ -275,9 +287,10 @@ struct ab_plugin_db {
     bool opening;        /* inside ab__store_open() */
 };
 
-/* A writer's recent tails: merged at @p max rows (0: AB_STORE_TAILS_RECENT); counts what the
- * recent tables hold now (store_commit.c invariant 5). */
-ab_status_t ab__store_tails_init(ab_store_t *st, size_t max, ab_error_t *err);
+/* A writer's recent tails: merged at @p max rows (0: AB_STORE_TAILS_RECENT), written straight
+ * to the main tables over at most @p direct ranges (0: AB_STORE_TAILS_DIRECT; < 0: never);
+ * counts what the recent tables hold now (store_commit.c invariant 5). */
+ab_status_t ab__store_tails_init(ab_store_t *st, size_t max, int direct, ab_error_t *err);
 
 /* Start the checkpointer of a writer handle (falls back to inline checkpoints). */
 void ab__store_ckpt_start(ab_store_t *st);

@@ -22,6 +22,7 @@
 #include "ab_common.h"
 #include "store_int.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -82,9 +83,6 @@ static const char *const SQL[Q_COUNT_] = {
                   " ended_us = coalesce(excluded.ended_us, ended_us) RETURNING rowid, epoch",
     [Q_CHUNK_INSERT] =
         CHUNK_INSERT_HEAD " VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
-    [Q_RUN_TAIL_PUT] = "INSERT INTO run_tails_recent(rowid, chunk) VALUES(?1, ?2)" TAIL_UPSERT,
-    [Q_THREAD_TAIL_PUT] =
-        "INSERT INTO thread_tails_recent(rowid, chunk) VALUES(?1, ?2)" TAIL_UPSERT,
     [Q_RUN_UPDATE] = "UPDATE runs SET epoch = max(epoch, ?2), status = coalesce(?3, status),"
                      " outcome = coalesce(?4, outcome), parent_run = coalesce(?5, parent_run),"
                      " ended_us = CASE WHEN ?3 IN ('finished', 'errored') THEN ?6"
@@ -143,8 +141,8 @@ static const char *const SQL[Q_COUNT_] = {
                                     "JOIN runs r"
                                     " ON r.rowid = c.run_rowid ORDER BY c.last_pos DESC LIMIT 1",
     /* store_commit.c: the recent tails tables and their merge into the main ones */
-    [Q_TAILS_RECENT] = "SELECT max((SELECT count(*) FROM run_tails_recent),"
-                       " (SELECT count(*) FROM thread_tails_recent))",
+    [Q_TAILS_RECENT] = "SELECT (SELECT count(*) FROM run_tails_recent),"
+                       " (SELECT count(*) FROM thread_tails_recent)",
     [Q_RUN_TAILS_MERGE] = "INSERT INTO run_tails(rowid, chunk) SELECT rowid, chunk"
                           " FROM run_tails_recent WHERE true" TAIL_UPSERT,
     [Q_RUN_TAILS_CLEAR] = "DELETE FROM run_tails_recent",
@@ -176,16 +174,32 @@ static char *rows_sql(const char *head, const char *row, const char *tail)
     return sql;
 }
 
+/* The upsert of tails Q_TAIL_PUT + @p k (AB_TAIL_Q): one row, or AB_STORE_ROWS_PER_INSERT. */
+static char *tail_put_sql(int k)
+{
+    static const char *const heads[4] = {
+        "INSERT INTO run_tails(rowid, chunk) VALUES",
+        "INSERT INTO run_tails_recent(rowid, chunk) VALUES",
+        "INSERT INTO thread_tails(rowid, chunk) VALUES",
+        "INSERT INTO thread_tails_recent(rowid, chunk) VALUES",
+    };
+    if (k % 2)
+        return rows_sql(heads[k / 2], "(?,?)", TAIL_UPSERT);
+    size_t n = strlen(heads[k / 2]) + sizeof "(?1, ?2)" TAIL_UPSERT;
+    char *sql = malloc(n);
+    if (sql)
+        snprintf(sql, n, "%s(?1, ?2)" TAIL_UPSERT, heads[k / 2]);
+    return sql;
+}
+
+/* Prepare a statement SQL[] leaves NULL: built here (Q_CHUNK_INSERT_N, the upserts of tails). */
 static ab_status_t prepare_rows(ab_store_t *st, int which, ab_error_t *err)
 {
     char *sql = NULL;
     if (which == Q_CHUNK_INSERT_N)
         sql = rows_sql(CHUNK_INSERT_HEAD " VALUES", "(?,?,?,?,?,?,?,?,?,?,?,?,?,?)", "");
     else
-        sql = rows_sql(which == Q_RUN_TAIL_PUT_N
-                           ? "INSERT INTO run_tails_recent(rowid, chunk) VALUES"
-                           : "INSERT INTO thread_tails_recent(rowid, chunk) VALUES",
-                       "(?,?)", TAIL_UPSERT);
+        sql = tail_put_sql(which - Q_TAIL_PUT);
     if (!sql)
         return ab_error_set(err, AB_NOMEM, "store", "out of memory (prepare)");
     int rc = sqlite3_prepare_v3(st->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &st->q[which], NULL);
@@ -196,7 +210,7 @@ static ab_status_t prepare_rows(ab_store_t *st, int which, ab_error_t *err)
 ab_status_t ab__store_prepare(ab_store_t *st, ab_error_t *err)
 {
     for (int i = 0; i < Q_COUNT_; i++) {
-        if (SQL[i] == NULL) { /* Q_*_N */
+        if (SQL[i] == NULL) { /* built by prepare_rows */
             ab_status_t s = prepare_rows(st, i, err);
             if (s != AB_OK)
                 return s;

@@ -66,9 +66,11 @@ static void build(void)
     snprintf(g_dir, sizeof g_dir, "/tmp/ab_fuzzchain_XXXXXX");
     if (!mkdtemp(g_dir))
         die("mkdtemp", NULL);
-    /* tails merged every few commits: both levels hold tails (docs/STORE.md "Tails in two
-     * levels"), some of the main ones older than the recent ones of the same run */
-    ab_store_opts_t o = {.durability = AB_DURABILITY_PROCESS, .tails_recent = 9};
+    /* tails always to the recent tables, merged every few commits: both levels hold tails
+     * (docs/STORE.md "Tails in two levels"), some of the main ones older than the recent
+     * ones of the same run */
+    ab_store_opts_t o = {
+        .durability = AB_DURABILITY_PROCESS, .tails_recent = 9, .tails_direct = -1};
     ab_error_t err = AB_ERROR_INIT;
     if (ab__store_open(&g_st, g_dir, &o, &err) != AB_OK)
         die("open", &err);

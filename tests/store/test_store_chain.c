@@ -62,9 +62,12 @@ static int teardown(void **state)
 /* The recent tails tables merge at this many rows: every few commits of the workload. */
 #define MERGE_AT 8
 
-static ab_store_t *open_merging(const char *dir)
+/* Open the store of @p dir with its tails merged at MERGE_AT rows, written to the recent
+ * tables whatever the runs (@p direct -1), or straight to the main ones over at most
+ * @p direct ranges of rowids. */
+static ab_store_t *open_tails(const char *dir, int direct)
 {
-    ab_store_opts_t o = {.tails_recent = MERGE_AT};
+    ab_store_opts_t o = {.tails_recent = MERGE_AT, .tails_direct = direct};
     ab_error_t err = AB_ERROR_INIT;
     ab_store_t *st = NULL;
     if (ab__store_open(&st, dir, &o, &err) != AB_OK)
@@ -79,7 +82,7 @@ static int setup_merging(void **state)
     if (rc == 0) {
         fx_t *f = *state;
         ab__store_close(&f->sf.st);
-        f->sf.st = open_merging(f->sf.dir);
+        f->sf.st = open_tails(f->sf.dir, -1);
     }
     return rc;
 }
@@ -422,7 +425,7 @@ static void test_tails_in_two_levels(void **state)
     while (recent_tails(f->sf.dir, false) == 0) /* restart with rows in the recent tables */
         write_commits(f->sf.st, &f->m, 1);
     ab__store_close(&f->sf.st);
-    f->sf.st = open_merging(f->sf.dir);
+    f->sf.st = open_tails(f->sf.dir, -1);
     for (int step = 0; step < 20; step++) {
         write_commits(f->sf.st, &f->m, 1);
         assert_true(recent_tails(f->sf.dir, false) < MERGE_AT);
@@ -431,6 +434,86 @@ static void test_tails_in_two_levels(void **state)
     ab__store_close(&f->sf.st);
     f->sf.st = open_ok(f->sf.dir, true);
     check_reads(f->sf.st, &f->m);
+}
+
+/* One event in each of @p n runs f0, f1, ... of thread tf, in commits of up to 256. */
+static void filler_runs(ab_store_t *st, int n)
+{
+    static char ids[256][16];
+    for (int first = 0; first < n; first += 256) {
+        ab_append_event_t evs[256];
+        size_t k = 0;
+        for (int i = first; i < n && k < 256; i++, k++) {
+            snprintf(ids[k], sizeof ids[k], "f%d", i);
+            evs[k] = (ab_append_event_t){.thread = {"tf", 2},
+                                         .run = {ids[k], strlen(ids[k])},
+                                         .seq = 1,
+                                         .epoch = 1,
+                                         .bytes = (const uint8_t *)"f",
+                                         .len = 1,
+                                         .status = AB_RUN_STATUS_ACTIVE};
+        }
+        uint64_t pos = 0;
+        ab_error_t err = AB_ERROR_INIT;
+        if (ab__store_append_batch(st, evs, k, 1, &pos, &err) != AB_OK)
+            fail_msg("filler: %s", err.message);
+    }
+}
+
+/* Every run and thread of the model read whole, and every head (the filler runs of
+ * test_tails_go_straight are in no thread of the model, so "all" is not read). */
+static void check_model_runs(ab_store_t *st, const model_t *m)
+{
+    for (int r = 0; r < RUNS; r++)
+        read_all_pages(st, m, AB_REPLAY_RUN, r, -1, 0, 7);
+    for (int t = 0; t < THREADS; t++)
+        read_all_pages(st, m, AB_REPLAY_THREAD, -1, t, 0, 50);
+    check_heads(st, m);
+}
+
+/* A commit's tails that fall in few ranges of rowids go straight to the main table while
+ * the recent one is empty; once a commit over more ranges put rows there, every commit's
+ * tails go there (a newer tail in the main table would be hidden by an older recent one)
+ * until the merge. The model's runs get rowids past 1,024 filler runs, so a commit over
+ * them and a filler run spans two ranges of 1,024 rowids. */
+static void test_tails_go_straight(void **state)
+{
+    fx_t *f = *state;
+    ab__store_close(&f->sf.st);
+    f->sf.st = open_tails(f->sf.dir, 1);
+    filler_runs(f->sf.st, 1024); /* rowids 1..1024: the first range and one of the second */
+    write_commits(f->sf.st, &f->m, 40);
+    assert_int_equal(sf_int(f->sf.dir, "SELECT min(rowid) FROM runs WHERE run = 'r0'") >> 10, 1);
+    assert_int_equal(recent_tails(f->sf.dir, false), 0); /* one range: straight */
+    check_model_runs(f->sf.st, &f->m);
+    int mixed = 0;
+    for (int step = 0; step < 30; step++) { /* r0 beside f5: two ranges, to the recent table */
+        uint64_t seq = ++f->m.seq[0], pos = 0;
+        char body[32];
+        body_of(0, seq, body);
+        ab_append_event_t evs[2] = {
+            {.thread = {"tf", 2},
+             .run = {"f5", 2},
+             .seq = 2 + (uint64_t)step,
+             .epoch = 1,
+             .bytes = (const uint8_t *)"g",
+             .len = 1},
+            {.thread = {"t0", 2},
+             .run = {"r0", 2},
+             .seq = seq,
+             .epoch = 1,
+             .bytes = (const uint8_t *)body,
+             .len = strlen(body)},
+        };
+        ab_error_t err = AB_ERROR_INIT;
+        assert_int_equal(ab__store_append_batch(f->sf.st, evs, 2, 1, &pos, &err), AB_OK);
+        f->m.ev[f->m.n++] = (mev_t){.run = 0, .seq = seq, .pos = pos + 1};
+        mixed += recent_tails(f->sf.dir, false) > 0;
+        write_commits(f->sf.st, &f->m, 3); /* to the recent table while it has rows */
+        check_heads(f->sf.st, &f->m);
+    }
+    assert_true(mixed > 0);
+    check_model_runs(f->sf.st, &f->m);
 }
 
 /* A store of schema 5 (one level of tails) migrates to 6: the recent tables start empty,
@@ -443,7 +526,7 @@ static void test_migrates_from_v5(void **state)
     sf_exec(f->sf.dir, AB__V6_TO_V5_SQL);
     assert_int_equal(sf_int(f->sf.dir, "PRAGMA user_version"), 5);
     assert_int_equal(sf_int(f->sf.dir, "SELECT count(*) FROM run_tails"), RUNS);
-    f->sf.st = open_ok(f->sf.dir, false);
+    f->sf.st = open_tails(f->sf.dir, -1);
     assert_int_equal(sf_int(f->sf.dir, "PRAGMA user_version"), AB_STORE_SCHEMA_VERSION);
     assert_int_equal(recent_tails(f->sf.dir, false), 0);
     check_reads(f->sf.st, &f->m);
@@ -695,6 +778,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_paged_reads_across_commits, setup_merging, teardown),
         cmocka_unit_test_setup_teardown(test_tails_in_two_levels, setup_merging, teardown),
         cmocka_unit_test_setup_teardown(test_migrates_from_v5, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_tails_go_straight, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
