@@ -31,7 +31,9 @@
  *     most tails_direct ranges of rowids; else to the recent table. A commit
  *     that takes either count to tails_recent_max or more also moves both
  *     recent tables into the main ones, in the same transaction, and both
- *     counts start again from 0.
+ *     counts start again from 0. The counts are read again at a begin that
+ *     finds another connection wrote since this handle's last commit
+ *     (store_rw.c), which may have filled or merged the recent tables.
  */
 #include "ab_common.h"
 #include "store_int.h"
@@ -269,10 +271,14 @@ static ab_status_t merge_tails(ab_store_t *st, ab_error_t *err)
     return s;
 }
 
-ab_status_t ab__store_tails_init(ab_store_t *st, size_t max, int direct, ab_error_t *err)
+void ab__store_tails_init(ab_store_t *st, size_t max, int direct)
 {
     st->tails_recent_max = max > 0 ? max : AB_STORE_TAILS_RECENT;
     st->tails_direct = direct == 0 ? AB_STORE_TAILS_DIRECT : direct < 0 ? -1 : direct;
+}
+
+ab_status_t ab__store_tails_count(ab_store_t *st, ab_error_t *err)
+{
     sqlite3_stmt *q = st->q[Q_TAILS_RECENT];
     int rc = sqlite3_step(q);
     for (int t = 0; rc == SQLITE_ROW && t < 2; t++)

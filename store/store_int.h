@@ -288,9 +288,11 @@ struct ab_plugin_db {
 };
 
 /* A writer's recent tails: merged at @p max rows (0: AB_STORE_TAILS_RECENT), written straight
- * to the main tables over at most @p direct ranges (0: AB_STORE_TAILS_DIRECT; < 0: never);
- * counts what the recent tables hold now (store_commit.c invariant 5). */
-ab_status_t ab__store_tails_init(ab_store_t *st, size_t max, int direct, ab_error_t *err);
+ * to the main tables over at most @p direct ranges (0: AB_STORE_TAILS_DIRECT; < 0: never). */
+void ab__store_tails_init(ab_store_t *st, size_t max, int direct);
+/* Count what the recent tails tables hold now (store_commit.c invariant 5): at a begin that
+ * finds another connection wrote, the first one included. */
+ab_status_t ab__store_tails_count(ab_store_t *st, ab_error_t *err);
 
 /* Start the checkpointer of a writer handle (falls back to inline checkpoints). */
 void ab__store_ckpt_start(ab_store_t *st);

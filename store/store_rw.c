@@ -15,8 +15,11 @@
  *     its tail names (docs/STORE.md "Chains and anchors"), so the common
  *     batch updates no runs row at all.
  *  5. A tail is read as TAIL_OF: the recent table's row if it has one, else
- *     the main table's (docs/STORE.md "Tails in two levels"); tails are
- *     written only to the recent tables (store_commit.c merges them).
+ *     the main table's (docs/STORE.md "Tails in two levels"; store_commit.c
+ *     writes and merges them).
+ *  6. A begin that finds another connection wrote since this handle's last
+ *     commit (PRAGMA data_version) reads the recent tails' counts again,
+ *     inside its write lock: that writer may have filled or merged them.
  *  4. Every statement is reset (and its bindings cleared) before returning.
  */
 #include "ab_common.h"
@@ -289,6 +292,8 @@ ab_status_t ab__store_begin(ab_store_t *st, int64_t commit_us, ab_error_t *err)
     s = ab__store_int_q(st, Q_DATA_VERSION, "begin", &version, err);
     if (s == AB_OK)
         s = ab__store_int_q(st, Q_MAX_POS, "begin", &max_pos, err);
+    if (s == AB_OK && version != st->data_version)
+        s = ab__store_tails_count(st, err); /* invariant 6 */
     if (s != AB_OK) {
         ab__store_run_q(st, Q_ROLLBACK, "rollback", NULL);
         return s;

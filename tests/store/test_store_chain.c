@@ -516,6 +516,27 @@ static void test_tails_go_straight(void **state)
     check_model_runs(f->sf.st, &f->m);
 }
 
+/* Two writer handles of one store take turns: one sends its tails straight to the main
+ * tables whenever it may, the other always to the recent ones. After the other's commits the
+ * first finds the recent tables filled (it reads their counts again at a begin after another
+ * connection wrote) and sends its tails there too, so no newer tail of its is hidden by an
+ * older recent one; and the merges of either keep the other's counts right. */
+static void test_two_writers_share_the_tails(void **state)
+{
+    fx_t *f = *state;
+    ab_store_t *other = open_tails(f->sf.dir, -1);
+    int after_other = 0; /* turns of the first handle that found recent rows of the other's */
+    for (int turn = 0; turn < 40; turn++) {
+        after_other += turn % 2 == 0 && recent_tails(f->sf.dir, false) > 0;
+        write_commits(turn % 2 ? other : f->sf.st, &f->m, 1 + turn % 3);
+        check_heads(f->sf.st, &f->m);
+    }
+    assert_true(after_other > 0);
+    check_reads(other, &f->m);
+    ab__store_close(&other);
+    check_reads(f->sf.st, &f->m);
+}
+
 /* A store of schema 5 (one level of tails) migrates to 6: the recent tables start empty,
  * its events read back whole and its chains go on. */
 static void test_migrates_from_v5(void **state)
@@ -779,6 +800,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_tails_in_two_levels, setup_merging, teardown),
         cmocka_unit_test_setup_teardown(test_migrates_from_v5, setup, teardown),
         cmocka_unit_test_setup_teardown(test_tails_go_straight, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_two_writers_share_the_tails, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
