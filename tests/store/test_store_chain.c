@@ -405,6 +405,19 @@ static int64_t recent_tails(const char *dir, bool shadowing)
                                  : "SELECT count(*) FROM run_tails_recent");
 }
 
+/* Every run's and thread's tail, read as the store reads it (recent, else main), names its
+ * newest chunk. */
+#define TAILS_WRONG(owner, table)                                                                  \
+    "WITH m AS (SELECT " owner " AS k, max(rowid) AS newest FROM chunks GROUP BY " owner ")"       \
+    " SELECT count(*) FROM m WHERE newest IS NOT coalesce((SELECT chunk FROM " table "_recent"     \
+    " WHERE rowid = m.k), (SELECT chunk FROM " table " WHERE rowid = m.k))"
+
+static void check_tails(const char *dir)
+{
+    assert_int_equal(sf_int(dir, TAILS_WRONG("run_rowid", "run_tails")), 0);
+    assert_int_equal(sf_int(dir, TAILS_WRONG("thread_rowid", "thread_tails")), 0);
+}
+
 /* Tails in two levels: merged every few commits, the recent tables never reach their bound
  * after a commit, a recent tail wins over the older one of the main table in every read and
  * head, and a restarted writer counts what the recent tables hold (else they would outgrow
@@ -418,6 +431,7 @@ static void test_tails_in_two_levels(void **state)
         assert_true(recent_tails(f->sf.dir, false) < MERGE_AT);
         shadowed = shadowed || recent_tails(f->sf.dir, true) > 0;
         check_heads(f->sf.st, &f->m);
+        check_tails(f->sf.dir);
     }
     assert_true(shadowed);
     assert_int_equal(sf_int(f->sf.dir, "SELECT count(*) FROM run_tails"), RUNS);
@@ -511,6 +525,7 @@ static void test_tails_go_straight(void **state)
         mixed += recent_tails(f->sf.dir, false) > 0;
         write_commits(f->sf.st, &f->m, 3); /* to the recent table while it has rows */
         check_heads(f->sf.st, &f->m);
+        check_tails(f->sf.dir);
     }
     assert_true(mixed > 0);
     check_model_runs(f->sf.st, &f->m);
@@ -530,6 +545,7 @@ static void test_two_writers_share_the_tails(void **state)
         after_other += turn % 2 == 0 && recent_tails(f->sf.dir, false) > 0;
         write_commits(turn % 2 ? other : f->sf.st, &f->m, 1 + turn % 3);
         check_heads(f->sf.st, &f->m);
+        check_tails(f->sf.dir);
     }
     assert_true(after_other > 0);
     check_reads(other, &f->m);
