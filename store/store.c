@@ -385,10 +385,9 @@ ab_status_t ab__store_open(ab_store_t **out, const char *dir, const ab_store_opt
     if (s == AB_OK)
         s = ab__store_req_prepare(st, err);
     if (s == AB_OK && !o->readonly) {
-        ab__store_tails_init(st, o->tails_recent > 0 ? (size_t)o->tails_recent : 0,
-                             o->tails_direct);
+        ab__store_tails_init(st, o->tails_recent, o->tails_direct);
         ab__store_ckpt_start(st); /* checkpoints off this thread (store_ckpt.c) */
-    }                             /* checkpoints off this thread (store_ckpt.c) */
+    }
     if (s != AB_OK) {
         ab__store_close(&st);
         return s;

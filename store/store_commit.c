@@ -271,9 +271,9 @@ static ab_status_t merge_tails(ab_store_t *st, ab_error_t *err)
     return s;
 }
 
-void ab__store_tails_init(ab_store_t *st, size_t max, int direct)
+void ab__store_tails_init(ab_store_t *st, int max, int direct)
 {
-    st->tails_recent_max = max > 0 ? max : AB_STORE_TAILS_RECENT;
+    st->tails_recent_max = max > 0 ? (size_t)max : AB_STORE_TAILS_RECENT;
     st->tails_direct = direct == 0 ? AB_STORE_TAILS_DIRECT : direct < 0 ? -1 : direct;
 }
 

@@ -89,14 +89,21 @@ typedef struct ab_store_file ab_store_file_t;
     " FROM pragma_table_info('chunks') WHERE name IN ('prev_run', 'run_dist', 'prev_thread',"      \
     " 'thread_dist')"
 
+/* A tails row written whether the run or thread has one yet or not. */
+#define AB__TAIL_UPSERT " ON CONFLICT(rowid) DO UPDATE SET chunk = excluded.chunk"
+/* The merge of the recent tails of @p table (run_tails, thread_tails) into it (store_rw.c;
+ * docs/STORE.md "Tails in two levels"). */
+#define AB__TAILS_MERGE_SQL(table)                                                                 \
+    "INSERT INTO " table "(rowid, chunk) SELECT rowid, chunk FROM " table                          \
+    "_recent WHERE true" AB__TAIL_UPSERT
+
 /* SQL that turns a store of schema 6 back into one of schema 5, as a build of schema 5 wrote
  * it: one level of tails (store.c, migration 5 -> 6; for the migration test). */
 #define AB__V6_TO_V5_SQL                                                                           \
-    "INSERT INTO run_tails SELECT rowid, chunk FROM run_tails_recent WHERE true"                   \
-    " ON CONFLICT(rowid) DO UPDATE SET chunk = excluded.chunk;"                                    \
-    "INSERT INTO thread_tails SELECT rowid, chunk FROM thread_tails_recent WHERE true"             \
-    " ON CONFLICT(rowid) DO UPDATE SET chunk = excluded.chunk;"                                    \
-    "DROP TABLE run_tails_recent; DROP TABLE thread_tails_recent; PRAGMA user_version = 5;"
+    AB__TAILS_MERGE_SQL("run_tails")                                                               \
+    ";" AB__TAILS_MERGE_SQL("thread_tails") ";"                                                    \
+                                            "DROP TABLE run_tails_recent; DROP TABLE "             \
+                                            "thread_tails_recent; PRAGMA user_version = 5;"
 
 /* SQL that turns a store of schema 6 back into one of schema 4, as an older build wrote it:
  * no chains, no tails, every chunk in the run and thread indexes (store.c, migration 4 -> 5).
@@ -156,7 +163,7 @@ enum {
     Q_RUNS_OF_THREAD,
     Q_THREADS_LIST,   /* store_threads.c */
     Q_THREAD_FIGURES, /* store_threads.c */
-    Q_TAILS_RECENT,   /* store_commit.c: the rows of the larger recent tails table */
+    Q_TAILS_RECENT,   /* store_commit.c: the rows of each recent tails table */
     Q_RUN_TAILS_MERGE,
     Q_RUN_TAILS_CLEAR,
     Q_THREAD_TAILS_MERGE,
@@ -289,7 +296,7 @@ struct ab_plugin_db {
 
 /* A writer's recent tails: merged at @p max rows (0: AB_STORE_TAILS_RECENT), written straight
  * to the main tables over at most @p direct ranges (0: AB_STORE_TAILS_DIRECT; < 0: never). */
-void ab__store_tails_init(ab_store_t *st, size_t max, int direct);
+void ab__store_tails_init(ab_store_t *st, int max, int direct);
 /* Count what the recent tails tables hold now (store_commit.c invariant 5): at a begin that
  * finds another connection wrote, the first one included. */
 ab_status_t ab__store_tails_count(ab_store_t *st, ab_error_t *err);

@@ -14,13 +14,13 @@
  *  3. A run's last seq and position are those of its newest chunk, which
  *     its tail names (docs/STORE.md "Chains and anchors"), so the common
  *     batch updates no runs row at all.
+ *  4. Every statement is reset (and its bindings cleared) before returning.
  *  5. A tail is read as TAIL_OF: the recent table's row if it has one, else
  *     the main table's (docs/STORE.md "Tails in two levels"; store_commit.c
  *     writes and merges them).
  *  6. A begin that finds another connection wrote since this handle's last
  *     commit (PRAGMA data_version) reads the recent tails' counts again,
  *     inside its write lock: that writer may have filled or merged them.
- *  4. Every statement is reset (and its bindings cleared) before returning.
  */
 #include "ab_common.h"
 #include "store_int.h"
@@ -35,26 +35,27 @@
     " (SELECT chunk FROM " table " WHERE rowid = " key "))"
 #define RUN_TAIL(key)    TAIL_OF("run_tails", key)
 #define THREAD_TAIL(key) TAIL_OF("thread_tails", key)
+#define RUNS_ROW_TAIL    RUN_TAIL("runs.rowid")
+#define R_TAIL           RUN_TAIL("r.rowid")
+#define T_TAIL           THREAD_TAIL("t.rowid")
+#define THREAD_TAIL_P1   THREAD_TAIL("?1")
+/* a runs row's status: NULL reads as 'active' once the run has events, else unknown (claimed
+ * only) */
+#define RUN_STATUS "coalesce(status, CASE WHEN " RUNS_ROW_TAIL " IS NOT NULL THEN 'active' END)"
 /* A run's last seq and position live in its newest chunk, which its tail names. */
 #define LAST_OF(col, run)                                                                          \
     "coalesce((SELECT c." col " FROM chunks c WHERE c.rowid = " RUN_TAIL(run) "), 0)"
 #define RUN_LAST_SEQ LAST_OF("last_seq", "runs.rowid")
 #define RUN_LAST_POS LAST_OF("last_pos", "runs.rowid")
-/* status NULL: 'active' once the run has events, else unknown (claimed only) */
 #define RUN_COLS                                                                                   \
     "thread, run, coalesce(parent_run, ''), epoch, " RUN_LAST_SEQ ", " RUN_LAST_POS                \
-    ", coalesce(status, CASE WHEN " RUN_TAIL(                                                      \
-        "runs.rowid") " IS NOT NULL"                                                               \
-                      " THEN 'active' END), coalesce(outcome, ''), started_us, "                   \
-                      "coalesce(ended_us, 0)"
+    ", " RUN_STATUS ", coalesce(outcome, ''), started_us, coalesce(ended_us, 0)"
 #define CHUNK_COLS "c.batch_first, c.data, r.thread, r.run"
 /* rowid of the first chunk of the commit holding position ?N + 1 */
 #define START_ROWID(n)                                                                             \
     "coalesce((SELECT batch_first FROM chunks WHERE rowid <= ?" n " + 1"                           \
     " ORDER BY rowid DESC LIMIT 1), 0)"
-/* a tails row written whether the run or thread has one yet or not */
-#define TAIL_UPSERT " ON CONFLICT(rowid) DO UPDATE SET chunk = excluded.chunk"
-#define LINK_COLS   "run_rowid, prev_run, run_dist, last_seq, thread_rowid, prev_thread, thread_dist"
+#define LINK_COLS "run_rowid, prev_run, run_dist, last_seq, thread_rowid, prev_thread, thread_dist"
 /* a chunk's columns as written (store_commit.c binds them in this order, data the 8th) */
 #define CHUNK_INSERT_HEAD                                                                          \
     "INSERT INTO chunks(run_rowid, thread_rowid, first_seq, last_seq, batch_first, batch_last,"    \
@@ -71,8 +72,7 @@ static const char *const SQL[Q_COUNT_] = {
     /* a run's committed state, and its newest chunk with that chunk's distance */
     [Q_RUN_GET] = "SELECT r.rowid, r.thread_rowid, r.epoch, coalesce(c.last_seq, 0),"
                   " coalesce(c.rowid, 0), coalesce(c.run_dist, 0) FROM runs r"
-                  " LEFT JOIN chunks c ON c.rowid = " RUN_TAIL(
-                      "r.rowid") " WHERE r.thread = ?1 AND r.run = ?2",
+                  " LEFT JOIN chunks c ON c.rowid = " R_TAIL " WHERE r.thread = ?1 AND r.run = ?2",
     [Q_THREAD_GET] = "SELECT rowid, thread_dist FROM chunks WHERE rowid = " THREAD_TAIL("?1"),
     [Q_RUN_LAST] = "SELECT " LAST_OF("last_seq", "?1"),
     /* a new run's row with its batch's state: no UPDATE of it in the same commit */
@@ -125,32 +125,26 @@ static const char *const SQL[Q_COUNT_] = {
     [Q_THREADS_LIST] =
         "SELECT t.rowid, t.thread FROM threads t INDEXED BY sqlite_autoindex_threads_1"
         " WHERE t.thread >= ?1 AND t.thread < ?2 AND t.thread <> ?3"
-        " AND " THREAD_TAIL("t.rowid") " IS NOT NULL"
-                                       " ORDER BY t.thread LIMIT ?4",
+        " AND " T_TAIL " IS NOT NULL ORDER BY t.thread LIMIT ?4",
     /* ?1 the thread's rowid, ?2 its id: runs, of which active (as RUN_COLS), newest event:
      * the highest last_pos of the thread's chunks in its newest chunk's commit, found by
      * walking its chain back from the tail while in that commit (links only ever point to
      * lower rowids, so the walk ends on any data) */
     [Q_THREAD_FIGURES] =
         "WITH RECURSIVE w(id, bf) AS (SELECT c.rowid, c.batch_first FROM chunks c"
-        " WHERE c.rowid = " THREAD_TAIL(
-            "?1") " UNION ALL SELECT c.prev_thread, w.bf FROM w JOIN chunks c ON c.rowid = w.id"
-                  " WHERE c.prev_thread >= w.bf AND c.prev_thread < w.id)"
-                  " SELECT (SELECT count(*) FROM runs WHERE thread = ?2),"
-                  " (SELECT count(*) FROM runs WHERE thread = ?2 AND coalesce(status, CASE "
-                  "WHEN " RUN_TAIL(
-                      "runs.rowid") " IS NOT NULL THEN 'active' END) = 'active'),"
-                                    " c.last_pos, r.run FROM w JOIN chunks c ON c.rowid = w.id "
-                                    "JOIN runs r"
-                                    " ON r.rowid = c.run_rowid ORDER BY c.last_pos DESC LIMIT 1",
+        " WHERE c.rowid = " THREAD_TAIL_P1
+        " UNION ALL SELECT c.prev_thread, w.bf FROM w JOIN chunks c ON c.rowid = w.id"
+        " WHERE c.prev_thread >= w.bf AND c.prev_thread < w.id)"
+        " SELECT (SELECT count(*) FROM runs WHERE thread = ?2),"
+        " (SELECT count(*) FROM runs WHERE thread = ?2 AND " RUN_STATUS " = 'active'),"
+        " c.last_pos, r.run FROM w JOIN chunks c ON c.rowid = w.id JOIN runs r"
+        " ON r.rowid = c.run_rowid ORDER BY c.last_pos DESC LIMIT 1",
     /* store_commit.c: the recent tails tables and their merge into the main ones */
     [Q_TAILS_RECENT] = "SELECT (SELECT count(*) FROM run_tails_recent),"
                        " (SELECT count(*) FROM thread_tails_recent)",
-    [Q_RUN_TAILS_MERGE] = "INSERT INTO run_tails(rowid, chunk) SELECT rowid, chunk"
-                          " FROM run_tails_recent WHERE true" TAIL_UPSERT,
+    [Q_RUN_TAILS_MERGE] = AB__TAILS_MERGE_SQL("run_tails"),
     [Q_RUN_TAILS_CLEAR] = "DELETE FROM run_tails_recent",
-    [Q_THREAD_TAILS_MERGE] = "INSERT INTO thread_tails(rowid, chunk) SELECT rowid, chunk"
-                             " FROM thread_tails_recent WHERE true" TAIL_UPSERT,
+    [Q_THREAD_TAILS_MERGE] = AB__TAILS_MERGE_SQL("thread_tails"),
     [Q_THREAD_TAILS_CLEAR] = "DELETE FROM thread_tails_recent",
 };
 
@@ -187,11 +181,11 @@ static char *tail_put_sql(int k)
         "INSERT INTO thread_tails_recent(rowid, chunk) VALUES",
     };
     if (k % 2)
-        return rows_sql(heads[k / 2], "(?,?)", TAIL_UPSERT);
-    size_t n = strlen(heads[k / 2]) + sizeof "(?1, ?2)" TAIL_UPSERT;
+        return rows_sql(heads[k / 2], "(?,?)", AB__TAIL_UPSERT);
+    size_t n = strlen(heads[k / 2]) + sizeof "(?1, ?2)" AB__TAIL_UPSERT;
     char *sql = malloc(n);
     if (sql)
-        snprintf(sql, n, "%s(?1, ?2)" TAIL_UPSERT, heads[k / 2]);
+        snprintf(sql, n, "%s(?1, ?2)" AB__TAIL_UPSERT, heads[k / 2]);
     return sql;
 }
 
