@@ -139,6 +139,7 @@ static int run_sub(const struct subcommand *sc, int argc, char **argv)
 
 int main(int argc, char **argv)
 {
+    (void)ab__store_global_init(); /* before any thread: SQLite allocates without a global mutex */
     int g = global_opts(argc, argv);
     if (g < 0)
         return AB_EXIT_USAGE;

@@ -306,6 +306,18 @@ ab_status_t ab__store_relayout(ab_store_t *st, ab_store_progress_fn progress, vo
 /** The SQLite library the store runs on ("3.40.1"). */
 const char *ab__store_sqlite_version(void);
 
+/**
+ * Turn SQLite's memory statistics off for the process (SQLITE_CONFIG_MEMSTATUS). With them on,
+ * every allocation SQLite makes takes one process-wide mutex to count it, so the writer, the
+ * snapshot worker and the readers contend for it on every statement; agentbus reads none of
+ * those statistics. SQLite accepts the setting only before it is initialised, so a program
+ * calls this first, before any thread uses SQLite (sqlite3_config() is not thread-safe);
+ * `agentbus` does so in main().
+ * @return 1 when this call turned them off; 0 when SQLite was already initialised (nothing
+ *         changed, everything works as before).
+ */
+int ab__store_global_init(void);
+
 /** What the store holds: runs ever recorded and active, the database and WAL sizes
  *  (store_stats.c); no scan. @return AB_OK or the store's error. */
 ab_status_t ab__store_stats(ab_store_t *st, ab_plugin_stats_t *out, ab_error_t *err) AB_NODISCARD;

@@ -1,6 +1,7 @@
 /*
  * store_stats.c - what the store holds, for `agentbus status` and the
- * broker's metrics (the plugin's stats entry).
+ * broker's metrics (the plugin's stats entry); SQLite's version, and its
+ * memory statistics turned off for the process.
  *
  * Invariants:
  *  1. Nothing scans the events or the runs: the runs ever recorded are the
@@ -68,4 +69,10 @@ ab_status_t ab__store_stats(ab_store_t *st, ab_plugin_stats_t *out, ab_error_t *
 const char *ab__store_sqlite_version(void)
 {
     return sqlite3_libversion();
+}
+
+int ab__store_global_init(void)
+{
+    /* SQLITE_MISUSE once SQLite is initialised: the setting stays as it was */
+    return sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0) == SQLITE_OK;
 }
