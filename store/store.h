@@ -309,8 +309,9 @@ const char *ab__store_sqlite_version(void);
 /**
  * Turn SQLite's memory statistics off for the process (SQLITE_CONFIG_MEMSTATUS). With them on,
  * every allocation SQLite makes takes one process-wide mutex to count it, so the writer, the
- * snapshot worker and the readers contend for it on every statement; agentbus reads none of
- * those statistics. SQLite accepts the setting only before it is initialised, so a program
+ * snapshot worker and the readers contend for it on every statement. With them off,
+ * sqlite3_memory_used(), sqlite3_status64() and SQLite's heap limits do nothing; agentbus
+ * uses none of them. SQLite accepts the setting only before it is initialised, so a program
  * calls this first, before any thread uses SQLite (sqlite3_config() is not thread-safe);
  * `agentbus` does so in main().
  * @return 1 when this call turned them off; 0 when SQLite was already initialised (nothing
