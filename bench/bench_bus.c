@@ -346,6 +346,7 @@ static int warm_up(pump_t *u)
     p->acked = p->rejected = p->duplicates = 0;
     p->nlat = 0;
     if (pthread_barrier_wait(&p->gate->barrier) == PTHREAD_BARRIER_SERIAL_THREAD) {
+        commit_figs_of(p->gate->ep, p->gate->ctx, &p->gate->figs);
         p->gate->cpu_self = self_cpu_s();
         p->gate->cpu_broker = p->gate->broker ? proc_cpu_s(p->gate->broker) : 0;
         p->gate->t0 = ab__mono_s();
@@ -448,6 +449,53 @@ double run_producers_into(prod_t *out, int n)
 
 /* ---- rows ---------------------------------------------------------------- */
 
+void commit_figs_of(const char *ep, void *ctx, commit_figs_t *out)
+{
+    ab_conn_opts_t co = {.zmq_ctx = ctx, .client_name = "agentbus-bench", .timeout_ms = 5000};
+    ab_conn_t *c = NULL;
+    ab_doc_t *doc = NULL;
+    ab_stats_reply_t r;
+    ab_error_t err = AB_ERROR_INIT;
+    memset(out, 0, sizeof(*out));
+    if (ab_doc_new(&doc) == AB_OK && ab_conn_new(&c, ep, &co, &err) == AB_OK &&
+        ab_conn_stats(c, doc, &r, 5000, &err) == AB_OK)
+        *out = (commit_figs_t){.known = true,
+                               .commits = r.commits,
+                               .events = r.events,
+                               .p50_us = r.commit_p50_us,
+                               .p90_us = r.commit_p90_us,
+                               .p99_us = r.commit_p99_us,
+                               .max_us = r.commit_max_us,
+                               .window = r.commit_window};
+    ab_conn_destroy(&c);
+    ab_doc_destroy(&doc);
+}
+
+/* The row's group commits, between @p a (its start) and @p b (its end): how many, how big,
+ * and the commit times over the broker's last ones (docs/PERFORMANCE.md "Reading `agentbus
+ * bench --json`"). */
+static void commit_line(const char *durability, const commit_figs_t *a, const commit_figs_t *b)
+{
+    char row[48];
+    snprintf(row, sizeof(row), "group commits, %s", durability);
+    if (!a->known || !b->known || b->commits <= a->commits) {
+        printf("commits durability=%-7s n/a (the broker did not tell)\n", durability);
+        return;
+    }
+    double groups = (double)(b->commits - a->commits);
+    double per = (double)(b->events - a->events) / groups;
+    bench_emit("ingest", row, "groups", groups, "events_per_group", per, "commit_p50_us",
+               (double)b->p50_us, "commit_p90_us", (double)b->p90_us, "commit_p99_us",
+               (double)b->p99_us, "commit_max_us", (double)b->max_us, "commit_window",
+               (double)b->window, NULL);
+    printf("commits durability=%-7s %10.0f group commits in the row, %.0f events each on "
+           "average; commit (write + sync) p50 %llu, p90 %llu, p99 %llu, max %llu us over the "
+           "broker's last %llu\n",
+           durability, groups, per, (unsigned long long)b->p50_us, (unsigned long long)b->p90_us,
+           (unsigned long long)b->p99_us, (unsigned long long)b->max_us,
+           (unsigned long long)b->window);
+}
+
 int row_begin(const bench_opts_t *o, child_t *ch, const char *durability, const char **ep)
 {
     memset(ch, 0, sizeof(*ch));
@@ -479,7 +527,10 @@ double ingest_row_runs(const bench_opts_t *o, void *ctx, const bodies_t *b, cons
     tmpl.runs_per_thread = runs_per_thread;
     tmpl.rate = o->rate / PRODUCERS; /* --rate: shared by the producers (0 = flat out) */
     prod_t ps[PRODUCERS];
-    warm_gate_t gate = {.broker = ch.pid};
+    warm_gate_t gate = {.broker = ch.pid, .ep = ep, .ctx = ctx};
+    commit_figs_t figs;
+    if (!spread)
+        commit_figs_of(ep, ctx, &figs);
     if (spread) { /* runs in flight: started before the clock */
         pthread_barrier_init(&gate.barrier, NULL, PRODUCERS);
         tmpl.gate = &gate;
@@ -490,6 +541,7 @@ double ingest_row_runs(const bench_opts_t *o, void *ctx, const bodies_t *b, cons
     if (spread) {
         c0 = gate.cpu_self;
         b0 = gate.cpu_broker;
+        figs = gate.figs;
         pthread_barrier_destroy(&gate.barrier);
         double warm = 2.0 * tmpl.nruns * PRODUCERS / (gate.t0 - gate.t_begin);
         bench_emit("scale", "warm-up", "runs", (double)tmpl.nruns * PRODUCERS, "events_per_s", warm,
@@ -517,6 +569,9 @@ double ingest_row_runs(const bench_opts_t *o, void *ctx, const bodies_t *b, cons
            durability, rate, PRODUCERS, tmpl.nruns * PRODUCERS, EVENT_SIZE, BATCH, PIPE,
            g_frame_per_event ? ", a frame per event" : ", packed", (unsigned long long)rej,
            (unsigned long long)dup, rss ? "" : "n/a ", rss / 1024, pcpu * per, bcpu * per);
+    commit_figs_t end;
+    commit_figs_of(ep, ctx, &end);
+    commit_line(durability, &figs, &end);
     child_stop(&ch);
     return rate;
 }

@@ -47,13 +47,27 @@ typedef struct bodies {
 typedef enum spread { SPREAD_NONE, SPREAD_TURN, SPREAD_SCATTER } spread_t;
 
 /* One producer thread of a row: its settings, then its results. */
+/* A broker's group commits, from its stats answer: commits and events committed since it
+ * started, and its commit (write + sync) times over its last `window` commits. */
+typedef struct commit_figs {
+    bool known; /* false: the broker did not answer */
+    uint64_t commits, events;
+    uint64_t p50_us, p90_us, p99_us, max_us, window;
+} commit_figs_t;
+
+/* Ask the broker at @p ep (a connection of its own on @p ctx) for its commit figures. */
+void commit_figs_of(const char *ep, void *ctx, commit_figs_t *out);
+
 /* bench scale's start line: producers warm their runs up, then start together. */
 typedef struct warm_gate {
     pthread_barrier_t barrier;   /* of every producer of the row */
     pid_t broker;                /* the row's broker child (0: --broker, CPU not read) */
+    const char *ep;              /* the row's broker, asked for its commit figures ... */
+    void *ctx;                   /* ... on this context */
     double t_begin;              /* ab__mono_s() when the producers were started */
     double t0;                   /* ab__mono_s() when the clock started */
     double cpu_self, cpu_broker; /* CPU seconds read then */
+    commit_figs_t figs;          /* the broker's commit figures then */
 } warm_gate_t;
 
 typedef struct prod {

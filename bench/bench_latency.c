@@ -280,19 +280,10 @@ static prod_t lat_producer(const char *ep, void *ctx, const bodies_t *b, double 
 /* The broker's store commit p50 and p99 (us) over its last commits, in @p cm; 0 if unknown. */
 static void commit_times(const char *ep, void *ctx, double cm[2])
 {
-    ab_conn_opts_t co = {.zmq_ctx = ctx, .client_name = "agentbus-bench", .timeout_ms = 5000};
-    ab_conn_t *c = NULL;
-    ab_doc_t *doc = NULL;
-    ab_stats_reply_t r;
-    ab_error_t err = AB_ERROR_INIT;
-    cm[0] = cm[1] = 0;
-    if (ab_doc_new(&doc) == AB_OK && ab_conn_new(&c, ep, &co, &err) == AB_OK &&
-        ab_conn_stats(c, doc, &r, 5000, &err) == AB_OK) {
-        cm[0] = (double)r.commit_p50_us;
-        cm[1] = (double)r.commit_p99_us;
-    }
-    ab_conn_destroy(&c);
-    ab_doc_destroy(&doc);
+    commit_figs_t f;
+    commit_figs_of(ep, ctx, &f);
+    cm[0] = (double)f.p50_us;
+    cm[1] = (double)f.p99_us;
 }
 
 /* Every producer's publish-to-ack times together in @p out; frees them. */

@@ -3,7 +3,8 @@
  * (cli/bench_cmd.c invariant 2) with a usage error (exit 2) naming the
  * option, before it starts anything; --json puts the rows on stdout as JSON
  * and the human lines on stderr; latency --row runs that row alone, --rounds
- * times, and scale --row the 100-run row and that one in turn.
+ * times, and scale --row the 100-run row and that one in turn, each with the
+ * group commits the broker made during it.
  */
 #include "testutil.h"
 
@@ -159,6 +160,18 @@ static void test_scale_one_row(void **state)
     assert_int_equal(count_of(out, "\"row\":\"100000 runs"), 0);
     const char *b2 = strstr(strstr(out, base) + 1, base), *r1 = strstr(out, row);
     assert_true(r1 != NULL && b2 != NULL && r1 < b2); /* in turn: base, row, base, row */
+    /* each of the four ingest rows says how it committed: the groups the broker made while
+     * the row ran, their mean size and the commit times */
+    const char *commits = "\"row\":\"group commits, fsync\"";
+    assert_int_equal(count_of(out, commits), 4);
+    for (const char *c = strstr(out, commits); c; c = strstr(c + 1, commits)) {
+        const char *g = strstr(c, "\"groups\":"), *e = strstr(c, "\"events_per_group\":");
+        const char *p50 = strstr(c, "\"commit_p50_us\":"), *nl = strchr(c, '\n');
+        assert_true(g && e && p50 && nl && p50 < nl); /* all three in this row */
+        double groups = atof(g + 9), per = atof(e + 19);
+        assert_true(groups >= 1 && per >= 1 && per <= 4096); /* group-max 4096 */
+        assert_true(atof(p50 + 16) > 0);
+    }
 }
 
 int main(void)
