@@ -528,13 +528,13 @@ double ingest_row_runs(const bench_opts_t *o, void *ctx, const bodies_t *b, cons
     tmpl.rate = o->rate / PRODUCERS; /* --rate: shared by the producers (0 = flat out) */
     prod_t ps[PRODUCERS];
     warm_gate_t gate = {.broker = ch.pid, .ep = ep, .ctx = ctx};
-    commit_figs_t figs;
-    if (!spread)
-        commit_figs_of(ep, ctx, &figs);
-    if (spread) { /* runs in flight: started before the clock */
+    commit_figs_t figs; /* the broker's, as the clock starts (at the gate for runs in flight) */
+    if (spread) {       /* runs in flight: started before the clock */
         pthread_barrier_init(&gate.barrier, NULL, PRODUCERS);
         tmpl.gate = &gate;
         gate.t_begin = ab__mono_s();
+    } else {
+        commit_figs_of(ep, ctx, &figs);
     }
     double c0 = self_cpu_s(), b0 = ch.pid ? proc_cpu_s(ch.pid) : 0;
     double rate = run_producers(&tmpl, PRODUCERS, ps);

@@ -46,7 +46,6 @@ typedef struct bodies {
  * publish whenever their agent speaks arrive at a broker. */
 typedef enum spread { SPREAD_NONE, SPREAD_TURN, SPREAD_SCATTER } spread_t;
 
-/* One producer thread of a row: its settings, then its results. */
 /* A broker's group commits, from its stats answer: commits and events committed since it
  * started, and its commit (write + sync) times over its last `window` commits. */
 typedef struct commit_figs {
@@ -70,6 +69,7 @@ typedef struct warm_gate {
     commit_figs_t figs;          /* the broker's commit figures then */
 } warm_gate_t;
 
+/* One producer thread of a row: its settings, then its results. */
 typedef struct prod {
     const char *endpoint;
     void *ctx;

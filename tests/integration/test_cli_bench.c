@@ -167,7 +167,7 @@ static void test_scale_one_row(void **state)
     for (const char *c = strstr(out, commits); c; c = strstr(c + 1, commits)) {
         const char *g = strstr(c, "\"groups\":"), *e = strstr(c, "\"events_per_group\":");
         const char *p50 = strstr(c, "\"commit_p50_us\":"), *nl = strchr(c, '\n');
-        assert_true(g && e && p50 && nl && p50 < nl); /* all three in this row */
+        assert_true(g && e && p50 && nl && g < nl && e < nl && p50 < nl); /* in this row */
         double groups = atof(g + 9), per = atof(e + 19);
         assert_true(groups >= 1 && per >= 1 && per <= 4096); /* group-max 4096 */
         assert_true(atof(p50 + 16) > 0);
