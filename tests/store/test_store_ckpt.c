@@ -72,7 +72,8 @@ static void commit_events(ab_store_t *st, uint64_t seq, int n, size_t size)
     static char body[4096];
     memset(body, 'e', sizeof body);
     ab_error_t err = AB_ERROR_INIT;
-    assert_int_equal(ab__store_begin(st, 1, &err), AB_OK);
+    if (ab__store_begin(st, 1, &err) != AB_OK)
+        fail_msg("begin: %s", err.message);
     for (int i = 0; i < n; i++) {
         ab_append_event_t ev = {.thread = {"t", 1},
                                 .run = {"r", 1},
@@ -237,7 +238,7 @@ static void test_checkpoint_paced(void **state)
     assert_int_equal(ranged - ranged0, slices); /* SQLite's descriptor was found */
 #endif
     ab__store_close(&st);
-    assert_int_equal(rows_of_run(f), 750);
+    assert_int_equal(rows_of_run(f), seq - 1); /* 750, and any commit made to wake it */
 }
 
 int main(void)
