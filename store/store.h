@@ -89,9 +89,9 @@ typedef struct ab_store_opts {
     /**
      * Writer handles: WAL size in pages (8 KiB) at which a background thread
      * (own connection) checkpoints it; at 4x the writer does it inline, so
-     * the WAL file stays within 4x this plus one commit; whenever the WAL
-     * restarts its file is cut back to 2x this (journal_size_limit).
-     * 0 = 8192 (64 MiB: the file stays within 256 MiB, cut back to 128 MiB).
+     * the WAL file stays within 4x this plus one commit; a file that grew
+     * past 4x is cut back to 4x when the WAL restarts (journal_size_limit).
+     * 0 = 8192 (64 MiB: the file stays within 256 MiB plus one commit).
      */
     int wal_pages;
     /**

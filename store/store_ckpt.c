@@ -16,10 +16,10 @@
  *     thread's checkpoint in progress, if any, and checkpoints itself, as
  *     SQLite's own rule did. The WAL restarts (is written from its start
  *     again) at the first commit after a checkpoint copied all of it while
- *     no reader used it; then SQLite cuts the file back to
+ *     no reader used it; then SQLite cuts a file larger than
  *     journal_size_limit (AB_STORE_WAL_LIMIT_FACTOR x wal_pages pages, set
- *     in store.c). So the WAL file stays within 4x wal_pages pages plus one
- *     commit, and after each restart within 2x (or that commit).
+ *     in store.c: also 4x) back to it. So the WAL file stays within 4x
+ *     wal_pages pages plus one commit, and after each restart within 4x.
  *  2. A checkpoint never changes what is committed or durable; a failed or
  *     busy one only leaves more pages for the next.
  *  3. The checkpointer is stopped and its connection closed before the

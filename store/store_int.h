@@ -26,9 +26,11 @@
 #define AB_STORE_WAL_PAGES 8192
 /** At this many times wal_pages the writer checkpoints itself (store_ckpt.c). */
 #define AB_STORE_WAL_INLINE_FACTOR 4
-/** journal_size_limit = this many times wal_pages pages: the WAL file is cut
- * back to it whenever the WAL restarts (SQLite truncates it then). */
-#define AB_STORE_WAL_LIMIT_FACTOR 2
+/** journal_size_limit = this many times wal_pages pages: a WAL file larger than
+ * this is cut back to it when the WAL restarts (SQLite truncates it then, in
+ * the commit that restarts it). The inline bound, so that a file within its
+ * usual size is reused, never truncated (docs/STORE.md "WAL size"). */
+#define AB_STORE_WAL_LIMIT_FACTOR AB_STORE_WAL_INLINE_FACTOR
 
 typedef struct ab_store_ckpt ab_store_ckpt_t;
 /* This process's entry for one open database file (store_file.c). */
