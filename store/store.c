@@ -344,14 +344,16 @@ static ab_status_t open_db(ab_store_t *st, const char *dir, const ab_store_opts_
         return ab__store_not_writable(st, "SQLite opened it read-only", err);
     sqlite3_extended_result_codes(st->db, 1);
     sqlite3_busy_timeout(st->db, o->busy_timeout_ms);
-    st->busy_ms = o->busy_timeout_ms;
+    st->busy_ms = st->busy_now = o->busy_timeout_ms;
     return AB_OK;
 }
 
 void ab__store_set_lock_wait(ab_store_t *st, int ms)
 {
-    if (st != NULL && st->db != NULL)
-        sqlite3_busy_timeout(st->db, ms < 0 ? st->busy_ms : ms);
+    if (st != NULL && st->db != NULL) {
+        st->busy_now = ms < 0 ? st->busy_ms : ms;
+        sqlite3_busy_timeout(st->db, st->busy_now);
+    }
 }
 
 ab_status_t ab__store_open(ab_store_t **out, const char *dir, const ab_store_opts_t *opts,

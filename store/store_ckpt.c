@@ -13,13 +13,24 @@
  *  1. The WAL stays bounded: at st->wal_pages pages after a commit the
  *     checkpointer is woken; at AB_STORE_WAL_INLINE_FACTOR (4) times that
  *     (it fell behind, or it could not start) the writer waits for the
- *     thread's checkpoint in progress, if any, and checkpoints itself, as
- *     SQLite's own rule did. The WAL restarts (is written from its start
- *     again) at the first commit after a checkpoint copied all of it while
- *     no reader used it; then SQLite cuts a file larger than
+ *     thread's checkpoint in progress, if any, and checkpoints itself. The
+ *     WAL restarts (is written from its start again) only at the first
+ *     commit after a checkpoint copied all of it while no reader used it, so
+ *     the writer's checkpoint at 4x is a RESTART one: it copies everything,
+ *     then waits until no reader still reads the WAL (readers that start
+ *     once it has copied read the database file only). Meanwhile it closes
+ *     the readers' gate of the file (store_file.c invariant 5), so reads of
+ *     this process begin no new transaction, and waits at most
+ *     AB_STORE_GATE_MAX_MS, or the handle's lock wait if shorter (0 on the
+ *     broker's lone path: then it does not wait): with a
+ *     PASSIVE checkpoint, or with a RESTART one and no gate, a reader that
+ *     keeps reading (the broker's snapshot worker) held the restart off
+ *     and the WAL grew past the bound. Then SQLite cuts a file larger than
  *     journal_size_limit (AB_STORE_WAL_LIMIT_FACTOR x wal_pages pages, set
  *     in store.c: also 4x) back to it. So the WAL file stays within 4x
- *     wal_pages pages plus one commit, and after each restart within 4x.
+ *     wal_pages pages plus one commit, and after each restart within 4x;
+ *     only a reader of another process, or one whose transaction outlasts
+ *     the wait, can hold a restart off, until a later commit's checkpoint.
  *  2. A checkpoint never changes what is committed or durable; a failed or
  *     busy one only leaves more pages for the next.
  *  3. The checkpointer is stopped and its connection closed before the
@@ -107,6 +118,18 @@ static void *ckpt_main(void *arg)
     return NULL;
 }
 
+/* The writer's checkpoint at the WAL's bound: everything copied, and no reader left in
+ * the WAL, with the readers' gate closed and a short lock wait (invariant 1). */
+static void checkpoint_at_bound(ab_store_t *st, sqlite3 *db, const char *name)
+{
+    ab__store_gate_close(st);
+    sqlite3_busy_timeout(db,
+                         st->busy_now < AB_STORE_GATE_MAX_MS ? st->busy_now : AB_STORE_GATE_MAX_MS);
+    (void)sqlite3_wal_checkpoint_v2(db, name, SQLITE_CHECKPOINT_RESTART, NULL, NULL);
+    sqlite3_busy_timeout(db, st->busy_now);
+    ab__store_gate_open(st);
+}
+
 /* The writer connection's WAL hook: after each commit, with the WAL's size in pages. */
 static int on_wal(void *arg, sqlite3 *db, const char *name, int pages)
 {
@@ -123,7 +146,9 @@ static int on_wal(void *arg, sqlite3 *db, const char *name, int pages)
     }
     /* no checkpointer, or it is far behind: the writer does it (invariant 1),
      * after the thread's checkpoint in progress (only one runs at a time, and
-     * the WAL restarts only when no checkpoint reads it) */
+     * the WAL restarts only when no checkpoint reads it); at the bound it also
+     * waits for the readers, so that the next commit restarts the WAL */
+    bool bound = pages >= AB_STORE_WAL_INLINE_FACTOR * st->wal_pages;
     if (c != NULL) {
         pthread_mutex_lock(&c->mu);
         c->hold = true;
@@ -132,7 +157,10 @@ static int on_wal(void *arg, sqlite3 *db, const char *name, int pages)
         pthread_mutex_unlock(&c->mu);
     }
     int64_t t0 = mono_us();
-    (void)sqlite3_wal_checkpoint_v2(db, name, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
+    if (bound)
+        checkpoint_at_bound(st, db, name);
+    else
+        (void)sqlite3_wal_checkpoint_v2(db, name, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
     int64_t dt = mono_us() - t0;
     if (c != NULL) {
         pthread_mutex_lock(&c->mu);

@@ -21,6 +21,12 @@
  *     waits to be replayed into it) and never appears empty or half made.
  *     An existing file is never re-created.
  *  4. Nothing here writes to an existing database file.
+ *  5. The readers' gate (store_ckpt.c invariant 1): while a writer of this
+ *     process closes it, a read of any handle of the file that would begin
+ *     its own transaction waits before it, until the writer opens it again
+ *     or AB_STORE_GATE_MAX_MS passed; a read inside a transaction its
+ *     caller holds never waits. Closed and opened only by the writer's own
+ *     thread, around one checkpoint, never while it holds a transaction.
  */
 #include "ab_common.h"
 #include "store_int.h"
@@ -28,26 +34,30 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <time.h>
 #include <unistd.h>
 
 struct ab_store_file {
     dev_t dev;
     ino_t ino;
-    int handles;  /* open store handles on this file */
-    bool checked; /* an exclusive writer that ran quick_check at its open has it open */
-    int *parked;  /* descriptors to close with the last handle (invariant 1) */
+    int handles;      /* open store handles on this file */
+    bool checked;     /* an exclusive writer that ran quick_check at its open has it open */
+    atomic_bool gate; /* closed: reads wait before their transaction (invariant 5) */
+    int *parked;      /* descriptors to close with the last handle (invariant 1) */
     size_t nparked, cap;
     ab_store_file_t *next;
 };
 
 static pthread_mutex_t files_mu = PTHREAD_MUTEX_INITIALIZER;
-static ab_store_file_t *files; /* guarded by files_mu */
+static ab_store_file_t *files;                            /* guarded by files_mu */
+static pthread_cond_t gate_cv = PTHREAD_COND_INITIALIZER; /* a gate opened; with files_mu */
 
 static ab_store_file_t *find_locked(dev_t dev, ino_t ino)
 {
@@ -150,6 +160,38 @@ void ab__store_file_mark_checked(ab_store_t *st)
     pthread_mutex_lock(&files_mu);
     st->file->checked = true;
     st->marked_checked = true;
+    pthread_mutex_unlock(&files_mu);
+}
+
+void ab__store_gate_close(ab_store_t *st)
+{
+    if (st->file != NULL)
+        atomic_store(&st->file->gate, true);
+}
+
+void ab__store_gate_open(ab_store_t *st)
+{
+    if (st->file == NULL)
+        return;
+    pthread_mutex_lock(&files_mu);
+    atomic_store(&st->file->gate, false);
+    pthread_cond_broadcast(&gate_cv);
+    pthread_mutex_unlock(&files_mu);
+}
+
+void ab__store_gate_pass(const ab_store_t *st)
+{
+    ab_store_file_t *f = st->file;
+    if (f == NULL || !atomic_load(&f->gate))
+        return;            /* the usual case: one atomic load */
+    struct timespec until; /* gate_cv waits on CLOCK_REALTIME */
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_nsec += (long)AB_STORE_GATE_MAX_MS * 1000000L;
+    until.tv_sec += until.tv_nsec / 1000000000L;
+    until.tv_nsec %= 1000000000L;
+    pthread_mutex_lock(&files_mu);
+    while (atomic_load(&f->gate) && pthread_cond_timedwait(&gate_cv, &files_mu, &until) == 0)
+        ;
     pthread_mutex_unlock(&files_mu);
 }
 

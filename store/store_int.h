@@ -286,7 +286,8 @@ struct ab_plugin_db {
     /* writer handles: WAL checkpoints on their own thread (store_ckpt.c) */
     ab_store_ckpt_t *ckpt;
     int wal_pages;
-    int busy_ms; /* the busy timeout set at open (ab__store_set_lock_wait restores it) */
+    int busy_ms;  /* the busy timeout set at open (ab__store_set_lock_wait restores it) */
+    int busy_now; /* the busy timeout in force (store_ckpt.c sets its own for a moment) */
     /* the database file (store_file.c) */
     ab_store_file_t *file; /* this process's entry for it; NULL until registered */
     int lock_fd;           /* exclusive handles: the descriptor holding flock; else -1 */
@@ -307,6 +308,10 @@ ab_status_t ab__store_tails_count(ab_store_t *st, ab_error_t *err);
 void ab__store_ckpt_start(ab_store_t *st);
 /* Stop it and close its connection (before st->db closes). */
 void ab__store_ckpt_stop(ab_store_t *st);
+
+/** The writer's checkpoint at the WAL's bound waits at most this long (its lock wait
+ * then, in ms) for readers to leave the WAL, and a read at most this long at the gate. */
+#define AB_STORE_GATE_MAX_MS 100
 
 /** A checkpoint this long or longer counts as slow (the broker warns of it). */
 #define AB_STORE_CKPT_SLOW_US 100000
@@ -329,6 +334,13 @@ void ab__store_file_close(ab_store_t *st);
 bool ab__store_file_checked(const ab_store_t *st);
 /* Record that this exclusive writer ran quick_check at its open. */
 void ab__store_file_mark_checked(ab_store_t *st);
+
+/* The readers' gate of the handle's file (store_file.c invariant 5): the writer closes
+ * it around its checkpoint at the WAL's bound (store_ckpt.c invariant 1); a read that
+ * begins its own transaction passes it first, waiting at most AB_STORE_GATE_MAX_MS. */
+void ab__store_gate_close(ab_store_t *st);
+void ab__store_gate_open(ab_store_t *st);
+void ab__store_gate_pass(const ab_store_t *st);
 
 /* Build a new, empty store of the current schema in the existing empty file
  * @p path (store.c): page size, WAL mode, migrations; closes it again. */

@@ -416,6 +416,8 @@ ab_status_t ab__store_read(ab_store_t *st, const ab_read_t *req, ab_row_cb cb, v
                    .by_seq = by_seq,
                    .last = by_seq ? req->after_seq : req->after_pos,
                    .keep = own};
+    if (own)
+        ab__store_gate_pass(st); /* store_file.c invariant 5 */
     int rc = own ? sqlite3_exec(st->db, "BEGIN", NULL, NULL, NULL) : SQLITE_OK;
     if (rc != SQLITE_OK)
         return ab__store_sqlerr(st, rc, "read", err);

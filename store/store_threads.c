@@ -128,6 +128,8 @@ ab_status_t ab__store_threads_list(ab_store_t *st, ab_str_t after, ab_str_t pref
                             after.len > AB_ID_MAX_BYTES ? "after" : "prefix",
                             "store: threads_list cursor or prefix is not an id");
     bool own = sqlite3_get_autocommit(st->db) != 0; /* invariant 3 */
+    if (own)
+        ab__store_gate_pass(st); /* store_file.c invariant 5 */
     int rc = own ? sqlite3_exec(st->db, "BEGIN", NULL, NULL, NULL) : SQLITE_OK;
     if (rc != SQLITE_OK)
         return ab__store_sqlerr(st, rc, "threads", err);
