@@ -488,12 +488,16 @@ static void commit_line(const char *durability, const commit_figs_t *a, const co
                (double)b->p50_us, "commit_p90_us", (double)b->p90_us, "commit_p99_us",
                (double)b->p99_us, "commit_max_us", (double)b->max_us, "commit_window",
                (double)b->window, NULL);
+    char before[96] = ""; /* a short row's window also holds what came before it */
+    if (groups < (double)b->window)
+        snprintf(before, sizeof(before), ", %.0f of them before the row (a warm-up's, a start's)",
+                 (double)b->window - groups);
     printf("commits durability=%-7s %10.0f group commits in the row, %.0f events each on "
            "average; commit (write + sync) p50 %llu, p90 %llu, p99 %llu, max %llu us over the "
-           "broker's last %llu\n",
+           "broker's last %llu%s\n",
            durability, groups, per, (unsigned long long)b->p50_us, (unsigned long long)b->p90_us,
            (unsigned long long)b->p99_us, (unsigned long long)b->max_us,
-           (unsigned long long)b->window);
+           (unsigned long long)b->window, before);
 }
 
 int row_begin(const bench_opts_t *o, child_t *ch, const char *durability, const char **ep)
