@@ -41,6 +41,19 @@ static inline double ab__mono_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+/** The CLOCK_REALTIME time @p ms milliseconds from now, in @p ts: the deadline of a
+ *  pthread_cond_timedwait() on a condition variable of the default clock. */
+static inline void ab__deadline_in(struct timespec *ts, int ms)
+{
+    clock_gettime(CLOCK_REALTIME, ts);
+    ts->tv_sec += ms / 1000;
+    ts->tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (ts->tv_nsec >= 1000000000L) {
+        ts->tv_sec++;
+        ts->tv_nsec -= 1000000000L;
+    }
+}
+
 /** A seed for a per-object random generator: the clock's nanoseconds mixed
  *  with @p salt (an address, a pid), so two objects made at once differ. */
 static inline uint64_t ab__mono_seed(uint64_t salt)

@@ -90,17 +90,6 @@ typedef struct gw_stream {
 
 /* ---- the pump ----------------------------------------------------------------- */
 
-static void deadline_in(struct timespec *ts, int ms)
-{
-    clock_gettime(CLOCK_REALTIME, ts);
-    ts->tv_sec += ms / 1000;
-    ts->tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (ts->tv_nsec >= 1000000000L) {
-        ts->tv_sec++;
-        ts->tv_nsec -= 1000000000L;
-    }
-}
-
 static bool terminal(const ab_val_t *body)
 {
     const ab_val_t *t = ab_val_get(body, "type");
@@ -121,7 +110,7 @@ static bool wait_room(gw_stream_t *s, size_t n)
         if (left <= 0)
             return false;
         struct timespec ts;
-        deadline_in(&ts, (int)(left < WAIT_MS ? left : WAIT_MS));
+        ab__deadline_in(&ts, (int)(left < WAIT_MS ? left : WAIT_MS));
         pthread_cond_timedwait(&s->room, &s->mu, &ts);
     }
     return !s->stop;
@@ -296,7 +285,7 @@ static ssize_t reader(void *cls, uint64_t pos, char *buf, size_t max)
             break;
         }
         struct timespec ts;
-        deadline_in(&ts, (int)(hb - idle < WAIT_MS ? hb - idle : WAIT_MS));
+        ab__deadline_in(&ts, (int)(hb - idle < WAIT_MS ? hb - idle : WAIT_MS));
         pthread_cond_timedwait(&s->cv, &s->mu, &ts);
     }
     pthread_mutex_unlock(&s->mu);

@@ -41,7 +41,6 @@
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
-#include <time.h>
 #include <unistd.h>
 
 struct ab_store_file {
@@ -183,12 +182,9 @@ void ab__store_gate_pass(const ab_store_t *st)
 {
     ab_store_file_t *f = st->file;
     if (f == NULL || !atomic_load(&f->gate))
-        return;            /* the usual case: one atomic load */
-    struct timespec until; /* gate_cv waits on CLOCK_REALTIME */
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_nsec += (long)AB_STORE_GATE_MAX_MS * 1000000L;
-    until.tv_sec += until.tv_nsec / 1000000000L;
-    until.tv_nsec %= 1000000000L;
+        return; /* the usual case: one atomic load */
+    struct timespec until;
+    ab__deadline_in(&until, AB_STORE_GATE_MAX_MS);
     pthread_mutex_lock(&files_mu);
     while (atomic_load(&f->gate) && pthread_cond_timedwait(&gate_cv, &files_mu, &until) == 0)
         ;
