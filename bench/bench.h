@@ -36,6 +36,8 @@ typedef struct bench_opts {
                                      `rounds` times; scale: a row bench_scale_row_known()
                                      takes, after the 100-run row, `rounds` times; NULL =
                                      every row once */
+    const char *durability;     /**< scale: the durability of the brokers it starts ("fsync" or
+                                     "process"); NULL = fsync */
     bool stalls;                /**< latency: log every sample over 5 ms and the bench
                                      process's own timer stalls, and say how many of the one
                                      overlapped the other (bench/stalls.h) */

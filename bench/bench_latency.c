@@ -660,7 +660,8 @@ static const scale_row_t SCALE_ROWS[] = {
 static double scale_row(const bench_opts_t *o, void *ctx, const bodies_t *b, const scale_row_t *row,
                         double base)
 {
-    double r = ingest_row_runs(o, ctx, b, "fsync", row->runs, row->spread, row->per);
+    const char *d = o->durability ? o->durability : "fsync";
+    double r = ingest_row_runs(o, ctx, b, d, row->runs, row->spread, row->per);
     if (r <= 0)
         return -1;
     bool scatter = row->spread == SPREAD_SCATTER;

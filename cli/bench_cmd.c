@@ -30,7 +30,8 @@ enum {
     OPT_EVENTS,
     OPT_TEXT,
     OPT_ROW,
-    OPT_STALLS
+    OPT_STALLS,
+    OPT_DURABILITY
 };
 
 typedef struct bench_args {
@@ -57,11 +58,12 @@ static void help(void)
            "  ingest     acknowledged events/s (fsync and process durability), broker peak RSS,\n"
            "             and the group commits the broker made in each row (how many, their\n"
            "             mean size, commit p50/p90/p99/max); scale's rows print them too\n"
-           "  scale      fsync ingest with 100, 10,000 and 100,000 runs in flight at once in 4\n"
-           "             threads, and 100,000 runs in a thread each, beside the 100-run figure\n"
-           "             of the same run (the broker caches 131,072 runs); each batch's events\n"
-           "             go to the runs in turn, then (-scatter rows) to runs 7919 apart; the\n"
-           "             runs are started before the clock, at a rate it prints (warm-up)\n"
+           "  scale      fsync ingest (--durability: process) with 100, 10,000 and 100,000\n"
+           "             runs in flight at once in 4 threads, and 100,000 runs in a thread\n"
+           "             each, beside the 100-run figure of the same run (the broker caches\n"
+           "             131,072 runs); each batch's events go to the runs in turn, then\n"
+           "             (-scatter rows) to runs 7919 apart; the runs are started before the\n"
+           "             clock, at a rate it prints (warm-up)\n"
            "  latency    the floor (write+fdatasync, ZeroMQ round trip), publish-to-ack and\n"
            "             publish-to-live-delivery (1 and 4 subscribers) at 1,000 events/s and\n"
            "             at 80%% of the maximum: p50, p90, p99, p99.9, max\n"
@@ -86,7 +88,8 @@ static void help(void)
            "                      5 for the bus benchmarks)\n"
            "  --size B            proto: only events of about B bytes (128 ... 65536)\n"
            "  --broker ENDPOINT   bus benchmarks: a running broker instead of one per row\n"
-           "                      (durability is then the broker's)\n"
+           "                      (durability is then the broker's: ingest and scale rows\n"
+           "                      say durability=broker, and ingest runs one row)\n"
            "  --workers-broker EP dispatch, with --broker: the workers connect to (and publish\n"
            "                      through) broker EP, another broker on the store of --broker,\n"
            "                      the controller to --broker: dispatch across brokers\n"
@@ -96,6 +99,9 @@ static void help(void)
            "                      only the fsync maximum and the ack row at 80%% of it\n"
            "  --row 10000|100000|100000-each[-scatter]\n"
            "                      scale: only the 100-run row and that one, in turn\n"
+           "  --durability fsync|process\n"
+           "                      scale: the durability of the brokers it starts (default\n"
+           "                      fsync): with process, how much of each row is the fsync\n"
            "  --stalls            latency: after each floor and ack row, its samples over\n"
            "                      5 ms and how many overlapped a stall (a wake-up 2 ms late\n"
            "                      or more) of a 1 ms timer thread in this process\n"
@@ -168,6 +174,10 @@ static int take(int c, bench_args_t *a)
         a->bus.text = true;
     } else if (c == OPT_STALLS) {
         a->bus.stalls = true;
+    } else if (c == OPT_DURABILITY) {
+        if (strcmp(optarg, "fsync") != 0 && strcmp(optarg, "process") != 0)
+            return cli_usage_error("bench", "--durability takes fsync or process");
+        a->bus.durability = optarg;
     } else if (c == OPT_FRAME) {
         a->bus.frame_per_event = true;
         a->seen_bus_only = a->seen_frame = true;
@@ -217,6 +227,7 @@ static int parse(int argc, char **argv, bench_args_t *a, const char **name)
         {"events", required_argument, NULL, OPT_EVENTS},
         {"row", required_argument, NULL, OPT_ROW},
         {"stalls", no_argument, NULL, OPT_STALLS},
+        {"durability", required_argument, NULL, OPT_DURABILITY},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -274,6 +285,11 @@ int cmd_bench(int argc, char **argv)
         return cli_usage_error("bench", "--events is for bench replay and bench pg");
     if (a.bus.stalls && strcmp(name, "latency") != 0)
         return cli_usage_error("bench", "--stalls is for bench latency");
+    if (a.bus.durability && strcmp(name, "scale") != 0)
+        return cli_usage_error("bench", "--durability is for bench scale");
+    if (a.bus.durability && a.bus.broker)
+        return cli_usage_error("bench", "--durability sets the brokers bench scale starts; a "
+                                        "broker given with --broker keeps its own");
     if (a.bus.text && strcmp(name, "replay") != 0 && strcmp(name, "pg") != 0)
         return cli_usage_error("bench", "--text is for bench replay and bench pg");
     if (a.seen_rate && strcmp(name, "ingest") != 0)

@@ -4,10 +4,14 @@
  * option, before it starts anything; --json puts the rows on stdout as JSON
  * and the human lines on stderr; latency --row runs that row alone, --rounds
  * times, and scale --row the 100-run row and that one in turn, each with the
- * group commits the broker made during it.
+ * group commits the broker made during it; scale --durability process
+ * starts its brokers at that durability and says so in every row, and rows
+ * against a broker given with --broker say durability=broker (the bench
+ * cannot know it), ingest then running one row, not two of one broker.
  */
 #include "testutil.h"
 
+#include "broker_proc.h"
 #include "cli_run.h"
 
 #include <stdlib.h>
@@ -49,6 +53,11 @@ static void test_options_a_benchmark_does_not_take(void **state)
     refused("ingest --text", "--text is for bench replay and bench pg");
     refused("ingest --stalls", "--stalls is for bench latency");
     refused("scale --row 10000 --stalls", "--stalls is for bench latency");
+    refused("ingest --durability process", "--durability is for bench scale");
+    refused("scale --durability none", "--durability takes fsync or process");
+    refused("scale --durability", "--durability");
+    refused("scale --broker tcp://127.0.0.1:1 --durability process",
+            "a broker given with --broker keeps its own");
     refused("replay --events 999", "--events takes a whole number in [1000, 10000000]");
     refused("replay --events 1e6", "--events takes a whole number");
     refused("pg --events 20000000", "--events takes a whole number in [1000, 10000000]");
@@ -174,6 +183,33 @@ static void test_scale_one_row(void **state)
     }
 }
 
+/* scale --durability process: every ingest and commits row of the run is a process one. */
+static void test_scale_durability(void **state)
+{
+    (void)state;
+    char out[OUT_MAX];
+    json_rows(out, "scale --row 10000 --durability process --seconds 0.2");
+    assert_int_equal(count_of(out, "{\"bench\":\"ingest\",\"row\":\"process\""), 2);
+    assert_int_equal(count_of(out, "\"row\":\"group commits, process\""), 2);
+    assert_int_equal(count_of(out, "fsync"), 0);
+    assert_int_equal(count_of(out, "\"row\":\"10000 runs in flight\""), 1);
+}
+
+/* ingest --broker: one row, named for the broker's own durability, not two named fsync and
+ * process that both measured the same broker. */
+static void test_ingest_against_a_broker(void **state)
+{
+    it_t *t = *state;
+    IT_REQUIRE_BROKER(t);
+    char out[OUT_MAX], args[256];
+    snprintf(args, sizeof args, "ingest --broker %s --seconds 0.2", t->bp.cmd);
+    json_rows(out, args);
+    assert_int_equal(count_of(out, "{\"bench\":\"ingest\",\"row\":\"broker\""), 1);
+    assert_int_equal(count_of(out, "\"row\":\"group commits, broker\""), 1);
+    assert_int_equal(count_of(out, "{\"bench\":"), 2);
+    assert_int_equal(count_of(out, "fsync") + count_of(out, "process"), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -182,6 +218,8 @@ int main(void)
         cmocka_unit_test(test_latency_one_row),
         cmocka_unit_test(test_latency_stalls),
         cmocka_unit_test(test_scale_one_row),
+        cmocka_unit_test(test_scale_durability),
+        cmocka_unit_test_setup_teardown(test_ingest_against_a_broker, it_setup, it_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
