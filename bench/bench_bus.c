@@ -525,7 +525,7 @@ double ingest_row_runs(const bench_opts_t *o, void *ctx, const bodies_t *b, cons
     const char *ep;
     if (row_begin(o, &ch, durability, &ep) != 0)
         return -1;
-    const char *label = o->broker ? "broker" : durability; /* --broker: its own durability */
+    const char *label = row_durability(o, durability);
     prod_t tmpl = load_producer(ep, ctx, b, o->seconds, "ingest-%d");
     tmpl.nruns = runs / PRODUCERS > 0 ? runs / PRODUCERS : 1;
     tmpl.spread = spread; /* bench scale: every run gets events all the time */

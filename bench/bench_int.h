@@ -111,6 +111,12 @@ typedef struct prod {
 void child_stop(child_t *ch);
 /** The row's endpoint: --broker, or a broker child started with @p durability. 0 or -1. */
 int row_begin(const bench_opts_t *o, child_t *ch, const char *durability, const char **ep);
+/** What a row of @p durability is named: "broker" against --broker, whose durability the
+ *  bench cannot know, else @p durability. */
+static inline const char *row_durability(const bench_opts_t *o, const char *durability)
+{
+    return o->broker ? "broker" : durability;
+}
 /** The ingest load's producer: RUNS / PRODUCERS runs, BATCH events per publish, PIPE in flight. */
 prod_t load_producer(const char *ep, void *ctx, const bodies_t *b, double seconds,
                      const char *thread_fmt);

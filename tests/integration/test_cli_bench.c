@@ -7,7 +7,8 @@
  * group commits the broker made during it; scale --durability process
  * starts its brokers at that durability and says so in every row, and rows
  * against a broker given with --broker say durability=broker (the bench
- * cannot know it), ingest then running one row, not two of one broker.
+ * cannot know it), ingest then running one row, not two of one broker, and
+ * latency no process row.
  */
 #include "testutil.h"
 
@@ -196,7 +197,7 @@ static void test_scale_durability(void **state)
 }
 
 /* ingest --broker: one row, named for the broker's own durability, not two named fsync and
- * process that both measured the same broker. */
+ * process that both measured the same broker; latency's rows likewise. */
 static void test_ingest_against_a_broker(void **state)
 {
     it_t *t = *state;
@@ -207,6 +208,12 @@ static void test_ingest_against_a_broker(void **state)
     assert_int_equal(count_of(out, "{\"bench\":\"ingest\",\"row\":\"broker\""), 1);
     assert_int_equal(count_of(out, "\"row\":\"group commits, broker\""), 1);
     assert_int_equal(count_of(out, "{\"bench\":"), 2);
+    assert_int_equal(count_of(out, "fsync") + count_of(out, "process"), 0);
+    /* latency: the light ack row named for the broker, the floors as ever */
+    snprintf(args, sizeof args, "latency --row light --broker %s --seconds 0.2", t->bp.cmd);
+    json_rows(out, args);
+    assert_int_equal(count_of(out, "\"row\":\"ack, 1 event/publish, 1,000/s, broker\""), 1);
+    assert_int_equal(count_of(out, "\"row\":\"floor: "), 3);
     assert_int_equal(count_of(out, "fsync") + count_of(out, "process"), 0);
 }
 
