@@ -361,6 +361,10 @@ void ab__store_req_finalize(ab_store_t *st);
 
 /* Step statement @p which (no row wanted) and reset it; @p what names it in errors. */
 ab_status_t ab__store_run_q(ab_store_t *st, int which, const char *what, ab_error_t *err);
+/* A read's transaction: its own (*own), after the readers' gate (store_file.c invariant 5),
+ * when the handle has none open; else the caller's. ab__store_read_end() ends its own. */
+ab_status_t ab__store_read_begin(ab_store_t *st, bool *own, const char *what, ab_error_t *err);
+void ab__store_read_end(ab_store_t *st, bool own);
 /* Step a one-row statement whose column 0 is an integer into *out; reset it. */
 ab_status_t ab__store_int_q(ab_store_t *st, int which, const char *what, sqlite3_int64 *out,
                             ab_error_t *err);

@@ -408,7 +408,10 @@ ab_status_t ab__store_read(ab_store_t *st, const ab_read_t *req, ab_row_cb cb, v
     if (req->limit == 0)
         return ab_error_set(err, AB_INVALID_ARGUMENT, "limit", "store: limit must be >= 1");
     bool by_seq = req->scope == AB_REPLAY_RUN;
-    bool own = sqlite3_get_autocommit(st->db) != 0; /* invariant 3 */
+    bool own = false;
+    ab_status_t s = ab__store_read_begin(st, &own, "read", err); /* invariant 3 */
+    if (s != AB_OK)
+        return s;
     reader_t rd = {.st = st,
                    .cb = cb,
                    .ud = ud,
@@ -416,18 +419,12 @@ ab_status_t ab__store_read(ab_store_t *st, const ab_read_t *req, ab_row_cb cb, v
                    .by_seq = by_seq,
                    .last = by_seq ? req->after_seq : req->after_pos,
                    .keep = own};
-    if (own)
-        ab__store_gate_pass(st); /* store_file.c invariant 5 */
-    int rc = own ? sqlite3_exec(st->db, "BEGIN", NULL, NULL, NULL) : SQLITE_OK;
-    if (rc != SQLITE_OK)
-        return ab__store_sqlerr(st, rc, "read", err);
-    ab_status_t s = read_scope(st, req, &rd, count, err);
+    s = read_scope(st, req, &rd, count, err);
     if (s == AB_OK && rd.disorder)
         s = ab_error_set(err, AB_CORRUPT, "store",
                          "database %s is damaged: its rows are out of order after %s %llu",
                          st->path, by_seq ? "seq" : "position", (unsigned long long)rd.last);
-    if (own)
-        sqlite3_exec(st->db, "COMMIT", NULL, NULL, NULL); /* a read: nothing to lose */
+    ab__store_read_end(st, own);
     return s;
 }
 

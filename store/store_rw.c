@@ -227,6 +227,22 @@ void ab__store_done(sqlite3_stmt *q)
     sqlite3_clear_bindings(q);
 }
 
+ab_status_t ab__store_read_begin(ab_store_t *st, bool *own, const char *what, ab_error_t *err)
+{
+    *own = sqlite3_get_autocommit(st->db) != 0;
+    if (!*own)
+        return AB_OK;
+    ab__store_gate_pass(st); /* store_file.c invariant 5 */
+    int rc = sqlite3_exec(st->db, "BEGIN", NULL, NULL, NULL);
+    return rc == SQLITE_OK ? AB_OK : ab__store_sqlerr(st, rc, what, err);
+}
+
+void ab__store_read_end(ab_store_t *st, bool own)
+{
+    if (own)
+        sqlite3_exec(st->db, "COMMIT", NULL, NULL, NULL); /* a read: nothing to lose */
+}
+
 /* Step a statement that returns no row (or whose row is ignored) and reset it. */
 ab_status_t ab__store_run_q(ab_store_t *st, int which, const char *what, ab_error_t *err)
 {

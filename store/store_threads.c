@@ -127,15 +127,12 @@ ab_status_t ab__store_threads_list(ab_store_t *st, ab_str_t after, ab_str_t pref
         return ab_error_set(err, AB_INVALID_ARGUMENT,
                             after.len > AB_ID_MAX_BYTES ? "after" : "prefix",
                             "store: threads_list cursor or prefix is not an id");
-    bool own = sqlite3_get_autocommit(st->db) != 0; /* invariant 3 */
-    if (own)
-        ab__store_gate_pass(st); /* store_file.c invariant 5 */
-    int rc = own ? sqlite3_exec(st->db, "BEGIN", NULL, NULL, NULL) : SQLITE_OK;
-    if (rc != SQLITE_OK)
-        return ab__store_sqlerr(st, rc, "threads", err);
-    ab_status_t s = scan(st, after, prefix, limit, cb, ud, &n, err);
-    if (own)
-        sqlite3_exec(st->db, "COMMIT", NULL, NULL, NULL); /* a read: nothing to lose */
+    bool own = false;
+    ab_status_t s = ab__store_read_begin(st, &own, "threads", err); /* invariant 3 */
+    if (s != AB_OK)
+        return s;
+    s = scan(st, after, prefix, limit, cb, ud, &n, err);
+    ab__store_read_end(st, own);
     if (count)
         *count = n;
     return s;
