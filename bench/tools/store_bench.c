@@ -8,7 +8,8 @@
  * Workload: 256-byte events over 100 runs of one thread, interleaved round
  * robin, in batches of 100, 1000 and 4000 events, at fsync and process
  * durability, each in a fresh database. Then replay of the last database:
- * every run by RUN scope and the thread by THREAD scope, 1000 rows a page.
+ * the head of every run, then every run by RUN scope and the thread by
+ * THREAD scope, 1000 rows a page.
  * With `relayout` instead: half the events, the store made one of schema 4
  * and migrated, the other half, reads, ab__store_relayout() timed, reads.
  *
@@ -88,12 +89,15 @@ static append_res_t append_events(const ab_plugin_t *p, ab_plugin_db_t *db, size
     size_t next_run = 0;
     uint64_t io0 = io_written();
     double t0 = ab__mono_s();
-    for (size_t done = 0; done < warm + total; done += batch) {
+    for (size_t done = 0, n = 0; done < warm + total; done += n) {
         if (done == warm && warm > 0) { /* the runs are in flight: the clock starts */
             io0 = io_written();
             t0 = ab__mono_s();
         }
-        for (size_t i = 0; i < batch; i++) {
+        /* the warm-up's last batch ends at warm exactly, so the clock starts after it */
+        size_t end = done < warm ? warm : warm + total;
+        n = end - done < batch ? end - done : batch;
+        for (size_t i = 0; i < n; i++) {
             size_t k = next_run++;
             size_t r = g_scatter && k >= warm ? (k * 7919) % g_runs : k % g_runs;
             evs[i] = (ab_append_event_t){
@@ -107,7 +111,7 @@ static append_res_t append_events(const ab_plugin_t *p, ab_plugin_db_t *db, size
             };
         }
         uint64_t first = 0;
-        if (p->append_batch(db, evs, batch, 1, &first, &err) != AB_OK)
+        if (p->append_batch(db, evs, n, 1, &first, &err) != AB_OK)
             die("append_batch", &err);
     }
     append_res_t res = {.rate = (double)total / (ab__mono_s() - t0)};
@@ -233,6 +237,38 @@ static size_t read_scope(const ab_plugin_t *p, ab_plugin_db_t *db, ab_read_t req
     }
 }
 
+/* The generations in the store's tails logs (docs/STORE.md "Tails in two levels"). */
+static long long log_generations(const char *dir)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/" AB_STORE_DB_NAME, dir);
+    sqlite3 *db = NULL;
+    sqlite3_stmt *q = NULL;
+    long long n = -1;
+    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK &&
+        sqlite3_prepare_v2(db, "SELECT count(*) FROM tails_gens", -1, &q, NULL) == SQLITE_OK &&
+        sqlite3_step(q) == SQLITE_ROW)
+        n = sqlite3_column_int64(q, 0);
+    sqlite3_finalize(q);
+    sqlite3_close(db);
+    return n;
+}
+
+/* The head of every run, each a read of its tail (through the logs' generations). */
+static void bench_heads(const ab_plugin_t *p, ab_plugin_db_t *db, const char *dir)
+{
+    ab_error_t err = AB_ERROR_INIT;
+    double t0 = ab__mono_s();
+    for (size_t r = 0; r < g_runs; r++) {
+        ab_run_head_t h;
+        if (p->head(db, thread_of(r), (ab_str_t){run_names[r], strlen(run_names[r])}, &h, &err) !=
+            AB_OK)
+            die("head", &err);
+    }
+    printf("head of every run %7zu heads %9.0f heads/s (tails logs: %lld generations)\n", g_runs,
+           (double)g_runs / (ab__mono_s() - t0), log_generations(dir));
+}
+
 static void bench_reads(const ab_plugin_t *p, const char *dir, size_t total)
 {
     ab_error_t err = AB_ERROR_INIT;
@@ -240,6 +276,7 @@ static void bench_reads(const ab_plugin_t *p, const char *dir, size_t total)
     ab_plugin_db_t *db = NULL;
     if (p->open(&o, &db, &err) != AB_OK)
         die("open reader", &err);
+    bench_heads(p, db, dir);
     double t0 = ab__mono_s();
     size_t rows = 0;
     for (size_t r = 0; r < g_runs; r++) {
@@ -251,15 +288,16 @@ static void bench_reads(const ab_plugin_t *p, const char *dir, size_t total)
     }
     double t1 = ab__mono_s();
     printf("read RUN scope    %7zu rows  %10.0f rows/s\n", rows, (double)rows / (t1 - t0));
-    if (rows != total)
-        fprintf(stderr, "store_bench: RUN scope: expected %zu rows\n", total);
+    size_t stored = total + (g_warm ? 2 * g_runs : 0); /* the warm-up's events too */
+    if (rows != stored)
+        fprintf(stderr, "store_bench: RUN scope: expected %zu rows\n", stored);
     if (!g_thread_each) {
         ab_read_t req = {.scope = AB_REPLAY_THREAD, .thread = thread_of(0), .limit = PAGE};
         rows = read_scope(p, db, req);
         printf("read THREAD scope %7zu rows  %10.0f rows/s\n", rows,
                (double)rows / (ab__mono_s() - t1));
-        if (rows != total)
-            fprintf(stderr, "store_bench: THREAD scope: expected %zu rows\n", total);
+        if (rows != stored)
+            fprintf(stderr, "store_bench: THREAD scope: expected %zu rows\n", stored);
     }
     p->close(db);
 }
