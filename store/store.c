@@ -44,6 +44,13 @@
     "CREATE TABLE run_tails(rowid INTEGER PRIMARY KEY, chunk INTEGER NOT NULL);"                   \
     "CREATE TABLE thread_tails(rowid INTEGER PRIMARY KEY, chunk INTEGER NOT NULL);"
 
+/* Schema 6's recent tails merged into the main tables (a recent row wins), then the logs. */
+#define MIGRATE_6_7                                                                                \
+    AB__TAILS_MERGE_V6_SQL("run_tails")                                                            \
+    ";" AB__TAILS_MERGE_V6_SQL("thread_tails") ";"                                                 \
+                                               "DROP TABLE run_tails_recent; DROP TABLE "          \
+                                               "thread_tails_recent;" AB__TAILS_LOG_TABLES
+
 /* Migration steps: steps[i] takes the schema from version i to i + 1. */
 static const char *const MIGRATIONS[AB_STORE_SCHEMA_VERSION] = {
     /* 0 -> 1: the initial schema */
@@ -110,6 +117,9 @@ static const char *const MIGRATIONS[AB_STORE_SCHEMA_VERSION] = {
      * start empty, so every tail is where schema 5 kept it */
     "CREATE TABLE run_tails_recent(rowid INTEGER PRIMARY KEY, chunk INTEGER NOT NULL);"
     "CREATE TABLE thread_tails_recent(rowid INTEGER PRIMARY KEY, chunk INTEGER NOT NULL);",
+    /* 6 -> 7: the recent tails as a log (docs/STORE.md "Tails in two levels"): schema 6's
+     * recent tables merged into the main ones, so the logs start empty */
+    MIGRATE_6_7,
 };
 
 /* Migration 4 -> 5 when the chunks table is empty (a new store, or one that never stored an

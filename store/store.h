@@ -45,7 +45,7 @@ extern "C" {
 #endif
 
 /** Schema version this build creates and understands (PRAGMA user_version). */
-#define AB_STORE_SCHEMA_VERSION 6
+#define AB_STORE_SCHEMA_VERSION 7
 /** File name of the database inside the data directory. */
 #define AB_STORE_DB_NAME "agentbus.db"
 /**
@@ -95,17 +95,18 @@ typedef struct ab_store_opts {
      */
     int wal_pages;
     /**
-     * Writer handles: rows the recent tails tables may reach before a commit
-     * merges them into the main ones (docs/STORE.md "Tails in two levels").
-     * 0 = AB_STORE_TAILS_RECENT; the tests set a few to merge often.
+     * Writer handles: tails one log of recent tails may reach before a
+     * commit merges both logs into the main tables (docs/STORE.md "Tails in
+     * two levels"). 0 = AB_STORE_TAILS_RECENT; the tests set a few to merge
+     * often.
      */
     int tails_recent;
     /**
      * Writer handles: a commit's tails of runs (of threads) go straight to
-     * the main table while the recent one is empty and they fall in at most
+     * the main table while its log is empty and they fall in at most
      * this many ranges of rowids (docs/STORE.md "Tails in two levels").
-     * 0 = AB_STORE_TAILS_DIRECT; -1 = never (the tests, to use the recent
-     * tables whatever the runs).
+     * 0 = AB_STORE_TAILS_DIRECT; -1 = never (the tests, to use the logs
+     * whatever the runs).
      */
     int tails_direct;
 } ab_store_opts_t;

@@ -23,17 +23,9 @@
  *     ran; tails sorted by rowid.
  *  4. Nothing of the batch reaches the caches before COMMIT succeeded; any
  *     failure rolls back and clears both caches (store_cache.c).
- *  5. Tails in two levels (docs/STORE.md): st->tails_recent[t] is never
- *     below the rows of recent tails table t (a commit adds what it upserted
- *     there, as if every row were new), so 0 means it is empty. A commit's
- *     tails of a table go to its main table only while the recent one is
- *     empty (else an older recent row would hide them) and they fall in at
- *     most tails_direct ranges of rowids; else to the recent table. A commit
- *     that takes either count to tails_recent_max or more also moves both
- *     recent tables into the main ones, in the same transaction, and both
- *     counts start again from 0. The counts are read again at a begin that
- *     finds another connection wrote since this handle's last commit
- *     (store_rw.c), which may have filled or merged the recent tables.
+ *  5. Tails in two levels (docs/STORE.md), written and merged by
+ *     store_tails.c before COMMIT; its counts of the logs become the
+ *     committed ones only after it.
  */
 #include "ab_common.h"
 #include "store_int.h"
@@ -187,106 +179,6 @@ static ab_status_t queue_chunk(ab_store_t *st, run_ent_t *e, ab_error_t *err)
     return st->npend == AB_STORE_ROWS_PER_INSERT ? flush_chunks(st, err) : AB_OK;
 }
 
-/* ---- tails ---------------------------------------------------------------------- */
-
-static int cmp_pair(const void *a, const void *b)
-{
-    sqlite3_int64 x = *(const sqlite3_int64 *)a, y = *(const sqlite3_int64 *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* Whether @p n tails, sorted by rowid, go to the recent table of @p thread (invariant 5). */
-static bool to_recent(const ab_store_t *st, bool thread, const sqlite3_int64 *pairs, size_t n)
-{
-    if (st->tails_recent[thread] > 0)
-        return true;
-    int ranges = 0; /* with tails_direct -1, the first range is already one too many */
-    for (size_t i = 0; i < n; i++)
-        if (i == 0 || pairs[2 * i] >> AB_STORE_TAILS_RANGE_BITS !=
-                          pairs[2 * i - 2] >> AB_STORE_TAILS_RANGE_BITS)
-            if (++ranges > st->tails_direct)
-                return true;
-    return false;
-}
-
-/* Upsert @p n (rowid, chunk) pairs into the tails of runs (of threads when @p thread), in
- * rowid order (invariant 3): a statement of many rows then changes a few neighbouring pages,
- * not one page a row, which is what SQLite's statement journal copies. */
-static ab_status_t put_tails(ab_store_t *st, bool thread, sqlite3_int64 *pairs, size_t n,
-                             ab_error_t *err)
-{
-    qsort(pairs, n, 2 * sizeof *pairs, cmp_pair);
-    bool recent = to_recent(st, thread, pairs, n);
-    st->p_tails_recent[thread] = st->tails_recent[thread] + (recent ? n : 0);
-    ab_status_t s = AB_OK;
-    for (size_t i = 0; s == AB_OK && i < n;) {
-        bool block = n - i >= AB_STORE_ROWS_PER_INSERT;
-        int which = Q_TAIL_PUT + AB_TAIL_Q(thread, recent, block);
-        size_t k = block ? AB_STORE_ROWS_PER_INSERT : 1;
-        for (size_t j = 0; j < k; j++, i++) {
-            sqlite3_bind_int64(st->q[which], 2 * (int)j + 1, pairs[2 * i]);
-            sqlite3_bind_int64(st->q[which], 2 * (int)j + 2, pairs[2 * i + 1]);
-        }
-        s = ab__store_run_q(st, which, thread ? "thread tail" : "run tail", err);
-    }
-    return s;
-}
-
-/* Point the tails of every run and thread the batch wrote at their new chunks. */
-static ab_status_t write_tails(ab_store_t *st, ab_error_t *err)
-{
-    size_t n = st->ntouched > st->nttouched ? st->ntouched : st->nttouched;
-    sqlite3_int64 *pairs = ab__grow(st->tails, &st->tails_cap, 2 * n, sizeof *pairs, 256);
-    if (!pairs)
-        return ab_error_set(err, AB_NOMEM, "store", "out of memory (tails)");
-    st->tails = pairs;
-    size_t k = 0;
-    for (size_t i = 0; i < st->ntouched; i++)
-        if (st->touched[i]->p_n > 0) {
-            pairs[2 * k] = st->touched[i]->rowid;
-            pairs[2 * k++ + 1] = ab__store_i64(st->touched[i]->p_first_pos);
-        }
-    ab_status_t s = put_tails(st, false, pairs, k, err);
-    for (size_t i = 0; i < st->nttouched; i++) {
-        pairs[2 * i] = st->ttouched[i]->rowid;
-        pairs[2 * i + 1] = st->ttouched[i]->p_tail;
-    }
-    return s == AB_OK ? put_tails(st, true, pairs, st->nttouched, err) : s;
-}
-
-/* Move both recent tails tables into the main ones when they may have reached their bound
- * (invariant 5): one pass over each main table in rowid order, every page of it written at
- * most once, instead of every commit writing pages all over it. */
-static ab_status_t merge_tails(ab_store_t *st, ab_error_t *err)
-{
-    if (st->p_tails_recent[0] < st->tails_recent_max &&
-        st->p_tails_recent[1] < st->tails_recent_max)
-        return AB_OK;
-    static const int steps[] = {Q_RUN_TAILS_MERGE, Q_RUN_TAILS_CLEAR, Q_THREAD_TAILS_MERGE,
-                                Q_THREAD_TAILS_CLEAR};
-    ab_status_t s = AB_OK;
-    for (size_t i = 0; s == AB_OK && i < sizeof steps / sizeof *steps; i++)
-        s = ab__store_run_q(st, steps[i], "merge tails", err);
-    st->p_tails_recent[0] = st->p_tails_recent[1] = 0;
-    return s;
-}
-
-void ab__store_tails_init(ab_store_t *st, int max, int direct)
-{
-    st->tails_recent_max = max > 0 ? (size_t)max : AB_STORE_TAILS_RECENT;
-    st->tails_direct = direct == 0 ? AB_STORE_TAILS_DIRECT : direct < 0 ? -1 : direct;
-}
-
-ab_status_t ab__store_tails_count(ab_store_t *st, ab_error_t *err)
-{
-    sqlite3_stmt *q = st->q[Q_TAILS_RECENT];
-    int rc = sqlite3_step(q);
-    for (int t = 0; rc == SQLITE_ROW && t < 2; t++)
-        st->tails_recent[t] = (size_t)sqlite3_column_int64(q, t);
-    ab__store_done(q);
-    return rc == SQLITE_ROW ? AB_OK : ab__store_sqlerr(st, rc, "count recent tails", err);
-}
-
 /* ---- the batch ------------------------------------------------------------------ */
 
 static ab_status_t write_batch(ab_store_t *st, ab_error_t *err)
@@ -311,9 +203,7 @@ static ab_status_t write_batch(ab_store_t *st, ab_error_t *err)
     if (s == AB_OK)
         s = flush_chunks(st, err);
     if (s == AB_OK)
-        s = write_tails(st, err);
-    if (s == AB_OK)
-        s = merge_tails(st, err);
+        s = ab__store_tails_write(st, err);
     return s == AB_OK ? ab__store_run_q(st, Q_COMMIT, "commit", err) : s;
 }
 
@@ -335,8 +225,7 @@ static void committed(ab_store_t *st)
         t->tail = t->p_tail;
         t->dist = t->p_dist;
     }
-    st->tails_recent[0] = st->p_tails_recent[0];
-    st->tails_recent[1] = st->p_tails_recent[1];
+    ab__store_tails_committed(st);
 }
 
 ab_status_t ab__store_commit(ab_store_t *st, ab_error_t *err)
@@ -349,7 +238,8 @@ ab_status_t ab__store_commit(ab_store_t *st, ab_error_t *err)
     if (s != AB_OK) {
         if (!sqlite3_get_autocommit(st->db))
             ab__store_run_q(st, Q_ROLLBACK, "rollback", NULL);
-        ab__store_cache_clear(st); /* rowids of this batch's new runs are gone */
+        ab__store_cache_clear(st);              /* rowids of this batch's new runs are gone */
+        ab__store_tails_forget(st->tails_view); /* store_tails.c invariant 7 */
         st->batch++;
         return s;
     }

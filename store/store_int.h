@@ -52,15 +52,22 @@ typedef struct ab_store_file ab_store_file_t;
  * anchors"). */
 #define AB_STORE_ANCHOR_EVERY 64
 
-/** Rows the recent tails tables (run_tails_recent, thread_tails_recent) may reach before a
- * commit merges them into run_tails and thread_tails (docs/STORE.md "Tails in two levels").
- * A commit over runs in no order then rewrites the pages of the small tables (this many rows
- * of about 12 bytes: a dozen pages) instead of nearly every page of the big ones; the merge
- * rewrites those once every this many new tails. Measured in docs/PERFORMANCE.md "Tails in
- * two levels". */
-#define AB_STORE_TAILS_RECENT 8192
+/** Tails the recent level of one tails table (its log: run_tails_log, thread_tails_log) may
+ * reach before a commit merges both logs into run_tails and thread_tails (docs/STORE.md "Tails
+ * in two levels"). A commit over runs in no order then appends its tails to the logs, a few
+ * new pages at their ends, instead of rewriting nearly every page of the big tables; the
+ * merge rewrites those once every this many new tails. Measured in docs/PERFORMANCE.md "The
+ * recent tails as a log". */
+#define AB_STORE_TAILS_RECENT 32768
+/** Generations (commits that wrote to the logs) the logs may reach before that merge: it
+ * bounds the commits between merges when each logs few tails. */
+#define AB_STORE_TAILS_GENS 16
+/** Tails in one block of a log (a row; store_tails.c invariant 2): 16 bytes each, so a
+ * block is at most 1 KiB, about eight to a page, and a commit of a few thousand scattered
+ * runs appends a few dozen rows, not a row per tail. */
+#define AB_STORE_TAILS_BLOCK 64
 /** A commit's tails of one table go straight to the main table, as with one level, when the
- * recent table is empty and they fall in at most this many ranges of
+ * log of that table is empty and they fall in at most this many ranges of
  * 2^AB_STORE_TAILS_RANGE_BITS rowids (about a page and a half of a tails table each): runs
  * that speak in turn, or a store of a few thousand runs, would only pay for the copy. */
 #define AB_STORE_TAILS_DIRECT     16
@@ -93,28 +100,51 @@ typedef struct ab_store_file ab_store_file_t;
 
 /* A tails row written whether the run or thread has one yet or not. */
 #define AB__TAIL_UPSERT " ON CONFLICT(rowid) DO UPDATE SET chunk = excluded.chunk"
-/* The merge of the recent tails of @p table (run_tails, thread_tails) into it (store_rw.c;
- * docs/STORE.md "Tails in two levels"). */
-#define AB__TAILS_MERGE_SQL(table)                                                                 \
+/* Schema 7's logs of recent tails (docs/STORE.md "Tails in two levels"): a generation per
+ * commit that wrote there, its tails appended in blocks keyed (gen, first id); store_tails.c
+ * invariant 2. */
+#define AB__TAILS_LOG_TABLES                                                                       \
+    "CREATE TABLE tails_gens(gen INTEGER PRIMARY KEY, runs INTEGER NOT NULL,"                      \
+    " threads INTEGER NOT NULL);"                                                                  \
+    "CREATE TABLE run_tails_log(gen INTEGER NOT NULL, first INTEGER NOT NULL,"                     \
+    " tails BLOB NOT NULL, PRIMARY KEY(gen, first)) WITHOUT ROWID;"                                \
+    "CREATE TABLE thread_tails_log(gen INTEGER NOT NULL, first INTEGER NOT NULL,"                  \
+    " tails BLOB NOT NULL, PRIMARY KEY(gen, first)) WITHOUT ROWID;"
+/* The newest tail of run (thread) @p key in log @p log ("0": run_tails_log, "1":
+ * thread_tails_log), NULL when the logs have none: from the connection's view of the logs,
+ * brought to their newest generation (store_tails.c invariant 7). */
+#define AB__LOGGED_TAIL(log, key)                                                                  \
+    "ab_logged_tail(" log ", " key ", (SELECT max(gen) FROM tails_gens))"
+/* The newest chunk of run (thread) @p key, NULL when it has none: its logged tail if it has
+ * one, else its main table's (docs/STORE.md "Tails in two levels"). Every statement that needs
+ * a tail reads it so (store_rw.c). */
+#define AB__TAIL_OF(table, log, key)                                                               \
+    "coalesce(" AB__LOGGED_TAIL(log, key) ", (SELECT chunk FROM " table " WHERE rowid = " key "))"
+#define AB__RUN_TAIL(key)    AB__TAIL_OF("run_tails", "0", key)
+#define AB__THREAD_TAIL(key) AB__TAIL_OF("thread_tails", "1", key)
+/* Schema 6's merge of its recent tails tables into the main ones (store.c, 6 -> 7). */
+#define AB__TAILS_MERGE_V6_SQL(table)                                                              \
     "INSERT INTO " table "(rowid, chunk) SELECT rowid, chunk FROM " table                          \
     "_recent WHERE true" AB__TAIL_UPSERT
 
-/* SQL that turns a store of schema 6 back into one of schema 5, as a build of schema 5 wrote
- * it: one level of tails (store.c, migration 5 -> 6; for the migration test). */
-#define AB__V6_TO_V5_SQL                                                                           \
-    AB__TAILS_MERGE_SQL("run_tails")                                                               \
-    ";" AB__TAILS_MERGE_SQL("thread_tails") ";"                                                    \
-                                            "DROP TABLE run_tails_recent; DROP TABLE "             \
-                                            "thread_tails_recent; PRAGMA user_version = 5;"
+/* SQL that turns a store of schema 7 whose logs are empty (the tests check it) back into one
+ * of schema 6 (@p v 6: the recent tables made, empty) or of schema 5 (@p v 5), as a build of
+ * that schema could have written it (for the migration tests). */
+#define AB__V7_DOWN_SQL(v)                                                                         \
+    "DROP TABLE run_tails_log; DROP TABLE thread_tails_log; DROP TABLE tails_gens;"                \
+    "PRAGMA user_version = " #v ";"
+#define AB__V6_RECENT_TABLES                                                                       \
+    "CREATE TABLE run_tails_recent(rowid INTEGER PRIMARY KEY, chunk INTEGER NOT NULL);"            \
+    "CREATE TABLE thread_tails_recent(rowid INTEGER PRIMARY KEY, chunk INTEGER NOT NULL);"
 
-/* SQL that turns a store of schema 6 back into one of schema 4, as an older build wrote it:
+/* SQL that turns a store of schema 7 back into one of schema 4, as an older build wrote it:
  * no chains, no tails, every chunk in the run and thread indexes (store.c, migration 4 -> 5).
  * For the migration tests and the relayout measurement (bench/tools/store_bench.c); any chunk
- * a build of schema 5 or 6 wrote becomes one an older build could have written, since schema 4
+ * a build of schema 5 to 7 wrote becomes one an older build could have written, since schema 4
  * only needs the index entries. Never run by the store itself. */
 #define AB__TO_V4_SQL                                                                              \
     "DROP TABLE run_tails; DROP TABLE thread_tails;"                                               \
-    "DROP TABLE run_tails_recent; DROP TABLE thread_tails_recent;"                                 \
+    "DROP TABLE run_tails_log; DROP TABLE thread_tails_log; DROP TABLE tails_gens;"                \
     "DROP INDEX chunks_by_run; DROP INDEX chunks_by_thread;"                                       \
     "ALTER TABLE chunks DROP COLUMN prev_run; ALTER TABLE chunks DROP COLUMN run_dist;"            \
     "ALTER TABLE chunks DROP COLUMN prev_thread; ALTER TABLE chunks DROP COLUMN thread_dist;"      \
@@ -141,11 +171,10 @@ enum {
     Q_RUN_NEW,
     Q_CHUNK_INSERT,
     Q_CHUNK_INSERT_N, /* AB_STORE_ROWS_PER_INSERT chunks at once (built at prepare) */
-    /* eight upserts of tails (built at prepare): Q_TAIL_PUT + AB_TAIL_Q(thread, recent, many),
-     * into run_tails or thread_tails, the main table or the recent one, one row or
-     * AB_STORE_ROWS_PER_INSERT */
+    /* four upserts of tails (built at prepare): Q_TAIL_PUT + AB_TAIL_Q(thread, many), into
+     * run_tails or thread_tails, one row or AB_STORE_ROWS_PER_INSERT */
     Q_TAIL_PUT,
-    Q_TAIL_PUT_LAST_ = Q_TAIL_PUT + 7,
+    Q_TAIL_PUT_LAST_ = Q_TAIL_PUT + 3,
     Q_THREAD_GET,
     Q_RUN_UPDATE,
     Q_CLAIM,
@@ -165,17 +194,22 @@ enum {
     Q_RUNS_OF_THREAD,
     Q_THREADS_LIST,   /* store_threads.c */
     Q_THREAD_FIGURES, /* store_threads.c */
-    Q_TAILS_RECENT,   /* store_commit.c: the rows of each recent tails table */
-    Q_RUN_TAILS_MERGE,
+    /* store_tails.c: the logs of recent tails; each Q_RUN_ one is followed by its Q_THREAD_ */
+    Q_TAILS_RECENT, /* the tails in each log, the newest generation */
+    Q_TAILS_GEN_PUT,
+    Q_RUN_TAILS_LOG, /* a block appended */
+    Q_THREAD_TAILS_LOG,
+    Q_RUN_TAILS_READ, /* every block, for the merge */
+    Q_THREAD_TAILS_READ,
     Q_RUN_TAILS_CLEAR,
-    Q_THREAD_TAILS_MERGE,
     Q_THREAD_TAILS_CLEAR,
+    Q_TAILS_GENS_CLEAR,
     Q_COUNT_
 };
 
 /* The offset from Q_TAIL_PUT of the upsert of tails into run_tails (thread_tails when
- * @p thread), the recent table when @p recent, AB_STORE_ROWS_PER_INSERT rows when @p many. */
-#define AB_TAIL_Q(thread, recent, many) (4 * (thread) + 2 * (recent) + (many))
+ * @p thread), AB_STORE_ROWS_PER_INSERT rows when @p many. */
+#define AB_TAIL_Q(thread, many) (2 * (thread) + (many))
 
 /* Prepared statements of the run requests (store_req.c). */
 enum {
@@ -277,12 +311,15 @@ struct ab_plugin_db {
     size_t npend;
     sqlite3_int64 *tails; /* the commit's new tails: (rowid, chunk) pairs */
     size_t tails_cap;     /* in pairs' halves */
-    /* writer handles: the recent tails tables (store_commit.c) */
-    size_t tails_recent_max;  /* merged into the main ones at this many rows */
+    /* writer handles: the recent tails, logged (store_tails.c) */
+    size_t tails_recent_max;  /* merged into the main ones at this many tails in one log */
     int tails_direct;         /* AB_STORE_TAILS_DIRECT, or -1: never straight to the main ones */
-    size_t tails_recent[2];   /* committed: at least the rows of the run's, the thread's */
+    size_t tails_recent[2];   /* committed: the tails in the run's log, the thread's */
     size_t p_tails_recent[2]; /* what tails_recent becomes when the open commit commits */
-    ab_buf_t parents;         /* the open batch's parent run ids (run_ent_t.p_parent_off) */
+    size_t tails_gens;        /* committed: the logs' generations */
+    size_t p_tails_gens;
+    struct ab__tails_view *tails_view; /* this connection's view of the logs (store_tails.c) */
+    ab_buf_t parents; /* the open batch's parent run ids (run_ent_t.p_parent_off) */
     /* writer handles: WAL checkpoints on their own thread (store_ckpt.c) */
     ab_store_ckpt_t *ckpt;
     int wal_pages;
@@ -297,12 +334,27 @@ struct ab_plugin_db {
     bool opening;        /* inside ab__store_open() */
 };
 
-/* A writer's recent tails: merged at @p max rows (0: AB_STORE_TAILS_RECENT), written straight
- * to the main tables over at most @p direct ranges (0: AB_STORE_TAILS_DIRECT; < 0: never). */
+/* A writer's recent tails: merged at @p max tails in a log (0: AB_STORE_TAILS_RECENT) or
+ * AB_STORE_TAILS_GENS generations, written straight to the main tables over at most @p direct
+ * ranges (0: AB_STORE_TAILS_DIRECT; < 0: never). */
 void ab__store_tails_init(ab_store_t *st, int max, int direct);
-/* Count what the recent tails tables hold now (store_commit.c invariant 5): at a begin that
- * finds another connection wrote, the first one included. */
+/* Count what the tails logs hold now (store_tails.c invariant 5): at a begin that finds
+ * another connection wrote, the first one included. */
 ab_status_t ab__store_tails_count(ab_store_t *st, ab_error_t *err);
+/* Write the open commit's tails, and merge the logs when they reached their bound
+ * (store_tails.c); inside the commit's transaction, before COMMIT. */
+ab_status_t ab__store_tails_write(ab_store_t *st, ab_error_t *err);
+/* After COMMIT: the commit's counts of the logs become the committed ones. */
+void ab__store_tails_committed(ab_store_t *st);
+/* A connection's view of the tails logs (store_tails.c invariant 7). */
+typedef struct ab__tails_view ab__tails_view_t;
+/* Register ab_logged_tail(log, id, max_gen) on @p db with a view of its own, freed when @p db
+ * closes: what every statement reading a tail calls (AB__TAIL_OF). AB_OK (*out the view, when
+ * @p out is not NULL) or AB_NOMEM. */
+ab_status_t ab__store_tails_register(sqlite3 *db, ab__tails_view_t **out);
+/* Make @p v (NULL: nothing) read the logs anew at its next use: after a commit of its
+ * connection failed, or the logs were changed by hand (the fuzz target). */
+void ab__store_tails_forget(ab__tails_view_t *v);
 
 /* Start the checkpointer of a writer handle (falls back to inline checkpoints). */
 void ab__store_ckpt_start(ab_store_t *st);

@@ -15,12 +15,12 @@
  *     its tail names (docs/STORE.md "Chains and anchors"), so the common
  *     batch updates no runs row at all.
  *  4. Every statement is reset (and its bindings cleared) before returning.
- *  5. A tail is read as TAIL_OF: the recent table's row if it has one, else
- *     the main table's (docs/STORE.md "Tails in two levels"; store_commit.c
- *     writes and merges them).
+ *  5. A tail is read as AB__TAIL_OF (store_int.h): its logged tail if the
+ *     logs hold one, else the main table's (docs/STORE.md "Tails in two
+ *     levels"; store_tails.c writes, reads and merges the logs).
  *  6. A begin that finds another connection wrote since this handle's last
- *     commit (PRAGMA data_version) reads the recent tails' counts again,
- *     inside its write lock: that writer may have filled or merged them.
+ *     commit (PRAGMA data_version) counts the logs again, inside its write
+ *     lock: that writer may have filled or merged them.
  */
 #include "ab_common.h"
 #include "store_int.h"
@@ -30,11 +30,8 @@
 #include <string.h>
 
 /* The newest chunk of run (thread) @p key, NULL when it has none (invariant 5). */
-#define TAIL_OF(table, key)                                                                        \
-    "coalesce((SELECT chunk FROM " table "_recent WHERE rowid = " key "),"                         \
-    " (SELECT chunk FROM " table " WHERE rowid = " key "))"
-#define RUN_TAIL(key)    TAIL_OF("run_tails", key)
-#define THREAD_TAIL(key) TAIL_OF("thread_tails", key)
+#define RUN_TAIL(key)    AB__RUN_TAIL(key)
+#define THREAD_TAIL(key) AB__THREAD_TAIL(key)
 #define RUNS_ROW_TAIL    RUN_TAIL("runs.rowid")
 #define R_TAIL           RUN_TAIL("r.rowid")
 #define T_TAIL           THREAD_TAIL("t.rowid")
@@ -139,13 +136,17 @@ static const char *const SQL[Q_COUNT_] = {
         " (SELECT count(*) FROM runs WHERE thread = ?2 AND " RUN_STATUS " = 'active'),"
         " c.last_pos, r.run FROM w JOIN chunks c ON c.rowid = w.id JOIN runs r"
         " ON r.rowid = c.run_rowid ORDER BY c.last_pos DESC LIMIT 1",
-    /* store_commit.c: the recent tails tables and their merge into the main ones */
-    [Q_TAILS_RECENT] = "SELECT (SELECT count(*) FROM run_tails_recent),"
-                       " (SELECT count(*) FROM thread_tails_recent)",
-    [Q_RUN_TAILS_MERGE] = AB__TAILS_MERGE_SQL("run_tails"),
-    [Q_RUN_TAILS_CLEAR] = "DELETE FROM run_tails_recent",
-    [Q_THREAD_TAILS_MERGE] = AB__TAILS_MERGE_SQL("thread_tails"),
-    [Q_THREAD_TAILS_CLEAR] = "DELETE FROM thread_tails_recent",
+    /* store_tails.c: the logs of recent tails and their merge into the main tables */
+    [Q_TAILS_RECENT] = "SELECT coalesce(sum(runs), 0), coalesce(sum(threads), 0), count(*)"
+                       " FROM tails_gens",
+    [Q_TAILS_GEN_PUT] = "INSERT INTO tails_gens(gen, runs, threads) VALUES(?1, ?2, ?3)",
+    [Q_RUN_TAILS_LOG] = "INSERT INTO run_tails_log(gen, first, tails) VALUES(?1, ?2, ?3)",
+    [Q_THREAD_TAILS_LOG] = "INSERT INTO thread_tails_log(gen, first, tails) VALUES(?1, ?2, ?3)",
+    [Q_RUN_TAILS_READ] = "SELECT first, tails FROM run_tails_log",
+    [Q_THREAD_TAILS_READ] = "SELECT first, tails FROM thread_tails_log",
+    [Q_RUN_TAILS_CLEAR] = "DELETE FROM run_tails_log",
+    [Q_THREAD_TAILS_CLEAR] = "DELETE FROM thread_tails_log",
+    [Q_TAILS_GENS_CLEAR] = "DELETE FROM tails_gens",
 };
 
 const char *const ab__store_status_text[4] = {NULL, "active", "finished", "errored"};
@@ -174,11 +175,9 @@ static char *rows_sql(const char *head, const char *row, const char *tail)
 /* The upsert of tails Q_TAIL_PUT + @p k (AB_TAIL_Q): one row, or AB_STORE_ROWS_PER_INSERT. */
 static char *tail_put_sql(int k)
 {
-    static const char *const heads[4] = {
+    static const char *const heads[2] = {
         "INSERT INTO run_tails(rowid, chunk) VALUES",
-        "INSERT INTO run_tails_recent(rowid, chunk) VALUES",
         "INSERT INTO thread_tails(rowid, chunk) VALUES",
-        "INSERT INTO thread_tails_recent(rowid, chunk) VALUES",
     };
     if (k % 2)
         return rows_sql(heads[k / 2], "(?,?)", AB__TAIL_UPSERT);
@@ -206,6 +205,8 @@ static ab_status_t prepare_rows(ab_store_t *st, int which, ab_error_t *err)
 
 ab_status_t ab__store_prepare(ab_store_t *st, ab_error_t *err)
 {
+    if (ab__store_tails_register(st->db, &st->tails_view) != AB_OK)
+        return ab__store_sqlerr(st, SQLITE_NOMEM, "register ab_logged_tail", err);
     for (int i = 0; i < Q_COUNT_; i++) {
         if (SQL[i] == NULL) { /* built by prepare_rows */
             ab_status_t s = prepare_rows(st, i, err);

@@ -1,16 +1,18 @@
 /*
  * fuzz_store_chain.c - the SQLite store's readers over chains damaged any way a stored row
  * can be (store/store_walk.c, docs/STORE.md "Chains and anchors"): whatever the links,
- * distances, seqs, owners and tails say, a read of a run, a thread or everything ends with
- * AB_OK or AB_CORRUPT, never a crash or a loop; what an AB_OK read delivered is in order
- * (a run's seqs rise above its cursor, a thread's positions rise above its own) and every
- * row is of the run or thread asked for.
+ * distances, seqs, owners, tails and blocks of the tails logs say, a read of a run, a thread or
+ * everything and a run's head end with AB_OK or AB_CORRUPT, never a crash or a loop; what an AB_OK
+ * read delivered is in order (a run's seqs rise above its cursor, a thread's positions rise above
+ * its own) and every row is of the run or thread asked for.
  *
  * A store is built once per process: RUNS runs in THREADS threads, committed a few events
  * at a time so that every run has more than AB_STORE_ANCHOR_EVERY chunks. Each input is a
  * list of 12-byte edits: byte 0 picks what to change (a chunk's column, a tail, a chunk
- * deleted), bytes 2-3 which chunk (an index into the chunks by rowid), bytes 4-11 the new
- * value (for a link, taken modulo the highest rowid + 2, so it names real chunks). The edits
+ * deleted, a block of a tails log cut, overwritten or misnamed, a generation dropped), bytes
+ * 2-3 which chunk (an index into the chunks by rowid) or block, bytes 4-11 the new value (for
+ * a link, taken modulo the highest rowid + 2, so it names real chunks; for a block, also as
+ * 8 raw bytes written into it). The edits
  * run inside a transaction on the store's own connection, the reads see them, and the
  * transaction is rolled back: every input starts from the same store.
  */
@@ -66,8 +68,8 @@ static void build(void)
     snprintf(g_dir, sizeof g_dir, "/tmp/ab_fuzzchain_XXXXXX");
     if (!mkdtemp(g_dir))
         die("mkdtemp", NULL);
-    /* tails always to the recent tables, merged every few commits: both levels hold tails
-     * (docs/STORE.md "Tails in two levels"), some of the main ones older than the recent
+    /* tails always to the logs, merged every few commits: both levels hold tails
+     * (docs/STORE.md "Tails in two levels"), some of the main ones older than the logged
      * ones of the same run */
     ab_store_opts_t o = {
         .durability = AB_DURABILITY_PROCESS, .tails_recent = 9, .tails_direct = -1};
@@ -97,9 +99,9 @@ static void build(void)
             die("append", &err);
     }
     sqlite3_stmt *q = NULL;
-    if (sqlite3_prepare_v2(g_st->db, /* a recent tail shadows an older one of the main table */
-                           "SELECT count(*) FROM run_tails_recent n JOIN run_tails m"
-                           " ON m.rowid = n.rowid WHERE n.chunk > m.chunk",
+    if (sqlite3_prepare_v2(g_st->db, /* a logged tail shadows an older one of the main table */
+                           "SELECT count(*) FROM run_tails m WHERE coalesce(" AB__LOGGED_TAIL(
+                               "0", "m.rowid") ", 0) > m.chunk",
                            -1, &q, NULL) ||
         sqlite3_step(q) != SQLITE_ROW || sqlite3_column_int64(q, 0) == 0)
         die("the tails are not in two levels", NULL);
@@ -115,7 +117,13 @@ static void build(void)
     sqlite3_finalize(q);
 }
 
-/* One edit (header): a statement with ?1 the value and ?2 the chunk's rowid. */
+/* One block of the log of @p kind: the (?2 % 4)-th by its key (gen, first). */
+#define LOG_BLOCK(kind)                                                                            \
+    "(gen, first) = (SELECT gen, first FROM " kind "_tails_log ORDER BY gen, first"                \
+    " LIMIT 1 OFFSET ?2 % 4)"
+
+/* One edit (header): a statement with ?1 the value, ?2 the chunk's rowid (or an index) and
+ * ?3 the value's 8 bytes as a blob. */
 static const char *const EDIT_SQL[] = {
     "UPDATE chunks SET prev_run = ?1 WHERE rowid = ?2",
     "UPDATE chunks SET prev_thread = ?1 WHERE rowid = ?2",
@@ -128,9 +136,16 @@ static const char *const EDIT_SQL[] = {
     "UPDATE run_tails SET chunk = ?1 WHERE rowid = 1 + ?2 % 7",
     "UPDATE thread_tails SET chunk = ?1 WHERE rowid = 1 + ?2 % 3",
     "UPDATE chunks SET first_seq = ?1 % 200 WHERE rowid = ?2",
-    "UPDATE run_tails_recent SET chunk = ?1 WHERE rowid = 1 + ?2 % 7",
-    "UPDATE thread_tails_recent SET chunk = ?1 WHERE rowid = 1 + ?2 % 3",
-    "DELETE FROM run_tails_recent WHERE rowid = 1 + ?2 % 7 AND ?1 = ?1",
+    /* a block of a log (its pairs: store_tails.c invariant 2), picked by ?2 among them */
+    "UPDATE run_tails_log SET tails = substr(tails, 1, ?1 % 80) WHERE " LOG_BLOCK("run"),
+    "UPDATE run_tails_log SET tails = substr(tails, 1, 16 * (?1 % 5) + 8) || ?3"
+    " || substr(tails, 16 * (?1 % 5) + 17) WHERE " LOG_BLOCK("run"),
+    "UPDATE run_tails_log SET tails = substr(tails, 1, 16 * (?1 % 5)) || ?3"
+    " || substr(tails, 16 * (?1 % 5) + 9) WHERE " LOG_BLOCK("run"),
+    "UPDATE run_tails_log SET first = ?1 % 9 WHERE " LOG_BLOCK("run"),
+    "UPDATE thread_tails_log SET tails = substr(tails, 1, 8) || ?3 WHERE " LOG_BLOCK("thread"),
+    "DELETE FROM tails_gens WHERE gen = (SELECT gen FROM tails_gens ORDER BY gen DESC"
+    " LIMIT 1 OFFSET ?2 % 3) AND ?1 = ?1",
 };
 
 static void edit(const uint8_t *e)
@@ -145,6 +160,7 @@ static void edit(const uint8_t *e)
         die("prepare edit", NULL);
     sqlite3_bind_int64(q, 1, which <= 1 || which >= 7 ? link : (sqlite3_int64)(v >> 1));
     sqlite3_bind_int64(q, 2, which >= 8 ? (sqlite3_int64)idx : g_chunks[idx]);
+    sqlite3_bind_blob(q, 3, e + 4, 8, SQLITE_TRANSIENT); /* SQLITE_RANGE where unused */
     (void)sqlite3_step(q); /* a unique anchor clash is refused: the edit is then not made */
     sqlite3_finalize(q);
 }
@@ -196,6 +212,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         build();
     if (sqlite3_exec(g_st->db, "BEGIN", NULL, NULL, NULL) != SQLITE_OK)
         die("begin", NULL);
+    ab__store_tails_forget(g_st->tails_view); /* the reads below see the edits' blocks */
     for (size_t i = 0; i + 12 <= size && i / 12 < EDITS; i += 12)
         edit(data + i);
     for (int r = 0; r < RUNS; r++) {
@@ -210,6 +227,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (st != AB_OK && st != AB_CORRUPT && st != AB_NOT_FOUND)
             die("event", &err);
         ab_buf_free(&b);
+        ab_run_head_t h; /* its tail read as every head reads it */
+        st = ab__store_head(g_st, (ab_str_t){t, strlen(t)}, (ab_str_t){rn, strlen(rn)}, &h, &err);
+        if (st != AB_OK && st != AB_CORRUPT && st != AB_NOT_FOUND)
+            die("head", &err);
     }
     for (int t = 0; t < THREADS; t++) {
         char tn[8], rn[8];
@@ -219,5 +240,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     read_one(AB_REPLAY_ALL, NULL, NULL, 0, UINT32_MAX);
     sqlite3_exec(g_st->db, "ROLLBACK", NULL, NULL, NULL);
+    ab__store_tails_forget(g_st->tails_view); /* its view may hold the edited blocks */
     return 0;
 }

@@ -42,6 +42,7 @@ static inline void sf_exec(const char *dir, const char *sql)
     snprintf(path, sizeof path, "%s/%s", dir, AB_STORE_DB_NAME);
     sqlite3 *db = NULL;
     assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL), SQLITE_OK);
+    assert_int_equal(ab__store_tails_register(db, NULL), AB_OK); /* SQL that reads tails calls it */
     if (sqlite3_exec(db, sql, NULL, NULL, NULL) != SQLITE_OK)
         fail_msg("%s: %s", sql, sqlite3_errmsg(db));
     sqlite3_close(db);
@@ -55,6 +56,7 @@ static inline int64_t sf_int(const char *dir, const char *sql)
     sqlite3 *db = NULL;
     sqlite3_stmt *q = NULL;
     assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    assert_int_equal(ab__store_tails_register(db, NULL), AB_OK);
     if (sqlite3_prepare_v2(db, sql, -1, &q, NULL) != SQLITE_OK)
         fail_msg("%s: %s", sql, sqlite3_errmsg(db));
     assert_int_equal(sqlite3_step(q), SQLITE_ROW);

@@ -4,8 +4,9 @@
  * of the appends says, across many anchors of each chain; a store of schema 4 migrates and
  * its chunks chain on, and `agentbus relayout` puts its links before its data; damaged chains are
  * refused (AB_CORRUPT, never a loop) or, when a chunk is gone, read around. Tails in two levels
- * (schema 6, docs/STORE.md "Tails in two levels"): the same reads with recent tables merged
- * every few commits, their bound kept across a restart, and a store of schema 5 migrating.
+ * (schema 6, the recent level a log since schema 7, docs/STORE.md "Tails in two levels"): the
+ * same reads with the logs merged every few commits, their bounds kept across a restart, logs
+ * of many blocks, a damaged block refused, and stores of schemas 5 and 6 migrating.
  *
  * The workload is pseudo-random from a fixed seed: commits that touch a few of RUNS runs in
  * THREADS threads with one to three events each, so every run gets hundreds of chunks (more
@@ -59,20 +60,25 @@ static int teardown(void **state)
     return sf_fx_teardown(state);
 }
 
-/* The recent tails tables merge at this many rows: every few commits of the workload. */
+/* The tails logs merge at this many tails in one: every few commits of the workload. */
 #define MERGE_AT 8
 
-/* Open the store of @p dir with its tails merged at MERGE_AT rows, written to the recent
- * tables whatever the runs (@p direct -1), or straight to the main ones over at most
+/* Open the store of @p dir with its tails merged at @p merge_at tails in a log, written to the
+ * logs whatever the runs (@p direct -1), or straight to the main tables over at most
  * @p direct ranges of rowids. */
-static ab_store_t *open_tails(const char *dir, int direct)
+static ab_store_t *open_merging_at(const char *dir, int merge_at, int direct)
 {
-    ab_store_opts_t o = {.tails_recent = MERGE_AT, .tails_direct = direct};
+    ab_store_opts_t o = {.tails_recent = merge_at, .tails_direct = direct};
     ab_error_t err = AB_ERROR_INIT;
     ab_store_t *st = NULL;
     if (ab__store_open(&st, dir, &o, &err) != AB_OK)
         fail_msg("open: %s", err.message);
     return st;
+}
+
+static ab_store_t *open_tails(const char *dir, int direct)
+{
+    return open_merging_at(dir, MERGE_AT, direct);
 }
 
 /* setup(), the store reopened to merge its tails every few commits. */
@@ -396,32 +402,32 @@ static void test_migrates_from_v4(void **state)
     check_reads(f->sf.st, &f->m);
 }
 
-/* Rows of the recent run tails; with @p shadowing, only those whose run also has an older
- * tail in the main table (the recent one must win). */
+/* Tails in the run tails' log; with @p shadowing, the runs whose logged tail is newer than
+ * their tail in the main table (the logged one must win). */
 static int64_t recent_tails(const char *dir, bool shadowing)
 {
-    return sf_int(dir, shadowing ? "SELECT count(*) FROM run_tails_recent r JOIN run_tails m"
-                                   " ON m.rowid = r.rowid WHERE r.chunk > m.chunk"
-                                 : "SELECT count(*) FROM run_tails_recent");
+    return sf_int(dir, shadowing
+                           ? "SELECT count(*) FROM run_tails m WHERE coalesce(" AB__LOGGED_TAIL(
+                                 "0", "m.rowid") ", 0) > m.chunk"
+                           : "SELECT coalesce(sum(runs), 0) FROM tails_gens");
 }
 
-/* Every run's and thread's tail, read as the store reads it (recent, else main), names its
+/* Every run's and thread's tail, read as the store reads it (logged, else main), names its
  * newest chunk. */
-#define TAILS_WRONG(owner, table)                                                                  \
+#define TAILS_WRONG(owner, tail_of)                                                                \
     "WITH m AS (SELECT " owner " AS k, max(rowid) AS newest FROM chunks GROUP BY " owner ")"       \
-    " SELECT count(*) FROM m WHERE newest IS NOT coalesce((SELECT chunk FROM " table "_recent"     \
-    " WHERE rowid = m.k), (SELECT chunk FROM " table " WHERE rowid = m.k))"
+    " SELECT count(*) FROM m WHERE newest IS NOT " tail_of("m.k")
 
 static void check_tails(const char *dir)
 {
-    assert_int_equal(sf_int(dir, TAILS_WRONG("run_rowid", "run_tails")), 0);
-    assert_int_equal(sf_int(dir, TAILS_WRONG("thread_rowid", "thread_tails")), 0);
+    assert_int_equal(sf_int(dir, TAILS_WRONG("run_rowid", AB__RUN_TAIL)), 0);
+    assert_int_equal(sf_int(dir, TAILS_WRONG("thread_rowid", AB__THREAD_TAIL)), 0);
 }
 
-/* Tails in two levels: merged every few commits, the recent tables never reach their bound
- * after a commit, a recent tail wins over the older one of the main table in every read and
- * head, and a restarted writer counts what the recent tables hold (else they would outgrow
- * the bound) and chains on from both levels. */
+/* Tails in two levels: merged every few commits, the logs never reach their bound after a
+ * commit, a logged tail wins over the older one of the main table in every read and head,
+ * and a restarted writer counts what the logs hold (else they would outgrow the bound) and
+ * chains on from both levels. */
 static void test_tails_in_two_levels(void **state)
 {
     fx_t *f = *state;
@@ -429,6 +435,7 @@ static void test_tails_in_two_levels(void **state)
     for (int step = 0; step < 60; step++) {
         write_commits(f->sf.st, &f->m, 7);
         assert_true(recent_tails(f->sf.dir, false) < MERGE_AT);
+        assert_true(sf_int(f->sf.dir, "SELECT count(*) FROM tails_gens") < AB_STORE_TAILS_GENS);
         shadowed = shadowed || recent_tails(f->sf.dir, true) > 0;
         check_heads(f->sf.st, &f->m);
         check_tails(f->sf.dir);
@@ -436,7 +443,7 @@ static void test_tails_in_two_levels(void **state)
     assert_true(shadowed);
     assert_int_equal(sf_int(f->sf.dir, "SELECT count(*) FROM run_tails"), RUNS);
     check_reads(f->sf.st, &f->m);
-    while (recent_tails(f->sf.dir, false) == 0) /* restart with rows in the recent tables */
+    while (recent_tails(f->sf.dir, false) == 0) /* restart with tails in the logs */
         write_commits(f->sf.st, &f->m, 1);
     ab__store_close(&f->sf.st);
     f->sf.st = open_tails(f->sf.dir, -1);
@@ -450,8 +457,8 @@ static void test_tails_in_two_levels(void **state)
     check_reads(f->sf.st, &f->m);
 }
 
-/* One event in each of @p n runs f0, f1, ... of thread tf, in commits of up to 256. */
-static void filler_runs(ab_store_t *st, int n)
+/* Event @p seq of each of @p n runs f0, f1, ... of thread tf, in commits of up to 256. */
+static void filler_runs(ab_store_t *st, int n, uint64_t seq)
 {
     static char ids[256][16];
     for (int first = 0; first < n; first += 256) {
@@ -461,7 +468,7 @@ static void filler_runs(ab_store_t *st, int n)
             snprintf(ids[k], sizeof ids[k], "f%d", i);
             evs[k] = (ab_append_event_t){.thread = {"tf", 2},
                                          .run = {ids[k], strlen(ids[k])},
-                                         .seq = 1,
+                                         .seq = seq,
                                          .epoch = 1,
                                          .bytes = (const uint8_t *)"f",
                                          .len = 1,
@@ -486,8 +493,8 @@ static void check_model_runs(ab_store_t *st, const model_t *m)
 }
 
 /* A commit's tails that fall in few ranges of rowids go straight to the main table while
- * the recent one is empty; once a commit over more ranges put rows there, every commit's
- * tails go there (a newer tail in the main table would be hidden by an older recent one)
+ * its log is empty; once a commit over more ranges logged its tails, every commit's tails
+ * go to the log (a newer tail in the main table would be hidden by an older logged one)
  * until the merge. The model's runs get rowids past 1,024 filler runs, so a commit over
  * them and a filler run spans two ranges of 1,024 rowids. */
 static void test_tails_go_straight(void **state)
@@ -495,13 +502,13 @@ static void test_tails_go_straight(void **state)
     fx_t *f = *state;
     ab__store_close(&f->sf.st);
     f->sf.st = open_tails(f->sf.dir, 1);
-    filler_runs(f->sf.st, 1024); /* rowids 1..1024: the first range and one of the second */
+    filler_runs(f->sf.st, 1024, 1); /* rowids 1..1024: the first range and one of the second */
     write_commits(f->sf.st, &f->m, 40);
     assert_int_equal(sf_int(f->sf.dir, "SELECT min(rowid) FROM runs WHERE run = 'r0'") >> 10, 1);
     assert_int_equal(recent_tails(f->sf.dir, false), 0); /* one range: straight */
     check_model_runs(f->sf.st, &f->m);
     int mixed = 0;
-    for (int step = 0; step < 30; step++) { /* r0 beside f5: two ranges, to the recent table */
+    for (int step = 0; step < 30; step++) { /* r0 beside f5: two ranges, to the log */
         uint64_t seq = ++f->m.seq[0], pos = 0;
         char body[32];
         body_of(0, seq, body);
@@ -523,7 +530,7 @@ static void test_tails_go_straight(void **state)
         assert_int_equal(ab__store_append_batch(f->sf.st, evs, 2, 1, &pos, &err), AB_OK);
         f->m.ev[f->m.n++] = (mev_t){.run = 0, .seq = seq, .pos = pos + 1};
         mixed += recent_tails(f->sf.dir, false) > 0;
-        write_commits(f->sf.st, &f->m, 3); /* to the recent table while it has rows */
+        write_commits(f->sf.st, &f->m, 3); /* to the log while it has tails */
         check_heads(f->sf.st, &f->m);
         check_tails(f->sf.dir);
     }
@@ -532,15 +539,15 @@ static void test_tails_go_straight(void **state)
 }
 
 /* Two writer handles of one store take turns: one sends its tails straight to the main
- * tables whenever it may, the other always to the recent ones. After the other's commits the
- * first finds the recent tables filled (it reads their counts again at a begin after another
+ * tables whenever it may, the other always to the logs. After the other's commits the
+ * first finds the logs filled (it reads their counts again at a begin after another
  * connection wrote) and sends its tails there too, so no newer tail of its is hidden by an
- * older recent one; and the merges of either keep the other's counts right. */
+ * older logged one; and the merges of either keep the other's counts right. */
 static void test_two_writers_share_the_tails(void **state)
 {
     fx_t *f = *state;
     ab_store_t *other = open_tails(f->sf.dir, -1);
-    int after_other = 0; /* turns of the first handle that found recent rows of the other's */
+    int after_other = 0; /* turns of the first handle that found tails the other logged */
     for (int turn = 0; turn < 40; turn++) {
         after_other += turn % 2 == 0 && recent_tails(f->sf.dir, false) > 0;
         write_commits(turn % 2 ? other : f->sf.st, &f->m, 1 + turn % 3);
@@ -553,14 +560,99 @@ static void test_two_writers_share_the_tails(void **state)
     check_reads(f->sf.st, &f->m);
 }
 
-/* A store of schema 5 (one level of tails) migrates to 6: the recent tables start empty,
- * its events read back whole and its chains go on. */
+/* The last seq of filler run f<i>, or the status of the head's read. */
+static ab_status_t filler_head(ab_store_t *st, int i, uint64_t *last_seq)
+{
+    char id[16];
+    snprintf(id, sizeof id, "f%d", i);
+    ab_run_head_t h;
+    ab_error_t err = AB_ERROR_INIT;
+    ab_status_t s = ab__store_head(st, (ab_str_t){"tf", 2}, (ab_str_t){id, strlen(id)}, &h, &err);
+    *last_seq = s == AB_OK ? h.last_seq : 0;
+    return s;
+}
+
+/* Logs of many blocks: rounds of commits over 300 runs (a generation of five blocks, then one
+ * of one), never merged by count. The generations never reach AB_STORE_TAILS_GENS after a
+ * commit (their merge), and every tail, the runs' heads at the edges of blocks among them, is
+ * read from its block. Then a block damaged by hand is refused (AB_CORRUPT) by a head on a new
+ * connection (one that read it before keeps what it read: store_tails.c invariant 7) and by the
+ * commit that would merge it, and that commit keeps nothing. */
+static void test_tails_log_blocks(void **state)
+{
+    fx_t *f = *state;
+    const char *dir = f->sf.dir;
+    ab__store_close(&f->sf.st);
+    f->sf.st = open_merging_at(dir, 1 << 20, -1);
+    int64_t gens = 0, merges = 0, full_blocks = 0;
+    for (int round = 1; round <= 12; round++) {
+        filler_runs(f->sf.st, 300, (uint64_t)round);
+        int64_t now = sf_int(dir, "SELECT count(*) FROM tails_gens");
+        assert_true(now < AB_STORE_TAILS_GENS);
+        merges += now < gens;
+        gens = now;
+        _Static_assert(AB_STORE_TAILS_BLOCK * 16 == 1024, "a full block's bytes, below");
+        full_blocks += sf_int(dir, "SELECT count(*) FROM run_tails_log WHERE length(tails) = 1024");
+        check_tails(dir);
+        static const int edges[] = {0, 62, 63, 64, 127, 128, 255, 256, 299};
+        for (size_t i = 0; i < sizeof edges / sizeof *edges; i++) {
+            uint64_t last = 0;
+            assert_int_equal(filler_head(f->sf.st, edges[i], &last), AB_OK);
+            assert_int_equal(last, (uint64_t)round);
+        }
+    }
+    assert_int_equal(merges, 1);
+    assert_true(full_blocks > 0);
+    assert_true(gens > 0); /* the damage below lands in a log */
+    /* the newest block holding f0, the first run: cut inside its second pair */
+    sf_exec(dir, "WITH b AS (SELECT min(first) AS f FROM run_tails_log)"
+                 " UPDATE run_tails_log SET tails = substr(tails, 1, 24) WHERE first = (SELECT f"
+                 " FROM b) AND gen = (SELECT max(gen) FROM run_tails_log, b WHERE first = b.f)");
+    uint64_t last = 0;
+    assert_int_equal(filler_head(f->sf.st, 0, &last), AB_OK); /* its view read the block whole */
+    assert_int_equal(last, 12);
+    ab_store_t *fresh = open_ok(dir, true); /* a new connection reads the damaged block */
+    assert_int_equal(filler_head(fresh, 0, &last), AB_CORRUPT);
+    ab__store_close(&fresh);
+    ab_status_t s = AB_OK;
+    for (int i = 0; s == AB_OK && i < AB_STORE_TAILS_GENS; i++) { /* until one merges */
+        int64_t before = sf_int(dir, "SELECT max(rowid) FROM chunks");
+        ab_append_event_t ev = {.thread = {"tf", 2},
+                                .run = {"f200", 4},
+                                .seq = 13 + (uint64_t)i,
+                                .epoch = 1,
+                                .bytes = (const uint8_t *)"f",
+                                .len = 1};
+        uint64_t pos = 0;
+        ab_error_t err = AB_ERROR_INIT;
+        s = ab__store_append_batch(f->sf.st, &ev, 1, 1, &pos, &err);
+        if (s != AB_OK)
+            assert_int_equal(sf_int(dir, "SELECT max(rowid) FROM chunks"), before);
+    }
+    assert_int_equal(s, AB_CORRUPT);
+}
+
+/* Commits of the default writer (its direct path over few ranges) until the logs are empty:
+ * the merge at AB_STORE_TAILS_GENS generations comes within that many commits. */
+static void empty_the_logs(fx_t *f)
+{
+    ab__store_close(&f->sf.st);
+    f->sf.st = open_ok(f->sf.dir, false);
+    for (int i = 0;
+         i <= AB_STORE_TAILS_GENS && sf_int(f->sf.dir, "SELECT count(*) FROM tails_gens"); i++)
+        write_commits(f->sf.st, &f->m, 1);
+    assert_int_equal(sf_int(f->sf.dir, "SELECT count(*) FROM tails_gens"), 0);
+    ab__store_close(&f->sf.st);
+}
+
+/* A store of schema 5 (one level of tails) migrates: the logs start empty, its events read
+ * back whole and its chains go on. */
 static void test_migrates_from_v5(void **state)
 {
     fx_t *f = *state;
     write_commits(f->sf.st, &f->m, COMMITS / 2);
-    ab__store_close(&f->sf.st);
-    sf_exec(f->sf.dir, AB__V6_TO_V5_SQL);
+    empty_the_logs(f);
+    sf_exec(f->sf.dir, AB__V7_DOWN_SQL(5));
     assert_int_equal(sf_int(f->sf.dir, "PRAGMA user_version"), 5);
     assert_int_equal(sf_int(f->sf.dir, "SELECT count(*) FROM run_tails"), RUNS);
     f->sf.st = open_tails(f->sf.dir, -1);
@@ -569,6 +661,39 @@ static void test_migrates_from_v5(void **state)
     check_reads(f->sf.st, &f->m);
     write_commits(f->sf.st, &f->m, COMMITS / 2);
     assert_true(recent_tails(f->sf.dir, true) > 0);
+    check_reads(f->sf.st, &f->m);
+}
+
+/* A store of schema 6 with tails in its recent tables migrates: every recent tail wins over
+ * the main table's in the merge, so every tail names its newest chunk, the logs start empty,
+ * its events read back whole and its chains go on. Its recent tables are forged as schema 6
+ * left them mid-way: every newest tail there, the main tables naming the oldest chunks. */
+static void test_migrates_from_v6(void **state)
+{
+    fx_t *f = *state;
+    write_commits(f->sf.st, &f->m, COMMITS / 2);
+    empty_the_logs(f);
+    sf_exec(f->sf.dir, AB__V7_DOWN_SQL(6) AB__V6_RECENT_TABLES
+            "INSERT INTO run_tails_recent SELECT rowid, chunk FROM run_tails;"
+            "INSERT INTO thread_tails_recent SELECT rowid, chunk FROM thread_tails;"
+            "UPDATE run_tails SET chunk = (SELECT min(c.rowid) FROM chunks c"
+            " WHERE c.run_rowid = run_tails.rowid);"
+            "UPDATE thread_tails SET chunk = (SELECT min(c.rowid) FROM chunks c"
+            " WHERE c.thread_rowid = thread_tails.rowid);");
+    assert_int_equal(sf_int(f->sf.dir, "PRAGMA user_version"), 6);
+    assert_int_equal(sf_int(f->sf.dir, "SELECT count(*) FROM run_tails_recent r JOIN run_tails m"
+                                       " ON m.rowid = r.rowid WHERE r.chunk > m.chunk"),
+                     RUNS);
+    f->sf.st = open_tails(f->sf.dir, -1);
+    assert_int_equal(sf_int(f->sf.dir, "PRAGMA user_version"), AB_STORE_SCHEMA_VERSION);
+    assert_int_equal(sf_int(f->sf.dir, "SELECT count(*) FROM sqlite_master"
+                                       " WHERE name LIKE '%tails_recent'"),
+                     0);
+    assert_int_equal(recent_tails(f->sf.dir, false), 0);
+    check_tails(f->sf.dir);
+    check_reads(f->sf.st, &f->m);
+    write_commits(f->sf.st, &f->m, COMMITS / 2);
+    check_tails(f->sf.dir);
     check_reads(f->sf.st, &f->m);
 }
 
@@ -815,6 +940,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_paged_reads_across_commits, setup_merging, teardown),
         cmocka_unit_test_setup_teardown(test_tails_in_two_levels, setup_merging, teardown),
         cmocka_unit_test_setup_teardown(test_migrates_from_v5, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_migrates_from_v6, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_tails_log_blocks, setup, teardown),
         cmocka_unit_test_setup_teardown(test_tails_go_straight, setup, teardown),
         cmocka_unit_test_setup_teardown(test_two_writers_share_the_tails, setup, teardown),
     };
