@@ -11,10 +11,11 @@
  *     statement, or appended to the log in blocks.
  *  2. A block is a row of a log: (gen, first, tails), tails being 1 to
  *     AB_STORE_TAILS_BLOCK pairs (id, chunk) of 16 bytes, two little-endian
- *     int64, ids strictly ascending, first its first id. A commit's
- *     generation is its first position, so generations only ever rise and
- *     none is written twice (a rolled-back one is not written); tails_gens
- *     holds a row per generation with the tails it logged in each log.
+ *     int64, ids (rowids, so 1 or more) strictly ascending, first its first
+ *     id. A commit's generation is its first position, so generations only
+ *     ever rise and none is written twice (a rolled-back one is not
+ *     written); tails_gens holds a row per generation with the tails it
+ *     logged in each log.
  *  3. st->tails_recent[t] is the number of tails in log t (0: it is empty),
  *     st->tails_gens the number of generations, as tails_gens says.
  *     A commit's tails of a table go to its main table only while its log is
@@ -61,7 +62,7 @@ static bool block_ok(const uint8_t *p, size_t len, sqlite3_int64 first)
     sqlite3_int64 prev = 0;
     for (size_t i = 0; i < len / PAIR_BYTES; i++) {
         sqlite3_int64 k = (sqlite3_int64)ab__store_get_u64(p + i * PAIR_BYTES);
-        if (i == 0 ? k != first : k <= prev)
+        if (k < 1 || (i == 0 ? k != first : k <= prev)) /* ids are rowids, from 1 */
             return false;
         prev = k;
     }
