@@ -195,7 +195,7 @@ enum {
     Q_THREADS_LIST,   /* store_threads.c */
     Q_THREAD_FIGURES, /* store_threads.c */
     /* store_tails.c: the logs of recent tails; each Q_RUN_ one is followed by its Q_THREAD_ */
-    Q_TAILS_RECENT, /* the tails in each log, the newest generation */
+    Q_TAILS_RECENT, /* the tails in each log, and the generations */
     Q_TAILS_GEN_PUT,
     Q_RUN_TAILS_LOG, /* a block appended */
     Q_THREAD_TAILS_LOG,

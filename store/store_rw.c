@@ -29,19 +29,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The newest chunk of run (thread) @p key, NULL when it has none (invariant 5). */
-#define RUN_TAIL(key)    AB__RUN_TAIL(key)
-#define THREAD_TAIL(key) AB__THREAD_TAIL(key)
-#define RUNS_ROW_TAIL    RUN_TAIL("runs.rowid")
-#define R_TAIL           RUN_TAIL("r.rowid")
-#define T_TAIL           THREAD_TAIL("t.rowid")
-#define THREAD_TAIL_P1   THREAD_TAIL("?1")
+#define RUNS_ROW_TAIL  AB__RUN_TAIL("runs.rowid")
+#define R_TAIL         AB__RUN_TAIL("r.rowid")
+#define T_TAIL         AB__THREAD_TAIL("t.rowid")
+#define THREAD_TAIL_P1 AB__THREAD_TAIL("?1")
 /* a runs row's status: NULL reads as 'active' once the run has events, else unknown (claimed
  * only) */
 #define RUN_STATUS "coalesce(status, CASE WHEN " RUNS_ROW_TAIL " IS NOT NULL THEN 'active' END)"
 /* A run's last seq and position live in its newest chunk, which its tail names. */
 #define LAST_OF(col, run)                                                                          \
-    "coalesce((SELECT c." col " FROM chunks c WHERE c.rowid = " RUN_TAIL(run) "), 0)"
+    "coalesce((SELECT c." col " FROM chunks c WHERE c.rowid = " AB__RUN_TAIL(run) "), 0)"
 #define RUN_LAST_SEQ LAST_OF("last_seq", "runs.rowid")
 #define RUN_LAST_POS LAST_OF("last_pos", "runs.rowid")
 #define RUN_COLS                                                                                   \
@@ -70,7 +67,7 @@ static const char *const SQL[Q_COUNT_] = {
     [Q_RUN_GET] = "SELECT r.rowid, r.thread_rowid, r.epoch, coalesce(c.last_seq, 0),"
                   " coalesce(c.rowid, 0), coalesce(c.run_dist, 0) FROM runs r"
                   " LEFT JOIN chunks c ON c.rowid = " R_TAIL " WHERE r.thread = ?1 AND r.run = ?2",
-    [Q_THREAD_GET] = "SELECT rowid, thread_dist FROM chunks WHERE rowid = " THREAD_TAIL("?1"),
+    [Q_THREAD_GET] = "SELECT rowid, thread_dist FROM chunks WHERE rowid = " AB__THREAD_TAIL("?1"),
     [Q_RUN_LAST] = "SELECT " LAST_OF("last_seq", "?1"),
     /* a new run's row with its batch's state: no UPDATE of it in the same commit */
     [Q_RUN_NEW] = "INSERT INTO runs(thread_rowid, thread, run, epoch, started_us, status, outcome,"
@@ -102,8 +99,8 @@ static const char *const SQL[Q_COUNT_] = {
                         " WHERE thread_rowid = ?1 AND thread_dist = 0 AND rowid > ?2"
                         " ORDER BY rowid LIMIT 1",
     /* NULL (read as 0, an empty chain) when the run or thread has no chunk */
-    [Q_RUN_TAIL] = "SELECT " RUN_TAIL("?1"),
-    [Q_THREAD_TAIL] = "SELECT " THREAD_TAIL("?1"),
+    [Q_RUN_TAIL] = "SELECT " AB__RUN_TAIL("?1"),
+    [Q_THREAD_TAIL] = "SELECT " AB__THREAD_TAIL("?1"),
     [Q_CHUNK_LINK] = "SELECT " LINK_COLS " FROM chunks WHERE rowid = ?1",
     [Q_RUN_ANCHOR_BELOW] = "SELECT rowid FROM chunks INDEXED BY chunks_by_run"
                            " WHERE run_rowid = ?1 AND run_dist = 0 AND last_seq <= ?2"

@@ -54,6 +54,12 @@
 
 /* ---- blocks and the view ------------------------------------------------------------ */
 
+/* Field @p f (0 the id, 1 the chunk) of pair @p i of the block at @p p (invariant 2). */
+static sqlite3_int64 pair_field(const uint8_t *p, size_t i, int f)
+{
+    return (sqlite3_int64)ab__store_get_u64(p + i * PAIR_BYTES + 8 * (size_t)f);
+}
+
 /* Whether @p len bytes at @p p are a block whose row says it starts at @p first (invariant 2). */
 static bool block_ok(const uint8_t *p, size_t len, sqlite3_int64 first)
 {
@@ -61,7 +67,7 @@ static bool block_ok(const uint8_t *p, size_t len, sqlite3_int64 first)
         return false;
     sqlite3_int64 prev = 0;
     for (size_t i = 0; i < len / PAIR_BYTES; i++) {
-        sqlite3_int64 k = (sqlite3_int64)ab__store_get_u64(p + i * PAIR_BYTES);
+        sqlite3_int64 k = pair_field(p, i, 0);
         if (k < 1 || (i == 0 ? k != first : k <= prev)) /* ids are rowids, from 1 */
             return false;
         prev = k;
@@ -162,8 +168,7 @@ static int view_load(ab__tails_view_t *v, int t, sqlite3_int64 after, sqlite3_in
             break;
         }
         for (size_t i = 0; rc == SQLITE_ROW && i < len / PAIR_BYTES; i++)
-            if (!map_put(&v->map[t], (sqlite3_int64)ab__store_get_u64(p + i * PAIR_BYTES),
-                         (sqlite3_int64)ab__store_get_u64(p + i * PAIR_BYTES + 8)))
+            if (!map_put(&v->map[t], pair_field(p, i, 0), pair_field(p, i, 1)))
                 rc = SQLITE_NOMEM;
         if (rc != SQLITE_ROW)
             break;
@@ -380,8 +385,8 @@ static ab_status_t read_log(ab_store_t *st, bool thread, size_t *n, ab_error_t *
         }
         st->tails = pairs;
         for (size_t j = 0; j < k; j++, (*n)++) {
-            pairs[2 * *n] = (sqlite3_int64)ab__store_get_u64(p + j * PAIR_BYTES);
-            pairs[2 * *n + 1] = (sqlite3_int64)ab__store_get_u64(p + j * PAIR_BYTES + 8);
+            pairs[2 * *n] = pair_field(p, j, 0);
+            pairs[2 * *n + 1] = pair_field(p, j, 1);
         }
     }
     if (s == AB_OK && rc != SQLITE_DONE)
