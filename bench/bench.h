@@ -76,4 +76,8 @@ bool bench_json_on(void);
  */
 void bench_emit(const char *bench, const char *row, ...);
 
+/** One result row as JSON like bench_emit(), its @p n figures named by @p keys. */
+void bench_emit_pairs(const char *bench, const char *row, int n, const char *const *keys,
+                      const double *vals);
+
 #endif /* AB_BENCH_H */

@@ -349,6 +349,7 @@ static int warm_up(pump_t *u)
         commit_figs_of(p->gate->ep, p->gate->ctx, &p->gate->figs);
         p->gate->cpu_self = self_cpu_s();
         p->gate->cpu_broker = p->gate->broker ? proc_cpu_s(p->gate->broker) : 0;
+        bench_threads_read(p->gate->broker, &p->gate->threads);
         p->gate->t0 = ab__mono_s();
     }
     pthread_barrier_wait(&p->gate->barrier); /* t0 is set before anyone measures */
@@ -542,10 +543,14 @@ double ingest_row_runs(const bench_opts_t *o, void *ctx, const bodies_t *b, cons
         commit_figs_of(ep, ctx, &figs);
     }
     double c0 = self_cpu_s(), b0 = ch.pid ? proc_cpu_s(ch.pid) : 0;
+    bench_threads_t th0, th1;
+    bench_threads_read(ch.pid, &th0);
     double rate = run_producers(&tmpl, PRODUCERS, ps);
+    bench_threads_read(ch.pid, &th1);
     if (spread) {
         c0 = gate.cpu_self;
         b0 = gate.cpu_broker;
+        th0 = gate.threads;
         figs = gate.figs;
         pthread_barrier_destroy(&gate.barrier);
         double warm = 2.0 * tmpl.nruns * PRODUCERS / (gate.t0 - gate.t_begin);
@@ -577,6 +582,7 @@ double ingest_row_runs(const bench_opts_t *o, void *ctx, const bodies_t *b, cons
     commit_figs_t end;
     commit_figs_of(ep, ctx, &end);
     commit_line(label, &figs, &end);
+    bench_threads_line(label, &th0, &th1);
     child_stop(&ch);
     return rate;
 }

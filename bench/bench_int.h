@@ -57,6 +57,30 @@ typedef struct commit_figs {
 /* Ask the broker at @p ep (a connection of its own on @p ctx) for its commit figures. */
 void commit_figs_of(const char *ep, void *ctx, commit_figs_t *out);
 
+/** Names of a broker's threads kept by one reading (bench_threads.c invariant 3). */
+#define BENCH_THREADS_MAX 32
+
+/** One thread name's CPU seconds (a reading), or its share of a core (a row's figure). */
+typedef struct bench_thread {
+    char name[16]; /* /proc/PID/task/TID/comm: at most 15 bytes */
+    double cpu_s;
+} bench_thread_t;
+
+/** A reading of a process's CPU by thread name (bench_threads.c). */
+typedef struct bench_threads {
+    bool ok;   /* the process's threads were read */
+    double at; /* ab__mono_s() of the reading */
+    int n;
+    bench_thread_t th[BENCH_THREADS_MAX];
+} bench_threads_t;
+
+/** Read the CPU seconds of each thread name of process @p pid (none when pid is 0). */
+void bench_threads_read(pid_t pid, bench_threads_t *t);
+/** Print, and emit as the JSON row "threads, LABEL" of bench ingest, each thread name's
+ *  share of one core between the readings @p begin and @p end (nothing unless both read). */
+void bench_threads_line(const char *label, const bench_threads_t *begin,
+                        const bench_threads_t *end);
+
 /* bench scale's start line: producers warm their runs up, then start together. */
 typedef struct warm_gate {
     pthread_barrier_t barrier;   /* of every producer of the row */
@@ -66,6 +90,7 @@ typedef struct warm_gate {
     double t_begin;              /* ab__mono_s() when the producers were started */
     double t0;                   /* ab__mono_s() when the clock started */
     double cpu_self, cpu_broker; /* CPU seconds read then */
+    bench_threads_t threads;     /* the broker's, by thread, read then */
     commit_figs_t figs;          /* the broker's commit figures then */
 } warm_gate_t;
 
@@ -145,6 +170,7 @@ void *zsock(void *ctx, int type, const char *bind_ep, char *ep, size_t size);
 double proc_cpu_s(pid_t pid);
 /** CPU seconds this process has used, all threads. */
 double self_cpu_s(void);
+
 /** `agentbus bench actions` (bench/bench_actions.c). */
 int bench_actions(const bench_opts_t *o);
 /** `agentbus bench dispatch` (bench/bench_dispatch.c). */

@@ -36,27 +36,51 @@ static void put_str(const char *s)
     ab__json_str_out(json_out, s);
 }
 
-void bench_emit(const char *bench, const char *row, ...)
+static void put_head(const char *bench, const char *row)
 {
-    if (json_out == NULL)
-        return;
     fputs("{\"bench\":", json_out);
     put_str(bench);
     fputs(",\"row\":", json_out);
     put_str(row);
+}
+
+static void put_figure(const char *key, double v)
+{
+    fputc(',', json_out);
+    put_str(key);
+    if (isfinite(v))
+        fprintf(json_out, ":%.10g", v);
+    else
+        fputs(":null", json_out);
+}
+
+static void put_end(void)
+{
+    fputs("}\n", json_out);
+    fflush(json_out);
+}
+
+void bench_emit(const char *bench, const char *row, ...)
+{
+    if (json_out == NULL)
+        return;
+    put_head(bench, row);
     va_list ap;
     va_start(ap, row);
     const char *key;
-    while ((key = va_arg(ap, const char *)) != NULL) {
-        double v = va_arg(ap, double);
-        fputc(',', json_out);
-        put_str(key);
-        if (isfinite(v))
-            fprintf(json_out, ":%.10g", v);
-        else
-            fputs(":null", json_out);
-    }
+    while ((key = va_arg(ap, const char *)) != NULL)
+        put_figure(key, va_arg(ap, double));
     va_end(ap);
-    fputs("}\n", json_out);
-    fflush(json_out);
+    put_end();
+}
+
+void bench_emit_pairs(const char *bench, const char *row, int n, const char *const *keys,
+                      const double *vals)
+{
+    if (json_out == NULL)
+        return;
+    put_head(bench, row);
+    for (int i = 0; i < n; i++)
+        put_figure(keys[i], vals[i]);
+    put_end();
 }

@@ -4,11 +4,11 @@
  * option, before it starts anything; --json puts the rows on stdout as JSON
  * and the human lines on stderr; latency --row runs that row alone, --rounds
  * times, and scale --row the 100-run row and that one in turn, each with the
- * group commits the broker made during it; scale --durability process
- * starts its brokers at that durability and says so in every row, and rows
- * against a broker given with --broker say durability=broker (the bench
- * cannot know it), ingest then running one row, not two of one broker, and
- * latency no process row.
+ * group commits the broker made during it and the CPU of each of its threads;
+ * scale --durability process starts its brokers at that durability and says
+ * so in every row, and rows against a broker given with --broker say
+ * durability=broker (the bench cannot know it), ingest then running one row,
+ * not two of one broker, and latency no process row.
  */
 #include "testutil.h"
 
@@ -181,6 +181,17 @@ static void test_scale_one_row(void **state)
         double groups = atof(g + 9), per = atof(e + 19);
         assert_true(groups >= 1 && per >= 1 && per <= 4096); /* group-max 4096 */
         assert_true(atof(p50 + 16) > 0);
+    }
+    /* and what each of the broker's threads used: the writer a share of one core, the
+     * store's checkpointer by its own name (store_ckpt.c invariant 5) */
+    const char *threads = "\"row\":\"threads, fsync\"";
+    assert_int_equal(count_of(out, threads), 4);
+    for (const char *c = strstr(out, threads); c; c = strstr(c + 1, threads)) {
+        const char *w = strstr(c, "\"ab-writer\":"), *k = strstr(c, "\"ab-checkpoint\":");
+        const char *m = strstr(c, "\"ab-command\":"), *nl = strchr(c, '\n');
+        assert_true(w && k && m && nl && w < nl && k < nl && m < nl); /* in this row */
+        double writer = atof(w + 12);
+        assert_true(writer > 0 && writer <= 1.5); /* one thread: at most a core, and slack */
     }
 }
 
