@@ -10,6 +10,8 @@
  *            both sockets in one context (one ZeroMQ I/O thread serves both
  *            ends) and once in two, as a client and a broker are (two I/O
  *            threads, each woken in turn: the hops every request makes);
+ *            a sample that had to wait for the one before it counts from
+ *            when it was due (bench_paced_start), as the ack rows' do;
  *   ack      publish -> `published`, one event per publish at 1,000 events/s
  *            (fsync and process durability), and batches of 256 from 4
  *            producers at 80 % of the fsync ingest maximum measured just
@@ -172,14 +174,16 @@ static int floor_fsync(double seconds, bench_spans_t *slow, dist_t *out)
     size_t max = (size_t)(seconds * PACE_HZ) + 1;
     double *v = calloc(max, sizeof(double));
     size_t n = 0;
-    double start = ab__mono_s();
+    double start = ab__mono_s(), end = start;
     int rc = v ? 0 : -1;
     for (off_t off = 0; rc == 0 && n < max && ab__mono_s() < start + seconds; off += FRAME_BYTES) {
-        sleep_until(start + (double)n / PACE_HZ);
-        double t0 = ab__mono_s();
+        double due = start + (double)n / PACE_HZ;
+        sleep_until(due);
+        double t0 = bench_paced_start(due, ab__mono_s(), end);
         if (pwrite(fd, frame, sizeof frame, off) != (ssize_t)sizeof frame || fdatasync(fd) != 0)
             rc = -1;
-        v[n] = ab__mono_s() - t0;
+        end = ab__mono_s();
+        v[n] = end - t0;
         if (slow)
             bench_spans_note(slow, t0, v[n], BENCH_SLOW_S);
         n++;
@@ -234,13 +238,15 @@ static int floor_zmq(double seconds, bool two, bench_spans_t *slow, dist_t *out)
     size_t max = (size_t)(seconds * PACE_HZ) + 1;
     double *v = calloc(max, sizeof(double));
     size_t n = 0;
-    double start = ab__mono_s();
+    double start = ab__mono_s(), end = start;
     for (; v && n < max && ab__mono_s() < start + seconds;) {
-        sleep_until(start + (double)n / PACE_HZ);
-        double t0 = ab__mono_s();
+        double due = start + (double)n / PACE_HZ;
+        sleep_until(due);
+        double t0 = bench_paced_start(due, ab__mono_s(), end);
         if (zmq_send(d, msg, sizeof msg, 0) < 0 || zmq_recv(d, back, sizeof back, 0) < 0)
             break;
-        v[n] = ab__mono_s() - t0;
+        end = ab__mono_s();
+        v[n] = end - t0;
         if (slow)
             bench_spans_note(slow, t0, v[n], BENCH_SLOW_S);
         n++;

@@ -132,3 +132,8 @@ void bench_meter_stop(bench_meter_t *m, bench_spans_t *late)
     *late = m->late;
     free(m);
 }
+
+double bench_paced_start(double due, double began, double prev_end)
+{
+    return prev_end > due ? due : began;
+}

@@ -67,4 +67,16 @@ void bench_meter_stop(bench_meter_t *m, bench_spans_t *late);
  */
 double bench_meter_woke(bench_spans_t *late, double due, double woke);
 
+/**
+ * Where a paced floor sample's clock starts (no coordinated omission). A floor loop is
+ * due to begin sample n at @p due; it began at @p began, after the previous sample ended
+ * at @p prev_end. When that was after @p due, the sample waited in line behind it, as a
+ * request sent on time waits behind a slow one, and its clock starts at @p due; else at
+ * @p began, so that the bench's own late wake-up from its sleep is not counted. An
+ * acknowledgement row keeps sending on time while the broker is stalled (up to 64 in
+ * flight), so a stall of X ms there makes about X slow samples; with this rule a floor's
+ * stall makes as many.
+ */
+double bench_paced_start(double due, double began, double prev_end);
+
 #endif

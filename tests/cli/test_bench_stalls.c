@@ -2,7 +2,8 @@
  * test_bench_stalls.c - the pieces of `agentbus bench latency --stalls`
  * (bench/stalls.c): the bounded log of slow samples, the overlap of a row's
  * slow samples with the timer thread's stalls, the timer's bookkeeping of a
- * late wake-up, and that the timer thread runs and stops.
+ * late wake-up, that the timer thread runs and stops, and where a paced floor
+ * sample's clock starts.
  */
 #include "testutil.h"
 
@@ -89,6 +90,28 @@ static void test_meter_woke(void **state)
     bench_spans_free(&late);
 }
 
+/* A floor sample that had to wait for the one before it counts from when it was due; one
+ * that did not counts from when it began, its own late wake-up left out. A stall of 30 ms
+ * in a loop paced at 1 ms then makes about 30 slow samples, not one. */
+static void test_paced_start(void **state)
+{
+    (void)state;
+    assert_true(bench_paced_start(10.000, 10.0002, 9.9995) == 10.0002); /* free: from began */
+    assert_true(bench_paced_start(10.000, 10.0002, 10.000) == 10.0002); /* ended as due */
+    assert_true(bench_paced_start(10.000, 10.0301, 10.030) == 10.000);  /* waited in line */
+    /* a 1 ms loop whose sample 0 took 30 ms, the later ones 0.2 ms each: sample n waits
+     * until 10.030 + 0.2 (n - 1) ms and ends 30 - 0.8 n ms after it was due, so samples
+     * 1..31 are slow (5 ms or more) where measuring from when each began would make none */
+    double end = 10.030, slow = 0;
+    for (int n = 1; n < 40; n++) {
+        double due = 10.0 + n * 0.001, began = end > due ? end : due + 0.00005;
+        double t0 = bench_paced_start(due, began, end);
+        end = began + 0.0002; /* each later sample takes 0.2 ms itself */
+        slow += end - t0 >= BENCH_SLOW_S;
+    }
+    assert_true(slow == 31);
+}
+
 /* The thread wakes (its ticks grow) and stops when asked, handing its log over. */
 static void test_meter_runs(void **state)
 {
@@ -109,10 +132,9 @@ static void test_meter_runs(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_log_is_bounded),
-        cmocka_unit_test(test_overlap),
-        cmocka_unit_test(test_meter_woke),
-        cmocka_unit_test(test_meter_runs),
+        cmocka_unit_test(test_log_is_bounded), cmocka_unit_test(test_overlap),
+        cmocka_unit_test(test_meter_woke),     cmocka_unit_test(test_meter_runs),
+        cmocka_unit_test(test_paced_start),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
