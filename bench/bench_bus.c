@@ -78,20 +78,10 @@ static int child_start(child_t *ch, const char *durability)
 /* CPU seconds (user + system) a process has used, from /proc/PID/stat; 0 if unknown. */
 double proc_cpu_s(pid_t pid)
 {
-    char path[64], line[1024];
+    char path[64];
     snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-    FILE *f = fopen(path, "r");
     double s = 0;
-    if (f != NULL && fgets(line, sizeof(line), f) != NULL) {
-        const char *p = strrchr(line, ')'); /* the name may hold spaces */
-        unsigned long ut = 0, st = 0;
-        if (p &&
-            sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) == 2)
-            s = (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
-    }
-    if (f)
-        fclose(f);
-    return s;
+    return stat_cpu_s(path, NULL, 0, &s) ? s : 0;
 }
 
 /* This process's CPU seconds (all threads). */

@@ -74,6 +74,10 @@ typedef struct bench_threads {
     bench_thread_t th[BENCH_THREADS_MAX];
 } bench_threads_t;
 
+/** The CPU seconds (user + system) in the /proc stat file at @p path (a process's or a
+ *  thread's) and, when @p name is not NULL, its name into @p name (@p size bytes);
+ *  false when the file cannot be read or parsed. */
+bool stat_cpu_s(const char *path, char *name, size_t size, double *cpu);
 /** Read the CPU seconds of each thread name of process @p pid (none when pid is 0). */
 void bench_threads_read(pid_t pid, bench_threads_t *t);
 /** Print, and emit as the JSON row "threads, LABEL" of bench ingest, each thread name's
@@ -170,7 +174,6 @@ void *zsock(void *ctx, int type, const char *bind_ep, char *ep, size_t size);
 double proc_cpu_s(pid_t pid);
 /** CPU seconds this process has used, all threads. */
 double self_cpu_s(void);
-
 /** `agentbus bench actions` (bench/bench_actions.c). */
 int bench_actions(const bench_opts_t *o);
 /** `agentbus bench dispatch` (bench/bench_dispatch.c). */

@@ -22,25 +22,26 @@
 #include <string.h>
 #include <unistd.h>
 
-/* CPU seconds of thread @p tid of @p pid and its name into @p name; false if unreadable. */
-static bool thread_cpu(pid_t pid, const char *tid, char *name, size_t size, double *cpu)
+bool stat_cpu_s(const char *path, char *name, size_t size, double *cpu)
 {
-    char path[96], line[1024];
-    snprintf(path, sizeof path, "/proc/%d/task/%s/stat", (int)pid, tid);
+    char line[1024];
     FILE *f = fopen(path, "r");
     if (f == NULL)
         return false;
     bool ok = fgets(line, sizeof line, f) != NULL;
     fclose(f);
+    /* "pid (name) state ...": the name may hold spaces and parentheses, so the last ')' */
     const char *open = ok ? strchr(line, '(') : NULL, *close = ok ? strrchr(line, ')') : NULL;
     unsigned long ut = 0, st = 0;
     if (open == NULL || close == NULL || close < open ||
         sscanf(close + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) != 2)
         return false;
-    size_t n = (size_t)(close - open - 1);
-    n = n < size - 1 ? n : size - 1;
-    memcpy(name, open + 1, n);
-    name[n] = '\0';
+    if (name != NULL && size > 0) {
+        size_t n = (size_t)(close - open - 1);
+        n = n < size - 1 ? n : size - 1;
+        memcpy(name, open + 1, n);
+        name[n] = '\0';
+    }
     *cpu = (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
     return true;
 }
@@ -68,9 +69,10 @@ void bench_threads_read(pid_t pid, bench_threads_t *t)
     if (d == NULL)
         return;
     for (struct dirent *e; (e = readdir(d)) != NULL;) {
-        char name[sizeof t->th[0].name];
+        char name[sizeof t->th[0].name], path[300];
         double cpu = 0;
-        if (e->d_name[0] == '.' || !thread_cpu(pid, e->d_name, name, sizeof name, &cpu))
+        snprintf(path, sizeof path, "/proc/%d/task/%s/stat", (int)pid, e->d_name);
+        if (e->d_name[0] == '.' || !stat_cpu_s(path, name, sizeof name, &cpu))
             continue;
         bench_thread_t *s = slot_of(t, name);
         if (s != NULL)
