@@ -189,6 +189,7 @@ enum {
     Q_RUN_ANCHOR_BELOW, /* store_walk.c: a run's last anchor at or below a seq */
     Q_RUN_RANGE,        /* store_walk.c: a run's chunks between two rowids, by scan */
     Q_THREAD_RANGE,     /* store_walk.c: a thread's chunks between two rowids, by scan */
+    Q_THREAD_SEG,       /* store_walk.c: a dense segment of a thread, by scan */
     Q_CHUNK_DATA,       /* store_read.c: a chunk's records, with its thread and run ids */
     Q_HEAD,
     Q_RUNS_OF_THREAD,
@@ -303,6 +304,9 @@ struct ab_plugin_db {
     struct ab__walk *resume;
     bool resume_ok;        /* *resume is valid */
     uint64_t resume_after; /* the cursor (a run's seq, a thread's position) it goes on from */
+    /* thread segments a walk took by a scan of their range, and by their links (store_walk.c
+     * invariant 6; read by the tests) */
+    uint64_t segs_scanned, segs_walked;
     /* rows of the commit not yet inserted (store_commit.c) */
     struct pending_chunk {
         sqlite3_int64 v[AB_STORE_CHUNK_INTS];
@@ -457,6 +461,12 @@ uint64_t ab__store_cache_ahead(const ab_store_t *st, const ab_append_event_t *ev
  * the cache and lives until it is cleared. */
 ab_status_t ab__store_thread_get(ab_store_t *st, sqlite3_int64 rowid, thr_ent_t **out,
                                  ab_error_t *err);
+
+/** A thread's segment whose rowids span at most this many positions is found by a scan of
+ * that range of the table (one step a row) instead of a lookup of every chunk's links
+ * (store_walk.c invariant 6): the range holds at most this many rows, so the scan reads at
+ * most 8 rows per chunk of a full segment. */
+#define AB_STORE_SCAN_SPAN (8 * AB_STORE_ANCHOR_EVERY)
 
 /* The distance of the chunk after one at distance @p d: an anchor (0) every
  * AB_STORE_ANCHOR_EVERY chunks. */

@@ -110,6 +110,9 @@ static const char *const SQL[Q_COUNT_] = {
                     " AND run_rowid = ?3 AND last_seq > ?4 ORDER BY rowid",
     [Q_THREAD_RANGE] = "SELECT rowid FROM chunks WHERE rowid > ?1 AND rowid < ?2"
                        " AND thread_rowid = ?3 AND ?4 = ?4 ORDER BY rowid",
+    /* store_walk.c invariant 6: a thread's chunks in (?1, ?2], rowid order, with distances */
+    [Q_THREAD_SEG] = "SELECT rowid, thread_dist FROM chunks WHERE rowid > ?1 AND rowid <= ?2"
+                     " AND thread_rowid = ?3 ORDER BY rowid",
     /* the 5th column: whether the chunk's thread is its run's (a thread read checks it) */
     [Q_CHUNK_DATA] = "SELECT " CHUNK_COLS ", r.thread_rowid = c.thread_rowid FROM chunks c"
                      " JOIN runs r ON r.rowid = c.run_rowid WHERE c.rowid = ?1",

@@ -27,6 +27,14 @@
  *     so a read still delivers every chunk that is stored, and the hole
  *     shows as missing seqs or positions, as it would with an index. Such
  *     a segment may be twice as long; longer still is AB_CORRUPT.
+ *  6. A thread's segment whose rowids span at most AB_STORE_SCAN_SPAN
+ *     positions above the bound (many runs speaking in turn: a chunk a
+ *     row) is taken by one scan of that range of the table for the
+ *     thread's chunks instead of a lookup of each chunk's links. It is
+ *     used only when it finds what the links would: the top as its last
+ *     chunk, at most AB_STORE_ANCHOR_EVERY chunks, distances that count up
+ *     by one to the top and no anchor but the top; anything else walks the
+ *     links as above, which names the damage or recovers the segment.
  */
 #include "ab_common.h"
 #include "store_int.h"
@@ -160,6 +168,46 @@ static ab_status_t check_link(const ab__walk_t *w, sqlite3_int64 c, const link_t
     return AB_OK;
 }
 
+/* Whether the thread's chunks @p seg (rowid order) found by scan up to @p top form a
+ * segment of a sound chain (invariant 6). */
+static bool seg_sound(const sqlite3_int64 *seg, const uint32_t *dist, size_t n, sqlite3_int64 top)
+{
+    if (n == 0 || seg[n - 1] != top)
+        return false;
+    for (size_t i = 0; i + 1 < n; i++)
+        if (dist[i] == 0 || (dist[i + 1] != 0 && dist[i + 1] != dist[i] + 1))
+            return false;
+    return true;
+}
+
+/* Fill the segment below @p top by a scan of the table (invariant 6); *ok false when it
+ * must be walked instead. */
+static ab_status_t scan_fill(ab__walk_t *w, sqlite3_int64 top, bool *ok, ab_error_t *err)
+{
+    uint32_t dist[AB_STORE_ANCHOR_EVERY + 1];
+    sqlite3_stmt *q = w->st->q[Q_THREAD_SEG];
+    sqlite3_bind_int64(q, 1, w->lower);
+    sqlite3_bind_int64(q, 2, top);
+    sqlite3_bind_int64(q, 3, w->owner);
+    size_t n = 0;
+    int rc;
+    while ((rc = sqlite3_step(q)) == SQLITE_ROW && n <= AB_STORE_ANCHOR_EVERY) {
+        w->seg[n] = sqlite3_column_int64(q, 0);
+        dist[n++] = (uint32_t)sqlite3_column_int64(q, 1);
+    }
+    ab__store_done(q);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+        return ab__store_sqlerr(w->st, rc, "walk", err);
+    *ok = rc == SQLITE_DONE && seg_sound(w->seg, dist, n, top);
+    if (*ok) {
+        w->st->segs_scanned++;
+        w->n = n;
+        w->i = 0;
+        w->fills++;
+    }
+    return AB_OK;
+}
+
 /* Walk down from @p top to the bound and keep the segment, oldest first (invariant 1). */
 static ab_status_t fill(ab__walk_t *w, sqlite3_int64 top, ab_error_t *err)
 {
@@ -200,8 +248,13 @@ ab_status_t ab__walk_next(ab__walk_t *w, sqlite3_int64 *chunk, ab_error_t *err)
         sqlite3_int64 top = 0, key = 0;
         bool anchor = false;
         ab_status_t s = top_of(w, &top, &key, &anchor, err);
-        if (s == AB_OK)
+        bool scanned = false;
+        if (s == AB_OK && w->thread && top > w->lower && top - w->lower <= AB_STORE_SCAN_SPAN)
+            s = scan_fill(w, top, &scanned, err);
+        if (s == AB_OK && !scanned) {
+            w->st->segs_walked += w->thread;
             s = fill(w, top, err);
+        }
         if (s != AB_OK)
             return s;
         if (anchor && w->n == 0)

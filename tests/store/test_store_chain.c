@@ -333,6 +333,9 @@ static void test_reads_across_anchors(void **state)
     ab__store_close(&f->sf.st); /* and again from a reader of the closed file */
     f->sf.st = open_ok(f->sf.dir, true);
     check_reads(f->sf.st, &f->m);
+    /* both ways of taking a thread's segment gave the model's rows (store_walk.c invariant 6) */
+    assert_true(f->sf.st->segs_scanned > 0);
+    assert_true(f->sf.st->segs_walked > 0);
 }
 
 /* Paged reads go on from where the last page stopped (store_read.c invariant 6) while
@@ -926,6 +929,39 @@ static void test_damaged_chains_are_refused(void **state)
     unlink(keep);
 }
 
+/* A thread's dense segment is found by a scan of its range (store_walk.c invariant 6): a link
+ * of its chain damaged by hand is not needed there, and every stored row is read (the walk
+ * would have ended the chain at it); a distance that does not count up makes the read walk
+ * the links instead, which name the damage. */
+static void test_thread_segments_by_scan(void **state)
+{
+    fx_t *f = *state;
+    two_runs(f, 5);
+    char path[128], keep[160];
+    snprintf(path, sizeof path, "%s/%s", f->sf.dir, AB_STORE_DB_NAME);
+    snprintf(keep, sizeof keep, "%s.keep", path);
+    copy_file(path, keep);
+    sf_exec(f->sf.dir, "UPDATE chunks SET prev_thread = 0 WHERE rowid = " R0_CHUNK(4));
+    f->sf.st = open_ok(f->sf.dir, true);
+    uint32_t n = 0;
+    ab_error_t err = AB_ERROR_INIT;
+    assert_int_equal(read_thread_n(f->sf.st, &n, &err), AB_OK);
+    assert_int_equal(n, 10);
+    assert_int_equal(f->sf.st->segs_scanned, 2); /* the first anchor, then up to the tail */
+    assert_int_equal(f->sf.st->segs_walked, 0);
+    ab__store_close(&f->sf.st);
+    copy_file(keep, path);
+    sf_exec(f->sf.dir, "UPDATE chunks SET thread_dist = 7 WHERE rowid = " R0_CHUNK(3));
+    f->sf.st = open_ok(f->sf.dir, true);
+    assert_int_equal(read_thread_n(f->sf.st, &n, &err), AB_CORRUPT);
+    if (strstr(err.message, "the chain of thread ") == NULL ||
+        strstr(err.message, "distance") == NULL)
+        fail_msg("'%s' does not name the thread's chain and the distance", err.message);
+    assert_int_equal(f->sf.st->segs_walked, 1);
+    ab__store_close(&f->sf.st);
+    unlink(keep);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -936,6 +972,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_paged_reads_across_commits, setup, teardown),
         cmocka_unit_test_setup_teardown(test_damaged_chains_are_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_rows_out_of_order_are_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_thread_segments_by_scan, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reads_across_anchors, setup_merging, teardown),
         cmocka_unit_test_setup_teardown(test_paged_reads_across_commits, setup_merging, teardown),
         cmocka_unit_test_setup_teardown(test_tails_in_two_levels, setup_merging, teardown),
