@@ -23,8 +23,7 @@
 #define AB_SNAP_FLUSH_EVENTS 1024u
 /** On shutdown the worker computes queued requests for at most this long. */
 #define AB_SNAPWORKER_DRAIN_MS 2000
-/** The worker thread's nice value (Linux), should SCHED_IDLE be refused (snapshot_worker.c
- * invariant 3). */
+/** The worker thread's nice value (Linux; lower priority than the bus threads). */
 #define AB_SNAPWORKER_NICE 19
 
 /** A thread's builder with the msgpack document last encoded from it. */

@@ -13,10 +13,8 @@
  *     beyond it a request is dropped with a warning: the next run end or N
  *     events ask again, and the SNAPSHOT answer stays current). Results are
  *     coalesced per thread (only the highest position is kept).
- *  3. The thread runs under SCHED_IDLE (Linux; nice AB_SNAPWORKER_NICE if
- *     that is refused), so it takes only time no bus thread wants: a core
- *     that runs only it counts as idle, and a bus thread woken there takes
- *     it at once. Under a saturated CPU its requests then coalesce.
+ *  3. The thread runs at nice AB_SNAPWORKER_NICE (Linux), so under a
+ *     saturated CPU it yields to the bus threads; its requests then coalesce.
  *  4. ab__snapworker_stop() computes the queued requests for at most
  *     AB_SNAPWORKER_DRAIN_MS (checked between chunks of AB_SNAPWORKER_CHUNK
  *     events), so a clean shutdown usually stores the snapshots of the runs
@@ -31,10 +29,6 @@
 #include "snap_internal.h"
 
 #include <pthread.h>
-#include <sched.h>
-#ifndef SCHED_IDLE
-#define SCHED_IDLE 5 /* Linux's policy number; glibc names it only with _GNU_SOURCE */
-#endif
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -220,11 +214,7 @@ static void *worker_main(void *arg)
     ab_snapworker_t *w = arg;
     ab__thread_start("ab-snapshot", w->b->cfg->log_level, w->b->cfg->log_json);
 #ifdef __linux__
-    /* invariant 3: at nice 19 it still competed with the bus threads for the cores they
-     * woke on (docs/PERFORMANCE.md "The snapshot worker at SCHED_IDLE") */
     (void)setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), AB_SNAPWORKER_NICE);
-    struct sched_param sp = {0};
-    (void)pthread_setschedparam(pthread_self(), SCHED_IDLE, &sp);
 #endif
     todo_t cur;
     pthread_mutex_lock(&w->mu);

@@ -185,42 +185,6 @@ static void test_snapshot_durable(void **state)
 }
 
 /* Snapshots every 50 events: an active run of 120 events gets stored snapshots. */
-#ifdef __linux__
-#include <dirent.h>
-
-/* The scheduling policy (field 41 of /proc/PID/task/TID/stat) of @p pid's thread named
- * @p comm; -1 when there is none. */
-static int thread_policy(pid_t pid, const char *comm)
-{
-    char path[384], buf[1024];
-    snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
-    DIR *d = opendir(path);
-    int policy = -1;
-    for (struct dirent *de; d && policy < 0 && (de = readdir(d)) != NULL;) {
-        snprintf(path, sizeof path, "/proc/%d/task/%s/comm", (int)pid, de->d_name);
-        FILE *f = fopen(path, "r");
-        bool named = f && fgets(buf, sizeof buf, f) && strncmp(buf, comm, strlen(comm)) == 0 &&
-                     buf[strlen(comm)] == '\n';
-        if (f)
-            fclose(f);
-        snprintf(path, sizeof path, "/proc/%d/task/%s/stat", (int)pid, de->d_name);
-        if (!named || (f = fopen(path, "r")) == NULL)
-            continue;
-        size_t n = fread(buf, 1, sizeof buf - 1, f);
-        fclose(f);
-        buf[n] = '\0';
-        char *p = strrchr(buf, ')');
-        for (int field = 2; p && field < 41; field++) /* field 2 ends at ')' */
-            p = strchr(p + 1, ' ');
-        if (p)
-            policy = atoi(p + 1);
-    }
-    if (d)
-        closedir(d);
-    return policy;
-}
-#endif
-
 static void test_snapshot_every(void **state)
 {
     it_t *t = *state;
@@ -244,11 +208,6 @@ static void test_snapshot_every(void **state)
     assert_true(pos50 > 0);
     (void)snapfx_wait_stored(t->bp.dir, THREAD, pos50, true);
     assert_int_equal(snapfx_check(&f), f.last_pos);
-#ifdef __linux__
-    /* the worker that stored it runs at SCHED_IDLE (5), below every bus thread (0) */
-    assert_int_equal(thread_policy(t->bp.pid, "ab-snapshot"), 5);
-    assert_int_equal(thread_policy(t->bp.pid, "ab-writer"), 0);
-#endif
 
     /* a restart folds on top of the stored snapshot: same answer */
     reconnect(&f, true);
