@@ -190,6 +190,7 @@ enum {
     Q_RUN_RANGE,        /* store_walk.c: a run's chunks between two rowids, by scan */
     Q_THREAD_RANGE,     /* store_walk.c: a thread's chunks between two rowids, by scan */
     Q_THREAD_SEG,       /* store_walk.c: a dense segment of a thread, by scan */
+    Q_THREAD_SEG_DATA,  /* store_read.c: that segment's records, by the same scan */
     Q_CHUNK_DATA,       /* store_read.c: a chunk's records, with its thread and run ids */
     Q_HEAD,
     Q_RUNS_OF_THREAD,
@@ -480,10 +481,11 @@ static inline uint32_t ab__store_next_dist(uint32_t d)
  * time. Inside one read transaction. */
 typedef struct ab__walk {
     ab_store_t *st;
-    bool thread;                                  /* the thread chain (else the run chain) */
-    bool done;                                    /* the segment in seg is the chain's last */
-    sqlite3_int64 owner;                          /* the run's or thread's rowid */
-    sqlite3_int64 lower;                          /* the bound: a seq (run) or a rowid (thread) */
+    bool thread;         /* the thread chain (else the run chain) */
+    bool done;           /* the segment in seg is the chain's last */
+    bool scanned;        /* the segment in seg was found by a scan of its range (invariant 6) */
+    sqlite3_int64 owner; /* the run's or thread's rowid */
+    sqlite3_int64 lower; /* the bound: a seq (run) or a rowid (thread) */
     sqlite3_int64 seg[2 * AB_STORE_ANCHOR_EVERY]; /* twice: room for a recovered segment */
     size_t n, i;
     unsigned fills; /* segments filled so far: seg[] indexes of two reads compare within one */

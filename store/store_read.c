@@ -34,6 +34,11 @@
  *     chain's last segment, which later commits extend. Records at or
  *     below the cursor in the chunk gone on from are skipped as on a fresh
  *     walk.
+ *  7. A thread's segment that the walk found by a scan of its range
+ *     (store_walk.c invariant 6) has its records read by one more scan of
+ *     the same range (Q_THREAD_SEG_DATA) instead of a lookup per chunk:
+ *     each row must be the walk's next chunk, else that chunk is looked up
+ *     alone, as any other is.
  */
 #include "ab_common.h"
 #include "store_int.h"
@@ -282,11 +287,37 @@ static void group_flush(group_t *g, reader_t *rd)
 }
 
 /* Where a grouped read takes its chunks from: the table's statement (all), or a thread's
- * chain and Q_CHUNK_DATA (thread). */
+ * chain and Q_CHUNK_DATA, or Q_THREAD_SEG_DATA for a segment found by scan (thread). */
 typedef struct source {
     sqlite3_stmt *q; /* stepped: every row a chunk, in rowid order */
     ab__walk_t *walk;
+    unsigned seg_fills; /* the walk's segment Q_THREAD_SEG_DATA is stepping (0: none) */
 } source_t;
+
+/* Chunk @p c of a segment the walk found by scan: the next row of Q_THREAD_SEG_DATA over the
+ * rest of the segment, started at @p c (invariant 7); *q NULL when that row is not @p c. */
+static ab_status_t seg_row(ab_store_t *st, source_t *src, sqlite3_int64 c, sqlite3_stmt **q,
+                           ab_error_t *err)
+{
+    const ab__walk_t *w = src->walk;
+    sqlite3_stmt *sq = st->q[Q_THREAD_SEG_DATA];
+    *q = NULL;
+    if (src->seg_fills != w->fills) {
+        ab__store_done(sq);
+        sqlite3_bind_int64(sq, 1, c - 1);
+        sqlite3_bind_int64(sq, 2, w->seg[w->n - 1]);
+        sqlite3_bind_int64(sq, 3, w->owner);
+        src->seg_fills = w->fills;
+    }
+    int rc = sqlite3_step(sq);
+    if (rc == SQLITE_ROW && sqlite3_column_int64(sq, 5) == c) {
+        *q = sq;
+        return AB_OK;
+    }
+    ab__store_done(sq); /* not what the scan found: the chunk is looked up alone */
+    src->seg_fills = 0;
+    return rc == SQLITE_ROW || rc == SQLITE_DONE ? AB_OK : ab__store_sqlerr(st, rc, "read", err);
+}
 
 /* The next chunk's row on the statement into *q (NULL at the end). */
 static ab_status_t source_next(ab_store_t *st, source_t *src, sqlite3_stmt **q, ab_error_t *err)
@@ -302,13 +333,18 @@ static ab_status_t source_next(ab_store_t *st, source_t *src, sqlite3_stmt **q, 
     ab__store_done(st->q[Q_CHUNK_DATA]);
     sqlite3_int64 c = 0;
     ab_status_t s = ab__walk_next(src->walk, &c, err);
-    if (s != AB_OK || c == 0 || (s = chunk_row(st, c, err)) != AB_OK)
+    if (s != AB_OK || c == 0)
         return s;
-    if (sqlite3_column_int(st->q[Q_CHUNK_DATA], 4) != 1) /* invariant 4 */
+    if (src->walk->scanned && (s = seg_row(st, src, c, q, err)) != AB_OK)
+        return s;
+    if (*q == NULL && (s = chunk_row(st, c, err)) == AB_OK)
+        *q = st->q[Q_CHUNK_DATA];
+    if (s != AB_OK)
+        return s;
+    if (sqlite3_column_int(*q, 4) != 1) /* invariant 4 */
         return ab_error_set(err, AB_CORRUPT, "store",
                             "database %s is damaged: chunk %lld is in a thread its run is not in",
                             st->path, (long long)c);
-    *q = st->q[Q_CHUNK_DATA];
     return AB_OK;
 }
 
@@ -345,6 +381,7 @@ static ab_status_t read_grouped(ab_store_t *st, source_t *src, uint64_t after_po
     if (s == AB_OK && !bad && w && fills == w->fills)
         walk_keep(st, w, at, rd);
     ab__store_done(st->q[Q_CHUNK_DATA]);
+    ab__store_done(st->q[Q_THREAD_SEG_DATA]);
     if (src->q)
         ab__store_done(src->q);
     free(g.recs);

@@ -113,6 +113,12 @@ static const char *const SQL[Q_COUNT_] = {
     /* store_walk.c invariant 6: a thread's chunks in (?1, ?2], rowid order, with distances */
     [Q_THREAD_SEG] = "SELECT rowid, thread_dist FROM chunks WHERE rowid > ?1 AND rowid <= ?2"
                      " AND thread_rowid = ?3 ORDER BY rowid",
+    /* store_read.c: the records of a scanned segment from ?1 (excluded) to ?2, as
+     * Q_CHUNK_DATA gives them, then each chunk's rowid; the chunks drive the join */
+    [Q_THREAD_SEG_DATA] = "SELECT " CHUNK_COLS ", r.thread_rowid = c.thread_rowid, c.rowid"
+                          " FROM chunks c CROSS JOIN runs r ON r.rowid = c.run_rowid"
+                          " WHERE c.rowid > ?1 AND c.rowid <= ?2 AND c.thread_rowid = ?3"
+                          " ORDER BY c.rowid",
     /* the 5th column: whether the chunk's thread is its run's (a thread read checks it) */
     [Q_CHUNK_DATA] = "SELECT " CHUNK_COLS ", r.thread_rowid = c.thread_rowid FROM chunks c"
                      " JOIN runs r ON r.rowid = c.run_rowid WHERE c.rowid = ?1",

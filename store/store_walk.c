@@ -201,6 +201,7 @@ static ab_status_t scan_fill(ab__walk_t *w, sqlite3_int64 top, bool *ok, ab_erro
     *ok = rc == SQLITE_DONE && seg_sound(w->seg, dist, n, top);
     if (*ok) {
         w->st->segs_scanned++;
+        w->scanned = true;
         w->n = n;
         w->i = 0;
         w->fills++;
@@ -233,6 +234,7 @@ static ab_status_t fill(ab__walk_t *w, sqlite3_int64 top, ab_error_t *err)
     }
     for (size_t i = 0; i < n; i++)
         w->seg[below + i] = down[n - 1 - i];
+    w->scanned = false;
     w->n = below + n;
     w->i = 0;
     w->fills++;

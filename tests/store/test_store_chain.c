@@ -932,7 +932,7 @@ static void test_damaged_chains_are_refused(void **state)
 /* A thread's dense segment is found by a scan of its range (store_walk.c invariant 6): a link
  * of its chain damaged by hand is not needed there, and every stored row is read (the walk
  * would have ended the chain at it); a distance that does not count up makes the read walk
- * the links instead, which name the damage. */
+ * the links instead, which name the damage; a chunk whose run is gone is refused. */
 static void test_thread_segments_by_scan(void **state)
 {
     fx_t *f = *state;
@@ -958,6 +958,17 @@ static void test_thread_segments_by_scan(void **state)
         strstr(err.message, "distance") == NULL)
         fail_msg("'%s' does not name the thread's chain and the distance", err.message);
     assert_int_equal(f->sf.st->segs_walked, 1);
+    ab__store_close(&f->sf.st);
+    /* a scanned segment's records come from a scan joined with the runs (store_read.c
+     * invariant 7): a chunk whose run is gone is not skipped by the join but refused */
+    copy_file(keep, path);
+    sf_exec(f->sf.dir, "DELETE FROM runs WHERE run = 'r0'");
+    f->sf.st = open_ok(f->sf.dir, true);
+    ab_error_t e3 = AB_ERROR_INIT;
+    assert_int_equal(read_thread_n(f->sf.st, &n, &e3), AB_CORRUPT);
+    if (strstr(e3.message, "or its run is missing") == NULL)
+        fail_msg("'%s' does not say the chunk's run is missing", e3.message);
+    assert_int_equal(f->sf.st->segs_walked, 0);
     ab__store_close(&f->sf.st);
     unlink(keep);
 }
