@@ -65,6 +65,17 @@ void ab__rd_set(ab_reducer_t *r, json_t *obj, const char *key, json_t *v)
         r->oom = true;
 }
 
+/* Set integer member @p key of @p obj: the member's own node is changed in place when no
+ * other tree holds it (no allocation per event for a counter such as lastSeq). */
+static void rd_set_int(ab_reducer_t *r, json_t *obj, const char *key, json_int_t v)
+{
+    json_t *cur = json_object_get(obj, key);
+    if (json_is_integer(cur) && cur->refcount == 1)
+        json_integer_set(cur, v);
+    else
+        ab__rd_set(r, obj, key, json_integer(v));
+}
+
 void ab__rd_copy_str(ab_reducer_t *r, json_t *obj, const ab_val_t *ev, const char *key)
 {
     size_t n;
@@ -336,7 +347,7 @@ static json_t *run_get(ab_reducer_t *r)
         run = ab__rd_add(r, c, r->run, strlen(r->run),
                          json_pack("{s:s,s:s}", "id", r->run, "status", "active"));
     if (run)
-        ab__rd_set(r, run, "lastSeq", json_integer((json_int_t)r->seq));
+        rd_set_int(r, run, "lastSeq", (json_int_t)r->seq);
     return run;
 }
 

@@ -244,12 +244,12 @@ const ab_reducer_t *ab_snapshot_builder_reducer(const ab_snapshot_builder_t *b)
 
 /* Check feed()'s arguments against the checkpoint; nothing is changed. */
 static ab_status_t feed_check(const ab_snapshot_builder_t *b, const char *run, uint64_t seq,
-                              uint64_t pos, ab_error_t *err)
+                              uint64_t pos, json_t **last_out, ab_error_t *err)
 {
     ab_error_t e = AB_ERROR_INIT;
     if (!b || !run || ab_id_check(run, strlen(run), 0, "run", &e) != AB_OK)
         return ab_error_set(err, AB_INVALID_ARGUMENT, "run", "bad run id: %s", e.message);
-    json_t *last = json_object_get(b->runs, run);
+    json_t *last = *last_out = json_object_get(b->runs, run);
     uint64_t want = last ? (uint64_t)json_integer_value(last) + 1 : 1;
     if (seq != want)
         return ab_error_set(err, AB_INVALID_ARGUMENT, "seq",
@@ -314,11 +314,14 @@ static ab_status_t keep_val(ab_snapshot_builder_t *b, const char *run, uint64_t 
 ab_status_t ab_snapshot_builder_feed(ab_snapshot_builder_t *b, const char *run, uint64_t seq,
                                      uint64_t pos, const ab_val_t *event, ab_error_t *err)
 {
-    ab_status_t st = feed_check(b, run, seq, pos, err);
+    json_t *last = NULL;
+    ab_status_t st = feed_check(b, run, seq, pos, &last, err);
     if (st != AB_OK || (st = ab_reducer_apply(b->r, event, run, seq, err)) != AB_OK)
         return st;
     b->pos = pos;
-    if (json_object_set_new(b->runs, run, json_integer((json_int_t)seq)) != 0)
+    if (last != NULL && last->refcount == 1) /* the run's counter, changed in place */
+        json_integer_set(last, (json_int_t)seq);
+    else if (json_object_set_new(b->runs, run, json_integer((json_int_t)seq)) != 0)
         return nomem(err);
     json_t *item = ab__rd_find(&b->r->coll[RD_RUNS], run, strlen(run));
     const char *status = json_string_value(json_object_get(item, "status"));
