@@ -198,7 +198,7 @@ static ab_status_t scan_fill(ab__walk_t *w, sqlite3_int64 top, bool *ok, ab_erro
     ab__store_done(q);
     if (rc != SQLITE_ROW && rc != SQLITE_DONE)
         return ab__store_sqlerr(w->st, rc, "walk", err);
-    *ok = rc == SQLITE_DONE && seg_sound(w->seg, dist, n, top);
+    *ok = rc == SQLITE_DONE && n <= AB_STORE_ANCHOR_EVERY && seg_sound(w->seg, dist, n, top);
     if (*ok) {
         w->st->segs_scanned++;
         w->scanned = true;

@@ -973,6 +973,23 @@ static void test_thread_segments_by_scan(void **state)
     unlink(keep);
 }
 
+/* A scan that finds more chunks than a segment may hold is not used, however well their
+ * distances count (store_walk.c invariant 6): the walk names the segment too long. */
+static void test_thread_segment_too_long(void **state)
+{
+    fx_t *f = *state;
+    two_runs(f, 33); /* 66 chunks of thread t0, rowids 1 to 66, distances 0..63, 0, 1 */
+    sf_exec(f->sf.dir, "UPDATE chunks SET thread_dist = thread_dist + 64 WHERE rowid > 64");
+    f->sf.st = open_ok(f->sf.dir, true);
+    uint32_t n = 0;
+    ab_error_t err = AB_ERROR_INIT;
+    assert_int_equal(read_thread_n(f->sf.st, &n, &err), AB_CORRUPT);
+    if (strstr(err.message, "segment too long") == NULL)
+        fail_msg("'%s' does not say the segment is too long", err.message);
+    assert_int_equal(f->sf.st->segs_walked, 1);
+    ab__store_close(&f->sf.st);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -984,6 +1001,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_damaged_chains_are_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_rows_out_of_order_are_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_thread_segments_by_scan, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_thread_segment_too_long, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reads_across_anchors, setup_merging, teardown),
         cmocka_unit_test_setup_teardown(test_paged_reads_across_commits, setup_merging, teardown),
         cmocka_unit_test_setup_teardown(test_tails_in_two_levels, setup_merging, teardown),
