@@ -200,7 +200,6 @@ static ab_status_t scan_fill(ab__walk_t *w, sqlite3_int64 top, bool *ok, ab_erro
         return ab__store_sqlerr(w->st, rc, "walk", err);
     *ok = rc == SQLITE_DONE && n <= AB_STORE_ANCHOR_EVERY && seg_sound(w->seg, dist, n, top);
     if (*ok) {
-        w->st->segs_scanned++;
         w->scanned = true;
         w->n = n;
         w->i = 0;
@@ -253,8 +252,10 @@ ab_status_t ab__walk_next(ab__walk_t *w, sqlite3_int64 *chunk, ab_error_t *err)
         bool scanned = false;
         if (s == AB_OK && w->thread && top > w->lower && top - w->lower <= AB_STORE_SCAN_SPAN)
             s = scan_fill(w, top, &scanned, err);
-        if (s == AB_OK && !scanned) {
-            w->st->segs_walked += w->thread;
+        if (s == AB_OK && scanned)
+            w->st->segs_scanned++;
+        else if (s == AB_OK) {
+            w->st->segs_walked += w->thread; /* a thread's segments only */
             s = fill(w, top, err);
         }
         if (s != AB_OK)
