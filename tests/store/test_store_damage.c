@@ -117,6 +117,20 @@ static ab_status_t read_thread_n(ab_store_t *st, uint32_t *n, ab_error_t *err)
     return ab__store_read(st, &req, NULL, NULL, n, err);
 }
 
+/* A read of thread t0 is refused AB_CORRUPT saying @p says (and @p also, unless NULL),
+ * after the walk took @p walked of its segments by their links; the store is closed. */
+static void thread_refused(fx_t *f, const char *says, const char *also, uint64_t walked)
+{
+    uint32_t n = 0;
+    ab_error_t err = AB_ERROR_INIT;
+    assert_int_equal(read_thread_n(f->sf.st, &n, &err), AB_CORRUPT);
+    if (strstr(err.message, says) == NULL || (also && strstr(err.message, also) == NULL))
+        fail_msg("'%s' does not say '%s'%s%s", err.message, says, also ? " and " : "",
+                 also ? also : "");
+    assert_int_equal(f->sf.st->segs_walked, walked);
+    ab__store_close(&f->sf.st);
+}
+
 #define R0_CHUNK(seq)                                                                              \
     "(SELECT c.rowid FROM chunks c JOIN runs r ON r.rowid = c.run_rowid WHERE r.run = 'r0'"        \
     " AND c.first_seq = " #seq ")"
@@ -223,21 +237,11 @@ static void test_thread_segments_by_scan(void **state)
     assert_int_equal(f->sf.st->segs_walked, 0);
     ab__store_close(&f->sf.st);
     damage(f, "UPDATE chunks SET thread_dist = 7 WHERE rowid = " R0_CHUNK(3));
-    assert_int_equal(read_thread_n(f->sf.st, &n, &err), AB_CORRUPT);
-    if (strstr(err.message, "the chain of thread ") == NULL ||
-        strstr(err.message, "distance") == NULL)
-        fail_msg("'%s' does not name the thread's chain and the distance", err.message);
-    assert_int_equal(f->sf.st->segs_walked, 1);
-    ab__store_close(&f->sf.st);
+    thread_refused(f, "the chain of thread ", "distance", 1);
     /* a scanned segment's records come from a scan joined with the runs (store_read.c
      * invariant 7): a chunk whose run is gone is not skipped by the join but refused */
     damage(f, "DELETE FROM runs WHERE run = 'r0'");
-    ab_error_t e3 = AB_ERROR_INIT;
-    assert_int_equal(read_thread_n(f->sf.st, &n, &e3), AB_CORRUPT);
-    if (strstr(e3.message, "or its run is missing") == NULL)
-        fail_msg("'%s' does not say the chunk's run is missing", e3.message);
-    assert_int_equal(f->sf.st->segs_walked, 0);
-    ab__store_close(&f->sf.st);
+    thread_refused(f, "or its run is missing", NULL, 0);
 }
 
 /* A scan that finds more chunks than a segment may hold is not used, however well their
@@ -247,13 +251,7 @@ static void test_thread_segment_too_long(void **state)
     fx_t *f = *state;
     two_runs(f, 33); /* 66 chunks of thread t0, rowids 1 to 66, distances 0..63, 0, 1 */
     damage(f, "UPDATE chunks SET thread_dist = thread_dist + 64 WHERE rowid > 64");
-    uint32_t n = 0;
-    ab_error_t err = AB_ERROR_INIT;
-    assert_int_equal(read_thread_n(f->sf.st, &n, &err), AB_CORRUPT);
-    if (strstr(err.message, "segment too long") == NULL)
-        fail_msg("'%s' does not say the segment is too long", err.message);
-    assert_int_equal(f->sf.st->segs_walked, 1);
-    ab__store_close(&f->sf.st);
+    thread_refused(f, "segment too long", NULL, 1);
 }
 
 int main(void)
