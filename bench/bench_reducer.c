@@ -135,32 +135,87 @@ static void stream_free(stream_t *s)
     free(s->runs);
 }
 
-static int stream_build(stream_t *s)
+static int stream_alloc(stream_t *s, size_t n, int runs)
 {
     memset(s, 0, sizeof(*s));
-    size_t n = (size_t)RED_RUNS * RED_RUN_LEN;
     s->off = calloc(n + 1, sizeof(*s->off));
     s->run = calloc(n, sizeof(*s->run));
     s->seq = calloc(n, sizeof(*s->seq));
-    s->runs = calloc(RED_RUNS, sizeof(*s->runs));
+    s->runs = calloc((size_t)runs, sizeof(*s->runs));
     if (!s->off || !s->run || !s->seq || !s->runs)
         return -1;
-    char json[512];
-    for (int r = 0; r < RED_RUNS; r++) {
+    for (int r = 0; r < runs; r++)
         snprintf(s->runs[r], sizeof(s->runs[r]), "run-%d", r);
+    return 0;
+}
+
+/* Append event @p json as seq @p seq of run @p r. */
+static int stream_add(stream_t *s, const char *json, int r, uint64_t seq)
+{
+    ab_error_t err = AB_ERROR_INIT;
+    if (ab_json_to_msgpack(json, strlen(json), 64, 1u << 20, AB_INVALID_EVENT, &s->mp, &err) !=
+        AB_OK) {
+        fprintf(stderr, "agentbus bench: %s: %s\n", json, err.message);
+        return -1;
+    }
+    s->run[s->n] = (uint16_t)r;
+    s->seq[s->n] = (uint32_t)seq;
+    s->off[++s->n] = s->mp.len;
+    return 0;
+}
+
+static int stream_build(stream_t *s)
+{
+    if (stream_alloc(s, (size_t)RED_RUNS * RED_RUN_LEN, RED_RUNS) != 0)
+        return -1;
+    char json[512];
+    for (int r = 0; r < RED_RUNS; r++)
         for (uint64_t k = 0; k < RED_RUN_LEN; k++) {
             stream_body(json, sizeof(json), BENCH_TID, r, k, RED_RUN_LEN, r == RED_RUNS - 1);
-            ab_error_t err = AB_ERROR_INIT;
-            if (ab_json_to_msgpack(json, strlen(json), 64, 1u << 20, AB_INVALID_EVENT, &s->mp,
-                                   &err) != AB_OK) {
-                fprintf(stderr, "agentbus bench: %s: %s\n", json, err.message);
+            if (stream_add(s, json, r, k + 1) != 0)
                 return -1;
-            }
-            s->run[s->n] = (uint16_t)r;
-            s->seq[s->n] = (uint32_t)k + 1;
-            s->off[++s->n] = s->mp.len;
         }
-    }
+    return 0;
+}
+
+/*
+ * The many-runs stream: MANY_RUNS runs of one thread, all active, each starting a message
+ * of its own, then MANY_DELTAS text deltas each, the runs taking turns event by event (as
+ * in `bench scale`'s 100,000-run row, whose four threads hold 25,000 active runs each).
+ */
+#define MANY_RUNS   25000
+#define MANY_DELTAS 6
+
+static int stream_build_many(stream_t *s, bool end)
+{
+    int len = 2 + MANY_DELTAS + (end ? 1 : 0);
+    if (stream_alloc(s, (size_t)MANY_RUNS * (size_t)len, MANY_RUNS) != 0)
+        return -1;
+    char json[512];
+    for (int k = 0; k < len; k++)
+        for (int r = 0; r < MANY_RUNS; r++) {
+            if (k == 0)
+                snprintf(json, sizeof json,
+                         "{\"type\":\"RUN_STARTED\",\"threadId\":\"%s\",\"runId\":\"run-%d\","
+                         "\"protocolVersion\":\"1.0\"}",
+                         BENCH_TID, r);
+            else if (k == 1)
+                snprintf(json, sizeof json,
+                         "{\"type\":\"TEXT_MESSAGE_START\",\"messageId\":\"m-%d\","
+                         "\"role\":\"assistant\"}",
+                         r);
+            else if (k < 2 + MANY_DELTAS)
+                snprintf(json, sizeof json,
+                         "{\"type\":\"TEXT_MESSAGE_CONTENT\",\"messageId\":\"m-%d\","
+                         "\"delta\":\"token %d \"}",
+                         r, k);
+            else
+                snprintf(json, sizeof json,
+                         "{\"type\":\"RUN_FINISHED\",\"threadId\":\"%s\",\"runId\":\"run-%d\"}",
+                         BENCH_TID, r);
+            if (stream_add(s, json, r, (uint64_t)k + 1) != 0)
+                return -1;
+        }
     return 0;
 }
 
@@ -238,6 +293,22 @@ int bench_reducer(double seconds)
     rc |= reducer_row(&s, "parse + reducer apply", ROW_REDUCER, seconds);
     rc |= reducer_row(&s, "parse + snapshot builder feed", ROW_BUILDER, seconds);
     stream_free(&s);
+    for (int end = 0; end <= 1; end++) {
+        if (stream_build_many(&s, end) != 0) {
+            stream_free(&s);
+            fprintf(stderr, "agentbus bench: cannot build the many-runs stream\n");
+            return AB_BENCH_FAIL;
+        }
+        printf("then %zu events of %d runs taking turns (a message each, %d deltas%s)\n", s.n,
+               MANY_RUNS, MANY_DELTAS, end ? ", then RUN_FINISHED each" : ", all left active");
+        rc |= reducer_row(
+            &s, end ? "25k runs ending: reducer apply" : "25k runs: parse + reducer apply",
+            ROW_REDUCER, seconds);
+        rc |= reducer_row(&s,
+                          end ? "25k runs ending: builder feed" : "25k runs: parse + builder feed",
+                          ROW_BUILDER, seconds);
+        stream_free(&s);
+    }
     return rc;
 }
 
