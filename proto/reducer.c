@@ -342,12 +342,15 @@ json_t *ab__val_to_jansson(const ab_val_t *v)
 static json_t *run_get(ab_reducer_t *r)
 {
     rd_coll_t *c = &r->coll[RD_RUNS];
-    json_t *run = ab__rd_find(c, r->run, strlen(r->run));
+    json_t *run = r->cur_run;
+    if (!run)
+        run = ab__rd_find(c, r->run, strlen(r->run));
     if (!run)
         run = ab__rd_add(r, c, r->run, strlen(r->run),
                          json_pack("{s:s,s:s}", "id", r->run, "status", "active"));
     if (run)
         rd_set_int(r, run, "lastSeq", (json_int_t)r->seq);
+    r->cur_run = run;
     return run;
 }
 
@@ -656,17 +659,10 @@ static ab_status_t set_run(ab_reducer_t *r, const ab_val_t *ev, const char *run_
     return AB_OK;
 }
 
-ab_status_t ab_reducer_apply(ab_reducer_t *r, const ab_val_t *ev, const char *run_id, uint64_t seq,
-                             ab_error_t *err)
+/* Fold @p ev, the current run (r->run, r->cur_run when known) set. */
+static ab_status_t apply(ab_reducer_t *r, const ab_val_t *ev, const char *type, size_t tn,
+                         ab_error_t *err)
 {
-    size_t tn = 0;
-    const char *type = ev && ev->type == AB_VAL_MAP ? ab__rd_str(ev, "type", &tn) : NULL;
-    if (!r || !type)
-        return ab_error_set(err, AB_INVALID_ARGUMENT, "/type", "event is not a map with a type");
-    if (set_run(r, ev, run_id) != AB_OK)
-        return ab_error_set(err, AB_NOMEM, NULL, "out of memory");
-    r->seq = seq;
-    r->oom = false;
     size_t h = 0, nh = sizeof handlers / sizeof handlers[0];
     while (h < nh && (handlers[h].len != tn || memcmp(handlers[h].type, type, tn) != 0))
         h++;
@@ -679,8 +675,33 @@ ab_status_t ab_reducer_apply(ab_reducer_t *r, const ab_val_t *ev, const char *ru
         handlers[h].fn(r, ev);
     if (r->oom || ab__alloc_failures() != failures)
         return ab_error_set(err, AB_NOMEM, NULL, "out of memory while folding seq %llu",
-                            (unsigned long long)seq);
+                            (unsigned long long)r->seq);
     return AB_OK;
+}
+
+ab_status_t ab__reducer_apply_run(ab_reducer_t *r, const ab_val_t *ev, const char *run_id,
+                                  uint64_t seq, json_t **item, ab_error_t *err)
+{
+    size_t tn = 0;
+    const char *type = ev && ev->type == AB_VAL_MAP ? ab__rd_str(ev, "type", &tn) : NULL;
+    if (!r || !type)
+        return ab_error_set(err, AB_INVALID_ARGUMENT, "/type", "event is not a map with a type");
+    if (set_run(r, ev, run_id) != AB_OK)
+        return ab_error_set(err, AB_NOMEM, NULL, "out of memory");
+    r->seq = seq;
+    r->oom = false;
+    r->cur_run = item ? *item : NULL;
+    ab_status_t st = apply(r, ev, type, tn, err);
+    if (st == AB_OK && item)
+        *item = r->cur_run;
+    r->cur_run = NULL;
+    return st;
+}
+
+ab_status_t ab_reducer_apply(ab_reducer_t *r, const ab_val_t *ev, const char *run_id, uint64_t seq,
+                             ab_error_t *err)
+{
+    return ab__reducer_apply_run(r, ev, run_id, seq, NULL, err);
 }
 
 /* ---- continuing from a stored projection (snapshots) ---- */

@@ -47,8 +47,9 @@ struct ab_reducer {
     json_t *holders;          /* tool call id -> id of the assistant message holding it */
     char *run;                /* run id of the event being folded */
     size_t run_cap;
-    uint64_t seq; /* seq of the event being folded */
-    bool oom;     /* an allocation failed during this event */
+    json_t *cur_run; /* its run item once found (borrowed; NULL between events) */
+    uint64_t seq;    /* seq of the event being folded */
+    bool oom;        /* an allocation failed during this event */
     /* Streaming appends (ab__rd_append): the string node being appended to (a
      * reference) and its whole pending value, flushed into the node before
      * anything may read it (flush_pending), so k deltas cost O(total), not O(k^2).
@@ -86,6 +87,13 @@ bool ab__rd_is(const json_t *obj, const char *key, const char *s);
 
 /* Record a warning {seq, run, message} (bounded, oldest dropped). */
 void ab__rd_warn(ab_reducer_t *r, const char *fmt, ...) AB_PRINTF(2, 3);
+
+/* ab_reducer_apply() for a caller that may know the run's item: @p *item, when not NULL,
+ * must be the item of run @p run_id in the projection's runs (it is not looked up); on
+ * AB_OK @p *item is that item. Run items are never removed, so it stays valid for the
+ * reducer's life. */
+ab_status_t ab__reducer_apply_run(ab_reducer_t *r, const ab_val_t *ev, const char *run_id,
+                                  uint64_t seq, json_t **item, ab_error_t *err);
 
 /* Item with id [id, id+n) in @p c, or NULL. */
 json_t *ab__rd_find(const rd_coll_t *c, const char *id, size_t n);

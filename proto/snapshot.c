@@ -7,13 +7,16 @@
  * Invariants:
  *  1. runs (checkpoint) holds, for every run fed, its last seq; every run of
  *     the reducer's projection is in it with that seq as lastSeq.
- *  2. ev/bytes hold, in commit order, exactly the events of the runs whose
- *     projection status is "active" (msgpack bodies); a run's events are
- *     dropped when it ends, so memory follows the state plus the active
- *     runs, not the event count.
+ *  2. The live events of ev/bytes (ab__sn_live) are, in commit order, exactly
+ *     the events of the runs whose projection status is "active" (msgpack
+ *     bodies). A run's events die when it ends (its record's generation moves,
+ *     snapshot_runs.c) and go when the dead reach half of ev, so memory
+ *     follows the state plus at most twice the active runs' events, not the
+ *     event count, and an end costs O(1) amortized.
  *  3. feed() checks its arguments before folding: a refused event changes
- *     nothing. pos only grows.
+ *     nothing (but may leave its run a record in idx). pos only grows.
  *  4. A document is built from deep copies: it never aliases the builder.
+ *  5. Every run fed or kept has a record in idx; a kept event names its own.
  */
 #include "ab_common.h"
 #include "alloc_internal.h"
@@ -47,11 +50,6 @@ static ab_status_t builder_alloc(ab_snapshot_builder_t **out, ab_error_t *err)
     ab_snapshot_builder_t *b = ab__calloc(1, sizeof *b);
     if (!b)
         return nomem(err);
-    b->kept = json_object();
-    if (!b->kept) {
-        ab_snapshot_builder_destroy(&b);
-        return nomem(err);
-    }
     *out = b;
     return AB_OK;
 }
@@ -100,7 +98,8 @@ static ab_status_t keep_event(ab_snapshot_builder_t *b, const char *run, uint64_
                                    .off = off,
                                    .run_len = (uint32_t)rl,
                                    .ev_len = (uint32_t)(b->bytes.len - off - rl),
-                                   .depth = depth};
+                                   .depth = depth,
+                                   .rid = SN_NO_RUN};
     return AB_OK;
 }
 
@@ -156,6 +155,40 @@ static ab_status_t copy_kept(ab_snapshot_builder_t *b, const ab_snapshot_builder
     return AB_OK;
 }
 
+/* The record of run [run, run+n), made when missing with its node in runs; NULL = no memory. */
+static sn_run_t *run_rec(ab_snapshot_builder_t *b, const char *run, size_t n)
+{
+    uint64_t h = ab__sn_run_hash(run, n);
+    sn_run_t *r = ab__sn_runs_get(&b->idx, run, n, h);
+    if (!r && (r = ab__sn_runs_put(&b->idx, run, n, h)) != NULL)
+        r->last = json_object_getn(b->runs, run, n);
+    return r;
+}
+
+/* Number the runs of @p active (the document's activeRuns: kept) and of the kept events. */
+static ab_status_t index_kept(ab_snapshot_builder_t *b, const json_t *active)
+{
+    size_t i;
+    json_t *id;
+    json_array_foreach(active, i, id)
+    {
+        sn_run_t *r = run_rec(b, json_string_value(id), json_string_length(id));
+        if (!r)
+            return AB_NOMEM;
+        r->kept = true;
+    }
+    for (i = 0; i < b->nev; i++) {
+        sn_event_t *e = &b->ev[i];
+        sn_run_t *r = run_rec(b, (const char *)b->bytes.data + e->off, e->run_len);
+        if (!r)
+            return AB_NOMEM;
+        e->rid = (uint32_t)(r - b->idx.rec);
+        e->gen = r->gen;
+        r->nkept++;
+    }
+    return AB_OK;
+}
+
 /* The builder of @p s; with @p take it moves the snapshot's trees and events instead of
  * copying them (ab_snapshot_builder_take: the snapshot is destroyed right after). */
 static ab_status_t builder_of(ab_snapshot_builder_t **out, ab_snapshot_t *s, bool take,
@@ -169,14 +202,7 @@ static ab_status_t builder_of(ab_snapshot_builder_t **out, ab_snapshot_t *s, boo
     json_t *runs = json_object_get(cp, "runs");
     b->runs = take ? json_incref(runs) : json_deep_copy(runs);
     b->pos = (uint64_t)json_integer_value(json_object_get(cp, "position"));
-    size_t i;
-    json_t *id;
-    json_array_foreach(json_object_get(s->doc, "activeRuns"), i, id)
-    {
-        if (json_object_set_new(b->kept, json_string_value(id), json_true()) != 0)
-            st = nomem(err);
-    }
-    if (st == AB_OK && !b->runs)
+    if (!b->runs)
         st = nomem(err);
     if (st == AB_OK && s->kept != NULL && take) {
         b->ev = s->kept->ev; /* moved: the snapshot's kept builder gives them up */
@@ -192,6 +218,8 @@ static ab_status_t builder_of(ab_snapshot_builder_t **out, ab_snapshot_t *s, boo
                restore_events(b, json_object_get(s->doc, "activeEvents")) != AB_OK) {
         st = nomem(err);
     }
+    if (st == AB_OK && index_kept(b, json_object_get(s->doc, "activeRuns")) != AB_OK)
+        st = nomem(err);
     if (st == AB_OK)
         st = ab__reducer_from_state_ex(&b->r, json_object_get(s->doc, "projection"),
                                        json_object_get(s->doc, "lanes"), take, err);
@@ -230,7 +258,7 @@ void ab_snapshot_builder_destroy(ab_snapshot_builder_t **bp)
     ab_snapshot_builder_t *b = *bp;
     ab_reducer_destroy(&b->r);
     json_decref(b->runs);
-    json_decref(b->kept);
+    ab__sn_runs_free(&b->idx);
     ab__free(b->ev);
     ab_buf_free(&b->bytes);
     ab__free(b);
@@ -242,15 +270,19 @@ const ab_reducer_t *ab_snapshot_builder_reducer(const ab_snapshot_builder_t *b)
     return b ? b->r : NULL;
 }
 
-/* Check feed()'s arguments against the checkpoint; nothing is changed. */
-static ab_status_t feed_check(const ab_snapshot_builder_t *b, const char *run, uint64_t seq,
-                              uint64_t pos, json_t **last_out, ab_error_t *err)
+/* Check feed()'s arguments against the checkpoint; nothing is changed but the run's record
+ * in the index, made when missing (@p *r; NULL = out of memory). */
+static ab_status_t feed_check(ab_snapshot_builder_t *b, const char *run, uint64_t seq, uint64_t pos,
+                              sn_run_t **r_out, ab_error_t *err)
 {
     ab_error_t e = AB_ERROR_INIT;
-    if (!b || !run || ab_id_check(run, strlen(run), 0, "run", &e) != AB_OK)
+    size_t n = run ? strlen(run) : 0;
+    if (!b || !run || ab_id_check(run, n, 0, "run", &e) != AB_OK)
         return ab_error_set(err, AB_INVALID_ARGUMENT, "run", "bad run id: %s", e.message);
-    json_t *last = *last_out = json_object_get(b->runs, run);
-    uint64_t want = last ? (uint64_t)json_integer_value(last) + 1 : 1;
+    sn_run_t *r = run_rec(b, run, n);
+    if ((*r_out = r) == NULL)
+        return nomem(err);
+    uint64_t want = r->last ? (uint64_t)json_integer_value(r->last) + 1 : 1;
     if (seq != want)
         return ab_error_set(err, AB_INVALID_ARGUMENT, "seq",
                             "seq %llu of run '%s' is not the next one (%llu)",
@@ -261,13 +293,13 @@ static ab_status_t feed_check(const ab_snapshot_builder_t *b, const char *run, u
     return AB_OK;
 }
 
-/* Remove the kept events of @p run (it ended), compacting ev and bytes. */
-static void drop_run(ab_snapshot_builder_t *b, const char *run)
+/* Keep only the live events, in order (ev and bytes shrink). */
+static void compact(ab_snapshot_builder_t *b)
 {
-    size_t w = 0, wb = 0, rl = strlen(run);
+    size_t w = 0, wb = 0;
     for (size_t i = 0; i < b->nev; i++) {
         sn_event_t e = b->ev[i];
-        if (e.run_len == rl && memcmp(b->bytes.data + e.off, run, rl) == 0)
+        if (!ab__sn_live(b, &e))
             continue;
         size_t n = e.run_len + (size_t)e.ev_len;
         memmove(b->bytes.data + wb, b->bytes.data + e.off, n);
@@ -277,7 +309,19 @@ static void drop_run(ab_snapshot_builder_t *b, const char *run)
     }
     b->nev = w;
     b->bytes.len = wb;
-    json_object_del(b->kept, run);
+    b->dead = 0;
+}
+
+/* Run @p r ended: its kept events die (a generation bumped), and once the dead are over
+ * half of the events they go in one pass, so each costs O(1) however the runs end. */
+static void drop_run(ab_snapshot_builder_t *b, sn_run_t *r)
+{
+    b->dead += r->nkept;
+    r->nkept = 0;
+    r->kept = false;
+    r->gen++;
+    if (b->dead > 0 && 2 * b->dead >= b->nev)
+        compact(b);
 }
 
 static uint32_t val_depth(const ab_val_t *v)
@@ -314,25 +358,29 @@ static ab_status_t keep_val(ab_snapshot_builder_t *b, const char *run, uint64_t 
 ab_status_t ab_snapshot_builder_feed(ab_snapshot_builder_t *b, const char *run, uint64_t seq,
                                      uint64_t pos, const ab_val_t *event, ab_error_t *err)
 {
-    json_t *last = NULL;
-    ab_status_t st = feed_check(b, run, seq, pos, &last, err);
-    if (st != AB_OK || (st = ab_reducer_apply(b->r, event, run, seq, err)) != AB_OK)
+    sn_run_t *r = NULL;
+    ab_status_t st = feed_check(b, run, seq, pos, &r, err);
+    if (st != AB_OK || (st = ab__reducer_apply_run(b->r, event, run, seq, &r->item, err)) != AB_OK)
         return st;
     b->pos = pos;
-    if (last != NULL && last->refcount == 1) /* the run's counter, changed in place */
-        json_integer_set(last, (json_int_t)seq);
-    else if (json_object_set_new(b->runs, run, json_integer((json_int_t)seq)) != 0)
+    if (r->last != NULL && r->last->refcount == 1) /* the run's counter, changed in place */
+        json_integer_set(r->last, (json_int_t)seq);
+    else if ((r->last = json_integer((json_int_t)seq)) == NULL ||
+             json_object_set_new(b->runs, run, r->last) != 0) {
+        r->last = json_object_get(b->runs, run);
         return nomem(err);
-    json_t *item = ab__rd_find(&b->r->coll[RD_RUNS], run, strlen(run));
-    const char *status = json_string_value(json_object_get(item, "status"));
-    if (!status || strcmp(status, "active") != 0) {
-        if (json_object_get(b->kept, run))
-            drop_run(b, run);
+    }
+    if (!ab__rd_is(r->item, "status", "active")) {
+        if (r->kept)
+            drop_run(b, r);
         return AB_OK;
     }
-    if (keep_val(b, run, seq, pos, event) != AB_OK ||
-        json_object_set_new(b->kept, run, json_true()) != 0)
+    if (keep_val(b, run, seq, pos, event) != AB_OK)
         return nomem(err);
+    b->ev[b->nev - 1].rid = (uint32_t)(r - b->idx.rec);
+    b->ev[b->nev - 1].gen = r->gen;
+    r->nkept++;
+    r->kept = true;
     return AB_OK;
 }
 

@@ -114,6 +114,8 @@ json_t *ab__sn_events_json(const ab_snapshot_builder_t *b)
         goto fail;
     for (size_t i = 0; i < b->nev; i++) {
         const sn_event_t *e = &b->ev[i];
+        if (!ab__sn_live(b, e))
+            continue;
         const ab_val_t *v = event_val(b, e, doc);
         json_t *body = v ? ab__val_to_jansson(v) : NULL;
         json_t *item =
@@ -165,9 +167,11 @@ static ab_status_t pack_events(const ab_snapshot_builder_t *b, msgpack_packer *p
                                uint32_t max_depth)
 {
     ab_doc_t *doc = NULL;
-    ab_status_t st = PACK(msgpack_pack_array(pk, b->nev));
+    ab_status_t st = PACK(msgpack_pack_array(pk, b->nev - b->dead));
     for (size_t i = 0; st == AB_OK && i < b->nev; i++) {
         const sn_event_t *e = &b->ev[i];
+        if (!ab__sn_live(b, e))
+            continue;
         const char *at = (const char *)b->bytes.data + e->off;
         if (3 + (uint64_t)e->depth > max_depth) {
             st = AB_TOO_LARGE;
@@ -257,10 +261,14 @@ static ab_status_t json_events(const ab_snapshot_builder_t *b, ab_buf_t *out)
     ab_doc_t *doc = NULL;
     ab_status_t st = ab_doc_new(&doc);
     char num[64];
+    bool first = true;
     for (size_t i = 0; st == AB_OK && i < b->nev; i++) {
         const sn_event_t *e = &b->ev[i];
+        if (!ab__sn_live(b, e))
+            continue;
         const ab_val_t *v = event_val(b, e, doc);
-        st = dump(out, i ? ",{\"run\":" : "{\"run\":", NULL);
+        st = dump(out, first ? "{\"run\":" : ",{\"run\":", NULL);
+        first = false;
         if (st == AB_OK)
             st = ab_json_quote(out, (const char *)b->bytes.data + e->off, e->run_len);
         snprintf(num, sizeof num,
@@ -324,5 +332,6 @@ size_t ab_snapshot_builder_memory(const ab_snapshot_builder_t *b)
     if (!b)
         return 0;
     /* jansson trees take about 4x their msgpack size (nodes, hashtables, copies) */
-    return sizeof(*b) + b->bytes.cap + b->evcap * sizeof(sn_event_t) + 4 * b->proj_bytes;
+    return sizeof(*b) + b->bytes.cap + b->evcap * sizeof(sn_event_t) + ab__sn_runs_bytes(&b->idx) +
+           4 * b->proj_bytes;
 }

@@ -10,6 +10,7 @@
 #include "agentbus/alloc.h"
 #include "agentbus/codec.h"
 #include "agentbus/reducer.h"
+#include "agentbus/snapshot.h"
 #include "jansson_internal.h"
 #include "testutil.h"
 
@@ -305,6 +306,125 @@ static ab_status_t path_reducer(void)
     return st;
 }
 
+/*
+ * The snapshot builder: the fixture thread, then MANY_RUNS more runs taking turns (its run
+ * index grows), most of them finishing (their kept events die and are compacted), and its
+ * document written; then a builder made from that document (parsed beforehand, unarmed:
+ * jansson's parser survives some failed allocations, so a failure there may rightly end
+ * in AB_OK) folds one more event of the run left active.
+ */
+#define MANY_RUNS 40
+
+static struct {
+    ab_buf_t ev[3 * MANY_RUNS];
+    char run[3 * MANY_RUNS][16];
+    uint64_t seq[3 * MANY_RUNS];
+    size_t n;
+    ab_snapshot_t *doc; /* the document after every event */
+} g_many;
+
+static void many_add(int r, uint64_t seq, const char *json)
+{
+    size_t i = g_many.n++;
+    snprintf(g_many.run[i], sizeof g_many.run[i], "mr-%d", r);
+    g_many.seq[i] = seq;
+    memset(&g_many.ev[i], 0, sizeof g_many.ev[i]);
+    pack(json, &g_many.ev[i]);
+}
+
+static void load_many(void)
+{
+    char json[256];
+    for (int r = 0; r < MANY_RUNS; r++) {
+        snprintf(json, sizeof json,
+                 "{\"type\":\"RUN_STARTED\",\"threadId\":\"thread-1\",\"runId\":\"mr-%d\"}", r);
+        many_add(r, 1, json);
+    }
+    for (int r = 0; r < MANY_RUNS; r++) {
+        snprintf(json, sizeof json, "{\"type\":\"STEP_STARTED\",\"stepName\":\"s%d\"}", r);
+        many_add(r, 2, json);
+    }
+    for (int r = 1; r < MANY_RUNS; r++) { /* mr-0 stays active */
+        snprintf(json, sizeof json,
+                 "{\"type\":\"RUN_FINISHED\",\"threadId\":\"thread-1\",\"runId\":\"mr-%d\"}", r);
+        many_add(r, 3, json);
+    }
+}
+
+static void free_many(void)
+{
+    for (size_t i = 0; i < g_many.n; i++)
+        ab_buf_free(&g_many.ev[i]);
+    g_many.n = 0;
+    ab_snapshot_destroy(&g_many.doc);
+}
+
+static ab_status_t feed_one(ab_snapshot_builder_t *b, ab_doc_t *doc, const ab_buf_t *ev,
+                            const char *run, uint64_t seq, uint64_t pos)
+{
+    ab_error_t err = AB_ERROR_INIT;
+    const ab_val_t *root = NULL;
+    ab_status_t st =
+        ab_doc_parse(doc, ev->data, ev->len, 1u << 20, 64, AB_INVALID_ARGUMENT, &root, &err);
+    return st == AB_OK ? ab_snapshot_builder_feed(b, run, seq, pos, root, &err) : st;
+}
+
+/* Every event of the thread and of the many runs into a new builder; its msgpack in @p out. */
+static ab_status_t feed_all(ab_doc_t *doc, ab_buf_t *out)
+{
+    ab_snapshot_builder_t *b = NULL;
+    ab_error_t err = AB_ERROR_INIT;
+    uint64_t pos = 0;
+    ab_status_t st = ab_snapshot_builder_new(&b, "thread-1", &err);
+    for (size_t i = 0; st == AB_OK && i < g_thread.n; i++)
+        st = feed_one(b, doc, &g_thread.ev[i], g_thread.run[i], g_thread.seq[i], ++pos);
+    for (size_t i = 0; st == AB_OK && i < g_many.n; i++)
+        st = feed_one(b, doc, &g_many.ev[i], g_many.run[i], g_many.seq[i], ++pos);
+    if (st == AB_OK)
+        st = ab_snapshot_builder_msgpack(b, 64, 1u << 24, out, &err);
+    ab_snapshot_builder_destroy(&b);
+    return st;
+}
+
+static ab_status_t path_builder(void)
+{
+    ab_snapshot_builder_t *b = NULL;
+    ab_doc_t *doc = NULL;
+    ab_buf_t out = AB_BUF_INIT;
+    ab_error_t err = AB_ERROR_INIT;
+    arm();
+    ab_status_t st = ab_doc_new(&doc);
+    if (st == AB_OK)
+        st = feed_all(doc, &out);
+    if (st == AB_OK)
+        st = ab_snapshot_builder_from(&b, g_many.doc, &err);
+    uint64_t pos = ab_snapshot_position(g_many.doc) + 1;
+    if (st == AB_OK) /* mr-0's third event: its kept events, from the document, stay */
+        st = feed_one(b, doc, &g_many.ev[MANY_RUNS - 1 + MANY_RUNS + 1], "mr-0", 3, pos);
+    if (st == AB_OK && (ab_snapshot_builder_position(b) != pos ||
+                        ab_snapshot_builder_msgpack(b, 64, 1u << 24, &out, &err) != AB_OK))
+        st = AB_INTERNAL;
+    ab_snapshot_builder_destroy(&b);
+    ab_buf_free(&out);
+    ab_doc_destroy(&doc);
+    return st;
+}
+
+/* The document path_builder() starts its second builder from (unarmed). */
+static void many_doc(void)
+{
+    ab_doc_t *doc = NULL;
+    ab_buf_t out = AB_BUF_INIT;
+    ab_error_t err = AB_ERROR_INIT;
+    assert_int_equal(ab_doc_new(&doc), AB_OK);
+    assert_int_equal(feed_all(doc, &out), AB_OK);
+    assert_int_equal(ab_snapshot_load(out.data, out.len, &g_many.doc, &err), AB_OK);
+    assert_int_equal(ab_snapshot_active_count(g_many.doc), 1); /* mr-0 alone */
+    assert_string_equal(ab_snapshot_active_run(g_many.doc, 0), "mr-0");
+    ab_buf_free(&out);
+    ab_doc_destroy(&doc);
+}
+
 static const char *const LC_EVENTS[] = {
     "{\"type\":\"RUN_STARTED\",\"threadId\":\"thread-1\",\"runId\":\"run-1\",\"protocolVersion\":"
     "\"1.0\"}",
@@ -392,6 +512,17 @@ static void test_reducer_fold(void **state)
     free_thread();
 }
 
+static void test_snapshot_builder(void **state)
+{
+    (void)state;
+    load_thread();
+    load_many();
+    many_doc();
+    assert_true(exhaust("snapshot builder", path_builder) > 0);
+    free_many();
+    free_thread();
+}
+
 static void test_lifecycle(void **state)
 {
     (void)state;
@@ -419,6 +550,7 @@ int main(void)
         cmocka_unit_test_teardown(test_msg_decode_published, teardown),
         cmocka_unit_test_teardown(test_json_to_msgpack, teardown),
         cmocka_unit_test_teardown(test_reducer_fold, teardown),
+        cmocka_unit_test_teardown(test_snapshot_builder, teardown),
         cmocka_unit_test_teardown(test_lifecycle, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

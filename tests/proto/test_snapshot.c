@@ -347,6 +347,97 @@ static void test_builder_keeps_only_active_runs(void **state)
     json_decref(lines);
 }
 
+/*
+ * Many runs of one thread taking turns, two thirds of them finishing, then one of those
+ * started again: more runs than the builder's index starts with, so it grows while runs
+ * are fed, and enough ends that the dead events are compacted away while others are still
+ * kept. Whatever the index gives must be what the lookups it replaces give: the document
+ * equals a plain reducer's fold, keeps exactly the live runs' events in commit order (none
+ * of the restarted run's first life), and a split anywhere continues to the same document.
+ */
+#define MANY_RUNS 300
+
+static json_t *many_lines(void)
+{
+    json_t *lines = json_array();
+    char ev[256];
+    for (int k = 0; k < 6; k++)
+        for (int r = 0; r < MANY_RUNS; r++) {
+            if (k == 5 && r % 3 == 0)
+                continue;
+            if (k == 0)
+                snprintf(ev, sizeof ev,
+                         "{\"type\":\"RUN_STARTED\",\"threadId\":\"thread-many\","
+                         "\"runId\":\"run-%d\"}",
+                         r);
+            else if (k == 1)
+                snprintf(ev, sizeof ev,
+                         "{\"type\":\"TEXT_MESSAGE_START\",\"messageId\":\"m-%d\","
+                         "\"role\":\"assistant\"}",
+                         r);
+            else if (k < 5)
+                snprintf(ev, sizeof ev,
+                         "{\"type\":\"TEXT_MESSAGE_CONTENT\",\"messageId\":\"m-%d\","
+                         "\"delta\":\"part %d \"}",
+                         r, k);
+            else
+                snprintf(ev, sizeof ev,
+                         "{\"type\":\"RUN_FINISHED\",\"threadId\":\"thread-many\","
+                         "\"runId\":\"run-%d\"}",
+                         r);
+            char run[32];
+            snprintf(run, sizeof run, "run-%d", r);
+            json_array_append_new(lines, json_pack("{s:s,s:i,s:o}", "run", run, "seq", k + 1,
+                                                   "event", json_loads(ev, 0, NULL)));
+        }
+    json_array_append_new(lines, json_pack("{s:s,s:i,s:{s:s,s:s,s:s}}", "run", "run-1", "seq", 7,
+                                           "event", "type", "RUN_STARTED", "threadId",
+                                           "thread-many", "runId", "run-1"));
+    json_array_append_new(lines, json_pack("{s:s,s:i,s:{s:s,s:s,s:s}}", "run", "run-1", "seq", 8,
+                                           "event", "type", "TEXT_MESSAGE_START", "messageId",
+                                           "m-1b", "role", "assistant"));
+    return lines;
+}
+
+static void test_builder_many_runs(void **state)
+{
+    (void)state;
+    json_t *lines = many_lines();
+    size_t n = json_array_size(lines);
+    ab_snapshot_builder_t *b = builder_after(lines, n);
+    json_t *doc = document(b);
+    ab_reducer_t *r = NULL;
+    ab_error_t err = AB_ERROR_INIT;
+    assert_int_equal(ab_reducer_new(&r, "thread-many", &err), AB_OK);
+    fold_lines(r, lines, 0, n);
+    expect_json(json_object_get(doc, "projection"), ab__reducer_state(r), "many runs", n);
+    json_t *events = json_object_get(doc, "activeEvents");
+    size_t i, kept = 0;
+    json_t *line;
+    json_array_foreach(lines, i, line)
+    {
+        int run = atoi(json_string_value(json_object_get(line, "run")) + 4);
+        if (run % 3 != 0 && (run != 1 || json_integer_value(json_object_get(line, "seq")) < 7))
+            continue;
+        json_t *e = json_array_get(events, kept++);
+        assert_true(json_equal(json_object_get(e, "run"), json_object_get(line, "run")));
+        assert_int_equal(json_integer_value(json_object_get(e, "pos")), i + 1);
+    }
+    assert_int_equal(json_array_size(events), kept);
+    assert_int_equal(kept, (size_t)(MANY_RUNS / 3) * 5 + 2);
+    assert_int_equal(json_array_size(json_object_get(doc, "activeRuns")), MANY_RUNS / 3 + 1);
+    json_t *runs = json_object_get(json_object_get(doc, "checkpoint"), "runs");
+    assert_int_equal(json_integer_value(json_object_get(runs, "run-3")), 5);
+    assert_int_equal(json_integer_value(json_object_get(runs, "run-2")), 6);
+    assert_int_equal(json_integer_value(json_object_get(runs, "run-1")), 8);
+    for (size_t k = 1; k < n; k += n / 5)
+        check_split(lines, k, doc, "many runs");
+    ab_reducer_destroy(&r);
+    ab_snapshot_builder_destroy(&b);
+    json_decref(doc);
+    json_decref(lines);
+}
+
 static void expect_refused(ab_snapshot_builder_t *b, const char *run, uint64_t seq, uint64_t pos,
                            const char *event, const char *field)
 {
@@ -727,6 +818,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_split_every_fixture_every_k),
         cmocka_unit_test(test_builder_keeps_only_active_runs),
+        cmocka_unit_test(test_builder_many_runs),
         cmocka_unit_test(test_builder_refuses_bad_feed),
         cmocka_unit_test(test_binary_wide_encodings),
         cmocka_unit_test(test_valid_documents_pass),
