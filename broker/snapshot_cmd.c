@@ -38,6 +38,12 @@
  *     served by the same reader wait meanwhile (cost: the events after the
  *     cached or stored position, plus encoding the document unless the
  *     cached encoding is at the same position).
+ *  5. A thread not cached whose stored document is at the head (so nothing
+ *     is left to fold: the answer would be that document) is answered with
+ *     the stored bytes as soon as they are loaded and checked, before the
+ *     builder is made from them; the builder is then made and cached as for
+ *     any answer. A failure after that answer is logged, never answered
+ *     twice (invariant 3).
  */
 #include "agentbus/json.h"
 #include "agentbus/snapshot.h"
@@ -161,6 +167,24 @@ static ab_status_t load_stored(ab__shared_t *b, ab_plugin_db_t *db, ab_str_t thr
     return AB_OK;
 }
 
+/* Start @p f->sb from the loaded stored snapshot @p *snap (taken; its @p bytes kept in
+ * f->stored when a reply may carry them as they are). */
+static ab_status_t take_stored(ab__shared_t *b, ab_snapshot_t **snap, ab_buf_t *bytes, fold_t *f,
+                               ab_error_t *e)
+{
+    uint64_t at_pos = ab_snapshot_position(*snap);
+    bool keep = reply_ready(b, *snap, bytes->len);
+    /* the snapshot's trees move into the builder: no copy */
+    ab_status_t st = ab_snapshot_builder_take(&f->sb, snap, e);
+    if (st == AB_OK && keep) {
+        f->stored = *bytes;
+        *bytes = (ab_buf_t)AB_BUF_INIT;
+    }
+    if (st == AB_OK)
+        f->last_pos = at_pos;
+    return st;
+}
+
 /* Start @p f->sb from the stored snapshot of @p thread, if any (else a fresh builder). */
 static ab_status_t start_builder(ab__shared_t *b, ab_plugin_db_t *db, ab_str_t thread, fold_t *f,
                                  bool *from_stored)
@@ -171,18 +195,11 @@ static ab_status_t start_builder(ab__shared_t *b, ab_plugin_db_t *db, ab_str_t t
         ab_error_t e = AB_ERROR_INIT;
         ab_snapshot_t *snap = NULL;
         ab_status_t st = load_stored(b, db, thread, &bytes, &snap, &e);
-        uint64_t at_pos = st == AB_OK ? ab_snapshot_position(snap) : 0;
-        bool keep = st == AB_OK && reply_ready(b, snap, bytes.len);
-        if (st == AB_OK) /* the snapshot's trees move into the builder: no copy */
-            st = ab_snapshot_builder_take(&f->sb, &snap, &e);
+        if (st == AB_OK)
+            st = take_stored(b, &snap, &bytes, f, &e);
         ab_snapshot_destroy(&snap);
-        if (st == AB_OK && keep) {
-            f->stored = bytes;
-            bytes = (ab_buf_t)AB_BUF_INIT;
-        }
         ab_buf_free(&bytes);
         if (st == AB_OK) {
-            f->last_pos = at_pos;
             *from_stored = true;
             return AB_OK;
         }
@@ -197,22 +214,17 @@ static ab_status_t start_builder(ab__shared_t *b, ab_plugin_db_t *db, ab_str_t t
     return ab_snapshot_builder_new(&f->sb, thread.ptr, f->err);
 }
 
-/* A fresh entry for @p thread, its builder started from the stored snapshot or empty. */
-static ab_status_t entry_new(ab__shared_t *b, ab_plugin_db_t *db, ab_str_t thread, fold_t *f,
-                             ab_snapent_t **out, bool *from_stored)
+/* A cache entry for @p thread around f->sb (and f->stored as its reply at f->last_pos). */
+static ab_status_t entry_wrap(ab_str_t thread, fold_t *f, ab_snapent_t **out)
 {
-    if (thread.len > AB_ID_MAX_BYTES)
-        return ab_error_set(f->err, AB_INVALID_ARGUMENT, "thread", "thread id too long");
     ab_snapent_t *e = calloc(1, sizeof(*e));
-    if (e == NULL)
+    if (e == NULL) {
+        ab_snapshot_builder_destroy(&f->sb);
+        ab_buf_free(&f->stored);
         return ab_error_set(f->err, AB_NOMEM, "", "out of memory");
+    }
     memcpy(e->thread, thread.ptr, thread.len);
     e->tlen = thread.len;
-    ab_status_t st = start_builder(b, db, (ab_str_t){e->thread, e->tlen}, f, from_stored);
-    if (st != AB_OK) {
-        ab__snapcache_discard(b->snaps, e);
-        return st;
-    }
     e->sb = f->sb;
     if (f->stored.len > 0) { /* the reply at the stored position is these bytes */
         e->reply = f->stored;
@@ -222,6 +234,16 @@ static ab_status_t entry_new(ab__shared_t *b, ab_plugin_db_t *db, ab_str_t threa
     }
     *out = e;
     return AB_OK;
+}
+
+/* A fresh entry for @p thread, its builder started from the stored snapshot or empty. */
+static ab_status_t entry_new(ab__shared_t *b, ab_plugin_db_t *db, ab_str_t thread, fold_t *f,
+                             ab_snapent_t **out, bool *from_stored)
+{
+    if (thread.len > AB_ID_MAX_BYTES)
+        return ab_error_set(f->err, AB_INVALID_ARGUMENT, "thread", "thread id too long");
+    ab_status_t st = start_builder(b, db, thread, f, from_stored);
+    return st == AB_OK ? entry_wrap(thread, f, out) : st;
 }
 
 ab_status_t ab__snapshot_current(ab__shared_t *b, ab_plugin_db_t *db, ab_str_t thread,
@@ -278,20 +300,64 @@ static ab_status_t entry_encode(ab_snapent_t *e, const ab_limits_t *lim, ab_erro
     return AB_OK;
 }
 
+/* Send the snapshot_reply of @p job carrying document @p mp (@p len bytes). */
+static int send_reply(void *sock, ab_job_t *job, const uint8_t *mp, size_t len)
+{
+    ab_msg_t m = {.op = AB_OP_SNAPSHOT_REPLY, .v = job->v, .cid = job->cid};
+    m.u.snapshot_reply.thread = job->thread;
+    m.u.snapshot_reply.snapshot_mp = mp;
+    m.u.snapshot_reply.snapshot_mp_len = len;
+    return ab__reply_msg(sock, &job->identity, &m);
+}
+
+/*
+ * A thread not cached: its entry made from the stored snapshot (@p *out; NULL when there is
+ * none or it does not load: then ab__snapshot_current() starts it as usual). When that
+ * document is at the head and a reply may carry its stored bytes as they are, they are sent
+ * before the builder is made from it (the reply does not need it; invariant 5).
+ * @return whether the request was answered.
+ */
+static bool answer_stored(ab__shared_t *b, ab_plugin_db_t *db, void *sock, ab_job_t *job,
+                          ab_snapent_t **out)
+{
+    ab_buf_t bytes = AB_BUF_INIT;
+    ab_error_t e = AB_ERROR_INIT;
+    ab_snapshot_t *snap = NULL;
+    fold_t f = {.err = &e};
+    bool answered = false;
+    *out = NULL;
+    if (b->plugin->snapshot_get == NULL || job->thread.len > AB_ID_MAX_BYTES ||
+        load_stored(b, db, job->thread, &bytes, &snap, &e) != AB_OK)
+        goto done;
+    if (ab_snapshot_position(snap) == atomic_load(&b->head_pos) && reply_ready(b, snap, bytes.len))
+        answered = send_reply(sock, job, bytes.data, bytes.len) == 0;
+    if (take_stored(b, &snap, &bytes, &f, &e) == AB_OK)
+        (void)entry_wrap(job->thread, &f, out);
+done:
+    ab_snapshot_destroy(&snap);
+    ab_buf_free(&bytes);
+    return answered;
+}
+
 void ab__reader_snapshot(ab__shared_t *b, ab_plugin_db_t *db, void *sock, ab_job_t *job)
 {
     ab_error_t e = AB_ERROR_INIT;
-    ab_snapent_t *ent = NULL;
+    ab_snapent_t *ent = ab__snapcache_take(b->snaps, job->thread);
     uint64_t folded = 0;
+    bool answered = ent == NULL && answer_stored(b, db, sock, job, &ent);
     ab_status_t st = ab__snapshot_current(b, db, job->thread, 0, 0, &ent, &folded, &e);
+    if (answered) { /* the builder is made for the next request; no second answer */
+        if (st == AB_OK)
+            ab__snapcache_put(b->snaps, ent);
+        else
+            ab__log(AB_LOG_WARN, "snapshot of %s answered from its stored document, but: %s",
+                    job->thread.ptr, e.message);
+        return;
+    }
     if (st == AB_OK)
         st = entry_encode(ent, &b->cfg->limits, &e);
     if (st == AB_OK) {
-        ab_msg_t m = {.op = AB_OP_SNAPSHOT_REPLY, .v = job->v, .cid = job->cid};
-        m.u.snapshot_reply.thread = job->thread;
-        m.u.snapshot_reply.snapshot_mp = ent->reply.data;
-        m.u.snapshot_reply.snapshot_mp_len = ent->reply.len;
-        if (ab__reply_msg(sock, &job->identity, &m) != 0)
+        if (send_reply(sock, job, ent->reply.data, ent->reply.len) != 0)
             st = ab_error_set(&e, AB_TOO_LARGE, "thread",
                               "the thread's snapshot does not fit a reply");
         else
