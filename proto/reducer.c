@@ -84,41 +84,89 @@ void ab__rd_copy_str(ab_reducer_t *r, json_t *obj, const ab_val_t *ev, const cha
         ab__rd_set(r, obj, key, json_stringn(s, n));
 }
 
-static void flush_pending(ab_reducer_t *r)
+/* Write slot @p p's value into its nodes and free the slot (its buffer is kept). */
+static void pend_flush(ab_reducer_t *r, rd_pend_t *p)
 {
-    if (!r->pend)
+    if (!p->node)
         return;
-    if (json_string_setn_nocheck(r->pend, r->pbuf, r->plen) != 0 ||
-        (r->pmirror && json_string_setn_nocheck(r->pmirror, r->pbuf, r->plen) != 0))
+    if (json_string_setn_nocheck(p->node, p->buf, p->len) != 0 ||
+        (p->mirror && json_string_setn_nocheck(p->mirror, p->buf, p->len) != 0))
         r->oom = true;
-    json_decref(r->pend);
-    json_decref(r->pmirror);
-    r->pend = r->pmirror = NULL;
-    r->plen = 0;
+    json_decref(p->node);
+    json_decref(p->mirror);
+    p->node = p->mirror = NULL;
+    p->len = 0;
 }
 
-/* Room for @p more bytes after the pending value (amortised doubling). */
-static bool pend_room(ab_reducer_t *r, size_t more)
+static void flush_pending(ab_reducer_t *r)
 {
-    if (r->plen + more <= r->pcap)
+    for (int i = 0; i < RD_PENDING; i++)
+        pend_flush(r, &r->pend[i]);
+}
+
+static rd_pend_t *pend_of(const ab_reducer_t *r, const json_t *node)
+{
+    for (int i = 0; node && i < RD_PENDING; i++)
+        if (r->pend[i].node == node)
+            return (rd_pend_t *)(uintptr_t)&r->pend[i];
+    return NULL;
+}
+
+bool ab__rd_pending(const ab_reducer_t *r, const json_t *node)
+{
+    return pend_of(r, node) != NULL;
+}
+
+/* A free slot: an unused one, else the least recently used, flushed. */
+static rd_pend_t *pend_free(ab_reducer_t *r)
+{
+    rd_pend_t *p = &r->pend[0];
+    for (int i = 0; i < RD_PENDING && p->node; i++)
+        if (!r->pend[i].node || r->pend[i].used < p->used)
+            p = &r->pend[i];
+    pend_flush(r, p);
+    return p;
+}
+
+/* Room for @p more bytes after slot @p p's value (amortised doubling). */
+static bool pend_room(rd_pend_t *p, size_t more)
+{
+    if (p->len + more <= p->cap)
         return true;
-    size_t cap = r->pcap ? r->pcap : 64;
-    while (cap < r->plen + more)
+    size_t cap = p->cap ? p->cap : 64;
+    while (cap < p->len + more)
         cap *= 2;
-    char *p = ab__realloc(r->pbuf, cap);
-    if (!p)
+    char *b = ab__realloc(p->buf, cap);
+    if (!b)
         return false;
-    r->pbuf = p;
-    r->pcap = cap;
+    p->buf = b;
+    p->cap = cap;
     return true;
+}
+
+/* Start a pending value for string node @p cur (obj[key]) from its own value. */
+static rd_pend_t *pend_start(ab_reducer_t *r, json_t *cur, json_t *mirror, const char *key)
+{
+    rd_pend_t *p = pend_free(r);
+    size_t old = json_string_length(cur);
+    if (!pend_room(p, old))
+        return NULL;
+    if (old > 0)
+        memcpy(p->buf, json_string_value(cur), old);
+    p->len = old;
+    p->node = json_incref(cur);
+    json_t *m = mirror ? json_object_get(mirror, key) : NULL;
+    if (json_is_string(m) && m != cur)
+        p->mirror = json_incref(m);
+    else if (mirror && !m)
+        ab__rd_set(r, mirror, key, json_incref(cur));
+    return p;
 }
 
 void ab__rd_append2(ab_reducer_t *r, json_t *obj, json_t *mirror, const char *key, const char *d,
                     size_t n)
 {
     json_t *cur = json_object_get(obj, key);
-    if (cur != r->pend)
-        flush_pending(r);
     if (!json_is_string(cur)) {
         json_t *v = json_stringn_nocheck(d, n);
         if (mirror && v)
@@ -128,27 +176,18 @@ void ab__rd_append2(ab_reducer_t *r, json_t *obj, json_t *mirror, const char *ke
     }
     if (n == 0)
         return;
-    if (!r->pend) { /* start a pending value from the node's */
-        size_t old = json_string_length(cur);
-        if (!pend_room(r, old + n)) {
-            r->oom = true;
-            return;
-        }
-        memcpy(r->pbuf, json_string_value(cur), old);
-        r->plen = old;
-        r->pend = json_incref(cur);
-        json_t *m = mirror ? json_object_get(mirror, key) : NULL;
-        if (json_is_string(m) && m != cur)
-            r->pmirror = json_incref(m);
-        else if (mirror && !m)
-            ab__rd_set(r, mirror, key, json_incref(cur));
-    }
-    if (!pend_room(r, n)) {
+    rd_pend_t *p = pend_of(r, cur);
+    if (!p && (p = pend_start(r, cur, mirror, key)) == NULL) {
         r->oom = true;
         return;
     }
-    memcpy(r->pbuf + r->plen, d, n);
-    r->plen += n;
+    if (!pend_room(p, n)) {
+        r->oom = true;
+        return;
+    }
+    memcpy(p->buf + p->len, d, n);
+    p->len += n;
+    p->used = ++r->pend_tick;
 }
 
 void ab__rd_append(ab_reducer_t *r, json_t *obj, const char *key, const char *d, size_t n)
@@ -618,9 +657,11 @@ void ab_reducer_destroy(ab_reducer_t **rp)
     ab_reducer_t *r = *rp;
     for (int i = 0; i < RD_NCOLL; i++)
         json_decref(r->coll[i].idx);
-    json_decref(r->pend);
-    json_decref(r->pmirror);
-    ab__free(r->pbuf);
+    for (int i = 0; i < RD_PENDING; i++) {
+        json_decref(r->pend[i].node);
+        json_decref(r->pend[i].mirror);
+        ab__free(r->pend[i].buf);
+    }
     json_decref(r->lanes);
     json_decref(r->holders);
     json_decref(r->root);

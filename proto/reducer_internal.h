@@ -13,6 +13,20 @@
 
 #include <jansson.h>
 
+/* Strings being appended to at once (ab__rd_append2): runs streaming in turn each keep
+ * their own pending value, up to this many. */
+#define RD_PENDING 8
+
+/* One pending string: @p node (a reference) takes @p buf's value when flushed; @p mirror,
+ * when set, is a second node that gets the same value. node NULL: the slot is free. */
+typedef struct rd_pend {
+    json_t *node;
+    json_t *mirror;
+    char *buf;
+    size_t len, cap;
+    uint64_t used; /* when last appended to (least recently used goes first) */
+} rd_pend_t;
+
 /*
  * A projection array with an id index. arr is owned by the root document
  * under @p name; idx maps the id (member @p key of each item) to its
@@ -50,16 +64,19 @@ struct ab_reducer {
     json_t *cur_run; /* its run item once found (borrowed; NULL between events) */
     uint64_t seq;    /* seq of the event being folded */
     bool oom;        /* an allocation failed during this event */
-    /* Streaming appends (ab__rd_append): the string node being appended to (a
-     * reference) and its whole pending value, flushed into the node before
-     * anything may read it (flush_pending), so k deltas cost O(total), not O(k^2).
-     * pmirror, when set, is a second string node that gets the same value (a
-     * tool call's arguments in toolCalls and in its assistant message). */
-    json_t *pend;
-    json_t *pmirror;
-    char *pbuf;
-    size_t plen, pcap;
+    /* Streaming appends (ab__rd_append): the string nodes being appended to and
+     * their whole pending values, flushed into the nodes before anything may read
+     * them (flush_pending: before every event that is not an append, and before
+     * the projection is read), so k deltas cost O(total), not O(k^2), also when up
+     * to RD_PENDING messages stream in turn. A mirror is a second string node
+     * that gets the same value (a tool call's arguments in toolCalls and in its
+     * assistant message). */
+    rd_pend_t pend[RD_PENDING];
+    uint64_t pend_tick;
 };
+
+/* Whether string node @p node has a pending value (ab__rd_append2). */
+bool ab__rd_pending(const ab_reducer_t *r, const json_t *node);
 
 /* A string member of @p ev as a view; NULL when absent or not a string. */
 const char *ab__rd_str(const ab_val_t *ev, const char *key, size_t *len);

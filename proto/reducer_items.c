@@ -279,7 +279,7 @@ void ab__rd_tool_args(ab_reducer_t *r, const ab_val_t *ev)
         return;
     json_t *e = NULL, *t = ab__rd_find(&r->coll[RD_TOOLS], id, n);
     /* the fast path: the call's arguments are pending (their mirror already known) */
-    if (!t || !r->pend || json_object_get(t, "arguments") != r->pend || ab_val_get(ev, "metadata"))
+    if (!t || !ab__rd_pending(r, json_object_get(t, "arguments")) || ab_val_get(ev, "metadata"))
         t = tool_open(r, id, n, ev, &e);
     if (t && d)
         ab__rd_append2(r, t, fn_of(e), "arguments", d, dn);

@@ -432,6 +432,82 @@ static void test_tool_calls_in_messages(void **state)
     ab_reducer_destroy(&r);
 }
 
+/*
+ * Streams in turn (proto/reducer.c: a pending value per string, RD_PENDING of them): 11
+ * messages (more than the pending slots, so the least recently used is written back and
+ * started again) and 3 tool calls whose arguments also stream into their holder message,
+ * in a shuffled order, with events that are not appends among them. Every text, read in
+ * the middle and at the end, is exactly its deltas in order.
+ */
+#define IL_MSGS  11
+#define IL_CALLS 3
+
+static void il_fold(ab_reducer_t *r, uint64_t *seq, const char *fmt, int a, int b)
+{
+    char ev[256];
+    snprintf(ev, sizeof ev, fmt, a, b);
+    fold(r, "r1", ++*seq, ev);
+}
+
+static void il_expect(ab_reducer_t *r, char want[][512], char args[][512])
+{
+    const json_t *st = ab__reducer_state(r);
+    json_t *msgs = json_object_get(st, "messages");
+    for (int i = 0; i < IL_MSGS; i++)
+        assert_string_equal(
+            json_string_value(json_object_get(json_array_get(msgs, (size_t)i), "content")),
+            want[i]);
+    json_t *calls = json_object_get(st, "toolCalls");
+    json_t *held = json_object_get(json_array_get(msgs, 0), "toolCalls");
+    for (int c = 0; c < IL_CALLS; c++) {
+        assert_string_equal(
+            json_string_value(json_object_get(json_array_get(calls, (size_t)c), "arguments")),
+            args[c]);
+        json_t *fn = json_object_get(json_array_get(held, (size_t)c), "function");
+        assert_string_equal(json_string_value(json_object_get(fn, "arguments")), args[c]);
+    }
+}
+
+static void test_interleaved_streams(void **state)
+{
+    (void)state;
+    static char want[IL_MSGS][512], args[IL_CALLS][512];
+    memset(want, 0, sizeof want);
+    memset(args, 0, sizeof args);
+    ab_reducer_t *r = reducer("t");
+    uint64_t seq = 0;
+    il_fold(r, &seq, "{\"type\":\"RUN_STARTED\",\"threadId\":\"t\",\"runId\":\"r1\"}", 0, 0);
+    for (int i = 0; i < IL_MSGS; i++)
+        il_fold(r, &seq, "{\"type\":\"TEXT_MESSAGE_START\",\"messageId\":\"m%d\"}", i, 0);
+    for (int c = 0; c < IL_CALLS; c++)
+        il_fold(r, &seq,
+                "{\"type\":\"TOOL_CALL_START\",\"toolCallId\":\"c%d\",\"toolCallName\":\"f\","
+                "\"parentMessageId\":\"m%d\"}",
+                c, 0);
+    for (int k = 0; k < 30; k++) {
+        for (int j = 0; j < IL_MSGS; j++) {
+            int i = (j * 7 + k) % IL_MSGS;
+            il_fold(r, &seq,
+                    "{\"type\":\"TEXT_MESSAGE_CONTENT\",\"messageId\":\"m%d\",\"delta\":\"%d;\"}",
+                    i, k);
+            snprintf(want[i] + strlen(want[i]), sizeof want[i] - strlen(want[i]), "%d;", k);
+            if (j % 4 == 1) {
+                int c = (k + j) % IL_CALLS;
+                il_fold(r, &seq,
+                        "{\"type\":\"TOOL_CALL_ARGS\",\"toolCallId\":\"c%d\",\"delta\":\"a%d\"}", c,
+                        k);
+                snprintf(args[c] + strlen(args[c]), sizeof args[c] - strlen(args[c]), "a%d", k);
+            }
+        }
+        if (k % 5 == 2)
+            il_fold(r, &seq, "{\"type\":\"STEP_STARTED\",\"stepName\":\"s%d\"}", k, 0);
+        if (k == 15)
+            il_expect(r, want, args);
+    }
+    il_expect(r, want, args);
+    ab_reducer_destroy(&r);
+}
+
 static void test_patch_failure_warns_and_keeps_state(void **state)
 {
     (void)state;
@@ -663,6 +739,7 @@ int main(void)
         cmocka_unit_test(test_messages_snapshot_keeps_positions),
         cmocka_unit_test(test_input_messages),
         cmocka_unit_test(test_tool_calls_in_messages),
+        cmocka_unit_test(test_interleaved_streams),
         cmocka_unit_test(test_patch_failure_warns_and_keeps_state),
         cmocka_unit_test(test_copying_state_delta_is_bounded),
         cmocka_unit_test(test_warnings_are_bounded),
