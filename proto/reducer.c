@@ -96,6 +96,7 @@ static void pend_flush(ab_reducer_t *r, rd_pend_t *p)
     json_decref(p->mirror);
     p->node = p->mirror = NULL;
     p->len = 0;
+    p->appends = 0;
 }
 
 static void flush_pending(ab_reducer_t *r)
@@ -117,13 +118,22 @@ bool ab__rd_pending(const ab_reducer_t *r, const json_t *node)
     return pend_of(r, node) != NULL;
 }
 
-/* A free slot: an unused one, else the least recently used, flushed. */
+/*
+ * A free slot: an unused one, else the least recently used, flushed. When that one had a
+ * single append (more strings stream in turn than there are slots, none comes back in
+ * time), the most recently used goes instead: the string just appended to, still in the
+ * cache, as with a single pending value.
+ */
 static rd_pend_t *pend_free(ab_reducer_t *r)
 {
-    rd_pend_t *p = &r->pend[0];
-    for (int i = 0; i < RD_PENDING && p->node; i++)
-        if (!r->pend[i].node || r->pend[i].used < p->used)
-            p = &r->pend[i];
+    rd_pend_t *lru = &r->pend[0], *mru = &r->pend[0];
+    for (int i = 0; i < RD_PENDING && lru->node; i++) {
+        if (!r->pend[i].node || r->pend[i].used < lru->used)
+            lru = &r->pend[i];
+        if (r->pend[i].node && r->pend[i].used > mru->used)
+            mru = &r->pend[i];
+    }
+    rd_pend_t *p = lru->node && lru->appends <= 1 ? mru : lru;
     pend_flush(r, p);
     return p;
 }
@@ -188,6 +198,7 @@ void ab__rd_append2(ab_reducer_t *r, json_t *obj, json_t *mirror, const char *ke
     memcpy(p->buf + p->len, d, n);
     p->len += n;
     p->used = ++r->pend_tick;
+    p->appends++;
 }
 
 void ab__rd_append(ab_reducer_t *r, json_t *obj, const char *key, const char *d, size_t n)

@@ -24,7 +24,8 @@ typedef struct rd_pend {
     json_t *mirror;
     char *buf;
     size_t len, cap;
-    uint64_t used; /* when last appended to (least recently used goes first) */
+    uint64_t used;    /* when last appended to (least recently used goes first) */
+    uint32_t appends; /* appends since it started */
 } rd_pend_t;
 
 /*
