@@ -16,7 +16,8 @@
  *  3. feed() checks its arguments before folding: a refused event changes
  *     nothing (but may leave its run a record in idx). pos only grows.
  *  4. A document is built from deep copies: it never aliases the builder.
- *  5. Every run fed or kept has a record in idx; a kept event names its own.
+ *  5. Every run fed or with kept events has a record in idx; a kept event names
+ *     its own, whose nkept counts its live ones.
  */
 #include "ab_common.h"
 #include "alloc_internal.h"
@@ -165,19 +166,10 @@ static sn_run_t *run_rec(ab_snapshot_builder_t *b, const char *run, size_t n)
     return r;
 }
 
-/* Number the runs of @p active (the document's activeRuns: kept) and of the kept events. */
-static ab_status_t index_kept(ab_snapshot_builder_t *b, const json_t *active)
+/* Number the runs of the kept events (a restored builder's: those of the active runs). */
+static ab_status_t index_kept(ab_snapshot_builder_t *b)
 {
-    size_t i;
-    json_t *id;
-    json_array_foreach(active, i, id)
-    {
-        sn_run_t *r = run_rec(b, json_string_value(id), json_string_length(id));
-        if (!r)
-            return AB_NOMEM;
-        r->kept = true;
-    }
-    for (i = 0; i < b->nev; i++) {
+    for (size_t i = 0; i < b->nev; i++) {
         sn_event_t *e = &b->ev[i];
         sn_run_t *r = run_rec(b, (const char *)b->bytes.data + e->off, e->run_len);
         if (!r)
@@ -218,7 +210,7 @@ static ab_status_t builder_of(ab_snapshot_builder_t **out, ab_snapshot_t *s, boo
                restore_events(b, json_object_get(s->doc, "activeEvents")) != AB_OK) {
         st = nomem(err);
     }
-    if (st == AB_OK && index_kept(b, json_object_get(s->doc, "activeRuns")) != AB_OK)
+    if (st == AB_OK && index_kept(b) != AB_OK)
         st = nomem(err);
     if (st == AB_OK)
         st = ab__reducer_from_state_ex(&b->r, json_object_get(s->doc, "projection"),
@@ -318,7 +310,6 @@ static void drop_run(ab_snapshot_builder_t *b, sn_run_t *r)
 {
     b->dead += r->nkept;
     r->nkept = 0;
-    r->kept = false;
     r->gen++;
     if (b->dead > 0 && 2 * b->dead >= b->nev)
         compact(b);
@@ -371,7 +362,7 @@ ab_status_t ab_snapshot_builder_feed(ab_snapshot_builder_t *b, const char *run, 
         return nomem(err);
     }
     if (!ab__rd_is(r->item, "status", "active")) {
-        if (r->kept)
+        if (r->nkept > 0)
             drop_run(b, r);
         return AB_OK;
     }
@@ -380,7 +371,6 @@ ab_status_t ab_snapshot_builder_feed(ab_snapshot_builder_t *b, const char *run, 
     b->ev[b->nev - 1].rid = (uint32_t)(r - b->idx.rec);
     b->ev[b->nev - 1].gen = r->gen;
     r->nkept++;
-    r->kept = true;
     return AB_OK;
 }
 

@@ -38,8 +38,7 @@ typedef struct sn_run {
     json_t *last;      /**< the run's node in the builder's runs, or NULL (borrowed) */
     json_t *item;      /**< the projection's run item, or NULL (borrowed) */
     uint32_t gen;      /**< bumped when the run ends: its kept events are dead */
-    uint32_t nkept;    /**< its live kept events */
-    bool kept;         /**< its events are kept (it is active) */
+    uint32_t nkept;    /**< its live kept events (an active run has at least one) */
 } sn_run_t;
 
 typedef struct sn_slot {
