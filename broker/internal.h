@@ -56,6 +56,10 @@ typedef struct ab__shared {
     /** The writer's tprev table (fanout.c): thread known, not known (a bound answered),
      *  entries given to another thread, positions that did not follow; for --metrics */
     _Atomic uint64_t tprev_hits, tprev_misses, tprev_evictions, tprev_gaps;
+    /** Committed events handed to the snapshot worker in memory (snapfeed.h): the bytes
+     *  held now (bounded by AB__SNAPFEED_BYTES), and the events it folded from them */
+    _Atomic size_t snapfeed_bytes;
+    _Atomic uint64_t snapfeed_folded;
     ab__monitor_t cmd_mon;   /**< the ROUTER's monitor, drained by the command thread */
     ab__monitor_t ev_mon;    /**< the XPUB's monitor, drained by the writer thread */
     int64_t started_us;      /**< ab__mono_us() at start-up */

@@ -74,6 +74,18 @@ static int tprev_metrics(ab__shared_t *b, char *buf, size_t size, size_t *n)
     return rc;
 }
 
+/* Committed events the writer hands the snapshot worker in memory (broker/snapfeed.h). */
+static int feed_metrics(ab__shared_t *b, char *buf, size_t size, size_t *n)
+{
+    int rc = metric(buf, size, n, "agentbus_snapshot_feed_bytes", "gauge",
+                    "Bytes of committed events held for the snapshot worker.",
+                    atomic_load_explicit(&b->snapfeed_bytes, memory_order_relaxed));
+    rc |= metric(buf, size, n, "agentbus_snapshot_fed_events_total", "counter",
+                 "Events the snapshot worker folded from memory instead of the store.",
+                 atomic_load_explicit(&b->snapfeed_folded, memory_order_relaxed));
+    return rc;
+}
+
 /* Groups answered 5 ms or more after receipt, by the part that took longest (writer.c
  * note_slow): waiting for the writer, the store's commit, fan-out and answers. */
 static int slow_metrics(ab__shared_t *b, char *buf, size_t size, size_t *n)
@@ -148,6 +160,7 @@ static size_t render(ab__shared_t *b, char *buf, size_t size)
                  "Publishes the command thread took to commit itself while the writer was idle.",
                  atomic_load_explicit(&b->lone_commits, memory_order_relaxed));
     rc |= tprev_metrics(b, buf, size, &n);
+    rc |= feed_metrics(b, buf, size, &n);
     rc |= slow_metrics(b, buf, size, &n);
     rc |= metric(buf, size, &n, "agentbus_events_rejected_total", "counter",
                  "Events answered rejected.", r.rejected);

@@ -9,6 +9,7 @@
 
 #include "agentbus/snapshot.h"
 #include "internal.h"
+#include "snapfeed.h"
 
 /** Bound of one broker's builder cache (estimated bytes). */
 #define AB_SNAPCACHE_BYTES (64u << 20)
@@ -58,23 +59,31 @@ bool ab__snapcache_fits(const ab_snapent_t *e);
 /** Free a taken or new entry instead of putting it back (NULL-safe). */
 void ab__snapcache_discard(ab__snapcache_t *c, ab_snapent_t *e);
 
+/** Where the snapshot worker is in the feeds of a request (snapshot_cmd.c invariant 6). */
+typedef struct ab__feedread {
+    const ab__snapfeed_t *seg; /**< the segment being folded, NULL when none is left */
+    ab__feedcur_t cur;         /**< place in it */
+    uint64_t passed;           /**< position of the last record the place passed (0 = none) */
+    uint64_t events;           /**< events folded from feeds */
+} ab__feedread_t;
+
 /**
  * The entry of @p thread brought up to every committed event (on handle
  * @p db): *out when not NULL (an entry the caller holds; freed on failure),
  * else from the cache, else from the stored snapshot (or nothing), then
  * the later stored events folded in (at most @p max_events of them, 0 = all:
- * then the entry may not be current yet). The caller owns the entry (put it
- * back with ab__snapcache_put() or ab__snapcache_discard()). @p folded: events
- * folded now. @p memory_max: 0, or the most bytes the builder may hold
- * (ab_snapshot_builder_memory); beyond it the entry is dropped and the
- * answer is AB_TOO_LARGE.
+ * then the entry may not be current yet), taken from the writer's feeds
+ * @p feed where they hold them (NULL = none; snapshot_cmd.c invariant 6). The caller owns the entry
+ * (put it back with ab__snapcache_put() or ab__snapcache_discard()). @p folded: events folded now.
+ * @p memory_max: 0, or the most bytes the builder may hold (ab_snapshot_builder_memory); beyond it
+ * the entry is dropped and the answer is AB_TOO_LARGE.
  * @return AB_OK; AB_NOT_FOUND (no stored event); the store's error; AB_CORRUPT
  *         (a stored event that does not fold); AB_TOO_LARGE; AB_NOMEM.
  */
 AB_NODISCARD ab_status_t ab__snapshot_current(ab__shared_t *b, ab_plugin_db_t *db, ab_str_t thread,
                                               uint64_t max_events, size_t memory_max,
-                                              ab_snapent_t **out, uint64_t *folded,
-                                              ab_error_t *err);
+                                              ab__feedread_t *feed, ab_snapent_t **out,
+                                              uint64_t *folded, ab_error_t *err);
 
 typedef struct ab_snapworker ab_snapworker_t;
 
@@ -83,9 +92,13 @@ ab_snapworker_t *ab__snapworker_start(ab__shared_t *b);
 /**
  * Ask for a stored snapshot of @p thread covering at least every event
  * committed now; @p run_end: a run of it ended (else an every-N request,
- * skipped when its document exceeds AB_MAX_REPLY_BYTES).
+ * skipped when its document exceeds AB_MAX_REPLY_BYTES). @p feed: NULL, or
+ * the thread's events committed since its last request (snapfeed.h), which
+ * the worker takes (chained after those of a request still queued, freed
+ * when the request is dropped).
  */
-void ab__snapworker_request(ab_snapworker_t *w, ab_str_t thread, bool run_end);
+void ab__snapworker_request(ab_snapworker_t *w, ab_str_t thread, bool run_end,
+                            ab__snapfeed_t *feed);
 /** Whether requests are queued or being computed, or documents wait to be collected. */
 bool ab__snapworker_busy(ab_snapworker_t *w);
 /**

@@ -11,6 +11,7 @@
  *  3. At most AB__SNAPCOUNT_THREADS threads are held, so a probe always ends.
  */
 #include "snapcount.h"
+#include "snapfeed.h"
 
 #include "ab_common.h"
 
@@ -52,6 +53,7 @@ static void remove_at(ab__snapcounts_t *m, size_t i)
     size_t j = i;
     for (;;) {
         m->slot[i].len = 0;
+        m->slot[i].feed = NULL; /* moved on, or freed by the caller */
         m->hash[i] = 0;
         for (;;) {
             j = (j + 1) & MASK;
@@ -94,6 +96,7 @@ ab__snapcount_t *ab__snapcount_slot(ab__snapcounts_t *m, ab_str_t thread)
         size_t v = h & MASK;
         while (m->hash[v] == 0)
             v = (v + 1) & MASK;
+        ab__snapfeed_free(&m->slot[v].feed);
         remove_at(m, v);
         m->evictions++;
     }
@@ -111,6 +114,9 @@ ab__snapcount_t *ab__snapcount_slot(ab__snapcounts_t *m, ab_str_t thread)
 
 void ab__snapcount_free(ab__snapcounts_t *m)
 {
+    for (size_t i = 0; m->slot != NULL && i < AB__SNAPCOUNT_SLOTS; i++)
+        if (m->hash[i] != 0)
+            ab__snapfeed_free(&m->slot[i].feed);
     free(m->slot);
     free(m->hash);
     memset(m, 0, sizeof(*m));

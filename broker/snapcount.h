@@ -34,6 +34,9 @@ typedef struct ab__snapcount {
     uint64_t bytes;    /**< their envelope bytes */
     uint64_t last_doc; /**< size of the last stored document (0 = unknown) */
     bool too_large;    /**< its last document could not be stored (snapsched.c invariant 3) */
+    uint64_t last_pos; /**< position of its last committed event, 0 = not seen since counted */
+    struct ab__snapfeed *feed; /**< its events since the last request (snapsched.c invariant 5) */
+    bool feed_off;             /**< its feed ended on the bound: none until the next request */
     char id[AB_ID_MAX_BYTES];
 } ab__snapcount_t;
 
@@ -54,7 +57,7 @@ ab__snapcount_t *ab__snapcount_find(ab__snapcounts_t *m, ab_str_t thread);
  */
 ab__snapcount_t *ab__snapcount_slot(ab__snapcounts_t *m, ab_str_t thread);
 
-/** Free the map (NULL-safe members); it is empty again. */
+/** Free the map and the feeds its threads hold (NULL-safe members); it is empty again. */
 void ab__snapcount_free(ab__snapcounts_t *m);
 
 #endif /* AB_BROKER_SNAPCOUNT_H */

@@ -29,6 +29,17 @@
  *     such a thread starts from a document at the head instead of folding
  *     up to the bytes of a document again. Threads with fewer are cheap to
  *     fold and get none, so a stop does not fold every quiet thread.
+ *  5. When this broker is the store's only writer (no wake_fd), each
+ *     counted thread's committed events since its last request are copied
+ *     into its feed (snapfeed.h) as they commit, and the request hands the
+ *     feed to the worker, which folds them instead of reading them back.
+ *     A feed's cover is the thread's last position seen before it (every
+ *     commit passes here, in position order), or the position before its
+ *     first event for a thread just counted. Feeds are bounded together
+ *     (AB__SNAPFEED_BYTES): an event that does not fit ends its thread's
+ *     feed, and the thread gets no feed until its next request (copies
+ *     the worker would not get are not made); the worker reads what no
+ *     feed holds from the store.
  */
 #include "ab_common.h"
 #include "writer_int.h"
@@ -42,7 +53,8 @@ void ab__snapsched_start(ab__snapsched_t *s, ab__shared_t *b)
     s->b = b;
     if (b->plugin->snapshot_put != NULL && b->plugin->snapshot_get != NULL) {
         s->worker = ab__snapworker_start(b);
-        atomic_store(&b->snap_failed, s->worker == NULL); /* HELLO then says degraded */
+        s->feeds = s->worker != NULL && b->plugin->wake_fd == NULL; /* invariant 5 */
+        atomic_store(&b->snap_failed, s->worker == NULL);           /* HELLO then says degraded */
     }
 }
 
@@ -74,6 +86,18 @@ static void note_due(ab__snapsched_t *s, ab_str_t thread, bool run_end)
     s->ndue++;
 }
 
+/* Copy a committed event into its thread's feed (invariant 5). */
+static void feed_event(ab__snapsched_t *s, ab__snapcount_t *c, const ab_append_event_t *ev,
+                       uint64_t pos)
+{
+    uint64_t cover = c->last_pos > 0 ? c->last_pos : pos - 1;
+    c->last_pos = pos;
+    if (s->feeds && !c->feed_off &&
+        !ab__snapfeed_add(&c->feed, &s->b->snapfeed_bytes, cover, pos, ev->run, ev->seq, ev->bytes,
+                          ev->len))
+        c->feed_off = true; /* no copies the worker would not get: none until the request */
+}
+
 /*
  * Count the committed events of a group; note the threads due an every-N
  * snapshot: since their last request, at least snapshot_every events AND at
@@ -82,7 +106,8 @@ static void note_due(ab__snapsched_t *s, ab_str_t thread, bool run_end)
  * the documents written cost O(bytes committed), not O(events^2) on a long
  * active run whose document carries all its events.
  */
-static void count_committed(ab__snapsched_t *s, const ab_append_event_t *evs, size_t n)
+static void count_committed(ab__snapsched_t *s, const ab_append_event_t *evs, size_t n,
+                            uint64_t first)
 {
     uint32_t every = s->b->cfg->snapshot_every;
     ab__snapcount_t *last = NULL;
@@ -97,6 +122,7 @@ static void count_committed(ab__snapsched_t *s, const ab_append_event_t *evs, si
             if (last == NULL)
                 continue;
         }
+        feed_event(s, last, &evs[i], first + i);
         last->count++;
         last->bytes += evs[i].len;
         if (every > 0 && last->count >= every && last->bytes >= last->last_doc && !last->too_large)
@@ -104,7 +130,8 @@ static void count_committed(ab__snapsched_t *s, const ab_append_event_t *evs, si
     }
 }
 
-void ab__snapsched_committed(ab__snapsched_t *s, const ab_append_event_t *evs, size_t n)
+void ab__snapsched_committed(ab__snapsched_t *s, const ab_append_event_t *evs, size_t n,
+                             uint64_t first)
 {
     if (s->worker == NULL)
         return;
@@ -116,7 +143,7 @@ void ab__snapsched_committed(ab__snapsched_t *s, const ab_append_event_t *evs, s
         if (c != NULL)
             c->too_large = false; /* its document may fit again */
     }
-    count_committed(s, evs, n); /* also with every-N off: the stop's flush reads the counts */
+    count_committed(s, evs, n, first); /* also with every-N off: the stop's flush reads them */
 }
 
 bool ab__snapsched_request(ab__snapsched_t *s)
@@ -125,9 +152,14 @@ bool ab__snapsched_request(ab__snapsched_t *s)
     for (size_t i = 0; i < s->ndue; i++) {
         ab_str_t t = {s->due[i], strlen(s->due[i])};
         ab__snapcount_t *c = ab__snapcount_find(&s->counts, t);
-        if (c != NULL)
+        ab__snapfeed_t *feed = NULL;
+        if (c != NULL) {
             c->count = 0, c->bytes = 0;
-        ab__snapworker_request(s->worker, t, s->run_end[i]);
+            feed = c->feed;
+            c->feed = NULL;
+            c->feed_off = false;
+        }
+        ab__snapworker_request(s->worker, t, s->run_end[i], feed);
     }
     s->ndue = 0;
     return any;
@@ -165,9 +197,12 @@ bool ab__snapsched_busy(ab__snapsched_t *s)
 static void request_flush(ab__snapsched_t *s)
 {
     for (size_t i = 0; s->counts.slot != NULL && i < AB__SNAPCOUNT_SLOTS; i++) {
-        const ab__snapcount_t *c = &s->counts.slot[i];
-        if (c->len > 0 && c->count >= AB_SNAP_FLUSH_EVENTS && !c->too_large)
-            ab__snapworker_request(s->worker, (ab_str_t){c->id, c->len}, false);
+        ab__snapcount_t *c = &s->counts.slot[i];
+        if (c->len > 0 && c->count >= AB_SNAP_FLUSH_EVENTS && !c->too_large) {
+            ab__snapfeed_t *feed = c->feed;
+            c->feed = NULL;
+            ab__snapworker_request(s->worker, (ab_str_t){c->id, c->len}, false, feed);
+        }
     }
 }
 

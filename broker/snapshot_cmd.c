@@ -16,9 +16,9 @@
  * Invariants:
  *  1. The document covers a prefix of the commit order: every event up to
  *     its checkpoint.position that belongs to the thread, and no other. A
- *     builder is fed only events read back from the store (committed), so
- *     neither a cached builder nor a stored snapshot claims more than is
- *     committed.
+ *     builder is fed only committed events: read back from the store, or
+ *     handed on by the writer after their commit (invariant 6), so neither
+ *     a cached builder nor a stored snapshot claims more than is committed.
  *  2. Memory: the builder's state (projection plus the events of active
  *     runs, msgpack), one page of decoded rows at a time (one arena, reset
  *     per row) and the encoded document; never the whole thread's events.
@@ -44,6 +44,13 @@
  *     builder is made from them; the builder is then made and cached as for
  *     any answer. A failure after that answer is logged, never answered
  *     twice (invariant 3).
+ *  6. The snapshot worker passes the feeds the writer handed it with the
+ *     request (snapfeed.h), segments in position order. A builder at L
+ *     folds a segment's events after L only when L >= its cover; else it
+ *     first folds the store's events up to the cover (a read that stops
+ *     there). Whatever the feeds leave, the store's events after the
+ *     builder's position are folded as without a feed, so a feed only
+ *     replaces reads, never changes what is folded.
  */
 #include "agentbus/json.h"
 #include "agentbus/snapshot.h"
@@ -61,6 +68,8 @@ typedef struct fold {
     uint64_t last_pos;
     uint64_t events;
     uint64_t max_events; /**< 0 = no limit */
+    uint64_t stop_pos;   /**< 0, or the store's rows after it are left (invariant 6) */
+    bool stopped;        /**< a read met a row after stop_pos */
     size_t bytes;
     size_t memory_max; /**< 0, or the builder's cap in bytes */
     ab_buf_t stored;   /**< the stored document's bytes when a reply may carry them as they are */
@@ -68,43 +77,54 @@ typedef struct fold {
     ab_error_t *err;
 } fold_t;
 
-static int fold_row(void *ud, const ab_row_t *row)
+/* Fold one committed event of the thread (a stored row or a feed's record). */
+static int fold_one(fold_t *f, ab_str_t run_id, uint64_t seq, uint64_t pos, const uint8_t *bytes,
+                    size_t len)
 {
-    fold_t *f = ud;
     ab_event_t ev;
     char run[AB_ID_MAX_BYTES + 1];
-    f->last_pos = row->pos;
-    if (row->run.len > AB_ID_MAX_BYTES) {
+    f->last_pos = pos;
+    if (run_id.len > AB_ID_MAX_BYTES) {
         f->st = ab_error_set(f->err, AB_CORRUPT, "", "stored run id at position %llu too long",
-                             (unsigned long long)row->pos);
+                             (unsigned long long)pos);
         return 1;
     }
-    memcpy(run, row->run.ptr, row->run.len);
-    run[row->run.len] = '\0';
+    memcpy(run, run_id.ptr, run_id.len);
+    run[run_id.len] = '\0';
     ab_error_t e = AB_ERROR_INIT;
-    ab_status_t st = ab_event_decode(f->doc, row->bytes, row->len, NULL, &ev, &e);
+    ab_status_t st = ab_event_decode(f->doc, bytes, len, NULL, &ev, &e);
     if (st == AB_OK)
-        st = ab_snapshot_builder_feed(f->sb, run, row->seq, row->pos, ev.body, &e);
+        st = ab_snapshot_builder_feed(f->sb, run, seq, pos, ev.body, &e);
     if (st != AB_OK) {
         f->st = st == AB_NOMEM ? AB_NOMEM
                                : ab_error_set(f->err, AB_CORRUPT, "",
                                               "stored event at position %llu (run %s seq %llu) "
                                               "cannot be folded: %s",
-                                              (unsigned long long)row->pos, run,
-                                              (unsigned long long)row->seq, e.message);
+                                              (unsigned long long)pos, run, (unsigned long long)seq,
+                                              e.message);
         return 1;
     }
     f->events++;
-    f->bytes += row->len;
+    f->bytes += len;
     if (f->memory_max > 0 && ab_snapshot_builder_memory(f->sb) > f->memory_max) {
         f->st = ab_error_set(f->err, AB_TOO_LARGE, "thread",
                              "the thread's snapshot builder passed %zu MiB at position %llu "
                              "(events of runs still active); every-N snapshots of it stop "
                              "until one of its runs ends",
-                             f->memory_max >> 20, (unsigned long long)row->pos);
+                             f->memory_max >> 20, (unsigned long long)pos);
         return 1;
     }
     return 0;
+}
+
+static int fold_row(void *ud, const ab_row_t *row)
+{
+    fold_t *f = ud;
+    if (f->stop_pos > 0 && row->pos > f->stop_pos) {
+        f->stopped = true; /* left for the feed (invariant 6) */
+        return 1;
+    }
+    return fold_one(f, row->run, row->seq, row->pos, row->bytes, row->len);
 }
 
 /* Fold every stored event of the thread. */
@@ -123,10 +143,66 @@ static ab_status_t fold_thread(ab__shared_t *b, ab_plugin_db_t *db, ab_str_t thr
             return f->st;
         if (st != AB_OK)
             return st;
+        if (f->stopped)
+            return AB_OK;
         if (got < req.limit)
             return AB_OK;
     }
     return AB_OK;
+}
+
+static bool budget_left(const fold_t *f)
+{
+    return f->max_events == 0 || f->events < f->max_events;
+}
+
+/*
+ * Fold the events of the feed segment @p r->seg after the builder's position, reading the
+ * store first up to its cover when the builder is below it (invariant 6). @return AB_OK
+ * also when the budget ran out in the segment (r stays on it).
+ */
+static ab_status_t fold_segment(ab__shared_t *b, ab_plugin_db_t *db, ab_str_t thread, fold_t *f,
+                                ab__feedread_t *r)
+{
+    const ab__snapfeed_t *seg = r->seg;
+    if (f->last_pos < r->passed) /* the builder went back (evicted, reloaded): from the start */
+        r->cur = (ab__feedcur_t){0}, r->passed = 0;
+    if (f->last_pos < seg->cover && r->passed == 0) {
+        f->stop_pos = seg->cover;
+        ab_status_t st = fold_thread(b, db, thread, f);
+        bool done = st == AB_OK && (f->stopped || budget_left(f));
+        f->stop_pos = 0;
+        f->stopped = false;
+        if (st != AB_OK || !done)
+            return st; /* the budget ran out before the cover: read on from there next time */
+    }
+    ab__snaprec_t rec;
+    while (budget_left(f) && ab__snapfeed_next(seg, &r->cur, &rec)) {
+        r->passed = rec.pos;
+        if (rec.pos <= f->last_pos)
+            continue;
+        if (fold_one(f, rec.run, rec.seq, rec.pos, rec.bytes, rec.len))
+            return f->st;
+        r->events++;
+    }
+    return AB_OK;
+}
+
+/* Fold the feeds of @p r (when any), then the store's events after them (invariant 6). */
+static ab_status_t fold_fed(ab__shared_t *b, ab_plugin_db_t *db, ab_str_t thread, fold_t *f,
+                            ab__feedread_t *r)
+{
+    while (r != NULL && r->seg != NULL && budget_left(f)) {
+        if (f->last_pos < r->seg->last) {
+            ab_status_t st = fold_segment(b, db, thread, f, r);
+            if (st != AB_OK || !budget_left(f))
+                return st;
+        } /* else the builder is past the segment */
+        r->seg = r->seg->next;
+        r->cur = (ab__feedcur_t){0};
+        r->passed = 0;
+    }
+    return budget_left(f) ? fold_thread(b, db, thread, f) : AB_OK;
 }
 
 /* The nesting limit of the document inside a snapshot_reply (its map is depth 2 of the reply). */
@@ -247,8 +323,8 @@ static ab_status_t entry_new(ab__shared_t *b, ab_plugin_db_t *db, ab_str_t threa
 }
 
 ab_status_t ab__snapshot_current(ab__shared_t *b, ab_plugin_db_t *db, ab_str_t thread,
-                                 uint64_t max_events, size_t memory_max, ab_snapent_t **out,
-                                 uint64_t *folded, ab_error_t *err)
+                                 uint64_t max_events, size_t memory_max, ab__feedread_t *feed,
+                                 ab_snapent_t **out, uint64_t *folded, ab_error_t *err)
 {
     fold_t f = {
         .lim = &b->cfg->limits, .err = err, .max_events = max_events, .memory_max = memory_max};
@@ -266,7 +342,7 @@ ab_status_t ab__snapshot_current(ab__shared_t *b, ab_plugin_db_t *db, ab_str_t t
     if (st == AB_OK)
         st = ab_doc_new(&f.doc);
     if (st == AB_OK)
-        st = fold_thread(b, db, thread, &f);
+        st = fold_fed(b, db, thread, &f, feed);
     ab_doc_destroy(&f.doc);
     if (st == AB_OK && f.events == 0 && !known)
         st = ab_error_set(err, AB_NOT_FOUND, "thread", "thread '%.*s' has no stored events",
@@ -345,7 +421,7 @@ void ab__reader_snapshot(ab__shared_t *b, ab_plugin_db_t *db, void *sock, ab_job
     ab_snapent_t *ent = ab__snapcache_take(b->snaps, job->thread);
     uint64_t folded = 0;
     bool answered = ent == NULL && answer_stored(b, db, sock, job, &ent);
-    ab_status_t st = ab__snapshot_current(b, db, job->thread, 0, 0, &ent, &folded, &e);
+    ab_status_t st = ab__snapshot_current(b, db, job->thread, 0, 0, NULL, &ent, &folded, &e);
     if (answered) { /* the builder is made for the next request; no second answer */
         if (st == AB_OK)
             ab__snapcache_put(b->snaps, ent);

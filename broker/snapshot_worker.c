@@ -24,6 +24,14 @@
  *     ab_snapshot_builder_msgpack() writes (ab_snapshot_load() reads it, and
  *     the JSON text older brokers stored), so storing costs no conversion and
  *     a cold SNAPSHOT no JSON parse.
+ *  6. A request carries the feeds the writer made of the thread's events
+ *     since its last request (snapfeed.h); a request merged into a queued
+ *     one chains its feeds after the queued one's. The worker folds from
+ *     them instead of reading the events back (snapshot_cmd.c invariant 6)
+ *     and frees them when the request is computed, dropped or abandoned.
+ *  7. An every-N request still queued for a thread whose document was just
+ *     found too large for --snapshot-memory is dropped (it was made before
+ *     the writer learnt that; snapsched.c invariant 3).
  */
 #include "ab_common.h"
 #include "snap_internal.h"
@@ -41,8 +49,9 @@
 typedef char tid_t[AB_ID_MAX_BYTES + 1];
 
 typedef struct todo {
-    tid_t thread;
+    tid_t thread; /**< "" = dropped while queued (invariant 7) */
     bool run_end;
+    ab__snapfeed_t *feed, *feed_tail; /**< its feeds, oldest first (invariant 6) */
 } todo_t;
 
 typedef struct done {
@@ -85,27 +94,59 @@ static todo_t *queued(ab_snapworker_t *w, ab_str_t t)
     return NULL;
 }
 
-void ab__snapworker_request(ab_snapworker_t *w, ab_str_t t, bool run_end)
+/* Chain @p feed after @p q's feeds (invariant 6). */
+static void chain_feed(todo_t *q, ab__snapfeed_t *feed)
 {
-    if (w == NULL || t.len == 0 || t.len > AB_ID_MAX_BYTES)
+    if (feed == NULL)
         return;
+    if (q->feed_tail != NULL)
+        q->feed_tail->next = feed;
+    else
+        q->feed = feed;
+    q->feed_tail = feed;
+}
+
+void ab__snapworker_request(ab_snapworker_t *w, ab_str_t t, bool run_end, ab__snapfeed_t *feed)
+{
+    if (w == NULL || t.len == 0 || t.len > AB_ID_MAX_BYTES) {
+        ab__snapfeed_free(&feed);
+        return;
+    }
     pthread_mutex_lock(&w->mu);
     bool dropped = false;
     todo_t *q = queued(w, t);
     if (q != NULL) {
         q->run_end = q->run_end || run_end;
+        chain_feed(q, feed);
     } else if (w->ntodo < AB_SNAPWORKER_QUEUE) {
         q = &w->todo[(w->first + w->ntodo++) % AB_SNAPWORKER_QUEUE];
         memcpy(q->thread, t.ptr, t.len);
         q->thread[t.len] = '\0';
         q->run_end = run_end;
+        q->feed = q->feed_tail = NULL;
+        chain_feed(q, feed);
         pthread_cond_signal(&w->cv);
     } else {
         dropped = true;
     }
     pthread_mutex_unlock(&w->mu);
-    if (dropped)
+    if (dropped) {
+        ab__snapfeed_free(&feed);
         ab__log(AB_LOG_WARN, "snapshot queue full: snapshot of %.*s skipped", (int)t.len, t.ptr);
+    }
+}
+
+/* Drop an every-N request of @p thread still queued (invariant 7). */
+static void drop_every_n(ab_snapworker_t *w, const char *thread)
+{
+    pthread_mutex_lock(&w->mu);
+    todo_t *q = queued(w, (ab_str_t){thread, strlen(thread)});
+    if (q != NULL && !q->run_end) {
+        q->thread[0] = '\0';
+        ab__snapfeed_free(&q->feed);
+        q->feed_tail = NULL;
+    }
+    pthread_mutex_unlock(&w->mu);
 }
 
 /* Record a computed document (replacing an older one of the thread); takes @p stored. */
@@ -143,13 +184,13 @@ static void add_done(ab_snapworker_t *w, const char *thread, uint64_t pos, ab_bu
  * events, putting the entry back between chunks when the cache keeps it,
  * so that a SNAPSHOT waiting for it folds the rest at its own priority.
  */
-static ab_status_t current(ab_snapworker_t *w, ab_str_t t, size_t memory_max, ab_snapent_t **ent,
-                           ab_error_t *e)
+static ab_status_t current(ab_snapworker_t *w, ab_str_t t, size_t memory_max, ab__feedread_t *feed,
+                           ab_snapent_t **ent, ab_error_t *e)
 {
     for (;;) {
         uint64_t folded = 0;
-        ab_status_t st =
-            ab__snapshot_current(w->b, w->db, t, AB_SNAPWORKER_CHUNK, memory_max, ent, &folded, e);
+        ab_status_t st = ab__snapshot_current(w->b, w->db, t, AB_SNAPWORKER_CHUNK, memory_max, feed,
+                                              ent, &folded, e);
         if (st != AB_OK || folded < AB_SNAPWORKER_CHUNK)
             return st;
         if (given_up(w)) {
@@ -179,7 +220,9 @@ static void compute(ab_snapworker_t *w, const todo_t *q)
     ab_str_t t = {thread, strlen(thread)};
     /* every-N only: capped by --snapshot-memory (a run end is always computed) */
     size_t cap = q->run_end ? 0 : (size_t)w->b->cfg->snapshot_memory << 20;
-    ab_status_t st = current(w, t, cap, &ent, &e);
+    ab__feedread_t feed = {.seg = q->feed};
+    ab_status_t st = current(w, t, cap, &feed, &ent, &e);
+    atomic_fetch_add(&w->b->snapfeed_folded, feed.events);
     if (st == AB_OK)
         st = ab_snapshot_builder_msgpack(ent->sb, UINT32_MAX, SIZE_MAX, &mp, &e);
     uint64_t pos = st == AB_OK ? ab_snapshot_builder_position(ent->sb) : 0;
@@ -199,6 +242,7 @@ static void compute(ab_snapworker_t *w, const todo_t *q)
     if (st == AB_OK) {
         add_done(w, thread, pos, &stored, stored.len > 0 ? stored.len : size);
     } else if (st == AB_TOO_LARGE) { /* over --snapshot-memory: the writer stops asking */
+        drop_every_n(w, thread);
         add_done(w, thread, 0, &stored, (size_t)w->b->cfg->snapshot_memory << 20);
         ab__log(AB_LOG_INFO, "snapshot of %s not stored: %s", thread, e.message);
     } else if (st != AB_NOT_FOUND && st != AB_REQUEST_ABORTED) {
@@ -226,9 +270,12 @@ static void *worker_main(void *arg)
         cur = w->todo[w->first];
         w->first = (w->first + 1) % AB_SNAPWORKER_QUEUE;
         w->ntodo--;
+        if (cur.thread[0] == '\0') /* dropped while queued (invariant 7) */
+            continue;
         w->computing = true;
         pthread_mutex_unlock(&w->mu);
         compute(w, &cur);
+        ab__snapfeed_free(&cur.feed);
         pthread_mutex_lock(&w->mu);
         w->computing = false;
     }
@@ -304,6 +351,8 @@ void ab__snapworker_stop(ab_snapworker_t **wp, ab_snapworker_cb cb, void *ud)
     pthread_cond_signal(&w->cv);
     pthread_mutex_unlock(&w->mu);
     pthread_join(w->th, NULL);
+    for (size_t i = 0; i < w->ntodo; i++) /* abandoned: over the drain time */
+        ab__snapfeed_free(&w->todo[(w->first + i) % AB_SNAPWORKER_QUEUE].feed);
     ab__snapworker_collect(w, cb, ud);
     w->b->plugin->close(w->db);
     pthread_mutex_destroy(&w->mu);

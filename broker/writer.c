@@ -371,7 +371,8 @@ static void answer_publish(writer_t *w, ab_job_t *job)
 static void committed(writer_t *w, const ab_append_event_t *evs, size_t n, uint64_t first,
                       int64_t now)
 {
-    ab__snapsched_committed(&w->snap, evs, n); /* before ab__seq_commit: the events are its */
+    ab__snapsched_committed(&w->snap, evs, n,
+                            first); /* before ab__seq_commit: the events are its */
     ab__dispatch_committed(w->disp, evs, n);
     ab__seq_commit(w->seq, first);
     atomic_store(&w->b->head_pos, first + n - 1);
@@ -599,7 +600,7 @@ static ab_status_t commit_item(writer_t *w, ab_seq_item_t *it, ab_error_t *err)
     int64_t t1 = ab__mono_us();
     ab__wstats_commit(&w->stats, n, t1 - t0, t1);
     ab__statbox_publish(&w->b->stats, &w->stats);
-    ab__snapsched_committed(&w->snap, evs, n);
+    ab__snapsched_committed(&w->snap, evs, n, first);
     ab__dispatch_committed(w->disp, evs, n);
     ab__seq_commit(w->seq, first);
     atomic_store(&w->b->head_pos, first);

@@ -95,6 +95,7 @@ typedef struct ab__snapsched {
     bool *run_end; /**< per entry of due: a run ended (else every-N) */
     size_t ndue, due_cap;
     ab__snapcounts_t counts; /**< committed events per thread since its last request */
+    bool feeds;              /**< hand committed events to the worker (snapsched.c invariant 5) */
     /* documents waiting to be stored, oldest first (snapstore.c) */
     struct ab__snappend *pend;
     size_t npend, pend_cap;
@@ -105,11 +106,13 @@ typedef struct ab__snapsched {
 void ab__snapsched_start(ab__snapsched_t *s, ab__shared_t *b);
 
 /**
- * The group @p evs (@p n events) was committed: note the threads with a run
+ * The group @p evs (@p n events) was committed at positions @p first, first + 1,
+ * ...: note the threads with a run
  * that ended in it and those whose counts reached the every-N rule. Call
  * before the pending events are released (ab__seq_commit()).
  */
-void ab__snapsched_committed(ab__snapsched_t *s, const ab_append_event_t *evs, size_t n);
+void ab__snapsched_committed(ab__snapsched_t *s, const ab_append_event_t *evs, size_t n,
+                             uint64_t first);
 
 /** Hand the threads noted for the last committed group to the worker (after its answers).
  *  @return whether any was handed (the writer then collects the documents soon). */
