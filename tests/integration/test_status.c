@@ -198,30 +198,42 @@ static void test_log_json(void **state)
     assert_non_null(strstr(out, "log-format: 'yaml' is not text or json"));
 }
 
-/* One HTTP/1.0 request to 127.0.0.1:@p port; the whole answer into @p out. @return its length. */
+/*
+ * Start the test's own broker (stopped by stop_own() whatever the outcome) with --metrics on
+ * a free port, connect, and publish events 1 to @p n of run "r" of @p thread, a run of
+ * @p total events (0: one that never ends). @return the metrics port.
+ */
+static int metrics_broker(ab_conn_t **c, ab_doc_t **doc, const char *thread, uint64_t n,
+                          uint64_t total)
+{
+    int port = bp_free_port();
+    char addr[32];
+    snprintf(addr, sizeof addr, "127.0.0.1:%d", port);
+    const char *extra[] = {"--metrics", addr, NULL};
+    memset(&own, 0, sizeof own);
+    assert_int_equal(bp_start(&own, NULL, extra), 0);
+    *c = it_connect(&own);
+    assert_int_equal(ab_doc_new(doc), AB_OK);
+    ab_buf_t ev = AB_BUF_INIT;
+    for (uint64_t seq = 1; seq <= n; seq++) {
+        ab_buf_reset(&ev);
+        it_event(&ev, thread, "r", seq, total, 1);
+        assert_int_equal(it_publish1(*c, *doc, &ev, NULL).status, AB_RESULT_ACCEPTED);
+    }
+    ab_buf_free(&ev);
+    return port;
+}
+
 /* --metrics: the figures of stats as Prometheus text; other paths and methods refused. */
 static void test_metrics(void **state)
 {
     (void)state;
     if (!bp_available())
         skip();
-    int port = bp_free_port();
-    char addr[32];
-    snprintf(addr, sizeof addr, "127.0.0.1:%d", port);
-    const char *extra[] = {"--metrics", addr, NULL};
-    bp_t *b = &own; /* stopped by stop_own() whatever the outcome */
-    memset(b, 0, sizeof *b);
-    assert_int_equal(bp_start(b, NULL, extra), 0);
-    ab_conn_t *c = it_connect(b);
+    ab_conn_t *c = NULL;
     ab_doc_t *doc = NULL;
-    assert_int_equal(ab_doc_new(&doc), AB_OK);
-    ab_buf_t ev = AB_BUF_INIT;
-    for (uint64_t seq = 1; seq <= 3; seq++) {
-        ab_buf_reset(&ev);
-        it_event(&ev, "t-m", "r-m", seq, 0, 1);
-        assert_int_equal(it_publish1(c, doc, &ev, NULL).status, AB_RESULT_ACCEPTED);
-    }
-    ab_buf_free(&ev);
+    int port = metrics_broker(&c, &doc, "t-m", 3, 0);
+    bp_t *b = &own;
     STATS_UNTIL(c, doc, runs_active, 1); /* the store's figures are in the box */
     static char out[16384];
     it_http(port, "GET /metrics HTTP/1.0\r\n\r\n", out, sizeof out);
@@ -275,23 +287,10 @@ static void test_metrics_snapshot_feed(void **state)
     (void)state;
     if (!bp_available())
         skip();
-    int port = bp_free_port();
-    char addr[32];
-    snprintf(addr, sizeof addr, "127.0.0.1:%d", port);
-    const char *extra[] = {"--metrics", addr, NULL};
-    bp_t *b = &own; /* stopped by stop_own() whatever the outcome */
-    memset(b, 0, sizeof *b);
-    assert_int_equal(bp_start(b, NULL, extra), 0);
-    ab_conn_t *c = it_connect(b);
+    ab_conn_t *c = NULL;
     ab_doc_t *doc = NULL;
-    assert_int_equal(ab_doc_new(&doc), AB_OK);
-    ab_buf_t ev = AB_BUF_INIT;
-    for (uint64_t seq = 1; seq <= 5; seq++) { /* RUN_STARTED ... RUN_FINISHED */
-        ab_buf_reset(&ev);
-        it_event(&ev, "t-f", "r-f", seq, 5, 1);
-        assert_int_equal(it_publish1(c, doc, &ev, NULL).status, AB_RESULT_ACCEPTED);
-    }
-    ab_buf_free(&ev);
+    int port = metrics_broker(&c, &doc, "t-f", 5, 5); /* RUN_STARTED ... RUN_FINISHED */
+    bp_t *b = &own;
     static char out[16384];
     long long fed = -1, held = -1;
     for (int i = 0; i < 500 && (fed != 5 || held != 0); i++) { /* the worker runs at nice 19 */
