@@ -32,6 +32,9 @@ const json_t *ab__reducer_state(const ab_reducer_t *r);
  */
 const json_t *ab__reducer_lanes(const ab_reducer_t *r);
 
+/** How many of the projection's runs have status "active"; SIZE_MAX when not known. */
+size_t ab__reducer_active_count(const ab_reducer_t *r);
+
 /**
  * Create a reducer that continues from a projection (as returned by
  * ab__reducer_state()) and its lanes (ab__reducer_lanes(); NULL = none). Both

@@ -74,6 +74,10 @@ struct ab_reducer {
      * assistant message). */
     rd_pend_t pend[RD_PENDING];
     uint64_t pend_tick;
+    /* Runs whose status is "active", counted as statuses change (run_status), so that
+     * listing them can stop once it found them all (ab__reducer_active_count). */
+    size_t n_active;
+    bool n_active_lost; /* an allocation failed while a status changed: not known */
 };
 
 /* Whether string node @p node has a pending value (ab__rd_append2). */

@@ -385,7 +385,8 @@ ab_status_t ab__snapshot_builder_document(const ab_snapshot_builder_t *b, json_t
                   AB_SNAPSHOT_FORMAT_VERSION, "threadId", json_object_get(p, "threadId"),
                   "projection", json_deep_copy(p), "lanes", json_deep_copy(ab__reducer_lanes(b->r)),
                   "checkpoint", "runs", json_deep_copy(b->runs), "position", (json_int_t)b->pos,
-                  "activeRuns", ab__sn_active_runs(p), "activeEvents", ab__sn_events_json(b));
+                  "activeRuns", ab__sn_active_runs(p, ab__reducer_active_count(b->r)),
+                  "activeEvents", ab__sn_events_json(b));
     if (!doc)
         return nomem(err);
     *out = doc;

@@ -90,8 +90,10 @@ static inline bool ab__sn_live(const ab_snapshot_builder_t *b, const sn_event_t 
 
 #define SN_MAX(a, b) ((a) > (b) ? (a) : (b))
 
-/** Ids of the projection's runs whose status is "active" (new array; NULL = no memory). */
-json_t *ab__sn_active_runs(const json_t *projection);
+/** Ids of the projection's runs whose status is "active", in its order (new array; NULL = no
+ *  memory). @p count: how many there are (ab__reducer_active_count), so that the listing,
+ *  from the newest run back, stops once it found them; SIZE_MAX = not known (all are read). */
+json_t *ab__sn_active_runs(const json_t *projection, size_t count);
 
 /** The kept events as the document's activeEvents array (new; NULL = no memory). */
 json_t *ab__sn_events_json(const ab_snapshot_builder_t *b);

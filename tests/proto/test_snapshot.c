@@ -438,6 +438,80 @@ static void test_builder_many_runs(void **state)
     json_decref(lines);
 }
 
+/* The active runs of projection @p p by a walk of all its runs, in its order. */
+static json_t *active_walk(const json_t *p)
+{
+    json_t *ids = json_array();
+    size_t i;
+    json_t *run;
+    json_array_foreach(json_object_get(p, "runs"), i, run)
+    {
+        if (strcmp(json_string_value(json_object_get(run, "status")), "active") == 0)
+            json_array_append(ids, json_object_get(run, "id"));
+    }
+    return ids;
+}
+
+/* Fold @p lines one at a time: after each the reducer's count of active runs is the walk's,
+ * also for a reducer restored from the projection; at the end the document lists the runs
+ * the walk finds, in the projection's order. */
+static void check_active_count(const json_t *lines, const char *thread)
+{
+    ab_reducer_t *r = NULL;
+    ab_error_t err = AB_ERROR_INIT;
+    assert_int_equal(ab_reducer_new(&r, thread, &err), AB_OK);
+    size_t n = json_array_size(lines);
+    for (size_t i = 0; i < n; i++) {
+        fold_lines(r, lines, i, i + 1);
+        json_t *walk = active_walk(ab__reducer_state(r));
+        assert_int_equal(ab__reducer_active_count(r), json_array_size(walk));
+        if (i % 97 == 0 || i + 1 == n) {
+            ab_reducer_t *back = NULL;
+            assert_int_equal(
+                ab__reducer_from_state(&back, ab__reducer_state(r), ab__reducer_lanes(r), &err),
+                AB_OK);
+            assert_int_equal(ab__reducer_active_count(back), json_array_size(walk));
+            ab_reducer_destroy(&back);
+        }
+        json_decref(walk);
+    }
+    ab_snapshot_builder_t *b = builder_after(lines, n);
+    json_t *doc = document(b);
+    json_t *walk = active_walk(json_object_get(doc, "projection"));
+    assert_true(json_equal(json_object_get(doc, "activeRuns"), walk));
+    json_decref(walk);
+    json_decref(doc);
+    ab_snapshot_builder_destroy(&b);
+    ab_reducer_destroy(&r);
+}
+
+static void test_active_count_follows_statuses(void **state)
+{
+    (void)state;
+    json_t *lines = many_lines(); /* runs end in turn; run-1 starts again among them */
+    check_active_count(lines, "thread-many");
+    json_decref(lines);
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/threads", AB_FIXTURES_DIR);
+    DIR *dp = opendir(dir);
+    assert_non_null(dp);
+    struct dirent *de;
+    size_t files = 0;
+    while ((de = readdir(dp)) != NULL) {
+        size_t l = strlen(de->d_name);
+        if (l < 6 || strcmp(de->d_name + l - 6, ".jsonl") != 0)
+            continue;
+        char path[1024];
+        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+        json_t *fx = load_thread(path);
+        check_active_count(fx, thread_of(fx));
+        json_decref(fx);
+        files++;
+    }
+    closedir(dp);
+    assert_true(files >= 10);
+}
+
 static void expect_refused(ab_snapshot_builder_t *b, const char *run, uint64_t seq, uint64_t pos,
                            const char *event, const char *field)
 {
@@ -819,6 +893,7 @@ int main(void)
         cmocka_unit_test(test_split_every_fixture_every_k),
         cmocka_unit_test(test_builder_keeps_only_active_runs),
         cmocka_unit_test(test_builder_many_runs),
+        cmocka_unit_test(test_active_count_follows_statuses),
         cmocka_unit_test(test_builder_refuses_bad_feed),
         cmocka_unit_test(test_binary_wide_encodings),
         cmocka_unit_test(test_valid_documents_pass),
