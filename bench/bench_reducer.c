@@ -228,6 +228,25 @@ static double cpu_s(void)
 
 enum { ROW_PARSE, ROW_REDUCER, ROW_BUILDER };
 
+/* Parse every event of the stream, folding it into @p r or @p sb when not NULL; @return failed
+ * events. */
+static long feed_all(const stream_t *s, ab_doc_t *doc, ab_reducer_t *r, ab_snapshot_builder_t *sb)
+{
+    ab_error_t err = AB_ERROR_INIT;
+    long bad = 0;
+    for (size_t i = 0; i < s->n; i++) {
+        const ab_val_t *body = NULL;
+        ab_status_t st = ab_doc_parse(doc, s->mp.data + s->off[i], s->off[i + 1] - s->off[i],
+                                      1u << 20, 64, AB_INVALID_EVENT, &body, &err);
+        if (st == AB_OK && r != NULL)
+            st = ab_reducer_apply(r, body, s->runs[s->run[i]], s->seq[i], &err);
+        else if (st == AB_OK && sb != NULL)
+            st = ab_snapshot_builder_feed(sb, s->runs[s->run[i]], s->seq[i], i + 1, body, &err);
+        bad += st != AB_OK;
+    }
+    return bad;
+}
+
 /* One pass over the stream into a fresh reducer/builder; @return failed events. */
 static long fold_pass(const stream_t *s, ab_doc_t *doc, int row)
 {
@@ -237,17 +256,7 @@ static long fold_pass(const stream_t *s, ab_doc_t *doc, int row)
     if ((row == ROW_REDUCER && ab_reducer_new(&r, BENCH_TID, &err) != AB_OK) ||
         (row == ROW_BUILDER && ab_snapshot_builder_new(&sb, BENCH_TID, &err) != AB_OK))
         return (long)s->n;
-    long bad = 0;
-    for (size_t i = 0; i < s->n; i++) {
-        const ab_val_t *body = NULL;
-        ab_status_t st = ab_doc_parse(doc, s->mp.data + s->off[i], s->off[i + 1] - s->off[i],
-                                      1u << 20, 64, AB_INVALID_EVENT, &body, &err);
-        if (st == AB_OK && row == ROW_REDUCER)
-            st = ab_reducer_apply(r, body, s->runs[s->run[i]], s->seq[i], &err);
-        else if (st == AB_OK && row == ROW_BUILDER)
-            st = ab_snapshot_builder_feed(sb, s->runs[s->run[i]], s->seq[i], i + 1, body, &err);
-        bad += st != AB_OK;
-    }
+    long bad = feed_all(s, doc, r, sb);
     ab_reducer_destroy(&r);
     ab_snapshot_builder_destroy(&sb);
     return bad;
@@ -277,6 +286,45 @@ static int reducer_row(const stream_t *s, const char *label, int row, double sec
     return AB_BENCH_OK;
 }
 
+/*
+ * The document of the whole stream's thread, written again and again into a new buffer each
+ * time (as the snapshot worker does): documents/s on one core and the document's size.
+ */
+static int encode_row(const stream_t *s, const char *label, double seconds)
+{
+    ab_doc_t *doc = NULL;
+    ab_snapshot_builder_t *sb = NULL;
+    ab_error_t err = AB_ERROR_INIT;
+    int rc = AB_BENCH_FAIL;
+    if (ab_doc_new(&doc) != AB_OK || ab_snapshot_builder_new(&sb, BENCH_TID, &err) != AB_OK ||
+        feed_all(s, doc, NULL, sb) != 0)
+        goto done;
+    uint64_t docs = 0;
+    size_t bytes = 0;
+    double t0 = cpu_s(), t1;
+    do {
+        ab_buf_t out = AB_BUF_INIT;
+        ab_status_t st = ab_snapshot_builder_msgpack(sb, UINT32_MAX, SIZE_MAX, &out, &err);
+        bytes = out.len;
+        ab_buf_free(&out);
+        if (st != AB_OK)
+            goto done;
+        docs++;
+        t1 = cpu_s();
+    } while (t1 - t0 < seconds);
+    double dps = (double)docs / (t1 - t0);
+    bench_emit("reducer", label, "documents_per_s", dps, "document_bytes", (double)bytes, NULL);
+    printf("%-34s %12.1f documents/s %7.2f ms each (%zu KiB, %.0f MB/s)\n", label, dps, 1e3 / dps,
+           bytes >> 10, dps * (double)bytes / 1e6);
+    rc = AB_BENCH_OK;
+done:
+    if (rc != AB_BENCH_OK)
+        fprintf(stderr, "agentbus bench: %s: %s\n", label, err.message);
+    ab_snapshot_builder_destroy(&sb);
+    ab_doc_destroy(&doc);
+    return rc;
+}
+
 int bench_reducer(double seconds)
 {
     stream_t s;
@@ -292,6 +340,7 @@ int bench_reducer(double seconds)
     int rc = reducer_row(&s, "parse only (floor)", ROW_PARSE, seconds);
     rc |= reducer_row(&s, "parse + reducer apply", ROW_REDUCER, seconds);
     rc |= reducer_row(&s, "parse + snapshot builder feed", ROW_BUILDER, seconds);
+    rc |= encode_row(&s, "its document (builder msgpack)", seconds);
     stream_free(&s);
     for (int end = 0; end <= 1; end++) {
         if (stream_build_many(&s, end) != 0) {
@@ -307,6 +356,8 @@ int bench_reducer(double seconds)
         rc |= reducer_row(&s,
                           end ? "25k runs ending: builder feed" : "25k runs: parse + builder feed",
                           ROW_BUILDER, seconds);
+        rc |= encode_row(&s, end ? "25k runs ending: its document" : "25k runs: its document",
+                         seconds);
         stream_free(&s);
     }
     return rc;
