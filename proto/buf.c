@@ -29,9 +29,11 @@ ab_status_t ab_buf_append(ab_buf_t *b, const void *p, size_t n)
 {
     if (n == 0)
         return AB_OK;
-    ab_status_t rc = ab_buf_reserve(b, n);
-    if (rc != AB_OK)
-        return rc;
+    if (b->cap - b->len < n) {
+        ab_status_t rc = ab_buf_reserve(b, n);
+        if (rc != AB_OK)
+            return rc;
+    }
     memcpy(b->data + b->len, p, n);
     b->len += n;
     return AB_OK;
@@ -50,7 +52,15 @@ void ab_buf_free(ab_buf_t *b)
     memset(b, 0, sizeof(*b));
 }
 
+/* Called for every piece a msgpack packer writes (a type byte, a length, a body): the
+ * common case, room left, without a call. */
 int ab_buf_msgpack_write(void *buf, const char *p, size_t n)
 {
-    return ab_buf_append(buf, p, n) == AB_OK ? 0 : -1;
+    ab_buf_t *b = buf;
+    if (n > 0 && b->cap - b->len >= n) {
+        memcpy(b->data + b->len, p, n);
+        b->len += n;
+        return 0;
+    }
+    return ab_buf_append(b, p, n) == AB_OK ? 0 : -1;
 }
