@@ -266,26 +266,39 @@ static size_t split_fixture(const char *path)
     return n;
 }
 
-static void test_split_every_fixture_every_k(void **state)
+/* Call @p fn for the path of every fixture thread (tests/fixtures/threads/ *.jsonl); @return
+ * how many there are. */
+static size_t each_fixture(void (*fn)(const char *path, void *ud), void *ud)
 {
-    (void)state;
     char dir[512];
     snprintf(dir, sizeof dir, "%s/threads", AB_FIXTURES_DIR);
     DIR *dp = opendir(dir);
     assert_non_null(dp);
     struct dirent *de;
-    size_t files = 0, splits = 0;
+    size_t files = 0;
     while ((de = readdir(dp)) != NULL) {
         size_t l = strlen(de->d_name);
         if (l < 6 || strcmp(de->d_name + l - 6, ".jsonl") != 0)
             continue;
         char path[1024];
         snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
-        splits += split_fixture(path) + 1;
+        fn(path, ud);
         files++;
     }
     closedir(dp);
-    assert_true(files >= 10);
+    return files;
+}
+
+static void split_one(const char *path, void *ud)
+{
+    *(size_t *)ud += split_fixture(path) + 1;
+}
+
+static void test_split_every_fixture_every_k(void **state)
+{
+    (void)state;
+    size_t splits = 0;
+    assert_true(each_fixture(split_one, &splits) >= 10);
     assert_true(splits >= 185);
 }
 
@@ -485,31 +498,21 @@ static void check_active_count(const json_t *lines, const char *thread)
     ab_reducer_destroy(&r);
 }
 
+static void active_count_of(const char *path, void *ud)
+{
+    (void)ud;
+    json_t *fx = load_thread(path);
+    check_active_count(fx, thread_of(fx));
+    json_decref(fx);
+}
+
 static void test_active_count_follows_statuses(void **state)
 {
     (void)state;
     json_t *lines = many_lines(); /* runs end in turn; run-1 starts again among them */
     check_active_count(lines, "thread-many");
     json_decref(lines);
-    char dir[512];
-    snprintf(dir, sizeof dir, "%s/threads", AB_FIXTURES_DIR);
-    DIR *dp = opendir(dir);
-    assert_non_null(dp);
-    struct dirent *de;
-    size_t files = 0;
-    while ((de = readdir(dp)) != NULL) {
-        size_t l = strlen(de->d_name);
-        if (l < 6 || strcmp(de->d_name + l - 6, ".jsonl") != 0)
-            continue;
-        char path[1024];
-        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
-        json_t *fx = load_thread(path);
-        check_active_count(fx, thread_of(fx));
-        json_decref(fx);
-        files++;
-    }
-    closedir(dp);
-    assert_true(files >= 10);
+    assert_true(each_fixture(active_count_of, NULL) >= 10);
 }
 
 static void expect_refused(ab_snapshot_builder_t *b, const char *run, uint64_t seq, uint64_t pos,
