@@ -32,6 +32,9 @@ const json_t *ab__reducer_state(const ab_reducer_t *r);
  */
 const json_t *ab__reducer_lanes(const ab_reducer_t *r);
 
+/** Bytes of the values being appended to that are not written into the projection yet. */
+size_t ab__reducer_pending_bytes(const ab_reducer_t *r);
+
 /** How many of the projection's runs have status "active"; SIZE_MAX when not known. */
 size_t ab__reducer_active_count(const ab_reducer_t *r);
 

@@ -97,16 +97,24 @@ static void pend_flush(ab_reducer_t *r, rd_pend_t *p)
     p->node = p->mirror = NULL;
     p->len = 0;
     p->appends = 0;
+    r->npend--;
+    if (p->cap > RD_PENDING_KEEP) { /* the value is in the node now: no large buffer kept */
+        ab__free(p->buf);
+        p->buf = NULL;
+        p->cap = 0;
+    }
 }
 
 static void flush_pending(ab_reducer_t *r)
 {
-    for (int i = 0; i < RD_PENDING; i++)
+    for (int i = 0; r->npend > 0 && i < RD_PENDING; i++)
         pend_flush(r, &r->pend[i]);
 }
 
 static rd_pend_t *pend_of(const ab_reducer_t *r, const json_t *node)
 {
+    if (node && r->pend[r->pend_mru].node == node) /* the same string as the last append */
+        return (rd_pend_t *)(uintptr_t)&r->pend[r->pend_mru];
     for (int i = 0; node && i < RD_PENDING; i++)
         if (r->pend[i].node == node)
             return (rd_pend_t *)(uintptr_t)&r->pend[i];
@@ -165,6 +173,7 @@ static rd_pend_t *pend_start(ab_reducer_t *r, json_t *cur, json_t *mirror, const
         memcpy(p->buf, json_string_value(cur), old);
     p->len = old;
     p->node = json_incref(cur);
+    r->npend++;
     json_t *m = mirror ? json_object_get(mirror, key) : NULL;
     if (json_is_string(m) && m != cur)
         p->mirror = json_incref(m);
@@ -199,6 +208,7 @@ void ab__rd_append2(ab_reducer_t *r, json_t *obj, json_t *mirror, const char *ke
     p->len += n;
     p->used = ++r->pend_tick;
     p->appends++;
+    r->pend_mru = (unsigned)(p - r->pend);
 }
 
 void ab__rd_append(ab_reducer_t *r, json_t *obj, const char *key, const char *d, size_t n)
@@ -775,6 +785,14 @@ ab_status_t ab_reducer_apply(ab_reducer_t *r, const ab_val_t *ev, const char *ru
 const json_t *ab__reducer_lanes(const ab_reducer_t *r)
 {
     return r ? r->lanes : NULL;
+}
+
+size_t ab__reducer_pending_bytes(const ab_reducer_t *r)
+{
+    size_t n = 0;
+    for (int i = 0; r && i < RD_PENDING; i++)
+        n += r->pend[i].cap;
+    return n;
 }
 
 size_t ab__reducer_active_count(const ab_reducer_t *r)

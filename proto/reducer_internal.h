@@ -15,7 +15,10 @@
 
 /* Strings being appended to at once (ab__rd_append2): runs streaming in turn each keep
  * their own pending value, up to this many. */
-#define RD_PENDING 8
+#define RD_PENDING 16
+/* A buffer larger than this is freed when its value is written back, so between events the
+ * buffers hold at most RD_PENDING * RD_PENDING_KEEP bytes (64 KiB). */
+#define RD_PENDING_KEEP 4096u
 
 /* One pending string: @p node (a reference) takes @p buf's value when flushed; @p mirror,
  * when set, is a second node that gets the same value. node NULL: the slot is free. */
@@ -74,6 +77,8 @@ struct ab_reducer {
      * assistant message). */
     rd_pend_t pend[RD_PENDING];
     uint64_t pend_tick;
+    unsigned npend;    /* slots holding a value (flush_pending has nothing to do at 0) */
+    unsigned pend_mru; /* the slot appended to last, looked at first */
     /* Runs whose status is "active", counted as statuses change (run_status), so that
      * listing them can stop once it found them all (ab__reducer_active_count). */
     size_t n_active;

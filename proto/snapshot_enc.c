@@ -359,5 +359,5 @@ size_t ab_snapshot_builder_memory(const ab_snapshot_builder_t *b)
         return 0;
     /* jansson trees take about 4x their msgpack size (nodes, hashtables, copies) */
     return sizeof(*b) + b->bytes.cap + b->evcap * sizeof(sn_event_t) + ab__sn_runs_bytes(&b->idx) +
-           4 * b->proj_bytes;
+           4 * b->proj_bytes + ab__reducer_pending_bytes(b->r);
 }

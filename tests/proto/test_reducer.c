@@ -433,13 +433,13 @@ static void test_tool_calls_in_messages(void **state)
 }
 
 /*
- * Streams in turn (proto/reducer.c: a pending value per string, RD_PENDING of them): 11
+ * Streams in turn (proto/reducer.c: a pending value per string, RD_PENDING of them): 40
  * messages (more than the pending slots, so the least recently used is written back and
  * started again) and 3 tool calls whose arguments also stream into their holder message,
  * in a shuffled order, with events that are not appends among them. Every text, read in
  * the middle and at the end, is exactly its deltas in order.
  */
-#define IL_MSGS  11
+#define IL_MSGS  40 /* more than RD_PENDING: buffers are written back and reused */
 #define IL_CALLS 3
 
 static void il_fold(ab_reducer_t *r, uint64_t *seq, const char *fmt, int a, int b)
