@@ -35,9 +35,6 @@ const json_t *ab__reducer_lanes(const ab_reducer_t *r);
 /** Bytes of the values being appended to that are not written into the projection yet. */
 size_t ab__reducer_pending_bytes(const ab_reducer_t *r);
 
-/** How many of the projection's runs have status "active"; SIZE_MAX when not known. */
-size_t ab__reducer_active_count(const ab_reducer_t *r);
-
 /**
  * Create a reducer that continues from a projection (as returned by
  * ab__reducer_state()) and its lanes (ab__reducer_lanes(); NULL = none). Both

@@ -84,7 +84,7 @@ void ab__rd_copy_str(ab_reducer_t *r, json_t *obj, const ab_val_t *ev, const cha
         ab__rd_set(r, obj, key, json_stringn(s, n));
 }
 
-/* Write slot @p p's value into its nodes and free the slot (its buffer is kept). */
+/* Write slot @p p's value into its nodes and free the slot (a small buffer is kept). */
 static void pend_flush(ab_reducer_t *r, rd_pend_t *p)
 {
     if (!p->node)
@@ -399,29 +399,15 @@ json_t *ab__val_to_jansson(const ab_val_t *v)
 
 /* ---- runs ---- */
 
-/* Set @p run's status, counting the active runs (r->n_active). */
-static void run_status(ab_reducer_t *r, json_t *run, const char *status)
-{
-    bool was = ab__rd_is(run, "status", "active");
-    bool oom = r->oom;
-    ab__rd_set(r, run, "status", json_string(status));
-    bool now = ab__rd_is(run, "status", "active");
-    if (!oom && r->oom)
-        r->n_active_lost = true;
-    r->n_active = r->n_active + (now && !was) - (was && !now);
-}
-
 static json_t *run_get(ab_reducer_t *r)
 {
     rd_coll_t *c = &r->coll[RD_RUNS];
     json_t *run = r->cur_run;
     if (!run)
         run = ab__rd_find(c, r->run, strlen(r->run));
-    if (!run) {
+    if (!run)
         run = ab__rd_add(r, c, r->run, strlen(r->run),
                          json_pack("{s:s,s:s}", "id", r->run, "status", "active"));
-        r->n_active += run != NULL;
-    }
     if (run)
         rd_set_int(r, run, "lastSeq", (json_int_t)r->seq);
     r->cur_run = run;
@@ -481,7 +467,7 @@ static void run_started(ab_reducer_t *r, const ab_val_t *ev)
     if (!run)
         return;
     json_object_del(run, "endedSeq");
-    run_status(r, run, "active");
+    ab__rd_set(r, run, "status", json_string("active"));
     seq_set(r, run, "startedSeq");
     ab__rd_copy_str(r, run, ev, "parentRunId");
     json_object_clear(r->lanes);
@@ -537,7 +523,7 @@ static void run_finished(ab_reducer_t *r, const ab_val_t *ev)
         status = "interrupted";
     else if (n == 9 && memcmp(type, "cancelled", 9) == 0)
         status = "cancelled";
-    run_status(r, run, status);
+    ab__rd_set(r, run, "status", json_string(status));
     ab__rd_set(r, run, "outcome", json_stringn(type, n));
     const ab_val_t *result = ab_val_get(ev, "result");
     if (result)
@@ -563,7 +549,7 @@ static void run_error(ab_reducer_t *r, const ab_val_t *ev)
     }
     ab__rd_copy_str(r, e, ev, "message");
     ab__rd_copy_str(r, e, ev, "code");
-    run_status(r, run, "error");
+    ab__rd_set(r, run, "status", json_string("error"));
     ab__rd_set(r, run, "error", e);
     seq_set(r, run, "endedSeq");
     json_object_clear(r->lanes);
@@ -795,23 +781,6 @@ size_t ab__reducer_pending_bytes(const ab_reducer_t *r)
     return n;
 }
 
-size_t ab__reducer_active_count(const ab_reducer_t *r)
-{
-    return r && !r->n_active_lost ? r->n_active : SIZE_MAX;
-}
-
-/* Count the active runs of a restored projection. */
-static void count_active(ab_reducer_t *r)
-{
-    size_t i;
-    json_t *run;
-    r->n_active = 0;
-    json_array_foreach(json_object_get(r->root, "runs"), i, run)
-    {
-        r->n_active += ab__rd_is(run, "status", "active");
-    }
-}
-
 /* Copy projection key @p key into r (type-checked against the empty value). */
 static ab_status_t load_key(ab_reducer_t *r, const json_t *p, const char *key, bool take,
                             ab_error_t *err)
@@ -885,7 +854,6 @@ ab_status_t ab__reducer_from_state_ex(ab_reducer_t **out, const json_t *p, const
     if (st == AB_OK) {
         ab__rd_holders_rebuild(r);
         ab__rd_calls_share(r);
-        count_active(r);
     }
     if (st == AB_OK && r->oom)
         st = ab_error_set(err, AB_NOMEM, NULL, "out of memory");

@@ -79,10 +79,6 @@ struct ab_reducer {
     uint64_t pend_tick;
     unsigned npend;    /* slots holding a value (flush_pending has nothing to do at 0) */
     unsigned pend_mru; /* the slot appended to last, looked at first */
-    /* Runs whose status is "active", counted as statuses change (run_status), so that
-     * listing them can stop once it found them all (ab__reducer_active_count). */
-    size_t n_active;
-    bool n_active_lost; /* an allocation failed while a status changed: not known */
 };
 
 /* Whether string node @p node has a pending value (ab__rd_append2). */

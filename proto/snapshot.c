@@ -17,7 +17,10 @@
  *     nothing (but may leave its run a record in idx). pos only grows.
  *  4. A document is built from deep copies: it never aliases the builder.
  *  5. Every run fed or with kept events has a record in idx; a kept event names
- *     its own, whose nkept counts its live ones.
+ *     its own, whose nkept counts its live ones. A run is active exactly when it
+ *     has live kept events (its last event was kept; a document's active runs each
+ *     have events: snapshot_check.c "active-event-tail"), so nactive, the records
+ *     with nkept > 0, is the number of active runs.
  */
 #include "ab_common.h"
 #include "alloc_internal.h"
@@ -176,7 +179,7 @@ static ab_status_t index_kept(ab_snapshot_builder_t *b)
             return AB_NOMEM;
         e->rid = (uint32_t)(r - b->idx.rec);
         e->gen = r->gen;
-        r->nkept++;
+        b->nactive += r->nkept++ == 0;
     }
     return AB_OK;
 }
@@ -309,6 +312,7 @@ static void compact(ab_snapshot_builder_t *b)
 static void drop_run(ab_snapshot_builder_t *b, sn_run_t *r)
 {
     b->dead += r->nkept;
+    b->nactive--;
     r->nkept = 0;
     r->gen++;
     if (b->dead > 0 && 2 * b->dead >= b->nev)
@@ -370,7 +374,7 @@ ab_status_t ab_snapshot_builder_feed(ab_snapshot_builder_t *b, const char *run, 
         return nomem(err);
     b->ev[b->nev - 1].rid = (uint32_t)(r - b->idx.rec);
     b->ev[b->nev - 1].gen = r->gen;
-    r->nkept++;
+    b->nactive += r->nkept++ == 0;
     return AB_OK;
 }
 
@@ -380,13 +384,12 @@ ab_status_t ab__snapshot_builder_document(const ab_snapshot_builder_t *b, json_t
     if (!b || !out)
         return ab_error_set(err, AB_INVALID_ARGUMENT, NULL, "NULL builder or out");
     const json_t *p = ab__reducer_state(b->r);
-    json_t *doc =
-        json_pack("{s:i,s:O,s:o,s:o,s:{s:o,s:I},s:o,s:o}", "formatVersion",
-                  AB_SNAPSHOT_FORMAT_VERSION, "threadId", json_object_get(p, "threadId"),
-                  "projection", json_deep_copy(p), "lanes", json_deep_copy(ab__reducer_lanes(b->r)),
-                  "checkpoint", "runs", json_deep_copy(b->runs), "position", (json_int_t)b->pos,
-                  "activeRuns", ab__sn_active_runs(p, ab__reducer_active_count(b->r)),
-                  "activeEvents", ab__sn_events_json(b));
+    json_t *doc = json_pack(
+        "{s:i,s:O,s:o,s:o,s:{s:o,s:I},s:o,s:o}", "formatVersion", AB_SNAPSHOT_FORMAT_VERSION,
+        "threadId", json_object_get(p, "threadId"), "projection", json_deep_copy(p), "lanes",
+        json_deep_copy(ab__reducer_lanes(b->r)), "checkpoint", "runs", json_deep_copy(b->runs),
+        "position", (json_int_t)b->pos, "activeRuns", ab__sn_active_runs(p, b->nactive),
+        "activeEvents", ab__sn_events_json(b));
     if (!doc)
         return nomem(err);
     *out = doc;

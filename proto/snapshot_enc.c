@@ -16,6 +16,7 @@
  *     integer as its nearest double (has_uint()).
  */
 #include "alloc_internal.h"
+#include "reducer_internal.h"
 #include "snapshot_internal.h"
 
 #include "agentbus/json.h"
@@ -68,8 +69,7 @@ static json_t *active_all(const json_t *runs)
     json_t *run;
     json_array_foreach(runs, i, run)
     {
-        const char *st = json_string_value(json_object_get(run, "status"));
-        if (ids && st && strcmp(st, "active") == 0 &&
+        if (ids && ab__rd_is(run, "status", "active") &&
             json_array_append(ids, json_object_get(run, "id")) != 0)
             json_decref(ids), ids = NULL;
     }
@@ -80,7 +80,7 @@ json_t *ab__sn_active_runs(const json_t *projection, size_t count)
 {
     const json_t *runs = json_object_get(projection, "runs");
     size_t n = json_array_size(runs);
-    if (count == SIZE_MAX || count > n)
+    if (count > n)
         return active_all(runs);
     /* the newest runs are the likeliest active: from the end, until all are found */
     const json_t **found = count ? ab__malloc(count * sizeof *found) : NULL;
@@ -89,8 +89,7 @@ json_t *ab__sn_active_runs(const json_t *projection, size_t count)
     size_t k = 0;
     for (size_t i = n; i > 0 && k < count; i--) {
         const json_t *run = json_array_get(runs, i - 1);
-        const char *st = json_string_value(json_object_get(run, "status"));
-        if (st && strcmp(st, "active") == 0)
+        if (ab__rd_is(run, "status", "active"))
             found[k++] = json_object_get(run, "id");
     }
     json_t *ids = k == count ? json_array() : NULL;
@@ -252,7 +251,7 @@ ab_status_t ab_snapshot_builder_msgpack(ab_snapshot_builder_t *b, uint32_t max_d
     size_t mark = out->len;
     msgpack_packer pk;
     msgpack_packer_init(&pk, out, ab_buf_msgpack_write);
-    json_t *active = ab__sn_active_runs(ab__reducer_state(b->r), ab__reducer_active_count(b->r));
+    json_t *active = ab__sn_active_runs(ab__reducer_state(b->r), b->nactive);
     ab_status_t st = active ? pack_doc(b, &pk, active, max_depth) : AB_NOMEM;
     json_decref(active);
     if (st == AB_OK && out->len - mark > max_bytes)
@@ -322,7 +321,7 @@ ab_status_t ab_snapshot_builder_json(ab_snapshot_builder_t *b, ab_buf_t *out, ab
         return ab_error_set(err, AB_INVALID_ARGUMENT, NULL, "NULL builder or out");
     size_t mark = out->len;
     const json_t *p = ab__reducer_state(b->r);
-    json_t *active = ab__sn_active_runs(p, ab__reducer_active_count(b->r));
+    json_t *active = ab__sn_active_runs(p, b->nactive);
     char num[64], head[64];
     snprintf(num, sizeof num, ",\"position\":%llu},\"activeRuns\":", (unsigned long long)b->pos);
     snprintf(head, sizeof head, "{\"formatVersion\":%d,\"threadId\":", AB_SNAPSHOT_FORMAT_VERSION);

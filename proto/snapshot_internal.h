@@ -77,6 +77,7 @@ struct ab_snapshot_builder {
     sn_event_t *ev; /* the events of the active runs, in commit order, and dead ones */
     size_t nev, evcap;
     size_t dead;       /* events of @ev whose run ended (compacted past half) */
+    size_t nactive;    /* records with live kept events: the active runs (snapshot.c inv. 5) */
     ab_buf_t bytes;    /* run ids and bodies of @ev */
     uint64_t pos;      /* commit position of the last event */
     size_t proj_bytes; /* msgpack size of the projection when last measured */
@@ -91,8 +92,8 @@ static inline bool ab__sn_live(const ab_snapshot_builder_t *b, const sn_event_t 
 #define SN_MAX(a, b) ((a) > (b) ? (a) : (b))
 
 /** Ids of the projection's runs whose status is "active", in its order (new array; NULL = no
- *  memory). @p count: how many there are (ab__reducer_active_count), so that the listing,
- *  from the newest run back, stops once it found them; SIZE_MAX = not known (all are read). */
+ *  memory). @p count: how many there are (the builder's nactive), so that the listing, from
+ *  the newest run back, stops once it found them (a count that does not match: all are read). */
 json_t *ab__sn_active_runs(const json_t *projection, size_t count);
 
 /** The kept events as the document's activeEvents array (new; NULL = no memory). */
