@@ -17,7 +17,9 @@
  *            producers at 80 % of the fsync ingest maximum measured just
  *            before;
  *   delivery publish -> a live subscriber's callback (scope all), at light
- *            load and at 80 % of max, with 1 and 4 subscribers.
+ *            load, at 80 % of max and at 80 % of its max (the fastest ingest
+ *            with those subscribers taking every event, measured just before),
+ *            with 1 and 4 subscribers.
  *
  * Every row prints p50, p90, p99, p99.9 and max, and the light rows their
  * ratio to the floor and the broker's own store commit time over its last
@@ -78,12 +80,25 @@ static dist_t dist_of(double *v, size_t n)
     return d;
 }
 
+static void print_line(const char *label, const dist_t *d, const char *extra)
+{
+    printf("latency %-44s p50 %7.0f  p90 %7.0f  p99 %7.0f  p99.9 %7.0f  max %8.0f us  (%zu)%s\n",
+           label, d->p50, d->p90, d->p99, d->p999, d->max, d->n, extra ? extra : "");
+}
+
 static void print_dist(const char *label, const dist_t *d, const char *extra)
 {
     bench_emit("latency", label, "p50_us", d->p50, "p90_us", d->p90, "p99_us", d->p99, "p999_us",
                d->p999, "max_us", d->max, "samples", (double)d->n, NULL);
-    printf("latency %-44s p50 %7.0f  p90 %7.0f  p99 %7.0f  p99.9 %7.0f  max %8.0f us  (%zu)%s\n",
-           label, d->p50, d->p90, d->p99, d->p999, d->max, d->n, extra ? extra : "");
+    print_line(label, d, extra);
+}
+
+/* A delivery row: its distribution and the events/s its producers had acked. */
+static void print_delivery(const char *label, const dist_t *d, const char *extra, double rate)
+{
+    bench_emit("latency", label, "p50_us", d->p50, "p90_us", d->p90, "p99_us", d->p99, "p999_us",
+               d->p999, "max_us", d->max, "samples", (double)d->n, "events_per_s", rate, NULL);
+    print_line(label, d, extra);
 }
 
 /* Sleep until @p t (ab__mono_s() seconds). */
@@ -365,6 +380,7 @@ typedef struct dsub {
     int nprod;
     double *lat;
     size_t nlat;
+    uint64_t stride; /* a sample of every stride-th seq of a run: the whole row fits LAT_MAX */
     uint64_t got;
     _Atomic uint64_t *target;
     atomic_int *done;
@@ -392,6 +408,8 @@ static int dsub_event(void *ud, const ab_sub_event_t *e)
         r = atoi(dash + 2);
     if (e->replayed || p < 0 || p >= s->nprod || r < 0)
         return 0; /* recovered from the store: not a live delivery */
+    if ((e->ev.seq - 1) % s->stride != 0)
+        return 0; /* samples spread over the whole row, as its acks are */
     double t0 = sent_at(s, p, r, e->ev.seq);
     if (t0 > 0 && s->nlat < LAT_MAX)
         s->lat[s->nlat++] = now - t0;
@@ -443,7 +461,7 @@ static int open_subs(const char *ep, dsub_t *s, int nsub)
 /* Publish -> live callback of @p nsub subscribers in @p out, and in @p acks the
  * publish -> `published` times of the same publishes (the target compares the two). */
 static int delivery_row(const bench_opts_t *o, void *ctx, const bodies_t *b, double rate, int batch,
-                        int nprod, int nsub, dist_t *out, dist_t *acks)
+                        int nprod, int nsub, dist_t *out, dist_t *acks, double *got)
 {
     child_t ch;
     const char *ep;
@@ -461,7 +479,11 @@ static int delivery_row(const bench_opts_t *o, void *ctx, const bodies_t *b, dou
     tmpl.nsent = (size_t)(o->seconds * rate / batch / nprod) + 1024;
     tmpl.want_lat = true;
     for (int i = 0; i < nsub; i++)
-        s[i] = (dsub_t){.ps = ps, .nprod = nprod, .target = &target, .done = &done};
+        s[i] = (dsub_t){.ps = ps,
+                        .nprod = nprod,
+                        .stride = (uint64_t)(o->seconds * rate / LAT_MAX) + 1,
+                        .target = &target,
+                        .done = &done};
     int rc = open_subs(ep, s, nsub);
     /* the producers' send logs exist before any event can reach a subscriber */
     for (int i = 0; rc == 0 && i < nprod; i++) {
@@ -472,7 +494,8 @@ static int delivery_row(const bench_opts_t *o, void *ctx, const bodies_t *b, dou
     for (int i = 0; rc == 0 && i < nsub; i++)
         pthread_create(&th[i], NULL, dsub_main, &s[i]);
     if (rc == 0) {
-        rc = run_producers_into(ps, nprod) < 0 ? -1 : 0;
+        *got = run_producers_into(ps, nprod);
+        rc = *got < 0 ? -1 : 0;
         uint64_t acked = 0;
         for (int i = 0; i < nprod; i++)
             acked += ps[i].acked - ps[i].duplicates;
@@ -523,18 +546,55 @@ static int delivery_pair(const bench_opts_t *o, void *ctx, const bodies_t *b, do
                          int batch, int nprod, int nsub, const char *pace)
 {
     dist_t d, a;
+    double got = 0;
     char label[96], extra[96];
     memset(&a, 0, sizeof a);
     memset(&d, 0, sizeof d);
-    if (delivery_row(o, ctx, b, rate, batch, nprod, nsub, &d, &a) != 0)
+    if (delivery_row(o, ctx, b, rate, batch, nprod, nsub, &d, &a, &got) != 0)
         return -1;
     snprintf(label, sizeof label, "delivery, %s, %s, %d subscriber%s", pace,
              row_durability(o, "fsync"), nsub, nsub > 1 ? "s" : "");
-    snprintf(extra, sizeof extra, "  [p50 = its acks' p50 %+.0f us]", d.p50 - a.p50);
-    print_dist(label, &d, extra);
+    snprintf(extra, sizeof extra, "  [p50 = its acks' p50 %+.0f us; %.0f ev/s acked]",
+             d.p50 - a.p50, got);
+    print_delivery(label, &d, extra, got);
     snprintf(label, sizeof label, "  its acks (the same publishes)");
     print_dist(label, &a, NULL);
     return 0;
+}
+
+/*
+ * The most @p nsub live subscribers let the bus ingest: the delivery row's producers
+ * unpaced, every subscriber taking every event. Printed beside @p max, the maximum without
+ * subscribers of the same run. @return events/s acked, or -1.
+ */
+static double delivery_max(const bench_opts_t *o, void *ctx, const bodies_t *b, int nsub,
+                           double max)
+{
+    dist_t d, a;
+    double got = 0;
+    char label[96];
+    if (delivery_row(o, ctx, b, 0, BATCH, PRODUCERS, nsub, &d, &a, &got) != 0 || got <= 0)
+        return -1;
+    snprintf(label, sizeof label, "max with %d subscriber%s, %s", nsub, nsub > 1 ? "s" : "",
+             row_durability(o, "fsync"));
+    bench_emit("latency", label, "events_per_s", got, "share_of_max", max > 0 ? got / max : 0,
+               NULL);
+    printf("latency %-44s %8.0f events/s acked, %3.0f%% of the maximum without subscribers\n",
+           label, got, max > 0 ? 100 * got / max : 0);
+    fflush(stdout);
+    return got;
+}
+
+/* The delivery rows of @p nsub subscribers: at 1,000/s, at 80 % of @p max (without
+ * subscribers), and at 80 % of the maximum with them, measured just before. */
+static int delivery_rows(const bench_opts_t *o, void *ctx, const bodies_t *b, double max, int nsub)
+{
+    if (delivery_pair(o, ctx, b, PACE_HZ, 1, 1, nsub, "1,000/s") != 0 ||
+        delivery_pair(o, ctx, b, 0.8 * max, BATCH, PRODUCERS, nsub, "80% of max") != 0)
+        return -1;
+    double with = delivery_max(o, ctx, b, nsub, max);
+    return with > 0 ? delivery_pair(o, ctx, b, 0.8 * with, BATCH, PRODUCERS, nsub, "80% of its max")
+                    : -1;
 }
 
 /* The floor rows: the fdatasync loop and the round trips of one and two contexts. */
@@ -592,7 +652,19 @@ static int loaded_row(const bench_opts_t *o, void *ctx, const bodies_t *b, doubl
     return 0;
 }
 
-/* --row: the floor and the light row, or the maximum and the 80% row; rounds times. */
+/* One round of --row loaded (the 80% ack row) or delivery (every delivery row). */
+static int loaded_round(const bench_opts_t *o, void *ctx, const bodies_t *b, double max)
+{
+    if (strcmp(o->row, "loaded") == 0)
+        return loaded_row(o, ctx, b, max);
+    for (int nsub = 1; nsub <= SUBS_MAX; nsub += 3)
+        if (delivery_rows(o, ctx, b, max, nsub) != 0)
+            return -1;
+    return 0;
+}
+
+/* --row: the floor and the light row, or the maximum and the 80% row or the delivery rows;
+ * rounds times. */
 static int one_row(const bench_opts_t *o, void *ctx, const bodies_t *b)
 {
     floors_t f;
@@ -601,7 +673,7 @@ static int one_row(const bench_opts_t *o, void *ctx, const bodies_t *b)
     if (light ? floors(o, &f) != 0 : (max = ingest_row(o, ctx, b, "fsync")) <= 0)
         return AB_BENCH_FAIL;
     for (int k = 0; k < o->rounds; k++)
-        if (light ? light_row(o, ctx, b, &f) != 0 : loaded_row(o, ctx, b, max) != 0)
+        if (light ? light_row(o, ctx, b, &f) != 0 : loaded_round(o, ctx, b, max) != 0)
             return AB_BENCH_FAIL;
     return AB_BENCH_OK;
 }
@@ -637,11 +709,9 @@ int bench_latency(const bench_opts_t *o, void *ctx, const bodies_t *b)
     double max = ingest_row(o, ctx, b, "fsync");
     if (max <= 0 || loaded_row(o, ctx, b, max) != 0)
         return AB_BENCH_FAIL;
-    for (int nsub = 1; nsub <= SUBS_MAX; nsub += 3) {
-        if (delivery_pair(o, ctx, b, PACE_HZ, 1, 1, nsub, "1,000/s") != 0 ||
-            delivery_pair(o, ctx, b, 0.8 * max, BATCH, PRODUCERS, nsub, "80% of max") != 0)
+    for (int nsub = 1; nsub <= SUBS_MAX; nsub += 3)
+        if (delivery_rows(o, ctx, b, max, nsub) != 0)
             return AB_BENCH_FAIL;
-    }
     return AB_BENCH_OK;
 }
 

@@ -98,8 +98,11 @@ static void help(void)
            "                      the controller to --broker: dispatch across brokers\n"
            "  --rounds N          fanout: repeat the 4-subscriber rows N times (1 ... 64);\n"
            "                      latency and scale, with --row: repeat that row N times\n"
-           "  --row light|loaded  latency: only the floor and the light fsync ack row, or\n"
-           "                      only the fsync maximum and the ack row at 80%% of it\n"
+           "  --row light|loaded|delivery\n"
+           "                      latency: only the floor and the light fsync ack row; only\n"
+           "                      the fsync maximum and the ack row at 80%% of it; or that\n"
+           "                      maximum and the delivery rows (1 and 4 subscribers at\n"
+           "                      1,000/s, at 80%% of it, their own maximum and 80%% of that)\n"
            "  --row 10000|100000|100000-each[-scatter]\n"
            "                      scale: only the 100-run row and that one, in turn\n"
            "  --durability fsync|process\n"
@@ -162,8 +165,9 @@ static int take(int c, bench_args_t *a)
         a->seen_events = true;
     } else if (c == OPT_ROW) {
         if (strcmp(optarg, "light") != 0 && strcmp(optarg, "loaded") != 0 &&
-            !bench_scale_row_known(optarg))
-            return cli_usage_error("bench", "--row takes light or loaded (latency), or 10000, "
+            strcmp(optarg, "delivery") != 0 && !bench_scale_row_known(optarg))
+            return cli_usage_error("bench", "--row takes light, loaded or delivery (latency), "
+                                            "or 10000, "
                                             "100000 or 100000-each, each also with -scatter "
                                             "(scale)");
         a->bus.row = optarg;
@@ -277,9 +281,11 @@ int cmd_bench(int argc, char **argv)
         return cli_usage_error("bench", "--workers-broker needs --broker (two running brokers "
                                         "on one shared store)");
     bool latency_row =
-        a.seen_row && (strcmp(a.bus.row, "light") == 0 || strcmp(a.bus.row, "loaded") == 0);
+        a.seen_row && (strcmp(a.bus.row, "light") == 0 || strcmp(a.bus.row, "loaded") == 0 ||
+                       strcmp(a.bus.row, "delivery") == 0);
     if (a.seen_row && strcmp(name, latency_row ? "latency" : "scale") != 0)
-        return cli_usage_error("bench", latency_row ? "--row light|loaded is for bench latency"
+        return cli_usage_error("bench", latency_row ? "--row light|loaded|delivery is for bench "
+                                                      "latency"
                                                     : "--row RUNS is for bench scale");
     if (a.seen_rounds && strcmp(name, "fanout") != 0 && !a.seen_row)
         return cli_usage_error("bench", "--rounds is for bench fanout, and bench latency or "

@@ -3,18 +3,21 @@
  * (cli/bench_cmd.c invariant 2) with a usage error (exit 2) naming the
  * option, before it starts anything; --json puts the rows on stdout as JSON
  * and the human lines on stderr; latency --row runs that row alone, --rounds
- * times, and scale --row the 100-run row and that one in turn, each with the
+ * times (delivery: every delivery row, beside the maximum with its subscribers),
+ * and scale --row the 100-run row and that one in turn, each with the
  * group commits the broker made during it and the CPU of each of its threads;
  * scale --durability process starts its brokers at that durability and says
  * so in every row, and rows against a broker given with --broker say
  * durability=broker (the bench cannot know it), ingest then running one row,
  * not two of one broker, and latency no process row.
  */
+#define OUT_MAX 16384 /* latency --row delivery writes about 6 KB of rows */
 #include "testutil.h"
 
 #include "broker_proc.h"
 #include "cli_run.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -34,11 +37,12 @@ static void test_options_a_benchmark_does_not_take(void **state)
             "--rounds is for bench fanout, and bench latency or scale with --row");
     refused("scale --rounds 3", "--rounds is for bench fanout, and bench latency or scale");
     refused("actions --rounds 3", "--rounds is for bench fanout");
-    refused("latency --row heavy", "--row takes light or loaded (latency), or 10000, 100000");
-    refused("scale --row 1000", "--row takes light or loaded (latency), or 10000, 100000");
+    refused("latency --row heavy", "--row takes light, loaded or delivery (latency), or 10000");
+    refused("scale --row 1000", "--row takes light, loaded or delivery (latency), or 10000");
     refused("scale --row 100-scatter", "each also with -scatter (scale)");
-    refused("ingest --row light", "--row light|loaded is for bench latency");
-    refused("scale --row loaded", "--row light|loaded is for bench latency");
+    refused("ingest --row light", "--row light|loaded|delivery is for bench latency");
+    refused("scale --row loaded", "--row light|loaded|delivery is for bench latency");
+    refused("fanout --row delivery", "--row light|loaded|delivery is for bench latency");
     refused("latency --row 100000", "--row RUNS is for bench scale");
     refused("ingest --row 100000-each", "--row RUNS is for bench scale");
     refused("latency --row 10000-scatter", "--row RUNS is for bench scale");
@@ -138,6 +142,53 @@ static void test_latency_one_row(void **state)
     assert_int_equal(count_of(out, "\"row\":\"stalls: "), 0); /* only with --stalls */
 }
 
+/* The number after "KEY": in the JSON row that starts at @p row (fails the test if that row
+ * has no such key). */
+static double field_of(const char *row, const char *key)
+{
+    char k[64];
+    snprintf(k, sizeof k, "\"%s\":", key);
+    const char *end = strchr(row, '\n'), *at = strstr(row, k);
+    if (at == NULL || (end != NULL && at > end))
+        fail_msg("no %s in the row %.120s", key, row);
+    return atof(at + strlen(k));
+}
+
+/* latency --row delivery: the fsync maximum, then for 1 and 4 subscribers the delivery rows
+ * (at 1,000/s, at 80% of that maximum, and at 80% of the maximum with those subscribers,
+ * each followed by its acks) and that maximum, given as a share of the one without
+ * subscribers; the last delivery row is paced from it (bench_latency.c delivery_rows). */
+static void test_latency_delivery_rows(void **state)
+{
+    (void)state;
+    char out[OUT_MAX], row[96];
+    json_rows(out, "latency --row delivery --seconds 0.2");
+    const char *ingest = strstr(out, "{\"bench\":\"ingest\",\"row\":\"fsync\"");
+    assert_non_null(ingest);
+    double max = field_of(ingest, "events_per_s");
+    for (int nsub = 1; nsub <= 4; nsub += 3) {
+        const char *s = nsub > 1 ? "s" : "";
+        snprintf(row, sizeof row, "\"row\":\"max with %d subscriber%s, fsync\"", nsub, s);
+        const char *with = strstr(out, row);
+        assert_non_null(with);
+        double w = field_of(with, "events_per_s");
+        assert_true(w > 0);
+        assert_true(fabs(field_of(with, "share_of_max") - w / max) < 1e-6 * (w / max));
+        snprintf(row, sizeof row, "\"row\":\"delivery, 80%% of its max, fsync, %d subscriber%s\"",
+                 nsub, s);
+        const char *paced = strstr(out, row);
+        assert_true(paced != NULL && paced > with); /* measured after its maximum */
+        double got = field_of(paced, "events_per_s");
+        assert_true(got > 0 && got < w); /* paced at 80% of it */
+        assert_true(field_of(paced, "samples") > 0);
+    }
+    assert_int_equal(count_of(out, "\"row\":\"delivery, "), 6);
+    assert_int_equal(count_of(out, "\"row\":\"  its acks (the same publishes)\""), 6);
+    assert_int_equal(count_of(out, "\"row\":\"max with "), 2);
+    assert_int_equal(count_of(out, "\"row\":\"ack, "), 0); /* no light or 80% ack row */
+    assert_int_equal(count_of(out, "\"row\":\"floor: "), 0);
+}
+
 /* latency --row light --stalls: a stalls row after each of the three floors and the ack row,
  * with its figures; the samples over 5 ms it counts are a part of the row's samples. */
 static void test_latency_stalls(void **state)
@@ -235,6 +286,7 @@ int main(void)
         cmocka_unit_test(test_json_rows),
         cmocka_unit_test(test_latency_one_row),
         cmocka_unit_test(test_latency_stalls),
+        cmocka_unit_test(test_latency_delivery_rows),
         cmocka_unit_test(test_scale_one_row),
         cmocka_unit_test(test_scale_durability),
         cmocka_unit_test_setup_teardown(test_ingest_against_a_broker, it_setup, it_teardown),
