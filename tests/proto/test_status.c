@@ -77,6 +77,38 @@ static void test_ids(void **state)
     assert_int_equal(ab_id_check(long_id, 11, 10, "thread", &e), AB_INVALID_ENVELOPE);
 }
 
+/* Ids of 1 to 24 bytes with every byte value at every place among printable ASCII: ids.c
+ * checks 8 bytes at a time where it can, so a byte refused at any place of any word (or of
+ * the overlapping tail) must be refused, and every printable one accepted. A lone byte
+ * from 0x80 is not UTF-8. */
+static void test_id_check_every_byte_everywhere(void **state)
+{
+    (void)state;
+    char id[24];
+    for (size_t len = 1; len <= sizeof id; len++)
+        for (size_t at = 0; at < len; at++)
+            for (unsigned v = 0; v < 256; v++) {
+                memset(id, 'k', len);
+                id[at] = (char)v;
+                ab_error_t e = AB_ERROR_INIT;
+                ab_status_t want = v >= 0x20 && v <= 0x7e ? AB_OK : AB_INVALID_ENVELOPE;
+                if (ab_id_check(id, len, 0, "run", &e) != want)
+                    fail_msg("byte 0x%02x at %zu of %zu: %s", v, at, len, e.message);
+            }
+    /* two words, a control character in the second only; UTF-8 after 8 ASCII bytes */
+    ab_error_t e = AB_ERROR_INIT;
+    assert_int_equal(ab_id_check("abcdefgh\x01"
+                                 "bcdefgh",
+                                 16, 0, "run", &e),
+                     AB_INVALID_ENVELOPE);
+    assert_non_null(strstr(e.message, "at byte 8"));
+    assert_int_equal(ab_id_check("thread-caf\xc3\xa9", 12, 0, "thread", &e), AB_OK);
+    assert_int_equal(ab_id_check("thread-\xc2\x85"
+                                 "Abcdefgh",
+                                 17, 0, "thread", &e),
+                     AB_INVALID_ENVELOPE);
+}
+
 static void test_version_negotiation(void **state)
 {
     (void)state;
@@ -162,9 +194,13 @@ static void test_error_is_small(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_names_roundtrip),     cmocka_unit_test(test_first_error_wins),
-        cmocka_unit_test(test_error_is_small),      cmocka_unit_test(test_ids),
-        cmocka_unit_test(test_version_negotiation), cmocka_unit_test(test_capabilities),
+        cmocka_unit_test(test_names_roundtrip),
+        cmocka_unit_test(test_first_error_wins),
+        cmocka_unit_test(test_error_is_small),
+        cmocka_unit_test(test_ids),
+        cmocka_unit_test(test_id_check_every_byte_everywhere),
+        cmocka_unit_test(test_version_negotiation),
+        cmocka_unit_test(test_capabilities),
     };
     return cmocka_run_group_tests_name("status", tests, NULL, NULL);
 }
