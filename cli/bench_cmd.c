@@ -54,7 +54,7 @@ static void help(void)
            "  proto      decode + validate throughput of the protocol library, one core,\n"
            "             256-byte and 2 KiB events (and the parse-only ceiling)\n"
            "  reducer    events/s folded into a thread projection on one core, and its\n"
-           "             whole snapshot document written (documents/s)\n"
+           "             whole snapshot document written and loaded (documents/s)\n"
            "  snapshot   SNAPSHOT answer time of a ~100,000-event thread (a broker it starts)\n"
            "  ingest     acknowledged events/s (fsync and process durability), broker peak RSS,\n"
            "             and the group commits the broker made in each row (how many, their\n"
