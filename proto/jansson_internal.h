@@ -14,6 +14,8 @@
 
 #include <jansson.h>
 
+struct ab__val_spans; /* value_internal.h */
+
 /* ---- reducer ------------------------------------------------------------- */
 
 /**
@@ -105,13 +107,15 @@ AB_NODISCARD ab_status_t ab__snapshot_validate_items(const json_t *doc, size_t n
  * The snapshot of a binary stored document (ab_snapshot_load()): @p root is the parsed
  * msgpack map. Every key but activeEvents becomes the jansson document; the active events
  * are validated from @p root and kept packed (not as jansson trees), so that
- * ab_snapshot_builder_from() copies them as bytes. @p data (@p len bytes; NULL = none) is
- * the msgpack @p root was parsed from: the kept events are then copied from it instead of
- * packed again.
+ * ab_snapshot_builder_from() copies them as bytes. @p spans (NULL = none) is what the parse
+ * of the @p len bytes recorded of root.activeEvents[i].event and the tree's depth: the kept
+ * events are then copied from those bytes instead of packed again, and the depth is not
+ * walked for.
  * @return as ab__snapshot_validate(), plus AB_NOMEM.
  */
-AB_NODISCARD ab_status_t ab__snapshot_from_binary(const ab_val_t *root, const uint8_t *data,
-                                                  size_t len, ab_snapshot_t **out, ab_error_t *err);
+AB_NODISCARD ab_status_t ab__snapshot_from_binary(const ab_val_t *root,
+                                                  const struct ab__val_spans *spans, size_t len,
+                                                  ab_snapshot_t **out, ab_error_t *err);
 
 /**
  * Validate @p doc and wrap it as a snapshot (takes a new reference to it;

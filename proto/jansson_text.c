@@ -13,7 +13,9 @@
  *  2. Text is written compact, keys in the document's order; on any failure
  *     the output buffer keeps its length.
  */
+#include "alloc_internal.h"
 #include "jansson_internal.h"
+#include "value_internal.h"
 
 #include "agentbus/json.h"
 #include "agentbus/snapshot.h"
@@ -122,15 +124,18 @@ ab_status_t ab_snapshot_load(const uint8_t *data, size_t len, ab_snapshot_t **ou
     if (ab_doc_new(&doc) != AB_OK)
         return ab_error_set(err, AB_NOMEM, NULL, "out of memory");
     ab_error_t pe = AB_ERROR_INIT;
-    ab_status_t st = ab_doc_parse(doc, data, len, UINT32_MAX, TEXT_DEPTH, AB_CORRUPT, &root, &pe);
+    ab__val_spans_t spans = {.outer = "activeEvents", .inner = "event"};
+    ab_status_t st =
+        ab__doc_parse_spans(doc, data, len, UINT32_MAX, TEXT_DEPTH, AB_CORRUPT, &root, &spans, &pe);
     if (st == AB_CORRUPT || st == AB_TOO_LARGE) {
         st = ab_error_set(err, AB_CORRUPT, pe.field, "snapshot rule 'msgpack': %s", pe.message);
         ab_error_detail_str(err, "rule", "msgpack");
     } else if (st != AB_OK) {
         st = ab_error_set(err, st, NULL, "%s", pe.message);
     } else {
-        st = ab__snapshot_from_binary(root, data, len, out, err);
+        st = ab__snapshot_from_binary(root, &spans, len, out, err);
     }
+    ab__free(spans.v);
     ab_error_clear(&pe);
     ab_doc_destroy(&doc);
     return st;

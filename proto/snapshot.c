@@ -472,116 +472,16 @@ static json_t *doc_without_events(const ab_val_t *root)
     return j;
 }
 
-/* The bytes of one activeEvents item's "event" value in the stored document. */
-typedef struct sn_span {
-    const uint8_t *p;
-    size_t len;
-} sn_span_t;
-
-static uint64_t mp_be(const uint8_t *p, int n)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < n; i++)
-        v = v << 8 | p[i];
-    return v;
-}
-
-/* The count of the map (or array, @p map false) whose head is at *@p p; false if it is not
- * one or is cut short. */
-static bool mp_head(const uint8_t **p, const uint8_t *end, bool map, uint64_t *n)
-{
-    if (*p >= end)
-        return false;
-    uint8_t t = **p, fix = map ? 0x80 : 0x90, w16 = map ? 0xde : 0xdc;
-    int w = t == w16 ? 2 : t == w16 + 1 ? 4 : 0;
-    if ((t & 0xf0) == fix) {
-        *n = t & 0x0f;
-    } else if (w == 0 || end - *p < 1 + w) {
-        return false;
-    } else {
-        *n = mp_be(*p + 1, w);
-    }
-    *p += 1 + w;
-    return true;
-}
-
-/* Whether the string key at *@p p is @p name (and step over it); false also when it is no
- * string (*@p ok false then). */
-static bool mp_key_is(const uint8_t **p, const uint8_t *end, const char *name, bool *ok)
-{
-    uint8_t t = *p < end ? **p : 0xc1;
-    int w = t == 0xd9 ? 1 : t == 0xda ? 2 : t == 0xdb ? 4 : 0;
-    uint64_t n = (t & 0xe0) == 0xa0 ? (uint64_t)(t & 0x1f) : 0;
-    *ok = ((t & 0xe0) == 0xa0 || w) && end - *p > w;
-    if (*ok && w)
-        n = mp_be(*p + 1, w);
-    *ok = *ok && n <= (uint64_t)(end - *p - 1 - w);
-    if (!*ok)
-        return false;
-    const uint8_t *k = *p + 1 + w;
-    *p = k + n;
-    return n == strlen(name) && memcmp(k, name, n) == 0;
-}
-
-/* The "event" value of the activeEvents item at *@p p, stepping over the item. */
-static bool item_span(const uint8_t **p, const uint8_t *end, sn_span_t *out)
-{
-    uint64_t n;
-    bool ok, found = false;
-    if (!mp_head(p, end, true, &n))
-        return false;
-    for (uint64_t j = 0; j < n; j++) {
-        bool is_event = mp_key_is(p, end, "event", &ok);
-        const uint8_t *v = *p;
-        if (!ok || !ab__mp_skip(p, end))
-            return false;
-        if (is_event) {
-            *out = (sn_span_t){v, (size_t)(*p - v)};
-            found = true;
-        }
-    }
-    return found;
-}
-
-/*
- * The bytes of every activeEvents item's "event" value in @p data (the document the parse
- * read), in item order, so the kept events are copied rather than packed again: they are
- * msgpack of the very values the rules just checked (the parse refused duplicate keys, bin
- * and ext). false when they are not where the parse found them; the tree is packed then.
- */
-static bool event_spans(const uint8_t *data, size_t len, uint32_t nev, sn_span_t *out)
-{
-    const uint8_t *p = data, *end = data + len;
-    uint64_t n, m;
-    bool ok;
-    if (!data || !mp_head(&p, end, true, &n))
-        return false;
-    for (uint64_t i = 0; i < n; i++) {
-        if (!mp_key_is(&p, end, "activeEvents", &ok)) {
-            if (!ok || !ab__mp_skip(&p, end))
-                return false;
-            continue;
-        }
-        if (!mp_head(&p, end, false, &m) || m != nev)
-            return false;
-        for (uint32_t k = 0; k < nev; k++)
-            if (!item_span(&p, end, &out[k]))
-                return false;
-        return true;
-    }
-    return false;
-}
-
-/* The validated active events of @p events kept in a bare builder: their stored bytes when
- * @p data (the document's, @p len of them) has them, else packed from the tree. */
-static ab_status_t pack_events(const ab_val_t *events, const uint8_t *data, size_t len,
+/* The validated active events of @p events kept in a bare builder: their bytes in the stored
+ * document when the parse recorded them all (@p spans: one per item, in item order, since
+ * every item has exactly one "event", the rules checked), else packed from the tree. */
+static ab_status_t pack_events(const ab_val_t *events, const ab__val_spans_t *spans, size_t len,
                                ab_snapshot_builder_t **out)
 {
     ab_snapshot_builder_t *k;
     if (builder_alloc(&k, NULL) != AB_OK)
         return AB_NOMEM;
-    sn_span_t *spans = events->len ? ab__malloc(events->len * sizeof(*spans)) : NULL;
-    bool copy = spans && event_spans(data, len, events->len, spans);
+    bool copy = spans && !spans->lost && spans->n == events->len;
     ab_status_t st = AB_OK;
     if (copy) { /* the events and their run ids fit in what the document took */
         k->ev = ab__malloc(events->len * sizeof(*k->ev));
@@ -595,12 +495,11 @@ static ab_status_t pack_events(const ab_val_t *events, const uint8_t *data, size
         const ab_val_t *event;
         val_fields(&events->u.items[i], &it, run, &event);
         if (copy)
-            st = keep_event(k, it.run, (uint64_t)it.seq, (uint64_t)it.pos, spans[i].p, spans[i].len,
-                            val_depth(event));
+            st = keep_event(k, it.run, (uint64_t)it.seq, (uint64_t)it.pos, spans->v[i].p,
+                            spans->v[i].len, spans->v[i].depth);
         else
             st = keep_val(k, it.run, (uint64_t)it.seq, (uint64_t)it.pos, event);
     }
-    ab__free(spans);
     if (st != AB_OK) {
         ab_snapshot_builder_destroy(&k);
         return AB_NOMEM;
@@ -623,7 +522,7 @@ static ab_status_t refuse_whole(const ab_val_t *root, ab_error_t *err)
     return st;
 }
 
-ab_status_t ab__snapshot_from_binary(const ab_val_t *root, const uint8_t *data, size_t len,
+ab_status_t ab__snapshot_from_binary(const ab_val_t *root, const ab__val_spans_t *spans, size_t len,
                                      ab_snapshot_t **out, ab_error_t *err)
 {
     if (!root || !out)
@@ -638,7 +537,7 @@ ab_status_t ab__snapshot_from_binary(const ab_val_t *root, const uint8_t *data, 
     ab_snapshot_t *s = NULL;
     if (st == AB_OK && !(s = ab__calloc(1, sizeof *s)))
         st = nomem(err);
-    if (st == AB_OK && pack_events(events, data, len, &s->kept) != AB_OK)
+    if (st == AB_OK && pack_events(events, spans, len, &s->kept) != AB_OK)
         st = nomem(err);
     if (st != AB_OK) {
         ab_snapshot_destroy(&s);
@@ -646,7 +545,7 @@ ab_status_t ab__snapshot_from_binary(const ab_val_t *root, const uint8_t *data, 
         return st;
     }
     s->doc = doc;
-    s->depth = val_depth(root);
+    s->depth = spans ? spans->depth : val_depth(root);
     *out = s;
     return AB_OK;
 }

@@ -11,8 +11,13 @@
  *     whenever it fits int64 (any format), AB_VAL_UINT only above INT64_MAX.
  *  3. Nodes come from the doc arena; the first block is kept across resets so
  *     the hot path (small events) allocates nothing.
+ *  4. The reader tracks the deepest level it reached (the root is level 1), so
+ *     the tree's depth needs no second walk; ab__doc_parse_spans() also records
+ *     where the values at root.outer[i].inner are in the input, with their
+ *     depths (value_internal.h). Recording never changes what a parse accepts.
  */
 #include "agentbus/value.h"
+#include "ab_common.h"
 #include "alloc_internal.h"
 #include "value_internal.h"
 
@@ -259,6 +264,8 @@ struct rd {
     uint32_t max_depth;
     ab_status_t bad;
     ab_error_t *err;
+    uint32_t deepest;       /* the deepest level read so far (invariant 4) */
+    ab__val_spans_t *spans; /* NULL: nothing recorded */
 };
 
 static ab_status_t rd_fail(struct rd *r, const struct pathf *pf, ab_status_t code, const char *fmt,
@@ -417,6 +424,47 @@ static ab_status_t rd_key(struct rd *r, ab_kv_t *kv, const struct pathf *pf)
     return AB_OK;
 }
 
+static bool key_is(const char *key, uint32_t klen, const char *name)
+{
+    return klen == strlen(name) && memcmp(key, name, klen) == 0;
+}
+
+/* Whether pair @p kv of a map at level 3 whose path is @p pf is root.outer[i].inner: at
+ * level 3 an item of an array (pf an index) is in a value of the root map. */
+static bool span_wanted(const ab__val_spans_t *sp, const struct pathf *pf, const ab_kv_t *kv)
+{
+    return pf && pf->key == NULL && pf->up && pf->up->key &&
+           key_is(pf->up->key, pf->up->klen, sp->outer) && key_is(kv->key, kv->klen, sp->inner);
+}
+
+static void span_add(ab__val_spans_t *sp, const uint8_t *p, size_t len, uint32_t depth)
+{
+    ab__val_span_t *v =
+        sp->lost ? NULL : ab__grow_with(ab__realloc, sp->v, &sp->cap, sp->n + 1, sizeof *v, 64);
+    if (v == NULL) {
+        sp->lost = true;
+        return;
+    }
+    sp->v = v;
+    sp->v[sp->n++] = (ab__val_span_t){p, len, depth};
+}
+
+/* rd_value() of pair @p kv's value, recorded when r->spans names it (invariant 4). */
+static ab_status_t rd_pair_value(struct rd *r, ab_kv_t *kv, uint32_t depth, const struct pathf *pf,
+                                 const struct pathf *me)
+{
+    if (r->spans == NULL || depth != 3 || !span_wanted(r->spans, pf, kv))
+        return rd_value(r, &kv->val, depth + 1, me);
+    const uint8_t *p = r->p;
+    uint32_t deepest = r->deepest;
+    r->deepest = 0;
+    ab_status_t rc = rd_value(r, &kv->val, depth + 1, me);
+    if (rc == AB_OK)
+        span_add(r->spans, p, (size_t)(r->p - p), r->deepest - depth);
+    r->deepest = r->deepest > deepest ? r->deepest : deepest;
+    return rc;
+}
+
 static ab_status_t rd_map(struct rd *r, uint64_t n, ab_val_t *out, uint32_t depth,
                           const struct pathf *pf)
 {
@@ -435,7 +483,7 @@ static ab_status_t rd_map(struct rd *r, uint64_t n, ab_val_t *out, uint32_t dept
             return rc;
         me.key = pairs[i].key;
         me.klen = pairs[i].klen;
-        if ((rc = rd_value(r, &pairs[i].val, depth + 1, &me)) != AB_OK)
+        if ((rc = rd_pair_value(r, &pairs[i], depth, pf, &me)) != AB_OK)
             return rc;
     }
     long d = dup_key(r, pairs, (uint32_t)n);
@@ -520,6 +568,8 @@ static ab_status_t rd_value(struct rd *r, ab_val_t *out, uint32_t depth, const s
 {
     if (depth > r->max_depth)
         return rd_fail(r, pf, AB_TOO_LARGE, "nesting deeper than the limit%s", "");
+    if (depth > r->deepest)
+        r->deepest = depth;
     if (!rd_need(r, 1))
         return rd_fail(r, pf, r->bad, "truncated %s", "value");
     uint8_t t = *r->p++;
@@ -560,6 +610,13 @@ ab_status_t ab_doc_parse(ab_doc_t *doc, const uint8_t *buf, size_t len, uint32_t
                          uint32_t max_depth, ab_status_t bad_code, const ab_val_t **root,
                          ab_error_t *err)
 {
+    return ab__doc_parse_spans(doc, buf, len, max_bytes, max_depth, bad_code, root, NULL, err);
+}
+
+ab_status_t ab__doc_parse_spans(ab_doc_t *doc, const uint8_t *buf, size_t len, uint32_t max_bytes,
+                                uint32_t max_depth, ab_status_t bad_code, const ab_val_t **root,
+                                ab__val_spans_t *spans, ab_error_t *err)
+{
     if (!doc->keep)
         ab_doc_reset(doc);
     if (len > max_bytes) {
@@ -571,13 +628,15 @@ ab_status_t ab_doc_parse(ab_doc_t *doc, const uint8_t *buf, size_t len, uint32_t
     }
     if (len == 0)
         return ab_error_set(err, bad_code, "", "empty message");
-    struct rd r = {buf, buf + len, doc, max_depth, bad_code, err};
+    struct rd r = {buf, buf + len, doc, max_depth, bad_code, err, 0, spans};
     ab_val_t *top = doc_alloc(doc, sizeof(*top));
     if (!top)
         return ab_error_set(err, AB_NOMEM, "", "out of memory parsing");
     ab_status_t rc = rd_value(&r, top, 1, NULL);
     if (rc != AB_OK)
         return rc;
+    if (spans)
+        spans->depth = r.deepest;
     if (r.p != r.end)
         return ab_error_set(err, bad_code, "", "%zu trailing bytes after the value",
                             (size_t)(r.end - r.p));

@@ -12,6 +12,7 @@
 #include "agentbus/snapshot.h"
 #include "jansson_internal.h"
 #include "snapshot_internal.h"
+#include "value_internal.h"
 
 #include <dirent.h>
 #include <msgpack.h>
@@ -162,6 +163,49 @@ static void check_encoders(ab_snapshot_builder_t *b, const json_t *doc, const ch
     ab_buf_free(&back);
 }
 
+static uint32_t val_depth_of(const ab_val_t *v)
+{
+    uint32_t d = 0;
+    for (uint32_t i = 0; i < v->len && (v->type == AB_VAL_ARRAY || v->type == AB_VAL_MAP); i++) {
+        uint32_t c = val_depth_of(v->type == AB_VAL_ARRAY ? &v->u.items[i] : &v->u.pairs[i].val);
+        d = c > d ? c : d;
+    }
+    return d + 1;
+}
+
+/*
+ * @p mp loaded (its active events copied from where the parse found them, its depth from the
+ * parse) and made from its tree alone (no record: the events packed again, the depth walked)
+ * give the same depth, the tree's, and builders that write @p mp again byte for byte.
+ */
+static void check_recorded_and_not(const ab_buf_t *mp, const char *name, size_t k)
+{
+    ab_error_t err = AB_ERROR_INIT;
+    ab_doc_t *doc = NULL;
+    const ab_val_t *root = NULL;
+    ab_snapshot_t *s[2] = {NULL, NULL};
+    assert_int_equal(ab_doc_new(&doc), AB_OK);
+    assert_int_equal(ab_doc_parse(doc, mp->data, mp->len, UINT32_MAX, 512, AB_CORRUPT, &root, &err),
+                     AB_OK);
+    assert_int_equal(ab_snapshot_load(mp->data, mp->len, &s[0], &err), AB_OK);
+    assert_int_equal(ab__snapshot_from_binary(root, NULL, mp->len, &s[1], &err), AB_OK);
+    for (int i = 0; i < 2; i++) {
+        if (ab_snapshot_binary_depth(s[i]) != val_depth_of(root))
+            fail_msg("%s k=%zu: depth %u, the tree's %u (%s)", name, k,
+                     ab_snapshot_binary_depth(s[i]), val_depth_of(root), i ? "walked" : "parse");
+        ab_snapshot_builder_t *c = NULL;
+        ab_buf_t again = AB_BUF_INIT;
+        assert_int_equal(ab_snapshot_builder_take(&c, &s[i], &err), AB_OK);
+        assert_int_equal(ab_snapshot_builder_msgpack(c, UINT32_MAX, SIZE_MAX, &again, &err), AB_OK);
+        if (again.len != mp->len || memcmp(again.data, mp->data, mp->len) != 0)
+            fail_msg("%s k=%zu: the document %s differs from the stored bytes", name, k,
+                     i ? "packed from the tree" : "from the recorded bytes");
+        ab_buf_free(&again);
+        ab_snapshot_builder_destroy(&c);
+    }
+    ab_doc_destroy(&doc);
+}
+
 /*
  * The binary stored form of @p b (what the broker stores) loads back: the loaded snapshot's
  * document is @p doc (activeEvents included), and a builder continued from it with the
@@ -176,6 +220,7 @@ static void check_binary(ab_snapshot_builder_t *b, const json_t *doc, const json
     ab_snapshot_t *s = NULL;
     if (ab_snapshot_load(mp.data, mp.len, &s, &err) != AB_OK)
         fail_msg("%s k=%zu: binary load: %s (at %s)", name, k, err.message, err.field);
+    check_recorded_and_not(&mp, name, k);
     assert_int_equal(ab_snapshot_position(s), k);
     assert_int_equal(ab_snapshot_json(s, &text, &err), AB_OK);
     json_t *got = json_loadb((const char *)text.data, text.len, JSON_ALLOW_NUL, NULL);

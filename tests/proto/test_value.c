@@ -2,10 +2,12 @@
  * test_value.c - the strict msgpack reader: JSON-safe acceptance, every
  * rejection path with its code and JSON pointer, limits and helpers.
  */
+#include "agentbus/json.h"
 #include "testutil.h"
 #include "value_internal.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 static ab_status_t parse_bytes(const void *p, size_t n, ab_error_t *err, const ab_val_t **root)
@@ -251,6 +253,87 @@ static void test_utf8(void **state)
     assert_false(ab_utf8_valid("\xe0\x80\xaf", 3));     /* overlong */
 }
 
+/* The tree's depth, walked (what ab__doc_parse_spans reports without a walk). */
+static uint32_t walk_depth(const ab_val_t *v)
+{
+    uint32_t d = 0;
+    for (uint32_t i = 0; v->type == AB_VAL_ARRAY && i < v->len; i++) {
+        uint32_t c = walk_depth(&v->u.items[i]);
+        d = c > d ? c : d;
+    }
+    for (uint32_t i = 0; v->type == AB_VAL_MAP && i < v->len; i++) {
+        uint32_t c = walk_depth(&v->u.pairs[i].val);
+        d = c > d ? c : d;
+    }
+    return d + 1;
+}
+
+/* ab__doc_parse_spans records root.activeEvents[i].event only (not the same keys deeper or in
+ * another array), each span exactly one value of the input with its depth, and the depth of
+ * the whole tree; a record marked lost records nothing; the parse is ab_doc_parse's. */
+static void test_parse_spans(void **state)
+{
+    (void)state;
+    static const char json[] =
+        "{\"pre\":{\"activeEvents\":[{\"event\":{\"x\":[[[[1]]]]}}]},"
+        "\"activeEvents\":[{\"run\":\"r1\",\"event\":{\"type\":\"A\",\"d\":[1,[2]]}},"
+        "{\"event\":7,\"seq\":1},{\"seq\":2},{\"event\":{}}],"
+        "\"post\":[{\"event\":1}]}";
+    ab_buf_t mp = AB_BUF_INIT;
+    ab_error_t err = AB_ERROR_INIT;
+    ab_doc_t *doc = NULL;
+    assert_int_equal(
+        ab_json_to_msgpack(json, sizeof json - 1, 64, 1u << 20, AB_INVALID_EVENT, &mp, &err),
+        AB_OK);
+    assert_int_equal(ab_doc_new(&doc), AB_OK);
+    const ab_val_t *root = NULL;
+    ab__val_spans_t sp = {.outer = "activeEvents", .inner = "event"};
+    assert_int_equal(
+        ab__doc_parse_spans(doc, mp.data, mp.len, 1u << 20, 64, AB_CORRUPT, &root, &sp, &err),
+        AB_OK);
+    assert_int_equal(sp.n, 3); /* the item without an event has none */
+    assert_false(sp.lost);
+    assert_int_equal(sp.depth, walk_depth(root)); /* from pre.activeEvents, not recorded */
+    assert_int_equal(sp.depth, 10);
+    const ab_val_t *items = ab_val_get(root, "activeEvents");
+    static const uint32_t item_of[3] = {0, 1, 3};
+    for (size_t i = 0; i < sp.n; i++) {
+        assert_true(sp.v[i].p >= mp.data && sp.v[i].p + sp.v[i].len <= mp.data + mp.len);
+        ab_doc_t *one = NULL;
+        const ab_val_t *v = NULL;
+        assert_int_equal(ab_doc_new(&one), AB_OK); /* exactly one whole value: no trailing byte */
+        assert_int_equal(
+            ab_doc_parse(one, sp.v[i].p, sp.v[i].len, 1u << 20, 64, AB_CORRUPT, &v, &err), AB_OK);
+        const ab_val_t *want = ab_val_get(&items->u.items[item_of[i]], "event");
+        assert_int_equal(v->type, want->type);
+        assert_int_equal(sp.v[i].depth, walk_depth(want));
+        ab_doc_destroy(&one);
+    }
+    assert_int_equal(sp.v[0].depth, 4);
+    assert_int_equal(sp.v[1].depth, 1);
+    free(sp.v);
+    ab__val_spans_t lost = {.outer = "activeEvents", .inner = "event", .lost = true};
+    assert_int_equal(
+        ab__doc_parse_spans(doc, mp.data, mp.len, 1u << 20, 64, AB_CORRUPT, &root, &lost, &err),
+        AB_OK);
+    assert_int_equal(lost.n, 0);
+    assert_null(lost.v);
+    /* under a map, not an array, the same keys are not an item's */
+    static const char in_map[] = "{\"activeEvents\":{\"a\":{\"event\":1}}}";
+    ab__val_spans_t none = {.outer = "activeEvents", .inner = "event"};
+    ab_buf_reset(&mp);
+    assert_int_equal(
+        ab_json_to_msgpack(in_map, sizeof in_map - 1, 64, 1u << 20, AB_INVALID_EVENT, &mp, &err),
+        AB_OK);
+    assert_int_equal(
+        ab__doc_parse_spans(doc, mp.data, mp.len, 1u << 20, 64, AB_CORRUPT, &root, &none, &err),
+        AB_OK);
+    assert_int_equal(none.n, 0);
+    assert_int_equal(none.depth, 4);
+    ab_doc_destroy(&doc);
+    ab_buf_free(&mp);
+}
+
 static void test_pack_roundtrip(void **state)
 {
     (void)state;
@@ -285,6 +368,7 @@ int main(void)
         cmocka_unit_test(test_large_map_duplicate_detection),
         cmocka_unit_test(test_utf8),
         cmocka_unit_test(test_pack_roundtrip),
+        cmocka_unit_test(test_parse_spans),
     };
     return cmocka_run_group_tests_name("value", tests, NULL, NULL);
 }
