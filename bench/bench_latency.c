@@ -80,25 +80,20 @@ static dist_t dist_of(double *v, size_t n)
     return d;
 }
 
-static void print_line(const char *label, const dist_t *d, const char *extra)
+/* A row's distribution; @p rate >= 0 adds the events/s its producers had acked (a delivery
+ * row's). */
+static void print_rate(const char *label, const dist_t *d, const char *extra, double rate)
 {
+    bench_emit("latency", label, "p50_us", d->p50, "p90_us", d->p90, "p99_us", d->p99, "p999_us",
+               d->p999, "max_us", d->max, "samples", (double)d->n,
+               rate >= 0 ? "events_per_s" : NULL, rate, NULL);
     printf("latency %-44s p50 %7.0f  p90 %7.0f  p99 %7.0f  p99.9 %7.0f  max %8.0f us  (%zu)%s\n",
            label, d->p50, d->p90, d->p99, d->p999, d->max, d->n, extra ? extra : "");
 }
 
 static void print_dist(const char *label, const dist_t *d, const char *extra)
 {
-    bench_emit("latency", label, "p50_us", d->p50, "p90_us", d->p90, "p99_us", d->p99, "p999_us",
-               d->p999, "max_us", d->max, "samples", (double)d->n, NULL);
-    print_line(label, d, extra);
-}
-
-/* A delivery row: its distribution and the events/s its producers had acked. */
-static void print_delivery(const char *label, const dist_t *d, const char *extra, double rate)
-{
-    bench_emit("latency", label, "p50_us", d->p50, "p90_us", d->p90, "p99_us", d->p99, "p999_us",
-               d->p999, "max_us", d->max, "samples", (double)d->n, "events_per_s", rate, NULL);
-    print_line(label, d, extra);
+    print_rate(label, d, extra, -1);
 }
 
 /* Sleep until @p t (ab__mono_s() seconds). */
@@ -556,7 +551,7 @@ static int delivery_pair(const bench_opts_t *o, void *ctx, const bodies_t *b, do
              row_durability(o, "fsync"), nsub, nsub > 1 ? "s" : "");
     snprintf(extra, sizeof extra, "  [p50 = its acks' p50 %+.0f us; %.0f ev/s acked]",
              d.p50 - a.p50, got);
-    print_delivery(label, &d, extra, got);
+    print_rate(label, &d, extra, got);
     snprintf(label, sizeof label, "  its acks (the same publishes)");
     print_dist(label, &a, NULL);
     return 0;
@@ -585,16 +580,20 @@ static double delivery_max(const bench_opts_t *o, void *ctx, const bodies_t *b, 
     return got;
 }
 
-/* The delivery rows of @p nsub subscribers: at 1,000/s, at 80 % of @p max (without
+/* The delivery rows of 1 and 4 subscribers: at 1,000/s, at 80 % of @p max (without
  * subscribers), and at 80 % of the maximum with them, measured just before. */
-static int delivery_rows(const bench_opts_t *o, void *ctx, const bodies_t *b, double max, int nsub)
+static int delivery_rows(const bench_opts_t *o, void *ctx, const bodies_t *b, double max)
 {
-    if (delivery_pair(o, ctx, b, PACE_HZ, 1, 1, nsub, "1,000/s") != 0 ||
-        delivery_pair(o, ctx, b, 0.8 * max, BATCH, PRODUCERS, nsub, "80% of max") != 0)
-        return -1;
-    double with = delivery_max(o, ctx, b, nsub, max);
-    return with > 0 ? delivery_pair(o, ctx, b, 0.8 * with, BATCH, PRODUCERS, nsub, "80% of its max")
-                    : -1;
+    for (int nsub = 1; nsub <= SUBS_MAX; nsub += 3) {
+        if (delivery_pair(o, ctx, b, PACE_HZ, 1, 1, nsub, "1,000/s") != 0 ||
+            delivery_pair(o, ctx, b, 0.8 * max, BATCH, PRODUCERS, nsub, "80% of max") != 0)
+            return -1;
+        double with = delivery_max(o, ctx, b, nsub, max);
+        if (with <= 0 ||
+            delivery_pair(o, ctx, b, 0.8 * with, BATCH, PRODUCERS, nsub, "80% of its max") != 0)
+            return -1;
+    }
+    return 0;
 }
 
 /* The floor rows: the fdatasync loop and the round trips of one and two contexts. */
@@ -652,17 +651,6 @@ static int loaded_row(const bench_opts_t *o, void *ctx, const bodies_t *b, doubl
     return 0;
 }
 
-/* One round of --row loaded (the 80% ack row) or delivery (every delivery row). */
-static int loaded_round(const bench_opts_t *o, void *ctx, const bodies_t *b, double max)
-{
-    if (strcmp(o->row, "loaded") == 0)
-        return loaded_row(o, ctx, b, max);
-    for (int nsub = 1; nsub <= SUBS_MAX; nsub += 3)
-        if (delivery_rows(o, ctx, b, max, nsub) != 0)
-            return -1;
-    return 0;
-}
-
 /* --row: the floor and the light row, or the maximum and the 80% row or the delivery rows;
  * rounds times. */
 static int one_row(const bench_opts_t *o, void *ctx, const bodies_t *b)
@@ -673,7 +661,9 @@ static int one_row(const bench_opts_t *o, void *ctx, const bodies_t *b)
     if (light ? floors(o, &f) != 0 : (max = ingest_row(o, ctx, b, "fsync")) <= 0)
         return AB_BENCH_FAIL;
     for (int k = 0; k < o->rounds; k++)
-        if (light ? light_row(o, ctx, b, &f) != 0 : loaded_round(o, ctx, b, max) != 0)
+        if (light                           ? light_row(o, ctx, b, &f) != 0
+            : strcmp(o->row, "loaded") == 0 ? loaded_row(o, ctx, b, max) != 0
+                                            : delivery_rows(o, ctx, b, max) != 0)
             return AB_BENCH_FAIL;
     return AB_BENCH_OK;
 }
@@ -709,10 +699,7 @@ int bench_latency(const bench_opts_t *o, void *ctx, const bodies_t *b)
     double max = ingest_row(o, ctx, b, "fsync");
     if (max <= 0 || loaded_row(o, ctx, b, max) != 0)
         return AB_BENCH_FAIL;
-    for (int nsub = 1; nsub <= SUBS_MAX; nsub += 3)
-        if (delivery_rows(o, ctx, b, max, nsub) != 0)
-            return AB_BENCH_FAIL;
-    return AB_BENCH_OK;
+    return delivery_rows(o, ctx, b, max) == 0 ? AB_BENCH_OK : AB_BENCH_FAIL;
 }
 
 /* ---- how cost grows with the runs in flight ------------------------------------ */

@@ -429,12 +429,13 @@ static bool key_is(const char *key, uint32_t klen, const char *name)
     return klen == strlen(name) && memcmp(key, name, klen) == 0;
 }
 
-/* Whether pair @p kv of a map at level 3 whose path is @p pf is root.outer[i].inner: at
- * level 3 an item of an array (pf an index) is in a value of the root map. */
+/* Whether pair @p kv of a map at level 3 whose path is @p pf is root.outer[i].inner. At level
+ * 3 @p pf is never NULL: it is an index (the map an item of an array, which is then a value
+ * of the root map, pf->up its key) or a key (the map a value of a map: not an item). */
 static bool span_wanted(const ab__val_spans_t *sp, const struct pathf *pf, const ab_kv_t *kv)
 {
-    return pf && pf->key == NULL && pf->up && pf->up->key &&
-           key_is(pf->up->key, pf->up->klen, sp->outer) && key_is(kv->key, kv->klen, sp->inner);
+    return pf->key == NULL && key_is(pf->up->key, pf->up->klen, sp->outer) &&
+           key_is(kv->key, kv->klen, sp->inner);
 }
 
 static void span_add(ab__val_spans_t *sp, const uint8_t *p, size_t len, uint32_t depth)

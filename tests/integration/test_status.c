@@ -224,6 +224,15 @@ static int metrics_broker(ab_conn_t **c, ab_doc_t **doc, const char *thread, uin
     return port;
 }
 
+/* The value of metric @p name (a line "NAME VALUE") in @p text, or -1 when absent. */
+static long long metric_of(const char *text, const char *name)
+{
+    char key[128];
+    snprintf(key, sizeof key, "\n%s ", name);
+    const char *p = strstr(text, key);
+    return p != NULL ? strtoll(p + strlen(key), NULL, 10) : -1;
+}
+
 /* --metrics: the figures of stats as Prometheus text; other paths and methods refused. */
 static void test_metrics(void **state)
 {
@@ -252,9 +261,7 @@ static void test_metrics(void **state)
     assert_non_null(strstr(out, "agentbus_info{version=\""));
     /* one publish at a time to an idle writer: each may be a lone commit (when it met the
      * writer asleep and the store quick; test_lone.c), never more than the publishes */
-    const char *lone = strstr(out, "\nagentbus_lone_commits_total ");
-    assert_non_null(lone);
-    long nlone = strtol(lone + strlen("\nagentbus_lone_commits_total "), NULL, 10);
+    long long nlone = metric_of(out, "agentbus_lone_commits_total"); /* -1: absent */
     assert_true(nlone >= 0 && nlone <= 3);
     it_http(port, "GET /nope HTTP/1.0\r\n\r\n", out, sizeof out);
     assert_int_equal(strncmp(out + 8, " 404 ", 5), 0);
@@ -269,15 +276,6 @@ static void test_metrics(void **state)
     char cli[OUT_MAX];
     assert_int_equal(it_run_cli(cli, "broker --metrics 127.0.0.1"), 2);
     assert_non_null(strstr(cli, "metrics: '127.0.0.1' is not HOST:PORT"));
-}
-
-/* The value of metric @p name (a line "NAME VALUE") in @p text, or -1 when absent. */
-static long long metric_of(const char *text, const char *name)
-{
-    char key[128];
-    snprintf(key, sizeof key, "\n%s ", name);
-    const char *p = strstr(text, key);
-    return p != NULL ? strtoll(p + strlen(key), NULL, 10) : -1;
 }
 
 /* The snapshot worker folds a run's events from the writer's feed (broker/snapfeed.h): after

@@ -163,16 +163,6 @@ static void check_encoders(ab_snapshot_builder_t *b, const json_t *doc, const ch
     ab_buf_free(&back);
 }
 
-static uint32_t val_depth_of(const ab_val_t *v)
-{
-    uint32_t d = 0;
-    for (uint32_t i = 0; i < v->len && (v->type == AB_VAL_ARRAY || v->type == AB_VAL_MAP); i++) {
-        uint32_t c = val_depth_of(v->type == AB_VAL_ARRAY ? &v->u.items[i] : &v->u.pairs[i].val);
-        d = c > d ? c : d;
-    }
-    return d + 1;
-}
-
 /*
  * @p mp loaded (its active events copied from where the parse found them, its depth from the
  * parse) and made from its tree alone (no record: the events packed again, the depth walked)
@@ -190,9 +180,9 @@ static void check_recorded_and_not(const ab_buf_t *mp, const char *name, size_t 
     assert_int_equal(ab_snapshot_load(mp->data, mp->len, &s[0], &err), AB_OK);
     assert_int_equal(ab__snapshot_from_binary(root, NULL, mp->len, &s[1], &err), AB_OK);
     for (int i = 0; i < 2; i++) {
-        if (ab_snapshot_binary_depth(s[i]) != val_depth_of(root))
+        if (ab_snapshot_binary_depth(s[i]) != tu_val_depth(root))
             fail_msg("%s k=%zu: depth %u, the tree's %u (%s)", name, k,
-                     ab_snapshot_binary_depth(s[i]), val_depth_of(root), i ? "walked" : "parse");
+                     ab_snapshot_binary_depth(s[i]), tu_val_depth(root), i ? "walked" : "parse");
         ab_snapshot_builder_t *c = NULL;
         ab_buf_t again = AB_BUF_INIT;
         assert_int_equal(ab_snapshot_builder_take(&c, &s[i], &err), AB_OK);

@@ -253,21 +253,6 @@ static void test_utf8(void **state)
     assert_false(ab_utf8_valid("\xe0\x80\xaf", 3));     /* overlong */
 }
 
-/* The tree's depth, walked (what ab__doc_parse_spans reports without a walk). */
-static uint32_t walk_depth(const ab_val_t *v)
-{
-    uint32_t d = 0;
-    for (uint32_t i = 0; v->type == AB_VAL_ARRAY && i < v->len; i++) {
-        uint32_t c = walk_depth(&v->u.items[i]);
-        d = c > d ? c : d;
-    }
-    for (uint32_t i = 0; v->type == AB_VAL_MAP && i < v->len; i++) {
-        uint32_t c = walk_depth(&v->u.pairs[i].val);
-        d = c > d ? c : d;
-    }
-    return d + 1;
-}
-
 /* ab__doc_parse_spans records root.activeEvents[i].event only (not the same keys deeper or in
  * another array), each span exactly one value of the input with its depth, and the depth of
  * the whole tree; a record marked lost records nothing; the parse is ab_doc_parse's. */
@@ -293,7 +278,7 @@ static void test_parse_spans(void **state)
         AB_OK);
     assert_int_equal(sp.n, 3); /* the item without an event has none */
     assert_false(sp.lost);
-    assert_int_equal(sp.depth, walk_depth(root)); /* from pre.activeEvents, not recorded */
+    assert_int_equal(sp.depth, tu_val_depth(root)); /* from pre.activeEvents, not recorded */
     assert_int_equal(sp.depth, 10);
     const ab_val_t *items = ab_val_get(root, "activeEvents");
     static const uint32_t item_of[3] = {0, 1, 3};
@@ -306,7 +291,7 @@ static void test_parse_spans(void **state)
             ab_doc_parse(one, sp.v[i].p, sp.v[i].len, 1u << 20, 64, AB_CORRUPT, &v, &err), AB_OK);
         const ab_val_t *want = ab_val_get(&items->u.items[item_of[i]], "event");
         assert_int_equal(v->type, want->type);
-        assert_int_equal(sp.v[i].depth, walk_depth(want));
+        assert_int_equal(sp.v[i].depth, tu_val_depth(want));
         ab_doc_destroy(&one);
     }
     assert_int_equal(sp.v[0].depth, 4);

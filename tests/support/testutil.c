@@ -49,3 +49,13 @@ char *tu_read_file(const char *path, size_t *len)
         *len = (size_t)n;
     return p;
 }
+
+uint32_t tu_val_depth(const ab_val_t *v)
+{
+    uint32_t d = 0;
+    for (uint32_t i = 0; i < v->len && (v->type == AB_VAL_ARRAY || v->type == AB_VAL_MAP); i++) {
+        uint32_t c = tu_val_depth(v->type == AB_VAL_ARRAY ? &v->u.items[i] : &v->u.pairs[i].val);
+        d = c > d ? c : d;
+    }
+    return d + 1;
+}

@@ -32,6 +32,10 @@ void tu_ctx_free(tu_ctx_t *c);
 /** Parse JSON text into a tree; fails the test on any error. */
 const ab_val_t *tu_json(tu_ctx_t *c, const char *json);
 
+/** The nesting depth of @p v by a walk of the tree (1: a scalar or an empty container): the
+ *  reference the parse's own figure is checked against. */
+uint32_t tu_val_depth(const ab_val_t *v);
+
 /** Read a whole file into a NUL-terminated heap buffer; fails the test on error. */
 char *tu_read_file(const char *path, size_t *len);
 
