@@ -146,6 +146,15 @@ void ab__snapsched_committed(ab__snapsched_t *s, const ab_append_event_t *evs, s
     count_committed(s, evs, n, first); /* also with every-N off: the stop's flush reads them */
 }
 
+/* The feed a request of @p c's thread hands over; the thread is fed again from here on. */
+static ab__snapfeed_t *take_feed(ab__snapcount_t *c)
+{
+    ab__snapfeed_t *feed = c->feed;
+    c->feed = NULL;
+    c->feed_off = false;
+    return feed;
+}
+
 bool ab__snapsched_request(ab__snapsched_t *s)
 {
     bool any = s->ndue > 0;
@@ -155,9 +164,7 @@ bool ab__snapsched_request(ab__snapsched_t *s)
         ab__snapfeed_t *feed = NULL;
         if (c != NULL) {
             c->count = 0, c->bytes = 0;
-            feed = c->feed;
-            c->feed = NULL;
-            c->feed_off = false;
+            feed = take_feed(c);
         }
         ab__snapworker_request(s->worker, t, s->run_end[i], feed);
     }
@@ -198,11 +205,8 @@ static void request_flush(ab__snapsched_t *s)
 {
     for (size_t i = 0; s->counts.slot != NULL && i < AB__SNAPCOUNT_SLOTS; i++) {
         ab__snapcount_t *c = &s->counts.slot[i];
-        if (c->len > 0 && c->count >= AB_SNAP_FLUSH_EVENTS && !c->too_large) {
-            ab__snapfeed_t *feed = c->feed;
-            c->feed = NULL;
-            ab__snapworker_request(s->worker, (ab_str_t){c->id, c->len}, false, feed);
-        }
+        if (c->len > 0 && c->count >= AB_SNAP_FLUSH_EVENTS && !c->too_large)
+            ab__snapworker_request(s->worker, (ab_str_t){c->id, c->len}, false, take_feed(c));
     }
 }
 
