@@ -28,14 +28,20 @@
  * With --stalls every floor and ack row is followed by a `stalls` line: its
  * samples over 5 ms, and how many of them overlapped a stall of the bench
  * process's own 1 ms timer thread (bench/stalls.h).
+ * After the last row, issue 15's targets the rows judged (bench/targets.h):
+ * the light rows' against the floors, the 80 % row's p99, each delivery row's
+ * p50 against its acknowledgements' (`bench scale`: each 100,000-run row's
+ * share of the 100-run figure).
  * Figures only: nothing here asserts a time.
  */
 #include "ab_common.h"
 #include "agentbus/subscriber.h"
 #include "bench_int.h"
+#include "targets.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -52,6 +58,7 @@
 typedef struct dist {
     double p50, p90, p99, p999, max;
     size_t n;
+    size_t over_10ms; /* samples over 10 ms (a target of the light fsync row) */
 } dist_t;
 
 /* The floors of one run: the fdatasync loop and the round trips of one and two contexts. */
@@ -77,6 +84,8 @@ static dist_t dist_of(double *v, size_t n)
     d.p99 = v[(size_t)((double)n * 0.99)] * 1e6;
     d.p999 = v[(size_t)((double)n * 0.999)] * 1e6;
     d.max = v[n - 1] * 1e6;
+    while (d.over_10ms < n && v[n - 1 - d.over_10ms] > 0.010)
+        d.over_10ms++;
     return d;
 }
 
@@ -94,6 +103,12 @@ static void print_rate(const char *label, const dist_t *d, const char *extra, do
 static void print_dist(const char *label, const dist_t *d, const char *extra)
 {
     print_rate(label, d, extra, -1);
+}
+
+/* A figure of @p d for a target: NaN (not judged) when the row has no sample. */
+static double fig(const dist_t *d, double v)
+{
+    return d->n > 0 ? v : NAN;
 }
 
 /* Sleep until @p t (ab__mono_s() seconds). */
@@ -552,6 +567,9 @@ static int delivery_pair(const bench_opts_t *o, void *ctx, const bodies_t *b, do
     snprintf(extra, sizeof extra, "  [p50 = its acks' p50 %+.0f us; %.0f ev/s acked]",
              d.p50 - a.p50, got);
     print_rate(label, &d, extra, got);
+    bench_target_add(bench_targets(), fig(&d, d.p50), BENCH_AT_MOST, fig(&a, a.p50 + 50), "us",
+                     "delivery p50 <= its acks' p50 + 50 us, %s, %d subscriber%s", pace, nsub,
+                     nsub > 1 ? "s" : "");
     snprintf(label, sizeof label, "  its acks (the same publishes)");
     print_dist(label, &a, NULL);
     return 0;
@@ -631,6 +649,16 @@ static int light_row(const bench_opts_t *o, void *ctx, const bodies_t *b, const 
     vs_floor(extra, sizeof extra, &d, f, cm);
     print_dist(label, &d, extra);
     watch_end(&w, label);
+    const char *dur = row_durability(o, "fsync");
+    bench_targets_t *ts = bench_targets();
+    bench_target_add(ts, fig(&d, d.p50), BENCH_AT_MOST,
+                     fig(&f->fs, f->fs.p50) + fig(&f->rt2, f->rt2.p50) + 50, "us",
+                     "%s light, ack p50 <= fdatasync p50 + round trip + 50 us", dur);
+    bench_target_add(ts, fig(&d, d.p99), BENCH_AT_MOST, fig(&f->fs, 2 * f->fs.p99 + 200), "us",
+                     "%s light, ack p99 <= 2 x fdatasync p99 + 200 us", dur);
+    bench_target_add(ts, fig(&d, (double)d.over_10ms), BENCH_AT_MOST, 0, "publishes",
+                     "%s light, publishes over 10 ms in %g s (the issue's run: 300 s)", dur,
+                     o->seconds);
     return 0;
 }
 
@@ -648,6 +676,8 @@ static int loaded_row(const bench_opts_t *o, void *ctx, const bodies_t *b, doubl
     print_dist(label, &d, NULL);
     snprintf(label, sizeof label, "ack, 80%% of max, %s", row_durability(o, "fsync"));
     watch_end(&w, label);
+    bench_target_add(bench_targets(), fig(&d, d.p99 / 1e3), BENCH_AT_MOST, 20, "ms",
+                     "%s at 80%% of max, ack p99 <= 20 ms", row_durability(o, "fsync"));
     return 0;
 }
 
@@ -685,14 +715,17 @@ static int process_row(const bench_opts_t *o, void *ctx, const bodies_t *b, cons
              cm[0], cm[1]);
     print_dist(label, &d, extra);
     watch_end(&w, label);
+    bench_targets_t *ts = bench_targets();
+    bench_target_add(ts, fig(&d, d.p50), BENCH_AT_MOST, fig(&f->rt2, 2 * f->rt2.p50), "us",
+                     "process light, ack p50 <= 2 round trips (two contexts)");
+    bench_target_add(ts, fig(&d, d.p99), BENCH_AT_MOST, 1000, "us",
+                     "process light, ack p99 <= 1 ms");
     return 0;
 }
 
-int bench_latency(const bench_opts_t *o, void *ctx, const bodies_t *b)
+static int all_rows(const bench_opts_t *o, void *ctx, const bodies_t *b)
 {
     floors_t f;
-    if (o->row != NULL)
-        return one_row(o, ctx, b);
     if (floors(o, &f) != 0 || light_row(o, ctx, b, &f) != 0 ||
         (!o->broker && process_row(o, ctx, b, &f) != 0)) /* one broker: no second durability */
         return AB_BENCH_FAIL;
@@ -700,6 +733,14 @@ int bench_latency(const bench_opts_t *o, void *ctx, const bodies_t *b)
     if (max <= 0 || loaded_row(o, ctx, b, max) != 0)
         return AB_BENCH_FAIL;
     return delivery_rows(o, ctx, b, max) == 0 ? AB_BENCH_OK : AB_BENCH_FAIL;
+}
+
+/* Every row (or --row's), then the targets those rows judged, even when a later row failed. */
+int bench_latency(const bench_opts_t *o, void *ctx, const bodies_t *b)
+{
+    int rc = o->row != NULL ? one_row(o, ctx, b) : all_rows(o, ctx, b);
+    bench_targets_report(bench_targets(), "latency", stdout);
+    return rc;
 }
 
 /* ---- how cost grows with the runs in flight ------------------------------------ */
@@ -735,6 +776,9 @@ static double scale_row(const bench_opts_t *o, void *ctx, const bodies_t *b, con
     snprintf(label, sizeof label, "%d runs in flight%s%s", row->runs,
              row->per ? ", a thread each" : "", scatter ? ", scattered" : "");
     bench_emit("scale", label, "events_per_s", r, "share_of_base", base > 0 ? r / base : 1.0, NULL);
+    if (row->runs == 100000 && base > 0)
+        bench_target_add(bench_targets(), 100 * r / base, BENCH_AT_LEAST, 70, "%",
+                         "%s, ingest >= 70%% of the 100-run figure", label);
     printf("scale   ingest, %6d runs in flight, %s, %s: %8.0f events/s acked, %3.0f%% of the "
            "100-run figure of this run\n",
            row->runs, row->per ? "a thread each" : "in 4 threads ",
@@ -755,15 +799,15 @@ bool bench_scale_row_known(const char *name)
 int bench_scale(const bench_opts_t *o, void *ctx, const bodies_t *b)
 {
     size_t n = sizeof SCALE_ROWS / sizeof SCALE_ROWS[0];
-    int rounds = o->row != NULL ? o->rounds : 1;
-    for (int k = 0; k < rounds; k++) { /* --row: the base, then that row, in turn */
+    int rounds = o->row != NULL ? o->rounds : 1, rc = AB_BENCH_OK;
+    for (int k = 0; k < rounds && rc == AB_BENCH_OK; k++) { /* --row: the base, then that row */
         double base = scale_row(o, ctx, b, &SCALE_ROWS[0], 0);
-        if (base <= 0)
-            return AB_BENCH_FAIL;
-        for (size_t i = 1; i < n; i++)
+        rc = base > 0 ? AB_BENCH_OK : AB_BENCH_FAIL;
+        for (size_t i = 1; i < n && rc == AB_BENCH_OK; i++)
             if ((o->row == NULL || strcmp(o->row, SCALE_ROWS[i].name) == 0) &&
                 scale_row(o, ctx, b, &SCALE_ROWS[i], base) < 0)
-                return AB_BENCH_FAIL;
+                rc = AB_BENCH_FAIL;
     }
-    return AB_BENCH_OK;
+    bench_targets_report(bench_targets(), "scale", stdout);
+    return rc;
 }

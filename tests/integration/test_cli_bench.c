@@ -9,7 +9,10 @@
  * scale --durability process starts its brokers at that durability and says
  * so in every row, and rows against a broker given with --broker say
  * durability=broker (the bench cannot know it), ingest then running one row,
- * not two of one broker, and latency no process row.
+ * not two of one broker, and latency no process row. After its rows a
+ * latency run reports the issue's targets those rows judged (bench/targets.c):
+ * each verdict agrees with its figure and limit, the limit is made of figures
+ * of the same run, and a `targets` row counts them.
  */
 #define OUT_MAX 16384 /* latency --row delivery writes about 6 KB of rows */
 #include "testutil.h"
@@ -18,6 +21,7 @@
 #include "cli_run.h"
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -129,19 +133,6 @@ static void json_rows(char *out, const char *args)
     assert_int_equal(pclose(p), 0);
 }
 
-/* latency --row light --rounds 2: the three floor rows, then the light fsync ack row twice,
- * and no other row (bench_latency.c one_row). */
-static void test_latency_one_row(void **state)
-{
-    (void)state;
-    char out[OUT_MAX];
-    json_rows(out, "latency --row light --rounds 2 --seconds 0.2");
-    assert_int_equal(count_of(out, "\"row\":\"floor: "), 3); /* fdatasync, two round trips */
-    assert_int_equal(count_of(out, "\"row\":\"ack, 1 event/publish, 1,000/s, fsync\""), 2);
-    assert_int_equal(count_of(out, "{\"bench\":"), 5); /* nothing else: no process, 80%, delivery */
-    assert_int_equal(count_of(out, "\"row\":\"stalls: "), 0); /* only with --stalls */
-}
-
 /* The number after "KEY": in the JSON row that starts at @p row (fails the test if that row
  * has no such key). */
 static double field_of(const char *row, const char *key)
@@ -152,6 +143,83 @@ static double field_of(const char *row, const char *key)
     if (at == NULL || (end != NULL && at > end))
         fail_msg("no %s in the row %.120s", key, row);
     return atof(at + strlen(k));
+}
+
+/* Equal but for the rounding of a figure written with 10 significant digits. */
+static bool near(double x, double y)
+{
+    return fabs(x - y) <= 1e-6 * fmax(1, fabs(y));
+}
+
+/* Whether the JSON row at @p row has "KEY":null. */
+static bool is_null(const char *row, const char *key)
+{
+    char k[64];
+    snprintf(k, sizeof k, "\"%s\":null", key);
+    const char *end = strchr(row, '\n'), *at = strstr(row, k);
+    return at != NULL && (end == NULL || at < end);
+}
+
+/*
+ * Every `target: ` row of @p out agrees with its own figures: `met` is 1 exactly when the
+ * value stands against the limit as its words say (`<=`, `>=`, `under`), null when either
+ * is not a number; the `targets` row counts them. @return the number of target rows.
+ */
+static int check_targets(const char *out)
+{
+    int n = 0, met = 0, judged = 0;
+    for (const char *t = strstr(out, "\"row\":\"target: "); t;
+         t = strstr(t + 1, "\"row\":\"target: ")) {
+        n++;
+        const char *end = strchr(t, '\n');
+        assert_non_null(end);
+        if (is_null(t, "value") || is_null(t, "limit")) {
+            assert_true(is_null(t, "met"));
+            continue;
+        }
+        double v = field_of(t, "value"), l = field_of(t, "limit");
+        const char *under = strstr(t, " under "), *least = strstr(t, ">=");
+        bool ok = under && under < end ? v < l : least && least < end ? v >= l : v <= l;
+        assert_int_equal((int)field_of(t, "met"), ok);
+        judged++;
+        met += ok;
+    }
+    const char *sum = strstr(out, "\"row\":\"targets\"");
+    assert_true(n == 0 ? sum == NULL : sum != NULL);
+    if (sum) {
+        assert_int_equal((int)field_of(sum, "met"), met);
+        assert_int_equal((int)field_of(sum, "judged"), judged);
+        assert_int_equal((int)field_of(sum, "left_out"), 0);
+    }
+    return n;
+}
+
+/* latency --row light --rounds 2: the three floor rows, then the light fsync ack row twice,
+ * and no other row (bench_latency.c one_row). */
+static void test_latency_one_row(void **state)
+{
+    (void)state;
+    char out[OUT_MAX];
+    json_rows(out, "latency --row light --rounds 2 --seconds 0.2");
+    assert_int_equal(count_of(out, "\"row\":\"floor: "), 3); /* fdatasync, two round trips */
+    assert_int_equal(count_of(out, "\"row\":\"ack, 1 event/publish, 1,000/s, fsync\""), 2);
+    assert_int_equal(count_of(out, "\"row\":\"stalls: "), 0); /* only with --stalls */
+    /* after them, the light row's three targets for each round, and their count */
+    assert_int_equal(check_targets(out), 6);
+    assert_int_equal(count_of(out, "{\"bench\":"), 5 + 6 + 1); /* no process, 80%, delivery */
+    const char *p50 = "\"row\":\"target: fsync light, ack p50 <= fdatasync p50 + round trip + "
+                      "50 us\"";
+    const char *t = strstr(out, p50), *ack = strstr(out, "\"row\":\"ack, 1 event/publish");
+    assert_true(t != NULL && ack != NULL && ack < t);
+    assert_int_equal(count_of(out, p50), 2);
+    /* its figure is the first round's p50, its limit made of the floors of the same run */
+    double fs = field_of(strstr(out, "\"row\":\"floor: write+fdatasync"), "p50_us");
+    double rt2 = field_of(strstr(out, "\"row\":\"floor: ZeroMQ round trip, two"), "p50_us");
+    assert_true(near(field_of(t, "value"), field_of(ack, "p50_us")));
+    assert_true(near(field_of(t, "limit"), fs + rt2 + 50));
+    const char *over = strstr(out, "\"row\":\"target: fsync light, publishes over 10 ms in 0.2 s");
+    assert_non_null(over);
+    assert_true(field_of(over, "value") <= field_of(ack, "samples"));
 }
 
 /* latency --row delivery: the fsync maximum, then for 1 and 4 subscribers the delivery rows
@@ -187,6 +255,16 @@ static void test_latency_delivery_rows(void **state)
     assert_int_equal(count_of(out, "\"row\":\"max with "), 2);
     assert_int_equal(count_of(out, "\"row\":\"ack, "), 0); /* no light or 80% ack row */
     assert_int_equal(count_of(out, "\"row\":\"floor: "), 0);
+    /* a target for each delivery row: its p50 at most its acks' p50 + 50 us */
+    assert_int_equal(check_targets(out), 6);
+    const char *d = strstr(out, "\"row\":\"delivery, 80% of its max, fsync, 4 subscribers\"");
+    assert_non_null(d);
+    const char *a = strstr(d, "\"row\":\"  its acks (the same publishes)\"");
+    const char *t = strstr(out, "\"row\":\"target: delivery p50 <= its acks' p50 + 50 us, 80% "
+                                "of its max, 4 subscribers\"");
+    assert_true(a != NULL && t != NULL);
+    assert_true(near(field_of(t, "value"), field_of(d, "p50_us")));
+    assert_true(near(field_of(t, "limit"), field_of(a, "p50_us") + 50));
 }
 
 /* latency --row light --stalls: a stalls row after each of the three floors and the ack row,
