@@ -778,7 +778,8 @@ static double scale_row(const bench_opts_t *o, void *ctx, const bodies_t *b, con
     bench_emit("scale", label, "events_per_s", r, "share_of_base", base > 0 ? r / base : 1.0, NULL);
     if (row->runs == 100000 && base > 0)
         bench_target_add(bench_targets(), 100 * r / base, BENCH_AT_LEAST, 70, "%",
-                         "%s, ingest >= 70%% of the 100-run figure", label);
+                         "%s, %s, ingest >= 70%% of the 100-run figure", label,
+                         row_durability(o, d));
     printf("scale   ingest, %6d runs in flight, %s, %s: %8.0f events/s acked, %3.0f%% of the "
            "100-run figure of this run\n",
            row->runs, row->per ? "a thread each" : "in 4 threads ",
