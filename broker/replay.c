@@ -27,6 +27,7 @@
  *     instead of two per event, since the per-message cost of the inproc hop
  *     and the ROUTER bounded replay at ~0.85M events/s (docs/PROTOCOL.md 7.6).
  */
+#include "ab_common.h"
 #include "replay_int.h"
 
 #include <stdlib.h>
@@ -112,9 +113,11 @@ static bool has_bytes(const uint8_t *b, size_t n, const char *k, size_t kn)
 static ab_author_t author_of(reader_t *r, const uint8_t *b, size_t n)
 {
     static const char k[] = "RUN_ERROR";
+    if (!has_bytes(b, n, k, sizeof(k) - 1) || (!r->doc && ab_doc_new(&r->doc) != AB_OK))
+        return AB_AUTHOR_PRODUCER;
+    ab_limits_t lim = ab__limits_stored(); /* events the broker stored */
     ab_event_t ev;
-    if (!has_bytes(b, n, k, sizeof(k) - 1) || (!r->doc && ab_doc_new(&r->doc) != AB_OK) ||
-        ab_event_decode(r->doc, b, n, NULL, &ev, NULL) != AB_OK)
+    if (ab_event_decode(r->doc, b, n, &lim, &ev, NULL) != AB_OK)
         return AB_AUTHOR_PRODUCER;
     ab_author_t a = ab_event_by_broker(ev.body) ? AB_AUTHOR_BROKER : AB_AUTHOR_PRODUCER;
     ab_doc_reset(r->doc);

@@ -31,6 +31,7 @@
  *     costs at most a type test, and an ACTIVITY_SNAPSHOT or
  *     MESSAGES_SNAPSHOT one thread-state lookup when it is staged.
  */
+#include "ab_common.h"
 #include "seq_internal.h"
 
 #include <stdlib.h>
@@ -214,8 +215,7 @@ static int pass_row(void *ud, const ab_row_t *row)
     if (!contains(row->bytes, row->len, "ACTIVITY_SNAPSHOT") &&
         !contains(row->bytes, row->len, "MESSAGES_SNAPSHOT"))
         return 0; /* neither type: nothing to decode */
-    ab_limits_t lim = ab_limits_default();
-    lim.max_event_bytes = UINT32_MAX; /* stored events passed the broker's own limits */
+    ab_limits_t lim = ab__limits_stored();
     ab_event_t ev;
     ab_error_t e = AB_ERROR_INIT;
     if (ab_event_decode(c->s->doc, row->bytes, row->len, &lim, &ev, &e) != AB_OK) {

@@ -254,8 +254,7 @@ typedef struct rebuild_ctx {
 static int rebuild_row(void *ud, const ab_row_t *row)
 {
     rebuild_ctx_t *c = ud;
-    ab_limits_t lim = ab_limits_default();
-    lim.max_event_bytes = UINT32_MAX; /* stored events passed the broker's own limits */
+    ab_limits_t lim = ab__limits_stored();
     ab_event_t ev;
     ab_agui_info_t info;
     ab_error_t e = AB_ERROR_INIT;

@@ -24,6 +24,7 @@
  *  4. An expiresAt that is not an RFC 3339 date-time is no deadline the
  *     broker can read: that interrupt does not expire here.
  */
+#include "ab_common.h"
 #include "seq_internal.h"
 
 #include <stdarg.h>
@@ -46,8 +47,7 @@ static int utf8_len(const char *s, size_t len, size_t max)
 
 static ab_status_t decode(ab_seq_t *s, ab_event_t *ev, ab_error_t *e)
 {
-    ab_limits_t lim = ab_limits_default();
-    lim.max_event_bytes = UINT32_MAX; /* stored events passed the broker's own limits */
+    ab_limits_t lim = ab__limits_stored();
     return ab_event_decode(s->doc, s->bytes.data, s->bytes.len, &lim, ev, e);
 }
 

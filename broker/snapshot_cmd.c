@@ -64,7 +64,7 @@
 typedef struct fold {
     ab_snapshot_builder_t *sb;
     ab_doc_t *doc;
-    const ab_limits_t *lim;
+    ab_limits_t dec; /**< decoding committed events: ab__limits_stored() */
     uint64_t last_pos;
     uint64_t events;
     uint64_t max_events; /**< 0 = no limit */
@@ -92,7 +92,7 @@ static int fold_one(fold_t *f, ab_str_t run_id, uint64_t seq, uint64_t pos, cons
     memcpy(run, run_id.ptr, run_id.len);
     run[run_id.len] = '\0';
     ab_error_t e = AB_ERROR_INIT;
-    ab_status_t st = ab_event_decode(f->doc, bytes, len, NULL, &ev, &e);
+    ab_status_t st = ab_event_decode(f->doc, bytes, len, &f->dec, &ev, &e);
     if (st == AB_OK)
         st = ab_snapshot_builder_feed(f->sb, run, seq, pos, ev.body, &e);
     if (st != AB_OK) {
@@ -327,7 +327,7 @@ ab_status_t ab__snapshot_current(ab__shared_t *b, ab_plugin_db_t *db, ab_str_t t
                                  ab_snapent_t **out, uint64_t *folded, ab_error_t *err)
 {
     fold_t f = {
-        .lim = &b->cfg->limits, .err = err, .max_events = max_events, .memory_max = memory_max};
+        .dec = ab__limits_stored(), .err = err, .max_events = max_events, .memory_max = memory_max};
     bool known = false;
     ab_snapent_t *e = *out != NULL ? *out : ab__snapcache_take(b->snaps, thread);
     ab_status_t st = AB_OK;
@@ -399,7 +399,7 @@ static bool answer_stored(ab__shared_t *b, ab_plugin_db_t *db, void *sock, ab_jo
     ab_buf_t bytes = AB_BUF_INIT;
     ab_error_t e = AB_ERROR_INIT;
     ab_snapshot_t *snap = NULL;
-    fold_t f = {.err = &e};
+    fold_t f = {.dec = ab__limits_stored(), .err = &e};
     bool answered = false;
     *out = NULL;
     if (b->plugin->snapshot_get == NULL || job->thread.len > AB_ID_MAX_BYTES ||

@@ -20,6 +20,7 @@
  *  4. Memory: the interrupts of one RUN_FINISHED (at most one event) and the
  *     resume array built from them.
  */
+#include "ab_common.h"
 #include "dispatch.h"
 
 #include "agentbus/json.h"
@@ -193,7 +194,8 @@ static ab_status_t on_row(void *ud, const ab_stamp_t *stamp, const uint8_t *ev, 
     (void)stamp;
     struct pending *p = ud;
     ab_event_t e;
-    ab_status_t rc = ab_event_decode(p->edoc, ev, len, NULL, &e, err);
+    ab_limits_t lim = ab__limits_stored(); /* events the broker stored */
+    ab_status_t rc = ab_event_decode(p->edoc, ev, len, &lim, &e, err);
     if (rc != AB_OK)
         return rc;
     const ab_val_t *oc = ab_val_get(e.body, "outcome");

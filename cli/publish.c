@@ -271,7 +271,8 @@ static ab_status_t preload_row(void *ud, const ab_stamp_t *stamp, const uint8_t 
     (void)stamp;
     struct pstate *st = ud;
     ab_event_t ev;
-    ab_status_t rc = ab_event_decode(st->edoc, b, len, NULL, &ev, err);
+    ab_limits_t lim = ab__limits_stored(); /* events the broker stored */
+    ab_status_t rc = ab_event_decode(st->edoc, b, len, &lim, &ev, err);
     if (rc != AB_OK)
         return rc;
     ab_agui_info_t info;
@@ -379,7 +380,8 @@ static ab_status_t compare_row(void *ud, const ab_stamp_t *stamp, const uint8_t 
     }
     ab_event_t ev;
     const ab_val_t *mine = NULL;
-    ab_status_t rc = ab_event_decode(st->edoc, b, len, NULL, &ev, err);
+    ab_limits_t lim = ab__limits_stored(); /* events the broker stored */
+    ab_status_t rc = ab_event_decode(st->edoc, b, len, &lim, &ev, err);
     if (rc == AB_OK)
         rc = cli_parse_event(st->cdoc, &st->mp, &st->line, &mine, err);
     if (rc != AB_OK)

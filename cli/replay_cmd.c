@@ -166,7 +166,8 @@ static ab_status_t prev_row(void *ud, const ab_stamp_t *st, const uint8_t *b, si
     (void)st;
     struct prev_q *q = ud;
     ab_event_t ev;
-    ab_status_t rc = ab_event_decode(q->rs->pdoc, b, len, NULL, &ev, err);
+    ab_limits_t lim = ab__limits_stored(); /* events the broker stored */
+    ab_status_t rc = ab_event_decode(q->rs->pdoc, b, len, &lim, &ev, err);
     if (rc != AB_OK)
         return rc;
     ab_agui_info_t in;
@@ -218,7 +219,8 @@ static ab_status_t on_row(void *ud, const ab_stamp_t *st, const uint8_t *b, size
 {
     struct rstate *rs = ud;
     ab_event_t ev;
-    ab_status_t rc = ab_event_decode(rs->edoc, b, len, NULL, &ev, err);
+    ab_limits_t lim = ab__limits_stored(); /* events the broker stored */
+    ab_status_t rc = ab_event_decode(rs->edoc, b, len, &lim, &ev, err);
     if (rc != AB_OK)
         return rc;
     rs->rows++;

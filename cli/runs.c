@@ -175,7 +175,8 @@ static ab_status_t scan_row(void *ud, const ab_stamp_t *stamp, const uint8_t *ev
     (void)stamp;
     struct rstate *st = ud;
     ab_event_t e;
-    ab_status_t rc = ab_event_decode(st->edoc, ev, len, NULL, &e, err);
+    ab_limits_t lim = ab__limits_stored(); /* events the broker stored */
+    ab_status_t rc = ab_event_decode(st->edoc, ev, len, &lim, &e, err);
     return rc != AB_OK ? rc : add_run(st, e.thread, e.run, err);
 }
 

@@ -9,6 +9,8 @@
 #ifndef AB_COMMON_H
 #define AB_COMMON_H
 
+#include "agentbus/value.h" /* ab_limits_t */
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -39,6 +41,22 @@ static inline double ab__mono_s(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* ---- decoding what a broker stored ---------------------------------------- */
+
+/**
+ * The limits for decoding an event a broker stored, read back from its store or replayed
+ * to a client: the defaults, but any size. Each such event passed that broker's own limits
+ * when it was published, and --max-event-bytes may be above the default 1 MiB (or have
+ * been): with the defaults such an event would read as damaged. The frame or row that
+ * carries it already bounds the memory.
+ */
+static inline ab_limits_t ab__limits_stored(void)
+{
+    ab_limits_t lim = ab_limits_default();
+    lim.max_event_bytes = UINT32_MAX;
+    return lim;
 }
 
 /** The CLOCK_REALTIME time @p ms milliseconds from now, in @p ts: the deadline of a

@@ -319,7 +319,8 @@ static ab_status_t export_row(void *ud, const ab_stamp_t *st, const uint8_t *ev,
     export_t *x = ud;
     call_t *k = x->k;
     ab_event_t e;
-    ab_status_t rc = ab_event_decode(x->edoc, ev, len, NULL, &e, err);
+    ab_limits_t lim = ab__limits_stored(); /* events the broker stored */
+    ab_status_t rc = ab_event_decode(x->edoc, ev, len, &lim, &e, err);
     char head[96];
     int n =
         snprintf(head, sizeof head,

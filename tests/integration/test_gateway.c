@@ -318,6 +318,46 @@ static void publish_run(const char *t, const char *r, uint64_t n, size_t pad)
     ab_producer_destroy(&p);
 }
 
+/* A broker that takes events up to 2 MiB (the default is 1 MiB). */
+static int large_setup(void **state)
+{
+    static const char *const extra[] = {"--max-event-bytes", "2097152", NULL};
+    return it_setup_with(state, extra);
+}
+
+/* A run holding a 1.5 MB event, stored within its broker's limits, is exported whole (before
+ * the fix the export decoded stored events with the default limits and failed). */
+static void test_export_of_a_large_event(void **state)
+{
+    start_all(state, NULL);
+    enum { BLOB = 1500000 };
+    static char ev[BLOB + 256], out[2 * BLOB];
+    ab_producer_t *p = NULL;
+    ab_error_t err = AB_ERROR_INIT;
+    ab_producer_opts_t po = {.timeout_ms = IT_TIMEOUT};
+    assert_int_equal(ab_producer_new(&p, G.it->bp.cmd, &po, &err), AB_OK);
+    assert_int_equal(ab_producer_claim(p, "t-big", "r", NULL, &err), AB_OK);
+    const char *start = "{\"type\":\"RUN_STARTED\",\"threadId\":\"t-big\",\"runId\":\"r\","
+                        "\"protocolVersion\":\"1.0\"}";
+    int k = snprintf(ev, 64, "{\"type\":\"STATE_SNAPSHOT\",\"snapshot\":{\"blob\":\"");
+    memset(ev + k, 'x', BLOB);
+    strcpy(ev + k + BLOB, "\"}}");
+    const char *end = "{\"type\":\"RUN_FINISHED\",\"threadId\":\"t-big\",\"runId\":\"r\"}";
+    const char *evs[3] = {start, ev, end};
+    for (int i = 0; i < 3; i++)
+        if (ab_producer_publish_json(p, evs[i], strlen(evs[i]), &err) != AB_OK)
+            fail_msg("publish %d: %s", i + 1, err.message);
+    assert_int_equal(ab_producer_flush(p, 30000, &err), AB_OK);
+    ab_producer_destroy(&p);
+    assert_int_equal(
+        gw_http(&G.g, "GET", "/threads/t-big/runs/r/events", NULL, NULL, out, sizeof out), 200);
+    const char *blob = strstr(out, "\"blob\":\"");
+    assert_non_null(blob);
+    blob += 8;
+    assert_int_equal(strspn(blob, "x"), BLOB);
+    assert_non_null(strstr(blob, "\"seq\":3,")); /* and the run's end after it */
+}
+
 static uint64_t metric(const char *name)
 {
     assert_int_equal(gw_http(&G.g, "GET", "/metrics", NULL, NULL, body, sizeof body), 200);
@@ -628,6 +668,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_slow_client_cut_and_resumed, it_setup, teardown),
         cmocka_unit_test_setup_teardown(test_gateway_restart_mid_stream, it_setup, teardown),
         cmocka_unit_test_setup_teardown(test_json_endpoints, it_setup, teardown),
+        cmocka_unit_test_setup_teardown(test_export_of_a_large_event, large_setup, teardown),
         cmocka_unit_test_setup_teardown(test_threads_listing, it_setup, teardown),
         cmocka_unit_test_setup_teardown(test_heartbeat_cors_and_stream_limit, it_setup, teardown),
     };

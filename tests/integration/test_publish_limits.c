@@ -15,11 +15,16 @@
  *    send one at all;
  *  - publishes whose bytes would pass --queue-mib while the writer is held
  *    up are answered `overloaded` (detail limit_bytes) and not stored; a
- *    retry later is accepted.
+ *    retry later is accepted;
+ *  - with --max-event-bytes above the default 1 MiB, a thread holding a larger
+ *    event is folded into its SNAPSHOT like any other (before the fix the
+ *    fold decoded stored events with the default limits and answered
+ *    `corrupt`), and so are `agentbus replay --verify` and `agentbus runs`.
  */
 #include "testutil.h"
 
 #include "agentbus/producer.h"
+#include "cli_run.h"
 #include "db_lock.h"
 #include "raw_client.h"
 
@@ -124,6 +129,43 @@ static void test_large_events_are_split(void **state)
     ab_conn_t *c = it_connect(&t->bp);
     assert_int_equal(it_head(c, t->doc, "lim", "tenk").last_seq, 302);
     ab_conn_destroy(&c);
+}
+
+/* ---- a broker that takes events over the default 1 MiB ------------------------------ */
+
+static int large_setup(void **state)
+{
+    static const char *const extra[] = {"--max-event-bytes", "2097152", NULL};
+    return it_setup_with(state, extra);
+}
+
+/* A 1.5 MB STATE_SNAPSHOT, stored within this broker's limits, is folded into the thread's
+ * SNAPSHOT: its state is in the answer, byte for byte. */
+static void test_snapshot_folds_a_large_event(void **state)
+{
+    it_t *t = *state;
+    IT_REQUIRE_BROKER(t);
+    ab_producer_t *p = producer(t, "large");
+    publish_big(p, 1, 1500000, true);
+    ab_producer_destroy(&p);
+    ab_conn_t *c = it_connect(&t->bp);
+    ab_msg_t q = {.op = AB_OP_SNAPSHOT, .u.snapshot = {.thread = {"lim", 3}}}, m;
+    ab_error_t err = AB_ERROR_INIT;
+    if (ab_conn_request(c, &q, NULL, 0, t->doc, &m, IT_TIMEOUT, &err) != AB_OK)
+        fail_msg("snapshot: %s: %s", ab_status_name(err.code), err.message);
+    assert_int_equal(m.op, AB_OP_SNAPSHOT_REPLY);
+    const ab_val_t *st = ab_val_get(ab_val_get(m.u.snapshot_reply.snapshot, "projection"), "state");
+    const ab_val_t *blob = ab_val_get(st, "blob");
+    assert_non_null(blob);
+    assert_int_equal(blob->type, AB_VAL_STR);
+    assert_int_equal(blob->len, 1500000);
+    ab_conn_destroy(&c);
+    /* the command line's readers decode it too: the audit and the run listing */
+    char out[OUT_MAX];
+    assert_int_equal(it_run_cli(out, "replay --thread lim --verify --broker '%s'", t->bp.cmd), 0);
+    assert_non_null(strstr(out, "run lim/large: 2 events, seq 1..2, still active\n"));
+    assert_int_equal(it_run_cli(out, "runs --thread lim --broker '%s'", t->bp.cmd), 0);
+    assert_non_null(strstr(out, "large"));
 }
 
 /* ---- a broker with a small max_publish_bytes ----------------------------------- */
@@ -286,6 +328,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_limits_announced, it_setup, it_teardown),
         cmocka_unit_test_setup_teardown(test_large_events_are_split, it_setup, it_teardown),
+        cmocka_unit_test_setup_teardown(test_snapshot_folds_a_large_event, large_setup,
+                                        it_teardown),
         cmocka_unit_test_setup_teardown(test_over_limit_answered, small_setup, it_teardown),
         cmocka_unit_test_setup_teardown(test_queue_bytes_bound, queue_setup, it_teardown),
     };
