@@ -234,6 +234,20 @@ static void test_rt_stats(void **state)
     }
     msg_err(f, "{\"op\":\"stats_reply\",\"v\":1,\"cid\":1,\"instance\":\"i\"}", AB_INVALID_ENVELOPE,
             "version");
+    /* strict as every message (section 2): the whole reply and one field more is refused,
+     * naming it (PROTOCOL.md 7.18) */
+    ab_error_t err = AB_ERROR_INIT;
+    ab_buf_reset(&f->out);
+    assert_int_equal(ab_msg_encode(&m, &f->out, &err), AB_OK);
+    assert_int_equal(f->out.data[0], 0xde); /* map 16: the count in the next two bytes */
+    uint16_t n = (uint16_t)(f->out.data[1] << 8 | f->out.data[2]);
+    ab_buf_reset(&f->in);
+    static const uint8_t more[] = {0xa5, 'l', 'a', 't', 'e', 'r', 0x01}; /* "later": 1 */
+    assert_int_equal(ab_buf_append(&f->in, f->out.data, f->out.len), AB_OK);
+    assert_int_equal(ab_buf_append(&f->in, more, sizeof more), AB_OK);
+    f->in.data[1] = (uint8_t)((n + 1) >> 8);
+    f->in.data[2] = (uint8_t)(n + 1);
+    msg_err(f, NULL, AB_INVALID_ENVELOPE, "later");
 }
 
 int main(void)
