@@ -131,7 +131,7 @@ static ab_status_t check_table(const ab_plugin_t *p, const char *what, ab_error_
     if (!requests_whole(p))
         return ab_error_set(err, AB_INVALID_CONFIG, "request_put",
                             "plugin %s (%s) implements only some request_* functions: a plugin "
-                            "that dispatches implements all seven, one that cannot leaves all NULL",
+                            "that dispatches implements all eight, one that cannot leaves all NULL",
                             what, p->name);
     if (!p->wake_fd != !p->wake_drain)
         return ab_error_set(err, AB_INVALID_CONFIG, "wake_fd",

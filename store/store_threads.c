@@ -10,11 +10,13 @@
  *     (included), its upper bound the prefix's successor (its last byte
  *     below 0xFF raised by one, what follows cut off; "\xFF" without a
  *     prefix, above every UTF-8 id), so no row outside the answer's range
- *     is read but those of threads that have no event (claimed only).
+ *     is read but those of threads that have no event (claimed only), each
+ *     skipped by one lookup of its tail (AB__THREAD_TAIL).
  *  2. Each thread listed costs a count of its runs (the runs table's
- *     unique index on (thread, run)) and one lookup of its newest chunks
- *     (chunks_by_thread: the newest chunk's commit, then the highest
- *     last_pos of that commit's chunks of the thread).
+ *     unique index on (thread, run)) and a walk of its newest chunks (from
+ *     its tail, the newest chunk, back along prev_thread while in that
+ *     chunk's commit: the highest last_pos of that commit's chunks of the
+ *     thread).
  *  3. The listing and the figures are read in one read transaction when
  *     the handle has none open, so they are of one committed state.
  *  4. Every statement is reset (and its bindings cleared) before returning.

@@ -172,7 +172,7 @@ typedef struct ab_plugin {
 
     /*
      * Durable run requests (dispatch: docs/STORE.md "Run requests"). All
-     * seven or none: a plugin that cannot dispatch leaves every one NULL;
+     * eight or none: a plugin that cannot dispatch leaves every one NULL;
      * the broker then announces the `dispatch` capability unsupported and
      * refuses start_run, and the loader refuses a table with only some of
      * them. Writes (put, move) are writer-handle only, each its own durable
