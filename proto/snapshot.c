@@ -405,11 +405,10 @@ ab_status_t ab__snapshot_from_json(const json_t *doc, ab_snapshot_t **out, ab_er
     ab_status_t st = ab__snapshot_validate(doc, err);
     if (st != AB_OK)
         return st;
-    ab_snapshot_t *s = ab__malloc(sizeof *s);
+    ab_snapshot_t *s = ab__calloc(1, sizeof *s); /* kept NULL, depth 0: read as JSON */
     if (!s)
         return nomem(err);
     s->doc = json_incref((json_t *)(uintptr_t)doc);
-    s->kept = NULL;
     *out = s;
     return AB_OK;
 }

@@ -5,6 +5,8 @@
  * the path completes without reaching the failure. Every failing run must
  * answer with an error status (never AB_OK), and once it is cleaned up
  * every allocation must have been freed. ASan catches crashes on the way.
+ * The same allocator can also fill each new block with garbage, so that a
+ * field the library forgets to set reads as garbage instead of a lucky 0.
  */
 #include "agentbus/agui.h"
 #include "agentbus/alloc.h"
@@ -28,6 +30,7 @@ static struct {
     long count;   /* allocations seen while armed */
     bool hit;     /* the failure was injected */
     long live;    /* blocks handed out and not yet freed */
+    bool poison;  /* fill each new block with 0xA5 */
 } g;
 
 static bool should_fail(void)
@@ -48,6 +51,8 @@ static void *cnt_malloc(size_t n)
     void *p = malloc(n);
     if (p)
         g.live++;
+    if (p && g.poison)
+        memset(p, 0xA5, n);
     return p;
 }
 
@@ -523,6 +528,38 @@ static void test_snapshot_builder(void **state)
     free_thread();
 }
 
+/* A snapshot read as JSON text reports binary depth 0 (snapshot.h), whatever its memory
+ * held before: each new block is garbage here. */
+static void test_json_snapshot_depth(void **state)
+{
+    (void)state;
+    ab_doc_t *doc = NULL;
+    ab_buf_t bin = AB_BUF_INIT, text = AB_BUF_INIT;
+    ab_error_t err = AB_ERROR_INIT;
+    ab_snapshot_t *s = NULL;
+    load_thread();
+    load_many();
+    assert_int_equal(ab_doc_new(&doc), AB_OK);
+    assert_int_equal(feed_all(doc, &bin), AB_OK);
+    assert_int_equal(ab_snapshot_load(bin.data, bin.len, &s, &err), AB_OK);
+    assert_true(ab_snapshot_binary_depth(s) > 0); /* the binary form's own depth */
+    assert_int_equal(ab_snapshot_json(s, &text, &err), AB_OK);
+    ab_snapshot_destroy(&s);
+    g.poison = true;
+    assert_int_equal(ab_snapshot_parse((const char *)text.data, text.len, &s, &err), AB_OK);
+    assert_int_equal(ab_snapshot_binary_depth(s), 0);
+    ab_snapshot_destroy(&s);
+    assert_int_equal(ab_snapshot_load(text.data, text.len, &s, &err), AB_OK); /* text, loaded */
+    assert_int_equal(ab_snapshot_binary_depth(s), 0);
+    g.poison = false;
+    ab_snapshot_destroy(&s);
+    ab_buf_free(&bin);
+    ab_buf_free(&text);
+    ab_doc_destroy(&doc);
+    free_many();
+    free_thread();
+}
+
 static void test_lifecycle(void **state)
 {
     (void)state;
@@ -552,6 +589,7 @@ int main(void)
         cmocka_unit_test_teardown(test_reducer_fold, teardown),
         cmocka_unit_test_teardown(test_snapshot_builder, teardown),
         cmocka_unit_test_teardown(test_lifecycle, teardown),
+        cmocka_unit_test_teardown(test_json_snapshot_depth, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
