@@ -223,9 +223,11 @@ ab_status_t ab_conn_send(ab_conn_t *c, const ab_msg_t *req, const ab_buf_t *fram
     if (pack) {
         m.u.publish.packed = true;
         ab_buf_reset(&c->pack);
-        for (size_t i = 0; i < nframes; i++)
-            if (ab_packed_append(&c->pack, frames[i].data, frames[i].len, err) != AB_OK)
-                return err->code;
+        for (size_t i = 0; i < nframes; i++) {
+            ab_status_t st = ab_packed_append(&c->pack, frames[i].data, frames[i].len, err);
+            if (st != AB_OK)
+                return st; /* not err->code: err may be NULL, or hold an earlier error */
+        }
     }
     if (m.op == AB_OP_PUBLISH && c->limits.max_publish_bytes > 0) {
         uint64_t bytes = 0;

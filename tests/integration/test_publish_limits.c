@@ -196,6 +196,11 @@ static void test_over_limit_answered(void **state)
     ab_error_t err = AB_ERROR_INIT;
     assert_int_equal(ab_conn_publish(c, ev, 3, t->doc, &res, IT_TIMEOUT, &err), AB_TOO_LARGE);
     assert_non_null(ab_error_detail(&err, "limit"));
+    /* an envelope the packed form cannot hold (over 4 GiB, refused before it is read), with
+     * no error struct: its own status comes back (it read err->code before) */
+    static uint8_t tiny[1];
+    ab_buf_t huge = {.data = tiny, .len = (size_t)UINT32_MAX + 1};
+    assert_int_equal(ab_conn_publish(c, &huge, 1, t->doc, &res, IT_TIMEOUT, NULL), AB_TOO_LARGE);
     /* a raw client that ignores the limit gets a typed answer (frame-per-envelope form) */
     void *ctx = zmq_ctx_new();
     void *s = rc_dealer(ctx, t->bp.cmd, 0);
