@@ -11,10 +11,13 @@
  *
  * Errors: every blocking call takes a timeout in milliseconds (<= 0 means
  * the connection's default, opts->timeout_ms) and fails with AB_TIMEOUT
- * (retryable) when it passes. An `error` reply from the broker becomes the
- * returned status, with the broker's error (code, message, field, details,
- * retryable, cid) copied into @p err. A reply that does not decode, or that
- * has the wrong op, is AB_INVALID_ENVELOPE. ZeroMQ failures are AB_IO.
+ * (retryable) when it passes, except where a function's own comment says
+ * otherwise (ab_conn_wait(): <= 0 does not wait; ab_conn_invoke_action():
+ * 0 is the broker's default of 30 s, waited for plus 5 s). An `error`
+ * reply from the broker becomes the returned status, with the broker's
+ * error (code, message, field, details, retryable, cid) copied into @p err.
+ * A reply that does not decode, or that has the wrong op, is
+ * AB_INVALID_ENVELOPE. ZeroMQ failures are AB_IO.
  *
  * Ownership: decoded replies (ab_msg_t views, result arrays, heads) point
  * into the caller's ab_doc_t and into the connection's receive buffer; both
@@ -112,7 +115,7 @@ AB_API const char *ab_conn_access(const ab_conn_t *c);
 AB_API void *ab_conn_zmq_ctx(const ab_conn_t *c);
 
 /**
- * Wait up to @p timeout_ms (0: do not wait) until a reply can be received
+ * Wait up to @p timeout_ms (<= 0: do not wait) until a reply can be received
  * without blocking. @return 1 when one can, 0 after the timeout, -1 on a
  * ZeroMQ error.
  */
@@ -135,7 +138,10 @@ AB_API AB_NODISCARD ab_status_t ab_conn_send_raw(ab_conn_t *c, const ab_buf_t *f
  * broker that announced `packedPublish` goes packed (the envelopes copied
  * into one frame, `packed: true`) unless opts.frame_per_event.
  * @param cid  out: the cid used (may be NULL).
- * @return AB_OK, AB_INVALID_ARGUMENT (encoding refused), AB_IO or AB_NOMEM.
+ * @return AB_OK, AB_INVALID_ARGUMENT (encoding refused), AB_TOO_LARGE (a
+ *         publish whose envelopes exceed the broker's max_publish_bytes,
+ *         int detail "limit", or a packed one with an envelope over 4 GiB;
+ *         nothing is sent), AB_IO or AB_NOMEM.
  */
 AB_API AB_NODISCARD ab_status_t ab_conn_send(ab_conn_t *c, const ab_msg_t *req,
                                              const ab_buf_t *frames, size_t nframes, uint64_t *cid,
@@ -153,7 +159,10 @@ AB_API AB_NODISCARD ab_status_t ab_conn_send(ab_conn_t *c, const ab_msg_t *req,
 AB_API AB_NODISCARD ab_status_t ab_conn_recv(ab_conn_t *c, uint64_t cid, ab_doc_t *doc,
                                              ab_msg_t *reply, int timeout_ms, ab_error_t *err);
 
-/** Frames after the header of the last received message; *n receives the count. */
+/**
+ * Frame @p i (from 0) after the header of the last received message; *len
+ * receives its length. NULL with *len = 0 when @p i >= ab_conn_nframes().
+ */
 AB_API const uint8_t *ab_conn_frame(const ab_conn_t *c, size_t i, size_t *len);
 /** Number of frames after the header of the last received message. */
 AB_API size_t ab_conn_nframes(const ab_conn_t *c);

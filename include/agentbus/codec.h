@@ -72,8 +72,8 @@ typedef struct ab_event {
 
 /**
  * Append the envelope of @p ev to @p out, keys in the order v, thread, run,
- * seq, epoch, ts, event. The body is written with ab_val_pack() and must be
- * a JSON-safe map (it is not re-validated).
+ * seq, epoch, ts, event. The body is written as ab_val_encode() writes it
+ * and must be a JSON-safe map (it is not re-validated).
  * @return AB_OK, AB_INVALID_ARGUMENT (err->field names the bad field) or
  *         AB_NOMEM. On failure out->len is unchanged.
  */

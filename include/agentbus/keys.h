@@ -52,7 +52,9 @@ AB_API AB_NODISCARD ab_status_t ab_keypair_write(const ab_keypair_t *kp, const c
  * (both; the secret must match the public key).
  * @return AB_OK; AB_INVALID_ARGUMENT with "PATH:LINE: what" for a malformed
  *         line or a bad key; AB_UNAUTHORIZED for a secret file readable by
- *         group or others; AB_NOT_FOUND, AB_IO.
+ *         group or others; AB_UNSUPPORTED for a secret file when libzmq
+ *         was built without CURVE (the pair cannot be checked);
+ *         AB_NOT_FOUND, AB_IO.
  */
 AB_API AB_NODISCARD ab_status_t ab_keypair_read(ab_keypair_t *out, const char *path,
                                                 ab_error_t *err);

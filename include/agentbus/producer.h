@@ -7,7 +7,9 @@
  * so a restarted worker continues where the bus left off), validates each
  * AG-UI event locally (strict producer rules), wraps it in an envelope with
  * the next seq, the epoch and the current time, and keeps the encoded
- * envelope in a bounded outbox until the broker acknowledges it.
+ * envelope in a bounded outbox until the broker acknowledges it. The outbox
+ * holds at most min(batch_max, outbox_max, the broker's max_batch) events
+ * (256 with the defaults).
  *
  * Sending: when batch_max events are pending, or on ab_producer_flush(), the
  * producer sends one `publish` of up to batch_max envelopes and waits for its
@@ -45,7 +47,11 @@
 extern "C" {
 #endif
 
-/** Default outbox bound (unacknowledged events). */
+/**
+ * Default outbox_max. The outbox holds at most min(batch_max, outbox_max,
+ * the broker's max_batch) events, so outbox_max matters only below
+ * batch_max; with the defaults the bound is 256.
+ */
 #define AB_PRODUCER_OUTBOX_DEFAULT 4096
 /** Default events per publish (also capped by the broker's max_batch). */
 #define AB_PRODUCER_BATCH_DEFAULT 256
@@ -59,7 +65,7 @@ extern "C" {
 typedef struct ab_producer_opts {
     void *zmq_ctx;           /**< borrowed ZeroMQ context; NULL = owned by the connection */
     const char *client_name; /**< `hello.client`; NULL = "agentbus-producer" */
-    uint32_t outbox_max;     /**< unacknowledged events kept; 0 = 4096 */
+    uint32_t outbox_max;     /**< outbox cap, effective only below batch_max; 0 = 4096 */
     uint32_t batch_max;      /**< events per publish; 0 = 256; capped by welcome max_batch */
     int timeout_ms;          /**< bound of connect, claim, publish and each request; 0 = 5000 */
     int backoff_base_ms;     /**< first retry delay; 0 = 10 */

@@ -84,7 +84,7 @@ AB_API AB_NODISCARD ab_status_t ab_reducer_projection_json(const ab_reducer_t *r
  * of the projection: the current id of each chunk lane, an object mapping
  * "<kind>\x1f<subagentRunId>" to an id) to @p out as compact JSON text. A
  * snapshot stores them so that a restored reducer continues exactly
- * (docs/REDUCER.md, section 6). @return as ab_reducer_projection_json().
+ * (docs/REDUCER.md, section 7). @return as ab_reducer_projection_json().
  */
 AB_API AB_NODISCARD ab_status_t ab_reducer_lanes_json(const ab_reducer_t *r, ab_buf_t *out,
                                                       ab_error_t *err);

@@ -2,7 +2,7 @@
  * agentbus/snapshot.h - durable thread snapshots: build, parse/validate,
  * restore and continue.
  *
- * A snapshot is one JSON document (docs/REDUCER.md, section 6):
+ * A snapshot is one JSON document (docs/REDUCER.md, section 7):
  *
  *   { "formatVersion": 1, "threadId": "t",
  *     "projection": { ...the reducer's projection, every key present... },

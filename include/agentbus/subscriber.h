@@ -10,8 +10,10 @@
  * sees every event of a run exactly once, in seq order, with its broker
  * stamp. The subscriber replays from its cursor again when:
  *   - a live event shows a hole (seq > cursor + 1 for its run; for scope
- *     "all" and an ordered thread, pos > last pos + 1) - it never delivers
- *     past a hole;
+ *     "all", pos > last pos + 1; for an ordered thread, a stamp tprev above
+ *     the position up to which the thread is synced, or, from a broker that
+ *     sends no tprev, pos > that position + 1) - it never delivers past a
+ *     hole;
  *   - a heartbeat's head_pos shows it is behind (a dropped tail);
  *   - the live buffer overflowed opts->max_pending during a replay;
  *   - the broker restarted (a heartbeat with a new instance id) or fell
@@ -149,14 +151,16 @@ typedef struct ab_sub_opts {
     /**
      * AB_SUB_THREAD only: deliver the thread in strict commit-position
      * order, with a position cursor (after_pos, as AB_SUB_ALL; cursors must
-     * be empty). A live event is delivered straight away only when its pos
-     * is the one after the last position known complete (nothing of any run
-     * can lie in between); any other live event makes the subscriber replay
-     * the thread from that position (`replay` scope thread with `after_pos`,
-     * docs/PROTOCOL.md 7.6) and buffer what comes live meanwhile (at most
-     * max_pending). So every delivered pos is above the previous one and
-     * "everything of the thread up to the last delivered pos" holds at every
-     * event: ab_sub_position() is an exact cursor. Keeps no per-run map.
+     * be empty). A live event is delivered straight away only when nothing
+     * of the thread can lie between the last position known complete and
+     * it: its stamp's tprev is at or below that position or, from a broker
+     * that sends no tprev, its pos is the one after it; any other live
+     * event makes the subscriber replay the thread from that position
+     * (`replay` scope thread with `after_pos`, docs/PROTOCOL.md 7.6) and
+     * buffer what comes live meanwhile (at most max_pending). So every
+     * delivered pos is above the previous one and "everything of the thread
+     * up to the last delivered pos" holds at every event: ab_sub_position()
+     * is an exact cursor. Keeps no per-run map.
      */
     bool ordered;
 } ab_sub_opts_t;
@@ -181,13 +185,18 @@ AB_API void ab_sub_destroy(ab_sub_t **s);
  * Run the subscription for up to @p timeout_ms (0: handle what is ready,
  * then return), calling the callback for each event. A replay that is
  * running when the time is up is finished first.
- * While a reconnect (or a failed replay) waits for its backoff delay,
- * the poll sleeps until the delay or its timeout ends, whichever is first,
- * and returns AB_UNAVAILABLE when the timeout came first.
+ * While a reconnect or a failed replay waits for its backoff delay, the
+ * poll sleeps until the delay or its timeout ends, whichever is first. When
+ * the timeout came first, it returns AB_UNAVAILABLE if a reconnect is owed
+ * (no connection, or a replay failed with AB_TIMEOUT or AB_IO), and AB_OK
+ * if the connection is kept and only a replay is owed (it runs in a later
+ * poll, once the delay has passed).
  * @return AB_OK; AB_REQUEST_ABORTED when the callback stopped it; a
  *         retryable error (AB_TIMEOUT, AB_UNAVAILABLE, AB_IO ...) while the
  *         broker is unreachable - keep polling, it reconnects; AB_CORRUPT
- *         when a replay skipped a seq; AB_NOMEM.
+ *         when a replay skipped a seq; AB_TOO_LARGE (field "cursors") when a
+ *         replay is owed and the thread's cursor map has more runs than the
+ *         broker's max_batch - every later poll returns it again; AB_NOMEM.
  */
 AB_API AB_NODISCARD ab_status_t ab_sub_poll(ab_sub_t *s, int timeout_ms, ab_error_t *err);
 

@@ -97,7 +97,7 @@ AB_API AB_NODISCARD ab_status_t ab_doc_new(ab_doc_t **out);
 /** Free a doc and every tree parsed into it. NULL-safe; sets *doc = NULL. */
 AB_API void ab_doc_destroy(ab_doc_t **doc);
 
-/** Forget all trees (keeps memory for reuse). */
+/** Forget all trees; keeps the first 2 KiB block for reuse and frees the rest. */
 AB_API void ab_doc_reset(ab_doc_t *doc);
 
 /**
