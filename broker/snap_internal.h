@@ -26,6 +26,9 @@
 #define AB_SNAPWORKER_DRAIN_MS 2000
 /** The worker thread's nice value (Linux; lower priority than the bus threads). */
 #define AB_SNAPWORKER_NICE 19
+/** Bound of the documents waiting to be stored, in the writer's store queue and in the
+ *  worker's results alike (snapstore.c invariant 2, snapshot_worker.c invariant 8). */
+#define AB_SNAP_PENDING_BYTES (64u << 20)
 
 /** A thread's builder with the msgpack document last encoded from it. */
 typedef struct ab_snapent {
@@ -101,17 +104,23 @@ void ab__snapworker_request(ab_snapworker_t *w, ab_str_t thread, bool run_end,
                             ab__snapfeed_t *feed);
 /** Whether requests are queued or being computed, or documents wait to be collected. */
 bool ab__snapworker_busy(ab_snapworker_t *w);
+/** The bytes of the documents waiting to be collected; @p waiting (may be NULL): the worker
+ *  computes nothing now (no request left, or results to collect first: invariant 8). */
+size_t ab__snapworker_pending(ab_snapworker_t *w, bool *waiting);
 /**
  * Called by ab__snapworker_collect() per computed snapshot: @p doc is the
  * document to store in its binary form (one msgpack map, read back by
  * ab_snapshot_load()), or empty when it is not to be stored; @p size is the
- * document's size. The callback may take the document's buffer (leaving
+ * document's size. @p too_large: a request of the thread was over
+ * --snapshot-memory since the last collect (@p doc may still hold an earlier
+ * document of it). The callback may take the document's buffer (leaving
  * @p doc empty); what it leaves is freed after it returns.
  */
 typedef void (*ab_snapworker_cb)(void *ud, ab_str_t thread, uint64_t pos, ab_buf_t *doc,
-                                 size_t size);
-/** Hand every computed snapshot to @p cb (on the caller's thread). @return how many. */
-size_t ab__snapworker_collect(ab_snapworker_t *w, ab_snapworker_cb cb, void *ud);
+                                 size_t size, bool too_large);
+/** Hand the oldest computed snapshots whose documents fit @p budget bytes (at least one) to
+ *  @p cb (on the caller's thread); the rest stay for the next collect. @return how many. */
+size_t ab__snapworker_collect(ab_snapworker_t *w, size_t budget, ab_snapworker_cb cb, void *ud);
 /** Compute the queued requests (bounded time), stop and free the worker; then collect what is left.
  */
 void ab__snapworker_stop(ab_snapworker_t **w, ab_snapworker_cb cb, void *ud);

@@ -173,13 +173,14 @@ bool ab__snapsched_request(ab__snapsched_t *s)
 }
 
 /* Queue one document computed by the worker (ab_snapworker_cb) for storing; learn its size. */
-static void queue_doc(void *ud, ab_str_t thread, uint64_t pos, ab_buf_t *doc, size_t size)
+static void queue_doc(void *ud, ab_str_t thread, uint64_t pos, ab_buf_t *doc, size_t size,
+                      bool too_large)
 {
     ab__snapsched_t *s = ud;
     ab__snapcount_t *c = ab__snapcount_slot(&s->counts, thread);
     if (c != NULL) {
         c->last_doc = size;
-        c->too_large = doc->len == 0;
+        c->too_large = too_large || doc->len == 0;
     }
     if (doc->len > 0) /* else too large to answer or to build: not stored (snapshot_worker.c) */
         ab__snapstore_add(s, thread, pos, doc);
@@ -188,7 +189,7 @@ static void queue_doc(void *ud, ab_str_t thread, uint64_t pos, ab_buf_t *doc, si
 void ab__snapsched_collect(ab__snapsched_t *s)
 {
     if (s->pend_bytes < AB_SNAP_PENDING_BYTES) /* snapstore.c invariant 2 */
-        ab__snapworker_collect(s->worker, queue_doc, s);
+        ab__snapworker_collect(s->worker, AB_SNAP_PENDING_BYTES - s->pend_bytes, queue_doc, s);
 }
 
 bool ab__snapsched_busy(ab__snapsched_t *s)

@@ -31,7 +31,15 @@
  *     and frees them when the request is computed, dropped or abandoned.
  *  7. An every-N request still queued for a thread whose document was just
  *     found too large for --snapshot-memory is dropped (it was made before
- *     the writer learnt that; snapsched.c invariant 3).
+ *     the writer learnt that; snapsched.c invariant 3). That a thread was
+ *     too large is kept with its result until the writer collects it, even
+ *     when the result also holds an earlier document of the thread.
+ *  8. The computed documents waiting to be collected hold at most
+ *     AB_SNAP_PENDING_BYTES plus the one that crossed it: past that the
+ *     worker computes nothing more until the writer has collected (at a
+ *     stop it abandons the rest, as past its drain time). A collect takes
+ *     documents, oldest first, up to the budget its caller gives, at least
+ *     one; the rest stay for the next.
  */
 #include "ab_common.h"
 #include "snap_internal.h"
@@ -59,6 +67,7 @@ typedef struct done {
     uint64_t pos;
     ab_buf_t stored;
     size_t size;
+    bool too_large; /**< a request of the thread was over --snapshot-memory (invariant 7) */
 } done_t;
 
 struct ab_snapworker {
@@ -71,6 +80,7 @@ struct ab_snapworker {
     size_t first, ntodo;
     done_t *done;
     size_t ndone, done_cap;
+    size_t done_bytes; /**< the documents' bytes in done (invariant 8) */
     bool computing;
     bool stop;
     int64_t deadline; /**< when stopping: give up after this (ab__mono_ms) */
@@ -149,9 +159,10 @@ static void drop_every_n(ab_snapworker_t *w, const char *thread)
     pthread_mutex_unlock(&w->mu);
 }
 
-/* Record a computed document (replacing an older one of the thread); takes @p stored. */
+/* Record a computed document (replacing an older one of the thread), or with @p too_large
+ * that the thread's builder was over --snapshot-memory; takes @p stored. */
 static void add_done(ab_snapworker_t *w, const char *thread, uint64_t pos, ab_buf_t *stored,
-                     size_t size)
+                     size_t size, bool too_large)
 {
     pthread_mutex_lock(&w->mu);
     done_t *d = NULL;
@@ -168,11 +179,17 @@ static void add_done(ab_snapworker_t *w, const char *thread, uint64_t pos, ab_bu
         memset(d, 0, sizeof(*d));
         strcpy(d->thread, thread);
     }
-    if (d != NULL && pos >= d->pos) {
+    if (d != NULL && too_large) { /* kept whatever document the entry holds (invariant 7) */
+        d->too_large = true;
+        d->size = size;
+    } else if (d != NULL && pos >= d->pos) {
+        w->done_bytes -= d->stored.len;
         ab_buf_free(&d->stored);
         d->stored = *stored;
         d->pos = pos;
         d->size = size;
+        d->too_large = false;
+        w->done_bytes += d->stored.len;
         *stored = (ab_buf_t)AB_BUF_INIT;
     }
     pthread_mutex_unlock(&w->mu);
@@ -240,10 +257,10 @@ static void compute(ab_snapworker_t *w, const todo_t *q)
     }
     ab_buf_free(&mp);
     if (st == AB_OK) {
-        add_done(w, thread, pos, &stored, stored.len > 0 ? stored.len : size);
+        add_done(w, thread, pos, &stored, stored.len > 0 ? stored.len : size, false);
     } else if (st == AB_TOO_LARGE) { /* over --snapshot-memory: the writer stops asking */
         drop_every_n(w, thread);
-        add_done(w, thread, 0, &stored, (size_t)w->b->cfg->snapshot_memory << 20);
+        add_done(w, thread, 0, &stored, (size_t)w->b->cfg->snapshot_memory << 20, true);
         ab__log(AB_LOG_INFO, "snapshot of %s not stored: %s", thread, e.message);
     } else if (st != AB_NOT_FOUND && st != AB_REQUEST_ABORTED) {
         char line[512];
@@ -263,9 +280,10 @@ static void *worker_main(void *arg)
     todo_t cur;
     pthread_mutex_lock(&w->mu);
     for (;;) {
-        while (w->ntodo == 0 && !w->stop)
-            pthread_cond_wait(&w->cv, &w->mu);
-        if (w->ntodo == 0 || (w->stop && ab__mono_ms() > w->deadline))
+        while ((w->ntodo == 0 || w->done_bytes >= AB_SNAP_PENDING_BYTES) && !w->stop)
+            pthread_cond_wait(&w->cv, &w->mu); /* nothing to do, or results to collect first */
+        if (w->ntodo == 0 || (w->stop && ab__mono_ms() > w->deadline) ||
+            w->done_bytes >= AB_SNAP_PENDING_BYTES) /* stopping: the rest is abandoned */
             break;
         cur = w->todo[w->first];
         w->first = (w->first + 1) % AB_SNAPWORKER_QUEUE;
@@ -322,18 +340,45 @@ bool ab__snapworker_busy(ab_snapworker_t *w)
     return busy;
 }
 
-size_t ab__snapworker_collect(ab_snapworker_t *w, ab_snapworker_cb cb, void *ud)
+/* Take the oldest results whose documents fit @p budget bytes (at least one) out of the
+ * list, into @p out (invariant 8). @return how many; w->mu held. */
+static size_t take_done(ab_snapworker_t *w, size_t budget, done_t **out)
+{
+    size_t n = 0, bytes = 0;
+    while (n < w->ndone && (n == 0 || bytes + w->done[n].stored.len <= budget))
+        bytes += w->done[n++].stored.len;
+    *out = NULL;
+    if (n == 0 || (*out = malloc(n * sizeof(**out))) == NULL)
+        return 0; /* out of memory: left for the next collect */
+    memcpy(*out, w->done, n * sizeof(**out));
+    memmove(w->done, w->done + n, (w->ndone - n) * sizeof(*w->done));
+    w->ndone -= n;
+    w->done_bytes -= bytes;
+    pthread_cond_signal(&w->cv); /* the worker may be waiting for room */
+    return n;
+}
+
+size_t ab__snapworker_pending(ab_snapworker_t *w, bool *waiting)
+{
+    pthread_mutex_lock(&w->mu);
+    size_t bytes = w->done_bytes;
+    if (waiting != NULL)
+        *waiting = !w->computing && (w->ntodo == 0 || bytes >= AB_SNAP_PENDING_BYTES);
+    pthread_mutex_unlock(&w->mu);
+    return bytes;
+}
+
+size_t ab__snapworker_collect(ab_snapworker_t *w, size_t budget, ab_snapworker_cb cb, void *ud)
 {
     if (w == NULL)
         return 0;
+    done_t *d = NULL;
     pthread_mutex_lock(&w->mu);
-    done_t *d = w->done;
-    size_t n = w->ndone;
-    w->done = NULL;
-    w->ndone = w->done_cap = 0;
+    size_t n = take_done(w, budget, &d);
     pthread_mutex_unlock(&w->mu);
     for (size_t i = 0; i < n; i++) {
-        cb(ud, (ab_str_t){d[i].thread, strlen(d[i].thread)}, d[i].pos, &d[i].stored, d[i].size);
+        ab_str_t t = {d[i].thread, strlen(d[i].thread)};
+        cb(ud, t, d[i].pos, &d[i].stored, d[i].size, d[i].too_large);
         ab_buf_free(&d[i].stored);
     }
     free(d);
@@ -353,7 +398,8 @@ void ab__snapworker_stop(ab_snapworker_t **wp, ab_snapworker_cb cb, void *ud)
     pthread_join(w->th, NULL);
     for (size_t i = 0; i < w->ntodo; i++) /* abandoned: over the drain time */
         ab__snapfeed_free(&w->todo[(w->first + i) % AB_SNAPWORKER_QUEUE].feed);
-    ab__snapworker_collect(w, cb, ud);
+    ab__snapworker_collect(w, SIZE_MAX, cb, ud);
+    free(w->done);
     w->b->plugin->close(w->db);
     pthread_mutex_destroy(&w->mu);
     pthread_cond_destroy(&w->cv);

@@ -16,9 +16,11 @@
  *  2. The queue holds one document per thread, oldest first: a newer one of
  *     a thread replaces the waiting one, also one half stored (the plugin
  *     leaves the stored snapshot as it was and deletes the parts later), and
- *     takes the end of the queue. Its bytes are bounded by the caller
- *     (ab__snapsched_collect() takes no more past AB_SNAP_PENDING_BYTES;
- *     the worker keeps coalescing per thread meanwhile).
+ *     takes the end of the queue. Its bytes are bounded by the caller:
+ *     ab__snapsched_collect() takes documents only up to
+ *     AB_SNAP_PENDING_BYTES (one more when the first alone is over), and
+ *     the worker, whose own waiting documents are bounded the same way
+ *     (snapshot_worker.c invariant 8), keeps coalescing per thread.
  *  3. A piece that fails drops its document with a warning; the stored
  *     snapshot is then the previous one (the next run end or N events ask
  *     again).

@@ -126,8 +126,6 @@ void ab__snapsched_collect(ab__snapsched_t *s);
 
 /** Most bytes one ab__snapstore_step() writes when the plugin stores in parts. */
 #define AB_SNAP_PART_BYTES (512u << 10)
-/** The store queue's bound: past it the writer stops collecting from the worker. */
-#define AB_SNAP_PENDING_BYTES (64u << 20)
 
 /** Queue @p doc (taken: left empty) as the snapshot of @p thread at @p pos; a document of
  *  the thread already waiting is dropped for it. */
