@@ -524,6 +524,14 @@ static bool group_failed(writer_t *w, const ab_error_t *e, size_t n, bool lone)
     return true;
 }
 
+/* A commit of the store that failed or took over AB__LONE_SLOW_US, a group's or one of the
+ * broker's own events, turns the lone path off for a while (invariant 7). */
+static void note_commit(writer_t *w, ab_status_t rc, int64_t t0, int64_t t1)
+{
+    if (rc != AB_OK || t1 - t0 > AB__LONE_SLOW_US)
+        w->lone_off_until = t1 + AB__LONE_BACKOFF_US;
+}
+
 /* Stage, commit, fan out and answer the jobs of the current group; on the lone path
  * (@p lone) the dispatch moves are left to the writer (invariant 7). */
 static ab__lone_end_t commit_group(writer_t *w, bool lone)
@@ -542,8 +550,7 @@ static ab__lone_end_t commit_group(writer_t *w, bool lone)
     int64_t t1 = t0;
     ab_status_t rc = n == 0 ? AB_OK : append_group(w, now, &evs, &n, &first, &e);
     int64_t tc = ab__mono_us();
-    if (rc != AB_OK || tc - t0 > AB__LONE_SLOW_US) /* a store in trouble: invariant 7 */
-        w->lone_off_until = tc + AB__LONE_BACKOFF_US;
+    note_commit(w, rc, t0, tc);
     if (n > 0)
         t1 = tc; /* the store's part, committed or not (a failed one may have waited a lock) */
     if (rc == AB_OK && n == 0) {
@@ -593,11 +600,12 @@ static ab_status_t commit_item(writer_t *w, ab_seq_item_t *it, ab_error_t *err)
     }
     int64_t t0 = ab__mono_us();
     ab_status_t rc = store_append(w, evs, n, now, &first, err);
+    int64_t t1 = ab__mono_us();
+    note_commit(w, rc, t0, t1);
     if (rc != AB_OK) {
         ab__seq_abort(w->seq);
         return rc;
     }
-    int64_t t1 = ab__mono_us();
     ab__wstats_commit(&w->stats, n, t1 - t0, t1);
     ab__statbox_publish(&w->b->stats, &w->stats);
     ab__snapsched_committed(&w->snap, evs, n, first);
