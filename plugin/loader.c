@@ -44,9 +44,9 @@ static ab_status_t check_version(const ab_plugin_t *p, const char *what, ab_erro
         ab_error_detail_int(err, "actual", p->abi_version);
         return AB_UNSUPPORTED;
     }
-    /* every ABI loaded (the oldest is this one) has the whole table; an older ABI that only
-     * lacks later entries would need less here (plugin.h AB_PLUGIN_ABI_OLDEST) */
-    size_t need = sizeof(ab_plugin_t);
+    /* the table of the oldest ABI loaded (7) ends where ABI 8's first entry begins; entries
+     * past a table's struct_size read as NULL (ab_plugin_has(), plugin.h) */
+    size_t need = offsetof(ab_plugin_t, append_fenced);
     if (p->struct_size < need) {
         ab_error_set(err, AB_UNSUPPORTED, "struct_size",
                      "plugin %s has a function table of %u bytes, this broker needs %zu (ABI %u)",

@@ -8,7 +8,10 @@
  * request_* entries; with AB_BAD_TAKE=1 it has request_take alone (none of
  * the entries it comes with); with AB_BAD_FENCE=1 it has append_fenced without
  * wake_fd/wake_drain; with AB_BAD_NODISPATCH=1 it is a valid table without
- * any request_* entry (a plugin that cannot dispatch, which loads).
+ * any request_* entry (a plugin that cannot dispatch, which loads); with
+ * AB_BAD_ABI7=1 the same as a table of ABI 7, which ends before ABI 8's first
+ * entry (it loads, its later entries read as NULL); with AB_BAD_SHORT=1 a
+ * table of ABI 7 cut before its own last entries (refused).
  *
  * Invariants:
  *  1. No function of the table does anything: the loader must refuse the
@@ -119,10 +122,18 @@ static const ab_plugin_t BAD = {
     .abi_version = AB_PLUGIN_ABI_VERSION + 1,
 #elif defined(AB_BAD_OLD)
     .abi_version = AB_PLUGIN_ABI_OLDEST - 1,
+#elif defined(AB_BAD_ABI7) || defined(AB_BAD_SHORT)
+    .abi_version = 7,
 #else
     .abi_version = AB_PLUGIN_ABI_VERSION,
 #endif
+#if defined(AB_BAD_ABI7)
+    .struct_size = offsetof(ab_plugin_t, append_fenced), /* ABI 8 added it: not in ABI 7 */
+#elif defined(AB_BAD_SHORT)
+    .struct_size = offsetof(ab_plugin_t, threads_list), /* ABI 7's own last entry cut off */
+#else
     .struct_size = sizeof(ab_plugin_t),
+#endif
     .name = "bad",
     .open = bad_open,
     .close = bad_close,

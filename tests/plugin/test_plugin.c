@@ -279,6 +279,36 @@ static void test_load_without_dispatch(void **state)
     ab__plugin_unload(&lib);
 }
 
+/* A table of ABI 7 loads: it ends before ABI 8's entries, which then read as absent
+ * (plugin.h AB_PLUGIN_ABI_OLDEST). */
+static void test_load_abi7_table(void **state)
+{
+    (void)state;
+    ab_plugin_lib_t lib = {0};
+    ab_error_t err = AB_ERROR_INIT;
+    if (ab__plugin_load(AB_BAD_ABI7_MODULE, &lib, &err) != AB_OK)
+        fail_msg("load: %s", err.message);
+    assert_int_equal(lib.plugin->abi_version, 7);
+    assert_false(ab_plugin_has(lib.plugin, append_fenced));
+    assert_false(ab_plugin_has(lib.plugin, heads_of));
+    assert_false(ab_plugin_has(lib.plugin, set_lock_wait));
+    ab__plugin_unload(&lib);
+}
+
+/* A table shorter than its ABI's own is refused, naming struct_size and both sizes. */
+static void test_load_short_table(void **state)
+{
+    (void)state;
+    ab_plugin_lib_t lib = {0};
+    ab_error_t err = AB_ERROR_INIT;
+    assert_int_equal(ab__plugin_load(AB_BAD_SHORT_MODULE, &lib, &err), AB_UNSUPPORTED);
+    tu_assert_error(&err, AB_UNSUPPORTED, "struct_size");
+    const ab_error_detail_t *d = ab_error_detail(&err, "expected");
+    assert_non_null(d);
+    assert_int_equal(d->i, (int64_t)offsetof(ab_plugin_t, append_fenced));
+    assert_null(lib.plugin);
+}
+
 /* ---- the SQLite plugin ---------------------------------------------------- */
 
 static void test_positions_contiguous(void **state)
@@ -726,6 +756,8 @@ int main(void)
         cmocka_unit_test(test_load_take_alone),
         cmocka_unit_test(test_load_fence_unshared),
         cmocka_unit_test(test_load_without_dispatch),
+        cmocka_unit_test(test_load_abi7_table),
+        cmocka_unit_test(test_load_short_table),
         cmocka_unit_test_setup_teardown(test_requests_through_table, setup, teardown),
         cmocka_unit_test_setup_teardown(test_positions_contiguous, setup, teardown),
         cmocka_unit_test_setup_teardown(test_batch_all_or_nothing, setup, teardown),
