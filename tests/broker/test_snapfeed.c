@@ -18,6 +18,7 @@
 #include "snapcount.h"
 #include "testutil.h"
 
+#include "append_fixture.h"
 #include "fake_plugin.h"
 
 #include <stdio.h>
@@ -189,21 +190,9 @@ static void commit(fold_fx_t *x, const char *thread, const char *run, uint64_t s
 {
     char body[256];
     body_of(body, sizeof(body), thread, run, seq, n);
-    ab_event_t ev = {.v = 1,
-                     .thread = {thread, strlen(thread)},
-                     .run = {run, strlen(run)},
-                     .seq = seq,
-                     .epoch = 1,
-                     .body = tu_json(&x->tu, body)};
     ab_buf_t env = AB_BUF_INIT;
     ab_error_t err = AB_ERROR_INIT;
-    assert_int_equal(ab_event_encode(&ev, &env, &err), AB_OK);
-    ab_append_event_t a = {.thread = ev.thread,
-                           .run = ev.run,
-                           .seq = seq,
-                           .epoch = 1,
-                           .bytes = env.data,
-                           .len = env.len};
+    ab_append_event_t a = tb_append_of(&x->tu, &env, thread, run, seq, body);
     uint64_t first = 0;
     assert_int_equal(fp_append_batch(&x->db, &a, 1, 0, &first, &err), AB_OK);
     x->thread_events += strcmp(thread, THREAD) == 0;

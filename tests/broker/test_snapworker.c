@@ -10,6 +10,7 @@
  *    while an earlier document of it waits to be collected (before, the
  *    report was dropped and the writer kept asking).
  */
+#include "append_fixture.h"
 #include "loader.h"
 #include "snap_internal.h"
 #include "testutil.h"
@@ -35,24 +36,12 @@ typedef struct fx {
 /* Commit @p body as event @p seq of run "r" of @p thread. */
 static void commit(fx_t *x, const char *thread, uint64_t seq, const char *body)
 {
-    ab_event_t ev = {.v = 1,
-                     .thread = {thread, strlen(thread)},
-                     .run = {"r", 1},
-                     .seq = seq,
-                     .epoch = 1,
-                     .body = tu_json(&x->tu, body)};
     ab_buf_t env = AB_BUF_INIT;
     ab_error_t err = AB_ERROR_INIT;
-    assert_int_equal(ab_event_encode(&ev, &env, &err), AB_OK);
-    ab_append_event_t a = {.thread = ev.thread,
-                           .run = ev.run,
-                           .seq = seq,
-                           .epoch = 1,
-                           .bytes = env.data,
-                           .len = env.len};
+    ab_append_event_t a = tb_append_of(&x->tu, &env, thread, "r", seq, body);
     uint64_t epoch = 0, last = 0, first = 0;
     if (seq == 1)
-        assert_int_equal(x->b.plugin->claim(x->wdb, ev.thread, ev.run, &epoch, &last, &err), AB_OK);
+        assert_int_equal(x->b.plugin->claim(x->wdb, a.thread, a.run, &epoch, &last, &err), AB_OK);
     if (x->b.plugin->append_batch(x->wdb, &a, 1, 0, &first, &err) != AB_OK)
         fail_msg("append: %s", err.message);
     x->pos = first;
