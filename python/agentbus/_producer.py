@@ -242,12 +242,19 @@ class AsyncProducer:
 
     async def _settle(self) -> None:
         cid, fut, first, n = self._inflight  # type: ignore[misc]
+        if fut.cancelled():  # an earlier flush gave up waiting: its answer will not be taken
+            self._inflight = None
+            await self._retry(first, errors.Timeout("no published answer (an earlier wait "
+                                                    "gave up on it)", cid=cid))
+            return
         try:
             h = await self.conn.wait(cid, fut, None, "published")
         except errors.AgentbusError as e:
             self._inflight = None
             if isinstance(e, errors.Closed) and self.conn.closed:
                 raise
+            if not e.retryable and not isinstance(e, errors.Closed):
+                self._fail(e)  # refused whole, not to be repeated unchanged (8.1)
             await self._retry(first, e)
             return
         self._inflight = None

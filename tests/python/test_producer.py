@@ -240,6 +240,13 @@ class FakeBroker:
                     off += 4 + ln
                 self.firsts.append(seqs[0])
                 step = self.script.pop(0) if self.script else "ok"
+                if step == "silent":  # no answer at all
+                    continue
+                if step == "too_large":  # refused whole, not retryable
+                    self.reply(ident, {"op": "error", **base, "error": {
+                        "code": "too_large", "message": "big", "retryable": False,
+                        "details": {"limit": 1}}})
+                    continue
                 if step == "overloaded":
                     self.reply(ident, {"op": "error", **base, "error": {
                         "code": "overloaded", "message": "full", "retryable": True,
@@ -278,6 +285,40 @@ def test_overloaded_retried_and_gap_resent_from_expected_seq():
             p.publish_many(text_events(3))  # answered duplicate: acknowledged all the same
             assert p.flush() == 9 and p.stats["duplicates"] == 3 and p.outbox == 0
         assert fb.firsts == [1, 1, 3, 7]  # retried whole, resent from expected_seq 3
+    finally:
+        fb.close()
+
+
+def test_refused_whole_publish_fails_the_producer():
+    """A publish refused whole and not retryable is not sent again (PROTOCOL 8.1): the
+    producer fails with that error, which every later call raises."""
+    fb = FakeBroker(["too_large"])
+    try:
+        with agentbus.Producer(fb.endpoint, batch_max=10, backoff_base=0.001) as p:
+            p.claim("t", "r")
+            p.publish_many([started("t", "r")] + text_events(2))
+            with pytest.raises(errors.TooLarge):
+                p.flush()
+            with pytest.raises(errors.TooLarge):
+                p.publish(text_events(1)[0])
+            assert p.stats["retries"] == 0
+        assert fb.firsts == [1]  # sent once
+    finally:
+        fb.close()
+
+
+def test_flush_that_timed_out_can_be_flushed_again():
+    """A flush that gave up waiting leaves the producer usable: the next one resends what
+    was not answered and returns once it is acknowledged."""
+    fb = FakeBroker(["silent", "ok"])
+    try:
+        with agentbus.Producer(fb.endpoint, batch_max=10, backoff_base=0.001, timeout=5) as p:
+            p.claim("t", "r")
+            p.publish_many([started("t", "r")] + text_events(2))
+            with pytest.raises(errors.Timeout):
+                p.flush(0.2)
+            assert p.flush() == 3 and p.outbox == 0
+        assert fb.firsts == [1, 1]  # the unanswered publish, sent again
     finally:
         fb.close()
 
