@@ -24,6 +24,7 @@
 #include "agentbus/keys.h"
 
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -253,10 +254,15 @@ static void health(ab__gw_req_t *r)
         ab__gw_reply_error(r, &e);
         return;
     }
+    /* a broker's instance is 16 hex digits (PROTOCOL.md 7.2); anything else is not echoed */
+    ab_str_t inst = pong.instance;
+    for (size_t i = 0; i < inst.len; i++)
+        if (inst.len > 64 || !isxdigit((unsigned char)inst.ptr[i]))
+            inst.len = 0;
     char buf[256];
     int n = snprintf(buf, sizeof buf, "{\"ok\":true,\"instance\":\"%.*s\",\"head_pos\":%llu}\n",
-                     (int)pong.instance.len, pong.instance.ptr, (unsigned long long)pong.head_pos);
-    ab__gw_reply_json(r, 200, buf, (size_t)n, NULL);
+                     (int)inst.len, inst.ptr, (unsigned long long)pong.head_pos);
+    ab__gw_reply_json(r, 200, buf, n > 0 && (size_t)n < sizeof buf ? (size_t)n : 0, NULL);
     ab_conn_destroy(&c);
     ab_doc_destroy(&doc);
 }
@@ -564,14 +570,14 @@ ab_status_t ab__gw_start(ab__gw_t **out, const ab__gw_opts_t *opts, ab_error_t *
     if (rc == AB_OK && (gw->zmq = zmq_ctx_new()) == NULL)
         rc = ab_error_set(err, AB_IO, NULL, "zmq_ctx_new failed");
     if (rc == AB_OK) {
-        gw->d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
-                                     MHD_USE_POLL, /* no MHD log: a client gone is no error */
-                                 0, NULL, NULL, on_request, gw, MHD_OPTION_SOCK_ADDR,
-                                 (struct sockaddr *)&sa, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
-                                 gw, MHD_OPTION_UNESCAPE_CALLBACK, keep_escapes, gw,
-                                 MHD_OPTION_CONNECTION_LIMIT, (unsigned)gw->o.conns_max,
-                                 MHD_OPTION_CONNECTION_TIMEOUT,
-                                 (unsigned)(gw->o.heartbeat_ms / 1000 * 4 + 30), MHD_OPTION_END);
+        gw->d = MHD_start_daemon(
+            MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
+                MHD_USE_POLL, /* no MHD log: a client gone is no error */
+            0, NULL, NULL, on_request, gw, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
+            MHD_OPTION_NOTIFY_COMPLETED, on_completed, gw, MHD_OPTION_UNESCAPE_CALLBACK,
+            keep_escapes, gw, MHD_OPTION_CONNECTION_LIMIT, (unsigned)gw->o.conns_max,
+            MHD_OPTION_CONNECTION_TIMEOUT,
+            (unsigned)(((int64_t)gw->o.heartbeat_ms * 4 + 999) / 1000 + 30), MHD_OPTION_END);
         if (gw->d == NULL)
             rc = ab_error_set(err, AB_IO, "listen", "cannot listen on %s:%u", gw->o.host,
                               gw->o.port);
