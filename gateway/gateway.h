@@ -105,6 +105,14 @@ ab_status_t ab__gw_route_parse(const char *path, size_t len, ab__gw_route_t *out
 ab_status_t ab__gw_cursor_parse(const char *s, size_t len, const char *field, uint64_t *out,
                                 ab_error_t *err);
 
+/**
+ * Decode one id query parameter as the request has it, still percent-encoded
+ * (@p s NULL or empty: absent), into @p dst (AB_GW_TOKEN_MAX + 1 bytes): ""
+ * or an id (ab_id_check, at most 256 bytes, no NUL).
+ * @return AB_OK, or AB_INVALID_ARGUMENT naming @p field.
+ */
+ab_status_t ab__gw_query_id(const char *s, size_t n, const char *field, char *dst, ab_error_t *err);
+
 /** The query of GET /threads (ab__gw_threads_query). */
 typedef struct ab__gw_threads_q {
     char after[AB_GW_TOKEN_MAX + 1];  /**< "" = from the first thread */

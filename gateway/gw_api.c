@@ -514,10 +514,12 @@ void ab__gw_action(ab__gw_req_t *r)
 {
     call_t k;
     ab_action_reply_t a;
-    const char *thread = MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, "thread");
+    const char *raw = MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, "thread");
+    char tid[AB_GW_TOKEN_MAX + 1] = "";
     ab_status_t rc = call_begin(&k, r);
-    if (rc == AB_OK && thread && ab_id_check(thread, strlen(thread), 0, "thread", &k.err) != AB_OK)
-        rc = k.err.code = AB_INVALID_ARGUMENT;
+    if (rc == AB_OK && raw) /* percent-decoded, as the path's ids and GET /threads' are */
+        rc = ab__gw_query_id(raw, strlen(raw), "thread", tid, &k.err);
+    const char *thread = tid[0] ? tid : NULL;
     if (rc == AB_OK)
         rc = parse_body(&k, false); /* checked here: the payload is JSON, errors name "body" */
     if (rc == AB_OK)

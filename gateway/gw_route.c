@@ -202,8 +202,7 @@ ab_status_t ab__gw_cursor_parse(const char *s, size_t len, const char *field, ui
 
 /* ---- the query of GET /threads ------------------------------------------------ */
 
-/* A percent-encoded id or "" into @p dst (AB_GW_TOKEN_MAX + 1 bytes), decoded. */
-static ab_status_t id_param(const char *s, size_t n, const char *field, char *dst, ab_error_t *err)
+ab_status_t ab__gw_query_id(const char *s, size_t n, const char *field, char *dst, ab_error_t *err)
 {
     dst[0] = '\0';
     if (s == NULL || n == 0)
@@ -231,9 +230,9 @@ ab_status_t ab__gw_threads_query(const char *after, size_t alen, const char *pre
                                  ab_error_t *err)
 {
     memset(out, 0, sizeof *out);
-    ab_status_t rc = id_param(after, alen, "after", out->after, err);
+    ab_status_t rc = ab__gw_query_id(after, alen, "after", out->after, err);
     if (rc == AB_OK)
-        rc = id_param(prefix, plen, "prefix", out->prefix, err);
+        rc = ab__gw_query_id(prefix, plen, "prefix", out->prefix, err);
     if (rc != AB_OK || limit == NULL)
         return rc;
     uint32_t v = 0;

@@ -507,6 +507,13 @@ static void test_json_endpoints(void **state)
                              "{\"x\":[1,2]}", body, sizeof body),
                      200);
     assert_non_null(strstr(body, "\"result\":{\"x\":[1,2]}"));
+    /* its thread is percent-decoded, as the path's ids are: %2D is '-', %01 a control byte */
+    assert_int_equal(gw_http(&G.g, "POST", "/agents/demo/actions/echo?thread=t%2Dint", NULL,
+                             "{\"x\":1}", body, sizeof body),
+                     200);
+    refused(gw_http(&G.g, "POST", "/agents/demo/actions/echo?thread=t%01", NULL, "{\"x\":1}", body,
+                    sizeof body),
+            400, "invalid_argument", "thread");
     assert_int_equal(gw_http(&G.g, "GET", "/workers", NULL, NULL, body, sizeof body), 200);
     assert_non_null(strstr(body, "\"name\":\"demo\""));
     assert_int_equal(gw_http(&G.g, "GET", "/threads/t-int/snapshot", NULL, NULL, body, sizeof body),
