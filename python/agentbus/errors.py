@@ -43,14 +43,40 @@ class AgentbusError(Exception):
         return s
 
     def to_wire(self) -> dict[str, Any]:
-        """The error map of this error (used by a worker to answer an action call)."""
-        m: dict[str, Any] = {"code": self.code, "message": self.message[:159],
+        """The error map of this error (used by a worker to answer an action call), within
+        the map's byte bounds (PROTOCOL.md 8.1): message 159 bytes, field 63 (cut back to
+        its last whole segment), 3 details, keys 14 bytes, string values 23 bytes; a cut
+        ends on a whole UTF-8 character."""
+        m: dict[str, Any] = {"code": self.code, "message": _cut(self.message, 159),
                              "retryable": self.retryable}
-        if self.field:
-            m["field"] = self.field[:63]
-        if self.details:
-            m["details"] = dict(list(self.details.items())[:3])
+        field = _cut_path(self.field, 63)
+        if field:
+            m["field"] = field
+        details = {}
+        for k, v in list(self.details.items())[:3]:
+            key = _cut(str(k), 14)
+            if key:
+                details[key] = _cut(v, 23) if isinstance(v, str) else v
+        if details:
+            m["details"] = details
         return m
+
+
+def _cut(s: str, limit: int) -> str:
+    """@p s without NULs, cut to at most @p limit bytes of UTF-8 on a character boundary."""
+    b = s.replace("\0", "").encode("utf-8", "replace")
+    return b[:limit].decode("utf-8", "ignore")
+
+
+def _cut_path(path: str, limit: int) -> str:
+    """A field path of at most @p limit bytes: a longer one is cut back to its last whole
+    segment, so that it names an ancestor of the value (8.2); "" when none is left."""
+    whole = path.replace("\0", "")
+    cut = _cut(whole, limit)
+    if cut == whole:
+        return cut
+    i = cut.rfind("/")
+    return cut[:i] if i > 0 else ""
 
 
 def _cls(name: str, code: str, retryable: bool = False, base: type = AgentbusError) -> type:

@@ -291,3 +291,26 @@ def test_malformed_envelope_tails_after_a_good_record_are_typed_errors(tail):
     with pytest.raises(errors.InvalidEnvelope) as ei:
         wire.decode_records(frame, False)
     assert ei.value.details["record"] == 1 and [e.pos for e in ei.value.good] == [1]
+
+
+def test_error_map_within_its_byte_bounds():
+    """A worker's error map stays within PROTOCOL.md 8.1's bytes whatever the text: a cut
+    ends on a whole UTF-8 character, a field path is cut back to a whole segment."""
+    field = "/".join(["seg%02d" % i for i in range(20)])  # 119 bytes
+    e = errors.Internal("é" * 200, field=field,
+                        details={"k" * 20: "v" * 40, "n": 5, "ünï": "ō" * 30, "x": 1})
+    w = e.to_wire()
+    msg = w["message"].encode()
+    assert len(msg) <= 159 and w["message"] == "é" * (len(msg) // 2)  # whole characters
+    f = w["field"]
+    assert len(f.encode()) <= 63 and field.startswith(f) and field[len(f)] == "/"
+    assert len(w["details"]) == 3  # the first three
+    for k, v in w["details"].items():
+        assert 1 <= len(k.encode()) <= 14
+        assert not isinstance(v, str) or len(v.encode()) <= 23
+    assert w["details"]["n"] == 5 and w["details"]["k" * 14] == "v" * 23
+    assert w["details"]["ünï"] == "ō" * 11  # 22 bytes: a twelfth would not fit 23
+    # short ones are sent as they are
+    e = errors.Conflict("short", field="event/seq", details={"seq": 3})
+    assert e.to_wire() == {"code": "conflict", "message": "short", "retryable": False,
+                           "field": "event/seq", "details": {"seq": 3}}
