@@ -348,11 +348,17 @@ static size_t take_done(ab_snapworker_t *w, size_t budget, done_t **out)
     while (n < w->ndone && (n == 0 || bytes + w->done[n].stored.len <= budget))
         bytes += w->done[n++].stored.len;
     *out = NULL;
-    if (n == 0 || (*out = malloc(n * sizeof(**out))) == NULL)
+    if (n == w->ndone) { /* all of them (a stop's collect, and most): the list itself */
+        *out = w->done;
+        w->done = NULL;
+        w->ndone = w->done_cap = 0;
+    } else if ((*out = malloc(n * sizeof(**out))) != NULL) {
+        memcpy(*out, w->done, n * sizeof(**out));
+        memmove(w->done, w->done + n, (w->ndone - n) * sizeof(*w->done));
+        w->ndone -= n;
+    } else {
         return 0; /* out of memory: left for the next collect */
-    memcpy(*out, w->done, n * sizeof(**out));
-    memmove(w->done, w->done + n, (w->ndone - n) * sizeof(*w->done));
-    w->ndone -= n;
+    }
     w->done_bytes -= bytes;
     pthread_cond_signal(&w->cv); /* the worker may be waiting for room */
     return n;
