@@ -482,8 +482,9 @@ void ab__gw_resume(ab__gw_req_t *r)
     ab_buf_t rmp = AB_BUF_INIT;
     const ab_val_t *arr = NULL;
     /* empty until filled: the request below reads them whether or not an earlier step failed */
-    char key[AB_ID_MAX_BYTES + 64] = "", agent[AB_ID_MAX_BYTES + 1] = "",
-                               nrun[AB_ID_MAX_BYTES + 1] = "";
+    char key[AB_ID_MAX_BYTES + 64] = "";
+    char agent[AB_ID_MAX_BYTES + 1] = "";
+    char nrun[AB_ID_MAX_BYTES + 1] = "";
     ab_status_t rc = call_begin(&k, r);
     if (rc == AB_OK)
         rc = parse_body(&k, true);

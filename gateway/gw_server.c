@@ -233,6 +233,15 @@ static enum MHD_Result send_reply(ab__gw_t *gw, ab__gw_req_t *r)
 
 /* ---- /healthz and /metrics ---------------------------------------------------- */
 
+/* Whether @p s is 1 to 64 hex digits. */
+static bool hex_digits(ab_str_t s)
+{
+    bool ok = s.len > 0 && s.len <= 64;
+    for (size_t i = 0; ok && i < s.len; i++)
+        ok = isxdigit((unsigned char)s.ptr[i]) != 0;
+    return ok;
+}
+
 static void health(ab__gw_req_t *r)
 {
     ab_conn_t *c = NULL;
@@ -254,11 +263,9 @@ static void health(ab__gw_req_t *r)
         ab__gw_reply_error(r, &e);
         return;
     }
-    /* a broker's instance is 16 hex digits (PROTOCOL.md 7.2); anything else is not echoed */
     ab_str_t inst = pong.instance;
-    for (size_t i = 0; i < inst.len; i++)
-        if (inst.len > 64 || !isxdigit((unsigned char)inst.ptr[i]))
-            inst.len = 0;
+    if (!hex_digits(inst)) /* a broker's is 16 (PROTOCOL.md 7.2); anything else is not echoed */
+        inst.len = 0;
     char buf[256];
     int n = snprintf(buf, sizeof buf, "{\"ok\":true,\"instance\":\"%.*s\",\"head_pos\":%llu}\n",
                      (int)inst.len, inst.ptr, (unsigned long long)pong.head_pos);
