@@ -6,9 +6,10 @@
  *
  * Invariants:
  *  1. A taken entry is owned by exactly one user until it is put back: a
- *     builder is never used by two threads. It stays listed, marked busy,
- *     and a second take of the thread waits for the put (cheaper than
- *     rebuilding the thread from its stored snapshot).
+ *     builder is never used by two threads. It stays listed, marked busy
+ *     (unless invariant 4 unlists it), and a second take of the thread waits
+ *     for the put (cheaper than rebuilding the thread from its stored
+ *     snapshot).
  *  2. Bounded: at most AB_SNAPCACHE_ENTRIES entries and AB_SNAPCACHE_BYTES
  *     estimated bytes (builder estimate plus the cached reply); put evicts
  *     least recently used entries, and frees an entry larger than the bound.
@@ -16,7 +17,9 @@
  *     start, freed after every thread joined): no state is shared between
  *     brokers of one process, and keys are thread ids alone.
  *  4. When two users built entries of one thread, put keeps the one at the
- *     higher position.
+ *     higher position. A put that finds the thread's listed entry taken by
+ *     another user (busy: its builder may not be read) unlists that one and
+ *     lists its own; the other user's put then compares the two.
  */
 #include "snap_internal.h"
 
@@ -138,18 +141,21 @@ ab_snapent_t *ab__snapcache_take(ab__snapcache_t *c, ab_str_t thread)
     return e;
 }
 
-/* Keep @p e (not listed) unless an entry of its thread at least as far along is
- * listed; @return the entry to free (e, the one it replaces, or NULL). */
+/* Keep @p e (not listed) unless an idle entry of its thread at least as far
+ * along is listed (invariant 4); @return the entry to free (e, the one it
+ * replaces, or NULL: a busy one it unlists stays its user's). */
 static ab_snapent_t *insert_locked(ab__snapcache_t *c, ab_snapent_t *e)
 {
     ab_snapent_t *old = find(c, (ab_str_t){e->thread, e->tlen});
     if (e->bytes > AB_SNAPCACHE_BYTES)
         return e;
-    if (old &&
-        (old->busy || ab_snapshot_builder_position(old->sb) >= ab_snapshot_builder_position(e->sb)))
+    if (old && !old->busy &&
+        ab_snapshot_builder_position(old->sb) >= ab_snapshot_builder_position(e->sb))
         return e; /* a newer one came back first */
     if (old)
         unlink_entry(c, old);
+    if (old && old->busy)
+        old = NULL; /* its user puts or discards it, and is then compared with e */
     e->listed = true;
     e->next = c->head;
     e->prev = NULL;

@@ -3,7 +3,8 @@
  * (broker/snapcache.c): two caches never see each other's entries, and two
  * brokers running in one process (ab_broker_new) answer SNAPSHOT of the
  * same thread id from their own events only, each after the other cached its
- * builder for that id.
+ * builder for that id; and a put beside a taken entry of its thread keeps the
+ * one further along (snapcache.c invariant 4).
  *
  * The brokers bind 127.0.0.1 on ports the system picks and are stopped by
  * their handles; the test talks to them over bare DEALER sockets (broker
@@ -169,6 +170,53 @@ static void assert_own(inproc_t *p, const char *mine, const char *theirs)
     free(doc);
 }
 
+/* An entry of @p thread whose builder is at position @p pos. */
+static ab_snapent_t *entry_at(const char *thread, uint64_t pos)
+{
+    ab_snapent_t *e = entry_of(thread);
+    tu_ctx_t c;
+    tu_ctx_init(&c);
+    ab_error_t err = AB_ERROR_INIT;
+    const ab_val_t *ev = tu_json(&c, "{\"type\":\"CUSTOM\",\"name\":\"n\",\"value\":1}");
+    assert_int_equal(ab_snapshot_builder_feed(e->sb, "r", 1, pos, ev, &err), AB_OK);
+    tu_ctx_free(&c);
+    assert_int_equal(ab_snapshot_builder_position(e->sb), pos);
+    return e;
+}
+
+/*
+ * Invariant 4 while the listed entry is taken: a user that built its own
+ * entry (at 20) puts it while another user holds the listed one (at 10). The
+ * put lists the newer entry; the holder's put of the older one then loses
+ * the comparison, so the next take gets position 20. Before, the put found
+ * the listed entry busy and freed the newer one.
+ */
+static void test_put_beside_a_taken_entry_keeps_the_newer(void **state)
+{
+    (void)state;
+    ab__snapcache_t *c = ab__snapcache_new();
+    assert_non_null(c);
+    ab__snapcache_put(c, entry_at(THREAD, 10));
+    ab_snapent_t *held = ab__snapcache_take(c, S(THREAD));
+    assert_non_null(held);
+    assert_int_equal(ab_snapshot_builder_position(held->sb), 10);
+    ab__snapcache_put(c, entry_at(THREAD, 20)); /* while held is busy */
+    ab__snapcache_put(c, held);                 /* older: freed (ASan: no leak) */
+    ab_snapent_t *got = ab__snapcache_take(c, S(THREAD));
+    assert_non_null(got);
+    assert_int_equal(ab_snapshot_builder_position(got->sb), 20);
+    ab__snapcache_put(c, got);
+    /* and the other way round: the holder's entry is the newer one */
+    held = ab__snapcache_take(c, S(THREAD));
+    ab__snapcache_put(c, entry_at(THREAD, 15));
+    ab__snapcache_put(c, held);
+    got = ab__snapcache_take(c, S(THREAD));
+    assert_int_equal(ab_snapshot_builder_position(got->sb), 20);
+    ab__snapcache_discard(c, got);
+    assert_null(ab__snapcache_take(c, S(THREAD)));
+    ab__snapcache_destroy(&c);
+}
+
 static void test_two_brokers_own_builders(void **state)
 {
     (void)state;
@@ -191,6 +239,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_two_caches_share_nothing),
+        cmocka_unit_test(test_put_beside_a_taken_entry_keeps_the_newer),
         cmocka_unit_test(test_two_brokers_own_builders),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
