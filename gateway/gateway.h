@@ -41,6 +41,20 @@
 #define AB_GW_TOKEN_MAX         256        /* bytes of a token */
 #define AB_GW_PATH_SEGMENTS_MAX 6
 
+/**
+ * The idempotency key of a request that starts a run (gw_api.c):
+ * "gw<TAG>-<16 hex digits of the thread id's FNV-1a hash>-<RUN>", TAG
+ * AB_GW_KEY_TAG_RUN for POST /agents, AB_GW_KEY_TAG_RESUME for resume. A key
+ * is an id of the bus (at most AB_ID_MAX_BYTES), which bounds RUN:
+ * ab__gw_key_run_max().
+ */
+#define AB_GW_KEY_FMT        "gw%s-%016llx-%s"
+#define AB_GW_KEY_TAG_RUN    ""
+#define AB_GW_KEY_TAG_RESUME "r"
+
+/** The longest run id whose key of @p tag fits (236 for POST /agents, 235 for resume). */
+size_t ab__gw_key_run_max(const char *tag);
+
 /** Gateway options (cli/gateway_cmd.c fills them). */
 typedef struct ab__gw_opts {
     const char *broker;   /**< command endpoint of the broker */
@@ -90,9 +104,12 @@ typedef struct ab__gw_route {
 /**
  * Decode @p path (the request target before '?', still percent-encoded)
  * into @p out. Each segment is percent-decoded; ids must pass ab_id_check().
+ * The run of a resume is at most ab__gw_key_run_max(AB_GW_KEY_TAG_RESUME)
+ * bytes (its idempotency key is made of it), every other id AB_GW_TOKEN_MAX.
  * @return AB_OK (out->kind AB_GW_R_NONE when no route matches: a 404);
  *         AB_INVALID_ARGUMENT naming the segment ("path/thread" ...) for a
- *         bad escape or a bad id. Never reads past @p len.
+ *         bad escape or a bad id (detail "limit" for one too long). Never
+ *         reads past @p len.
  */
 ab_status_t ab__gw_route_parse(const char *path, size_t len, ab__gw_route_t *out, ab_error_t *err);
 

@@ -10,7 +10,8 @@
  *     invalid_argument naming the JSON pointer under "body".
  *  2. Requests that start something carry an idempotency key derived from
  *     what names them (thread and run), so a client that repeats a POST gets
- *     the first answer again, not a second run.
+ *     the first answer again, not a second run. A run too long for its key is
+ *     refused naming where it came from (body/runId, path/run) and its limit.
  *  3. A run's export (JSON Lines) is held whole before it is sent: at most
  *     AB_GW_EXPORT_MAX bytes, else too_large.
  */
@@ -76,6 +77,16 @@ static void call_end(call_t *k, ab_status_t rc, const char *ctype)
     call_free(k);
 }
 
+/* The msgpack bytes a JSON body of at most @p body_max bytes may take, so that every body
+ * --max-body lets in encodes (a 413 names --max-body only). The most a JSON text grows by is a
+ * 3-character number and its comma ("1e9,", 4 bytes) becoming a float64 of 9 bytes; 3 times
+ * leaves room for the headers of long strings and containers. body_max is at most 1 GiB. */
+static uint32_t body_mp_max(size_t body_max)
+{
+    uint64_t max = (uint64_t)body_max * 3 + 64;
+    return max > UINT32_MAX ? UINT32_MAX : (uint32_t)max;
+}
+
 /* Parse the body as JSON (invariant 1); @p need: an empty body is refused. */
 static ab_status_t parse_body(call_t *k, bool need)
 {
@@ -87,7 +98,7 @@ static ab_status_t parse_body(call_t *k, bool need)
                             "this endpoint wants a JSON body");
     }
     ab_limits_t lim = ab_limits_default();
-    uint32_t max = (uint32_t)ab__gw_options(r->gw)->body_max * 2 + 64;
+    uint32_t max = body_mp_max(ab__gw_options(r->gw)->body_max);
     ab_status_t rc = ab_json_to_msgpack(r->body, r->body_len, lim.max_depth, max,
                                         AB_INVALID_ARGUMENT, &k->bmp, &k->err);
     if (rc == AB_OK)
@@ -115,8 +126,9 @@ static ab_status_t out_u(call_t *k, uint64_t v)
     return ab_buf_append(&k->out, b, (size_t)n);
 }
 
-/* A string member of the body map, NULL when absent; refused when not a string id. */
-static ab_status_t body_id(call_t *k, const char *key, bool need, char *dst, size_t cap)
+/* A string member of the body map, "" when absent; refused when not a string id of at most
+ * @p max bytes (0: AB_ID_MAX_BYTES), naming "body/KEY" and the limit. */
+static ab_status_t body_id(call_t *k, const char *key, bool need, size_t max, char *dst, size_t cap)
 {
     const ab_val_t *v = ab_val_get(k->body, key);
     char field[48];
@@ -127,7 +139,7 @@ static ab_status_t body_id(call_t *k, const char *key, bool need, char *dst, siz
     }
     if (v == NULL || v->type != AB_VAL_STR)
         return ab_error_set(&k->err, AB_INVALID_ARGUMENT, field, "want a string id");
-    if (ab_id_check(v->u.s, v->len, 0, field, &k->err) != AB_OK || v->len >= cap) {
+    if (ab_id_check(v->u.s, v->len, (uint32_t)max, field, &k->err) != AB_OK || v->len >= cap) {
         k->err.code = AB_INVALID_ARGUMENT;
         return AB_INVALID_ARGUMENT;
     }
@@ -136,16 +148,23 @@ static ab_status_t body_id(call_t *k, const char *key, bool need, char *dst, siz
     return AB_OK;
 }
 
-/* "gw-<16 hex of the thread's hash>-<what>": a key unique per (thread, what). */
-static ab_status_t make_key(call_t *k, const char *tag, const char *thread, const char *what,
-                            char *key, size_t cap)
+/* The idempotency key of (thread, run) (AB_GW_KEY_FMT): unique per (thread, run). A run too
+ * long for it is refused naming @p field, where the run came from, and the limit. */
+static ab_status_t make_key(call_t *k, const char *tag, const char *thread, const char *run,
+                            const char *field, char *key, size_t cap)
 {
-    int n = snprintf(key, cap, "gw%s-%016llx-%s", tag,
-                     (unsigned long long)ab__fnv64(thread, strlen(thread)), what);
-    if (n < 0 || (size_t)n >= cap || (size_t)n > AB_ID_MAX_BYTES)
-        return ab_error_set(&k->err, AB_INVALID_ARGUMENT, "body/runId",
-                            "run id too long to make an idempotency key (at most %d bytes)",
-                            AB_ID_MAX_BYTES - 24);
+    size_t max = ab__gw_key_run_max(tag), len = strlen(run);
+    int n = len > max ? -1
+                      : snprintf(key, cap, AB_GW_KEY_FMT, tag,
+                                 (unsigned long long)ab__fnv64(thread, strlen(thread)), run);
+    if (n < 0 || (size_t)n >= cap || n > AB_ID_MAX_BYTES) {
+        ab_error_set(&k->err, AB_INVALID_ARGUMENT, field,
+                     "%s is %zu bytes, the limit is %zu (the idempotency key made of it is at "
+                     "most %d bytes)",
+                     field, len, max, AB_ID_MAX_BYTES);
+        ab_error_detail_int(&k->err, "limit", (int64_t)max);
+        return AB_INVALID_ARGUMENT;
+    }
     return AB_OK;
 }
 
@@ -489,13 +508,14 @@ void ab__gw_resume(ab__gw_req_t *r)
     if (rc == AB_OK)
         rc = parse_body(&k, true);
     if (rc == AB_OK)
-        rc = body_id(&k, "agent", false, agent, sizeof agent);
+        rc = body_id(&k, "agent", false, 0, agent, sizeof agent);
     if (rc == AB_OK)
-        rc = body_id(&k, "newRunId", false, nrun, sizeof nrun);
+        rc = body_id(&k, "newRunId", false, 0, nrun, sizeof nrun);
     if (rc == AB_OK && (rc = ab_doc_new(&rdoc)) == AB_OK)
         rc = resume_array(&k, rdoc, &rmp, &arr);
     if (rc == AB_OK)
-        rc = make_key(&k, "r", r->route->thread, r->route->run, key, sizeof key);
+        rc = make_key(&k, AB_GW_KEY_TAG_RESUME, r->route->thread, r->route->run, "path/run", key,
+                      sizeof key);
     ab_resume_run_t q = {
         .thread = SV(r->route->thread), .run = SV(r->route->run), .resume = arr, .key = SV(key)};
     if (agent[0] && rc == AB_OK)
@@ -559,11 +579,11 @@ void ab__gw_agent_run(ab__gw_req_t *r)
         rc = ab_error_set(&k.err, AB_INVALID_ARGUMENT, "body",
                           "want a RunAgentInput object, got %s", ab_val_type_name(k.body->type));
     if (rc == AB_OK)
-        rc = body_id(&k, "threadId", true, thread, sizeof thread);
+        rc = body_id(&k, "threadId", true, 0, thread, sizeof thread);
+    if (rc == AB_OK) /* at most what its idempotency key holds */
+        rc = body_id(&k, "runId", true, ab__gw_key_run_max(AB_GW_KEY_TAG_RUN), run, sizeof run);
     if (rc == AB_OK)
-        rc = body_id(&k, "runId", true, run, sizeof run);
-    if (rc == AB_OK)
-        rc = make_key(&k, "", thread, run, key, sizeof key);
+        rc = make_key(&k, AB_GW_KEY_TAG_RUN, thread, run, "body/runId", key, sizeof key);
     ab_start_run_t q = {.agent = SV(r->route->agent), .input = k.body};
     if (rc == AB_OK) {
         q.thread = SV(thread);

@@ -16,8 +16,15 @@
 
 #include "agentbus/ids.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+size_t ab__gw_key_run_max(const char *tag)
+{
+    int fixed = snprintf(NULL, 0, AB_GW_KEY_FMT, tag, 0ull, "");
+    return fixed > 0 && fixed < AB_ID_MAX_BYTES ? (size_t)(AB_ID_MAX_BYTES - fixed) : 0;
+}
 
 static int hexval(char c)
 {
@@ -30,8 +37,8 @@ static int hexval(char c)
     return -1;
 }
 
-/* Percent-decode [s, s+len) into out (at most cap-1 bytes, NUL-terminated). */
-static ab_status_t unescape(const char *s, size_t len, char *out, size_t cap, size_t *olen,
+/* Percent-decode [s, s+len) into out (at most max bytes, NUL-terminated: out holds max + 1). */
+static ab_status_t unescape(const char *s, size_t len, char *out, size_t max, size_t *olen,
                             const char *field, ab_error_t *err)
 {
     size_t n = 0;
@@ -46,8 +53,11 @@ static ab_status_t unescape(const char *s, size_t len, char *out, size_t cap, si
             c = (char)(hi * 16 + lo);
             i += 2;
         }
-        if (n + 1 >= cap)
-            return ab_error_set(err, AB_INVALID_ARGUMENT, field, "longer than %zu bytes", cap - 1);
+        if (n == max) {
+            ab_error_set(err, AB_INVALID_ARGUMENT, field, "longer than %zu bytes", max);
+            ab_error_detail_int(err, "limit", (int64_t)max);
+            return AB_INVALID_ARGUMENT;
+        }
         out[n++] = c;
     }
     out[n] = '\0';
@@ -55,14 +65,16 @@ static ab_status_t unescape(const char *s, size_t len, char *out, size_t cap, si
     return AB_OK;
 }
 
-/* Decode segment @p seg into the id buffer @p id and check it as an id. */
-static ab_status_t seg_id(const char *seg, size_t len, char *id, const char *field, ab_error_t *err)
+/* Decode segment @p seg into the id buffer @p id (AB_GW_TOKEN_MAX + 1 bytes) and check it as an
+ * id of at most @p max bytes. */
+static ab_status_t seg_id(const char *seg, size_t len, char *id, size_t max, const char *field,
+                          ab_error_t *err)
 {
     size_t n = 0;
-    ab_status_t rc = unescape(seg, len, id, AB_GW_TOKEN_MAX + 1, &n, field, err);
+    ab_status_t rc = unescape(seg, len, id, max, &n, field, err);
     if (rc == AB_OK && memchr(id, '\0', n) != NULL)
         rc = ab_error_set(err, AB_INVALID_ARGUMENT, field, "holds a NUL byte");
-    if (rc == AB_OK && ab_id_check(id, n, 0, field, err) != AB_OK) {
+    if (rc == AB_OK && ab_id_check(id, n, (uint32_t)max, field, err) != AB_OK) {
         err->code = AB_INVALID_ARGUMENT;
         rc = AB_INVALID_ARGUMENT;
     }
@@ -120,9 +132,12 @@ static ab_status_t thread_route(const segs_t *s, ab__gw_route_t *r, ab_error_t *
                                  : AB_GW_R_NONE;
     if (k == AB_GW_R_NONE)
         return AB_OK;
-    ab_status_t rc = seg_id(s->p[1], s->len[1], r->thread, "path/thread", err);
+    /* the run of a resume makes its idempotency key, which bounds it (gateway.h) */
+    size_t run_max =
+        k == AB_GW_R_RESUME ? ab__gw_key_run_max(AB_GW_KEY_TAG_RESUME) : AB_GW_TOKEN_MAX;
+    ab_status_t rc = seg_id(s->p[1], s->len[1], r->thread, AB_GW_TOKEN_MAX, "path/thread", err);
     if (rc == AB_OK && s->n == 5)
-        rc = seg_id(s->p[3], s->len[3], r->run, "path/run", err);
+        rc = seg_id(s->p[3], s->len[3], r->run, run_max, "path/run", err);
     if (rc == AB_OK) {
         r->kind = k;
         r->method = k == AB_GW_R_CANCEL || k == AB_GW_R_RESUME ? "POST" : "GET";
@@ -135,9 +150,9 @@ static ab_status_t agent_route(const segs_t *s, ab__gw_route_t *r, ab_error_t *e
 {
     if (s->n != 2 && !(s->n == 4 && is(s, 2, "actions")))
         return AB_OK;
-    ab_status_t rc = seg_id(s->p[1], s->len[1], r->agent, "path/agent", err);
+    ab_status_t rc = seg_id(s->p[1], s->len[1], r->agent, AB_GW_TOKEN_MAX, "path/agent", err);
     if (rc == AB_OK && s->n == 4)
-        rc = seg_id(s->p[3], s->len[3], r->action, "path/action", err);
+        rc = seg_id(s->p[3], s->len[3], r->action, AB_GW_TOKEN_MAX, "path/action", err);
     if (rc == AB_OK) {
         r->kind = s->n == 2 ? AB_GW_R_AGENT_RUN : AB_GW_R_ACTION;
         r->method = "POST";
@@ -208,7 +223,7 @@ ab_status_t ab__gw_query_id(const char *s, size_t n, const char *field, char *ds
     if (s == NULL || n == 0)
         return AB_OK;
     size_t len = 0;
-    ab_status_t rc = unescape(s, n, dst, AB_GW_TOKEN_MAX + 1, &len, field, err);
+    ab_status_t rc = unescape(s, n, dst, AB_GW_TOKEN_MAX, &len, field, err);
     if (rc != AB_OK)
         return rc;
     if (len == 0)

@@ -258,7 +258,7 @@ static void health(ab__gw_req_t *r)
             ab_error_set(&err, rc, NULL, "%s", ab_status_str(rc));
         ab_conn_destroy(&c);
         ab_doc_destroy(&doc);
-        ab_error_t e = err;
+        ab_error_t e = AB_ERROR_INIT; /* not a copy of err: the first error set wins */
         ab_error_set(&e, AB_UNAVAILABLE, "broker", "broker unreachable: %s", err.message);
         ab__gw_reply_error(r, &e);
         return;

@@ -11,6 +11,10 @@
  *  - two clients on one thread see the same events;
  *  - malformed requests (bad JSON, a huge body, bad ids, bad cursors, a bad
  *    RunAgentInput) are answered with the bus's typed error;
+ *  - a run id too long for its idempotency key is refused naming where it came
+ *    from (body/runId of POST /agents, path/run of resume) and the real limit
+ *    (236 and 235 bytes), a run id of exactly that length is served; a body
+ *    within --max-body is never 413; /healthz without a broker is 503 "broker";
  *  - a slow client is cut at --sse-buffer and resumes without loss;
  *  - heartbeat comments on an idle stream, CORS headers and preflight,
  *    --max-streams (429), a stream released once its client left;
@@ -298,6 +302,106 @@ static void test_malformed_requests(void **state)
             "not_found", NULL);
     /* After all that the gateway still serves. */
     assert_int_equal(gw_http(&G.g, "GET", "/healthz", NULL, NULL, body, sizeof body), 200);
+}
+
+/* 400 invalid_argument naming exactly @p field, with the limit @p limit in the message and as
+ * the detail "limit". */
+static void refused_limit(int got, const char *field, unsigned limit)
+{
+    char want[128];
+    refused(got, 400, "invalid_argument", NULL);
+    snprintf(want, sizeof want, "\"field\":\"%s\"", field);
+    if (!strstr(body, want))
+        fail_msg("want %s, got %s", want, body);
+    snprintf(want, sizeof want, "\"details\":{\"limit\":%u}", limit);
+    if (!strstr(body, want))
+        fail_msg("want %s, got %s", want, body);
+    const char *m = strstr(body, "\"message\":\""), *end = m ? strstr(m, "\",\"field\"") : NULL;
+    snprintf(want, sizeof want, " %u", limit);
+    const char *at = m ? strstr(m, want) : NULL;
+    if (at == NULL || at > end || (at[strlen(want)] >= '0' && at[strlen(want)] <= '9'))
+        fail_msg("want the limit %u in the message, got %s", limit, body);
+}
+
+/* @p n bytes of 'a' and a NUL into @p out. */
+static char *long_id(char *out, size_t n)
+{
+    memset(out, 'a', n);
+    out[n] = '\0';
+    return out;
+}
+
+#define RESUME_BODY "{\"decisions\":{\"approve-1\":\"approve\"},\"newRunId\":\"r-key-2\"}"
+
+/* POST /agents builds the key "gw-HASH-RUNID" and resume "gwr-HASH-RUN", each at most 256 bytes:
+ * a runId (from the body) of at most 236 bytes, a resumed run (from the path) of at most 235. */
+static void test_run_id_key_limits(void **state)
+{
+    start_all(state, NULL);
+    char run[320], path[480];
+    uint64_t ids[64];
+    char types[64][32];
+    refused_limit(gw_http(&G.g, "POST", "/agents/demo", NULL,
+                          input("t-key", long_id(run, 237), NULL), body, sizeof body),
+                  "body/runId", 236);
+    refused_limit(gw_http(&G.g, "POST", "/agents/demo", NULL,
+                          input("t-key", long_id(run, 300), NULL), body, sizeof body),
+                  "body/runId", 236);
+    assert_int_equal(gw_http(&G.g, "POST", "/agents/demo", "Accept: application/json\r\n",
+                             input("t-key", long_id(run, 236), NULL), body, sizeof body),
+                     200);
+    assert_non_null(strstr(body, "\"existing\":false"));
+    const size_t bad[] = {236, 256, 300};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(path, sizeof path, "/threads/t-key/runs/%s/resume", long_id(run, bad[i]));
+        refused_limit(gw_http(&G.g, "POST", path, NULL, RESUME_BODY, body, sizeof body), "path/run",
+                      235);
+    }
+    /* exactly the limit: an interrupted run of a 235-byte id resumed */
+    size_t n =
+        run_stream("t-key2", long_id(run, 235), "{\"steps\":1,\"interrupt\":true}", ids, types);
+    assert_string_equal(types[n - 1], "RUN_FINISHED");
+    snprintf(path, sizeof path, "/threads/t-key2/runs/%s/resume", run);
+    assert_int_equal(gw_http(&G.g, "POST", path, NULL, RESUME_BODY, body, sizeof body), 200);
+    assert_non_null(strstr(body, "\"run\":\"r-key-2\""));
+    /* its other endpoints take any id (256 bytes) */
+    snprintf(path, sizeof path, "/threads/t-key2/runs/%s/events", run);
+    assert_int_equal(gw_http(&G.g, "GET", path, NULL, NULL, body, sizeof body), 200);
+}
+
+/* A RunAgentInput of at most @p cap - 1 bytes whose forwardedProps is an array of "1e9": 4 bytes of
+ * JSON each, 9 of msgpack (a float64). */
+static const char *float_input(char *out, size_t cap)
+{
+    int n = snprintf(out, cap,
+                     "{\"threadId\":\"t-num\",\"runId\":\"r\",\"messages\":[],\"tools\":[],"
+                     "\"context\":[],\"state\":{},\"forwardedProps\":{\"n\":[1e9");
+    size_t len = (size_t)n;
+    while (len + 4 + 3 < cap) {
+        memcpy(out + len, ",1e9", 4);
+        len += 4;
+    }
+    memcpy(out + len, "]}}", 4);
+    return out;
+}
+
+/* Every body --max-body lets in is parsed (its msgpack may be larger than twice the JSON), and
+ * /healthz of a gateway without a reachable broker names "broker". */
+static void test_body_limit_and_health_refusals(void **state)
+{
+    const char *extra[] = {"--max-body", "4096", NULL};
+    start_all(state, extra);
+    char in[4097];
+    int st = gw_http(&G.g, "POST", "/agents/demo", "Accept: application/json\r\n",
+                     float_input(in, sizeof in), body, sizeof body);
+    if (st != 200 || !strstr(body, "\"thread\":\"t-num\""))
+        fail_msg("want the run accepted, got %d: %s", st, body);
+    gwp_t dead;
+    const char *dx[] = {"--timeout", "300", NULL};
+    assert_int_equal(gw_start(&dead, "tcp://127.0.0.1:1", dx), 0);
+    st = gw_http(&dead, "GET", "/healthz", NULL, NULL, body, sizeof body);
+    assert_int_equal(gw_stop(&dead, false), 0);
+    refused(st, 503, "unavailable", "broker\"");
 }
 
 /* Publish @p n padded events of run (t, r) with a producer of the test's own. */
@@ -672,6 +776,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_resume_at_every_point, it_setup, teardown),
         cmocka_unit_test_setup_teardown(test_two_clients_one_thread, it_setup, teardown),
         cmocka_unit_test_setup_teardown(test_malformed_requests, it_setup, teardown),
+        cmocka_unit_test_setup_teardown(test_run_id_key_limits, it_setup, teardown),
+        cmocka_unit_test_setup_teardown(test_body_limit_and_health_refusals, it_setup, teardown),
         cmocka_unit_test_setup_teardown(test_slow_client_cut_and_resumed, it_setup, teardown),
         cmocka_unit_test_setup_teardown(test_gateway_restart_mid_stream, it_setup, teardown),
         cmocka_unit_test_setup_teardown(test_json_endpoints, it_setup, teardown),
