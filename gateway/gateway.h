@@ -39,6 +39,7 @@
 #define AB_GW_TIMEOUT_DEFAULT   5000       /* ms per broker request */
 #define AB_GW_TOKENS_MAX        1024       /* entries of a token file */
 #define AB_GW_TOKEN_MAX         256        /* bytes of a token */
+#define AB_GW_THREADS_LIMIT_MAX 1000       /* threads of one GET /threads page (`limit`) */
 #define AB_GW_PATH_SEGMENTS_MAX 6
 
 /**
@@ -134,14 +135,14 @@ ab_status_t ab__gw_query_id(const char *s, size_t n, const char *field, char *ds
 typedef struct ab__gw_threads_q {
     char after[AB_GW_TOKEN_MAX + 1];  /**< "" = from the first thread */
     char prefix[AB_GW_TOKEN_MAX + 1]; /**< "" = every thread */
-    uint32_t limit;                   /**< 1..1000; 0 = absent (the broker's 100) */
+    uint32_t limit; /**< 1..AB_GW_THREADS_LIMIT_MAX; 0 = absent (the broker's 100) */
 } ab__gw_threads_q_t;
 
 /**
  * Decode the query parameters of GET /threads, each as the request has it,
  * still percent-encoded (ptr NULL: absent; `+` is a plus): `after` and
  * `prefix` decode to empty or an id (ab_id_check, at most 256 bytes, no
- * NUL), `limit` is decimal digits 1..1000.
+ * NUL), `limit` is decimal digits 1..AB_GW_THREADS_LIMIT_MAX.
  * @return AB_OK, or AB_INVALID_ARGUMENT naming the parameter.
  */
 ab_status_t ab__gw_threads_query(const char *after, size_t alen, const char *prefix, size_t plen,
@@ -157,9 +158,12 @@ typedef struct ab__gw_token {
 /**
  * Parse a token file's text: one "TOKEN IDENTITY" per line (blank lines and
  * lines starting with '#' ignored; TOKEN printable ASCII without spaces, 16..256
- * bytes; IDENTITY an id). At most AB_GW_TOKENS_MAX entries, tokens distinct.
+ * bytes; IDENTITY an id of at most 64 bytes). At most AB_GW_TOKENS_MAX entries,
+ * tokens distinct.
  * @param out  receives a malloc'd array (free()) of *n entries on AB_OK.
- * @return AB_OK, AB_INVALID_CONFIG naming "line N", AB_TOO_LARGE, AB_NOMEM.
+ * @return AB_OK; AB_INVALID_CONFIG for a bad line, field "tokens" and the
+ *         message starting "line N: " (1-based); AB_TOO_LARGE (more than
+ *         AB_GW_TOKENS_MAX entries) or AB_NOMEM, field "tokens".
  */
 ab_status_t ab__gw_tokens_parse(const char *text, size_t len, ab__gw_token_t **out, size_t *n,
                                 ab_error_t *err);

@@ -14,11 +14,17 @@
  *     refused naming where it came from (body/runId, path/run) and its limit.
  *  3. A run's export (JSON Lines) is held whole before it is sent: at most
  *     AB_GW_EXPORT_MAX bytes, else too_large.
+ *  4. A start_run or resume_run request is at most the broker's
+ *     max_header_bytes (64 KiB, whatever --max-body is): a larger one is
+ *     refused here as too_large naming where its bulk came from (body,
+ *     body/decisions, body/resume) and that limit, never sent. A bad
+ *     decision names its JSON pointer, body/decisions/ID.
  */
 #include "gateway.h"
 
 #include "ab_common.h"
 #include "agentbus/client.h"
+#include "agentbus/codec.h"
 #include "agentbus/ids.h"
 #include "agentbus/json.h"
 #include "agentbus/subscriber.h"
@@ -442,6 +448,48 @@ static ab_status_t put_accepted(call_t *k, const ab_run_accepted_t *a)
     return rc;
 }
 
+/* "body/decisions/ID" (ID escaped as RFC 6901 says) into @p out; ab_error_set() cuts a pointer
+ * longer than a field holds back to "body/decisions". */
+static const char *decision_field(char *out, size_t cap, const ab_kv_t *kv)
+{
+    snprintf(out, cap, "body/decisions");
+    ab_path_push_key(out, cap, kv->key, kv->klen);
+    return out;
+}
+
+/* A request made of @p field (@p what) above the broker's max_header_bytes (@p actual 0: not
+ * known), refused naming @p field (invariant 4). */
+static ab_status_t header_too_large(call_t *k, const char *what, const char *field, size_t actual)
+{
+    uint32_t max = ab_conn_limits(k->c)->max_header_bytes;
+    ab_error_clear(&k->err);
+    ab_status_t rc = ab_error_set(&k->err, AB_TOO_LARGE, field,
+                                  "the %s request made of %s is over the broker's "
+                                  "max_header_bytes %u",
+                                  what, field, max);
+    ab_error_detail_int(&k->err, "limit", max);
+    if (actual)
+        ab_error_detail_int(&k->err, "actual", (int64_t)actual);
+    return rc;
+}
+
+/* Request @p m as the connection sends it fits the broker's max_header_bytes, else it is
+ * refused here naming @p field, where its bulk came from (invariant 4): the broker would answer
+ * too_large naming no field. Measured with the longest cid a request may carry (INT64_MAX), so
+ * never under what is sent. */
+static ab_status_t header_fits(call_t *k, ab_msg_t *m, const char *what, const char *field)
+{
+    ab_buf_t b = AB_BUF_INIT;
+    m->v = ab_conn_version(k->c);
+    m->cid = INT64_MAX;
+    ab_status_t rc = ab_msg_encode(m, &b, &k->err);
+    size_t len = b.len;
+    ab_buf_free(&b);
+    if (rc != AB_OK || len <= ab_conn_limits(k->c)->max_header_bytes)
+        return rc;
+    return header_too_large(k, what, field, len);
+}
+
 /* {"decisions": {ID: "approve"|"deny"|"cancel"}} as a ResumeEntry array (msgpack JSON). */
 static ab_status_t decisions_json(call_t *k, const ab_val_t *d, ab_buf_t *json)
 {
@@ -459,10 +507,11 @@ static ab_status_t decisions_json(call_t *k, const ab_val_t *d, ab_buf_t *json)
                                                           "{\"approved\":false}}"
                            : ab_val_str_eq(v, "cancel") ? ",\"status\":\"cancelled\"}"
                                                         : NULL;
+        char field[AB_ERROR_FIELD_MAX + 4];
         if (tail == NULL)
-            return ab_error_set(&k->err, AB_INVALID_ARGUMENT, "body/decisions",
-                                "interrupt %.*s: want \"approve\", \"deny\" or \"cancel\"",
-                                (int)kv->klen, kv->key);
+            return ab_error_set(
+                &k->err, AB_INVALID_ARGUMENT, decision_field(field, sizeof field, kv),
+                "interrupt %.*s: want \"approve\", \"deny\" or \"cancel\"", (int)kv->klen, kv->key);
         rc = ab_buf_append(json, i ? ",{\"interruptId\":" : "{\"interruptId\":", i ? 16 : 15);
         if (rc == AB_OK)
             rc = ab_json_quote(json, kv->key, kv->klen);
@@ -472,7 +521,8 @@ static ab_status_t decisions_json(call_t *k, const ab_val_t *d, ab_buf_t *json)
     return rc == AB_OK ? ab_buf_append(json, "]", 1) : rc;
 }
 
-/* The resume array: body.resume as given, or body.decisions turned into one. */
+/* The resume array: body.resume as given, or body.decisions turned into one, whose msgpack is at
+ * most what a request header may hold (invariant 4). */
 static ab_status_t resume_array(call_t *k, ab_doc_t *doc, ab_buf_t *mp, const ab_val_t **out)
 {
     const ab_val_t *raw = ab_val_get(k->body, "resume");
@@ -482,12 +532,15 @@ static ab_status_t resume_array(call_t *k, ab_doc_t *doc, ab_buf_t *mp, const ab
     }
     ab_buf_t json = AB_BUF_INIT;
     ab_limits_t lim = ab_limits_default();
+    uint32_t max = ab_conn_limits(k->c)->max_header_bytes;
     ab_status_t rc = decisions_json(k, ab_val_get(k->body, "decisions"), &json);
     if (rc == AB_OK)
-        rc = ab_json_to_msgpack((const char *)json.data, json.len, lim.max_depth, 1u << 24,
+        rc = ab_json_to_msgpack((const char *)json.data, json.len, lim.max_depth, max,
                                 AB_INVALID_ARGUMENT, mp, &k->err);
+    if (rc == AB_TOO_LARGE)
+        rc = header_too_large(k, "resume_run", "body/decisions", 0);
     if (rc == AB_OK)
-        rc = ab_doc_parse(doc, mp->data, mp->len, 1u << 24, lim.max_depth, AB_INVALID_ARGUMENT, out,
+        rc = ab_doc_parse(doc, mp->data, mp->len, max, lim.max_depth, AB_INVALID_ARGUMENT, out,
                           &k->err);
     ab_buf_free(&json);
     return rc;
@@ -522,6 +575,10 @@ void ab__gw_resume(ab__gw_req_t *r)
         q.agent = SV(agent);
     if (nrun[0] && rc == AB_OK)
         q.new_run = SV(nrun);
+    ab_msg_t m = {.op = AB_OP_RESUME_RUN, .u.resume_run = q};
+    if (rc == AB_OK)
+        rc = header_fits(&k, &m, "resume_run",
+                         ab_val_get(k.body, "resume") ? "body/resume" : "body/decisions");
     if (rc == AB_OK)
         rc = ab_conn_resume_run(k.c, &q, k.doc, &a, 0, &k.err);
     if (rc == AB_OK)
@@ -589,6 +646,10 @@ void ab__gw_agent_run(ab__gw_req_t *r)
         q.thread = SV(thread);
         q.run = SV(run);
         q.key = SV(key);
+        ab_msg_t m = {.op = AB_OP_START_RUN, .u.start_run = q};
+        rc = header_fits(&k, &m, "start_run", "body");
+    }
+    if (rc == AB_OK) {
         rc = ab_conn_start_run(k.c, &q, k.doc, &a, 0, &k.err);
     }
     if (rc == AB_OK)

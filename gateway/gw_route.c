@@ -251,14 +251,15 @@ ab_status_t ab__gw_threads_query(const char *after, size_t alen, const char *pre
     if (rc != AB_OK || limit == NULL)
         return rc;
     uint32_t v = 0;
-    bool ok = llen > 0 && llen <= 4;
+    bool ok = llen > 0 && llen <= 9; /* 9 digits never overflow v */
     for (size_t i = 0; ok && i < llen; i++) {
         ok = limit[i] >= '0' && limit[i] <= '9';
         v = v * 10 + (uint32_t)(limit[i] - '0');
     }
-    if (!ok || v < 1 || v > 1000)
+    if (!ok || v < 1 || v > AB_GW_THREADS_LIMIT_MAX)
         return ab_error_set(err, AB_INVALID_ARGUMENT, "limit",
-                            "limit must be a number of threads from 1 to 1000");
+                            "limit must be a number of threads from 1 to %d",
+                            AB_GW_THREADS_LIMIT_MAX);
     out->limit = v;
     return AB_OK;
 }

@@ -23,7 +23,10 @@
  *    filtered by its query, its refusals;
  *  - cancel, resume (approve per interrupt id), actions, workers, snapshot,
  *    runs and /metrics; a POST /agents stream whose queued run is cancelled
- *    before it starts ends with an error frame (request_aborted).
+ *    before it starts ends with an error frame (request_aborted);
+ *  - resume answers above the broker's max_header_bytes are 413 naming
+ *    body/decisions (body/resume) and the limit, fewer reach the broker; a bad
+ *    decision names its JSON pointer body/decisions/ID, the id escaped.
  */
 #include "testutil.h"
 
@@ -545,6 +548,76 @@ static void test_gateway_restart_mid_stream(void **state)
     assert_memory_equal(got, want, n * sizeof got[0]);
 }
 
+/* A resume body answering @p n interrupts "i00000", "i00001", ...: {"decisions": {...}} (each
+ * 55 bytes of msgpack) or, @p raw, {"resume": [...]} of cancelled entries (37 bytes each). */
+static char *many_answers(size_t n, bool raw)
+{
+    size_t cap = 32 + n * 64, len;
+    char *s = malloc(cap);
+    assert_non_null(s);
+    len = (size_t)snprintf(s, cap, raw ? "{\"resume\":[" : "{\"decisions\":{");
+    for (size_t i = 0; i < n; i++)
+        len += (size_t)snprintf(s + len, cap - len,
+                                raw ? "%s{\"interruptId\":\"i%05zu\",\"status\":\"cancelled\"}"
+                                    : "%s\"i%05zu\":\"approve\"",
+                                i ? "," : "", i);
+    snprintf(s + len, cap - len, raw ? "]}" : "}}");
+    return s;
+}
+
+/* POST resume of thread t-big with @p n answers; refused as @p st with @p code naming exactly
+ * @p field (NULL: any) and, when @p limit, the detail limit. */
+static void resume_many(size_t n, bool raw, int st, const char *code, const char *field,
+                        unsigned limit)
+{
+    char *in = many_answers(n, raw), want[96];
+    int got = gw_http(&G.g, "POST", "/threads/t-big/runs/r/resume", NULL, in, body, sizeof body);
+    free(in);
+    snprintf(want, sizeof want, "%s\"", field ? field : "");
+    refused(got, st, code, field ? want : NULL);
+    snprintf(want, sizeof want, "\"limit\":%u", limit);
+    if (limit && !strstr(body, want))
+        fail_msg("want %s, got %s", want, body);
+}
+
+/* A resume_run request holds at most the broker's max_header_bytes (65536), whatever --max-body
+ * is: more decisions are refused by the gateway naming body/decisions (body/resume) and the
+ * limit, both when the answers alone and when the whole request is over it; fewer reach the
+ * broker. A bad decision names its JSON pointer, the id escaped. */
+static void test_resume_bounds(void **state)
+{
+    const char *extra[] = {"--max-body", "8388608", NULL};
+    start_all(state, extra);
+    resume_many(1100, false, 409, "conflict", NULL, 0); /* 60 KB: the broker's answer */
+    resume_many(1191, false, 413, "too_large", "body/decisions", 65536); /* 65,508 + the ids */
+    resume_many(3000, false, 413, "too_large", "body/decisions", 65536);
+    /* 6 MB of JSON, 17.6 MB of msgpack: once refused with no field */
+    resume_many(320000, false, 413, "too_large", "body/decisions", 65536);
+    resume_many(1500, true, 409, "conflict", NULL, 0); /* 55.5 KB */
+    resume_many(2000, true, 413, "too_large", "body/resume", 65536);
+    /* a RunAgentInput within --max-body whose start_run is over the header limit: once 413
+     * with no field, from the broker; one of half the size is started */
+    static char in[40000];
+    int st = gw_http(&G.g, "POST", "/agents/demo", "Accept: application/json\r\n",
+                     float_input(in, 20000), body, sizeof body); /* 45 KB of msgpack */
+    if (st != 200 || !strstr(body, "\"thread\":\"t-num\""))
+        fail_msg("want the run accepted, got %d: %s", st, body);
+    st = gw_http(&G.g, "POST", "/agents/demo", "Accept: application/json\r\n",
+                 float_input(in, sizeof in), body, sizeof body); /* 90 KB of msgpack */
+    refused(st, 413, "too_large", "body\"");
+    assert_non_null(strstr(body, "\"limit\":65536"));
+    const char *bad[][2] = {
+        {"{\"decisions\":{\"approve-1\":\"maybe\"}}", "body/decisions/approve-1\""},
+        {"{\"decisions\":{\"ok\":\"cancel\",\"a/b~c\":7}}", "body/decisions/a~1b~0c\""},
+        {"{\"decisions\":{\"i-0123456789012345678901234567890123456789012345678\":\"no\"}}",
+         "body/decisions\""}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        refused(gw_http(&G.g, "POST", "/threads/t-big/runs/r/resume", NULL, bad[i][0], body,
+                        sizeof body),
+                400, "invalid_argument", bad[i][1]);
+    assert_non_null(strstr(body, "interrupt i-0123456789")); /* the message names it */
+}
+
 static void test_json_endpoints(void **state)
 {
     start_all(state, NULL);
@@ -781,6 +854,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_slow_client_cut_and_resumed, it_setup, teardown),
         cmocka_unit_test_setup_teardown(test_gateway_restart_mid_stream, it_setup, teardown),
         cmocka_unit_test_setup_teardown(test_json_endpoints, it_setup, teardown),
+        cmocka_unit_test_setup_teardown(test_resume_bounds, it_setup, teardown),
         cmocka_unit_test_setup_teardown(test_export_of_a_large_event, large_setup, teardown),
         cmocka_unit_test_setup_teardown(test_threads_listing, it_setup, teardown),
         cmocka_unit_test_setup_teardown(test_heartbeat_cors_and_stream_limit, it_setup, teardown),
