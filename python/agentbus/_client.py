@@ -276,12 +276,17 @@ class AsyncClient:
                      window: int = 8, chunk_events: int | None = None,
                      window_bytes: int | None = None, timeout: float | None = None) -> Replay:
         """Start a replay (7.6) of scope "run" (thread, run, after_seq), "thread" (thread,
-        cursors run -> last seq) or "all" (after_pos); iterate it for its events."""
+        cursors run -> last seq, and only the events above @p after_pos when it is not 0:
+        with no cursors, the thread after that position) or "all" (after_pos); iterate
+        it for its events.  The broker refuses a thread replay with more cursors than
+        its ``max_batch`` (TooLarge)."""
         f: dict[str, Any] = {"scope": scope}
         if scope == "run":
             f.update(thread=thread, run=run, after_seq=after_seq)
         elif scope == "thread":
             f.update(thread=thread, cursors=dict(cursors or {}))
+            if after_pos:  # sent only when used: a broker before it refuses the key (7.6)
+                f["after_pos"] = after_pos
         elif scope == "all":
             f["after_pos"] = after_pos
         else:

@@ -7,8 +7,12 @@ it.  Batches stay within the broker's announced ``max_batch`` and ``max_publish_
 and go packed when ``packedPublish`` is announced.
 
 Invariants:
-- the outbox holds the encoded envelopes of seq ``acked + 1 .. next_seq - 1``, at most
-  ``outbox_max`` of them (a publish waits for acknowledgements first: memory is bounded);
+- the outbox holds the encoded envelopes of seq ``acked + 1 .. next_seq - 1``: the batch
+  in flight (at most ``max_publish_bytes`` of envelopes) and the events not yet sent, fewer
+  than a batch by count (``batch_max``) and by bytes (``max_publish_bytes``) whenever a
+  publish returns — a publish that fills a batch either way waits for the answer to the
+  one in flight and sends it, so the outbox holds less than two batches' bytes then
+  (one envelope more while that publish waits), and about ``outbox_max`` events at most;
 - a resent event has the same bytes, so a commit whose answer was lost comes back
   ``duplicate``, never ``conflict``;
 - at most one ``publish`` request is outstanding;
@@ -21,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
+from itertools import islice
 from typing import Any
 
 from . import errors, wire
@@ -55,12 +60,15 @@ class AsyncProducer:
         self.next_seq = 1
         self.acked_seq = 0
         self._outbox: deque[bytes] = deque()  # envelopes of acked_seq+1 ..
+        self._outbox_bytes = 0  # their total length
         self._unsent = 1  # first seq not sent in the current pass
+        self._unsent_bytes = 0  # the total length of the envelopes from _unsent on
         self._inflight: tuple[int, asyncio.Future, int, int] | None = None  # cid, fut, first, n
         self._failed: errors.AgentbusError | None = None
         self._retries = 0
         self.stats = {"published": 0, "acked": 0, "duplicates": 0, "retries": 0, "gaps": 0,
-                      "batches": 0, "outbox_peak": 0, "reconnects": 0}
+                      "batches": 0, "outbox_peak": 0, "outbox_peak_bytes": 0,
+                      "reconnects": 0}
 
     @classmethod
     async def open(cls, endpoint: str | None = None, **kw: Any) -> "AsyncProducer":
@@ -83,6 +91,11 @@ class AsyncProducer:
     @property
     def outbox(self) -> int:
         return len(self._outbox)
+
+    @property
+    def outbox_bytes(self) -> int:
+        """The bytes of the envelopes in the outbox (not yet acknowledged)."""
+        return self._outbox_bytes
 
     def _check_usable(self) -> None:
         if self._failed is not None:
@@ -115,6 +128,7 @@ class AsyncProducer:
         self.thread, self.run, self.epoch = thread, run, epoch
         self.next_seq = self._unsent = last_seq + 1
         self.acked_seq = last_seq
+        self._outbox_bytes = self._unsent_bytes = 0  # the outbox is empty
         self._tpl = (b"\x87\xa1v" + wire.packb(self.conn.version) +
                      b"\xa6thread" + wire.packb(thread) + b"\xa3run" + wire.packb(run) +
                      b"\xa3seq")
@@ -153,8 +167,9 @@ class AsyncProducer:
 
     async def publish(self, event: dict[str, Any]) -> int:
         """Queue @p event as the run's next seq and return that seq.  When a batch is full
-        it waits for the answer to the previous one (one request outstanding) and sends
-        it, so the outbox holds at most two batches (and at most ``outbox_max``)."""
+        (by count or by ``max_publish_bytes``) it waits for the answer to the previous one
+        (one request outstanding) and sends it, so the outbox holds less than two batches
+        by count and by bytes (and about ``outbox_max`` events at most)."""
         seq, pump = self._queue(event)
         if pump:
             await self._pump(full_only=True)
@@ -189,14 +204,21 @@ class AsyncProducer:
 
     async def _pump(self, full_only: bool) -> None:
         """One step: settle the outstanding request (wait for its answer), then send the
-        next batch — only a full one when @p full_only, unless the outbox is full."""
-        lim = self._batch_limit()
-        if self._inflight is not None:
-            await self._settle()
-        pending = self.next_seq - self._unsent
-        if self._inflight is None and pending > 0 and (
-                not full_only or pending >= lim or len(self._outbox) >= self.outbox_max):
-            await self._send_batch(lim)
+        next batch — only a full one when @p full_only, unless the outbox is full.  With
+        @p full_only it steps again while the unsent envelopes reach ``max_publish_bytes``
+        (a full batch by bytes), so what a publish leaves unsent stays below it."""
+        budget = self.conn.limits["max_publish_bytes"]
+        while True:
+            lim = self._batch_limit()
+            if self._inflight is not None:
+                await self._settle()
+            pending = self.next_seq - self._unsent
+            if self._inflight is None and pending > 0 and (
+                    not full_only or pending >= lim or len(self._outbox) >= self.outbox_max
+                    or self._unsent_bytes >= budget):
+                await self._send_batch(lim)
+            if not full_only or self._unsent_bytes < budget:
+                return
 
     def _queue(self, event: dict[str, Any]) -> tuple[int, bool]:
         """Encode and queue @p event; (its seq, whether a pump is due)."""
@@ -204,12 +226,17 @@ class AsyncProducer:
         env = self.encode(event)
         seq = self.next_seq
         self._outbox.append(env)
+        self._outbox_bytes += len(env)
+        self._unsent_bytes += len(env)
         self.next_seq += 1
         self.stats["published"] += 1
         n = len(self._outbox)
         if n > self.stats["outbox_peak"]:
             self.stats["outbox_peak"] = n
-        return seq, (self.next_seq - self._unsent >= self._batch_limit() or n >= self.outbox_max)
+        if self._outbox_bytes > self.stats["outbox_peak_bytes"]:
+            self.stats["outbox_peak_bytes"] = self._outbox_bytes
+        return seq, (self.next_seq - self._unsent >= self._batch_limit() or n >= self.outbox_max
+                     or self._unsent_bytes >= self.conn.limits["max_publish_bytes"])
 
     async def _send_batch(self, lim: int) -> None:
         first = self._unsent
@@ -217,7 +244,7 @@ class AsyncProducer:
         packed = self.conn.cap("packedPublish") in ("available", "degraded")
         budget = self.conn.limits["max_publish_bytes"]
         envs: list[bytes] = []
-        used = 0
+        used = raw = 0
         for i in range(idx, min(len(self._outbox), idx + lim)):
             e = self._outbox[i]
             cost = len(e) + (4 if packed else 0)
@@ -225,6 +252,7 @@ class AsyncProducer:
                 break
             envs.append(e)
             used += cost
+            raw += len(e)
         fields: dict[str, Any] = {"count": len(envs)}
         frames = [wire.pack_batch(envs)] if packed else envs
         if packed:
@@ -237,6 +265,7 @@ class AsyncProducer:
             self.conn.close_stream(cid)
             raise
         self._unsent = first + len(envs)
+        self._unsent_bytes -= raw
         self._inflight = (cid, fut, first, len(envs))
         self.stats["batches"] += 1
 
@@ -278,7 +307,7 @@ class AsyncProducer:
                 self.stats["gaps"] += 1
                 while self.acked_seq + 1 < exp and self._outbox:
                     self._ack(self.acked_seq + 1)  # committed before: it leaves the outbox
-                self._unsent = max(exp, self.acked_seq + 1)
+                self._rewind(exp)
                 return
             if err.retryable:
                 await self._retry(seq, err)
@@ -288,9 +317,16 @@ class AsyncProducer:
 
     def _ack(self, seq: int) -> None:
         if seq == self.acked_seq + 1 and self._outbox:
-            self._outbox.popleft()
+            self._outbox_bytes -= len(self._outbox.popleft())
             self.acked_seq = seq
             self.stats["acked"] += 1
+
+    def _rewind(self, seq: int) -> None:
+        """Send again from @p seq (at least the first unacknowledged one): ``_unsent`` and
+        the bytes from it on, summed again (only after a gap or a failure)."""
+        self._unsent = max(seq, self.acked_seq + 1)
+        idx = self._unsent - self.acked_seq - 1
+        self._unsent_bytes = sum(len(e) for e in islice(self._outbox, idx, None))
 
     async def _retry(self, from_seq: int, err: errors.AgentbusError) -> None:
         """A retryable failure: back off, and resend from @p from_seq.  A request with no
@@ -299,7 +335,7 @@ class AsyncProducer:
         user of it, a worker) is resent on the new socket as it is."""
         self._retries += 1
         self.stats["retries"] += 1
-        self._unsent = max(from_seq, self.acked_seq + 1)
+        self._rewind(from_seq)
         if self._retries > self.max_retries:
             self._retries = 0
             err.seq = from_seq

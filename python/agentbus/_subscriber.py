@@ -12,15 +12,31 @@ event is judged: at or below the cursor a duplicate (dropped), the next one deli
 further ahead a hole: nothing past it is delivered and the subscriber replays from its
 cursor again.  Per run by seq (scopes run and thread), globally by pos (scope all).
 
-Also replays when a heartbeat says more was committed than it knows of (a lost tail: for
-scope all, ``head_pos`` above its position; for run and thread, ``heads`` showing a run
-ahead of its cursor), and reconnects (new ``hello``, new SUB) on a new broker instance or
-on ``silence`` seconds without any message from the event endpoint, waiting between failed attempts as 6.3 says
-(uniform in [c/2, c], c = min(reconnect_max, reconnect_base * 2^(n-1))), the wait reset
-only once the new connection worked (a heartbeat of its instance, or a completed replay).
+An ordered thread (``ordered=True``, scope thread) follows its thread in commit order with
+one cursor, ``after_pos`` P: every event of the thread up to P was handed out.  A live event
+at or below P is a duplicate; one whose stamp's ``tprev`` is at or below P is the next (the
+thread has nothing between ``tprev`` and ``pos``, PROTOCOL.md 5), a ``tprev`` above P is a
+hole; without ``tprev`` (an older broker, ``--tprev false``) only ``pos`` = P + 1 is the
+next.  Its replay is scope thread with ``after_pos`` P and no cursors (7.6), and every
+event of it above P is delivered; ``replay_end``'s ``head_pos`` then raises P (the replay
+sent everything of the thread up to it).  It keeps no per-run state, so a thread with any
+number of runs works; the unordered thread scope keeps one cursor per run and its replay
+names them all, which the broker refuses past ``max_batch`` runs (TooLarge, not retried).
 
-Invariants: the cursor advances before an event is handed out; memory is bounded by the
-SUB's high-water mark, one replay window and one live message.
+Also replays when a heartbeat says more was committed than it knows of (a lost tail: for
+scope all and an ordered thread, ``head_pos`` above its position — for an ordered thread
+one replay per heartbeat while other threads commit, which the broker answers from its
+thread index, as the C client does; for run and thread, ``heads`` showing a run ahead of
+its cursor), and reconnects (new ``hello``, new SUB) on a new broker instance or on
+``silence`` seconds without any message from the event endpoint, waiting between failed
+attempts as 6.3 says (uniform in [c/2, c], c = min(reconnect_max, reconnect_base *
+2^(n-1))), the wait reset only once the new connection worked (a heartbeat of its
+instance, or a completed replay).
+
+Invariants: the cursor advances before an event is handed out; positions handed out by
+scope all and an ordered thread only grow; memory is bounded by the SUB's high-water mark,
+one replay window and one live message, plus one cursor per run seen for an unordered
+thread (at most the broker's ``max_batch``, past which its replay raises TooLarge).
 """
 
 from __future__ import annotations
@@ -38,23 +54,29 @@ from ._conn import AsyncConnection, Keys, backoff_delay
 
 class AsyncSubscriber:
     """Subscriber of scope "run" (thread, run, after_seq), "thread" (thread, cursors run ->
-    last seq) or "all" (after_pos); ``from_now=True`` starts at the broker's present
+    last seq; or, with ``ordered=True``, after_pos: the thread in commit order, for any
+    number of runs) or "all" (after_pos); ``from_now=True`` starts at the broker's present
     instead.  Iterate it (``async for ev in sub``), call ``next_batch()``, or ``run(cb)``.
     """
 
     def __init__(self, endpoint: str | None = None, *, scope: str = "all",
                  thread: str | None = None, run: str | None = None, after_seq: int = 0,
                  cursors: dict[str, int] | None = None, after_pos: int = 0,
-                 from_now: bool = False, keys: Keys | None = None, timeout: float = 5.0,
-                 silence: float = 3.0, reconnect_base: float = 0.2, reconnect_max: float = 5.0,
-                 window: int = 8, chunk_events: int = 1024, rcvhwm: int | None = None,
-                 client_name: str | None = None):
+                 ordered: bool = False, from_now: bool = False, keys: Keys | None = None,
+                 timeout: float = 5.0, silence: float = 3.0, reconnect_base: float = 0.2,
+                 reconnect_max: float = 5.0, window: int = 8, chunk_events: int = 1024,
+                 rcvhwm: int | None = None, client_name: str | None = None):
         if scope not in ("run", "thread", "all"):
             raise errors.InvalidArgument(f"unknown scope {scope!r}", field="scope")
         if scope != "all" and not thread or scope == "run" and not run:
             raise errors.InvalidArgument("scope run needs thread and run, thread a thread")
         if reconnect_base <= 0 or reconnect_max <= 0:
             raise errors.InvalidArgument("reconnect delays must be positive")
+        if ordered and scope != "thread":
+            raise errors.InvalidArgument("ordered is for scope thread", field="ordered")
+        if ordered and cursors:
+            raise errors.InvalidArgument("an ordered thread subscription's cursor is "
+                                         "after_pos, not cursors", field="cursors")
         self.conn = AsyncConnection(endpoint, keys=keys, timeout=timeout,
                                     client_name=client_name)
         self.client = AsyncClient(conn=self.conn)
@@ -62,7 +84,8 @@ class AsyncSubscriber:
         self.cursors: dict[str, int] = dict(cursors or {})
         if scope == "run":
             self.cursors = {run: after_seq}  # type: ignore[dict-item]
-        self.position = after_pos
+        self.ordered = ordered
+        self.position = after_pos  # scope all, ordered thread: the cursor (synced position)
         self._from_now = from_now
         self.silence = silence
         self.reconnect_base = min(reconnect_base, reconnect_max)
@@ -149,12 +172,18 @@ class AsyncSubscriber:
                     return
 
     def cursor(self) -> dict[str, Any]:
-        """What to persist: {"cursors": run -> last seq} (run, thread) or {"after_pos"}."""
-        if self.scope == "all":
+        """What to persist: {"cursors": run -> last seq} (run, thread) or {"after_pos"}
+        (all, ordered thread)."""
+        if self._by_pos:
             return {"after_pos": self.position}
         return {"cursors": dict(self.cursors)}
 
     # -- the state machine -----------------------------------------------------------------------
+
+    @property
+    def _by_pos(self) -> bool:
+        """Judged by commit position against ``position`` (scope all, ordered thread)."""
+        return self.scope == "all" or self.ordered
 
     @staticmethod
     def _loop() -> asyncio.AbstractEventLoop:
@@ -253,7 +282,7 @@ class AsyncSubscriber:
             # a live event before it: committed before the coming replay reads (dropped)
 
     async def _cursor_from_now(self) -> None:
-        if self.scope == "all":
+        if self._by_pos:
             self.position = (await self.client.ping())["head_pos"]
         elif self.scope == "run":
             h = await self.client.head(self.thread, self.run_id)  # type: ignore[arg-type]
@@ -275,6 +304,11 @@ class AsyncSubscriber:
                     "run", thread=self.thread, run=self.run_id,
                     after_seq=self.cursors[self.run_id], window=self.window,  # type: ignore[index]
                     chunk_events=self.chunk_events)
+            elif self.ordered:
+                self._replay = await self.client.replay("thread", thread=self.thread,
+                                                        after_pos=self.position,
+                                                        window=self.window,
+                                                        chunk_events=self.chunk_events)
             else:
                 if len(self.cursors) > self.conn.limits["max_batch"]:
                     raise errors.TooLarge("thread cursor map above max_batch runs",
@@ -286,19 +320,21 @@ class AsyncSubscriber:
         if chunk is None:
             end = self._replay.end or {}
             self._head_seen = max(self._head_seen, end.get("head_pos", 0))
+            if self.ordered:  # everything of the thread up to head_pos was sent
+                self.position = max(self.position, end.get("head_pos", 0))
             self._replay = None
             self._need_sync = False
             self._worked()
             self._last_heard = self._loop().time()  # the broker answered: not silent
             return
         evs, consecutive = chunk
-        if self.scope == "all" and consecutive and evs:
+        if self._by_pos and consecutive and evs:
             # one judgement for the chunk: positions p, p+1, ... (the usual case)
             skip = max(0, min(len(evs), self.position - evs[0].pos + 1))
             self._deliver(evs, skip, "replayed")
             return
         for ev in evs:
-            if self.scope == "all":
+            if self._by_pos:  # commit order: any position above the cursor is the next
                 if ev.pos <= self.position:
                     self.stats["duplicates"] += 1
                     continue
@@ -319,8 +355,8 @@ class AsyncSubscriber:
             self._ready.append(ev)
 
     def _deliver(self, evs: list[wire.Event], skip: int, kind: str) -> None:
-        """Scope all: hand out @p evs (consecutive positions) after their first @p skip,
-        which are at or below the cursor (duplicates)."""
+        """Scope all, ordered thread: hand out @p evs (consecutive positions) after their
+        first @p skip, which are at or below the cursor (duplicates)."""
         took = len(evs) - skip
         self.stats["duplicates"] += skip
         if took <= 0:
@@ -393,6 +429,16 @@ class AsyncSubscriber:
                 self._hole()
                 return False
             self.position = ev.pos
+        elif self.ordered:
+            if ev.thread != self.thread:
+                return True
+            if ev.pos <= self.position:
+                self.stats["duplicates"] += 1
+                return True
+            if not self._follows(ev):
+                self._hole()
+                return False
+            self.position = ev.pos
         else:
             if ev.thread != self.thread or (self.scope == "run" and ev.run != self.run_id):
                 return True
@@ -410,6 +456,14 @@ class AsyncSubscriber:
         self.stats["live"] += 1
         self._ready.append(ev)
         return True
+
+    def _follows(self, ev: wire.Event) -> bool:
+        """Ordered thread: nothing of the thread can lie between the cursor and live @p ev
+        (above the cursor): its ``tprev`` is at or below the cursor, or, without one, it
+        is at the cursor + 1."""
+        if ev.tprev is not None:
+            return ev.tprev <= self.position
+        return ev.pos == self.position + 1
 
     def _hole(self) -> None:
         self.stats["holes"] += 1
@@ -433,6 +487,10 @@ class AsyncSubscriber:
         if self.scope == "all":
             if head > self.position:
                 self._hole()
+            return
+        if self.ordered:
+            if head > self.position:
+                self._need_sync = True  # replay after the cursor; its head_pos raises it
             return
         if head > self._head_seen:
             await self._check_heads(head)

@@ -153,19 +153,23 @@ class Producer(_Blocking):
         self._a.assigned(thread, run, epoch, last_seq)
 
     def __getattr__(self, name: str) -> Any:
-        if name in ("epoch", "next_seq", "acked_seq", "outbox", "stats", "thread", "run",
-                    "conn", "encode"):
+        if name in ("epoch", "next_seq", "acked_seq", "outbox", "outbox_bytes", "stats",
+                    "thread", "run", "conn", "encode"):
             return getattr(self._a, name)
         raise AttributeError(name)
 
 
 class Subscriber(_Blocking):
     """The exactly-once subscriber (blocking): iterate it, or next_batch(), or run(cb);
-    the same options as AsyncSubscriber."""
+    the same options as AsyncSubscriber (``ordered=True``: a thread in commit order)."""
 
     def __init__(self, endpoint: str | None = None, **kw: Any):
         self._l = _Loop()
-        self._a = AsyncSubscriber(endpoint, **kw)
+        try:
+            self._a = AsyncSubscriber(endpoint, **kw)
+        except BaseException:
+            self._l.close()  # refused options: no loop left open
+            raise
         self._buf: list[wire.Event] = []
 
     def next_batch(self, timeout: float = 1.0) -> list[wire.Event]:
@@ -213,6 +217,7 @@ class Subscriber(_Blocking):
 
     position = property(lambda self: self._a.position)
     cursors = property(lambda self: self._a.cursors)
+    ordered = property(lambda self: self._a.ordered)
     stats = property(lambda self: self._a.stats)
 
 

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""An observer: prints every event of a thread, from its start, then live, each once.
+"""An observer: prints every event of a thread, from its start, then live, each once, in
+commit order (an ordered thread subscription: any number of runs).
 
   python3 python/examples/observer.py THREAD [--broker tcp://127.0.0.1:7710] [--until-idle S]
 """
@@ -28,7 +29,7 @@ def main():
     ap.add_argument("--until-idle", type=float, default=None,
                     help="stop after this many seconds without an event")
     a = ap.parse_args()
-    with agentbus.Subscriber(a.broker, scope="thread", thread=a.thread) as s:
+    with agentbus.Subscriber(a.broker, scope="thread", thread=a.thread, ordered=True) as s:
         seen = False
         while True:
             batch = s.next_batch(a.until_idle or 1.0)

@@ -199,7 +199,8 @@ def test_no_broker_times_out():
 class FakeBroker:
     """A ROUTER that answers hello, claim and publishes from a script of results."""
 
-    def __init__(self, script):
+    def __init__(self, script, limits=None):
+        self.limits = dict(limits or {})
         self.ctx = zmq.Context()
         self.sock = self.ctx.socket(zmq.ROUTER)
         self.sock.linger = 0
@@ -216,6 +217,7 @@ class FakeBroker:
 
     def loop(self):
         lim = dict(wire.DEFAULT_LIMITS, max_publish_bytes=1 << 24, max_replay_bytes=1 << 21)
+        lim.update(self.limits)
         while not self.stop:
             if not self.sock.poll(50):
                 continue
@@ -337,3 +339,44 @@ def test_batches_split_at_the_announced_limits(make_broker, ids):
             p.publish({"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": "z" * 300})
         p.flush()
         assert p.acked_seq == 102 and p.stats["batches"] >= 102 * 300 // 2048
+
+
+def test_outbox_bounded_in_bytes(make_broker, ids):
+    """Events of 3 KB where a publish holds 8 KB: a batch is full by bytes long before it
+    is by count (256), and a publish then waits for the batch in flight and sends, so the
+    outbox stays below two batches' bytes (2 x max_publish_bytes) after every publish."""
+    t, r = ids
+    budget = 8192
+    b = make_broker("--max-event-bytes", "4096", "--max-publish-bytes", str(budget))
+    sent = [started(t, r), {"type": "TEXT_MESSAGE_START", "messageId": "m", "role": "assistant"}]
+    sent += [{"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": f"{i:04d}" + "z" * 3000}
+             for i in range(120)]
+    with agentbus.Producer(b.endpoint, batch_max=256) as p:
+        assert p.conn.limits["max_publish_bytes"] == budget
+        p.claim(t, r)
+        for e in sent:
+            p.publish(e)
+            held = sum(len(env) for env in p._a._outbox)
+            assert held == p.outbox_bytes and held < 2 * budget, (p.next_seq, held)
+        assert p.stats["outbox_peak_bytes"] < 2 * budget + 4096  # + the event being queued
+        assert p.flush() == len(sent) and p.outbox == p.outbox_bytes == 0
+    assert [e.body for e in read_run(b.endpoint, t, r)] == sent
+
+
+def test_outbox_bytes_bound_holds_after_a_retry():
+    """A retry sends again from the first unacknowledged event, so more than a batch's
+    bytes can be unsent at once: the publish that finds them sends batches until less
+    than max_publish_bytes is left unsent, and the outbox stays below two batches' bytes.
+    Envelopes of about 300 bytes, 1000 to a publish: three fit in one (packed)."""
+    fb = FakeBroker(["ok", "overloaded"], {"max_publish_bytes": 1000})
+    try:
+        with agentbus.Producer(fb.endpoint, batch_max=256, backoff_base=0.001) as p:
+            p.claim("t", "r")
+            p.publish(started("t", "r"))
+            p.flush()
+            for i in range(20):
+                p.publish({"type": "CUSTOM", "name": "n", "value": f"{i:03d}" + "v" * 220})
+                assert p.outbox_bytes < 2 * 1000, (i, p.outbox_bytes)
+            assert p.flush() == 21 and p.stats["retries"] == 1 and p.outbox_bytes == 0
+    finally:
+        fb.close()

@@ -6,7 +6,10 @@ import signal
 import threading
 import time
 
+import pytest
+
 import agentbus
+from agentbus import errors
 from conftest import finished, started, text_events
 
 
@@ -78,11 +81,12 @@ def test_scope_all_and_from_now(broker, ids):
     s.close()
 
 
-def test_holes_at_a_tiny_hwm_are_filled(make_broker, ids):
+@pytest.mark.parametrize("ordered", [False, True], ids=["per-run", "ordered"])
+def test_holes_at_a_tiny_hwm_are_filled(make_broker, ids, ordered):
     t, r = ids
     b = make_broker("--hwm", "1")
     runs = {f"{r}-{i}": 300 for i in range(4)}
-    s = agentbus.Subscriber(b.endpoint, scope="thread", thread=t, rcvhwm=1)
+    s = agentbus.Subscriber(b.endpoint, scope="thread", thread=t, rcvhwm=1, ordered=ordered)
     assert s.wait_synced()
     th = [threading.Thread(target=publish_run, args=(b.endpoint, t, run, n, True, 8))
           for run, n in runs.items()]
@@ -96,6 +100,8 @@ def test_holes_at_a_tiny_hwm_are_filled(make_broker, ids):
     for x in th:
         x.join()
     assert exact(got, runs)
+    if ordered:  # commit order across the runs
+        assert all(a.pos < b.pos for a, b in zip(got, got[1:]))
     assert s.next_batch(0.3) == []
     assert s.stats["live"] + s.stats["replayed"] == 1200
     print("hole-stats", s.stats)
@@ -307,3 +313,214 @@ def test_live_stamps_carry_tprev(broker, ids):
     with agentbus.Client(broker.endpoint) as c:
         evs = list(c.replay("thread", thread=t, cursors={}))
     assert len(evs) == 7 and all(e.tprev is None for e in evs)
+
+
+def test_ordered_refuses_cursors_and_other_scopes():
+    """The cursor of an ordered thread is after_pos (the C client's rule): cursors with it,
+    or ordered with another scope, are refused naming the option."""
+    with pytest.raises(errors.InvalidArgument) as ei:
+        agentbus.Subscriber("tcp://127.0.0.1:1", scope="thread", thread="t", ordered=True,
+                            cursors={"r": 3})
+    assert ei.value.field == "cursors"
+    for scope in ("all", "run"):
+        with pytest.raises(errors.InvalidArgument) as ei:
+            agentbus.AsyncSubscriber("tcp://127.0.0.1:1", scope=scope, thread="t", run="r",
+                                     ordered=True)
+        assert ei.value.field == "ordered"
+
+
+def _tprev_records(stamps):
+    """A live message of thread t: one record per (pos, tprev or None)."""
+    from agentbus import wire
+    env = wire.packb({"v": 1, "thread": "t", "run": "r", "seq": 1, "epoch": 1, "ts": 0,
+                      "event": {"type": "CUSTOM", "name": "n", "value": 1}})
+    pairs = []
+    for pos, tprev in stamps:
+        st = {"pos": pos, "time": 5}
+        if tprev is not None:
+            st["tprev"] = tprev
+        pairs.append((wire.packb(st), env))
+    return [_Frame(b"ev\x00t\x00r\x00"), _Frame(wire.pack_records(pairs))]
+
+
+def _ordered_live(messages, position=10):
+    """An ordered thread subscriber (cursor @p position) fed these live messages directly:
+    (delivered positions, stats, whether it wants a replay, its cursor)."""
+    async def go():
+        s = agentbus.AsyncSubscriber("tcp://127.0.0.1:1", scope="thread", thread="t",
+                                     ordered=True, after_pos=position)
+        s._connected, s._need_sync = True, False
+        for m in messages:
+            await s._on_message(_tprev_records(m))
+            if s._need_sync:
+                break
+        out = [e.pos for e in s._ready]
+        await s.close()
+        return out, s.stats, s._need_sync, s.cursor()
+    return asyncio.run(go())
+
+
+def test_ordered_live_judged_by_tprev():
+    """PROTOCOL.md 5: at or below the cursor a duplicate; tprev at or below it the next
+    (other threads' positions in between need no replay); tprev above it a hole; without
+    tprev only the cursor + 1."""
+    got, st, resync, cur = _ordered_live([[(8, 5), (10, 9)], [(14, 10), (20, 14)]])
+    assert got == [14, 20] and st["duplicates"] == 2 and not resync
+    assert cur == {"after_pos": 20} and st["holes"] == 0
+    got, st, resync, cur = _ordered_live([[(12, 10), (15, 13), (16, 15)]])
+    assert got == [12] and resync and st["holes"] == 1 and cur == {"after_pos": 12}
+    got, st, resync, cur = _ordered_live([[(11, None), (12, None)], [(14, None)]])
+    assert got == [11, 12] and resync and st["holes"] == 1 and cur == {"after_pos": 12}
+
+
+def test_ordered_heartbeat_above_the_cursor_replays():
+    """The lost-tail check of an ordered thread: a heartbeat of the connected instance
+    whose head_pos is above the cursor asks for a replay from it; one at it does not."""
+    from agentbus import wire
+
+    async def go(head):
+        s = agentbus.AsyncSubscriber("tcp://127.0.0.1:1", scope="thread", thread="t",
+                                     ordered=True, after_pos=10)
+        s.conn.instance = "i-1"
+        s._connected, s._need_sync = True, False
+        await s._on_heartbeat(wire.packb({"op": "heartbeat", "v": 1, "cid": 0,
+                                          "instance": "i-1", "head_pos": head}))
+        await s.close()
+        return s._need_sync
+
+    assert asyncio.run(go(10)) is False
+    assert asyncio.run(go(11)) is True
+
+
+def test_ordered_replay_takes_every_position_above_the_cursor():
+    """An ordered thread's replay: scope thread from after_pos with no cursors; every
+    event above the cursor is delivered whatever the gaps, and replay_end's head_pos
+    becomes the cursor (the thread has nothing more up to it)."""
+    from agentbus import wire
+
+    class FakeReplay:
+        def __init__(self, chunks):
+            self.chunks, self.end = list(chunks), {"head_pos": 30}
+
+        async def next_chunk_ex(self):
+            if not self.chunks:
+                return None
+            return wire.decode_chunk(_tprev_records(self.chunks.pop(0))[1].bytes, True)
+
+    async def go():
+        s = agentbus.AsyncSubscriber("tcp://127.0.0.1:1", scope="thread", thread="t",
+                                     ordered=True, after_pos=10)
+        asked = {}
+
+        async def replay(scope, **kw):
+            asked.update(kw, scope=scope)
+            return FakeReplay([[(9, None), (10, None), (12, None)], [(13, None), (17, None)]])
+        s.client.replay = replay
+        while s._need_sync:
+            await s._sync_step()
+        out = [e.pos for e in s._ready]
+        await s.close()
+        return out, asked, s.cursor(), s.stats
+
+    got, asked, cur, st = asyncio.run(go())
+    assert got == [12, 13, 17] and st["duplicates"] == 2 and cur == {"after_pos": 30}
+    assert asked["scope"] == "thread" and asked["after_pos"] == 10 and not asked.get("cursors")
+
+
+def _publish_interleaved(ep, t, runs, other):
+    """Runs of thread @p t written in turns, one event each, with an event of thread
+    @p other between turns, so the thread's positions are not contiguous and its runs
+    interleave in commit order.  Four events a run."""
+    ps = {}
+    for r in runs:
+        ps[r] = agentbus.Producer(ep)
+        ps[r].claim(t, r)
+    po = agentbus.Producer(ep)
+    po.claim(other, f"{other}-{runs[0]}")
+    po.publish(started(other, f"{other}-{runs[0]}"))
+    for i in range(4):
+        for r, p in ps.items():
+            p.publish(started(t, r) if i == 0 else finished(t, r) if i == 3 else
+                      {"type": "CUSTOM", "name": "n", "value": i})
+            p.flush()
+            po.publish({"type": "CUSTOM", "name": "o", "value": i})
+            po.flush()
+    for p in (*ps.values(), po):
+        p.close()
+
+
+def _thread_positions(ep, t):
+    with agentbus.Client(ep) as c:
+        return [(e.run, e.seq, e.pos) for e in c.replay("all") if e.thread == t]
+
+
+def _take(s, n, timeout=20.0):
+    got = s.events(n, timeout=timeout)
+    assert len(got) == n, f"{len(got)} of {n}: {s.stats}"
+    return got
+
+
+@pytest.mark.parametrize("tprev", ["true", "false"])
+def test_ordered_thread_past_max_batch_runs(make_broker, ids, tprev):
+    """A thread with three times the broker's max_batch runs: the ordered subscriber
+    delivers each event once in commit order, from the store, live and after a broker
+    SIGKILL and restart (replay from after_pos); a new one from its cursor gets only what
+    came after.  The per-run one, whose replay would name every run's cursor, raises
+    TooLarge at its first replay past max_batch runs."""
+    t, r = ids
+    b = make_broker("--max-batch", "4", "--tprev", tprev)
+    ep, other = b.endpoint, t + "-other"
+    _publish_interleaved(ep, t, [f"{r}-{i}" for i in range(6)], other)
+    s = agentbus.Subscriber(ep, scope="thread", thread=t, ordered=True, timeout=1.0,
+                            silence=1.0, reconnect_base=0.05, reconnect_max=0.2)
+    per_run = agentbus.Subscriber(ep, scope="thread", thread=t, timeout=1.0, silence=1.0,
+                                  reconnect_base=0.05, reconnect_max=0.2)
+    assert s.wait_synced() and per_run.wait_synced()
+    _publish_interleaved(ep, t, [f"{r}-{i}" for i in range(6, 12)], other + "2")
+    got = _take(s, 48)
+    assert any(e.replayed for e in got) and any(not e.replayed for e in got)
+    assert len(_take(per_run, 48)) == 48 and len(per_run.cursors) == 12
+    b.kill()
+    b.restart()
+    _publish_interleaved(ep, t, [f"{r}-{i}" for i in range(12, 18)], other + "3")
+    got += _take(s, 24)
+    assert [(e.run, e.seq, e.pos) for e in got] == _thread_positions(ep, t)
+    assert len({(e.run, e.seq) for e in got}) == 72 and s.next_batch(0.3) == []
+    assert s.cursor()["after_pos"] >= got[-1].pos and s.cursors == {}
+    with pytest.raises(errors.TooLarge) as ei:
+        end = time.monotonic() + 20
+        while time.monotonic() < end:  # live events of the new instance may come first
+            per_run.next_batch(1.0)
+    assert ei.value.field == "cursors"
+    per_run.close()
+    # a new subscriber from the persisted cursor: only what came after it
+    s.close()
+    _publish_interleaved(ep, t, [f"{r}-18"], other + "4")
+    s2 = agentbus.Subscriber(ep, scope="thread", thread=t, ordered=True, **s.cursor())
+    assert [(e.run, e.seq) for e in _take(s2, 4)] == [(f"{r}-18", i) for i in range(1, 5)]
+    assert s2.next_batch(0.3) == []
+    print("ordered-stats", tprev, s.stats)
+    s2.close()
+
+
+@pytest.mark.parametrize("tprev", ["true", "false"])
+def test_ordered_live_between_other_threads(make_broker, ids, tprev):
+    """Read while a thread's runs are written between other threads' events: with the
+    stamps' tprev each live event is placed at once (no hole, so no replay per event);
+    without it (--tprev false) a position gap is a possible hole and the replay from
+    after_pos fills it.  Either way each event comes once, in commit order."""
+    t, r = ids
+    b = make_broker("--tprev", tprev)
+    s = agentbus.Subscriber(b.endpoint, scope="thread", thread=t, ordered=True)
+    assert s.wait_synced()
+    w = threading.Thread(target=_publish_interleaved,
+                         args=(b.endpoint, t, [f"{r}-{i}" for i in range(5)], t + "-other"))
+    w.start()
+    got = _take(s, 20)
+    w.join()
+    assert [(e.run, e.seq, e.pos) for e in got] == _thread_positions(b.endpoint, t)
+    assert s.next_batch(0.3) == []
+    if tprev == "true":
+        assert s.stats["holes"] == 0
+    print("ordered-live-stats", tprev, s.stats)
+    s.close()
