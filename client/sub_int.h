@@ -64,7 +64,7 @@ struct ab_sub {
     ab_limits_t lim;
     sub_map_t map;       /* run/thread scope cursors */
     uint64_t last_pos;   /* pos of the last delivered event (all: the cursor) */
-    uint64_t synced_pos; /* every in-scope event up to it was seen */
+    uint64_t synced_pos; /* every in-scope event up to it was delivered (sub_sync.c inv. 6) */
     uint64_t hb_head;    /* head_pos of the last heartbeat */
     long last_hb_ms;     /* monotonic time of the last heartbeat (or connect, or replay) */
     /* reconnect backoff (subscriber.c invariant 4) */

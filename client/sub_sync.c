@@ -25,6 +25,22 @@
  *     backoff, so it is not retried at once; a completed one proves the
  *     connection, resets the backoff and counts as a sign of life for the
  *     silence check (subscriber.c invariant 4).
+ *  6. synced_pos is a position up to which every event of the scope was
+ *     delivered; a heartbeat's head_pos above it asks for a replay (a
+ *     dropped tail, subscriber.c step()). It rises with a delivered replay
+ *     row (a replay sends the scope after the cursor in position order),
+ *     with a completed replay's head_pos, and with a live event that is not
+ *     a hole only when nothing of the scope can lie between synced_pos and
+ *     it (live_syncs): always for scope run (its seq is next or below the
+ *     cursor, so every event of the run below its pos was delivered), by
+ *     classify's rule for scope all and an ordered thread, and for an
+ *     unordered thread when the stamp's tprev is at or below synced_pos or,
+ *     without tprev, pos == synced_pos + 1. Otherwise an unordered thread's
+ *     event is still delivered if it is the next of its run, but synced_pos
+ *     stays (another run's last events may have been lost before it, which
+ *     no seq jump shows): with a tprev a replay is asked for at once (a
+ *     hole of the thread); without one, the next heartbeat whose head_pos
+ *     is above synced_pos asks for it.
  */
 #include "ab_common.h"
 #include "sub_int.h"
@@ -63,7 +79,18 @@ static int classify(const ab_sub_t *s, const ab_event_t *ev, const ab_stamp_t *s
     return ev->seq == cur + 1 ? K_NEXT : K_HOLE;
 }
 
-/* Advance the cursor, then call back (invariant 1). */
+/* Whether a live event that is not a hole shows that the scope has nothing
+ * undelivered up to its pos (invariant 6). */
+static bool live_syncs(const ab_sub_t *s, const ab_stamp_t *st)
+{
+    if (s->o.scope != AB_SUB_THREAD || s->o.ordered)
+        return true;   /* run: seq order is pos order; all, ordered: classify's rule */
+    if (st->has_tprev) /* the thread has nothing between tprev and pos */
+        return st->tprev <= s->synced_pos;
+    return st->pos == s->synced_pos + 1;
+}
+
+/* Advance the cursor, then call back (invariant 1); synced_pos per invariant 6. */
 static ab_status_t deliver(ab_sub_t *s, const ab_event_t *ev, const ab_stamp_t *st,
                            const uint8_t *b, size_t len, bool replayed, ab_error_t *err)
 {
@@ -72,7 +99,7 @@ static ab_status_t deliver(ab_sub_t *s, const ab_event_t *ev, const ab_stamp_t *
         return ab_error_set(err, AB_NOMEM, NULL, "out of memory");
     if (st->pos > s->last_pos)
         s->last_pos = st->pos;
-    if (st->pos > s->synced_pos)
+    if (st->pos > s->synced_pos && (replayed || live_syncs(s, st)))
         s->synced_pos = st->pos;
     s->stats.delivered++;
     ab_sub_event_t e = {.ev = *ev, .bytes = b, .len = len, .stamp = *st, .replayed = replayed};
@@ -180,13 +207,20 @@ ab_status_t ab__sub_live_event(ab_sub_t *s, const ab_stamp_t *st, const uint8_t 
         s->need_replay = true;
         return AB_OK;
     }
-    if (st->pos > s->synced_pos)
-        s->synced_pos = st->pos;
+    bool gap = st->pos > s->synced_pos && !live_syncs(s, st); /* invariant 6 */
+    ab_status_t rc = AB_OK;
     if (k == K_DUP) {
         s->stats.dups++;
-        return AB_OK;
+        if (!gap && st->pos > s->synced_pos)
+            s->synced_pos = st->pos;
+    } else {
+        rc = deliver(s, &ev, st, b, len, false, err);
     }
-    return deliver(s, &ev, st, b, len, false, err);
+    if (gap && st->has_tprev) { /* an unordered thread: one of its events may be missing */
+        s->stats.holes++;
+        s->need_replay = true; /* the FIFO is dropped before the replay (subscriber.c) */
+    }
+    return rc;
 }
 
 ab_status_t ab__sub_fifo_run(ab_sub_t *s, ab_error_t *err)

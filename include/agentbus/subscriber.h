@@ -13,8 +13,15 @@
  *     "all", pos > last pos + 1; for an ordered thread, a stamp tprev above
  *     the position up to which the thread is synced, or, from a broker that
  *     sends no tprev, pos > that position + 1) - it never delivers past a
- *     hole;
- *   - a heartbeat's head_pos shows it is behind (a dropped tail);
+ *     hole; for a thread not ordered, also a stamp tprev above the position
+ *     up to which the thread is known complete (another run's last events
+ *     may be lost; the event itself is delivered when it is next of its
+ *     run);
+ *   - a heartbeat's head_pos is above the position up to which the scope is
+ *     known complete (a dropped tail; for a thread not ordered, a live event
+ *     moves that position only when its tprev is at or below it or, without
+ *     tprev, its pos is the one after, so a run's lost last events are
+ *     replayed although other runs' later events arrived);
  *   - the live buffer overflowed opts->max_pending during a replay;
  *   - the broker restarted (a heartbeat with a new instance id) or fell
  *     silent for opts->silence_ms (it then reconnects and sends `hello`).
