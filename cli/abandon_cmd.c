@@ -18,13 +18,21 @@
 
 static void help(void)
 {
-    printf("usage: agentbus abandon THREAD RUN [--reason TEXT] [--json] [--broker ENDPOINT]\n"
-           "                        [--timeout MS]\n\n"
-           "End an orphaned run (started, its worker gone; `agentbus runs --requests` marks it\n"
-           "ORPHANED) with a terminal RUN_ERROR the broker writes itself (code\n"
-           "agentbus.abandoned, its stamp marked by: broker). A run with a live worker is\n"
-           "cancelled instead (agentbus cancel).\n\n"
-           "exit status: 0 abandoned, 1 refused by the broker, 2 usage\n");
+    printf(
+        "usage: agentbus abandon THREAD RUN [--reason TEXT] [--json] [--broker ENDPOINT]\n"
+        "                        [--timeout MS]\n\n"
+        "End an orphaned run (started, its worker gone; `agentbus runs --requests` marks it\n"
+        "ORPHANED) with a terminal RUN_ERROR the broker writes itself (code\n"
+        "agentbus.abandoned, its stamp marked by: broker). A run with a live worker is\n"
+        "cancelled instead (agentbus cancel).\n\n"
+        "options:\n"
+        "  --reason TEXT      the RUN_ERROR's message (default: the broker's own)\n"
+        "  --json             the answer as one JSON object: op, thread, run, seq, pos\n"
+        "  --broker ENDPOINT  command endpoint (default $AGENTBUS_BROKER, else " AB_DEFAULT_BROKER
+        ")\n"
+        "  --timeout MS       bound of connecting and of the request (default 5000)\n"
+        "  -h, --help         show this help\n\n"
+        "exit status: 0 abandoned, 1 refused by the broker, 2 usage\n");
 }
 
 static int parse(int argc, char **argv, cli_dopts_t *d, const char **reason)
@@ -36,7 +44,7 @@ static int parse(int argc, char **argv, cli_dopts_t *d, const char **reason)
     };
     int c;
     optind = 1;
-    while ((c = getopt_long(argc, argv, ":h", lo, NULL)) != -1) {
+    while ((c = cli_getopt(argc, argv, ":h", lo, NULL)) != -1) {
         switch (c) {
         case 'R': *reason = optarg; break;
         case 'h': help(); return -1;

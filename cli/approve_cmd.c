@@ -139,7 +139,7 @@ static int parse(int argc, char **argv, struct aopts *o)
     };
     int c, rc = 0;
     optind = 1;
-    while (rc == 0 && (c = getopt_long(argc, argv, ":h", lo, NULL)) != -1) {
+    while (rc == 0 && (c = cli_getopt(argc, argv, ":h", lo, NULL)) != -1) {
         if (c == 'h') {
             help(o->cmd);
             return -1;
@@ -339,6 +339,7 @@ static void print_resume_json(const struct aopts *o, const ab_buf_t *resume)
 struct abufs {
     ab_buf_t resume, mp, itext, imp;
     ab_doc_t *doc, *rdoc, *idoc;
+    const ab_val_t *input; /* --input, read before anything is sent */
     char key[64];
 };
 
@@ -347,7 +348,7 @@ static int resume(struct aopts *o, struct abufs *b, ab_conn_t *c, cli_printer_t 
 {
     struct pending p = {0};
     ab_error_t err = AB_ERROR_INIT;
-    const ab_val_t *input = NULL, *rv = NULL;
+    const ab_val_t *rv = NULL;
     int rc = 0;
     if (ab_doc_new(&p.edoc) != AB_OK)
         ab_error_set(&err, AB_NOMEM, "", "out of memory");
@@ -357,8 +358,6 @@ static int resume(struct aopts *o, struct abufs *b, ab_conn_t *c, cli_printer_t 
         rc = cli_refused(o->cmd, &err);
     if (rc == 0)
         rc = build_resume(o, &p, &b->resume, cli_notes(pr));
-    if (rc == 0 && o->input)
-        rc = cli_read_input(o->cmd, o->input, &b->itext, &b->imp, b->idoc, &input);
     if (rc == 0 && cli_json_value((const char *)b->resume.data, b->resume.len, &b->mp, b->rdoc, &rv,
                                   &err) != AB_OK)
         rc = cli_refused(o->cmd, &err);
@@ -367,13 +366,25 @@ static int resume(struct aopts *o, struct abufs *b, ab_conn_t *c, cli_printer_t 
         return rc;
     if (o->d.json)
         print_resume_json(o, &b->resume);
-    ab_resume_run_t q = {SV(o->thread), SV(o->run),     rv,   SV(o->key),
-                         SV(o->agent),  SV(o->new_run), input};
+    ab_resume_run_t q = {SV(o->thread), SV(o->run),     rv,      SV(o->key),
+                         SV(o->agent),  SV(o->new_run), b->input};
     ab_run_accepted_t a;
     if (ab_conn_resume_run(c, &q, b->doc, &a, (int)o->d.timeout_ms, &err) != AB_OK)
         return cli_refused(o->cmd, &err);
     cli_print_accepted(pr, &a, o->key);
     return cli_follow_accepted(&o->d, c, &a, pr);
+}
+
+/* The documents, and --input: a bad one is a usage error found before anything is sent.
+ * @return 0 or the exit status. */
+static int prepare(const struct aopts *o, struct abufs *b)
+{
+    if ((!b->rdoc && ab_doc_new(&b->rdoc) != AB_OK) || ab_doc_new(&b->doc) != AB_OK ||
+        ab_doc_new(&b->idoc) != AB_OK)
+        return cli_refused(o->cmd, &(ab_error_t){.code = AB_NOMEM, .message = "out of memory"});
+    if (o->input)
+        return cli_read_input(o->cmd, o->input, &b->itext, &b->imp, b->idoc, &b->input);
+    return 0;
 }
 
 static int approve_or_deny(int argc, char **argv, const char *cmd, answer_t kind)
@@ -403,12 +414,10 @@ static int approve_or_deny(int argc, char **argv, const char *cmd, answer_t kind
     cli_printer_t pr;
     cli_printer_init(&pr, cmd, o.d.json, !o.d.no_color);
     ab_conn_t *c = NULL;
-    if ((!b.rdoc && ab_doc_new(&b.rdoc) != AB_OK) || ab_doc_new(&b.doc) != AB_OK ||
-        ab_doc_new(&b.idoc) != AB_OK)
-        rc = cli_refused(cmd, &(ab_error_t){.code = AB_NOMEM, .message = "out of memory"});
-    else if (cli_dispatch_connect(cmd, &o.d, AB_CAP_RESUME_RUN, &c, &err) != AB_OK)
+    if ((rc = prepare(&o, &b)) == 0 &&
+        cli_dispatch_connect(cmd, &o.d, AB_CAP_RESUME_RUN, &c, &err) != AB_OK)
         rc = cli_refused(cmd, &err);
-    else
+    else if (rc == 0)
         rc = resume(&o, &b, c, &pr);
     cli_printer_free(&pr);
     ab_conn_destroy(&c);

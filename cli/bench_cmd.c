@@ -136,8 +136,7 @@ static int take(int c, bench_args_t *a)
 {
     char *end = NULL;
     if (c == 's') {
-        a->seconds = strtod(optarg, &end);
-        if (*end || a->seconds <= 0 || a->seconds > 600)
+        if (!cli_parse_seconds(optarg, 600, &a->seconds))
             return cli_usage_error("bench", "--seconds takes a number in (0, 600]");
     } else if (c == OPT_SIZE) {
         unsigned long v = strtoul(optarg, &end, 10);
@@ -245,7 +244,7 @@ static int parse(int argc, char **argv, bench_args_t *a, const char **name)
     optind = 1;
     *name = NULL;
     while (optind < argc) {
-        if ((c = getopt_long(argc, argv, "+:hs:b:", lo, NULL)) == -1) {
+        if ((c = cli_getopt(argc, argv, "+:hs:b:", lo, NULL)) == -1) {
             if (*name != NULL)
                 return cli_usage_error("bench", "unexpected argument '%s'", argv[optind]);
             *name = argv[optind++]; /* options may follow the name */
@@ -271,8 +270,8 @@ int cmd_bench(int argc, char **argv)
         return rc < 0 ? AB_EXIT_OK : rc;
     if (name == NULL)
         return cli_usage_error("bench", "name a benchmark: proto, reducer, snapshot, ingest, "
-                                        "latency, replay, zmq, fanout, actions, dispatch, "
-                                        "gateway, pg");
+                                        "scale, latency, replay, zmq, fanout, dispatch, "
+                                        "actions, gateway, pg");
     bool bus = bench_is_bus(name);
     if (a.seen_bus_only && !bus)
         return cli_usage_error("bench", "--broker, --rounds, --frame-per-event, "

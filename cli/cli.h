@@ -28,6 +28,11 @@ bool cli_parse_long(const char *s, long lo, long hi, long *out);
 /** Parse a non-negative decimal uint64 (whole string, no sign). */
 bool cli_parse_u64(const char *s, uint64_t *out);
 
+/** Parse a number of seconds in (0, @p hi]: plain decimal digits with an optional fraction and
+ * exponent ("0.5", "2e3"; the whole string, no sign, no nan/inf/hex). @return false when it is
+ * not one. */
+bool cli_parse_seconds(const char *s, double hi, double *out);
+
 /** `agentbus broker` (cli/broker_cmd.c). */
 int cmd_broker(int argc, char **argv);
 
@@ -92,6 +97,16 @@ extern char **cli_argv;
  */
 int cli_bad_option(const char *cmd, int c);
 
+struct option;
+
+/**
+ * getopt_long(), and one rule more: a value taken from the next argument that starts with
+ * "--" (`--thread --json`) is no value - ':' is returned as when no argument follows, and
+ * cli_bad_option() then reports "option '--thread' needs a value". Such a value is given as
+ * `--thread=--x`. (cli/common.c)
+ */
+int cli_getopt(int argc, char **argv, const char *optstring, const struct option *lo, int *idx);
+
 /** Whether standard output is closed at its other end (a pipe whose reader left: `tail |
  * head -3`) or failed: a follower then stops, exit 0. Never blocks. */
 bool cli_stdout_gone(void);
@@ -105,6 +120,10 @@ void cli_json_error(FILE *out, const ab_error_t *err);
 /** "code: message (at /pointer)", the field as a JSON Pointer (an event's own
  * fields relative to the event). @return @p buf. */
 const char *cli_error_text(const ab_error_t *err, char *buf, size_t size);
+
+/** Check an id given on the command line (a thread, a run, an agent ...: ab_id_check, so 1 to
+ * 256 bytes), before anything is sent. @return 0, or AB_EXIT_USAGE (printed). (cli/common.c) */
+int cli_check_id(const char *cmd, const char *what, const char *id);
 
 /** Print "agentbus <cmd>: <msg>" to stderr and return AB_EXIT_USAGE. */
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -2,6 +2,7 @@
  * common.c - helpers shared by the client subcommands.
  */
 #include "ab_json_out.h"
+#include "agentbus/ids.h"
 #include "agentbus/json.h"
 #include "cli.h"
 
@@ -61,16 +62,69 @@ bool cli_parse_u64(const char *s, uint64_t *out)
     return true;
 }
 
+bool cli_parse_seconds(const char *s, double hi, double *out)
+{
+    char *end = NULL;
+    if (!s || !((*s >= '0' && *s <= '9') || *s == '.') || strspn(s, "0123456789.eE+-") != strlen(s))
+        return false;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || !end || *end || !(v > 0) || !(v <= hi))
+        return false;
+    *out = v;
+    return true;
+}
+
+int cli_check_id(const char *cmd, const char *what, const char *id)
+{
+    ab_error_t err = AB_ERROR_INIT;
+    if (ab_id_check(id, strlen(id), 0, what, &err) != AB_OK)
+        return cli_usage_error(cmd, "%s '%s': %s", what, id, err.message);
+    return 0;
+}
+
 char **cli_argv;
+
+/* The option a "--name=VALUE" named when it takes no value (cli_getopt), else NULL. */
+static const char *no_value_opt;
 
 int cli_bad_option(const char *cmd, int c)
 {
     const char *arg = cli_argv && optind > 0 ? cli_argv[optind - 1] : "";
+    if (c == '?' && no_value_opt)
+        return cli_usage_error(cmd, "option '--%s' takes no value", no_value_opt);
     if (c == ':')
         return cli_usage_error(cmd, "option '%s' needs a value", arg);
     if (optopt && arg[0] == '-' && arg[1] != '-')
         return cli_usage_error(cmd, "unknown option '-%c'", optopt);
-    return cli_usage_error(cmd, "unknown option '%s'", arg);
+    return cli_usage_error(cmd, "unknown option '%.*s'", (int)strcspn(arg, "="), arg);
+}
+
+/* The long option of @p lo that "--name=VALUE" @p arg names (as getopt_long matches: the
+ * name or a prefix of it) when it takes no value, else NULL. */
+static const char *no_value_of(const char *arg, const struct option *lo)
+{
+    const char *eq = strchr(arg, '=');
+    if (strncmp(arg, "--", 2) != 0 || eq == NULL || eq == arg + 2)
+        return NULL;
+    size_t n = (size_t)(eq - arg - 2);
+    for (; lo->name; lo++)
+        if (lo->has_arg == no_argument && strncmp(lo->name, arg + 2, n) == 0)
+            return lo->name;
+    return NULL;
+}
+
+int cli_getopt(int argc, char **argv, const char *optstring, const struct option *lo, int *idx)
+{
+    int c = getopt_long(argc, argv, optstring, lo, idx);
+    no_value_opt = c == '?' ? no_value_of(argv[optind - 1], lo) : NULL;
+    if (c == -1 || c == '?' || c == ':' || optarg == NULL || optind < 2)
+        return c;
+    if (optarg == argv[optind - 1] && strncmp(optarg, "--", 2) == 0) {
+        optind--; /* cli_bad_option names argv[optind - 1]: the option */
+        return ':';
+    }
+    return c;
 }
 
 void cli_json_str(FILE *out, const char *s)

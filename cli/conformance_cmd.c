@@ -1,18 +1,21 @@
 /*
  * conformance_cmd.c - `agentbus conformance ENDPOINT [--only NAME] [--timeout MS]`:
- * the command line of the conformance suite (conformance/). Exits 1 when any
- * check failed, 2 on a usage error.
+ * the command line of the conformance suite (conformance/). ENDPOINT is expanded as
+ * every command's --broker (HOST:PORT, :PORT); a malformed one is a usage error. Exits 1
+ * when any check failed, 2 on a usage error.
  */
 #include "cli.h"
 #include "conformance.h"
 
 #include <getopt.h>
 #include <stdio.h>
+#include <zmq.h>
 
 static void print_help(void)
 {
     printf("usage: agentbus conformance ENDPOINT [--only NAME] [--timeout MS] [--json]\n\n"
            "Check a broker's command endpoint against docs/PROTOCOL.md, through the wire only.\n"
+           "ENDPOINT: tcp://HOST:PORT, or HOST:PORT, or :PORT (tcp://127.0.0.1:PORT).\n"
            "Prints PASS/FAIL/SKIP per check and 'N passed, M failed, K skipped'; exits 1 when\n"
            "any check failed. See docs/CONFORMANCE.md.\n\n"
            "options:\n"
@@ -27,6 +30,23 @@ static void print_help(void)
     printf("\n");
 }
 
+/* A malformed endpoint is a usage error, not a failed check: ZeroMQ parses it on connect
+ * (without waiting for anything to answer). @return 0, or AB_EXIT_USAGE (printed). */
+static int check_endpoint(const char *ep)
+{
+    void *ctx = zmq_ctx_new();
+    void *s = ctx ? zmq_socket(ctx, ZMQ_DEALER) : NULL;
+    int linger = 0, rc = 0;
+    if (s &&
+        (zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof linger) != 0 || zmq_connect(s, ep) != 0))
+        rc = cli_usage_error("conformance", "bad ENDPOINT '%s': %s", ep, zmq_strerror(zmq_errno()));
+    if (s)
+        zmq_close(s);
+    if (ctx)
+        zmq_ctx_term(ctx);
+    return rc;
+}
+
 int cmd_conformance(int argc, char **argv)
 {
     static const struct option lo[] = {{"only", required_argument, NULL, 'o'},
@@ -38,7 +58,7 @@ int cmd_conformance(int argc, char **argv)
     int nonly = 0, ch, timeout_ms = 5000;
     bool json = false;
     optind = 1;
-    while ((ch = getopt_long(argc, argv, ":h", lo, NULL)) != -1) {
+    while ((ch = cli_getopt(argc, argv, ":h", lo, NULL)) != -1) {
         if (ch == 'h') {
             print_help();
             return AB_EXIT_OK;
@@ -57,7 +77,10 @@ int cmd_conformance(int argc, char **argv)
         } else
             return cli_bad_option("conformance", ch);
     }
-    if (optind != argc - 1)
+    if (optind != argc - 1 || argv[optind][0] == '\0')
         return cli_usage_error("conformance", "expected one ENDPOINT");
-    return conf_run(argv[optind], timeout_ms, only, nonly, json) == 0 ? AB_EXIT_OK : AB_EXIT_FAIL;
+    const char *ep = cli_broker_endpoint(argv[optind]); /* HOST:PORT and :PORT as everywhere */
+    if (check_endpoint(ep) != 0)
+        return AB_EXIT_USAGE;
+    return conf_run(ep, timeout_ms, only, nonly, json) == 0 ? AB_EXIT_OK : AB_EXIT_FAIL;
 }

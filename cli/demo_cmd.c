@@ -130,7 +130,7 @@ int cmd_demo(int argc, char **argv)
     demo_opts_t o = {.agents = 3, .runs = 6, .pace_ms = 40, .worker = -1, .audit = cmd_replay};
     int c, rc;
     optind = 1;
-    while ((c = getopt_long(argc, argv, ":h", lo, NULL)) != -1)
+    while ((c = cli_getopt(argc, argv, ":h", lo, NULL)) != -1)
         if ((rc = take(c, &o)) != AB_EXIT_OK)
             return rc < 0 ? AB_EXIT_OK : rc;
     if (optind < argc)

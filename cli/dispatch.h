@@ -45,9 +45,6 @@ int cli_read_input(const char *cmd, const char *path, ab_buf_t *text, ab_buf_t *
  */
 int cli_dispatch_opt(const char *cmd, int c, cli_dopts_t *d);
 
-/** Check an id given on the command line. @return 0, or AB_EXIT_USAGE (printed). */
-int cli_check_id(const char *cmd, const char *what, const char *id);
-
 /**
  * Connect to o->broker and require capability @p cap (AB_CAP_DISPATCH ...).
  * @return AB_OK, or the error (printed by the caller with cli_refused()).

@@ -82,14 +82,6 @@ int cli_read_input(const char *cmd, const char *path, ab_buf_t *text, ab_buf_t *
     return 0;
 }
 
-int cli_check_id(const char *cmd, const char *what, const char *id)
-{
-    ab_error_t err = AB_ERROR_INIT;
-    if (ab_id_check(id, strlen(id), 0, what, &err) != AB_OK)
-        return cli_usage_error(cmd, "%s '%s': %s", what, id, err.message);
-    return 0;
-}
-
 ab_status_t cli_dispatch_connect(const char *cmd, const cli_dopts_t *o, const char *cap,
                                  ab_conn_t **out, ab_error_t *err)
 {
@@ -266,7 +258,7 @@ static int run_parse(int argc, char **argv, struct runopts *o)
     };
     int c, rc = 0;
     optind = 1;
-    while (rc == 0 && (c = getopt_long(argc, argv, ":h", lo, NULL)) != -1) {
+    while (rc == 0 && (c = cli_getopt(argc, argv, ":h", lo, NULL)) != -1) {
         switch (c) {
         case 't': o->thread = optarg; break;
         case 'r': o->run = optarg; break;
@@ -400,6 +392,7 @@ static void cancel_help(void)
         "  --reason TEXT      why (passed to the worker)\n"
         "  --wait             then wait for the run's terminal event and print it\n"
         "  --json             the answer as one JSON object (and the terminal event)\n"
+        "  --no-color         no colour (also $NO_COLOR; colour only on a terminal)\n"
         "  --broker ENDPOINT  command endpoint (default $AGENTBUS_BROKER, else " AB_DEFAULT_BROKER
         ")\n"
         "  --timeout MS       bound of each request (default 5000)\n"
@@ -471,7 +464,7 @@ static int cancel_parse(int argc, char **argv, cli_dopts_t *d, const char **reas
     };
     int c, rc = 0;
     optind = 1;
-    while (rc == 0 && (c = getopt_long(argc, argv, ":h", lo, NULL)) != -1) {
+    while (rc == 0 && (c = cli_getopt(argc, argv, ":h", lo, NULL)) != -1) {
         switch (c) {
         case 'R': *reason = optarg; break;
         case 'W': *wait = true; break;

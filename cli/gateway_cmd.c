@@ -117,7 +117,7 @@ static int parse(int argc, char **argv, ab__gw_opts_t *o, char *host, size_t cap
                                           {NULL, 0, NULL, 0}};
     int c, rc = 0;
     optind = 1;
-    while (rc == 0 && (c = getopt_long(argc, argv, ":h", longs, NULL)) != -1) {
+    while (rc == 0 && (c = cli_getopt(argc, argv, ":h", longs, NULL)) != -1) {
         switch (c) {
         case 'h': help(); return -1;
         case 'B': o->broker = optarg; break;

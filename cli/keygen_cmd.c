@@ -50,7 +50,7 @@ static int parse_args(int argc, char **argv, struct kopts *o)
     };
     int c;
     optind = 1;
-    while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+    while ((c = cli_getopt(argc, argv, ":h", longopts, NULL)) != -1) {
         switch (c) {
         case 'd': o->dir = optarg; break;
         case 'j': o->json = true; break;

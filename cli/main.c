@@ -6,6 +6,7 @@
 #include "store.h"
 
 #include <getopt.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -140,6 +141,9 @@ static int run_sub(const struct subcommand *sc, int argc, char **argv)
 int main(int argc, char **argv)
 {
     (void)ab__store_global_init(); /* before any thread: SQLite allocates without a global mutex */
+    /* a reader that left (`agentbus tail | head -3`) is a write error (EPIPE) each command
+     * handles, not a signal that kills it */
+    signal(SIGPIPE, SIG_IGN);
     int g = global_opts(argc, argv);
     if (g < 0)
         return AB_EXIT_USAGE;

@@ -120,7 +120,7 @@ static int parse_args(int argc, char **argv, struct popts *o)
     };
     int c;
     optind = 1;
-    while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+    while ((c = cli_getopt(argc, argv, ":h", longopts, NULL)) != -1) {
         switch (c) {
         case 'b': o->broker = optarg; break;
         case 't': o->thread = optarg; break;
@@ -179,30 +179,42 @@ static void copy_id(char *dst, const ab_val_t *v)
     }
 }
 
+static int report_line_error(struct pstate *st, const ab_error_t *err);
+
+/* The first line's own error, when it has one: a pretty-printed or non-JSON input is
+ * reported as such, before any word about the run's ids. @return AB_OK when it parses. */
+static ab_status_t first_line_error(struct pstate *st, const ab_val_t **root,
+                                    const ab_error_t *line_err, ab_error_t *err)
+{
+    if (line_err->code != AB_OK) {
+        *err = *line_err;
+        return err->code;
+    }
+    ab_error_t perr = AB_ERROR_INIT;
+    if (cli_parse_event(st->cdoc, &st->mp, &st->line, root, &perr) == AB_OK)
+        return AB_OK;
+    if (!evcheck_not_jsonl((const char *)st->line.data, st->line.len, err))
+        *err = perr;
+    return err->code;
+}
+
 /* Fill the ids the flags left out from the first line, if it is RUN_STARTED. */
-static int ids_from_first_line(struct pstate *st)
+static int ids_from_first_line(struct pstate *st, const ab_error_t *line_err)
 {
     snprintf(st->thread, sizeof(st->thread), "%s", st->o.thread ? st->o.thread : "");
     snprintf(st->run, sizeof(st->run), "%s", st->o.run ? st->o.run : "");
     if (st->thread[0] && st->run[0])
         return 0;
-    ab_buf_t mp = AB_BUF_INIT;
-    ab_doc_t *doc = NULL;
-    ab_error_t err = AB_ERROR_INIT;
     const ab_val_t *root = NULL;
-    if (st->line.len && ab_doc_new(&doc) == AB_OK &&
-        ab_json_to_msgpack((const char *)st->line.data, st->line.len, 64, CLI_LINE_MAX_BYTES,
-                           AB_INVALID_EVENT, &mp, &err) == AB_OK &&
-        ab_doc_parse(doc, mp.data, mp.len, CLI_LINE_MAX_BYTES, 64, AB_INVALID_EVENT, &root, &err) ==
-            AB_OK &&
-        ab_val_str_eq(ab_val_get(root, "type"), "RUN_STARTED")) {
+    ab_error_t err = AB_ERROR_INIT;
+    if (first_line_error(st, &root, line_err, &err) != AB_OK)
+        return report_line_error(st, &err);
+    if (ab_val_str_eq(ab_val_get(root, "type"), "RUN_STARTED")) {
         if (!st->thread[0])
             copy_id(st->thread, ab_val_get(root, "threadId"));
         if (!st->run[0])
             copy_id(st->run, ab_val_get(root, "runId"));
     }
-    ab_doc_destroy(&doc);
-    ab_buf_free(&mp);
     if (st->thread[0] && st->run[0])
         return 0;
     return cli_usage_error("publish",
@@ -519,15 +531,34 @@ static int send_input(struct pstate *st, int64_t t0)
     return print_summary(st, t0);
 }
 
+/* An input with no event: nothing is sent (invariant 2); an input that cannot be read at
+ * all (a directory, say) is a usage error like one that cannot be opened. */
+static int no_events(struct pstate *st)
+{
+    if (ferror(st->in)) {
+        fprintf(stderr, "agentbus publish: cannot read %s: %s\n",
+                st->o.path ? st->o.path : "standard input", strerror(errno));
+        return AB_EXIT_USAGE;
+    }
+    ab_error_t err = AB_ERROR_INIT;
+    ab_error_set(&err, AB_INVALID_ARGUMENT, "", "no events in the input: nothing was published");
+    fprintf(stderr, "agentbus publish: %s\n", err.message);
+    if (st->o.json)
+        print_json(st, &err, 0, 0);
+    return AB_EXIT_FAIL;
+}
+
 static int run_publish(struct pstate *st)
 {
     int64_t t0 = ab__mono_ms();
     ab_error_t line_err = AB_ERROR_INIT;
-    if (!next_line(st, st->spool, &line_err)) {
-        fprintf(stderr, "agentbus publish: no events in the input: nothing was published\n");
+    if (!next_line(st, st->spool, &line_err))
+        return no_events(st);
+    if (ab_doc_new(&st->cdoc) != AB_OK) {
+        fprintf(stderr, "agentbus publish: out of memory\n");
         return AB_EXIT_FAIL;
     }
-    int rc = ids_from_first_line(st);
+    int rc = ids_from_first_line(st, &line_err);
     if (rc != 0)
         return rc;
     evcheck_opts_t eo = {.lifecycle = true,
@@ -536,7 +567,7 @@ static int run_publish(struct pstate *st)
                          .thread = st->thread,
                          .run = st->run};
     if (evcheck_new(&st->chk, &eo) != AB_OK || ab_doc_new(&st->edoc) != AB_OK ||
-        ab_doc_new(&st->rdoc) != AB_OK || ab_doc_new(&st->cdoc) != AB_OK) {
+        ab_doc_new(&st->rdoc) != AB_OK) {
         fprintf(stderr, "agentbus publish: out of memory\n");
         return AB_EXIT_FAIL;
     }

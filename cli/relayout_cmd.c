@@ -56,7 +56,7 @@ static int parse_args(int argc, char **argv, ropts_t *o)
     };
     int c;
     optind = 1;
-    while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+    while ((c = cli_getopt(argc, argv, ":h", longopts, NULL)) != -1) {
         switch (c) {
         case 'd': o->data = optarg; break;
         case 'j': o->json = true; break;

@@ -13,11 +13,16 @@
  *  2. The verifier's lookups (an event of a run it no longer holds) go over
  *     a second connection, opened on the first lookup, so the main stream's
  *     messages are never consumed by them.
- *  3. Exit status: 0 when every run verified (or the export succeeded),
+ *  3. Exit status: 0 when every run verified (or the export succeeded, or
+ *     standard output was closed at its other end: `replay --all | head -1`),
  *     1 on a failed run or a replay error, 2 on usage.
  *  4. Progress goes to stderr only (never into the export or the report on
  *     stdout), at most one line a second, when stderr is a terminal or with
  *     --progress; with progress on, a last line gives the totals.
+ *  5. An export to FILE is written to a temporary file beside it, renamed
+ *     over FILE only once the whole stream was read: a replay that fails
+ *     (broker unreachable, thread not found, a replay error) leaves an
+ *     earlier FILE as it was.
  */
 #include "ab_common.h"
 #include "agentbus/agui.h"
@@ -26,9 +31,11 @@
 #include "render.h"
 #include "replay_verify.h"
 
+#include <errno.h>
 #include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -43,6 +50,9 @@ struct rstate {
     struct ropts o;
     const char *endpoint;
     FILE *out; /* export, or NULL */
+    char *tmp; /* FILE is written as this temporary, renamed to FILE on success (invariant 5) */
+    bool done; /* the export is whole: the stream ended and found what was asked */
+    bool gone; /* standard output was closed at its other end (EPIPE): stop, exit 0 */
     ab_doc_t *edoc;
     ab_buf_t line;
     verify_t *v;
@@ -93,7 +103,7 @@ static int parse_args(int argc, char **argv, struct ropts *o)
     int c;
     optind = 1;
     o->progress = -1;
-    while ((c = getopt_long(argc, argv, ":h", lo, NULL)) != -1) {
+    while ((c = cli_getopt(argc, argv, ":h", lo, NULL)) != -1) {
         switch (c) {
         case 'b': o->broker = optarg; break;
         case 't': o->thread = optarg; break;
@@ -123,7 +133,9 @@ static int parse_args(int argc, char **argv, struct ropts *o)
         return cli_usage_error("replay", "--after-pos goes with --all");
     if (o->have_pos && o->verify)
         return cli_usage_error("replay", "--verify checks whole runs: no --after-pos");
-    return AB_EXIT_OK;
+    if (o->thread && cli_check_id("replay", "--thread", o->thread) != 0)
+        return AB_EXIT_USAGE;
+    return o->run ? cli_check_id("replay", "--run", o->run) : AB_EXIT_OK;
 }
 
 /* One progress line on stderr (invariant 4). */
@@ -214,6 +226,16 @@ static ab_status_t lookup(void *ud, ab_str_t thread, ab_str_t run, uint64_t seq,
     return AB_OK;
 }
 
+/* A failed write of the export: on standard output whose reader left, the end (invariant 3). */
+static ab_status_t write_failed(struct rstate *rs, ab_error_t *err)
+{
+    if (rs->out == stdout && errno == EPIPE) {
+        rs->gone = true;
+        return AB_REQUEST_ABORTED; /* the stream is cancelled */
+    }
+    return ab_error_set(err, AB_IO, NULL, "write failed: %s", strerror(errno));
+}
+
 static ab_status_t on_row(void *ud, const ab_stamp_t *st, const uint8_t *b, size_t len,
                           ab_error_t *err)
 {
@@ -229,7 +251,7 @@ static ab_status_t on_row(void *ud, const ab_stamp_t *st, const uint8_t *b, size
         if (tail_json_line(&rs->line, &ev, st) != AB_OK)
             return ab_error_set(err, AB_NOMEM, NULL, "out of memory");
         if (fwrite(rs->line.data, 1, rs->line.len, rs->out) != rs->line.len)
-            return ab_error_set(err, AB_IO, NULL, "write failed");
+            return write_failed(rs, err);
     }
     if (rs->v && (rc = verify_event(rs->v, &ev, err)) != AB_OK)
         return rc;
@@ -268,6 +290,8 @@ static int run_replay(struct rstate *rs, ab_conn_t *c)
     if (st == AB_OK)
         st = ab_conn_replay(c, &q, on_row, rs, doc, NULL, 0, &err);
     ab_doc_destroy(&doc);
+    if (rs->gone || (rs->out == stdout && fflush(stdout) != 0 && errno == EPIPE))
+        return AB_EXIT_OK;
     if (st != AB_OK) {
         fprintf(stderr, "agentbus replay: %s: %s\n", ab_status_name(st),
                 err.code ? err.message : "out of memory");
@@ -279,7 +303,8 @@ static int run_replay(struct rstate *rs, ab_conn_t *c)
     }
     if (rs->progress)
         progress_line(rs, ab__mono_ms(), true);
-    if (!rs->o.all && rs->rows == 0) { /* a thread or run read from its start: none such */
+    rs->done = rs->o.all || rs->rows > 0;
+    if (!rs->done) { /* a thread or run read from its start: none such */
         if (rs->o.run)
             fprintf(stderr,
                     "agentbus replay: not_found: run '%s' of thread '%s' has no stored "
@@ -295,7 +320,61 @@ static int run_replay(struct rstate *rs, ab_conn_t *c)
     return verify_finish(rs->v) ? AB_EXIT_FAIL : AB_EXIT_OK;
 }
 
-static void free_state(struct rstate *rs)
+/* Open the export (invariant 5): standard output, or a temporary file beside FILE with
+ * FILE's mode (a new one's: 0666 less the umask). @return 0, or -1 (printed). */
+static int open_out(struct rstate *rs)
+{
+    const char *path = rs->o.path;
+    if (path ? strcmp(path, "-") == 0 : !rs->o.verify) {
+        rs->out = stdout;
+        return 0;
+    }
+    if (!path)
+        return 0;
+    struct stat sb;
+    mode_t mask = umask(0);
+    umask(mask);
+    mode_t mode = stat(path, &sb) == 0 ? (sb.st_mode & 07777) : (0666 & ~mask);
+    size_t n = strlen(path) + sizeof ".tmp-XXXXXX";
+    rs->tmp = malloc(n);
+    int fd = -1;
+    if (rs->tmp) {
+        snprintf(rs->tmp, n, "%s.tmp-XXXXXX", path);
+        fd = mkstemp(rs->tmp);
+    }
+    if (fd >= 0 && (fchmod(fd, mode) != 0 || (rs->out = fdopen(fd, "w")) == NULL)) {
+        close(fd);
+        unlink(rs->tmp);
+    }
+    if (rs->out)
+        return 0;
+    free(rs->tmp);
+    rs->tmp = NULL;
+    fprintf(stderr, "agentbus replay: cannot write %s\n", path);
+    return -1;
+}
+
+/* Close the export: the temporary becomes FILE when the export is whole, else it goes.
+ * @return @p rc, or AB_EXIT_FAIL when FILE could not be written. */
+static int close_out(struct rstate *rs, int rc)
+{
+    if (!rs->out || rs->out == stdout)
+        return rc;
+    bool ok = fclose(rs->out) == 0 && rs->done;
+    rs->out = NULL;
+    if (rs->done && (!ok || rename(rs->tmp, rs->o.path) != 0)) {
+        fprintf(stderr, "agentbus replay: cannot write %s\n", rs->o.path);
+        ok = false;
+        rc = AB_EXIT_FAIL;
+    }
+    if (!ok)
+        unlink(rs->tmp);
+    free(rs->tmp);
+    rs->tmp = NULL;
+    return rc;
+}
+
+static int free_state(struct rstate *rs, int rc)
 {
     verify_destroy(&rs->v);
     ab_conn_destroy(&rs->aux);
@@ -303,8 +382,7 @@ static void free_state(struct rstate *rs)
     ab_doc_destroy(&rs->pdoc);
     ab_doc_destroy(&rs->edoc);
     ab_buf_free(&rs->line);
-    if (rs->out && rs->out != stdout)
-        fclose(rs->out);
+    return close_out(rs, rc);
 }
 
 int cmd_replay(int argc, char **argv)
@@ -314,12 +392,8 @@ int cmd_replay(int argc, char **argv)
     if (rc != AB_EXIT_OK)
         return rc;
     rs.progress = rs.o.progress < 0 ? isatty(STDERR_FILENO) : rs.o.progress;
-    bool to_stdout = rs.o.path ? strcmp(rs.o.path, "-") == 0 : !rs.o.verify;
-    rs.out = to_stdout ? stdout : rs.o.path ? fopen(rs.o.path, "w") : NULL;
-    if (rs.o.path && !rs.out) {
-        fprintf(stderr, "agentbus replay: cannot write %s\n", rs.o.path);
+    if (open_out(&rs) != 0)
         return AB_EXIT_FAIL;
-    }
     rs.endpoint = cli_broker_endpoint(rs.o.broker);
     ab_conn_opts_t co = {.client_name = "agentbus-replay"};
     ab_conn_t *c = NULL;
@@ -327,11 +401,9 @@ int cmd_replay(int argc, char **argv)
     if (ab_conn_new(&c, rs.endpoint, &co, &err) != AB_OK) {
         fprintf(stderr, "agentbus replay: %s: %s: %s\n", rs.endpoint, ab_status_name(err.code),
                 err.message);
-        free_state(&rs);
-        return AB_EXIT_FAIL;
+        return free_state(&rs, AB_EXIT_FAIL);
     }
     rc = run_replay(&rs, c);
     ab_conn_destroy(&c);
-    free_state(&rs);
-    return rc;
+    return free_state(&rs, rc);
 }

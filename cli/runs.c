@@ -95,7 +95,7 @@ static int parse_args(int argc, char **argv, struct ropts *o)
     };
     int c;
     optind = 1;
-    while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+    while ((c = cli_getopt(argc, argv, ":h", longopts, NULL)) != -1) {
         switch (c) {
         case 'b': o->broker = optarg; break;
         case 't': o->thread = optarg; break;
@@ -117,7 +117,9 @@ static int parse_args(int argc, char **argv, struct ropts *o)
         return cli_usage_error("runs", "--state and --agent go with --requests");
     if (o->requests && o->thread)
         return cli_usage_error("runs", "--requests lists requests of every thread (no --thread)");
-    return 0;
+    if (o->agent && cli_check_id("runs", "--agent", o->agent) != 0)
+        return AB_EXIT_USAGE;
+    return o->thread ? cli_check_id("runs", "--thread", o->thread) : 0;
 }
 
 static int list_requests(const struct ropts *o)

@@ -53,7 +53,7 @@ static int parse_args(int argc, char **argv, struct sopts *o)
     };
     int c;
     optind = 1;
-    while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+    while ((c = cli_getopt(argc, argv, ":h", longopts, NULL)) != -1) {
         switch (c) {
         case 'b': o->broker = optarg; break;
         case 'j': o->json = true; break;
@@ -71,7 +71,7 @@ static int parse_args(int argc, char **argv, struct sopts *o)
     o->thread = argv[optind++];
     if (optind < argc)
         return cli_usage_error("snapshot", "unexpected argument '%s'", argv[optind]);
-    return 0;
+    return cli_check_id("snapshot", "THREAD", o->thread);
 }
 
 /* A string member as "%.*s" arguments: its length and bytes, or @p dflt. */

@@ -14,6 +14,7 @@
 #include "agentbus/client.h"
 #include "cli.h"
 
+#include <ctype.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <string.h>
@@ -45,6 +46,19 @@ static void help(void)
            "  -h, --help         show this help\n");
 }
 
+/* --watch [SECONDS]: the value attached (--watch=5) or the next argument when it is not an
+ * option - status takes no operand, so `--watch 0` is a bad value, not a stray word. */
+static int watch_value(int argc, char **argv, struct sopts *o)
+{
+    const char *v = optarg;
+    if (!v && optind < argc && (argv[optind][0] != '-' || isdigit((unsigned char)argv[optind][1])))
+        v = argv[optind++];
+    o->watch_s = 2;
+    if (v && !cli_parse_long(v, 1, 3600, &o->watch_s))
+        return cli_usage_error("status", "--watch wants 1..3600 seconds, got '%s'", v);
+    return 0;
+}
+
 static int parse(int argc, char **argv, struct sopts *o)
 {
     static const struct option lo[] = {
@@ -58,17 +72,13 @@ static int parse(int argc, char **argv, struct sopts *o)
     };
     int c;
     optind = 1;
-    while ((c = getopt_long(argc, argv, ":h", lo, NULL)) != -1) {
+    while ((c = cli_getopt(argc, argv, ":h", lo, NULL)) != -1) {
         switch (c) {
         case 'b': o->broker = optarg; break;
         case 'j': o->json = true; break;
         case 'w':
-            o->watch_s = 2;
-            if (!optarg && optind < argc && argv[optind][0] != '-' &&
-                cli_parse_long(argv[optind], 1, 3600, &o->watch_s))
-                optind++; /* --watch 5 as well as --watch=5 */
-            else if (optarg && !cli_parse_long(optarg, 1, 3600, &o->watch_s))
-                return cli_usage_error("status", "--watch wants 1..3600 seconds, got '%s'", optarg);
+            if (watch_value(argc, argv, o) != 0)
+                return AB_EXIT_USAGE;
             break;
         case 'c':
             if (!cli_parse_long(optarg, 1, 1000000, &o->count))

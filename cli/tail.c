@@ -21,6 +21,8 @@
 #include <string.h>
 #include <time.h>
 
+#define TAIL_FOR_MAX_S 2592000.0 /* --for: at most 30 days */
+
 struct topts {
     const char *broker, *thread, *run;
     bool from_start, json, no_color;
@@ -52,7 +54,8 @@ static void print_help(void)
         "  --after-seq S    run R after seq S (needs --run)\n"
         "  --json           JSON Lines: {thread,run,seq,epoch,ts,pos,time_us,event}\n"
         "  --no-color       no colour (also $NO_COLOR; colour only on a terminal)\n"
-        "  --for SECONDS    stop after SECONDS      --count N   stop after N events\n"
+        "  --for SECONDS    stop after SECONDS, in (0, 2592000] (30 days; 0.5 is half a second)\n"
+        "  --count N        stop after N events\n"
         "  -h, --help       show this help\n");
 }
 
@@ -74,7 +77,7 @@ static int parse_args(int argc, char **argv, struct topts *o)
     };
     int c;
     optind = 1;
-    while ((c = getopt_long(argc, argv, ":h", lo, NULL)) != -1) {
+    while ((c = cli_getopt(argc, argv, ":h", lo, NULL)) != -1) {
         switch (c) {
         case 'b': o->broker = optarg; break;
         case 't': o->thread = optarg; break;
@@ -93,9 +96,9 @@ static int parse_args(int argc, char **argv, struct topts *o)
             o->have_seq = true;
             break;
         case 'f':
-            o->for_s = strtod(optarg, NULL);
-            if (o->for_s <= 0)
-                return cli_usage_error("tail", "--for needs a positive number of seconds");
+            if (!cli_parse_seconds(optarg, TAIL_FOR_MAX_S, &o->for_s))
+                return cli_usage_error(
+                    "tail", "--for takes seconds in (0, 2592000] (30 days), not '%s'", optarg);
             break;
         case 'c':
             if (!cli_parse_u64(optarg, &o->count) || o->count == 0)
@@ -108,10 +111,10 @@ static int parse_args(int argc, char **argv, struct topts *o)
     return AB_EXIT_OK;
 }
 
-static int check_args(int argc, const struct topts *o)
+static int check_args(int argc, char **argv, const struct topts *o)
 {
     if (optind < argc)
-        return cli_usage_error("tail", "unexpected argument");
+        return cli_usage_error("tail", "unexpected argument '%s'", argv[optind]);
     if (o->run && !o->thread)
         return cli_usage_error("tail", "--run needs --thread");
     if ((int)o->from_start + (int)o->have_pos + (int)o->have_seq > 1)
@@ -121,7 +124,9 @@ static int check_args(int argc, const struct topts *o)
         return cli_usage_error("tail", "--after-pos is for the whole bus (no --thread)");
     if (o->have_seq && !o->run)
         return cli_usage_error("tail", "--after-seq needs --thread and --run");
-    return AB_EXIT_OK;
+    if (o->thread && cli_check_id("tail", "--thread", o->thread) != 0)
+        return AB_EXIT_USAGE;
+    return o->run ? cli_check_id("tail", "--run", o->run) : AB_EXIT_OK;
 }
 
 static int on_event(void *ud, const ab_sub_event_t *e)
@@ -129,7 +134,7 @@ static int on_event(void *ud, const ab_sub_event_t *e)
     struct tstate *ts = ud;
     cli_printer_event(&ts->pr, e);
     ts->seen++;
-    return ts->o.count && ts->seen >= ts->o.count;
+    return ferror(stdout) || (ts->o.count && ts->seen >= ts->o.count); /* the reader left */
 }
 
 static void on_notice(void *ud, const ab_notice_t *n)
@@ -222,7 +227,7 @@ int cmd_tail(int argc, char **argv)
     struct tstate ts = {.seen = 0};
     int rc = parse_args(argc, argv, &ts.o);
     if (rc == AB_EXIT_OK)
-        rc = check_args(argc, &ts.o);
+        rc = check_args(argc, argv, &ts.o);
     if (rc != AB_EXIT_OK)
         return rc;
     cli_printer_init(&ts.pr, "tail", ts.o.json, !ts.o.no_color);

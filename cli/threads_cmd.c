@@ -90,7 +90,7 @@ static int parse(int argc, char **argv, opts_t *o)
     };
     int c;
     optind = 1;
-    while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+    while ((c = cli_getopt(argc, argv, ":h", longopts, NULL)) != -1) {
         switch (c) {
         case 'b': o->broker = optarg; break;
         case 'p': o->prefix = optarg; break;
@@ -113,7 +113,7 @@ static int parse(int argc, char **argv, opts_t *o)
     }
     if (optind < argc)
         return cli_usage_error("threads", "unexpected argument '%s'", argv[optind]);
-    return 0;
+    return o->prefix ? cli_check_id("threads", "--prefix", o->prefix) : 0;
 }
 
 /* Every page asked for (invariant 2); @return the status, *n the threads printed. */

@@ -70,7 +70,7 @@ static int parse_args(int argc, char **argv, struct vopts *o)
     };
     int c;
     optind = 1;
-    while ((c = getopt_long(argc, argv, ":hq", longopts, NULL)) != -1) {
+    while ((c = cli_getopt(argc, argv, ":hq", longopts, NULL)) != -1) {
         switch (c) {
         case 'l': o->lifecycle = true; break;
         case 'L': o->lenient = true; break;

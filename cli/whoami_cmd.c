@@ -114,7 +114,7 @@ int cmd_whoami(int argc, char **argv)
     long timeout_ms = AB_CONN_TIMEOUT_DEFAULT;
     int c;
     optind = 1;
-    while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+    while ((c = cli_getopt(argc, argv, ":h", longopts, NULL)) != -1) {
         switch (c) {
         case 'b': broker = optarg; break;
         case 'j': json = true; break;
@@ -135,10 +135,9 @@ int cmd_whoami(int argc, char **argv)
     ab_error_t err = AB_ERROR_INIT;
     if (ab_conn_new(&conn, ep, &co, &err) != AB_OK) {
         char buf[768];
-        fprintf(stderr, "agentbus whoami: %s%s\n", cli_error_text(&err, buf, sizeof(buf)),
-                err.code == AB_TIMEOUT ? " (a broker with keys never answers a key it does not "
-                                         "know)"
-                                       : "");
+        /* the connection's own message says why (and that a broker with keys never answers
+         * a key it does not list) */
+        fprintf(stderr, "agentbus whoami: %s\n", cli_error_text(&err, buf, sizeof(buf)));
         return AB_EXIT_FAIL;
     }
     int rc = AB_EXIT_OK;

@@ -112,7 +112,7 @@ static int parse_common(int argc, char **argv, const char *cmd, struct wopts *o,
     };
     int c;
     optind = 1;
-    while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+    while ((c = cli_getopt(argc, argv, ":h", longopts, NULL)) != -1) {
         switch (c) {
         case 'b': o->broker = optarg; break;
         case 'j': o->json = true; break;
@@ -136,8 +136,10 @@ int cmd_workers(int argc, char **argv)
     int rc = parse_common(argc, argv, "workers", &o, workers_help);
     if (rc != 0)
         return rc < 0 ? AB_EXIT_OK : rc;
-    if (optind < argc || o.payload || o.thread)
-        return cli_usage_error("workers", "unexpected argument");
+    if (optind < argc)
+        return cli_usage_error("workers", "unexpected argument '%s'", argv[optind]);
+    if (o.payload || o.thread)
+        return cli_usage_error("workers", "--payload and --thread go with invoke");
     ab_error_t err = AB_ERROR_INIT;
     ab_conn_t *c = NULL;
     ab_doc_t *doc = NULL;
@@ -177,7 +179,8 @@ static void invoke_help(void)
            "options:\n"
            "  --payload JSON     the action's payload (default: none)\n"
            "  --thread T         the thread the call is about\n"
-           "  --timeout MS       how long the call may take (default 30000)\n"
+           "  --timeout MS       how long connecting and the call may take (default: 5000 to\n"
+           "                     connect, 30000 for the call)\n"
            "  --broker ENDPOINT  the broker's command endpoint (default $AGENTBUS_BROKER, else\n"
            "                     " AB_DEFAULT_BROKER ")\n"
            "  --json             one JSON object: worker_id and result\n"
@@ -242,13 +245,18 @@ int cmd_invoke(int argc, char **argv)
         return cli_usage_error("invoke", "usage: agentbus invoke AGENT ACTION [options]");
     o.agent = argv[optind];
     o.action = argv[optind + 1];
+    if ((rc = cli_check_id("invoke", "AGENT", o.agent)) != 0 ||
+        (rc = cli_check_id("invoke", "ACTION", o.action)) != 0 ||
+        (o.thread && (rc = cli_check_id("invoke", "--thread", o.thread)) != 0))
+        return rc;
     ab_error_t err = AB_ERROR_INIT;
     ab_conn_t *c = NULL;
     ab_doc_t *doc = NULL;
     ab_buf_t out = AB_BUF_INIT;
     ab_msg_t m = {.op = AB_OP_NONE_};
     uint64_t cid = 0;
-    ab_conn_opts_t co = {.client_name = "agentbus-invoke"};
+    /* --timeout bounds connecting too (the call's default, 30 s, does not) */
+    ab_conn_opts_t co = {.client_name = "agentbus-invoke", .timeout_ms = (int)o.timeout_ms};
     signal(SIGINT, on_sigint);
     signal(SIGTERM, on_sigint);
     ab_status_t st = ab_doc_new(&doc) == AB_OK

@@ -208,6 +208,96 @@ static void test_replay_export_and_verify(void **state)
     free(out);
 }
 
+/* How many entries (besides . and ..) directory @p dir holds. */
+static int dir_entries(const char *dir)
+{
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL;)
+        n += strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0;
+    closedir(d);
+    return n;
+}
+
+/* replay FILE writes a temporary beside FILE and renames it at the end: a replay that fails
+ * (broker unreachable, thread not found) leaves an earlier export as it was, and no
+ * temporary behind. */
+static void test_replay_failure_keeps_file(void **state)
+{
+    it_t *t = *state;
+    IT_REQUIRE_BROKER(t);
+    publish_fixture(t);
+    char dir[] = "/tmp/ab-replay-keep-XXXXXX", path[64], out[OUT_MAX];
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/export.jsonl", dir);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("earlier export\n", f);
+    assert_int_equal(fclose(f), 0);
+    assert_int_equal(it_run_cli(out, "replay --broker '%s' --thread nosuch %s", t->bp.cmd, path),
+                     1);
+    assert_non_null(strstr(out, "not_found"));
+    int port = bp_free_port();
+    assert_true(port > 0);
+    assert_int_equal(it_run_cli(out, "replay --broker :%d --thread th %s", port, path), 1);
+    char *text = tu_read_file(path, NULL);
+    assert_string_equal(text, "earlier export\n");
+    free(text);
+    assert_int_equal(dir_entries(dir), 1);
+    assert_int_equal(it_run_cli(out, "replay --broker '%s' --thread th %s", t->bp.cmd, path), 0);
+    text = tu_read_file(path, NULL);
+    assert_non_null(strstr(text, "\"thread\":\"th\",\"run\":\"ok\",\"seq\":1,"));
+    free(text);
+    assert_int_equal(dir_entries(dir), 1);
+    unlink(path);
+    rmdir(dir);
+}
+
+/* Read one line of what `agentbus ARGS` prints, close the pipe, and @return its exit status
+ * (-1 when a signal ended it). */
+static int first_line_then_close(const char *args)
+{
+    char cmd[600], line[8192];
+    snprintf(cmd, sizeof cmd, "%s %s 2>/dev/null", AB_AGENTBUS_BIN, args);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    assert_non_null(fgets(line, sizeof line, p));
+    int st = pclose(p);
+    print_message("$ agentbus %s | head -1: %s%s, status %d\n", args, line,
+                  WIFSIGNALED(st) ? "killed by a signal" : "exited", st);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* `tail | head -1` and `replay --all | head -1` exit 0, not by SIGPIPE: the output (about
+ * 180 KiB) is more than a pipe holds, so the reader leaves while they still write. */
+static void test_closed_stdout_exits_zero(void **state)
+{
+    it_t *t = *state;
+    IT_REQUIRE_BROKER(t);
+    enum { N = 600 };
+    char path[] = "/tmp/ab-pipe-XXXXXX", body[1024], out[OUT_MAX];
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    FILE *f = fdopen(fd, "w");
+    assert_non_null(f);
+    for (uint64_t seq = 1; seq <= N; seq++) {
+        it_body(body, sizeof body, "pipe", "r1", seq, N, 200);
+        fprintf(f, "%s\n", body);
+    }
+    assert_int_equal(fclose(f), 0);
+    assert_int_equal(it_run_cli(out, "publish --broker '%s' %s", t->bp.cmd, path), 0);
+    unlink(path);
+    char args[300];
+    snprintf(args, sizeof args, "tail --broker '%s' --thread pipe --from-start --json --for 60",
+             t->bp.cmd);
+    assert_int_equal(first_line_then_close(args), 0);
+    snprintf(args, sizeof args, "tail --broker '%s' --from-start --for 60", t->bp.cmd);
+    assert_int_equal(first_line_then_close(args), 0);
+    snprintf(args, sizeof args, "replay --broker '%s' --all", t->bp.cmd);
+    assert_int_equal(first_line_then_close(args), 0);
+}
+
 /* The render-error path, on the view itself: an event that fails the
  * lenient check prints a notice and the next event still renders. */
 static void test_render_error_notice(void **state)
@@ -355,6 +445,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_tail_json_equals_published, it_setup, it_teardown),
         cmocka_unit_test_setup_teardown(test_tail_human_view, it_setup, it_teardown),
         cmocka_unit_test_setup_teardown(test_replay_export_and_verify, it_setup, it_teardown),
+        cmocka_unit_test_setup_teardown(test_replay_failure_keeps_file, it_setup, it_teardown),
+        cmocka_unit_test_setup_teardown(test_closed_stdout_exits_zero, it_setup, it_teardown),
         cmocka_unit_test(test_render_error_notice),
         cmocka_unit_test(test_no_color),
         cmocka_unit_test(test_render_interleaved),
