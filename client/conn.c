@@ -11,7 +11,15 @@
  *     decoded views into them stay valid that long.
  *  3. c->next_cid only grows and is never 0 (0 means "none" on the wire).
  *  4. Every wait is bounded by a deadline on the monotonic clock; ZeroMQ is
- *     polled, never blocked on.
+ *     polled, never blocked on. A send goes ZMQ_DONTWAIT and waits for
+ *     ZMQ_POLLOUT until the call's deadline (a passed one still tries once);
+ *     requests are queued only for a connected broker (ZMQ_IMMEDIATE), so a
+ *     call that gave up is not delivered later to a broker that comes back.
+ *  5. A message goes whole or not at all: only its first frame may wait;
+ *     once it went, the other frames are given at once (a frame ZeroMQ
+ *     refuses then means it dropped the whole message: the frames left are
+ *     still given, so that the next message starts clean).
+ *  6. c->curve is true only with c->me (its secret key set) and c->server.
  */
 #include "ab_common.h"
 #include "agentbus/client.h"
@@ -106,7 +114,6 @@ static ab_status_t recv_frames(ab_conn_t *c, ab_error_t *err)
     return AB_OK;
 }
 
-/* Wait until the socket is readable or the deadline passes. */
 /* Before welcome: whether the monitor reports a refused connection (nothing listens): a
  * retry before any connection was made. A retry after one (the peer closed it, e.g. a
  * CURVE handshake that failed) is not a refusal: the wait goes on to its timeout. */
@@ -127,16 +134,31 @@ static bool refused(ab_conn_t *c)
     return got && event == ZMQ_EVENT_CONNECT_RETRIED && !c->connected;
 }
 
-static ab_status_t wait_readable(ab_conn_t *c, int64_t deadline, ab_error_t *err)
+static ab_status_t timed_out(ab_error_t *err, short events)
+{
+    if (events == ZMQ_POLLIN)
+        ab_error_set(err, AB_TIMEOUT, NULL, "no reply from the broker in time");
+    else
+        ab_error_set(err, AB_TIMEOUT, NULL,
+                     "could not send to the broker in time: it is not connected (is it "
+                     "running?) or does not keep up");
+    if (err)
+        err->retryable = true;
+    return AB_TIMEOUT;
+}
+
+/* Wait until the socket is readable (@p events ZMQ_POLLIN) or can take a message
+ * (ZMQ_POLLOUT), or the deadline passes (invariant 4). */
+static ab_status_t wait_for(ab_conn_t *c, short events, int64_t deadline, ab_error_t *err)
 {
     for (;;) {
         int64_t left = deadline - ab__mono_ms();
         if (left < 0)
             left = 0;
-        zmq_pollitem_t it[2] = {{.socket = c->sock, .events = ZMQ_POLLIN},
+        zmq_pollitem_t it[2] = {{.socket = c->sock, .events = events},
                                 {.socket = c->mon, .events = ZMQ_POLLIN}};
         int rc = zmq_poll(it, c->mon ? 2 : 1, (long)left);
-        if (rc > 0 && (it[0].revents & ZMQ_POLLIN))
+        if (rc > 0 && (it[0].revents & events))
             return AB_OK;
         if (rc > 0 && refused(c)) {
             ab_error_set(err, AB_UNAVAILABLE, "endpoint",
@@ -149,12 +171,8 @@ static ab_status_t wait_readable(ab_conn_t *c, int64_t deadline, ab_error_t *err
             continue;
         if (rc < 0 && zmq_errno() != EINTR)
             return zmq_fail(err, "poll");
-        if (rc == 0 && ab__mono_ms() >= deadline) {
-            ab_error_set(err, AB_TIMEOUT, NULL, "no reply from the broker in time");
-            if (err)
-                err->retryable = true;
-            return AB_TIMEOUT;
-        }
+        if (rc == 0 && ab__mono_ms() >= deadline)
+            return timed_out(err, events);
     }
 }
 
@@ -169,16 +187,16 @@ static void credit_dropped(ab_conn_t *c, uint64_t cid)
 {
     ab_msg_t m = {.op = AB_OP_CREDIT, .cid = cid};
     m.u.credit.chunks = 1;
-    ab_status_t st = ab_conn_send(c, &m, NULL, 0, NULL, NULL);
+    ab_status_t st = ab__conn_send_by(c, &m, NULL, 0, NULL, ab__mono_ms(), NULL);
     (void)st; /* a lost credit only delays the broker's release of the bytes */
 }
 
-ab_status_t ab_conn_recv(ab_conn_t *c, uint64_t cid, ab_doc_t *doc, ab_msg_t *reply, int timeout_ms,
-                         ab_error_t *err)
+/* ab_conn_recv() until @p deadline (monotonic ms). */
+static ab_status_t recv_by(ab_conn_t *c, uint64_t cid, ab_doc_t *doc, ab_msg_t *reply,
+                           int64_t deadline, ab_error_t *err)
 {
-    int64_t deadline = ab__mono_ms() + timeout_of(c, timeout_ms);
     for (;;) {
-        ab_status_t st = wait_readable(c, deadline, err);
+        ab_status_t st = wait_for(c, ZMQ_POLLIN, deadline, err);
         if (st == AB_OK)
             st = recv_frames(c, err);
         if (st != AB_OK)
@@ -211,8 +229,82 @@ ab_status_t ab_conn_recv(ab_conn_t *c, uint64_t cid, ab_doc_t *doc, ab_msg_t *re
     }
 }
 
-ab_status_t ab_conn_send(ab_conn_t *c, const ab_msg_t *req, const ab_buf_t *frames, size_t nframes,
-                         uint64_t *cid, ab_error_t *err)
+ab_status_t ab_conn_recv(ab_conn_t *c, uint64_t cid, ab_doc_t *doc, ab_msg_t *reply, int timeout_ms,
+                         ab_error_t *err)
+{
+    return recv_by(c, cid, doc, reply, ab__mono_ms() + timeout_of(c, timeout_ms), err);
+}
+
+/* Send the first frame of a message, waiting until @p deadline for room (invariant 4). */
+static ab_status_t send_first(ab_conn_t *c, const ab_buf_t *b, bool more, int64_t deadline,
+                              ab_error_t *err)
+{
+    for (;;) {
+        if (zmq_send(c->sock, b->data, b->len, ZMQ_DONTWAIT | (more ? ZMQ_SNDMORE : 0)) >= 0)
+            return AB_OK;
+        if (zmq_errno() != EAGAIN && zmq_errno() != EINTR)
+            return zmq_fail(err, "send");
+        ab_status_t st = wait_for(c, ZMQ_POLLOUT, deadline, err);
+        if (st != AB_OK)
+            return st;
+    }
+}
+
+/* Send @p first then the @p n frames of @p rest as one message (invariant 5). */
+static ab_status_t send_msg(ab_conn_t *c, const ab_buf_t *first, const ab_buf_t *rest, size_t n,
+                            int64_t deadline, ab_error_t *err)
+{
+    ab_status_t st = send_first(c, first, n > 0, deadline, err);
+    bool lost = false;
+    for (size_t i = 0; st == AB_OK && i < n; i++) {
+        int flags = ZMQ_DONTWAIT | (i + 1 < n ? ZMQ_SNDMORE : 0);
+        int rc;
+        while ((rc = zmq_send(c->sock, rest[i].data, rest[i].len, flags)) < 0 &&
+               zmq_errno() == EINTR) {
+        }
+        lost = lost || rc < 0; /* ZeroMQ dropped the message; the frames left finish it */
+    }
+    if (st == AB_OK && lost) {
+        ab_error_set(err, AB_IO, NULL,
+                     "send: the connection to the broker closed while a message was sent");
+        st = AB_IO;
+    }
+    return st;
+}
+
+/* A packed publish: the envelopes copied into c->pack (PROTOCOL.md 7.4). */
+static ab_status_t pack_frames(ab_conn_t *c, const ab_buf_t *frames, size_t n, ab_error_t *err)
+{
+    ab_buf_reset(&c->pack);
+    for (size_t i = 0; i < n; i++) {
+        ab_status_t st = ab_packed_append(&c->pack, frames[i].data, frames[i].len, err);
+        if (st != AB_OK)
+            return st; /* not err->code: err may be NULL, or hold an earlier error */
+    }
+    return AB_OK;
+}
+
+/* A publish over the broker's max_publish_bytes is refused before it is sent. */
+static ab_status_t check_size(const ab_conn_t *c, const ab_buf_t *frames, size_t n, bool pack,
+                              ab_error_t *err)
+{
+    if (c->limits.max_publish_bytes == 0)
+        return AB_OK;
+    uint64_t bytes = 0;
+    for (size_t i = 0; i < n; i++)
+        bytes += frames[i].len + (pack ? 4 : 0);
+    if (bytes <= c->limits.max_publish_bytes)
+        return AB_OK;
+    ab_status_t st = ab_error_set(err, AB_TOO_LARGE, "",
+                                  "publish of %llu bytes of envelopes exceeds the"
+                                  " broker's max_publish_bytes %u: send fewer events",
+                                  (unsigned long long)bytes, c->limits.max_publish_bytes);
+    ab_error_detail_int(err, "limit", c->limits.max_publish_bytes);
+    return st;
+}
+
+ab_status_t ab__conn_send_by(ab_conn_t *c, const ab_msg_t *req, const ab_buf_t *frames,
+                             size_t nframes, uint64_t *cid, int64_t deadline, ab_error_t *err)
 {
     ab_msg_t m = *req;
     if (m.op != AB_OP_HELLO)
@@ -220,61 +312,41 @@ ab_status_t ab_conn_send(ab_conn_t *c, const ab_msg_t *req, const ab_buf_t *fram
     if (m.op != AB_OP_CREDIT && m.op != AB_OP_CANCEL)
         m.cid = c->next_cid++;
     bool pack = m.op == AB_OP_PUBLISH && c->packed && nframes > 0;
-    if (pack) {
+    if (pack)
         m.u.publish.packed = true;
-        ab_buf_reset(&c->pack);
-        for (size_t i = 0; i < nframes; i++) {
-            ab_status_t st = ab_packed_append(&c->pack, frames[i].data, frames[i].len, err);
-            if (st != AB_OK)
-                return st; /* not err->code: err may be NULL, or hold an earlier error */
-        }
+    ab_status_t st = pack ? pack_frames(c, frames, nframes, err) : AB_OK;
+    if (st == AB_OK && m.op == AB_OP_PUBLISH)
+        st = check_size(c, frames, nframes, pack, err);
+    if (st == AB_OK) {
+        ab_buf_reset(&c->hdr);
+        st = ab_msg_encode(&m, &c->hdr, err);
     }
-    if (m.op == AB_OP_PUBLISH && c->limits.max_publish_bytes > 0) {
-        uint64_t bytes = 0;
-        for (size_t i = 0; i < nframes; i++)
-            bytes += frames[i].len + (pack ? 4 : 0);
-        if (bytes > c->limits.max_publish_bytes) {
-            ab_status_t st = ab_error_set(err, AB_TOO_LARGE, "",
-                                          "publish of %llu bytes of envelopes exceeds the"
-                                          " broker's max_publish_bytes %u: send fewer events",
-                                          (unsigned long long)bytes, c->limits.max_publish_bytes);
-            ab_error_detail_int(err, "limit", c->limits.max_publish_bytes);
-            return st;
-        }
-    }
-    ab_buf_reset(&c->hdr);
-    ab_status_t st = ab_msg_encode(&m, &c->hdr, err);
-    if (st != AB_OK)
-        return st;
-    if (zmq_send(c->sock, c->hdr.data, c->hdr.len, nframes ? ZMQ_SNDMORE : 0) < 0)
-        return zmq_fail(err, "send");
-    if (pack) {
-        int rc = zmq_send(c->sock, c->pack.data, c->pack.len, 0);
-        if (c->pack.cap > AB_CONN_PACK_KEEP)
-            ab_buf_free(&c->pack); /* zmq_send copied it; keep only a usual-size buffer */
-        if (rc < 0)
-            return zmq_fail(err, "send");
-        nframes = 0;
-    }
-    for (size_t i = 0; i < nframes; i++) {
-        int flags = i + 1 < nframes ? ZMQ_SNDMORE : 0;
-        if (zmq_send(c->sock, frames[i].data, frames[i].len, flags) < 0)
-            return zmq_fail(err, "send");
-    }
-    if (cid)
+    if (st == AB_OK)
+        st = pack ? send_msg(c, &c->hdr, &c->pack, 1, deadline, err)
+                  : send_msg(c, &c->hdr, frames, nframes, deadline, err);
+    if (c->pack.cap > AB_CONN_PACK_KEEP)
+        ab_buf_free(&c->pack); /* sent or refused: keep only a usual-size buffer */
+    if (st == AB_OK && cid)
         *cid = m.cid;
-    return AB_OK;
+    return st;
+}
+
+ab_status_t ab_conn_send(ab_conn_t *c, const ab_msg_t *req, const ab_buf_t *frames, size_t nframes,
+                         uint64_t *cid, ab_error_t *err)
+{
+    return ab__conn_send_by(c, req, frames, nframes, cid, ab__mono_ms() + c->opts.timeout_ms, err);
 }
 
 ab_status_t ab_conn_request(ab_conn_t *c, const ab_msg_t *req, const ab_buf_t *frames,
                             size_t nframes, ab_doc_t *doc, ab_msg_t *reply, int timeout_ms,
                             ab_error_t *err)
 {
+    int64_t deadline = ab__mono_ms() + timeout_of(c, timeout_ms);
     uint64_t cid = 0;
-    ab_status_t st = ab_conn_send(c, req, frames, nframes, &cid, err);
+    ab_status_t st = ab__conn_send_by(c, req, frames, nframes, &cid, deadline, err);
     if (st != AB_OK)
         return st;
-    return ab_conn_recv(c, cid, doc, reply, timeout_ms, err);
+    return recv_by(c, cid, doc, reply, deadline, err);
 }
 
 const uint8_t *ab_conn_frame(const ab_conn_t *c, size_t i, size_t *len)
@@ -421,15 +493,16 @@ static ab_status_t open_socket(ab_conn_t *c, const char *endpoint, ab_error_t *e
     c->sock = zmq_socket(c->ctx, ZMQ_DEALER);
     if (!c->sock)
         return zmq_fail(err, "zmq_socket");
-    int zero = 0;
+    int zero = 0, one = 1;
     zmq_setsockopt(c->sock, ZMQ_LINGER, &zero, sizeof(zero));
+    zmq_setsockopt(c->sock, ZMQ_IMMEDIATE, &one, sizeof(one)); /* invariant 4 */
     ab_status_t rc = resolve_curve(c, err);
     if (rc != AB_OK)
         return rc;
     if (ab__conn_curve_apply(c, c->sock) != 0)
         return ab_error_set(err, AB_INVALID_ARGUMENT, "key", "cannot use the CURVE keys: %s",
                             zmq_strerror(zmq_errno()));
-    /* a refused connection is told at once, not after the timeout (wait_readable) */
+    /* a refused connection is told at once, not after the timeout (wait_for) */
     char mon[64];
     snprintf(mon, sizeof mon, "inproc://ab-conn-monitor-%p", (void *)c);
     if (zmq_socket_monitor(c->sock, mon, ZMQ_EVENT_CONNECTED | ZMQ_EVENT_CONNECT_RETRIED) == 0 &&
@@ -568,10 +641,7 @@ ab_status_t ab_conn_send_raw(ab_conn_t *c, const ab_buf_t *frames, size_t n, ab_
 {
     if (c == NULL || frames == NULL || n == 0)
         return ab_error_set(err, AB_INVALID_ARGUMENT, NULL, "send_raw needs at least one frame");
-    for (size_t i = 0; i < n; i++)
-        if (zmq_send(c->sock, frames[i].data, frames[i].len, i + 1 < n ? ZMQ_SNDMORE : 0) < 0)
-            return zmq_fail(err, "send");
-    return AB_OK;
+    return send_msg(c, &frames[0], frames + 1, n - 1, ab__mono_ms() + c->opts.timeout_ms, err);
 }
 
 const ab_conn_opts_t *ab__conn_opts(const ab_conn_t *c)

@@ -13,4 +13,13 @@ const ab_conn_opts_t *ab__conn_opts(const ab_conn_t *c);
 /** Make @p sock a CURVE client with the connection's keys (no-op without CURVE). @return 0/-1. */
 int ab__conn_curve_apply(const ab_conn_t *c, void *sock);
 
+/**
+ * ab_conn_send() bounded by @p deadline (monotonic ms, ab__mono_ms()) instead of the
+ * connection's timeout: waits that long at most for the broker to take the message
+ * (one try when it has passed). @return as ab_conn_send(); AB_TIMEOUT (retryable) when
+ * the broker did not take it in time (not connected, or its queue is full): nothing sent.
+ */
+ab_status_t ab__conn_send_by(ab_conn_t *c, const ab_msg_t *req, const ab_buf_t *frames,
+                             size_t nframes, uint64_t *cid, int64_t deadline, ab_error_t *err);
+
 #endif

@@ -1,7 +1,8 @@
 /*
  * producer.c - one writer of one run: claim, local validation, seq
  * assignment, a bounded outbox kept until acknowledged, batching, retries
- * with backoff, gap recovery and the failed state (see agentbus/producer.h).
+ * with backoff and the failed state, which a gap answer enters too (see
+ * agentbus/producer.h).
  *
  * Invariants:
  *  1. The outbox is a ring of ob_cap encoded envelopes; entry i (from
@@ -178,8 +179,12 @@ static void pop_acked(ab_producer_t *p, bool duplicate)
         p->stats.duplicates++;
 }
 
-/* A gap answer: the broker expects @p expected. Events before it are
- * committed (invariant 3); resend from it if we still hold it. */
+/* A gap answer: the broker expects expected_seq. Under PROTOCOL.md 7.4.2
+ * rule 4 that is below the rejected seq, which is acked_seq + 1 (results come
+ * in outbox order): the broker lacks events it acknowledged, so the producer
+ * fails with AB_GAP. The resend branch below (an expected_seq inside the
+ * outbox: events before it committed, invariant 3) is unreachable with such
+ * a broker; it is kept as the safe reading of a broker that answers so. */
 static ab_status_t on_gap(ab_producer_t *p, const ab_error_t *e, uint64_t seq,
                           ab_error_t *retry_err, ab_error_t *err)
 {

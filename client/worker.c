@@ -8,11 +8,23 @@
  *     worker waits for something else; nothing after serve() waits for a
  *     particular reply.
  *  2. Each action call gets exactly one action_result.
- *  3. Something is sent at least every lease / 3 (a ping when idle).
+ *  3. Something is sent at least every lease / 3 (a ping when idle), while
+ *     the broker is connected (invariant 7).
  *  4. The agents to serve are copies, owned by the worker.
  *  5. A pong from another broker instance than the one the worker served
  *     (the broker restarted and forgot it, PROTOCOL.md 7.10) makes it send
- *     `serve` again, without waiting; its `served` updates id and lease.
+ *     `serve` again, without waiting; its `served` updates id and lease and
+ *     only then makes that instance the served one. Until then every such
+ *     pong sends `serve` again, unless one is outstanding (serve_cid) to
+ *     the same instance for less than timeout_ms: a retryable refusal, a
+ *     send that could not go or a lost answer are retried at the next pong
+ *     (every lease / 3); a refusal that is not retryable is also returned
+ *     by ab_worker_run().
+ *  6. Instances are kept whole (heap copies with their length): the
+ *     protocol bounds them by nothing but the header size.
+ *  7. No send waits past the call's deadline (ab_worker_run(): its timeout;
+ *     the others: timeout_ms). A ping that cannot go is tried again at the
+ *     next ab_worker_run(); an answer that cannot go is counted undelivered.
  */
 #include "agentbus/worker.h"
 
@@ -20,6 +32,7 @@
 #include "agentbus/client.h"
 #include "agentbus/ids.h"
 #include "agentbus/json.h"
+#include "conn_int.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,7 +62,12 @@ struct ab_worker {
     ab_run_cancel_fn on_cancel;
     void *cancel_ud;
     char id[65];
-    char instance[65]; /* the broker instance it served last */
+    char *instance; /* the broker instance that answered `served` last (invariant 6) */
+    size_t instance_len;
+    char *pending; /* the instance a `serve` is outstanding to (invariant 5) */
+    size_t pending_len;
+    uint64_t serve_cid; /* that `serve`'s cid; 0 = none outstanding */
+    int64_t serve_sent_ms;
     uint32_t lease_ms;
     int64_t last_sent_ms;
     ab_buf_t result; /* the callback's JSON text */
@@ -109,6 +127,8 @@ void ab_worker_destroy(ab_worker_t **wp)
     ab_doc_destroy(&w->rdoc);
     ab_buf_free(&w->result);
     ab_buf_free(&w->mp);
+    free(w->instance);
+    free(w->pending);
     free(w);
     *wp = NULL;
 }
@@ -186,8 +206,10 @@ static ab_served_agent_t *served_agents(const ab_worker_t *w, ab_str_t **views)
     return a;
 }
 
-/* Send `serve`; with @p reply, wait for `served` into it, else return at once (invariant 5). */
-static ab_status_t send_serve(ab_worker_t *w, ab_msg_t *reply, ab_error_t *err)
+/* Send `serve`; with @p reply, wait for `served` into it, else send it by @p deadline and
+ * return at once with its cid in *@p cid (invariant 5). */
+static ab_status_t send_serve(ab_worker_t *w, ab_msg_t *reply, uint64_t *cid, int64_t deadline,
+                              ab_error_t *err)
 {
     ab_str_t *views = NULL;
     ab_served_agent_t *agents = served_agents(w, &views);
@@ -196,37 +218,70 @@ static ab_status_t send_serve(ab_worker_t *w, ab_msg_t *reply, ab_error_t *err)
     ab_msg_t req = {.op = AB_OP_SERVE};
     req.u.serve = (ab_serve_t){{w->name, strlen(w->name)}, agents, w->nagents, w->lease_asked};
     ab_status_t st = reply ? ab_conn_request(w->c, &req, NULL, 0, w->doc, reply, w->timeout_ms, err)
-                           : ab_conn_send(w->c, &req, NULL, 0, NULL, err);
+                           : ab__conn_send_by(w->c, &req, NULL, 0, cid, deadline, err);
     free(agents);
     free(views);
     return st;
 }
 
-static void on_served(ab_worker_t *w, const ab_served_t *s)
+static bool same_instance(const char *s, size_t len, ab_str_t p)
 {
+    return s != NULL && len == p.len && memcmp(s, p.ptr, len) == 0;
+}
+
+/* Copy instance @p p into *@p dst (invariant 6). */
+static ab_status_t keep_instance(char **dst, size_t *len, ab_str_t p, ab_error_t *err)
+{
+    char *s = malloc(p.len + 1);
+    if (s == NULL)
+        return ab_error_set(err, AB_NOMEM, "", "out of memory");
+    memcpy(s, p.ptr, p.len);
+    s[p.len] = '\0';
+    free(*dst);
+    *dst = s;
+    *len = p.len;
+    return AB_OK;
+}
+
+/* `served`: the id and lease; the answer to an outstanding `serve` makes its
+ * instance the served one (invariant 5). */
+static void on_served(ab_worker_t *w, const ab_msg_t *m)
+{
+    const ab_served_t *s = &m->u.served;
     snprintf(w->id, sizeof(w->id), "%.*s", (int)s->worker_id.len, s->worker_id.ptr);
     w->lease_ms = s->lease_ms;
+    if (w->serve_cid == 0 || m->cid != w->serve_cid)
+        return;
+    free(w->instance);
+    w->instance = w->pending;
+    w->instance_len = w->pending_len;
+    w->pending = NULL;
+    w->serve_cid = 0;
+    w->stats.reserved++;
 }
 
 ab_status_t ab_worker_serve(ab_worker_t *w, ab_error_t *err)
 {
     ab_msg_t m;
-    ab_status_t st = send_serve(w, &m, err);
+    ab_status_t st = send_serve(w, &m, NULL, 0, err);
     if (st == AB_OK && m.op != AB_OP_SERVED)
         st = ab_error_set(err, AB_INVALID_ENVELOPE, "op", "expected served, got %s",
                           ab_op_name(m.op));
+    const char *inst = ab_conn_instance(w->c);
+    if (st == AB_OK)
+        st = keep_instance(&w->instance, &w->instance_len, (ab_str_t){inst, strlen(inst)}, err);
     if (st != AB_OK)
         return st;
-    on_served(w, &m.u.served);
-    snprintf(w->instance, sizeof(w->instance), "%s", ab_conn_instance(w->c));
+    w->serve_cid = 0;
+    on_served(w, &m);
     w->last_sent_ms = ab__mono_ms();
     return AB_OK;
 }
 
-/* Send @p m without waiting for its answer (invariant 1). */
-static ab_status_t send_async(ab_worker_t *w, const ab_msg_t *m, ab_error_t *err)
+/* Send @p m by @p deadline without waiting for its answer (invariants 1, 7). */
+static ab_status_t send_async(ab_worker_t *w, const ab_msg_t *m, int64_t deadline, ab_error_t *err)
 {
-    ab_status_t st = ab_conn_send(w->c, m, NULL, 0, NULL, err);
+    ab_status_t st = ab__conn_send_by(w->c, m, NULL, 0, NULL, deadline, err);
     if (st == AB_OK)
         w->last_sent_ms = ab__mono_ms();
     return st;
@@ -248,8 +303,23 @@ static ab_status_t result_tree(ab_worker_t *w, const ab_val_t **out, ab_error_t 
     return st;
 }
 
-/* Answer one call through the callback (invariant 2). */
-static ab_status_t on_call(ab_worker_t *w, const ab_action_call_t *call, ab_error_t *err)
+/* Send an action_result by @p deadline; one that cannot go is undelivered (invariant 7). */
+static ab_status_t send_result(ab_worker_t *w, const ab_msg_t *m, int64_t deadline, ab_error_t *err)
+{
+    ab_error_t e = AB_ERROR_INIT;
+    ab_status_t st = send_async(w, m, deadline, &e);
+    if (st == AB_TIMEOUT) { /* the broker is gone or does not read: nobody gets it */
+        w->stats.undelivered++;
+        return AB_OK;
+    }
+    if (st != AB_OK && err != NULL && err->code == AB_OK)
+        *err = e;
+    return st;
+}
+
+/* Answer one call through the callback (invariant 2), by @p deadline (invariant 7). */
+static ab_status_t on_call(ab_worker_t *w, const ab_action_call_t *call, int64_t deadline,
+                           ab_error_t *err)
 {
     ab_error_t e = AB_ERROR_INIT;
     const ab_val_t *result = NULL;
@@ -269,28 +339,47 @@ static ab_status_t on_call(ab_worker_t *w, const ab_action_call_t *call, ab_erro
     ab_msg_t m = {.op = AB_OP_ACTION_RESULT};
     m.u.action_result = (ab_action_result_t){call->call, e.code == AB_OK ? result : NULL,
                                              e.code == AB_OK ? NULL : &e};
-    return send_async(w, &m, err);
+    return send_result(w, &m, deadline, err);
 }
 
-ab_status_t ab_worker_decline(ab_worker_t *w, uint64_t request, uint64_t epoch, const char *reason,
-                              ab_error_t *err)
+/* At most AB_REASON_MAX bytes of @p reason, not ending inside a UTF-8 character (the
+ * rule of proto/status.c utf8_cut(): a cut steps back over continuation bytes). */
+static size_t reason_len(const char *reason)
+{
+    size_t n = reason ? strlen(reason) : 0;
+    if (n <= AB_REASON_MAX)
+        return n;
+    n = AB_REASON_MAX;
+    while (n > 0 && ((unsigned char)reason[n] & 0xC0) == 0x80)
+        n--; /* reason[n], the first byte left out, continues a character: leave it all out */
+    return n;
+}
+
+static ab_status_t decline_by(ab_worker_t *w, uint64_t request, uint64_t epoch, const char *reason,
+                              int64_t deadline, ab_error_t *err)
 {
     if (request == 0 || epoch == 0)
         return ab_error_set(err, AB_INVALID_ARGUMENT, "request", "decline names an assignment");
-    size_t rl = reason ? strlen(reason) : 0;
     ab_msg_t m = {.op = AB_OP_DECLINE};
-    m.u.decline = (ab_decline_t){request, epoch, {reason, rl > AB_REASON_MAX ? AB_REASON_MAX : rl}};
-    ab_status_t st = send_async(w, &m, err);
+    m.u.decline = (ab_decline_t){request, epoch, {reason, reason_len(reason)}};
+    ab_status_t st = send_async(w, &m, deadline, err);
     if (st == AB_OK)
         w->stats.declined++;
     return st;
 }
 
-static ab_status_t on_assign(ab_worker_t *w, const ab_assign_t *a, ab_error_t *err)
+ab_status_t ab_worker_decline(ab_worker_t *w, uint64_t request, uint64_t epoch, const char *reason,
+                              ab_error_t *err)
+{
+    return decline_by(w, request, epoch, reason, ab__mono_ms() + w->timeout_ms, err);
+}
+
+static ab_status_t on_assign(ab_worker_t *w, const ab_assign_t *a, int64_t deadline,
+                             ab_error_t *err)
 {
     w->stats.assigned++;
     if (w->on_assign == NULL)
-        return ab_worker_decline(w, a->request, a->epoch, "this worker runs no agents", err);
+        return decline_by(w, a->request, a->epoch, "this worker runs no agents", deadline, err);
     w->on_assign(w->assign_ud, w, a);
     return AB_OK;
 }
@@ -317,57 +406,97 @@ void ab_worker_on_cancel(ab_worker_t *w, ab_run_cancel_fn fn, void *ud)
 /* A pong of another broker instance: serve it again (invariant 5). */
 static ab_status_t on_pong(ab_worker_t *w, const ab_pong_t *p, ab_error_t *err)
 {
-    if (w->instance[0] == '\0' || (p->instance.len == strlen(w->instance) &&
-                                   memcmp(p->instance.ptr, w->instance, p->instance.len) == 0))
+    int64_t now = ab__mono_ms();
+    if (w->instance == NULL || same_instance(w->instance, w->instance_len, p->instance))
         return AB_OK;
-    snprintf(w->instance, sizeof(w->instance), "%.*s", (int)p->instance.len, p->instance.ptr);
-    w->stats.reserved++;
-    ab_status_t st = send_serve(w, NULL, err);
-    if (st == AB_OK)
-        w->last_sent_ms = ab__mono_ms();
-    return st;
+    if (w->serve_cid != 0 && same_instance(w->pending, w->pending_len, p->instance) &&
+        now - w->serve_sent_ms < w->timeout_ms)
+        return AB_OK; /* its answer may still come */
+    ab_status_t st = keep_instance(&w->pending, &w->pending_len, p->instance, err);
+    if (st != AB_OK)
+        return st;
+    ab_error_t e = AB_ERROR_INIT;
+    w->serve_cid = 0;
+    st = send_serve(w, NULL, &w->serve_cid, now, &e);
+    if (st == AB_TIMEOUT)
+        return AB_OK; /* could not go now: the next pong sends it */
+    if (st != AB_OK) {
+        if (err != NULL && err->code == AB_OK)
+            *err = e;
+        return st;
+    }
+    w->serve_sent_ms = w->last_sent_ms = now;
+    return AB_OK;
+}
+
+/* An `error` answer: to the outstanding `serve`, a refusal (invariant 5); to anything
+ * else, one of our sends refused (a late result): nothing to do. */
+static ab_status_t on_error(ab_worker_t *w, const ab_msg_t *m, const ab_error_t *e, ab_error_t *err)
+{
+    if (w->serve_cid == 0 || m->cid != w->serve_cid)
+        return AB_OK;
+    w->serve_cid = 0;
+    if (e->retryable || ab_status_retryable(e->code))
+        return AB_OK; /* the next pong sends it again */
+    if (err != NULL && err->code == AB_OK)
+        *err = *e;
+    return e->code;
 }
 
 /* One message that arrived (invariant 1). */
-static ab_status_t on_message(ab_worker_t *w, const ab_msg_t *m, ab_error_t *err)
+static ab_status_t on_message(ab_worker_t *w, const ab_msg_t *m, int64_t deadline, ab_error_t *err)
 {
     switch (m->op) {
-    case AB_OP_ACTION_CALL: return on_call(w, &m->u.action_call, err);
+    case AB_OP_ACTION_CALL: return on_call(w, &m->u.action_call, deadline, err);
     case AB_OP_ACTION_ACK: w->stats.undelivered += !m->u.action_ack.delivered; return AB_OK;
-    case AB_OP_SERVED: on_served(w, &m->u.served); return AB_OK;
+    case AB_OP_SERVED: on_served(w, m); return AB_OK;
     case AB_OP_PONG: return on_pong(w, &m->u.pong, err);
-    case AB_OP_ASSIGN: return on_assign(w, &m->u.assign, err);
+    case AB_OP_ASSIGN: return on_assign(w, &m->u.assign, deadline, err);
     case AB_OP_RUN_CANCEL: on_run_cancel(w, &m->u.run_cancel); return AB_OK;
-    default: return AB_OK; /* errors answering our own sends */
+    default: return AB_OK;
     }
+}
+
+/* A ping when nothing was sent for a third of the lease (invariant 3); one that cannot
+ * go by @p deadline (the broker is not connected) is tried again at the next run. */
+static ab_status_t keep_lease(ab_worker_t *w, int64_t deadline, ab_error_t *err)
+{
+    if (!w->lease_ms || ab__mono_ms() - w->last_sent_ms < (int64_t)(w->lease_ms / 3))
+        return AB_OK;
+    ab_msg_t ping = {.op = AB_OP_PING};
+    ab_error_t e = AB_ERROR_INIT;
+    ab_status_t st = send_async(w, &ping, deadline, &e);
+    if (st == AB_OK)
+        w->stats.pings++;
+    else if (st != AB_TIMEOUT && err != NULL && err->code == AB_OK)
+        *err = e;
+    return st;
 }
 
 ab_status_t ab_worker_run(ab_worker_t *w, int timeout_ms, ab_error_t *err)
 {
-    int64_t now = ab__mono_ms();
-    if (w->lease_ms && now - w->last_sent_ms >= (int64_t)(w->lease_ms / 3)) {
-        ab_msg_t ping = {.op = AB_OP_PING};
-        ab_status_t st = send_async(w, &ping, err);
-        if (st != AB_OK)
-            return st;
-        w->stats.pings++;
-    }
+    int64_t now = ab__mono_ms(), deadline = now + (timeout_ms > 0 ? timeout_ms : 0);
+    ab_status_t st = keep_lease(w, deadline, err);
+    if (st != AB_OK && st != AB_TIMEOUT) /* a timeout: read what came meanwhile, if anything */
+        return st;
+    now = ab__mono_ms();
     int until_ping = w->lease_ms ? (int)(w->last_sent_ms + w->lease_ms / 3 - now) : timeout_ms;
     int wait = timeout_ms < until_ping ? timeout_ms : (until_ping > 0 ? until_ping : 0);
     for (bool first = true;; first = false) {
         ab_msg_t m = {.op = AB_OP_NONE_};
         ab_error_t e = AB_ERROR_INIT;
-        ab_status_t st = ab_conn_recv(w->c, 0, w->doc, &m, first ? (wait > 0 ? wait : 1) : 1, &e);
+        st = ab_conn_recv(w->c, 0, w->doc, &m, first ? (wait > 0 ? wait : 1) : 1, &e);
         if (st == AB_TIMEOUT)
             return AB_OK;
         if (st != AB_OK && m.op == AB_OP_ERROR)
-            continue; /* the broker refused one of our sends (a late result): nothing to do */
-        if (st != AB_OK) {
+            st = on_error(w, &m, &e, err);
+        else if (st != AB_OK) {
             if (err)
                 *err = e;
             return st;
-        }
-        if ((st = on_message(w, &m, err)) != AB_OK)
+        } else
+            st = on_message(w, &m, deadline, err);
+        if (st != AB_OK)
             return st;
     }
 }

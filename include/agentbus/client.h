@@ -19,6 +19,14 @@
  * A reply that does not decode, or that has the wrong op, is
  * AB_INVALID_ENVELOPE. ZeroMQ failures are AB_IO.
  *
+ * Sending is bounded too: a request is handed to ZeroMQ only while the
+ * broker is connected (ZMQ_IMMEDIATE), and a send waits for that (or for
+ * room in a full queue) until the call's timeout at most, then fails with
+ * AB_TIMEOUT (retryable) having sent nothing. While the broker is gone,
+ * requests do not pile up to be delivered when it comes back: a call that
+ * gave up is not carried out later. A request already queued when the
+ * connection breaks is dropped with it (its call times out).
+ *
  * Ownership: decoded replies (ab_msg_t views, result arrays, heads) point
  * into the caller's ab_doc_t and into the connection's receive buffer; both
  * are valid until the next call on the same connection or doc.
@@ -125,8 +133,10 @@ AB_API int ab_conn_wait(ab_conn_t *c, int timeout_ms);
  * Send @p n frames as one message, exactly as given: no header is encoded
  * and nothing is checked. For tools that test a broker's answers to
  * malformed requests (the conformance suite); a normal client uses
- * ab_conn_send(). Replies come back through ab_conn_recv().
- * @return AB_OK; AB_INVALID_ARGUMENT (n == 0); AB_IO when ZeroMQ refuses.
+ * ab_conn_send(). Replies come back through ab_conn_recv(). The send is
+ * bounded as ab_conn_send()'s.
+ * @return AB_OK; AB_INVALID_ARGUMENT (n == 0); AB_TIMEOUT as ab_conn_send();
+ *         AB_IO when ZeroMQ refuses.
  */
 AB_API AB_NODISCARD ab_status_t ab_conn_send_raw(ab_conn_t *c, const ab_buf_t *frames, size_t n,
                                                  ab_error_t *err);
@@ -137,11 +147,14 @@ AB_API AB_NODISCARD ab_status_t ab_conn_send_raw(ab_conn_t *c, const ab_buf_t *f
  * names the stream); @p frames follow it (publish envelopes). A publish to a
  * broker that announced `packedPublish` goes packed (the envelopes copied
  * into one frame, `packed: true`) unless opts.frame_per_event.
+ * The send waits at most opts->timeout_ms for the broker ("Sending is bounded" at the top).
  * @param cid  out: the cid used (may be NULL).
  * @return AB_OK, AB_INVALID_ARGUMENT (encoding refused), AB_TOO_LARGE (a
  *         publish whose envelopes exceed the broker's max_publish_bytes,
  *         int detail "limit", or a packed one with an envelope over 4 GiB;
- *         nothing is sent), AB_IO or AB_NOMEM.
+ *         nothing is sent), AB_TIMEOUT (retryable: the broker did not take
+ *         the request in time, not connected or not reading; nothing is
+ *         sent), AB_IO or AB_NOMEM.
  */
 AB_API AB_NODISCARD ab_status_t ab_conn_send(ab_conn_t *c, const ab_msg_t *req,
                                              const ab_buf_t *frames, size_t nframes, uint64_t *cid,
@@ -168,8 +181,8 @@ AB_API const uint8_t *ab_conn_frame(const ab_conn_t *c, size_t i, size_t *len);
 AB_API size_t ab_conn_nframes(const ab_conn_t *c);
 
 /**
- * Send @p req and wait for its reply (same cid). Errors as ab_conn_send()
- * and ab_conn_recv().
+ * Send @p req and wait for its reply (same cid); @p timeout_ms bounds both
+ * together. Errors as ab_conn_send() and ab_conn_recv().
  */
 AB_API AB_NODISCARD ab_status_t ab_conn_request(ab_conn_t *c, const ab_msg_t *req,
                                                 const ab_buf_t *frames, size_t nframes,

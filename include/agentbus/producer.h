@@ -15,8 +15,11 @@
  * producer sends one `publish` of up to batch_max envelopes and waits for its
  * `published` reply (one request in flight). Per-event answers:
  *  - accepted / duplicate: the event leaves the outbox;
- *  - gap (detail expected_seq): events before expected_seq are committed and
- *    leave the outbox; sending resumes at expected_seq with the same bytes;
+ *  - gap (detail expected_seq): the broker lacks events this producer saw
+ *    acknowledged (its expected_seq is below the rejected seq, PROTOCOL.md
+ *    7.4.2 rule 4: e.g. a data directory wiped or restored from an older
+ *    backup); the outbox cannot fill that in, so the producer enters the
+ *    failed state below with AB_GAP (details expected_seq and seq);
  *  - overloaded / unavailable / timeout / io (and a timed-out request): the
  *    batch is sent again after an exponential backoff (base, doubled per try,
  *    capped at max, each delay drawn from its upper half), at most
@@ -30,7 +33,9 @@
  * NULL) with the typed error of the wire; out-params are written only on
  * AB_OK. Every call that can block is bounded: publish by opts->timeout_ms
  * (a full outbox sends a batch and waits at most that long), claim by
- * opts->timeout_ms, flush by its own timeout.
+ * opts->timeout_ms, flush by its own timeout. That includes the sending: a
+ * broker that is gone makes them return AB_TIMEOUT (agentbus/client.h,
+ * "Sending is bounded").
  *
  * Ownership: the producer copies the endpoint, ids and options; event text
  * and values passed to publish are borrowed for the call only.
@@ -79,7 +84,8 @@ typedef struct ab_producer_stats {
     uint64_t acked;       /**< events acknowledged (accepted + duplicate) */
     uint64_t duplicates;  /**< of which acknowledged as duplicate */
     uint64_t retries;     /**< batches sent again after a retryable failure */
-    uint64_t gaps;        /**< gap answers recovered by resending */
+    uint64_t gaps;        /**< gap answers recovered by resending (0 with a broker that
+                               follows PROTOCOL.md 7.4.2: a gap fails the producer) */
     uint64_t batches;     /**< publish requests sent */
     uint32_t outbox;      /**< events in the outbox now */
     uint32_t outbox_peak; /**< most events ever held in the outbox (<= outbox_max) */

@@ -15,7 +15,10 @@
  * The worker keeps its lease itself: ab_worker_run() sends a `ping` when it
  * has sent nothing for a third of the lease. When a pong comes from another
  * broker instance (the broker restarted and forgot its workers), it sends
- * `serve` again by itself. Every message of the
+ * `serve` again by itself, and again at each later pong until that instance
+ * answers `served`: a retryable refusal (overloaded, ...) or a `serve` that
+ * could not be sent is retried so, a refusal that is not retryable is also
+ * returned by ab_worker_run(). Every message of the
  * connection is read by ab_worker_run(), so an action call is never lost
  * behind a reply the worker waits for: it waits for none (results are sent
  * and their acknowledgements counted as they arrive).
@@ -46,7 +49,7 @@ typedef struct ab_worker ab_worker_t;
 typedef struct ab_worker_opts {
     const char *name;  /**< the worker's name (required), 1..AB_WORKER_NAME_MAX bytes */
     uint32_t lease_ms; /**< asked for; 0 = the broker's default (10 s) */
-    int timeout_ms;    /**< connect and `serve` wait; 0 = 5000 */
+    int timeout_ms;    /**< connect, `serve` and decline wait; 0 = 5000 */
 } ab_worker_opts_t;
 
 /**
@@ -79,9 +82,10 @@ typedef void (*ab_run_cancel_fn)(void *ud, ab_worker_t *w, const ab_run_cancel_t
 typedef struct ab_worker_stats {
     uint64_t calls;       /**< action calls received */
     uint64_t failed;      /**< ... answered with an error */
-    uint64_t undelivered; /**< answers the broker could no longer deliver (acks false) */
+    uint64_t undelivered; /**< answers the broker could no longer deliver (acks false), or
+                               that could not be sent in time (the broker gone) */
     uint64_t pings;       /**< lease renewals sent */
-    uint64_t reserved;    /**< times it served again, after a broker restart */
+    uint64_t reserved;    /**< times it was served again (`served`), after a broker restart */
     uint64_t assigned;    /**< assignments received */
     uint64_t declined;    /**< assignments declined (by the app or for want of a callback) */
     uint64_t cancels;     /**< run cancels received */
@@ -120,8 +124,12 @@ AB_API void ab_worker_on_cancel(ab_worker_t *w, ab_run_cancel_fn fn, void *ud);
 /**
  * Give assignment (@p request, @p epoch) back before its run starts; it goes
  * back to the head of the queue (and not to this worker for a second).
- * Sent without waiting: the `declined` answer is read by ab_worker_run().
- * @p reason may be NULL. @return AB_OK, AB_INVALID_ARGUMENT, AB_IO, AB_NOMEM.
+ * Sent without waiting for the answer (the `declined` answer is read by
+ * ab_worker_run()); the send waits at most opts.timeout_ms for the broker.
+ * @p reason may be NULL; one over AB_REASON_MAX bytes is cut there, or
+ * before the UTF-8 character the cut would split.
+ * @return AB_OK, AB_INVALID_ARGUMENT, AB_TIMEOUT (retryable: the broker is
+ *         not connected or not reading; nothing sent), AB_IO, AB_NOMEM.
  */
 AB_API AB_NODISCARD ab_status_t ab_worker_decline(ab_worker_t *w, uint64_t request, uint64_t epoch,
                                                   const char *reason, ab_error_t *err);
@@ -137,8 +145,14 @@ AB_API AB_NODISCARD ab_status_t ab_worker_serve(ab_worker_t *w, ab_error_t *err)
 /**
  * Handle what arrives for up to @p timeout_ms: action calls (answered through
  * the callback), acknowledgements, lease renewals. Returns after the first
- * batch of messages, or at the timeout.
- * @return AB_OK; AB_IO or AB_INVALID_ENVELOPE when the connection fails.
+ * batch of messages, or at the timeout. No send waits past the timeout:
+ * while the broker is not connected, the ping waits for it that long and is
+ * tried again at the next call; an answer that cannot be sent by then is
+ * dropped and counted in stats.undelivered.
+ * @return AB_OK; the broker's refusal of a `serve` sent again after a
+ *         restart when it is not retryable (e.g. AB_UNSUPPORTED; the error
+ *         in @p err; the next pong tries again); AB_IO or
+ *         AB_INVALID_ENVELOPE when the connection fails.
  */
 AB_API AB_NODISCARD ab_status_t ab_worker_run(ab_worker_t *w, int timeout_ms, ab_error_t *err);
 

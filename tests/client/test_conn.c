@@ -3,9 +3,14 @@
  * (a ROUTER in a thread speaking the real codec): handshake, version
  * refusal, timeouts, cid matching, error replies, publish results, the
  * credit accounting of a replay stream and malformed replay chunks (a typed
- * error naming the record, no read past the frame: run under ASan).
+ * error naming the record, no read past the frame: run under ASan); calls
+ * that stay bounded while the broker is gone (over tcp) and the packed
+ * publish buffer given back after a refusal.
  */
+#include "agentbus/alloc.h"
 #include "agentbus/client.h"
+#include "agentbus/nego.h"
+#include "agentbus/producer.h"
 #include "testutil.h"
 
 #include <pthread.h>
@@ -23,6 +28,7 @@ typedef struct fake {
     pthread_t th;
     atomic_bool stop;
     atomic_int credits;  /* credit chunks received */
+    atomic_int pings;    /* pings received */
     int grant;           /* chunks the client may still receive */
     int sent;            /* events sent so far */
     uint64_t replay_cid; /* cid of the running replay */
@@ -158,14 +164,18 @@ static void answer_hello(fake_t *f, const ab_msg_t *q)
         return;
     }
     static const ab_cap_t caps[] = {{"publish", 7, AB_CAP_AVAILABLE},
-                                    {"replay", 6, AB_CAP_DEGRADED}};
+                                    {"replay", 6, AB_CAP_DEGRADED},
+                                    {AB_CAP_PACKED_PUBLISH, 13, AB_CAP_AVAILABLE}};
+    bool packed = q->u.hello.client.len == 6 && memcmp(q->u.hello.client.ptr, "packed", 6) == 0;
     ab_msg_t m = {.op = AB_OP_WELCOME, .v = 1, .cid = q->cid};
     m.u.welcome.instance = (ab_str_t){"inst-1", 6};
     m.u.welcome.event_endpoint = (ab_str_t){"inproc://events", 15};
     m.u.welcome.limits = ab_limits_default();
     m.u.welcome.limits.max_batch = 77;
+    if (packed) /* client "packed": packedPublish, and a publish limit of 1 MiB */
+        m.u.welcome.limits.max_publish_bytes = 1u << 20;
     m.u.welcome.caps = caps;
-    m.u.welcome.ncaps = 2;
+    m.u.welcome.ncaps = packed ? 3 : 2;
     send_reply(f, &m, NULL, 0);
 }
 
@@ -188,6 +198,7 @@ static void handle(fake_t *f, const ab_msg_t *q)
     switch (q->op) {
     case AB_OP_HELLO: answer_hello(f, q); break;
     case AB_OP_PING:
+        atomic_fetch_add(&f->pings, 1);
         /* a stale reply of another cid first: the client must skip it */
         m.op = AB_OP_PONG;
         m.cid = q->cid + 1000;
@@ -246,21 +257,25 @@ static void *fake_main(void *arg)
     return NULL;
 }
 
-static int setup(void **state)
+/* A fake broker on @p ep (its own ZeroMQ context); *@p ep receives the address bound. */
+static fake_t *fake_start(char *ep, size_t size)
 {
     fake_t *f = calloc(1, sizeof(*f));
+    assert_non_null(f);
     f->ctx = zmq_ctx_new();
     f->router = zmq_socket(f->ctx, ZMQ_ROUTER);
-    assert_int_equal(zmq_bind(f->router, EP), 0);
+    int zero = 0;
+    zmq_setsockopt(f->router, ZMQ_LINGER, &zero, sizeof(zero));
+    assert_int_equal(zmq_bind(f->router, ep), 0);
+    assert_int_equal(zmq_getsockopt(f->router, ZMQ_LAST_ENDPOINT, ep, &size), 0);
     assert_int_equal(ab_doc_new(&f->doc), AB_OK);
     assert_int_equal(pthread_create(&f->th, NULL, fake_main, f), 0);
-    *state = f;
-    return 0;
+    return f;
 }
 
-static int teardown(void **state)
+/* Stop and close the fake broker: its endpoint is gone. */
+static void fake_stop(fake_t *f)
 {
-    fake_t *f = *state;
     atomic_store(&f->stop, true);
     pthread_join(f->th, NULL);
     zmq_close(f->router);
@@ -268,12 +283,26 @@ static int teardown(void **state)
     ab_doc_destroy(&f->doc);
     ab_buf_free(&f->id);
     free(f);
+}
+
+static int setup(void **state)
+{
+    char ep[] = EP;
+    *state = fake_start(ep, sizeof(ep));
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fake_stop(*state);
     return 0;
 }
 
 static ab_conn_t *connect_ok(fake_t *f)
 {
     ab_conn_opts_t o = {.zmq_ctx = f->ctx, .timeout_ms = 2000, .replay_window = 2};
+    if (f == NULL) /* a connection of its own context (the fake may go away before it) */
+        o.zmq_ctx = NULL;
     ab_conn_t *c = NULL;
     ab_error_t err = AB_ERROR_INIT;
     if (ab_conn_new(&c, EP, &o, &err) != AB_OK)
@@ -460,6 +489,135 @@ static void test_replay_malformed(void **state)
     ab_conn_destroy(&c);
 }
 
+#define GONE_CALLS 2000 /* more than the DEALER's send high-water mark (1000) */
+
+/* While the broker is gone, every call with a timeout of 1 ms fails with AB_TIMEOUT: none
+ * blocks in zmq_send once the send queue would be full (before: forever, from about the
+ * 1000th). When a broker comes back there, none of the requests given up reaches it. */
+static void test_broker_gone(void **state)
+{
+    (void)state;
+    char ep[64] = "tcp://127.0.0.1:*";
+    fake_t *f = fake_start(ep, sizeof(ep));
+    ab_conn_opts_t o = {.timeout_ms = 2000};
+    ab_conn_t *c = NULL;
+    ab_error_t err = AB_ERROR_INIT;
+    assert_int_equal(ab_conn_new(&c, ep, &o, &err), AB_OK);
+    ab_producer_opts_t po = {.timeout_ms = 2000, .max_retries = -1};
+    ab_producer_t *p = NULL;
+    assert_int_equal(ab_producer_new(&p, ep, &po, &err), AB_OK);
+    assert_int_equal(ab_producer_assigned(p, "t", "r", 1, &err), AB_OK);
+    static const char ev[] =
+        "{\"type\":\"RUN_STARTED\",\"threadId\":\"t\",\"runId\":\"r\",\"protocolVersion\":\"1.0\"}";
+    assert_int_equal(ab_producer_publish_json(p, ev, strlen(ev), &err), AB_OK);
+    fake_stop(f); /* the broker is gone */
+    ab_doc_t *doc = NULL;
+    assert_int_equal(ab_doc_new(&doc), AB_OK);
+    for (int i = 0; i < GONE_CALLS; i++) {
+        ab_pong_t pong;
+        ab_error_clear(&err);
+        assert_int_equal(ab_conn_ping(c, doc, &pong, 1, &err), AB_TIMEOUT);
+        assert_true(err.retryable);
+    }
+    for (int i = 0; i < GONE_CALLS; i++) {
+        ab_error_clear(&err);
+        assert_int_equal(ab_producer_flush(p, 1, &err), AB_TIMEOUT);
+    }
+    assert_int_equal(ab_producer_stats(p).outbox, 1); /* kept for a later flush */
+    f = fake_start(ep, sizeof(ep));                   /* a broker again, at the same address */
+    int calls = 0;
+    ab_status_t st = AB_TIMEOUT;
+    for (; st != AB_OK && calls < 100; calls++) {
+        ab_pong_t pong;
+        ab_error_clear(&err);
+        st = ab_conn_ping(c, doc, &pong, 200, &err);
+    }
+    assert_int_equal(st, AB_OK);
+    assert_true(atomic_load(&f->pings) <= calls); /* only the pings sent since */
+    ab_doc_destroy(&doc);
+    ab_producer_destroy(&p);
+    ab_conn_destroy(&c);
+    fake_stop(f);
+}
+
+/* Live blocks of 4 MiB or more allocated through the proto allocator (test_pack_freed). */
+#define BIG_MAX 8
+static void *big[BIG_MAX];
+static pthread_mutex_t big_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static void big_note(uintptr_t old, void *p, size_t size)
+{
+    pthread_mutex_lock(&big_mu);
+    for (int i = 0; old && i < BIG_MAX; i++)
+        if ((uintptr_t)big[i] == old)
+            big[i] = NULL;
+    for (int i = 0; p && size >= (4u << 20) && i < BIG_MAX; i++)
+        if (big[i] == NULL) {
+            big[i] = p;
+            break;
+        }
+    pthread_mutex_unlock(&big_mu);
+}
+
+static void *big_malloc(size_t size)
+{
+    void *p = malloc(size);
+    big_note(0, p, size);
+    return p;
+}
+
+static void *big_realloc(void *ptr, size_t size)
+{
+    uintptr_t old = (uintptr_t)ptr; /* only compared: ptr is gone once moved */
+    void *p = realloc(ptr, size);
+    if (p)
+        big_note(old, p, size);
+    return p;
+}
+
+static void big_free(void *ptr)
+{
+    big_note((uintptr_t)ptr, NULL, 0);
+    free(ptr);
+}
+
+static int big_live(void)
+{
+    int n = 0;
+    pthread_mutex_lock(&big_mu);
+    for (int i = 0; i < BIG_MAX; i++)
+        n += big[i] != NULL;
+    pthread_mutex_unlock(&big_mu);
+    return n;
+}
+
+/* A packed publish refused as too large (6 MiB over a limit of 1 MiB) gives its copy
+ * buffer back like one that was sent: none is kept past 4 MiB. */
+static void test_pack_freed(void **state)
+{
+    fake_t *f = *state;
+    ab_conn_opts_t o = {.zmq_ctx = f->ctx, .client_name = "packed", .timeout_ms = 2000};
+    ab_conn_t *c = NULL;
+    ab_error_t err = AB_ERROR_INIT;
+    assert_int_equal(ab_conn_new(&c, EP, &o, &err), AB_OK);
+    ab_buf_t ev[2];
+    for (int i = 0; i < 2; i++) {
+        ev[i] = (ab_buf_t){.data = calloc(1, 3u << 20), .len = 3u << 20, .cap = 3u << 20};
+        assert_non_null(ev[i].data);
+    }
+    ab_msg_t req = {.op = AB_OP_PUBLISH};
+    req.u.publish.count = 2;
+    ab_set_allocator(big_malloc, big_realloc, big_free); /* the fake is idle: nothing is sent */
+    ab_status_t st = ab_conn_send(c, &req, ev, 2, NULL, &err);
+    int live = big_live();
+    ab_set_allocator(NULL, NULL, NULL);
+    for (int i = 0; i < 2; i++)
+        free(ev[i].data);
+    ab_conn_destroy(&c); /* before any assert: the teardown waits for the context's sockets */
+    assert_int_equal(st, AB_TOO_LARGE);
+    assert_int_equal(live, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -470,6 +628,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_publish, setup, teardown),
         cmocka_unit_test_setup_teardown(test_replay_credit, setup, teardown),
         cmocka_unit_test_setup_teardown(test_replay_malformed, setup, teardown),
+        cmocka_unit_test(test_broker_gone),
+        cmocka_unit_test_setup_teardown(test_pack_freed, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

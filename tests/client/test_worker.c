@@ -1,0 +1,286 @@
+/*
+ * test_worker.c - the worker against a scripted broker (a ROUTER on tcp in a
+ * thread, speaking the real codec): serving again after a broker restart
+ * when the new instance refuses the first `serve` (retryable: served at a
+ * later pong; not retryable: ab_worker_run() says so), an instance longer
+ * than 64 bytes (served once, not at every pong), and a decline reason cut
+ * at AB_REASON_MAX inside a UTF-8 character (cut before it, and sent).
+ */
+#include "agentbus/client.h"
+#include "agentbus/worker.h"
+#include "testutil.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zmq.h>
+
+#define ROUNDS 400 /* ab_worker_run() calls of 20 ms at most before a test gives up */
+
+typedef enum mode {
+    M_RETRY,   /* a restarted instance refuses the first serve `overloaded`, then serves */
+    M_FATAL,   /* a restarted instance refuses every serve `unsupported` */
+    M_LONG,    /* one instance of 100 bytes; an action_call after the 3rd pong */
+    M_DECLINE, /* declines are recorded */
+} script_t;
+
+typedef struct fake {
+    void *ctx, *router;
+    pthread_t th;
+    atomic_bool stop;
+    script_t mode;
+    char ep[64];
+    char instance[128]; /* the welcome's (and, in M_LONG, every pong's) */
+    atomic_int serves, pongs, results, declines;
+    size_t reason_len; /* the last decline's, written before declines grows */
+    bool reason_valid;
+    ab_buf_t id;
+    ab_doc_t *doc;
+} fake_t;
+
+static void send_msg(fake_t *f, const ab_msg_t *m)
+{
+    ab_buf_t b = AB_BUF_INIT;
+    ab_error_t err = AB_ERROR_INIT;
+    assert_int_equal(ab_msg_encode(m, &b, &err), AB_OK);
+    zmq_send(f->router, f->id.data, f->id.len, ZMQ_SNDMORE);
+    zmq_send(f->router, b.data, b.len, 0);
+    ab_buf_free(&b);
+}
+
+static void send_error(fake_t *f, uint64_t cid, ab_status_t code)
+{
+    ab_error_t e = AB_ERROR_INIT;
+    ab_error_set(&e, code, "", "scripted %s", ab_status_name(code));
+    e.cid = cid;
+    ab_buf_t b = AB_BUF_INIT;
+    assert_int_equal(ab_error_encode_reply(&e, 1, &b), AB_OK);
+    zmq_send(f->router, f->id.data, f->id.len, ZMQ_SNDMORE);
+    zmq_send(f->router, b.data, b.len, 0);
+    ab_buf_free(&b);
+}
+
+static void on_serve(fake_t *f, const ab_msg_t *q)
+{
+    int n = atomic_load(&f->serves);
+    if (n > 0 && (f->mode == M_FATAL || (f->mode == M_RETRY && n == 1)))
+        send_error(f, q->cid, f->mode == M_FATAL ? AB_UNSUPPORTED : AB_OVERLOADED);
+    else {
+        ab_msg_t m = {.op = AB_OP_SERVED, .v = 1, .cid = q->cid};
+        m.u.served.worker_id = (ab_str_t){n == 0 ? "w-1" : "w-9", 3};
+        m.u.served.lease_ms = 300; /* a ping every 100 ms */
+        send_msg(f, &m);
+    }
+    atomic_fetch_add(&f->serves, 1);
+}
+
+static void on_ping(fake_t *f, const ab_msg_t *q)
+{
+    bool restarted = f->mode != M_LONG && atomic_load(&f->serves) > 0;
+    const char *inst = restarted ? "inst-2" : f->instance;
+    ab_msg_t m = {.op = AB_OP_PONG, .v = 1, .cid = q->cid};
+    m.u.pong = (ab_pong_t){{inst, strlen(inst)}, 0};
+    send_msg(f, &m);
+    if (atomic_fetch_add(&f->pongs, 1) + 1 == 3 && f->mode == M_LONG) {
+        ab_msg_t c = {.op = AB_OP_ACTION_CALL, .v = 1};
+        c.u.action_call = (ab_action_call_t){.call = 1, .timeout_ms = 1000};
+        c.u.action_call.agent = (ab_str_t){"ag", 2};
+        c.u.action_call.action = (ab_str_t){"a", 1};
+        send_msg(f, &c);
+    }
+}
+
+static void handle(fake_t *f, const ab_msg_t *q)
+{
+    ab_msg_t m = {.op = AB_OP_WELCOME, .v = 1, .cid = q->cid};
+    switch (q->op) {
+    case AB_OP_HELLO:
+        m.u.welcome.instance = (ab_str_t){f->instance, strlen(f->instance)};
+        m.u.welcome.event_endpoint = (ab_str_t){"inproc://none", 13};
+        m.u.welcome.limits = ab_limits_default();
+        send_msg(f, &m);
+        break;
+    case AB_OP_SERVE: on_serve(f, q); break;
+    case AB_OP_PING: on_ping(f, q); break;
+    case AB_OP_ACTION_RESULT: atomic_fetch_add(&f->results, 1); break;
+    case AB_OP_LEAVE:
+        m.op = AB_OP_LEFT;
+        send_msg(f, &m);
+        break;
+    case AB_OP_DECLINE:
+        f->reason_len = q->u.decline.reason.len;
+        f->reason_valid = ab_utf8_valid(q->u.decline.reason.ptr, q->u.decline.reason.len);
+        atomic_fetch_add(&f->declines, 1);
+        break;
+    default: break;
+    }
+}
+
+static void *fake_main(void *arg)
+{
+    fake_t *f = arg;
+    while (!atomic_load(&f->stop)) {
+        zmq_pollitem_t it = {.socket = f->router, .events = ZMQ_POLLIN};
+        if (zmq_poll(&it, 1, 20) <= 0)
+            continue;
+        zmq_msg_t id, hdr;
+        zmq_msg_init(&id);
+        zmq_msg_init(&hdr);
+        zmq_msg_recv(&id, f->router, 0);
+        zmq_msg_recv(&hdr, f->router, 0);
+        ab_buf_reset(&f->id);
+        assert_int_equal(ab_buf_append(&f->id, zmq_msg_data(&id), zmq_msg_size(&id)), AB_OK);
+        ab_msg_t q;
+        ab_error_t err = AB_ERROR_INIT;
+        if (ab_msg_decode(f->doc, zmq_msg_data(&hdr), zmq_msg_size(&hdr), NULL, &q, &err) == AB_OK)
+            handle(f, &q);
+        zmq_msg_close(&id);
+        zmq_msg_close(&hdr);
+    }
+    return NULL;
+}
+
+static fake_t *fake_start(script_t mode, const char *instance)
+{
+    fake_t *f = calloc(1, sizeof(*f));
+    assert_non_null(f);
+    f->mode = mode;
+    snprintf(f->instance, sizeof(f->instance), "%s", instance);
+    f->ctx = zmq_ctx_new();
+    f->router = zmq_socket(f->ctx, ZMQ_ROUTER);
+    int zero = 0;
+    zmq_setsockopt(f->router, ZMQ_LINGER, &zero, sizeof(zero));
+    assert_int_equal(zmq_bind(f->router, "tcp://127.0.0.1:*"), 0);
+    size_t size = sizeof(f->ep);
+    assert_int_equal(zmq_getsockopt(f->router, ZMQ_LAST_ENDPOINT, f->ep, &size), 0);
+    assert_int_equal(ab_doc_new(&f->doc), AB_OK);
+    assert_int_equal(pthread_create(&f->th, NULL, fake_main, f), 0);
+    return f;
+}
+
+static void fake_stop(fake_t *f)
+{
+    atomic_store(&f->stop, true);
+    pthread_join(f->th, NULL);
+    zmq_close(f->router);
+    zmq_ctx_term(f->ctx);
+    ab_doc_destroy(&f->doc);
+    ab_buf_free(&f->id);
+    free(f);
+}
+
+/* A worker of agent "ag" (action "a"), connected to @p f; served when @p serve. */
+static ab_worker_t *worker_new(fake_t *f, bool serve)
+{
+    ab_worker_opts_t o = {.name = "w", .timeout_ms = 2000};
+    ab_worker_t *w = NULL;
+    ab_error_t err = AB_ERROR_INIT;
+    assert_int_equal(ab_worker_new(&w, f->ep, &o, &err), AB_OK);
+    static const char *const acts[] = {"a"};
+    assert_int_equal(ab_worker_add_agent(w, "ag", 1, acts, 1, &err), AB_OK);
+    if (serve)
+        assert_int_equal(ab_worker_serve(w, &err), AB_OK);
+    return w;
+}
+
+/* The restarted broker refuses the first `serve` (overloaded, retryable): the worker
+ * sends it again at a later pong and is served (before: never again, run said AB_OK). */
+static void test_reserve_retried(void **state)
+{
+    (void)state;
+    fake_t *f = fake_start(M_RETRY, "inst-1");
+    ab_worker_t *w = worker_new(f, true);
+    assert_string_equal(ab_worker_id(w), "w-1");
+    ab_error_t err = AB_ERROR_INIT;
+    for (int i = 0; i < ROUNDS && strcmp(ab_worker_id(w), "w-9") != 0; i++)
+        assert_int_equal(ab_worker_run(w, 20, &err), AB_OK);
+    assert_string_equal(ab_worker_id(w), "w-9");
+    assert_int_equal(atomic_load(&f->serves), 3); /* served, refused, served */
+    assert_int_equal(ab_worker_stats(w).reserved, 1);
+    ab_worker_destroy(&w);
+    fake_stop(f);
+}
+
+/* A refusal that is not retryable is returned by ab_worker_run() (before: dropped). */
+static void test_reserve_refused(void **state)
+{
+    (void)state;
+    fake_t *f = fake_start(M_FATAL, "inst-1");
+    ab_worker_t *w = worker_new(f, true);
+    ab_error_t err = AB_ERROR_INIT;
+    ab_status_t st = AB_OK;
+    for (int i = 0; i < ROUNDS && st == AB_OK; i++)
+        st = ab_worker_run(w, 20, &err);
+    assert_int_equal(st, AB_UNSUPPORTED);
+    assert_int_equal(err.code, AB_UNSUPPORTED);
+    assert_int_equal(ab_worker_stats(w).reserved, 0);
+    ab_worker_destroy(&w);
+    fake_stop(f);
+}
+
+/* An instance of 100 bytes is one instance: pongs that name it send no `serve` (before:
+ * kept in 64 bytes, it differed from every pong's and each sent `serve`). */
+static void test_long_instance(void **state)
+{
+    (void)state;
+    char inst[101];
+    memset(inst, 'i', 100);
+    inst[100] = '\0';
+    fake_t *f = fake_start(M_LONG, inst);
+    ab_worker_t *w = worker_new(f, true);
+    ab_error_t err = AB_ERROR_INIT;
+    /* the action_call follows the 3rd pong: once answered, those pongs were handled */
+    for (int i = 0; i < ROUNDS && atomic_load(&f->results) == 0; i++)
+        assert_int_equal(ab_worker_run(w, 20, &err), AB_OK);
+    assert_int_equal(atomic_load(&f->results), 1);
+    assert_int_equal(atomic_load(&f->serves), 1);
+    assert_int_equal(ab_worker_stats(w).reserved, 0);
+    ab_worker_destroy(&w);
+    fake_stop(f);
+}
+
+/* Decline with @p tail placed so that its first character straddles byte AB_REASON_MAX:
+ * the reason sent is cut before that character, and is sent. */
+static void decline_cut(fake_t *f, ab_worker_t *w, const char *tail, size_t before)
+{
+    char reason[AB_REASON_MAX + 16];
+    memset(reason, 'a', AB_REASON_MAX - before);
+    snprintf(reason + AB_REASON_MAX - before, sizeof(reason) - (AB_REASON_MAX - before), "%s",
+             tail);
+    assert_true(ab_utf8_valid(reason, strlen(reason)));
+    int n = atomic_load(&f->declines);
+    ab_error_t err = AB_ERROR_INIT;
+    assert_int_equal(ab_worker_decline(w, 7, 1, reason, &err), AB_OK);
+    for (int i = 0; i < ROUNDS && atomic_load(&f->declines) == n; i++)
+        assert_int_equal(ab_worker_run(w, 20, &err), AB_OK);
+    assert_int_equal(atomic_load(&f->declines), n + 1);
+    assert_int_equal(f->reason_len, AB_REASON_MAX - before);
+    assert_true(f->reason_valid);
+}
+
+static void test_decline_utf8(void **state)
+{
+    (void)state;
+    fake_t *f = fake_start(M_DECLINE, "inst-1");
+    ab_worker_t *w = worker_new(f, false);
+    decline_cut(f, w, "\xc3\xa9 e-acute", 1);         /* 2 bytes, 1 before the cut */
+    decline_cut(f, w, "\xf0\x9f\x98\x80 a smile", 3); /* 4 bytes, 3 before the cut */
+    decline_cut(f, w, "\xe2\x82\xac euro", 2);        /* 3 bytes, 2 before the cut */
+    decline_cut(f, w, "\xe2\x82\xac euro", 0);        /* just after the cut: whole */
+    assert_int_equal(ab_worker_stats(w).declined, 4);
+    ab_worker_destroy(&w);
+    fake_stop(f);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_reserve_retried),
+        cmocka_unit_test(test_reserve_refused),
+        cmocka_unit_test(test_long_instance),
+        cmocka_unit_test(test_decline_utf8),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
