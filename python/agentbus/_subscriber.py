@@ -33,10 +33,19 @@ attempts as 6.3 says (uniform in [c/2, c], c = min(reconnect_max, reconnect_base
 2^(n-1))), the wait reset only once the new connection worked (a heartbeat of its
 instance, or a completed replay).
 
-Invariants: the cursor advances before an event is handed out; positions handed out by
-scope all and an ordered thread only grow; memory is bounded by the SUB's high-water mark,
-one replay window and one live message, plus one cursor per run seen for an unordered
-thread (at most the broker's ``max_batch``, past which its replay raises TooLarge).
+Two cursors: the judged one (``_cur`` / ``_pos``), which the rules above and every replay
+use, covers the events queued in ``_ready`` too; the public one (``cursors`` / ``position``,
+what ``cursor()`` returns) covers exactly the events handed to the application, the one
+being handed out included (it advances just before the event is returned or given to a
+callback, as the C client's, client/sub_sync.c), never one still queued: a crash after
+saving it loses nothing.
+
+Invariants: the public cursor advances as an event is handed out and never covers a queued
+one; positions handed out by scope all and an ordered thread only grow; memory is bounded
+by the SUB's high-water mark, one replay window and one live message, plus, for an
+unordered thread, one cursor per run seen in each of the two maps (at most the broker's
+``max_batch``, past which its replay raises TooLarge), for an ordered thread at most one
+pending ``head_pos`` per queued event.
 """
 
 from __future__ import annotations
@@ -81,11 +90,22 @@ class AsyncSubscriber:
                                     client_name=client_name)
         self.client = AsyncClient(conn=self.conn)
         self.scope, self.thread, self.run_id = scope, thread, run
+        # Two cursors.  The judged one (_cur per run, _pos by position) covers every event
+        # judged and queued in _ready: the seam and the replays go from it.  The public
+        # one (cursors, position; what cursor() returns) covers exactly the events handed
+        # to the application, so a saved cursor never passes an event still queued here.
         self.cursors: dict[str, int] = dict(cursors or {})
         if scope == "run":
             self.cursors = {run: after_seq}  # type: ignore[dict-item]
+        self._cur: dict[str, int] = dict(self.cursors)
         self.ordered = ordered
-        self.position = after_pos  # scope all, ordered thread: the cursor (synced position)
+        self.position = after_pos  # scope all, ordered thread: the cursor handed out
+        self._pos = after_pos
+        self._taken = 0  # events handed out so far
+        # ordered thread: (events handed out, head_pos) -- a replay_end's head_pos raises
+        # the public cursor once every event queued before that replay ended is handed out
+        # (at most one entry per event in _ready)
+        self._raises: deque[tuple[int, int]] = deque()
         self._from_now = from_now
         self.silence = silence
         self.reconnect_base = min(reconnect_base, reconnect_max)
@@ -132,18 +152,68 @@ class AsyncSubscriber:
             if self._closed:
                 raise StopAsyncIteration
             await self._step(self._loop().time() + 3600)
-        return self._ready.popleft()
+        ev = self._ready.popleft()
+        self._hand(ev)
+        return ev
 
     async def next_batch(self, timeout: float = 1.0) -> list[wire.Event]:
         """The events deliverable now, waiting up to @p timeout seconds for some (an empty
-        list then).  At most one live message's or replay chunk's events at a time."""
+        list then).  At most one live message's or replay chunk's events at a time.  The
+        batch counts as handed out: cursor() covers all of it once this returns."""
+        await self._wait_ready(timeout)
+        return self._take()
+
+    async def _wait_ready(self, timeout: float) -> bool:
+        """Work until an event waits in _ready (True) or @p timeout seconds passed."""
         deadline = self._loop().time() + timeout
         while not self._ready:
             if not await self._step(deadline):
-                break
-        out = list(self._ready)
-        self._ready.clear()
+                return False
+        return True
+
+    def _hand(self, ev: wire.Event) -> None:
+        """@p ev (just taken from _ready) goes to the application: the public cursor covers
+        it from now on, and nothing after it."""
+        self._taken += 1
+        if self._by_pos:
+            self.position = ev.pos
+            if self._raises:
+                self._raise_to()
+        else:
+            self.cursors[ev.run] = ev.seq
+            if ev.pos > self.position:
+                self.position = ev.pos
+
+    def _take(self, n: int | None = None) -> list[wire.Event]:
+        """Hand out the first @p n events of _ready (all of them by default)."""
+        r = self._ready
+        if n is None or n >= len(r):
+            out = list(r)
+            r.clear()
+        else:
+            out = [r.popleft() for _ in range(n)]
+        if not out:
+            return out
+        self._taken += len(out)
+        if self._by_pos:
+            self.position = out[-1].pos
+            if self._raises:
+                self._raise_to()
+        else:
+            cur, top = self.cursors, self.position
+            for ev in out:
+                cur[ev.run] = ev.seq
+                if ev.pos > top:
+                    top = ev.pos
+            self.position = top
         return out
+
+    def _raise_to(self) -> None:
+        """Ordered thread: apply the replay_end head_pos whose events are all handed out."""
+        while self._raises and self._raises[0][0] <= self._taken:
+            head = self._raises.popleft()[1]
+            if head > self.position:
+                self.position = head
 
     async def wait_synced(self, timeout: float = 10.0, max_ready: int = 4096) -> bool:
         """Connect and catch up (the replay to ``replay_end``) without handing anything
@@ -159,12 +229,19 @@ class AsyncSubscriber:
     async def run(self, callback: Callable[[wire.Event], Any],
                   timeout: float | None = None) -> None:
         """Call @p callback (a function or ``async def``) with each event, in order,
-        until it returns True or @p timeout seconds passed."""
+        until it returns True or @p timeout seconds passed.  The cursor covers an event
+        from just before its callback runs; after a True the events not given to the
+        callback yet stay queued (the next call or iteration hands them out)."""
         loop = self._loop()
         end = None if timeout is None else loop.time() + timeout
+        ready = self._ready
         while end is None or loop.time() < end:
             left = 1.0 if end is None else max(0.0, end - loop.time())
-            for ev in await self.next_batch(min(1.0, left)):
+            if not ready:
+                await self._wait_ready(min(1.0, left))
+            while ready:
+                ev = ready.popleft()
+                self._hand(ev)
                 r = callback(ev)
                 if isinstance(r, Awaitable):
                     r = await r
@@ -173,7 +250,9 @@ class AsyncSubscriber:
 
     def cursor(self) -> dict[str, Any]:
         """What to persist: {"cursors": run -> last seq} (run, thread) or {"after_pos"}
-        (all, ordered thread)."""
+        (all, ordered thread).  It covers exactly the events handed to the application
+        (by iteration, next_batch(), run()), the last one included, and none still queued
+        here: a subscriber made from it gets exactly the events after them."""
         if self._by_pos:
             return {"after_pos": self.position}
         return {"cursors": dict(self.cursors)}
@@ -282,46 +361,47 @@ class AsyncSubscriber:
             # a live event before it: committed before the coming replay reads (dropped)
 
     async def _cursor_from_now(self) -> None:
+        # before anything was judged (nothing queued): both cursors start there
         if self._by_pos:
-            self.position = (await self.client.ping())["head_pos"]
+            self._pos = self.position = (await self.client.ping())["head_pos"]
         elif self.scope == "run":
             h = await self.client.head(self.thread, self.run_id)  # type: ignore[arg-type]
-            self.cursors[self.run_id] = h.last_seq  # type: ignore[index]
+            self._cur[self.run_id] = self.cursors[self.run_id] = h.last_seq  # type: ignore[index]
         else:
             _, heads = await self.client.heads(thread=self.thread)
             for h in heads:
-                self.cursors[h.run] = h.last_seq
+                self._cur[h.run] = self.cursors[h.run] = h.last_seq
 
     async def _sync_step(self) -> None:
         if self._replay is None:
             self.stats["replays"] += 1
             if self.scope == "all":
-                self._replay = await self.client.replay("all", after_pos=self.position,
+                self._replay = await self.client.replay("all", after_pos=self._pos,
                                                         window=self.window,
                                                         chunk_events=self.chunk_events)
             elif self.scope == "run":
                 self._replay = await self.client.replay(
                     "run", thread=self.thread, run=self.run_id,
-                    after_seq=self.cursors[self.run_id], window=self.window,  # type: ignore[index]
+                    after_seq=self._cur[self.run_id], window=self.window,  # type: ignore[index]
                     chunk_events=self.chunk_events)
             elif self.ordered:
                 self._replay = await self.client.replay("thread", thread=self.thread,
-                                                        after_pos=self.position,
+                                                        after_pos=self._pos,
                                                         window=self.window,
                                                         chunk_events=self.chunk_events)
             else:
-                if len(self.cursors) > self.conn.limits["max_batch"]:
+                if len(self._cur) > self.conn.limits["max_batch"]:
                     raise errors.TooLarge("thread cursor map above max_batch runs",
                                           field="cursors")
                 self._replay = await self.client.replay("thread", thread=self.thread,
-                                                        cursors=self.cursors, window=self.window,
+                                                        cursors=self._cur, window=self.window,
                                                         chunk_events=self.chunk_events)
         chunk = await self._replay.next_chunk_ex()
         if chunk is None:
             end = self._replay.end or {}
             self._head_seen = max(self._head_seen, end.get("head_pos", 0))
             if self.ordered:  # everything of the thread up to head_pos was sent
-                self.position = max(self.position, end.get("head_pos", 0))
+                self._raise(end.get("head_pos", 0))
             self._replay = None
             self._need_sync = False
             self._worked()
@@ -330,38 +410,52 @@ class AsyncSubscriber:
         evs, consecutive = chunk
         if self._by_pos and consecutive and evs:
             # one judgement for the chunk: positions p, p+1, ... (the usual case)
-            skip = max(0, min(len(evs), self.position - evs[0].pos + 1))
+            skip = max(0, min(len(evs), self._pos - evs[0].pos + 1))
             self._deliver(evs, skip, "replayed")
             return
         for ev in evs:
             if self._by_pos:  # commit order: any position above the cursor is the next
-                if ev.pos <= self.position:
+                if ev.pos <= self._pos:
                     self.stats["duplicates"] += 1
                     continue
-                self.position = ev.pos
+                self._pos = ev.pos
             else:
-                last = self.cursors.get(ev.run, 0)
+                last = self._cur.get(ev.run, 0)
                 if ev.seq <= last:
                     self.stats["duplicates"] += 1
                     continue
                 if ev.seq != last + 1:
                     raise errors.Corrupt(f"replay skipped from seq {last} to {ev.seq} in run "
                                          f"{ev.run}", field="seq")
-                self.cursors[ev.run] = ev.seq
-                if ev.pos > self.position:
-                    self.position = ev.pos
+                self._cur[ev.run] = ev.seq
+                if ev.pos > self._pos:
+                    self._pos = ev.pos
             self.stats["delivered"] += 1
             self.stats["replayed"] += 1
             self._ready.append(ev)
 
+    def _raise(self, head: int) -> None:
+        """Ordered thread: the thread has nothing more up to @p head than what was judged;
+        the public cursor follows once the events queued now are handed out."""
+        if head <= self._pos:
+            return
+        self._pos = head
+        mark = self._taken + len(self._ready)
+        if mark == self._taken:
+            self.position = max(self.position, head)
+        elif self._raises and self._raises[-1][0] == mark:
+            self._raises[-1] = (mark, head)
+        else:
+            self._raises.append((mark, head))
+
     def _deliver(self, evs: list[wire.Event], skip: int, kind: str) -> None:
-        """Scope all, ordered thread: hand out @p evs (consecutive positions) after their
-        first @p skip, which are at or below the cursor (duplicates)."""
+        """Scope all, ordered thread: queue @p evs (consecutive positions) to be handed out
+        after their first @p skip, which are at or below the cursor (duplicates)."""
         took = len(evs) - skip
         self.stats["duplicates"] += skip
         if took <= 0:
             return
-        self.position = evs[-1].pos
+        self._pos = evs[-1].pos
         self.stats["delivered"] += took
         self.stats[kind] += took
         self._ready.extend(evs[skip:] if skip else evs)
@@ -407,7 +501,7 @@ class AsyncSubscriber:
         if self.scope == "all" and consecutive and evs:
             # one judgement for the message: positions p, p+1, ...; the first one past
             # the cursor must be the cursor + 1, else it is a hole
-            skip = self.position - evs[0].pos + 1
+            skip = self._pos - evs[0].pos + 1
             if skip < 0:
                 self._hole()
                 return
@@ -422,36 +516,36 @@ class AsyncSubscriber:
     def _judge(self, ev: wire.Event) -> bool:
         """Deliver @p ev if it is the next; False (and replay) at a hole."""
         if self.scope == "all":
-            if ev.pos <= self.position:
+            if ev.pos <= self._pos:
                 self.stats["duplicates"] += 1
                 return True
-            if ev.pos != self.position + 1:
+            if ev.pos != self._pos + 1:
                 self._hole()
                 return False
-            self.position = ev.pos
+            self._pos = ev.pos
         elif self.ordered:
             if ev.thread != self.thread:
                 return True
-            if ev.pos <= self.position:
+            if ev.pos <= self._pos:
                 self.stats["duplicates"] += 1
                 return True
             if not self._follows(ev):
                 self._hole()
                 return False
-            self.position = ev.pos
+            self._pos = ev.pos
         else:
             if ev.thread != self.thread or (self.scope == "run" and ev.run != self.run_id):
                 return True
-            last = self.cursors.get(ev.run, 0)
+            last = self._cur.get(ev.run, 0)
             if ev.seq <= last:
                 self.stats["duplicates"] += 1
                 return True
             if ev.seq != last + 1:
                 self._hole()
                 return False
-            self.cursors[ev.run] = ev.seq
-            if ev.pos > self.position:
-                self.position = ev.pos
+            self._cur[ev.run] = ev.seq
+            if ev.pos > self._pos:
+                self._pos = ev.pos
         self.stats["delivered"] += 1
         self.stats["live"] += 1
         self._ready.append(ev)
@@ -462,8 +556,8 @@ class AsyncSubscriber:
         (above the cursor): its ``tprev`` is at or below the cursor, or, without one, it
         is at the cursor + 1."""
         if ev.tprev is not None:
-            return ev.tprev <= self.position
-        return ev.pos == self.position + 1
+            return ev.tprev <= self._pos
+        return ev.pos == self._pos + 1
 
     def _hole(self) -> None:
         self.stats["holes"] += 1
@@ -485,11 +579,11 @@ class AsyncSubscriber:
         # Every event committed before this heartbeat was sent was published before it
         # on the same socket, so what is missing by now was dropped (a lost tail, 6.3).
         if self.scope == "all":
-            if head > self.position:
+            if head > self._pos:
                 self._hole()
             return
         if self.ordered:
-            if head > self.position:
+            if head > self._pos:
                 self._need_sync = True  # replay after the cursor; its head_pos raises it
             return
         if head > self._head_seen:
@@ -506,7 +600,7 @@ class AsyncSubscriber:
         except errors.AgentbusError:
             return
         ahead = [h for h in heads
-                 if h.last_seq > self.cursors.get(h.run, 0) and h.last_pos <= head]
+                 if h.last_seq > self._cur.get(h.run, 0) and h.last_pos <= head]
         if ahead:
             self._hole()
         else:

@@ -4,9 +4,9 @@ caller's thread.  Nothing of the protocol is written here.
 
 Each blocking object owns one loop and is used from one thread at a time.  The hot paths
 avoid a loop turn per event: ``Producer.publish`` encodes and queues without the loop and
-runs it only when a batch is due; ``Subscriber`` iteration takes a whole message or chunk
-of events per turn.  Do not use these classes inside a running event loop: use the Async*
-classes there.
+runs it only when a batch is due; ``Subscriber`` iteration runs the loop only when the
+subscriber's queue (filled a whole message or chunk of events per turn) is empty.  Do not
+use these classes inside a running event loop: use the Async* classes there.
 """
 
 from __future__ import annotations
@@ -170,41 +170,61 @@ class Subscriber(_Blocking):
         except BaseException:
             self._l.close()  # refused options: no loop left open
             raise
-        self._buf: list[wire.Event] = []
+
+    # Events are taken from the async subscriber's queue one at a time, each handed out
+    # (its cursor advanced) as it is returned: nothing buffered here, so cursor() never
+    # covers an event the application has not been given.
 
     def next_batch(self, timeout: float = 1.0) -> list[wire.Event]:
-        if self._buf:
-            out, self._buf = self._buf, []
-            return out
-        return self._l.run(self._a.next_batch(timeout))
+        """The events deliverable now (see AsyncSubscriber.next_batch); cursor() covers
+        the whole batch once this returns."""
+        a = self._a
+        if not a._ready:
+            self._l.run(a._wait_ready(timeout))
+        return a._take()
 
     def __iter__(self) -> Iterator[wire.Event]:
+        a = self._a
+        ready, hand = a._ready, a._hand
         while True:
-            batch = self.next_batch(1.0)
-            self._buf = []
-            yield from batch
+            if not ready:
+                self._l.run(a._wait_ready(1.0))
+                continue
+            ev = ready.popleft()
+            hand(ev)
+            yield ev
 
     def events(self, n: int, timeout: float = 10.0) -> list[wire.Event]:
-        """Exactly @p n events (fewer only when @p timeout seconds passed)."""
+        """Exactly @p n events (fewer only when @p timeout seconds passed); the ones past
+        @p n stay queued, not handed out."""
+        a = self._a
         out: list[wire.Event] = []
         end = self._l.loop.time() + timeout
         while len(out) < n:
+            if a._ready:
+                out.extend(a._take(n - len(out)))
+                continue
             left = end - self._l.loop.time()
             if left <= 0:
                 break
-            b = self.next_batch(min(left, 1.0))
-            take = n - len(out)
-            out.extend(b[:take])
-            self._buf = b[take:] + self._buf
+            self._l.run(a._wait_ready(min(left, 1.0)))
         return out
 
     def run(self, callback: Callable[[wire.Event], Any], timeout: float | None = None) -> None:
-        """Call @p callback with each event until it returns True or @p timeout passes."""
+        """Call @p callback with each event until it returns True or @p timeout passes.
+        The cursor covers an event from just before its callback runs; after a True the
+        rest stay queued for the next call or iteration."""
         import time
+        a = self._a
+        ready, hand = a._ready, a._hand
         end = None if timeout is None else time.monotonic() + timeout
         while end is None or time.monotonic() < end:
             left = 1.0 if end is None else max(0.0, min(1.0, end - time.monotonic()))
-            for ev in self.next_batch(left):
+            if not ready:
+                self._l.run(a._wait_ready(left))
+            while ready:
+                ev = ready.popleft()
+                hand(ev)
                 if callback(ev) is True:
                     return
 

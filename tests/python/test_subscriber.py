@@ -212,7 +212,7 @@ def _live(positions_list, position=10):
             await s._on_message(_records(*m) if isinstance(m, tuple) else _records(m))
             if s._need_sync:
                 break
-        out = [e.pos for e in s._ready]
+        out = [e.pos for e in s._take()]  # handed out: the cursor covers them
         await s.close()
         return out, s.stats, s._need_sync, s.position
     return asyncio.run(go())
@@ -254,7 +254,7 @@ def test_replay_seam_per_chunk_matches_per_event_rules():
         s._replay = FakeReplay(chunks)
         while s._need_sync:
             await s._sync_step()
-        out = [e.pos for e in s._ready]
+        out = [e.pos for e in s._take()]  # handed out: the cursor covers them
         await s.close()
         return out, s.stats, s.position
 
@@ -354,7 +354,7 @@ def _ordered_live(messages, position=10):
             await s._on_message(_tprev_records(m))
             if s._need_sync:
                 break
-        out = [e.pos for e in s._ready]
+        out = [e.pos for e in s._take()]  # handed out: the cursor covers them
         await s.close()
         return out, s.stats, s._need_sync, s.cursor()
     return asyncio.run(go())
@@ -418,7 +418,7 @@ def test_ordered_replay_takes_every_position_above_the_cursor():
         s.client.replay = replay
         while s._need_sync:
             await s._sync_step()
-        out = [e.pos for e in s._ready]
+        out = [e.pos for e in s._take()]  # handed out: the cursor covers them
         await s.close()
         return out, asked, s.cursor(), s.stats
 
