@@ -11,43 +11,31 @@
 #include "agentbus/client.h"
 #include "agentbus/nego.h"
 #include "agentbus/producer.h"
+#include "fake_router.h"
 #include "testutil.h"
 
-#include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <zmq.h>
 
 #define EP           "inproc://fake-broker"
 #define REPLAY_TOTAL 7 /* events the fake replays, 2 per chunk */
 
 typedef struct fake {
-    void *ctx;
-    void *router;
-    pthread_t th;
-    atomic_bool stop;
+    fr_t fr;             /* the ROUTER, its thread and the client's identity */
     atomic_int credits;  /* credit chunks received */
     atomic_int pings;    /* pings received */
     int grant;           /* chunks the client may still receive */
     int sent;            /* events sent so far */
     uint64_t replay_cid; /* cid of the running replay */
     atomic_int
-        mangle;  /* how the next chunk is broken (mangle_t), 0 = not; set by the test thread */
-    ab_buf_t id; /* identity of the client */
-    ab_doc_t *doc;
+        mangle; /* how the next chunk is broken (mangle_t), 0 = not; set by the test thread */
 } fake_t;
 
 static void send_reply(fake_t *f, const ab_msg_t *m, const ab_buf_t *extra, size_t n)
 {
-    ab_buf_t b = AB_BUF_INIT;
-    ab_error_t err = AB_ERROR_INIT;
-    assert_int_equal(ab_msg_encode(m, &b, &err), AB_OK);
-    zmq_send(f->router, f->id.data, f->id.len, ZMQ_SNDMORE);
-    zmq_send(f->router, b.data, b.len, n ? ZMQ_SNDMORE : 0);
-    for (size_t i = 0; i < n; i++)
-        zmq_send(f->router, extra[i].data, extra[i].len, i + 1 < n ? ZMQ_SNDMORE : 0);
-    ab_buf_free(&b);
+    fr_reply(&f->fr, m, extra, n);
 }
 
 static void send_error(fake_t *f, uint64_t cid, ab_status_t code, const char *field)
@@ -58,8 +46,7 @@ static void send_error(fake_t *f, uint64_t cid, ab_status_t code, const char *fi
     e.cid = cid;
     ab_buf_t b = AB_BUF_INIT;
     assert_int_equal(ab_error_encode_reply(&e, 1, &b), AB_OK);
-    zmq_send(f->router, f->id.data, f->id.len, ZMQ_SNDMORE);
-    zmq_send(f->router, b.data, b.len, 0);
+    fr_send(&f->fr, &b, NULL, 0);
     ab_buf_free(&b);
 }
 
@@ -158,8 +145,7 @@ static void answer_hello(fake_t *f, const ab_msg_t *q)
         e.cid = q->cid;
         ab_buf_t b = AB_BUF_INIT;
         assert_int_equal(ab_error_encode_reply(&e, 0, &b), AB_OK);
-        zmq_send(f->router, f->id.data, f->id.len, ZMQ_SNDMORE);
-        zmq_send(f->router, b.data, b.len, 0);
+        fr_send(&f->fr, &b, NULL, 0);
         ab_buf_free(&b);
         return;
     }
@@ -227,32 +213,10 @@ static void handle(fake_t *f, const ab_msg_t *q)
 static void *fake_main(void *arg)
 {
     fake_t *f = arg;
-    while (!atomic_load(&f->stop)) {
-        zmq_pollitem_t it = {.socket = f->router, .events = ZMQ_POLLIN};
-        if (zmq_poll(&it, 1, 20) <= 0)
-            continue;
-        zmq_msg_t id, hdr;
-        zmq_msg_init(&id);
-        zmq_msg_init(&hdr);
-        zmq_msg_recv(&id, f->router, 0);
-        zmq_msg_recv(&hdr, f->router, 0);
-        while (zmq_msg_more(&hdr)) { /* drop publish frames */
-            zmq_msg_t x;
-            zmq_msg_init(&x);
-            zmq_msg_recv(&x, f->router, 0);
-            int more = zmq_msg_more(&x);
-            zmq_msg_close(&x);
-            if (!more)
-                break;
-        }
-        ab_buf_reset(&f->id);
-        assert_int_equal(ab_buf_append(&f->id, zmq_msg_data(&id), zmq_msg_size(&id)), AB_OK);
+    while (!atomic_load(&f->fr.stop)) {
         ab_msg_t q;
-        ab_error_t err = AB_ERROR_INIT;
-        if (ab_msg_decode(f->doc, zmq_msg_data(&hdr), zmq_msg_size(&hdr), NULL, &q, &err) == AB_OK)
+        if (fr_recv(&f->fr, &q, 20)) /* publish frames dropped */
             handle(f, &q);
-        zmq_msg_close(&id);
-        zmq_msg_close(&hdr);
     }
     return NULL;
 }
@@ -262,26 +226,16 @@ static fake_t *fake_start(char *ep, size_t size)
 {
     fake_t *f = calloc(1, sizeof(*f));
     assert_non_null(f);
-    f->ctx = zmq_ctx_new();
-    f->router = zmq_socket(f->ctx, ZMQ_ROUTER);
-    int zero = 0;
-    zmq_setsockopt(f->router, ZMQ_LINGER, &zero, sizeof(zero));
-    assert_int_equal(zmq_bind(f->router, ep), 0);
-    assert_int_equal(zmq_getsockopt(f->router, ZMQ_LAST_ENDPOINT, ep, &size), 0);
-    assert_int_equal(ab_doc_new(&f->doc), AB_OK);
-    assert_int_equal(pthread_create(&f->th, NULL, fake_main, f), 0);
+    fr_start(&f->fr, ep, fake_main, f);
+    assert_true(strlen(f->fr.ep) < size);
+    snprintf(ep, size, "%s", f->fr.ep);
     return f;
 }
 
 /* Stop and close the fake broker: its endpoint is gone. */
 static void fake_stop(fake_t *f)
 {
-    atomic_store(&f->stop, true);
-    pthread_join(f->th, NULL);
-    zmq_close(f->router);
-    zmq_ctx_term(f->ctx);
-    ab_doc_destroy(&f->doc);
-    ab_buf_free(&f->id);
+    fr_stop(&f->fr);
     free(f);
 }
 
@@ -300,7 +254,7 @@ static int teardown(void **state)
 
 static ab_conn_t *connect_ok(fake_t *f)
 {
-    ab_conn_opts_t o = {.zmq_ctx = f->ctx, .timeout_ms = 2000, .replay_window = 2};
+    ab_conn_opts_t o = {.zmq_ctx = f->fr.ctx, .timeout_ms = 2000, .replay_window = 2};
     if (f == NULL) /* a connection of its own context (the fake may go away before it) */
         o.zmq_ctx = NULL;
     ab_conn_t *c = NULL;
@@ -330,7 +284,7 @@ static void test_incompatible(void **state)
 {
     fake_t *f = *state;
     static const uint32_t v99[] = {99};
-    ab_conn_opts_t o = {.zmq_ctx = f->ctx, .versions = v99, .nversions = 1};
+    ab_conn_opts_t o = {.zmq_ctx = f->fr.ctx, .versions = v99, .nversions = 1};
     ab_conn_t *c = NULL;
     ab_error_t err = AB_ERROR_INIT;
     assert_int_equal(ab_conn_new(&c, EP, &o, &err), AB_INCOMPATIBLE_VERSION);
@@ -596,7 +550,7 @@ static int big_live(void)
 static void test_pack_freed(void **state)
 {
     fake_t *f = *state;
-    ab_conn_opts_t o = {.zmq_ctx = f->ctx, .client_name = "packed", .timeout_ms = 2000};
+    ab_conn_opts_t o = {.zmq_ctx = f->fr.ctx, .client_name = "packed", .timeout_ms = 2000};
     ab_conn_t *c = NULL;
     ab_error_t err = AB_ERROR_INIT;
     assert_int_equal(ab_conn_new(&c, EP, &o, &err), AB_OK);

@@ -14,9 +14,9 @@
  * Options are checked too (negative values refused).
  */
 #include "agentbus/subscriber.h"
+#include "fake_router.h"
 #include "testutil.h"
 
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,14 +31,11 @@
 #define HELLO_MS 200 /* the subscriber's request timeout: each stalled hello waits it */
 
 typedef struct fake {
-    void *ctx, *router, *pub;
-    pthread_t th;
-    atomic_bool stop;
+    fr_t fr;   /* the ROUTER, its thread and the client's identity */
+    void *pub; /* the event endpoint (fr.side) */
     atomic_bool stalled;
     atomic_int hellos;  /* hellos received */
     atomic_int replays; /* replays answered */
-    ab_doc_t *doc;
-    ab_buf_t id;
 } fake_t;
 
 static long now_ms(void)
@@ -50,12 +47,7 @@ static long now_ms(void)
 
 static void send_reply(fake_t *f, const ab_msg_t *m)
 {
-    ab_buf_t b = AB_BUF_INIT;
-    ab_error_t err = AB_ERROR_INIT;
-    assert_int_equal(ab_msg_encode(m, &b, &err), AB_OK);
-    zmq_send(f->router, f->id.data, f->id.len, ZMQ_SNDMORE);
-    zmq_send(f->router, b.data, b.len, 0);
-    ab_buf_free(&b);
+    fr_reply(&f->fr, m, NULL, 0);
 }
 
 static void heartbeat(fake_t *f)
@@ -91,44 +83,18 @@ static void handle(fake_t *f, const ab_msg_t *q)
     }
 }
 
-/* Receive one request (identity, header, dropping any further frames) and handle it. */
-static void serve_one(fake_t *f)
-{
-    zmq_msg_t id, hdr;
-    zmq_msg_init(&id);
-    zmq_msg_init(&hdr);
-    zmq_msg_recv(&id, f->router, 0);
-    zmq_msg_recv(&hdr, f->router, 0);
-    int more = zmq_msg_more(&hdr);
-    while (more) {
-        zmq_msg_t x;
-        zmq_msg_init(&x);
-        zmq_msg_recv(&x, f->router, 0);
-        more = zmq_msg_more(&x);
-        zmq_msg_close(&x);
-    }
-    ab_buf_reset(&f->id);
-    assert_int_equal(ab_buf_append(&f->id, zmq_msg_data(&id), zmq_msg_size(&id)), AB_OK);
-    ab_msg_t q;
-    ab_error_t err = AB_ERROR_INIT;
-    if (ab_msg_decode(f->doc, zmq_msg_data(&hdr), zmq_msg_size(&hdr), NULL, &q, &err) == AB_OK)
-        handle(f, &q);
-    zmq_msg_close(&id);
-    zmq_msg_close(&hdr);
-}
-
 static void *fake_main(void *arg)
 {
     fake_t *f = arg;
     long next_hb = 0;
-    while (!atomic_load(&f->stop)) {
+    while (!atomic_load(&f->fr.stop)) {
         if (!atomic_load(&f->stalled) && now_ms() >= next_hb) {
             heartbeat(f);
             next_hb = now_ms() + 50;
         }
-        zmq_pollitem_t it = {.socket = f->router, .events = ZMQ_POLLIN};
-        if (zmq_poll(&it, 1, 10) > 0)
-            serve_one(f);
+        ab_msg_t q; /* identity, header, any further frames dropped */
+        if (fr_recv(&f->fr, &q, 10))
+            handle(f, &q);
     }
     return NULL;
 }
@@ -137,16 +103,9 @@ static int setup(void **state)
 {
     fake_t *f = calloc(1, sizeof(*f));
     assert_non_null(f);
-    f->ctx = zmq_ctx_new();
-    f->router = zmq_socket(f->ctx, ZMQ_ROUTER);
-    f->pub = zmq_socket(f->ctx, ZMQ_PUB);
-    int zero = 0;
-    zmq_setsockopt(f->router, ZMQ_LINGER, &zero, sizeof(zero));
-    zmq_setsockopt(f->pub, ZMQ_LINGER, &zero, sizeof(zero));
-    assert_int_equal(zmq_bind(f->router, CMD_EP), 0);
-    assert_int_equal(zmq_bind(f->pub, EV_EP), 0);
-    assert_int_equal(ab_doc_new(&f->doc), AB_OK);
-    assert_int_equal(pthread_create(&f->th, NULL, fake_main, f), 0);
+    fr_open(&f->fr, CMD_EP);
+    f->pub = fr_side(&f->fr, ZMQ_PUB, EV_EP);
+    fr_run(&f->fr, fake_main, f);
     *state = f;
     return 0;
 }
@@ -154,13 +113,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     fake_t *f = *state;
-    atomic_store(&f->stop, true);
-    pthread_join(f->th, NULL);
-    zmq_close(f->router);
-    zmq_close(f->pub);
-    zmq_ctx_term(f->ctx);
-    ab_doc_destroy(&f->doc);
-    ab_buf_free(&f->id);
+    fr_stop(&f->fr);
     free(f);
     return 0;
 }
@@ -179,7 +132,7 @@ static ab_sub_t *open_sub(fake_t *f)
                        .on_event = on_event,
                        .silence_ms = 300,
                        .timeout_ms = HELLO_MS,
-                       .zmq_ctx = f->ctx,
+                       .zmq_ctx = f->fr.ctx,
                        .reconnect_base_ms = BASE_MS,
                        .reconnect_max_ms = MAX_MS};
     ab_sub_t *s = NULL;
@@ -294,7 +247,7 @@ static void test_backoff_grows_caps_and_resets(void **state)
 static void test_backoff_options(void **state)
 {
     fake_t *f = *state;
-    ab_sub_opts_t o = {.scope = AB_SUB_ALL, .on_event = on_event, .zmq_ctx = f->ctx};
+    ab_sub_opts_t o = {.scope = AB_SUB_ALL, .on_event = on_event, .zmq_ctx = f->fr.ctx};
     ab_sub_t *s = NULL;
     ab_error_t err = AB_ERROR_INIT;
     o.reconnect_base_ms = -1;

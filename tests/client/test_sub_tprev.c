@@ -29,9 +29,9 @@
  */
 #include "agentbus/client.h"
 #include "agentbus/subscriber.h"
+#include "fake_router.h"
 #include "testutil.h"
 
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,12 +66,11 @@ static const ev_t DUP_PLAIN[] = {
 #define MAXEV    8
 
 typedef struct fake {
-    void *ctx, *router, *xpub;
-    pthread_t th;
+    fr_t fr;         /* the ROUTER, its thread and the client's identity */
+    void *xpub;      /* the event endpoint (fr.side) */
     const ev_t *evs; /* the thread's events, set before the thread starts */
     size_t nevs;
-    bool hb_head; /* heartbeats carry the store's head_pos (else 0) */
-    atomic_bool stop;
+    bool hb_head;           /* heartbeats carry the store's head_pos (else 0) */
     atomic_bool subscribed; /* the thread's topic subscription reached the XPUB */
     atomic_int committed;   /* evs[0 .. committed) are in the store */
     atomic_int sent;        /* evs[0 .. sent) were handled live (sent or lost) */
@@ -79,8 +78,6 @@ typedef struct fake {
     atomic_int heartbeats;  /* heartbeats sent */
     uint64_t after[8];      /* their after_pos */
     char cursors[8][64];    /* their cursors, "run:seq" separated by spaces */
-    ab_doc_t *doc;
-    ab_buf_t id;
     ab_sub_t *sub; /* the test's subscriber: destroyed by the teardown after a failure too */
 } fake_t;
 
@@ -123,14 +120,7 @@ static void record(ab_buf_t *out, const ev_t *e, bool live)
 
 static void send_msg(fake_t *f, const ab_msg_t *m, const ab_buf_t *frame)
 {
-    ab_buf_t b = AB_BUF_INIT;
-    ab_error_t err = AB_ERROR_INIT;
-    assert_int_equal(ab_msg_encode(m, &b, &err), AB_OK);
-    zmq_send(f->router, f->id.data, f->id.len, ZMQ_SNDMORE);
-    zmq_send(f->router, b.data, b.len, frame ? ZMQ_SNDMORE : 0);
-    if (frame)
-        zmq_send(f->router, frame->data, frame->len, 0);
-    ab_buf_free(&b);
+    fr_reply(&f->fr, m, frame, frame ? 1 : 0);
 }
 
 /* The store's head: the last committed event of "t", or the position before its first
@@ -208,31 +198,6 @@ static void handle(fake_t *f, const ab_msg_t *q)
     } /* credit and the rest: nothing to answer */
 }
 
-static void serve_one(fake_t *f)
-{
-    zmq_msg_t id, hdr;
-    zmq_msg_init(&id);
-    zmq_msg_init(&hdr);
-    zmq_msg_recv(&id, f->router, 0);
-    zmq_msg_recv(&hdr, f->router, 0);
-    int more = zmq_msg_more(&hdr);
-    while (more) {
-        zmq_msg_t x;
-        zmq_msg_init(&x);
-        zmq_msg_recv(&x, f->router, 0);
-        more = zmq_msg_more(&x);
-        zmq_msg_close(&x);
-    }
-    ab_buf_reset(&f->id);
-    assert_int_equal(ab_buf_append(&f->id, zmq_msg_data(&id), zmq_msg_size(&id)), AB_OK);
-    ab_msg_t q;
-    ab_error_t err = AB_ERROR_INIT;
-    if (ab_msg_decode(f->doc, zmq_msg_data(&hdr), zmq_msg_size(&hdr), NULL, &q, &err) == AB_OK)
-        handle(f, &q);
-    zmq_msg_close(&id);
-    zmq_msg_close(&hdr);
-}
-
 /* A heartbeat with the store's head_pos, or 0 (then none asks the subscriber for a replay:
  * every replay is the first one or a hole's). */
 static void heartbeat(fake_t *f)
@@ -274,19 +239,20 @@ static void *fake_main(void *arg)
     fake_t *f = arg;
     long next_hb = 0;
     int done = 0;
-    while (!atomic_load(&f->stop)) {
+    while (!atomic_load(&f->fr.stop)) {
         if (now_ms() >= next_hb) {
             heartbeat(f);
             next_hb = now_ms() + 50;
         }
         for (int want = atomic_load(&f->sent); done < want; done++)
             live(f, (size_t)done);
-        zmq_pollitem_t it[2] = {{.socket = f->router, .events = ZMQ_POLLIN},
+        zmq_pollitem_t it[2] = {{.socket = f->fr.router, .events = ZMQ_POLLIN},
                                 {.socket = f->xpub, .events = ZMQ_POLLIN}};
         if (zmq_poll(it, 2, 5) <= 0)
             continue;
-        if (it[0].revents & ZMQ_POLLIN)
-            serve_one(f);
+        ab_msg_t q; /* identity, header, any further frames dropped */
+        if ((it[0].revents & ZMQ_POLLIN) && fr_recv(&f->fr, &q, 0))
+            handle(f, &q);
         if (it[1].revents & ZMQ_POLLIN) { /* a (un)subscription: 1 or 0, then the topic */
             uint8_t sub[64];
             int n = zmq_recv(f->xpub, sub, sizeof sub, 0);
@@ -304,16 +270,9 @@ static int start(void **state, const ev_t *evs, size_t nevs, bool hb_head)
     f->evs = evs;
     f->nevs = nevs;
     f->hb_head = hb_head;
-    f->ctx = zmq_ctx_new();
-    f->router = zmq_socket(f->ctx, ZMQ_ROUTER);
-    f->xpub = zmq_socket(f->ctx, ZMQ_XPUB);
-    int zero = 0;
-    zmq_setsockopt(f->router, ZMQ_LINGER, &zero, sizeof(zero));
-    zmq_setsockopt(f->xpub, ZMQ_LINGER, &zero, sizeof(zero));
-    assert_int_equal(zmq_bind(f->router, CMD_EP), 0);
-    assert_int_equal(zmq_bind(f->xpub, EV_EP), 0);
-    assert_int_equal(ab_doc_new(&f->doc), AB_OK);
-    assert_int_equal(pthread_create(&f->th, NULL, fake_main, f), 0);
+    fr_open(&f->fr, CMD_EP);
+    f->xpub = fr_side(&f->fr, ZMQ_XPUB, EV_EP);
+    fr_run(&f->fr, fake_main, f);
     *state = f;
     return 0;
 }
@@ -347,13 +306,7 @@ static int teardown(void **state)
 {
     fake_t *f = *state;
     ab_sub_destroy(&f->sub);
-    atomic_store(&f->stop, true);
-    pthread_join(f->th, NULL);
-    zmq_close(f->router);
-    zmq_close(f->xpub);
-    zmq_ctx_term(f->ctx);
-    ab_doc_destroy(&f->doc);
-    ab_buf_free(&f->id);
+    fr_stop(&f->fr);
     free(f);
     return 0;
 }
@@ -387,7 +340,7 @@ static ab_sub_t *open_sub(fake_t *f, ab_sub_opts_t *o, got_t *g)
     o->thread = "t";
     o->on_event = on_event;
     o->ud = g;
-    o->zmq_ctx = f->ctx;
+    o->zmq_ctx = f->fr.ctx;
     o->timeout_ms = 2000;
     ab_sub_t *s = NULL;
     ab_error_t err = AB_ERROR_INIT;

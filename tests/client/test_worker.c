@@ -8,14 +8,13 @@
  */
 #include "agentbus/client.h"
 #include "agentbus/worker.h"
+#include "fake_router.h"
 #include "testutil.h"
 
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <zmq.h>
 
 #define ROUNDS 400 /* ab_worker_run() calls of 20 ms at most before a test gives up */
 
@@ -27,27 +26,17 @@ typedef enum mode {
 } script_t;
 
 typedef struct fake {
-    void *ctx, *router;
-    pthread_t th;
-    atomic_bool stop;
+    fr_t fr; /* the ROUTER (tcp), its thread and the last client's identity */
     script_t mode;
-    char ep[64];
     char instance[128]; /* the welcome's (and, in M_LONG, every pong's) */
     atomic_int serves, pongs, results, declines;
     size_t reason_len; /* the last decline's, written before declines grows */
     bool reason_valid;
-    ab_buf_t id;
-    ab_doc_t *doc;
 } fake_t;
 
 static void send_msg(fake_t *f, const ab_msg_t *m)
 {
-    ab_buf_t b = AB_BUF_INIT;
-    ab_error_t err = AB_ERROR_INIT;
-    assert_int_equal(ab_msg_encode(m, &b, &err), AB_OK);
-    zmq_send(f->router, f->id.data, f->id.len, ZMQ_SNDMORE);
-    zmq_send(f->router, b.data, b.len, 0);
-    ab_buf_free(&b);
+    fr_reply(&f->fr, m, NULL, 0);
 }
 
 static void send_error(fake_t *f, uint64_t cid, ab_status_t code)
@@ -57,8 +46,7 @@ static void send_error(fake_t *f, uint64_t cid, ab_status_t code)
     e.cid = cid;
     ab_buf_t b = AB_BUF_INIT;
     assert_int_equal(ab_error_encode_reply(&e, 1, &b), AB_OK);
-    zmq_send(f->router, f->id.data, f->id.len, ZMQ_SNDMORE);
-    zmq_send(f->router, b.data, b.len, 0);
+    fr_send(&f->fr, &b, NULL, 0);
     ab_buf_free(&b);
 }
 
@@ -121,23 +109,10 @@ static void handle(fake_t *f, const ab_msg_t *q)
 static void *fake_main(void *arg)
 {
     fake_t *f = arg;
-    while (!atomic_load(&f->stop)) {
-        zmq_pollitem_t it = {.socket = f->router, .events = ZMQ_POLLIN};
-        if (zmq_poll(&it, 1, 20) <= 0)
-            continue;
-        zmq_msg_t id, hdr;
-        zmq_msg_init(&id);
-        zmq_msg_init(&hdr);
-        zmq_msg_recv(&id, f->router, 0);
-        zmq_msg_recv(&hdr, f->router, 0);
-        ab_buf_reset(&f->id);
-        assert_int_equal(ab_buf_append(&f->id, zmq_msg_data(&id), zmq_msg_size(&id)), AB_OK);
+    while (!atomic_load(&f->fr.stop)) {
         ab_msg_t q;
-        ab_error_t err = AB_ERROR_INIT;
-        if (ab_msg_decode(f->doc, zmq_msg_data(&hdr), zmq_msg_size(&hdr), NULL, &q, &err) == AB_OK)
+        if (fr_recv(&f->fr, &q, 20))
             handle(f, &q);
-        zmq_msg_close(&id);
-        zmq_msg_close(&hdr);
     }
     return NULL;
 }
@@ -148,26 +123,13 @@ static fake_t *fake_start(script_t mode, const char *instance)
     assert_non_null(f);
     f->mode = mode;
     snprintf(f->instance, sizeof(f->instance), "%s", instance);
-    f->ctx = zmq_ctx_new();
-    f->router = zmq_socket(f->ctx, ZMQ_ROUTER);
-    int zero = 0;
-    zmq_setsockopt(f->router, ZMQ_LINGER, &zero, sizeof(zero));
-    assert_int_equal(zmq_bind(f->router, "tcp://127.0.0.1:*"), 0);
-    size_t size = sizeof(f->ep);
-    assert_int_equal(zmq_getsockopt(f->router, ZMQ_LAST_ENDPOINT, f->ep, &size), 0);
-    assert_int_equal(ab_doc_new(&f->doc), AB_OK);
-    assert_int_equal(pthread_create(&f->th, NULL, fake_main, f), 0);
+    fr_start(&f->fr, "tcp://127.0.0.1:*", fake_main, f);
     return f;
 }
 
 static void fake_stop(fake_t *f)
 {
-    atomic_store(&f->stop, true);
-    pthread_join(f->th, NULL);
-    zmq_close(f->router);
-    zmq_ctx_term(f->ctx);
-    ab_doc_destroy(&f->doc);
-    ab_buf_free(&f->id);
+    fr_stop(&f->fr);
     free(f);
 }
 
@@ -177,7 +139,7 @@ static ab_worker_t *worker_new(fake_t *f, bool serve)
     ab_worker_opts_t o = {.name = "w", .timeout_ms = 2000};
     ab_worker_t *w = NULL;
     ab_error_t err = AB_ERROR_INIT;
-    assert_int_equal(ab_worker_new(&w, f->ep, &o, &err), AB_OK);
+    assert_int_equal(ab_worker_new(&w, f->fr.ep, &o, &err), AB_OK);
     static const char *const acts[] = {"a"};
     assert_int_equal(ab_worker_add_agent(w, "ag", 1, acts, 1, &err), AB_OK);
     if (serve)
