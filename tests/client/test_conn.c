@@ -545,6 +545,21 @@ static int big_live(void)
     return n;
 }
 
+/* The counting allocator from before the fake's thread starts to after it ended (it is set
+ * while no other thread uses the library: proto/alloc.c). */
+static int setup_big(void **state)
+{
+    ab_set_allocator(big_malloc, big_realloc, big_free);
+    return setup(state);
+}
+
+static int teardown_big(void **state)
+{
+    int rc = teardown(state);
+    ab_set_allocator(NULL, NULL, NULL);
+    return rc;
+}
+
 /* A packed publish refused as too large (6 MiB over a limit of 1 MiB) gives its copy
  * buffer back like one that was sent: none is kept past 4 MiB. */
 static void test_pack_freed(void **state)
@@ -561,10 +576,8 @@ static void test_pack_freed(void **state)
     }
     ab_msg_t req = {.op = AB_OP_PUBLISH};
     req.u.publish.count = 2;
-    ab_set_allocator(big_malloc, big_realloc, big_free); /* the fake is idle: nothing is sent */
     ab_status_t st = ab_conn_send(c, &req, ev, 2, NULL, &err);
     int live = big_live();
-    ab_set_allocator(NULL, NULL, NULL);
     for (int i = 0; i < 2; i++)
         free(ev[i].data);
     ab_conn_destroy(&c); /* before any assert: the teardown waits for the context's sockets */
@@ -583,7 +596,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_replay_credit, setup, teardown),
         cmocka_unit_test_setup_teardown(test_replay_malformed, setup, teardown),
         cmocka_unit_test(test_broker_gone),
-        cmocka_unit_test_setup_teardown(test_pack_freed, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_pack_freed, setup_big, teardown_big),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

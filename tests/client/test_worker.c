@@ -30,8 +30,8 @@ typedef struct fake {
     script_t mode;
     char instance[128]; /* the welcome's (and, in M_LONG, every pong's) */
     atomic_int serves, pongs, results, declines;
-    size_t reason_len; /* the last decline's, written before declines grows */
-    bool reason_valid;
+    atomic_size_t reason_len; /* the last decline's, written before declines grows */
+    atomic_bool reason_valid;
 } fake_t;
 
 static void send_msg(fake_t *f, const ab_msg_t *m)
@@ -98,8 +98,9 @@ static void handle(fake_t *f, const ab_msg_t *q)
         send_msg(f, &m);
         break;
     case AB_OP_DECLINE:
-        f->reason_len = q->u.decline.reason.len;
-        f->reason_valid = ab_utf8_valid(q->u.decline.reason.ptr, q->u.decline.reason.len);
+        atomic_store(&f->reason_len, q->u.decline.reason.len);
+        atomic_store(&f->reason_valid,
+                     ab_utf8_valid(q->u.decline.reason.ptr, q->u.decline.reason.len));
         atomic_fetch_add(&f->declines, 1);
         break;
     default: break;
@@ -218,8 +219,8 @@ static void decline_cut(fake_t *f, ab_worker_t *w, const char *tail, size_t befo
     for (int i = 0; i < ROUNDS && atomic_load(&f->declines) == n; i++)
         assert_int_equal(ab_worker_run(w, 20, &err), AB_OK);
     assert_int_equal(atomic_load(&f->declines), n + 1);
-    assert_int_equal(f->reason_len, AB_REASON_MAX - before);
-    assert_true(f->reason_valid);
+    assert_int_equal(atomic_load(&f->reason_len), AB_REASON_MAX - before);
+    assert_true(atomic_load(&f->reason_valid));
 }
 
 static void test_decline_utf8(void **state)
