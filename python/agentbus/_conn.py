@@ -277,8 +277,18 @@ class AsyncConnection:
                 return
             try:
                 h = wire.decode_header(frames[0].buffer)
-            except errors.AgentbusError:
-                self.stats.dropped += 1
+            except errors.AgentbusError as e:
+                # A header the strict decoder refuses (PROTOCOL.md 2): when it had a valid
+                # cid of a waiting request, that request fails with the error (naming the
+                # field) rather than timing out; otherwise it is dropped and counted.
+                w = self._waiting.get(e.cid) if e.cid else None
+                if w is None:
+                    self.stats.dropped += 1
+                    continue
+                self.stats.errors += 1
+                if not isinstance(w, _Stream):
+                    del self._waiting[e.cid]
+                self._fail(w, e)
                 continue
             self._route(h, frames[1:])
 

@@ -353,7 +353,10 @@ class AsyncSubscriber:
                 raise errors.Timeout("no heartbeat on the event endpoint")
             frames = await self._sub.recv_multipart()
             if frames[0] == wire.HEARTBEAT_TOPIC and len(frames) == 2:
-                hb = wire.decode_header(frames[1])
+                try:  # a heartbeat that breaks the rules (PROTOCOL.md 2, 6.3) is ignored
+                    hb = wire.decode_header(frames[1])
+                except errors.AgentbusError:
+                    continue
                 if hb.get("instance") != self.conn.instance:
                     raise errors.Unavailable("heartbeat of another broker instance")
                 self._head_seen = 0

@@ -383,8 +383,8 @@ def test_ordered_heartbeat_above_the_cursor_replays():
                                      ordered=True, after_pos=10)
         s.conn.instance = "i-1"
         s._connected, s._need_sync = True, False
-        await s._on_heartbeat(wire.packb({"op": "heartbeat", "v": 1, "cid": 0,
-                                          "instance": "i-1", "head_pos": head}))
+        await s._on_heartbeat(wire.packb({"op": "heartbeat", "v": 1,
+                                          "instance": "i-1", "head_pos": head, "time": 5}))
         await s.close()
         return s._need_sync
 

@@ -166,7 +166,8 @@ STAMP_CASES = [
     {"pos": 40000, "time": 1700000000000123},
     {"pos": 70000, "time": 1700000000000123},
     {"pos": 1 << 40, "time": 1700000000000123},
-    {"pos": (1 << 64) - 1, "time": (1 << 64) - 1},
+    {"pos": (1 << 63) - 1, "time": (1 << 63) - 1},  # a uint field stops at 2^63-1 (2)
+    {"pos": 70000, "time": -(1 << 63)},
     {"pos": 70000, "time": -5},
     {"pos": 70000, "time": 7},
     {"time": 1700000000000123, "pos": 70000},
@@ -183,6 +184,48 @@ def test_stamp_shapes_decode_as_msgpack_does(stamp):
     assert (ev.pos, ev.time_us, ev.by) == (stamp["pos"], stamp["time"], stamp.get("by"))
     assert ev.tprev == stamp.get("tprev")  # None: absent (replays, older brokers)
     assert wire.decode_stamp(msgpack.packb(stamp)).get("tprev") == stamp.get("tprev")
+
+
+# The live stamps as the broker writes them (pos, time, tprev[, by]): every width of pos,
+# every width of tprev up to it (fixint too), by "broker" or not - the fixed-shape path of
+# decode_chunk() and msgpack agree; a tprev at or above pos, or out of its format, refused.
+TPREV_CASES = [(pos, tp, by) for pos in (200, 40000, 70000, 1 << 40, (1 << 63) - 1)
+               for tp in (0, 5, 127, 128, 199, 255, 256, 39999, 65535, 65536, 69999, 1 << 33,
+                          (1 << 40) - 1, (1 << 63) - 2)
+               if tp < pos for by in (False, True)]
+
+
+def test_stamp_tprev_shapes_decode_as_msgpack_does():
+    for pos, tp, by in TPREV_CASES:
+        st = {"pos": pos, "time": 1700000000000123, "tprev": tp}
+        if by:
+            st["by"] = "broker"
+        (ev,) = wire.decode_records(_frame([st]), False)
+        assert (ev.pos, ev.time_us, ev.tprev, ev.by) == (pos, st["time"], tp,
+                                                         "broker" if by else None), st
+        raw = msgpack.packb(st)  # the broker's shape: the same bytes as msgpack's here
+        bad = raw.replace(b"\xa5tprev", b"\xa5tprex")
+        with pytest.raises(errors.InvalidEnvelope):
+            wire.decode_records(_frame([bad]), False)
+        with pytest.raises(errors.InvalidEnvelope):  # tprev not below pos, same shape
+            wire.decode_records(_frame([{**st, "tprev": pos}]), False)
+        if by:
+            with pytest.raises(errors.InvalidEnvelope):
+                wire.decode_records(_frame([raw.replace(b"broker", b"brokex")]), False)
+
+
+def test_stamp_tprev_fixed_shape_out_of_range():
+    """The bytes of a fixed shape whose values break section 5: pos or time past 2^63-1, a
+    tprev byte that is not a positive fixint."""
+    t = b"\xa4time" + T64
+    for st in (b"\x83\xa3pos" + _u(0xCF, 8, 1 << 63) + t + b"\xa5tprev" + _u(0xCC, 1, 3),
+               b"\x83\xa3pos" + _u(0xCE, 4, 9) + b"\xa4time" + _u(0xCF, 8, 1 << 63)
+               + b"\xa5tprev\x03",
+               b"\x83\xa3pos" + _u(0xCE, 4, 900) + t + b"\xa5tprev\xff",  # fixint -1
+               b"\x83\xa3pos" + _u(0xCE, 4, 900) + t + b"\xa5tprev\xc3",  # true
+               b"\x84\xa3pos" + _u(0xCE, 4, 900) + t + b"\xa5tprev\x03\xa2by\xa6brokex"):
+        with pytest.raises(errors.InvalidEnvelope):
+            wire.decode_records(_frame([st]), False)
 
 
 def _u(marker: int, width: int, value: int) -> bytes:
@@ -251,7 +294,7 @@ def test_envelope_shapes_decode_as_msgpack_does():
     str header for the same thread, and ts negative or a signed int."""
     envs = []
     for i, n in enumerate([1, 127, 128, 255, 256, 65535, 65536, (1 << 32) - 1, 1 << 32,
-                           (1 << 64) - 1]):
+                           (1 << 63) - 1]):
         envs.append(_envelope(seq=n, epoch=n, ts=n))
         envs.append(_envelope(seq=i + 1, run="r2", thread="t2"))
         envs.append(_envelope(seq=i + 1, run="r3"))  # same thread, the run's last byte
@@ -314,3 +357,30 @@ def test_error_map_within_its_byte_bounds():
     e = errors.Conflict("short", field="event/seq", details={"seq": 3})
     assert e.to_wire() == {"code": "conflict", "message": "short", "retryable": False,
                            "field": "event/seq", "details": {"seq": 3}}
+
+
+def test_chunk_of_mixed_stamp_shapes():
+    """decode_chunk() reads a record at once when its stamp has the previous one's shape:
+    shapes that change (widths, tprev, by, a slow-path one) and a same-length stamp of
+    another shape decode as each alone does; a bad one after good ones of its shape is
+    refused at its index; a short last record after a long stamp is read."""
+    T = 1700000000000123
+    seq = [{"pos": 300, "time": T}, {"pos": 301, "time": T}, {"pos": 1 << 40, "time": T},
+           {"pos": 1 << 40 | 1, "time": T}, {"pos": 70000, "time": T, "tprev": 5},
+           {"pos": 70001, "time": T}, {"pos": 70002, "time": 5}, {"pos": 70003, "time": T},
+           {"pos": 200, "time": T, "tprev": 3},  # 28 bytes, the length of a uint 64 pos
+           {"pos": 1 << 40 | 2, "time": T}, {"pos": 1 << 40 | 3, "time": T, "by": "broker"},
+           {"pos": 9, "time": T}]
+    evs, _ = wire.decode_chunk(_frame(seq), False)
+    assert [(e.pos, e.time_us, e.tprev, e.by) for e in evs] == [
+        (s["pos"], s["time"], s.get("tprev"), s.get("by")) for s in seq]
+    bad = b"\x82\xa3pos" + _u(0xCD, 2, 0) + b"\xa4time" + T64  # pos 0, the shape of 300
+    with pytest.raises(errors.InvalidEnvelope) as ei:
+        wire.decode_chunk(_frame(seq[:2] + [bad] + seq[2:]), False)
+    assert ei.value.details["record"] == 2 and len(ei.value.good) == 2
+    small = msgpack.packb({"v": 1, "thread": "t", "run": "r", "seq": 1, "epoch": 1, "ts": 0,
+                           "event": {}})
+    long_stamp = {"pos": 1 << 40, "time": T, "tprev": (1 << 40) - 1, "by": "broker"}
+    frame = wire.pack_records([(msgpack.packb(long_stamp), ENV_13_1),
+                               (msgpack.packb({"pos": (1 << 40) + 1, "time": T}), small)])
+    assert [e.pos for e in wire.decode_chunk(frame, False)[0]] == [1 << 40, (1 << 40) + 1]
