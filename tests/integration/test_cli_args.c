@@ -86,17 +86,6 @@ static void test_invoke_timeout_bounds_connecting(void **state)
     close(fd);
 }
 
-/* A file path holding @p text (a temporary file). */
-static void temp_file(char *path, size_t size, const char *text)
-{
-    snprintf(path, size, "/tmp/ab-cli-args-XXXXXX");
-    int fd = mkstemp(path);
-    assert_true(fd >= 0);
-    size_t len = strlen(text);
-    assert_int_equal(write(fd, text, len), (ssize_t)len);
-    close(fd);
-}
-
 /* publish: a pretty-printed or non-JSON first line is reported as such (exit 1) before the
  * run's ids are asked for; --json prints its object for an empty input; a FILE that cannot
  * be read is a usage error. Nothing connects. */
@@ -104,9 +93,9 @@ static void test_publish_input_errors(void **state)
 {
     (void)state;
     char pretty[64], junk[64], empty[64], a[4][200];
-    temp_file(pretty, sizeof pretty, "{\n  \"type\": \"RUN_STARTED\"\n}\n");
-    temp_file(junk, sizeof junk, "hello\n");
-    temp_file(empty, sizeof empty, "\n\n");
+    it_temp_file(pretty, sizeof pretty, "{\n  \"type\": \"RUN_STARTED\"\n}\n");
+    it_temp_file(junk, sizeof junk, "hello\n");
+    it_temp_file(empty, sizeof empty, "\n\n");
     snprintf(a[0], sizeof a[0], "publish --broker %%s %s", pretty);
     snprintf(a[1], sizeof a[1], "publish --broker %%s %s", junk);
     snprintf(a[2], sizeof a[2], "publish --broker %%s --json %s", pretty);
@@ -131,7 +120,7 @@ static void test_approve_input_first(void **state)
 {
     (void)state;
     char arr[64];
-    temp_file(arr, sizeof arr, "[1]\n");
+    it_temp_file(arr, sizeof arr, "[1]\n");
     char a[200], b[200], d[200];
     snprintf(a, sizeof a, "approve --broker %%s t r --input %s", "/nonexistent/in.json");
     snprintf(b, sizeof b, "deny --broker %%s t r --input %s", arr);

@@ -13,17 +13,6 @@
 
 #include "cli_run.h"
 
-/* Write @p text to a temp file; the path goes into @p path. */
-static void temp_stream(char *path, size_t size, const char *text)
-{
-    snprintf(path, size, "/tmp/agentbus-cli-XXXXXX");
-    int fd = mkstemp(path);
-    assert_true(fd >= 0);
-    size_t len = strlen(text);
-    assert_int_equal(write(fd, text, len), (ssize_t)len);
-    close(fd);
-}
-
 struct head {
     uint64_t seq, epoch;
     ab_run_status_t status;
@@ -96,12 +85,12 @@ static void test_publish_broker_rejection(void **state)
     it_t *t = *state;
     IT_REQUIRE_BROKER(t);
     char path[64], out[OUT_MAX];
-    temp_stream(path, sizeof(path),
-                "{\"type\":\"RUN_STARTED\",\"threadId\":\"tb\",\"runId\":\"rb\","
-                "\"protocolVersion\":\"1.0\"}\n"
-                "{\"type\":\"STEP_STARTED\",\"stepName\":\"s\"}\n\n"
-                "{\"type\":\"ACTIVITY_DELTA\",\"messageId\":\"nope\",\"activityType\":\"x\","
-                "\"patch\":[]}\n");
+    it_temp_file(path, sizeof(path),
+                 "{\"type\":\"RUN_STARTED\",\"threadId\":\"tb\",\"runId\":\"rb\","
+                 "\"protocolVersion\":\"1.0\"}\n"
+                 "{\"type\":\"STEP_STARTED\",\"stepName\":\"s\"}\n\n"
+                 "{\"type\":\"ACTIVITY_DELTA\",\"messageId\":\"nope\",\"activityType\":\"x\","
+                 "\"patch\":[]}\n");
     int rc = it_run_cli(out, "publish --broker %s --batch 1 %s", t->bp.cmd, path);
     unlink(path);
     assert_int_equal(rc, 1);
@@ -131,7 +120,7 @@ static void test_publish_local_rejection(void **state)
         {"{\n  \"type\": \"RUN_STARTED\"\n}\n", "line 1: invalid_event: not JSON Lines"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        temp_stream(path, sizeof(path), bad[i][0]);
+        it_temp_file(path, sizeof(path), bad[i][0]);
         int rc = it_run_cli(out, "publish --broker %s --thread tl --run rl %s", t->bp.cmd, path);
         unlink(path);
         assert_int_equal(rc, 1);
@@ -142,9 +131,9 @@ static void test_publish_local_rejection(void **state)
         assert_int_equal(h.status, AB_RUN_STATUS_UNKNOWN); /* not even claimed */
     }
     /* the fixed file then publishes from seq 1 */
-    temp_stream(path, sizeof(path),
-                "{\"type\":\"RUN_STARTED\",\"threadId\":\"tl\",\"runId\":\"rl\","
-                "\"protocolVersion\":\"1.0\"}\n");
+    it_temp_file(path, sizeof(path),
+                 "{\"type\":\"RUN_STARTED\",\"threadId\":\"tl\",\"runId\":\"rl\","
+                 "\"protocolVersion\":\"1.0\"}\n");
     assert_int_equal(it_run_cli(out, "publish --broker %s %s", t->bp.cmd, path), 0);
     unlink(path);
     assert_non_null(strstr(out, "(seq 1..1, 0 duplicates)"));
@@ -161,14 +150,14 @@ static void test_publish_append_and_conflict(void **state)
     it_t *t = *state;
     IT_REQUIRE_BROKER(t);
     char a[64], b[64], out[OUT_MAX];
-    temp_stream(a, sizeof(a),
-                "{\"type\":\"RUN_STARTED\",\"threadId\":\"ta\",\"runId\":\"ra\","
-                "\"protocolVersion\":\"1.0\"}\n"
-                "{\"type\":\"TEXT_MESSAGE_START\",\"messageId\":\"m\",\"role\":\"assistant\"}\n");
-    temp_stream(b, sizeof(b),
-                "{\"type\":\"TEXT_MESSAGE_CONTENT\",\"messageId\":\"m\",\"delta\":\"hi\"}\n"
-                "{\"type\":\"TEXT_MESSAGE_END\",\"messageId\":\"m\"}\n"
-                "{\"type\":\"RUN_FINISHED\",\"threadId\":\"ta\",\"runId\":\"ra\"}\n");
+    it_temp_file(a, sizeof(a),
+                 "{\"type\":\"RUN_STARTED\",\"threadId\":\"ta\",\"runId\":\"ra\","
+                 "\"protocolVersion\":\"1.0\"}\n"
+                 "{\"type\":\"TEXT_MESSAGE_START\",\"messageId\":\"m\",\"role\":\"assistant\"}\n");
+    it_temp_file(b, sizeof(b),
+                 "{\"type\":\"TEXT_MESSAGE_CONTENT\",\"messageId\":\"m\",\"delta\":\"hi\"}\n"
+                 "{\"type\":\"TEXT_MESSAGE_END\",\"messageId\":\"m\"}\n"
+                 "{\"type\":\"RUN_FINISHED\",\"threadId\":\"ta\",\"runId\":\"ra\"}\n");
     /* --append to a run with no events; then the file that needs the first one */
     assert_int_equal(
         it_run_cli(out, "publish --broker %s --append --thread ta --run ra %s", t->bp.cmd, a), 1);
@@ -185,10 +174,10 @@ static void test_publish_append_and_conflict(void **state)
     assert_int_equal(it_run_cli(out, "publish --broker %s %s", t->bp.cmd, a), 0);
     assert_non_null(strstr(out, "(seq 1..2, 2 duplicates)"));
     unlink(b);
-    temp_stream(b, sizeof(b),
-                "{\"type\":\"RUN_STARTED\",\"threadId\":\"ta\",\"runId\":\"ra\","
-                "\"protocolVersion\":\"1.0\"}\n"
-                "{\"type\":\"TEXT_MESSAGE_START\",\"messageId\":\"n\",\"role\":\"assistant\"}\n");
+    it_temp_file(b, sizeof(b),
+                 "{\"type\":\"RUN_STARTED\",\"threadId\":\"ta\",\"runId\":\"ra\","
+                 "\"protocolVersion\":\"1.0\"}\n"
+                 "{\"type\":\"TEXT_MESSAGE_START\",\"messageId\":\"n\",\"role\":\"assistant\"}\n");
     assert_int_equal(it_run_cli(out, "publish --broker %s --json %s", t->bp.cmd, b), 1);
     assert_non_null(strstr(out, "rejected at line 2 (seq 2): conflict: the run already holds a "
                                 "different event at seq 2"));
@@ -204,10 +193,10 @@ static void test_publish_ids_from_flags_and_usage(void **state)
     it_t *t = *state;
     IT_REQUIRE_BROKER(t);
     char path[64], out[OUT_MAX];
-    temp_stream(path, sizeof(path),
-                "{\"type\":\"RUN_STARTED\",\"threadId\":\"tg\",\"runId\":\"rg\","
-                "\"protocolVersion\":\"1.0\"}\n"
-                "{\"type\":\"RUN_FINISHED\",\"threadId\":\"tg\",\"runId\":\"rg\"}\n");
+    it_temp_file(path, sizeof(path),
+                 "{\"type\":\"RUN_STARTED\",\"threadId\":\"tg\",\"runId\":\"rg\","
+                 "\"protocolVersion\":\"1.0\"}\n"
+                 "{\"type\":\"RUN_FINISHED\",\"threadId\":\"tg\",\"runId\":\"rg\"}\n");
     int rc = it_run_cli(out, "publish --broker %s --thread tg --run rg --timeout 3000 %s",
                         t->bp.cmd, path);
     unlink(path);
@@ -219,7 +208,7 @@ static void test_publish_ids_from_flags_and_usage(void **state)
     assert_int_equal(it_run_cli(out, "runs --broker %s --thread tg", t->bp.cmd), 0);
     assert_non_null(strstr(out, "finished  success"));
     assert_int_equal(head_of(t, "tg", "rg").outcome, AB_OUTCOME_SUCCESS); /* the wire's too */
-    temp_stream(path, sizeof(path), "{\"type\":\"STEP_STARTED\",\"stepName\":\"s\"}\n");
+    it_temp_file(path, sizeof(path), "{\"type\":\"STEP_STARTED\",\"stepName\":\"s\"}\n");
     rc = it_run_cli(out, "publish --broker %s %s", t->bp.cmd, path);
     unlink(path);
     assert_int_equal(rc, 2);

@@ -9,7 +9,10 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #ifndef OUT_MAX /* a test may define a larger buffer first */
 #define OUT_MAX 8192
@@ -33,6 +36,17 @@ static inline int it_run_cli(char *out, const char *fmt, ...)
     int st = pclose(p);
     print_message("$ agentbus %s\n%.4000s", args, out);
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* A temporary file under /tmp holding @p text; its path into @p path (the test removes it). */
+static inline void it_temp_file(char *path, size_t size, const char *text)
+{
+    snprintf(path, size, "/tmp/ab-cli-XXXXXX");
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    size_t len = strlen(text);
+    assert_int_equal(write(fd, text, len), (ssize_t)len);
+    close(fd);
 }
 
 #endif /* AB_TESTS_CLI_RUN_H */
