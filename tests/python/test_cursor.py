@@ -198,23 +198,13 @@ def test_ordered_replay_end_raises_the_cursor_once_its_events_are_handed_out():
     """An ordered thread's replay_end head_pos (the thread has nothing more up to it)
     raises the cursor only when every event queued before it is handed out; events
     queued after it (a second replay) come after it."""
-    from agentbus import wire
-    from test_subscriber import _tprev_records
-
-    class FakeReplay:
-        def __init__(self, chunks, head):
-            self.chunks, self.end = list(chunks), {"head_pos": head}
-
-        async def next_chunk_ex(self):
-            if not self.chunks:
-                return None
-            return wire.decode_chunk(_tprev_records(self.chunks.pop(0))[1].bytes, True)
+    from test_subscriber import _FakeReplay, _tprev_records
 
     async def go():
         s = agentbus.AsyncSubscriber("tcp://127.0.0.1:1", scope="thread", thread="t",
                                      ordered=True, after_pos=10)
-        replays = [FakeReplay([[(12, None), (13, None)], [(17, None)]], 30),
-                   FakeReplay([[(31, None), (35, None)]], 40)]
+        replays = [_FakeReplay([[(12, None), (13, None)], [(17, None)]], 30, _tprev_records),
+                   _FakeReplay([[(31, None), (35, None)]], 40, _tprev_records)]
 
         async def replay(scope, **kw):
             return replays.pop(0)

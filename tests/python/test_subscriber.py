@@ -238,20 +238,9 @@ def test_live_seam_per_message_matches_per_event_rules():
 
 
 def test_replay_seam_per_chunk_matches_per_event_rules():
-    from agentbus import wire
-
-    class FakeReplay:
-        def __init__(self, chunks):
-            self.chunks, self.end = list(chunks), {"head_pos": 0}
-
-        async def next_chunk_ex(self):
-            if not self.chunks:
-                return None
-            return wire.decode_chunk(_records(self.chunks.pop(0))[1].bytes, True)
-
     async def go(chunks):
         s = agentbus.AsyncSubscriber("tcp://127.0.0.1:1", after_pos=10)
-        s._replay = FakeReplay(chunks)
+        s._replay = _FakeReplay(chunks)
         while s._need_sync:
             await s._sync_step()
         out = [e.pos for e in s._take()]  # handed out: the cursor covers them
@@ -343,6 +332,21 @@ def _tprev_records(stamps):
     return [_Frame(b"ev\x00t\x00r\x00"), _Frame(wire.pack_records(pairs))]
 
 
+class _FakeReplay:
+    """A replay stream that yields @p chunks (each a list made into a records frame by
+    @p records: _records or _tprev_records), then ends with replay_end head_pos @p head."""
+
+    def __init__(self, chunks, head=0, records=None):
+        self.chunks, self.end = list(chunks), {"head_pos": head}
+        self.records = records or _records
+
+    async def next_chunk_ex(self):
+        from agentbus import wire
+        if not self.chunks:
+            return None
+        return wire.decode_chunk(self.records(self.chunks.pop(0))[1].bytes, True)
+
+
 def _ordered_live(messages, position=10):
     """An ordered thread subscriber (cursor @p position) fed these live messages directly:
     (delivered positions, stats, whether it wants a replay, its cursor)."""
@@ -396,17 +400,6 @@ def test_ordered_replay_takes_every_position_above_the_cursor():
     """An ordered thread's replay: scope thread from after_pos with no cursors; every
     event above the cursor is delivered whatever the gaps, and replay_end's head_pos
     becomes the cursor (the thread has nothing more up to it)."""
-    from agentbus import wire
-
-    class FakeReplay:
-        def __init__(self, chunks):
-            self.chunks, self.end = list(chunks), {"head_pos": 30}
-
-        async def next_chunk_ex(self):
-            if not self.chunks:
-                return None
-            return wire.decode_chunk(_tprev_records(self.chunks.pop(0))[1].bytes, True)
-
     async def go():
         s = agentbus.AsyncSubscriber("tcp://127.0.0.1:1", scope="thread", thread="t",
                                      ordered=True, after_pos=10)
@@ -414,7 +407,8 @@ def test_ordered_replay_takes_every_position_above_the_cursor():
 
         async def replay(scope, **kw):
             asked.update(kw, scope=scope)
-            return FakeReplay([[(9, None), (10, None), (12, None)], [(13, None), (17, None)]])
+            return _FakeReplay([[(9, None), (10, None), (12, None)], [(13, None), (17, None)]],
+                               30, _tprev_records)
         s.client.replay = replay
         while s._need_sync:
             await s._sync_step()
