@@ -375,7 +375,8 @@ static bool known_setting(const char *name)
            strncmp(e.message, "unknown setting", 15) != 0;
 }
 
-/* Split argv[*i] into flag name and value ("--x=v" or "--x v"); advances *i. */
+/* Split argv[*i] into flag name and value ("--x=v" or "--x v"); advances *i. An unknown
+ * flag, or one whose value is missing or would start with "--", is refused naming it. */
 static ab_status_t next_flag(int argc, char **argv, int *i, const char **name, const char **value,
                              char *namebuf, size_t size, ab_error_t *err)
 {
@@ -398,17 +399,19 @@ static ab_status_t next_flag(int argc, char **argv, int *i, const char **name, c
         *value = "true";
         return AB_OK;
     }
+    /* named before a value is taken, so that a bad flag is not reported as the next one */
+    if (!known_setting(namebuf))
+        return ab_error_set(err, AB_INVALID_CONFIG, namebuf, "unknown option '--%s'", namebuf);
     if (eq != NULL) {
         *value = eq + 1;
-    } else if (*i + 1 < argc) {
-        *value = argv[++*i];
-    } else if (!known_setting(namebuf)) {
-        return ab_error_set(err, AB_INVALID_CONFIG, namebuf, "unknown option '--%s'", namebuf);
-    } else {
-        return ab_error_set(err, AB_INVALID_CONFIG, namebuf, "option '--%s' needs a value",
-                            namebuf);
+        return AB_OK;
     }
-    return AB_OK;
+    /* a value never starts with "--": `--data --insecure` lacks one (`--data=--x` gives it) */
+    if (*i + 1 < argc && strncmp(argv[*i + 1], "--", 2) != 0) {
+        *value = argv[++*i];
+        return AB_OK;
+    }
+    return ab_error_set(err, AB_INVALID_CONFIG, namebuf, "option '--%s' needs a value", namebuf);
 }
 
 static ab_status_t check_config(const ab_broker_config_t *cfg, ab_error_t *err)
@@ -456,9 +459,7 @@ static ab_status_t apply_flags(ab_broker_config_t *cfg, int argc, char **argv, b
         ab_error_t e = AB_ERROR_INIT;
         st = is_config ? ab_broker_config_load(cfg, value, &e)
                        : ab_broker_config_set(cfg, name, value, &e);
-        if (st != AB_OK) {
-            if (!is_config && strncmp(e.message, "unknown setting", 15) == 0)
-                return ab_error_set(err, AB_INVALID_CONFIG, name, "unknown option '--%s'", name);
+        if (st != AB_OK) { /* an unknown flag was refused by next_flag() */
             *err = e;
             return st;
         }

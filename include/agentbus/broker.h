@@ -125,7 +125,10 @@ AB_API void ab_broker_config_defaults(ab_broker_config_t *cfg);
 /**
  * Parse the arguments of `agentbus broker` (argv[0] is the subcommand name):
  * defaults, then `--config FILE` if given, then every other flag, so a flag
- * overrides the file. Flags take `--name VALUE` or `--name=VALUE`.
+ * overrides the file. Flags take `--name VALUE` or `--name=VALUE`; a VALUE
+ * that starts with "--" is given only in the second form (`--data --x` is
+ * the flag --data with no value), and an unknown flag is refused before any
+ * value is taken.
  * @param cfg  out; written only on AB_OK.
  * The result is checked as ab_broker_new() checks it (the keys directory,
  * loopback-only binds without keys).
