@@ -90,16 +90,17 @@ static bool live_syncs(const ab_sub_t *s, const ab_stamp_t *st)
     return st->pos == s->synced_pos + 1;
 }
 
-/* Advance the cursor, then call back (invariant 1); synced_pos per invariant 6. */
+/* Advance the cursor, then call back (invariant 1); with @p syncs also synced_pos (invariant
+ * 6: every replayed row, a live event that live_syncs()). */
 static ab_status_t deliver(ab_sub_t *s, const ab_event_t *ev, const ab_stamp_t *st,
-                           const uint8_t *b, size_t len, bool replayed, ab_error_t *err)
+                           const uint8_t *b, size_t len, bool replayed, bool syncs, ab_error_t *err)
 {
     if (s->o.scope != AB_SUB_ALL && !s->o.ordered &&
         ab__sub_map_set(&s->map, ev->run.ptr, ev->run.len, ev->seq) != AB_OK)
         return ab_error_set(err, AB_NOMEM, NULL, "out of memory");
     if (st->pos > s->last_pos)
         s->last_pos = st->pos;
-    if (st->pos > s->synced_pos && (replayed || live_syncs(s, st)))
+    if (syncs && st->pos > s->synced_pos)
         s->synced_pos = st->pos;
     s->stats.delivered++;
     ab_sub_event_t e = {.ev = *ev, .bytes = b, .len = len, .stamp = *st, .replayed = replayed};
@@ -124,7 +125,7 @@ static ab_status_t on_row(void *ud, const ab_stamp_t *st, const uint8_t *b, size
     if (k == K_HOLE && s->o.scope != AB_SUB_ALL && !s->o.ordered)
         return ab_error_set(err, AB_CORRUPT, "seq", "replay of run '%.*s' skipped to seq %llu",
                             (int)ev.run.len, ev.run.ptr, (unsigned long long)ev.seq);
-    rc = deliver(s, &ev, st, b, len, true, err);
+    rc = deliver(s, &ev, st, b, len, true, true, err);
     if (rc == AB_OK && s->stop)
         return ab_error_set(err, AB_REQUEST_ABORTED, NULL, "stopped by the callback");
     return rc;
@@ -214,7 +215,7 @@ ab_status_t ab__sub_live_event(ab_sub_t *s, const ab_stamp_t *st, const uint8_t 
         if (!gap && st->pos > s->synced_pos)
             s->synced_pos = st->pos;
     } else {
-        rc = deliver(s, &ev, st, b, len, false, err);
+        rc = deliver(s, &ev, st, b, len, false, !gap, err);
     }
     if (gap && st->has_tprev) { /* an unordered thread: one of its events may be missing */
         s->stats.holes++;
