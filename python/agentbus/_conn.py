@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import os
 import random
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -59,6 +60,62 @@ class Keys:
         sock.curve_serverkey = self.server.encode()
         sock.curve_publickey = self.public.encode()
         sock.curve_secretkey = self.secret.encode()
+
+
+class _Context(zmq.asyncio.Context):
+    """The context a connection owns, which never blocks when it is released or collected.
+
+    pyzmq's own finalizer (``Context.__del__``: ``destroy()``) closes the sockets it knows
+    of through a WeakSet and then terminates the context, which waits until every socket of
+    it is closed.  When an unclosed client is collected as a reference cycle, the weak
+    references to its sockets are cleared before any finalizer runs, and the context's may
+    run before the sockets' own: ``term()`` then waits for them forever, in ``gc.collect()``
+    (a hung test, thread or interpreter).  This context holds its open sockets strongly, so
+    ``release()`` and its finalizer close them (linger 0: nothing queued is waited for)
+    before it terminates."""
+
+    _open: set  # the sockets not closed yet (declared: pyzmq takes other attributes as options)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._open = set()
+
+    def _add_socket(self, socket: Any) -> None:
+        super()._add_socket(socket)
+        self._open.add(socket)
+
+    def _rm_socket(self, socket: Any) -> None:
+        super()._rm_socket(socket)
+        held = getattr(self, "_open", None)  # None in a context half torn down
+        if held is not None:
+            held.discard(socket)
+
+    def _close_sockets(self) -> None:
+        for s in list(getattr(self, "_open", None) or ()):
+            try:
+                s.close(0)
+            except Exception:  # noqa: BLE001 - a finalizer: close the others all the same
+                pass
+
+    def release(self) -> None:
+        """Close every socket still open (linger 0), then terminate: never waits."""
+        self._close_sockets()
+        if not self.closed:
+            self.term()
+
+    def __del__(self) -> None:
+        if not self.closed:
+            self._close_sockets()  # then pyzmq's own (its warning, destroy(): nothing open)
+        super().__del__()
+
+
+def _warn_unclosed(obj: Any) -> None:
+    """The ResourceWarning of an object collected without close() (as asyncio and zmq
+    objects warn); quiet while the interpreter shuts down."""
+    try:
+        warnings.warn(f"unclosed {obj!r}", ResourceWarning, stacklevel=3, source=obj)
+    except Exception:  # noqa: BLE001 - warnings half torn down at exit
+        pass
 
 
 def _default_endpoint() -> str:
@@ -110,7 +167,7 @@ class AsyncConnection:
         self.timeout = timeout
         self.client_name = client_name or f"agentbus-py/{__version__}"
         self._own_ctx = context is None
-        self.ctx = context or zmq.asyncio.Context()
+        self.ctx = context or _Context()
         self.sock: zmq.asyncio.Socket | None = None
         self._reader: asyncio.Task | None = None
         self._cid = 0
@@ -199,7 +256,30 @@ class AsyncConnection:
         self.closed = True
         self._drop_socket()
         if self._own_ctx:
-            self.ctx.term()
+            self.ctx.release()  # never waits: any socket of it still open is closed first
+
+    def __repr__(self) -> str:
+        return f"<agentbus.AsyncConnection {self.endpoint}>"
+
+    def _release(self) -> None:
+        """close() without a loop, for a finalizer: the sockets closed (linger 0), the
+        context released; the reader task and the waiting futures are left alone (they
+        belong to a loop that may be gone, or run in another thread)."""
+        self.closed = True
+        sock, self.sock = self.sock, None
+        if sock is not None:
+            sock.close(0)
+        if self._own_ctx:
+            self.ctx.release()
+
+    def __del__(self) -> None:
+        if getattr(self, "closed", True):
+            return
+        _warn_unclosed(self)
+        try:
+            self._release()
+        except Exception:  # noqa: BLE001 - a finalizer, maybe at interpreter exit
+            pass
 
     # -- sending and receiving --------------------------------------------------------------
 

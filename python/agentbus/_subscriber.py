@@ -58,7 +58,8 @@ import zmq
 
 from . import errors, wire
 from ._client import AsyncClient, Replay
-from ._conn import AsyncConnection, Keys, backoff_delay
+from ._conn import AsyncConnection, Keys, _warn_unclosed, backoff_delay
+from ._msgpack import FIELD_UINT_MAX
 
 
 class AsyncSubscriber:
@@ -69,12 +70,14 @@ class AsyncSubscriber:
     """
 
     def __init__(self, endpoint: str | None = None, *, scope: str = "all",
-                 thread: str | None = None, run: str | None = None, after_seq: int = 0,
-                 cursors: dict[str, int] | None = None, after_pos: int = 0,
-                 ordered: bool = False, from_now: bool = False, keys: Keys | None = None,
+                 thread: str | None = None, run: str | None = None,
+                 after_seq: int | None = None, cursors: dict[str, int] | None = None,
+                 after_pos: int | None = None, ordered: bool = False,
+                 from_now: bool = False, keys: Keys | None = None,
                  timeout: float = 5.0, silence: float = 3.0, reconnect_base: float = 0.2,
                  reconnect_max: float = 5.0, window: int = 8, chunk_events: int = 1024,
                  rcvhwm: int | None = None, client_name: str | None = None):
+        self._closed = True  # nothing to release until the connection exists
         if scope not in ("run", "thread", "all"):
             raise errors.InvalidArgument(f"unknown scope {scope!r}", field="scope")
         if scope != "all" and not thread or scope == "run" and not run:
@@ -83,9 +86,8 @@ class AsyncSubscriber:
             raise errors.InvalidArgument("reconnect delays must be positive")
         if ordered and scope != "thread":
             raise errors.InvalidArgument("ordered is for scope thread", field="ordered")
-        if ordered and cursors:
-            raise errors.InvalidArgument("an ordered thread subscription's cursor is "
-                                         "after_pos, not cursors", field="cursors")
+        _check_cursor(scope, ordered, from_now, after_seq, cursors, after_pos)
+        after_seq, after_pos = after_seq or 0, after_pos or 0
         self.conn = AsyncConnection(endpoint, keys=keys, timeout=timeout,
                                     client_name=client_name)
         self.client = AsyncClient(conn=self.conn)
@@ -137,6 +139,25 @@ class AsyncSubscriber:
         self._closed = True
         self._close_sub()
         await self.conn.close()
+
+    def __repr__(self) -> str:
+        what = {"run": f" {self.thread}/{self.run_id}", "thread": f" {self.thread}"}
+        return (f"<agentbus.AsyncSubscriber scope {self.scope}{what.get(self.scope, '')} "
+                f"{self.conn.endpoint}>")
+
+    def __del__(self) -> None:
+        """Collected without close(): warn (ResourceWarning) and close both sockets with
+        linger 0 and release the context, without the loop (it may be gone, or run in
+        another thread) and without waiting for anything."""
+        if getattr(self, "_closed", True):
+            return
+        self._closed = True
+        _warn_unclosed(self)
+        try:
+            self._close_sub()
+            self.conn._release()
+        except Exception:  # noqa: BLE001 - a finalizer, maybe at interpreter exit
+            pass
 
     @property
     def connected(self) -> bool:
@@ -608,3 +629,43 @@ class AsyncSubscriber:
             self._hole()
         else:
             self._head_seen = max(self._head_seen, head)
+
+
+def _check_cursor(scope: str, ordered: bool, from_now: bool, after_seq: Any, cursors: Any,
+                  after_pos: Any) -> None:
+    """Refuse (InvalidArgument naming the option) a cursor of the wrong type or range, and
+    one another scope takes: each scope resumes from its own (scope run ``after_seq``, an
+    unordered thread ``cursors``, an ordered thread and scope all ``after_pos``;
+    ``from_now`` reads it from the broker), so an option of another one would be ignored,
+    and a subscriber made from a saved cursor would start over instead of resuming.  An
+    empty ``cursors`` map is no cursor (as the C client's ``ncursors`` 0)."""
+    for name, v in (("after_seq", after_seq), ("after_pos", after_pos)):
+        if v is not None and (type(v) is not int or not 0 <= v <= FIELD_UINT_MAX):
+            raise errors.InvalidArgument(f"{name} must be an int in 0 .. 2^63-1, not {v!r}",
+                                         field=name)
+    if cursors is not None:
+        if not isinstance(cursors, dict):
+            raise errors.InvalidArgument("cursors must be a dict run -> last seq, not "
+                                         f"{type(cursors).__name__}", field="cursors")
+        for r, v in cursors.items():
+            if type(r) is not str or not r:
+                raise errors.InvalidArgument(f"cursors key {r!r} is not a run id",
+                                             field="cursors")
+            if type(v) is not int or not 0 <= v <= FIELD_UINT_MAX:
+                raise errors.InvalidArgument(f"cursor {v!r} of run {r!r} must be an int in "
+                                             "0 .. 2^63-1", field=f"cursors/{r}")
+    takes = {"run": "after_seq", "all": "after_pos"}.get(scope) or (
+        "after_pos" if ordered else "cursors")
+    what = f"scope {scope}" if scope != "thread" else (
+        "an ordered thread" if ordered else "an unordered thread")
+    given = [n for n, v in (("after_seq", after_seq), ("cursors", cursors or None),
+                            ("after_pos", after_pos)) if v is not None]
+    for name in given:
+        if name != takes:
+            hint = (" (from a saved cursor() c: after_seq=c['cursors'][run])"
+                    if scope == "run" and name == "cursors" else "")
+            raise errors.InvalidArgument(f"{what} resumes from {takes}, not {name}{hint}",
+                                         field=name)
+        if from_now:
+            raise errors.InvalidArgument(f"from_now reads the cursor from the broker: "
+                                         f"{name} would be ignored", field="from_now")

@@ -52,9 +52,23 @@ class _Blocking:
         self._l.close()
 
     def __del__(self) -> None:
+        """Collected without close(): close it on its loop, unless a loop runs in this
+        thread (its own cannot run inside another): then only the loop is closed, and
+        the async object's finalizer closes its sockets without a loop."""
+        l = getattr(self, "_l", None)
+        if l is None or l.loop.is_closed():
+            return
         try:
-            self.close()
-        except Exception:
+            asyncio.get_running_loop()
+        except RuntimeError:  # no loop running here: the usual case
+            try:
+                self.close()
+            except Exception:  # noqa: BLE001 - a finalizer
+                pass
+            return
+        try:
+            l.loop.close()
+        except Exception:  # noqa: BLE001 - a finalizer
             pass
 
 

@@ -225,3 +225,61 @@ def test_ordered_replay_end_raises_the_cursor_once_its_events_are_handed_out():
 
     assert asyncio.run(go()) == [10, (12, 12, 12), (13, 13, 13), (17, 30, 30),
                                  ([31, 35], 40)]
+
+
+# Each scope resumes from its own cursor: scope run after_seq, an unordered thread cursors,
+# an ordered thread and scope all after_pos.  Another scope's option would be ignored (a
+# run subscriber given cursors={run: 41} started at seq 1 again), so it is refused naming it.
+OTHER_SCOPES_CURSOR = [
+    ({"scope": "run", "run": "r", "cursors": {"r": 41}}, "cursors"),
+    ({"scope": "run", "run": "r", "after_pos": 7}, "after_pos"),
+    ({"scope": "thread", "after_seq": 41}, "after_seq"),
+    ({"scope": "thread", "after_pos": 7}, "after_pos"),
+    ({"scope": "thread", "ordered": True, "after_seq": 41}, "after_seq"),
+    ({"scope": "thread", "ordered": True, "cursors": {"r": 41}}, "cursors"),
+    ({"scope": "all", "cursors": {"r": 41}}, "cursors"),
+    ({"scope": "all", "after_seq": 41}, "after_seq"),
+    ({"scope": "run", "run": "r", "after_seq": 41, "from_now": True}, "from_now"),
+    ({"scope": "thread", "cursors": {"r": 41}, "from_now": True}, "from_now"),
+    ({"scope": "all", "after_pos": 7, "from_now": True}, "from_now"),
+]
+
+
+@pytest.mark.parametrize("kw,field", OTHER_SCOPES_CURSOR)
+def test_a_cursor_the_scope_does_not_take_is_refused(kw, field):
+    for cls in (agentbus.Subscriber, agentbus.AsyncSubscriber):
+        with pytest.raises(agentbus.errors.InvalidArgument) as ei:
+            cls("tcp://127.0.0.1:1", thread="t", **kw)
+        assert ei.value.field == field, (cls, ei.value)
+
+
+BAD_CURSORS = [
+    ({"scope": "run", "run": "r", "after_seq": "41"}, "after_seq"),
+    ({"scope": "run", "run": "r", "after_seq": -1}, "after_seq"),
+    ({"scope": "all", "after_pos": 1 << 63}, "after_pos"),
+    ({"scope": "all", "after_pos": True}, "after_pos"),
+    ({"scope": "thread", "cursors": [("r", 41)]}, "cursors"),
+    ({"scope": "thread", "cursors": {"r": 4.0}}, "cursors/r"),
+    ({"scope": "thread", "cursors": {"": 4}}, "cursors"),
+]
+
+
+@pytest.mark.parametrize("kw,field", BAD_CURSORS)
+def test_a_cursor_of_the_wrong_type_or_range_is_refused(kw, field):
+    with pytest.raises(agentbus.errors.InvalidArgument) as ei:
+        agentbus.AsyncSubscriber("tcp://127.0.0.1:1", thread="t", **kw)
+    assert ei.value.field == field
+
+
+def test_each_scope_takes_its_own_cursor_and_an_empty_map():
+    """What the README passes: a run's after_seq, a thread's cursors (an empty map is no
+    cursor, with ordered too, as the C client's ncursors 0), a position."""
+    for kw in ({"scope": "run", "run": "r", "after_seq": 41},
+               {"scope": "thread", "cursors": {"r": 41}},
+               {"scope": "thread", "ordered": True, "after_pos": 7, "cursors": {}},
+               {"scope": "all", "after_pos": 7}, {"scope": "run", "run": "r", "cursors": {}},
+               {"scope": "thread", "from_now": True}):
+        s = agentbus.Subscriber("tcp://127.0.0.1:1", thread="t", **kw)
+        assert s.cursor() in ({"cursors": {"r": 41}}, {"after_pos": 7}, {"cursors": {"r": 0}},
+                              {"cursors": {}}), kw
+        s.close()
