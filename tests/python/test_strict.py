@@ -1,10 +1,14 @@
 """PROTOCOL.md section 2 "Strict messages" on what the package receives from the broker:
 each rule refused by the wire decoders with InvalidEnvelope naming the field (no broker
-needed; the rest of the suite shows that every frame a real broker sends still decodes)."""
+needed; the rest of the suite shows that every frame a real broker sends still decodes),
+and that a real broker refuses at publish what the subscriber's decoder leaves to it."""
+
+import asyncio
 
 import msgpack
 import pytest
 
+import agentbus
 from agentbus import errors, wire
 
 BIG = 1 << 63  # one above the largest uint/int field value
@@ -77,6 +81,49 @@ def test_envelope_body_nan_and_repeated_key_refused_by_decode_envelope():
     with pytest.raises(errors.InvalidEnvelope) as ei:
         wire.decode_envelope(raw)
     assert ei.value.field == "a"
+
+
+def _custom_body(value: bytes, extra: bytes = b"") -> bytes:
+    """The msgpack of {"type": "CUSTOM", "name": "n", "value": <value>} + @p extra pairs."""
+    p = msgpack.packb
+    return (bytes([0x83 + (1 if extra else 0)]) + p("type") + p("CUSTOM") + p("name") + p("n")
+            + p("value") + value + extra)
+
+
+BODY_NOT_RECHECKED = [  # what decode_chunk() does not look for inside the event body
+    ("a key twice", _custom_body(b"\x01", msgpack.packb("value") + b"\x02"), "invalid_envelope"),
+    ("NaN", _custom_body(b"\xcb\x7f\xf8" + bytes(6)), "invalid_envelope"),
+    ("infinity (float 32)", _custom_body(b"\xca\x7f\x80\x00\x00"), "invalid_envelope"),
+    ("depth 70", _custom_body(b"\x91" * 66 + b"\x01"), "too_large"),
+]
+
+
+@pytest.mark.parametrize("what,body,code", BODY_NOT_RECHECKED)
+def test_the_broker_refuses_the_bodies_decode_chunk_does_not_recheck(broker, what, body, code):
+    """decode_chunk() (every event a subscriber receives) leaves a key twice, NaN and depth
+    inside the event body to the broker (python/README.md "Subscriber"): the envelope is
+    the producer's bytes, never rewritten (PROTOCOL.md 4), and the broker refuses such a
+    body at publish.  This is that premise, against a real broker: if it failed, the
+    decoder would have to check the body again.  decode_envelope() checks it (above)."""
+    t = r = "strict-body-" + what.replace(" ", "-")
+
+    async def go():
+        async with agentbus.AsyncProducer(broker.endpoint) as p:
+            await p.claim(t, r)
+            await p.publish({"type": "RUN_STARTED", "threadId": t, "runId": r,
+                             "protocolVersion": "1.0"})
+            await p.flush()
+            env = p.encode({"type": "CUSTOM", "name": "n", "value": 1})
+            good = _custom_body(b"\x01")
+            assert env.endswith(b"\xa5event" + good)
+            env = env[:-len(good)] + body
+            return env, (await p.conn.request("publish", {"count": 1}, [env]))["results"]
+
+    env, (res,) = asyncio.run(go())
+    assert res["status"] == "rejected" and res["error"]["code"] == code, res
+    assert res["error"]["field"].startswith("event/value"), res
+    with pytest.raises(errors.AgentbusError):  # the full check, off the hot path
+        wire.decode_envelope(env)
 
 
 # -- stamps (section 5) -------------------------------------------------------------------
