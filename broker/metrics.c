@@ -272,7 +272,9 @@ ab_status_t ab__metrics_start(ab__metrics_t **out, ab__shared_t *b, const char *
     inet_ntop(AF_INET, &sa.sin_addr, host, sizeof host);
     if (ntohl(sa.sin_addr.s_addr) >> 24 != 127)
         ab__log(AB_LOG_WARN, "metrics on %s: beyond loopback, and without authentication", host);
-    ab__log(AB_LOG_INFO, "metrics: http://%s:%u/metrics", host, (unsigned)ntohs(sa.sin_port));
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(m->d, MHD_DAEMON_INFO_BIND_PORT);
+    ab__log(AB_LOG_INFO, "metrics: http://%s:%u/metrics", host, /* the bound one (port 0) */
+            di && di->port ? (unsigned)di->port : (unsigned)ntohs(sa.sin_port));
     *out = m;
     return AB_OK;
 }
