@@ -172,6 +172,7 @@ static int run_validate(struct vstate *st, FILE *in)
             ab_error_t err = AB_ERROR_INIT;
             ab_error_set(&err, AB_TOO_LARGE, "", "line longer than %u bytes", CLI_LINE_MAX_BYTES);
             report_fail(st, &err);
+            cli_skip_line(in); /* invariant 1: reported once, the rest never held */
             continue;
         }
         if (cli_blank(&line))

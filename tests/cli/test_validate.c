@@ -200,6 +200,25 @@ static void test_truncated_run_fails_with_lifecycle(void **state)
     free(r.out);
 }
 
+/* A line over the 4 MiB limit fails as too_large, once, and the lines after it are judged. */
+static void test_long_line_skipped(void **state)
+{
+    (void)state;
+    char cmd[4096];
+    snprintf(cmd, sizeof(cmd),
+             "{ echo '{\"type\":\"RUN_STARTED\",\"threadId\":\"t\",\"runId\":\"r\","
+             "\"protocolVersion\":\"1.0\"}'; head -c 5000000 /dev/zero | tr '\\0' '{'; echo; "
+             "echo '{\"type\":\"RUN_FINISHED\",\"threadId\":\"t\",\"runId\":\"r\"}'; } "
+             "| %s validate --lifecycle 2>&1",
+             AB_AGENTBUS_BIN);
+    struct run_result r = run(cmd);
+    assert_int_equal(r.status, 1);
+    assert_non_null(strstr(r.out, "     2  FAIL  too_large /: line longer than 4194304 bytes\n"));
+    assert_non_null(strstr(r.out, "     3  ok    RUN_FINISHED\n"));
+    assert_non_null(strstr(r.out, "2 passed, 1 failed\n"));
+    free(r.out);
+}
+
 static void test_usage_errors(void **state)
 {
     (void)state;
@@ -233,6 +252,7 @@ int main(void)
         cmocka_unit_test(test_json_output_and_not_jsonl),
         cmocka_unit_test(test_lenient_warns_on_unknown_material),
         cmocka_unit_test(test_truncated_run_fails_with_lifecycle),
+        cmocka_unit_test(test_long_line_skipped),
         cmocka_unit_test(test_usage_errors),
     };
     return cmocka_run_group_tests_name("cli_validate", tests, NULL, NULL);
