@@ -70,7 +70,8 @@ int cmd_abandon(int argc, char **argv)
     if (rc != 0)
         return rc < 0 ? AB_EXIT_OK : rc;
     const char *thread = argv[optind], *run = argv[optind + 1];
-    d.broker = cli_broker_endpoint(d.broker);
+    if (cli_endpoint("abandon", d.broker, &d.broker) != 0)
+        return AB_EXIT_USAGE;
     ab_conn_t *c = NULL;
     ab_doc_t *doc = NULL;
     ab_error_t err = AB_ERROR_INIT;

@@ -400,13 +400,14 @@ static int approve_or_deny(int argc, char **argv, const char *cmd, answer_t kind
          cli_json_value(o.payload, strlen(o.payload), &b.mp, b.rdoc, &pv, &err) != AB_OK))
         rc = cli_usage_error(cmd, "--payload: %s%s%s", err.message, err.field[0] ? " at " : "",
                              err.field);
+    if (rc == 0)
+        rc = cli_endpoint(cmd, o.d.broker, &o.d.broker);
     if (rc != 0) {
         free(o.ov);
         ab_doc_destroy(&b.rdoc);
         ab_buf_free(&b.mp);
         return rc < 0 ? AB_EXIT_OK : rc;
     }
-    o.d.broker = cli_broker_endpoint(o.d.broker);
     if (!o.key) {
         cli_fresh_id(b.key, sizeof(b.key), "key");
         o.key = b.key;

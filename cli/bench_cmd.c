@@ -145,6 +145,8 @@ static int take(int c, bench_args_t *a)
         a->size = v;
         a->seen_size = true;
     } else if (c == 'b') {
+        if (cli_check_endpoint("bench", "--broker", optarg) != 0)
+            return AB_EXIT_USAGE;
         a->bus.broker = optarg;
         a->seen_bus_only = true;
     } else if (c == OPT_ROUNDS) {
@@ -175,6 +177,8 @@ static int take(int c, bench_args_t *a)
         a->bus.row = optarg;
         a->seen_row = true;
     } else if (c == OPT_WORKERS) {
+        if (cli_check_endpoint("bench", "--workers-broker", optarg) != 0)
+            return AB_EXIT_USAGE;
         a->bus.workers_broker = optarg;
         a->seen_bus_only = a->seen_workers = true;
     } else if (c == OPT_JSON) {

@@ -60,7 +60,7 @@ int cmd_relayout(int argc, char **argv);    /* cli/relayout_cmd.c (store/) */
 
 /** What `agentbus runs --requests` lists (cli/requests_cmd.c). */
 typedef struct cli_requests_opts {
-    const char *broker;       /* --broker, or NULL */
+    const char *broker;       /* the endpoint, checked (cli_endpoint) */
     const char *agent;        /* --agent, or NULL: every agent */
     ab_request_state_t state; /* --state, or AB_REQ_NONE: the open ones */
     bool json;
@@ -84,6 +84,21 @@ int cli_parse_request_state(const char *s, ab_request_state_t *out);
  * buffer until the next call. (cli/common.c)
  */
 const char *cli_broker_endpoint(const char *flag);
+
+/**
+ * Check @p ep as ZeroMQ parses an endpoint to connect to ("foo", "tcp://h:abc", "http://x:1"
+ * are not), before anything connects: a malformed one is a usage error,
+ * "agentbus <cmd>: bad <what> '<ep>': <why>". @return 0, or AB_EXIT_USAGE (printed).
+ * (cli/common.c)
+ */
+int cli_check_endpoint(const char *cmd, const char *what, const char *ep);
+
+/**
+ * The broker endpoint of a client subcommand (cli_broker_endpoint(@p flag) into *@p out, the
+ * same static buffer), checked by cli_check_endpoint() naming where it came from (--broker
+ * or $AGENTBUS_BROKER). @return 0, or AB_EXIT_USAGE (printed). (cli/common.c)
+ */
+int cli_endpoint(const char *cmd, const char *flag, const char **out);
 
 /** The arguments of the running command (set by main before it runs). */
 extern char **cli_argv;

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <zmq.h>
 
 /* "host:port" and ":port" (no "://") as tcp:// endpoints, the host 127.0.0.1 when omitted. */
 static const char *expand(const char *ep)
@@ -36,6 +37,37 @@ const char *cli_broker_endpoint(const char *flag)
     if (env && *env)
         return expand(env);
     return AB_DEFAULT_BROKER;
+}
+
+/* 0 when ZeroMQ parses @p ep as an endpoint to connect to (a connect that sends nothing and
+ * waits for nothing), else its errno. */
+static int endpoint_errno(const char *ep)
+{
+    void *ctx = zmq_ctx_new();
+    void *s = ctx ? zmq_socket(ctx, ZMQ_DEALER) : NULL;
+    int linger = 0, e = s ? 0 : zmq_errno();
+    if (s &&
+        (zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof linger) != 0 || zmq_connect(s, ep) != 0))
+        e = zmq_errno();
+    if (s)
+        zmq_close(s);
+    if (ctx)
+        zmq_ctx_term(ctx);
+    return e;
+}
+
+int cli_check_endpoint(const char *cmd, const char *what, const char *ep)
+{
+    int e = endpoint_errno(ep);
+    return e ? cli_usage_error(cmd, "bad %s '%s': %s", what, ep, zmq_strerror(e)) : 0;
+}
+
+int cli_endpoint(const char *cmd, const char *flag, const char **out)
+{
+    const char *env = getenv("AGENTBUS_BROKER");
+    const char *what = flag && *flag ? "--broker" : env && *env ? "$AGENTBUS_BROKER" : "endpoint";
+    *out = cli_broker_endpoint(flag);
+    return cli_check_endpoint(cmd, what, *out);
 }
 
 bool cli_parse_long(const char *s, long lo, long hi, long *out)

@@ -9,7 +9,6 @@
 
 #include <getopt.h>
 #include <stdio.h>
-#include <zmq.h>
 
 static void print_help(void)
 {
@@ -28,23 +27,6 @@ static void print_help(void)
     for (size_t i = 0; i < conf_ncheck(); i++)
         printf(" %s", conf_check_name(i));
     printf("\n");
-}
-
-/* A malformed endpoint is a usage error, not a failed check: ZeroMQ parses it on connect
- * (without waiting for anything to answer). @return 0, or AB_EXIT_USAGE (printed). */
-static int check_endpoint(const char *ep)
-{
-    void *ctx = zmq_ctx_new();
-    void *s = ctx ? zmq_socket(ctx, ZMQ_DEALER) : NULL;
-    int linger = 0, rc = 0;
-    if (s &&
-        (zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof linger) != 0 || zmq_connect(s, ep) != 0))
-        rc = cli_usage_error("conformance", "bad ENDPOINT '%s': %s", ep, zmq_strerror(zmq_errno()));
-    if (s)
-        zmq_close(s);
-    if (ctx)
-        zmq_ctx_term(ctx);
-    return rc;
 }
 
 int cmd_conformance(int argc, char **argv)
@@ -80,7 +62,7 @@ int cmd_conformance(int argc, char **argv)
     if (optind != argc - 1 || argv[optind][0] == '\0')
         return cli_usage_error("conformance", "expected one ENDPOINT");
     const char *ep = cli_broker_endpoint(argv[optind]); /* HOST:PORT and :PORT as everywhere */
-    if (check_endpoint(ep) != 0)
+    if (cli_check_endpoint("conformance", "ENDPOINT", ep) != 0) /* a usage error, not a check */
         return AB_EXIT_USAGE;
     return conf_run(ep, timeout_ms, only, nonly, json) == 0 ? AB_EXIT_OK : AB_EXIT_FAIL;
 }

@@ -137,7 +137,7 @@ int cmd_demo(int argc, char **argv)
         return cli_usage_error("demo", "unexpected argument '%s'", argv[optind]);
     if ((rc = check(&o)) != AB_EXIT_OK)
         return rc;
-    if (o.broker)
-        o.broker = cli_broker_endpoint(o.broker);
+    if (o.broker && cli_endpoint("demo", o.broker, &o.broker) != 0)
+        return AB_EXIT_USAGE;
     return demo_run(&o);
 }

@@ -354,7 +354,8 @@ int cmd_run(int argc, char **argv)
     int rc = run_parse(argc, argv, &o);
     if (rc != 0)
         return rc < 0 ? AB_EXIT_OK : rc;
-    o.d.broker = cli_broker_endpoint(o.d.broker);
+    if (cli_endpoint("run", o.d.broker, &o.d.broker) != 0)
+        return AB_EXIT_USAGE;
     const ab_val_t *input = NULL;
     ab_conn_t *c = NULL;
     cli_printer_t pr;
@@ -509,7 +510,8 @@ int cmd_cancel(int argc, char **argv)
     if (rc != 0)
         return rc < 0 ? AB_EXIT_OK : rc;
     const char *thread = argv[optind], *run = argv[optind + 1];
-    d.broker = cli_broker_endpoint(d.broker);
+    if (cli_endpoint("cancel", d.broker, &d.broker) != 0)
+        return AB_EXIT_USAGE;
     ab_conn_t *c = NULL;
     ab_doc_t *doc = NULL;
     ab_error_t err = AB_ERROR_INIT;

@@ -150,7 +150,8 @@ int cmd_gateway(int argc, char **argv)
     int rc = parse(argc, argv, &o, host, sizeof host);
     if (rc != 0)
         return rc < 0 ? AB_EXIT_OK : rc;
-    o.broker = cli_broker_endpoint(o.broker);
+    if (cli_endpoint("gateway", o.broker, &o.broker) != 0)
+        return AB_EXIT_USAGE;
     char broker[300];
     snprintf(broker, sizeof broker, "%s", o.broker); /* the expanded one is in a static buffer */
     o.broker = broker;

@@ -144,7 +144,7 @@ static int parse_args(int argc, char **argv, struct popts *o)
     if (o->append && (!o->thread || !o->run))
         return cli_usage_error("publish", "--append needs --thread and --run");
     o->path = optind < argc ? argv[optind] : NULL;
-    return 0;
+    return cli_endpoint("publish", o->broker, &o->broker);
 }
 
 /* Next non-blank line into st->line; false at EOF. A too-long line is kept
@@ -300,7 +300,7 @@ static int connect_producer(struct pstate *st)
                              .batch_max = (uint32_t)st->o.batch,
                              .timeout_ms = (int)st->o.timeout_ms};
     ab_error_t err = AB_ERROR_INIT;
-    if (ab_producer_new(&st->p, cli_broker_endpoint(st->o.broker), &po, &err) != AB_OK)
+    if (ab_producer_new(&st->p, st->o.broker, &po, &err) != AB_OK)
         return fail_error(st, &err);
     return AB_EXIT_OK;
 }

@@ -23,16 +23,27 @@
  *     over FILE only once the whole stream was read: a replay that fails
  *     (broker unreachable, thread not found, a replay error) leaves an
  *     earlier FILE as it was.
+ *  6. SIGINT/SIGTERM stop the export with exit 130: the handler removes the
+ *     temporary (its path is stored before the handler can see it; unlink()
+ *     is async-signal-safe) and sets a flag the stream checks at every event,
+ *     so FILE is never left partial nor its temporary behind, and an earlier
+ *     FILE stays as it was. The rename is made with both signals blocked.
+ *     A second signal exits at once (130) without waiting for the next event,
+ *     unless a handler was there before (the demo's audit calls cmd_replay):
+ *     that one is put back at the end and given the signal that stopped us.
  */
 #include "ab_common.h"
 #include "agentbus/agui.h"
 #include "agentbus/client.h"
 #include "cli.h"
+#include "follow.h" /* AB_EXIT_SIGNAL */
 #include "render.h"
 #include "replay_verify.h"
 
 #include <errno.h>
 #include <getopt.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -66,6 +77,64 @@ struct rstate {
     uint64_t last_rows;
 };
 
+/* Invariant 6: the first SIGINT/SIGTERM (its number); the temporary export while it may be
+ * partial; whether a second signal may exit at once (no handler was there before us). */
+static volatile sig_atomic_t replay_stop;
+static const char *volatile replay_tmp;
+static volatile sig_atomic_t replay_hard;
+static struct sigaction was_int, was_term;
+
+static void on_signal(int sig)
+{
+    if (replay_stop && replay_hard)
+        _exit(AB_EXIT_SIGNAL);
+    int saved = errno;
+    replay_stop = sig;
+    const char *tmp = replay_tmp;
+    if (tmp)
+        (void)unlink(tmp);
+    errno = saved;
+}
+
+static bool plain(const struct sigaction *sa)
+{
+    return sa->sa_handler == SIG_DFL || sa->sa_handler == SIG_IGN;
+}
+
+static void catch_signals(void)
+{
+    struct sigaction sa = {.sa_handler = on_signal, .sa_flags = SA_RESTART};
+    sigemptyset(&sa.sa_mask);
+    replay_stop = 0;
+    sigaction(SIGINT, &sa, &was_int);
+    sigaction(SIGTERM, &sa, &was_term);
+    replay_hard = plain(&was_int) && plain(&was_term);
+}
+
+/* The handlers from before catch_signals() back; one of them gets the signal that stopped us.
+ * Stopped with none before us, ours stay: the command ends with 130, and so does a second
+ * signal that comes before it has. */
+static void release_signals(void)
+{
+    if (replay_stop && replay_hard)
+        return;
+    sigaction(SIGINT, &was_int, NULL);
+    sigaction(SIGTERM, &was_term, NULL);
+    int sig = replay_stop;
+    if (sig && !plain(sig == SIGINT ? &was_int : &was_term))
+        raise(sig);
+}
+
+/* SIGINT and SIGTERM held back (@p block) or let through again, around the rename. */
+static void hold_signals(bool block, sigset_t *old)
+{
+    sigset_t s;
+    sigemptyset(&s);
+    sigaddset(&s, SIGINT);
+    sigaddset(&s, SIGTERM);
+    pthread_sigmask(block ? SIG_BLOCK : SIG_SETMASK, block ? &s : old, block ? old : NULL);
+}
+
 static void print_help(void)
 {
     printf("usage: agentbus replay [--broker E] (--thread T [--run R] | --all) [--after-pos P]\n"
@@ -83,7 +152,10 @@ static void print_help(void)
            "                 Without FILE nothing is exported.\n"
            "  --progress     a progress line on stderr every second, and a last one at the end\n"
            "                 (default when stderr is a terminal); --no-progress: never\n"
-           "  -h, --help     show this help\n");
+           "  -h, --help     show this help\n\n"
+           "FILE is written as FILE.tmp-XXXXXX and renamed once whole. Exit status: 0, 1 on a\n"
+           "failed run or a replay error, 2 on usage, 130 on SIGINT/SIGTERM (the temporary is\n"
+           "removed; an earlier FILE stays as it was).\n");
 }
 
 static int parse_args(int argc, char **argv, struct ropts *o)
@@ -135,7 +207,9 @@ static int parse_args(int argc, char **argv, struct ropts *o)
         return cli_usage_error("replay", "--verify checks whole runs: no --after-pos");
     if (o->thread && cli_check_id("replay", "--thread", o->thread) != 0)
         return AB_EXIT_USAGE;
-    return o->run ? cli_check_id("replay", "--run", o->run) : AB_EXIT_OK;
+    if (o->run && cli_check_id("replay", "--run", o->run) != 0)
+        return AB_EXIT_USAGE;
+    return cli_endpoint("replay", o->broker, &o->broker);
 }
 
 /* One progress line on stderr (invariant 4). */
@@ -240,6 +314,8 @@ static ab_status_t on_row(void *ud, const ab_stamp_t *st, const uint8_t *b, size
                           ab_error_t *err)
 {
     struct rstate *rs = ud;
+    if (replay_stop)
+        return AB_REQUEST_ABORTED; /* invariant 6: the stream is cancelled */
     ab_event_t ev;
     ab_limits_t lim = ab__limits_stored(); /* events the broker stored */
     ab_status_t rc = ab_event_decode(rs->edoc, b, len, &lim, &ev, err);
@@ -274,6 +350,15 @@ static void build_request(const struct ropts *o, ab_msg_t *q)
         r->run = (ab_str_t){o->run, strlen(o->run)};
 }
 
+/* Stopped by SIGINT/SIGTERM (invariant 6). @return AB_EXIT_SIGNAL. */
+static int interrupted(const struct rstate *rs)
+{
+    fprintf(stderr, "agentbus replay: interrupted after %llu events%s%s\n",
+            (unsigned long long)rs->rows, rs->tmp ? ": not written: " : "",
+            rs->tmp ? rs->o.path : "");
+    return AB_EXIT_SIGNAL;
+}
+
 static int run_replay(struct rstate *rs, ab_conn_t *c)
 {
     ab_msg_t q;
@@ -290,6 +375,8 @@ static int run_replay(struct rstate *rs, ab_conn_t *c)
     if (st == AB_OK)
         st = ab_conn_replay(c, &q, on_row, rs, doc, NULL, 0, &err);
     ab_doc_destroy(&doc);
+    if (replay_stop)
+        return interrupted(rs);
     if (rs->gone || (rs->out == stdout && fflush(stdout) != 0 && errno == EPIPE))
         return AB_EXIT_OK;
     if (st != AB_OK) {
@@ -346,29 +433,39 @@ static int open_out(struct rstate *rs)
         close(fd);
         unlink(rs->tmp);
     }
-    if (rs->out)
+    if (rs->out) {
+        replay_tmp = rs->tmp; /* invariant 6: the handler may remove it from now on */
         return 0;
+    }
     free(rs->tmp);
     rs->tmp = NULL;
     fprintf(stderr, "agentbus replay: cannot write %s\n", path);
     return -1;
 }
 
-/* Close the export: the temporary becomes FILE when the export is whole, else it goes.
- * @return @p rc, or AB_EXIT_FAIL when FILE could not be written. */
+/* Close the export: the temporary becomes FILE when the export is whole and no signal
+ * stopped it (invariant 6: decided and renamed with the signals held back), else it goes.
+ * @return @p rc, AB_EXIT_FAIL when FILE could not be written, AB_EXIT_SIGNAL when stopped. */
 static int close_out(struct rstate *rs, int rc)
 {
     if (!rs->out || rs->out == stdout)
         return rc;
-    bool ok = fclose(rs->out) == 0 && rs->done;
+    sigset_t old;
+    hold_signals(true, &old);
+    bool stopped = replay_stop, whole = rs->done && !stopped;
+    bool ok = fclose(rs->out) == 0 && whole;
     rs->out = NULL;
-    if (rs->done && (!ok || rename(rs->tmp, rs->o.path) != 0)) {
+    if (whole && (!ok || rename(rs->tmp, rs->o.path) != 0)) {
         fprintf(stderr, "agentbus replay: cannot write %s\n", rs->o.path);
         ok = false;
         rc = AB_EXIT_FAIL;
     }
     if (!ok)
         unlink(rs->tmp);
+    replay_tmp = NULL;
+    hold_signals(false, &old);
+    if (stopped && rc != AB_EXIT_SIGNAL)
+        rc = interrupted(rs);
     free(rs->tmp);
     rs->tmp = NULL;
     return rc;
@@ -385,6 +482,25 @@ static int free_state(struct rstate *rs, int rc)
     return close_out(rs, rc);
 }
 
+/* Open the export, connect, replay, close the export. @return the exit status. */
+static int run_export(struct rstate *rs)
+{
+    if (open_out(rs) != 0)
+        return AB_EXIT_FAIL;
+    rs->endpoint = rs->o.broker;
+    ab_conn_opts_t co = {.client_name = "agentbus-replay"};
+    ab_conn_t *c = NULL;
+    ab_error_t err = AB_ERROR_INIT;
+    if (ab_conn_new(&c, rs->endpoint, &co, &err) != AB_OK) {
+        fprintf(stderr, "agentbus replay: %s: %s: %s\n", rs->endpoint, ab_status_name(err.code),
+                err.message);
+        return free_state(rs, AB_EXIT_FAIL);
+    }
+    int rc = replay_stop ? interrupted(rs) : run_replay(rs, c);
+    ab_conn_destroy(&c);
+    return free_state(rs, rc);
+}
+
 int cmd_replay(int argc, char **argv)
 {
     struct rstate rs = {.rows = 0};
@@ -392,18 +508,8 @@ int cmd_replay(int argc, char **argv)
     if (rc != AB_EXIT_OK)
         return rc;
     rs.progress = rs.o.progress < 0 ? isatty(STDERR_FILENO) : rs.o.progress;
-    if (open_out(&rs) != 0)
-        return AB_EXIT_FAIL;
-    rs.endpoint = cli_broker_endpoint(rs.o.broker);
-    ab_conn_opts_t co = {.client_name = "agentbus-replay"};
-    ab_conn_t *c = NULL;
-    ab_error_t err = AB_ERROR_INIT;
-    if (ab_conn_new(&c, rs.endpoint, &co, &err) != AB_OK) {
-        fprintf(stderr, "agentbus replay: %s: %s: %s\n", rs.endpoint, ab_status_name(err.code),
-                err.message);
-        return free_state(&rs, AB_EXIT_FAIL);
-    }
-    rc = run_replay(&rs, c);
-    ab_conn_destroy(&c);
-    return free_state(&rs, rc);
+    catch_signals(); /* before the temporary exists (invariant 6) */
+    rc = run_export(&rs);
+    release_signals();
+    return rc;
 }

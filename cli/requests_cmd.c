@@ -134,9 +134,8 @@ int cli_list_requests(const cli_requests_opts_t *o)
     ab_buf_t line = AB_BUF_INIT;
     ab_error_t err = AB_ERROR_INIT;
     size_t n = 0, ncaps = 0;
-    ab_status_t rc = ab_doc_new(&doc) == AB_OK
-                         ? ab_conn_new(&c, cli_broker_endpoint(o->broker), &co, &err)
-                         : ab_error_set(&err, AB_NOMEM, "", "out of memory");
+    ab_status_t rc = ab_doc_new(&doc) == AB_OK ? ab_conn_new(&c, o->broker, &co, &err)
+                                               : ab_error_set(&err, AB_NOMEM, "", "out of memory");
     const ab_cap_t *caps = rc == AB_OK ? ab_conn_caps(c, &ncaps) : NULL;
     if (rc == AB_OK)
         rc = ab_caps_require(caps, ncaps, AB_CAP_DISPATCH, &err);

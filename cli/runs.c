@@ -119,7 +119,9 @@ static int parse_args(int argc, char **argv, struct ropts *o)
         return cli_usage_error("runs", "--requests lists requests of every thread (no --thread)");
     if (o->agent && cli_check_id("runs", "--agent", o->agent) != 0)
         return AB_EXIT_USAGE;
-    return o->thread ? cli_check_id("runs", "--thread", o->thread) : 0;
+    if (o->thread && cli_check_id("runs", "--thread", o->thread) != 0)
+        return AB_EXIT_USAGE;
+    return cli_endpoint("runs", o->broker, &o->broker);
 }
 
 static int list_requests(const struct ropts *o)
@@ -340,7 +342,7 @@ static void print_row(const struct rstate *st, const struct run_row *r)
 static ab_status_t collect(struct rstate *st, ab_error_t *err)
 {
     ab_conn_opts_t co = {.client_name = "agentbus-runs", .timeout_ms = (int)st->o.timeout_ms};
-    ab_status_t rc = ab_conn_new(&st->c, cli_broker_endpoint(st->o.broker), &co, err);
+    ab_status_t rc = ab_conn_new(&st->c, st->o.broker, &co, err);
     if (rc != AB_OK)
         return rc;
     if (st->o.thread) {

@@ -71,7 +71,9 @@ static int parse_args(int argc, char **argv, struct sopts *o)
     o->thread = argv[optind++];
     if (optind < argc)
         return cli_usage_error("snapshot", "unexpected argument '%s'", argv[optind]);
-    return cli_check_id("snapshot", "THREAD", o->thread);
+    if (cli_check_id("snapshot", "THREAD", o->thread) != 0)
+        return AB_EXIT_USAGE;
+    return cli_endpoint("snapshot", o->broker, &o->broker);
 }
 
 /* A string member as "%.*s" arguments: its length and bytes, or @p dflt. */
@@ -196,7 +198,7 @@ int cmd_snapshot(int argc, char **argv)
     ab_conn_t *c = NULL;
     ab_conn_opts_t co = {.client_name = "agentbus-snapshot", .timeout_ms = (int)o.timeout_ms};
     ab_status_t st = ab_doc_new(&vals) == AB_OK
-                         ? ab_conn_new(&c, cli_broker_endpoint(o.broker), &co, &err)
+                         ? ab_conn_new(&c, o.broker, &co, &err)
                          : ab_error_set(&err, AB_NOMEM, NULL, "out of memory");
     if (st == AB_OK)
         st = fetch(&o, c, vals, &doc, &text, &err);

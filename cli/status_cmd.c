@@ -97,7 +97,7 @@ static int parse(int argc, char **argv, struct sopts *o)
         return cli_usage_error("status", "unexpected argument '%s'", argv[optind]);
     if (o->count && !o->watch_s)
         return cli_usage_error("status", "--count goes with --watch");
-    return 0;
+    return cli_endpoint("status", o->broker, &o->broker);
 }
 
 /* "12.3 MiB" */
@@ -226,9 +226,8 @@ int cmd_status(int argc, char **argv)
     int rc = parse(argc, argv, &o);
     if (rc != 0)
         return rc < 0 ? AB_EXIT_OK : rc;
-    const char *ep = cli_broker_endpoint(o.broker);
     char epc[300];
-    snprintf(epc, sizeof epc, "%s", ep);
+    snprintf(epc, sizeof epc, "%s", o.broker);
     ab_conn_opts_t co = {.client_name = "agentbus-status", .timeout_ms = (int)o.timeout_ms};
     ab_conn_t *conn = NULL;
     ab_error_t err = AB_ERROR_INIT;

@@ -111,7 +111,7 @@ static int parse_args(int argc, char **argv, struct topts *o)
     return AB_EXIT_OK;
 }
 
-static int check_args(int argc, char **argv, const struct topts *o)
+static int check_args(int argc, char **argv, struct topts *o)
 {
     if (optind < argc)
         return cli_usage_error("tail", "unexpected argument '%s'", argv[optind]);
@@ -126,7 +126,9 @@ static int check_args(int argc, char **argv, const struct topts *o)
         return cli_usage_error("tail", "--after-seq needs --thread and --run");
     if (o->thread && cli_check_id("tail", "--thread", o->thread) != 0)
         return AB_EXIT_USAGE;
-    return o->run ? cli_check_id("tail", "--run", o->run) : AB_EXIT_OK;
+    if (o->run && cli_check_id("tail", "--run", o->run) != 0)
+        return AB_EXIT_USAGE;
+    return cli_endpoint("tail", o->broker, &o->broker);
 }
 
 static int on_event(void *ud, const ab_sub_event_t *e)
@@ -235,7 +237,7 @@ int cmd_tail(int argc, char **argv)
     fill_sub_opts(&ts, &so);
     ab_sub_t *s = NULL;
     ab_error_t err = AB_ERROR_INIT;
-    const char *ep = cli_broker_endpoint(ts.o.broker);
+    const char *ep = ts.o.broker;
     if (ab_sub_new(&s, ep, &so, &err) != AB_OK) {
         fprintf(stderr, "agentbus tail: %s: %s: %s\n", ep, ab_status_name(err.code), err.message);
         cli_printer_free(&ts.pr);

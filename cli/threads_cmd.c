@@ -113,16 +113,18 @@ static int parse(int argc, char **argv, opts_t *o)
     }
     if (optind < argc)
         return cli_usage_error("threads", "unexpected argument '%s'", argv[optind]);
-    return o->prefix ? cli_check_id("threads", "--prefix", o->prefix) : 0;
+    if (o->prefix && cli_check_id("threads", "--prefix", o->prefix) != 0)
+        return AB_EXIT_USAGE;
+    if (o->after && cli_check_id("threads", "--after", o->after) != 0)
+        return AB_EXIT_USAGE;
+    return cli_endpoint("threads", o->broker, &o->broker);
 }
 
 /* Every page asked for (invariant 2); @return the status, *n the threads printed. */
 static ab_status_t list(ab_conn_t *c, ab_doc_t *doc, const opts_t *o, size_t *n, ab_error_t *err)
 {
     char after[AB_ID_MAX_BYTES + 1];
-    snprintf(after, sizeof after, "%s", o->after ? o->after : "");
-    if (o->after && strlen(o->after) > AB_ID_MAX_BYTES)
-        return ab_error_set(err, AB_INVALID_ARGUMENT, "after", "--after is longer than an id");
+    snprintf(after, sizeof after, "%s", o->after ? o->after : ""); /* an id (parse) */
     for (;;) {
         ab_threads_req_t q = {.after = {after, strlen(after)},
                               .prefix = {o->prefix, o->prefix ? strlen(o->prefix) : 0},
@@ -164,9 +166,8 @@ int cmd_threads(int argc, char **argv)
     ab_doc_t *doc = NULL;
     ab_error_t err = AB_ERROR_INIT;
     size_t n = 0, ncaps = 0;
-    ab_status_t st = ab_doc_new(&doc) == AB_OK
-                         ? ab_conn_new(&c, cli_broker_endpoint(o.broker), &co, &err)
-                         : ab_error_set(&err, AB_NOMEM, "", "out of memory");
+    ab_status_t st = ab_doc_new(&doc) == AB_OK ? ab_conn_new(&c, o.broker, &co, &err)
+                                               : ab_error_set(&err, AB_NOMEM, "", "out of memory");
     const ab_cap_t *caps = st == AB_OK ? ab_conn_caps(c, &ncaps) : NULL;
     if (st == AB_OK)
         st = ab_caps_require(caps, ncaps, AB_CAP_THREADS, &err);

@@ -129,7 +129,9 @@ int cmd_whoami(int argc, char **argv)
     }
     if (optind < argc)
         return cli_usage_error("whoami", "unexpected argument '%s'", argv[optind]);
-    const char *ep = cli_broker_endpoint(broker);
+    const char *ep = NULL;
+    if (cli_endpoint("whoami", broker, &ep) != 0)
+        return AB_EXIT_USAGE;
     ab_conn_opts_t co = {.client_name = "agentbus-whoami", .timeout_ms = (int)timeout_ms};
     ab_conn_t *conn = NULL;
     ab_error_t err = AB_ERROR_INIT;

@@ -127,7 +127,7 @@ static int parse_common(int argc, char **argv, const char *cmd, struct wopts *o,
         default: return cli_bad_option(cmd, c);
         }
     }
-    return 0;
+    return cli_endpoint(cmd, o->broker, &o->broker);
 }
 
 int cmd_workers(int argc, char **argv)
@@ -147,7 +147,7 @@ int cmd_workers(int argc, char **argv)
     ab_workers_reply_t r = {0};
     ab_conn_opts_t co = {.client_name = "agentbus-workers", .timeout_ms = (int)o.timeout_ms};
     ab_status_t st = ab_doc_new(&doc) == AB_OK
-                         ? ab_conn_new(&c, cli_broker_endpoint(o.broker), &co, &err)
+                         ? ab_conn_new(&c, o.broker, &co, &err)
                          : ab_error_set(&err, AB_NOMEM, NULL, "out of memory");
     if (st == AB_OK)
         st = ab_conn_workers(c, doc, &r, (int)o.timeout_ms, &err);
@@ -260,7 +260,7 @@ int cmd_invoke(int argc, char **argv)
     signal(SIGINT, on_sigint);
     signal(SIGTERM, on_sigint);
     ab_status_t st = ab_doc_new(&doc) == AB_OK
-                         ? ab_conn_new(&c, cli_broker_endpoint(o.broker), &co, &err)
+                         ? ab_conn_new(&c, o.broker, &co, &err)
                          : ab_error_set(&err, AB_NOMEM, NULL, "out of memory");
     if (st == AB_OK)
         st = ab_conn_invoke_send(c, o.agent, o.action, o.payload, o.thread, (uint32_t)o.timeout_ms,

@@ -205,12 +205,12 @@ static void test_conformance_endpoint(void **state)
     run_cases(cases, NCASES(cases), ep);
 }
 
-/* An empty or over-long id is a usage error in every command, found before connecting (and
- * before any table header). */
+/* An empty, over-long or control-character id is a usage error in every command, found before
+ * connecting (and before any table header); threads --after too, a cursor that is an id. */
 static void test_ids_checked_first(void **state)
 {
     (void)state;
-    char cases_args[16][600];
+    char cases_args[20][600];
     static const struct {
         const char *args, *says;
     } ids[] = {
@@ -224,6 +224,10 @@ static void test_ids_checked_first(void **state)
         {"invoke --broker %s agent act --thread ''", "--thread id is empty"},
         {"threads --broker %s --prefix ''", "--prefix id is empty"},
         {"threads --broker %s --prefix LONG", "--prefix 'xxxx"},
+        {"threads --broker %s --after ''", "--after '': --after id is empty"},
+        {"threads --broker %s --after LONG", "--after 'xxxx"},
+        {"threads --broker %s --after \"$(printf 'a\\001b')\"",
+         "--after id contains a control character at byte 1"},
         {"run --broker %s ''", "AGENT id is empty"},
         {"cancel --broker %s t ''", "RUN id is empty"},
         {"abandon --broker %s '' r", "THREAD id is empty"},
@@ -232,7 +236,7 @@ static void test_ids_checked_first(void **state)
     char lng[300];
     memset(lng, 'x', 257);
     lng[257] = '\0';
-    usage_case_t cases[16];
+    usage_case_t cases[20];
     for (size_t i = 0; i < NCASES(ids); i++) {
         const char *at = strstr(ids[i].args, "LONG");
         if (at)
@@ -243,6 +247,86 @@ static void test_ids_checked_first(void **state)
         cases[i] = (usage_case_t){cases_args[i], 2, ids[i].says};
     }
     run_cases(cases, NCASES(ids), nowhere());
+}
+
+/* Run `timeout -s KILL 60 sh -c LINE` (stdout and stderr together into @p out, OUT_MAX bytes):
+ * for what it_run_cli has no room for - an environment variable, an input, or a bound on a
+ * command that would never end without the fix under test. @return its exit status. */
+static int run_bounded(char *out, const char *line)
+{
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "timeout -s KILL 60 sh -c \"%s\" 2>&1", line);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    size_t n = fread(out, 1, OUT_MAX - 1, p);
+    out[n] = '\0';
+    int st = pclose(p);
+    print_message("$ %s\n%.4000s", line, out);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* A --broker endpoint ZeroMQ cannot parse is a usage error in every command (exit 2 naming it,
+ * before anything is read or connected), as conformance's ENDPOINT is; $AGENTBUS_BROKER too.
+ * The gateway, which would serve for ever on such an endpoint, is run bounded. */
+static void test_bad_broker_endpoint(void **state)
+{
+    (void)state;
+    static const char *const cmds[] = {
+        "runs",
+        "runs --requests",
+        "threads",
+        "status",
+        "workers",
+        "invoke a b",
+        "whoami",
+        "snapshot t",
+        "replay --all",
+        "tail",
+        "run a",
+        "cancel t r",
+        "abandon t r",
+        "approve t r",
+        "deny t r",
+        "demo",
+        "publish /nonexistent",
+    };
+    static const char *const eps[] = {"foo", "tcp://127.0.0.1:abc", "http://x:1"};
+    char args[200], says[96], out[OUT_MAX];
+    for (size_t i = 0; i < NCASES(cmds); i++) {
+        for (size_t k = 0; k < NCASES(eps); k++) {
+            snprintf(args, sizeof args, "%s --broker '%s'", cmds[i], eps[k]);
+            snprintf(says, sizeof says, ": bad --broker '%s': ", eps[k]);
+            run_cases(&(usage_case_t){args, 2, says}, 1, "");
+        }
+    }
+    static const usage_case_t bench[] = {
+        {"bench ingest --broker foo", 2, "agentbus bench: bad --broker 'foo': Invalid argument"},
+        {"bench dispatch --broker %s --workers-broker http://x:1", 2,
+         "agentbus bench: bad --workers-broker 'http://x:1': Protocol not supported"},
+    };
+    run_cases(bench, NCASES(bench), nowhere());
+    snprintf(args, sizeof args, "%s gateway --listen 127.0.0.1:0 --broker foo", AB_AGENTBUS_BIN);
+    assert_int_equal(run_bounded(out, args), 2);
+    assert_non_null(strstr(out, "agentbus gateway: bad --broker 'foo': Invalid argument"));
+    snprintf(args, sizeof args, "AGENTBUS_BROKER='tcp://127.0.0.1:abc' %s status", AB_AGENTBUS_BIN);
+    assert_int_equal(run_bounded(out, args), 2);
+    assert_non_null(strstr(out, "agentbus status: bad $AGENTBUS_BROKER 'tcp://127.0.0.1:abc'"));
+}
+
+/* publish reading an input without a newline (`< /dev/zero`) stops once the line passes the
+ * limit, naming the line and the limit, instead of reading it for ever; nothing is sent (the
+ * whole input is checked first). */
+static void test_publish_endless_line(void **state)
+{
+    (void)state;
+    char line[600], out[OUT_MAX];
+    snprintf(line, sizeof line, "env -u AGENTBUS_BROKER %s publish --broker %s --json </dev/zero",
+             AB_AGENTBUS_BIN, nowhere());
+    assert_int_equal(run_bounded(out, line), 1);
+    assert_non_null(strstr(out, "agentbus publish: line 1: too_large: line longer than 4194304 "
+                                "bytes; nothing was published\n"));
+    assert_non_null(strstr(out, "\"events\":0,"));
+    assert_non_null(strstr(out, "\"line\":1,\"error\":{\"code\":\"too_large\""));
 }
 
 /* The small ones: the unexpected argument is named; bench lists every benchmark; the help of
@@ -273,6 +357,8 @@ int main(void)
         cmocka_unit_test(test_whoami_hint_once),
         cmocka_unit_test(test_conformance_endpoint),
         cmocka_unit_test(test_ids_checked_first),
+        cmocka_unit_test(test_bad_broker_endpoint),
+        cmocka_unit_test(test_publish_endless_line),
         cmocka_unit_test(test_messages_and_help),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
