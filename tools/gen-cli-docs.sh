@@ -44,7 +44,9 @@ man=$out/agentbus.1
     echo ".B NO_COLOR"
     echo "set and not empty: no colour in any output"
     echo ".SH EXIT STATUS"
-    echo "0 success, 1 the work found a failure, 2 a usage error."
+    echo "0 success, 1 the work found a failure, 2 a usage error; a command that follows a"
+    echo "run or streams until stopped has more (3 and 4 for how a run ended, 130 when stopped"
+    echo "by SIGINT or SIGTERM): its help lists them."
 } >"$man.tmp"
 mv "$man.tmp" "$man"
 
