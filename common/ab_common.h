@@ -1,6 +1,6 @@
 /*
  * ab_common.h - the few helpers every module of agentbus needs, written once:
- * the monotonic clock, the FNV-1a hash and a doubling array.
+ * the monotonic clock, the FNV-1a hash, a UTF-8 cut and a doubling array.
  *
  * Header-only (static inline), so each library (proto, store, plugin, client,
  * broker, cli) carries its own copy and none has to export an internal symbol
@@ -9,7 +9,7 @@
 #ifndef AB_COMMON_H
 #define AB_COMMON_H
 
-#include "agentbus/value.h" /* ab_limits_t */
+#include "agentbus/value.h" /* ab_limits_t, ab_utf8_valid() */
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -112,6 +112,29 @@ static inline uint32_t ab__fnv32_more(uint32_t h, const void *p, size_t n)
         h *= 16777619u;
     }
     return h;
+}
+
+/* ---- UTF-8 ---------------------------------------------------------------- */
+
+/**
+ * The length of the longest prefix of s[0..n) of at most @p max bytes that is valid UTF-8
+ * (ab_utf8_valid()): a cut at @p max steps back before a character it would split, and the
+ * prefix ends before the first byte that starts no valid character (a stray continuation
+ * byte, an overlong or surrogate form, a sequence cut short by @p n), so what is left can
+ * always go on the wire, whose strings are UTF-8. s[0..n) must be readable; s need not be
+ * NUL-terminated. 0 when @p max is 0.
+ */
+static inline size_t ab__utf8_cut(const char *s, size_t n, size_t max)
+{
+    size_t end = n < max ? n : max, i = 0;
+    while (i < end) {
+        unsigned char c = (unsigned char)s[i];
+        size_t len = c < 0x80 ? 1 : c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : 2;
+        if (len > end - i || (len > 1 && !ab_utf8_valid(s + i, len)))
+            break; /* split by the cut, or not UTF-8 */
+        i += len;
+    }
+    return i;
 }
 
 /* ---- the doubling array ------------------------------------------------------ */

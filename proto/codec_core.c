@@ -16,6 +16,7 @@
  */
 #include "codec_internal.h"
 
+#include "ab_common.h"
 #include "agentbus/ids.h"
 #include "value_internal.h"
 
@@ -576,14 +577,6 @@ static ab_status_t id0_enc(ab_cctx_t *c, const ab_fspec_t *f, const char *base)
 
 const ab_ftype_t ab__ft_id0 = {id0_dec, id0_enc, str_has, str_eq};
 
-/* Longest prefix of s[0..n) that is valid UTF-8 (cuts a split character). */
-static size_t utf8_prefix(const char *s, size_t n)
-{
-    while (n > 0 && !ab_utf8_valid(s, n))
-        n--;
-    return n;
-}
-
 static ab_status_t cstr_dec(ab_cctx_t *c, const ab_fspec_t *f, const ab_val_t *v, char *base)
 {
     ab_status_t rc = want(c, v, AB_VAL_STR, "a string");
@@ -603,7 +596,7 @@ static ab_status_t cstr_enc(ab_cctx_t *c, const ab_fspec_t *f, const char *base)
 {
     const char *s = AB_CFLD(char, base, f->off);
     size_t n = strnlen(s, f->max);
-    return ab__cc_pack_str(c, s, utf8_prefix(s, n));
+    return ab__cc_pack_str(c, s, ab__utf8_cut(s, n, n)); /* valid UTF-8, never split */
 }
 
 static bool cstr_has(const ab_fspec_t *f, const char *base)

@@ -15,6 +15,8 @@
  */
 #include "codec_internal.h"
 
+#include "ab_common.h"
+
 #include <inttypes.h>
 #include <string.h>
 
@@ -118,13 +120,11 @@ static ab_status_t details_dec(ab_cctx_t *c, const ab_fspec_t *f, const ab_val_t
     return rc;
 }
 
-/* Length of the longest valid UTF-8 prefix of the C string s. */
+/* Length of the longest valid UTF-8 prefix of the C string s (a char[max]). */
 static size_t utf8_len(const char *s, size_t max)
 {
     size_t n = strnlen(s, max);
-    while (n > 0 && !ab_utf8_valid(s, n))
-        n--;
-    return n;
+    return ab__utf8_cut(s, n, n);
 }
 
 static bool detail_ok(const ab_error_detail_t *d)

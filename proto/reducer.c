@@ -20,6 +20,7 @@
  *     AgentKit value) leaves the projection as it was and adds a warning.
  *  5. "state" changes atomically: a STATE_DELTA is applied to a copy.
  */
+#include "ab_common.h"
 #include "alloc_internal.h"
 #include "reducer_internal.h"
 
@@ -252,8 +253,7 @@ void ab__rd_warn(ab_reducer_t *r, const char *fmt, ...)
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     size_t len = strlen(msg);
-    while (len > 0 && !ab_utf8_valid(msg, len)) /* truncation may split a character */
-        len--;
+    len = ab__utf8_cut(msg, len, len); /* truncation may split a character */
     json_t *w = json_pack("{s:I,s:s,s:s#}", "seq", (json_int_t)r->seq, "run", r->run, "message",
                           msg, (int)len);
     json_t *list = json_object_get(r->root, "warnings");

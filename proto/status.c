@@ -10,6 +10,8 @@
  */
 #include "agentbus/status.h"
 
+#include "ab_common.h"
+
 #include <stdio.h>
 #include <string.h>
 
@@ -66,21 +68,10 @@ void ab_error_clear(ab_error_t *err)
 
 _Static_assert(sizeof(ab_error_t) <= 360, "ab_error_t stays small (status.h)");
 
-/* Cut @p s (NUL-terminated, @p n bytes) back to the last whole UTF-8 character. */
+/* Cut @p s (NUL-terminated, @p n bytes, what a truncation kept) back to valid UTF-8. */
 static void utf8_cut(char *s, size_t n)
 {
-    size_t end = n;
-    while (end > 0 && ((unsigned char)s[end - 1] & 0xC0) == 0x80)
-        end--; /* continuation bytes of a character that may be cut */
-    if (end > 0) {
-        unsigned char lead = (unsigned char)s[end - 1];
-        size_t need = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
-        if (n - (end - 1) < need)
-            end--; /* the last character is incomplete: drop its lead byte too */
-        else
-            end = n;
-    }
-    s[end] = '\0';
+    s[ab__utf8_cut(s, n, n)] = '\0';
 }
 
 static void copy_trunc(char *dst, size_t size, const char *src)

@@ -93,7 +93,8 @@ typedef enum ab_status {
  * ab_error_t is small - 360 bytes, in the class of jansson's json_error_t
  * (252 bytes, whose text[160] is our message) - so it lives on the stack and
  * inside results without cost. Its limits are the wire's (docs/PROTOCOL.md
- * 8.1): a longer message is cut back at a UTF-8 character boundary, a longer
+ * 8.1): a longer message is cut back at a UTF-8 character boundary (and
+ * before the first byte that is not UTF-8, if any), a longer
  * field at its last whole path segment (still a pointer, to an ancestor), and
  * a detail beyond the last slot is dropped.
  */

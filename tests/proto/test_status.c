@@ -191,12 +191,34 @@ static void test_error_is_small(void **state)
     assert_null(ab_error_detail(&e, "dropped"));
 }
 
+/* A message or string detail cut at its limit is valid UTF-8 even when the text was not:
+ * the cut ends before the first byte that is not UTF-8, as the wire's encoding of the error
+ * does (before: the cut only stepped back over a split character and kept the bad byte). */
+static void test_error_cut_invalid(void **state)
+{
+    (void)state;
+    ab_error_t e = AB_ERROR_INIT;
+    char msg[300];
+    memset(msg, 'a', sizeof(msg));
+    msg[10] = '\xff';
+    msg[sizeof(msg) - 1] = '\0';
+    ab_error_set(&e, AB_INVALID_EVENT, "", "%s", msg);
+    assert_int_equal(strlen(e.message), 10);
+    ab_error_detail_str(&e, "k", msg);
+    assert_int_equal(strlen(ab_error_detail(&e, "k")->s), 10);
+    /* not cut: kept as it is */
+    ab_error_t f = AB_ERROR_INIT;
+    ab_error_set(&f, AB_INVALID_EVENT, "", "%s", "short \xff");
+    assert_string_equal(f.message, "short \xff");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_names_roundtrip),
         cmocka_unit_test(test_first_error_wins),
         cmocka_unit_test(test_error_is_small),
+        cmocka_unit_test(test_error_cut_invalid),
         cmocka_unit_test(test_ids),
         cmocka_unit_test(test_id_check_every_byte_everywhere),
         cmocka_unit_test(test_version_negotiation),
