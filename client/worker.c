@@ -25,6 +25,13 @@
  *  7. No send waits past the call's deadline (ab_worker_run(): its timeout;
  *     the others: timeout_ms). A ping that cannot go is tried again at the
  *     next ab_worker_run(); an answer that cannot go is counted undelivered.
+ *  8. Each decline sent is kept (with its cid) until its answer: `declined` forgets it; an
+ *     `error` is a refusal, counted (decline_refused): a retryable one is sent again
+ *     DECLINE_RETRY_MS later by ab_worker_run(), any other forgotten (the broker's
+ *     not_found: no such assignment of this worker's any more). A pong of another broker
+ *     instance forgets
+ *     them all (the restart put back what was assigned), so does DECLINE_FORGET_MS without
+ *     an answer.
  */
 #include "agentbus/worker.h"
 
@@ -38,7 +45,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define LEAVE_WAIT_MS 500 /* how long destroy waits for `left` */
+#define LEAVE_WAIT_MS     500   /* how long destroy waits for `left` */
+#define DECLINE_RETRY_MS  100   /* a decline refused retryably is sent again this much later */
+#define DECLINE_FORGET_MS 60000 /* a decline not answered this long is forgotten */
 
 typedef struct agent {
     char *name;
@@ -46,6 +55,15 @@ typedef struct agent {
     char **actions;
     size_t nactions;
 } agent_t;
+
+/* A decline sent and not answered yet, or refused retryably and to send again (invariant 8). */
+typedef struct decline {
+    uint64_t cid; /* the decline sent; 0 = to send again at at_ms */
+    uint64_t request, epoch;
+    char *reason; /* what was sent (cut), owned; NULL for none */
+    size_t reason_len;
+    int64_t at_ms; /* when it was sent, or when to send it again */
+} decline_t;
 
 struct ab_worker {
     ab_conn_t *c;
@@ -70,9 +88,11 @@ struct ab_worker {
     int64_t serve_sent_ms;
     uint32_t lease_ms;
     int64_t last_sent_ms;
-    ab_buf_t result; /* the callback's JSON text */
-    ab_buf_t mp;     /* ... as msgpack */
-    ab_doc_t *rdoc;  /* ... as a tree */
+    ab_buf_t result;     /* the callback's JSON text */
+    ab_buf_t mp;         /* ... as msgpack */
+    ab_doc_t *rdoc;      /* ... as a tree */
+    decline_t *declines; /* invariant 8 */
+    size_t ndeclines, cap_declines;
     ab_worker_stats_t stats;
 };
 
@@ -129,6 +149,9 @@ void ab_worker_destroy(ab_worker_t **wp)
     ab_buf_free(&w->mp);
     free(w->instance);
     free(w->pending);
+    for (size_t i = 0; i < w->ndeclines; i++)
+        free(w->declines[i].reason);
+    free(w->declines);
     free(w);
     *wp = NULL;
 }
@@ -278,10 +301,12 @@ ab_status_t ab_worker_serve(ab_worker_t *w, ab_error_t *err)
     return AB_OK;
 }
 
-/* Send @p m by @p deadline without waiting for its answer (invariants 1, 7). */
-static ab_status_t send_async(ab_worker_t *w, const ab_msg_t *m, int64_t deadline, ab_error_t *err)
+/* Send @p m by @p deadline without waiting for its answer (invariants 1, 7); its cid in
+ * *@p cid when not NULL. */
+static ab_status_t send_async(ab_worker_t *w, const ab_msg_t *m, uint64_t *cid, int64_t deadline,
+                              ab_error_t *err)
 {
-    ab_status_t st = ab__conn_send_by(w->c, m, NULL, 0, NULL, deadline, err);
+    ab_status_t st = ab__conn_send_by(w->c, m, NULL, 0, cid, deadline, err);
     if (st == AB_OK)
         w->last_sent_ms = ab__mono_ms();
     return st;
@@ -307,7 +332,7 @@ static ab_status_t result_tree(ab_worker_t *w, const ab_val_t **out, ab_error_t 
 static ab_status_t send_result(ab_worker_t *w, const ab_msg_t *m, int64_t deadline, ab_error_t *err)
 {
     ab_error_t e = AB_ERROR_INIT;
-    ab_status_t st = send_async(w, m, deadline, &e);
+    ab_status_t st = send_async(w, m, NULL, deadline, &e);
     if (st == AB_TIMEOUT) { /* the broker is gone or does not read: nobody gets it */
         w->stats.undelivered++;
         return AB_OK;
@@ -342,17 +367,15 @@ static ab_status_t on_call(ab_worker_t *w, const ab_action_call_t *call, int64_t
     return send_result(w, &m, deadline, err);
 }
 
-/* At most AB_REASON_MAX bytes of @p reason, not ending inside a UTF-8 character (the
- * rule of proto/status.c utf8_cut(): a cut steps back over continuation bytes). */
-static size_t reason_len(const char *reason)
+/* Send decline @p d by @p deadline; its cid and time go into it (invariant 8). */
+static ab_status_t send_decline(ab_worker_t *w, decline_t *d, int64_t deadline, ab_error_t *err)
 {
-    size_t n = reason ? strlen(reason) : 0;
-    if (n <= AB_REASON_MAX)
-        return n;
-    n = AB_REASON_MAX;
-    while (n > 0 && ((unsigned char)reason[n] & 0xC0) == 0x80)
-        n--; /* reason[n], the first byte left out, continues a character: leave it all out */
-    return n;
+    ab_msg_t m = {.op = AB_OP_DECLINE};
+    m.u.decline = (ab_decline_t){d->request, d->epoch, {d->reason, d->reason_len}};
+    ab_status_t st = send_async(w, &m, &d->cid, deadline, err);
+    if (st == AB_OK)
+        d->at_ms = w->last_sent_ms;
+    return st;
 }
 
 static ab_status_t decline_by(ab_worker_t *w, uint64_t request, uint64_t epoch, const char *reason,
@@ -360,12 +383,85 @@ static ab_status_t decline_by(ab_worker_t *w, uint64_t request, uint64_t epoch, 
 {
     if (request == 0 || epoch == 0)
         return ab_error_set(err, AB_INVALID_ARGUMENT, "request", "decline names an assignment");
-    ab_msg_t m = {.op = AB_OP_DECLINE};
-    m.u.decline = (ab_decline_t){request, epoch, {reason, reason_len(reason)}};
-    ab_status_t st = send_async(w, &m, deadline, err);
-    if (st == AB_OK)
-        w->stats.declined++;
-    return st;
+    decline_t d = {.request = request, .epoch = epoch};
+    /* the reason: at most AB_REASON_MAX bytes of valid UTF-8, no character split */
+    d.reason_len = reason ? ab__utf8_cut(reason, strlen(reason), AB_REASON_MAX) : 0;
+    decline_t *v = ab__grow(w->declines, &w->cap_declines, w->ndeclines + 1, sizeof(*v), 4);
+    if (v != NULL)
+        w->declines = v;
+    if (v == NULL || (d.reason_len > 0 && (d.reason = malloc(d.reason_len)) == NULL))
+        return ab_error_set(err, AB_NOMEM, "", "out of memory");
+    if (d.reason != NULL)
+        memcpy(d.reason, reason, d.reason_len);
+    ab_status_t st = send_decline(w, &d, deadline, err);
+    if (st != AB_OK) {
+        free(d.reason);
+        return st;
+    }
+    w->declines[w->ndeclines++] = d;
+    w->stats.declined++;
+    return AB_OK;
+}
+
+/* The kept decline sent with @p cid, or NULL (invariant 8). */
+static decline_t *find_decline(ab_worker_t *w, uint64_t cid)
+{
+    for (size_t i = 0; cid != 0 && i < w->ndeclines; i++)
+        if (w->declines[i].cid == cid)
+            return &w->declines[i];
+    return NULL;
+}
+
+static void forget_decline(ab_worker_t *w, decline_t *d)
+{
+    free(d->reason);
+    *d = w->declines[--w->ndeclines];
+}
+
+static void forget_declines(ab_worker_t *w)
+{
+    while (w->ndeclines > 0)
+        forget_decline(w, &w->declines[0]);
+}
+
+/* A decline refused (invariant 8): counted; a retryable refusal is sent again later, any
+ * other forgotten (the assignment is not, or no longer, this worker's to give back). */
+static void on_decline_refused(ab_worker_t *w, decline_t *d, const ab_error_t *e)
+{
+    w->stats.decline_refused++;
+    if (e->retryable || ab_status_retryable(e->code)) {
+        d->cid = 0;
+        d->at_ms = ab__mono_ms() + DECLINE_RETRY_MS;
+        return;
+    }
+    forget_decline(w, d);
+}
+
+/* Send again the declines refused retryably whose time has come, forget those never
+ * answered (invariant 8); one that cannot go by @p deadline waits for the next run. */
+static ab_status_t resend_declines(ab_worker_t *w, int64_t deadline, ab_error_t *err)
+{
+    int64_t now = ab__mono_ms();
+    for (size_t i = 0; i < w->ndeclines;) {
+        decline_t *d = &w->declines[i];
+        if (d->cid != 0 && now - d->at_ms >= DECLINE_FORGET_MS) {
+            forget_decline(w, d);
+            continue;
+        }
+        i++;
+        if (d->cid != 0 || now < d->at_ms)
+            continue;
+        ab_error_t e = AB_ERROR_INIT;
+        ab_status_t st = send_decline(w, d, deadline, &e);
+        if (st == AB_TIMEOUT)
+            return AB_OK; /* the broker does not take it now: the next run tries again */
+        if (st != AB_OK) {
+            if (err != NULL && err->code == AB_OK)
+                *err = e;
+            return st;
+        }
+    }
+    return AB_OK;
 }
 
 ab_status_t ab_worker_decline(ab_worker_t *w, uint64_t request, uint64_t epoch, const char *reason,
@@ -409,6 +505,7 @@ static ab_status_t on_pong(ab_worker_t *w, const ab_pong_t *p, ab_error_t *err)
     int64_t now = ab__mono_ms();
     if (w->instance == NULL || same_instance(w->instance, w->instance_len, p->instance))
         return AB_OK;
+    forget_declines(w); /* the restart put back what was assigned (invariant 8) */
     if (w->serve_cid != 0 && same_instance(w->pending, w->pending_len, p->instance) &&
         now - w->serve_sent_ms < w->timeout_ms)
         return AB_OK; /* its answer may still come */
@@ -429,10 +526,15 @@ static ab_status_t on_pong(ab_worker_t *w, const ab_pong_t *p, ab_error_t *err)
     return AB_OK;
 }
 
-/* An `error` answer: to the outstanding `serve`, a refusal (invariant 5); to anything
- * else, one of our sends refused (a late result): nothing to do. */
+/* An `error` answer: to a decline or the outstanding `serve`, a refusal (invariants 8, 5);
+ * to anything else, one of our sends refused (a late result): nothing to do. */
 static ab_status_t on_error(ab_worker_t *w, const ab_msg_t *m, const ab_error_t *e, ab_error_t *err)
 {
+    decline_t *d = find_decline(w, m->cid);
+    if (d != NULL) {
+        on_decline_refused(w, d, e);
+        return AB_OK;
+    }
     if (w->serve_cid == 0 || m->cid != w->serve_cid)
         return AB_OK;
     w->serve_cid = 0;
@@ -441,6 +543,14 @@ static ab_status_t on_error(ab_worker_t *w, const ab_msg_t *m, const ab_error_t 
     if (err != NULL && err->code == AB_OK)
         *err = *e;
     return e->code;
+}
+
+/* `declined`: that decline was answered (invariant 8). */
+static void on_declined(ab_worker_t *w, uint64_t cid)
+{
+    decline_t *d = find_decline(w, cid);
+    if (d != NULL)
+        forget_decline(w, d);
 }
 
 /* One message that arrived (invariant 1). */
@@ -453,6 +563,7 @@ static ab_status_t on_message(ab_worker_t *w, const ab_msg_t *m, int64_t deadlin
     case AB_OP_PONG: return on_pong(w, &m->u.pong, err);
     case AB_OP_ASSIGN: return on_assign(w, &m->u.assign, deadline, err);
     case AB_OP_RUN_CANCEL: on_run_cancel(w, &m->u.run_cancel); return AB_OK;
+    case AB_OP_DECLINED: on_declined(w, m->cid); return AB_OK;
     default: return AB_OK;
     }
 }
@@ -465,12 +576,25 @@ static ab_status_t keep_lease(ab_worker_t *w, int64_t deadline, ab_error_t *err)
         return AB_OK;
     ab_msg_t ping = {.op = AB_OP_PING};
     ab_error_t e = AB_ERROR_INIT;
-    ab_status_t st = send_async(w, &ping, deadline, &e);
+    ab_status_t st = send_async(w, &ping, NULL, deadline, &e);
     if (st == AB_OK)
         w->stats.pings++;
     else if (st != AB_TIMEOUT && err != NULL && err->code == AB_OK)
         *err = e;
     return st;
+}
+
+/* How long ab_worker_run() may wait for messages: up to @p timeout_ms, the next ping
+ * (invariant 3) or the next decline to send again (invariant 8), whichever comes first. */
+static int run_wait(const ab_worker_t *w, int timeout_ms)
+{
+    int64_t now = ab__mono_ms(), wait = timeout_ms;
+    if (w->lease_ms && w->last_sent_ms + w->lease_ms / 3 - now < wait)
+        wait = w->last_sent_ms + w->lease_ms / 3 - now;
+    for (size_t i = 0; i < w->ndeclines; i++)
+        if (w->declines[i].cid == 0 && w->declines[i].at_ms - now < wait)
+            wait = w->declines[i].at_ms - now;
+    return wait > 0 ? (int)wait : 0;
 }
 
 ab_status_t ab_worker_run(ab_worker_t *w, int timeout_ms, ab_error_t *err)
@@ -479,9 +603,10 @@ ab_status_t ab_worker_run(ab_worker_t *w, int timeout_ms, ab_error_t *err)
     ab_status_t st = keep_lease(w, deadline, err);
     if (st != AB_OK && st != AB_TIMEOUT) /* a timeout: read what came meanwhile, if anything */
         return st;
-    now = ab__mono_ms();
-    int until_ping = w->lease_ms ? (int)(w->last_sent_ms + w->lease_ms / 3 - now) : timeout_ms;
-    int wait = timeout_ms < until_ping ? timeout_ms : (until_ping > 0 ? until_ping : 0);
+    st = resend_declines(w, deadline, err);
+    if (st != AB_OK)
+        return st;
+    int wait = run_wait(w, timeout_ms);
     for (bool first = true;; first = false) {
         ab_msg_t m = {.op = AB_OP_NONE_};
         ab_error_t e = AB_ERROR_INIT;

@@ -266,10 +266,11 @@ int main(int argc, char **argv)
             goto done;
     ab_worker_stats_t s = ab_worker_stats(w);
     printf("worker stopped: %llu calls, %llu failed, %llu undelivered, %llu assigned, %llu "
-           "declined, %llu cancels\n",
+           "declined (%llu refused), %llu cancels\n",
            (unsigned long long)s.calls, (unsigned long long)s.failed,
            (unsigned long long)s.undelivered, (unsigned long long)s.assigned,
-           (unsigned long long)s.declined, (unsigned long long)s.cancels);
+           (unsigned long long)s.declined, (unsigned long long)s.decline_refused,
+           (unsigned long long)s.cancels);
     rc = 0;
 done:
     for (int i = 0; i < SLOTS; i++)

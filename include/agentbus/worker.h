@@ -80,15 +80,17 @@ typedef void (*ab_run_cancel_fn)(void *ud, ab_worker_t *w, const ab_run_cancel_t
 
 /** What a worker has done so far. */
 typedef struct ab_worker_stats {
-    uint64_t calls;       /**< action calls received */
-    uint64_t failed;      /**< ... answered with an error */
-    uint64_t undelivered; /**< answers the broker could no longer deliver (acks false), or
-                               that could not be sent in time (the broker gone) */
-    uint64_t pings;       /**< lease renewals sent */
-    uint64_t reserved;    /**< times it was served again (`served`), after a broker restart */
-    uint64_t assigned;    /**< assignments received */
-    uint64_t declined;    /**< assignments declined (by the app or for want of a callback) */
-    uint64_t cancels;     /**< run cancels received */
+    uint64_t calls;           /**< action calls received */
+    uint64_t failed;          /**< ... answered with an error */
+    uint64_t undelivered;     /**< answers the broker could no longer deliver (acks false), or
+                                   that could not be sent in time (the broker gone) */
+    uint64_t pings;           /**< lease renewals sent */
+    uint64_t reserved;        /**< times it was served again (`served`), after a broker restart */
+    uint64_t assigned;        /**< assignments received */
+    uint64_t declined;        /**< assignments declined (by the app or for want of a callback) */
+    uint64_t cancels;         /**< run cancels received */
+    uint64_t decline_refused; /**< declines the broker refused (an `error` answer; one that is
+                                   retryable is sent again) */
 } ab_worker_stats_t;
 
 /** Connect to @p endpoint (hello/welcome). @return AB_OK or the connection's error. */
@@ -126,8 +128,13 @@ AB_API void ab_worker_on_cancel(ab_worker_t *w, ab_run_cancel_fn fn, void *ud);
  * back to the head of the queue (and not to this worker for a second).
  * Sent without waiting for the answer (the `declined` answer is read by
  * ab_worker_run()); the send waits at most opts.timeout_ms for the broker.
+ * A refusal (an `error` answer) is counted in stats.decline_refused: when
+ * retryable (overloaded ...) ab_worker_run() sends the decline again 0.1 s
+ * later, until it is answered; any other (not_found: the assignment is not,
+ * or no longer, this worker's) is only counted.
  * @p reason may be NULL; one over AB_REASON_MAX bytes is cut there, or
- * before the UTF-8 character the cut would split.
+ * before the UTF-8 character the cut would split; one with bytes that are
+ * not UTF-8 is cut before the first (the decline still goes).
  * @return AB_OK, AB_INVALID_ARGUMENT, AB_TIMEOUT (retryable: the broker is
  *         not connected or not reading; nothing sent), AB_IO, AB_NOMEM.
  */

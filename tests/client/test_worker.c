@@ -3,8 +3,10 @@
  * thread, speaking the real codec): serving again after a broker restart
  * when the new instance refuses the first `serve` (retryable: served at a
  * later pong; not retryable: ab_worker_run() says so), an instance longer
- * than 64 bytes (served once, not at every pong), and a decline reason cut
- * at AB_REASON_MAX inside a UTF-8 character (cut before it, and sent).
+ * than 64 bytes (served once, not at every pong), a decline reason cut
+ * at AB_REASON_MAX inside a UTF-8 character (cut before it, and sent), and
+ * a refused decline (counted; not retryable: ab_worker_run() says so;
+ * retryable: sent again until answered).
  */
 #include "agentbus/client.h"
 #include "agentbus/worker.h"
@@ -16,13 +18,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define ROUNDS 400 /* ab_worker_run() calls of 20 ms at most before a test gives up */
+#define ROUNDS   400 /* ab_worker_run() calls of 20 ms at most before a test gives up */
+#define QUIET_MS 250 /* a run that sees nothing more: longer than the decline retry delay */
 
 typedef enum mode {
     M_RETRY,   /* a restarted instance refuses the first serve `overloaded`, then serves */
     M_FATAL,   /* a restarted instance refuses every serve `unsupported` */
     M_LONG,    /* one instance of 100 bytes; an action_call after the 3rd pong */
-    M_DECLINE, /* declines are recorded */
+    M_DECLINE, /* declines are recorded and answered `declined` */
+    M_REFUSE1, /* ... the first refused `overloaded` (retryable), the next answered */
+    M_REFUSE,  /* ... each refused `not_found` */
 } script_t;
 
 typedef struct fake {
@@ -32,6 +37,7 @@ typedef struct fake {
     atomic_int serves, pongs, results, declines;
     atomic_size_t reason_len; /* the last decline's, written before declines grows */
     atomic_bool reason_valid;
+    atomic_uint_fast64_t request, epoch; /* ... likewise */
 } fake_t;
 
 static void send_msg(fake_t *f, const ab_msg_t *m)
@@ -80,6 +86,24 @@ static void on_ping(fake_t *f, const ab_msg_t *q)
     }
 }
 
+static void on_decline(fake_t *f, const ab_msg_t *q)
+{
+    const ab_decline_t *d = &q->u.decline;
+    atomic_store(&f->reason_len, d->reason.len);
+    atomic_store(&f->reason_valid, ab_utf8_valid(d->reason.ptr, d->reason.len));
+    atomic_store(&f->request, d->request);
+    atomic_store(&f->epoch, d->epoch);
+    int n = atomic_load(&f->declines);
+    if (f->mode == M_REFUSE || (f->mode == M_REFUSE1 && n == 0))
+        send_error(f, q->cid, f->mode == M_REFUSE ? AB_NOT_FOUND : AB_OVERLOADED);
+    else {
+        ab_msg_t m = {.op = AB_OP_DECLINED, .v = 1, .cid = q->cid};
+        m.u.declined = (ab_declined_t){d->request, AB_REQ_QUEUED};
+        send_msg(f, &m);
+    }
+    atomic_fetch_add(&f->declines, 1);
+}
+
 static void handle(fake_t *f, const ab_msg_t *q)
 {
     ab_msg_t m = {.op = AB_OP_WELCOME, .v = 1, .cid = q->cid};
@@ -97,12 +121,7 @@ static void handle(fake_t *f, const ab_msg_t *q)
         m.op = AB_OP_LEFT;
         send_msg(f, &m);
         break;
-    case AB_OP_DECLINE:
-        atomic_store(&f->reason_len, q->u.decline.reason.len);
-        atomic_store(&f->reason_valid,
-                     ab_utf8_valid(q->u.decline.reason.ptr, q->u.decline.reason.len));
-        atomic_fetch_add(&f->declines, 1);
-        break;
+    case AB_OP_DECLINE: on_decline(f, q); break;
     default: break;
     }
 }
@@ -232,7 +251,67 @@ static void test_decline_utf8(void **state)
     decline_cut(f, w, "\xf0\x9f\x98\x80 a smile", 3); /* 4 bytes, 3 before the cut */
     decline_cut(f, w, "\xe2\x82\xac euro", 2);        /* 3 bytes, 2 before the cut */
     decline_cut(f, w, "\xe2\x82\xac euro", 0);        /* just after the cut: whole */
-    assert_int_equal(ab_worker_stats(w).declined, 4);
+    /* a reason that is not UTF-8 is cut before its first bad byte, and the decline sent
+     * (before: it failed to encode, AB_INVALID_ARGUMENT, and nothing was sent) */
+    ab_error_t err = AB_ERROR_INIT;
+    assert_int_equal(ab_worker_decline(w, 7, 1, "ok \xff bad", &err), AB_OK);
+    for (int i = 0; i < ROUNDS && atomic_load(&f->declines) == 4; i++)
+        assert_int_equal(ab_worker_run(w, 20, &err), AB_OK);
+    assert_int_equal(atomic_load(&f->declines), 5);
+    assert_int_equal(atomic_load(&f->reason_len), 3);
+    assert_true(atomic_load(&f->reason_valid));
+    assert_int_equal(ab_worker_stats(w).declined, 5);
+    ab_worker_destroy(&w);
+    fake_stop(f);
+}
+
+/* The broker refuses a decline `not_found` (not retryable: the assignment is not this
+ * worker's): stats.decline_refused counts it, it is not sent again, and ab_worker_run()
+ * goes on (before: the refusal was read and dropped, and nothing counted it). */
+static void test_decline_refused(void **state)
+{
+    (void)state;
+    fake_t *f = fake_start(M_REFUSE, "inst-1");
+    ab_worker_t *w = worker_new(f, false);
+    ab_error_t err = AB_ERROR_INIT;
+    assert_int_equal(ab_worker_decline(w, 7, 3, "busy", &err), AB_OK);
+    for (int i = 0; i < ROUNDS && ab_worker_stats(w).decline_refused == 0; i++)
+        assert_int_equal(ab_worker_run(w, 20, &err), AB_OK); /* the loop goes on */
+    assert_int_equal(err.code, AB_OK);
+    ab_worker_stats_t s = ab_worker_stats(w);
+    assert_int_equal(s.declined, 1);
+    assert_int_equal(s.decline_refused, 1);
+    /* not sent again: runs past the retry delay read nothing more and say AB_OK */
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(ab_worker_run(w, QUIET_MS, &err), AB_OK);
+    assert_int_equal(atomic_load(&f->declines), 1);
+    ab_worker_destroy(&w);
+    fake_stop(f);
+}
+
+/* A retryable refusal (`overloaded`) is counted and the decline sent again by
+ * ab_worker_run() itself, with the same request, epoch and reason, until it is answered
+ * `declined` (before: dropped, and the assignment stayed with the worker). */
+static void test_decline_retried(void **state)
+{
+    (void)state;
+    fake_t *f = fake_start(M_REFUSE1, "inst-1");
+    ab_worker_t *w = worker_new(f, false);
+    ab_error_t err = AB_ERROR_INIT;
+    assert_int_equal(ab_worker_decline(w, 9, 2, "full", &err), AB_OK);
+    for (int i = 0; i < ROUNDS && atomic_load(&f->declines) < 2; i++)
+        assert_int_equal(ab_worker_run(w, 20, &err), AB_OK);
+    assert_int_equal(atomic_load(&f->declines), 2);
+    assert_int_equal(atomic_load(&f->request), 9);
+    assert_int_equal(atomic_load(&f->epoch), 2);
+    assert_int_equal(atomic_load(&f->reason_len), 4);
+    ab_worker_stats_t s = ab_worker_stats(w);
+    assert_int_equal(s.declined, 1); /* one decline, sent twice */
+    assert_int_equal(s.decline_refused, 1);
+    /* answered: not sent a third time */
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(ab_worker_run(w, QUIET_MS, &err), AB_OK);
+    assert_int_equal(atomic_load(&f->declines), 2);
     ab_worker_destroy(&w);
     fake_stop(f);
 }
@@ -240,10 +319,9 @@ static void test_decline_utf8(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_reserve_retried),
-        cmocka_unit_test(test_reserve_refused),
-        cmocka_unit_test(test_long_instance),
-        cmocka_unit_test(test_decline_utf8),
+        cmocka_unit_test(test_reserve_retried), cmocka_unit_test(test_reserve_refused),
+        cmocka_unit_test(test_long_instance),   cmocka_unit_test(test_decline_utf8),
+        cmocka_unit_test(test_decline_refused), cmocka_unit_test(test_decline_retried),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -26,7 +26,7 @@ for f in bin/agentbus include/agentbus/agentbus.h include/agentbus/client.h \
     include/agentbus/plugin.h include/agentbus/broker.h; do
     [ -e "$prefix/$f" ] || fail "not installed: $f"
 done
-for f in libagentbus.so libagentbus.so.2 libagentbus-proto.so.2 libagentbus-broker.so.2 \
+for f in libagentbus.so libagentbus.so.3 libagentbus-proto.so.3 libagentbus-broker.so.3 \
     libagentbus.a libagentbus-proto.a agentbus/libagentbus-sqlite.so pkgconfig/agentbus.pc \
     cmake/agentbus/agentbusConfig.cmake; do
     [ -e "$libdir/$f" ] || fail "not installed: $(basename "$libdir")/$f"
