@@ -13,7 +13,9 @@
  *     broker's count of unread replay bytes (PROTOCOL.md 7.6.1) returns to 0.
  *  3. A replay that stops early (timeout, callback refusal, bad chunk)
  *     sends `cancel` for its cid; later messages of that cid are discarded
- *     by ab_conn_recv() cid matching.
+ *     by ab_conn_recv() cid matching. Unless it timed out, the connection
+ *     is told (ab__conn_cancelled()), so that its destroy reads to the
+ *     stream's end first (conn.c invariant 7).
  */
 #include "agentbus/client.h"
 
@@ -189,13 +191,16 @@ static ab_status_t deliver_chunk(ab_conn_t *c, const ab_msg_t *m, ab_doc_t *sdoc
     return st;
 }
 
+/* Read stream @p cid to its end; *@p ended tells whether the broker ended it (replay_end,
+ * or its error) rather than we or the connection. */
 static ab_status_t replay_loop(ab_conn_t *c, uint64_t cid, ab_conn_row_cb cb, void *ud,
                                ab_doc_t *doc, ab_doc_t *sdoc, ab_replay_end_t *end, int timeout_ms,
-                               ab_error_t *err)
+                               bool *ended, ab_error_t *err)
 {
     for (;;) {
-        ab_msg_t m;
+        ab_msg_t m = {.op = AB_OP_NONE_};
         ab_status_t st = ab_conn_recv(c, cid, doc, &m, timeout_ms, err);
+        *ended = m.op == AB_OP_ERROR || m.op == AB_OP_REPLAY_END;
         if (st != AB_OK)
             return st;
         if (m.op == AB_OP_REPLAY_END) {
@@ -231,14 +236,16 @@ ab_status_t ab_conn_replay(ab_conn_t *c, const ab_msg_t *replay_req, ab_conn_row
     if (ab_doc_new(&sdoc) != AB_OK)
         return ab_error_set(err, AB_NOMEM, NULL, "out of memory");
     uint64_t cid = 0;
+    bool ended = false;
     ab_status_t st = ab_conn_send(c, &req, NULL, 0, &cid, err);
     if (st == AB_OK) {
-        st = replay_loop(c, cid, cb, ud, doc, sdoc, end, timeout_ms, err);
-        /* stopped by us, not by the broker: abort the stream (invariant 3) */
-        bool ours = st != AB_OK && (err == NULL || err->cid != cid || st == AB_TIMEOUT);
-        if (ours) {
+        st = replay_loop(c, cid, cb, ud, doc, sdoc, end, timeout_ms, &ended, err);
+        if (st != AB_OK && !ended) { /* stopped by us, not by the broker: abort it (inv. 3) */
             ab_error_t cerr = AB_ERROR_INIT;
-            (void)send_control(c, AB_OP_CANCEL, cid, &cerr);
+            /* destroy waits a little for its end (conn.c invariant 7); not after a
+             * timeout: a broker that does not answer would only make it wait */
+            if (send_control(c, AB_OP_CANCEL, cid, &cerr) == AB_OK && st != AB_TIMEOUT)
+                ab__conn_cancelled(c, cid);
         }
     }
     ab_doc_destroy(&sdoc);

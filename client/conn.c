@@ -20,6 +20,12 @@
  *     refuses then means it dropped the whole message: the frames left are
  *     still given, so that the next message starts clean).
  *  6. c->curve is true only with c->me (its secret key set) and c->server.
+ *  7. c->ending holds the streams this connection cancelled (ab__conn_cancelled()) whose
+ *     end (replay_end or error of that cid) was not read yet, the AB_CONN_ENDING_MAX latest.
+ *     ab_conn_destroy() reads until they ended, for AB_CONN_DRAIN_MS at most, so that the
+ *     socket is not closed while one of their chunks (two frames) is half received:
+ *     libzmq 4.3.4 then never frees that message, nor the 18 KB receive buffer its header
+ *     frame lies in (docs/CLIENT.md "A connection closed while replies still arrive").
  */
 #include "ab_common.h"
 #include "agentbus/client.h"
@@ -36,7 +42,9 @@
 #include <zmq.h>
 
 /* A packed-publish buffer grown beyond this is freed after its send. */
-#define AB_CONN_PACK_KEEP (4u << 20)
+#define AB_CONN_PACK_KEEP  (4u << 20)
+#define AB_CONN_ENDING_MAX 16  /* cancelled streams whose end is awaited (invariant 7) */
+#define AB_CONN_DRAIN_MS   250 /* how long destroy reads for their ends */
 
 struct ab_conn {
     void *ctx;
@@ -63,6 +71,8 @@ struct ab_conn {
     void *mon;            /* until welcome: the DEALER's socket monitor (a refused connect) */
     bool connected;       /* until welcome: the monitor saw a TCP connection made */
     const char *endpoint; /* until welcome: the address connected, for messages */
+    uint64_t ending[AB_CONN_ENDING_MAX]; /* invariant 7 */
+    size_t nending;
 };
 
 static int timeout_of(const ab_conn_t *c, int timeout_ms)
@@ -191,6 +201,27 @@ static void credit_dropped(ab_conn_t *c, uint64_t cid)
     (void)st; /* a lost credit only delays the broker's release of the bytes */
 }
 
+void ab__conn_cancelled(ab_conn_t *c, uint64_t cid)
+{
+    if (c->nending == AB_CONN_ENDING_MAX) { /* the oldest is forgotten (invariant 7) */
+        memmove(c->ending, c->ending + 1, (AB_CONN_ENDING_MAX - 1) * sizeof(c->ending[0]));
+        c->nending--;
+    }
+    c->ending[c->nending++] = cid;
+}
+
+/* A message read: when it ends a cancelled stream, that one is no longer awaited. */
+static void stream_seen(ab_conn_t *c, const ab_msg_t *m)
+{
+    if (m->op != AB_OP_REPLAY_END && m->op != AB_OP_ERROR)
+        return;
+    for (size_t i = 0; i < c->nending; i++)
+        if (c->ending[i] == m->cid) {
+            c->ending[i] = c->ending[--c->nending];
+            return;
+        }
+}
+
 /* ab_conn_recv() until @p deadline (monotonic ms). */
 static ab_status_t recv_by(ab_conn_t *c, uint64_t cid, ab_doc_t *doc, ab_msg_t *reply,
                            int64_t deadline, ab_error_t *err)
@@ -212,6 +243,7 @@ static ab_status_t recv_by(ab_conn_t *c, uint64_t cid, ab_doc_t *doc, ab_msg_t *
                          derr.message);
             return AB_INVALID_ENVELOPE;
         }
+        stream_seen(c, &m);
         if (cid != 0 && m.cid != cid) {
             /* A reply nobody waits for any more. A chunk of a replay we gave up
              * is still credited: the broker counts its bytes as unread until
@@ -569,11 +601,29 @@ ab_status_t ab_conn_new(ab_conn_t **out, const char *endpoint, const ab_conn_opt
     return AB_OK;
 }
 
+/* Read until the cancelled streams ended, for AB_CONN_DRAIN_MS at most (invariant 7). */
+static void drain_streams(ab_conn_t *c)
+{
+    ab_doc_t *doc = NULL;
+    if (c->nending == 0 || c->sock == NULL || ab_doc_new(&doc) != AB_OK)
+        return;
+    int64_t deadline = ab__mono_ms() + AB_CONN_DRAIN_MS;
+    while (c->nending > 0) {
+        ab_msg_t m = {.op = AB_OP_NONE_};
+        ab_status_t st = recv_by(c, 0, doc, &m, deadline, NULL);
+        if (st != AB_OK && m.op != AB_OP_ERROR && st != AB_INVALID_ENVELOPE)
+            break; /* the time is up, or the socket fails; an answer that is an error (the
+                      end of a cancelled replay) or does not decode was read: go on */
+    }
+    ab_doc_destroy(&doc);
+}
+
 void ab_conn_destroy(ab_conn_t **cp)
 {
     if (!cp || !*cp)
         return;
     ab_conn_t *c = *cp;
+    drain_streams(c);
     close_msgs(c);
     free(c->msgs);
     if (c->mon)

@@ -22,4 +22,10 @@ int ab__conn_curve_apply(const ab_conn_t *c, void *sock);
 ab_status_t ab__conn_send_by(ab_conn_t *c, const ab_msg_t *req, const ab_buf_t *frames,
                              size_t nframes, uint64_t *cid, int64_t deadline, ab_error_t *err);
 
+/**
+ * Stream @p cid (a replay) was cancelled and its end (replay_end or error) not read yet:
+ * ab_conn_destroy() reads until it comes, for a short while (conn.c invariant 7).
+ */
+void ab__conn_cancelled(ab_conn_t *c, uint64_t cid);
+
 #endif

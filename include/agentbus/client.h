@@ -99,7 +99,13 @@ typedef struct ab_conn ab_conn_t;
 AB_API AB_NODISCARD ab_status_t ab_conn_new(ab_conn_t **out, const char *endpoint,
                                             const ab_conn_opts_t *opts, ab_error_t *err);
 
-/** Close the socket (linger 0), the owned context and free. NULL-safe; *c = NULL. */
+/**
+ * Close the socket (linger 0), the owned context and free. NULL-safe; *c = NULL.
+ * A replay that ab_conn_replay() stopped (not timed out) and whose end was not read
+ * yet is read to its end first, for 0.25 s at most: libzmq 4.3.4 loses the memory of
+ * a message closed half received (docs/CLIENT.md "A connection closed while replies
+ * still arrive").
+ */
 AB_API void ab_conn_destroy(ab_conn_t **c);
 
 /* Welcome facts, owned by the connection and valid until it is destroyed. */

@@ -185,7 +185,10 @@ typedef struct ab_sub ab_sub_t;
 AB_API AB_NODISCARD ab_status_t ab_sub_new(ab_sub_t **out, const char *endpoint,
                                            const ab_sub_opts_t *opts, ab_error_t *err);
 
-/** Close the sockets (linger 0) and free. Sends nothing. NULL-safe; *s = NULL. */
+/**
+ * Close the sockets (linger 0) and free. Sends nothing; reads a replay the callback
+ * stopped to its end first, for 0.25 s at most (ab_conn_destroy()). NULL-safe; *s = NULL.
+ */
 AB_API void ab_sub_destroy(ab_sub_t **s);
 
 /**

@@ -597,9 +597,10 @@ static long long temp_size(const char *dir, const char *prefix)
 
 /* Start `agentbus replay --thread big FILE` (stderr to @p errpath); @return its pid. Leak
  * detection is off for it, as in test_cli_tail's first_line_then_close(): a replay stopped in
- * the middle closes its connection with chunks still queued, and libzmq 4.3.4 then loses the
- * 18 KB block of an incoming message now and then (docs/CLIENT.md "A broker that is gone"),
- * which would turn the exit status checked here into 1. */
+ * the middle closes its connection with chunks still arriving, and here the broker may be
+ * stopped (SIGSTOP), so ab_conn_destroy() cannot read the replay to its end and libzmq 4.3.4
+ * may lose the 18 KB buffer of an incoming message (docs/CLIENT.md "A connection closed while
+ * replies still arrive"), which would turn the exit status checked here into 1. */
 static pid_t start_replay(const char *ep, const char *file, const char *errpath)
 {
     pid_t pid = fork();
