@@ -406,7 +406,7 @@ class AsyncWorker:
         self.stats["declined"] += 1
         try:
             await self.conn.request("decline", {"request": h["request"], "epoch": h["epoch"],
-                                                "reason": reason[:1024]})
+                                                "reason": errors._cut(reason, 1024)})
         except errors.AgentbusError as e:
             self._note(e)
 

@@ -76,6 +76,36 @@ def test_dispatch_to_async_and_ordinary_handlers(broker, ids):
     assert w.stats["runs_ok"] == 2 and not w.errors
 
 
+def test_decline_with_a_long_multibyte_reason_gives_the_request_back(broker, ids):
+    """A reason over 1024 bytes is cut to 1024 bytes of UTF-8 (not 1024 characters, which
+    the broker refused as too long: the request then stayed with a worker that gave it up)."""
+    t, _ = ids
+    tries = []
+
+    async def declines(r):
+        tries.append(r.attempt)
+        raise agentbus.Decline("\u00e9" * 1000)  # 2,000 bytes
+
+    async def main():
+        w = agentbus.AsyncWorker(broker.endpoint, name="py-decliner")
+        w.agent("py-decline", declines)
+        task = await serving(w)
+        async with agentbus.AsyncClient(broker.endpoint) as c:
+            a = await c.start_run("py-decline", t, {"messages": []}, key=t + "k")
+            for _ in range(300):
+                got = (await c.requests(agent="py-decline", state="queued"))["requests"]
+                if w.stats["declined"] and any(q["request"] == a["request"] for q in got):
+                    break
+                await asyncio.sleep(0.02)
+        await w.stop()
+        await task
+        return a, got, w
+
+    a, got, w = run(main())
+    assert tries and w.stats["declined"] >= 1 and not w.errors, w.errors
+    assert any(q["request"] == a["request"] for q in got), got
+
+
 @pytest.mark.parametrize("style", ["async", "sync"])
 def test_cancel_reaches_the_handler(broker, ids, style):
     t, _ = ids
