@@ -39,6 +39,21 @@ class Keys:
     secret: str
     server: str
 
+    def __post_init__(self) -> None:
+        """Refuse (InvalidArgument naming the field) a key that is not 40 characters of
+        Z85 encoding 32 bytes, and a secret key whose public key is not ``public``: libzmq
+        would refuse the first with a bare ZMQError when a socket is made, and the second
+        would only fail the handshake, as an unknown key does (a Timeout)."""
+        for name in ("public", "secret", "server"):
+            _check_z85(name, getattr(self, name))
+        try:
+            derived = zmq.curve_public(self.secret.encode()).decode()
+        except zmq.ZMQError as e:
+            raise errors.Unsupported(f"CURVE keys need libzmq with CURVE: {e}") from None
+        if derived != self.public:
+            raise errors.InvalidArgument("the secret key does not match its public key",
+                                         field="secret")
+
     @classmethod
     def from_files(cls, key_file: str, server_key_file: str) -> "Keys":
         """From ``agentbus keygen`` files: this client's NAME.key_secret and broker.key."""
@@ -57,9 +72,31 @@ class Keys:
         return cls.from_files(k, s)
 
     def apply(self, sock: zmq.Socket) -> None:
-        sock.curve_serverkey = self.server.encode()
-        sock.curve_publickey = self.public.encode()
-        sock.curve_secretkey = self.secret.encode()
+        try:
+            sock.curve_serverkey = self.server.encode()
+            sock.curve_publickey = self.public.encode()
+            sock.curve_secretkey = self.secret.encode()
+        except zmq.ZMQError as e:  # keys changed after they were checked
+            raise errors.InvalidArgument(f"CURVE keys refused by libzmq: {e}",
+                                         field="keys") from None
+
+
+_Z85 = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"
+
+
+def _check_z85(name: str, key: Any) -> None:
+    """A CURVE key as PROTOCOL.md 1 writes it: 40 Z85 characters, each group of five the
+    base-85 digits of a 32-bit number."""
+    if type(key) is not str or len(key) != 40 or any(ch not in _Z85 for ch in key):
+        raise errors.InvalidArgument(f"{name} key must be 40 characters of Z85, not "
+                                     f"{key!r:.60}", field=name)
+    for i in range(0, 40, 5):
+        v = 0
+        for ch in key[i:i + 5]:
+            v = v * 85 + _Z85.index(ch)
+        if v >= 1 << 32:
+            raise errors.InvalidArgument(f"{name} key is not Z85: group {i // 5 + 1} is over "
+                                         "2^32 - 1", field=name)
 
 
 class _Context(zmq.asyncio.Context):

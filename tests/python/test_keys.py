@@ -110,3 +110,31 @@ def test_unauthorized_outside_the_prefixes(acl):
         assert c.access == {"name": "bob", "roles": {"observe": True}}
         with pytest.raises(errors.Unauthorized):
             c.start_run("agent", "a-1", key="k-1")
+
+
+@pytest.mark.parametrize("field,bad", [
+    ("public", "short"),
+    ("secret", "x" * 39 + "~"),      # ~ is not a Z85 character
+    ("server", "#" * 40),             # every group over 2^32 - 1
+    ("secret", None),
+])
+def test_malformed_keys_refused_naming_the_field(field, bad):
+    """A key that is not 40 characters of Z85 is refused when Keys is made, naming it
+    (before: a bare ZMQError when the first socket was made, or a handshake that timed
+    out); so is a secret key whose public key is another."""
+    pub, sec = (k.decode() for k in zmq.curve_keypair())
+    good = {"public": pub, "secret": sec, "server": pub}
+    good[field] = bad
+    with pytest.raises(errors.InvalidArgument) as e:
+        agentbus.Keys(**good)
+    assert e.value.field == field
+
+
+def test_secret_key_of_another_pair_refused():
+    pub, _ = (k.decode() for k in zmq.curve_keypair())
+    _, sec = (k.decode() for k in zmq.curve_keypair())
+    with pytest.raises(errors.InvalidArgument) as e:
+        agentbus.Keys(pub, sec, pub)
+    assert e.value.field == "secret" and "does not match" in str(e.value)
+    ok_pub, ok_sec = (k.decode() for k in zmq.curve_keypair())
+    assert agentbus.Keys(ok_pub, ok_sec, pub).public == ok_pub
