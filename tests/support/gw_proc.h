@@ -148,15 +148,17 @@ static inline int gw_send(const gwp_t *g, const char *method, const char *path, 
     return fd;
 }
 
-/* A whole answer: its status, its body (NUL-terminated, at most cap-1 bytes kept). */
-static inline int gw_http(const gwp_t *g, const char *method, const char *path, const char *headers,
-                          const char *body, char *out, size_t cap)
+/* A whole answer within @p timeout_ms: its status (-1: none), its body (NUL-terminated, at most
+ * cap-1 bytes kept). */
+static inline int gw_http_within(const gwp_t *g, const char *method, const char *path,
+                                 const char *headers, const char *body, char *out, size_t cap,
+                                 long timeout_ms)
 {
     int fd = gw_send(g, method, path, headers, body, body ? strlen(body) : 0, 0);
     if (fd < 0)
         return -1;
     size_t used = 0;
-    long deadline = ab__mono_ms() + IT_TIMEOUT;
+    long deadline = ab__mono_ms() + timeout_ms;
     for (;;) {
         struct pollfd p = {.fd = fd, .events = POLLIN};
         if (ab__mono_ms() > deadline || poll(&p, 1, 100) < 0)
@@ -180,6 +182,13 @@ static inline int gw_http(const gwp_t *g, const char *method, const char *path, 
     if (b)
         memmove(out, b + 4, strlen(b + 4) + 1);
     return status;
+}
+
+/* gw_http_within() IT_TIMEOUT. */
+static inline int gw_http(const gwp_t *g, const char *method, const char *path, const char *headers,
+                          const char *body, char *out, size_t cap)
+{
+    return gw_http_within(g, method, path, headers, body, out, cap, IT_TIMEOUT);
 }
 
 /* ---- SSE -------------------------------------------------------------------- */
