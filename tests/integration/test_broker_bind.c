@@ -11,6 +11,7 @@
 #include "testutil.h"
 
 #include "broker_proc.h"
+#include "cli_run.h"
 
 #include <sys/stat.h>
 
@@ -20,13 +21,9 @@ static int run_broker(char *out, size_t size, const char *args)
     char cmd[1024];
     snprintf(cmd, sizeof cmd, "timeout -s KILL %d %s broker %s 2>&1", BP_STOP_MS / 1000,
              AB_AGENTBUS_BIN, args);
-    FILE *p = popen(cmd, "r");
-    assert_non_null(p);
-    size_t n = fread(out, 1, size - 1, p);
-    out[n] = '\0';
-    int st = pclose(p);
-    print_message("$ agentbus broker %s\n%s", args, out);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    char shown[1100];
+    snprintf(shown, sizeof shown, "agentbus broker %s", args);
+    return it_capture(cmd, out, size, shown);
 }
 
 static void tmpdir(char *dir, size_t size)

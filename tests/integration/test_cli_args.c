@@ -256,13 +256,7 @@ static int run_bounded(char *out, const char *line)
 {
     char cmd[1200];
     snprintf(cmd, sizeof cmd, "timeout -s KILL 60 sh -c \"%s\" 2>&1", line);
-    FILE *p = popen(cmd, "r");
-    assert_non_null(p);
-    size_t n = fread(out, 1, OUT_MAX - 1, p);
-    out[n] = '\0';
-    int st = pclose(p);
-    print_message("$ %s\n%.4000s", line, out);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    return it_capture(cmd, out, OUT_MAX, line);
 }
 
 /* A --broker endpoint ZeroMQ cannot parse is a usage error in every command (exit 2 naming it,
