@@ -204,12 +204,46 @@ def _unpack(frame: Any, what: str, max_depth: int = 64) -> Any:
             val = msgpack.unpackb(b, raw=False, strict_map_key=True, object_pairs_hook=_pairs,
                                   **_STRICT_KW)
         except _Dup as e:
+            path = _dup_path(b)
             raise errors.InvalidEnvelope(f"{what}: key {e.key!r} appears twice in a map"[:159],
-                                         field=str(e.key)) from None
+                                         field=path) from None
         _check_strict(val, max_depth, "", 1)
     elif b"\xcb" in b or b"\xca" in b:  # maybe a float: NaN and infinities are refused
         _check_strict(val, max_depth, "", 1)
     return val
+
+
+class _Pairs(list):
+    """A map read pair by pair, repeats kept (for naming where a key repeats)."""
+
+
+def _dup_path(b: bytes) -> str:
+    """The path (section 8.2) of the first key that repeats in a map of @p b, maps taken in
+    the order they end, as _pairs() meets them; an error path only."""
+    def walk(v: Any, path: str) -> str | None:
+        pre = path + "/" if path else ""
+        if type(v) is _Pairs:
+            for k, x in v:
+                got = walk(x, pre + _esc(k))
+                if got is not None:
+                    return got
+            seen: set = set()
+            for k, _ in v:
+                if k in seen:
+                    return pre + _esc(k)
+                seen.add(k)
+        elif type(v) is list:
+            for i, x in enumerate(v):
+                got = walk(x, f"{pre}{i}")
+                if got is not None:
+                    return got
+        return None
+    try:
+        val = msgpack.unpackb(b, raw=False, strict_map_key=True, object_pairs_hook=_Pairs,
+                              **_STRICT_KW)
+    except _MALFORMED_MP:
+        return ""
+    return walk(val, "") or ""
 
 
 _SCALARS = (str, int, bool, type(None))

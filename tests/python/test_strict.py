@@ -80,7 +80,12 @@ def test_envelope_body_nan_and_repeated_key_refused_by_decode_envelope():
     raw = raw.replace(b"\x82\xa4type\xa1X\xa1a\x01", b"\x82\xa1a\x00\xa1a\x01")
     with pytest.raises(errors.InvalidEnvelope) as ei:
         wire.decode_envelope(raw)
-    assert ei.value.field == "a"
+    assert ei.value.field == "event/a"  # its path, as the broker names it (was the bare key)
+    nested = msgpack.packb(_envelope(event={"type": "X", "x": [1, {"~": 1, "b": 2}]}))
+    nested = nested.replace(b"\xa1b\x02", b"\xa1~\x02")
+    with pytest.raises(errors.InvalidEnvelope) as ei:
+        wire.decode_envelope(nested)
+    assert ei.value.field == "event/x/1/~0"
 
 
 def _custom_body(value: bytes, extra: bytes = b"") -> bytes:
