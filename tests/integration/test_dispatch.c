@@ -13,31 +13,9 @@
 
 #include "agentbus/subscriber.h"
 #include "broker_proc.h"
+#include "side.h"
 
 #include <string.h>
-
-typedef struct side {
-    ab_conn_t *c;
-    ab_doc_t *doc;
-    tu_ctx_t tu;
-} side_t;
-
-static side_t side_new(it_t *t)
-{
-    side_t s = {it_connect(&t->bp), NULL, {0}};
-    assert_int_equal(ab_doc_new(&s.doc), AB_OK);
-    tu_ctx_init(&s.tu);
-    return s;
-}
-
-static void side_free(side_t *s)
-{
-    ab_conn_destroy(&s->c);
-    ab_doc_destroy(&s->doc);
-    tu_ctx_free(&s->tu);
-}
-
-#define SV(s) ((ab_str_t){(s), strlen(s)})
 
 /* Register @p s as worker @p name serving agent "coder" with @p cap runs at once. */
 static void serve(side_t *s, const char *name, uint32_t cap, uint32_t lease_ms)
@@ -181,7 +159,7 @@ static void test_start_assign_finish(void **state)
 {
     it_t *t = *state;
     IT_REQUIRE_BROKER(t);
-    side_t w = side_new(t), c = side_new(t);
+    side_t w = side_new(&t->bp), c = side_new(&t->bp);
     serve(&w, "w1", 1, 0);
     ab_run_accepted_t a = start_ok(&c, "t-1", "k-1");
     assert_int_equal(a.state, AB_REQ_ASSIGNED);
@@ -216,7 +194,7 @@ static void test_one_run_per_thread(void **state)
 {
     it_t *t = *state;
     IT_REQUIRE_BROKER(t);
-    side_t w = side_new(t), c = side_new(t);
+    side_t w = side_new(&t->bp), c = side_new(&t->bp);
     serve(&w, "w1", 2, 0);
     ab_run_accepted_t a1 = start_ok(&c, "t-1", "k-1");
     ab_run_accepted_t a2 = start_ok(&c, "t-1", "k-2");
@@ -249,7 +227,7 @@ static void test_decline_and_lapse_requeue(void **state)
 {
     it_t *t = *state;
     IT_REQUIRE_BROKER(t);
-    side_t w1 = side_new(t), w2 = side_new(t), c = side_new(t);
+    side_t w1 = side_new(&t->bp), w2 = side_new(&t->bp), c = side_new(&t->bp);
     serve(&w1, "w1", 1, 0);
     ab_run_accepted_t a = start_ok(&c, "t-1", "k-1");
     asg_t g = next_assign(&w1);
@@ -311,7 +289,7 @@ static void test_orphaned_never_rerun(void **state)
 {
     it_t *t = *state;
     IT_REQUIRE_BROKER(t);
-    side_t w1 = side_new(t), c = side_new(t);
+    side_t w1 = side_new(&t->bp), c = side_new(&t->bp);
     serve(&w1, "w1", 1, AB_LEASE_MS_MIN);
     /* an observer of the thread is told when the run is orphaned (PROTOCOL.md 6.4) */
     seen_t seen = {0};
@@ -329,7 +307,7 @@ static void test_orphaned_never_rerun(void **state)
     wait_state(&c, a.request, AB_REQ_STARTED);
     assert_int_equal(ab_sub_poll(sub, 100, &err), AB_OK); /* live before the owner goes */
     side_free(&w1);                                       /* the owner goes after RUN_STARTED */
-    side_t w2 = side_new(t);
+    side_t w2 = side_new(&t->bp);
     serve(&w2, "w2", 1, 0);
     ab_request_info_t info = {0};
     for (int i = 0; i < 400 && !(find_req(&c, a.request, AB_REQ_STARTED, &info) && info.orphaned);
@@ -369,7 +347,7 @@ static void test_cancel_cases(void **state)
 {
     it_t *t = *state;
     IT_REQUIRE_BROKER(t);
-    side_t w = side_new(t), c = side_new(t);
+    side_t w = side_new(&t->bp), c = side_new(&t->bp);
     ab_error_t err = AB_ERROR_INIT;
     ab_cancel_reply_t rep;
     /* queued (no worker yet): dequeued */
@@ -421,7 +399,7 @@ static void test_if_busy_and_input(void **state)
 {
     it_t *t = *state;
     IT_REQUIRE_BROKER(t);
-    side_t w = side_new(t), c = side_new(t);
+    side_t w = side_new(&t->bp), c = side_new(&t->bp);
     serve(&w, "w1", 2, 0);
     ab_run_accepted_t a = start_ok(&c, "t-1", "k-1");
     asg_t g = next_assign(&w);
@@ -458,14 +436,14 @@ static void test_broker_sigkill_keeps_requests(void **state)
 {
     it_t *t = *state;
     IT_REQUIRE_BROKER(t);
-    side_t w = side_new(t), c = side_new(t);
+    side_t w = side_new(&t->bp), c = side_new(&t->bp);
     serve(&w, "w1", 1, 0);
     ab_run_accepted_t s = start_ok(&c, "t-s", "k-s"); /* will have started */
     asg_t gs = next_assign(&w);
     ab_error_t err = AB_ERROR_INIT;
     assert_int_equal(publish(&w, &gs, 1, "RUN_STARTED", &err), AB_RESULT_ACCEPTED);
     wait_state(&c, s.request, AB_REQ_STARTED);
-    side_t w2 = side_new(t);
+    side_t w2 = side_new(&t->bp);
     serve(&w2, "w2", 1, 0);
     ab_run_accepted_t as = start_ok(&c, "t-a", "k-a"); /* assigned to w2, never started */
     asg_t ga = next_assign(&w2);
@@ -477,12 +455,12 @@ static void test_broker_sigkill_keeps_requests(void **state)
     side_free(&c);
     bp_kill(&t->bp); /* SIGKILL, then the same directory */
     assert_int_equal(bp_restart(&t->bp), 0);
-    c = side_new(t);
+    c = side_new(&t->bp);
     ab_run_accepted_t q2 = start_ok(&c, "t-q", "k-q");
     assert_true(q2.existing);
     assert_int_equal(q2.request, q.request);
     assert_int_equal(q2.state, AB_REQ_QUEUED);
-    w = side_new(t);
+    w = side_new(&t->bp);
     serve(&w, "w1", 1, 0); /* the same worker name owns the started run again */
     ab_request_info_t info;
     assert_true(find_req(&c, s.request, AB_REQ_STARTED, &info));
@@ -529,7 +507,7 @@ static void test_resume_run(void **state)
 {
     it_t *t = *state;
     IT_REQUIRE_BROKER(t);
-    side_t w = side_new(t), c = side_new(t);
+    side_t w = side_new(&t->bp), c = side_new(&t->bp);
     serve(&w, "w1", 1, 0);
     ab_run_accepted_t a = start_ok(&c, "t-r", "k-1");
     asg_t g = next_assign(&w);
@@ -597,7 +575,7 @@ static void test_abandon_orphan(void **state)
 {
     it_t *t = *state;
     IT_REQUIRE_BROKER(t);
-    side_t w1 = side_new(t), c = side_new(t);
+    side_t w1 = side_new(&t->bp), c = side_new(&t->bp);
     serve(&w1, "w1", 1, AB_LEASE_MS_MIN);
     ab_run_accepted_t a = start_ok(&c, "t-1", "k-1");
     asg_t g = next_assign(&w1);
@@ -656,7 +634,7 @@ static void test_leave_requeues_at_once(void **state)
 {
     it_t *t = *state;
     IT_REQUIRE_BROKER(t);
-    side_t w1 = side_new(t), w2 = side_new(t), c = side_new(t);
+    side_t w1 = side_new(&t->bp), w2 = side_new(&t->bp), c = side_new(&t->bp);
     serve(&w1, "w1", 1, AB_LEASE_MS_MAX);
     serve(&w2, "w2", 1, 0);
     ab_run_accepted_t a = start_ok(&c, "t-1", "k-1");

@@ -24,8 +24,7 @@
 #include "testutil.h"
 
 #include "broker_proc.h"
-
-#define SV(s) ((ab_str_t){(s), strlen(s)})
+#include "side.h"
 
 static unsigned g_serial;
 
@@ -56,27 +55,6 @@ static void fresh(char *out, size_t cap, const char *what)
 }
 
 /* ---- a client or worker connection ---------------------------------------------------------- */
-
-typedef struct side {
-    ab_conn_t *c;
-    ab_doc_t *doc;
-    tu_ctx_t tu;
-} side_t;
-
-static side_t side_new(const bp_t *b)
-{
-    side_t s = {it_connect(b), NULL, {0}};
-    assert_int_equal(ab_doc_new(&s.doc), AB_OK);
-    tu_ctx_init(&s.tu);
-    return s;
-}
-
-static void side_free(side_t *s)
-{
-    ab_conn_destroy(&s->c);
-    ab_doc_destroy(&s->doc);
-    tu_ctx_free(&s->tu);
-}
 
 /* Register @p s as worker @p name serving @p agent with @p cap runs at once. */
 static void serve_lease(side_t *s, const char *name, const char *agent, uint32_t cap,
