@@ -10,8 +10,11 @@
  *     A request is assigned with a fresh claim (its epoch fences every
  *     earlier writer of the run), moves to started only when a RUN_STARTED
  *     of that epoch commits, and goes back to the queue (declined, lease
- *     lapsed, restart) only while it is assigned. A started request is
- *     never queued again: its run ends, or it is orphaned.
+ *     lapsed, restart) only while it is assigned, with a claim that fences
+ *     the assignee at once (ab__dq_requeue), so no RUN_STARTED commits while
+ *     it waits. A started request is never queued again: its run ends, or
+ *     it is orphaned. A terminal event ends it from assigned too (an error
+ *     before start).
  *  3. One dispatched run per thread: a queued request is not assigned while
  *     another request of its thread is assigned or started, unless its
  *     input's parentRunId names that run (a child run); requests of a
@@ -136,6 +139,26 @@ ab_status_t ab__dq_move(ab__dispatch_t *d, ab__dreq_t *q, ab_request_state_t to,
     return rc;
 }
 
+/*
+ * Put assigned request @p q back in the queue (a decline, its worker gone or registered again
+ * without its agent, a restart), fencing its assignee first with a claim of the run: a
+ * RUN_STARTED it still sends at its epoch is refused `fenced` instead of committing while the
+ * request waits, which would have it handed out again after its start (invariant 2). A shared
+ * store fences at the next take (request_take), which claims in its own transaction.
+ */
+ab_status_t ab__dq_requeue(ab__dispatch_t *d, ab__dreq_t *q, ab_error_t *err)
+{
+    if (!d->takes) {
+        uint64_t epoch = 0, last = 0;
+        ab_run_status_t st;
+        ab_status_t rc =
+            ab__seq_claim(d->seq, sv(q->r.thread), sv(q->r.run), &epoch, &last, &st, err);
+        if (rc != AB_OK)
+            return rc;
+    }
+    return ab__dq_move(d, q, AB_REQ_QUEUED, NULL, q->r.epoch, err);
+}
+
 /* ---- workers ------------------------------------------------------------------ */
 
 bool ab__dq_owner_live(const ab__dispatch_t *d, const char *name)
@@ -169,6 +192,15 @@ ab__dwk_t *ab__dq_owner(ab__dispatch_t *d, const char *name, const char *agent)
         if (strcmp(d->wk[i].name, name) == 0 && serves(&d->wk[i], agent))
             return &d->wk[i];
     return NULL;
+}
+
+ab__dwk_t *ab__dq_named(ab__dispatch_t *d, const char *name, const char *agent)
+{
+    ab__dwk_t *w = ab__dq_owner(d, name, agent);
+    for (size_t i = 0; w == NULL && name[0] && i < d->nwk; i++)
+        if (strcmp(d->wk[i].name, name) == 0)
+            w = &d->wk[i];
+    return w;
 }
 
 ab__dwk_t *ab__dq_worker_of(ab__dispatch_t *d, zmq_msg_t *identity)
@@ -213,7 +245,7 @@ static void requeue_unowned(ab__dispatch_t *d)
             continue;
         }
         uint64_t id = q->r.id;
-        if (ab__dq_move(d, q, AB_REQ_QUEUED, NULL, q->r.epoch, &e) != AB_OK) {
+        if (ab__dq_requeue(d, q, &e) != AB_OK) {
             char line[256];
             ab__log(AB_LOG_WARN, "dispatch: request %" PRIu64 " stays assigned: %s", id,
                     ab_error_format(&e, line, sizeof(line)));
@@ -224,6 +256,8 @@ static void requeue_unowned(ab__dispatch_t *d)
     }
 }
 
+static void note_orphans(ab__dispatch_t *d, const char *name);
+
 static void worker_up(ab__dispatch_t *d, ab_job_t *job)
 {
     ab_msg_t m;
@@ -231,13 +265,19 @@ static void worker_up(ab__dispatch_t *d, ab_job_t *job)
         m.op != AB_OP_SERVE)
         return;
     ab__dwk_t *w = worker_by_wid(d, job->wid);
-    if (w != NULL)
+    uint64_t order = w != NULL ? w->order : ++d->order; /* a replacement keeps its place */
+    char was[sizeof(w->name)] = "";
+    if (w != NULL) {
+        memcpy(was, w->name, sizeof(was));
         worker_remove(d, w); /* a new registration replaces the old */
+    }
     ab__dagent_t *agents = calloc(m.u.serve.nagents, sizeof(*agents));
     ab__dwk_t *v = ab__grow(d->wk, &d->capwk, d->nwk + 1, sizeof(*v), 8);
     if (agents == NULL || v == NULL) {
         free(agents);
         ab__log(AB_LOG_WARN, "dispatch: out of memory noting worker %s", job->wid);
+        requeue_unowned(d);
+        note_orphans(d, was);
         return;
     }
     d->wk = v;
@@ -245,9 +285,8 @@ static void worker_up(ab__dispatch_t *d, ab_job_t *job)
     memset(w, 0, sizeof(*w));
     snprintf(w->wid, sizeof(w->wid), "%s", job->wid);
     memcpy(w->key, job->key, sizeof(w->key));
-    ab_str_t nm = m.u.serve.worker;
-    size_t n = nm.len < AB_REQUEST_WORKER_MAX_BYTES ? nm.len : AB_REQUEST_WORKER_MAX_BYTES;
-    memcpy(w->name, nm.ptr, n);
+    ab_str_t nm = m.u.serve.worker; /* clipped, never inside a character: it goes on the wire */
+    memcpy(w->name, nm.ptr, ab__utf8_cut(nm.ptr, nm.len, AB_REQUEST_WORKER_MAX_BYTES));
     zmq_msg_init(&w->ident);
     zmq_msg_copy(&w->ident, &job->identity);
     for (size_t j = 0; j < m.u.serve.nagents; j++) {
@@ -257,8 +296,10 @@ static void worker_up(ab__dispatch_t *d, ab_job_t *job)
     }
     w->agents = agents;
     w->nagents = m.u.serve.nagents;
-    w->order = ++d->order;
+    w->order = order;   /* ties go to the worker that registered first (PROTOCOL.md 7.12) */
     requeue_unowned(d); /* the name may no longer serve an agent it was assigned */
+    if (strcmp(was, w->name) != 0)
+        note_orphans(d, was); /* registered again under another name: the old one is gone */
     d->dirty = true;
 }
 
@@ -285,6 +326,18 @@ void ab__dq_notice_orphan(ab__dispatch_t *d, const ab__dreq_t *q)
     ab_buf_free(&hdr);
 }
 
+/* Log and tell the started runs of worker name @p name that it left orphaned (7.12). */
+static void note_orphans(ab__dispatch_t *d, const char *name)
+{
+    for (size_t i = 0; name[0] && i < d->nq; i++)
+        if (strcmp(d->q[i].r.worker, name) == 0 && ab__dq_mine(d, &d->q[i]) &&
+            ab__dq_orphaned(d, &d->q[i])) {
+            ab__log(AB_LOG_WARN, "dispatch: run %s of thread %s is orphaned (worker %s is gone)",
+                    d->q[i].r.run, d->q[i].r.thread, name);
+            ab__dq_notice_orphan(d, &d->q[i]);
+        }
+}
+
 static void worker_down(ab__dispatch_t *d, ab_job_t *job)
 {
     ab__dwk_t *w = worker_by_wid(d, job->wid);
@@ -294,13 +347,7 @@ static void worker_down(ab__dispatch_t *d, ab_job_t *job)
     memcpy(name, w->name, sizeof(name));
     worker_remove(d, w);
     requeue_unowned(d);
-    for (size_t i = 0; i < d->nq; i++)
-        if (strcmp(d->q[i].r.worker, name) == 0 && ab__dq_mine(d, &d->q[i]) &&
-            ab__dq_orphaned(d, &d->q[i])) {
-            ab__log(AB_LOG_WARN, "dispatch: run %s of thread %s is orphaned (worker %s is gone)",
-                    d->q[i].r.run, d->q[i].r.thread, name);
-            ab__dq_notice_orphan(d, &d->q[i]);
-        }
+    note_orphans(d, name);
 }
 
 /* ---- messages ----------------------------------------------------------------- */
@@ -519,6 +566,14 @@ static ab_status_t apply_move(ab__dispatch_t *d, ab__dreq_t *q, const ab__dmove_
                 ": not moved to started here",
                 q->r.id, ab_request_state_name(q->r.state), q->r.epoch);
         return AB_OK;
+    }
+    if (mv->to == AB_REQ_ENDED && q->r.state == AB_REQ_ASSIGNED) {
+        /* an error before start (a RUN_ERROR first, docs/LIFECYCLE.md 2): its assignee ran it,
+         * so it is started, then ended (the store moves a request to ended only from started) */
+        uint64_t id = q->r.id;
+        ab_status_t rc = ab__dq_move(d, q, AB_REQ_STARTED, q->r.worker, q->r.epoch, e);
+        if (rc != AB_OK || (q = ab__dq_by_id(d, id)) == NULL)
+            return rc;
     }
     uint64_t epoch = mv->to == AB_REQ_STARTED ? mv->epoch : q->r.epoch;
     return ab__dq_move(d, q, mv->to, q->r.worker, epoch, e);
@@ -776,7 +831,7 @@ ab_status_t ab__dq_recover(ab__dispatch_t *d, ab__dreq_t *q, ab_error_t *err)
     ab__headlist_free(&hl);
     uint64_t id = q->r.id;
     if (rc == AB_OK && q->r.state == AB_REQ_ASSIGNED && st == AB_RUN_STATUS_UNKNOWN)
-        return ab__dq_move(d, q, AB_REQ_QUEUED, NULL, q->r.epoch, err);
+        return ab__dq_requeue(d, q, err);
     if (rc == AB_OK && q->r.state == AB_REQ_ASSIGNED)
         rc = ab__dq_move(d, q, AB_REQ_STARTED, q->r.worker, epoch, err);
     q = ab__dq_by_id(d, id);

@@ -124,11 +124,17 @@ bool ab__dq_owner_live(const ab__dispatch_t *d, const char *name);
 bool ab__dq_orphaned(const ab__dispatch_t *d, const ab__dreq_t *q);
 /** The live worker named @p name serving @p agent, or NULL. */
 ab__dwk_t *ab__dq_owner(ab__dispatch_t *d, const char *name, const char *agent);
+/** The live registration carrying the owner name @p name (PROTOCOL.md 7.12: the owner is
+ *  a name), one serving @p agent first; NULL when the run is orphaned. */
+ab__dwk_t *ab__dq_named(ab__dispatch_t *d, const char *name, const char *agent);
 /** The registration of connection @p identity, or NULL. */
 ab__dwk_t *ab__dq_worker_of(ab__dispatch_t *d, zmq_msg_t *identity);
 /** Compare-and-set move of request @p q (see ab_request_move_t); updates the table. */
 AB_NODISCARD ab_status_t ab__dq_move(ab__dispatch_t *d, ab__dreq_t *q, ab_request_state_t to,
                                      const char *worker, uint64_t epoch, ab_error_t *err);
+/** Put assigned request @p q back in the queue, its assignee fenced by a claim (invariant 2
+ *  of dispatch.c); the table follows. */
+AB_NODISCARD ab_status_t ab__dq_requeue(ab__dispatch_t *d, ab__dreq_t *q, ab_error_t *err);
 /** Send @p m unsolicited to worker @p w. */
 void ab__dq_send(ab__dispatch_t *d, ab__dwk_t *w, const ab_msg_t *m);
 /** Answer @p job with @p m or error @p e and free it. */

@@ -134,12 +134,14 @@ void ab__dispatch_accepted(ab__dispatch_t *d, ab_job_t *job, uint64_t id, bool e
     ab__dq_answer(d, job, &m, NULL);
 }
 
-/* The open request that makes thread @p thread busy for a new top-level run, or NULL. */
+/* The open top-level request that makes thread @p thread busy for a new run, or NULL: only
+ * top-level requests count (PROTOCOL.md 7.12 if_busy); an open child run alone does not. */
 static ab__dreq_t *busy_with(ab__dispatch_t *d, ab_str_t thread, const ab_val_t *parent)
 {
     for (size_t i = 0; i < d->nq; i++) {
         ab__dreq_t *q = &d->q[i];
-        if (strlen(q->r.thread) != thread.len || memcmp(q->r.thread, thread.ptr, thread.len))
+        if (q->parent[0] || strlen(q->r.thread) != thread.len ||
+            memcmp(q->r.thread, thread.ptr, thread.len))
             continue;
         if (parent && val_is(parent, sv(q->r.run)))
             return NULL; /* a child run of the thread's active run */
@@ -197,6 +199,12 @@ void ab__dispatch_put(ab__dispatch_t *d, ab_job_t *job, ab__newreq_t *n, ab_if_b
 static void start_run(ab__dispatch_t *d, ab_job_t *job, const ab_start_run_t *s)
 {
     ab_error_t e = AB_ERROR_INIT;
+    ab_request_t r;
+    if (d->p->request_by_key(d->db, s->key, &r, NULL, &e) == AB_OK) {
+        ab__dispatch_accepted(d, job, r.id, true); /* invariant 3: before the input is judged */
+        return;
+    }
+    ab_error_clear(&e);
     char made[AB_ID_MAX_BYTES + 1];
     ab__newreq_t n = {.agent = s->agent, .thread = s->thread, .key = s->key, .input = s->input};
     if (ab__dispatch_run_id(d, &n, s->run, made, sizeof(made), &e) != AB_OK) {
@@ -225,7 +233,7 @@ static void decline(ab__dispatch_t *d, ab_job_t *job, const ab_decline_t *dc)
         ab__dq_answer(d, job, &m, NULL);
         return;
     }
-    if (ab__dq_move(d, q, AB_REQ_QUEUED, NULL, q->r.epoch, &e) != AB_OK) {
+    if (ab__dq_requeue(d, q, &e) != AB_OK) {
         fail_err(d, job, &e);
         return;
     }
@@ -258,7 +266,7 @@ static void send_cancel(ab__dispatch_t *d, ab__dwk_t *w, const ab_request_t *r, 
 static ab_status_t cancel_started(ab__dispatch_t *d, ab__dreq_t *q, ab_str_t reason,
                                   ab_cancel_outcome_t *out, ab_error_t *err)
 {
-    ab__dwk_t *w = ab__dq_mine(d, q) ? ab__dq_owner(d, q->r.worker, q->r.agent) : NULL;
+    ab__dwk_t *w = ab__dq_mine(d, q) ? ab__dq_named(d, q->r.worker, q->r.agent) : NULL;
     *out = w ? AB_CANCEL_DELIVERED : AB_CANCEL_NO_OWNER;
     if (w) {
         ab_request_t r = q->r;

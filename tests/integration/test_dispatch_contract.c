@@ -1,0 +1,370 @@
+/*
+ * test_dispatch_contract.c - corners of the dispatch contract (docs/PROTOCOL.md
+ * 7.12 - 7.15) through a real broker process, each one a defect that was
+ * found and fixed:
+ *  - a start_run whose key names a stored request is answered with it
+ *    (existing: true) whatever else the retry says, also an input naming
+ *    another thread or run (7.12 "Idempotency");
+ *  - if_busy judges only open top-level requests: a thread with only a child
+ *    run open is not busy for `reject` (7.12);
+ *  - the owner of a started run is a worker *name*: when it registers again
+ *    without the run's agent it is still live, so cancel_run delivers
+ *    run_cancel to it instead of answering no_owner (7.12 "Orphans", 7.13);
+ *  - a worker name longer than 64 bytes is cut before a character, never
+ *    inside one, so `requests` can still list its requests (7.15);
+ *  - a run whose first event is RUN_ERROR (an error before start) ends its
+ *    request, which no longer holds the worker's capacity or its thread (7.12);
+ *  - a request put back in the queue (decline, worker gone, restart) fences its
+ *    old assignee at once, so its late RUN_STARTED cannot commit while the
+ *    request waits to be handed out again (7.12 "never after");
+ *  - a second `serve` replaces a registration but keeps its place: ties of
+ *    free capacity still go to the worker that registered first (7.10, 7.12);
+ *  - a worker that registers again under another name leaves its started
+ *    runs orphaned, and the broker says so (log, notice) as when it goes.
+ */
+#include "testutil.h"
+
+#include "agentbus/subscriber.h"
+#include "broker_proc.h"
+#include "side.h"
+
+#include <string.h>
+
+/* Register @p s as worker @p name serving agent @p agent (4 runs at once). */
+static void serve(side_t *s, const char *name, const char *agent)
+{
+    ab_served_agent_t agents[] = {{SV(agent), 4, NULL, 0}};
+    ab_msg_t m = {.op = AB_OP_SERVE}, r;
+    m.u.serve = (ab_serve_t){SV(name), agents, 1, 0};
+    ab_error_t err = AB_ERROR_INIT;
+    assert_int_equal(ab_conn_request(s->c, &m, NULL, 0, s->doc, &r, IT_TIMEOUT, &err), AB_OK);
+    assert_int_equal(r.op, AB_OP_SERVED);
+}
+
+static ab_status_t start(side_t *s, const char *thread, const char *key, const char *input,
+                         ab_if_busy_t busy, ab_run_accepted_t *out, ab_error_t *err)
+{
+    ab_start_run_t r = {SV("coder"), SV(thread), {0}, tu_json(&s->tu, input), SV(key), busy};
+    return ab_conn_start_run(s->c, &r, s->doc, out, IT_TIMEOUT, err);
+}
+
+static ab_run_accepted_t start_ok(side_t *s, const char *thread, const char *key, const char *input)
+{
+    ab_run_accepted_t a;
+    ab_error_t err = AB_ERROR_INIT;
+    if (start(s, thread, key, input, AB_IF_BUSY_OMIT, &a, &err) != AB_OK)
+        fail_msg("start_run: %s: %s (field %s)", ab_status_name(err.code), err.message, err.field);
+    return a;
+}
+
+/* An assignment's ids, copied (the worker's doc is reused). */
+typedef struct asg {
+    uint64_t request, epoch;
+    char thread[64], run[128];
+} asg_t;
+
+static asg_t next_assign(side_t *w)
+{
+    ab_msg_t m;
+    ab_error_t err = AB_ERROR_INIT;
+    assert_int_equal(ab_conn_recv(w->c, 0, w->doc, &m, IT_TIMEOUT, &err), AB_OK);
+    assert_int_equal(m.op, AB_OP_ASSIGN);
+    asg_t a = {m.u.assign.request, m.u.assign.epoch, "", ""};
+    snprintf(a.thread, sizeof a.thread, "%.*s", (int)m.u.assign.thread.len, m.u.assign.thread.ptr);
+    snprintf(a.run, sizeof a.run, "%.*s", (int)m.u.assign.run.len, m.u.assign.run.ptr);
+    return a;
+}
+
+/* Publish @p type (RUN_STARTED or RUN_FINISHED) of @p a's run at @p seq on @p w: its status. */
+static ab_result_status_t publish_st(side_t *w, const asg_t *a, uint64_t seq, const char *type,
+                                     ab_error_t *err)
+{
+    char body[512];
+    snprintf(body, sizeof body, "{\"type\":\"%s\",\"threadId\":\"%s\",\"runId\":\"%s\"%s}", type,
+             a->thread, a->run,
+             strcmp(type, "RUN_STARTED") == 0 ? ",\"protocolVersion\":\"1.0\"" : "");
+    ab_buf_t ev = AB_BUF_INIT;
+    assert_int_equal(ab_envelope_json(&ev, 1, a->thread, a->run, seq, a->epoch, body, NULL), AB_OK);
+    ab_result_t r = it_publish1(w->c, w->doc, &ev, err);
+    ab_buf_free(&ev);
+    return r.status;
+}
+
+static void publish(side_t *w, const asg_t *a, uint64_t seq, const char *type)
+{
+    ab_error_t err = AB_ERROR_INIT;
+    if (publish_st(w, a, seq, type, &err) != AB_RESULT_ACCEPTED)
+        fail_msg("publish %s: %s: %s", type, ab_status_name(err.code), err.message);
+}
+
+/* Request @p id as `requests` lists it in @p state; false when not (yet). */
+static bool find_req(side_t *s, uint64_t id, ab_request_state_t state, ab_request_info_t *out)
+{
+    ab_requests_t q = {state, {0}, id - 1, 1};
+    ab_requests_reply_t r;
+    ab_error_t err = AB_ERROR_INIT;
+    if (ab_conn_requests(s->c, &q, s->doc, &r, IT_TIMEOUT, &err) != AB_OK)
+        fail_msg("requests: %s: %s (field %s)", ab_status_name(err.code), err.message, err.field);
+    if (r.nrequests == 0 || r.requests[0].request != id)
+        return false;
+    *out = r.requests[0];
+    return true;
+}
+
+static void wait_state(side_t *s, uint64_t id, ab_request_state_t state)
+{
+    ab_request_info_t info;
+    for (int i = 0; i < 500; i++) {
+        if (find_req(s, id, state, &info))
+            return;
+        ab_conn_wait(s->c, 10);
+    }
+    fail_msg("request %llu never reached %s", (unsigned long long)id, ab_request_state_name(state));
+}
+
+/* The key names the request, whatever the retry's input says (7.12 "Idempotency"). */
+static void test_key_answers_before_input(void **state)
+{
+    it_t *t = *state;
+    IT_REQUIRE_BROKER(t);
+    side_t c = side_new(&t->bp);
+    ab_run_accepted_t a = start_ok(&c, "t-1", "k-1", "{\"messages\":[]}");
+    ab_run_accepted_t b;
+    ab_error_t err = AB_ERROR_INIT;
+    assert_int_equal(
+        start(&c, "t-1", "k-1", "{\"messages\":[],\"threadId\":\"other\"}", 0, &b, &err), AB_OK);
+    assert_true(b.existing);
+    assert_int_equal(b.request, a.request);
+    assert_int_equal(
+        start(&c, "t-1", "k-1", "{\"messages\":[],\"runId\":\"another-run\"}", 0, &b, &err), AB_OK);
+    assert_true(b.existing);
+    assert_int_equal(b.request, a.request);
+    /* a new key with such an input is still refused */
+    assert_int_equal(
+        start(&c, "t-1", "k-2", "{\"messages\":[],\"threadId\":\"other\"}", 0, &b, &err),
+        AB_INVALID_EVENT);
+    assert_string_equal(err.field, "input/threadId");
+    side_free(&c);
+}
+
+/* if_busy reject: only an open top-level request makes the thread busy. */
+static void test_if_busy_counts_top_level_only(void **state)
+{
+    it_t *t = *state;
+    IT_REQUIRE_BROKER(t);
+    side_t w = side_new(&t->bp), c = side_new(&t->bp);
+    serve(&w, "w1", "coder");
+    ab_run_accepted_t p = start_ok(&c, "t-1", "k-p", "{\"messages\":[]}");
+    asg_t gp = next_assign(&w);
+    publish(&w, &gp, 1, "RUN_STARTED");
+    char child[256];
+    snprintf(child, sizeof child, "{\"messages\":[],\"parentRunId\":\"%s\"}", gp.run);
+    ab_run_accepted_t ch = start_ok(&c, "t-1", "k-c", child);
+    asg_t gc = next_assign(&w); /* a child run is not held back */
+    assert_int_equal(gc.request, ch.request);
+    publish(&w, &gc, 1, "RUN_STARTED");
+    ab_run_accepted_t b;
+    ab_error_t err = AB_ERROR_INIT;
+    assert_int_equal(start(&c, "t-1", "k-r1", "{\"messages\":[]}", AB_IF_BUSY_REJECT, &b, &err),
+                     AB_CONFLICT); /* the parent is open */
+    assert_string_equal(err.field, "thread");
+    publish(&w, &gp, 2, "RUN_FINISHED");
+    wait_state(&c, p.request, AB_REQ_ENDED);
+    /* only the child is open: not busy; the new run waits behind it (rule 1) */
+    assert_int_equal(start(&c, "t-1", "k-r2", "{\"messages\":[]}", AB_IF_BUSY_REJECT, &b, &err),
+                     AB_OK);
+    assert_int_equal(b.state, AB_REQ_QUEUED);
+    side_free(&w);
+    side_free(&c);
+}
+
+/* The owner is a name: registered again without the agent, it is live and gets run_cancel. */
+static void test_cancel_reaches_owner_by_name(void **state)
+{
+    it_t *t = *state;
+    IT_REQUIRE_BROKER(t);
+    side_t w = side_new(&t->bp), c = side_new(&t->bp);
+    serve(&w, "w1", "coder");
+    ab_run_accepted_t a = start_ok(&c, "t-1", "k-1", "{\"messages\":[]}");
+    asg_t g = next_assign(&w);
+    publish(&w, &g, 1, "RUN_STARTED");
+    wait_state(&c, a.request, AB_REQ_STARTED);
+    serve(&w, "w1", "other"); /* same name, other agent */
+    ab_request_info_t info;
+    assert_true(find_req(&c, a.request, AB_REQ_STARTED, &info));
+    assert_false(info.orphaned);
+    ab_cancel_run_t cr = {SV("t-1"), SV(g.run), SV("stop")};
+    ab_cancel_reply_t rep;
+    ab_error_t err = AB_ERROR_INIT;
+    assert_int_equal(ab_conn_cancel_run(c.c, &cr, c.doc, &rep, IT_TIMEOUT, &err), AB_OK);
+    assert_int_equal(rep.outcome, AB_CANCEL_DELIVERED);
+    ab_msg_t m;
+    assert_int_equal(ab_conn_recv(w.c, 0, w.doc, &m, IT_TIMEOUT, &err), AB_OK);
+    assert_int_equal(m.op, AB_OP_RUN_CANCEL);
+    assert_int_equal(m.u.run_cancel.request, a.request);
+    side_free(&w);
+    side_free(&c);
+}
+
+/* A long worker name is cut to 64 bytes before a character: `requests` still answers. */
+static void test_long_worker_name_cut_whole(void **state)
+{
+    it_t *t = *state;
+    IT_REQUIRE_BROKER(t);
+    side_t w = side_new(&t->bp), c = side_new(&t->bp);
+    char name[80];
+    memset(name, 'a', 63);
+    memcpy(name + 63, "\xc3\xa9z", 4); /* e-acute across byte 64 */
+    serve(&w, name, "coder");
+    ab_run_accepted_t a = start_ok(&c, "t-1", "k-1", "{\"messages\":[]}");
+    asg_t g = next_assign(&w);
+    assert_int_equal(g.request, a.request);
+    ab_request_info_t info;
+    assert_true(find_req(&c, a.request, AB_REQ_ASSIGNED, &info));
+    assert_int_equal(info.worker.len, 63);
+    assert_memory_equal(info.worker.ptr, name, 63);
+    side_free(&w);
+    side_free(&c);
+}
+
+/* A run that errors before it starts (RUN_ERROR first) ends its request and frees the worker. */
+static void test_error_before_start_ends(void **state)
+{
+    it_t *t = *state;
+    IT_REQUIRE_BROKER(t);
+    side_t w = side_new(&t->bp), c = side_new(&t->bp);
+    serve(&w, "w1", "coder");
+    ab_run_accepted_t a = start_ok(&c, "t-1", "k-1", "{\"messages\":[]}");
+    asg_t g = next_assign(&w);
+    ab_buf_t ev = AB_BUF_INIT;
+    ab_error_t err = AB_ERROR_INIT;
+    assert_int_equal(ab_envelope_json(&ev, 1, g.thread, g.run, 1, g.epoch,
+                                      "{\"type\":\"RUN_ERROR\",\"message\":\"no model\"}", NULL),
+                     AB_OK);
+    ab_result_t r = it_publish1(w.c, w.doc, &ev, &err);
+    ab_buf_free(&ev);
+    assert_int_equal(r.status, AB_RESULT_ACCEPTED);
+    wait_state(&c, a.request, AB_REQ_ENDED);
+    /* the thread is free again: its next request is assigned */
+    ab_run_accepted_t b = start_ok(&c, "t-1", "k-2", "{\"messages\":[]}");
+    asg_t g2 = next_assign(&w);
+    assert_int_equal(g2.request, b.request);
+    side_free(&w);
+    side_free(&c);
+}
+
+/* Back in the queue, a request's old assignee is fenced at once: its late RUN_STARTED cannot
+ * commit while the request waits (it would be handed out again after its start). */
+static void test_requeue_fences_assignee(void **state)
+{
+    it_t *t = *state;
+    IT_REQUIRE_BROKER(t);
+    side_t w = side_new(&t->bp), c = side_new(&t->bp);
+    serve(&w, "w1", "coder");
+    ab_run_accepted_t a = start_ok(&c, "t-1", "k-1", "{\"messages\":[]}");
+    asg_t g = next_assign(&w);
+    ab_msg_t m = {.op = AB_OP_DECLINE}, r;
+    m.u.decline = (ab_decline_t){g.request, g.epoch, {0}};
+    ab_error_t err = AB_ERROR_INIT;
+    assert_int_equal(ab_conn_request(w.c, &m, NULL, 0, w.doc, &r, IT_TIMEOUT, &err), AB_OK);
+    assert_int_equal(r.u.declined.state, AB_REQ_QUEUED);
+    assert_int_equal(publish_st(&w, &g, 1, "RUN_STARTED", &err), AB_RESULT_REJECTED);
+    assert_int_equal(err.code, AB_FENCED);
+    asg_t g2 = next_assign(&w); /* after the decline's back-off: attempt 2, which can start */
+    assert_int_equal(g2.request, a.request);
+    publish(&w, &g2, 1, "RUN_STARTED");
+    wait_state(&c, a.request, AB_REQ_STARTED);
+    /* a restart puts an assigned request back as well: its assignee is fenced then too */
+    ab_run_accepted_t b = start_ok(&c, "t-2", "k-2", "{\"messages\":[]}");
+    asg_t gb = next_assign(&w);
+    assert_int_equal(gb.request, b.request);
+    side_free(&w);
+    side_free(&c);
+    bp_kill(&t->bp);
+    assert_int_equal(bp_restart(&t->bp), 0);
+    c = side_new(&t->bp);
+    assert_int_equal(publish_st(&c, &gb, 1, "RUN_STARTED", &err), AB_RESULT_REJECTED);
+    assert_int_equal(err.code, AB_FENCED);
+    ab_request_info_t info;
+    assert_true(find_req(&c, b.request, AB_REQ_QUEUED, &info));
+    side_free(&c);
+}
+
+/* A second serve replaces a registration but keeps its place: ties still go to it. */
+static void test_reserve_keeps_first_place(void **state)
+{
+    it_t *t = *state;
+    IT_REQUIRE_BROKER(t);
+    side_t w1 = side_new(&t->bp), w2 = side_new(&t->bp), c = side_new(&t->bp);
+    serve(&w1, "w1", "coder");
+    serve(&w2, "w2", "coder");
+    serve(&w1, "w1", "coder"); /* the same registration, its worker_id kept */
+    ab_run_accepted_t a = start_ok(&c, "t-1", "k-1", "{\"messages\":[]}");
+    asg_t g = next_assign(&w1); /* equal free capacity: the one that registered first */
+    assert_int_equal(g.request, a.request);
+    side_free(&w1);
+    side_free(&w2);
+    side_free(&c);
+}
+
+static void count_notice(void *ud, const ab_notice_t *n)
+{
+    if (n->kind == AB_NOTICE_ORPHANED)
+        ++*(int *)ud;
+}
+
+static int any_event(void *ud, const ab_sub_event_t *e)
+{
+    (void)ud;
+    (void)e;
+    return 0;
+}
+
+/* A worker that registers again under another name leaves its started runs orphaned: the
+ * thread's observers are told, as when it goes (7.12 "Orphans", 6.4). */
+static void test_rename_orphans_noticed(void **state)
+{
+    it_t *t = *state;
+    IT_REQUIRE_BROKER(t);
+    side_t w = side_new(&t->bp), c = side_new(&t->bp);
+    int notices = 0;
+    ab_sub_opts_t so = {.scope = AB_SUB_THREAD,
+                        .thread = "t-1",
+                        .on_event = any_event,
+                        .on_notice = count_notice,
+                        .ud = &notices};
+    ab_sub_t *sub = NULL;
+    ab_error_t err = AB_ERROR_INIT;
+    assert_int_equal(ab_sub_new(&sub, t->bp.cmd, &so, &err), AB_OK);
+    serve(&w, "w1", "coder");
+    ab_run_accepted_t a = start_ok(&c, "t-1", "k-1", "{\"messages\":[]}");
+    asg_t g = next_assign(&w);
+    publish(&w, &g, 1, "RUN_STARTED");
+    wait_state(&c, a.request, AB_REQ_STARTED);
+    assert_int_equal(ab_sub_poll(sub, 100, &err), AB_OK); /* live before the rename */
+    serve(&w, "w1-renamed", "coder");
+    ab_request_info_t info;
+    assert_true(find_req(&c, a.request, AB_REQ_STARTED, &info));
+    assert_true(info.orphaned);
+    for (int i = 0; i < 100 && notices == 0; i++)
+        assert_int_equal(ab_sub_poll(sub, 20, &err), AB_OK);
+    assert_int_equal(notices, 1);
+    ab_sub_destroy(&sub);
+    side_free(&w);
+    side_free(&c);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_key_answers_before_input, it_setup, it_teardown),
+        cmocka_unit_test_setup_teardown(test_if_busy_counts_top_level_only, it_setup, it_teardown),
+        cmocka_unit_test_setup_teardown(test_cancel_reaches_owner_by_name, it_setup, it_teardown),
+        cmocka_unit_test_setup_teardown(test_long_worker_name_cut_whole, it_setup, it_teardown),
+        cmocka_unit_test_setup_teardown(test_error_before_start_ends, it_setup, it_teardown),
+        cmocka_unit_test_setup_teardown(test_requeue_fences_assignee, it_setup, it_teardown),
+        cmocka_unit_test_setup_teardown(test_reserve_keeps_first_place, it_setup, it_teardown),
+        cmocka_unit_test_setup_teardown(test_rename_orphans_noticed, it_setup, it_teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
