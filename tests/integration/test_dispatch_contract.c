@@ -26,7 +26,7 @@
 
 #include "agentbus/subscriber.h"
 #include "broker_proc.h"
-#include "side.h"
+#include "dispatch_side.h"
 
 #include <string.h>
 
@@ -57,69 +57,12 @@ static ab_run_accepted_t start_ok(side_t *s, const char *thread, const char *key
     return a;
 }
 
-/* An assignment's ids, copied (the worker's doc is reused). */
-typedef struct asg {
-    uint64_t request, epoch;
-    char thread[64], run[128];
-} asg_t;
-
-static asg_t next_assign(side_t *w)
-{
-    ab_msg_t m;
-    ab_error_t err = AB_ERROR_INIT;
-    assert_int_equal(ab_conn_recv(w->c, 0, w->doc, &m, IT_TIMEOUT, &err), AB_OK);
-    assert_int_equal(m.op, AB_OP_ASSIGN);
-    asg_t a = {m.u.assign.request, m.u.assign.epoch, "", ""};
-    snprintf(a.thread, sizeof a.thread, "%.*s", (int)m.u.assign.thread.len, m.u.assign.thread.ptr);
-    snprintf(a.run, sizeof a.run, "%.*s", (int)m.u.assign.run.len, m.u.assign.run.ptr);
-    return a;
-}
-
-/* Publish @p type (RUN_STARTED or RUN_FINISHED) of @p a's run at @p seq on @p w: its status. */
-static ab_result_status_t publish_st(side_t *w, const asg_t *a, uint64_t seq, const char *type,
-                                     ab_error_t *err)
-{
-    char body[512];
-    snprintf(body, sizeof body, "{\"type\":\"%s\",\"threadId\":\"%s\",\"runId\":\"%s\"%s}", type,
-             a->thread, a->run,
-             strcmp(type, "RUN_STARTED") == 0 ? ",\"protocolVersion\":\"1.0\"" : "");
-    ab_buf_t ev = AB_BUF_INIT;
-    assert_int_equal(ab_envelope_json(&ev, 1, a->thread, a->run, seq, a->epoch, body, NULL), AB_OK);
-    ab_result_t r = it_publish1(w->c, w->doc, &ev, err);
-    ab_buf_free(&ev);
-    return r.status;
-}
-
-static void publish(side_t *w, const asg_t *a, uint64_t seq, const char *type)
+/* Publish @p type of @p a's run at @p seq on @p w, which must be accepted. */
+static void publish_ok(side_t *w, const asg_t *a, uint64_t seq, const char *type)
 {
     ab_error_t err = AB_ERROR_INIT;
-    if (publish_st(w, a, seq, type, &err) != AB_RESULT_ACCEPTED)
+    if (publish(w, a, seq, type, &err) != AB_RESULT_ACCEPTED)
         fail_msg("publish %s: %s: %s", type, ab_status_name(err.code), err.message);
-}
-
-/* Request @p id as `requests` lists it in @p state; false when not (yet). */
-static bool find_req(side_t *s, uint64_t id, ab_request_state_t state, ab_request_info_t *out)
-{
-    ab_requests_t q = {state, {0}, id - 1, 1};
-    ab_requests_reply_t r;
-    ab_error_t err = AB_ERROR_INIT;
-    if (ab_conn_requests(s->c, &q, s->doc, &r, IT_TIMEOUT, &err) != AB_OK)
-        fail_msg("requests: %s: %s (field %s)", ab_status_name(err.code), err.message, err.field);
-    if (r.nrequests == 0 || r.requests[0].request != id)
-        return false;
-    *out = r.requests[0];
-    return true;
-}
-
-static void wait_state(side_t *s, uint64_t id, ab_request_state_t state)
-{
-    ab_request_info_t info;
-    for (int i = 0; i < 500; i++) {
-        if (find_req(s, id, state, &info))
-            return;
-        ab_conn_wait(s->c, 10);
-    }
-    fail_msg("request %llu never reached %s", (unsigned long long)id, ab_request_state_name(state));
 }
 
 /* The key names the request, whatever the retry's input says (7.12 "Idempotency"). */
@@ -156,19 +99,19 @@ static void test_if_busy_counts_top_level_only(void **state)
     serve(&w, "w1", "coder");
     ab_run_accepted_t p = start_ok(&c, "t-1", "k-p", "{\"messages\":[]}");
     asg_t gp = next_assign(&w);
-    publish(&w, &gp, 1, "RUN_STARTED");
+    publish_ok(&w, &gp, 1, "RUN_STARTED");
     char child[256];
     snprintf(child, sizeof child, "{\"messages\":[],\"parentRunId\":\"%s\"}", gp.run);
     ab_run_accepted_t ch = start_ok(&c, "t-1", "k-c", child);
     asg_t gc = next_assign(&w); /* a child run is not held back */
     assert_int_equal(gc.request, ch.request);
-    publish(&w, &gc, 1, "RUN_STARTED");
+    publish_ok(&w, &gc, 1, "RUN_STARTED");
     ab_run_accepted_t b;
     ab_error_t err = AB_ERROR_INIT;
     assert_int_equal(start(&c, "t-1", "k-r1", "{\"messages\":[]}", AB_IF_BUSY_REJECT, &b, &err),
                      AB_CONFLICT); /* the parent is open */
     assert_string_equal(err.field, "thread");
-    publish(&w, &gp, 2, "RUN_FINISHED");
+    publish_ok(&w, &gp, 2, "RUN_FINISHED");
     wait_state(&c, p.request, AB_REQ_ENDED);
     /* only the child is open: not busy; the new run waits behind it (rule 1) */
     assert_int_equal(start(&c, "t-1", "k-r2", "{\"messages\":[]}", AB_IF_BUSY_REJECT, &b, &err),
@@ -187,7 +130,7 @@ static void test_cancel_reaches_owner_by_name(void **state)
     serve(&w, "w1", "coder");
     ab_run_accepted_t a = start_ok(&c, "t-1", "k-1", "{\"messages\":[]}");
     asg_t g = next_assign(&w);
-    publish(&w, &g, 1, "RUN_STARTED");
+    publish_ok(&w, &g, 1, "RUN_STARTED");
     wait_state(&c, a.request, AB_REQ_STARTED);
     serve(&w, "w1", "other"); /* same name, other agent */
     ab_request_info_t info;
@@ -268,11 +211,11 @@ static void test_requeue_fences_assignee(void **state)
     ab_error_t err = AB_ERROR_INIT;
     assert_int_equal(ab_conn_request(w.c, &m, NULL, 0, w.doc, &r, IT_TIMEOUT, &err), AB_OK);
     assert_int_equal(r.u.declined.state, AB_REQ_QUEUED);
-    assert_int_equal(publish_st(&w, &g, 1, "RUN_STARTED", &err), AB_RESULT_REJECTED);
+    assert_int_equal(publish(&w, &g, 1, "RUN_STARTED", &err), AB_RESULT_REJECTED);
     assert_int_equal(err.code, AB_FENCED);
     asg_t g2 = next_assign(&w); /* after the decline's back-off: attempt 2, which can start */
     assert_int_equal(g2.request, a.request);
-    publish(&w, &g2, 1, "RUN_STARTED");
+    publish_ok(&w, &g2, 1, "RUN_STARTED");
     wait_state(&c, a.request, AB_REQ_STARTED);
     /* a restart puts an assigned request back as well: its assignee is fenced then too */
     ab_run_accepted_t b = start_ok(&c, "t-2", "k-2", "{\"messages\":[]}");
@@ -283,7 +226,7 @@ static void test_requeue_fences_assignee(void **state)
     bp_kill(&t->bp);
     assert_int_equal(bp_restart(&t->bp), 0);
     c = side_new(&t->bp);
-    assert_int_equal(publish_st(&c, &gb, 1, "RUN_STARTED", &err), AB_RESULT_REJECTED);
+    assert_int_equal(publish(&c, &gb, 1, "RUN_STARTED", &err), AB_RESULT_REJECTED);
     assert_int_equal(err.code, AB_FENCED);
     ab_request_info_t info;
     assert_true(find_req(&c, b.request, AB_REQ_QUEUED, &info));
@@ -339,7 +282,7 @@ static void test_rename_orphans_noticed(void **state)
     serve(&w, "w1", "coder");
     ab_run_accepted_t a = start_ok(&c, "t-1", "k-1", "{\"messages\":[]}");
     asg_t g = next_assign(&w);
-    publish(&w, &g, 1, "RUN_STARTED");
+    publish_ok(&w, &g, 1, "RUN_STARTED");
     wait_state(&c, a.request, AB_REQ_STARTED);
     assert_int_equal(ab_sub_poll(sub, 100, &err), AB_OK); /* live before the rename */
     serve(&w, "w1-renamed", "coder");
