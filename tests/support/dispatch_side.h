@@ -95,6 +95,7 @@ static inline bool find_req(side_t *s, uint64_t id, ab_request_state_t state,
     ab_requests_t q = {state, {0}, id - 1, 1};
     ab_requests_reply_t r;
     ab_error_t err = AB_ERROR_INIT;
+    *out = (ab_request_info_t){0}; /* set on every path: callers read it after assert_true() */
     if (ab_conn_requests(s->c, &q, s->doc, &r, IT_TIMEOUT, &err) != AB_OK)
         fail_msg("requests: %s: %s (field %s)", ab_status_name(err.code), err.message, err.field);
     if (r.nrequests == 0 || r.requests[0].request != id)
