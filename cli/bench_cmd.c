@@ -39,14 +39,25 @@ typedef struct bench_args {
     double seconds; /* 0: the benchmark's default */
     size_t size;
     bool seen_bus_only, seen_size;
-    bool seen_rounds;  /* --rounds: fanout, and latency or scale with --row */
-    bool seen_frame;   /* --frame-per-event: the benchmarks that publish */
-    bool seen_rate;    /* --rate: ingest only */
-    bool seen_workers; /* --workers-broker: dispatch only, with --broker */
-    bool seen_events;  /* --events: replay and pg only */
-    bool seen_row;     /* --row: latency and scale only */
-    bool json;         /* --json: rows as JSON on stdout, the human lines on stderr */
+    bool seen_rounds;               /* --rounds: fanout, and latency or scale with --row */
+    bool seen_frame;                /* --frame-per-event: the benchmarks that publish */
+    bool seen_rate;                 /* --rate: ingest only */
+    bool seen_workers;              /* --workers-broker: dispatch only, with --broker */
+    bool seen_events;               /* --events: replay and pg only */
+    bool seen_row;                  /* --row: latency and scale only */
+    bool json;                      /* --json: rows as JSON on stdout, the human lines on stderr */
+    char broker[300], workers[300]; /* --broker, --workers-broker, expanded (HOST:PORT) */
 } bench_args_t;
+
+/* Endpoint @p arg of flag @p flag into @p out (HOST:PORT and :PORT expanded as every
+ * command's, cli_broker_endpoint), checked. @return 0, or AB_EXIT_USAGE (printed). */
+static int take_endpoint(const char *flag, const char *arg, char *out, size_t size)
+{
+    if (arg[0] == '\0')
+        return cli_usage_error("bench", "%s needs an endpoint", flag);
+    snprintf(out, size, "%s", cli_broker_endpoint(arg));
+    return cli_check_endpoint("bench", flag, out);
+}
 
 static void help(void)
 {
@@ -145,9 +156,9 @@ static int take(int c, bench_args_t *a)
         a->size = v;
         a->seen_size = true;
     } else if (c == 'b') {
-        if (cli_check_endpoint("bench", "--broker", optarg) != 0)
+        if (take_endpoint("--broker", optarg, a->broker, sizeof a->broker) != 0)
             return AB_EXIT_USAGE;
-        a->bus.broker = optarg;
+        a->bus.broker = a->broker;
         a->seen_bus_only = true;
     } else if (c == OPT_ROUNDS) {
         long r = strtol(optarg, &end, 10);
@@ -177,9 +188,9 @@ static int take(int c, bench_args_t *a)
         a->bus.row = optarg;
         a->seen_row = true;
     } else if (c == OPT_WORKERS) {
-        if (cli_check_endpoint("bench", "--workers-broker", optarg) != 0)
+        if (take_endpoint("--workers-broker", optarg, a->workers, sizeof a->workers) != 0)
             return AB_EXIT_USAGE;
-        a->bus.workers_broker = optarg;
+        a->bus.workers_broker = a->workers;
         a->seen_bus_only = a->seen_workers = true;
     } else if (c == OPT_JSON) {
         a->json = true;
