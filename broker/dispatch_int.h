@@ -155,7 +155,10 @@ typedef struct ab__newreq {
 /** The run id: the caller's, else input.runId, else one the broker makes into @p made. */
 AB_NODISCARD ab_status_t ab__dispatch_run_id(ab__dispatch_t *d, ab__newreq_t *n, ab_str_t run,
                                              char *made, size_t size, ab_error_t *err);
-/** Store @p n (or find its key's request) and answer run_accepted. */
+/** When a request is stored under @p key, answer @p job with it (existing) and @return true;
+ *  start_run and resume_run ask first, before judging anything else of the request. */
+bool ab__dispatch_known(ab__dispatch_t *d, ab_job_t *job, ab_str_t key);
+/** Store @p n (a key stored meanwhile by another broker: its request) and answer run_accepted. */
 void ab__dispatch_put(ab__dispatch_t *d, ab_job_t *job, ab__newreq_t *n, ab_if_busy_t if_busy);
 /** Answer run_accepted for request @p id. */
 void ab__dispatch_accepted(ab__dispatch_t *d, ab_job_t *job, uint64_t id, bool existing);

@@ -151,16 +151,21 @@ static ab__dreq_t *busy_with(ab__dispatch_t *d, ab_str_t thread, const ab_val_t 
 }
 
 /* Put @p n (a new request) and answer; interrupt cancels what it would wait behind. */
+bool ab__dispatch_known(ab__dispatch_t *d, ab_job_t *job, ab_str_t key)
+{
+    ab_error_t e = AB_ERROR_INIT;
+    ab_request_t r;
+    if (d->p->request_by_key(d->db, key, &r, NULL, &e) != AB_OK)
+        return false;
+    ab__dispatch_accepted(d, job, r.id, true); /* invariant 3: before the input is judged */
+    return true;
+}
+
 void ab__dispatch_put(ab__dispatch_t *d, ab_job_t *job, ab__newreq_t *n, ab_if_busy_t if_busy)
 {
     ab_error_t e = AB_ERROR_INIT;
     ab_request_t r;
-    bool existing = false;
-    if (d->p->request_by_key(d->db, n->key, &r, NULL, &e) == AB_OK) {
-        ab__dispatch_accepted(d, job, r.id, true); /* invariant 3 */
-        return;
-    }
-    ab_error_clear(&e);
+    bool existing = false; /* a key stored since ab__dispatch_known() looked (a shared store) */
     const ab_val_t *parent = ab_val_get(n->input, "parentRunId");
     ab__dreq_t *busy = busy_with(d, n->thread, parent);
     if (busy && if_busy == AB_IF_BUSY_REJECT) {
@@ -198,13 +203,9 @@ void ab__dispatch_put(ab__dispatch_t *d, ab_job_t *job, ab__newreq_t *n, ab_if_b
 
 static void start_run(ab__dispatch_t *d, ab_job_t *job, const ab_start_run_t *s)
 {
-    ab_error_t e = AB_ERROR_INIT;
-    ab_request_t r;
-    if (d->p->request_by_key(d->db, s->key, &r, NULL, &e) == AB_OK) {
-        ab__dispatch_accepted(d, job, r.id, true); /* invariant 3: before the input is judged */
+    if (ab__dispatch_known(d, job, s->key))
         return;
-    }
-    ab_error_clear(&e);
+    ab_error_t e = AB_ERROR_INIT;
     char made[AB_ID_MAX_BYTES + 1];
     ab__newreq_t n = {.agent = s->agent, .thread = s->thread, .key = s->key, .input = s->input};
     if (ab__dispatch_run_id(d, &n, s->run, made, sizeof(made), &e) != AB_OK) {

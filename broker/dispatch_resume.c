@@ -74,13 +74,10 @@ static ab_status_t agent_of(ab__dispatch_t *d, const ab_resume_run_t *r, ab_requ
 
 void ab__dispatch_resume(ab__dispatch_t *d, ab_job_t *job, const ab_resume_run_t *r)
 {
+    if (ab__dispatch_known(d, job, r->key))
+        return;
     ab_error_t e = AB_ERROR_INIT;
     ab_request_t req;
-    if (d->p->request_by_key(d->db, r->key, &req, NULL, &e) == AB_OK) {
-        ab__dispatch_accepted(d, job, req.id, true); /* invariant 3 */
-        return;
-    }
-    ab_error_clear(&e);
     ab_str_t agent = {0};
     ab_val_t empty = {AB_VAL_MAP, 0, {.pairs = NULL}};
     ab_kv_t *kv = NULL;
