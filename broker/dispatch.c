@@ -10,11 +10,17 @@
  *     A request is assigned with a fresh claim (its epoch fences every
  *     earlier writer of the run), moves to started only when a RUN_STARTED
  *     of that epoch commits, and goes back to the queue (declined, lease
- *     lapsed, restart) only while it is assigned, with a claim that fences
- *     the assignee at once (ab__dq_requeue), so no RUN_STARTED commits while
- *     it waits. A started request is never queued again: its run ends, or
- *     it is orphaned. A terminal event ends it from assigned too (an error
- *     before start).
+ *     lapsed, restart) only while it is assigned and no commit of its run
+ *     asked it to move on, with a claim that fences the assignee at once
+ *     (ab__dq_requeue), so no RUN_STARTED commits while it waits. A started
+ *     request is never queued again: its run ends, or it is orphaned. A
+ *     terminal event ends it from assigned too (an error before start).
+ *     The move a commit asks for is kept on the request until the store has
+ *     it (dispatch_moves.c: retried on a back-off while the store refuses it
+ *     retryably, one per request); while kept, the request counts as started
+ *     (ab__dq_kept): never queued again, a decline changes nothing, a cancel
+ *     goes to its worker. A restart settles one the broker stopped with from
+ *     the run's head (ab__dq_recover).
  *  3. One dispatched run per thread: a queued request is not assigned while
  *     another request of its thread is assigned or started, unless its
  *     input's parentRunId names that run (a child run); requests of a
@@ -25,6 +31,8 @@
  *     requests of that agent.
  *  5. Store writes happen between event groups (ab__dispatch_pump() and
  *     jobs), never while a group is staged.
+ *  6. Memory is bounded by the table: at most AB__DISPATCH_OPEN_MAX new
+ *     open requests, each with at most one kept move on its entry.
  */
 #include "dispatch_int.h"
 #include "loader.h"
@@ -239,8 +247,8 @@ static void requeue_unowned(ab__dispatch_t *d)
     for (size_t i = 0; i < d->nq;) {
         ab__dreq_t *q = &d->q[i];
         ab_error_t e = AB_ERROR_INIT;
-        if (q->r.state != AB_REQ_ASSIGNED || !ab__dq_mine(d, q) ||
-            ab__dq_owner(d, q->r.worker, q->r.agent)) {
+        if (q->r.state != AB_REQ_ASSIGNED || !ab__dq_mine(d, q) || ab__dq_kept(q) ||
+            ab__dq_owner(d, q->r.worker, q->r.agent)) { /* kept: its run started */
             i++;
             continue;
         }
@@ -551,86 +559,11 @@ static bool assign(ab__dispatch_t *d, ab__dreq_t *q, ab__dwk_t *w)
     return true;
 }
 
-/*
- * Make noted move @p mv from the copy @p q as it is now. A move to started is made only from
- * assigned at the RUN_STARTED's epoch: on a shared store a refresh between the note and now
- * may show it started already (its holder moved it), and moving it again from there would be
- * a worker here adopting a started run, recording this broker as its holder (move_broker).
- */
-static ab_status_t apply_move(ab__dispatch_t *d, ab__dreq_t *q, const ab__dmove_t *mv,
-                              ab_error_t *e)
-{
-    if (mv->to == AB_REQ_STARTED && (q->r.state != AB_REQ_ASSIGNED || q->r.epoch != mv->epoch)) {
-        ab__log(AB_LOG_DEBUG,
-                "dispatch: request %" PRIu64 " is %s at epoch %" PRIu64
-                ": not moved to started here",
-                q->r.id, ab_request_state_name(q->r.state), q->r.epoch);
-        return AB_OK;
-    }
-    if (mv->to == AB_REQ_ENDED && q->r.state == AB_REQ_ASSIGNED) {
-        /* an error before start (a RUN_ERROR first, docs/LIFECYCLE.md 2): its assignee ran it,
-         * so it is started, then ended (the store moves a request to ended only from started) */
-        uint64_t id = q->r.id;
-        ab_status_t rc = ab__dq_move(d, q, AB_REQ_STARTED, q->r.worker, q->r.epoch, e);
-        if (rc != AB_OK || (q = ab__dq_by_id(d, id)) == NULL)
-            return rc;
-    }
-    uint64_t epoch = mv->to == AB_REQ_STARTED ? mv->epoch : q->r.epoch;
-    return ab__dq_move(d, q, mv->to, q->r.worker, epoch, e);
-}
-
-/*
- * Shared store: move @p mv was refused against this broker's copy, which may be stale (another
- * broker made the move first, or this broker had not yet seen the assignment): read the stored
- * request and try once more from it when the move starts there (started from assigned at the
- * RUN_STARTED's epoch, ended from started). From any other state it is not this broker's to make
- * now: done already, or the request not yet started, which its holder moves first (or, once that
- * broker's lease has ended, the settlement of its requests).
- */
-static ab_status_t move_again(ab__dispatch_t *d, const ab__dmove_t *mv, ab_error_t *e)
-{
-    ab_request_t r;
-    ab_error_clear(e);
-    ab_status_t rc = d->p->request_get(d->db, mv->id, &r, NULL, e);
-    if (rc != AB_OK)
-        return rc;
-    ab__dq_update(d, &r);
-    ab__dreq_t *q = ab__dq_by_id(d, mv->id);
-    ab_request_state_t from = mv->to == AB_REQ_STARTED ? AB_REQ_ASSIGNED : AB_REQ_STARTED;
-    if (q == NULL || r.state != from || (mv->to == AB_REQ_STARTED && r.epoch != mv->epoch)) {
-        ab__log(AB_LOG_DEBUG, "dispatch: request %" PRIu64 " is %s: not moved to %s here", mv->id,
-                ab_request_state_name(r.state), ab_request_state_name(mv->to));
-        return AB_OK;
-    }
-    return apply_move(d, q, mv, e);
-}
-
-static void apply_moves(ab__dispatch_t *d)
-{
-    for (size_t i = 0; i < d->nmoves; i++) {
-        ab__dreq_t *q = ab__dq_by_id(d, d->moves[i].id);
-        ab_error_t e = AB_ERROR_INIT;
-        if (q == NULL)
-            continue;
-        const ab__dmove_t *mv = &d->moves[i];
-        ab_status_t rc = apply_move(d, q, mv, &e);
-        if (rc != AB_OK && rc != AB_UNAVAILABLE && d->takes)
-            rc = move_again(d, mv, &e);
-        if (rc != AB_OK) {
-            char line[256]; /* a conflict: another broker made the move first */
-            ab__log(e.code == AB_CONFLICT ? AB_LOG_DEBUG : AB_LOG_WARN,
-                    "dispatch: request %" PRIu64 " not moved to %s: %s", mv->id,
-                    ab_request_state_name(mv->to), ab_error_format(&e, line, sizeof(line)));
-        }
-    }
-    d->nmoves = 0;
-}
-
 void ab__dispatch_pump(ab__dispatch_t *d)
 {
     if (d == NULL)
         return;
-    apply_moves(d);
+    ab__dq_apply_moves(d);
     if (!d->dirty)
         return;
     d->dirty = false;
@@ -654,42 +587,6 @@ void ab__dispatch_pump(ab__dispatch_t *d)
     ab__access_unref(&d->acc);
     free(seen.v);
     d->dirty = false;
-}
-
-bool ab__dispatch_wants_pump(const ab__dispatch_t *d)
-{
-    return d != NULL && (d->nmoves > 0 || d->dirty);
-}
-
-static void note_move(ab__dispatch_t *d, uint64_t id, ab_request_state_t to, uint64_t epoch)
-{
-    ab__dmove_t *v = ab__grow(d->moves, &d->capmoves, d->nmoves + 1, sizeof(*v), 16);
-    if (v == NULL) {
-        ab__log(AB_LOG_WARN, "dispatch: out of memory noting request %" PRIu64, id);
-        return;
-    }
-    d->moves = v;
-    d->moves[d->nmoves++] = (ab__dmove_t){id, to, epoch};
-    d->dirty = true; /* a followed commit: the next tick's pump stores it */
-}
-
-void ab__dispatch_committed(ab__dispatch_t *d, const ab_append_event_t *evs, size_t n)
-{
-    if (d == NULL || d->nq == 0)
-        return;
-    for (size_t i = 0; i < n; i++) {
-        const ab_append_event_t *ev = &evs[i];
-        if (ev->status == AB_RUN_STATUS_UNKNOWN)
-            continue;
-        ab__dreq_t *q = ab__dq_by_run(d, ev->thread, ev->run);
-        if (q == NULL)
-            continue;
-        if (ev->status == AB_RUN_STATUS_ACTIVE && q->r.state == AB_REQ_ASSIGNED &&
-            ev->epoch == q->r.epoch)
-            note_move(d, q->r.id, AB_REQ_STARTED, ev->epoch);
-        else if (ev->status == AB_RUN_STATUS_FINISHED || ev->status == AB_RUN_STATUS_ERRORED)
-            note_move(d, q->r.id, AB_REQ_ENDED, 0);
-    }
 }
 
 /* ms until a declined request may go back to the worker that declined it; -1 = none. */
@@ -716,17 +613,22 @@ bool ab__dispatch_is_orphan(ab__dispatch_t *d, ab_str_t thread, ab_str_t run)
     return q != NULL && ab__dq_orphaned(d, q);
 }
 
+/* The sooner of two dues in ms (-1 = none). */
+static long sooner(long a, long b)
+{
+    return a >= 0 && (b < 0 || a < b) ? a : b;
+}
+
 long ab__dispatch_tick(ab__dispatch_t *d)
 {
     if (d == NULL)
         return -1;
     int64_t now = ab__mono_ms();
     long sync = ab__dispatch_sync(d, now);
-    long backoff = d->nq ? backoff_due(d, now) : -1;
-    if (sync >= 0 && (backoff < 0 || sync < backoff))
-        backoff = sync;
-    if (d->dirty)
+    long backoff = sooner(d->nq ? backoff_due(d, now) : -1, sync);
+    if (d->dirty || ab__dq_moves_due(d, now) == 0)
         ab__dispatch_pump(d);
+    backoff = sooner(backoff, ab__dq_moves_due(d, ab__mono_ms())); /* kept moves' next try */
     if (d->grace_until_ms == 0)
         return backoff;
     if (now < d->grace_until_ms) {
@@ -923,7 +825,6 @@ void ab__dispatch_destroy(ab__dispatch_t **dp)
         worker_free(&d->wk[i]);
     free(d->wk);
     free(d->q);
-    free(d->moves);
     ab_doc_destroy(&d->doc);
     ab_doc_destroy(&d->idoc);
     ab_buf_free(&d->buf);

@@ -56,10 +56,12 @@ void ab__dispatch_job(ab__dispatch_t *d, ab_job_t *job);
  */
 void ab__dispatch_committed(ab__dispatch_t *d, const ab_append_event_t *evs, size_t n);
 
-/** Store the noted moves and assign what can be assigned (between groups). */
+/** Store the noted moves (those kept after a refusal once their back-off is over) and assign
+ *  what can be assigned (between groups). */
 void ab__dispatch_pump(ab__dispatch_t *d);
 
-/** Whether ab__dispatch_pump() has anything to do (moves noted, or a change to assign). */
+/** Whether ab__dispatch_pump() has anything to do (a change to assign, kept moves whose
+ *  next try is due: none while their back-off runs, dispatch_moves.c). */
 bool ab__dispatch_wants_pump(const ab__dispatch_t *d);
 
 /**
@@ -78,7 +80,8 @@ void ab__dispatch_claimed(ab__dispatch_t *d, ab_str_t thread, ab_str_t run, zmq_
 /** Whether run @p run of @p thread is a dispatched run that is orphaned now (NULL-safe). */
 bool ab__dispatch_is_orphan(ab__dispatch_t *d, ab_str_t thread, ab_str_t run);
 
-/** ms until dispatch next has something to do by itself (orphan grace), -1 = nothing. */
+/** ms until dispatch next has something to do by itself (orphan grace, decline back-off,
+ *  the next try of kept moves), -1 = nothing; runs the pump when that is due. */
 long ab__dispatch_tick(ab__dispatch_t *d);
 
 /** Another broker put or moved a request (a shared store's wake): refresh the table soon. */

@@ -16,6 +16,11 @@ typedef struct ab__dreq {
     bool loaded;            /**< read from the store at start-up (its owner may not be back yet) */
     bool lost;              /**< held through another broker whose lease ended (shared store) */
     uint64_t cancel_told;   /**< shared store: the r.cancel_epoch whose run_cancel went out */
+    /* a kept move (dispatch_moves.c): one a commit of its run asked for, not stored yet */
+    ab_request_state_t mv_to; /**< STARTED or ENDED; AB_REQ_NONE = none */
+    uint64_t mv_epoch;        /**< the RUN_STARTED's epoch (0: an end noted alone) */
+    uint32_t mv_tries;        /**< store writes of it that failed */
+    bool mv_parked;           /**< a hard store error: not retried until its run notes more */
 } ab__dreq_t;
 
 /** Shared store: how often the lease is renewed and the table refreshed (ms). */
@@ -35,6 +40,11 @@ typedef struct ab__dreq {
 /** How long a declined request is not offered to the worker that declined it (ms). */
 #define AB__DECLINE_BACKOFF_MS 1000
 
+/** A kept move the store refused (retryable) is tried again after this back-off, doubled
+ *  after each failed try up to AB__DISPATCH_MOVE_RETRY_MAX_MS (dispatch_moves.c). */
+#define AB__DISPATCH_MOVE_RETRY_MS     100
+#define AB__DISPATCH_MOVE_RETRY_MAX_MS 2000
+
 /** One agent of a live worker: capacity and what is assigned to or started by it. */
 typedef struct ab__dagent {
     char name[AB_ID_MAX_BYTES + 1];
@@ -53,13 +63,6 @@ typedef struct ab__dwk {
     char key[AB_KEY_Z85_SIZE]; /**< its authenticated key ("" = no keys): serve prefixes */
 } ab__dwk_t;
 
-/** A state change a committed event asks for, stored by the next pump. */
-typedef struct ab__dmove {
-    uint64_t id;
-    ab_request_state_t to; /**< STARTED or ENDED */
-    uint64_t epoch;        /**< STARTED: the RUN_STARTED's epoch */
-} ab__dmove_t;
-
 struct ab__dispatch {
     ab__shared_t *b;
     ab_seq_t *seq;
@@ -70,9 +73,10 @@ struct ab__dispatch {
     size_t nq, capq;
     ab__dwk_t *wk;
     size_t nwk, capwk;
-    ab__dmove_t *moves;
-    size_t nmoves, capmoves;
-    uint64_t next_run; /**< made run ids: r-<instance>-<n> */
+    size_t nmoves;         /**< kept moves to try (not parked); at most nq (dispatch_moves.c) */
+    int64_t mv_due_ms;     /**< the next try of the kept moves (mono ms; 0 = at the next pump) */
+    int64_t mv_backoff_ms; /**< the back-off after the last failed try; 0 = none failed */
+    uint64_t next_run;     /**< made run ids: r-<instance>-<n> */
     uint64_t order;
     int64_t grace_until_ms;        /**< after start-up: started runs are not orphaned before this */
     bool dirty;                    /**< something changed: the pump may assign */
@@ -139,6 +143,20 @@ AB_NODISCARD ab_status_t ab__dq_requeue(ab__dispatch_t *d, ab__dreq_t *q, ab_err
 void ab__dq_send(ab__dispatch_t *d, ab__dwk_t *w, const ab_msg_t *m);
 /** Answer @p job with @p m or error @p e and free it. */
 void ab__dq_answer(ab__dispatch_t *d, ab_job_t *job, const ab_msg_t *m, const ab_error_t *e);
+
+/** Whether a commit of @p q's run asked for a move the store has not taken yet (a kept
+ *  move): its RUN_STARTED (or end) committed, so it is started in all but its stored row
+ *  and never goes back to the queue (invariant 2 of dispatch.c). */
+static inline bool ab__dq_kept(const ab__dreq_t *q)
+{
+    return q->mv_to != AB_REQ_NONE;
+}
+
+/* dispatch_moves.c */
+/** Store the kept moves that are due, in id order (between groups; ab__dispatch_pump). */
+void ab__dq_apply_moves(ab__dispatch_t *d);
+/** ms until the kept moves are next tried: 0 = now, -1 = none kept. */
+long ab__dq_moves_due(const ab__dispatch_t *d, int64_t now);
 
 /* dispatch_ops.c */
 void ab__dispatch_op(ab__dispatch_t *d, ab_job_t *job, const ab_msg_t *m);

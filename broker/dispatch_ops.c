@@ -224,12 +224,14 @@ static void decline(ab__dispatch_t *d, ab_job_t *job, const ab_decline_t *dc)
     ab_error_t e = AB_ERROR_INIT;
     ab_msg_t m = {.op = AB_OP_DECLINED, .v = job->v, .cid = job->cid};
     if (q == NULL || q->r.state != AB_REQ_ASSIGNED || q->r.epoch != dc->epoch || w == NULL ||
-        strcmp(w->name, q->r.worker) != 0 || !ab__dq_mine(d, q)) {
+        strcmp(w->name, q->r.worker) != 0 || !ab__dq_mine(d, q) || ab__dq_kept(q)) {
         ab_request_t r;
         if (d->p->request_get(d->db, dc->request, &r, NULL, &e) != AB_OK) {
             fail_err(d, job, &e);
             return;
         }
+        if (q != NULL && ab__dq_kept(q))
+            r.state = q->mv_to; /* its run started (or ended): the store has not that yet */
         m.u.declined = (ab_declined_t){r.id, r.state}; /* not (or no longer) this assignment */
         ab__dq_answer(d, job, &m, NULL);
         return;
@@ -298,6 +300,12 @@ static ab_status_t cancel_one_(ab__dispatch_t *d, ab__dreq_t *q, ab_str_t reason
 {
     ab_request_t r = q->r;
     ab__dwk_t *w = ab__dq_mine(d, q) ? ab__dq_owner(d, r.worker, r.agent) : NULL;
+    if (q->mv_to == AB_REQ_ENDED) { /* its run ended; the store has not that yet */
+        *out = AB_CANCEL_ENDED;
+        return AB_OK;
+    }
+    if (q->mv_to == AB_REQ_STARTED) /* its RUN_STARTED committed: started but in the store */
+        r.state = AB_REQ_STARTED;
     if (r.state == AB_REQ_STARTED) {
         ab_status_t rc = cancel_started(d, q, reason, out, err);
         ab__dreq_t *now = rc == AB_CONFLICT ? moved_on(d, &r, out, err) : NULL;
