@@ -10,8 +10,11 @@
  * runs PASSIVE checkpoints, woken by the writer connection's WAL hook.
  *
  * Invariants:
- *  1. The WAL stays bounded: at st->wal_pages pages after a commit the
- *     checkpointer is woken; at AB_STORE_WAL_INLINE_FACTOR (4) times that
+ *  1. The WAL stays bounded: at AB_STORE_WAL_EARLY_PAGES pages after a
+ *     commit (or st->wal_pages if fewer) the checkpointer is woken, so that a
+ *     WAL written slowly restarts early, within a file whose blocks it then
+ *     writes again instead of lengthening the file; at
+ *     AB_STORE_WAL_INLINE_FACTOR (4) times st->wal_pages
  *     (it fell behind, or it could not start) the writer waits for the
  *     thread's checkpoint in progress, if any, and checkpoints itself. The
  *     WAL restarts (is written from its start again) only at the first
@@ -144,7 +147,8 @@ static int on_wal(void *arg, sqlite3 *db, const char *name, int pages)
 {
     ab_store_t *st = arg;
     ab_store_ckpt_t *c = st->ckpt;
-    if (pages < st->wal_pages)
+    int wake = st->wal_pages < AB_STORE_WAL_EARLY_PAGES ? st->wal_pages : AB_STORE_WAL_EARLY_PAGES;
+    if (pages < (c != NULL ? wake : st->wal_pages))
         return SQLITE_OK;
     if (c != NULL && pages < AB_STORE_WAL_INLINE_FACTOR * st->wal_pages) {
         pthread_mutex_lock(&c->mu);

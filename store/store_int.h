@@ -24,6 +24,13 @@
 #define AB_STORE_PAGE_BYTES 8192
 /** WAL pages (of page_size, 8 KiB) after which the checkpointer runs (store_ckpt.c). */
 #define AB_STORE_WAL_PAGES 8192
+/** The checkpointer is woken at this many WAL pages (4 MiB), or at wal_pages if fewer:
+ * so that at light load the WAL restarts within a small file whose blocks it writes
+ * again, where a WAL growing to wal_pages would lengthen its file at nearly every commit,
+ * and an fdatasync that must also write the file's new size and blocks takes about 100 us
+ * more (docs/STORE.md "WAL size"). A writer without the thread still checkpoints at
+ * wal_pages. */
+#define AB_STORE_WAL_EARLY_PAGES 512
 /** At this many times wal_pages the writer checkpoints itself (store_ckpt.c). */
 #define AB_STORE_WAL_INLINE_FACTOR 4
 /** journal_size_limit = this many times wal_pages pages: a WAL file larger than

@@ -11,6 +11,7 @@
  * slices flushes the database file after each (store/store_pace.c).
  */
 #include "store.h"
+#include "store_int.h"
 #include "testutil.h"
 
 #include "broker_proc.h"
@@ -179,6 +180,79 @@ static void test_wal_bounded_and_complete(void **state)
         fail_msg("WAL reached %ld bytes (bound %ld)", most, bound);
     ab__store_close(&st);
     assert_int_equal(rows_of_run(f), 2000); /* read and delivered, in order */
+}
+
+/* The WAL file's header: its checkpoint sequence (+1 at every restart) and salts. */
+static bool wal_header(const char *wal, uint32_t *seq, uint8_t salts[8])
+{
+    uint8_t h[32];
+    FILE *fp = fopen(wal, "rb"); /* SQLite holds no lock on the WAL file itself */
+    bool ok = fp && fread(h, 1, sizeof h, fp) == sizeof h;
+    if (fp)
+        fclose(fp);
+    if (ok) {
+        *seq = (uint32_t)h[12] << 24 | (uint32_t)h[13] << 16 | (uint32_t)h[14] << 8 | h[15];
+        memcpy(salts, h + 16, 8);
+    }
+    return ok;
+}
+
+/* The frames of the WAL's current generation: those from its start whose salts are the
+ * header's (the frames after them are of an earlier generation, in a file reused). */
+static long wal_frames(const char *wal)
+{
+    uint32_t seq;
+    uint8_t salts[8], fh[24];
+    if (!wal_header(wal, &seq, salts))
+        return 0;
+    FILE *fp = fopen(wal, "rb");
+    long n = 0;
+    while (fp && fseek(fp, 32 + n * (24L + AB_STORE_PAGE_BYTES), SEEK_SET) == 0 &&
+           fread(fh, 1, sizeof fh, fp) == sizeof fh && memcmp(fh + 8, salts, 8) == 0)
+        n++;
+    if (fp)
+        fclose(fp);
+    return n;
+}
+
+/*
+ * Light load with the default wal_pages (64 MiB): the checkpointer is woken at
+ * AB_STORE_WAL_EARLY_PAGES (4 MiB of frames) instead, so a WAL written slowly
+ * (each checkpoint done before the next commit, as at 1,000 small commits a
+ * second) restarts there, and its file stays at that size while many times as
+ * much is committed. Woken at wal_pages, no checkpoint comes at the early size
+ * (the wait below fails) and the file grows to 64 MiB: longer at nearly every
+ * commit, whose fdatasync then costs more (docs/STORE.md "WAL size").
+ */
+static void test_wal_restarts_early(void **state)
+{
+    fx_t *f = *state;
+    ab_store_opts_t o = {.durability = AB_DURABILITY_PROCESS, .busy_timeout_ms = 1000};
+    ab_error_t err = AB_ERROR_INIT;
+    ab_store_t *st = NULL;
+    if (ab__store_open(&st, f->dir, &o, &err) != AB_OK)
+        fail_msg("open: %s", err.message);
+    long most = 0, frames_seen = 0;
+    uint64_t seq = 1, ckpts = 0;
+    uint32_t first = 0, now = 0;
+    uint8_t salts[8];
+    for (int c = 0; c < 20000 && (c == 0 || now - first < 4); c++) {
+        commit_events(st, seq, 4, 2000);
+        seq += 4;
+        assert_true(wal_header(f->wal, c == 0 ? &first : &now, salts));
+        long w = file_size(f->wal), frames = wal_frames(f->wal);
+        most = w > most ? w : most;
+        frames_seen += frames;
+        if (frames >= AB_STORE_WAL_EARLY_PAGES) /* woken by this commit; done before the next */
+            ckpts = await_checkpoints(st, ckpts + 1).checkpoints;
+    }
+    ab__store_close(&st);
+    assert_true(now - first >= 4); /* four restarts, each after AB_STORE_WAL_EARLY_PAGES */
+    long bound = 32 + (AB_STORE_WAL_EARLY_PAGES + 16L) * (24 + AB_STORE_PAGE_BYTES);
+    if (most > bound) /* the early size, plus the commit that crossed it */
+        fail_msg("the WAL file reached %ld bytes (want at most %ld)", most, bound);
+    assert_true(frames_seen > 0);
+    assert_int_equal(rows_of_run(f), seq - 1);
 }
 
 /*
@@ -377,6 +451,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_background_checkpoint, setup, teardown),
         cmocka_unit_test_setup_teardown(test_wal_bounded_and_complete, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_wal_restarts_early, setup, teardown),
         cmocka_unit_test_setup_teardown(test_wal_file_cut_back, setup, teardown),
         cmocka_unit_test_setup_teardown(test_wal_file_reused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_wal_bound_with_a_reader, setup, teardown),
