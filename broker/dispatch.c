@@ -1,6 +1,7 @@
 /*
  * dispatch.c - the open requests, the live workers and assignment
- * (dispatch.h). The requests clients send are in dispatch_ops.c.
+ * (dispatch.h). The requests clients send are in dispatch_ops.c; the load
+ * of the store's open requests at start-up is in dispatch_load.c.
  *
  * Invariants:
  *  1. The table q holds exactly the store's open requests (queued,
@@ -20,7 +21,8 @@
  *     retryably, one per request); while kept, the request counts as started
  *     (ab__dq_kept): never queued again, a decline changes nothing, a cancel
  *     goes to its worker. A restart settles one the broker stopped with from
- *     the run's head (ab__dq_recover).
+ *     the run's head (ab__dq_recover, dispatch_load.c): started only when the
+ *     run's first event has the request's epoch.
  *  3. One dispatched run per thread: a queued request is not assigned while
  *     another request of its thread is assigned or started, unless its
  *     input's parentRunId names that run (a child run); requests of a
@@ -35,7 +37,6 @@
  *     open requests, each with at most one kept move on its entry.
  */
 #include "dispatch_int.h"
-#include "loader.h"
 
 #include <inttypes.h>
 #include <stdint.h>
@@ -183,7 +184,16 @@ bool ab__dq_orphaned(const ab__dispatch_t *d, const ab__dreq_t *q)
         return false;
     if (!ab__dq_mine(d, q))
         return q->lost; /* another broker's: orphaned once its lease ended */
-    return !ab__dq_owner_live(d, q->r.worker) && (!q->loaded || ab__mono_ms() >= d->grace_until_ms);
+    return !ab__dq_owner_live(d, q->r.worker) && ab__dq_grace_left_ms(d, q) == 0;
+}
+
+int64_t ab__dq_grace_left_ms(const ab__dispatch_t *d, const ab__dreq_t *q)
+{
+    if (q->r.state != AB_REQ_STARTED || !ab__dq_mine(d, q) || !q->loaded ||
+        ab__dq_owner_live(d, q->r.worker))
+        return 0;
+    int64_t left = d->grace_until_ms - ab__mono_ms();
+    return d->grace_until_ms != 0 && left > 0 ? left : 0;
 }
 
 static ab__dagent_t *serves(const ab__dwk_t *w, const char *agent)
@@ -379,9 +389,12 @@ void ab__dq_answer(ab__dispatch_t *d, ab_job_t *job, const ab_msg_t *m, const ab
 void ab__dispatch_job(ab__dispatch_t *d, ab_job_t *job)
 {
     if (job->kind == AB_JOB_WORKER_UP) {
-        worker_up(d, job);
+        worker_up(d, job); /* taken in also before the load: registrations are not stored */
     } else if (job->kind == AB_JOB_WORKER_DOWN) {
         worker_down(d, job);
+    } else if (!d->ready) {
+        ab__dq_answer_unready(d, job);
+        return;
     } else {
         ab_msg_t m;
         ab_error_t e = AB_ERROR_INIT;
@@ -623,6 +636,8 @@ long ab__dispatch_tick(ab__dispatch_t *d)
 {
     if (d == NULL)
         return -1;
+    if (!d->ready) /* the load's next try; the grace is looked at once loaded */
+        return ab__dq_load_tick(d);
     int64_t now = ab__mono_ms();
     long sync = ab__dispatch_sync(d, now);
     long backoff = sooner(d->nq ? backoff_due(d, now) : -1, sync);
@@ -644,156 +659,6 @@ long ab__dispatch_tick(ab__dispatch_t *d)
             ab__dq_notice_orphan(d, &d->q[i]);
         }
     return backoff;
-}
-
-/* ---- start-up ----------------------------------------------------------------- */
-
-int ab__dq_collect(void *ud, const ab_request_t *r)
-{
-    ab__rlist_t *l = ud;
-    ab_request_t *v = ab__grow(l->v, &l->cap, l->n + 1, sizeof(*v), 64);
-    if (v == NULL) {
-        l->nomem = true;
-        return 1;
-    }
-    l->v = v;
-    l->v[l->n++] = *r;
-    return 0;
-}
-
-static int by_id(const void *a, const void *b)
-{
-    const ab_request_t *x = a, *y = b;
-    return (x->id > y->id) - (x->id < y->id);
-}
-
-ab_status_t ab__dq_list_open(ab__dispatch_t *d, ab__rlist_t *l, size_t cap, ab_error_t *err)
-{
-    /* held ones first: a table cut at cap keeps what workers hold */
-    static const ab_request_state_t states[] = {AB_REQ_STARTED, AB_REQ_ASSIGNED, AB_REQ_QUEUED};
-    for (size_t s = 0; s < 3; s++) {
-        uint64_t after = 0;
-        uint32_t got = 0;
-        do {
-            size_t before = l->n;
-            if (l->n >= cap)
-                break;
-            uint32_t page =
-                cap - l->n < AB__DISPATCH_PAGE ? (uint32_t)(cap - l->n) : AB__DISPATCH_PAGE;
-            ab_status_t rc = d->p->request_list(d->db, states[s], (ab_str_t){0}, after, page,
-                                                ab__dq_collect, l, &got, err);
-            if (rc != AB_OK)
-                return rc;
-            if (l->nomem)
-                return ab_error_set(err, AB_NOMEM, "", "out of memory loading requests");
-            if (l->n > before)
-                after = l->v[l->n - 1].id;
-        } while (got == AB__DISPATCH_PAGE);
-    }
-    if (l->n > AB__DISPATCH_OPEN_MAX && cap > AB__DISPATCH_OPEN_MAX)
-        ab__log(AB_LOG_WARN,
-                "dispatch: %zu open requests in the store, more than the %d the "
-                "broker takes in new",
-                l->n, AB__DISPATCH_OPEN_MAX);
-    if (l->n > 1)
-        qsort(l->v, l->n, sizeof(*l->v), by_id);
-    return AB_OK;
-}
-
-/* The input's parentRunId of request @p id, into @p out ("" = none). */
-ab_status_t ab__dq_parent_of(ab__dispatch_t *d, uint64_t id, char *out, size_t size,
-                             ab_error_t *err)
-{
-    ab_request_t r;
-    const ab_val_t *input = NULL;
-    ab_status_t rc = d->p->request_get(d->db, id, &r, &d->buf, err);
-    if (rc == AB_OK)
-        rc = ab_doc_parse(d->idoc, d->buf.data, d->buf.len, UINT32_MAX, UINT32_MAX, AB_INTERNAL,
-                          &input, err);
-    out[0] = '\0';
-    const ab_val_t *p = rc == AB_OK ? ab_val_get(input, "parentRunId") : NULL;
-    if (p != NULL && p->type == AB_VAL_STR && p->len < size) {
-        memcpy(out, p->u.s, p->len);
-        out[p->len] = '\0';
-    }
-    ab_doc_reset(d->idoc);
-    return rc;
-}
-
-/* After a restart: an assigned request whose run has not started goes back to the queue;
- * one whose RUN_STARTED (or end) committed before the stop is moved on (invariant 2). */
-ab_status_t ab__dq_recover(ab__dispatch_t *d, ab__dreq_t *q, ab_error_t *err)
-{
-    if (q->r.state == AB_REQ_QUEUED)
-        return AB_OK;
-    ab_headlist_t hl = {0};
-    ab_status_t rc = ab__heads_add_run(d->p, d->db, &hl, sv(q->r.thread), sv(q->r.run), err);
-    ab_run_status_t st = rc == AB_OK && hl.n ? hl.v[0].status : AB_RUN_STATUS_UNKNOWN;
-    uint64_t epoch = rc == AB_OK && hl.n ? hl.v[0].epoch : q->r.epoch;
-    ab__headlist_free(&hl);
-    uint64_t id = q->r.id;
-    if (rc == AB_OK && q->r.state == AB_REQ_ASSIGNED && st == AB_RUN_STATUS_UNKNOWN)
-        return ab__dq_requeue(d, q, err);
-    if (rc == AB_OK && q->r.state == AB_REQ_ASSIGNED)
-        rc = ab__dq_move(d, q, AB_REQ_STARTED, q->r.worker, epoch, err);
-    q = ab__dq_by_id(d, id);
-    if (rc == AB_OK && q && (st == AB_RUN_STATUS_FINISHED || st == AB_RUN_STATUS_ERRORED))
-        rc = ab__dq_move(d, q, AB_REQ_ENDED, q->r.worker, q->r.epoch, err);
-    return rc;
-}
-
-static ab_status_t load(ab__dispatch_t *d, ab_error_t *err)
-{
-    ab__rlist_t l = {0};
-    ab_status_t rc = ab__dq_list_open(d, &l, SIZE_MAX, err);
-    char parent[AB_ID_MAX_BYTES + 1];
-    for (size_t i = 0; rc == AB_OK && i < l.n; i++) {
-        rc = ab__dq_parent_of(d, l.v[i].id, parent, sizeof(parent), err);
-        if (rc == AB_OK && !ab__dq_add(d, &l.v[i], parent))
-            rc = ab_error_set(err, AB_NOMEM, "", "out of memory loading requests");
-        ab__dreq_t *q = rc == AB_OK ? ab__dq_by_id(d, l.v[i].id) : NULL;
-        if (q != NULL)
-            q->loaded = true;
-    }
-    for (size_t i = 0; rc == AB_OK && i < l.n; i++) {
-        ab__dreq_t *q = ab__dq_by_id(d, l.v[i].id);
-        if (q != NULL && ab__dq_mine(d, q)) /* another broker's: its own, or its lease's */
-            rc = ab__dq_recover(d, q, err);
-    }
-    if (rc == AB_OK && d->nq > 0)
-        ab__log(AB_LOG_INFO, "dispatch: %zu open requests", d->nq);
-    free(l.v);
-    return rc;
-}
-
-ab_status_t ab__dispatch_new(ab__dispatch_t **out, ab__shared_t *b, ab_seq_t *seq, void *sock,
-                             ab_error_t *err)
-{
-    *out = NULL;
-    if (!ab__plugin_dispatches(b->plugin))
-        return AB_OK;
-    ab__dispatch_t *d = calloc(1, sizeof(*d));
-    if (d == NULL || ab_doc_new(&d->doc) != AB_OK || ab_doc_new(&d->idoc) != AB_OK) {
-        if (d)
-            ab_doc_destroy(&d->doc);
-        free(d);
-        return ab_error_set(err, AB_NOMEM, "", "out of memory setting up dispatch");
-    }
-    d->b = b;
-    d->seq = seq;
-    d->sock = sock;
-    d->p = b->plugin;
-    d->db = b->wdb;
-    d->grace_until_ms = ab__mono_ms() + AB_LEASE_MS_DEFAULT;
-    d->takes = ab__plugin_takes(d->p);
-    ab__dispatch_sync(d, ab__mono_ms()); /* the lease first: this broker is alive from now */
-    ab_status_t rc = load(d, err);
-    if (rc != AB_OK) {
-        ab__dispatch_destroy(&d);
-        return rc;
-    }
-    *out = d;
-    return AB_OK;
 }
 
 void ab__dispatch_stale(ab__dispatch_t *d)

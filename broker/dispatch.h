@@ -25,10 +25,15 @@ typedef struct ab__dispatch ab__dispatch_t;
 
 /**
  * Set up dispatch over the writer's handle and sequencer (borrowed), loading
- * the open requests of the store: an assigned request whose run never
- * started goes back to the queue; one whose run started (its RUN_STARTED
- * committed before the broker stopped) is started. *out is NULL (and
- * AB_OK) when the plugin stores no requests: dispatch is then unsupported.
+ * the open requests of the store: an assigned request whose run its assignee
+ * never started goes back to the queue; one whose run it started (its
+ * RUN_STARTED committed at the assignment's epoch before the broker stopped)
+ * is started. A load the store refuses retryably (locked, I/O error) is not
+ * fatal: *out is set, not ready, and ab__dispatch_tick() tries again on a
+ * back-off while dispatch requests are answered `unavailable`
+ * (dispatch_load.c). *out is NULL (and AB_OK) when the plugin stores no
+ * requests: dispatch is then unsupported. A hard error (a damaged store) is
+ * returned: dispatch is off.
  */
 AB_NODISCARD ab_status_t ab__dispatch_new(ab__dispatch_t **out, ab__shared_t *b, ab_seq_t *seq,
                                           void *sock, ab_error_t *err);
@@ -80,8 +85,9 @@ void ab__dispatch_claimed(ab__dispatch_t *d, ab_str_t thread, ab_str_t run, zmq_
 /** Whether run @p run of @p thread is a dispatched run that is orphaned now (NULL-safe). */
 bool ab__dispatch_is_orphan(ab__dispatch_t *d, ab_str_t thread, ab_str_t run);
 
-/** ms until dispatch next has something to do by itself (orphan grace, decline back-off,
- *  the next try of kept moves), -1 = nothing; runs the pump when that is due. */
+/** ms until dispatch next has something to do by itself (the next try of a refused load,
+ *  orphan grace, decline back-off, the next try of kept moves), -1 = nothing; runs the load
+ *  or the pump when that is due. */
 long ab__dispatch_tick(ab__dispatch_t *d);
 
 /** Another broker put or moved a request (a shared store's wake): refresh the table soon. */

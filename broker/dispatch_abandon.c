@@ -7,7 +7,12 @@
  * Invariants:
  *  1. Only an orphaned run is abandoned: a started request whose owner has no
  *     live registration. A run with a live owner is cancelled (cancel_run);
- *     one not started is dequeued; one that ended stays as it ended.
+ *     one not started is dequeued; one that ended stays as it ended. In the
+ *     start-up grace a started run whose owner is not back is not orphaned
+ *     yet (its worker may register again): refused, saying for how long, as
+ *     retryable; so is one whose RUN_STARTED the store has not taken yet
+ *     (a kept move, dispatch_moves.c: `unavailable`), and one whose end
+ *     committed is ended, also before the store has taken that.
  *  2. The RUN_ERROR is written under a fresh claim, so an owner that comes
  *     back cannot write after it: its epoch is fenced. It goes through the
  *     sequencer and the store like any event (a group of its own), so the
@@ -30,6 +35,37 @@ static void refuse(ab__dispatch_t *d, ab_job_t *job, ab_status_t code, const cha
 {
     ab_error_t e = AB_ERROR_INIT;
     ab_error_set(&e, code, field, "run %s of thread %s %s", r->run, r->thread, what);
+    e.cid = job->cid;
+    ab__dq_answer(d, job, NULL, &e);
+}
+
+/*
+ * Refuse to abandon started request @p q that is not orphaned (invariant 1), saying why: its
+ * owner is live; or, after a restart, the broker still waits for it (conflict, retryable,
+ * detail wait_ms); or it is held through another broker of a shared store whose lease is alive.
+ */
+static void refuse_held(ab__dispatch_t *d, ab_job_t *job, const ab__dreq_t *q)
+{
+    ab_error_t e = AB_ERROR_INIT;
+    int64_t wait = ab__dq_grace_left_ms(d, q);
+    if (wait > 0) {
+        ab_error_set(&e, AB_CONFLICT, "run",
+                     "the broker waits %" PRId64 " s more for the run's owner to come back after "
+                     "its restart; abandon it then if it does not (worker %s)",
+                     (wait + 999) / 1000, q->r.worker);
+        e.retryable = true; /* the same request may go through then */
+        ab_error_detail_int(&e, "wait_ms", wait);
+    } else if (!ab__dq_mine(d, q)) {
+        ab_error_set(&e, AB_CONFLICT, "run",
+                     "run %s of thread %s is held through broker %s, whose lease is alive: "
+                     "abandon it through that broker",
+                     q->r.run, q->r.thread, q->r.broker);
+    } else {
+        ab_error_set(&e, AB_CONFLICT, "run",
+                     "run %s of thread %s has a live owner (worker %s): cancel_run asks it to "
+                     "end the run instead",
+                     q->r.run, q->r.thread, q->r.worker);
+    }
     e.cid = job->cid;
     ab__dq_answer(d, job, NULL, &e);
 }
@@ -57,13 +93,21 @@ static bool may_abandon(ab__dispatch_t *d, ab_job_t *job, const ab_abandon_run_t
         }
         return false;
     }
+    if (q->mv_to == AB_REQ_ENDED) { /* its end committed; the store has not that yet */
+        refuse(d, job, AB_CONFLICT, "run", "has already ended", &q->r);
+        return false;
+    }
+    if (q->r.state != AB_REQ_STARTED && ab__dq_kept(q)) {
+        refuse(d, job, AB_UNAVAILABLE, "run",
+               "has started, but the store has not taken its start yet: retry", &q->r);
+        return false;
+    }
     if (q->r.state != AB_REQ_STARTED) {
         refuse(d, job, AB_CONFLICT, "run", "has not started: cancel_run dequeues it", &q->r);
         return false;
     }
     if (!ab__dq_orphaned(d, q)) {
-        refuse(d, job, AB_CONFLICT, "run",
-               "has a live owner: cancel_run asks it to end the run instead", &q->r);
+        refuse_held(d, job, q);
         return false;
     }
     return true;

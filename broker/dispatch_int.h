@@ -45,6 +45,11 @@ typedef struct ab__dreq {
 #define AB__DISPATCH_MOVE_RETRY_MS     100
 #define AB__DISPATCH_MOVE_RETRY_MAX_MS 2000
 
+/** Start-up: a load of the open requests the store refused (retryable) is tried again after
+ *  this back-off, doubled after each failed try up to AB__DISPATCH_LOAD_RETRY_MAX_MS. */
+#define AB__DISPATCH_LOAD_RETRY_MS     100
+#define AB__DISPATCH_LOAD_RETRY_MAX_MS 2000
+
 /** One agent of a live worker: capacity and what is assigned to or started by it. */
 typedef struct ab__dagent {
     char name[AB_ID_MAX_BYTES + 1];
@@ -78,9 +83,15 @@ struct ab__dispatch {
     int64_t mv_backoff_ms; /**< the back-off after the last failed try; 0 = none failed */
     uint64_t next_run;     /**< made run ids: r-<instance>-<n> */
     uint64_t order;
-    int64_t grace_until_ms;        /**< after start-up: started runs are not orphaned before this */
-    bool dirty;                    /**< something changed: the pump may assign */
-    ab__dispatch_commit_fn commit; /**< the writer's: a broker-authored event */
+    int64_t grace_until_ms; /**< after start-up: started runs are not orphaned before this */
+    /* start-up (dispatch.c "start-up"): the table is the store's only once load() succeeded */
+    bool ready;              /**< loaded: requests are served; else answered `unavailable` */
+    int64_t load_due_ms;     /**< not ready: the next try of load() (mono ms); -1 = none (off) */
+    int64_t load_backoff_ms; /**< the back-off after the last failed try */
+    uint32_t load_tries;     /**< failed tries of load() */
+    char load_why[AB_ERROR_MESSAGE_MAX]; /**< not ready: why the last try failed */
+    bool dirty;                          /**< something changed: the pump may assign */
+    ab__dispatch_commit_fn commit;       /**< the writer's: a broker-authored event */
     void *commit_ud;
     ab_doc_t *doc;     /**< the job being answered */
     ab_doc_t *idoc;    /**< stored inputs read back */
@@ -111,21 +122,15 @@ bool ab__dq_add(ab__dispatch_t *d, const ab_request_t *r, const char *parent);
 void ab__dq_update(ab__dispatch_t *d, const ab_request_t *r);
 /** Whether this broker owns @p q: no broker recorded ("" on SQLite), or this instance. */
 bool ab__dq_mine(const ab__dispatch_t *d, const ab__dreq_t *q);
-/** List the store's open requests (started, assigned, queued), at most @p cap, by id. */
-AB_NODISCARD ab_status_t ab__dq_list_open(ab__dispatch_t *d, ab__rlist_t *l, size_t cap,
-                                          ab_error_t *err);
-/** The input's parentRunId of request @p id, into @p out ("" = none). */
-AB_NODISCARD ab_status_t ab__dq_parent_of(ab__dispatch_t *d, uint64_t id, char *out, size_t size,
-                                          ab_error_t *err);
-/** After a restart (own rows) or a lost broker (its rows): settle an assigned request by
- *  its run's head (queued again, started or ended: invariant 2). */
-AB_NODISCARD ab_status_t ab__dq_recover(ab__dispatch_t *d, ab__dreq_t *q, ab_error_t *err);
 /** Tell the thread's subscribers that run q is orphaned. */
 void ab__dq_notice_orphan(ab__dispatch_t *d, const ab__dreq_t *q);
 /** Whether a live worker carries the name @p name (clipped). */
 bool ab__dq_owner_live(const ab__dispatch_t *d, const char *name);
 /** Orphaned: started, its owner not live, past the start-up grace. */
 bool ab__dq_orphaned(const ab__dispatch_t *d, const ab__dreq_t *q);
+/** ms left of the start-up grace in which started request @p q, its owner not live, is not
+ *  orphaned yet (its worker may come back after the restart); 0 = none. */
+int64_t ab__dq_grace_left_ms(const ab__dispatch_t *d, const ab__dreq_t *q);
 /** The live worker named @p name serving @p agent, or NULL. */
 ab__dwk_t *ab__dq_owner(ab__dispatch_t *d, const char *name, const char *agent);
 /** The live registration carrying the owner name @p name (PROTOCOL.md 7.12: the owner is
@@ -157,6 +162,27 @@ static inline bool ab__dq_kept(const ab__dreq_t *q)
 void ab__dq_apply_moves(ab__dispatch_t *d);
 /** ms until the kept moves are next tried: 0 = now, -1 = none kept. */
 long ab__dq_moves_due(const ab__dispatch_t *d, int64_t now);
+
+/* dispatch_load.c */
+/** List the store's open requests (started, assigned, queued), at most @p cap, by id. */
+AB_NODISCARD ab_status_t ab__dq_list_open(ab__dispatch_t *d, ab__rlist_t *l, size_t cap,
+                                          ab_error_t *err);
+/** The input's parentRunId of request @p id, into @p out ("" = none). */
+AB_NODISCARD ab_status_t ab__dq_parent_of(ab__dispatch_t *d, uint64_t id, char *out, size_t size,
+                                          ab_error_t *err);
+/** After a restart (own rows) or a lost broker (its rows): settle an assigned request by
+ *  its run's head: started (then ended, when its run ended) only when the run's first event
+ *  has the request's epoch, else queued again, its assignee fenced (dispatch.c invariant 2). */
+AB_NODISCARD ab_status_t ab__dq_recover(ab__dispatch_t *d, ab__dreq_t *q, ab_error_t *err);
+/** Not ready (the store's requests not loaded yet): try the load when its back-off is over.
+ *  @return ms until its next try (0: loaded now), -1 = none (dispatch is off). */
+long ab__dq_load_tick(ab__dispatch_t *d);
+/** Not ready: answer dispatch request @p job `unavailable`, saying why; frees it. */
+void ab__dq_answer_unready(ab__dispatch_t *d, ab_job_t *job);
+/** Not ready: a claim of run @p run of @p thread, which has an open request in the store, is
+ *  refused `unavailable` (dispatch cannot judge it yet); AB_OK for any other run. */
+AB_NODISCARD ab_status_t ab__dq_claim_unready(ab__dispatch_t *d, ab_str_t thread, ab_str_t run,
+                                              ab_error_t *err);
 
 /* dispatch_ops.c */
 void ab__dispatch_op(ab__dispatch_t *d, ab_job_t *job, const ab_msg_t *m);

@@ -535,6 +535,8 @@ static void requests(ab__dispatch_t *d, ab_job_t *job, const ab_requests_t *rq)
 ab_status_t ab__dispatch_claim_check(ab__dispatch_t *d, ab_str_t thread, ab_str_t run,
                                      ab_error_t *err)
 {
+    if (d != NULL && !d->ready) /* the table is not the store's yet (dispatch_load.c) */
+        return ab__dq_claim_unready(d, thread, run, err);
     ab__dq_reload_run(d, thread, run); /* a shared store: another broker may hold it */
     ab__dreq_t *q = d ? ab__dq_by_run(d, thread, run) : NULL;
     if (q == NULL || ab__dq_orphaned(d, q))

@@ -13,6 +13,12 @@
  *     before their meaning.
  *  3. The same idempotency key gets the same request back (before any check,
  *     so a retry after the resume was dispatched is not refused as stale).
+ *  4. A dispatched run is resumed with its own request's agent: the interrupts
+ *     are that agent's (its tool calls, its approvals), so a resume_run naming
+ *     another agent is refused `conflict`, field `agent`, naming both. (A
+ *     controller that wants another agent to answer them starts that agent's
+ *     run with input.resume itself: start_run, which the sequencer checks the
+ *     same way.)
  */
 #include "dispatch_int.h"
 
@@ -46,7 +52,7 @@ static ab_status_t check_shapes(ab__dispatch_t *d, const ab_val_t *resume, ab_er
     return rc;
 }
 
-/* The agent of the interrupted run: the caller's, else its own request's. */
+/* The agent of the interrupted run: its own request's (invariant 4), else the caller's. */
 static ab_status_t agent_of(ab__dispatch_t *d, const ab_resume_run_t *r, ab_request_t *req,
                             ab_str_t *agent, ab_error_t *err)
 {
@@ -55,8 +61,9 @@ static ab_status_t agent_of(ab__dispatch_t *d, const ab_resume_run_t *r, ab_requ
         if (r->agent.ptr && (r->agent.len != strlen(req->agent) ||
                              memcmp(r->agent.ptr, req->agent, r->agent.len) != 0))
             return ab_error_set(err, AB_CONFLICT, "agent",
-                                "run %s was dispatched to agent %s, not %.*s", req->run, req->agent,
-                                (int)(r->agent.len > 64 ? 64 : r->agent.len), r->agent.ptr);
+                                "resume_run names agent %.*s, but run %s was dispatched to agent "
+                                "%s, whose interrupts these are: omit agent to resume it",
+                                (int)r->agent.len, r->agent.ptr, req->run, req->agent);
         *agent = sv(req->agent);
         return AB_OK;
     }

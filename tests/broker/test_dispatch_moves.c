@@ -68,6 +68,8 @@ static int setup(void **state)
     f->d->b = f->b;
     f->d->p = &f->p;
     f->d->db = &f->db;
+    /* loaded (dispatch_load.c): the table is the store's */
+    f->d->ready = true;
     for (uint64_t i = 0; i < NREQ; i++) { /* assigned to w1 at epoch 1 */
         ab_request_t *r = &f->db.r[i];
         r->id = i + 1;

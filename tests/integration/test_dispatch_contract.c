@@ -20,7 +20,11 @@
  *  - a second `serve` replaces a registration but keeps its place: ties of
  *    free capacity still go to the worker that registered first (7.10, 7.12);
  *  - a worker that registers again under another name leaves its started
- *    runs orphaned, and the broker says so (log, notice) as when it goes.
+ *    runs orphaned, and the broker says so (log, notice) as when it goes;
+ *  - resume_run of a dispatched run naming another agent than its request's is
+ *    refused `conflict`, field `agent`, the message naming both agents and
+ *    what to do (7.14); another agent takes over by a start_run whose input
+ *    answers the interrupts.
  */
 #include "testutil.h"
 
@@ -297,6 +301,48 @@ static void test_rename_orphans_noticed(void **state)
     side_free(&c);
 }
 
+/* resume_run naming another agent than the interrupted run's request: refused, naming both;
+ * the other agent takes over by a start_run whose input answers the interrupts. */
+static void test_resume_other_agent_refused(void **state)
+{
+    it_t *t = *state;
+    IT_REQUIRE_BROKER(t);
+    side_t w = side_new(&t->bp), w2 = side_new(&t->bp), c = side_new(&t->bp);
+    serve(&w, "w1", "coder");
+    serve(&w2, "w2", "planner");
+    ab_run_accepted_t a = start_ok(&c, "t-1", "k-1", "{\"messages\":[]}");
+    asg_t g = next_assign(&w);
+    publish_ok(&w, &g, 1, "RUN_STARTED");
+    publish_ok(&w, &g, 2, "INTERRUPT");
+    wait_state(&c, a.request, AB_REQ_ENDED);
+#define ANSWERS                                                                                    \
+    "[{\"interruptId\":\"i1\",\"status\":\"resolved\"},"                                           \
+    "{\"interruptId\":\"i2\",\"status\":\"cancelled\"}]"
+    ab_resume_run_t r = {SV("t-1"), SV(g.run), tu_json(&c.tu, ANSWERS), SV("k-2"), SV("planner"),
+                         {0},       NULL};
+    ab_run_accepted_t b;
+    ab_error_t err = AB_ERROR_INIT;
+    assert_int_equal(ab_conn_resume_run(c.c, &r, c.doc, &b, IT_TIMEOUT, &err), AB_CONFLICT);
+    assert_string_equal(err.field, "agent");
+    if (!strstr(err.message, "planner") || !strstr(err.message, "coder") ||
+        !strstr(err.message, "omit agent"))
+        fail_msg("resume_run with another agent: %s", err.message);
+    /* the documented way for another agent to take over: its start_run answers them */
+    ab_start_run_t s = {SV("planner"), SV("t-1"),
+                        {0},           tu_json(&c.tu, "{\"messages\":[],\"resume\":" ANSWERS "}"),
+                        SV("k-3"),     AB_IF_BUSY_OMIT};
+    ab_error_clear(&err);
+    assert_int_equal(ab_conn_start_run(c.c, &s, c.doc, &b, IT_TIMEOUT, &err), AB_OK);
+    asg_t g2 = next_assign(&w2);
+    assert_int_equal(g2.request, b.request);
+    publish_ok(&w2, &g2, 1, "RUN_STARTED"); /* its input answers the interrupts: rule 7 */
+    wait_state(&c, b.request, AB_REQ_STARTED);
+#undef ANSWERS
+    side_free(&w);
+    side_free(&w2);
+    side_free(&c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -308,6 +354,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_requeue_fences_assignee, it_setup, it_teardown),
         cmocka_unit_test_setup_teardown(test_reserve_keeps_first_place, it_setup, it_teardown),
         cmocka_unit_test_setup_teardown(test_rename_orphans_noticed, it_setup, it_teardown),
+        cmocka_unit_test_setup_teardown(test_resume_other_agent_refused, it_setup, it_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

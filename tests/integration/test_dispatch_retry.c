@@ -9,7 +9,8 @@
  *    ended (in that order), and the worker's capacity is free for the next request;
  *  - meanwhile the request counts as started: a decline changes nothing (answered started);
  *    a worker that leaves does not get it put back in the queue and handed to another worker,
- *    and cancel_run answers no_owner instead of dequeuing it;
+ *    cancel_run answers no_owner instead of dequeuing it, and abandon_run is refused
+ *    `unavailable` (retry: its start is not stored yet), not as a run that has not started;
  *  - a broker killed with moves kept settles them from the runs' heads when it starts again:
  *    the started request is started (not queued), the ended one ended.
  */
@@ -193,6 +194,10 @@ static void test_leave_keeps_started(void **state)
     ab_cancel_reply_t rep;
     assert_int_equal(ab_conn_cancel_run(c.c, &cr, c.doc, &rep, IT_TIMEOUT, &err), AB_OK);
     assert_int_equal(rep.outcome, AB_CANCEL_NO_OWNER);
+    ab_abandon_run_t ar = {SV("t-1"), SV(g.run), {0}};
+    ab_abandoned_t ab;
+    assert_int_equal(ab_conn_abandon_run(c.c, &ar, c.doc, &ab, IT_TIMEOUT, &err), AB_UNAVAILABLE);
+    assert_true(err.retryable);
     moves_pass();
     info = wait_for(&c, a.request, AB_REQ_STARTED, 10000);
     assert_int_equal(info.epoch, g.epoch);
