@@ -149,6 +149,14 @@ ab_status_t ab__gw_threads_query(const char *after, size_t alen, const char *pre
                                  const char *limit, size_t llen, ab__gw_threads_q_t *out,
                                  ab_error_t *err);
 
+/**
+ * Append @p s (@p len bytes of anything: an error's message may quote a request's raw bytes) to
+ * @p out as a JSON string of valid UTF-8: a byte that does not start a whole UTF-8 sequence
+ * becomes U+FFFD, so an answer is JSON (RFC 8259 wants UTF-8) whatever the client sent.
+ * @return AB_OK or AB_NOMEM.
+ */
+ab_status_t ab__gw_json_text(ab_buf_t *out, const char *s, size_t len);
+
 /** One token file entry. */
 typedef struct ab__gw_token {
     char token[AB_GW_TOKEN_MAX + 1];
@@ -248,9 +256,19 @@ ab_status_t ab__gw_connect(ab__gw_req_t *r, struct ab_conn **out, ab_error_t *er
 /** GET /threads/{t}/events (gw_sse.c). */
 void ab__gw_thread_events(ab__gw_req_t *r);
 /**
+ * Take one of the opts.streams_max stream slots for a stream about to open
+ * (gw_sse.c); the stream gives it back when it is freed, a caller that opens
+ * none gives it back with ab__gw_stream_release().
+ * @return AB_OK, or AB_OVERLOADED (field "streams", detail "limit").
+ */
+ab_status_t ab__gw_stream_reserve(ab__gw_t *gw, ab_error_t *err);
+void ab__gw_stream_release(ab__gw_t *gw);
+/**
  * Stream run (@p thread, @p run) from its start to its terminal event
- * (POST /agents, gw_sse.c); @p request: its run request, watched for a
- * cancel before the run starts (0: none).
+ * (POST /agents, gw_sse.c) on a slot the caller reserved
+ * (ab__gw_stream_reserve(), taken over here, given back on failure);
+ * @p request: its run request, watched for a cancel before the run starts
+ * (0: none).
  */
 void ab__gw_run_stream(ab__gw_req_t *r, const char *thread, const char *run, uint64_t request);
 

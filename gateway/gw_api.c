@@ -19,6 +19,8 @@
  *     refused here as too_large naming where its bulk came from (body,
  *     body/decisions, body/resume) and that limit, never sent. A bad
  *     decision names its JSON pointer, body/decisions/ID.
+ *  5. POST /agents that answers with the run's stream takes its stream slot
+ *     before it starts the run: 429 (--max-streams) means nothing started.
  */
 #include "gateway.h"
 
@@ -113,6 +115,16 @@ static ab_status_t parse_body(call_t *k, bool need)
     if (rc != AB_OK)
         ab_error_prefix_field(&k->err, "body");
     return rc;
+}
+
+/* A body parsed by parse_body(), when there is one, must be a JSON object: anything else (an
+ * array, a string, null) is refused naming "body" rather than read as an empty one. */
+static ab_status_t body_object(call_t *k)
+{
+    if (k->body == NULL || k->body->type == AB_VAL_MAP)
+        return AB_OK;
+    return ab_error_set(&k->err, AB_INVALID_ARGUMENT, "body", "want a JSON object, got %s",
+                        ab_val_type_name(k->body->type));
 }
 
 static ab_status_t out_str(call_t *k, const char *s)
@@ -401,6 +413,8 @@ void ab__gw_cancel(ab__gw_req_t *r)
     ab_status_t rc = call_begin(&k, r);
     if (rc == AB_OK)
         rc = parse_body(&k, false);
+    if (rc == AB_OK)
+        rc = body_object(&k);
     const ab_val_t *why = ab_val_get(k.body, "reason");
     if (rc == AB_OK && why && why->type != AB_VAL_STR)
         rc = ab_error_set(&k.err, AB_INVALID_ARGUMENT, "body/reason", "want a string");
@@ -561,6 +575,8 @@ void ab__gw_resume(ab__gw_req_t *r)
     if (rc == AB_OK)
         rc = parse_body(&k, true);
     if (rc == AB_OK)
+        rc = body_object(&k);
+    if (rc == AB_OK)
         rc = body_id(&k, "agent", false, 0, agent, sizeof agent);
     if (rc == AB_OK)
         rc = body_id(&k, "newRunId", false, 0, nrun, sizeof nrun);
@@ -649,12 +665,17 @@ void ab__gw_agent_run(ab__gw_req_t *r)
         ab_msg_t m = {.op = AB_OP_START_RUN, .u.start_run = q};
         rc = header_fits(&k, &m, "start_run", "body");
     }
+    bool stream = !wants_json_only(r); /* its slot first: a 429 starts nothing (invariant 5) */
+    if (rc == AB_OK && stream)
+        rc = ab__gw_stream_reserve(r->gw, &k.err);
     if (rc == AB_OK) {
         rc = ab_conn_start_run(k.c, &q, k.doc, &a, 0, &k.err);
+        if (rc != AB_OK && stream)
+            ab__gw_stream_release(r->gw);
     }
     if (rc == AB_OK)
         atomic_fetch_add(&ab__gw_counters(r->gw)->runs_started, 1);
-    if (rc != AB_OK || wants_json_only(r)) {
+    if (rc != AB_OK || !stream) {
         if (rc == AB_OK)
             rc = put_accepted(&k, &a);
         call_end(&k, rc, NULL);

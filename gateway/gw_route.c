@@ -15,6 +15,8 @@
 #include "gateway.h"
 
 #include "agentbus/ids.h"
+#include "agentbus/json.h"
+#include "agentbus/value.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -262,6 +264,35 @@ ab_status_t ab__gw_threads_query(const char *after, size_t alen, const char *pre
                             AB_GW_THREADS_LIMIT_MAX);
     out->limit = v;
     return AB_OK;
+}
+
+/* ---- text of an answer ------------------------------------------------------ */
+
+/* The length of the whole UTF-8 sequence at @p s (at most @p n bytes), 0 when none starts there. */
+static size_t utf8_seq(const char *s, size_t n)
+{
+    unsigned char c = (unsigned char)s[0];
+    size_t k = c < 0x80                 ? 1
+               : c >= 0xc2 && c <= 0xdf ? 2
+               : c >= 0xe0 && c <= 0xef ? 3
+               : c >= 0xf0 && c <= 0xf4 ? 4
+                                        : 0;
+    return k > 0 && k <= n && ab_utf8_valid(s, k) ? k : 0;
+}
+
+ab_status_t ab__gw_json_text(ab_buf_t *out, const char *s, size_t len)
+{
+    ab_buf_t t = AB_BUF_INIT;
+    ab_status_t rc = AB_OK;
+    for (size_t i = 0; i < len && rc == AB_OK;) {
+        size_t k = utf8_seq(s + i, len - i);
+        rc = k ? ab_buf_append(&t, s + i, k) : ab_buf_append(&t, "\xef\xbf\xbd", 3);
+        i += k ? k : 1;
+    }
+    if (rc == AB_OK)
+        rc = ab_json_quote(out, t.len ? (const char *)t.data : "", t.len);
+    ab_buf_free(&t);
+    return rc;
 }
 
 /* ---- token file ----------------------------------------------------------- */

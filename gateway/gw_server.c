@@ -119,7 +119,7 @@ static ab_status_t put_details(ab_buf_t *out, const ab_error_t *e)
         if (i > 0)
             rc = ab_buf_append(out, ",", 1);
         if (rc == AB_OK)
-            rc = ab_json_quote(out, d->key, strnlen(d->key, sizeof d->key));
+            rc = ab__gw_json_text(out, d->key, strnlen(d->key, sizeof d->key));
         if (rc == AB_OK)
             rc = ab_buf_append(out, ":", 1);
         char num[32];
@@ -127,7 +127,7 @@ static ab_status_t put_details(ab_buf_t *out, const ab_error_t *e)
             int n = snprintf(num, sizeof num, "%lld", (long long)d->i);
             rc = ab_buf_append(out, num, (size_t)n);
         } else if (rc == AB_OK) {
-            rc = ab_json_quote(out, d->s, strnlen(d->s, sizeof d->s));
+            rc = ab__gw_json_text(out, d->s, strnlen(d->s, sizeof d->s));
         }
     }
     return rc == AB_OK ? ab_buf_append(out, "}", 1) : rc;
@@ -143,11 +143,11 @@ ab_status_t ab__gw_error_json(ab_buf_t *out, const ab_error_t *e)
     if (rc == AB_OK)
         rc = ab_buf_append(out, ",\"message\":", 11);
     if (rc == AB_OK)
-        rc = ab_json_quote(out, msg, strlen(msg));
+        rc = ab__gw_json_text(out, msg, strlen(msg));
     if (rc == AB_OK)
         rc = ab_buf_append(out, ",\"field\":", 9);
     if (rc == AB_OK)
-        rc = ab_json_quote(out, e->field, strlen(e->field));
+        rc = ab__gw_json_text(out, e->field, strlen(e->field));
     if (rc == AB_OK)
         rc = ab_buf_append(out, e->retryable ? ",\"retryable\":true" : ",\"retryable\":false",
                            e->retryable ? 17 : 18);

@@ -26,8 +26,11 @@
  *     client's pace, and live events wait in the subscriber's bounded
  *     buffers or are dropped there and replayed); a queue that stays full for
  *     opts.slow_ms cuts the stream: the queue is freed, the pump stops, the
- *     subscriber is closed and the reader ends the response with an error,
- *     so the client reconnects with its last id and loses nothing.
+ *     subscriber is closed and the connection's socket is shut down (the
+ *     reader is not called while libmicrohttpd holds unsent bytes, so without
+ *     it a client that reads nothing would keep its connection, thread and
+ *     stream slot until the idle timeout); the client sees the end of the
+ *     stream, reconnects with its last id and loses nothing.
  *  3. Heartbeat: a ": hb" comment after opts.heartbeat_ms without output.
  *  4. The pump owns the subscriber; the reader touches only the queue and
  *     the flags, under the stream's mutex. The free callback stops and joins
@@ -36,6 +39,9 @@
  *     every CHECK_MS whether the run's request was cancelled before it
  *     started (then no event will ever come): the stream then ends with an
  *     error frame of code request_aborted instead of waiting forever.
+ *  6. A stream counts against opts.streams_max from ab__gw_stream_reserve()
+ *     until it is freed: POST /agents reserves its slot before it starts the
+ *     run, so a 429 means nothing was started.
  */
 #include "gateway.h"
 
@@ -49,6 +55,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 
 #define POLL_MS  200  /* pump's poll slice: how soon it sees a stop */
@@ -74,6 +81,7 @@ typedef struct gw_stream {
     ab_buf_t q;          /* frames not yet handed to the socket, from q_off */
     size_t q_off;
     bool done, cut, stop; /* under mu */
+    int fd;               /* the connection's socket, shut down by a cut (invariant 2) */
     bool end_at_terminal;
     uint64_t after_pos; /* the request's cursor: events at or below it are not sent */
     int64_t last_out_ms;
@@ -116,6 +124,18 @@ static bool wait_room(gw_stream_t *s, size_t n)
     return !s->stop;
 }
 
+/* Cut the client off (under mu, invariant 2): the queue is freed and the socket shut down, so
+ * libmicrohttpd's next send fails and it closes the connection, whatever it still holds. The
+ * socket stays open (only libmicrohttpd closes it, after the stream is freed). */
+static void cut_off(gw_stream_t *s)
+{
+    s->cut = true;
+    ab_buf_free(&s->q);
+    s->q_off = 0;
+    if (s->fd >= 0)
+        shutdown(s->fd, SHUT_RDWR);
+}
+
 /* Append the frame to the queue (waiting for room, invariant 2); false: cut or stopped. */
 static bool enqueue(gw_stream_t *s, const ab_buf_t *f, bool last)
 {
@@ -128,11 +148,8 @@ static bool enqueue(gw_stream_t *s, const ab_buf_t *f, bool last)
     }
     if (ok && ab_buf_append(&s->q, f->data, f->len) != AB_OK)
         ok = false;
-    if (!ok && !s->stop) {
-        s->cut = true;
-        ab_buf_free(&s->q);
-        s->q_off = 0;
-    }
+    if (!ok && !s->stop)
+        cut_off(s);
     if (last)
         s->done = true;
     pthread_cond_signal(&s->cv);
@@ -156,8 +173,9 @@ static int on_event(void *ud, const ab_sub_event_t *e)
     bool last = s->end_at_terminal && terminal(e->ev.body);
     if (rc != AB_OK || !enqueue(s, &s->frame, last)) {
         pthread_mutex_lock(&s->mu);
-        bool cut = s->cut || rc != AB_OK;
-        s->cut = cut;
+        if (rc != AB_OK && !s->cut && !s->stop)
+            cut_off(s);
+        bool cut = s->cut;
         pthread_mutex_unlock(&s->mu);
         if (cut)
             atomic_fetch_add(&ab__gw_counters(s->gw)->slow_cut, 1);
@@ -342,28 +360,42 @@ static void stream_open(ab__gw_req_t *r, ab_sub_t **sub, gw_stream_t *s)
     r->resp = resp;
 }
 
-/* A new stream object (counted as open) or NULL with the refusal answered. */
+ab_status_t ab__gw_stream_reserve(ab__gw_t *gw, ab_error_t *err)
+{
+    ab__gw_metrics_t *m = ab__gw_counters(gw);
+    unsigned max = ab__gw_options(gw)->streams_max;
+    if (atomic_fetch_add(&m->streams, 1) < max)
+        return AB_OK;
+    atomic_fetch_sub(&m->streams, 1);
+    ab_error_set(err, AB_OVERLOADED, "streams", "%u event streams are open already", max);
+    ab_error_detail_int(err, "limit", max);
+    return AB_OVERLOADED;
+}
+
+void ab__gw_stream_release(ab__gw_t *gw)
+{
+    atomic_fetch_sub(&ab__gw_counters(gw)->streams, 1);
+}
+
+/* A new stream object on the slot reserved for it (invariant 6), or NULL with the slot given
+ * back and the refusal answered. */
 static gw_stream_t *stream_new(ab__gw_req_t *r)
 {
-    ab__gw_metrics_t *m = ab__gw_counters(r->gw);
     ab_error_t err = AB_ERROR_INIT;
-    if (atomic_fetch_add(&m->streams, 1) >= ab__gw_options(r->gw)->streams_max) {
-        atomic_fetch_sub(&m->streams, 1);
-        ab_error_set(&err, AB_OVERLOADED, "streams", "%u event streams are open already",
-                     ab__gw_options(r->gw)->streams_max);
-        ab_error_detail_int(&err, "limit", ab__gw_options(r->gw)->streams_max);
-        ab__gw_reply_error(r, &err);
-        return NULL;
-    }
     gw_stream_t *s = calloc(1, sizeof *s);
     if (s == NULL) {
-        atomic_fetch_sub(&m->streams, 1);
+        ab__gw_stream_release(r->gw);
         ab_error_set(&err, AB_NOMEM, NULL, "out of memory");
         ab__gw_reply_error(r, &err);
         return NULL;
     }
-    atomic_fetch_add(&m->streams_total, 1);
+    atomic_fetch_add(&ab__gw_counters(r->gw)->streams_total, 1);
     s->gw = r->gw;
+    s->fd = -1;
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (ci != NULL)
+        s->fd = ci->connect_fd;
     s->q = (ab_buf_t)AB_BUF_INIT;
     s->frame = (ab_buf_t)AB_BUF_INIT;
     pthread_mutex_init(&s->mu, NULL);
@@ -372,15 +404,18 @@ static gw_stream_t *stream_new(ab__gw_req_t *r)
     return s;
 }
 
-/* The cursor of a request: Last-Event-ID, else ?after=, else 0. */
+/* The cursor of a request: Last-Event-ID, else ?after=, else 0. A bare "?after" (no '=', which
+ * libmicrohttpd keeps with no value) is an empty cursor, refused as "?after=" is. */
 static ab_status_t request_cursor(ab__gw_req_t *r, uint64_t *out, ab_error_t *err)
 {
     const char *h = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Last-Event-ID");
     if (h != NULL)
         return ab__gw_cursor_parse(h, strlen(h), "Last-Event-ID", out, err);
-    const char *q = MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, "after");
-    if (q != NULL)
-        return ab__gw_cursor_parse(q, strlen(q), "after", out, err);
+    const char *q = NULL;
+    size_t ql = 0;
+    if (MHD_lookup_connection_value_n(r->conn, MHD_GET_ARGUMENT_KIND, "after", 5, &q, &ql) ==
+        MHD_YES)
+        return ab__gw_cursor_parse(q ? q : "", q ? ql : 0, "after", out, err);
     *out = 0;
     return AB_OK;
 }
@@ -426,6 +461,8 @@ void ab__gw_thread_events(ab__gw_req_t *r)
     ab_status_t rc = request_cursor(r, &after, &err);
     if (rc == AB_OK)
         rc = thread_check(r, r->route->thread, &err);
+    if (rc == AB_OK)
+        rc = ab__gw_stream_reserve(r->gw, &err);
     if (rc == AB_OK && (s = stream_new(r)) == NULL)
         return;
     /* invariant 1: the thread in commit order from the cursor, a position */

@@ -57,8 +57,8 @@ static ab_status_t put_page(ab_buf_t *out, const ab_threads_reply_t *p)
     return rc == AB_OK ? ab_buf_append(out, "}\n", 2) : rc;
 }
 
-/* A query parameter as the request has it (the daemon keeps escapes: gw_server.c), and its length.
- */
+/* A query parameter as the request has it (the daemon keeps escapes: gw_server.c) and its length,
+ * NULL when absent; a bare "?limit" (no '=': no value) is empty, as "?limit=" is. */
 static const char *param(ab__gw_req_t *r, const char *key, size_t *len)
 {
     const char *v = NULL;
@@ -66,7 +66,9 @@ static const char *param(ab__gw_req_t *r, const char *key, size_t *len)
     if (MHD_lookup_connection_value_n(r->conn, MHD_GET_ARGUMENT_KIND, key, strlen(key), &v, len) !=
         MHD_YES)
         return NULL;
-    return v;
+    if (v == NULL)
+        *len = 0;
+    return v ? v : "";
 }
 
 void ab__gw_threads(ab__gw_req_t *r)

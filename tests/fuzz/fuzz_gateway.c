@@ -6,8 +6,9 @@
  *
  * Input: the first byte picks the decoder (0xFF: the query of GET /threads,
  * its three values `after`, `prefix`, `limit` split by the first two '\n'
- * of the rest, a missing one absent; else by its value mod 3 - 0: path,
- * 1: cursor, 2: token file); the rest is its input, any bytes.
+ * of the rest, a missing one absent; 0xFE: the text of an error answer;
+ * else by its value mod 3 - 0: path, 1: cursor, 2: token file); the rest is
+ * its input, any bytes.
  *
  * Checks, for any input; a violation calls abort():
  *  1. path: AB_OK or AB_INVALID_ARGUMENT whose field starts with "path/";
@@ -21,12 +22,17 @@
  *     distinct, and each token is found in the input;
  *  4. threads query: AB_OK or AB_INVALID_ARGUMENT naming after, prefix or
  *     limit; on AB_OK `after` and `prefix` are "" or ids, `limit` is 0 (no
- *     limit given) or 1..1000 and then given as its digits.
+ *     limit given) or 1..1000 and then given as its digits;
+ *  5. error text (ab__gw_json_text, what an answer quotes of a request's raw
+ *     bytes): one JSON string of valid UTF-8 that the bus's strict parser
+ *     reads back, exactly the input when the input was valid UTF-8.
  * ASan/UBSan watch the rest.
  */
 #include "gateway.h"
 
 #include "agentbus/ids.h"
+#include "agentbus/json.h"
+#include "agentbus/value.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -159,6 +165,30 @@ static void fuzz_threads_query(const char *p, size_t n)
     }
 }
 
+static void fuzz_text(const char *p, size_t n)
+{
+    ab_buf_t out = AB_BUF_INIT, mp = AB_BUF_INIT;
+    ab_doc_t *doc = NULL;
+    const ab_val_t *v = NULL;
+    ab_error_t e = AB_ERROR_INIT;
+    if (ab__gw_json_text(&out, p, n) != AB_OK || ab_doc_new(&doc) != AB_OK)
+        goto cleanup; /* out of memory */
+    const char *j = (const char *)out.data;
+    if (out.len < 2 || j[0] != '"' || j[out.len - 1] != '"' || !ab_utf8_valid(j, out.len))
+        abort();
+    uint32_t max = (uint32_t)out.len + 16;
+    if (ab_json_to_msgpack(j, out.len, 4, max, AB_INVALID_ARGUMENT, &mp, &e) != AB_OK ||
+        ab_doc_parse(doc, mp.data, mp.len, max, 4, AB_INVALID_ARGUMENT, &v, &e) != AB_OK ||
+        v->type != AB_VAL_STR)
+        abort();
+    if (ab_utf8_valid(p, n) && (v->len != n || memcmp(v->u.s, p, n) != 0))
+        abort();
+cleanup:
+    ab_doc_destroy(&doc);
+    ab_buf_free(&mp);
+    ab_buf_free(&out);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size == 0)
@@ -167,8 +197,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (p == NULL)
         return 0;
     memcpy(p, data + 1, size - 1);
-    if (data[0] == 0xFF) {
-        fuzz_threads_query(p, size - 1);
+    if (data[0] == 0xFF || data[0] == 0xFE) {
+        if (data[0] == 0xFF)
+            fuzz_threads_query(p, size - 1);
+        else
+            fuzz_text(p, size - 1);
         free(p);
         return 0;
     }

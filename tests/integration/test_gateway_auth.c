@@ -1,8 +1,9 @@
 /*
  * test_gateway_auth.c - bearer tokens of `agentbus gateway --tokens FILE`
- * against a broker with keys and an access file: every endpoint refuses a
- * request without a token or with an unknown one (401, WWW-Authenticate, the
- * typed error unauthorized), before its route, method or body is looked at;
+ * against a broker with keys and an access file: every endpoint (the page,
+ * /metrics and GET /threads too) refuses a request without a token or with an
+ * unknown one (401, WWW-Authenticate, the typed error unauthorized), before
+ * its route, method or body is looked at; a CORS preflight needs none (204);
  * a known token acts as its identity of the access file, whose roles the
  * broker enforces: an observer of team-a/ reads team-a/ threads and gets 403
  * unauthorized for team-b/ and for starting a run; an admin may start one;
@@ -107,9 +108,11 @@ static void start_gateway(void)
 /* Method and path of every endpoint, with a body where one is wanted. */
 static const char *const endpoints[][3] = {
     {"GET", "/", NULL},
+    {"GET", "/index.html", NULL},
     {"GET", "/healthz", NULL},
     {"GET", "/metrics", NULL},
     {"GET", "/workers", NULL},
+    {"GET", "/threads", NULL},
     {"GET", "/threads/team-a%2F1/events", NULL},
     {"GET", "/threads/team-a%2F1/snapshot", NULL},
     {"GET", "/threads/team-a%2F1/runs", NULL},
@@ -151,7 +154,15 @@ static void test_every_endpoint_refuses_bad_tokens(void **state)
     s.buf[n] = '\0';
     assert_non_null(strstr(s.buf, "WWW-Authenticate: Bearer"));
     assert_int_equal(gw_http(&F.g, "GET", "/metrics", OPS, NULL, body, sizeof body), 200);
-    assert_non_null(strstr(body, "agentbus_gateway_unauthorized_total 66\n"));
+    assert_non_null(strstr(body, "agentbus_gateway_unauthorized_total 76\n"));
+    /* A CORS preflight carries no credentials: 204 on any path without a token. */
+    fd = gw_send(&F.g, "OPTIONS", "/threads/team-a%2F1/events", "", NULL, 0, 0);
+    assert_true(fd >= 0);
+    n = read(fd, s.buf, sizeof s.buf - 1);
+    close(fd);
+    assert_true(n > 0);
+    s.buf[n] = '\0';
+    assert_non_null(strstr(s.buf, " 204 "));
 }
 
 static void test_tokens_act_as_their_identity(void **state)
