@@ -161,6 +161,31 @@ bool ab__dispatch_known(ab__dispatch_t *d, ab_job_t *job, ab_str_t key)
     return true;
 }
 
+/*
+ * A run the request names must have no event yet (7.12): its assignee starts it with
+ * RUN_STARTED at seq 1, which a run with events refuses, so such a request could never start
+ * (it would bounce between workers, or stay assigned). Runs the broker names are new.
+ */
+static ab_status_t run_is_new(ab__dispatch_t *d, const ab__newreq_t *n, ab_error_t *err)
+{
+    if (!n->run_named)
+        return AB_OK;
+    ab_headlist_t hl = {0};
+    ab_status_t rc = ab__heads_add_run(d->p, d->db, &hl, n->thread, n->run, err);
+    uint64_t last = rc == AB_OK && hl.n ? hl.v[0].last_seq : 0;
+    ab__headlist_free(&hl);
+    if (rc != AB_OK || last == 0)
+        return rc;
+    rc = ab_error_set(err, AB_CONFLICT, "run",
+                      "run %.*s of thread %.*s has events already (its last seq is %" PRIu64
+                      "): a dispatched run is started by its assignee's RUN_STARTED at seq 1; "
+                      "name a new run, or none",
+                      (int)ab__utf8_cut(n->run.ptr, n->run.len, 64), n->run.ptr,
+                      (int)ab__utf8_cut(n->thread.ptr, n->thread.len, 64), n->thread.ptr, last);
+    ab_error_detail_int(err, "last_seq", (int64_t)last);
+    return rc;
+}
+
 void ab__dispatch_put(ab__dispatch_t *d, ab_job_t *job, ab__newreq_t *n, ab_if_busy_t if_busy)
 {
     ab_error_t e = AB_ERROR_INIT;
@@ -176,6 +201,11 @@ void ab__dispatch_put(ab__dispatch_t *d, ab_job_t *job, ab__newreq_t *n, ab_if_b
     if (d->nq >= AB__DISPATCH_OPEN_MAX) {
         fail(d, job, AB_OVERLOADED, "", "the broker holds %d open run requests already",
              AB__DISPATCH_OPEN_MAX);
+        return;
+    }
+    if (run_is_new(d, n, &e) != AB_OK) {
+        if (!ab__dispatch_known(d, job, n->key)) /* a shared store: stored since it looked */
+            fail_err(d, job, &e);
         return;
     }
     if (encode_input(d, n, &e) != AB_OK) {

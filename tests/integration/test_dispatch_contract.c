@@ -94,6 +94,37 @@ static void test_key_answers_before_input(void **state)
     side_free(&c);
 }
 
+/* A start_run naming a run that has events is refused (7.12): its assignee's RUN_STARTED at
+ * seq 1 could never commit, so the request would never start. Nothing is stored: a new run
+ * goes through, and a retry of a stored key is still answered by its request. */
+static void test_run_with_events_refused(void **state)
+{
+    it_t *t = *state;
+    IT_REQUIRE_BROKER(t);
+    side_t p = side_new(&t->bp), c = side_new(&t->bp);
+    ab_claimed_t cl;
+    ab_error_t err = AB_ERROR_INIT;
+    assert_int_equal(ab_conn_claim(p.c, "t-9", "r-9", p.doc, &cl, IT_TIMEOUT, &err), AB_OK);
+    asg_t pa = {0,     cl.epoch, 1,
+                "t-9", "r-9",    "{\"threadId\":\"t-9\",\"runId\":\"r-9\",\"messages\":[]}"};
+    publish_ok(&p, &pa, 1, "RUN_STARTED");
+    ab_run_accepted_t a;
+    const char *named = "{\"messages\":[],\"runId\":\"r-9\"}";
+    assert_int_equal(start(&c, "t-9", "k-9", named, 0, &a, &err), AB_CONFLICT);
+    assert_string_equal(err.field, "run");
+    assert_non_null(strstr(err.message, "has events already"));
+    ab_request_info_t info;
+    assert_false(find_req(&c, 1, AB_REQ_NONE, &info)); /* nothing stored */
+    a = start_ok(&c, "t-9", "k-10", "{\"messages\":[],\"runId\":\"r-10\"}");
+    assert_false(a.existing);
+    ab_run_accepted_t b;
+    assert_int_equal(start(&c, "t-9", "k-10", named, 0, &b, &err), AB_OK); /* the key first */
+    assert_true(b.existing);
+    assert_int_equal(b.request, a.request);
+    side_free(&p);
+    side_free(&c);
+}
+
 /* if_busy reject: only an open top-level request makes the thread busy. */
 static void test_if_busy_counts_top_level_only(void **state)
 {
@@ -347,6 +378,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_key_answers_before_input, it_setup, it_teardown),
+        cmocka_unit_test_setup_teardown(test_run_with_events_refused, it_setup, it_teardown),
         cmocka_unit_test_setup_teardown(test_if_busy_counts_top_level_only, it_setup, it_teardown),
         cmocka_unit_test_setup_teardown(test_cancel_reaches_owner_by_name, it_setup, it_teardown),
         cmocka_unit_test_setup_teardown(test_long_worker_name_cut_whole, it_setup, it_teardown),
