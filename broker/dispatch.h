@@ -82,6 +82,14 @@ AB_NODISCARD ab_status_t ab__dispatch_claim_check(ab__dispatch_t *d, ab_str_t th
 void ab__dispatch_claimed(ab__dispatch_t *d, ab_str_t thread, ab_str_t run, zmq_msg_t *identity,
                           uint64_t epoch);
 
+/**
+ * The sequencer's check of an implicit claim (ab__seq_unclaimed_fn, @p ud the dispatcher): a
+ * run queued for dispatch is refused `conflict`, field `run`, to anyone who publishes into it
+ * without a claim, as ab__dispatch_claim_check() refuses a claim of it.
+ */
+AB_NODISCARD ab_status_t ab__dispatch_unclaimed(void *ud, ab_str_t thread, ab_str_t run,
+                                                ab_error_t *err);
+
 /** Whether run @p run of @p thread is a dispatched run that is orphaned now (NULL-safe). */
 bool ab__dispatch_is_orphan(ab__dispatch_t *d, ab_str_t thread, ab_str_t run);
 

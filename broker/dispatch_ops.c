@@ -162,9 +162,10 @@ bool ab__dispatch_known(ab__dispatch_t *d, ab_job_t *job, ab_str_t key)
 }
 
 /*
- * A run the request names must have no event yet (7.12): its assignee starts it with
- * RUN_STARTED at seq 1, which a run with events refuses, so such a request could never start
- * (it would bounce between workers, or stay assigned). Runs the broker names are new.
+ * A run the request names must be new (7.12): no event (its assignee starts it with
+ * RUN_STARTED at seq 1, which a run with events refuses, so the request could never start),
+ * and no claim (a writer holding one could write it while it waits in the queue, before the
+ * assignment's claim fences it). Runs the broker names are new.
  */
 static ab_status_t run_is_new(ab__dispatch_t *d, const ab__newreq_t *n, ab_error_t *err)
 {
@@ -173,16 +174,25 @@ static ab_status_t run_is_new(ab__dispatch_t *d, const ab__newreq_t *n, ab_error
     ab_headlist_t hl = {0};
     ab_status_t rc = ab__heads_add_run(d->p, d->db, &hl, n->thread, n->run, err);
     uint64_t last = rc == AB_OK && hl.n ? hl.v[0].last_seq : 0;
+    uint64_t epoch = rc == AB_OK && hl.n ? hl.v[0].epoch : 0;
     ab__headlist_free(&hl);
-    if (rc != AB_OK || last == 0)
+    if (rc != AB_OK || (last == 0 && epoch == 0))
         return rc;
-    rc = ab_error_set(err, AB_CONFLICT, "run",
-                      "run %.*s of thread %.*s has events already (its last seq is %" PRIu64
-                      "): a dispatched run is started by its assignee's RUN_STARTED at seq 1; "
-                      "name a new run, or none",
-                      (int)ab__utf8_cut(n->run.ptr, n->run.len, 64), n->run.ptr,
-                      (int)ab__utf8_cut(n->thread.ptr, n->thread.len, 64), n->thread.ptr, last);
-    ab_error_detail_int(err, "last_seq", (int64_t)last);
+    int rl = (int)ab__utf8_cut(n->run.ptr, n->run.len, 64);
+    int tl = (int)ab__utf8_cut(n->thread.ptr, n->thread.len, 64);
+    if (last > 0)
+        rc = ab_error_set(err, AB_CONFLICT, "run",
+                          "run %.*s of thread %.*s has events already (its last seq is %" PRIu64
+                          "): a dispatched run is started by its assignee's RUN_STARTED at seq "
+                          "1; name a new run, or none",
+                          rl, n->run.ptr, tl, n->thread.ptr, last);
+    else
+        rc = ab_error_set(err, AB_CONFLICT, "run",
+                          "run %.*s of thread %.*s is claimed already (epoch %" PRIu64
+                          "): only the worker it is assigned to may write a dispatched run; "
+                          "name a new run, or none",
+                          rl, n->run.ptr, tl, n->thread.ptr, epoch);
+    ab_error_detail_int(err, last > 0 ? "last_seq" : "epoch", (int64_t)(last > 0 ? last : epoch));
     return rc;
 }
 
@@ -581,6 +591,22 @@ ab_status_t ab__dispatch_claim_check(ab__dispatch_t *d, ab_str_t thread, ab_str_
                         "): a claim would fence its owner; claim it once it is orphaned",
                         q->r.run, q->r.state == AB_REQ_ASSIGNED ? "assigned to" : "owned",
                         q->r.worker, q->r.id);
+}
+
+ab_status_t ab__dispatch_unclaimed(void *ud, ab_str_t thread, ab_str_t run, ab_error_t *err)
+{
+    ab__dispatch_t *d = ud;
+    if (d == NULL)
+        return AB_OK;
+    if (!d->ready) /* the table is not the store's yet (dispatch_load.c) */
+        return ab__dq_claim_unready(d, thread, run, err);
+    const ab__dreq_t *q = ab__dq_by_run(d, thread, run);
+    if (q == NULL || q->r.state != AB_REQ_QUEUED) /* an assigned run is claimed already */
+        return AB_OK;
+    return ab_error_set(err, AB_CONFLICT, "run",
+                        "run %s is queued for dispatch (request %" PRIu64
+                        "): only its assigned worker may write it",
+                        q->r.run, q->r.id);
 }
 
 void ab__dispatch_claimed(ab__dispatch_t *d, ab_str_t thread, ab_str_t run, zmq_msg_t *identity,

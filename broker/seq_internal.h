@@ -129,6 +129,8 @@ typedef struct ab__seq_rej {
 struct ab_seq {
     const ab_plugin_t *plugin;
     ab_plugin_db_t *db;
+    ab__seq_unclaimed_fn unclaimed; /**< asked before an implicit claim (NULL: none) */
+    void *unclaimed_ud;
     uint32_t max_runs;
     size_t max_run_bytes; /**< bound on run_bytes (trim evicts past it too) */
     size_t run_bytes;     /**< sum of the cached runs' counted memory */

@@ -236,6 +236,8 @@ static ab_status_t decide(ab_seq_t *s, ab__seq_run_t *r, ab_seq_item_t *it)
 {
     const ab_event_t *ev = it->ev;
     ab_status_t rc = check_fence(r, ev, &it->err);
+    if (rc == AB_OK && r->epoch == 0 && s->unclaimed) /* the run's implicit claim */
+        rc = s->unclaimed(s->unclaimed_ud, ev->thread, ev->run, &it->err);
     if (rc != AB_OK)
         return rc;
     if (ev->seq == 0)
@@ -421,6 +423,12 @@ size_t ab__seq_cached_threads(const ab_seq_t *s)
 void ab__seq_set_now(ab_seq_t *s, int64_t now_us)
 {
     s->now_us = now_us;
+}
+
+void ab__seq_set_unclaimed(ab_seq_t *s, ab__seq_unclaimed_fn fn, void *ud)
+{
+    s->unclaimed = fn;
+    s->unclaimed_ud = ud;
 }
 
 size_t ab__seq_memory(const ab_seq_t *s)

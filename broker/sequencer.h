@@ -172,6 +172,16 @@ AB_NODISCARD ab_status_t ab__seq_resume_probe(ab_seq_t *s, ab_str_t thread, ab_s
  */
 void ab__seq_set_now(ab_seq_t *s, int64_t now_us);
 
+/**
+ * Asked before the first event of a run no one claimed (its implicit claim of epoch 1):
+ * AB_OK lets it through; another status (with @p err set) refuses it. Dispatch answers for
+ * the runs it has queued, which only their assignee may write (docs/PROTOCOL.md 7.12).
+ */
+typedef ab_status_t (*ab__seq_unclaimed_fn)(void *ud, ab_str_t thread, ab_str_t run,
+                                            ab_error_t *err);
+/** Set (or clear, @p fn NULL) the check of a run's implicit claim. */
+void ab__seq_set_unclaimed(ab_seq_t *s, ab__seq_unclaimed_fn fn, void *ud);
+
 /** Number of run states cached now, and bytes they hold (for logs and tests). */
 size_t ab__seq_cached_runs(const ab_seq_t *s);
 /** Number of thread states cached now (for tests). */

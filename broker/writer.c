@@ -817,6 +817,8 @@ void *ab__writer_main(void *arg)
         atomic_store(&w.b->dispatch_failed, true);
     }
     ab__dispatch_set_commit(w.disp, commit_own, &w);
+    if (w.disp != NULL) /* a queued run is its assignee's to write (dispatch.h) */
+        ab__seq_set_unclaimed(w.seq, ab__dispatch_unclaimed, w.disp);
     w.follow.disp = w.disp; /* followed commits move requests too (docs/SCALING.md) */
     w.lone_ok = !w.follow.on && ab_plugin_has(w.b->plugin, set_lock_wait);
     w.b->writer = &w;
@@ -824,6 +826,7 @@ void *ab__writer_main(void *arg)
         writer_turn(&w);
     w.b->writer = NULL;
     ab__snapsched_stop(&w.snap);
+    ab__seq_set_unclaimed(w.seq, NULL, NULL);
     ab__dispatch_destroy(&w.disp);
     zmq_send(w.sock, "", 0, 0); /* "stopped" */
     zmq_close(w.sock);

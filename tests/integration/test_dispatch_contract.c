@@ -121,7 +121,43 @@ static void test_run_with_events_refused(void **state)
     assert_int_equal(start(&c, "t-9", "k-10", named, 0, &b, &err), AB_OK); /* the key first */
     assert_true(b.existing);
     assert_int_equal(b.request, a.request);
+    /* a run claimed without events: its claimer could write it while it is queued */
+    assert_int_equal(ab_conn_claim(p.c, "t-9", "r-11", p.doc, &cl, IT_TIMEOUT, &err), AB_OK);
+    ab_error_clear(&err);
+    assert_int_equal(start(&c, "t-9", "k-11", "{\"messages\":[],\"runId\":\"r-11\"}", 0, &b, &err),
+                     AB_CONFLICT);
+    assert_string_equal(err.field, "run");
+    if (strstr(err.message, "claimed already") == NULL)
+        fail_msg("refused: %s", err.message);
     side_free(&p);
+    side_free(&c);
+}
+
+/* Nobody but its assignee writes a queued run: a publish into it without a claim (an implicit
+ * claim of epoch 1) is refused, as a claim of it is; once assigned, its worker starts it. */
+static void test_queued_run_not_written(void **state)
+{
+    it_t *t = *state;
+    IT_REQUIRE_BROKER(t);
+    side_t p = side_new(&t->bp), w = side_new(&t->bp), c = side_new(&t->bp);
+    ab_run_accepted_t a = start_ok(&c, "t-q", "k-q", "{\"messages\":[],\"runId\":\"r-q\"}");
+    asg_t pa = {0, 1, 1, "t-q", "r-q", "{\"threadId\":\"t-q\",\"runId\":\"r-q\",\"messages\":[]}"};
+    ab_error_t err = AB_ERROR_INIT;
+    assert_int_equal(publish(&p, &pa, 1, "RUN_STARTED", &err), AB_RESULT_REJECTED);
+    assert_int_equal(err.code, AB_CONFLICT);
+    assert_string_equal(err.field, "run");
+    assert_non_null(strstr(err.message, "queued for dispatch"));
+    ab_claimed_t cl;
+    assert_int_equal(ab_conn_claim(p.c, "t-q", "r-q", p.doc, &cl, IT_TIMEOUT, &err), AB_CONFLICT);
+    serve(&w, "w1", "coder");
+    asg_t g = next_assign(&w);
+    assert_int_equal(g.request, a.request);
+    publish_ok(&w, &g, 1, "RUN_STARTED"); /* seq 1 is free: the assignee starts it */
+    wait_state(&c, a.request, AB_REQ_STARTED);
+    publish_ok(&w, &g, 2, "RUN_FINISHED");
+    wait_state(&c, a.request, AB_REQ_ENDED);
+    side_free(&p);
+    side_free(&w);
     side_free(&c);
 }
 
@@ -379,6 +415,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_key_answers_before_input, it_setup, it_teardown),
         cmocka_unit_test_setup_teardown(test_run_with_events_refused, it_setup, it_teardown),
+        cmocka_unit_test_setup_teardown(test_queued_run_not_written, it_setup, it_teardown),
         cmocka_unit_test_setup_teardown(test_if_busy_counts_top_level_only, it_setup, it_teardown),
         cmocka_unit_test_setup_teardown(test_cancel_reaches_owner_by_name, it_setup, it_teardown),
         cmocka_unit_test_setup_teardown(test_long_worker_name_cut_whole, it_setup, it_teardown),

@@ -161,31 +161,58 @@ static void test_load_waits_for_store(void **state)
     side_free(&c);
 }
 
-/* Settled at a restart, an assigned request whose run an earlier writer started is not
- * recorded as started by its assignee. Such a writer is one that published the run's
- * RUN_STARTED at epoch 1 without a claim while the request was queued (a start_run naming a
- * run with events is refused: test_dispatch_contract). */
+/* Run @p sql on the stopped broker's database; fails the test on error. */
+static void sql_on_store(const char *dir, const char *sql)
+{
+    char path[512], *msg = NULL;
+    snprintf(path, sizeof(path), "%s/agentbus.db", dir);
+    sqlite3 *db = NULL;
+    int rc = sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_exec(db, sql, NULL, NULL, &msg);
+    if (rc != SQLITE_OK) {
+        char why[256];
+        snprintf(why, sizeof(why), "%s", msg ? msg : sqlite3_errmsg(db));
+        sqlite3_free(msg);
+        sqlite3_close(db);
+        fail_msg("%s on %s: %s", sql, path, why);
+    }
+    sqlite3_close(db);
+}
+
+/*
+ * Settled at a restart, an assigned request whose run an earlier writer started is not
+ * recorded as started by its assignee. The broker no longer lets such a request be made (a
+ * start_run naming a run with events or a claim is refused, a publish into a queued run
+ * without a claim too: test_dispatch_contract), but a store written before it may hold one,
+ * which the test makes by hand: a producer's run, and a request moved onto it, assigned.
+ */
 static void test_recover_earlier_writer_not_started(void **state)
 {
     it_t *t = *state;
     IT_REQUIRE_BROKER(t);
-    side_t p = side_new(&t->bp), w = side_new(&t->bp), c = side_new(&t->bp);
+    side_t p = side_new(&t->bp), c = side_new(&t->bp);
+    ab_claimed_t cl;
     ab_error_t err = AB_ERROR_INIT;
-    ab_run_accepted_t a = start_ok(&c, "t-x", "r-x", "k-x"); /* queued: nobody serves yet */
-    asg_t pa = {0, 1, 1, "t-x", "r-x", "{\"threadId\":\"t-x\",\"runId\":\"r-x\",\"messages\":[]}"};
+    assert_int_equal(ab_conn_claim(p.c, "t-x", "r-x", p.doc, &cl, IT_TIMEOUT, &err), AB_OK);
+    asg_t pa = {0,     cl.epoch, 1,
+                "t-x", "r-x",    "{\"threadId\":\"t-x\",\"runId\":\"r-x\",\"messages\":[]}"};
     publish_ok(&p, &pa, 1, "RUN_STARTED"); /* the run's first event: the producer's */
-    serve(&w, "w1", 1);
-    asg_t g = next_assign(&w);
-    assert_int_equal(g.request, a.request);
-    assert_true(g.epoch > pa.epoch); /* the assignment's claim fenced the producer */
-    ab_request_info_t info;
-    assert_true(find_req(&c, a.request, AB_REQ_ASSIGNED, &info));
+    ab_run_accepted_t a = start_ok(&c, "t-x", "r-y", "k-x"); /* queued: nobody serves */
     side_free(&p);
-    side_free(&w);
     side_free(&c);
     bp_kill(&t->bp);
+    char sql[512]; /* assigned to w1 at a claim above the producer's, as an old broker left it */
+    snprintf(sql, sizeof sql,
+             "UPDATE requests SET run='r-x', state='assigned', worker='w1', epoch=%llu, "
+             "attempts=1 WHERE id=%llu; UPDATE runs SET epoch=%llu WHERE thread='t-x' AND "
+             "run='r-x';",
+             (unsigned long long)cl.epoch + 1, (unsigned long long)a.request,
+             (unsigned long long)cl.epoch + 1);
+    sql_on_store(t->bp.dir, sql);
     assert_int_equal(bp_restart(&t->bp), 0);
     c = side_new(&t->bp);
+    ab_request_info_t info;
     if (!find_req(&c, a.request, AB_REQ_QUEUED, &info)) {
         assert_true(find_req(&c, a.request, AB_REQ_NONE, &info));
         fail_msg("request %llu is %s at epoch %llu after the restart, not queued",
@@ -195,6 +222,7 @@ static void test_recover_earlier_writer_not_started(void **state)
     assert_int_equal(info.attempts, 1);
     assert_true(bp_wait_log(&t->bp, "by an earlier writer", 1, 0) >= 1);
     /* its assignee never started it, and is fenced now */
+    asg_t g = {a.request, cl.epoch + 1, 1, "t-x", "r-x", "{}"};
     assert_int_equal(publish(&c, &g, 2, "RUN_FINISHED", &err), AB_RESULT_REJECTED);
     assert_int_equal(err.code, AB_FENCED);
     side_free(&c);
