@@ -52,10 +52,12 @@ static void help(void)
            "  --max-streams N     event streams open at once (default %u)\n"
            "  --max-conns N       HTTP connections (default %u)\n"
            "  --heartbeat MS      idle time before a heartbeat comment (default %u)\n"
-           "  --timeout MS        per broker request (default %u)\n",
+           "  --timeout MS        per broker request (default %u)\n"
+           "  --export-budget BYTES  bytes all run exports (GET .../runs/RUN/events) may\n"
+           "                      hold at once (default %zu); past it an export is 429\n",
            AB_DEFAULT_BROKER, AB_GW_BODY_MAX_DEFAULT, AB_GW_SSE_BUF_DEFAULT, AB_GW_SLOW_DEFAULT,
            AB_GW_STREAMS_DEFAULT, AB_GW_CONNS_DEFAULT, AB_GW_HEARTBEAT_DEFAULT,
-           AB_GW_TIMEOUT_DEFAULT);
+           AB_GW_TIMEOUT_DEFAULT, AB_GW_EXPORT_BUDGET_DEFAULT);
 }
 
 /* HOST:PORT into opts (the host copied into @p host). */
@@ -94,6 +96,9 @@ static int parse_limit(int c, const char *v, ab__gw_opts_t *o)
     case 'H': rc = limit("heartbeat", v, 100, 3600000, &n), o->heartbeat_ms = (int)n; break;
     case 'T': rc = limit("timeout", v, 100, 600000, &n), o->timeout_ms = (int)n; break;
     case 'W': rc = limit("slow-ms", v, 10, 3600000, &n), o->slow_ms = (int)n; break;
+    case 'E':
+        rc = limit("export-budget", v, 65536, 1L << 40, &n), o->export_budget = (size_t)n;
+        break;
     default: rc = cli_usage_error("gateway", "unknown option");
     }
     return rc;
@@ -113,6 +118,7 @@ static int parse(int argc, char **argv, ab__gw_opts_t *o, char *host, size_t cap
                                           {"heartbeat", required_argument, NULL, 'H'},
                                           {"timeout", required_argument, NULL, 'T'},
                                           {"slow-ms", required_argument, NULL, 'W'},
+                                          {"export-budget", required_argument, NULL, 'E'},
                                           {"help", no_argument, NULL, 'h'},
                                           {NULL, 0, NULL, 0}};
     int c, rc = 0;
@@ -146,7 +152,8 @@ int cmd_gateway(int argc, char **argv)
                        .conns_max = AB_GW_CONNS_DEFAULT,
                        .heartbeat_ms = AB_GW_HEARTBEAT_DEFAULT,
                        .slow_ms = AB_GW_SLOW_DEFAULT,
-                       .timeout_ms = AB_GW_TIMEOUT_DEFAULT};
+                       .timeout_ms = AB_GW_TIMEOUT_DEFAULT,
+                       .export_budget = AB_GW_EXPORT_BUDGET_DEFAULT};
     int rc = parse(argc, argv, &o, host, sizeof host);
     if (rc != 0)
         return rc < 0 ? AB_EXIT_OK : rc;

@@ -42,6 +42,10 @@
 #define AB_GW_THREADS_LIMIT_MAX 1000       /* threads of one GET /threads page (`limit`) */
 #define AB_GW_PATH_SEGMENTS_MAX 6
 
+/** Run exports (GET .../runs/{run}/events): one at most, all held at once at most by default. */
+#define AB_GW_EXPORT_MAX            (64u << 20)
+#define AB_GW_EXPORT_BUDGET_DEFAULT ((size_t)256 << 20)
+
 /**
  * The idempotency key of a request that starts a run (gw_api.c):
  * "gw<TAG>-<16 hex digits of the thread id's FNV-1a hash>-<RUN>", TAG
@@ -71,6 +75,7 @@ typedef struct ab__gw_opts {
     unsigned conns_max;   /**< HTTP connections */
     int heartbeat_ms;     /**< idle time before a heartbeat comment */
     int timeout_ms;       /**< per broker request */
+    size_t export_budget; /**< bytes all run exports may hold at once (0: the default) */
 } ab__gw_opts_t;
 
 /* ---- routes (gw_route.c) ------------------------------------------------ */
@@ -239,6 +244,20 @@ typedef struct ab__gw_req {
 /** Answer JSON text (copied) with @p status. @return AB_OK or AB_NOMEM. */
 ab_status_t ab__gw_reply_json(ab__gw_req_t *r, unsigned status, const char *json, size_t len,
                               const char *content_type);
+/**
+ * Take @p n bytes of the gateway-wide budget of run exports (opts.export_budget), to be given
+ * back with ab__gw_export_give() or by the response of ab__gw_reply_export().
+ * @return AB_OK, or AB_OVERLOADED (field "exports", detail "limit": the budget).
+ */
+ab_status_t ab__gw_export_take(ab__gw_t *gw, size_t n, ab_error_t *err);
+void ab__gw_export_give(ab__gw_t *gw, size_t n);
+/**
+ * Answer 200 with @p buf (taken over: emptied here, whatever the outcome) as the body, not
+ * copied; the @p held bytes of the export budget it holds are given back when the response is
+ * freed (sent, or its client gone). @return AB_OK or AB_NOMEM (then they are given back now).
+ */
+ab_status_t ab__gw_reply_export(ab__gw_req_t *r, ab_buf_t *buf, size_t held,
+                                const char *content_type);
 /** Answer the bus's typed error as JSON ({"error": {...}}), the status chosen by its code. */
 void ab__gw_reply_error(ab__gw_req_t *r, const ab_error_t *err);
 /** The HTTP status of an error code (400, 404, 409, 413, 503 ...). */

@@ -12,8 +12,11 @@
  *     what names them (thread and run), so a client that repeats a POST gets
  *     the first answer again, not a second run. A run too long for its key is
  *     refused naming where it came from (body/runId, path/run) and its limit.
- *  3. A run's export (JSON Lines) is held whole before it is sent: at most
- *     AB_GW_EXPORT_MAX bytes, else too_large.
+ *  3. A run's export (JSON Lines) is held whole before it is sent, and not
+ *     copied: at most AB_GW_EXPORT_MAX bytes, else too_large. Its buffer's
+ *     every byte is taken from the gateway-wide export budget before the
+ *     buffer grows (429 overloaded past it) and given back when the
+ *     response is freed.
  *  4. A start_run or resume_run request is at most the broker's
  *     max_header_bytes (64 KiB, whatever --max-body is): a larger one is
  *     refused here as too_large naming where its bulk came from (body,
@@ -21,6 +24,11 @@
  *     decision names its JSON pointer, body/decisions/ID.
  *  5. POST /agents that answers with the run's stream takes its stream slot
  *     before it starts the run: 429 (--max-streams) means nothing started.
+ *  6. The broker's answer to a keyed request must name what was asked for:
+ *     a key names a thread by a 64-bit hash, so two threads can share one,
+ *     and then the broker answers the other thread's request. That answer
+ *     is refused 409 conflict (naming neither its thread nor its run), and
+ *     no stream follows it.
  */
 #include "gateway.h"
 
@@ -35,8 +43,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define AB_GW_EXPORT_MAX (64u << 20)
 
 #define SV(s) ((ab_str_t){(s), strlen(s)})
 
@@ -184,6 +190,26 @@ static ab_status_t make_key(call_t *k, const char *tag, const char *thread, cons
         return AB_INVALID_ARGUMENT;
     }
     return AB_OK;
+}
+
+static bool str_is(ab_str_t s, const char *want)
+{
+    size_t n = strlen(want);
+    return s.len == n && (n == 0 || memcmp(s.ptr, want, n) == 0);
+}
+
+/* The broker's answer @p a to a request keyed by (@p thread, @p run) names that thread and, with
+ * @p run (NULL: any), that run (invariant 6); else 409 conflict naming @p field. */
+static ab_status_t accepted_is(call_t *k, const ab_run_accepted_t *a, const char *thread,
+                               const char *run, const char *field)
+{
+    if (str_is(a->thread, thread) && (run == NULL || str_is(a->run, run)))
+        return AB_OK;
+    return ab_error_set(
+        &k->err, AB_CONFLICT, field,
+        "the idempotency key of thread %s names a request of another thread "
+        "(the 64-bit hash of the thread ids in the key collides): %s",
+        thread, run ? "nothing was started; post again with another runId" : "nothing was resumed");
 }
 
 /* ---- snapshot, runs, workers ------------------------------------------------------ */
@@ -347,14 +373,15 @@ typedef struct export
 {
     call_t *k;
     ab_doc_t *edoc;
+    ab_buf_t row; /* one line, before it joins k->out */
+    size_t held;  /* bytes of the export budget taken: k->out.cap */
 }
 export_t;
 
-static ab_status_t export_row(void *ud, const ab_stamp_t *st, const uint8_t *ev, size_t len,
-                              ab_error_t *err)
+/* One JSON line of a stored event into x->row. */
+static ab_status_t export_line(export_t *x, const ab_stamp_t *st, const uint8_t *ev, size_t len,
+                               ab_error_t *err)
 {
-    export_t *x = ud;
-    call_t *k = x->k;
     ab_event_t e;
     ab_limits_t lim = ab__limits_stored(); /* events the broker stored */
     ab_status_t rc = ab_event_decode(x->edoc, ev, len, &lim, &e, err);
@@ -363,22 +390,53 @@ static ab_status_t export_row(void *ud, const ab_stamp_t *st, const uint8_t *ev,
         snprintf(head, sizeof head,
                  "{\"pos\":%llu,\"time\":%lld,\"seq\":%llu,\"event\":", (unsigned long long)st->pos,
                  (long long)st->time_us, (unsigned long long)e.seq);
+    x->row.len = 0;
     if (rc == AB_OK)
-        rc = ab_buf_append(&k->out, head, (size_t)n);
+        rc = ab_buf_append(&x->row, head, (size_t)n);
     if (rc == AB_OK)
-        rc = ab_val_to_json(e.body, &k->out);
+        rc = ab_val_to_json(e.body, &x->row);
+    return rc == AB_OK ? ab_buf_append(&x->row, "}\n", 2) : rc;
+}
+
+/* Room in k->out for @p n more bytes, each byte of its buffer taken from the export budget
+ * before it is allocated (invariant 3). The buffer grows as ab_buf does, doubling from 256. */
+static ab_status_t export_room(export_t *x, size_t n, ab_error_t *err)
+{
+    ab_buf_t *out = &x->k->out;
+    size_t need = out->len + n, cap = out->cap ? out->cap : 256;
+    if (need > AB_GW_EXPORT_MAX)
+        return ab_error_set(err, AB_TOO_LARGE, NULL, "the export is above %u bytes",
+                            AB_GW_EXPORT_MAX);
+    if (need <= out->cap)
+        return AB_OK;
+    while (cap < need)
+        cap *= 2;
+    ab_status_t rc = ab__gw_export_take(x->k->r->gw, cap - x->held, err);
+    if (rc != AB_OK)
+        return rc;
+    x->held = cap;
+    rc = ab_buf_reserve(out, n);
+    if (rc == AB_OK && out->cap > x->held) /* grown past what was taken: take the rest */
+        rc = ab__gw_export_take(x->k->r->gw, out->cap - x->held, err);
     if (rc == AB_OK)
-        rc = ab_buf_append(&k->out, "}\n", 2);
-    if (rc == AB_OK && k->out.len > AB_GW_EXPORT_MAX)
-        rc =
-            ab_error_set(err, AB_TOO_LARGE, NULL, "the export is above %u bytes", AB_GW_EXPORT_MAX);
+        x->held = out->cap > x->held ? out->cap : x->held;
     return rc;
+}
+
+static ab_status_t export_row(void *ud, const ab_stamp_t *st, const uint8_t *ev, size_t len,
+                              ab_error_t *err)
+{
+    export_t *x = ud;
+    ab_status_t rc = export_line(x, st, ev, len, err);
+    if (rc == AB_OK)
+        rc = export_room(x, x->row.len, err);
+    return rc == AB_OK ? ab_buf_append(&x->k->out, x->row.data, x->row.len) : rc;
 }
 
 void ab__gw_run_events(ab__gw_req_t *r)
 {
     call_t k;
-    export_t x = {.k = &k};
+    export_t x = {.k = &k, .row = AB_BUF_INIT};
     ab_status_t rc = call_begin(&k, r);
     ab_replay_end_t end;
     ab_msg_t q = {.op = AB_OP_REPLAY};
@@ -393,7 +451,16 @@ void ab__gw_run_events(ab__gw_req_t *r)
         rc = ab_error_set(&k.err, AB_NOT_FOUND, "path/run", "run %s of thread %s has no event",
                           r->route->run, r->route->thread);
     ab_doc_destroy(&x.edoc);
-    call_end(&k, rc, "application/jsonl");
+    ab_buf_free(&x.row);
+    if (rc == AB_OK) { /* the buffer and its budget go to the response, freed once it is sent */
+        rc = ab__gw_reply_export(r, &k.out, x.held, "application/jsonl");
+        x.held = 0; /* given back by the response, or by a failed reply_export */
+    }
+    if (rc == AB_OK)
+        call_free(&k);
+    else
+        call_end(&k, rc, NULL);
+    ab__gw_export_give(r->gw, x.held); /* after the buffer is freed */
 }
 
 /* ---- cancel, resume, actions ---------------------------------------------------- */
@@ -598,6 +665,8 @@ void ab__gw_resume(ab__gw_req_t *r)
     if (rc == AB_OK)
         rc = ab_conn_resume_run(k.c, &q, k.doc, &a, 0, &k.err);
     if (rc == AB_OK)
+        rc = accepted_is(&k, &a, r->route->thread, nrun[0] ? nrun : NULL, "path/thread");
+    if (rc == AB_OK)
         rc = put_accepted(&k, &a);
     call_end(&k, rc, NULL);
     ab_doc_destroy(&rdoc);
@@ -670,6 +739,8 @@ void ab__gw_agent_run(ab__gw_req_t *r)
         rc = ab__gw_stream_reserve(r->gw, &k.err);
     if (rc == AB_OK) {
         rc = ab_conn_start_run(k.c, &q, k.doc, &a, 0, &k.err);
+        if (rc == AB_OK)
+            rc = accepted_is(&k, &a, thread, run, "body/runId");
         if (rc != AB_OK && stream)
             ab__gw_stream_release(r->gw);
     }

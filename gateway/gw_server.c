@@ -16,6 +16,10 @@
  *  3. Without tokens the gateway binds only a loopback address (127.0.0.0/8),
  *     like the broker without keys.
  *  4. Every error answer is {"error": {...}} with the bus's typed error.
+ *  5. The run exports held at once (their buffers, from the first byte until
+ *     the response that carries one is freed) take at most
+ *     opts.export_budget bytes in all; an export that would pass it is 429
+ *     overloaded (ab__gw_export_take).
  */
 #include "gateway.h"
 
@@ -48,6 +52,7 @@ struct ab__gw {
     char server_key[AB_KEY_Z85_SIZE]; /* the broker's public key, with tokens */
     ab__gw_metrics_t m;
     atomic_bool stopping;
+    atomic_size_t export_held; /* bytes of run exports held now (invariant 5) */
 };
 
 /* Per request, kept by MHD between the calls of the handler. */
@@ -167,6 +172,73 @@ ab_status_t ab__gw_reply_json(ab__gw_req_t *r, unsigned status, const char *json
                             content_type ? content_type : "application/json");
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
     r->status = status;
+    r->resp = resp;
+    return AB_OK;
+}
+
+static size_t export_budget(const ab__gw_t *gw)
+{
+    return gw->o.export_budget ? gw->o.export_budget : AB_GW_EXPORT_BUDGET_DEFAULT;
+}
+
+ab_status_t ab__gw_export_take(ab__gw_t *gw, size_t n, ab_error_t *err)
+{
+    size_t max = export_budget(gw), held = atomic_load(&gw->export_held);
+    do {
+        if (n > max - held) {
+            ab_error_set(err, AB_OVERLOADED, "exports",
+                         "run exports hold %zu of their %zu bytes (--export-budget) already; "
+                         "this one needs %zu more",
+                         held, max, n);
+            ab_error_detail_int(err, "limit", (int64_t)max);
+            return AB_OVERLOADED;
+        }
+    } while (!atomic_compare_exchange_weak(&gw->export_held, &held, held + n));
+    return AB_OK;
+}
+
+void ab__gw_export_give(ab__gw_t *gw, size_t n)
+{
+    atomic_fetch_sub(&gw->export_held, n);
+}
+
+/* What a response of ab__gw_reply_export() gives back when MHD frees it. */
+typedef struct export_body {
+    ab__gw_t *gw;
+    void *data;
+    size_t held;
+} export_body_t;
+
+static void export_body_free(void *cls)
+{
+    export_body_t *b = cls;
+    free(b->data);
+    ab__gw_export_give(b->gw, b->held);
+    free(b);
+}
+
+ab_status_t ab__gw_reply_export(ab__gw_req_t *r, ab_buf_t *buf, size_t held,
+                                const char *content_type)
+{
+    export_body_t *b = malloc(sizeof *b);
+    struct MHD_Response *resp = NULL;
+    size_t len = buf->len;
+    void *data = buf->data;
+    *buf = (ab_buf_t)AB_BUF_INIT;
+    if (b == NULL) {
+        free(data);
+        ab__gw_export_give(r->gw, held);
+        return AB_NOMEM;
+    }
+    *b = (export_body_t){r->gw, data, held};
+    resp = MHD_create_response_from_buffer_with_free_callback_cls(len, data, export_body_free, b);
+    if (resp == NULL) {
+        export_body_free(b);
+        return AB_NOMEM;
+    }
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+    r->status = 200;
     r->resp = resp;
     return AB_OK;
 }

@@ -15,11 +15,22 @@
  *    read as absent: the whole thread from its start, the default page);
  *  - --max-conns: more connections are refused, served again once one leaves;
  *  - a thread stream resumed again and again while three runs are written:
- *    the ids read are exactly the thread's stored positions, once each.
+ *    the ids read are exactly the thread's stored positions, once each;
+ *  - two thread ids whose 64-bit FNV-1a hashes are equal make the same
+ *    idempotency key for one runId: the second thread's POST /agents is 409
+ *    conflict, neither streamed nor answered with the first thread's run (it
+ *    got the first thread's request, and its stream would have followed
+ *    that run: a wait forever, or another thread's events);
+ *  - run exports held at once are bounded by --export-budget: an export
+ *    while another is held (its client reads slowly) is 429 overloaded,
+ *    detail limit, and served once the first is sent; a bad value is exit 2.
  */
 #include "testutil.h"
 
+#include "cli_run.h"
 #include "gw_proc.h"
+
+#include "ab_common.h"
 
 #include "agentbus/producer.h"
 
@@ -419,6 +430,169 @@ static void test_resume_across_the_seam(void **state)
                      (unsigned long long)m.got[i], (unsigned long long)stored[1 + i]);
 }
 
+/* ---- idempotency keys of colliding threads --------------------------------------- */
+
+/* Two thread ids of equal 64-bit FNV-1a hash (0x284e151619bc118a), found by a Pollard rho search
+ * over ids "tc-" + 11 characters (about 4.6e9 hashes): "gw-HASH-RUN" is one key for both. */
+#define COLLIDE_A "tc-J3AJ1rkVLGJ"
+#define COLLIDE_B "tc-80Yshk3M5qF"
+
+static void test_colliding_threads_are_refused(void **state)
+{
+    start_gw(state, NULL);
+    assert_true(ab__fnv64(COLLIDE_A, strlen(COLLIDE_A)) == ab__fnv64(COLLIDE_B, strlen(COLLIDE_B)));
+    /* no worker serves "ghost": the accepted run stays queued */
+    assert_int_equal(gw_http(&G, "POST", "/agents/ghost", "Accept: application/json\r\n",
+                             input(COLLIDE_A, "r1"), body, sizeof body),
+                     200);
+    assert_non_null(strstr(body, "\"thread\":\"" COLLIDE_A "\",\"run\":\"r1\""));
+    refused(gw_http(&G, "POST", "/agents/ghost", "Accept: application/json\r\n",
+                    input(COLLIDE_B, "r1"), body, sizeof body),
+            409, "conflict", "body/runId");
+    if (strstr(body, COLLIDE_A) != NULL)
+        fail_msg("the refusal names the other thread: %s", body);
+    /* as a stream: refused before any event, its stream slot given back */
+    refused(gw_http(&G, "POST", "/agents/ghost", "Accept: text/event-stream\r\n",
+                    input(COLLIDE_B, "r1"), body, sizeof body),
+            409, "conflict", "body/runId");
+    assert_true(metric_becomes("agentbus_gateway_streams_open", 0, IT_TIMEOUT));
+    assert_int_equal(metric("agentbus_gateway_runs_started_total"), 1);
+    /* another runId is another key */
+    assert_int_equal(gw_http(&G, "POST", "/agents/ghost", "Accept: application/json\r\n",
+                             input(COLLIDE_B, "r2"), body, sizeof body),
+                     200);
+    assert_non_null(strstr(body, "\"thread\":\"" COLLIDE_B "\",\"run\":\"r2\""));
+    assert_non_null(strstr(body, "\"existing\":false"));
+}
+
+/* Run "r1" of thread @p t, written by a producer, ends interrupted (interrupt "ok-1"). */
+static void interrupted_run(const char *t)
+{
+    ab_producer_t *p = NULL;
+    ab_error_t err = AB_ERROR_INIT;
+    ab_producer_opts_t po = {.timeout_ms = IT_TIMEOUT};
+    char ev[2][256];
+    snprintf(ev[0], sizeof ev[0],
+             "{\"type\":\"RUN_STARTED\",\"threadId\":\"%s\",\"runId\":\"r1\","
+             "\"protocolVersion\":\"1.0\"}",
+             t);
+    snprintf(
+        ev[1], sizeof ev[1],
+        "{\"type\":\"RUN_FINISHED\",\"threadId\":\"%s\",\"runId\":\"r1\",\"outcome\":"
+        "{\"type\":\"interrupt\",\"interrupts\":[{\"id\":\"ok-1\",\"reason\":\"confirmation\"}]}}",
+        t);
+    assert_int_equal(ab_producer_new(&p, IT->bp.cmd, &po, &err), AB_OK);
+    assert_int_equal(ab_producer_claim(p, t, "r1", NULL, &err), AB_OK);
+    for (int i = 0; i < 2; i++)
+        if (ab_producer_publish_json(p, ev[i], strlen(ev[i]), &err) != AB_OK)
+            fail_msg("publish %s: %s (%s)", ev[i], err.message, err.field);
+    assert_int_equal(ab_producer_flush(p, IT_TIMEOUT, &err), AB_OK);
+    ab_producer_destroy(&p);
+}
+
+/* Resume's key ("gwr-HASH-RUN") collides the same way: the second thread's resume is 409. */
+static void test_colliding_threads_resume_is_refused(void **state)
+{
+    start_gw(state, NULL);
+    interrupted_run(COLLIDE_A);
+    interrupted_run(COLLIDE_B);
+    const char *answer = "{\"agent\":\"ghost\",\"decisions\":{\"ok-1\":\"approve\"}}";
+    assert_int_equal(gw_http(&G, "POST", "/threads/" COLLIDE_A "/runs/r1/resume", NULL, answer,
+                             body, sizeof body),
+                     200);
+    assert_non_null(strstr(body, "\"thread\":\"" COLLIDE_A "\""));
+    refused(gw_http(&G, "POST", "/threads/" COLLIDE_B "/runs/r1/resume", NULL, answer, body,
+                    sizeof body),
+            409, "conflict", "path/thread");
+    if (strstr(body, COLLIDE_A) != NULL)
+        fail_msg("the refusal names the other thread: %s", body);
+}
+
+/* ---- the export budget ---------------------------------------------------------- */
+
+#define EXP_EVENTS 40
+#define EXP_DELTA  (256 << 10)
+#define EXP_BUDGET "20971520" /* 20 MiB: one export of ~10 MB (a 16 MiB buffer), not two */
+
+/* Run r-exp of thread t-exp: EXP_EVENTS deltas of EXP_DELTA bytes, about 10 MB of JSON Lines. */
+static void write_big_run(void)
+{
+    ab_producer_t *p = NULL;
+    ab_error_t err = AB_ERROR_INIT;
+    ab_producer_opts_t po = {.timeout_ms = IT_TIMEOUT};
+    static char ev[EXP_DELTA + 256];
+    assert_int_equal(ab_producer_new(&p, IT->bp.cmd, &po, &err), AB_OK);
+    assert_int_equal(ab_producer_claim(p, "t-exp", "r-exp", NULL, &err), AB_OK);
+    const char *head[] = {"{\"type\":\"RUN_STARTED\",\"threadId\":\"t-exp\",\"runId\":\"r-exp\","
+                          "\"protocolVersion\":\"1.0\"}",
+                          "{\"type\":\"TEXT_MESSAGE_START\",\"messageId\":\"m\"}"};
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(ab_producer_publish_json(p, head[i], strlen(head[i]), &err), AB_OK);
+    int n = snprintf(ev, sizeof ev,
+                     "{\"type\":\"TEXT_MESSAGE_CONTENT\",\"messageId\":\"m\",\"delta\":\"");
+    memset(ev + n, 'x', EXP_DELTA);
+    memcpy(ev + n + EXP_DELTA, "\"}", 3);
+    for (int i = 0; i < EXP_EVENTS; i++)
+        if (ab_producer_publish_json(p, ev, strlen(ev), &err) != AB_OK ||
+            ab_producer_flush(p, IT_TIMEOUT, &err) != AB_OK)
+            fail_msg("publish %d: %s", i, err.message);
+    ab_producer_destroy(&p);
+}
+
+/* Read @p fd until the end of the answer; @return the bytes read. */
+static size_t drain(int fd)
+{
+    size_t all = 0;
+    long deadline = ab__mono_ms() + 4 * IT_TIMEOUT;
+    char tmp[65536];
+    for (;;) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (ab__mono_ms() > deadline || poll(&p, 1, 100) < 0)
+            fail_msg("the held export did not end (%zu bytes read)", all);
+        if (!(p.revents & (POLLIN | POLLHUP)))
+            continue;
+        ssize_t r = read(fd, tmp, sizeof tmp);
+        if (r <= 0)
+            return all;
+        all += (size_t)r;
+    }
+}
+
+static void test_export_budget(void **state)
+{
+    const char *extra[] = {"--export-budget", EXP_BUDGET, NULL};
+    start_gw(state, extra);
+    write_big_run();
+    const char *path = "/threads/t-exp/runs/r-exp/events";
+    assert_int_equal(gw_http(&G, "GET", path, NULL, NULL, body, sizeof body), 200);
+    /* a client that reads slowly: its export is held while it is being sent */
+    int fd = gw_send(&G, "GET", path, NULL, NULL, 0, 4096);
+    assert_true(fd >= 0);
+    char head[16] = "";
+    struct pollfd pf = {.fd = fd, .events = POLLIN};
+    assert_int_equal(poll(&pf, 1, 4 * IT_TIMEOUT), 1);
+    assert_int_equal(read(fd, head, 12), 12);
+    if (strncmp(head, "HTTP/1.", 7) != 0 || strncmp(head + 8, " 200", 4) != 0)
+        fail_msg("the held export answered %.12s", head);
+    refused(gw_http(&G, "GET", path, NULL, NULL, body, sizeof body), 429, "overloaded", "exports");
+    assert_non_null(strstr(body, "\"limit\":" EXP_BUDGET));
+    size_t got = drain(fd);
+    close(fd);
+    assert_true(got > (size_t)EXP_EVENTS * EXP_DELTA);
+    /* the budget is back once it is sent */
+    long deadline = ab__mono_ms() + IT_TIMEOUT;
+    int st;
+    while ((st = gw_http(&G, "GET", path, NULL, NULL, body, sizeof body)) == 429 &&
+           ab__mono_ms() < deadline)
+        poll(NULL, 0, 20);
+    assert_int_equal(st, 200);
+    /* a bad budget is a usage error naming the option */
+    char out[OUT_MAX];
+    assert_int_equal(it_run_cli(out, "gateway --export-budget 100"), 2);
+    assert_non_null(strstr(out, "--export-budget"));
+    assert_int_equal(it_run_cli(out, "gateway --export-budget lots"), 2);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -429,6 +603,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_bare_query_parameters, it_setup, teardown),
         cmocka_unit_test_setup_teardown(test_connection_limit, it_setup, teardown),
         cmocka_unit_test_setup_teardown(test_resume_across_the_seam, it_setup, teardown),
+        cmocka_unit_test_setup_teardown(test_colliding_threads_are_refused, it_setup, teardown),
+        cmocka_unit_test_setup_teardown(test_colliding_threads_resume_is_refused, it_setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_export_budget, it_setup, teardown),
     };
     signal(SIGPIPE, SIG_IGN);
     return cmocka_run_group_tests(tests, NULL, NULL);

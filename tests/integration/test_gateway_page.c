@@ -18,6 +18,13 @@
  * through. The page must ask again with Last-Event-ID = the last id it got,
  * the gateway must send exactly the frames after it, and the page must show
  * the message's deltas each exactly once and the run finished.
+ * A hostile STATE_DELTA: a patch whose path goes through __proto__ (add
+ * /__proto__/polluted) set Object.prototype.polluted in the observer's page.
+ * The page is served through the same proxy with a probe script added that
+ * writes ({}).polluted into the DOM; it must stay undefined, the patch must be
+ * refused whole (shown as an error, the state unchanged), and the events after
+ * it shown on the same stream (a patch through a missing member threw out of
+ * the stream's reader, which reconnected).
  * Skipped (77) only when chromium is not installed.
  */
 #include "testutil.h"
@@ -186,6 +193,7 @@ typedef struct cut_proxy {
     pthread_t acceptor, conns[CUT_CONNS];
     atomic_int nconns;
     atomic_bool stop;
+    const char *page; /* when set: the answer to GET / (the page with a probe) */
 } cut_proxy_t;
 
 typedef struct cut_conn {
@@ -270,6 +278,16 @@ static void *cut_conn_main(void *arg)
         memmove(eol + 19, eol, rn - (size_t)(eol - req) + 1);
         memcpy(eol, "\r\nConnection: close", 19);
         rn += 19;
+    }
+    if (p->page != NULL && strncmp(req, "GET / HTTP/1.1", 14) == 0) {
+        char head[160];
+        int hn = snprintf(head, sizeof head,
+                          "HTTP/1.1 200 OK\r\nContent-Type: text/html; charset=utf-8\r\n"
+                          "Content-Length: %zu\r\nConnection: close\r\n\r\n",
+                          strlen(p->page));
+        if (gw_write_all(c->cfd, head, (size_t)hn))
+            gw_write_all(c->cfd, p->page, strlen(p->page));
+        goto out;
     }
     int stream = -1;
     if (strncmp(req, "GET /threads HTTP/1.1", 21) == 0)
@@ -487,11 +505,89 @@ static void test_observer_page_resumes_after_a_cut(void **state)
     shows(resumed);
 }
 
+/* ---- a hostile STATE_DELTA ---------------------------------------------------------- */
+
+/* The gateway's page with a probe that shows ({}).polluted in the DOM (data-polluted). */
+static char *probed_page(void)
+{
+    static char page[1 << 16];
+    static const char probe[] =
+        "<script>setInterval(() => { document.body.dataset.polluted = "
+        "String(({}).polluted) + \",\" + String(({}).polluted2); }, 50);</script></body>";
+    assert_int_equal(gw_http(&gw, "GET", "/", NULL, NULL, page, sizeof page - sizeof probe), 200);
+    char *end = strstr(page, "</body>");
+    assert_non_null(end);
+    memcpy(end, probe, sizeof probe);
+    return page;
+}
+
+static void test_observer_page_refuses_a_polluting_patch(void **state)
+{
+    it_t *t = *state;
+    IT_REQUIRE_BROKER(t);
+    if (system("chromium --version >/dev/null 2>&1") != 0) {
+        print_message("chromium is not installed (scripts/install-deps installs it): skipped\n");
+        skip();
+    }
+    assert_int_equal(gw_start(&gw, t->bp.cmd, NULL), 0);
+    ab_producer_t *p = NULL;
+    ab_error_t err = AB_ERROR_INIT;
+    ab_producer_opts_t po = {.timeout_ms = IT_TIMEOUT};
+    assert_int_equal(ab_producer_new(&p, t->bp.cmd, &po, &err), AB_OK);
+    assert_int_equal(ab_producer_claim(p, "t-proto", "r-proto", NULL, &err), AB_OK);
+    publish(p, "{\"type\":\"RUN_STARTED\",\"threadId\":\"t-proto\",\"runId\":\"r-proto\","
+               "\"protocolVersion\":\"1.0\"}");
+    publish(p, "{\"type\":\"STATE_SNAPSHOT\",\"snapshot\":{\"step\":1}}");
+    /* the broker takes both: a patch's path is a string to it */
+    publish(p,
+            "{\"type\":\"STATE_DELTA\",\"delta\":[{\"op\":\"replace\",\"path\":\"/step\","
+            "\"value\":2},{\"op\":\"add\",\"path\":\"/__proto__/polluted\",\"value\":\"yes\"}]}");
+    publish(p, "{\"type\":\"STATE_DELTA\",\"delta\":[{\"op\":\"add\",\"path\":"
+               "\"/constructor/prototype/polluted2\",\"value\":\"yes\"}]}");
+    publish(p, "{\"type\":\"STATE_DELTA\",\"delta\":[{\"op\":\"add\",\"path\":\"/missing/x\","
+               "\"value\":1}]}");
+    publish(p, "{\"type\":\"STATE_DELTA\",\"delta\":[{\"op\":\"add\",\"path\":\"/city\","
+               "\"value\":\"Lyon\"}]}");
+    publish(p, "{\"type\":\"TEXT_MESSAGE_START\",\"messageId\":\"m1\",\"role\":\"assistant\"}");
+    publish(p, "{\"type\":\"TEXT_MESSAGE_CONTENT\",\"messageId\":\"m1\",\"delta\":\"after the "
+               "patches\"}");
+    publish(p, "{\"type\":\"TEXT_MESSAGE_END\",\"messageId\":\"m1\"}");
+    publish(p, "{\"type\":\"RUN_FINISHED\",\"threadId\":\"t-proto\",\"runId\":\"r-proto\"}");
+    assert_int_equal(ab_producer_flush(p, IT_TIMEOUT, &err), AB_OK);
+    ab_producer_destroy(&p);
+
+    static cut_proxy_t px;
+    cut_start(&px, gw.port, 0); /* never cut */
+    atomic_store(&px.go, true);
+    px.page = probed_page();
+    char url[256];
+    snprintf(url, sizeof url, "http://127.0.0.1:%u/#thread=t-proto", px.port);
+    chromium_dom_budget(url, 4000, false);
+    cut_stop(&px);
+    const char *probe = strstr(dom, "data-polluted=");
+    print_message("the probe: %.*s; event streams: %d\n", probe ? (int)strcspn(probe, ">") : 6,
+                  probe ? probe : "(none)", atomic_load(&px.streams));
+    shows("data-polluted=\"undefined,undefined\""); /* Object.prototype untouched */
+    shows("STATE_DELTA not applied: path /__proto__/polluted goes through __proto__");
+    shows("STATE_DELTA not applied: path /constructor/prototype/polluted2 goes through "
+          "constructor");
+    shows("STATE_DELTA not applied: path /missing/x: no member missing");
+    shows("\"step\": 1");                                   /* the first patch refused whole */
+    shows("\"city\": \"Lyon\"");                            /* a later patch applied */
+    shows("<span class=\"text\">after the patches</span>"); /* and the events after them */
+    shows("run r-proto finished: success");
+    if (atomic_load(&px.streams) != 1)
+        fail_msg("the page read the thread in %d streams, not 1 (a bad patch broke its reader)",
+                 atomic_load(&px.streams));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_observer_page_shows_a_thread, it_setup, teardown),
         cmocka_unit_test_setup_teardown(test_observer_page_resumes_after_a_cut, it_setup, teardown),
+        cmocka_unit_test_setup_teardown(test_observer_page_refuses_a_polluting_patch, it_setup,
+                                        teardown),
     };
     signal(SIGPIPE, SIG_IGN);
     return cmocka_run_group_tests(tests, NULL, NULL);
