@@ -20,12 +20,7 @@
 /* Register @p s as worker @p name serving agent "coder" with @p cap runs at once. */
 static void serve(side_t *s, const char *name, uint32_t cap, uint32_t lease_ms)
 {
-    ab_served_agent_t agents[] = {{{"coder", 5}, cap, NULL, 0}};
-    ab_msg_t m = {.op = AB_OP_SERVE}, r;
-    m.u.serve = (ab_serve_t){SV(name), agents, 1, lease_ms};
-    ab_error_t err = AB_ERROR_INIT;
-    assert_int_equal(ab_conn_request(s->c, &m, NULL, 0, s->doc, &r, IT_TIMEOUT, &err), AB_OK);
-    assert_int_equal(r.op, AB_OP_SERVED);
+    serve_agent(s, name, "coder", cap, lease_ms);
 }
 
 /* start_run of agent "coder" on @p thread with key @p key; the answer's status. */

@@ -37,12 +37,7 @@
 /* Register @p s as worker @p name serving agent @p agent (4 runs at once). */
 static void serve(side_t *s, const char *name, const char *agent)
 {
-    ab_served_agent_t agents[] = {{SV(agent), 4, NULL, 0}};
-    ab_msg_t m = {.op = AB_OP_SERVE}, r;
-    m.u.serve = (ab_serve_t){SV(name), agents, 1, 0};
-    ab_error_t err = AB_ERROR_INIT;
-    assert_int_equal(ab_conn_request(s->c, &m, NULL, 0, s->doc, &r, IT_TIMEOUT, &err), AB_OK);
-    assert_int_equal(r.op, AB_OP_SERVED);
+    serve_agent(s, name, agent, 4, 0);
 }
 
 static ab_status_t start(side_t *s, const char *thread, const char *key, const char *input,
@@ -59,14 +54,6 @@ static ab_run_accepted_t start_ok(side_t *s, const char *thread, const char *key
     if (start(s, thread, key, input, AB_IF_BUSY_OMIT, &a, &err) != AB_OK)
         fail_msg("start_run: %s: %s (field %s)", ab_status_name(err.code), err.message, err.field);
     return a;
-}
-
-/* Publish @p type of @p a's run at @p seq on @p w, which must be accepted. */
-static void publish_ok(side_t *w, const asg_t *a, uint64_t seq, const char *type)
-{
-    ab_error_t err = AB_ERROR_INIT;
-    if (publish(w, a, seq, type, &err) != AB_RESULT_ACCEPTED)
-        fail_msg("publish %s: %s: %s", type, ab_status_name(err.code), err.message);
 }
 
 /* The key names the request, whatever the retry's input says (7.12 "Idempotency"). */

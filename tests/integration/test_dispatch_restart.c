@@ -43,12 +43,7 @@ static int teardown(void **state)
 /* Register @p s as worker @p name serving agent "coder", @p cap runs at once. */
 static void serve(side_t *s, const char *name, uint32_t cap)
 {
-    ab_served_agent_t agents[] = {{SV("coder"), cap, NULL, 0}};
-    ab_msg_t m = {.op = AB_OP_SERVE}, r;
-    m.u.serve = (ab_serve_t){SV(name), agents, 1, 0};
-    ab_error_t err = AB_ERROR_INIT;
-    assert_int_equal(ab_conn_request(s->c, &m, NULL, 0, s->doc, &r, IT_TIMEOUT, &err), AB_OK);
-    assert_int_equal(r.op, AB_OP_SERVED);
+    serve_agent(s, name, "coder", cap, 0);
 }
 
 /* start_run of agent "coder" on @p thread (run @p run, NULL: the broker's) with key @p key. */
@@ -72,13 +67,6 @@ static ab_run_accepted_t start_ok(side_t *s, const char *thread, const char *run
     if (start(s, thread, run, key, &a, &err) != AB_OK)
         fail_msg("start_run: %s: %s", ab_status_name(err.code), err.message);
     return a;
-}
-
-static void publish_ok(side_t *w, const asg_t *a, uint64_t seq, const char *type)
-{
-    ab_error_t err = AB_ERROR_INIT;
-    if (publish(w, a, seq, type, &err) != AB_RESULT_ACCEPTED)
-        fail_msg("publish %s: %s: %s", type, ab_status_name(err.code), err.message);
 }
 
 /* The state of capability @p name in @p s's welcome. */

@@ -410,19 +410,7 @@ static void test_body_limit_and_health_refusals(void **state)
 /* Publish @p n padded events of run (t, r) with a producer of the test's own. */
 static void publish_run(const char *t, const char *r, uint64_t n, size_t pad)
 {
-    ab_producer_t *p = NULL;
-    ab_error_t err = AB_ERROR_INIT;
-    ab_producer_opts_t po = {.timeout_ms = IT_TIMEOUT};
-    assert_int_equal(ab_producer_new(&p, G.it->bp.cmd, &po, &err), AB_OK);
-    assert_int_equal(ab_producer_claim(p, t, r, NULL, &err), AB_OK);
-    static char ev[12000];
-    for (uint64_t seq = 1; seq <= n; seq++) {
-        it_body(ev, sizeof ev, t, r, seq, n, pad);
-        if (ab_producer_publish_json(p, ev, strlen(ev), &err) != AB_OK)
-            fail_msg("publish %llu: %s", (unsigned long long)seq, err.message);
-    }
-    assert_int_equal(ab_producer_flush(p, 30000, &err), AB_OK);
-    ab_producer_destroy(&p);
+    gw_publish_run(G.it->bp.cmd, t, r, n, pad);
 }
 
 /* A broker that takes events up to 2 MiB (the default is 1 MiB). */

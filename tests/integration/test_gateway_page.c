@@ -57,16 +57,37 @@ static void publish(ab_producer_t *p, const char *json)
         fail_msg("publish %s: %s (%s)", json, err.message, err.field);
 }
 
-/* Run r-tool of thread t-page: every kind of event the page shows. */
-static void write_run(const char *cmd)
+/* A producer on @p cmd that claimed run @p run of @p thread and published its RUN_STARTED. */
+static ab_producer_t *started_run(const char *cmd, const char *thread, const char *run)
 {
     ab_producer_t *p = NULL;
     ab_error_t err = AB_ERROR_INIT;
     ab_producer_opts_t po = {.timeout_ms = IT_TIMEOUT};
     assert_int_equal(ab_producer_new(&p, cmd, &po, &err), AB_OK);
-    assert_int_equal(ab_producer_claim(p, "t-page", "r-tool", NULL, &err), AB_OK);
-    publish(p, "{\"type\":\"RUN_STARTED\",\"threadId\":\"t-page\",\"runId\":\"r-tool\","
-               "\"protocolVersion\":\"1.0\"}");
+    assert_int_equal(ab_producer_claim(p, thread, run, NULL, &err), AB_OK);
+    char json[512];
+    snprintf(json, sizeof json,
+             "{\"type\":\"RUN_STARTED\",\"threadId\":\"%s\",\"runId\":\"%s\","
+             "\"protocolVersion\":\"1.0\"}",
+             thread, run);
+    publish(p, json);
+    return p;
+}
+
+/* Skip the test when chromium is not installed. */
+static void need_chromium(void)
+{
+    if (system("chromium --version >/dev/null 2>&1") != 0) {
+        print_message("chromium is not installed (scripts/install-deps installs it): skipped\n");
+        skip();
+    }
+}
+
+/* Run r-tool of thread t-page: every kind of event the page shows. */
+static void write_run(const char *cmd)
+{
+    ab_producer_t *p = started_run(cmd, "t-page", "r-tool");
+    ab_error_t err = AB_ERROR_INIT;
     publish(p, "{\"type\":\"TEXT_MESSAGE_START\",\"messageId\":\"u1\",\"role\":\"user\"}");
     publish(p, "{\"type\":\"TEXT_MESSAGE_CONTENT\",\"messageId\":\"u1\",\"delta\":\"What is "
                "the weather?\"}");
@@ -130,10 +151,7 @@ static void test_observer_page_shows_a_thread(void **state)
 {
     it_t *t = *state;
     IT_REQUIRE_BROKER(t);
-    if (system("chromium --version >/dev/null 2>&1") != 0) {
-        print_message("chromium is not installed (scripts/install-deps installs it): skipped\n");
-        skip();
-    }
+    need_chromium();
     wproc_t w;
     const char *wargs[] = {t->bp.cmd, "w1", "demo", NULL};
     worker_start_args(&w, wargs);
@@ -440,18 +458,10 @@ static void test_observer_page_resumes_after_a_cut(void **state)
 {
     it_t *t = *state;
     IT_REQUIRE_BROKER(t);
-    if (system("chromium --version >/dev/null 2>&1") != 0) {
-        print_message("chromium is not installed (scripts/install-deps installs it): skipped\n");
-        skip();
-    }
+    need_chromium();
     assert_int_equal(gw_start(&gw, t->bp.cmd, NULL), 0);
-    ab_producer_t *p = NULL;
+    ab_producer_t *p = started_run(t->bp.cmd, "t-cut", "r-cut");
     ab_error_t err = AB_ERROR_INIT;
-    ab_producer_opts_t po = {.timeout_ms = IT_TIMEOUT};
-    assert_int_equal(ab_producer_new(&p, t->bp.cmd, &po, &err), AB_OK);
-    assert_int_equal(ab_producer_claim(p, "t-cut", "r-cut", NULL, &err), AB_OK);
-    publish(p, "{\"type\":\"RUN_STARTED\",\"threadId\":\"t-cut\",\"runId\":\"r-cut\","
-               "\"protocolVersion\":\"1.0\"}");
     publish(p, "{\"type\":\"TEXT_MESSAGE_START\",\"messageId\":\"a1\",\"role\":\"assistant\"}");
     publish_deltas(p, 0, DELTAS / 2);
     assert_int_equal(ab_producer_flush(p, IT_TIMEOUT, &err), AB_OK);
@@ -525,18 +535,10 @@ static void test_observer_page_refuses_a_polluting_patch(void **state)
 {
     it_t *t = *state;
     IT_REQUIRE_BROKER(t);
-    if (system("chromium --version >/dev/null 2>&1") != 0) {
-        print_message("chromium is not installed (scripts/install-deps installs it): skipped\n");
-        skip();
-    }
+    need_chromium();
     assert_int_equal(gw_start(&gw, t->bp.cmd, NULL), 0);
-    ab_producer_t *p = NULL;
+    ab_producer_t *p = started_run(t->bp.cmd, "t-proto", "r-proto");
     ab_error_t err = AB_ERROR_INIT;
-    ab_producer_opts_t po = {.timeout_ms = IT_TIMEOUT};
-    assert_int_equal(ab_producer_new(&p, t->bp.cmd, &po, &err), AB_OK);
-    assert_int_equal(ab_producer_claim(p, "t-proto", "r-proto", NULL, &err), AB_OK);
-    publish(p, "{\"type\":\"RUN_STARTED\",\"threadId\":\"t-proto\",\"runId\":\"r-proto\","
-               "\"protocolVersion\":\"1.0\"}");
     publish(p, "{\"type\":\"STATE_SNAPSHOT\",\"snapshot\":{\"step\":1}}");
     /* the broker takes both: a patch's path is a string to it */
     publish(p,

@@ -81,6 +81,27 @@ static inline ab_result_status_t publish(side_t *w, const asg_t *a, uint64_t seq
     return r.status;
 }
 
+/* Publish @p type of @p a's run at @p seq on @p w, which must be accepted. */
+static inline void publish_ok(side_t *w, const asg_t *a, uint64_t seq, const char *type)
+{
+    ab_error_t err = AB_ERROR_INIT;
+    if (publish(w, a, seq, type, &err) != AB_RESULT_ACCEPTED)
+        fail_msg("publish %s: %s: %s", type, ab_status_name(err.code), err.message);
+}
+
+/* Register @p s as worker @p name serving @p agent, @p cap runs at once, with a lease of
+ * @p lease_ms (0: the broker's default). */
+static inline void serve_agent(side_t *s, const char *name, const char *agent, uint32_t cap,
+                               uint32_t lease_ms)
+{
+    ab_served_agent_t agents[] = {{SV(agent), cap, NULL, 0}};
+    ab_msg_t m = {.op = AB_OP_SERVE}, r;
+    m.u.serve = (ab_serve_t){SV(name), agents, 1, lease_ms};
+    ab_error_t err = AB_ERROR_INIT;
+    assert_int_equal(ab_conn_request(s->c, &m, NULL, 0, s->doc, &r, IT_TIMEOUT, &err), AB_OK);
+    assert_int_equal(r.op, AB_OP_SERVED);
+}
+
 static inline void run_through(side_t *w, const asg_t *a)
 {
     ab_error_t err = AB_ERROR_INIT;

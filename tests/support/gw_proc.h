@@ -13,6 +13,7 @@
 #ifndef AB_TESTS_GW_PROC_H
 #define AB_TESTS_GW_PROC_H
 
+#include "agentbus/producer.h"
 #include "broker_proc.h"
 
 #define GW_MAX_ARGS 16
@@ -315,6 +316,26 @@ static inline int gw_sse_status(gw_sse_t *s, long ms)
         s->used += (size_t)r;
     }
     return s->headers_done ? s->status : -1;
+}
+
+/* Publish @p n events of run (t, r) padded by @p pad bytes (it_body), with a producer of its
+ * own on the broker at @p cmd. */
+static inline void gw_publish_run(const char *cmd, const char *t, const char *r, uint64_t n,
+                                  size_t pad)
+{
+    ab_producer_t *p = NULL;
+    ab_error_t err = AB_ERROR_INIT;
+    ab_producer_opts_t po = {.timeout_ms = IT_TIMEOUT};
+    assert_int_equal(ab_producer_new(&p, cmd, &po, &err), AB_OK);
+    assert_int_equal(ab_producer_claim(p, t, r, NULL, &err), AB_OK);
+    static char ev[12000];
+    for (uint64_t seq = 1; seq <= n; seq++) {
+        it_body(ev, sizeof ev, t, r, seq, n, pad);
+        if (ab_producer_publish_json(p, ev, strlen(ev), &err) != AB_OK)
+            fail_msg("publish %llu: %s", (unsigned long long)seq, err.message);
+    }
+    assert_int_equal(ab_producer_flush(p, 30000, &err), AB_OK);
+    ab_producer_destroy(&p);
 }
 
 #endif /* AB_TESTS_GW_PROC_H */
