@@ -406,11 +406,14 @@ static void *cut_accept_main(void *arg)
     return NULL;
 }
 
-static void cut_start(cut_proxy_t *p, unsigned upstream, int cut_after)
+/* Start the proxy before gateway port @p upstream; @p page (NULL: the gateway's) is served for
+ * GET /, set before any of the proxy's threads starts. */
+static void cut_start(cut_proxy_t *p, unsigned upstream, int cut_after, const char *page)
 {
     memset(p, 0, sizeof *p);
     p->upstream = upstream;
     p->cut_after = cut_after;
+    p->page = page;
     p->lfd = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in a = {.sin_family = AF_INET};
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
@@ -467,7 +470,7 @@ static void test_observer_page_resumes_after_a_cut(void **state)
     assert_int_equal(ab_producer_flush(p, IT_TIMEOUT, &err), AB_OK);
     /* the stream is cut after RUN_STARTED, TEXT_MESSAGE_START and 10 deltas */
     static cut_proxy_t px;
-    cut_start(&px, gw.port, 12);
+    cut_start(&px, gw.port, 12, NULL);
     static dom_job_t job;
     snprintf(job.url, sizeof job.url, "http://127.0.0.1:%u/#thread=t-cut", px.port);
     pthread_t th;
@@ -559,9 +562,8 @@ static void test_observer_page_refuses_a_polluting_patch(void **state)
     ab_producer_destroy(&p);
 
     static cut_proxy_t px;
-    cut_start(&px, gw.port, 0); /* never cut */
+    cut_start(&px, gw.port, 0, probed_page()); /* never cut */
     atomic_store(&px.go, true);
-    px.page = probed_page();
     char url[256];
     snprintf(url, sizeof url, "http://127.0.0.1:%u/#thread=t-proto", px.port);
     chromium_dom_budget(url, 4000, false);
