@@ -34,6 +34,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <zmq.h>
 
@@ -429,8 +430,11 @@ static bool same_token(const char *a, const char *b, size_t blen)
 static const gw_ident_t *authenticate(ab__gw_t *gw, struct MHD_Connection *conn, req_ctx_t *ctx)
 {
     const char *h = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization");
-    const char *tok = h && strncmp(h, "Bearer ", 7) == 0 ? h + 7 : NULL;
-    if (tok == NULL) {
+    /* the scheme is case-insensitive and followed by one or more spaces (RFC 7235 2.1) */
+    const char *tok = h && strncasecmp(h, "Bearer ", 7) == 0 ? h + 7 : NULL;
+    while (tok != NULL && *tok == ' ')
+        tok++;
+    if (tok == NULL || *tok == '\0') {
         ab_error_set(&ctx->err, AB_UNAUTHORIZED, "Authorization",
                      "this gateway needs \"Authorization: Bearer TOKEN\"");
         return NULL;

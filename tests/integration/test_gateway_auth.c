@@ -179,6 +179,11 @@ static void test_tokens_act_as_their_identity(void **state)
     unsetenv("AGENTBUS_KEY");
     unsetenv("AGENTBUS_SERVER_KEY");
     assert_int_equal(gw_http(&F.g, "GET", "/healthz", VIEWER, NULL, body, sizeof body), 200);
+    /* the scheme's case and the spaces after it are the client's (RFC 7235 2.1) */
+    assert_int_equal(gw_http(&F.g, "GET", "/healthz",
+                             "authorization: bearer   viewer-token-0123456789\r\n", NULL, body,
+                             sizeof body),
+                     200);
     /* The viewer may not start a run (control) ... */
     const char *in = "{\"threadId\":\"team-a/1\",\"runId\":\"r1\",\"messages\":[],\"tools\":[],"
                      "\"context\":[],\"state\":{},\"forwardedProps\":{}}";
