@@ -218,7 +218,8 @@ long ab__dq_moves_due(const ab__dispatch_t *d, int64_t now)
 
 bool ab__dispatch_wants_pump(const ab__dispatch_t *d)
 {
-    return d != NULL && (d->dirty || ab__dq_moves_due(d, ab__mono_ms()) == 0);
+    /* asked after every lone commit: the clock is read only when a move is kept */
+    return d != NULL && (d->dirty || (d->nmoves > 0 && ab__dq_moves_due(d, ab__mono_ms()) == 0));
 }
 
 /* Keep move @p to (at RUN_STARTED epoch @p epoch) on @p q, after any it holds (invariant 2). */

@@ -572,6 +572,15 @@ static void requests(ab__dispatch_t *d, ab_job_t *job, const ab_requests_t *rq)
 
 /* ---- claims of dispatched runs -------------------------------------------------- */
 
+/* The refusal of a write into queued request @p q's run: its assignee's alone (7.12). */
+static ab_status_t refuse_queued(const ab__dreq_t *q, ab_error_t *err)
+{
+    return ab_error_set(err, AB_CONFLICT, "run",
+                        "run %s is queued for dispatch (request %" PRIu64
+                        "): only its assigned worker may write it",
+                        q->r.run, q->r.id);
+}
+
 ab_status_t ab__dispatch_claim_check(ab__dispatch_t *d, ab_str_t thread, ab_str_t run,
                                      ab_error_t *err)
 {
@@ -582,10 +591,7 @@ ab_status_t ab__dispatch_claim_check(ab__dispatch_t *d, ab_str_t thread, ab_str_
     if (q == NULL || ab__dq_orphaned(d, q))
         return AB_OK;
     if (q->r.state == AB_REQ_QUEUED)
-        return ab_error_set(err, AB_CONFLICT, "run",
-                            "run %s is queued for dispatch (request %" PRIu64
-                            "): only its assigned worker may write it",
-                            q->r.run, q->r.id);
+        return refuse_queued(q, err);
     return ab_error_set(err, AB_CONFLICT, "run",
                         "run %s is %s by worker %s (request %" PRIu64
                         "): a claim would fence its owner; claim it once it is orphaned",
@@ -603,10 +609,7 @@ ab_status_t ab__dispatch_unclaimed(void *ud, ab_str_t thread, ab_str_t run, ab_e
     const ab__dreq_t *q = ab__dq_by_run(d, thread, run);
     if (q == NULL || q->r.state != AB_REQ_QUEUED) /* an assigned run is claimed already */
         return AB_OK;
-    return ab_error_set(err, AB_CONFLICT, "run",
-                        "run %s is queued for dispatch (request %" PRIu64
-                        "): only its assigned worker may write it",
-                        q->r.run, q->r.id);
+    return refuse_queued(q, err);
 }
 
 void ab__dispatch_claimed(ab__dispatch_t *d, ab_str_t thread, ab_str_t run, zmq_msg_t *identity,
