@@ -134,6 +134,13 @@ ab_status_t ab__gw_cursor_parse(const char *s, size_t len, const char *field, ui
  * or an id (ab_id_check, at most 256 bytes, no NUL).
  * @return AB_OK, or AB_INVALID_ARGUMENT naming @p field.
  */
+/**
+ * Parse a cursor given as a query parameter (?after=), still percent-encoded:
+ * decoded, then read as ab__gw_cursor_parse() reads it ("%31" is "1").
+ * @return AB_OK, or AB_INVALID_ARGUMENT naming @p field (a bad escape too).
+ */
+ab_status_t ab__gw_query_cursor(const char *s, size_t len, const char *field, uint64_t *out,
+                                ab_error_t *err);
 ab_status_t ab__gw_query_id(const char *s, size_t n, const char *field, char *dst, ab_error_t *err);
 
 /** The query of GET /threads (ab__gw_threads_query). */

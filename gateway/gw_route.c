@@ -217,6 +217,17 @@ ab_status_t ab__gw_cursor_parse(const char *s, size_t len, const char *field, ui
     return AB_OK;
 }
 
+ab_status_t ab__gw_query_cursor(const char *s, size_t len, const char *field, uint64_t *out,
+                                ab_error_t *err)
+{
+    char dec[64]; /* a cursor is at most 20 digits: a longer one is refused by its length */
+    size_t n = 0;
+    ab_status_t rc = unescape(s, len, dec, sizeof dec - 1, &n, field, err);
+    if (rc != AB_OK)
+        return rc;
+    return ab__gw_cursor_parse(dec, n, field, out, err);
+}
+
 /* ---- the query of GET /threads ------------------------------------------------ */
 
 ab_status_t ab__gw_query_id(const char *s, size_t n, const char *field, char *dst, ab_error_t *err)
@@ -252,6 +263,11 @@ ab_status_t ab__gw_threads_query(const char *after, size_t alen, const char *pre
         rc = ab__gw_query_id(prefix, plen, "prefix", out->prefix, err);
     if (rc != AB_OK || limit == NULL)
         return rc;
+    char dec[64]; /* percent-decoded as the ids are; over 9 digits is refused below */
+    rc = unescape(limit, llen, dec, sizeof dec - 1, &llen, "limit", err);
+    if (rc != AB_OK)
+        return rc;
+    limit = dec;
     uint32_t v = 0;
     bool ok = llen > 0 && llen <= 9; /* 9 digits never overflow v */
     for (size_t i = 0; ok && i < llen; i++) {

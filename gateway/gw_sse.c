@@ -404,7 +404,8 @@ static gw_stream_t *stream_new(ab__gw_req_t *r)
     return s;
 }
 
-/* The cursor of a request: Last-Event-ID, else ?after=, else 0. A bare "?after" (no '=', which
+/* The cursor of a request: Last-Event-ID, else ?after= (percent-decoded, as every query
+ * parameter is), else 0. A bare "?after" (no '=', which
  * libmicrohttpd keeps with no value) is an empty cursor, refused as "?after=" is. */
 static ab_status_t request_cursor(ab__gw_req_t *r, uint64_t *out, ab_error_t *err)
 {
@@ -415,7 +416,7 @@ static ab_status_t request_cursor(ab__gw_req_t *r, uint64_t *out, ab_error_t *er
     size_t ql = 0;
     if (MHD_lookup_connection_value_n(r->conn, MHD_GET_ARGUMENT_KIND, "after", 5, &q, &ql) ==
         MHD_YES)
-        return ab__gw_cursor_parse(q ? q : "", q ? ql : 0, "after", out, err);
+        return ab__gw_query_cursor(q ? q : "", q ? ql : 0, "after", out, err);
     *out = 0;
     return AB_OK;
 }

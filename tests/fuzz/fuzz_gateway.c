@@ -7,8 +7,8 @@
  * Input: the first byte picks the decoder (0xFF: the query of GET /threads,
  * its three values `after`, `prefix`, `limit` split by the first two '\n'
  * of the rest, a missing one absent; 0xFE: the text of an error answer;
- * else by its value mod 3 - 0: path, 1: cursor, 2: token file); the rest is
- * its input, any bytes.
+ * 0xFD: a ?after= cursor, percent-encoded; else by its value mod 3 - 0: path,
+ * 1: cursor, 2: token file); the rest is its input, any bytes.
  *
  * Checks, for any input; a violation calls abort():
  *  1. path: AB_OK or AB_INVALID_ARGUMENT whose field starts with "path/";
@@ -22,10 +22,12 @@
  *     distinct, and each token is found in the input;
  *  4. threads query: AB_OK or AB_INVALID_ARGUMENT naming after, prefix or
  *     limit; on AB_OK `after` and `prefix` are "" or ids, `limit` is 0 (no
- *     limit given) or 1..1000 and then given as its digits;
+ *     limit given) or 1..1000 and then given as its digits (unless escaped);
  *  5. error text (ab__gw_json_text, what an answer quotes of a request's raw
  *     bytes): one JSON string of valid UTF-8 that the bus's strict parser
- *     reads back, exactly the input when the input was valid UTF-8.
+ *     reads back, exactly the input when the input was valid UTF-8;
+ *  6. ?after= cursor: AB_OK or AB_INVALID_ARGUMENT naming "after"; without a
+ *     '%' exactly what the header's parse gives (check 2).
  * ASan/UBSan watch the rest.
  */
 #include "gateway.h"
@@ -88,6 +90,22 @@ static void fuzz_cursor(const char *p, size_t n)
             abort();
     } else if (rc != AB_INVALID_ARGUMENT || strcmp(e.field, "after") != 0 || (digits && n < 20)) {
         abort();
+    }
+}
+
+/* A ?after= cursor: with no '%' it is read exactly as the header's; any accepted one prints
+ * back as the decimal of its value, and a refusal names the parameter. */
+static void fuzz_query_cursor(const char *p, size_t n)
+{
+    uint64_t v = 0, w = 0;
+    ab_error_t e = AB_ERROR_INIT;
+    ab_status_t rc = ab__gw_query_cursor(p, n, "after", &v, &e);
+    if (rc != AB_OK && (rc != AB_INVALID_ARGUMENT || strcmp(e.field, "after") != 0))
+        abort();
+    if (memchr(p, '%', n) == NULL) {
+        ab_error_t e2 = AB_ERROR_INIT;
+        if (ab__gw_cursor_parse(p, n, "after", &w, &e2) != rc || (rc == AB_OK && v != w))
+            abort();
     }
 }
 
@@ -157,7 +175,7 @@ static void fuzz_threads_query(const char *p, size_t n)
         check_id(q.prefix);
     if ((v[2] == NULL) != (q.limit == 0) || q.limit > 1000)
         abort();
-    if (v[2] != NULL) {
+    if (v[2] != NULL && memchr(v[2], '%', len[2]) == NULL) { /* escaped: decoded first */
         char back[8];
         int k = snprintf(back, sizeof back, "%u", q.limit);
         if ((size_t)k > len[2] || memcmp(back, v[2] + len[2] - (size_t)k, (size_t)k) != 0)
@@ -197,11 +215,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (p == NULL)
         return 0;
     memcpy(p, data + 1, size - 1);
-    if (data[0] == 0xFF || data[0] == 0xFE) {
+    if (data[0] >= 0xFD) {
         if (data[0] == 0xFF)
             fuzz_threads_query(p, size - 1);
-        else
+        else if (data[0] == 0xFE)
             fuzz_text(p, size - 1);
+        else
+            fuzz_query_cursor(p, size - 1);
         free(p);
         return 0;
     }

@@ -157,8 +157,11 @@ static size_t export_ids(const char *t, const char *r, uint64_t *ids, size_t max
     return n;
 }
 
+/* How resume_after() gives the last id: a header, ?after=ID, or ?after= percent-encoded. */
+typedef enum { BY_HEADER, BY_QUERY, BY_QUERY_ESCAPED } resume_by_t;
+
 /* Disconnect after k events of a live run, reconnect with the last id: exactly the run. */
-static void resume_after(const char *t, const char *r, size_t k, bool header)
+static void resume_after(const char *t, const char *r, size_t k, resume_by_t by)
 {
     char path[300], hdr[128];
     gw_sse_t s;
@@ -174,12 +177,15 @@ static void resume_after(const char *t, const char *r, size_t k, bool header)
         got[n++] = e.id;
     assert_int_equal(n, k);
     gw_sse_close(&s);
-    if (header) {
-        snprintf(hdr, sizeof hdr, "Last-Event-ID: %llu\r\n", (unsigned long long)got[k - 1]);
+    char id[24], esc[72];
+    snprintf(id, sizeof id, "%llu", (unsigned long long)got[k - 1]);
+    for (size_t i = 0; i < strlen(id); i++) /* each digit D as %3D */
+        snprintf(esc + 3 * i, sizeof esc - 3 * i, "%%%02X", (unsigned)id[i]);
+    if (by == BY_HEADER) {
+        snprintf(hdr, sizeof hdr, "Last-Event-ID: %s\r\n", id);
         assert_int_equal(gw_sse_open(&s, &G.g, "GET", path, hdr, NULL, 0), 0);
     } else {
-        snprintf(path, sizeof path, "/threads/%s/events?after=%llu", t,
-                 (unsigned long long)got[k - 1]);
+        snprintf(path, sizeof path, "/threads/%s/events?after=%s", t, by == BY_QUERY ? id : esc);
         assert_int_equal(gw_sse_open(&s, &G.g, "GET", path, "", NULL, 0), 0);
     }
     while (n < 64 && gw_sse_next(&s, &e, IT_TIMEOUT) == 1) {
@@ -201,9 +207,10 @@ static void test_resume_at_every_point(void **state)
     for (size_t k = 1; k < 9; k++) {
         char t[32];
         snprintf(t, sizeof t, "t-resume-%zu", k);
-        resume_after(t, "r", k, true);
+        resume_after(t, "r", k, BY_HEADER);
     }
-    resume_after("t-resume-q", "r", 4, false);
+    resume_after("t-resume-q", "r", 4, BY_QUERY);
+    resume_after("t-resume-e", "r", 3, BY_QUERY_ESCAPED); /* ?after=%34%32 is ?after=42 */
     /* A thread stream from 0 after the run: the run's events, then the next run's live. */
     gw_sse_t s;
     gw_ev_t e;
@@ -809,6 +816,10 @@ static void test_threads_listing(void **state)
         gw_http(&G.g, "GET", "/threads?after=t-2&limit=2", NULL, NULL, body, sizeof body), 200);
     assert_string_equal(listed(ids, sizeof ids), "u/1,\xc3\xa9,");
     assert_null(strstr(body, "\"next\""));
+    /* a query value is percent-decoded, a number as an id: "%32" is "2" */
+    assert_int_equal(
+        gw_http(&G.g, "GET", "/threads?after=t%2D2&limit=%32", NULL, NULL, body, sizeof body), 200);
+    assert_string_equal(listed(ids, sizeof ids), "u/1,\xc3\xa9,");
     char want[160];
     snprintf(want, sizeof want,
              "{\"threads\":[{\"thread\":\"u/1\",\"runs\":1,\"active\":true,\"last_run\":\"r\","
@@ -826,7 +837,8 @@ static void test_threads_listing(void **state)
     const char *bad[][2] = {{"/threads?limit=0", "limit"},     {"/threads?limit=1001", "limit"},
                             {"/threads?limit=abc", "limit"},   {"/threads?limit=", "limit"},
                             {"/threads?after=a%01", "after"},  {"/threads?prefix=a%00b", "prefix"},
-                            {"/threads?prefix=%FF", "prefix"}, {"/threads?after=%ZZ", "after"}};
+                            {"/threads?prefix=%FF", "prefix"}, {"/threads?after=%ZZ", "after"},
+                            {"/threads?limit=%3", "limit"},    {"/threads?limit=%30", "limit"}};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
         refused(gw_http(&G.g, "GET", bad[i][0], NULL, NULL, body, sizeof body), 400,
                 "invalid_argument", bad[i][1]);
