@@ -60,6 +60,9 @@ grep -q "^ExecStart=$prefix/bin/agentbus broker --config $conf\$" "$unit" ||
 grep -q '^Type=notify$' "$unit" || fail "the unit does not wait for the broker's readiness"
 
 # The broker, as installed, on the installed settings (the flags win over the file).
+# Its output file exists before the broker starts: the redirection below happens in the
+# child, and a sed of a file not yet made would end this script (set -e).
+: >"$tmp/broker.out"
 "$prefix/bin/agentbus" broker --config "$conf" --data "$tmp/data" --cmd 'tcp://127.0.0.1:*' \
     --events 'tcp://127.0.0.1:*' >"$tmp/broker.out" 2>"$tmp/broker.err" &
 pid=$!
