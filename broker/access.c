@@ -173,7 +173,7 @@ static int role_of(const char *s, size_t n)
 static ab_status_t add_prefix(grant_t *g, const line_ctx_t *lc, const char *s, size_t n)
 {
     ab_error_t ie = AB_ERROR_INIT;
-    if (memchr(s, '*', n) == s + n - 1 && n > 1)
+    if (n > 0 && s[n - 1] == '*') /* a glob ('team-*', 'a**', or '*' in a list) is not a prefix */
         return line_err(lc,
                         "prefix '%.*s': a prefix is plain text (no '*'; a role alone is every "
                         "thread)",

@@ -117,6 +117,8 @@ static void test_errors(void **state)
         {"alice K1 admin:x\n", "admin covers every thread"},
         {"alice K1 observe:a,,b\n", "an empty prefix"},
         {"alice K1 observe:team-*\n", "no '*'"},
+        {"alice K1 observe:team-**\n", "no '*'"}, /* not only a single trailing '*' */
+        {"alice K1 publish:a,*\n", "no '*'"},     /* '*' in a list is no prefix either */
         {"alice K1 publish\nbob K1 observe\n", "acl:2: the key of bob is already given on line 1"},
         {"alice nosuch.key publish\n", "nosuch.key"},
         {"alice ../x.key publish\n", "give a file name"},
