@@ -222,8 +222,8 @@ static int pass_row(void *ud, const ab_row_t *row)
         c->rc = ab_error_set(c->err, e.code == AB_NOMEM ? AB_NOMEM : AB_CORRUPT, "seq",
                              "stored event at position %llu of thread '%.*s' does not decode: %s",
                              (unsigned long long)row->pos,
-                             (int)(row->thread.len > 64 ? 64 : row->thread.len), row->thread.ptr,
-                             e.message);
+                             (int)ab__utf8_cut(row->thread.ptr, row->thread.len, 64),
+                             row->thread.ptr, e.message); /* never a character split */
         ab_doc_reset(c->s->doc);
         return 1;
     }

@@ -379,6 +379,30 @@ static void test_store_error(void **state)
     fx_free(f);
 }
 
+/* A stored activity event that does not decode is `corrupt`, and its message, which names
+ * the thread cut to 64 bytes, stays valid UTF-8 when the cut falls inside a character (an
+ * encoder cuts a message at its first invalid byte: the reason would be lost). */
+static void test_corrupt_message_utf8(void **state)
+{
+    (void)state;
+    char th[80];
+    memset(th, 'x', 63);
+    strcpy(th + 63, "\xc3\xa9\xc3\xa9"); /* byte 64 is inside the first e-acute */
+    fx_t *f = fx_new(0);
+    earlier_run(f, th, "r1", "a1");
+    assert_int_equal(f->db.nev, 3);
+    f->db.ev[1].len--; /* the ACTIVITY_SNAPSHOT, cut short: its type is still there */
+    fx_restart(f);
+    OK(f, run_started(f, th, "r2"));
+    ab_seq_item_t a = pub(f, act_delta(f, th, "r2", 2, "a1", ""));
+    assert_int_equal(a.status, AB_RESULT_REJECTED);
+    tu_assert_error(&a.err, AB_CORRUPT, "seq");
+    if (!ab_utf8_valid(a.err.message, strlen(a.err.message)))
+        fail_msg("not UTF-8: %s", a.err.message);
+    assert_non_null(strstr(a.err.message, "' does not decode: "));
+    fx_free(f);
+}
+
 /* ---- the bound ------------------------------------------------------------------- */
 
 static ab__seq_act_t *facet(fx_t *f, const char *th)
@@ -460,12 +484,19 @@ static void test_memory_counted(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_later_run),     cmocka_unit_test(test_no_snapshot_on_thread),
-        cmocka_unit_test(test_other_thread),  cmocka_unit_test(test_dropped_by_messages_snapshot),
-        cmocka_unit_test(test_restart),       cmocka_unit_test(test_rebuild_keeps_cross_run_delta),
-        cmocka_unit_test(test_eviction),      cmocka_unit_test(test_same_group),
-        cmocka_unit_test(test_abort_forgets), cmocka_unit_test(test_store_error),
-        cmocka_unit_test(test_bound),         cmocka_unit_test(test_memory_counted),
+        cmocka_unit_test(test_later_run),
+        cmocka_unit_test(test_no_snapshot_on_thread),
+        cmocka_unit_test(test_other_thread),
+        cmocka_unit_test(test_dropped_by_messages_snapshot),
+        cmocka_unit_test(test_restart),
+        cmocka_unit_test(test_rebuild_keeps_cross_run_delta),
+        cmocka_unit_test(test_eviction),
+        cmocka_unit_test(test_same_group),
+        cmocka_unit_test(test_abort_forgets),
+        cmocka_unit_test(test_store_error),
+        cmocka_unit_test(test_corrupt_message_utf8),
+        cmocka_unit_test(test_bound),
+        cmocka_unit_test(test_memory_counted),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
