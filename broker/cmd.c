@@ -32,12 +32,17 @@
  *     against b->wjobs_taken) and no other request waits on the ROUTER; the
  *     writer's answers already queued are forwarded first, so the answers of
  *     one connection never overtake each other.
+ *  8. The loop waits with zpoll.h, which asks a socket for input only when
+ *     it may have some: after each pass the sockets this thread used are
+ *     marked (touch_used); a socket used without being marked could hold
+ *     input that no wake-up announces.
  */
 #include "ab_common.h"
 #include "authz.h"
 #include "internal.h"
 #include "loader.h"
 #include "workers.h"
+#include "zpoll.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -58,7 +63,9 @@ typedef struct cmd {
     ab__workers_t *wk; /* workers and their action calls (workers.h) */
     bool stopping;
     bool writer_done;
-    uint64_t wsent; /* jobs sent to the writer (invariant 7) */
+    uint64_t wsent;        /* jobs sent to the writer (invariant 7) */
+    uint64_t wsent_marked; /* wsent when the writer's socket was last marked (invariant 8) */
+    bool rsent;            /* a job went to a reader since the last wait (invariant 8) */
     uint32_t readers_done;
     ab__access_t *acc;          /* this thread's reference to the access table; NULL = no keys */
     const ab__principal_t *who; /* the current request's principal (invariant 6) */
@@ -221,6 +228,13 @@ static int send_writer(cmd_t *c, ab_job_t *job)
     return 0;
 }
 
+/* Send @p job to the reader at @p sock. @return 0 or -1 (still owned). */
+static int send_reader(cmd_t *c, void *sock, ab_job_t *job)
+{
+    c->rsent = true;
+    return ab__job_send(sock, job);
+}
+
 /* Hand @p job to the writer (queue already reserved); frees it on failure. */
 static void to_writer(cmd_t *c, zmq_msg_t *id, ab_job_t *job)
 {
@@ -352,7 +366,7 @@ static void to_reader(cmd_t *c, zmq_msg_t *id, const ab_msg_t *m)
         reply_code(c, id, m->v, m->cid, AB_NOMEM, "", "out of memory");
         return;
     }
-    if (ab__job_send(c->rsocks[reader_for(c, id, m)], job) != 0) {
+    if (send_reader(c, c->rsocks[reader_for(c, id, m)], job) != 0) {
         reply_code(c, id, m->v, m->cid, AB_INTERNAL, "", "cannot reach the replay reader");
         ab__job_free(job);
     }
@@ -368,7 +382,7 @@ static void threads_request(cmd_t *c, zmq_msg_t *id, const ab_msg_t *m)
         reply_code(c, id, m->v, m->cid, AB_NOMEM, "", "out of memory");
         return;
     }
-    if (ab__job_send(c->rsocks[reader_for(c, id, m)], job) != 0) {
+    if (send_reader(c, c->rsocks[reader_for(c, id, m)], job) != 0) {
         reply_code(c, id, m->v, m->cid, AB_INTERNAL, "", "cannot reach the replay reader");
         ab__job_free(job);
     }
@@ -757,7 +771,7 @@ static void report_refused(cmd_t *c, void *reader, zmq_msg_t *id, zmq_msg_t *hdr
         if (job != NULL)
             job->bytes = (int64_t)m.u.replay_chunk.bytes;
     }
-    if (job != NULL && ab__job_send(reader, job) != 0)
+    if (job != NULL && send_reader(c, reader, job) != 0)
         ab__job_free(job);
 }
 
@@ -823,7 +837,7 @@ static void begin_stop(cmd_t *c)
     }
     for (uint32_t i = 0; i < c->nreaders; i++) {
         stop = job_new(AB_JOB_STOP, NULL, NULL);
-        if (stop == NULL || ab__job_send(c->rsocks[i], stop) != 0) {
+        if (stop == NULL || send_reader(c, c->rsocks[i], stop) != 0) {
             ab__job_free(stop);
             c->readers_done++;
         }
@@ -882,54 +896,82 @@ static bool on_signal(cmd_t *c, int sigfd)
     return true;
 }
 
+/* Mark what was used since the last wait (invariant 8): the ROUTER always (every module
+ * answers on it), the writer's socket when a job went to it, the readers' when one went to
+ * any. */
+static void touch_used(cmd_t *c, ab__zpoll_t *zp)
+{
+    ab__zpoll_touch(zp, 1);
+    if (c->wsent != c->wsent_marked)
+        ab__zpoll_touch(zp, 2);
+    c->wsent_marked = c->wsent;
+    for (uint32_t i = 0; c->rsent && i < c->nreaders; i++)
+        ab__zpoll_touch(zp, 3 + i);
+    c->rsent = false;
+}
+
+/* One pass over what @p it found ready; @return false to leave the loop. */
+static bool serve_ready(cmd_t *c, const ab__zpoll_item_t *it, size_t n, int sigfd)
+{
+    if (it[0].ready && !on_signal(c, sigfd))
+        return false;
+    for (int i = 0; it[1].ready && i < FORWARD_BURST; i++)
+        if (!on_request(c))
+            break;
+    if (it[2].ready)
+        drain_worker(c, c->wsock, true);
+    for (uint32_t i = 0; i < c->nreaders; i++)
+        if (it[3 + i].ready)
+            drain_worker(c, c->rsocks[i], false);
+    if (n == 4 + c->nreaders && it[n - 1].ready)
+        ab__monitor_drain(&c->b->cmd_mon);
+    return true;
+}
+
 int ab__cmd_loop(ab__shared_t *b, void *router, void *wsock, void **rsocks, int sigfd)
 {
     cmd_t c = {.b = b, .router = router, .wsock = wsock, .rsocks = rsocks};
     ab__thread_start("ab-command", b->cfg->log_level, b->cfg->log_json);
     c.nreaders = b->cfg->readers;
-    size_t n = 4 + c.nreaders;
-    zmq_pollitem_t *items = calloc(n, sizeof(*items));
+    size_t n = 3 + c.nreaders + (b->cmd_mon.pair != NULL); /* the monitor last, if on */
+    ab__zpoll_item_t *items = calloc(n, sizeof(*items));
+    ab__zpoll_t *zp = NULL;
     c.wk = ab__workers_new(router, b->instance);
-    if (items == NULL || c.wk == NULL || ab_doc_new(&c.doc) != AB_OK) {
-        free(items);
+    if (items != NULL) {
+        items[0] = (ab__zpoll_item_t){.fd = sigfd};
+        items[1] = (ab__zpoll_item_t){.socket = router};
+        items[2] = (ab__zpoll_item_t){.socket = wsock};
+        for (uint32_t i = 0; i < c.nreaders; i++)
+            items[3 + i] = (ab__zpoll_item_t){.socket = rsocks[i]};
+        if (b->cmd_mon.pair != NULL)
+            items[n - 1] = (ab__zpoll_item_t){.socket = b->cmd_mon.pair};
+        zp = ab__zpoll_new(items, n);
+    }
+    int rc = 1;
+    if (zp == NULL || c.wk == NULL || ab_doc_new(&c.doc) != AB_OK) {
         begin_stop(&c);
-        ab__workers_destroy(&c.wk);
-        return 1;
+        goto done;
     }
     ab__workers_set_hook(c.wk, worker_news, &c);
     c.acc = ab__access_box_get(&b->access);
-    items[0] = (zmq_pollitem_t){.fd = sigfd, .events = ZMQ_POLLIN};
-    items[1] = (zmq_pollitem_t){.socket = router, .events = ZMQ_POLLIN};
-    items[2] = (zmq_pollitem_t){.socket = wsock, .events = ZMQ_POLLIN};
-    for (uint32_t i = 0; i < c.nreaders; i++)
-        items[3 + i] = (zmq_pollitem_t){.socket = rsocks[i], .events = ZMQ_POLLIN};
-    items[n - 1] = (zmq_pollitem_t){.socket = b->cmd_mon.pair, .events = ZMQ_POLLIN};
-    int npoll = (int)(b->cmd_mon.pair != NULL ? n : n - 1); /* the monitor last, if on */
-    int rc = 0;
+    rc = 0;
     while (!(c.stopping && c.writer_done && c.readers_done >= c.nreaders)) {
         long wait = ab__workers_tick(c.wk, ab__mono_ms()); /* leases and call deadlines */
-        if (zmq_poll(items, npoll, wait) < 0) {
-            if (zmq_errno() == EINTR)
+        touch_used(&c, zp);
+        if (ab__zpoll_wait(zp, wait) < 0) {
+            if (errno == EINTR)
                 continue;
-            ab__log(AB_LOG_ERROR, "poll failed: %s", zmq_strerror(zmq_errno()));
+            ab__log(AB_LOG_ERROR, "poll failed: %s", zmq_strerror(errno));
             rc = 1;
             break;
         }
-        if ((items[0].revents & ZMQ_POLLIN) && !on_signal(&c, sigfd))
+        if (!serve_ready(&c, items, n, sigfd))
             break;
-        for (int i = 0; (items[1].revents & ZMQ_POLLIN) && i < FORWARD_BURST; i++)
-            if (!on_request(&c))
-                break;
-        if (items[2].revents & ZMQ_POLLIN)
-            drain_worker(&c, wsock, true);
-        for (uint32_t i = 0; i < c.nreaders; i++)
-            if (items[3 + i].revents & ZMQ_POLLIN)
-                drain_worker(&c, rsocks[i], false);
-        if (npoll == (int)n && (items[n - 1].revents & ZMQ_POLLIN))
-            ab__monitor_drain(&b->cmd_mon);
     }
     if (!c.stopping)
         begin_stop(&c);
+done:
+    ab__zpoll_destroy(&zp);
     free(items);
     ab_doc_destroy(&c.doc);
     ab__workers_destroy(&c.wk);
