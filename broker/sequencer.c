@@ -392,6 +392,8 @@ ab_status_t ab__seq_claim(ab_seq_t *s, ab_str_t thread, ab_str_t run, uint64_t *
     uint64_t e = 0, last = 0;
     ab_run_status_t st = AB_RUN_STATUS_UNKNOWN;
     ab_status_t rc = s->plugin->claim(s->db, thread, run, &e, &last, err);
+    if (rc == AB_OK && e < 2) /* a plugin of the old contract: 1 cannot fence an unclaimed writer */
+        rc = s->plugin->claim(s->db, thread, run, &e, &last, err);
     if (rc != AB_OK)
         return rc;
     ab__seq_run_t *r = ab__seq_find(s, thread, run);

@@ -158,7 +158,9 @@ static void do_claim(writer_t *w, ab_job_t *job)
         return;
     }
     ab__dispatch_claimed(w->disp, job->thread, job->run, &job->identity, c->epoch);
-    if (c->epoch > 1) /* a new writer fences the one before it */
+    /* a run's first claim (epoch 2, nothing written) fences only the implicit epoch 1 */
+    bool first = c->epoch <= 2 && c->last_seq == 0 && c->status == AB_RUN_STATUS_UNKNOWN;
+    if (!first) /* a new writer fences the one before it */
         ab__log(AB_LOG_INFO,
                 "claim: run %.*s of thread %.*s at epoch %llu (epoch %llu fenced; "
                 "last seq %llu)",
@@ -166,8 +168,9 @@ static void do_claim(writer_t *w, ab_job_t *job)
                 (unsigned long long)c->epoch, (unsigned long long)(c->epoch - 1),
                 (unsigned long long)c->last_seq);
     else
-        ab__log(AB_LOG_DEBUG, "claim: run %.*s of thread %.*s at epoch 1", (int)job->run.len,
-                job->run.ptr, (int)job->thread.len, job->thread.ptr);
+        ab__log(AB_LOG_DEBUG, "claim: run %.*s of thread %.*s at epoch %llu (its first)",
+                (int)job->run.len, job->run.ptr, (int)job->thread.len, job->thread.ptr,
+                (unsigned long long)c->epoch);
     c->thread = job->thread;
     c->run = job->run;
     finish(w, job, &m, NULL);

@@ -84,9 +84,11 @@ static const char *const SQL[Q_COUNT_] = {
                      " outcome = coalesce(?4, outcome), parent_run = coalesce(?5, parent_run),"
                      " ended_us = CASE WHEN ?3 IN ('finished', 'errored') THEN ?6"
                      " ELSE ended_us END WHERE rowid = ?1",
+    /* a claim's epoch is at least 2: 1 is the implicit epoch of a run written without a claim
+     * (PROTOCOL.md 7.3), which every claim fences */
     [Q_CLAIM] = "INSERT INTO runs(thread_rowid, thread, run, epoch, started_us)"
-                " VALUES(?1, ?2, ?3, 1, ?4) ON CONFLICT(thread, run)"
-                " DO UPDATE SET epoch = epoch + 1 RETURNING epoch, rowid",
+                " VALUES(?1, ?2, ?3, 2, ?4) ON CONFLICT(thread, run)"
+                " DO UPDATE SET epoch = max(epoch, 1) + 1 RETURNING epoch, rowid",
     [Q_READ_ALL] = "SELECT " CHUNK_COLS " FROM chunks c JOIN runs r ON r.rowid = c.run_rowid"
                    " WHERE c.rowid >= " START_ROWID("1") " ORDER BY c.rowid",
     [Q_RUN_ROWID] = "SELECT rowid FROM runs WHERE thread = ?1 AND run = ?2",

@@ -134,7 +134,13 @@ typedef struct ab_plugin {
     /** Durably append a batch as one transaction (see the durability contract). */
     ab_status_t (*append_batch)(ab_plugin_db_t *db, const ab_append_event_t *evs, size_t n,
                                 int64_t commit_us, uint64_t *first_pos, ab_error_t *err);
-    /** Bump the run's epoch (creating the run at epoch 1); report its last seq. */
+    /**
+     * Bump the run's epoch to max(epoch, 1) + 1, creating a new run at epoch 2,
+     * and report its last seq. Epoch 1 is the implicit epoch of a run written
+     * without a claim (docs/PROTOCOL.md 7.3), so a claim's epoch is always at
+     * least 2 and fences every writer that did not claim. (A plugin that
+     * returns 1, as this contract once said, costs the broker a second claim.)
+     */
     ab_status_t (*claim)(ab_plugin_db_t *db, ab_str_t thread, ab_str_t run, uint64_t *epoch,
                          uint64_t *last_seq, ab_error_t *err);
     /** Head of one run; status UNKNOWN (and AB_OK) when never seen, its ids filled in. */

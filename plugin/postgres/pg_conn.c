@@ -34,7 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define SCHEMA_VERSION 9
+#define SCHEMA_VERSION 10
 #define AB_PG_STR_(x)  #x
 #define AB_PG_STR(x)   AB_PG_STR_(x)
 #define SCHEMA_LOCK    "7301975019" /* pg_advisory_xact_lock key of the schema setup */
@@ -180,19 +180,22 @@ static const char *const SCHEMA[] = {
     "  PERFORM pg_notify('ab_events', (v_first + v_n - 1)::text);"
     "  RETURN v_first;"
     " END $f$;",
-    /* A claim: bump the run's epoch, or create the run at epoch 1 (and count
-     * it). Each statement sees what committed before it (READ COMMITTED), so
-     * the update finds a run another broker created while the insert waited. */
+    /* A claim: bump the run's epoch, or create the run at epoch 2 (and count
+     * it): epoch 1 is the implicit epoch of a run written without a claim,
+     * which every claim fences (schema 10; it was 1 before). Each statement
+     * sees what committed before it (READ COMMITTED), so the update finds a
+     * run another broker created while the insert waited. */
     "CREATE OR REPLACE FUNCTION ab_claim(p_thread text, p_run text, p_now bigint,"
     " OUT epoch bigint, OUT last_seq bigint) LANGUAGE plpgsql AS $f$"
     " BEGIN"
     "  INSERT INTO ab_runs(thread, run, epoch, last_seq, last_pos, started_us)"
-    "   VALUES (p_thread, p_run, 1, 0, 0, p_now) ON CONFLICT (thread, run) DO NOTHING;"
+    "   VALUES (p_thread, p_run, 2, 0, 0, p_now) ON CONFLICT (thread, run) DO NOTHING;"
     "  IF FOUND THEN"
     "   UPDATE ab_head SET v = v + 1 WHERE id = 3;"
-    "   epoch := 1; last_seq := 0; RETURN;"
+    "   epoch := 2; last_seq := 0; RETURN;"
     "  END IF;"
-    "  UPDATE ab_runs x SET epoch = x.epoch + 1 WHERE x.thread = p_thread AND x.run = p_run"
+    "  UPDATE ab_runs x SET epoch = greatest(x.epoch, 1) + 1"
+    "   WHERE x.thread = p_thread AND x.run = p_run"
     "   RETURNING x.epoch, x.last_seq INTO epoch, last_seq;"
     " END $f$;",
     /* schema 3, dispatch across brokers (docs/SCALING.md): which broker's worker

@@ -5,7 +5,7 @@
  *
  * Follows the plugin contract where the tests rely on it: all-or-nothing
  * append_batch (AB_CONFLICT on a stored (run, seq)), contiguous positions,
- * claim bumps the epoch (creating the run at 1), head reports UNKNOWN for a
+ * claim bumps the epoch (creating the run at 2), head reports UNKNOWN for a
  * run never seen, read in position order. fail_append (fail_read) makes the
  * next append_batch (read) calls fail with AB_UNAVAILABLE; counters let tests
  * see the calls. fp_plugin_shared() adds wake_fd/wake_drain, so the broker
@@ -39,6 +39,7 @@ struct ab_plugin_db {
     size_t nruns;
     int fail_append; /**< fail the next append_batch calls */
     int fail_read;   /**< fail the next read calls */
+    bool claim_v1;   /**< claim as plugin.h once said: a new run at epoch 1 */
     unsigned appends, claims, heads, reads, event_bytes, heads_of; /* heads_of: calls */
 };
 
@@ -116,7 +117,10 @@ static ab_status_t fp_claim(ab_plugin_db_t *db, ab_str_t thread, ab_str_t run, u
     (void)err;
     db->claims++;
     fp_run_t *r = fp_find_run(db, thread, run, true);
-    r->head.epoch++;
+    if (db->claim_v1)
+        r->head.epoch++;
+    else
+        r->head.epoch = (r->head.epoch > 1 ? r->head.epoch : 1) + 1; /* at least 2 (plugin.h) */
     *epoch = r->head.epoch;
     *last_seq = r->head.last_seq;
     return AB_OK;

@@ -593,26 +593,31 @@ static void test_claim(void **state)
     ab_run_status_t st = AB_RUN_STATUS_ACTIVE;
     ab_error_t err = AB_ERROR_INIT;
     ab_str_t t1 = {"t1", 2}, r1 = {"r1", 2};
-    assert_int_equal(ab__seq_claim(f->s, t1, r1, &epoch, &last, &st, &err), AB_OK);
-    assert_int_equal(epoch, 1);
-    assert_int_equal(last, 0);
-    assert_int_equal(st, AB_RUN_STATUS_UNKNOWN);
-    ab_seq_item_t a = pub(f, started(f, "t1", "r1", 1, 1));
-    expect_accepted(&a, 1);
+    /* a never-seen run's first claim is epoch 2: 1 is the implicit epoch of a writer that
+     * never claimed, which the claim must fence (PROTOCOL.md 7.3) */
     assert_int_equal(ab__seq_claim(f->s, t1, r1, &epoch, &last, &st, &err), AB_OK);
     assert_int_equal(epoch, 2);
+    assert_int_equal(last, 0);
+    assert_int_equal(st, AB_RUN_STATUS_UNKNOWN);
+    ab_seq_item_t implicit = pub(f, started(f, "t1", "r1", 1, 1));
+    expect_rejected(&implicit, AB_FENCED, "epoch");
+    assert_int_equal(detail(&implicit, "epoch"), 2);
+    ab_seq_item_t a = pub(f, started(f, "t1", "r1", 1, 2));
+    expect_accepted(&a, 1);
+    assert_int_equal(ab__seq_claim(f->s, t1, r1, &epoch, &last, &st, &err), AB_OK);
+    assert_int_equal(epoch, 3);
     assert_int_equal(last, 1);
     assert_int_equal(st, AB_RUN_STATUS_ACTIVE);
     /* finished runs are not cached: status from the store */
-    ab_seq_item_t b = pub(f, mk(f, "t1", "r1", 2, 2, MSG_START));
+    ab_seq_item_t b = pub(f, mk(f, "t1", "r1", 2, 3, MSG_START));
     expect_accepted(&b, 2);
-    pub(f, mk(f, "t1", "r1", 3, 2, MSG_END));
+    pub(f, mk(f, "t1", "r1", 3, 3, MSG_END));
     expect_accepted(&b, 2);
-    ab_seq_item_t fin = pub(f, finished(f, "t1", "r1", 4, 2));
+    ab_seq_item_t fin = pub(f, finished(f, "t1", "r1", 4, 3));
     expect_accepted(&fin, 4);
     assert_int_equal(ab__seq_cached_runs(f->s), 0);
     assert_int_equal(ab__seq_claim(f->s, t1, r1, &epoch, &last, &st, &err), AB_OK);
-    assert_int_equal(epoch, 3);
+    assert_int_equal(epoch, 4);
     assert_int_equal(last, 4);
     assert_int_equal(st, AB_RUN_STATUS_FINISHED);
     /* claiming while a group is staged is refused */
@@ -621,6 +626,30 @@ static void test_claim(void **state)
     ab_error_clear(&err);
     assert_int_not_equal(ab__seq_claim(f->s, t1, r1, &epoch, &last, &st, &err), AB_OK);
     ab__seq_abort(f->s);
+    fx_free(f);
+}
+
+/* A plugin of the old contract (a new run claimed at epoch 1) is claimed twice: the epoch a
+ * claim answers is never the implicit 1, so a writer that never claimed is fenced. */
+static void test_claim_old_plugin(void **state)
+{
+    (void)state;
+    fx_t *f = fx_new(0);
+    f->db.claim_v1 = true;
+    uint64_t epoch = 0, last = 9;
+    ab_run_status_t st = AB_RUN_STATUS_ACTIVE;
+    ab_error_t err = AB_ERROR_INIT;
+    ab_str_t t1 = {"t1", 2}, r1 = {"r1", 2};
+    unsigned claims = f->db.claims;
+    assert_int_equal(ab__seq_claim(f->s, t1, r1, &epoch, &last, &st, &err), AB_OK);
+    assert_int_equal(epoch, 2);
+    assert_int_equal(f->db.claims, claims + 2);
+    ab_seq_item_t implicit = pub(f, started(f, "t1", "r1", 1, 1));
+    expect_rejected(&implicit, AB_FENCED, "epoch");
+    claims = f->db.claims; /* a run past epoch 1: one claim */
+    assert_int_equal(ab__seq_claim(f->s, t1, r1, &epoch, &last, &st, &err), AB_OK);
+    assert_int_equal(epoch, 3);
+    assert_int_equal(f->db.claims, claims + 1);
     fx_free(f);
 }
 
@@ -922,6 +951,7 @@ int main(void)
         cmocka_unit_test(test_rebuild_after_eviction),
         cmocka_unit_test(test_rebuild_many_pages),
         cmocka_unit_test(test_claim),
+        cmocka_unit_test(test_claim_old_plugin),
         cmocka_unit_test(test_cache_bound_and_memory),
         cmocka_unit_test(test_memory_grows_with_open_items),
         cmocka_unit_test(test_sqlite_plugin),

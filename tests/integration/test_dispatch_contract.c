@@ -121,7 +121,8 @@ static void test_run_with_events_refused(void **state)
 }
 
 /* Nobody but its assignee writes a queued run: a publish into it without a claim (an implicit
- * claim of epoch 1) is refused, as a claim of it is; once assigned, its worker starts it. */
+ * claim of epoch 1) is refused, as a claim of it is; once assigned, the assignment's epoch is
+ * not the implicit 1, so the same publish is fenced, and its worker starts it. */
 static void test_queued_run_not_written(void **state)
 {
     it_t *t = *state;
@@ -139,7 +140,11 @@ static void test_queued_run_not_written(void **state)
     serve(&w, "w1", "coder");
     asg_t g = next_assign(&w);
     assert_int_equal(g.request, a.request);
-    publish_ok(&w, &g, 1, "RUN_STARTED"); /* seq 1 is free: the assignee starts it */
+    assert_true(g.epoch >= 2);
+    ab_error_clear(&err);
+    assert_int_equal(publish(&p, &pa, 1, "RUN_STARTED", &err), AB_RESULT_REJECTED);
+    assert_int_equal(err.code, AB_FENCED); /* it was accepted: the assignment was epoch 1 */
+    publish_ok(&w, &g, 1, "RUN_STARTED");  /* seq 1 is free: the assignee starts it */
     wait_state(&c, a.request, AB_REQ_STARTED);
     publish_ok(&w, &g, 2, "RUN_FINISHED");
     wait_state(&c, a.request, AB_REQ_ENDED);

@@ -173,7 +173,7 @@ static void test_log_json(void **state)
         assert_int_equal(ab_conn_claim(c, "t-l", "r-l", doc, &cl, IT_TIMEOUT, &err), AB_OK);
     assert_true(bp_wait_log(b,
                             "\"level\":\"info\",\"msg\":\"claim: run r-l of thread t-l at "
-                            "epoch 2 (epoch 1 fenced; last seq 0)\"",
+                            "epoch 3 (epoch 2 fenced; last seq 0)\"",
                             1, IT_TIMEOUT) >= 1);
     ab_doc_destroy(&doc);
     ab_conn_destroy(&c);

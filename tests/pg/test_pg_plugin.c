@@ -80,11 +80,11 @@ static void test_append_read_heads(void **state)
     uint64_t base = 0, first = 0, epoch = 0, last = 9;
     assert_int_equal(P->head_pos(db, &base, &err), AB_OK);
     assert_int_equal(P->claim(db, S(th), S("r1"), &epoch, &last, &err), AB_OK);
-    assert_int_equal(epoch, 1);
+    assert_int_equal(epoch, 2); /* a first claim: 1 is the implicit epoch (PROTOCOL.md 7.3) */
     assert_int_equal(last, 0);
-    ab_append_event_t b[5] = {pgmod_ev(th, "r1", 1, 1, "a1"), pgmod_ev(th, "r2", 1, 1, "b1"),
-                              pgmod_ev(th, "r1", 2, 1, "a2"), pgmod_ev(th, "r2", 2, 1, "b2"),
-                              pgmod_ev(th, "r1", 3, 1, "a3")};
+    ab_append_event_t b[5] = {pgmod_ev(th, "r1", 1, 2, "a1"), pgmod_ev(th, "r2", 1, 1, "b1"),
+                              pgmod_ev(th, "r1", 2, 2, "a2"), pgmod_ev(th, "r2", 2, 1, "b2"),
+                              pgmod_ev(th, "r1", 3, 2, "a3")};
     b[0].status = AB_RUN_STATUS_ACTIVE;
     b[4].status = AB_RUN_STATUS_FINISHED;
     b[4].outcome = AB_OUTCOME_SUCCESS;
@@ -648,7 +648,7 @@ static void test_take_and_leases(void **state)
     assert_int_equal(P->wake_drain(b, &woken, &err), AB_OK);
     assert_int_equal(take(a, r1.id, ba, &r), AB_OK);
     assert_int_equal(r.state, AB_REQ_ASSIGNED);
-    assert_int_equal(r.epoch, 1);
+    assert_int_equal(r.epoch, 2);
     assert_int_equal(r.attempts, 1);
     assert_string_equal(r.broker, ba);
     assert_string_equal(r.worker, "w");
@@ -714,26 +714,26 @@ static void test_cancel_assigned(void **state)
     pgmod_fresh(th2, sizeof th2, "th");
     ab_request_t r1 = put_req(a, th, "r1", NULL), r2 = put_req(a, th2, "r2", NULL), r;
     ab_error_t err = AB_ERROR_INIT;
-    assert_int_equal(take(a, r1.id, "ba", &r), AB_OK);
-    assert_int_equal(P->request_cancel(a, r1.id, 2, &r, &err), AB_CONFLICT); /* not its epoch */
+    assert_int_equal(take(a, r1.id, "ba", &r), AB_OK); /* assigned at epoch 2 (a first claim) */
+    assert_int_equal(P->request_cancel(a, r1.id, 3, &r, &err), AB_CONFLICT); /* not its epoch */
     tu_assert_error(&err, AB_CONFLICT, "state");
     ab_error_clear(&err);
-    assert_int_equal(run_epoch_of(th), 1);
-    assert_int_equal(P->request_cancel(a, r1.id, 1, &r, &err), AB_OK);
+    assert_int_equal(run_epoch_of(th), 2);
+    assert_int_equal(P->request_cancel(a, r1.id, 2, &r, &err), AB_OK);
     assert_int_equal(r.state, AB_REQ_CANCELLED);
-    assert_int_equal(r.epoch, 2);
-    assert_int_equal(run_epoch_of(th), 2); /* the assignee is fenced */
-    assert_int_equal(P->request_cancel(a, r1.id, 1, &r, &err), AB_CONFLICT);
+    assert_int_equal(r.epoch, 3);
+    assert_int_equal(run_epoch_of(th), 3); /* the assignee is fenced */
+    assert_int_equal(P->request_cancel(a, r1.id, 2, &r, &err), AB_CONFLICT);
     ab_error_clear(&err);
     /* r2's RUN_STARTED commits before the cancel: refused, its run not claimed */
     assert_int_equal(take(a, r2.id, "ba", &r), AB_OK);
-    ab_append_event_t started = pgmod_ev(th2, "r2", 1, 1, "started");
+    ab_append_event_t started = pgmod_ev(th2, "r2", 1, 2, "started");
     started.status = AB_RUN_STATUS_ACTIVE;
     uint64_t first = 0;
     assert_int_equal(P->append_batch(a, &started, 1, 1, &first, &err), AB_OK);
-    assert_int_equal(P->request_cancel(a, r2.id, 1, &r, &err), AB_CONFLICT);
+    assert_int_equal(P->request_cancel(a, r2.id, 2, &r, &err), AB_CONFLICT);
     ab_error_clear(&err);
-    assert_int_equal(run_epoch_of(th2), 1);
+    assert_int_equal(run_epoch_of(th2), 2);
     assert_int_equal(P->request_get(a, r2.id, &r, NULL, &err), AB_OK);
     assert_int_equal(r.state, AB_REQ_ASSIGNED);
     P->close(a);
@@ -753,40 +753,40 @@ static void test_cancel_held(void **state)
     ab_error_t err = AB_ERROR_INIT;
     bool alive = false;
     int64_t now = (int64_t)time(NULL) * 1000000;
-    assert_int_equal(take(a, q.id, bh, &r), AB_OK);
+    assert_int_equal(take(a, q.id, bh, &r), AB_OK); /* at epoch 2, a first claim */
     assert_int_equal(r.cancel_epoch, 0);
     /* assigned, no RUN_STARTED yet: request_cancel's case, refused here */
-    assert_int_equal(P->request_cancel_held(a, q.id, 1, now, &r, &alive, &err), AB_CONFLICT);
+    assert_int_equal(P->request_cancel_held(a, q.id, 2, now, &r, &alive, &err), AB_CONFLICT);
     tu_assert_error(&err, AB_CONFLICT, "state");
     ab_error_clear(&err);
-    ab_append_event_t started = pgmod_ev(th, "h1", 1, 1, "started");
+    ab_append_event_t started = pgmod_ev(th, "h1", 1, 2, "started");
     started.status = AB_RUN_STATUS_ACTIVE;
     uint64_t first = 0;
     assert_int_equal(P->append_batch(a, &started, 1, 1, &first, &err), AB_OK);
     /* the RUN_STARTED committed, the request still assigned; no lease of bh: not marked */
-    assert_int_equal(P->request_cancel_held(a, q.id, 1, now, &r, &alive, &err), AB_OK);
+    assert_int_equal(P->request_cancel_held(a, q.id, 2, now, &r, &alive, &err), AB_OK);
     assert_false(alive);
     assert_int_equal(r.cancel_epoch, 0);
     assert_int_equal(P->broker_lease(a, S(bh), now, now + 10000000, 1, NULL, NULL, &err), AB_OK);
     for (int i = 0; i < 2; i++) { /* marked once; the second call finds it marked */
         alive = false;
-        assert_int_equal(P->request_cancel_held(a, q.id, 1, now, &r, &alive, &err), AB_OK);
+        assert_int_equal(P->request_cancel_held(a, q.id, 2, now, &r, &alive, &err), AB_OK);
         assert_true(alive);
         assert_int_equal(r.state, AB_REQ_ASSIGNED);
-        assert_int_equal(r.cancel_epoch, 1);
-        assert_int_equal(r.epoch, 1);
+        assert_int_equal(r.cancel_epoch, 2);
+        assert_int_equal(r.epoch, 2);
     }
-    assert_int_equal(P->request_cancel_held(a, q.id, 2, now, &r, &alive, &err), AB_CONFLICT);
+    assert_int_equal(P->request_cancel_held(a, q.id, 3, now, &r, &alive, &err), AB_CONFLICT);
     ab_error_clear(&err);
     /* started: the same; once bh's lease has ended, not alive (the mark stays as it was) */
-    ab_request_move_t mv = {AB_REQ_ASSIGNED, 1, AB_REQ_STARTED, S("w"), 1, S(bh)};
+    ab_request_move_t mv = {AB_REQ_ASSIGNED, 2, AB_REQ_STARTED, S("w"), 2, S(bh)};
     assert_int_equal(P->request_move(a, q.id, &mv, &r, &err), AB_OK);
-    assert_int_equal(r.cancel_epoch, 1);
-    assert_int_equal(P->request_cancel_held(a, q.id, 1, now + 20000000, &r, &alive, &err), AB_OK);
+    assert_int_equal(r.cancel_epoch, 2);
+    assert_int_equal(P->request_cancel_held(a, q.id, 2, now + 20000000, &r, &alive, &err), AB_OK);
     assert_false(alive);
     assert_int_equal(r.state, AB_REQ_STARTED);
     assert_int_equal(P->request_get(a, q.id, &r, NULL, &err), AB_OK);
-    assert_int_equal(r.cancel_epoch, 1);
+    assert_int_equal(r.cancel_epoch, 2);
     P->close(a);
 }
 
@@ -804,7 +804,7 @@ static void test_claims_of_a_new_run_race(void **state)
     snprintf(sql, sizeof sql, "BEGIN; SELECT * FROM ab_claim('%s', 'r', 0)", th);
     PGresult *r = PQexec(other, sql);
     assert_int_equal(PQresultStatus(r), PGRES_TUPLES_OK);
-    assert_string_equal(PQgetvalue(r, 0, 0), "1"); /* the first claim: epoch 1, not committed */
+    assert_string_equal(PQgetvalue(r, 0, 0), "2"); /* the first claim: epoch 2, not committed */
     PQclear(r);
     claimer_t c = {.db = db, .thread = th};
     pthread_t t;
@@ -820,7 +820,7 @@ static void test_claims_of_a_new_run_race(void **state)
     PQclear(r);
     assert_int_equal(pthread_join(t, NULL), 0);
     assert_int_equal(c.s, AB_OK);
-    assert_int_equal(c.epoch, 2);
+    assert_int_equal(c.epoch, 3);
     assert_int_equal(sql1("SELECT v FROM ab_head WHERE id = 3"), runs + 1);
     PQfinish(other);
     P->close(db);

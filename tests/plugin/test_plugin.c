@@ -531,26 +531,26 @@ static void test_claim_epochs(void **state)
     ab_error_t err = AB_ERROR_INIT;
     uint64_t epoch = 0, last = 99;
     assert_int_equal(f->p->claim(f->db, S("t"), S("r"), &epoch, &last, &err), AB_OK);
-    assert_int_equal(epoch, 1);
+    assert_int_equal(epoch, 2); /* a first claim: 1 is the implicit epoch (PROTOCOL.md 7.3) */
     assert_int_equal(last, 0);
     ab_run_head_t h;
     assert_int_equal(f->p->head(f->db, S("t"), S("r"), &h, &err), AB_OK);
     assert_int_equal(h.status, AB_RUN_STATUS_UNKNOWN); /* claimed, not started */
-    assert_int_equal(h.epoch, 1);
+    assert_int_equal(h.epoch, 2);
     ab_append_event_t b[] = {ev("t", "r", 1, "a"), ev("t", "r", 2, "b")};
     append_ok(f, b, 2);
     assert_int_equal(f->p->head(f->db, S("t"), S("r"), &h, &err), AB_OK);
     assert_int_equal(h.status, AB_RUN_STATUS_ACTIVE); /* it has events */
     assert_int_equal(f->p->claim(f->db, S("t"), S("r"), &epoch, &last, &err), AB_OK);
-    assert_int_equal(epoch, 2);
+    assert_int_equal(epoch, 3);
     assert_int_equal(last, 2);
     assert_int_equal(f->p->claim(f->db, S("t"), S("r"), &epoch, &last, &err), AB_OK);
-    assert_int_equal(epoch, 3);
+    assert_int_equal(epoch, 4);
     ab_append_event_t c = ev("t", "r", 3, "c");
-    c.epoch = 3;
+    c.epoch = 4;
     append_ok(f, &c, 1);
     assert_int_equal(f->p->head(f->db, S("t"), S("r"), &h, &err), AB_OK);
-    assert_int_equal(h.epoch, 3);
+    assert_int_equal(h.epoch, 4);
     assert_int_equal(h.last_seq, 3);
 }
 

@@ -22,7 +22,8 @@ def read_run(ep, thread, run):
 def test_round_trip_bytes_and_seqs(broker, ids):
     t, r = ids
     with agentbus.Producer(broker.endpoint, batch_max=7) as p:
-        assert p.claim(t, r) == {"epoch": 1, "last_seq": 0, "status": "unknown"}
+        # a first claim is epoch 2: 1 is the implicit epoch of a writer that never claims
+        assert p.claim(t, r) == {"epoch": 2, "last_seq": 0, "status": "unknown"}
         sent = [started(t, r)] + text_events(30) + [finished(t, r)]
         seqs = [p.publish(e) for e in sent]
         assert seqs == list(range(1, 33))
@@ -31,7 +32,7 @@ def test_round_trip_bytes_and_seqs(broker, ids):
     evs = read_run(broker.endpoint, t, r)
     assert [e.seq for e in evs] == seqs
     assert [e.body for e in evs] == sent
-    assert all(e.epoch == 1 and not e.by for e in evs)
+    assert all(e.epoch == 2 and not e.by for e in evs)
     assert [e.pos for e in evs] == sorted(e.pos for e in evs)
 
 
@@ -42,16 +43,16 @@ def test_second_claim_fences_the_first(broker, ids):
     p1.publish(started(t, r))
     p1.flush()
     p2 = agentbus.Producer(broker.endpoint)
-    assert p2.claim(t, r)["epoch"] == 2
+    assert p2.claim(t, r)["epoch"] == 3
     p1.publish(text_events(3)[0])
     with pytest.raises(errors.Fenced) as ei:
         p1.flush()
-    assert ei.value.seq == 2 and ei.value.details.get("epoch") == 2
+    assert ei.value.seq == 2 and ei.value.details.get("epoch") == 3
     with pytest.raises(errors.Fenced):  # failed state: every later call
         p1.publish(text_events(3)[1])
     assert p2.publish(text_events(3)[0]) == 2
     p2.flush()
-    assert [e.epoch for e in read_run(broker.endpoint, t, r)] == [1, 2]
+    assert [e.epoch for e in read_run(broker.endpoint, t, r)] == [2, 3]
     p1.close()
     p2.close()
 
@@ -96,8 +97,8 @@ def test_handover_while_publishing(broker, ids):
     evs = read_run(broker.endpoint, t, r)
     assert [e.seq for e in evs] == list(range(1, len(evs) + 1))
     epochs = [e.epoch for e in evs]
-    assert epochs == sorted(epochs) and set(epochs) == {1, 2}
-    assert epochs.index(2) == c["last_seq"]  # p2 continued right after what p1 committed
+    assert epochs == sorted(epochs) and set(epochs) == {2, 3}
+    assert epochs.index(3) == c["last_seq"]  # p2 continued right after what p1 committed
     p1.close()
     p2.close()
 
@@ -151,7 +152,7 @@ def test_claim_again_continues(broker, ids):
         p.publish_many([started(t, r)] + text_events(4))
         p.flush()
     with agentbus.Producer(broker.endpoint) as p:
-        assert p.claim(t, r) == {"epoch": 2, "last_seq": 5, "status": "active"}
+        assert p.claim(t, r) == {"epoch": 3, "last_seq": 5, "status": "active"}
         assert p.publish(finished(t, r)) == 6
         p.flush()
 

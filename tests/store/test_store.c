@@ -667,7 +667,7 @@ static void test_claim_bumps_epoch(void **state)
     ab_error_t err = AB_ERROR_INIT;
     uint64_t epoch = 0, last = 99;
     assert_int_equal(ab__store_claim(f->st, S("t"), S("r"), &epoch, &last, &err), AB_OK);
-    assert_int_equal(epoch, 1);
+    assert_int_equal(epoch, 2); /* a first claim: 1 is the implicit epoch (PROTOCOL.md 7.3) */
     assert_int_equal(last, 0);
     begin_ok(f->st);
     append_ok(f->st, "t", "r", 1, "a");
@@ -677,19 +677,19 @@ static void test_claim_bumps_epoch(void **state)
                      AB_INVALID_ARGUMENT);
     commit_ok(f->st);
     assert_int_equal(ab__store_claim(f->st, S("t"), S("r"), &epoch, &last, &err), AB_OK);
-    assert_int_equal(epoch, 2);
+    assert_int_equal(epoch, 3);
     assert_int_equal(last, 2);
     assert_int_equal(ab__store_claim(f->st, S("t"), S("r"), &epoch, &last, &err), AB_OK);
-    assert_int_equal(epoch, 3);
+    assert_int_equal(epoch, 4);
     ab_run_head_t run;
     assert_int_equal(ab__store_head(f->st, S("t"), S("r"), &run, &err), AB_OK);
-    assert_int_equal(run.epoch, 3);
+    assert_int_equal(run.epoch, 4);
     /* an append with an older epoch does not lower it */
     begin_ok(f->st);
     append_ok(f->st, "t", "r", 3, "c");
     commit_ok(f->st);
     assert_int_equal(ab__store_head(f->st, S("t"), S("r"), &run, &err), AB_OK);
-    assert_int_equal(run.epoch, 3);
+    assert_int_equal(run.epoch, 4);
 }
 
 static void test_reader_beside_writer(void **state)
