@@ -165,6 +165,22 @@ typedef struct ab_store_file ab_store_file_t;
 /** Integer columns of a chunk row as Q_CHUNK_INSERT binds them (its data is an eighth). */
 #define AB_STORE_CHUNK_INTS 13
 
+/* The columns of a chunk's row as Q_READ_ALL, Q_THREAD_SEG_DATA and Q_CHUNK_DATA give it
+ * (store_rw.c CHUNK_COLS; store_read.c decodes it); the last only in the two last. */
+enum {
+    AB__CK_BATCH_FIRST,
+    AB__CK_DATA,
+    AB__CK_THREAD,
+    AB__CK_RUN,
+    AB__CK_N,         /* the records data holds, as its row says */
+    AB__CK_ROWID,     /* the chunk's rowid */
+    AB__CK_RUN_ROWID, /* its run's rowid, NULL when the run's row is gone */
+    AB__CK_FIRST_SEQ, /* its first record's seq, its last's, its last's position */
+    AB__CK_LAST_SEQ,
+    AB__CK_LAST_POS,
+    AB__CK_SAME_THREAD
+};
+
 /* Prepared statements, kept for the life of the handle. */
 enum {
     Q_BEGIN,
@@ -491,6 +507,7 @@ typedef struct ab__walk {
     bool thread;         /* the thread chain (else the run chain) */
     bool done;           /* the segment in seg is the chain's last */
     bool scanned;        /* the segment in seg was found by a scan of its range (invariant 6) */
+    bool anchored;       /* the bound is an anchor's key (not the read's cursor) */
     sqlite3_int64 owner; /* the run's or thread's rowid */
     sqlite3_int64 lower; /* the bound: a seq (run) or a rowid (thread) */
     sqlite3_int64 seg[2 * AB_STORE_ANCHOR_EVERY]; /* twice: room for a recovered segment */

@@ -11,8 +11,15 @@
  *     so a commit's chunks are adjacent): the chunks of one commit are
  *     gathered into a group, sorted by position and delivered before the
  *     next commit's.
- *  2. A record that runs past the end of its chunk is AB_CORRUPT, never an
- *     out-of-bounds read.
+ *  2. A chunk's data must be exactly the n records its row counts, the
+ *     first at the chunk's rowid with its first_seq, the last at its
+ *     last_pos with its last_seq: a record that runs past the end of the
+ *     data, data that ends before its n-th record or goes on after it (a
+ *     row cut at a record's end would otherwise lose events silently), or
+ *     an end record that disagrees with the row is AB_CORRUPT naming the
+ *     chunk and the record; never an out-of-bounds read.
+ *     A chunk whose run's row is gone is AB_CORRUPT in every scope (an all
+ *     read's join would skip it).
  *  3. A read is one read transaction (its own, unless the handle has one
  *     open), so a walk's statements see one committed state; every
  *     statement is reset before returning, so no read transaction stays
@@ -21,7 +28,9 @@
  *     chunk whose thread and run's thread differ is AB_CORRUPT.
  *  5. Whatever the stored data, a read delivers rows strictly above its
  *     cursor and rising (a run's by seq, the others by position): a row at
- *     or below the last ends the read with AB_CORRUPT.
+ *     or below the last ends the read with AB_CORRUPT. Records at or below
+ *     the cursor are left out (not refused) only until the first row is
+ *     delivered: they belong in the chunk or commit the cursor falls in.
  *  6. A run or thread read that stops at its limit in a segment below an
  *     anchor keeps its walk, at the chunk (a run) or the commit's first
  *     chunk (a thread) it stopped in, with its last row as the cursor; a
@@ -43,6 +52,8 @@
 #include "ab_common.h"
 #include "store_int.h"
 
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -55,35 +66,114 @@ typedef struct rec {
     size_t len;
 } rec_t;
 
-/* Decode the record at *off of a chunk; false at the end or when damaged. */
-static bool next_rec(const uint8_t *data, size_t size, uint64_t batch_first, size_t *off, rec_t *r,
-                     bool *damaged)
+/* What is wrong with a chunk's row, for the message of the read it ends (why[0] == 0:
+ * nothing). */
+typedef struct damage {
+    sqlite3_int64 chunk;
+    char why[192];
+} damage_t;
+
+/* The records of one chunk's row, decoded one at a time (invariant 2). */
+typedef struct chunk_it {
+    sqlite3_int64 chunk;
+    uint64_t bf;
+    const uint8_t *data;
+    size_t size, off;
+    int64_t n, k; /* the records its row says data holds; those decoded so far */
+    uint64_t first_seq, last_seq, last_pos; /* its first record's and its last's, as its row says */
+} chunk_it_t;
+
+/* Start decoding the chunk of the row @p q is on (its columns: AB__CK_*). */
+static void chunk_open(chunk_it_t *it, sqlite3_stmt *q)
 {
-    *damaged = false;
-    if (*off >= size)
-        return false;
-    if (size - *off < CHUNK_HDR) {
-        *damaged = true;
-        return false;
-    }
-    const uint8_t *p = data + *off;
-    r->pos = batch_first + ab__store_get_u32(p);
-    r->len = ab__store_get_u32(p + 4);
-    r->seq = ab__store_get_u64(p + 8);
-    r->commit_us = (int64_t)ab__store_get_u64(p + 16);
-    if (size - *off - CHUNK_HDR < r->len) {
-        *damaged = true;
-        return false;
-    }
-    r->bytes = p + CHUNK_HDR;
-    *off += CHUNK_HDR + r->len;
-    return true;
+    const uint8_t *data = sqlite3_column_blob(q, AB__CK_DATA);
+    *it = (chunk_it_t){.chunk = sqlite3_column_int64(q, AB__CK_ROWID),
+                       .bf = (uint64_t)sqlite3_column_int64(q, AB__CK_BATCH_FIRST),
+                       .data = data,
+                       .size = data ? (size_t)sqlite3_column_bytes(q, AB__CK_DATA) : 0,
+                       .n = sqlite3_column_int64(q, AB__CK_N),
+                       .first_seq = (uint64_t)sqlite3_column_int64(q, AB__CK_FIRST_SEQ),
+                       .last_seq = (uint64_t)sqlite3_column_int64(q, AB__CK_LAST_SEQ),
+                       .last_pos = (uint64_t)sqlite3_column_int64(q, AB__CK_LAST_POS)};
 }
 
-static ab_status_t damaged(ab_store_t *st, ab_error_t *err)
+/* Record in @p bad that chunk @p c is damaged, as @p fmt says; false. */
+static bool chunk_bad(damage_t *bad, sqlite3_int64 c, const char *fmt, ...) AB_PRINTF(3, 4);
+static bool chunk_bad(damage_t *bad, sqlite3_int64 c, const char *fmt, ...)
 {
-    return ab_error_set(err, AB_CORRUPT, "store", "database %s is damaged: truncated event chunk",
-                        st->path);
+    va_list ap;
+    va_start(ap, fmt);
+    bad->chunk = c;
+    vsnprintf(bad->why, sizeof bad->why, fmt, ap);
+    va_end(ap);
+    return false;
+}
+
+/* Whether record @p r, just decoded, agrees with the row's summary of its chunk: the first
+ * record is at the chunk's rowid (its first position) with its first_seq, the last at its
+ * last_pos with its last_seq (a walk keys on last_seq: a record that disagrees would be skipped
+ * or delivered in another chunk's place). Else false, @p bad saying how. */
+static bool ends_agree(const chunk_it_t *it, const rec_t *r, damage_t *bad)
+{
+    const char *which = NULL;
+    uint64_t pos = 0, seq = 0;
+    if (it->k == 1 && (r->pos != (uint64_t)it->chunk || r->seq != it->first_seq)) {
+        which = "first";
+        pos = (uint64_t)it->chunk;
+        seq = it->first_seq;
+    } else if (it->k == it->n && (r->pos != it->last_pos || r->seq != it->last_seq)) {
+        which = "last";
+        pos = it->last_pos;
+        seq = it->last_seq;
+    }
+    if (which == NULL)
+        return true;
+    return chunk_bad(bad, it->chunk,
+                     "record %lld (position %llu, seq %llu) is not its row's %s (position %llu, "
+                     "seq %llu)",
+                     (long long)it->k, (unsigned long long)r->pos, (unsigned long long)r->seq,
+                     which, (unsigned long long)pos, (unsigned long long)seq);
+}
+
+/* Decode the chunk's next record into *r; false at its end, or when the chunk is damaged
+ * (then @p bad says how): a record that runs past the data's end, more records than the
+ * row's n, or fewer (data cut at a record's end). */
+static bool chunk_next(chunk_it_t *it, rec_t *r, damage_t *bad)
+{
+    size_t left = it->size - it->off;
+    if (left == 0 && it->k == it->n)
+        return false;
+    if (left == 0 || it->k >= it->n)
+        return chunk_bad(bad, it->chunk,
+                         "holds %s records than the %lld its row counts (%zu bytes)",
+                         left ? "more" : "fewer", (long long)it->n, it->size);
+    if (left < CHUNK_HDR)
+        return chunk_bad(bad, it->chunk,
+                         "record %lld at byte %zu: its %d-byte header runs past the end of the "
+                         "chunk's %zu bytes",
+                         (long long)it->k + 1, it->off, CHUNK_HDR, it->size);
+    const uint8_t *p = it->data + it->off;
+    r->len = ab__store_get_u32(p + 4);
+    if (left - CHUNK_HDR < r->len)
+        return chunk_bad(bad, it->chunk,
+                         "record %lld at byte %zu: its %zu bytes run past the end of the "
+                         "chunk's %zu bytes",
+                         (long long)it->k + 1, it->off, r->len, it->size);
+    r->pos = it->bf + ab__store_get_u32(p);
+    r->seq = ab__store_get_u64(p + 8);
+    r->commit_us = (int64_t)ab__store_get_u64(p + 16);
+    r->bytes = p + CHUNK_HDR;
+    it->off += CHUNK_HDR + r->len;
+    it->k++;
+    return ends_agree(it, r, bad);
+}
+
+static ab_status_t damaged(ab_store_t *st, const damage_t *bad, ab_error_t *err)
+{
+    ab_error_set(err, AB_CORRUPT, "store", "database %s is damaged: chunk %lld %s", st->path,
+                 (long long)bad->chunk, bad->why);
+    ab_error_detail_int(err, "chunk", bad->chunk);
+    return AB_CORRUPT;
 }
 
 /* Read state shared by the scopes. */
@@ -165,6 +255,16 @@ static ab_status_t run_rowid(ab_store_t *st, ab_str_t thread, ab_str_t run, sqli
     return rc == SQLITE_ROW || rc == SQLITE_DONE ? AB_OK : ab__store_sqlerr(st, rc, "read", err);
 }
 
+/* AB_CORRUPT: a chain named chunk @p c, which is gone, or whose run's row is. */
+static ab_status_t missing(ab_store_t *st, sqlite3_int64 c, ab_error_t *err)
+{
+    ab_error_set(err, AB_CORRUPT, "store",
+                 "database %s is damaged: chunk %lld or its run is missing", st->path,
+                 (long long)c);
+    ab_error_detail_int(err, "chunk", c);
+    return AB_CORRUPT;
+}
+
 /* Step Q_CHUNK_DATA on chunk @p c: its row, or AB_CORRUPT when a chain named a missing one.
  * The caller resets the statement. */
 static ab_status_t chunk_row(ab_store_t *st, sqlite3_int64 c, ab_error_t *err)
@@ -175,24 +275,37 @@ static ab_status_t chunk_row(ab_store_t *st, sqlite3_int64 c, ab_error_t *err)
     if (rc == SQLITE_ROW)
         return AB_OK;
     if (rc == SQLITE_DONE)
-        return ab_error_set(err, AB_CORRUPT, "store",
-                            "database %s is damaged: chunk %lld or its run is missing", st->path,
-                            (long long)c);
+        return missing(st, c, err);
     return ab__store_sqlerr(st, rc, "read", err);
 }
 
-/* How a scope's read ends: @p s, else AB_CORRUPT for a damaged record, else AB_OK with the
+/* How a scope's read ends: @p s, else AB_CORRUPT for a damaged chunk, else AB_OK with the
  * rows delivered into *delivered. */
-static ab_status_t read_end(ab_store_t *st, ab_status_t s, bool bad, const reader_t *rd,
+static ab_status_t read_end(ab_store_t *st, ab_status_t s, const damage_t *bad, const reader_t *rd,
                             uint32_t *delivered, ab_error_t *err)
 {
     if (s != AB_OK)
         return s;
-    if (bad)
-        return damaged(st, err);
+    if (bad->why[0])
+        return damaged(st, bad, err);
     if (delivered)
         *delivered = rd->n;
     return AB_OK;
+}
+
+/* Deliver the records above @p after_seq of the run's chunk @p q is on: only the chunks before
+ * the first row delivered may hold records at or below the cursor (the one it falls in); once
+ * a row is delivered every record goes to emit(), which refuses one at or below the last
+ * (invariant 5) instead of leaving it out. */
+static void run_chunk(reader_t *rd, sqlite3_stmt *q, uint64_t after_seq, damage_t *bad)
+{
+    chunk_it_t it;
+    chunk_open(&it, q);
+    ab_str_t t = col_str(q, AB__CK_THREAD), r = col_str(q, AB__CK_RUN);
+    rec_t rec = {0};
+    while (!rd->stop && chunk_next(&it, &rec, bad))
+        if (rec.seq > after_seq || rd->n > 0)
+            emit(rd, &rec, t, r);
 }
 
 /* Scope run: the run's chunks in seq order, along its chain (invariant 1). */
@@ -203,29 +316,21 @@ static ab_status_t read_run(ab_store_t *st, const ab_read_t *req, reader_t *rd, 
     ab_status_t s = run_rowid(st, req->thread, req->run, &rowid, err);
     ab__walk_t w;
     walk_take(st, &w, false, rowid, ab__store_i64(req->after_seq), req->after_seq);
-    bool bad = false;
+    damage_t bad = {0};
     sqlite3_stmt *q = st->q[Q_CHUNK_DATA];
-    while (s == AB_OK && rowid != 0 && !rd->stop && !bad) {
+    while (s == AB_OK && rowid != 0 && !rd->stop && !bad.why[0]) {
         sqlite3_int64 c = 0;
         s = ab__walk_next(&w, &c, err);
         if (s != AB_OK || c == 0)
             break;
         s = chunk_row(st, c, err);
-        if (s == AB_OK) {
-            uint64_t bf = (uint64_t)sqlite3_column_int64(q, 0);
-            const uint8_t *data = sqlite3_column_blob(q, 1);
-            size_t size = (size_t)sqlite3_column_bytes(q, 1), off = 0;
-            ab_str_t t = col_str(q, 2), r = col_str(q, 3);
-            rec_t rec;
-            while (!rd->stop && next_rec(data, size, bf, &off, &rec, &bad))
-                if (rec.seq > req->after_seq)
-                    emit(rd, &rec, t, r);
-        }
+        if (s == AB_OK)
+            run_chunk(rd, q, req->after_seq, &bad);
         ab__store_done(q);
     }
-    if (s == AB_OK && !bad && w.i > 0)
+    if (s == AB_OK && !bad.why[0] && w.i > 0)
         walk_keep(st, &w, w.i - 1, rd); /* the chunk it stopped in */
-    return read_end(st, s, bad, rd, delivered, err);
+    return read_end(st, s, &bad, rd, delivered, err);
 }
 
 /* A commit's records gathered from its chunks (thread and all scopes). */
@@ -238,20 +343,18 @@ typedef struct group {
     size_t n, cap;
 } group_t;
 
-static ab_status_t group_add(group_t *g, sqlite3_stmt *q, uint64_t after_pos, bool *bad)
+static ab_status_t group_add(group_t *g, sqlite3_stmt *q, uint64_t after_pos, damage_t *bad)
 {
-    uint64_t bf = (uint64_t)sqlite3_column_int64(q, 0);
-    const uint8_t *data = sqlite3_column_blob(q, 1);
-    size_t size = (size_t)sqlite3_column_bytes(q, 1);
-    ab_str_t t = col_str(q, 2), r = col_str(q, 3);
+    chunk_it_t it;
+    chunk_open(&it, q);
+    ab_str_t t = col_str(q, AB__CK_THREAD), r = col_str(q, AB__CK_RUN);
     size_t soff = g->buf->len, doff = soff + t.len + r.len + 2;
     if (ab_buf_append(g->buf, t.ptr, t.len + 1) != AB_OK ||
         ab_buf_append(g->buf, r.ptr, r.len + 1) != AB_OK ||
-        (size && ab_buf_append(g->buf, data, size) != AB_OK))
+        (it.size && ab_buf_append(g->buf, it.data, it.size) != AB_OK))
         return AB_NOMEM;
-    size_t off = 0;
-    rec_t rec;
-    while (next_rec(data, size, bf, &off, &rec, bad)) {
+    rec_t rec = {0};
+    while (chunk_next(&it, &rec, bad)) {
         if (rec.pos <= after_pos)
             continue;
         struct grec *nr = ab__grow(g->recs, &g->cap, g->n + 1, sizeof *nr, 256);
@@ -259,7 +362,7 @@ static ab_status_t group_add(group_t *g, sqlite3_stmt *q, uint64_t after_pos, bo
             return AB_NOMEM;
         g->recs = nr;
         g->recs[g->n++] =
-            (struct grec){.r = rec, .boff = doff + (size_t)(rec.bytes - data), .soff = soff};
+            (struct grec){.r = rec, .boff = doff + (size_t)(rec.bytes - it.data), .soff = soff};
     }
     return AB_OK;
 }
@@ -310,7 +413,7 @@ static ab_status_t seg_row(ab_store_t *st, source_t *src, sqlite3_int64 c, sqlit
         src->seg_fills = w->fills;
     }
     int rc = sqlite3_step(sq);
-    if (rc == SQLITE_ROW && sqlite3_column_int64(sq, 5) == c) {
+    if (rc == SQLITE_ROW && sqlite3_column_int64(sq, AB__CK_ROWID) == c) {
         *q = sq;
         return AB_OK;
     }
@@ -319,17 +422,27 @@ static ab_status_t seg_row(ab_store_t *st, source_t *src, sqlite3_int64 c, sqlit
     return rc == SQLITE_ROW || rc == SQLITE_DONE ? AB_OK : ab__store_sqlerr(st, rc, "read", err);
 }
 
+/* The next row of the table's statement @p tq (an all read) into *q (NULL at the end); a chunk
+ * whose run's row is gone (the LEFT JOIN's NULL) is AB_CORRUPT, as in a thread read. */
+static ab_status_t table_next(ab_store_t *st, sqlite3_stmt *tq, sqlite3_stmt **q, ab_error_t *err)
+{
+    int rc = sqlite3_step(tq);
+    if (rc == SQLITE_DONE)
+        return AB_OK;
+    if (rc != SQLITE_ROW)
+        return ab__store_sqlerr(st, rc, "read", err);
+    if (sqlite3_column_type(tq, AB__CK_RUN_ROWID) == SQLITE_NULL)
+        return missing(st, sqlite3_column_int64(tq, AB__CK_ROWID), err);
+    *q = tq;
+    return AB_OK;
+}
+
 /* The next chunk's row on the statement into *q (NULL at the end). */
 static ab_status_t source_next(ab_store_t *st, source_t *src, sqlite3_stmt **q, ab_error_t *err)
 {
     *q = NULL;
-    if (src->walk == NULL) {
-        int rc = sqlite3_step(src->q);
-        if (rc == SQLITE_ROW)
-            *q = src->q;
-        return rc == SQLITE_ROW || rc == SQLITE_DONE ? AB_OK
-                                                     : ab__store_sqlerr(st, rc, "read", err);
-    }
+    if (src->walk == NULL)
+        return table_next(st, src->q, q, err);
     ab__store_done(st->q[Q_CHUNK_DATA]);
     sqlite3_int64 c = 0;
     ab_status_t s = ab__walk_next(src->walk, &c, err);
@@ -341,7 +454,7 @@ static ab_status_t source_next(ab_store_t *st, source_t *src, sqlite3_stmt **q, 
         *q = st->q[Q_CHUNK_DATA];
     if (s != AB_OK)
         return s;
-    if (sqlite3_column_int(*q, 4) != 1) /* invariant 4 */
+    if (sqlite3_column_int(*q, AB__CK_SAME_THREAD) != 1) /* invariant 4 */
         return ab_error_set(err, AB_CORRUPT, "store",
                             "database %s is damaged: chunk %lld is in a thread its run is not in",
                             st->path, (long long)c);
@@ -354,15 +467,15 @@ static ab_status_t read_grouped(ab_store_t *st, source_t *src, uint64_t after_po
 {
     group_t g = {.buf = &st->scratch};
     ab_buf_reset(g.buf);
-    bool bad = false;
+    damage_t bad = {0};
     int64_t cur = -1;
     ab_status_t s = AB_OK;
     sqlite3_stmt *q = NULL;
     const ab__walk_t *w = src->walk;
     size_t at = 0;      /* the walk's index of the chunk the gathered commit began with */
     unsigned fills = 0; /* and its segment (invariant 6) */
-    while (!rd->stop && !bad && (s = source_next(st, src, &q, err)) == AB_OK && q != NULL) {
-        int64_t bf = sqlite3_column_int64(q, 0);
+    while (!rd->stop && !bad.why[0] && (s = source_next(st, src, &q, err)) == AB_OK && q != NULL) {
+        int64_t bf = sqlite3_column_int64(q, AB__CK_BATCH_FIRST);
         if (bf != cur) {
             group_flush(&g, rd);
             if (rd->stop)
@@ -371,21 +484,23 @@ static ab_status_t read_grouped(ab_store_t *st, source_t *src, uint64_t after_po
             fills = w ? w->fills : 0;
         }
         cur = bf;
-        if (group_add(&g, q, after_pos, &bad) != AB_OK) {
+        /* records at or below the cursor are left out of the commits before the first row
+         * delivered only: later, emit() refuses them (invariant 5) */
+        if (group_add(&g, q, rd->n > 0 ? 0 : after_pos, &bad) != AB_OK) {
             s = ab_error_set(err, AB_NOMEM, "store", "out of memory (read)");
             break;
         }
     }
-    if (s == AB_OK && !bad)
+    if (s == AB_OK && !bad.why[0])
         group_flush(&g, rd);
-    if (s == AB_OK && !bad && w && fills == w->fills)
+    if (s == AB_OK && !bad.why[0] && w && fills == w->fills)
         walk_keep(st, w, at, rd);
     ab__store_done(st->q[Q_CHUNK_DATA]);
     ab__store_done(st->q[Q_THREAD_SEG_DATA]);
     if (src->q)
         ab__store_done(src->q);
     free(g.recs);
-    return read_end(st, s, bad, rd, delivered, err);
+    return read_end(st, s, &bad, rd, delivered, err);
 }
 
 /* Scope thread: its chunks from the first of the commit holding after_pos + 1, along its

@@ -94,37 +94,61 @@ ab_status_t ab__store_claim(ab_store_t *st, ab_str_t thread, ab_str_t run, uint6
     return AB_OK;
 }
 
-static int text_index(const char *const *table, int n, const unsigned char *t)
+/* The index in @p table (1 .. n - 1) of the text in column @p col, 0 when NULL or empty;
+ * -1 for any other text (damage: no writer stores it). */
+static int text_index(const char *const *table, int n, sqlite3_stmt *q, int col)
 {
-    for (int i = 1; t && i < n; i++)
+    const unsigned char *t = sqlite3_column_text(q, col);
+    if (t == NULL || *t == '\0')
+        return 0;
+    for (int i = 1; i < n; i++)
         if (strcmp(table[i], (const char *)t) == 0)
             return i;
-    return 0;
+    return -1;
 }
 
-static void copy_text(char *dst, sqlite3_stmt *q, int col)
+/* Copy the id in column @p col into @p dst (AB_ID_MAX_BYTES + 1 bytes); false when it is
+ * longer (damage: every id stored was checked). */
+static bool copy_text(char *dst, sqlite3_stmt *q, int col)
 {
     const unsigned char *t = sqlite3_column_text(q, col);
     size_t n = t ? strlen((const char *)t) : 0;
-    if (n > AB_ID_MAX_BYTES)
+    bool fits = n <= AB_ID_MAX_BYTES;
+    if (!fits)
         n = AB_ID_MAX_BYTES;
     memcpy(dst, t ? (const char *)t : "", n);
     dst[n] = '\0';
+    return fits;
 }
 
-static void fill_run(sqlite3_stmt *q, ab_run_head_t *out)
+/* The head of the runs row @p q is on into @p out; AB_CORRUPT naming the run when a column
+ * holds what no writer stores (an unknown status or outcome, a parent id too long). */
+static ab_status_t fill_run(ab_store_t *st, sqlite3_stmt *q, ab_run_head_t *out, ab_error_t *err)
 {
-    copy_text(out->thread, q, 0);
-    copy_text(out->run, q, 1);
-    copy_text(out->parent_run, q, 2);
+    bool ids = copy_text(out->thread, q, 0);
+    ids = copy_text(out->run, q, 1) && ids;
+    ids = copy_text(out->parent_run, q, 2) && ids;
+    int status = text_index(ab__store_status_text, 4, q, 6);
+    int outcome = text_index(ab__store_outcome_text, 4, q, 7);
     out->epoch = (uint64_t)sqlite3_column_int64(q, 3);
     out->last_seq = (uint64_t)sqlite3_column_int64(q, 4);
     out->last_pos = (uint64_t)sqlite3_column_int64(q, 5);
-    out->status = (ab_run_status_t)text_index(ab__store_status_text, 4, sqlite3_column_text(q, 6));
-    out->outcome =
-        (ab_agui_outcome_t)text_index(ab__store_outcome_text, 4, sqlite3_column_text(q, 7));
+    out->status = status > 0 ? (ab_run_status_t)status : AB_RUN_STATUS_UNKNOWN;
+    out->outcome = outcome > 0 ? (ab_agui_outcome_t)outcome : 0;
     out->started_us = sqlite3_column_int64(q, 8);
     out->ended_us = sqlite3_column_int64(q, 9);
+    if (ids && status >= 0 && outcome >= 0)
+        return AB_OK;
+    if (!ids)
+        return ab_error_set(err, AB_CORRUPT, "store",
+                            "database %s is damaged: a run of thread %.64s has an id or a parent "
+                            "run id over %d bytes (run %.64s)",
+                            st->path, out->thread, AB_ID_MAX_BYTES, out->run);
+    int col = status < 0 ? 6 : 7;
+    const char *text = (const char *)sqlite3_column_text(q, col);
+    return ab_error_set(err, AB_CORRUPT, "store",
+                        "database %s is damaged: run %s of thread %s has the %s '%.64s'", st->path,
+                        out->run, out->thread, col == 6 ? "status" : "outcome", text ? text : "");
 }
 
 /* The head of a run never seen: its ids, zeros, status UNKNOWN. */
@@ -149,13 +173,12 @@ ab_status_t ab__store_head(ab_store_t *st, ab_str_t thread, ab_str_t run, ab_run
     sqlite3_bind_text(q, 1, thread.ptr, (int)thread.len, SQLITE_STATIC);
     sqlite3_bind_text(q, 2, run.ptr, (int)run.len, SQLITE_STATIC);
     int rc = sqlite3_step(q);
-    if (rc == SQLITE_ROW)
-        fill_run(q, out);
+    s = rc == SQLITE_ROW ? fill_run(st, q, out, err) : AB_OK;
     ab__store_done(q);
     if (rc == SQLITE_DONE)
         unknown_run(thread, run, out);
     if (rc == SQLITE_ROW || rc == SQLITE_DONE)
-        return AB_OK;
+        return s;
     return ab__store_sqlerr(st, rc, "head", err);
 }
 
@@ -172,13 +195,16 @@ ab_status_t ab__store_thread_heads(ab_store_t *st, ab_str_t thread, ab_head_cb c
     ab_run_head_t r;
     int rc;
     while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
-        fill_run(q, &r);
+        if ((s = fill_run(st, q, &r, err)) != AB_OK)
+            break;
         if (cb && cb(ud, &r) != 0) {
             rc = SQLITE_DONE;
             break;
         }
     }
     ab__store_done(q);
+    if (s != AB_OK)
+        return s;
     return rc == SQLITE_DONE ? AB_OK : ab__store_sqlerr(st, rc, "runs", err);
 }
 

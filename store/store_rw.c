@@ -44,7 +44,11 @@
 #define RUN_COLS                                                                                   \
     "thread, run, coalesce(parent_run, ''), epoch, " RUN_LAST_SEQ ", " RUN_LAST_POS                \
     ", " RUN_STATUS ", coalesce(outcome, ''), started_us, coalesce(ended_us, 0)"
-#define CHUNK_COLS "c.batch_first, c.data, r.thread, r.run"
+/* a chunk's columns as the readers decode them (store_int.h AB__CK_*): r.rowid is NULL when the
+ * chunk's run row is gone (an all read joins the runs with LEFT JOIN, to name that damage) */
+#define CHUNK_COLS                                                                                 \
+    "c.batch_first, c.data, r.thread, r.run, c.n, c.rowid, r.rowid, c.first_seq, c.last_seq,"      \
+    " c.last_pos"
 /* rowid of the first chunk of the commit holding position ?N + 1 */
 #define START_ROWID(n)                                                                             \
     "coalesce((SELECT batch_first FROM chunks WHERE rowid <= ?" n " + 1"                           \
@@ -89,7 +93,7 @@ static const char *const SQL[Q_COUNT_] = {
     [Q_CLAIM] = "INSERT INTO runs(thread_rowid, thread, run, epoch, started_us)"
                 " VALUES(?1, ?2, ?3, 2, ?4) ON CONFLICT(thread, run)"
                 " DO UPDATE SET epoch = max(epoch, 1) + 1 RETURNING epoch, rowid",
-    [Q_READ_ALL] = "SELECT " CHUNK_COLS " FROM chunks c JOIN runs r ON r.rowid = c.run_rowid"
+    [Q_READ_ALL] = "SELECT " CHUNK_COLS " FROM chunks c LEFT JOIN runs r ON r.rowid = c.run_rowid"
                    " WHERE c.rowid >= " START_ROWID("1") " ORDER BY c.rowid",
     [Q_RUN_ROWID] = "SELECT rowid FROM runs WHERE thread = ?1 AND run = ?2",
     [Q_THREAD_ROWID] = "SELECT rowid, " START_ROWID("2") " FROM threads WHERE thread = ?1",
@@ -100,7 +104,8 @@ static const char *const SQL[Q_COUNT_] = {
     [Q_THREAD_ANCHOR] = "SELECT rowid, rowid FROM chunks INDEXED BY chunks_by_thread"
                         " WHERE thread_rowid = ?1 AND thread_dist = 0 AND rowid > ?2"
                         " ORDER BY rowid LIMIT 1",
-    /* NULL (read as 0, an empty chain) when the run or thread has no chunk */
+    /* NULL (no tail: an empty chain, store_walk.c invariant 7) when the run or thread has no
+     * chunk */
     [Q_RUN_TAIL] = "SELECT " AB__RUN_TAIL("?1"),
     [Q_THREAD_TAIL] = "SELECT " AB__THREAD_TAIL("?1"),
     [Q_CHUNK_LINK] = "SELECT " LINK_COLS " FROM chunks WHERE rowid = ?1",
@@ -116,12 +121,12 @@ static const char *const SQL[Q_COUNT_] = {
     [Q_THREAD_SEG] = "SELECT rowid, thread_dist FROM chunks WHERE rowid > ?1 AND rowid <= ?2"
                      " AND thread_rowid = ?3 ORDER BY rowid",
     /* store_read.c: the records of a scanned segment from ?1 (excluded) to ?2, as
-     * Q_CHUNK_DATA gives them, then each chunk's rowid; the chunks drive the join */
-    [Q_THREAD_SEG_DATA] = "SELECT " CHUNK_COLS ", r.thread_rowid = c.thread_rowid, c.rowid"
+     * Q_CHUNK_DATA gives them; the chunks drive the join */
+    [Q_THREAD_SEG_DATA] = "SELECT " CHUNK_COLS ", r.thread_rowid = c.thread_rowid"
                           " FROM chunks c CROSS JOIN runs r ON r.rowid = c.run_rowid"
                           " WHERE c.rowid > ?1 AND c.rowid <= ?2 AND c.thread_rowid = ?3"
                           " ORDER BY c.rowid",
-    /* the 5th column: whether the chunk's thread is its run's (a thread read checks it) */
+    /* AB__CK_SAME_THREAD: whether the chunk's thread is its run's (a thread read checks it) */
     [Q_CHUNK_DATA] = "SELECT " CHUNK_COLS ", r.thread_rowid = c.thread_rowid FROM chunks c"
                      " JOIN runs r ON r.rowid = c.run_rowid WHERE c.rowid = ?1",
     [Q_HEAD] = "SELECT " RUN_COLS " FROM runs WHERE thread = ?1 AND run = ?2",

@@ -20,7 +20,9 @@
  */
 #include "store_int.h"
 
+#include <stdarg.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 static ab_status_t check_put(ab_store_t *st, ab_str_t thread, const uint8_t *doc, size_t len,
@@ -173,6 +175,36 @@ ab_status_t ab__store_snapshot_put_part(ab_store_t *st, ab_str_t thread, uint64_
     return end_savepoint(st, own, s, err);
 }
 
+/* AB_CORRUPT: the stored snapshot of @p thread at @p pos is damaged, as @p fmt says. */
+static ab_status_t snap_damaged(ab_store_t *st, ab_str_t thread, uint64_t pos, ab_error_t *err,
+                                const char *fmt, ...) AB_PRINTF(5, 6);
+static ab_status_t snap_damaged(ab_store_t *st, ab_str_t thread, uint64_t pos, ab_error_t *err,
+                                const char *fmt, ...)
+{
+    char what[96];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    return ab_error_set(err, AB_CORRUPT, "snapshot",
+                        "database %s is damaged: the snapshot of %.*s at %llu %s", st->path,
+                        (int)thread.len, thread.ptr, (unsigned long long)pos, what);
+}
+
+/* Append part @p idx of (thread, pos), the row @p q is on, to @p doc: a part is never empty
+ * (a put refuses an empty one), so an empty part is damage. */
+static ab_status_t add_part(ab_store_t *st, sqlite3_stmt *q, ab_str_t thread, uint64_t pos,
+                            int64_t idx, ab_buf_t *doc, ab_error_t *err)
+{
+    const void *data = sqlite3_column_blob(q, 1);
+    size_t n = data ? (size_t)sqlite3_column_bytes(q, 1) : 0;
+    if (n == 0)
+        return snap_damaged(st, thread, pos, err, "has an empty part %lld", (long long)idx);
+    if (ab_buf_append(doc, data, n) != AB_OK)
+        return ab_error_set(err, AB_NOMEM, "store", "out of memory");
+    return AB_OK;
+}
+
 /* The @p parts parts of (thread, pos), in order, appended to @p doc. */
 static ab_status_t read_parts(ab_store_t *st, ab_str_t thread, uint64_t pos, int64_t parts,
                               ab_buf_t *doc, ab_error_t *err)
@@ -193,22 +225,30 @@ static ab_status_t read_parts(ab_store_t *st, ab_str_t thread, uint64_t pos, int
             rc = SQLITE_DONE; /* a part is missing */
             break;
         }
-        next++;
-        const void *data = sqlite3_column_blob(q, 1);
-        size_t n = (size_t)sqlite3_column_bytes(q, 1);
-        if (n > 0 && ab_buf_append(doc, data, n) != AB_OK)
-            s = ab_error_set(err, AB_NOMEM, "store", "out of memory");
+        s = add_part(st, q, thread, pos, next++, doc, err);
     }
     sqlite3_finalize(q);
     if (s == AB_OK && (rc != SQLITE_ROW && rc != SQLITE_DONE))
         s = ab__store_sqlerr(st, rc, "snapshot", err);
     if (s == AB_OK && next != parts)
-        s = ab_error_set(err, AB_CORRUPT, "snapshot",
-                         "store: the snapshot of %.*s at %llu has %lld parts, part %lld is "
-                         "missing",
-                         (int)thread.len, thread.ptr, (unsigned long long)pos, (long long)parts,
-                         (long long)next);
+        s = snap_damaged(st, thread, pos, err, "has %lld parts, part %lld is missing",
+                         (long long)parts, (long long)next);
     return s;
+}
+
+/* The snapshots row's document of @p len bytes and its count of @p parts agree: a document
+ * whole (parts 0, never empty: a put refuses an empty one) or in parts (an empty doc). */
+static ab_status_t row_sound(ab_store_t *st, ab_str_t thread, uint64_t pos, size_t len,
+                             int64_t parts, ab_error_t *err)
+{
+    if (parts < 0)
+        return snap_damaged(st, thread, pos, err, "counts %lld parts", (long long)parts);
+    if (parts == 0 && len == 0)
+        return snap_damaged(st, thread, pos, err, "is empty");
+    if (parts > 0 && len > 0)
+        return snap_damaged(st, thread, pos, err, "has both a document and %lld parts",
+                            (long long)parts);
+    return AB_OK;
 }
 
 /* The snapshots row of @p thread: its first bytes into @p doc, its position and parts. */
@@ -228,7 +268,8 @@ static ab_status_t get_row(ab_store_t *st, ab_str_t thread, ab_buf_t *doc, uint6
         size_t n = (size_t)sqlite3_column_bytes(q, 1);
         *pos = (uint64_t)sqlite3_column_int64(q, 0);
         *parts = sqlite3_column_int64(q, 2);
-        if (n > 0 && ab_buf_append(doc, data, n) != AB_OK)
+        s = row_sound(st, thread, *pos, data ? n : 0, *parts, err);
+        if (s == AB_OK && data && n > 0 && ab_buf_append(doc, data, n) != AB_OK)
             s = ab_error_set(err, AB_NOMEM, "store", "out of memory");
     } else if (rc == SQLITE_DONE) {
         s = ab_error_set(err, AB_NOT_FOUND, "thread", "thread %.*s has no stored snapshot",

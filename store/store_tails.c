@@ -12,10 +12,10 @@
  *  2. A block is a row of a log: (gen, first, tails), tails being 1 to
  *     AB_STORE_TAILS_BLOCK pairs (id, chunk) of 16 bytes, two little-endian
  *     int64, ids (rowids, so 1 or more) strictly ascending, first its first
- *     id. A commit's generation is its first position, so generations only
- *     ever rise and none is written twice (a rolled-back one is not
- *     written); tails_gens holds a row per generation with the tails it
- *     logged in each log.
+ *     id, chunks (rowids too) 1 or more. A commit's generation is its
+ *     first position, so generations only ever rise and none is written
+ *     twice (a rolled-back one is not written); tails_gens holds a row per
+ *     generation with the tails it logged in each log.
  *  3. st->tails_recent[t] is the number of tails in log t (0: it is empty),
  *     st->tails_gens the number of generations, as tails_gens says.
  *     A commit's tails of a table go to its main table only while its log is
@@ -69,6 +69,8 @@ static bool block_ok(const uint8_t *p, size_t len, sqlite3_int64 first)
     for (size_t i = 0; i < len / PAIR_BYTES; i++) {
         sqlite3_int64 k = pair_field(p, i, 0);
         if (k < 1 || (i == 0 ? k != first : k <= prev)) /* ids are rowids, from 1 */
+            return false;
+        if (pair_field(p, i, 1) < 1) /* so are chunks: a tail of 0 would read as no chunk */
             return false;
         prev = k;
     }
@@ -373,7 +375,7 @@ static ab_status_t read_log(ab_store_t *st, bool thread, size_t *n, ab_error_t *
         if (!block_ok(p, len, sqlite3_column_int64(q, 0))) {
             s = ab_error_set(err, AB_CORRUPT, "store",
                              "database %s is damaged: a block of a tails log is not %d to %d"
-                             " sorted pairs (merge tails)",
+                             " sorted pairs of rowids (merge tails)",
                              st->path, 1, AB_STORE_TAILS_BLOCK);
             break;
         }

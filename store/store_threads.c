@@ -78,9 +78,11 @@ static ab_status_t thread_figures(ab_store_t *st, sqlite3_int64 rowid, ab_thread
     ab__store_done(q);
     if (rc == SQLITE_ROW)
         return AB_OK;
-    if (rc == SQLITE_DONE)
-        return ab_error_set(err, AB_CORRUPT, "store", "thread '%s' has no newest chunk",
-                            out->thread);
+    if (rc == SQLITE_DONE) /* its tail names a chunk that is gone, or whose run is */
+        return ab_error_set(err, AB_CORRUPT, "store",
+                            "database %s is damaged: the newest chunk of thread '%s' (its tail) "
+                            "or that chunk's run is missing",
+                            st->path, out->thread);
     return ab__store_sqlerr(st, rc, "threads", err);
 }
 

@@ -35,6 +35,12 @@
  *     chunk, at most AB_STORE_ANCHOR_EVERY chunks, distances that count up
  *     by one to the top and no anchor but the top; anything else walks the
  *     links as above, which names the damage or recovers the segment.
+ *  7. A chain's tail is its newest chunk: a chain with a chunk has one
+ *     (its first chunk is an anchor), it names a chunk (1 or more), and it is
+ *     never below the newest anchor. A tail of 0 or less, none beside an
+ *     anchor, or, once a walk passed an anchor, one whose key is below that
+ *     anchor's is AB_CORRUPT, where the walk would end there and leave the
+ *     newer chunks out unsaid.
  */
 #include "ab_common.h"
 #include "store_int.h"
@@ -62,7 +68,8 @@ static ab_status_t broken(const ab__walk_t *w, sqlite3_int64 chunk, const char *
     return AB_CORRUPT;
 }
 
-/* Step a statement bound to (@p a[, @p b]) for up to two integer columns; *found. */
+/* Step a statement bound to (@p a[, @p b]) for up to two integer columns; *found: a row whose
+ * first column is not NULL. */
 static ab_status_t one_row(ab_store_t *st, int which, sqlite3_int64 a, const sqlite3_int64 *b,
                            sqlite3_int64 out[2], bool *found, ab_error_t *err)
 {
@@ -71,7 +78,7 @@ static ab_status_t one_row(ab_store_t *st, int which, sqlite3_int64 a, const sql
     if (b)
         sqlite3_bind_int64(q, 2, *b);
     int rc = sqlite3_step(q);
-    *found = rc == SQLITE_ROW;
+    *found = rc == SQLITE_ROW && sqlite3_column_type(q, 0) != SQLITE_NULL;
     if (*found) {
         out[0] = sqlite3_column_int64(q, 0);
         out[1] = sqlite3_column_count(q) > 1 ? sqlite3_column_int64(q, 1) : 0;
@@ -80,19 +87,36 @@ static ab_status_t one_row(ab_store_t *st, int which, sqlite3_int64 a, const sql
     return rc == SQLITE_ROW || rc == SQLITE_DONE ? AB_OK : ab__store_sqlerr(st, rc, "walk", err);
 }
 
+/* The chain has no tail (invariant 7): sound only when it has no chunk, so no anchor either
+ * (its first chunk is one). */
+static ab_status_t no_tail(ab__walk_t *w, ab_error_t *err)
+{
+    if (w->anchored)
+        return broken(w, 0, "no tail above the last anchor", err);
+    sqlite3_int64 any = -1, row[2] = {0, 0};
+    bool found = false;
+    ab_status_t s = one_row(w->st, w->thread ? Q_THREAD_ANCHOR : Q_RUN_ANCHOR, w->owner, &any, row,
+                            &found, err);
+    return s == AB_OK && found ? broken(w, row[0], "an anchor but no tail", err) : s;
+}
+
 /* The top of the next segment: the first anchor above the bound (its key into *key), or
- * with *anchor false the chain's tail (0: the chain is empty). */
+ * with *anchor false the chain's tail (0: the chain is empty). A tail that names no chunk
+ * (0 or less: no writer stores one) is AB_CORRUPT. */
 static ab_status_t top_of(ab__walk_t *w, sqlite3_int64 *top, sqlite3_int64 *key, bool *anchor,
                           ab_error_t *err)
 {
     sqlite3_int64 row[2] = {0, 0};
     ab_status_t s = one_row(w->st, w->thread ? Q_THREAD_ANCHOR : Q_RUN_ANCHOR, w->owner, &w->lower,
                             row, anchor, err);
-    if (s == AB_OK && !*anchor) {
-        bool found = false;
+    bool found = *anchor;
+    if (s == AB_OK && !*anchor)
         s = one_row(w->st, w->thread ? Q_THREAD_TAIL : Q_RUN_TAIL, w->owner, NULL, row, &found,
                     err);
-    }
+    if (s == AB_OK && !found)
+        s = no_tail(w, err);
+    else if (s == AB_OK && row[0] <= 0)
+        s = broken(w, row[0], "a tail that names no chunk", err);
     *top = row[0];
     *key = row[1];
     return s;
@@ -208,13 +232,16 @@ static ab_status_t scan_fill(ab__walk_t *w, sqlite3_int64 top, bool *ok, ab_erro
     return AB_OK;
 }
 
-/* Walk down from @p top to the bound and keep the segment, oldest first (invariant 1). */
-static ab_status_t fill(ab__walk_t *w, sqlite3_int64 top, ab_error_t *err)
+/* Walk down from @p top (the chain's tail when @p tail) to the bound and keep the segment,
+ * oldest first (invariant 1). A tail at or below an anchor's key is the chain's end only when
+ * it is that anchor (invariant 7). */
+static ab_status_t fill(ab__walk_t *w, sqlite3_int64 top, bool tail, ab_error_t *err)
 {
     sqlite3_int64 down[AB_STORE_ANCHOR_EVERY];
     size_t n = 0, below = 0;
     link_t lk, above;
     bool done = false, gone = false;
+    bool check_tail = tail && w->anchored;
     for (sqlite3_int64 c = top; c != 0;) {
         ab_status_t s = link_of(w, c, &lk, &gone, err);
         if (s == AB_OK && gone) /* invariant 5: what is older comes from a scan */
@@ -223,6 +250,8 @@ static ab_status_t fill(ab__walk_t *w, sqlite3_int64 top, ab_error_t *err)
             s = check_link(w, c, &lk, n ? &above : NULL, n, &done, err);
         if (s != AB_OK)
             return s;
+        if (done && n == 0 && check_tail && lk.key < w->lower)
+            return broken(w, c, "tail below the last anchor", err);
         if (done || gone)
             break;
         down[n++] = c;
@@ -256,16 +285,18 @@ ab_status_t ab__walk_next(ab__walk_t *w, sqlite3_int64 *chunk, ab_error_t *err)
             w->st->segs_scanned++;
         else if (s == AB_OK) {
             w->st->segs_walked += w->thread; /* a thread's segments only */
-            s = fill(w, top, err);
+            s = fill(w, top, !anchor, err);
         }
         if (s != AB_OK)
             return s;
         if (anchor && w->n == 0)
             return broken(w, top, "anchor at or below the bound", err);
-        if (anchor)
+        if (anchor) {
             w->lower = key; /* invariant 2 */
-        else
+            w->anchored = true;
+        } else {
             w->done = true;
+        }
     }
     *chunk = w->seg[w->i++];
     return AB_OK;

@@ -174,12 +174,36 @@ static void damaged(fx_t *f, const char *sql, const char *why)
     ab__store_close(&f->sf.st);
 }
 
+/* Run r0 of thread t0: seqs 1 to 3 in one commit (one chunk of three records of 28 bytes,
+ * "r0#1" and so on), then 4 and 5 in commits of their own. */
+static void three_in_one(fx_t *f)
+{
+    static const char *const bytes[5] = {"r0#1", "r0#2", "r0#3", "r0#4", "r0#5"};
+    ab_append_event_t evs[5];
+    for (int i = 0; i < 5; i++)
+        evs[i] = (ab_append_event_t){.thread = {"t0", 2},
+                                     .run = {"r0", 2},
+                                     .seq = (uint64_t)i + 1,
+                                     .epoch = 1,
+                                     .bytes = (const uint8_t *)bytes[i],
+                                     .len = 4};
+    static const size_t from[3] = {0, 3, 4}, count[3] = {3, 1, 1};
+    for (int c = 0; c < 3; c++) {
+        uint64_t first = 0;
+        ab_error_t err = AB_ERROR_INIT;
+        assert_int_equal(
+            ab__store_append_batch(f->sf.st, &evs[from[c]], count[c], 1000, &first, &err), AB_OK);
+    }
+    ab__store_close(&f->sf.st);
+}
+
 /* A chunk whose stored records are another chunk's (a blob copied over it), its chain intact:
- * the walk cannot see it, the read does - a run's seqs must rise (store_read.c invariant
- * 5), so the run is refused after what came before, never delivered out of order; the run
- * beside it still reads. fuzz_store_chain found the same
- * gap with a chunk moved to another run (input regress-run-rowid-moved). */
-static void test_rows_out_of_order_are_refused(void **state)
+ * the walk cannot see it, the read does - the records disagree with the row's first_seq
+ * (store_read.c invariant 2), so the run is refused after what came before, never delivered
+ * out of order, and a read from a cursor past the copied seq no longer leaves seq 3 out
+ * unsaid (it delivered 4 and 5, AB_OK); the thread is refused too (it delivered the copied
+ * record as seq 3's); the run beside it still reads. */
+static void test_records_of_another_chunk_are_refused(void **state)
 {
     fx_t *f = *state;
     two_runs(f, 5);
@@ -189,16 +213,39 @@ static void test_rows_out_of_order_are_refused(void **state)
     ab_error_t err = AB_ERROR_INIT;
     assert_int_equal(read_seqs(f->sf.st, "r0", out, &err), AB_CORRUPT);
     assert_string_equal(out, "1,2,");
-    assert_non_null(strstr(err.message, "is damaged: its rows are out of order after seq 2"));
+    assert_non_null(strstr(err.message, "record 1 (position 5, seq 1) is not its row's first"
+                                        " (position 5, seq 3)"));
+    ab_read_t req = {.scope = AB_REPLAY_RUN,
+                     .thread = {"t0", 2},
+                     .run = {"r0", 2},
+                     .after_seq = 2,
+                     .limit = UINT32_MAX};
+    ab_error_t e1 = AB_ERROR_INIT;
+    out[0] = '\0';
+    assert_int_equal(ab__store_read(f->sf.st, &req, seqs_cb, out, NULL, &e1), AB_CORRUPT);
+    assert_string_equal(out, "");
     ab_error_t e2 = AB_ERROR_INIT;
     assert_int_equal(read_seqs(f->sf.st, "q0", out, &e2), AB_OK);
     assert_string_equal(out, "1,2,3,4,5,");
     uint32_t n = 0;
     ab_error_t e3 = AB_ERROR_INIT;
-    /* a thread's rows rise by position, which a record keeps relative to its commit: the
-     * copied record is at the place of the one it replaced, so the thread reads whole */
-    assert_int_equal(read_thread_n(f->sf.st, &n, &e3), AB_OK);
-    assert_int_equal(n, 10);
+    assert_int_equal(read_thread_n(f->sf.st, &n, &e3), AB_CORRUPT);
+    assert_non_null(strstr(e3.message, "is not its row's first"));
+}
+
+/* Records of one chunk out of order, its first and last agreeing with its row: a run's seqs
+ * must rise (store_read.c invariant 5), so the run is refused after what came before. */
+static void test_rows_out_of_order_are_refused(void **state)
+{
+    fx_t *f = *state;
+    three_in_one(f); /* chunk 1: seqs 1, 2, 3; record 2's seq at byte 36 */
+    damage(f, "UPDATE chunks SET data = substr(data, 1, 36) || x'0500000000000000' ||"
+              " substr(data, 45) WHERE rowid = 1");
+    char out[256];
+    ab_error_t err = AB_ERROR_INIT;
+    assert_int_equal(read_seqs(f->sf.st, "r0", out, &err), AB_CORRUPT);
+    assert_string_equal(out, "1,5,");
+    assert_non_null(strstr(err.message, "is damaged: its rows are out of order after seq 5"));
 }
 
 static void test_damaged_chains_are_refused(void **state)
@@ -254,14 +301,218 @@ static void test_thread_segment_too_long(void **state)
     thread_refused(f, "segment too long", NULL, 1);
 }
 
+/* Every scope's read of the damaged store is AB_CORRUPT saying @p says; the store is closed. */
+static void records_refused(fx_t *f, const char *says)
+{
+    char out[256];
+    ab_read_t all = {.scope = AB_REPLAY_ALL, .limit = UINT32_MAX};
+    ab_error_t e[3] = {AB_ERROR_INIT, AB_ERROR_INIT, AB_ERROR_INIT};
+    uint32_t n = 0;
+    ab_status_t s[3] = {read_seqs(f->sf.st, "r0", out, &e[0]), read_thread_n(f->sf.st, &n, &e[1]),
+                        ab__store_read(f->sf.st, &all, NULL, NULL, &n, &e[2])};
+    for (int i = 0; i < 3; i++) {
+        if (s[i] != AB_CORRUPT)
+            fail_msg("scope %d: %s, not AB_CORRUPT (%s)", i, ab_status_name(s[i]), out);
+        if (strstr(e[i].message, "is damaged: chunk 1 ") == NULL ||
+            strstr(e[i].message, says) == NULL)
+            fail_msg("'%s' does not say 'chunk 1' and '%s'", e[i].message, says);
+    }
+    ab__store_close(&f->sf.st);
+}
+
+/* A chunk's data must be the n records its row counts (store_read.c invariant 2): data cut at
+ * a record's end (before, the read left those events out and said nothing), cut inside a
+ * header, a length past the end, more records than n: every scope refuses the read,
+ * naming the chunk and what is wrong with it. */
+static void test_chunk_records_damaged(void **state)
+{
+    fx_t *f = *state;
+    three_in_one(f);
+    keep_intact(f);
+    damage(f, "UPDATE chunks SET data = substr(data, 1, 56) WHERE rowid = 1");
+    records_refused(f, "holds fewer records than the 3 its row counts (56 bytes)");
+    damage(f, "UPDATE chunks SET data = x'' WHERE rowid = 1");
+    records_refused(f, "holds fewer records than the 3 its row counts (0 bytes)");
+    damage(f, "UPDATE chunks SET data = substr(data, 1, 40) WHERE rowid = 1");
+    records_refused(f, "record 2 at byte 28: its 24-byte header runs past the end");
+    damage(f, "UPDATE chunks SET data = substr(data, 1, 60) || x'ffffff7f' || substr(data, 65)"
+              " WHERE rowid = 1");
+    records_refused(f, "record 3 at byte 56: its 2147483647 bytes run past the end");
+    damage(f, "UPDATE chunks SET n = 2 WHERE rowid = 1");
+    records_refused(f, "record 2 (position 2, seq 2) is not its row's last (position 3, seq 3)");
+    damage(f, "UPDATE chunks SET n = 2, last_seq = 2, last_pos = 2 WHERE rowid = 1");
+    records_refused(f, "holds more records than the 2 its row counts");
+    damage(f, "UPDATE chunks SET n = 3 WHERE rowid = 1"); /* intact again: it reads whole */
+    char out[256];
+    ab_error_t err = AB_ERROR_INIT;
+    assert_int_equal(read_seqs(f->sf.st, "r0", out, &err), AB_OK);
+    assert_string_equal(out, "1,2,3,4,5,");
+}
+
+/* A chunk whose run's row is gone is refused by an all read too (its join skipped it: the
+ * read answered AB_OK without those events), as by a thread read. */
+static void test_all_read_refuses_a_chunk_without_run(void **state)
+{
+    fx_t *f = *state;
+    two_runs(f, 3);
+    damage(f, "DELETE FROM runs WHERE run = 'r0'");
+    ab_read_t all = {.scope = AB_REPLAY_ALL, .limit = UINT32_MAX};
+    ab_error_t err = AB_ERROR_INIT;
+    uint32_t n = 0;
+    assert_int_equal(ab__store_read(f->sf.st, &all, NULL, NULL, &n, &err), AB_CORRUPT);
+    assert_non_null(strstr(err.message, "is damaged: chunk 1 or its run is missing"));
+}
+
+/* A head of run r0 and the heads of thread t0 are AB_CORRUPT saying @p says; the head of q0
+ * still reads; the store is closed. */
+static void head_refused(fx_t *f, const char *says)
+{
+    ab_run_head_t h;
+    ab_error_t err = AB_ERROR_INIT, e2 = AB_ERROR_INIT;
+    ab_status_t s = ab__store_head(f->sf.st, (ab_str_t){"t0", 2}, (ab_str_t){"r0", 2}, &h, &err);
+    if (s != AB_CORRUPT)
+        fail_msg("%s, not AB_CORRUPT (status %d)", ab_status_name(s), (int)h.status);
+    if (strstr(err.message, "is damaged: run r0 of thread t0 has the ") == NULL ||
+        strstr(err.message, says) == NULL)
+        fail_msg("'%s' does not say '%s'", err.message, says);
+    assert_int_equal(ab__store_thread_heads(f->sf.st, (ab_str_t){"t0", 2}, NULL, NULL, &e2),
+                     AB_CORRUPT);
+    assert_non_null(strstr(e2.message, says));
+    assert_int_equal(ab__store_head(f->sf.st, (ab_str_t){"t0", 2}, (ab_str_t){"q0", 2}, &h, &e2),
+                     AB_OK);
+    assert_int_equal(h.status, AB_RUN_STATUS_ACTIVE);
+    ab__store_close(&f->sf.st);
+}
+
+/* A runs row whose status or outcome is a text no writer stores (its CHECK constraints keep
+ * SQL out; a damaged page or a hand edit with them off does not) is refused where it read as
+ * a run never started (status unknown: a finished run open to events again). */
+static void test_run_row_damaged(void **state)
+{
+    fx_t *f = *state;
+    two_runs(f, 2);
+    keep_intact(f);
+    damage(f, "PRAGMA ignore_check_constraints = ON;"
+              "UPDATE runs SET status = 'finishd' WHERE run = 'r0'");
+    head_refused(f, "status 'finishd'");
+    damage(f, "PRAGMA ignore_check_constraints = ON;"
+              "UPDATE runs SET status = 'finished', outcome = 'sucess' WHERE run = 'r0'");
+    head_refused(f, "outcome 'sucess'");
+    damage(f, "UPDATE runs SET status = 'finished', outcome = 'success' WHERE run = 'r0'");
+    ab_run_head_t h;
+    ab_error_t err = AB_ERROR_INIT;
+    assert_int_equal(ab__store_head(f->sf.st, (ab_str_t){"t0", 2}, (ab_str_t){"r0", 2}, &h, &err),
+                     AB_OK);
+    assert_int_equal(h.status, AB_RUN_STATUS_FINISHED);
+    assert_int_equal(h.outcome, AB_OUTCOME_SUCCESS);
+}
+
+/* A thread whose tail names a chunk that is gone is refused by the listing, which names the
+ * database and the thread (it said only "thread 't0' has no newest chunk"). */
+static void test_threads_list_names_the_damage(void **state)
+{
+    fx_t *f = *state;
+    two_runs(f, 2);
+    damage(f, "DELETE FROM chunks WHERE rowid = (SELECT chunk FROM thread_tails)");
+    uint32_t n = 0;
+    ab_error_t err = AB_ERROR_INIT;
+    assert_int_equal(ab__store_threads_list(f->sf.st, (ab_str_t){"", 0}, (ab_str_t){"", 0}, 10,
+                                            NULL, NULL, &n, &err),
+                     AB_CORRUPT);
+    if (strstr(err.message, "is damaged: the newest chunk of thread 't0' (its tail)") == NULL ||
+        strstr(err.message, f->sf.dir) == NULL)
+        fail_msg("'%s' does not name the database and the thread's tail", err.message);
+}
+
+/* The seqs of run r0 read; AB_CORRUPT naming "the chain of run 1" and @p says. */
+static void tail_refused(fx_t *f, const char *says)
+{
+    char out[256];
+    ab_error_t err = AB_ERROR_INIT;
+    ab_status_t s = read_seqs(f->sf.st, "r0", out, &err);
+    if (s != AB_CORRUPT)
+        fail_msg("%s, not AB_CORRUPT: %s", ab_status_name(s), out);
+    if (strstr(err.message, "is damaged: the chain of run 1 breaks at chunk ") == NULL ||
+        strstr(err.message, says) == NULL)
+        fail_msg("'%s' does not say '%s'", err.message, says);
+    ab__store_close(&f->sf.st);
+}
+
+/* A tail below its chain's newest anchor, one of chunk 0, or none beside anchors is refused
+ * (store_walk.c invariant 7): the read ended at the anchor (or found nothing past it) and
+ * answered AB_OK without the run's newer events. A tail that is the newest anchor itself is
+ * the chain's end. */
+static void test_tail_below_the_last_anchor(void **state)
+{
+    fx_t *f = *state;
+    two_runs(f, 70); /* r0: 70 chunks, anchors at seqs 1 and 65, tail at 70 */
+    keep_intact(f);
+    damage(f, "UPDATE run_tails SET chunk = " R0_CHUNK(60) " WHERE rowid = 1");
+    tail_refused(f, "tail below the last anchor");
+    damage(f, "UPDATE run_tails SET chunk = 0 WHERE rowid = 1");
+    tail_refused(f, "a tail that names no chunk");
+    damage(f, "DELETE FROM run_tails WHERE rowid = 1");
+    tail_refused(f, "no tail above the last anchor");
+    damage(f, "DELETE FROM run_tails WHERE rowid = 1"); /* read from past the last anchor */
+    char past[256] = "";
+    ab_read_t req = {.scope = AB_REPLAY_RUN,
+                     .thread = {"t0", 2},
+                     .run = {"r0", 2},
+                     .after_seq = 66,
+                     .limit = UINT32_MAX};
+    ab_error_t e2 = AB_ERROR_INIT;
+    assert_int_equal(ab__store_read(f->sf.st, &req, seqs_cb, past, NULL, &e2), AB_CORRUPT);
+    assert_non_null(strstr(e2.message, "(an anchor but no tail)"));
+    ab__store_close(&f->sf.st);
+    damage(f, "UPDATE run_tails SET chunk = " R0_CHUNK(
+                  65) " WHERE rowid = 1;"
+                      "DELETE FROM chunks WHERE rowid > " R0_CHUNK(65) " AND run_rowid = 1");
+    char out[256];
+    ab_error_t err = AB_ERROR_INIT;
+    assert_int_equal(read_seqs(f->sf.st, "r0", out, &err), AB_OK);
+    assert_int_equal(strlen(out), 9 * 2 + 56 * 3); /* "1," .. "65," */
+}
+
+/* A block of the tails log whose chunk is 0 (or below) is damage (store_tails.c invariant 2),
+ * as one whose id is: a read of run r0 from past its only anchor took an older generation's
+ * tail of r0 instead and answered AB_OK without seq 4. */
+static void test_logged_tail_of_no_chunk(void **state)
+{
+    fx_t *f = *state;
+    ab__store_close(&f->sf.st);
+    ab_store_opts_t o = {.tails_direct = -1}; /* every tail to the logs */
+    ab_error_t err = AB_ERROR_INIT;
+    assert_int_equal(ab__store_open(&f->sf.st, f->sf.dir, &o, &err), AB_OK);
+    two_runs(f, 4);
+    damage(f, "UPDATE run_tails_log SET tails = substr(tails, 1, 8) || zeroblob(8) ||"
+              " substr(tails, 17) WHERE gen = (SELECT max(gen) FROM run_tails_log) AND first = 1");
+    char out[256] = "";
+    ab_read_t req = {.scope = AB_REPLAY_RUN,
+                     .thread = {"t0", 2},
+                     .run = {"r0", 2},
+                     .after_seq = 1,
+                     .limit = UINT32_MAX};
+    ab_status_t s = ab__store_read(f->sf.st, &req, seqs_cb, out, NULL, &err);
+    if (s != AB_CORRUPT)
+        fail_msg("%s, not AB_CORRUPT: '%s'", ab_status_name(s), out);
+    assert_non_null(strstr(err.message, "damaged block of a tails log"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_gone_chunk_is_read_around, setup, teardown),
         cmocka_unit_test_setup_teardown(test_damaged_chains_are_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_records_of_another_chunk_are_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_rows_out_of_order_are_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_thread_segments_by_scan, setup, teardown),
         cmocka_unit_test_setup_teardown(test_thread_segment_too_long, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_chunk_records_damaged, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_all_read_refuses_a_chunk_without_run, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_run_row_damaged, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_threads_list_names_the_damage, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_tail_below_the_last_anchor, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_logged_tail_of_no_chunk, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

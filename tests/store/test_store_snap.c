@@ -138,6 +138,44 @@ static void test_missing_part_refused(void **state)
     ab__store_close(&r);
 }
 
+/* A get of T is AB_CORRUPT naming the database and saying @p says. */
+static void get_refused(fx_t *f, const char *says)
+{
+    ab_buf_t doc = AB_BUF_INIT;
+    uint64_t pos = 0;
+    ab_error_t err = AB_ERROR_INIT;
+    ab_status_t s = ab__store_snapshot_get(f->st, T, &doc, &pos, &err);
+    if (s != AB_CORRUPT)
+        fail_msg("%s, not AB_CORRUPT (%zu bytes)", ab_status_name(s), doc.len);
+    if (strstr(err.message, "is damaged: the snapshot of thread-1 at ") == NULL ||
+        strstr(err.message, says) == NULL)
+        fail_msg("'%s' does not say '%s'", err.message, says);
+    ab_buf_free(&doc);
+}
+
+/* A snapshot row or part no put writes (damage by hand) is refused AB_CORRUPT, saying what is
+ * wrong, where the get answered AB_OK with an empty or a wrong document. */
+static void test_damaged_rows_refused(void **state)
+{
+    fx_t *f = *state;
+    static const char *const parts[] = {"ab", "cd"};
+    put_parts(f, 10, parts, 2);
+    sf_exec(f->dir, "UPDATE snapshots SET parts = -1");
+    get_refused(f, "at 10 counts -1 parts");
+    sf_exec(f->dir, "UPDATE snapshots SET parts = 2, doc = x'00'");
+    get_refused(f, "has both a document and 2 parts");
+    sf_exec(f->dir, "UPDATE snapshots SET parts = 2, doc = x''; UPDATE snapshot_parts"
+                    " SET data = x'' WHERE idx = 1");
+    get_refused(f, "has an empty part 1");
+    sf_exec(f->dir, "DELETE FROM snapshot_parts WHERE idx = 1");
+    get_refused(f, "has 2 parts, part 1 is missing");
+    put_whole(f, 11, "whole");
+    sf_exec(f->dir, "UPDATE snapshots SET doc = x''");
+    get_refused(f, "at 11 is empty");
+    sf_exec(f->dir, "UPDATE snapshots SET doc = CAST('whole' AS BLOB)");
+    expect_doc(f->st, 11, "whole");
+}
+
 static void test_positions_never_go_back(void **state)
 {
     fx_t *f = *state;
@@ -178,6 +216,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_parts_read_back_whole, setup, teardown),
         cmocka_unit_test_setup_teardown(test_unfinished_sequence_changes_nothing, setup, teardown),
         cmocka_unit_test_setup_teardown(test_missing_part_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_damaged_rows_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_positions_never_go_back, setup, teardown),
         cmocka_unit_test_setup_teardown(test_old_parts_deleted_one_per_put, setup, teardown),
     };
