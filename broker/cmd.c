@@ -19,7 +19,9 @@
  *     replay bounds). A reader's message that the ROUTER refuses is reported
  *     back to that reader: the connection is gone (EHOSTUNREACH), or its
  *     queue is full and a replay_chunk was dropped (EAGAIN), so the reader's
- *     count of unread replay bytes stays exact.
+ *     count of unread replay bytes stays exact. Nothing of a stream that lost
+ *     a chunk reaches its client after the hole but its end, as an error
+ *     (cmd_drops.c).
  *  5. Envelope frames are moved into the publish job, never copied.
  *  6. With keys, every request is authorized (authz.c) against the
  *     principal of the key that authenticated its connection (ZeroMQ's
@@ -39,6 +41,7 @@
  */
 #include "ab_common.h"
 #include "authz.h"
+#include "cmd_int.h"
 #include "internal.h"
 #include "loader.h"
 #include "workers.h"
@@ -51,27 +54,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#define FORWARD_BURST 256
-
-typedef struct cmd {
-    ab__shared_t *b;
-    void *router;
-    void *wsock;
-    void **rsocks;
-    uint32_t nreaders;
-    ab_doc_t *doc;
-    ab__workers_t *wk; /* workers and their action calls (workers.h) */
-    bool stopping;
-    bool writer_done;
-    uint64_t wsent;        /* jobs sent to the writer (invariant 7) */
-    uint64_t wsent_marked; /* wsent when the writer's socket was last marked (invariant 8) */
-    bool rsent;            /* a job went to a reader since the last wait (invariant 8) */
-    uint32_t readers_done;
-    ab__access_t *acc;          /* this thread's reference to the access table; NULL = no keys */
-    const ab__principal_t *who; /* the current request's principal (invariant 6) */
-} cmd_t;
-
-static void reply_error(cmd_t *c, zmq_msg_t *id, uint32_t v, uint64_t cid, const ab_error_t *e)
+void ab__cmd_reply_error(cmd_t *c, zmq_msg_t *id, uint32_t v, uint64_t cid, const ab_error_t *e)
 {
     if (ab__reply_error(c->router, id, v, cid, e) != 0)
         ab__log(AB_LOG_DEBUG, "dropped an error reply (cid %llu): %s", (unsigned long long)cid,
@@ -83,7 +66,7 @@ static void reply_code(cmd_t *c, zmq_msg_t *id, uint32_t v, uint64_t cid, ab_sta
 {
     ab_error_t e = AB_ERROR_INIT;
     ab_error_set(&e, code, field, "%s", msg);
-    reply_error(c, id, v, cid, &e);
+    ab__cmd_reply_error(c, id, v, cid, &e);
 }
 
 static void reply(cmd_t *c, zmq_msg_t *id, const ab_msg_t *m)
@@ -111,7 +94,7 @@ static size_t discard_rest(void *sock, bool more)
     return n;
 }
 
-static ab_job_t *job_new(ab_job_kind_t kind, zmq_msg_t *id, const ab_msg_t *m)
+ab_job_t *ab__cmd_job_new(ab_job_kind_t kind, zmq_msg_t *id, const ab_msg_t *m)
 {
     ab_job_t *job = calloc(1, sizeof(*job));
     if (job == NULL)
@@ -137,7 +120,7 @@ static void welcome(cmd_t *c, zmq_msg_t *id, const ab_msg_t *m)
             e.code = AB_INVALID_ENVELOPE;
         if (e.field[0] == '\0')
             snprintf(e.field, sizeof(e.field), "versions");
-        reply_error(c, id, 0, m->cid, &e);
+        ab__cmd_reply_error(c, id, 0, m->cid, &e);
         return;
     }
     /* durableThreadSnapshots (PROTOCOL.md 7.8): "available" only when the
@@ -215,7 +198,7 @@ static bool queue_reserve(cmd_t *c, zmq_msg_t *id, const ab_msg_t *m, int64_t we
         atomic_fetch_add(&c->b->in_flight_bytes, bytes);
         return true;
     }
-    reply_error(c, id, m->v, m->cid, &e);
+    ab__cmd_reply_error(c, id, m->v, m->cid, &e);
     return false;
 }
 
@@ -229,7 +212,7 @@ static int send_writer(cmd_t *c, ab_job_t *job)
 }
 
 /* Send @p job to the reader at @p sock. @return 0 or -1 (still owned). */
-static int send_reader(cmd_t *c, void *sock, ab_job_t *job)
+int ab__cmd_send_reader(cmd_t *c, void *sock, ab_job_t *job)
 {
     c->rsent = true;
     return ab__job_send(sock, job);
@@ -267,7 +250,7 @@ static bool copy_strings(ab_job_t *job, const ab_str_t *src, ab_str_t **dst, siz
 
 static void claim_or_heads(cmd_t *c, zmq_msg_t *id, const ab_msg_t *m)
 {
-    ab_job_t *job = job_new(m->op == AB_OP_CLAIM ? AB_JOB_CLAIM : AB_JOB_HEADS, id, m);
+    ab_job_t *job = ab__cmd_job_new(m->op == AB_OP_CLAIM ? AB_JOB_CLAIM : AB_JOB_HEADS, id, m);
     bool ok = job != NULL;
     if (ok && m->op == AB_OP_CLAIM) {
         ab_str_t src[2] = {m->u.claim.thread, m->u.claim.run};
@@ -350,7 +333,7 @@ static void to_reader(cmd_t *c, zmq_msg_t *id, const ab_msg_t *m)
                          : m->op == AB_OP_CREDIT   ? AB_JOB_CREDIT
                          : m->op == AB_OP_SNAPSHOT ? AB_JOB_SNAPSHOT
                                                    : AB_JOB_CANCEL;
-    ab_job_t *job = job_new(kind, id, m);
+    ab_job_t *job = ab__cmd_job_new(kind, id, m);
     bool ok = job != NULL;
     if (ok && kind == AB_JOB_REPLAY)
         ok = copy_replay(job, &m->u.replay);
@@ -366,7 +349,7 @@ static void to_reader(cmd_t *c, zmq_msg_t *id, const ab_msg_t *m)
         reply_code(c, id, m->v, m->cid, AB_NOMEM, "", "out of memory");
         return;
     }
-    if (send_reader(c, c->rsocks[reader_for(c, id, m)], job) != 0) {
+    if (ab__cmd_send_reader(c, c->rsocks[reader_for(c, id, m)], job) != 0) {
         reply_code(c, id, m->v, m->cid, AB_INTERNAL, "", "cannot reach the replay reader");
         ab__job_free(job);
     }
@@ -376,13 +359,13 @@ static void to_reader(cmd_t *c, zmq_msg_t *id, const ab_msg_t *m)
  * this key may list (threads_cmd.c). */
 static void threads_request(cmd_t *c, zmq_msg_t *id, const ab_msg_t *m)
 {
-    ab_job_t *job = job_new(AB_JOB_THREADS, id, m);
+    ab_job_t *job = ab__cmd_job_new(AB_JOB_THREADS, id, m);
     if (job == NULL || !ab__threads_job(job, c->acc != NULL ? c->who : NULL, &m->u.threads)) {
         ab__job_free(job);
         reply_code(c, id, m->v, m->cid, AB_NOMEM, "", "out of memory");
         return;
     }
-    if (send_reader(c, c->rsocks[reader_for(c, id, m)], job) != 0) {
+    if (ab__cmd_send_reader(c, c->rsocks[reader_for(c, id, m)], job) != 0) {
         reply_code(c, id, m->v, m->cid, AB_INTERNAL, "", "cannot reach the replay reader");
         ab__job_free(job);
     }
@@ -510,8 +493,6 @@ static int64_t publish_bytes(const ab_job_t *job)
     return n;
 }
 
-static int forward(cmd_t *c, void *from, bool is_reader);
-
 /* Whether another request already waits on the ROUTER. */
 static bool router_busy(cmd_t *c)
 {
@@ -535,12 +516,13 @@ static bool commit_lone(cmd_t *c, ab_job_t *job)
     ab__writer_t *w = ab__writer_borrow(c->b);
     if (w == NULL)
         return false;
-    while (forward(c, c->wsock, false) == 1) /* the writer's answers already sent go first */
+    while (ab__cmd_forward(c, c->wsock, false) ==
+           1) /* the writer's answers already sent go first */
         ;
     ab__lone_end_t end = ab__writer_commit_lone(w, job, c->router);
     ab__writer_return(w);
     if (end == AB__LONE_NUDGE) { /* snapshot documents to collect or dispatch moves */
-        ab_job_t *nudge = job_new(AB_JOB_NUDGE, NULL, NULL);
+        ab_job_t *nudge = ab__cmd_job_new(AB_JOB_NUDGE, NULL, NULL);
         if (nudge == NULL || send_writer(c, nudge) != 0)
             ab__job_free(nudge); /* the writer's next wake-up does it */
     }
@@ -551,7 +533,7 @@ static void publish(cmd_t *c, zmq_msg_t *id, const ab_msg_t *m, bool more)
 {
     uint32_t count = m->u.publish.count;
     bool packed = m->u.publish.packed;
-    ab_job_t *job = job_new(AB_JOB_PUBLISH, id, m);
+    ab_job_t *job = ab__cmd_job_new(AB_JOB_PUBLISH, id, m);
     if (job != NULL) {
         job->frames = calloc(packed ? 1 : count, sizeof(*job->frames));
         if (ab_doc_new(&job->doc) == AB_OK)
@@ -570,7 +552,7 @@ static void publish(cmd_t *c, zmq_msg_t *id, const ab_msg_t *m, bool more)
     job->recv_us = ab__mono_us(); /* the writer's slow-group log measures from here */
     ab_error_t e = AB_ERROR_INIT;
     if (!(packed ? recv_packed(c, job, more, &e) : recv_frames(c, job, more, &e))) {
-        reply_error(c, id, m->v, m->cid, &e);
+        ab__cmd_reply_error(c, id, m->v, m->cid, &e);
         goto free_job;
     }
     job->weight = count;
@@ -582,7 +564,7 @@ static void publish(cmd_t *c, zmq_msg_t *id, const ab_msg_t *m, bool more)
                      (long long)job->bytes, c->b->cfg->limits.max_publish_bytes);
         ab_error_detail_int(&e, "limit", c->b->cfg->limits.max_publish_bytes);
         ab_error_detail_int(&e, "actual", job->bytes);
-        reply_error(c, id, m->v, m->cid, &e);
+        ab__cmd_reply_error(c, id, m->v, m->cid, &e);
         goto free_job;
     }
     if (!queue_reserve(c, id, m, job->weight, job->bytes))
@@ -599,7 +581,7 @@ free_job:
 /* A job whose request travels as its re-encoded header (dispatch.h). */
 static ab_job_t *raw_job(cmd_t *c, ab_job_kind_t kind, zmq_msg_t *id, const ab_msg_t *m)
 {
-    ab_job_t *job = job_new(kind, id, kind == AB_JOB_DISPATCH ? m : NULL);
+    ab_job_t *job = ab__cmd_job_new(kind, id, kind == AB_JOB_DISPATCH ? m : NULL);
     ab_buf_t buf = AB_BUF_INIT;
     if (job != NULL && m != NULL && ab_msg_encode(m, &buf, NULL) != AB_OK) {
         ab__job_free(job);
@@ -693,7 +675,7 @@ static void dispatch(cmd_t *c, zmq_msg_t *id, const ab_msg_t *m)
     ab_error_t e = AB_ERROR_INIT;
     ab_error_set(&e, AB_UNSUPPORTED, "op", "'%s' is not a request the broker serves",
                  ab_op_name(m->op));
-    reply_error(c, id, m->v, m->cid, &e);
+    ab__cmd_reply_error(c, id, m->v, m->cid, &e);
 }
 
 /* Invariant 6: whether the key of @p hdr's connection may make request @p m. */
@@ -730,13 +712,13 @@ static bool on_request(cmd_t *c)
         uint32_t v = 0;
         ab_msg_peek(zmq_msg_data(&hdr), zmq_msg_size(&hdr), &cid, &v);
         discard_rest(c->router, more);
-        reply_error(c, &id, e.code == AB_INCOMPATIBLE_VERSION ? 0 : v, e.cid, &e);
+        ab__cmd_reply_error(c, &id, e.code == AB_INCOMPATIBLE_VERSION ? 0 : v, e.cid, &e);
     } else if (c->stopping) {
         discard_rest(c->router, more);
         reply_code(c, &id, m.v, m.cid, AB_UNAVAILABLE, "", "broker is shutting down");
     } else if (c->acc != NULL && !authorized(c, &hdr, &m, &e)) {
         discard_rest(c->router, more);
-        reply_error(c, &id, m.v, m.cid, &e);
+        ab__cmd_reply_error(c, &id, m.v, m.cid, &e);
     } else if (m.op == AB_OP_PUBLISH) {
         publish(c, &id, &m, more);
     } else if (discard_rest(c->router, more) > 0) {
@@ -751,78 +733,6 @@ close_msgs:
     return got;
 }
 
-/*
- * A reader's message to @p id was refused by the ROUTER with @p why
- * (invariant 4): the connection is gone, or a replay_chunk (header @p hdr)
- * was dropped at a full queue. Tell the reader, so it can stop counting
- * those bytes as unread.
- */
-static void report_refused(cmd_t *c, void *reader, zmq_msg_t *id, zmq_msg_t *hdr, int why)
-{
-    ab_job_t *job = NULL;
-    ab_msg_t m;
-    if (why == EHOSTUNREACH) {
-        job = job_new(AB_JOB_GONE, id, NULL);
-    } else if (why == EAGAIN &&
-               ab_msg_decode(c->doc, zmq_msg_data(hdr), zmq_msg_size(hdr), NULL, &m, NULL) ==
-                   AB_OK &&
-               m.op == AB_OP_REPLAY_CHUNK) {
-        job = job_new(AB_JOB_UNDELIVERED, id, &m);
-        if (job != NULL)
-            job->bytes = (int64_t)m.u.replay_chunk.bytes;
-    }
-    if (job != NULL && send_reader(c, reader, job) != 0)
-        ab__job_free(job);
-}
-
-/* Forward one worker message to the ROUTER. @return 0 none, 1 forwarded, 2 "stopped". */
-static int forward(cmd_t *c, void *from, bool is_reader)
-{
-    bool more = true;
-    int refused = 0; /* errno of the refused identity frame: the ROUTER drops the rest */
-    int n = 0;
-    zmq_msg_t id;
-    zmq_msg_init(&id);
-    for (; more; n++) {
-        zmq_msg_t part;
-        zmq_msg_init(&part);
-        if (zmq_msg_recv(&part, from, n == 0 ? ZMQ_DONTWAIT : 0) < 0) {
-            zmq_msg_close(&part);
-            break;
-        }
-        more = zmq_msg_more(&part);
-        if (n == 0 && !more) {
-            zmq_msg_close(&part);
-            zmq_msg_close(&id);
-            return 2;
-        }
-        if (n == 0 && is_reader)
-            zmq_msg_copy(&id, &part);
-        if (n == 1 && refused != 0 && is_reader && !c->stopping) /* none after its stop job */
-            report_refused(c, from, &id, &part, refused);
-        if (refused == 0 && zmq_msg_send(&part, c->router, more ? ZMQ_SNDMORE : 0) < 0) {
-            refused = zmq_errno();
-            ab__log(AB_LOG_DEBUG, "dropped a reply: %s", zmq_strerror(refused));
-        }
-        zmq_msg_close(&part);
-    }
-    zmq_msg_close(&id);
-    return n > 0 ? 1 : 0;
-}
-
-static void drain_worker(cmd_t *c, void *sock, bool is_writer)
-{
-    for (int i = 0; i < FORWARD_BURST; i++) {
-        int r = forward(c, sock, !is_writer);
-        if (r == 0)
-            return;
-        if (r == 2 && is_writer)
-            c->writer_done = true;
-        else if (r == 2)
-            c->readers_done++;
-    }
-}
-
 static void begin_stop(cmd_t *c)
 {
     c->stopping = true;
@@ -830,14 +740,14 @@ static void begin_stop(cmd_t *c)
     if (c->wk != NULL)
         ab__workers_set_hook(c->wk, NULL, NULL); /* the writer gets nothing after its stop job */
     ab__workers_stop(c->wk);
-    ab_job_t *stop = job_new(AB_JOB_STOP, NULL, NULL);
+    ab_job_t *stop = ab__cmd_job_new(AB_JOB_STOP, NULL, NULL);
     if (stop == NULL || send_writer(c, stop) != 0) {
         ab__job_free(stop);
         c->writer_done = true;
     }
     for (uint32_t i = 0; i < c->nreaders; i++) {
-        stop = job_new(AB_JOB_STOP, NULL, NULL);
-        if (stop == NULL || send_reader(c, c->rsocks[i], stop) != 0) {
+        stop = ab__cmd_job_new(AB_JOB_STOP, NULL, NULL);
+        if (stop == NULL || ab__cmd_send_reader(c, c->rsocks[i], stop) != 0) {
             ab__job_free(stop);
             c->readers_done++;
         }
@@ -867,7 +777,7 @@ static void reload(cmd_t *c)
     ab__log(AB_LOG_INFO, "access: reloaded %zu key(s) from %s%s", ab__access_count(a),
             ab__access_source(a),
             narrowed ? "; some keys may read less: every live subscription is made again" : "");
-    ab_job_t *job = job_new(AB_JOB_ACCESS, NULL, NULL); /* dispatch looks again; rebind */
+    ab_job_t *job = ab__cmd_job_new(AB_JOB_ACCESS, NULL, NULL); /* dispatch looks again; rebind */
     if (job != NULL) {
         job->narrowed = narrowed;
         if (send_writer(c, job) != 0)
@@ -919,10 +829,10 @@ static bool serve_ready(cmd_t *c, const ab__zpoll_item_t *it, size_t n, int sigf
         if (!on_request(c))
             break;
     if (it[2].ready)
-        drain_worker(c, c->wsock, true);
+        ab__cmd_drain_worker(c, c->wsock, true);
     for (uint32_t i = 0; i < c->nreaders; i++)
         if (it[3 + i].ready)
-            drain_worker(c, c->rsocks[i], false);
+            ab__cmd_drain_worker(c, c->rsocks[i], false);
     if (n == 4 + c->nreaders && it[n - 1].ready)
         ab__monitor_drain(&c->b->cmd_mon);
     return true;
@@ -932,6 +842,7 @@ int ab__cmd_loop(ab__shared_t *b, void *router, void *wsock, void **rsocks, int 
 {
     cmd_t c = {.b = b, .router = router, .wsock = wsock, .rsocks = rsocks};
     ab__thread_start("ab-command", b->cfg->log_level, b->cfg->log_json);
+    ab__drops_init(&c.drops, b->cfg->replays);
     c.nreaders = b->cfg->readers;
     size_t n = 3 + c.nreaders + (b->cmd_mon.pair != NULL); /* the monitor last, if on */
     ab__zpoll_item_t *items = calloc(n, sizeof(*items));
@@ -976,5 +887,6 @@ done:
     ab_doc_destroy(&c.doc);
     ab__workers_destroy(&c.wk);
     ab__access_unref(&c.acc);
+    ab__drops_free(&c.drops);
     return rc;
 }

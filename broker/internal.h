@@ -195,6 +195,15 @@ AB_NODISCARD ab_status_t ab__heads_add_run(const ab_plugin_t *p, ab_plugin_db_t 
 AB_NODISCARD ab_status_t ab__heads_add_thread(const ab_plugin_t *p, ab_plugin_db_t *db,
                                               ab_headlist_t *hl, ab_str_t thread, ab_error_t *err);
 
+/** The most heads a replay_end carries (docs/PROTOCOL.md 7.6): with ids of 256 bytes about
+ *  10 MB encoded, within a reply's 16 MiB. */
+#define AB__REPLAY_END_HEADS 16384
+
+/** Append the heads of the newest @p max runs of @p thread, in the order they were recorded. */
+AB_NODISCARD ab_status_t ab__heads_add_newest(const ab_plugin_t *p, ab_plugin_db_t *db,
+                                              ab_headlist_t *hl, ab_str_t thread, size_t max,
+                                              ab_error_t *err);
+
 /** Wire views of the heads (strings point into @p hl); NULL when empty or out of memory. */
 ab_head_t *ab__heads_view(const ab_headlist_t *hl);
 

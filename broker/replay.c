@@ -26,6 +26,12 @@
  *     length, event; lengths u32 big-endian): one ZeroMQ message per chunk
  *     instead of two per event, since the per-message cost of the inproc hop
  *     and the ROUTER bounded replay at ~0.85M events/s (docs/PROTOCOL.md 7.6).
+ *  6. One turn of a session (pump) reads at most PUMP_ROWS_MAX rows, the rows
+ *     a thread replay's cursors skip included: then it sends what it has (or
+ *     nothing) and the reader takes its jobs and serves its other sessions
+ *     before the next turn, so a replay that skips most of a long thread does
+ *     not hold the reader (round robin, docs/PROTOCOL.md 7.6.1 step 5). A
+ *     turn that read rows counts as progress for end_starved (sent_ms).
  */
 #include "ab_common.h"
 #include "replay_int.h"
@@ -36,6 +42,7 @@
 #define IDLE_CHECK_MS    1000
 #define CHUNK_MAX_BYTES  (1u << 20) /* a chunk closes past this (after its first event) */
 #define CHUNK_KEEP_BYTES (8u << 20) /* a chunk buffer grown past this is given back */
+#define PUMP_ROWS_MAX    4096u      /* rows one turn of a session may read (invariant 6) */
 
 typedef struct reader {
     ab__shared_t *b;
@@ -171,10 +178,11 @@ static int send_chunk(reader_t *r, ab__rsession_t *s)
      * ZeroMQ a fresh buffer per chunk (docs/PERFORMANCE.md). */
     memcpy(zmq_msg_data(&frame), r->chunk.data, bytes);
     clear_chunk(r);
-    int rc = ab__reply_send(r->book.sock, &s->job->identity, &r->buf, &frame, 1);
+    if (ab__reply_send(r->book.sock, &s->job->identity, &r->buf, &frame, 1) != 0)
+        return -1;
     ab__rb_sent(&r->book, s, bytes);
     s->events += count;
-    return rc;
+    return 0;
 }
 
 static ab_status_t send_end(reader_t *r, ab__rsession_t *s, uint64_t head_pos, ab_error_t *err)
@@ -185,7 +193,7 @@ static ab_status_t send_end(reader_t *r, ab__rsession_t *s, uint64_t head_pos, a
     if (rq->scope == AB_REPLAY_RUN)
         st = ab__heads_add_run(r->b->plugin, r->db, &hl, rq->thread, rq->run, err);
     else if (rq->scope == AB_REPLAY_THREAD)
-        st = ab__heads_add_thread(r->b->plugin, r->db, &hl, rq->thread, err);
+        st = ab__heads_add_newest(r->b->plugin, r->db, &hl, rq->thread, AB__REPLAY_END_HEADS, err);
     ab_head_t *view = st == AB_OK ? ab__heads_view(&hl) : NULL;
     if (st == AB_OK && hl.n > 0 && view == NULL)
         st = ab_error_set(err, AB_NOMEM, "", "out of memory");
@@ -203,20 +211,21 @@ static ab_status_t send_end(reader_t *r, ab__rsession_t *s, uint64_t head_pos, a
     return st;
 }
 
-/* Build and send one chunk (or the end) within @p room bytes. */
+/* Build and send one chunk (or the end) within @p room bytes. A chunk that cannot be handed
+ * on ends the session with an error: its rows are read, so going on would skip them. */
 static void pump(reader_t *r, ab__rsession_t *s, uint64_t room)
 {
     const ab_replay_t *rq = &s->job->replay;
     const ab_plugin_t *p = r->b->plugin;
     ab_error_t e = AB_ERROR_INIT;
     uint32_t want = rq->chunk_events ? rq->chunk_events : AB_CHUNK_EVENTS_DEFAULT;
-    uint64_t head_pos = 0;
+    uint64_t head_pos = 0, rows = 0;
     bool caught_up = false;
     r->cur = s;
     r->room = room < CHUNK_MAX_BYTES ? room : CHUNK_MAX_BYTES;
     r->full = false;
     r->cb_status = AB_OK;
-    while (!caught_up && !r->full && r->nrec < want) {
+    while (!caught_up && !r->full && r->nrec < want && rows < PUMP_ROWS_MAX) {
         ab_read_t req = s->from;
         req.limit = want - r->nrec;
         uint32_t got = 0;
@@ -228,9 +237,13 @@ static void pump(reader_t *r, ab__rsession_t *s, uint64_t room)
             goto failed;
         }
         caught_up = !r->full && got < req.limit;
+        rows += got;
     }
-    if (r->nrec > 0 && send_chunk(r, s) != 0)
-        ab__log(AB_LOG_DEBUG, "replay: cannot hand a chunk to the command thread");
+    if (r->nrec > 0 && send_chunk(r, s) != 0) { /* its rows are read: the session cannot go on */
+        ab_error_set(&e, AB_NOMEM, "", "out of memory handing on a replay chunk");
+        goto failed;
+    }
+    s->sent_ms = ab__mono_ms(); /* a chunk, or rows skipped: progress (invariant 6) */
     if (!caught_up)
         return;
     if (send_end(r, s, head_pos, &e) == AB_OK) {

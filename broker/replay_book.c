@@ -18,8 +18,15 @@
  *  5. Every running session ends with exactly one replay_end or error
  *     (docs/PROTOCOL.md 7.6.2), except when its connection is gone, where
  *     nothing can be sent.
+ *  6. A chunk the ROUTER dropped at the connection's full queue (UNDELIVERED)
+ *     ends its running session with `overloaded` (AB__RB_DROPPED): the client
+ *     never receives that chunk nor credits it, so continuing would deliver
+ *     the events after it past a hole, and its credit would be lost for good.
+ *     The command thread drops the session's later chunks and turns an end
+ *     already on its way into that error (cmd_drops.c).
  */
 #include "ab_common.h"
+#include "cmd_drops.h"
 #include "replay_int.h"
 
 #include <stdarg.h>
@@ -179,6 +186,8 @@ static void send_error(ab__rbook_t *bk, ab_job_t *job, ab_status_t code, const c
     ab__reply_error(bk->sock, &job->identity, job->v, job->cid, &e);
 }
 
+static void fail_session(ab__rbook_t *bk, ab__rsession_t *s, ab_status_t code, const char *fmt, ...)
+    AB_PRINTF(4, 5);
 static void fail_session(ab__rbook_t *bk, ab__rsession_t *s, ab_status_t code, const char *fmt, ...)
 {
     va_list ap;
@@ -364,11 +373,12 @@ void ab__rb_refused(ab__rbook_t *bk, ab_job_t *job)
         drop_peer(bk, p);
     } else if (p != NULL) {
         ab__rsession_t *s = find_session(bk, job);
-        if (s != NULL) {
+        if (s != NULL)
             release_one(bk, s, (uint32_t)job->bytes);
-            if (s->ended && s->ring_n == 0)
-                free_session(bk, index_of(bk, s));
-        }
+        if (s != NULL && !s->ended) /* invariant 6: nothing may follow the hole */
+            fail_session(bk, s, AB_OVERLOADED, "%s", AB__RB_DROPPED);
+        else if (s != NULL && s->ring_n == 0)
+            free_session(bk, index_of(bk, s));
     }
     ab__job_free(job);
 }

@@ -51,7 +51,7 @@ typedef struct ab__rsession {
     uint64_t events;
     uint64_t window_bytes; /**< most unread bytes this session may have */
     uint64_t unread;       /**< bytes of its chunks sent and not credited */
-    int64_t sent_ms;       /**< its start or its last chunk */
+    int64_t sent_ms;       /**< its start, or its last turn: a chunk sent or rows read */
     uint32_t *ring;        /**< sizes of the unread chunks, oldest first */
     uint32_t ring_head, ring_n, ring_cap;
 } ab__rsession_t;
