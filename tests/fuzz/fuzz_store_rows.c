@@ -40,36 +40,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 #define COMMITS  24
 #define BLOB_MAX 4096
 
-static ab_store_t *g_st;
-static sqlite3_int64 *g_chunks; /* rowids, ascending */
-static size_t g_nchunks;
-static char g_dir[64];
-
-static void cleanup(void)
-{
-    ab__store_close(&g_st);
-    char p[128];
-    static const char *const files[] = {AB_STORE_DB_NAME, AB_STORE_DB_NAME "-wal",
-                                        AB_STORE_DB_NAME "-shm", AB_STORE_LOCK_NAME};
-    for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
-        snprintf(p, sizeof p, "%s/%s", g_dir, files[i]);
-        unlink(p);
-    }
-    rmdir(g_dir);
-    free(g_chunks);
-}
-
-static void die(const char *what, const ab_error_t *err)
-{
-    fprintf(stderr, "fuzz_store_rows: %s: %s\n", what, err ? err->message : "");
-    abort();
-}
-
-static void names(int r, char *thread, char *run)
-{
-    snprintf(thread, 8, "t%d", r % THREADS);
-    snprintf(run, 8, "r%d", r);
-}
+#define STORE_FUZZ_NAME "fuzz_store_rows"
+#include "store_fuzz.h"
 
 static void append_some(int c, uint64_t *seq)
 {
