@@ -20,6 +20,8 @@ static void report_refused(cmd_t *c, void *reader, zmq_msg_t *id, zmq_msg_t *hdr
     ab_job_t *job = NULL;
     ab_msg_t m;
     bool chunk = false;
+    if (why == EAGAIN)
+        ab__reply_acquire(hdr); /* read below: the reader wrote it (job.c invariant 4) */
     if (why == EHOSTUNREACH) {
         ab__drops_forget(&c->drops, id);
         job = ab__cmd_job_new(AB_JOB_GONE, id, NULL);
@@ -48,6 +50,8 @@ static void forward_broken(cmd_t *c, void *from, zmq_msg_t *id)
     size_t n = ab__drops_recv(from, f, 2);
     ab_msg_t m;
     ab__drop_act_t act = AB__DROP_PASS;
+    if (n > 0)
+        ab__reply_acquire(&f[0]);
     if (n > 0 &&
         ab_msg_decode(c->doc, zmq_msg_data(&f[0]), zmq_msg_size(&f[0]), NULL, &m, NULL) == AB_OK)
         act = ab__drops_filter(&c->drops, id, &m);

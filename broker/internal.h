@@ -152,6 +152,13 @@ int ab__job_send(void *sock, ab_job_t *job);
 ab_job_t *ab__job_recv(void *sock, int flags);
 
 /**
+ * Before reading the bytes of a reply header that a reader sent with
+ * ab__reply_send(): the hand-over made visible to ThreadSanitizer, which
+ * cannot see libzmq's (job.c invariant 4; nothing in other builds).
+ */
+void ab__reply_acquire(zmq_msg_t *hdr);
+
+/**
  * Send [identity copy][header][extra frames] to the command thread on
  * @p sock. Extra frames are moved (closed on return either way).
  * @return 0 or -1.

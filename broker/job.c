@@ -78,6 +78,11 @@ ab_job_t *ab__job_recv(void *sock, int flags)
     return job;
 }
 
+void ab__reply_acquire(zmq_msg_t *hdr)
+{
+    HANDOFF_ACQUIRE(zmq_msg_data(hdr));
+}
+
 int ab__reply_send(void *sock, zmq_msg_t *identity, const ab_buf_t *header, zmq_msg_t *extra,
                    size_t nextra)
 {
@@ -88,6 +93,7 @@ int ab__reply_send(void *sock, zmq_msg_t *identity, const ab_buf_t *header, zmq_
         goto close_id;
     if (header->len > 0)
         memcpy(zmq_msg_data(&hdr), header->data, header->len);
+    HANDOFF_RELEASE(zmq_msg_data(&hdr)); /* the command thread may decode it (invariant 4) */
     if (zmq_msg_copy(&id, identity) != 0)
         goto close_hdr;
     if (zmq_msg_send(&id, sock, ZMQ_SNDMORE) < 0)
