@@ -37,18 +37,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static void build(void)
 {
-    snprintf(g_dir, sizeof g_dir, "/tmp/ab_fuzzchain_XXXXXX");
-    if (!mkdtemp(g_dir))
-        die("mkdtemp", NULL);
     /* tails always to the logs, merged every few commits: both levels hold tails
      * (docs/STORE.md "Tails in two levels"), some of the main ones older than the logged
      * ones of the same run */
     ab_store_opts_t o = {
         .durability = AB_DURABILITY_PROCESS, .tails_recent = 9, .tails_direct = -1};
+    open_store("/tmp/ab_fuzzchain_XXXXXX", &o);
     ab_error_t err = AB_ERROR_INIT;
-    if (ab__store_open(&g_st, g_dir, &o, &err) != AB_OK)
-        die("open", &err);
-    atexit(cleanup);
     uint64_t seq[RUNS] = {0};
     uint32_t rng = 7;
     for (int c = 0; c < COMMITS; c++) {
@@ -78,15 +73,7 @@ static void build(void)
         sqlite3_step(q) != SQLITE_ROW || sqlite3_column_int64(q, 0) == 0)
         die("the tails are not in two levels", NULL);
     sqlite3_finalize(q);
-    if (sqlite3_prepare_v2(g_st->db, "SELECT rowid FROM chunks ORDER BY rowid", -1, &q, NULL))
-        die("prepare", NULL);
-    while (sqlite3_step(q) == SQLITE_ROW) {
-        g_chunks = realloc(g_chunks, (g_nchunks + 1) * sizeof *g_chunks);
-        if (!g_chunks)
-            die("out of memory", NULL);
-        g_chunks[g_nchunks++] = sqlite3_column_int64(q, 0);
-    }
-    sqlite3_finalize(q);
+    load_chunks();
 }
 
 /* One block of the log of @p kind: the (?2 % 4)-th by its key (gen, first). */
@@ -162,15 +149,7 @@ static int on_row(void *ud, const ab_row_t *row)
 static void read_one(ab_replay_scope_t scope, const char *thread, const char *run, uint64_t after,
                      uint32_t limit)
 {
-    ab_read_t req = {.scope = scope, .limit = limit};
-    if (thread)
-        req.thread = (ab_str_t){thread, strlen(thread)};
-    if (run)
-        req.run = (ab_str_t){run, strlen(run)};
-    if (scope == AB_REPLAY_RUN)
-        req.after_seq = after;
-    else
-        req.after_pos = after;
+    ab_read_t req = read_req(scope, thread, run, after, limit);
     seen_t s = {.scope = scope, .thread = thread, .run = run, .after = after, .last = after};
     ab_error_t err = AB_ERROR_INIT;
     ab_status_t st = ab__store_read(g_st, &req, on_row, &s, NULL, &err);

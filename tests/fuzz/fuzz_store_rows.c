@@ -80,28 +80,13 @@ static void put_snapshots(void)
 
 static void build(void)
 {
-    snprintf(g_dir, sizeof g_dir, "/tmp/ab_fuzzrows_XXXXXX");
-    if (!mkdtemp(g_dir))
-        die("mkdtemp", NULL);
     ab_store_opts_t o = {.durability = AB_DURABILITY_PROCESS};
-    ab_error_t err = AB_ERROR_INIT;
-    if (ab__store_open(&g_st, g_dir, &o, &err) != AB_OK)
-        die("open", &err);
-    atexit(cleanup);
+    open_store("/tmp/ab_fuzzrows_XXXXXX", &o);
     uint64_t seq[RUNS] = {0};
     for (int c = 0; c < COMMITS; c++)
         append_some(c, seq);
     put_snapshots();
-    sqlite3_stmt *q = NULL;
-    if (sqlite3_prepare_v2(g_st->db, "SELECT rowid FROM chunks ORDER BY rowid", -1, &q, NULL))
-        die("prepare", NULL);
-    while (sqlite3_step(q) == SQLITE_ROW) {
-        g_chunks = realloc(g_chunks, (g_nchunks + 1) * sizeof *g_chunks);
-        if (!g_chunks)
-            die("out of memory", NULL);
-        g_chunks[g_nchunks++] = sqlite3_column_int64(q, 0);
-    }
-    sqlite3_finalize(q);
+    load_chunks();
 }
 
 /* The edits of byte 1's flags (see the head of the file): ?1 the chunk, ?2 an integer, ?3
@@ -188,15 +173,7 @@ static int on_row(void *ud, const ab_row_t *row)
 static int64_t read_one(ab_replay_scope_t scope, const char *thread, const char *run,
                         uint64_t after, uint32_t limit)
 {
-    ab_read_t req = {.scope = scope, .limit = limit};
-    if (thread)
-        req.thread = (ab_str_t){thread, strlen(thread)};
-    if (run)
-        req.run = (ab_str_t){run, strlen(run)};
-    if (scope == AB_REPLAY_RUN)
-        req.after_seq = after;
-    else
-        req.after_pos = after;
+    ab_read_t req = read_req(scope, thread, run, after, limit);
     seen_t s = {.by_seq = scope == AB_REPLAY_RUN, .last = after};
     ab_error_t err = AB_ERROR_INIT;
     uint32_t n = 0;
