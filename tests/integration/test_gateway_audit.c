@@ -307,22 +307,9 @@ static const char *const seam_runs[SEAM_RUNS] = {"a", "b", "c"};
 /* Event @p seq of run @p r of thread @p t (a message of its own, "m-RUN"). */
 static void seam_body(char *buf, size_t size, const char *t, const char *r, uint64_t seq)
 {
-    if (seq == 1)
-        snprintf(buf, size,
-                 "{\"type\":\"RUN_STARTED\",\"threadId\":\"%s\",\"runId\":\"%s\","
-                 "\"protocolVersion\":\"1.0\"}",
-                 t, r);
-    else if (seq == 2)
-        snprintf(buf, size, "{\"type\":\"TEXT_MESSAGE_START\",\"messageId\":\"m-%s\"}", r);
-    else if (seq == SEAM_N - 1)
-        snprintf(buf, size, "{\"type\":\"TEXT_MESSAGE_END\",\"messageId\":\"m-%s\"}", r);
-    else if (seq == SEAM_N)
-        snprintf(buf, size, "{\"type\":\"RUN_FINISHED\",\"threadId\":\"%s\",\"runId\":\"%s\"}", t,
-                 r);
-    else
-        snprintf(buf, size,
-                 "{\"type\":\"TEXT_MESSAGE_CONTENT\",\"messageId\":\"m-%s\",\"delta\":\"%llu\"}", r,
-                 (unsigned long long)seq);
+    char msg[16];
+    snprintf(msg, sizeof msg, "m-%s", r);
+    it_body_msg(buf, size, t, r, msg, seq, SEAM_N, 0);
 }
 
 typedef struct seam {

@@ -49,27 +49,12 @@ static int teardown(void **state)
     return it_teardown(state);
 }
 
-/* Event @p seq of run @p r: its run is readable from the data (runId or messageId). */
+/* Event @p seq of run @p r: its run is readable from the data (runId or messageId "m-RUN"). */
 static void body_of(char *buf, size_t size, const char *t, const char *r, unsigned seq)
 {
-    if (seq == 1)
-        snprintf(buf, size,
-                 "{\"type\":\"RUN_STARTED\",\"threadId\":\"%s\",\"runId\":\"%s\","
-                 "\"protocolVersion\":\"1.0\"}",
-                 t, r);
-    else if (seq == 2)
-        snprintf(buf, size, "{\"type\":\"TEXT_MESSAGE_START\",\"messageId\":\"m-%s\"}", r);
-    else if (seq == N - 1)
-        snprintf(buf, size, "{\"type\":\"TEXT_MESSAGE_END\",\"messageId\":\"m-%s\"}", r);
-    else if (seq == N)
-        snprintf(buf, size, "{\"type\":\"RUN_FINISHED\",\"threadId\":\"%s\",\"runId\":\"%s\"}", t,
-                 r);
-    else {
-        int k = snprintf(
-            buf, size, "{\"type\":\"TEXT_MESSAGE_CONTENT\",\"messageId\":\"m-%s\",\"delta\":\"", r);
-        memset(buf + k, 'x', PAD);
-        snprintf(buf + k + PAD, size - (size_t)k - PAD, "\"}");
-    }
+    char msg[16];
+    snprintf(msg, sizeof msg, "m-%s", r);
+    it_body_msg(buf, size, t, r, msg, seq, N, PAD);
 }
 
 static uint64_t ids[2 * N];

@@ -453,10 +453,11 @@ static inline ab_conn_t *it_connect(const bp_t *b)
     return c;
 }
 
-/* JSON body of event @p seq of a run of @p n events (n == 0: never ends):
- * RUN_STARTED, TEXT_MESSAGE_START, CONTENT..., TEXT_MESSAGE_END, RUN_FINISHED. */
-static inline void it_body(char *buf, size_t size, const char *thread, const char *run,
-                           uint64_t seq, uint64_t n, size_t pad)
+/* JSON body of event @p seq of a run of @p n events (n == 0: never ends), its one text
+ * message @p msg: RUN_STARTED, TEXT_MESSAGE_START, CONTENT... (its delta the seq and @p pad
+ * bytes), TEXT_MESSAGE_END, RUN_FINISHED. */
+static inline void it_body_msg(char *buf, size_t size, const char *thread, const char *run,
+                               const char *msg, uint64_t seq, uint64_t n, size_t pad)
 {
     if (seq == 1)
         snprintf(buf, size,
@@ -464,21 +465,28 @@ static inline void it_body(char *buf, size_t size, const char *thread, const cha
                  "\"protocolVersion\":\"1.0\"}",
                  thread, run);
     else if (seq == 2)
-        snprintf(buf, size, "{\"type\":\"TEXT_MESSAGE_START\",\"messageId\":\"m\"}");
+        snprintf(buf, size, "{\"type\":\"TEXT_MESSAGE_START\",\"messageId\":\"%s\"}", msg);
     else if (n && seq == n - 1)
-        snprintf(buf, size, "{\"type\":\"TEXT_MESSAGE_END\",\"messageId\":\"m\"}");
+        snprintf(buf, size, "{\"type\":\"TEXT_MESSAGE_END\",\"messageId\":\"%s\"}", msg);
     else if (n && seq == n)
         snprintf(buf, size, "{\"type\":\"RUN_FINISHED\",\"threadId\":\"%s\",\"runId\":\"%s\"}",
                  thread, run);
     else {
-        int k = snprintf(buf, size,
-                         "{\"type\":\"TEXT_MESSAGE_CONTENT\",\"messageId\":\"m\",\"delta\":\"%llu ",
-                         (unsigned long long)seq);
+        int k = snprintf(
+            buf, size, "{\"type\":\"TEXT_MESSAGE_CONTENT\",\"messageId\":\"%s\",\"delta\":\"%llu ",
+            msg, (unsigned long long)seq);
         size_t i = (size_t)k;
         for (; i < (size_t)k + pad && i + 3 < size; i++)
             buf[i] = 'x';
         snprintf(buf + i, size - i, "\"}");
     }
+}
+
+/* it_body_msg() with the message "m". */
+static inline void it_body(char *buf, size_t size, const char *thread, const char *run,
+                           uint64_t seq, uint64_t n, size_t pad)
+{
+    it_body_msg(buf, size, thread, run, "m", seq, n, pad);
 }
 
 /* Envelope of event @p seq of run (thread, run) of @p n events. */
