@@ -318,6 +318,34 @@ static inline int gw_sse_status(gw_sse_t *s, long ms)
     return s->headers_done ? s->status : -1;
 }
 
+/* Read on while each event is the one after *@p last (asserted: a bus of one run numbers its
+ * events without gaps) and fewer than @p n were counted in *@p count. @return gw_sse_next()'s
+ * last answer: 0 when the gateway ended the stream, 1 when @p n were read. */
+static inline int gw_sse_read_on(gw_sse_t *s, uint64_t *last, uint64_t *count, uint64_t n)
+{
+    gw_ev_t e; /* 16 KiB on the stack: callable from any thread */
+    int rc = 1;
+    while (*count < n && (rc = gw_sse_next(s, &e, IT_TIMEOUT)) == 1) {
+        assert_int_equal(e.id, *last + 1);
+        *last = e.id;
+        (*count)++;
+    }
+    return rc;
+}
+
+/* Open @p path again as a client resumes (Last-Event-ID: *@p last), read on towards @p n
+ * (gw_sse_read_on), close. */
+static inline void gw_sse_resume(const gwp_t *g, const char *path, uint64_t *last, uint64_t *count,
+                                 uint64_t n)
+{
+    gw_sse_t s;
+    char hdr[64];
+    snprintf(hdr, sizeof hdr, "Last-Event-ID: %llu\r\n", (unsigned long long)*last);
+    assert_int_equal(gw_sse_open(&s, g, "GET", path, hdr, NULL, 0), 0);
+    gw_sse_read_on(&s, last, count, n);
+    gw_sse_close(&s);
+}
+
 /* Publish @p n events of run (t, r) padded by @p pad bytes (it_body), with a producer of its
  * own on the broker at @p cmd. */
 static inline void gw_publish_run(const char *cmd, const char *t, const char *r, uint64_t n,
