@@ -24,7 +24,7 @@
 #include "testutil.h"
 
 #include "broker_proc.h"
-#include "side.h"
+#include "dispatch_side.h"
 
 static unsigned g_serial;
 
@@ -57,20 +57,9 @@ static void fresh(char *out, size_t cap, const char *what)
 /* ---- a client or worker connection ---------------------------------------------------------- */
 
 /* Register @p s as worker @p name serving @p agent with @p cap runs at once. */
-static void serve_lease(side_t *s, const char *name, const char *agent, uint32_t cap,
-                        uint32_t lease_ms)
-{
-    ab_served_agent_t agents[] = {{SV(agent), cap, NULL, 0}};
-    ab_msg_t m = {.op = AB_OP_SERVE}, r;
-    m.u.serve = (ab_serve_t){SV(name), agents, 1, lease_ms};
-    ab_error_t err = AB_ERROR_INIT;
-    assert_int_equal(ab_conn_request(s->c, &m, NULL, 0, s->doc, &r, IT_TIMEOUT, &err), AB_OK);
-    assert_int_equal(r.op, AB_OP_SERVED);
-}
-
 static void serve(side_t *s, const char *name, const char *agent, uint32_t cap)
 {
-    serve_lease(s, name, agent, cap, 0);
+    serve_agent(s, name, agent, cap, 0);
 }
 
 static uint64_t start(side_t *s, const char *agent, const char *thread)
@@ -84,78 +73,6 @@ static uint64_t start(side_t *s, const char *agent, const char *thread)
     if (ab_conn_start_run(s->c, &r, s->doc, &a, IT_TIMEOUT, &err) != AB_OK)
         fail_msg("start_run: %s: %s", ab_status_name(err.code), err.message);
     return a.request;
-}
-
-typedef struct asg {
-    uint64_t request, epoch;
-    uint32_t attempt;
-    char thread[96], run[160];
-    char input[1024]; /* the assignment's input as JSON: RUN_STARTED echoes it */
-} asg_t;
-
-static asg_t asg_of(const ab_msg_t *m)
-{
-    asg_t a = {m->u.assign.request, m->u.assign.epoch, m->u.assign.attempt, "", "", ""};
-    snprintf(a.thread, sizeof a.thread, "%.*s", (int)m->u.assign.thread.len,
-             m->u.assign.thread.ptr);
-    snprintf(a.run, sizeof a.run, "%.*s", (int)m->u.assign.run.len, m->u.assign.run.ptr);
-    ab_buf_t js = AB_BUF_INIT;
-    assert_int_equal(ab_val_to_json(m->u.assign.input, &js), AB_OK);
-    assert_true(js.len < sizeof a.input);
-    memcpy(a.input, js.data, js.len);
-    ab_buf_free(&js);
-    return a;
-}
-
-/* The next unsolicited message on @p w within @p ms: an assignment (fails on anything else). */
-static asg_t next_assign_within(side_t *w, int ms)
-{
-    ab_msg_t m;
-    ab_error_t err = AB_ERROR_INIT;
-    if (ab_conn_recv(w->c, 0, w->doc, &m, ms, &err) != AB_OK)
-        fail_msg("no assignment: %s: %s", ab_status_name(err.code), err.message);
-    if (m.op != AB_OP_ASSIGN)
-        fail_msg("expected assign, got %s", ab_op_name(m.op));
-    return asg_of(&m);
-}
-
-static asg_t next_assign(side_t *w)
-{
-    return next_assign_within(w, IT_TIMEOUT);
-}
-
-/* Whether nothing unsolicited arrives on @p w within @p ms. */
-static bool quiet(side_t *w, int ms)
-{
-    ab_msg_t m;
-    return ab_conn_recv(w->c, 0, w->doc, &m, ms, NULL) == AB_TIMEOUT;
-}
-
-/* Publish event @p seq (@p type) of @p a's run through @p w's broker; the result's status. */
-static ab_result_status_t publish(side_t *w, const asg_t *a, uint64_t seq, const char *type,
-                                  ab_error_t *err)
-{
-    char body[2048];
-    if (strcmp(type, "RUN_STARTED") == 0)
-        snprintf(body, sizeof body,
-                 "{\"type\":\"RUN_STARTED\",\"threadId\":\"%s\",\"runId\":\"%s\","
-                 "\"protocolVersion\":\"1.0\",\"input\":%s}",
-                 a->thread, a->run, a->input);
-    else
-        snprintf(body, sizeof body, "{\"type\":\"%s\",\"threadId\":\"%s\",\"runId\":\"%s\"}", type,
-                 a->thread, a->run);
-    ab_buf_t ev = AB_BUF_INIT;
-    assert_int_equal(ab_envelope_json(&ev, 1, a->thread, a->run, seq, a->epoch, body, NULL), AB_OK);
-    ab_result_t r = it_publish1(w->c, w->doc, &ev, err);
-    ab_buf_free(&ev);
-    return r.status;
-}
-
-static void run_through(side_t *w, const asg_t *a)
-{
-    ab_error_t err = AB_ERROR_INIT;
-    assert_int_equal(publish(w, a, 1, "RUN_STARTED", &err), AB_RESULT_ACCEPTED);
-    assert_int_equal(publish(w, a, 2, "RUN_FINISHED", &err), AB_RESULT_ACCEPTED);
 }
 
 /* The stored state of request @p id, straight from the database. */
@@ -175,7 +92,7 @@ static long long state_is(uint64_t id, const char *state)
 }
 
 /* Wait until request @p id is stored in @p state (moves follow commits between groups). */
-static void wait_state(uint64_t id, const char *state)
+static void wait_stored(uint64_t id, const char *state)
 {
     long end = pgfx_now_ms() + 10000;
     while (state_is(id, state) != 1 && pgfx_now_ms() < end)
@@ -219,7 +136,7 @@ static void test_put_on_b_assigned_on_a(void **state)
     assert_int_equal(g.attempt, 1);
     assert_int_equal(run_epoch(&g), (long long)g.epoch);
     run_through(&wa, &g);
-    wait_state(id, "ended");
+    wait_stored(id, "ended");
     side_free(&wa);
     side_free(&cb);
 }
@@ -256,7 +173,7 @@ static void test_queued_served_once_by_late_worker(void **state)
     for (int k = 0; k < N; k++)
         run_through(&wa, &g[k]);
     for (int i = 0; i < N; i++)
-        wait_state(ids[i], "ended");
+        wait_stored(ids[i], "ended");
     side_free(&wa);
     side_free(&cb);
 }
@@ -295,7 +212,7 @@ static void test_leave_requeued_taken_on_b(void **state)
     assert_int_equal(publish(&wa, &g1, 1, "RUN_STARTED", &err), AB_RESULT_REJECTED);
     assert_int_equal(err.code, AB_FENCED);
     run_through(&wb, &g2);
-    wait_state(id, "ended");
+    wait_stored(id, "ended");
     assert_int_equal(stored("attempts", id), 2); /* requeued once */
     assert_true(quiet(&wb, 300));
     side_free(&wa);
@@ -340,7 +257,7 @@ static void test_two_brokers_one_request(void **state)
     assert_int_equal(run_epoch(&g), (long long)g.epoch); /* no lost claim bumped it */
     assert_int_equal(stored("attempts", id), 1);
     run_through(win, &g);
-    wait_state(id, "ended");
+    wait_stored(id, "ended");
     side_free(&wa);
     side_free(&wb);
 }
@@ -438,7 +355,7 @@ static void test_cancel_started_through_b(void **state)
     assert_int_equal(g.request, id);
     ab_error_t err = AB_ERROR_INIT;
     assert_int_equal(publish(&wa, &g, 1, "RUN_STARTED", &err), AB_RESULT_ACCEPTED);
-    wait_state(id, "started");
+    wait_stored(id, "started");
     assert_int_equal(cancel_via(&cb, &g), AB_CANCEL_DELIVERED);
     assert_int_equal(stored("cancel_epoch", id), (long long)g.epoch);
     expect_run_cancel(&wa, &g);
@@ -446,7 +363,7 @@ static void test_cancel_started_through_b(void **state)
     assert_true(quiet(&wa, 1500));                              /* past A's next refresh */
     assert_int_equal(run_epoch(&g), (long long)g.epoch);        /* nobody fenced the worker */
     finish_cancelled(&wa, &g, 2);
-    wait_state(id, "ended");
+    wait_stored(id, "ended");
     assert_int_equal(run_outcome_cancelled(&g), 1);
     assert_int_equal(cancel_via(&cb, &g), AB_CANCEL_ENDED);
     side_free(&wa);
@@ -468,7 +385,7 @@ static void test_interrupt_through_b(void **state)
     asg_t g = next_assign(&wa);
     ab_error_t err = AB_ERROR_INIT;
     assert_int_equal(publish(&wa, &g, 1, "RUN_STARTED", &err), AB_RESULT_ACCEPTED);
-    wait_state(id, "started");
+    wait_stored(id, "started");
     ab_start_run_t r = {SV(agent), SV(th),
                         {0},       tu_json(&cb.tu, "{\"messages\":[]}"),
                         SV(key),   AB_IF_BUSY_INTERRUPT};
@@ -479,7 +396,7 @@ static void test_interrupt_through_b(void **state)
     asg_t g2 = next_assign(&wa);
     assert_int_equal(g2.request, a.request);
     run_through(&wa, &g2);
-    wait_state(a.request, "ended");
+    wait_stored(a.request, "ended");
     side_free(&wa);
     side_free(&cb);
 }
@@ -510,7 +427,7 @@ static void test_cancel_in_the_start_window(void **state)
     ab_error_t err = AB_ERROR_INIT;
     assert_int_equal(publish(&wa, &g, 1, "RUN_STARTED", &err), AB_RESULT_ACCEPTED);
     finish_cancelled(&wa, &g, 2);
-    wait_state(id, "ended");
+    wait_stored(id, "ended");
     assert_int_equal(run_outcome_cancelled(&g), 1);
     side_free(&wa);
     side_free(&cb);
@@ -530,7 +447,7 @@ static void test_cancel_started_of_dead_broker(void **state)
     asg_t g = next_assign(&wa);
     ab_error_t err = AB_ERROR_INIT;
     assert_int_equal(publish(&wa, &g, 1, "RUN_STARTED", &err), AB_RESULT_ACCEPTED);
-    wait_state(id, "started");
+    wait_stored(id, "started");
     bp_kill(&g_a);
     /* its lease ends now rather than in AB_LEASE_MS_DEFAULT */
     snprintf(sql, sizeof sql,
@@ -581,7 +498,7 @@ static void test_moves_without_warnings(void **state)
         run_through(&wa, &g);
     }
     for (int i = 0; i < N; i++)
-        wait_state(ids[i], "ended");
+        wait_stored(ids[i], "ended");
     assert_true(quiet(&wa, 300)); /* the brokers' pumps after the last commits */
     assert_int_equal(log_lines(&g_a, " warn ", "not moved to"), 0);
     assert_int_equal(log_lines(&g_b, " warn ", "not moved to"), 0);
@@ -628,16 +545,16 @@ static void test_lost_broker_settled(void **state)
     assert_int_equal(g2.request, id2);
     ab_error_t err = AB_ERROR_INIT;
     assert_int_equal(publish(&wa, &g2, 1, "RUN_STARTED", &err), AB_RESULT_ACCEPTED);
-    wait_state(id2, "started");
+    wait_stored(id2, "started");
     side_t wb = side_new(&g_b);
-    serve_lease(&wb, "wb", agent, 2, AB_LEASE_MS_MAX); /* it stays silent past A's lease */
+    serve_agent(&wb, "wb", agent, 2, AB_LEASE_MS_MAX); /* it stays silent past A's lease */
     bp_kill(&g_a);
     asg_t g3 = next_assign_within(&wb, AB_LEASE_MS_DEFAULT + 2 * IT_TIMEOUT);
     assert_int_equal(g3.request, id1);
     assert_int_equal(g3.attempt, 2);
     assert_true(g3.epoch > g1.epoch);
     run_through(&wb, &g3);
-    wait_state(id1, "ended");
+    wait_stored(id1, "ended");
     ab_request_info_t info = {0};
     long end = pgfx_now_ms() + 2 * IT_TIMEOUT;
     while (!(listed_as(&wb, id2, &info) && info.orphaned) && pgfx_now_ms() < end)
@@ -654,7 +571,7 @@ static void test_lost_broker_settled(void **state)
     assert_memory_equal(info.worker.ptr, "wb", 2);
     g2.epoch = cl.epoch;
     assert_int_equal(publish(&wb, &g2, 2, "RUN_FINISHED", &err), AB_RESULT_ACCEPTED);
-    wait_state(id2, "ended");
+    wait_stored(id2, "ended");
     side_free(&wa);
     side_free(&ca);
     side_free(&wb);

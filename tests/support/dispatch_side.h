@@ -1,8 +1,8 @@
 /*
  * dispatch_side.h - a worker's side of dispatch in an integration test (docs/PROTOCOL.md
  * 7.10 - 7.15): its unsolicited messages, its assignments, the events it publishes for them
- * and the requests as `requests` lists them. Shared by test_dispatch and
- * test_dispatch_contract.
+ * and the requests as `requests` lists them. Shared by the dispatch tests (integration/
+ * test_dispatch*, pg/test_pg_dispatch).
  */
 #ifndef AB_TESTS_DISPATCH_SIDE_H
 #define AB_TESTS_DISPATCH_SIDE_H
@@ -11,16 +11,23 @@
 
 #include <string.h>
 
-/* The next unsolicited message on worker @p w, of op @p op. */
-static inline ab_msg_t next_msg(side_t *w, ab_op_t op)
+/* The next unsolicited message on worker @p w within @p ms, of op @p op. */
+static inline ab_msg_t next_msg_within(side_t *w, ab_op_t op, int ms)
 {
     ab_msg_t m;
     ab_error_t err = AB_ERROR_INIT;
-    assert_int_equal(ab_conn_recv(w->c, 0, w->doc, &m, IT_TIMEOUT, &err), AB_OK);
+    if (ab_conn_recv(w->c, 0, w->doc, &m, ms, &err) != AB_OK)
+        fail_msg("no %s: %s: %s", ab_op_name(op), ab_status_name(err.code), err.message);
     if (m.op != op)
         fail_msg("expected %s, got %s", ab_op_name(op), ab_op_name(m.op));
     assert_int_equal(m.cid, 0);
     return m;
+}
+
+/* The next unsolicited message on worker @p w, of op @p op. */
+static inline ab_msg_t next_msg(side_t *w, ab_op_t op)
+{
+    return next_msg_within(w, op, IT_TIMEOUT);
 }
 
 /* Whether anything unsolicited arrives on @p w within @p ms. */
@@ -38,20 +45,32 @@ typedef struct asg {
     char input[2048]; /* the assignment's input as JSON */
 } asg_t;
 
-static inline asg_t next_assign(side_t *w)
+/* The ids of assignment @p m, its input naming its thread and run. */
+static inline asg_t asg_of(const ab_msg_t *m)
 {
-    ab_msg_t m = next_msg(w, AB_OP_ASSIGN);
-    asg_t a = {m.u.assign.request, m.u.assign.epoch, m.u.assign.attempt, "", "", ""};
+    asg_t a = {m->u.assign.request, m->u.assign.epoch, m->u.assign.attempt, "", "", ""};
     ab_buf_t js = AB_BUF_INIT;
-    assert_int_equal(ab_val_to_json(m.u.assign.input, &js), AB_OK);
+    assert_int_equal(ab_val_to_json(m->u.assign.input, &js), AB_OK);
     assert_true(js.len < sizeof a.input);
     memcpy(a.input, js.data, js.len);
     ab_buf_free(&js);
-    snprintf(a.thread, sizeof a.thread, "%.*s", (int)m.u.assign.thread.len, m.u.assign.thread.ptr);
-    snprintf(a.run, sizeof a.run, "%.*s", (int)m.u.assign.run.len, m.u.assign.run.ptr);
-    assert_true(ab_val_str_eq(ab_val_get(m.u.assign.input, "threadId"), a.thread));
-    assert_true(ab_val_str_eq(ab_val_get(m.u.assign.input, "runId"), a.run));
+    snprintf(a.thread, sizeof a.thread, "%.*s", (int)m->u.assign.thread.len,
+             m->u.assign.thread.ptr);
+    snprintf(a.run, sizeof a.run, "%.*s", (int)m->u.assign.run.len, m->u.assign.run.ptr);
+    assert_true(ab_val_str_eq(ab_val_get(m->u.assign.input, "threadId"), a.thread));
+    assert_true(ab_val_str_eq(ab_val_get(m->u.assign.input, "runId"), a.run));
     return a;
+}
+
+static inline asg_t next_assign_within(side_t *w, int ms)
+{
+    ab_msg_t m = next_msg_within(w, AB_OP_ASSIGN, ms);
+    return asg_of(&m);
+}
+
+static inline asg_t next_assign(side_t *w)
+{
+    return next_assign_within(w, IT_TIMEOUT);
 }
 
 /* Publish one event of @p a's run with @p seq; @return the result status (error in *err). */
