@@ -76,24 +76,6 @@ static void reply(cmd_t *c, zmq_msg_t *id, const ab_msg_t *m)
                 (unsigned long long)m->cid, zmq_strerror(zmq_errno()));
 }
 
-/* Receive and drop the remaining parts of a message; @return how many. */
-static size_t discard_rest(void *sock, bool more)
-{
-    size_t n = 0;
-    while (more) {
-        zmq_msg_t f;
-        zmq_msg_init(&f);
-        if (zmq_msg_recv(&f, sock, 0) < 0) {
-            zmq_msg_close(&f);
-            break;
-        }
-        more = zmq_msg_more(&f);
-        zmq_msg_close(&f);
-        n++;
-    }
-    return n;
-}
-
 ab_job_t *ab__cmd_job_new(ab_job_kind_t kind, zmq_msg_t *id, const ab_msg_t *m)
 {
     ab_job_t *job = calloc(1, sizeof(*job));
@@ -461,7 +443,7 @@ static bool recv_packed(cmd_t *c, ab_job_t *job, bool more, ab_error_t *e)
     }
     job->nframes = 1;
     if (zmq_msg_more(f)) {
-        size_t n = 1 + discard_rest(c->router, true);
+        size_t n = 1 + ab__discard_rest(c->router, true);
         ab_error_set(e, AB_INVALID_ENVELOPE, "packed",
                      "a packed publish carries one frame, not %zu", n);
         ab_error_detail_int(e, "frames", (int64_t)n);
@@ -544,7 +526,7 @@ static void publish(cmd_t *c, zmq_msg_t *id, const ab_msg_t *m, bool more)
         job->items = malloc((count ? count : 1) * sizeof(*job->items));
     }
     if (job == NULL || !job->frames || !job->doc || !job->evs || !job->infos || !job->items) {
-        discard_rest(c->router, more);
+        ab__discard_rest(c->router, more);
         reply_code(c, id, m->v, m->cid, AB_NOMEM, "", "out of memory");
         goto free_job;
     }
@@ -711,17 +693,17 @@ static bool on_request(cmd_t *c)
         uint64_t cid = 0;
         uint32_t v = 0;
         ab_msg_peek(zmq_msg_data(&hdr), zmq_msg_size(&hdr), &cid, &v);
-        discard_rest(c->router, more);
+        ab__discard_rest(c->router, more);
         ab__cmd_reply_error(c, &id, e.code == AB_INCOMPATIBLE_VERSION ? 0 : v, e.cid, &e);
     } else if (c->stopping) {
-        discard_rest(c->router, more);
+        ab__discard_rest(c->router, more);
         reply_code(c, &id, m.v, m.cid, AB_UNAVAILABLE, "", "broker is shutting down");
     } else if (c->acc != NULL && !authorized(c, &hdr, &m, &e)) {
-        discard_rest(c->router, more);
+        ab__discard_rest(c->router, more);
         ab__cmd_reply_error(c, &id, m.v, m.cid, &e);
     } else if (m.op == AB_OP_PUBLISH) {
         publish(c, &id, &m, more);
-    } else if (discard_rest(c->router, more) > 0) {
+    } else if (ab__discard_rest(c->router, more) > 0) {
         reply_code(c, &id, m.v, m.cid, AB_INVALID_ENVELOPE, "count",
                    "this request takes no frames after the header");
     } else {

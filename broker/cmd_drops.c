@@ -121,12 +121,7 @@ size_t ab__drops_recv(void *from, zmq_msg_t *f, size_t max)
         }
         more = zmq_msg_more(&f[n]);
     }
-    while (more) { /* frames past max: dropped */
-        zmq_msg_t x;
-        zmq_msg_init(&x);
-        more = zmq_msg_recv(&x, from, 0) >= 0 && zmq_msg_more(&x);
-        zmq_msg_close(&x);
-    }
+    ab__discard_rest(from, more); /* frames past max */
     return n;
 }
 

@@ -50,11 +50,12 @@ static void forward_broken(cmd_t *c, void *from, zmq_msg_t *id)
     size_t n = ab__drops_recv(from, f, 2);
     ab_msg_t m;
     ab__drop_act_t act = AB__DROP_PASS;
-    if (n > 0)
-        ab__reply_acquire(&f[0]);
-    if (n > 0 &&
-        ab_msg_decode(c->doc, zmq_msg_data(&f[0]), zmq_msg_size(&f[0]), NULL, &m, NULL) == AB_OK)
-        act = ab__drops_filter(&c->drops, id, &m);
+    if (n > 0) {
+        ab__reply_acquire(&f[0]); /* read here: the reader wrote it (job.c invariant 4) */
+        if (ab_msg_decode(c->doc, zmq_msg_data(&f[0]), zmq_msg_size(&f[0]), NULL, &m, NULL) ==
+            AB_OK)
+            act = ab__drops_filter(&c->drops, id, &m);
+    }
     if (act == AB__DROP_CHUNK && !c->stopping) {
         report_refused(c, from, id, &f[0], EAGAIN); /* the hole's later chunks: never sent */
     } else if (act == AB__DROP_END) {

@@ -151,6 +151,9 @@ int ab__job_send(void *sock, ab_job_t *job);
 /** Receive a job pointer sent with ab__job_send(). @return the job or NULL. */
 ab_job_t *ab__job_recv(void *sock, int flags);
 
+/** Receive and drop the remaining parts of a message (@p more: one follows). @return how many. */
+size_t ab__discard_rest(void *sock, bool more);
+
 /**
  * Before reading the bytes of a reply header that a reader sent with
  * ab__reply_send(): the hand-over made visible to ThreadSanitizer, which

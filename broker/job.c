@@ -78,6 +78,23 @@ ab_job_t *ab__job_recv(void *sock, int flags)
     return job;
 }
 
+size_t ab__discard_rest(void *sock, bool more)
+{
+    size_t n = 0;
+    while (more) {
+        zmq_msg_t f;
+        zmq_msg_init(&f);
+        if (zmq_msg_recv(&f, sock, 0) < 0) {
+            zmq_msg_close(&f);
+            break;
+        }
+        more = zmq_msg_more(&f);
+        zmq_msg_close(&f);
+        n++;
+    }
+    return n;
+}
+
 void ab__reply_acquire(zmq_msg_t *hdr)
 {
     HANDOFF_ACQUIRE(zmq_msg_data(hdr));
